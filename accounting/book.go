@@ -1,0 +1,206 @@
+package accounting
+
+import (
+	"cmp"
+	"slices"
+	"sync"
+	"time"
+)
+
+// Book is the ledger of one machine: what it has, what is free, and which
+// grant holds what. It never blocks and never waits; waiting is the Placer's.
+//
+// Lock order: a Placer's mutex may be held while calling into a Book (the
+// Book's mutex is then taken inside it); a Book never calls out while holding
+// its own mutex. The release callback therefore runs after Give has unlocked,
+// and is free to take the Placer's mutex.
+type Book struct {
+	capacity  Capacity
+	onRelease func()
+
+	mu sync.Mutex // guards everything below
+	// cpuFree[i] says whether capacity.CPUIDs[i] is free; lowest first.
+	cpuFree  []bool
+	freeCPUs int
+	// gpuHolder[i] is the ID of the grant holding card i, 0 when free.
+	gpuHolder []uint64
+	freeGPUs  int
+	freeRAM   int64
+	grants    map[uint64]Grant
+	nextID    uint64
+}
+
+// NewBook opens the books for a machine of the given capacity. onRelease, if
+// not nil, is called after every Give, outside the Book's lock.
+func NewBook(c Capacity, onRelease func()) *Book {
+	c.CPUIDs = append([]int(nil), c.CPUIDs...)
+	b := &Book{
+		capacity:  c,
+		onRelease: onRelease,
+		cpuFree:   make([]bool, len(c.CPUIDs)),
+		freeCPUs:  len(c.CPUIDs),
+		gpuHolder: make([]uint64, c.GPUs),
+		freeGPUs:  c.GPUs,
+		freeRAM:   c.RAMBytes,
+		grants:    make(map[uint64]Grant),
+	}
+	for i := range b.cpuFree {
+		b.cpuFree[i] = true
+	}
+	return b
+}
+
+// Capacity is what the machine has, busy or not.
+func (b *Book) Capacity() Capacity { return b.capacity }
+
+// Fits reports whether this machine could ever grant r, were it idle. It is
+// the question to ask before waiting: waiting for a card that is busy is
+// queueing; waiting for one the machine does not have is a hang.
+func (b *Book) Fits(r Resources) bool { return b.capacity.holds(r) }
+
+// TryTake grants req now if it is free, or reports false. now is when the
+// grant starts; with a Limit it fixes the grant's Until. Cores and cards are
+// chosen lowest free first, so grants are predictable and easy to read.
+func (b *Book) TryTake(req Request, now time.Time) (Grant, bool) {
+	return b.takeKeeping(req, now, Resources{})
+}
+
+// takeKeeping grants req if it fits in what is free less keep, the part held
+// back for the head of the Placer's queue.
+func (b *Book) takeKeeping(req Request, now time.Time, keep Resources) (Grant, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	avail := b.free()
+	avail.CPUs -= keep.CPUs
+	avail.GPUs -= keep.GPUs
+	avail.RAMBytes -= keep.RAMBytes
+	if !req.fitsIn(avail, b.capacity.RAMKnown) {
+		return Grant{}, false
+	}
+	b.nextID++
+	g := Grant{
+		ID:       b.nextID,
+		Machine:  b.capacity.Name,
+		Holder:   req.Holder,
+		RAMBytes: req.RAMBytes,
+	}
+	if req.Limit > 0 {
+		g.Until = now.Add(req.Limit)
+	}
+	if req.CPUs > 0 {
+		g.CPUIDs = make([]int, 0, req.CPUs)
+		for i := 0; len(g.CPUIDs) < req.CPUs; i++ {
+			if b.cpuFree[i] {
+				b.cpuFree[i] = false
+				g.CPUIDs = append(g.CPUIDs, b.capacity.CPUIDs[i])
+			}
+		}
+		b.freeCPUs -= req.CPUs
+	}
+	if req.GPUs > 0 {
+		g.GPUs = make([]int, 0, req.GPUs)
+		for i := 0; len(g.GPUs) < req.GPUs; i++ {
+			if b.gpuHolder[i] == 0 {
+				b.gpuHolder[i] = g.ID
+				g.GPUs = append(g.GPUs, i)
+			}
+		}
+		b.freeGPUs -= req.GPUs
+	}
+	if b.capacity.RAMKnown {
+		b.freeRAM -= req.RAMBytes
+	}
+	b.grants[g.ID] = g
+	return g, true
+}
+
+// Give returns what a grant held, whatever ended the run. Giving back a grant
+// twice, or one from another book, returns ErrUnknownGrant and changes nothing.
+func (b *Book) Give(g Grant) error {
+	b.mu.Lock()
+	held, ok := b.grants[g.ID]
+	if !ok {
+		b.mu.Unlock()
+		return ErrUnknownGrant
+	}
+	delete(b.grants, g.ID)
+	cpu := 0
+	for i, id := range b.capacity.CPUIDs {
+		if cpu < len(held.CPUIDs) && held.CPUIDs[cpu] == id {
+			b.cpuFree[i] = true
+			cpu++
+		}
+	}
+	b.freeCPUs += len(held.CPUIDs)
+	for _, card := range held.GPUs {
+		b.gpuHolder[card] = 0
+	}
+	b.freeGPUs += len(held.GPUs)
+	if b.capacity.RAMKnown {
+		b.freeRAM += held.RAMBytes
+	}
+	b.mu.Unlock()
+
+	if b.onRelease != nil {
+		b.onRelease()
+	}
+	return nil
+}
+
+// free is what is not granted now. The caller holds b.mu.
+func (b *Book) free() Resources {
+	return Resources{CPUs: b.freeCPUs, GPUs: b.freeGPUs, RAMBytes: b.freeRAM}
+}
+
+// Snapshot is a consistent picture of a Book at one moment.
+type Snapshot struct {
+	Capacity Capacity
+	Free     Resources
+	// CardHolders[i] is the holder of card i, "" when free.
+	CardHolders []string
+	// Grants are the outstanding grants, by ID.
+	Grants []Grant
+}
+
+// Snapshot returns what the machine has, what is free, and who holds what.
+func (b *Book) Snapshot() Snapshot {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	s := Snapshot{
+		Capacity:    b.capacity,
+		Free:        b.free(),
+		CardHolders: make([]string, len(b.gpuHolder)),
+		Grants:      make([]Grant, 0, len(b.grants)),
+	}
+	for i, id := range b.gpuHolder {
+		if id != 0 {
+			s.CardHolders[i] = b.grants[id].Holder
+		}
+	}
+	for _, g := range b.grants {
+		s.Grants = append(s.Grants, g)
+	}
+	slices.SortFunc(s.Grants, func(a, b Grant) int { return cmp.Compare(a.ID, b.ID) })
+	return s
+}
+
+// planningState returns what is free now and the bounded grants, soonest end
+// first: what the Placer needs to work out when the head of its queue can
+// start. The caller holds the Placer's mutex; this takes the Book's.
+func (b *Book) planningState() (Resources, []Grant) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var bounded []Grant
+	for _, g := range b.grants {
+		if !g.Until.IsZero() {
+			bounded = append(bounded, g)
+		}
+	}
+	slices.SortFunc(bounded, func(a, b Grant) int {
+		if c := a.Until.Compare(b.Until); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.ID, b.ID)
+	})
+	return b.free(), bounded
+}

@@ -1,0 +1,110 @@
+package accounting
+
+import (
+	"errors"
+	"testing"
+	"time"
+)
+
+func TestParseDuration(t *testing.T) {
+	tests := []struct {
+		in   string
+		want time.Duration
+	}{
+		{"90m", 90 * time.Minute},
+		{"1h30m", 90 * time.Minute},
+		{"500ms", 500 * time.Millisecond},
+		{"10s", 10 * time.Second},
+		{"2d", 48 * time.Hour},
+		{"1d12h", 36 * time.Hour},
+		{"0d", 0},
+		{"0s", 0},
+		{" 12h ", 12 * time.Hour},
+	}
+	for _, tt := range tests {
+		t.Run(tt.in, func(t *testing.T) {
+			got, err := ParseDuration(tt.in)
+			if err != nil {
+				t.Fatalf("ParseDuration(%q): %v", tt.in, err)
+			}
+			if got != tt.want {
+				t.Fatalf("ParseDuration(%q) = %v, want %v", tt.in, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestParseDurationErrors(t *testing.T) {
+	tests := []struct {
+		in      string
+		problem DurationProblem
+		message string
+	}{
+		{"30", DurationNoUnit, `duration "30" has no unit; write e.g. "30s" or "30m"`},
+		{"1.5", DurationNoUnit, `duration "1.5" has no unit; write e.g. "1.5s" or "1.5m"`},
+		{"soon", DurationMalformed, `duration "soon" is not a duration; write a number with a unit: ms, s, m, h or d, e.g. "90s", "1h30m", "2d"`},
+		{"", DurationMalformed, `duration "" is not a duration; write a number with a unit: ms, s, m, h or d, e.g. "90s", "1h30m", "2d"`},
+		{"1.5d", DurationMalformed, `duration "1.5d" is not a duration; write a number with a unit: ms, s, m, h or d, e.g. "90s", "1h30m", "2d"`},
+		{"2dd", DurationMalformed, `duration "2dd" is not a duration; write a number with a unit: ms, s, m, h or d, e.g. "90s", "1h30m", "2d"`},
+		{"-5m", DurationNegative, `duration "-5m" is negative; write a number with a unit: ms, s, m, h or d, e.g. "90s", "1h30m", "2d"`},
+		{"200000d", DurationTooLarge, `duration "200000d" is too long (at most about 290 years)`},
+		{"106000d2562047h", DurationTooLarge, `duration "106000d2562047h" is too long (at most about 290 years)`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.in, func(t *testing.T) {
+			_, err := ParseDuration(tt.in)
+			var de *DurationError
+			if !errors.As(err, &de) {
+				t.Fatalf("ParseDuration(%q) error = %v, want *DurationError", tt.in, err)
+			}
+			if de.Problem != tt.problem {
+				t.Errorf("problem = %d, want %d", de.Problem, tt.problem)
+			}
+			if err.Error() != tt.message {
+				t.Errorf("message:\n got %s\nwant %s", err, tt.message)
+			}
+		})
+	}
+}
+
+func TestFormatDuration(t *testing.T) {
+	tests := []struct {
+		in   time.Duration
+		want string
+	}{
+		{1500 * time.Millisecond, "1.5s"},
+		{90 * time.Minute, "1h30m"},
+		{2 * time.Hour, "2h"},
+		{48 * time.Hour, "2d"},
+		{36 * time.Hour, "1d12h"},
+		{24*time.Hour + 30*time.Second, "1d30s"},
+	}
+	for _, tt := range tests {
+		if got := FormatDuration(tt.in); got != tt.want {
+			t.Errorf("FormatDuration(%v) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}
+
+func FuzzParseDuration(f *testing.F) {
+	for _, s := range []string{"90m", "1h30m", "2d", "1d12h", "30", "-5m", "soon", "200000d", "1.5h", "0s"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		d, err := ParseDuration(s)
+		if err != nil {
+			var de *DurationError
+			if !errors.As(err, &de) {
+				t.Fatalf("ParseDuration(%q) error %T, want *DurationError", s, err)
+			}
+			return
+		}
+		if d < 0 {
+			t.Fatalf("ParseDuration(%q) = %v, negative", s, d)
+		}
+		back, err := ParseDuration(FormatDuration(d))
+		if err != nil || back != d {
+			t.Fatalf("round trip of %v via %q gave %v, %v", d, FormatDuration(d), back, err)
+		}
+	})
+}

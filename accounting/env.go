@@ -1,0 +1,102 @@
+package accounting
+
+import (
+	"strconv"
+	"strings"
+)
+
+// ThreadVars are the variables through which libraries read how many threads
+// they may use: OpenMP and the BLAS family (what NumPy, SciPy, PyTorch and
+// scikit-learn use underneath), then Go, Rust's rayon, Julia, Numba and BLIS.
+// They are set together because one process usually loads several of them,
+// and each sizes its pool to every core unless told.
+var ThreadVars = []string{
+	"OMP_NUM_THREADS",
+	"OPENBLAS_NUM_THREADS",
+	"MKL_NUM_THREADS",
+	"VECLIB_MAXIMUM_THREADS",
+	"NUMEXPR_NUM_THREADS",
+	"GOMAXPROCS",
+	"RAYON_NUM_THREADS",
+	"JULIA_NUM_THREADS",
+	"NUMBA_NUM_THREADS",
+	"BLIS_NUM_THREADS",
+}
+
+// EnvInput is everything the environment of a run depends on.
+type EnvInput struct {
+	// Daemon is the daemon's own environment: the base of every job's.
+	Daemon map[string]string
+	Job    string
+	Run    string
+	// Grant is what the run was given; ignored when Unaccounted.
+	Grant Grant
+	// Unaccounted runs (cpus = 0) hold nothing and are advised a fair share
+	// of threads instead: MachineCPUs divided by UnaccountedJobs.
+	Unaccounted     bool
+	MachineCPUs     int
+	UnaccountedJobs int
+	// Cards are the machine's card names, by index, as the daemon's own
+	// CUDA_VISIBLE_DEVICES names them ("2", "GPU-…", "MIG-…"), or "0".."n-1".
+	Cards []string
+	// Declared is the job's own env; it wins over everything.
+	Declared map[string]string
+}
+
+// Env returns the whole environment a run starts with. Precedence, lowest
+// first: the daemon's environment, then what the grant implies, then what the
+// job declared — a declaration is a deliberate statement about this job and
+// outranks any default.
+//
+// Composed strings such as XLA_FLAGS are never derived: their contents depend
+// on the library's version, and writing them would silently replace what the
+// author put there. They travel in the job's env, where they are visible.
+func Env(in EnvInput) map[string]string {
+	env := make(map[string]string, len(in.Daemon)+len(ThreadVars)+8+len(in.Declared))
+	for k, v := range in.Daemon {
+		env[k] = v
+	}
+
+	cpus := len(in.Grant.CPUIDs)
+	if in.Unaccounted {
+		cpus = max(1, in.MachineCPUs/max(1, in.UnaccountedJobs))
+	}
+	for _, name := range ThreadVars {
+		// An unaccounted job's share is only advice: a thread count the
+		// operator set on the daemon is an answer, and the share a default.
+		if _, set := in.Daemon[name]; in.Unaccounted && set {
+			continue
+		}
+		env[name] = strconv.Itoa(cpus)
+	}
+
+	var cards []string
+	if !in.Unaccounted {
+		cards = make([]string, len(in.Grant.GPUs))
+		for i, index := range in.Grant.GPUs {
+			cards[i] = cardName(in.Cards, index)
+		}
+	}
+	// On a machine with cards, a job given none must see none: otherwise it
+	// can preallocate a card that someone else was granted.
+	if len(in.Cards) > 0 {
+		env["CUDA_VISIBLE_DEVICES"] = strings.Join(cards, ",")
+	}
+
+	env["BERTH_JOB"] = in.Job
+	env["BERTH_RUN"] = in.Run
+	env["BERTH_CPUS"] = strconv.Itoa(cpus)
+	env["BERTH_GPUS"] = strings.Join(cards, ",")
+
+	for k, v := range in.Declared {
+		env[k] = v
+	}
+	return env
+}
+
+func cardName(cards []string, index int) string {
+	if index >= 0 && index < len(cards) {
+		return cards[index]
+	}
+	return strconv.Itoa(index)
+}

@@ -1,0 +1,114 @@
+package accounting
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// ErrUnknownGrant is returned by Book.Give when the grant was not taken from
+// that book, or was already given back.
+var ErrUnknownGrant = errors.New("grant is not held in this book")
+
+// SizeProblem says what is wrong with a size string.
+type SizeProblem uint8
+
+// The ways a size can be wrong.
+const (
+	SizeNoUnit   SizeProblem = 1 // a bare number: "32"
+	SizeBadUnit  SizeProblem = 2 // "32X", "32 gigs"
+	SizeNoNumber SizeProblem = 3 // "G", "", "1.2.3G"
+	SizeNegative SizeProblem = 4 // "-1G"
+	SizeTooLarge SizeProblem = 5 // beyond 8 EiB
+)
+
+// SizeError is returned when a size string cannot be read. It carries the
+// input so that a message can suggest the likely fix.
+type SizeError struct {
+	Input   string
+	Problem SizeProblem
+}
+
+// SizeUnits is what ParseSize accepts, for messages.
+const SizeUnits = `K, M, G or T (base 1024, optionally followed by "B" or "iB")`
+
+func (e *SizeError) Error() string {
+	switch e.Problem {
+	case SizeNoUnit:
+		return fmt.Sprintf("size %q has no unit; write it with one of %s, e.g. %q", e.Input, SizeUnits, strings.TrimSpace(e.Input)+"G")
+	case SizeBadUnit:
+		return fmt.Sprintf("size %q has an unknown unit; use %s, e.g. \"32G\"", e.Input, SizeUnits)
+	case SizeNegative:
+		return fmt.Sprintf("size %q is negative; a size is zero or more, e.g. \"512M\"", e.Input)
+	case SizeTooLarge:
+		return fmt.Sprintf("size %q is too large", e.Input)
+	default:
+		return fmt.Sprintf("size %q is not a number with a unit; write e.g. \"512M\", \"32G\" or \"1.5T\"", e.Input)
+	}
+}
+
+// DurationProblem says what is wrong with a duration string.
+type DurationProblem uint8
+
+// The ways a duration can be wrong.
+const (
+	DurationNoUnit    DurationProblem = 1 // a bare number: "30"
+	DurationMalformed DurationProblem = 2 // "soon", "1x", ""
+	DurationNegative  DurationProblem = 3 // "-5m"
+	DurationTooLarge  DurationProblem = 4 // beyond about 290 years
+)
+
+// DurationError is returned when a duration string cannot be read.
+type DurationError struct {
+	Input   string
+	Problem DurationProblem
+}
+
+// DurationUnits is what ParseDuration accepts, for messages.
+const DurationUnits = `a number with a unit: ms, s, m, h or d, e.g. "90s", "1h30m", "2d"`
+
+func (e *DurationError) Error() string {
+	switch e.Problem {
+	case DurationNoUnit:
+		return fmt.Sprintf("duration %q has no unit; write e.g. %q or %q", e.Input, strings.TrimSpace(e.Input)+"s", strings.TrimSpace(e.Input)+"m")
+	case DurationNegative:
+		return fmt.Sprintf("duration %q is negative; write %s", e.Input, DurationUnits)
+	case DurationTooLarge:
+		return fmt.Sprintf("duration %q is too long (at most about 290 years)", e.Input)
+	default:
+		return fmt.Sprintf("duration %q is not a duration; write %s", e.Input, DurationUnits)
+	}
+}
+
+// UnplaceableError is returned by the Placer, at once, when a request could
+// not be granted by any machine even if all of them were idle. Largest is the
+// machine that came closest.
+type UnplaceableError struct {
+	Asked   Resources
+	Largest Capacity
+}
+
+func (e *UnplaceableError) Error() string {
+	var short []string
+	if e.Asked.CPUs > e.Largest.CPUs() {
+		short = append(short, fmt.Sprintf("%s; this machine has %d", plural(e.Asked.CPUs, "core"), e.Largest.CPUs()))
+	}
+	if e.Asked.GPUs > e.Largest.GPUs {
+		short = append(short, fmt.Sprintf("%s; this machine has %d", plural(e.Asked.GPUs, "GPU"), e.Largest.GPUs))
+	}
+	if e.Largest.RAMKnown && e.Asked.RAMBytes > e.Largest.RAMBytes {
+		short = append(short, fmt.Sprintf("%s of memory; this machine has %s", FormatSize(e.Asked.RAMBytes), FormatSize(e.Largest.RAMBytes)))
+	}
+	if len(short) == 0 {
+		return "asks for more than any machine has"
+	}
+	return "asks for " + strings.Join(short, ", and ")
+}
+
+// plural writes "1 GPU", "4 GPUs".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return fmt.Sprintf("1 %s", noun)
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}

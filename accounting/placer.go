@@ -1,0 +1,424 @@
+package accounting
+
+import (
+	"container/heap"
+	"context"
+	"slices"
+	"sync"
+	"time"
+)
+
+// Clock tells the Placer the time; time.Now in production.
+type Clock func() time.Time
+
+// Placer holds the books of every machine and is where requests wait.
+//
+// The policy, in full:
+//   - A request that no machine could grant even when idle fails at once with
+//     an *UnplaceableError: a silent wait for a card that does not exist is
+//     the failure this package exists to prevent.
+//   - Waiters are ordered by priority (higher first), then by arrival.
+//   - The head of the queue holds back, on the machine where it can start
+//     soonest, the free part of what it asked for. Everyone behind it may only
+//     use what remains, so a stream of 1-card jobs cannot starve a 4-card one.
+//   - EASY backfill: where running grants have an Until, the head's earliest
+//     start is known; a waiter whose own Limit ends it by then may also use
+//     what the head holds back, since it will be gone before the head can
+//     start. Unbounded requests never backfill.
+//
+// A decision looks at waiters grouped by shape (same resources and Limit):
+// when one of a shape does not fit, none behind it will in the same pass, so
+// the cost of a decision grows with the number of distinct shapes, not the
+// length of the queue.
+type Placer struct {
+	now Clock
+
+	// mu guards everything below. Lock order: mu first, then a Book's mutex.
+	// A Book calls back into the Placer (onRelease) only after releasing its
+	// own mutex, so the order is never reversed.
+	mu     sync.Mutex
+	books  []*Book
+	shapes map[shape]*shapeQueue
+	queue  shapeHeap // the non-empty shape queues, by their first waiter
+	seq    uint64
+	count  int
+	head   headPlan // what the last decision worked out for the head
+}
+
+// NewPlacer returns a Placer with no machines; add them with AddMachine.
+func NewPlacer(clock Clock) *Placer {
+	return &Placer{now: clock, shapes: make(map[shape]*shapeQueue)}
+}
+
+// AddMachine opens a Book for a machine and offers it to the waiters at once.
+// Give grants back to the Book that granted them.
+func (p *Placer) AddMachine(c Capacity) *Book {
+	b := NewBook(c, p.released)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.books = append(p.books, b)
+	p.dispatch()
+	return b
+}
+
+// Books returns the machines' books in the order they were added.
+func (p *Placer) Books() []*Book {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.books)
+}
+
+// Wait blocks until req is granted, and returns the Book that granted it; the
+// caller gives the grant back to that Book when the run has ended.
+//
+// Outcomes:
+//   - (book, grant, nil): granted.
+//   - (nil, _, *UnplaceableError): no machine could ever grant it; returned
+//     at once, without waiting.
+//   - (nil, _, ctx.Err()): cancelled while waiting. Nothing is held: a grant
+//     that arrived as the context ended is given back before returning.
+func (p *Placer) Wait(ctx context.Context, req Request) (*Book, Grant, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, Grant{}, err
+	}
+	p.mu.Lock()
+	if err := p.placeable(req.Resources); err != nil {
+		p.mu.Unlock()
+		return nil, Grant{}, err
+	}
+	w := p.enqueue(req)
+	p.mu.Unlock()
+	return p.await(ctx, w)
+}
+
+// await is the waiting half of Wait.
+func (p *Placer) await(ctx context.Context, w *waiter) (*Book, Grant, error) {
+	select {
+	case <-w.ready:
+		return w.book, w.grant, nil
+	case <-ctx.Done():
+	}
+
+	p.mu.Lock()
+	select {
+	case <-w.ready:
+		// Granted in the instant the context ended. The caller is gone, so
+		// the grant goes back; Give must run without p.mu (it calls back).
+		p.mu.Unlock()
+		_ = w.book.Give(w.grant)
+		return nil, Grant{}, ctx.Err()
+	default:
+	}
+	wasHead := p.head.w == w
+	p.remove(w)
+	if wasHead {
+		// Only the head holds anything back; once it leaves, what it held
+		// may let others start. Any other waiter's leaving frees nothing.
+		p.dispatch()
+	}
+	p.mu.Unlock()
+	return nil, Grant{}, ctx.Err()
+}
+
+// placeable returns an *UnplaceableError when no machine could ever grant r.
+// The caller holds p.mu.
+func (p *Placer) placeable(r Resources) error {
+	var largest Capacity
+	for i, b := range p.books {
+		if b.Fits(r) {
+			return nil
+		}
+		if i == 0 || larger(b.capacity, largest) {
+			largest = b.capacity
+		}
+	}
+	return &UnplaceableError{Asked: r, Largest: largest}
+}
+
+// larger orders machines for messages: cards first, then cores, then memory.
+func larger(a, b Capacity) bool {
+	if a.GPUs != b.GPUs {
+		return a.GPUs > b.GPUs
+	}
+	if a.CPUs() != b.CPUs() {
+		return a.CPUs() > b.CPUs()
+	}
+	return !a.RAMKnown && b.RAMKnown || a.RAMBytes > b.RAMBytes
+}
+
+// released is every Book's release callback.
+func (p *Placer) released() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.dispatch()
+}
+
+// Waiter is one waiting request, as Waiting reports it.
+type Waiter struct {
+	Request
+	// Position is 0 for the head of the queue.
+	Position int
+	Since    time.Time
+	// For the head only: the machine where it will start, and its earliest
+	// start when the running grants' limits tell it (zero otherwise).
+	Machine       string
+	ExpectedStart time.Time
+}
+
+// Waiting returns the queue in order, head first.
+func (p *Placer) Waiting() []Waiter {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	all := make([]*waiter, 0, p.count)
+	for _, q := range p.shapes {
+		all = append(all, q.waiters...)
+	}
+	slices.SortFunc(all, func(a, b *waiter) int {
+		if a.before(b) {
+			return -1
+		}
+		return 1
+	})
+	out := make([]Waiter, len(all))
+	for i, w := range all {
+		out[i] = Waiter{Request: w.req, Position: i, Since: w.since}
+		if w == p.head.w {
+			out[i].Machine = p.head.book.capacity.Name
+			if p.head.known {
+				out[i].ExpectedStart = p.head.at
+			}
+		}
+	}
+	return out
+}
+
+// shape is what makes two requests interchangeable to the Placer.
+type shape struct {
+	Resources
+	Limit time.Duration
+}
+
+type waiter struct {
+	req   Request
+	seq   uint64
+	since time.Time
+	// ready is closed, under Placer.mu, once grant and book are set.
+	ready chan struct{}
+	grant Grant
+	book  *Book
+
+	q     *shapeQueue
+	index int // in q.waiters
+}
+
+// before orders waiters: higher priority first, then earlier arrival.
+func (w *waiter) before(o *waiter) bool {
+	if w.req.Priority != o.req.Priority {
+		return w.req.Priority > o.req.Priority
+	}
+	return w.seq < o.seq
+}
+
+// headPlan is the head's reservation as the last decision made it.
+type headPlan struct {
+	w     *waiter
+	book  *Book     // where the head will start
+	keep  Resources // what it holds back there
+	at    time.Time // its earliest start, when known
+	known bool
+}
+
+// enqueue adds a waiter and lets the queue move. The caller holds p.mu.
+func (p *Placer) enqueue(req Request) *waiter {
+	p.seq++
+	w := &waiter{req: req, seq: p.seq, since: p.now(), ready: make(chan struct{})}
+	key := shape{Resources: req.Resources, Limit: req.Limit}
+	q := p.shapes[key]
+	if q == nil {
+		q = &shapeQueue{key: key, index: -1}
+		p.shapes[key] = q
+	}
+	w.q = q
+	heap.Push((*waiterHeap)(&q.waiters), w)
+	if q.index < 0 {
+		heap.Push(&p.queue, q)
+	} else {
+		heap.Fix(&p.queue, q.index)
+	}
+	p.count++
+	p.dispatch()
+	return w
+}
+
+// remove takes w out of the queue. The caller holds p.mu.
+func (p *Placer) remove(w *waiter) {
+	q := w.q
+	heap.Remove((*waiterHeap)(&q.waiters), w.index)
+	w.q = nil
+	p.count--
+	switch {
+	case len(q.waiters) == 0:
+		if q.index >= 0 {
+			heap.Remove(&p.queue, q.index)
+		}
+		delete(p.shapes, q.key)
+	case q.index >= 0:
+		heap.Fix(&p.queue, q.index)
+	}
+	if p.head.w == w {
+		p.head = headPlan{}
+	}
+}
+
+// deliver hands w its grant and wakes it. The caller holds p.mu.
+func (p *Placer) deliver(w *waiter, b *Book, g Grant) {
+	p.remove(w)
+	w.book, w.grant = b, g
+	close(w.ready)
+}
+
+// dispatch starts whoever can start now, in order. The caller holds p.mu.
+func (p *Placer) dispatch() {
+	p.head = headPlan{}
+	if len(p.books) == 0 {
+		return
+	}
+	now := p.now()
+	for len(p.queue) > 0 {
+		head := p.queue[0].waiters[0]
+		if !p.grantAround(head, now, headPlan{}) {
+			p.planAround(head, now)
+			return
+		}
+	}
+}
+
+// planAround sets the head's reservation, then offers what is left to the
+// rest of the queue in order. The caller holds p.mu.
+func (p *Placer) planAround(head *waiter, now time.Time) {
+	plan := headPlan{w: head}
+	for _, b := range p.books {
+		if !b.Fits(head.req.Resources) {
+			continue
+		}
+		free, bounded := b.planningState()
+		at, known := earliestStart(head.req.Resources, free, bounded, now, b.capacity.RAMKnown)
+		if plan.book == nil || known && (!plan.known || at.Before(plan.at)) {
+			plan = headPlan{w: head, book: b, keep: heldBack(head.req.Resources, free), at: at, known: known}
+		}
+	}
+	p.head = plan
+
+	// Shapes are set aside as soon as one of their waiters does not fit: the
+	// free resources only shrink during a pass. The head's own shape goes
+	// first: nothing of it fits anywhere now.
+	aside := []*shapeQueue{heap.Pop(&p.queue).(*shapeQueue)}
+	for len(p.queue) > 0 {
+		q := p.queue[0]
+		if !p.grantAround(q.waiters[0], now, plan) {
+			aside = append(aside, heap.Pop(&p.queue).(*shapeQueue))
+		}
+	}
+	for _, q := range aside {
+		heap.Push(&p.queue, q)
+	}
+}
+
+// grantAround tries each machine in order and delivers the first grant. On
+// the head's machine, w may only use what the head does not hold back,
+// unless w is certain to end before the head can start. The caller holds p.mu.
+func (p *Placer) grantAround(w *waiter, now time.Time, plan headPlan) bool {
+	backfill := plan.known && w.req.Limit > 0 && !now.Add(w.req.Limit).After(plan.at)
+	for _, b := range p.books {
+		var keep Resources
+		if b == plan.book && !backfill {
+			keep = plan.keep
+		}
+		if g, ok := b.takeKeeping(w.req, now, keep); ok {
+			p.deliver(w, b, g)
+			return true
+		}
+	}
+	return false
+}
+
+// earliestStart is when r could start on a machine with free resources now,
+// if every bounded grant ends at its Until and no unbounded one ends at all.
+func earliestStart(r, free Resources, bounded []Grant, now time.Time, countRAM bool) (time.Time, bool) {
+	avail := free
+	for _, g := range bounded {
+		avail = avail.plus(g.Resources())
+		if r.fitsIn(avail, countRAM) {
+			return later(now, g.Until), true
+		}
+	}
+	return time.Time{}, false
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+// heldBack is what the head keeps of what is free: in each resource, as much
+// of its request as is free now.
+func heldBack(r, free Resources) Resources {
+	return Resources{
+		CPUs:     max(0, min(r.CPUs, free.CPUs)),
+		GPUs:     max(0, min(r.GPUs, free.GPUs)),
+		RAMBytes: max(0, min(r.RAMBytes, free.RAMBytes)),
+	}
+}
+
+// shapeQueue holds the waiters of one shape, best first.
+type shapeQueue struct {
+	key     shape
+	waiters []*waiter // a heap by waiter.before
+	index   int       // in Placer.queue, -1 when not in it
+}
+
+type waiterHeap []*waiter
+
+func (h waiterHeap) Len() int           { return len(h) }
+func (h waiterHeap) Less(i, j int) bool { return h[i].before(h[j]) }
+func (h waiterHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].index, h[j].index = i, j
+}
+func (h *waiterHeap) Push(x any) {
+	w := x.(*waiter)
+	w.index = len(*h)
+	*h = append(*h, w)
+}
+func (h *waiterHeap) Pop() any {
+	old := *h
+	w := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	w.index = -1
+	return w
+}
+
+type shapeHeap []*shapeQueue
+
+func (h shapeHeap) Len() int           { return len(h) }
+func (h shapeHeap) Less(i, j int) bool { return h[i].waiters[0].before(h[j].waiters[0]) }
+func (h shapeHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].index, h[j].index = i, j
+}
+func (h *shapeHeap) Push(x any) {
+	q := x.(*shapeQueue)
+	q.index = len(*h)
+	*h = append(*h, q)
+}
+func (h *shapeHeap) Pop() any {
+	old := *h
+	q := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	q.index = -1
+	return q
+}
