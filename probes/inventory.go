@@ -1,0 +1,216 @@
+package probes
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+)
+
+// ReservedCPUs is how many cores the daemon keeps for itself and the
+// interrupts: the lowest-numbered ones.
+const ReservedCPUs = 2
+
+// ReservedRAM is the memory the daemon keeps for itself and the system, in
+// bytes.
+const ReservedRAM int64 = 1 << 30
+
+// maxOverride bounds --cpus and --gpus, which become one ID or name each:
+// a typo of a few extra digits must not make the daemon allocate gigabytes.
+const maxOverride = maxCPUs
+
+// oversubscribeFactor is how far --cpus may exceed the real core count before
+// Apply warns.
+const oversubscribeFactor = 4
+
+// Inventory is what this machine offers jobs.
+type Inventory struct {
+	// CPUs is the number of cores jobs may be given: the online CPUs the
+	// daemon may run on (its Cpus_allowed_list, where readable), less
+	// ReservedCPUs, at least 1.
+	CPUs int
+	// CPUIDs are those cores' IDs, ascending; len(CPUIDs) == CPUs. The daemon
+	// keeps the lowest IDs, since core 0 usually takes the interrupts. After a
+	// --cpus override above what the machine has, the IDs past the highest
+	// online CPU are virtual: they let the books count, but cannot be pinned.
+	CPUIDs []int
+	// OnlineCPUs is the number of online CPUs the daemon may run on, before
+	// the reserve: the real count an override is compared with.
+	OnlineCPUs int
+	// GPUs names the cards jobs may be given, in the form a job's
+	// CUDA_VISIBLE_DEVICES takes: as written in the daemon's own
+	// CUDA_VISIBLE_DEVICES ("2", "GPU-…", "MIG-…"), or "0".."n-1".
+	GPUs []string
+	// GPUSource says where GPUs came from: SourceCUDAVisibleDevices,
+	// SourceDev or SourceOverride.
+	GPUSource string
+	RAM       Memory
+	// Hostname is the host's name, "" where it could not be read.
+	Hostname string
+
+	// highestOnlineID is where virtual core IDs start after.
+	highestOnlineID int
+}
+
+// Memory is the memory jobs may be given: a value, or unknown. Unknown is not
+// zero: unknown memory is not accounted at all, while zero grants nothing.
+type Memory struct {
+	Bytes int64 // meaningful only when Known
+	Known bool
+	// Source says what bound Bytes: SourceMeminfo, a cgroup limit such as
+	// "cgroup v2 memory.max /system.slice/berth.service", or SourceOverride.
+	// It is "" when memory is unknown.
+	Source string
+}
+
+// Probe reads the inventory of the machine whose filesystem is at root ("/"
+// in production). lookupEnv reads the daemon's own environment (os.LookupEnv
+// in production; nil reads nothing); only CUDA_VISIBLE_DEVICES is looked up,
+// and set-but-empty is told from unset: empty means no cards, unset means
+// count them in /dev.
+//
+// The outcomes:
+//
+//	(inv, nil)  the cores were found; memory may be unknown and cards none
+//	(_, err)    no core count at all; err wraps ErrCoresUnknown
+func Probe(root string, lookupEnv func(string) (string, bool)) (Inventory, error) {
+	cpus, err := probeCPUs(root)
+	if err != nil {
+		return Inventory{}, err
+	}
+	ids := jobCPUs(cpus.usable)
+	gpus, gpuSource := probeGPUs(root, lookupEnv)
+	return Inventory{
+		CPUs:            len(ids),
+		CPUIDs:          ids,
+		OnlineCPUs:      len(cpus.usable),
+		GPUs:            gpus,
+		GPUSource:       gpuSource,
+		RAM:             probeMemory(root),
+		Hostname:        probeHostname(root),
+		highestOnlineID: cpus.highestOnline,
+	}, nil
+}
+
+// Overrides are the daemon's --cpus, --gpus and --ram. A nil field is not
+// overridden.
+type Overrides struct {
+	CPUs     *int
+	GPUs     *int
+	RAMBytes *int64
+}
+
+// WarningKind says which warning a Warning is. The values are explicit so
+// that they never shift when one is added.
+type WarningKind int
+
+// The warnings Apply gives.
+const (
+	// CoresOversubscribed: --cpus is more than 4 times the online cores.
+	CoresOversubscribed WarningKind = 1
+)
+
+func (k WarningKind) String() string {
+	switch k {
+	case CoresOversubscribed:
+		return "cores-oversubscribed"
+	default:
+		return fmt.Sprintf("WarningKind(%d)", int(k))
+	}
+}
+
+// Warning is something allowed but probably not meant, with the facts that
+// make it so.
+type Warning struct {
+	Kind   WarningKind
+	Flag   string // "--cpus"
+	Asked  int    // the value given
+	Online int    // the real count it was compared with
+}
+
+func (w Warning) String() string {
+	switch w.Kind {
+	case CoresOversubscribed:
+		return fmt.Sprintf("%s %d is more than %d times the %d cores this machine has; jobs will be oversubscribed",
+			w.Flag, w.Asked, oversubscribeFactor, w.Online)
+	default:
+		return fmt.Sprintf("%s %d: %v", w.Flag, w.Asked, w.Kind)
+	}
+}
+
+// Apply returns the inventory with the overrides applied, and the warnings
+// for overrides that are allowed but probably not meant. Every invalid
+// override is reported, joined in one error of *OverrideError and
+// *GPUListError values; then the inventory is the zero value. The receiver
+// is not changed.
+func (inv Inventory) Apply(o Overrides) (Inventory, []Warning, error) {
+	out := inv
+	out.CPUIDs = slices.Clone(inv.CPUIDs)
+	out.GPUs = slices.Clone(inv.GPUs)
+	var warnings []Warning
+	var errs []error
+
+	if o.CPUs != nil {
+		n := *o.CPUs
+		switch {
+		case n < 1 || n > maxOverride:
+			errs = append(errs, &OverrideError{Flag: "--cpus", Value: int64(n), Min: 1, Max: maxOverride})
+		default:
+			out.CPUs, out.CPUIDs = n, inv.overrideCPUIDs(n)
+			if inv.OnlineCPUs > 0 && n > oversubscribeFactor*inv.OnlineCPUs {
+				warnings = append(warnings, Warning{Kind: CoresOversubscribed, Flag: "--cpus", Asked: n, Online: inv.OnlineCPUs})
+			}
+		}
+	}
+
+	if o.GPUs != nil {
+		n := *o.GPUs
+		switch {
+		case n < 0 || n > maxOverride:
+			errs = append(errs, &OverrideError{Flag: "--gpus", Value: int64(n), Min: 0, Max: maxOverride})
+		case inv.GPUSource == SourceCUDAVisibleDevices && n > len(inv.GPUs):
+			errs = append(errs, &GPUListError{Asked: n, Listed: slices.Clone(inv.GPUs)})
+		case inv.GPUSource == SourceCUDAVisibleDevices:
+			// The daemon may only hand out the cards it was given, so
+			// the override picks among them rather than renaming them.
+			out.GPUs = nil
+			if n > 0 {
+				out.GPUs = slices.Clone(inv.GPUs[:n])
+			}
+		default:
+			out.GPUs, out.GPUSource = indexNames(n), SourceOverride
+		}
+	}
+
+	if o.RAMBytes != nil {
+		n := *o.RAMBytes
+		if n <= 0 {
+			errs = append(errs, &OverrideError{Flag: "--ram", Value: n, Min: 1})
+		} else {
+			out.RAM = Memory{Bytes: n, Known: true, Source: SourceOverride}
+		}
+	}
+
+	if len(errs) > 0 {
+		return Inventory{}, nil, errors.Join(errs...)
+	}
+	return out, warnings, nil
+}
+
+// overrideCPUIDs returns n core IDs: the first n usable ones, then virtual
+// IDs counting up from past the highest online CPU, which no real core has.
+func (inv Inventory) overrideCPUIDs(n int) []int {
+	if n <= len(inv.CPUIDs) {
+		return slices.Clone(inv.CPUIDs[:n])
+	}
+	ids := make([]int, 0, n)
+	ids = append(ids, inv.CPUIDs...)
+	next := max(inv.highestOnlineID, inv.OnlineCPUs-1) + 1
+	if len(inv.CPUIDs) > 0 {
+		next = max(next, inv.CPUIDs[len(inv.CPUIDs)-1]+1)
+	}
+	for len(ids) < n {
+		ids = append(ids, next)
+		next++
+	}
+	return ids
+}
