@@ -1,0 +1,58 @@
+package supervisor
+
+import "time"
+
+// Restart delays, as DESIGN.md fixes them: they double from the first to
+// the last, and start over after a run that stayed up for healthyRun.
+const (
+	firstDelay = time.Second
+	lastDelay  = time.Minute
+	healthyRun = time.Minute
+)
+
+// restartPolicy is the part of a job's declaration that decides restarts.
+type restartPolicy struct {
+	mode        restartMode
+	maxRestarts int // consecutive; negative means unlimited
+}
+
+type restartMode uint8
+
+const (
+	restartNo        restartMode = 1
+	restartOnFailure restartMode = 2
+	restartAlways    restartMode = 3
+)
+
+// restartDecision is what a run's end means for the next one.
+type restartDecision struct {
+	restart  bool
+	delay    time.Duration // before the restart
+	next     time.Duration // the delay after that
+	restarts int           // consecutive restarts, this one included
+	// final is where the job rests when it does not restart.
+	final State
+}
+
+// decideRestart applies the policy to a run that ended on its own (or by its
+// timeout). failed is a non-zero exit, a signal, a timeout or a spawn error;
+// ran is how long it was up; restarts and delay are the job's counters.
+func decideRestart(p restartPolicy, failed bool, ran time.Duration, restarts int, delay time.Duration) restartDecision {
+	if ran >= healthyRun || delay == 0 {
+		restarts, delay = 0, firstDelay
+	}
+	final := StateDone
+	if failed {
+		final = StateFailed
+	}
+	wants := p.mode == restartAlways || p.mode == restartOnFailure && failed
+	if !wants || p.maxRestarts >= 0 && restarts >= p.maxRestarts {
+		return restartDecision{final: final, restarts: restarts, next: delay}
+	}
+	return restartDecision{
+		restart:  true,
+		delay:    delay,
+		next:     min(2*delay, lastDelay),
+		restarts: restarts + 1,
+	}
+}
