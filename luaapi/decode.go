@@ -1,0 +1,513 @@
+package luaapi
+
+import (
+	"math"
+	"regexp"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+
+	lua "github.com/yuin/gopher-lua"
+
+	"github.com/berthd/berth/accounting"
+)
+
+// Tables are decoded by hand rather than with a mapper: a mapper would turn
+// "8" into 8 and true into 1, and could not say which field of which job on
+// which line is wrong. Every field is checked against its Lua type with no
+// coercion, and every mistake is collected, so one run shows them all.
+
+var (
+	jobNameRE    = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]{0,63}$`)
+	flavorNameRE = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,63}$`)
+	envKeyRE     = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+)
+
+// jobFields and flavorFields are in the order they are checked and listed.
+var (
+	jobFields = []string{
+		"cmd", "dir", "flavor", "cpus", "gpus", "ram", "env", "user", "group",
+		"restart", "max_restarts", "timeout", "stop_signal", "stop_timeout",
+		"priority", "on_change", "enabled", "description",
+	}
+	flavorFields  = []string{"cpus", "gpus", "ram"}
+	machineFields = []string{"cpus", "gpus", "ram", "hostname"}
+)
+
+// Bounds that catch slips (an extra zero, a sign) long before the books would.
+const (
+	maxCPUs        = 4096
+	maxGPUs        = 1024
+	minPriority    = -1000
+	maxPriority    = 1000
+	maxMaxRestarts = 1_000_000
+)
+
+var (
+	restartChoices  = []string{"no", "on-failure", "always"}
+	onChangeChoices = []string{"restart", "finish"}
+	signalChoices   = []string{"SIGTERM", "SIGINT", "SIGHUP", "SIGQUIT", "SIGKILL", "SIGUSR1", "SIGUSR2"}
+	signals         = map[string]syscall.Signal{
+		"TERM": syscall.SIGTERM, "INT": syscall.SIGINT, "HUP": syscall.SIGHUP,
+		"QUIT": syscall.SIGQUIT, "KILL": syscall.SIGKILL, "USR1": syscall.SIGUSR1,
+		"USR2": syscall.SIGUSR2,
+	}
+)
+
+// decoder reads one declaration's table. errs collects its mistakes.
+type decoder struct {
+	s      subject
+	fields map[string]lua.LValue
+	errs   []*Error
+}
+
+func (d *decoder) add(e *Error) { d.errs = append(d.errs, e) }
+
+// newDecoder reads the keys of tbl and reports the ones that are not fields.
+// Metatables are ignored: a declaration is the table as written.
+func newDecoder(s subject, tbl *lua.LTable, accepted []string) *decoder {
+	d := &decoder{s: s, fields: make(map[string]lua.LValue)}
+	known := make(map[string]bool, len(accepted))
+	for _, f := range accepted {
+		known[f] = true
+	}
+	var unknown []string
+	firstPos, firstPosValue := 0, lua.LValue(lua.LNil)
+	var oddKey lua.LValue
+	tbl.ForEach(func(k, v lua.LValue) {
+		switch key := k.(type) {
+		case lua.LString:
+			if known[string(key)] {
+				d.fields[string(key)] = v
+			} else {
+				unknown = append(unknown, string(key))
+			}
+		case lua.LNumber:
+			if i := float64(key); i == math.Trunc(i) && i >= 1 && i <= math.MaxInt32 {
+				if firstPos == 0 || int(i) < firstPos {
+					firstPos, firstPosValue = int(i), v
+				}
+				return
+			}
+			if oddKey == nil {
+				oddKey = k
+			}
+		default:
+			if oddKey == nil {
+				oddKey = k
+			}
+		}
+	})
+	sort.Strings(unknown)
+	for _, k := range unknown {
+		d.add(errUnknownField(s, k, accepted))
+	}
+	if firstPos > 0 {
+		d.add(errPositional(s, firstPos, firstPosValue))
+	}
+	if oddKey != nil {
+		d.add(errFieldKey(s, oddKey))
+	}
+	return d
+}
+
+func (d *decoder) get(field string) (lua.LValue, bool) {
+	v, ok := d.fields[field]
+	return v, ok
+}
+
+// whole reads a whole number in [lo, hi].
+func (d *decoder) whole(field string, lo, hi int64) (int, bool) {
+	v, ok := d.get(field)
+	if !ok {
+		return 0, false
+	}
+	n, isNum := v.(lua.LNumber)
+	f := float64(n)
+	if !isNum || f != math.Trunc(f) || math.IsInf(f, 0) {
+		d.add(errNotWhole(d.s, field, v))
+		return 0, false
+	}
+	if f < float64(lo) || f > float64(hi) {
+		if field == "max_restarts" && f < 0 {
+			d.add(errMaxRestartsNegative(d.s, f))
+		} else {
+			d.add(errRange(d.s, field, lo, hi, f))
+		}
+		return 0, false
+	}
+	return int(f), true
+}
+
+// str reads a string field. A NUL byte is refused here because every string
+// field ends up in an exec call or a log line.
+func (d *decoder) str(field, want string) (string, bool) {
+	v, ok := d.get(field)
+	if !ok {
+		return "", false
+	}
+	s, isStr := v.(lua.LString)
+	if !isStr {
+		d.add(errWrongType(d.s, field, want, v))
+		return "", false
+	}
+	if strings.IndexByte(string(s), 0) >= 0 {
+		d.add(errNUL(d.s, field))
+		return "", false
+	}
+	return string(s), true
+}
+
+// nonEmpty reads a string that names something (a user, a group).
+func (d *decoder) nonEmpty(field, example string) (string, bool) {
+	s, ok := d.str(field, wantString)
+	if ok && strings.TrimSpace(s) == "" {
+		d.add(errEmptyString(d.s, field, example))
+		return "", false
+	}
+	return s, ok
+}
+
+func (d *decoder) choice(field string, choices []string) (string, bool) {
+	v, ok := d.get(field)
+	if !ok {
+		return "", false
+	}
+	if s, isStr := v.(lua.LString); isStr {
+		for _, c := range choices {
+			if string(s) == c {
+				return c, true
+			}
+		}
+	}
+	d.add(errChoice(d.s, field, choices, v))
+	return "", false
+}
+
+func (d *decoder) boolean(field string) (bool, bool) {
+	v, ok := d.get(field)
+	if !ok {
+		return false, false
+	}
+	b, isBool := v.(lua.LBool)
+	if !isBool {
+		d.add(errWrongType(d.s, field, wantBool, v))
+		return false, false
+	}
+	return bool(b), true
+}
+
+func (d *decoder) size(field string) (int64, bool) {
+	v, ok := d.get(field)
+	if !ok {
+		return 0, false
+	}
+	switch x := v.(type) {
+	case lua.LString:
+		n, err := accounting.ParseSize(string(x))
+		if err != nil {
+			d.add(errSize(d.s, field, err))
+			return 0, false
+		}
+		return n, true
+	case lua.LNumber:
+		d.add(errSizeNumber(d.s, field, float64(x)))
+	default:
+		d.add(errWrongType(d.s, field, wantSize, v))
+	}
+	return 0, false
+}
+
+// duration reads a positive duration; instead says what to do rather than
+// write zero.
+func (d *decoder) duration(field, instead string) (time.Duration, bool) {
+	v, ok := d.get(field)
+	if !ok {
+		return 0, false
+	}
+	switch x := v.(type) {
+	case lua.LString:
+		t, err := accounting.ParseDuration(string(x))
+		if err != nil {
+			d.add(errDuration(d.s, field, err))
+			return 0, false
+		}
+		if t <= 0 {
+			d.add(errDurationZero(d.s, field, string(x), instead))
+			return 0, false
+		}
+		return t, true
+	case lua.LNumber:
+		d.add(errDurationNumber(d.s, field, float64(x)))
+	default:
+		d.add(errWrongType(d.s, field, wantDuration, v))
+	}
+	return 0, false
+}
+
+// resources reads cpus, gpus and ram, with the defaults of a declaration that
+// gives them directly. given reports the first of them that was present.
+func (d *decoder) resources() (r accounting.Resources, given string) {
+	r.CPUs = 1
+	for _, f := range flavorFields {
+		if _, ok := d.get(f); ok {
+			given = f
+			break
+		}
+	}
+	cpusOK := true
+	if n, ok := d.whole("cpus", 0, maxCPUs); ok {
+		r.CPUs = n
+	} else if _, present := d.get("cpus"); present {
+		cpusOK = false
+	}
+	if n, ok := d.whole("gpus", 0, maxGPUs); ok {
+		r.GPUs = n
+	}
+	if n, ok := d.size("ram"); ok {
+		r.RAMBytes = n
+	}
+	// cpus = 0 means the books never see the job, so it cannot hold cards or
+	// memory either; saying so here beats a job that silently gets neither.
+	if cpusOK && r.CPUs == 0 {
+		if r.GPUs > 0 {
+			d.add(errUnaccountedHolds(d.s, "gpus"))
+		} else if r.RAMBytes > 0 {
+			d.add(errUnaccountedHolds(d.s, "ram"))
+		}
+	}
+	return r, given
+}
+
+func decodeFlavor(s subject, tbl *lua.LTable) (Flavor, []*Error) {
+	d := newDecoder(s, tbl, flavorFields)
+	r, _ := d.resources()
+	return Flavor{Name: s.name, Pos: s.pos, Resources: r}, d.errs
+}
+
+func decodeJob(s subject, tbl *lua.LTable) (Job, []*Error) {
+	d := newDecoder(s, tbl, jobFields)
+	j := newJob(s.name, s.pos)
+
+	if cmd, ok := d.cmd(); ok {
+		j.Cmd = cmd
+	}
+	if dir, ok := d.str("dir", wantAbsDir); ok {
+		if !strings.HasPrefix(dir, "/") {
+			d.add(errDirRelative(s, dir))
+		} else {
+			j.Dir = dir
+		}
+	}
+	if flavor, ok := d.str("flavor", wantFlavorName); ok {
+		if !flavorNameRE.MatchString(flavor) {
+			d.add(errFlavorRef(s, flavor))
+		} else {
+			j.Flavor = flavor
+		}
+	}
+	if _, hasFlavor := d.get("flavor"); hasFlavor {
+		// Still read cpus/gpus/ram so their own mistakes are reported too.
+		_, given := d.resources()
+		if given != "" && j.Flavor != "" {
+			d.add(errFlavorAndResources(s, given, j.Flavor))
+		}
+		j.Resources = accounting.Resources{}
+	} else {
+		j.Resources, _ = d.resources()
+	}
+	if env, ok := d.env(); ok {
+		j.Env = env
+	}
+	if user, ok := d.nonEmpty("user", "ml"); ok {
+		j.User = user
+	}
+	if group, ok := d.nonEmpty("group", "ml"); ok {
+		j.Group = group
+	}
+	if r, ok := d.choice("restart", restartChoices); ok {
+		j.Restart = map[string]Restart{"no": RestartNo, "on-failure": RestartOnFailure, "always": RestartAlways}[r]
+	}
+	if n, ok := d.whole("max_restarts", 0, maxMaxRestarts); ok {
+		j.MaxRestarts = n
+	}
+	if t, ok := d.duration("timeout", insteadNoTimeout); ok {
+		j.Timeout = t
+	}
+	if sig, ok := d.signal(); ok {
+		j.StopSignal = sig
+	}
+	if t, ok := d.duration("stop_timeout", insteadDefaultStopTimeout); ok {
+		j.StopTimeout = t
+	}
+	if n, ok := d.whole("priority", minPriority, maxPriority); ok {
+		j.Priority = n
+	}
+	if o, ok := d.choice("on_change", onChangeChoices); ok {
+		j.OnChange = map[string]OnChange{"restart": OnChangeRestart, "finish": OnChangeFinish}[o]
+	}
+	if b, ok := d.boolean("enabled"); ok {
+		j.Enabled = b
+	}
+	if desc, ok := d.str("description", wantString); ok {
+		j.Description = desc
+	}
+	return j, d.errs
+}
+
+// cmd reads argv: a list of strings, or a string run by /bin/sh -c.
+func (d *decoder) cmd() ([]string, bool) {
+	v, ok := d.get("cmd")
+	if !ok {
+		d.add(errMissingCmd(d.s))
+		return nil, false
+	}
+	switch x := v.(type) {
+	case lua.LString:
+		s := string(x)
+		if strings.TrimSpace(s) == "" {
+			d.add(errEmptyCmd(d.s))
+			return nil, false
+		}
+		if strings.IndexByte(s, 0) >= 0 {
+			d.add(errNUL(d.s, "cmd"))
+			return nil, false
+		}
+		return []string{"/bin/sh", "-c", s}, true
+	case *lua.LTable:
+		return d.argv(x)
+	default:
+		d.add(errCmdType(d.s, v))
+		return nil, false
+	}
+}
+
+func (d *decoder) argv(t *lua.LTable) ([]string, bool) {
+	// A list is the keys 1..n and nothing else; anything else is a mistake
+	// worth naming rather than an argv with a hole in it.
+	n := 0
+	var badKey lua.LValue
+	t.ForEach(func(k, _ lua.LValue) {
+		n++
+		if i, ok := k.(lua.LNumber); !ok || float64(i) != math.Trunc(float64(i)) || i < 1 {
+			if badKey == nil {
+				badKey = k
+			}
+		}
+	})
+	if badKey != nil {
+		d.add(errCmdKey(d.s, badKey))
+		return nil, false
+	}
+	if n == 0 {
+		d.add(errEmptyCmd(d.s))
+		return nil, false
+	}
+	argv := make([]string, 0, n)
+	ok := true
+	for i := 1; i <= n; i++ {
+		v := t.RawGetInt(i)
+		s, isStr := v.(lua.LString)
+		switch {
+		case v == lua.LNil:
+			// n keys but a gap below n: some key is beyond the end.
+			d.add(errCmdElement(d.s, i, v))
+			return nil, false
+		case !isStr:
+			d.add(errCmdElement(d.s, i, v))
+			ok = false
+		case strings.IndexByte(string(s), 0) >= 0:
+			d.add(errNUL(d.s, "cmd"))
+			ok = false
+		default:
+			argv = append(argv, string(s))
+		}
+	}
+	if ok && argv[0] == "" {
+		d.add(errCmdProgramEmpty(d.s))
+		ok = false
+	}
+	return argv, ok
+}
+
+// env reads a table of NAME = value. Numbers are written the way Lua prints
+// them (8, not 8.0), because `env = { SEED = 3 }` plainly means "3".
+func (d *decoder) env() (map[string]string, bool) {
+	v, ok := d.get("env")
+	if !ok {
+		return nil, false
+	}
+	t, isTable := v.(*lua.LTable)
+	if !isTable {
+		d.add(errWrongType(d.s, "env", wantEnv, v))
+		return nil, false
+	}
+	env := make(map[string]string)
+	type kv struct {
+		k string
+		v lua.LValue
+	}
+	var pairs []kv
+	var badKeys []lua.LValue
+	t.ForEach(func(k, v lua.LValue) {
+		if s, isStr := k.(lua.LString); isStr {
+			pairs = append(pairs, kv{string(s), v})
+		} else {
+			badKeys = append(badKeys, k)
+		}
+	})
+	sort.Slice(pairs, func(i, j int) bool { return pairs[i].k < pairs[j].k })
+	ok = true
+	if len(badKeys) > 0 {
+		d.add(errEnvKeyType(d.s, badKeys[0]))
+		ok = false
+	}
+	for _, p := range pairs {
+		if !envKeyRE.MatchString(p.k) {
+			d.add(errEnvKey(d.s, p.k))
+			ok = false
+			continue
+		}
+		var val string
+		switch x := p.v.(type) {
+		case lua.LString:
+			val = string(x)
+		case lua.LNumber:
+			val = formatNumber(float64(x))
+		default:
+			d.add(errEnvValue(d.s, p.k, p.v))
+			ok = false
+			continue
+		}
+		if strings.IndexByte(val, 0) >= 0 {
+			d.add(errEnvNUL(d.s, p.k))
+			ok = false
+			continue
+		}
+		env[p.k] = val
+	}
+	if !ok {
+		return nil, false
+	}
+	if len(env) == 0 {
+		return nil, true
+	}
+	return env, true
+}
+
+// signal accepts "SIGTERM", "TERM" and "term" alike.
+func (d *decoder) signal() (syscall.Signal, bool) {
+	v, ok := d.get("stop_signal")
+	if !ok {
+		return 0, false
+	}
+	if s, isStr := v.(lua.LString); isStr {
+		name := strings.TrimPrefix(strings.ToUpper(strings.TrimSpace(string(s))), "SIG")
+		if sig, known := signals[name]; known {
+			return sig, true
+		}
+	}
+	d.add(errChoice(d.s, "stop_signal", signalChoices, v))
+	return 0, false
+}

@@ -1,0 +1,610 @@
+package luaapi
+
+// This file is the catalog: every sentence luaapi says to a person is written
+// here, and nowhere else. The golden tests in testdata/invalid pin the text.
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	lua "github.com/yuin/gopher-lua"
+
+	"github.com/berthd/berth/accounting"
+)
+
+// Problem says what kind of mistake an Error reports, so that callers can
+// branch on it without reading the sentence. The numbers are part of the
+// contract (they may be stored and shown by other tools): never renumber,
+// only add.
+type Problem uint8
+
+// The kinds of mistakes a job file can make.
+const (
+	UnknownField  Problem = 1  // a field the declaration does not have
+	WrongType     Problem = 2  // a value of the wrong Lua type
+	BadValue      Problem = 3  // the right type, but not a value that is accepted
+	OutOfRange    Problem = 4  // a number outside its range
+	MissingField  Problem = 5  // a required field is absent
+	Conflict      Problem = 6  // two fields that cannot go together
+	Duplicate     Problem = 7  // a name declared twice (in one file or across files)
+	BadName       Problem = 8  // a job or flavor name that breaks the naming rule
+	UnknownFlavor Problem = 9  // a job names a flavor that no accepted file declares
+	Syntax        Problem = 10 // the file is not valid Lua
+	Runtime       Problem = 11 // the file raised an error while it ran
+	Budget        Problem = 12 // the file ran past its time budget
+	Sandbox       Problem = 13 // the file reached for something a job file may not use
+	BadForm       Problem = 14 // job/flavor used other than as `job "name" { ... }`
+	Memory        Problem = 15 // the file made the heap grow past the bound
+	Unreadable    Problem = 16 // the file could not be read
+	TooLarge      Problem = 17 // the file is larger than a job file may be
+	Internal      Problem = 18 // a bug in berth or gopher-lua, turned into an error
+	Truncated     Problem = 19 // more errors in the file than are listed
+)
+
+var problemNames = map[Problem]string{
+	UnknownField:  "unknown field",
+	WrongType:     "wrong type",
+	BadValue:      "bad value",
+	OutOfRange:    "out of range",
+	MissingField:  "missing field",
+	Conflict:      "conflict",
+	Duplicate:     "duplicate",
+	BadName:       "bad name",
+	UnknownFlavor: "unknown flavor",
+	Syntax:        "syntax",
+	Runtime:       "runtime",
+	Budget:        "budget",
+	Sandbox:       "sandbox",
+	BadForm:       "bad form",
+	Memory:        "memory",
+	Unreadable:    "unreadable",
+	TooLarge:      "too large",
+	Internal:      "internal",
+	Truncated:     "truncated",
+}
+
+func (p Problem) String() string {
+	if s, ok := problemNames[p]; ok {
+		return s
+	}
+	return "problem(" + strconv.Itoa(int(p)) + ")"
+}
+
+// Error is a mistake in a job file, with the facts a person needs to fix it.
+// Every error luaapi reports about a file is an *Error.
+type Error struct {
+	Pos     Pos     // Line 0 when unknown
+	Kind    string  // "job", "flavor", or "" when the error is about the file
+	Name    string  // the job or flavor name when known
+	Field   string  // the field when the error is about one
+	Problem Problem // what kind of mistake
+	Detail  string  // the sentence after the position and the job or flavor
+	Err     error   // the cause where there is one (*accounting.SizeError, *accounting.DurationError, an I/O error)
+}
+
+// Error renders `path:line: job "train": unknown field "gpu" (did you mean "gpus"?)`.
+func (e *Error) Error() string {
+	var b strings.Builder
+	b.WriteString(e.Pos.File)
+	if e.Pos.Line > 0 {
+		b.WriteByte(':')
+		b.WriteString(strconv.Itoa(e.Pos.Line))
+	}
+	b.WriteString(": ")
+	if e.Kind != "" {
+		b.WriteString(e.Kind)
+		b.WriteByte(' ')
+		b.WriteString(quote(e.Name))
+		b.WriteString(": ")
+	}
+	b.WriteString(e.Detail)
+	return b.String()
+}
+
+// Unwrap exposes the cause, so errors.As reaches *accounting.SizeError and
+// friends.
+func (e *Error) Unwrap() error { return e.Err }
+
+// subject is what an error is about: where, and which declaration.
+type subject struct {
+	pos  Pos
+	kind string // "job", "flavor" or ""
+	name string
+}
+
+func (s subject) err(p Problem, field, detail string) *Error {
+	return &Error{Pos: s.pos, Kind: s.kind, Name: s.name, Field: field, Problem: p, Detail: detail}
+}
+
+func (s subject) errCause(p Problem, field, detail string, cause error) *Error {
+	e := s.err(p, field, detail)
+	e.Err = cause
+	return e
+}
+
+// fileSubject is for errors about the file as a whole.
+func fileSubject(path string, line int) subject {
+	return subject{pos: Pos{File: path, Line: line}}
+}
+
+// --- the file as a whole ---------------------------------------------------
+
+func errSyntax(path string, line int, message, token string) *Error {
+	d := "syntax error"
+	if message != "" && message != "syntax error" {
+		d += ": " + clean(message)
+	}
+	if token != "" {
+		d += " near " + quote(token)
+	}
+	return fileSubject(path, line).err(Syntax, "", d)
+}
+
+func errSyntaxEOF(path string, lastLine int) *Error {
+	return fileSubject(path, lastLine).err(Syntax, "",
+		`syntax error: the file ends too early (is a closing "}", ")" or "end" missing?)`)
+}
+
+func errCompile(path string, line int, message string) *Error {
+	return fileSubject(path, line).err(Syntax, "", "syntax error: "+clean(message))
+}
+
+func errRuntime(path string, line int, message string) *Error {
+	return fileSubject(path, line).err(Runtime, "", "runtime error: "+clean(message))
+}
+
+func errRuntimeValue(path string, typ string) *Error {
+	return fileSubject(path, 0).err(Runtime, "",
+		fmt.Sprintf("runtime error: error() was called with %s instead of a message", article(typ)))
+}
+
+func errBudget(path string, line int, budget time.Duration) *Error {
+	return fileSubject(path, line).err(Budget, "",
+		fmt.Sprintf("still running after its time budget of %s, so it was stopped (an endless loop?)", accounting.FormatDuration(budget)))
+}
+
+func errMemory(path string, line int, limit int64) *Error {
+	return fileSubject(path, line).err(Memory, "",
+		fmt.Sprintf("made memory grow by more than %s while it ran, so it was stopped (a runaway table or string?)", accounting.FormatSize(limit)))
+}
+
+func errInternal(path string, v any) *Error {
+	return fileSubject(path, 0).err(Internal, "",
+		fmt.Sprintf("internal error while evaluating the file: %s (this is a bug in berth; please report it)", clean(fmt.Sprint(v))))
+}
+
+func errPanicInBuiltin(path string, message string) *Error {
+	return fileSubject(path, 0).err(Internal, "",
+		fmt.Sprintf("a builtin function failed: %s (this is a bug in berth or gopher-lua; please report it)", clean(message)))
+}
+
+func errFileTooLarge(path string, size, limit int) *Error {
+	return fileSubject(path, 0).err(TooLarge, "",
+		fmt.Sprintf("the file is %d bytes; a job file may be at most %d bytes (%s): split it into several files",
+			size, limit, accounting.FormatSize(int64(limit))))
+}
+
+func errUnreadable(path string, cause error) *Error {
+	return fileSubject(path, 0).errCause(Unreadable, "",
+		fmt.Sprintf("cannot read the file: %s", clean(rootCause(cause).Error())), cause)
+}
+
+func errNotRegular(path string) *Error {
+	return fileSubject(path, 0).err(Unreadable, "",
+		"is not a regular file; a job file must be a plain file (or a link to one)")
+}
+
+func errTruncated(path string, more int) *Error {
+	return fileSubject(path, 0).err(Truncated, "",
+		fmt.Sprintf("and %d more %s in this file, not listed", more, plural(more, "error")))
+}
+
+// errReadDir is the one error Load returns instead of reporting in a Set.
+func errReadDir(dir string, err error) error {
+	return fmt.Errorf("read jobs directory %s: %w", dir, err)
+}
+
+// --- the sandbox -----------------------------------------------------------
+
+func errForbidden(s subject, name string) *Error {
+	return s.err(Sandbox, "", fmt.Sprintf(
+		"%s is not available in a job file: each file is evaluated on its own in a sandbox without os, io, debug, package, require, dofile or load",
+		name))
+}
+
+func errStringTooLong(s subject, builtin string, size int64) *Error {
+	return s.err(Sandbox, "", fmt.Sprintf(
+		"%s would build a string of %s; in a job file the string builtins build strings of at most %s",
+		builtin, accounting.FormatSize(size), accounting.FormatSize(maxStringBytes)))
+}
+
+func errStringOverLimit(s subject, builtin string) *Error {
+	return s.err(Sandbox, "", fmt.Sprintf(
+		"%s would build a string of more than %s, the most the string builtins build in a job file",
+		builtin, accounting.FormatSize(maxStringBytes)))
+}
+
+func errStringArgTooLong(s subject, builtin string, size int) *Error {
+	return s.err(Sandbox, "", fmt.Sprintf(
+		"%s was given a string of %s; in a job file the string builtins take strings of at most %s",
+		builtin, accounting.FormatSize(int64(size)), accounting.FormatSize(maxStringBytes)))
+}
+
+func errMachineReadOnly(s subject, key string) *Error {
+	return s.err(Sandbox, "", fmt.Sprintf(
+		"machine is read-only (tried to set %s): it describes this machine; keep your own values in a local variable",
+		quote(key)))
+}
+
+func errMachineField(s subject, key string) *Error {
+	return s.err(UnknownField, key, fmt.Sprintf("machine has no field %s%s",
+		quote(key), suggestOrList(key, machineFields, "machine has")))
+}
+
+func errMachineKey(s subject, key lua.LValue) *Error {
+	return s.err(UnknownField, "", fmt.Sprintf(
+		"machine has no field %s; it has %s", describe(key), list(machineFields)))
+}
+
+func errRandomRange(s subject, lo, hi float64) *Error {
+	return s.err(BadValue, "", fmt.Sprintf("math.random(%s, %s): the interval is empty or too large",
+		formatNumber(lo), formatNumber(hi)))
+}
+
+func msgInvalidCapture(i int) string {
+	return fmt.Sprintf("invalid capture index %%%d in replacement string", i)
+}
+
+func msgInvalidReplacement(typ string) string {
+	return fmt.Sprintf("invalid replacement value (%s)", article(typ))
+}
+
+// Log messages are constant; the variable parts are key/values.
+const (
+	logPrint      = "print"
+	logPrintLimit = "print limit reached; later output of this file is dropped"
+)
+
+// --- the form of a declaration ---------------------------------------------
+
+func errFormName(s subject, kind string, given lua.LValue) *Error {
+	return s.err(BadForm, "", fmt.Sprintf(
+		`%s must be given a name first, written %s "name" { ... }; got %s`, kind, kind, describe(given)))
+}
+
+func errFormTable(s subject, given lua.LValue) *Error {
+	return s.err(BadForm, "", fmt.Sprintf(
+		`the name must be followed by a table of fields, written %s %s { ... }; got %s`, s.kind, quote(s.name), describe(given)))
+}
+
+func errFormNoTable(s subject) *Error {
+	return s.err(BadForm, "", fmt.Sprintf(
+		`the name is not followed by a table of fields; write %s %s { ... }`, s.kind, quote(s.name)))
+}
+
+func errFormTwice(s subject) *Error {
+	return s.err(BadForm, "", "the declaration was given a second table of fields; declare it once")
+}
+
+func errBadJobName(s subject) *Error {
+	d := `bad name: a job name is 1 to 64 characters of a-z, 0-9, "_", "." and "-", starting with a letter or a digit (^[a-z0-9][a-z0-9_.-]{0,63}$)`
+	if l := strings.ToLower(s.name); l != s.name && jobNameRE.MatchString(l) {
+		d += fmt.Sprintf(" (did you mean %s?)", quote(l))
+	}
+	return s.err(BadName, "", d)
+}
+
+func errBadFlavorName(s subject) *Error {
+	d := `bad name: a flavor name is 1 to 64 characters of a-z, 0-9, "_" and "-", starting with a letter (^[a-z][a-z0-9_-]{0,63}$)`
+	if l := strings.ToLower(s.name); l != s.name && flavorNameRE.MatchString(l) {
+		d += fmt.Sprintf(" (did you mean %s?)", quote(l))
+	}
+	return s.err(BadName, "", d)
+}
+
+func errDuplicateInFile(s subject, firstLine int) *Error {
+	return s.err(Duplicate, "", fmt.Sprintf(
+		"declared twice in this file (first at line %d); %s names are global, so give each %s its own name",
+		firstLine, s.kind, s.kind))
+}
+
+func errDuplicateAcross(s subject, first Pos) *Error {
+	return s.err(Duplicate, "", fmt.Sprintf(
+		"already declared at %s:%d; %s names are global across files, so this file is not loaded until one of them is renamed",
+		first.File, first.Line, s.kind))
+}
+
+func errUnknownFlavor(s subject, flavor string, known []string) *Error {
+	hint := "berth flavors lists them"
+	if near := suggest(flavor, known); near != "" {
+		hint = fmt.Sprintf("did you mean %s? berth flavors lists them", quote(near))
+	}
+	e := s.err(UnknownFlavor, "flavor", fmt.Sprintf("flavor %s does not exist (%s)", quote(flavor), hint))
+	return e
+}
+
+// --- fields ----------------------------------------------------------------
+
+func errUnknownField(s subject, key string, accepted []string) *Error {
+	return s.err(UnknownField, key, fmt.Sprintf("unknown field %s%s",
+		quote(key), suggestOrList(key, accepted, "a "+s.kind+" takes")))
+}
+
+func errPositional(s subject, index int, v lua.LValue) *Error {
+	return s.err(UnknownField, "", fmt.Sprintf(
+		"%s at position %d has no field name; write fields as name = value", describe(v), index))
+}
+
+func errFieldKey(s subject, key lua.LValue) *Error {
+	return s.err(UnknownField, "", fmt.Sprintf(
+		"a field name must be a string, got %s; write fields as name = value", describe(key)))
+}
+
+func errWrongType(s subject, field, want string, got lua.LValue) *Error {
+	return s.err(WrongType, field, fmt.Sprintf("field %s must be %s, got %s", quote(field), want, describe(got)))
+}
+
+func errNotWhole(s subject, field string, got lua.LValue) *Error {
+	return errWrongType(s, field, wantWhole, got)
+}
+
+// What a field must be, for errWrongType, and what to do instead of a zero
+// duration, for errDurationZero.
+const (
+	wantWhole                 = "a whole number"
+	wantString                = "a string"
+	wantBool                  = "true or false"
+	wantAbsDir                = `an absolute path such as "/srv/ml"`
+	wantFlavorName            = `a flavor name such as "gpu-small"`
+	wantSize                  = `a size such as "32G"`
+	wantDuration              = `a duration such as "30s" or "12h"`
+	wantEnv                   = `a table of NAME = "value"`
+	insteadNoTimeout          = "leave it out for no time limit"
+	insteadDefaultStopTimeout = "leave it out for the default of 10s"
+)
+
+func errRange(s subject, field string, lo, hi int64, got float64) *Error {
+	return s.err(OutOfRange, field, fmt.Sprintf("field %s must be between %d and %d, got %s",
+		quote(field), lo, hi, formatNumber(got)))
+}
+
+func errMaxRestartsNegative(s subject, got float64) *Error {
+	return s.err(OutOfRange, "max_restarts", fmt.Sprintf(
+		`field "max_restarts" must be 0 or more, got %s (leave it out for unlimited restarts)`, formatNumber(got)))
+}
+
+func errMissingCmd(s subject) *Error {
+	return s.err(MissingField, "cmd",
+		`field "cmd" is required: the command to run, e.g. cmd = { "python3", "train.py" } or cmd = "make all"`)
+}
+
+func errEmptyCmd(s subject) *Error {
+	return s.err(BadValue, "cmd",
+		`field "cmd" is empty; give the command to run, e.g. cmd = { "python3", "train.py" } or cmd = "make all"`)
+}
+
+func errCmdType(s subject, got lua.LValue) *Error {
+	return errWrongType(s, "cmd", `a list of strings such as { "python3", "train.py" }, or a string run by /bin/sh -c`, got)
+}
+
+func errCmdKey(s subject, key lua.LValue) *Error {
+	return s.err(WrongType, "cmd", fmt.Sprintf(
+		`field "cmd" must be a list of strings such as { "python3", "train.py" }; it has the key %s`, describe(key)))
+}
+
+func errCmdElement(s subject, index int, got lua.LValue) *Error {
+	d := fmt.Sprintf(`field "cmd": element %d must be a string, got %s`, index, describe(got))
+	if _, ok := got.(lua.LNumber); ok {
+		d += " (write it in quotes, or use tostring)"
+	}
+	return s.err(WrongType, "cmd", d)
+}
+
+func errCmdProgramEmpty(s subject) *Error {
+	return s.err(BadValue, "cmd", `field "cmd": element 1, the program to run, is empty`)
+}
+
+func errNUL(s subject, field string) *Error {
+	return s.err(BadValue, field, fmt.Sprintf("field %s contains a NUL byte, which no process can be given", quote(field)))
+}
+
+func errDirRelative(s subject, dir string) *Error {
+	return s.err(BadValue, "dir", fmt.Sprintf(`field "dir" must be an absolute path such as "/srv/ml", got %s`, quote(dir)))
+}
+
+func errEmptyString(s subject, field, example string) *Error {
+	return s.err(BadValue, field, fmt.Sprintf("field %s is empty; give a name, e.g. %s = %s, or leave it out", quote(field), field, quote(example)))
+}
+
+func errFlavorRef(s subject, name string) *Error {
+	return s.err(BadName, "flavor", fmt.Sprintf(
+		`field "flavor": %s is not a flavor name: a flavor name is 1 to 64 characters of a-z, 0-9, "_" and "-", starting with a letter`,
+		quote(name)))
+}
+
+func errEnvKeyType(s subject, key lua.LValue) *Error {
+	return s.err(WrongType, "env", fmt.Sprintf(
+		`field "env": a variable name must be a string, got %s; write env = { NAME = "value" }`, describe(key)))
+}
+
+func errEnvKey(s subject, key string) *Error {
+	return s.err(BadValue, "env", fmt.Sprintf(
+		`field "env": %s is not a variable name: use letters, digits and "_", not starting with a digit`, quote(key)))
+}
+
+func errEnvValue(s subject, key string, got lua.LValue) *Error {
+	return s.err(WrongType, "env", fmt.Sprintf(
+		`field "env": the value of %s must be a string or a number, got %s`, quote(key), describe(got)))
+}
+
+func errEnvNUL(s subject, key string) *Error {
+	return s.err(BadValue, "env", fmt.Sprintf(`field "env": the value of %s contains a NUL byte`, quote(key)))
+}
+
+func errSizeNumber(s subject, field string, got float64) *Error {
+	return s.err(WrongType, field, fmt.Sprintf(
+		`field %s must be a size with a unit, got the number %s; write it with a unit, e.g. %s = %s`,
+		quote(field), formatNumber(got), field, quote(formatNumber(math.Abs(got))+"G")))
+}
+
+func errSize(s subject, field string, cause error) *Error {
+	return s.errCause(BadValue, field, fmt.Sprintf("field %s: %s", quote(field), cause.Error()), cause)
+}
+
+func errDurationNumber(s subject, field string, got float64) *Error {
+	n := formatNumber(math.Abs(got))
+	return s.err(WrongType, field, fmt.Sprintf(
+		`field %s must be a duration with a unit, got the number %s; write e.g. %s = %s or %s`,
+		quote(field), formatNumber(got), field, quote(n+"s"), quote(n+"m")))
+}
+
+func errDuration(s subject, field string, cause error) *Error {
+	return s.errCause(BadValue, field, fmt.Sprintf("field %s: %s", quote(field), cause.Error()), cause)
+}
+
+func errDurationZero(s subject, field, given, instead string) *Error {
+	return s.err(OutOfRange, field, fmt.Sprintf("field %s must be longer than zero, got %s; %s",
+		quote(field), quote(given), instead))
+}
+
+func errChoice(s subject, field string, choices []string, got lua.LValue) *Error {
+	d := fmt.Sprintf("field %s must be one of %s, got %s", quote(field), quoteList(choices), describe(got))
+	if str, ok := got.(lua.LString); ok {
+		if near := suggest(string(str), choices); near != "" {
+			d += fmt.Sprintf(" (did you mean %s?)", quote(near))
+		}
+	}
+	return s.err(BadValue, field, d)
+}
+
+func errFlavorAndResources(s subject, field, flavor string) *Error {
+	return s.err(Conflict, field, fmt.Sprintf(
+		"give either flavor or cpus/gpus/ram, not both (flavor %s sets them)", quote(flavor)))
+}
+
+func errUnaccountedHolds(s subject, field string) *Error {
+	return s.err(Conflict, field, fmt.Sprintf(
+		"cpus = 0 makes it unaccounted, and an unaccounted job holds nothing, so it cannot ask for %s; give it cpus = 1 or more",
+		field))
+}
+
+// --- words -----------------------------------------------------------------
+
+// describe says what a Lua value is, for "got ..." in a sentence.
+func describe(v lua.LValue) string {
+	switch x := v.(type) {
+	case lua.LNumber:
+		return formatNumber(float64(x))
+	case lua.LString:
+		return "string " + quote(string(x))
+	case lua.LBool:
+		return "boolean " + strconv.FormatBool(bool(x))
+	case *lua.LNilType:
+		return "nil"
+	case *lua.LTable:
+		return "a table"
+	case *lua.LFunction:
+		return "a function"
+	case *lua.LUserData:
+		return "a userdata value"
+	default:
+		return article(v.Type().String())
+	}
+}
+
+func article(typ string) string {
+	switch typ {
+	case "nil":
+		return "nil"
+	case "userdata":
+		return "a userdata value"
+	}
+	if strings.IndexByte("aeiou", typ[0]) >= 0 {
+		return "an " + typ
+	}
+	return "a " + typ
+}
+
+// formatNumber writes a Lua number the way a person wrote it: 8, 1.5, -1.
+func formatNumber(f float64) string {
+	if f == math.Trunc(f) && math.Abs(f) < 1<<53 {
+		return strconv.FormatInt(int64(f), 10)
+	}
+	return strconv.FormatFloat(f, 'g', -1, 64)
+}
+
+// quote quotes s for a message, cut short so that one silly value cannot make
+// a log line of a megabyte.
+func quote(s string) string {
+	const max = 80
+	if len(s) > max {
+		cut := max
+		for cut > 0 && !utf8.RuneStart(s[cut]) {
+			cut--
+		}
+		s = s[:cut] + "…"
+	}
+	return strconv.Quote(s)
+}
+
+func quoteList(xs []string) string {
+	q := make([]string, len(xs))
+	for i, x := range xs {
+		q[i] = strconv.Quote(x)
+	}
+	return strings.Join(q, ", ")
+}
+
+func list(xs []string) string { return strings.Join(xs, ", ") }
+
+// suggestOrList ends an "unknown field" sentence: a near miss if there is
+// one, otherwise what would be accepted.
+func suggestOrList(key string, accepted []string, lead string) string {
+	if near := suggest(key, accepted); near != "" {
+		return fmt.Sprintf(" (did you mean %s?)", quote(near))
+	}
+	return fmt.Sprintf("; %s %s", lead, list(accepted))
+}
+
+// clean makes text from Lua fit on one line and in a log: control
+// characters become spaces and it is cut at a reasonable length.
+func clean(s string) string {
+	const max = 300
+	s = strings.TrimSpace(s)
+	if len(s) > max {
+		cut := max
+		for cut > 0 && !utf8.RuneStart(s[cut]) {
+			cut--
+		}
+		s = s[:cut] + "…"
+	}
+	return strings.Map(func(r rune) rune {
+		if r < 0x20 || r == 0x7f {
+			return ' '
+		}
+		return r
+	}, strings.ToValidUTF8(s, "?"))
+}
+
+func plural(n int, noun string) string {
+	if n == 1 {
+		return noun
+	}
+	return noun + "s"
+}
+
+// rootCause strips the operation and path from an I/O error: the message
+// already names the file.
+func rootCause(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}

@@ -1,0 +1,464 @@
+package luaapi
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"math/rand/v2"
+	"runtime/metrics"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	lua "github.com/yuin/gopher-lua"
+	"github.com/yuin/gopher-lua/parse"
+)
+
+const (
+	// defaultGrace is how long past its budget a file's result is still
+	// awaited. A pure-Lua loop stops within milliseconds of the deadline;
+	// only a long builtin overruns, and that one is abandoned.
+	defaultGrace = 100 * time.Millisecond
+	// defaultHeapLimit bounds how far one file may grow the heap. A normal
+	// file needs well under a MiB; this is generous enough never to trip on
+	// a real file and small enough that a runaway one cannot take the box.
+	defaultHeapLimit = 256 << 20
+	// heapSampleEvery is how often the heap guard looks. Reading one metric
+	// costs about a microsecond; a doubling string can grow by hundreds of
+	// MiB in tens of milliseconds.
+	heapSampleEvery = 2 * time.Millisecond
+	// maxSourceBytes bounds a job file; 1 MiB of Lua declares thousands of
+	// jobs.
+	maxSourceBytes = 1 << 20
+	// maxErrorsPerFile keeps a loop over a mistake from flooding the log.
+	maxErrorsPerFile = 50
+)
+
+// errHeapLimit is the cause with which the heap guard cancels an evaluation.
+var errHeapLimit = errors.New("heap grew past the bound")
+
+// evalMu serialises evaluations. The heap guard measures the whole process,
+// so two files evaluated at once could be blamed for each other's growth.
+// An abandoned evaluation releases it when it is abandoned, not when its
+// goroutine ends, so one stuck builtin cannot stall every later load.
+var evalMu sync.Mutex
+
+// Eval evaluates one file's source in a fresh sandbox. path names the chunk
+// and appears in every message. It never panics and always returns within
+// the budget plus a short grace.
+func Eval(path string, src []byte, opts Options) *File {
+	sum := sha256.Sum256(src)
+	f := &File{Path: path, Hash: hex.EncodeToString(sum[:])}
+	if len(src) > maxSourceBytes {
+		f.Errors = []*Error{errFileTooLarge(path, len(src), maxSourceBytes)}
+		return f
+	}
+	budget := opts.Budget
+	if budget <= 0 {
+		budget = DefaultBudget
+	}
+	grace := opts.grace
+	if grace <= 0 {
+		grace = defaultGrace
+	}
+	heapLimit := opts.heapLimitBytes
+	if heapLimit <= 0 {
+		heapLimit = defaultHeapLimit
+	}
+	logger := opts.Logger
+	if logger == nil {
+		logger = hclog.NewNullLogger()
+	}
+	ev := &evaluator{
+		path:       path,
+		src:        src,
+		seed:       sum,
+		machine:    opts.Machine,
+		logger:     logger,
+		budget:     budget,
+		heapLimit:  heapLimit,
+		raised:     make(map[string]bool),
+		unrecorded: make(map[string]*Error),
+		seen:       make(map[string]int),
+	}
+
+	evalMu.Lock()
+	defer evalMu.Unlock()
+
+	guardCtx, stopGuard := context.WithCancelCause(context.Background())
+	defer stopGuard(nil)
+	ctx, cancel := context.WithTimeout(guardCtx, budget)
+	defer cancel()
+
+	baseline := heapBytes()
+	done := make(chan outcome, 1) // buffered: an abandoned evaluation must not block on sending
+	go func() { done <- ev.run(ctx) }()
+
+	tick := time.NewTicker(heapSampleEvery)
+	defer tick.Stop()
+	abandon := time.NewTimer(budget + grace)
+	defer abandon.Stop()
+	for {
+		select {
+		case out := <-done:
+			if len(out.errs) > 0 {
+				f.Errors = capErrors(path, out.errs)
+				return f
+			}
+			f.Flavors, f.Jobs = out.flavors, out.jobs
+			return f
+		case <-tick.C:
+			if guardCtx.Err() == nil && heapBytes()-baseline > heapLimit {
+				stopGuard(errHeapLimit)
+				abandon.Reset(grace)
+			}
+		case <-abandon.C:
+			// The evaluation is stuck in a builtin. Leave it to finish on its
+			// own: its result goes into the buffered channel and is dropped.
+			if context.Cause(guardCtx) == errHeapLimit {
+				f.Errors = []*Error{errMemory(path, 0, heapLimit)}
+			} else {
+				f.Errors = []*Error{errBudget(path, 0, budget)}
+			}
+			return f
+		}
+	}
+}
+
+func capErrors(path string, errs []*Error) []*Error {
+	if len(errs) <= maxErrorsPerFile {
+		return errs
+	}
+	out := append([]*Error(nil), errs[:maxErrorsPerFile]...)
+	return append(out, errTruncated(path, len(errs)-maxErrorsPerFile))
+}
+
+// heapBytes is the heap occupied by objects, live or not yet swept.
+func heapBytes() int64 {
+	s := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+	metrics.Read(s)
+	if s[0].Value.Kind() != metrics.KindUint64 {
+		return 0
+	}
+	return int64(s[0].Value.Uint64())
+}
+
+// outcome is what an evaluation hands back to Eval.
+type outcome struct {
+	errs    []*Error
+	flavors []Flavor
+	jobs    []Job
+}
+
+// evaluator is one file's evaluation. It is owned by the goroutine that
+// runs it; Eval only reads the outcome it sends.
+type evaluator struct {
+	path      string
+	src       []byte
+	seed      [32]byte
+	machine   Machine
+	logger    hclog.Logger
+	budget    time.Duration
+	heapLimit int64
+
+	errs []*Error
+	// raised holds the sentences of errors that were both recorded and
+	// raised into Lua, so the same mistake is not reported again when it
+	// ends the file.
+	raised map[string]bool
+	// unrecorded holds errors raised but not recorded (a file may catch
+	// them); if one ends the file it is reported as itself.
+	unrecorded map[string]*Error
+	flavors    []Flavor
+	jobs       []Job
+	// seen maps kind and name to the line of the first declaration.
+	seen   map[string]int
+	decls  []*decl
+	prints int
+	rng    *rand.Rand
+}
+
+func (ev *evaluator) add(e *Error) { ev.errs = append(ev.errs, e) }
+
+// fail records e, then raises it into Lua so the file stops there. Recording
+// first means a file that wraps the offence in pcall is still rejected.
+func (ev *evaluator) fail(L *lua.LState, e *Error) {
+	ev.add(e)
+	msg := raisedText(e)
+	ev.raised[msg] = true
+	L.RaiseError("%s", msg)
+}
+
+// raisedText is the message an error carries inside Lua: the sentence
+// without the position, which Lua adds itself.
+func raisedText(e *Error) string {
+	if e.Kind != "" {
+		return e.Kind + " " + quote(e.Name) + ": " + e.Detail
+	}
+	return e.Detail
+}
+
+func (ev *evaluator) run(ctx context.Context) (out outcome) {
+	defer func() {
+		if r := recover(); r != nil {
+			out = outcome{errs: []*Error{errInternal(ev.path, r)}}
+		}
+	}()
+	L := ev.newState()
+	defer L.Close()
+
+	fn, err := L.Load(bytes.NewReader(ev.src), ev.path)
+	if err != nil {
+		return outcome{errs: []*Error{ev.syntaxError(err)}}
+	}
+	L.SetContext(ctx)
+	L.Push(fn)
+	err = L.PCall(0, lua.MultRet, nil)
+	switch {
+	case context.Cause(ctx) == errHeapLimit:
+		ev.add(errMemory(ev.path, ev.lineOf(err), ev.heapLimit))
+	case err != nil && ctx.Err() != nil && ev.stoppedBy(ctx, err):
+		ev.add(errBudget(ev.path, ev.lineOf(err), ev.budget))
+	case err != nil:
+		// Also when the deadline passed while a builtin ran and the
+		// builtin then failed: its own error is the one to report.
+		ev.runtimeError(err)
+	default:
+		for _, d := range ev.decls {
+			if !d.done && !d.broken {
+				ev.add(errFormNoTable(d.subject()))
+			}
+		}
+	}
+	if len(ev.errs) > 0 {
+		// In line order, as a person reads the file; errors about the file
+		// as a whole (line 0) last. The sort is stable, so a loop's errors
+		// stay in the order its iterations ran.
+		sort.SliceStable(ev.errs, func(i, j int) bool {
+			li, lj := ev.errs[i].Pos.Line, ev.errs[j].Pos.Line
+			if li == 0 || lj == 0 {
+				return lj == 0 && li != 0
+			}
+			return li < lj
+		})
+		return outcome{errs: ev.errs}
+	}
+	return outcome{flavors: ev.flavors, jobs: ev.jobs}
+}
+
+func (ev *evaluator) syntaxError(err error) *Error {
+	var cause error = err
+	if ae, ok := err.(*lua.ApiError); ok && ae.Cause != nil {
+		// ApiError has no Unwrap, so errors.As cannot reach the cause.
+		cause = ae.Cause
+	}
+	switch c := cause.(type) {
+	case *parse.Error:
+		if c.Pos.Line == parse.EOF {
+			return errSyntaxEOF(ev.path, lastLine(ev.src))
+		}
+		return errSyntax(ev.path, c.Pos.Line, c.Message, c.Token)
+	case *lua.CompileError:
+		return errCompile(ev.path, c.Line, c.Message)
+	}
+	return errSyntax(ev.path, 0, err.Error(), "")
+}
+
+func (ev *evaluator) runtimeError(err error) {
+	ae, ok := err.(*lua.ApiError)
+	if !ok {
+		ev.add(errRuntime(ev.path, 0, err.Error()))
+		return
+	}
+	if ae.Type == lua.ApiErrorPanic {
+		ev.add(errPanicInBuiltin(ev.path, ae.Object.String()))
+		return
+	}
+	var msg string
+	switch o := ae.Object.(type) {
+	case lua.LString:
+		msg = string(o)
+	case lua.LNumber:
+		msg = o.String()
+	default:
+		ev.add(errRuntimeValue(ev.path, ae.Object.Type().String()))
+		return
+	}
+	line, text := ev.splitWhere(msg)
+	if ev.raised[text] {
+		return // recorded when it was raised
+	}
+	if e, ok := ev.unrecorded[text]; ok {
+		c := *e
+		c.Pos.Line = line
+		ev.add(&c)
+		return
+	}
+	ev.add(errRuntime(ev.path, line, text))
+}
+
+// stoppedBy reports whether err is the interpreter stopping the file
+// because ctx is done. Once it is, every instruction raises that error again,
+// so it is what a file stopped by its budget ends with, pcall or not.
+func (ev *evaluator) stoppedBy(ctx context.Context, err error) bool {
+	ae, ok := err.(*lua.ApiError)
+	if !ok {
+		return false
+	}
+	s, ok := ae.Object.(lua.LString)
+	if !ok {
+		return false
+	}
+	_, text := ev.splitWhere(string(s))
+	return text == ctx.Err().Error()
+}
+
+func (ev *evaluator) lineOf(err error) int {
+	if ae, ok := err.(*lua.ApiError); ok {
+		if s, ok := ae.Object.(lua.LString); ok {
+			line, _ := ev.splitWhere(string(s))
+			return line
+		}
+	}
+	return 0
+}
+
+// splitWhere takes the "path:line: " that Lua puts before a message apart.
+func (ev *evaluator) splitWhere(msg string) (int, string) {
+	rest, ok := strings.CutPrefix(msg, ev.path+":")
+	if !ok {
+		return 0, msg
+	}
+	i := 0
+	for i < len(rest) && rest[i] >= '0' && rest[i] <= '9' {
+		i++
+	}
+	if i == 0 || !strings.HasPrefix(rest[i:], ": ") {
+		return 0, msg
+	}
+	line, err := strconv.Atoi(rest[:i])
+	if err != nil {
+		return 0, msg
+	}
+	return line, rest[i+2:]
+}
+
+func lastLine(src []byte) int {
+	n := bytes.Count(src, []byte("\n"))
+	if len(src) > 0 && src[len(src)-1] != '\n' {
+		n++
+	}
+	return max(n, 1)
+}
+
+// callerLine is the line of the Lua code that called the running Go
+// function; Go frames in between (pcall) are skipped.
+func callerLine(L *lua.LState) int {
+	for level := 0; level < 64; level++ {
+		dbg, ok := L.GetStack(level)
+		if !ok {
+			return 0
+		}
+		if _, err := L.GetInfo("l", dbg, lua.LNil); err != nil {
+			return 0
+		}
+		if dbg.CurrentLine > 0 {
+			return dbg.CurrentLine
+		}
+	}
+	return 0
+}
+
+// decl is one `job "name"` or `flavor "name"` call, waiting for its table.
+type decl struct {
+	kind   string
+	name   string
+	pos    Pos
+	broken bool // the name was not a string: nothing more can be said
+	done   bool // the table came
+}
+
+func (d *decl) subject() subject { return subject{pos: d.pos, kind: d.kind, name: d.name} }
+
+// declare is the Go side of `job` and `flavor`: it takes the name and
+// returns the function that takes the table. Mistakes are recorded, never
+// raised, so that one run reports them all and pcall cannot hide them.
+func (ev *evaluator) declare(kind string) lua.LGFunction {
+	return func(L *lua.LState) int {
+		d := &decl{kind: kind, pos: Pos{File: ev.path, Line: callerLine(L)}}
+		ev.decls = append(ev.decls, d)
+		if name, ok := L.Get(1).(lua.LString); ok {
+			d.name = string(name)
+			ev.checkName(d)
+		} else {
+			d.broken = true
+			ev.add(errFormName(fileSubject(ev.path, d.pos.Line), kind, L.Get(1)))
+		}
+		L.Push(L.NewFunction(func(L *lua.LState) int {
+			ev.body(L, d)
+			return 0
+		}))
+		return 1
+	}
+}
+
+func (ev *evaluator) checkName(d *decl) {
+	s := d.subject()
+	valid := jobNameRE.MatchString(d.name)
+	if d.kind == "flavor" {
+		valid = flavorNameRE.MatchString(d.name)
+	}
+	if !valid {
+		if d.kind == "flavor" {
+			ev.add(errBadFlavorName(s))
+		} else {
+			ev.add(errBadJobName(s))
+		}
+		return
+	}
+	key := d.kind + "\x00" + d.name
+	if first, dup := ev.seen[key]; dup {
+		ev.add(errDuplicateInFile(s, first))
+		return
+	}
+	ev.seen[key] = d.pos.Line
+}
+
+func (ev *evaluator) body(L *lua.LState, d *decl) {
+	if d.done {
+		if !d.broken {
+			ev.add(errFormTwice(d.subject()))
+		}
+		return
+	}
+	d.done = true
+	if d.broken {
+		return
+	}
+	s := d.subject()
+	tbl, ok := L.Get(1).(*lua.LTable)
+	if !ok {
+		ev.add(errFormTable(s, L.Get(1)))
+		return
+	}
+	before := len(ev.errs)
+	switch d.kind {
+	case "flavor":
+		fl, errs := decodeFlavor(s, tbl)
+		ev.errs = append(ev.errs, errs...)
+		if len(ev.errs) == before {
+			ev.flavors = append(ev.flavors, fl)
+		}
+	default:
+		j, errs := decodeJob(s, tbl)
+		ev.errs = append(ev.errs, errs...)
+		if len(ev.errs) == before {
+			ev.jobs = append(ev.jobs, j)
+		}
+	}
+}

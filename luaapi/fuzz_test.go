@@ -1,0 +1,62 @@
+package luaapi
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// FuzzEval feeds arbitrary sources to Eval: it must never panic, must come
+// back within the budget plus the grace, and must report every mistake as
+// an *Error about the file it was given.
+func FuzzEval(f *testing.F) {
+	paths, err := filepath.Glob("testdata/*/*.lua")
+	if err != nil {
+		f.Fatal(err)
+	}
+	for _, p := range paths {
+		src, err := os.ReadFile(p)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(src)
+	}
+	opts := Options{
+		Machine:        testMachine,
+		Budget:         100 * time.Millisecond,
+		heapLimitBytes: 64 << 20,
+	}
+	// The grace is the default one. The slack absorbs a machine starved by
+	// parallel fuzz workers or -race test binaries (a trivial file was seen
+	// to wait 1.2 s for the CPU); what this catches is an evaluation that
+	// is never abandoned.
+	const slack = 3 * time.Second
+	f.Fuzz(func(t *testing.T, src []byte) {
+		start := time.Now()
+		file := Eval("fuzz.lua", src, opts)
+		if d := time.Since(start); d > opts.Budget+defaultGrace+slack {
+			t.Errorf("Eval took %v", d)
+		}
+		if len(file.Errors) > 0 && (file.Jobs != nil || file.Flavors != nil) {
+			t.Errorf("a rejected file has declarations")
+		}
+		for _, e := range file.Errors {
+			var target *Error
+			if !errors.As(error(e), &target) || target == nil {
+				t.Fatalf("%v is not an *Error", e)
+			}
+			if e.Pos.File != "fuzz.lua" || e.Problem == 0 || e.Detail == "" || strings.ContainsAny(e.Error(), "\n\r") {
+				t.Errorf("bad error %+v", e)
+			}
+		}
+		set := Combine([]*File{file})
+		for _, j := range set.Jobs {
+			if len(j.Cmd) == 0 || j.Dir == "" || j.ProcessFingerprint() == j.PolicyFingerprint() {
+				t.Errorf("bad job %+v", j)
+			}
+		}
+	})
+}

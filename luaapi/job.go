@@ -1,0 +1,191 @@
+package luaapi
+
+import (
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/berthd/berth/accounting"
+)
+
+// Machine is what a job file may know about the machine it is loaded on, as
+// the read-only `machine` table: machine.cpus, machine.gpus, machine.ram
+// (bytes, or nil when RAMKnown is false) and machine.hostname.
+type Machine struct {
+	CPUs     int
+	GPUs     int
+	RAMBytes int64
+	RAMKnown bool
+	Hostname string
+}
+
+// Options tune one evaluation.
+type Options struct {
+	Machine Machine
+	// Budget is the time one file may run; zero means DefaultBudget.
+	Budget time.Duration
+	// Logger receives print() at info, with the key "file"; nil discards it.
+	Logger hclog.Logger
+
+	// Tests shrink these to make the guards fire quickly; zero means the
+	// defaults (grace, heapLimit).
+	grace          time.Duration
+	heapLimitBytes int64
+}
+
+// DefaultBudget is the time a file may run when Options.Budget is zero.
+const DefaultBudget = time.Second
+
+// Pos is where something was declared. File is the path as the caller gave
+// it; Line is 0 when unknown.
+type Pos struct {
+	File string
+	Line int
+}
+
+// Flavor is a named size that jobs refer to.
+type Flavor struct {
+	Name      string
+	Pos       Pos
+	Resources accounting.Resources
+}
+
+// Restart says when a job's process is started again after it ends.
+type Restart uint8
+
+// Restart policies. The numbers may be stored: never renumber.
+const (
+	RestartNo        Restart = 1 // never (the default)
+	RestartOnFailure Restart = 2 // after a non-zero exit or a signal
+	RestartAlways    Restart = 3 // after any exit
+)
+
+func (r Restart) String() string {
+	switch r {
+	case RestartNo:
+		return "no"
+	case RestartOnFailure:
+		return "on-failure"
+	case RestartAlways:
+		return "always"
+	}
+	return "restart(" + strconv.Itoa(int(r)) + ")"
+}
+
+// OnChange says what an edit of what a process is does to a running run.
+type OnChange uint8
+
+// On-change policies. The numbers may be stored: never renumber.
+const (
+	OnChangeRestart OnChange = 1 // stop the run and start the new definition (the default)
+	OnChangeFinish  OnChange = 2 // let the run finish; the next run uses the new definition
+)
+
+func (o OnChange) String() string {
+	switch o {
+	case OnChangeRestart:
+		return "restart"
+	case OnChangeFinish:
+		return "finish"
+	}
+	return "on_change(" + strconv.Itoa(int(o)) + ")"
+}
+
+// Job is one declared job, decoded and validated, with every default filled
+// in. It holds no Lua values.
+type Job struct {
+	Name string
+	Pos  Pos
+
+	// What makes the process what it is; a change restarts a running run
+	// (see ProcessFingerprint).
+	Cmd    []string          // argv; a string cmd is {"/bin/sh", "-c", s}
+	Dir    string            // absolute; "/" by default
+	Env    map[string]string // the declared env only; nil when none
+	User   string            // "" runs as the daemon's user
+	Group  string            // "" uses the user's primary group
+	Flavor string            // "" when resources are given directly
+	// Resources are as declared (cpus 1, gpus 0, ram 0 by default) when
+	// Flavor is "". When Flavor is set, Eval leaves them zero and Combine
+	// fills them in from the flavor; a job whose flavor does not exist keeps
+	// them zero and is listed in Set.Problems.
+	Resources accounting.Resources
+
+	// Policy; a change applies in place (see PolicyFingerprint).
+	Restart     Restart
+	MaxRestarts int // -1: unlimited (the default)
+	Timeout     time.Duration
+	StopSignal  syscall.Signal
+	StopTimeout time.Duration
+	Priority    int
+	OnChange    OnChange
+	Enabled     bool
+	Description string
+}
+
+// The defaults a job declaration starts from.
+const (
+	defaultDir         = "/"
+	defaultStopTimeout = 10 * time.Second
+	defaultStopSignal  = syscall.SIGTERM
+	unlimitedRestarts  = -1
+)
+
+func newJob(name string, pos Pos) Job {
+	return Job{
+		Name:        name,
+		Pos:         pos,
+		Dir:         defaultDir,
+		Resources:   accounting.Resources{CPUs: 1},
+		Restart:     RestartNo,
+		MaxRestarts: unlimitedRestarts,
+		StopSignal:  defaultStopSignal,
+		StopTimeout: defaultStopTimeout,
+		OnChange:    OnChangeRestart,
+		Enabled:     true,
+	}
+}
+
+// clone copies j so that the copy shares no slice or map with it.
+func (j Job) clone() Job {
+	if j.Cmd != nil {
+		j.Cmd = append([]string(nil), j.Cmd...)
+	}
+	if j.Env != nil {
+		env := make(map[string]string, len(j.Env))
+		for k, v := range j.Env {
+			env[k] = v
+		}
+		j.Env = env
+	}
+	return j
+}
+
+// File is the result of evaluating one job file.
+type File struct {
+	Path    string
+	Hash    string   // sha256 of the source, hex
+	Flavors []Flavor // in declaration order
+	Jobs    []Job    // in declaration order
+	// Errors, when not empty, reject the file whole: Flavors and Jobs are
+	// then nil.
+	Errors []*Error
+}
+
+// Set is what a directory of job files declares, once the rules that span
+// files have been applied.
+type Set struct {
+	Files   []*File  // in lexical order of path; a file rejected by Combine is a copy carrying its errors
+	Flavors []Flavor // from accepted files, sorted by name
+	Jobs    []Job    // from accepted files, sorted by name, resources resolved through flavors
+	// Errors lists every error of every file in file order, then the errors
+	// found across files, in file order.
+	Errors []*Error
+	// Problems are job-level mistakes that do not reject a file: a job whose
+	// flavor no accepted file declares. The daemon marks such a job invalid
+	// and looks again when flavors change; `berth check` counts them as
+	// errors. The job is still in Jobs, with its Resources unresolved.
+	Problems []*Error
+}

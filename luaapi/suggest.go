@@ -1,0 +1,58 @@
+package luaapi
+
+import "strings"
+
+// suggest returns the candidate a person most likely meant by word: the
+// closest by edit distance when it is at most 2 (and less than the word's own
+// length, so that "x" does not suggest "dir"), or one that word is a prefix
+// of ("desc" for "description"). It returns "" when nothing is near.
+func suggest(word string, candidates []string) string {
+	w := strings.ToLower(word)
+	best, bestDist := "", 3
+	for _, c := range candidates {
+		lc := strings.ToLower(c)
+		if w == lc {
+			return c // differs only in case
+		}
+		d := levenshtein(w, lc)
+		if d < bestDist && d < len(w) {
+			best, bestDist = c, d
+		}
+	}
+	if best != "" {
+		return best
+	}
+	if len(w) >= 3 {
+		for _, c := range candidates {
+			if strings.HasPrefix(strings.ToLower(c), w) {
+				return c
+			}
+		}
+	}
+	return ""
+}
+
+// levenshtein is the edit distance between a and b, in bytes (field names are
+// ASCII).
+func levenshtein(a, b string) int {
+	if len(a) < len(b) {
+		a, b = b, a
+	}
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}

@@ -1,0 +1,2 @@
+flavor "small" { cpus = 2 }
+job "train" { cmd = "./train" }

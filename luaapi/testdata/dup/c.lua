@@ -1,0 +1,2 @@
+-- c.lua is fine, and uses a flavor from a.lua.
+job "third" { cmd = "./third", flavor = "small" }

@@ -1,0 +1,3 @@
+flavor "1gpu" { gpus = 1 }
+flavor "gpu.small" { gpus = 1 }
+job "train" { cmd = "./train", flavor = "GPU Small" }

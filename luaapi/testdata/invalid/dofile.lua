@@ -1,0 +1,1 @@
+dofile("/etc/berth/common.lua")

@@ -1,0 +1,2 @@
+local s = "x"
+for i = 1, 40 do s = s .. s end

@@ -1,0 +1,4 @@
+job "a" { cmd = {} }
+job "b" { cmd = "" }
+job "c" { cmd = "   " }
+job "d" { cmd = { "" } }

@@ -1,0 +1,3 @@
+if machine.gpus < 8 then
+  error("this file needs a machine with 8 GPUs")
+end

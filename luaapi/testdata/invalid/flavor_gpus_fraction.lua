@@ -1,0 +1,1 @@
+flavor "x" { gpus = 1.5 }

@@ -1,0 +1,4 @@
+job "alone"
+job "twice" "again"
+job { cmd = "./x" }
+job (42) { cmd = "./x" }

@@ -1,0 +1,1 @@
+rawset(machine, "gpus", 8)

@@ -1,0 +1,1 @@
+machine.gpus = 8

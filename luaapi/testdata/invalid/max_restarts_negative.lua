@@ -1,0 +1,1 @@
+job "train" { cmd = "./train", max_restarts = -1 }

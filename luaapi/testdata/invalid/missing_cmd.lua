@@ -1,0 +1,3 @@
+job "train" {
+  cpus = 4,
+}

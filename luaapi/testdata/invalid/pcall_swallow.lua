@@ -1,0 +1,3 @@
+local ok, err = pcall(function()
+  job "train" { cmd = "./train", gpu = 1 }
+end)

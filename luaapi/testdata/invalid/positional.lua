@@ -1,0 +1,1 @@
+job "train" { "python3", "train.py" }

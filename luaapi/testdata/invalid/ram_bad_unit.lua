@@ -1,0 +1,2 @@
+job "train" { cmd = "./train", ram = "32X" }
+flavor "big" { ram = "lots" }

@@ -1,0 +1,2 @@
+local ok = pcall(string.rep, "x", 1e9)
+job "fine" { cmd = "./fine" }

@@ -1,0 +1,1 @@
+local json = require("json")

@@ -1,0 +1,2 @@
+job "train" { cmd = "./train", stop_timeout = "0s" }
+job "train2" { cmd = "./train", timeout = "0d" }

@@ -1,0 +1,2 @@
+job "train" {
+  cmd = "./train",

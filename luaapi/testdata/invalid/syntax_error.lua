@@ -1,0 +1,3 @@
+job "train" {
+  cmd = = "./train",
+}

@@ -1,0 +1,1 @@
+job "eval" { cmmd = { "python3", "eval.py" } }

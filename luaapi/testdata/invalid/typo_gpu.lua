@@ -1,0 +1,4 @@
+job "eval" {
+  cmd = { "python3", "eval.py" },
+  gpu = 1,
+}

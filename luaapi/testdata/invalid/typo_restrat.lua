@@ -1,0 +1,4 @@
+job "serve" {
+  cmd = "./serve",
+  restrat = "always",
+}

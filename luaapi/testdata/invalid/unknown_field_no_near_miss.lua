@@ -1,0 +1,2 @@
+job "serve" { cmd = "./serve", colour = "blue" }
+flavor "small" { cpus = 1, cmd = "x" }

@@ -1,0 +1,2 @@
+-- A file may declare nothing at all.
+local unused = machine.ram
