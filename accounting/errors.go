@@ -89,20 +89,38 @@ type UnplaceableError struct {
 }
 
 func (e *UnplaceableError) Error() string {
-	var short []string
+	type part struct{ asked, has, hasBare string }
+	var short []part
 	if e.Asked.CPUs > e.Largest.CPUs() {
-		short = append(short, fmt.Sprintf("%s; this machine has %d", plural(e.Asked.CPUs, "core"), e.Largest.CPUs()))
+		short = append(short, part{plural(e.Asked.CPUs, "core"), plural(e.Largest.CPUs(), "core"), fmt.Sprint(e.Largest.CPUs())})
 	}
 	if e.Asked.GPUs > e.Largest.GPUs {
-		short = append(short, fmt.Sprintf("%s; this machine has %d", plural(e.Asked.GPUs, "GPU"), e.Largest.GPUs))
+		short = append(short, part{plural(e.Asked.GPUs, "GPU"), plural(e.Largest.GPUs, "GPU"), fmt.Sprint(e.Largest.GPUs)})
 	}
 	if e.Largest.RAMKnown && e.Asked.RAMBytes > e.Largest.RAMBytes {
-		short = append(short, fmt.Sprintf("%s of memory; this machine has %s", FormatSize(e.Asked.RAMBytes), FormatSize(e.Largest.RAMBytes)))
+		has := FormatSize(e.Largest.RAMBytes)
+		short = append(short, part{FormatSize(e.Asked.RAMBytes) + " of memory", has + " of memory", has})
 	}
-	if len(short) == 0 {
+	switch len(short) {
+	case 0:
 		return "asks for more than any machine has"
+	case 1:
+		// "asks for 4 GPUs; this machine has 2"
+		return fmt.Sprintf("asks for %s; this machine has %s", short[0].asked, short[0].hasBare)
 	}
-	return "asks for " + strings.Join(short, ", and ")
+	asked, has := make([]string, len(short)), make([]string, len(short))
+	for i, p := range short {
+		asked[i], has[i] = p.asked, p.has
+	}
+	return fmt.Sprintf("asks for %s; this machine has %s", andList(asked), andList(has))
+}
+
+// andList writes "a", "a and b", "a, b and c".
+func andList(xs []string) string {
+	if len(xs) == 1 {
+		return xs[0]
+	}
+	return strings.Join(xs[:len(xs)-1], ", ") + " and " + xs[len(xs)-1]
 }
 
 // plural writes "1 GPU", "4 GPUs".

@@ -62,7 +62,7 @@ func TestPlacerUnplaceableFailsAtOnce(t *testing.T) {
 		{"cards", Resources{CPUs: 1, GPUs: 4}, "asks for 4 GPUs; this machine has 2"},
 		{"cores", Resources{CPUs: 12}, "asks for 12 cores; this machine has 8"},
 		{"memory", Resources{CPUs: 1, RAMBytes: 48 * GiB}, "asks for 48G of memory; this machine has 32G"},
-		{"all", Resources{CPUs: 9, GPUs: 3, RAMBytes: 33 * GiB}, "asks for 9 cores; this machine has 8, and 3 GPUs; this machine has 2, and 33G of memory; this machine has 32G"},
+		{"all", Resources{CPUs: 9, GPUs: 3, RAMBytes: 33 * GiB}, "asks for 9 cores, 3 GPUs and 33G of memory; this machine has 8 cores, 2 GPUs and 32G of memory"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
