@@ -1,0 +1,221 @@
+package runner
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+)
+
+// copyBufferSize is the only memory a LogSink holds for output, whatever
+// the job writes: bytes go from the pipe to the file as they come, never
+// gathered into lines.
+const copyBufferSize = 32 << 10
+
+// LogSink is a job's output when journald is absent: a pipe whose write
+// end the job gets as Stdout, and a goroutine that copies what comes out
+// of the read end into DIR/JOB.log. When the file would grow past its cap
+// it is renamed to JOB.log.1, replacing the one before, and a new JOB.log
+// begins: a job's output on disk never exceeds twice the cap.
+//
+// At most one LogSink may be open per job and directory: two would rotate
+// each other's files.
+type LogSink struct {
+	w *os.File
+	r *os.File
+
+	path     string
+	maxBytes int64
+
+	// f, size and err belong to the copier goroutine until done is closed;
+	// err is read only after that.
+	f    *os.File
+	size int64
+	err  error // the first error; later ones are alike and dropped
+	done chan struct{}
+
+	closeW   sync.Once
+	closeErr error // from closing w, set inside closeW
+}
+
+// OpenLog opens, or continues, dir/job.log, capped at maxBytes, and starts
+// the copier. Pass File to Start as the job's Stdout, then call
+// CloseWriter; after the job has ended, Close.
+func OpenLog(dir, job string, maxBytes int64) (*LogSink, error) {
+	// Job names are checked long before this, but a name that reached
+	// here by another path must still not climb out of dir or hide.
+	if job == "" || strings.ContainsAny(job, "/\x00") || strings.HasPrefix(job, ".") {
+		return nil, fmt.Errorf("open log for job %q: %w", job, ErrBadName)
+	}
+	if maxBytes <= 0 {
+		return nil, fmt.Errorf("open log for job %s: cap of %d bytes is not positive", job, maxBytes)
+	}
+	s := &LogSink{
+		path:     filepath.Join(dir, job+".log"),
+		maxBytes: maxBytes,
+		done:     make(chan struct{}),
+	}
+	if err := s.open(0); err != nil {
+		return nil, fmt.Errorf("open log for job %s: %w", job, err)
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		s.f.Close()
+		return nil, fmt.Errorf("open log for job %s: pipe: %w", job, err)
+	}
+	s.r, s.w = r, w
+	go s.copy()
+	return s, nil
+}
+
+// File is the write end of the pipe, to be the job's Spec.Stdout.
+func (s *LogSink) File() *os.File { return s.w }
+
+// CloseWriter closes the daemon's copy of the write end. Call it once
+// Start has returned (or failed): the copier ends when every write end is
+// closed, and the daemon's own copy would keep it waiting for ever.
+func (s *LogSink) CloseWriter() error {
+	s.closeW.Do(func() { s.closeErr = s.w.Close() })
+	return s.closeErr
+}
+
+// Close closes the daemon's write end if CloseWriter has not, waits until
+// the copier has written everything the job wrote and closed the file,
+// and returns the first error met while writing it. Call it after the job
+// has been reaped. A descendant that left the job's process group and
+// still holds the pipe keeps it waiting; CloseContext bounds the wait.
+func (s *LogSink) Close() error {
+	return s.CloseContext(context.Background())
+}
+
+// CloseContext is Close, except that when ctx ends first the pipe is
+// closed under whoever still writes to it (they get EPIPE) and ctx's error
+// is returned.
+func (s *LogSink) CloseContext(ctx context.Context) error {
+	wErr := s.CloseWriter()
+	select {
+	case <-s.done:
+	case <-ctx.Done():
+		select {
+		case <-s.done: // drained just in time
+		default:
+			s.r.Close() // the copier's Read returns os.ErrClosed
+			<-s.done
+			return fmt.Errorf("close log %s: output still open after the job ended: %w", s.path, ctx.Err())
+		}
+	}
+	if wErr != nil {
+		return fmt.Errorf("close log %s: %w", s.path, wErr)
+	}
+	return s.err
+}
+
+func (s *LogSink) copy() {
+	defer close(s.done)
+	buf := make([]byte, copyBufferSize)
+	for {
+		n, err := s.r.Read(buf)
+		if n > 0 {
+			s.write(buf[:n])
+		}
+		if err != nil {
+			if err != io.EOF && !errors.Is(err, os.ErrClosed) {
+				s.fail(fmt.Errorf("read job output for %s: %w", s.path, err))
+			}
+			break
+		}
+	}
+	s.r.Close()
+	if s.f != nil {
+		if err := s.f.Close(); err != nil {
+			s.fail(fmt.Errorf("close %s: %w", s.path, err))
+		}
+	}
+}
+
+// write never blocks the job on the disk's behalf: bytes that cannot be
+// written are dropped, the error kept for Close, and the next chunk tries
+// again, so a full disk loses output but never stops the job.
+func (s *LogSink) write(p []byte) {
+	for len(p) > 0 {
+		if s.f == nil {
+			if err := s.open(0); err != nil {
+				s.fail(err)
+				return
+			}
+		}
+		room := s.maxBytes - s.size
+		if room <= 0 {
+			if !s.rotate() {
+				return
+			}
+			continue
+		}
+		n, full := len(p), false
+		if int64(n) > room {
+			n, full = int(room), true
+			// End the file at a line's end where one is in reach, so that
+			// a line is not split across the two files.
+			if i := bytes.LastIndexByte(p[:n], '\n'); i >= 0 {
+				n = i + 1
+			}
+		}
+		w, err := s.f.Write(p[:n])
+		s.size += int64(w)
+		if err != nil {
+			s.fail(fmt.Errorf("write %s: %w", s.path, err))
+			return
+		}
+		p = p[n:]
+		if full && !s.rotate() {
+			return
+		}
+	}
+}
+
+// rotate moves the full file aside and starts an empty one. If the rename
+// fails the file is emptied instead: losing old output is better than
+// exceeding the cap or stopping the job.
+func (s *LogSink) rotate() bool {
+	if err := s.f.Close(); err != nil {
+		s.fail(fmt.Errorf("close %s: %w", s.path, err))
+	}
+	s.f = nil
+	if err := os.Rename(s.path, s.path+".1"); err != nil {
+		s.fail(fmt.Errorf("rotate %s: %w", s.path, err))
+	}
+	if err := s.open(os.O_TRUNC); err != nil {
+		s.fail(err)
+		return false
+	}
+	return true
+}
+
+// open opens the log for appending. O_NOFOLLOW: the state directory is
+// the daemon's, and a symlink planted there must not redirect a job's
+// output onto another file.
+func (s *LogSink) open(flag int) error {
+	f, err := os.OpenFile(s.path, os.O_WRONLY|os.O_CREATE|os.O_APPEND|syscall.O_NOFOLLOW|flag, 0o640)
+	if err != nil {
+		return err // *PathError: names the file already
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return fmt.Errorf("stat %s: %w", s.path, err)
+	}
+	s.f, s.size = f, fi.Size()
+	return nil
+}
+
+func (s *LogSink) fail(err error) {
+	if s.err == nil {
+		s.err = err
+	}
+}

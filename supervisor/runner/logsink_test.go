@@ -1,0 +1,168 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// runToLog runs spec with its output in a LogSink for job in dir, and
+// returns once the sink is closed.
+func runToLog(t *testing.T, dir string, maxBytes int64, spec Spec) {
+	t.Helper()
+	s, err := OpenLog(dir, "job", maxBytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec.Stdout = s.File()
+	p, err := Start(spec)
+	s.CloseWriter()
+	if err != nil {
+		s.Close()
+		t.Fatal(err)
+	}
+	if e := wait(t, p); !e.Success() {
+		t.Errorf("exit = %v", e)
+	}
+	if err := s.Close(); err != nil {
+		t.Errorf("Close: %v", err)
+	}
+}
+
+func readLogs(t *testing.T, dir string) (cur, old string) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, "job.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, err := os.ReadFile(filepath.Join(dir, "job.log.1"))
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		t.Fatal(err)
+	}
+	return string(b), string(o)
+}
+
+func TestLogSinkRotates(t *testing.T) {
+	t.Parallel()
+	const maxBytes, n = 4 << 10, 20 << 10
+	dir := t.TempDir()
+	runToLog(t, dir, maxBytes, helperSpec(t, "spew", strconv.Itoa(n)))
+	cur, old := readLogs(t, dir)
+	if len(cur) > maxBytes || len(old) > maxBytes {
+		t.Errorf("sizes %d and %d, want at most %d each", len(cur), len(old), maxBytes)
+	}
+	var all strings.Builder
+	for i := range n {
+		all.WriteByte(spewByte(i))
+	}
+	// The newest output is kept, whole and in order, across the two files.
+	if got := old + cur; !strings.HasSuffix(all.String(), got) || len(got) != 2*maxBytes {
+		t.Errorf("job.log.1 + job.log: %d bytes, not the last %d bytes written", len(got), 2*maxBytes)
+	}
+}
+
+func TestLogSinkKeepsLinesWhole(t *testing.T) {
+	t.Parallel()
+	const maxBytes, lines, width = 100, 50, 30
+	dir := t.TempDir()
+	runToLog(t, dir, maxBytes, helperSpec(t, "lines", strconv.Itoa(lines), strconv.Itoa(width)))
+	cur, old := readLogs(t, dir)
+	all := linesText(lines, width)
+	for name, s := range map[string]string{"job.log": cur, "job.log.1": old} {
+		if len(s) == 0 || len(s) > maxBytes || len(s)%width != 0 {
+			t.Errorf("%s is %d bytes, want whole lines of %d, at most %d", name, len(s), width, maxBytes)
+		}
+	}
+	if !strings.HasSuffix(all, old+cur) {
+		t.Errorf("job.log.1 + job.log is not the end of what was written:\n%q", old+cur)
+	}
+}
+
+func TestLogSinkAppends(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "job.log"), []byte("before restart\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	runToLog(t, dir, 1<<20, helperSpec(t, "print", "after restart"))
+	if cur, _ := readLogs(t, dir); cur != "before restart\nafter restart\n" {
+		t.Errorf("job.log = %q", cur)
+	}
+}
+
+// TestLogSinkMemoryBounded sends 100 MB without a newline through a sink.
+// Not parallel: it counts every allocation of the test process.
+func TestLogSinkMemoryBounded(t *testing.T) {
+	if testing.Short() {
+		t.Skip("moves 100 MB")
+	}
+	const maxBytes, n = 1 << 20, 100 << 20
+	dir := t.TempDir()
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	runToLog(t, dir, maxBytes, helperSpec(t, "spew", strconv.Itoa(n)))
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+
+	const bound = 4 << 20
+	if d := after.TotalAlloc - before.TotalAlloc; d > bound {
+		t.Errorf("allocated %d bytes to copy %d, want under %d", d, n, bound)
+	}
+	if d := int64(after.HeapInuse) - int64(before.HeapInuse); d > bound {
+		t.Errorf("heap in use grew by %d bytes, want under %d", d, bound)
+	}
+	cur, old := readLogs(t, dir)
+	if len(cur) != maxBytes || len(old) != maxBytes {
+		t.Errorf("sizes %d and %d, want %d each", len(cur), len(old), maxBytes)
+	}
+}
+
+func TestLogSinkCloseContext(t *testing.T) {
+	t.Parallel()
+	s, err := OpenLog(t.TempDir(), "job", 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A write end held elsewhere, as by a descendant that left the group.
+	held, err := syscall.Dup(int(s.File().Fd()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Close(held)
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	if err := s.CloseContext(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("CloseContext = %v, want DeadlineExceeded", err)
+	}
+	// The pipe is closed under the holder.
+	if _, err := syscall.Write(held, []byte("x")); err != syscall.EPIPE {
+		t.Errorf("write after abandon = %v, want EPIPE", err)
+	}
+}
+
+func TestOpenLogRefuses(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	for _, job := range []string{"", "a/b", "../x", ".hidden", "..", "nul\x00"} {
+		if _, err := OpenLog(dir, job, 1<<20); !errors.Is(err, ErrBadName) {
+			t.Errorf("OpenLog(%q) = %v, want ErrBadName", job, err)
+		}
+	}
+	if _, err := OpenLog(dir, "job", 0); err == nil {
+		t.Error("a cap of 0 accepted")
+	}
+	if err := os.Symlink("/etc/passwd", filepath.Join(dir, "link.log")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := OpenLog(dir, "link", 1<<20); err == nil {
+		t.Error("a symlinked log file was followed")
+	}
+}

@@ -1,0 +1,86 @@
+package runner
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// defaultPath is what a job gets when its environment has no PATH at all:
+// systemd's default for services, so that a job behaves the same whether
+// the daemon passed PATH on or not. A PATH that is set but empty is
+// respected as empty.
+const defaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+// lookPath finds file the way exec.LookPath does, but in the job's PATH
+// rather than the daemon's. Relative entries are resolved against dir,
+// where the child will run, only to refuse them (ErrRelativePath).
+func lookPath(file, pathEnv, dir string) (string, error) {
+	if strings.Contains(file, "/") {
+		// The kernel resolves a relative name after the child's chdir, as
+		// os/exec documents for Cmd.Path; checking here too would only
+		// duplicate the error Start reports anyway.
+		return file, nil
+	}
+	for _, d := range filepath.SplitList(pathEnv) {
+		if d == "" {
+			d = "."
+		}
+		path := filepath.Join(d, file)
+		probe := path
+		if !filepath.IsAbs(d) {
+			probe = filepath.Join(dir, path)
+		}
+		if !isExecutable(probe) {
+			continue
+		}
+		if !filepath.IsAbs(d) {
+			return "", fmt.Errorf("PATH=%s: %w", pathEnv, ErrRelativePath)
+		}
+		return path, nil
+	}
+	return "", fmt.Errorf("PATH=%s: %w", pathEnv, ErrNotFound)
+}
+
+// isExecutable checks the mode bits rather than access(2): the daemon may be
+// root and the job may run as someone else, so the daemon's own permission
+// says nothing about the job's. The kernel has the last word at exec.
+func isExecutable(path string) bool {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return false
+	}
+	return fi.Mode().IsRegular() && fi.Mode()&0o111 != 0
+}
+
+// envValue returns the last value of key in env, the one the child's
+// environment keeps after dedupEnv.
+func envValue(env []string, key string) (string, bool) {
+	for i := len(env) - 1; i >= 0; i-- {
+		if k, v, ok := strings.Cut(env[i], "="); ok && k == key {
+			return v, true
+		}
+	}
+	return "", false
+}
+
+// dedupEnv keeps the last of each key, as os/exec does: with duplicates
+// the C library's getenv would see the first and the lookup of Argv[0] the
+// last, and the two must agree.
+func dedupEnv(env []string) []string {
+	seen := make(map[string]bool, len(env))
+	out := make([]string, 0, len(env))
+	for i := len(env) - 1; i >= 0; i-- {
+		k, _, _ := strings.Cut(env[i], "=")
+		if seen[k] {
+			continue
+		}
+		seen[k] = true
+		out = append(out, env[i])
+	}
+	for i, j := 0, len(out)-1; i < j; i, j = i+1, j-1 {
+		out[i], out[j] = out[j], out[i]
+	}
+	return out
+}

@@ -1,0 +1,296 @@
+package runner
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Spec is one spawn.
+type Spec struct {
+	// Argv is the command and its arguments. An Argv[0] without a slash is
+	// looked up in the PATH of Env, never in the daemon's. The program
+	// receives Argv unchanged, Argv[0] included, as from a shell.
+	Argv []string
+	// Dir is the working directory; empty means the daemon's own.
+	Dir string
+	// Env is the whole environment, "KEY=value". Nil is an empty
+	// environment, not the daemon's. Where a key repeats, the last wins.
+	Env []string
+	// Credential, when set, is who the process runs as; its Groups are the
+	// complete supplementary list (empty clears the daemon's). Leave
+	// NoSetGroups false, or the job keeps the daemon's groups. Switching
+	// needs a root daemon. Nil runs the job as the daemon's own user.
+	Credential *syscall.Credential
+	// Stdout receives both the process's stdout and its stderr; nil is
+	// /dev/null. Start does not close it: close the daemon's copy once
+	// Start returns, so that whoever reads the other end sees EOF when the
+	// job's last writer is gone.
+	Stdout *os.File
+}
+
+// Process is one started process and, through it, its process group.
+type Process struct {
+	pid      int
+	proc     *os.Process
+	ticks    uint64
+	ticksErr error
+
+	// done is closed by reap once exit is written; exit is read only
+	// after done is closed.
+	done chan struct{}
+	exit Exit
+
+	// mu guards reaped, and is held across every signal sent by PID:
+	// while it is held and reaped is false, the leader is alive or a
+	// zombie, so its PID, which is also the group's ID, cannot have been
+	// handed to another process.
+	mu     sync.Mutex
+	reaped bool
+}
+
+// Exit is how a process ended.
+type Exit struct {
+	// Code is the exit status when Signal is 0, and -1 otherwise.
+	Code int
+	// Signal is the signal that killed the process, 0 if it exited.
+	Signal syscall.Signal
+	// Err is set when the process could not be waited for; Code is then
+	// -1 and nothing is known about how it ended.
+	Err error
+}
+
+// Success reports whether the process exited with status 0.
+func (e Exit) Success() bool { return e.Err == nil && e.Signal == 0 && e.Code == 0 }
+
+func (e Exit) String() string {
+	switch {
+	case e.Err != nil:
+		return "unknown: " + e.Err.Error()
+	case e.Signal != 0:
+		return "signal: " + e.Signal.String()
+	default:
+		return fmt.Sprintf("exit status %d", e.Code)
+	}
+}
+
+// Start spawns spec in a process group of its own, with stdin from
+// /dev/null and no descriptors but 0, 1 and 2, and returns once the
+// program has been executed. A goroutine reaps it, holding an OS thread in
+// waitid(2) while the process runs, as os/exec's Wait does; Wait and Done
+// report the end.
+//
+// The process gets SIGKILL if the daemon dies (Pdeathsig), so a crashed
+// daemon does not leave jobs running unaccounted. The kernel ties that
+// signal to the OS thread that forked, not to the daemon: never call Start
+// from a goroutine that has called runtime.LockOSThread and may exit
+// without unlocking, or the thread's end kills the job. The signal reaches
+// the leader only, and executing a set-user-ID program clears it; what it
+// misses is for KillLeftover and, beyond that, the daemon unit's cgroup.
+func Start(spec Spec) (*Process, error) {
+	if len(spec.Argv) == 0 {
+		return nil, fmt.Errorf("start: %w", ErrNoCommand)
+	}
+	env := dedupEnv(spec.Env)
+	pathEnv, ok := envValue(env, "PATH")
+	if !ok {
+		pathEnv = defaultPath
+	}
+	path, err := lookPath(spec.Argv[0], pathEnv, spec.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("start %s: %w", spec.Argv[0], err)
+	}
+
+	stdin, err := os.Open(os.DevNull)
+	if err != nil {
+		return nil, fmt.Errorf("start %s: open stdin: %w", path, err)
+	}
+	defer stdin.Close()
+	out := spec.Stdout
+	if out == nil {
+		out, err = os.OpenFile(os.DevNull, os.O_WRONLY, 0)
+		if err != nil {
+			return nil, fmt.Errorf("start %s: open stdout: %w", path, err)
+		}
+		defer out.Close()
+	}
+
+	markCloseOnExec()
+	proc, err := os.StartProcess(path, spec.Argv, &os.ProcAttr{
+		Dir:   spec.Dir,
+		Env:   env,
+		Files: []*os.File{stdin, out, out},
+		Sys: &syscall.SysProcAttr{
+			Setpgid:    true,
+			Pdeathsig:  syscall.SIGKILL,
+			Credential: spec.Credential,
+		},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("start %s: %w", path, err)
+	}
+	p := &Process{pid: proc.Pid, proc: proc, done: make(chan struct{})}
+	// Read before the reaper exists: until then the process cannot have
+	// been reaped, so its /proc entry is there even if it already exited.
+	st, err := readStat(proc.Pid)
+	if err != nil {
+		p.ticksErr = fmt.Errorf("start ticks of pid %d: %w", proc.Pid, err)
+	}
+	p.ticks = st.startTicks
+	go p.reap()
+	return p, nil
+}
+
+// markCloseOnExec makes every descriptor above 2 close-on-exec. Go opens
+// its own descriptors that way, but not those the daemon inherited or a C
+// library opened, and those would otherwise reach every job. It runs on
+// every Start because such a descriptor can appear at any time.
+func markCloseOnExec() {
+	if unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC) == nil {
+		return
+	}
+	// Before Linux 5.11 there is no CLOSE_RANGE_CLOEXEC: one fcntl each.
+	entries, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		if fd, err := strconv.Atoi(e.Name()); err == nil && fd > 2 {
+			unix.FcntlInt(uintptr(fd), unix.F_SETFD, unix.FD_CLOEXEC)
+		}
+	}
+}
+
+// reap waits for the leader in two steps so that the rest of the group can
+// be killed while the leader is still a zombie: as long as it is one, its
+// PID cannot be reused, so kill(-pid) cannot reach a stranger's group. A
+// grandchild that outlived the leader would otherwise run on, unsupervised
+// and holding its share of the machine after the books gave it back.
+func (p *Process) reap() {
+	var info unix.Siginfo
+	err := ignoringEINTR(func() error {
+		return unix.Waitid(unix.P_PID, p.pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
+	})
+
+	p.mu.Lock()
+	var exit Exit
+	if err == nil {
+		// ESRCH: nothing left. EPERM: what is left changed credentials,
+		// and no signal of ours reaches it.
+		_ = unix.Kill(-p.pid, unix.SIGKILL)
+		state, werr := p.proc.Wait()
+		exit = exitOf(p.pid, state, werr)
+	} else {
+		// ECHILD: something else reaped it (SIGCHLD ignored by the daemon
+		// makes the kernel do so), and the group may no longer be ours.
+		exit = Exit{Code: -1, Err: fmt.Errorf("wait for pid %d: %w", p.pid, err)}
+		p.proc.Release()
+	}
+	p.reaped = true
+	p.mu.Unlock()
+
+	p.exit = exit
+	close(p.done)
+}
+
+func exitOf(pid int, state *os.ProcessState, err error) Exit {
+	if err != nil {
+		return Exit{Code: -1, Err: fmt.Errorf("wait for pid %d: %w", pid, err)}
+	}
+	ws, ok := state.Sys().(syscall.WaitStatus)
+	switch {
+	case !ok:
+		return Exit{Code: state.ExitCode()}
+	case ws.Signaled():
+		return Exit{Code: -1, Signal: ws.Signal()}
+	default:
+		return Exit{Code: ws.ExitStatus()}
+	}
+}
+
+// PID is the process's ID, which is also its process group's ID.
+func (p *Process) PID() int { return p.pid }
+
+// StartTicks is field 22 of /proc/PID/stat, the process's start time in
+// clock ticks since boot, read when it was started. With the PID it
+// recognises the process after a daemon restart (KillLeftover); the PID
+// alone may have been reused.
+func (p *Process) StartTicks() (uint64, error) { return p.ticks, p.ticksErr }
+
+// Wait blocks until the process has been reaped, and the rest of its
+// group sent SIGKILL, and returns how it ended. Any number of goroutines
+// may wait.
+func (p *Process) Wait() Exit {
+	<-p.done
+	return p.exit
+}
+
+// Done is closed once the process has been reaped; Wait then returns at
+// once.
+func (p *Process) Done() <-chan struct{} { return p.done }
+
+// errReaped is returned by signal once the leader has been reaped: its PID
+// is no longer ours to signal.
+var errReaped = errors.New("process already reaped")
+
+// Stop sends sig to the whole process group, waits up to timeout for the
+// leader to be reaped, then sends SIGKILL to the group. It returns only
+// once the leader has been reaped; killed reports whether SIGKILL had to be
+// sent. Calling it again, concurrently, or after the process ended is safe.
+//
+// Which signal and how long to wait are the caller's policy; a timeout of
+// zero or less means SIGKILL straight after sig.
+func (p *Process) Stop(sig syscall.Signal, timeout time.Duration) (killed bool) {
+	select {
+	case <-p.done:
+		return false
+	default:
+	}
+	if p.signal(sig) == nil && sig != unix.SIGKILL && sig != unix.SIGCONT {
+		// A stopped process cannot act on sig until it is continued;
+		// systemd follows its stop signal with SIGCONT for the same reason.
+		_ = p.signal(unix.SIGCONT)
+	}
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case <-p.done:
+		return false
+	case <-t.C:
+	}
+	killed = p.signal(unix.SIGKILL) == nil
+	<-p.done
+	return killed
+}
+
+// signal sends sig to the process group, or to the leader alone if it has
+// left its group (setpgid), so that Stop can always end the leader.
+func (p *Process) signal(sig syscall.Signal) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.reaped {
+		return errReaped
+	}
+	err := unix.Kill(-p.pid, sig)
+	if err == unix.ESRCH {
+		err = unix.Kill(p.pid, sig)
+	}
+	if err != nil {
+		return fmt.Errorf("signal pid %d: %w", p.pid, err)
+	}
+	return nil
+}
+
+func ignoringEINTR(fn func() error) error {
+	for {
+		if err := fn(); err != unix.EINTR {
+			return err
+		}
+	}
+}

@@ -1,0 +1,539 @@
+package runner
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+func TestExitCode(t *testing.T) {
+	t.Parallel()
+	for _, code := range []int{0, 3} {
+		t.Run(strconv.Itoa(code), func(t *testing.T) {
+			t.Parallel()
+			c := startChild(t, helperSpec(t, "exit", strconv.Itoa(code)))
+			got := wait(t, c.Process)
+			if want := (Exit{Code: code}); got != want {
+				t.Errorf("Wait() = %+v, want %+v", got, want)
+			}
+			if got.Success() != (code == 0) {
+				t.Errorf("Success() = %v for %v", got.Success(), got)
+			}
+		})
+	}
+}
+
+func TestExitBySignal(t *testing.T) {
+	t.Parallel()
+	c := startChild(t, helperSpec(t, "sleep"))
+	c.ready(t)
+	if err := unix.Kill(c.PID(), unix.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	got := wait(t, c.Process)
+	if want := (Exit{Code: -1, Signal: syscall.SIGTERM}); got != want {
+		t.Errorf("Wait() = %+v, want %+v", got, want)
+	}
+	if s := got.String(); s != "signal: terminated" {
+		t.Errorf("String() = %q", s)
+	}
+}
+
+func TestSpecDelivered(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	spec := helperSpec(t, "describe", "two words", "", "ünïcode")
+	spec.Dir = dir
+	spec.Env = append(spec.Env, "FOO=1", "EMPTY=", "FOO=2")
+	c := startChild(t, spec)
+	var d description
+	if err := json.Unmarshal([]byte(c.rest(t)), &d); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(d.Args, spec.Argv) {
+		t.Errorf("argv = %q, want %q", d.Args, spec.Argv)
+	}
+	if want, _ := filepath.EvalSymlinks(dir); d.Dir != want {
+		t.Errorf("dir = %q, want %q", d.Dir, want)
+	}
+	// The last FOO wins, as with os/exec, and nothing of the daemon's
+	// environment comes along.
+	if want := []string{helperEnv + "=describe", "GORACE=atexit_sleep_ms=0", "EMPTY=", "FOO=2"}; !slices.Equal(d.Env, want) {
+		t.Errorf("env = %q, want %q", d.Env, want)
+	}
+	if e := wait(t, c.Process); !e.Success() {
+		t.Errorf("exit: %v", e)
+	}
+}
+
+func TestPathLookup(t *testing.T) {
+	t.Parallel()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := t.TempDir()
+	if err := os.Symlink(exe, filepath.Join(bin, "berth-helper")); err != nil {
+		t.Fatal(err)
+	}
+
+	t.Run("job's PATH", func(t *testing.T) {
+		c := startChild(t, Spec{
+			Argv: []string{"berth-helper", "7"},
+			Env:  []string{helperEnv + "=exit", "PATH=/nonexistent:" + bin},
+		})
+		if got := wait(t, c.Process); got.Code != 7 {
+			t.Errorf("exit = %v, want status 7", got)
+		}
+	})
+	t.Run("not the daemon's", func(t *testing.T) {
+		// sh is in the daemon's PATH, and must not be found through it.
+		_, err := Start(Spec{Argv: []string{"sh", "-c", "exit 0"}, Env: []string{"PATH=" + bin}})
+		if !errors.Is(err, ErrNotFound) {
+			t.Errorf("Start = %v, want ErrNotFound", err)
+		}
+	})
+	t.Run("relative entry", func(t *testing.T) {
+		_, err := Start(Spec{
+			Argv: []string{"berth-helper", "0"},
+			Dir:  bin,
+			Env:  []string{helperEnv + "=exit", "PATH=/nonexistent::/usr/bin"},
+		})
+		if !errors.Is(err, ErrRelativePath) {
+			t.Errorf("Start = %v, want ErrRelativePath", err)
+		}
+	})
+	t.Run("relative name with a slash", func(t *testing.T) {
+		c := startChild(t, Spec{
+			Argv: []string{"./berth-helper", "5"},
+			Dir:  bin,
+			Env:  []string{helperEnv + "=exit"},
+		})
+		if got := wait(t, c.Process); got.Code != 5 {
+			t.Errorf("exit = %v, want status 5", got)
+		}
+	})
+	t.Run("no PATH", func(t *testing.T) {
+		if _, err := os.Stat("/usr/bin/true"); err != nil {
+			t.Skip("no /usr/bin/true to find through the default PATH")
+		}
+		c := startChild(t, Spec{Argv: []string{"true"}})
+		if got := wait(t, c.Process); !got.Success() {
+			t.Errorf("exit = %v", got)
+		}
+	})
+}
+
+func TestStartErrors(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		spec Spec
+		want error
+	}{
+		{"no argv", Spec{}, ErrNoCommand},
+		{"no such file", Spec{Argv: []string{"/nonexistent/prog"}}, fs.ErrNotExist},
+		{"no such dir", Spec{Argv: []string{"/bin/sh"}, Dir: "/nonexistent"}, fs.ErrNotExist},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p, err := Start(tt.spec)
+			if !errors.Is(err, tt.want) {
+				t.Errorf("Start = %v, %v; want error %v", p, err, tt.want)
+			}
+		})
+	}
+}
+
+func TestStopCooperative(t *testing.T) {
+	t.Parallel()
+	c := startChild(t, helperSpec(t, "wait-term"))
+	c.ready(t)
+	if killed := c.Stop(syscall.SIGTERM, 10*time.Second); killed {
+		t.Error("Stop killed a child that exits on SIGTERM")
+	}
+	if got := c.Wait(); !got.Success() {
+		t.Errorf("exit = %v, want status 0", got)
+	}
+}
+
+func TestStopKillsAfterTimeout(t *testing.T) {
+	t.Parallel()
+	const timeout = 300 * time.Millisecond
+	c := startChild(t, helperSpec(t, "ignore-term"))
+	c.ready(t)
+	start := time.Now()
+	killed := c.Stop(syscall.SIGTERM, timeout)
+	took := time.Since(start)
+	if !killed {
+		t.Error("Stop did not report SIGKILL for a child that ignores SIGTERM")
+	}
+	if took < timeout || took > timeout+5*time.Second {
+		t.Errorf("Stop returned after %v, want just after %v", took, timeout)
+	}
+	if got := c.Wait(); got.Signal != syscall.SIGKILL {
+		t.Errorf("exit = %v, want signal: killed", got)
+	}
+}
+
+func TestStopContinuesStopped(t *testing.T) {
+	t.Parallel()
+	c := startChild(t, helperSpec(t, "wait-term"))
+	c.ready(t)
+	if err := unix.Kill(c.PID(), unix.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	// WNOWAIT leaves the state for the reaper; this only waits for it.
+	var info unix.Siginfo
+	if err := unix.Waitid(unix.P_PID, c.PID(), &info, unix.WSTOPPED|unix.WNOWAIT, nil); err != nil {
+		t.Fatal(err)
+	}
+	if killed := c.Stop(syscall.SIGTERM, 10*time.Second); killed {
+		t.Error("a stopped child was not continued to act on SIGTERM")
+	}
+	if got := c.Wait(); !got.Success() {
+		t.Errorf("exit = %v, want status 0", got)
+	}
+}
+
+func TestStopAfterExit(t *testing.T) {
+	t.Parallel()
+	c := startChild(t, helperSpec(t, "exit", "0"))
+	wait(t, c.Process)
+	done := make(chan bool)
+	go func() { done <- c.Stop(syscall.SIGTERM, time.Hour) }()
+	select {
+	case killed := <-done:
+		if killed {
+			t.Error("Stop of a reaped process reported a kill")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Stop of a reaped process did not return")
+	}
+}
+
+// pidfd opens a descriptor that becomes readable when pid ends, so that a
+// test can wait for a process it is not the parent of without polling.
+func pidfd(t *testing.T, pid int) int {
+	t.Helper()
+	fd, err := unix.PidfdOpen(pid, 0)
+	if err == unix.ENOSYS {
+		t.Skip("no pidfd_open on this kernel")
+	}
+	if err != nil {
+		t.Fatalf("pidfd_open(%d): %v", pid, err)
+	}
+	t.Cleanup(func() { unix.Close(fd) })
+	return fd
+}
+
+func waitGone(t *testing.T, fd, pid int) {
+	t.Helper()
+	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+	for {
+		n, err := unix.Poll(fds, 10_000)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			t.Fatalf("grandchild %d still alive 10s after its group was killed", pid)
+		}
+		return
+	}
+}
+
+func TestStopKillsGroup(t *testing.T) {
+	t.Parallel()
+	c := startChild(t, helperSpec(t, "fork-grandchild", "block"))
+	gc, err := strconv.Atoi(c.line(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fd := pidfd(t, gc)
+	c.Stop(syscall.SIGTERM, 10*time.Second)
+	waitGone(t, fd, gc)
+}
+
+// TestStopSignalsGroup tells the stop signal reaching the group from the
+// SIGKILL that follows a leader's end: the grandchild says it got SIGTERM,
+// which the SIGKILL would not let it do.
+func TestStopSignalsGroup(t *testing.T) {
+	t.Parallel()
+	c := startChild(t, helperSpec(t, "group-term"))
+	c.ready(t) // the grandchild's
+	if killed := c.Stop(syscall.SIGTERM, 200*time.Millisecond); !killed {
+		t.Error("Stop did not report SIGKILL for a leader that ignores SIGTERM")
+	}
+	if out := c.rest(t); out != "terminated\n" {
+		t.Errorf("grandchild's output after Stop = %q, want \"terminated\\n\"", out)
+	}
+}
+
+func TestLeaderExitKillsGroup(t *testing.T) {
+	t.Parallel()
+	fifo := filepath.Join(t.TempDir(), "fifo")
+	if err := unix.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c := startChild(t, helperSpec(t, "fork-grandchild", fifo))
+	gc, err := strconv.Atoi(c.line(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fd := pidfd(t, gc)
+	// Opening blocks until the leader opens its end; closing lets it exit.
+	f, err := os.OpenFile(fifo, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	if got := wait(t, c.Process); !got.Success() {
+		t.Errorf("leader exit = %v, want status 0", got)
+	}
+	waitGone(t, fd, gc)
+}
+
+func TestDescriptors(t *testing.T) {
+	// Not parallel: the planted descriptor would reach other tests'
+	// children through os/exec, which is this test's point, not theirs.
+	//
+	// A descriptor opened without O_CLOEXEC, as one inherited by the
+	// daemon or opened by a C library would be.
+	planted, err := syscall.Open("/dev/null", syscall.O_RDONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Close(planted)
+
+	spec := helperSpec(t, "list-fds")
+	// The Go runtime of the child keeps the cgroup's CPU limit files open
+	// to follow changes of the limit: descriptors of its own, not leaked.
+	spec.Env = append(spec.Env, "GODEBUG=containermaxprocs=0,updatemaxprocs=0")
+	c := startChild(t, spec)
+	self, err := strconv.Atoi(strings.TrimPrefix(c.line(t), "self "))
+	if err != nil {
+		t.Fatal(err)
+	}
+	targets := map[int]string{}
+	for _, l := range strings.Split(strings.TrimSpace(c.rest(t)), "\n") {
+		n, target, _ := strings.Cut(l, " ")
+		fd, err := strconv.Atoi(n)
+		if err != nil {
+			t.Fatalf("bad line %q", l)
+		}
+		targets[fd] = target
+	}
+	var fds []int
+	for fd := range targets {
+		fds = append(fds, fd)
+	}
+	slices.Sort(fds)
+	if want := []int{0, 1, 2, self}; !slices.Equal(fds, want) {
+		t.Errorf("child's descriptors = %v (%v), want %v (planted: %d)", fds, targets, want, planted)
+	}
+	if targets[0] != "/dev/null" {
+		t.Errorf("stdin is %q, want /dev/null", targets[0])
+	}
+	if targets[1] != targets[2] || !strings.HasPrefix(targets[1], "pipe:") {
+		t.Errorf("stdout %q and stderr %q, want the same pipe", targets[1], targets[2])
+	}
+}
+
+func TestCredential(t *testing.T) {
+	t.Parallel()
+	if os.Geteuid() != 0 {
+		t.Skip("switching to another user needs root")
+	}
+	// The test binary sits in a directory only root may enter; nobody
+	// needs a copy it can execute.
+	dir := t.TempDir()
+	for _, d := range []string{dir, filepath.Dir(dir)} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	copyFile(t, exe, filepath.Join(dir, "helper"))
+
+	spec := helperSpec(t, "describe")
+	spec.Argv[0] = filepath.Join(dir, "helper")
+	spec.Dir = "/"
+	spec.Credential = &syscall.Credential{Uid: 65534, Gid: 65534, Groups: []uint32{4242}}
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	spec.Stdout = w
+	p, err := Start(spec)
+	w.Close()
+	if errors.Is(err, fs.ErrPermission) {
+		t.Skipf("nobody cannot execute %s (a directory above it is closed to others): %v", spec.Argv[0], err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, _ := io.ReadAll(r)
+	if e := wait(t, p); !e.Success() {
+		t.Fatalf("exit = %v; output %s", e, out)
+	}
+	var d description
+	if err := json.Unmarshal(out, &d); err != nil {
+		t.Fatal(err)
+	}
+	if d.UID != 65534 || d.GID != 65534 || !slices.Equal(d.Groups, []int{4242}) {
+		t.Errorf("uid %d gid %d groups %v, want 65534 65534 [4242]", d.UID, d.GID, d.Groups)
+	}
+}
+
+func copyFile(t *testing.T, from, to string) {
+	t.Helper()
+	src, err := os.Open(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	dst, err := os.OpenFile(to, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o755)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.Copy(dst, src); err != nil {
+		t.Fatal(err)
+	}
+	if err := dst.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestStartTicks(t *testing.T) {
+	t.Parallel()
+	c := startChild(t, helperSpec(t, "sleep"))
+	c.ready(t)
+	ticks, err := c.StartTicks()
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := readStat(c.PID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ticks == 0 || ticks != st.startTicks || st.pgrp != c.PID() {
+		t.Errorf("StartTicks() = %d; /proc says ticks %d, pgrp %d (pid %d)", ticks, st.startTicks, st.pgrp, c.PID())
+	}
+}
+
+func TestKillLeftover(t *testing.T) {
+	t.Parallel()
+	t.Run("ticks differ", func(t *testing.T) {
+		t.Parallel()
+		c := startChild(t, helperSpec(t, "wait-term"))
+		c.ready(t)
+		ticks, _ := c.StartTicks()
+		if ok, err := KillLeftover(c.PID(), ticks+1); ok || err != nil {
+			t.Errorf("KillLeftover(other ticks) = %v, %v; want false, nil", ok, err)
+		}
+		// Still alive: it exits 0 on SIGTERM, which only a live child can.
+		c.Stop(syscall.SIGTERM, 10*time.Second)
+		if got := c.Wait(); !got.Success() {
+			t.Errorf("exit = %v, want status 0 (killed by KillLeftover?)", got)
+		}
+	})
+	t.Run("ticks match", func(t *testing.T) {
+		t.Parallel()
+		c := startChild(t, helperSpec(t, "fork-grandchild", "block"))
+		gc, err := strconv.Atoi(c.line(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		fd := pidfd(t, gc)
+		ticks, _ := c.StartTicks()
+		if ok, err := KillLeftover(c.PID(), ticks); !ok || err != nil {
+			t.Errorf("KillLeftover = %v, %v; want true, nil", ok, err)
+		}
+		if got := wait(t, c.Process); got.Signal != syscall.SIGKILL {
+			t.Errorf("exit = %v, want signal: killed", got)
+		}
+		waitGone(t, fd, gc)
+	})
+	t.Run("gone", func(t *testing.T) {
+		t.Parallel()
+		c := startChild(t, helperSpec(t, "exit", "0"))
+		ticks, _ := c.StartTicks()
+		wait(t, c.Process)
+		if ok, err := KillLeftover(c.PID(), ticks); ok || err != nil {
+			t.Errorf("KillLeftover(reaped) = %v, %v; want false, nil", ok, err)
+		}
+	})
+	t.Run("never a whole-system kill", func(t *testing.T) {
+		t.Parallel()
+		for _, pid := range []int{-5, 0, 1, os.Getpid()} {
+			if ok, err := KillLeftover(pid, 0); ok || err == nil {
+				t.Errorf("KillLeftover(%d) = %v, %v; want an error", pid, ok, err)
+			}
+		}
+	})
+}
+
+func TestParseStat(t *testing.T) {
+	tail := " S 1 4242 4242 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 987654 1234 56 18446744073709551615\n"
+	tests := []struct {
+		name, in string
+		want     procStat
+		err      bool
+	}{
+		{"plain", "4242 (sleep)" + tail, procStat{pgrp: 4242, startTicks: 987654}, false},
+		{"parens and spaces in comm", "4242 (a) S 9 9 (b c))" + tail, procStat{pgrp: 4242, startTicks: 987654}, false},
+		{"no paren", "4242 sleep" + tail, procStat{}, true},
+		{"short", "4242 (sleep) S 1 4242", procStat{}, true},
+		{"not a number", "4242 (sleep) S 1 x 4242 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 y", procStat{}, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := parseStat([]byte(tt.in))
+			if (err != nil) != tt.err || got != tt.want {
+				t.Errorf("parseStat = %+v, %v; want %+v, error %v", got, err, tt.want, tt.err)
+			}
+		})
+	}
+}
+
+func FuzzParseStat(f *testing.F) {
+	f.Add([]byte("1 (init) S 0 1 1 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 5 1234 56 0\n"))
+	f.Add([]byte("7 ()) ) R"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		parseStat(b) // must not panic, whatever the kernel or a fixture says
+	})
+}
+
+func BenchmarkStartWait(b *testing.B) {
+	if _, err := os.Stat("/bin/true"); err != nil {
+		b.Skip("no /bin/true")
+	}
+	spec := Spec{Argv: []string{"/bin/true"}}
+	for b.Loop() {
+		p, err := Start(spec)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if e := p.Wait(); !e.Success() {
+			b.Fatal(e)
+		}
+	}
+}

@@ -1,0 +1,97 @@
+package runner
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"strconv"
+
+	"golang.org/x/sys/unix"
+)
+
+// procStat is the part of /proc/PID/stat that identifies a process.
+type procStat struct {
+	pgrp       int    // field 5
+	startTicks uint64 // field 22
+}
+
+func readStat(pid int) (procStat, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return procStat{}, err
+	}
+	return parseStat(b)
+}
+
+// parseStat reads fields 5 and 22 of a /proc/PID/stat line. The command
+// name, field 2, is in parentheses and may itself hold spaces and
+// parentheses, so fields are counted from the last ')'.
+func parseStat(b []byte) (procStat, error) {
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return procStat{}, errors.New("parse /proc stat: no ')' after the command name")
+	}
+	f := bytes.Fields(b[i+1:]) // f[0] is field 3
+	if len(f) < 22-2 {
+		return procStat{}, fmt.Errorf("parse /proc stat: %d fields after the command name, want at least 20", len(f))
+	}
+	pgrp, err := strconv.Atoi(string(f[5-3]))
+	if err != nil {
+		return procStat{}, fmt.Errorf("parse /proc stat: pgrp: %w", err)
+	}
+	ticks, err := strconv.ParseUint(string(f[22-3]), 10, 64)
+	if err != nil {
+		return procStat{}, fmt.Errorf("parse /proc stat: starttime: %w", err)
+	}
+	return procStat{pgrp: pgrp, startTicks: ticks}, nil
+}
+
+// KillLeftover sends SIGKILL to the process group of a run that a previous
+// daemon started and can no longer reap, recognised by its PID and the
+// start ticks recorded then (Process.StartTicks):
+//
+//	(true, nil)   it was still there; its group has been sent SIGKILL
+//	(false, nil)  it is gone, or the PID now belongs to another process
+//	(false, err)  /proc could not be read, or the signal failed
+//
+// Pdeathsig usually kills a run's leader with the daemon that started it,
+// and then there is nothing here to find: KillLeftover catches the leaders
+// that survived (Pdeathsig is cleared by executing a set-user-ID program),
+// not their groups. A group whose leader is gone cannot be told apart
+// from a later one with the same ID; under systemd the unit's cgroup is
+// what ends those.
+func KillLeftover(pid int, startTicks uint64) (bool, error) {
+	// kill(-1) is every process the daemon may signal, and kill(-0) its
+	// own group: neither may ever come from a corrupt record.
+	if pid <= 1 || pid == os.Getpid() {
+		return false, fmt.Errorf("kill leftover pid %d: not a job's process id", pid)
+	}
+	st, err := readStat(pid)
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, unix.ESRCH) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("kill leftover pid %d: %w", pid, err)
+	}
+	if st.startTicks != startTicks {
+		return false, nil
+	}
+	target := -pid
+	if st.pgrp != pid {
+		// It moved itself out of its group; what is in group pid now is
+		// not known to be the run's.
+		target = pid
+	}
+	// The process could end and its PID be reused between the read above
+	// and this kill. With PIDs cycling through /proc/sys/kernel/pid_max
+	// that window is accepted, as every PID-based supervisor accepts it.
+	if err := unix.Kill(target, unix.SIGKILL); err != nil {
+		if err == unix.ESRCH {
+			return false, nil
+		}
+		return false, fmt.Errorf("kill leftover pid %d: %w", pid, err)
+	}
+	return true, nil
+}
