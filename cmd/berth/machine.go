@@ -1,0 +1,204 @@
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+
+	"github.com/berthd/berth/accounting"
+	"github.com/berthd/berth/probes"
+)
+
+// machineFlags are the overrides of what the machine has, shared by every
+// command that needs the inventory.
+type machineFlags struct {
+	cpus, gpus optionalInt
+	ram        string
+}
+
+func (m *machineFlags) register(fs *flag.FlagSet) {
+	fs.Var(&m.cpus, "cpus", "cores jobs may use, instead of the online cores less 2")
+	fs.Var(&m.gpus, "gpus", "cards jobs may use, instead of CUDA_VISIBLE_DEVICES or /dev/nvidia*")
+	fs.StringVar(&m.ram, "ram", "", "memory jobs may use, e.g. 64G, instead of the physical or cgroup limit less 1G")
+}
+
+// inventory probes the machine and applies the overrides. Warnings go to
+// stderr; an error is returned as the sentence to print.
+func (c *cli) inventory(m *machineFlags) (probes.Inventory, error) {
+	inv, err := probes.Probe(c.root, c.env.lookup)
+	if err != nil {
+		return probes.Inventory{}, err
+	}
+	var o probes.Overrides
+	if m.cpus.set {
+		o.CPUs = &m.cpus.n
+	}
+	if m.gpus.set {
+		o.GPUs = &m.gpus.n
+	}
+	if m.ram != "" {
+		n, err := accounting.ParseSize(m.ram)
+		if err != nil {
+			return probes.Inventory{}, flagError{flag: "--ram", err: err}
+		}
+		o.RAMBytes = &n
+	}
+	inv, warnings, err := inv.Apply(o)
+	if err != nil {
+		return probes.Inventory{}, err
+	}
+	for _, w := range warnings {
+		fmt.Fprintln(c.stderr, msgWarning(w.String()))
+	}
+	return inv, nil
+}
+
+// optionalInt is an int flag that knows whether it was given.
+type optionalInt struct {
+	n   int
+	set bool
+}
+
+func (o *optionalInt) String() string {
+	if !o.set {
+		return ""
+	}
+	return strconv.Itoa(o.n)
+}
+
+func (o *optionalInt) Set(s string) error {
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		return fmt.Errorf("%q is not a whole number", s)
+	}
+	o.n, o.set = n, true
+	return nil
+}
+
+// machineJSON is `berth machine --json`; its keys are part of the interface.
+type machineJSON struct {
+	CPUs     int      `json:"cpus"`
+	CPUIDs   []int    `json:"cpu_ids"`
+	GPUs     []string `json:"gpus"`
+	RAMBytes *int64   `json:"ram_bytes"`
+	Hostname string   `json:"hostname"`
+}
+
+func runMachine(c *cli, args []string) int {
+	fs := c.flags("machine")
+	var m machineFlags
+	m.register(fs)
+	asJSON := fs.Bool("json", false, "print the inventory as JSON")
+	rest, code, done := c.parse(fs, args)
+	if done {
+		return code
+	}
+	if len(rest) > 0 {
+		fmt.Fprintln(c.stderr, msgUnexpectedArgs("machine", rest))
+		return exitUsage
+	}
+	inv, err := c.inventory(&m)
+	if err != nil {
+		fmt.Fprintln(c.stderr, msgInventory(err))
+		return exitFailed
+	}
+	if *asJSON {
+		out := machineJSON{CPUs: inv.CPUs, CPUIDs: inv.CPUIDs, GPUs: inv.GPUs, Hostname: inv.Hostname}
+		if out.GPUs == nil {
+			out.GPUs = []string{}
+		}
+		if inv.RAM.Known {
+			out.RAMBytes = &inv.RAM.Bytes
+		}
+		return c.writeJSON(out)
+	}
+	printMachine(c.stdout, inv)
+	return exitOK
+}
+
+func printMachine(w io.Writer, inv probes.Inventory) {
+	host := inv.Hostname
+	if host == "" {
+		host = "(unknown)"
+	}
+	fmt.Fprintf(w, "host    %s\n", host)
+	fmt.Fprintf(w, "cores   %d (%s)\n", inv.CPUs, describeCores(inv))
+	switch len(inv.GPUs) {
+	case 0:
+		fmt.Fprintf(w, "cards   none%s\n", gpuSource(inv))
+	default:
+		fmt.Fprintf(w, "cards   %d%s\n", len(inv.GPUs), gpuSource(inv))
+		for i, name := range inv.GPUs {
+			fmt.Fprintf(w, "  card %d  %s\n", i, name)
+		}
+	}
+	if inv.RAM.Known {
+		fmt.Fprintf(w, "memory  %s (%s)\n", accounting.FormatSize(inv.RAM.Bytes), describeMemory(inv.RAM))
+	} else {
+		fmt.Fprintln(w, "memory  unknown (not accounted: jobs' ram is not checked; give --ram SIZE to account it)")
+	}
+}
+
+func describeCores(inv probes.Inventory) string {
+	ids := "IDs " + formatIDs(inv.CPUIDs)
+	if inv.CPUs > inv.OnlineCPUs {
+		return fmt.Sprintf("%s; overridden, this machine has %d online", ids, inv.OnlineCPUs)
+	}
+	return fmt.Sprintf("%s; %d online, %d kept for the daemon", ids, inv.OnlineCPUs, inv.OnlineCPUs-inv.CPUs)
+}
+
+func gpuSource(inv probes.Inventory) string {
+	switch inv.GPUSource {
+	case probes.SourceCUDAVisibleDevices:
+		return " (from the daemon's CUDA_VISIBLE_DEVICES)"
+	case probes.SourceDev:
+		return " (from /dev/nvidia*)"
+	case probes.SourceOverride:
+		return " (from --gpus)"
+	}
+	return ""
+}
+
+func describeMemory(m probes.Memory) string {
+	switch m.Source {
+	case probes.SourceOverride:
+		return "from --ram"
+	case probes.SourceMeminfo:
+		return "physical, less 1G kept for the daemon"
+	}
+	return m.Source + ", less 1G kept for the daemon"
+}
+
+// formatIDs writes core IDs as ranges: "2-15", "1,3,5-7".
+func formatIDs(ids []int) string {
+	if len(ids) == 0 {
+		return "none"
+	}
+	var parts []string
+	for i := 0; i < len(ids); {
+		j := i
+		for j+1 < len(ids) && ids[j+1] == ids[j]+1 {
+			j++
+		}
+		if j == i {
+			parts = append(parts, strconv.Itoa(ids[i]))
+		} else {
+			parts = append(parts, fmt.Sprintf("%d-%d", ids[i], ids[j]))
+		}
+		i = j + 1
+	}
+	return strings.Join(parts, ",")
+}
+
+func (c *cli) writeJSON(v any) int {
+	enc := json.NewEncoder(c.stdout)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil {
+		fmt.Fprintln(c.stderr, msgInternal(err))
+		return exitFailed
+	}
+	return exitOK
+}

@@ -1,0 +1,194 @@
+// Command berth is a job supervisor for one machine, configured in Lua.
+// `berth daemon` is the supervisor; every other subcommand is its client or,
+// like `berth check` and `berth machine`, works without one.
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+)
+
+// Exit codes, as DESIGN.md fixes them.
+const (
+	exitOK       = 0 // done
+	exitFailed   = 1 // the thing asked about failed or does not exist
+	exitUsage    = 2 // the command line is wrong
+	exitNoDaemon = 3 // no daemon answered
+)
+
+// version is set at build time with -ldflags "-X main.version=…".
+var version = "dev"
+
+// cli is what every command runs with: its output streams and the part of
+// the process's world it reads, so tests can supply their own.
+type cli struct {
+	stdout, stderr io.Writer
+	env            env
+	// root is the filesystem the machine is probed under: "/" except in tests.
+	root string
+}
+
+type command struct {
+	name    string
+	args    string // the synopsis after the name
+	summary string // one line for `berth help`
+	example string
+	run     func(c *cli, args []string) int
+}
+
+// commands is the one list of subcommands; help and the man page are made
+// from it.
+var commands []command
+
+func init() {
+	commands = []command{
+		{name: "check", args: "[FILE|DIR...] [--json] [--cpus N] [--gpus N] [--ram SIZE]",
+			summary: "validate job files without a daemon; exit 1 on any error",
+			example: "berth check /etc/berth/jobs.d\nberth check train.lua --gpus 4",
+			run:     runCheck},
+		{name: "daemon", args: "[--jobs DIR] [--state DIR] [--socket PATH] [--cpus N] [--gpus N] [--ram SIZE] [--log-level L]",
+			summary: "run the supervisor (systemd runs it as berth.service)",
+			example: "berth daemon --jobs ./examples/quickstart --state /tmp/berth-state",
+			run:     runDaemon},
+		{name: "machine", args: "[--json] [--cpus N] [--gpus N] [--ram SIZE]",
+			summary: "show what this machine offers jobs: cores, cards, memory",
+			example: "berth machine\nCUDA_VISIBLE_DEVICES=2,3 berth machine --json",
+			run:     runMachine},
+		{name: "version", args: "",
+			summary: "print berth's version",
+			example: "berth version",
+			run:     runVersion},
+	}
+}
+
+func main() {
+	c := &cli{stdout: os.Stdout, stderr: os.Stderr, env: processEnv(), root: "/"}
+	os.Exit(c.main(os.Args[1:]))
+}
+
+func (c *cli) main(args []string) int {
+	if len(args) == 0 {
+		c.help(c.stdout)
+		return exitOK
+	}
+	switch args[0] {
+	case "help", "-h", "-help", "--help":
+		if len(args) > 1 {
+			if cmd := lookup(args[1]); cmd != nil {
+				return cmd.run(c, []string{"--help"})
+			}
+		}
+		c.help(c.stdout)
+		return exitOK
+	case "--version":
+		return runVersion(c, nil)
+	}
+	cmd := lookup(args[0])
+	if cmd == nil {
+		fmt.Fprintln(c.stderr, msgUnknownCommand(args[0], commandNames()))
+		return exitUsage
+	}
+	return cmd.run(c, args[1:])
+}
+
+func lookup(name string) *command {
+	for i := range commands {
+		if commands[i].name == name {
+			return &commands[i]
+		}
+	}
+	return nil
+}
+
+func commandNames() []string {
+	names := make([]string, len(commands))
+	for i, cmd := range commands {
+		names[i] = cmd.name
+	}
+	return names
+}
+
+func (c *cli) help(w io.Writer) {
+	fmt.Fprintln(w, "berth: a job supervisor for one machine, configured in Lua")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Usage: berth COMMAND [ARGS]")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Commands:")
+	for _, cmd := range commands {
+		fmt.Fprintf(w, "  %-9s %s\n", cmd.name, cmd.summary)
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, `Run "berth COMMAND --help" for a command's flags and an example.`)
+}
+
+// flags starts a command's flag set; its usage text is the command's help.
+func (c *cli) flags(name string) *flag.FlagSet {
+	cmd := lookup(name)
+	fs := flag.NewFlagSet("berth "+name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {
+		w := c.stdout
+		fmt.Fprintf(w, "Usage: berth %s %s\n\n%s.\n", cmd.name, cmd.args, upperFirst(cmd.summary))
+		if hasFlags(fs) {
+			fmt.Fprintln(w, "\nFlags:")
+			fs.SetOutput(w)
+			fs.PrintDefaults()
+			fs.SetOutput(io.Discard)
+		}
+		fmt.Fprintf(w, "\nExample:\n  %s\n", strings.ReplaceAll(cmd.example, "\n", "\n  "))
+	}
+	return fs
+}
+
+func hasFlags(fs *flag.FlagSet) bool {
+	n := 0
+	fs.VisitAll(func(*flag.Flag) { n++ })
+	return n > 0
+}
+
+func upperFirst(s string) string {
+	if s == "" {
+		return s
+	}
+	return strings.ToUpper(s[:1]) + s[1:]
+}
+
+// parse reads flags anywhere among the arguments (`berth check dir --json`
+// works as people type it) and returns the positional ones. done is true
+// when the command should return code at once: help was asked for (0), or
+// the command line is wrong (2, with the message printed).
+func (c *cli) parse(fs *flag.FlagSet, args []string) (positional []string, code int, done bool) {
+	for {
+		err := fs.Parse(args)
+		if errors.Is(err, flag.ErrHelp) {
+			fs.Usage()
+			return nil, exitOK, true
+		}
+		if err != nil {
+			fmt.Fprintln(c.stderr, msgUsage(fs.Name(), err))
+			return nil, exitUsage, true
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			return positional, exitOK, false
+		}
+		if rest[0] == "--" {
+			return append(positional, rest[1:]...), exitOK, false
+		}
+		positional = append(positional, rest[0])
+		args = rest[1:]
+	}
+}
+
+func runVersion(c *cli, args []string) int {
+	fs := c.flags("version")
+	if _, code, done := c.parse(fs, args); done {
+		return code
+	}
+	fmt.Fprintln(c.stdout, "berth", version)
+	return exitOK
+}

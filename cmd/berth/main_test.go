@@ -1,0 +1,202 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files")
+
+// berth runs the command line in-process on the fixture machine under
+// testdata/box (8 cores, 2 cards, 16G) with the given environment.
+func berth(t *testing.T, environ map[string]string, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	c := &cli{
+		stdout: &out,
+		stderr: &errOut,
+		env: env{
+			lookup: func(k string) (string, bool) { v, ok := environ[k]; return v, ok },
+			uid:    1000,
+			home:   "/home/someone",
+		},
+		root: "testdata/box",
+	}
+	code = c.main(args)
+	return out.String(), errOut.String(), code
+}
+
+// golden compares got with testdata/NAME.golden, or rewrites it with -update.
+func golden(t *testing.T, name, got string) {
+	t.Helper()
+	path := filepath.Join("testdata", name+".golden")
+	if *update {
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test -update to create it)", err)
+	}
+	if got != string(want) {
+		t.Errorf("%s differs from %s (go test -update rewrites it):\n--- got\n%s\n--- want\n%s", name, path, got, want)
+	}
+}
+
+func TestHelp(t *testing.T) {
+	for _, args := range [][]string{nil, {"help"}, {"--help"}, {"-h"}} {
+		out, _, code := berth(t, nil, args...)
+		if code != exitOK {
+			t.Errorf("berth %v exited %d", args, code)
+		}
+		golden(t, "help", out)
+	}
+	for _, cmd := range commands {
+		t.Run(cmd.name, func(t *testing.T) {
+			out, _, code := berth(t, nil, cmd.name, "--help")
+			if code != exitOK {
+				t.Fatalf("exit %d", code)
+			}
+			if !strings.Contains(out, "Usage: berth "+cmd.name) || !strings.Contains(out, "Example:") {
+				t.Errorf("help lacks usage or example:\n%s", out)
+			}
+		})
+	}
+}
+
+func TestUsageErrors(t *testing.T) {
+	tests := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"machnie"}, `berth: unknown command "machnie" (did you mean "machine"?); berth help lists the commands`},
+		{[]string{"frobnicate"}, `berth: unknown command "frobnicate"; berth help lists the commands`},
+		{[]string{"machine", "--bogus"}, `berth machine: flag provided but not defined: -bogus (berth machine --help shows the usage)`},
+		{[]string{"machine", "--cpus", "many"}, `berth machine: invalid value "many" for flag -cpus: "many" is not a whole number (berth machine --help shows the usage)`},
+		{[]string{"machine", "extra"}, `berth machine: unexpected argument "extra"; it takes none but flags (berth machine --help shows the usage)`},
+	}
+	for _, tt := range tests {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			_, errOut, code := berth(t, nil, tt.args...)
+			if code != exitUsage {
+				t.Errorf("exit %d, want %d", code, exitUsage)
+			}
+			if strings.TrimSpace(errOut) != tt.want {
+				t.Errorf("stderr:\n got %s\nwant %s", strings.TrimSpace(errOut), tt.want)
+			}
+		})
+	}
+}
+
+func TestMachine(t *testing.T) {
+	out, errOut, code := berth(t, nil, "machine")
+	if code != exitOK || errOut != "" {
+		t.Fatalf("exit %d, stderr %q", code, errOut)
+	}
+	golden(t, "machine", out)
+}
+
+func TestMachineJSON(t *testing.T) {
+	tests := []struct {
+		name    string
+		environ map[string]string
+		args    []string
+		want    string
+	}{
+		{"probed", nil, nil,
+			`{"cpus":6,"cpu_ids":[2,3,4,5,6,7],"gpus":["0","1"],"ram_bytes":16106127360,"hostname":"gpubox"}`},
+		{"daemon's CUDA_VISIBLE_DEVICES", map[string]string{"CUDA_VISIBLE_DEVICES": "GPU-a,GPU-b,GPU-c"}, nil,
+			`{"cpus":6,"cpu_ids":[2,3,4,5,6,7],"gpus":["GPU-a","GPU-b","GPU-c"],"ram_bytes":16106127360,"hostname":"gpubox"}`},
+		{"empty CUDA_VISIBLE_DEVICES: no cards", map[string]string{"CUDA_VISIBLE_DEVICES": ""}, nil,
+			`{"cpus":6,"cpu_ids":[2,3,4,5,6,7],"gpus":[],"ram_bytes":16106127360,"hostname":"gpubox"}`},
+		{"overrides", nil, []string{"--cpus", "2", "--gpus", "4", "--ram", "8G"},
+			`{"cpus":2,"cpu_ids":[2,3],"gpus":["0","1","2","3"],"ram_bytes":8589934592,"hostname":"gpubox"}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			out, errOut, code := berth(t, tt.environ, append([]string{"machine", "--json"}, tt.args...)...)
+			if code != exitOK {
+				t.Fatalf("exit %d: %s", code, errOut)
+			}
+			var compact bytes.Buffer
+			if err := json.Compact(&compact, []byte(out)); err != nil {
+				t.Fatal(err)
+			}
+			if compact.String() != tt.want {
+				t.Errorf("got  %s\nwant %s", compact.String(), tt.want)
+			}
+		})
+	}
+}
+
+func TestMachineOverrideProblems(t *testing.T) {
+	tests := []struct {
+		name    string
+		environ map[string]string
+		args    []string
+		code    int
+		stderr  string
+	}{
+		{"oversubscribed cores warn", nil, []string{"--cpus", "64"}, exitOK,
+			"berth: warning: --cpus 64 is more than 4 times the 8 cores this machine has; jobs will be oversubscribed"},
+		{"ram without a unit", nil, []string{"--ram", "32"}, exitFailed,
+			`berth: --ram: size "32" has no unit; write it with one of K, M, G or T (base 1024, optionally followed by "B" or "iB"), e.g. "32G"`},
+		{"more cards than the mask names", map[string]string{"CUDA_VISIBLE_DEVICES": "2,3"}, []string{"--gpus", "3"}, exitFailed,
+			"berth: cannot tell what this machine has: --gpus 3 asks for more cards than the daemon may use: its CUDA_VISIBLE_DEVICES names only 2 cards (2,3); give --gpus 2 or fewer, or change CUDA_VISIBLE_DEVICES in the daemon's environment (systemctl edit berth) (give --cpus N to say it)"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, errOut, code := berth(t, tt.environ, append([]string{"machine"}, tt.args...)...)
+			if code != tt.code {
+				t.Errorf("exit %d, want %d", code, tt.code)
+			}
+			if strings.TrimSpace(errOut) != tt.stderr {
+				t.Errorf("stderr:\n got %s\nwant %s", strings.TrimSpace(errOut), tt.stderr)
+			}
+		})
+	}
+}
+
+func TestDefaultPaths(t *testing.T) {
+	tests := []struct {
+		name                string
+		e                   env
+		jobs, state, socket string
+	}{
+		{"root", env{uid: 0, home: "/root"}, "/etc/berth/jobs.d", "/var/lib/berth", "/run/berth/berth.sock"},
+		{"a person", env{uid: 1000, home: "/home/ana"}, "/home/ana/.config/berth/jobs.d", "/home/ana/.local/state/berth", "/tmp/berth-1000/berth.sock"},
+		{"XDG", env{uid: 1000, home: "/home/ana", lookup: lookupIn(map[string]string{
+			"XDG_CONFIG_HOME": "/x/config", "XDG_STATE_HOME": "/x/state", "XDG_RUNTIME_DIR": "/run/user/1000"})},
+			"/x/config/berth/jobs.d", "/x/state/berth", "/run/user/1000/berth.sock"},
+		{"BERTH_*", env{uid: 0, lookup: lookupIn(map[string]string{
+			"BERTH_JOBS": "/j", "BERTH_STATE": "/s", "BERTH_SOCKET": "/s.sock"})},
+			"/j", "/s", "/s.sock"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if tt.e.lookup == nil {
+				tt.e.lookup = lookupIn(nil)
+			}
+			if got := defaultJobsDir(tt.e); got != tt.jobs {
+				t.Errorf("jobs %q, want %q", got, tt.jobs)
+			}
+			if got := defaultStateDir(tt.e); got != tt.state {
+				t.Errorf("state %q, want %q", got, tt.state)
+			}
+			if got := defaultSocket(tt.e); got != tt.socket {
+				t.Errorf("socket %q, want %q", got, tt.socket)
+			}
+		})
+	}
+}
+
+func lookupIn(m map[string]string) func(string) (string, bool) {
+	return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
+}

@@ -1,0 +1,138 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/berthd/berth/accounting"
+	"github.com/berthd/berth/luaapi"
+	"github.com/berthd/berth/supervisor"
+)
+
+// This file is the catalog of what the berth command says to a person that
+// is not already said by the error values of the packages below it (each of
+// those keeps its sentences in its own errors.go). Every sentence says what
+// is wrong and what to do next, naming the command that helps. The golden
+// test in messages_test.go pins them all.
+
+// flagError is a flag whose value was read but not accepted.
+type flagError struct {
+	flag string
+	err  error
+}
+
+func (e flagError) Error() string { return e.flag + ": " + e.err.Error() }
+func (e flagError) Unwrap() error { return e.err }
+
+func msgUnknownCommand(name string, known []string) string {
+	if s := nearest(name, known); s != "" {
+		return fmt.Sprintf("berth: unknown command %q (did you mean %q?); berth help lists the commands", name, s)
+	}
+	return fmt.Sprintf("berth: unknown command %q; berth help lists the commands", name)
+}
+
+func msgUsage(command string, err error) string {
+	return fmt.Sprintf("%s: %v (%s --help shows the usage)", command, err, command)
+}
+
+func msgUnexpectedArgs(command string, args []string) string {
+	return fmt.Sprintf("berth %s: unexpected argument %q; it takes none but flags (berth %s --help shows the usage)", command, args[0], command)
+}
+
+func msgWarning(s string) string { return "berth: warning: " + s }
+
+func msgInventory(err error) string {
+	var fe flagError
+	if errors.As(err, &fe) {
+		return "berth: " + fe.Error()
+	}
+	return "berth: cannot tell what this machine has: " + err.Error() + " (give --cpus N to say it)"
+}
+
+func msgCheckTarget(target string, err error) string {
+	if os.IsNotExist(err) {
+		return fmt.Sprintf("%s: no such file or directory; name a job file or a directory of them (berth check FILE|DIR...)", target)
+	}
+	if os.IsPermission(err) {
+		return fmt.Sprintf("%s: permission denied; berth check reads files as you (sudo berth check %s)", target, target)
+	}
+	return fmt.Sprintf("%s: %v", target, err)
+}
+
+func msgJobUnplaceable(pos luaapi.Pos, job string, err *accounting.UnplaceableError) string {
+	return fmt.Sprintf("%s: job %q %v (berth machine shows what it has)", posString(pos), job, err)
+}
+
+func msgJobCredentials(pos luaapi.Pos, job string, err error) string {
+	return fmt.Sprintf("%s: job %q: %v", posString(pos), job, err)
+}
+
+func msgCheckSummary(files, jobs, flavors, errs int) string {
+	return fmt.Sprintf("%s, %s, %s, %s", count(files, "file"), count(jobs, "job"), count(flavors, "flavor"), count(errs, "error"))
+}
+
+func posString(p luaapi.Pos) string {
+	if p.Line > 0 {
+		return fmt.Sprintf("%s:%d", p.File, p.Line)
+	}
+	return p.File
+}
+
+func count(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}
+
+func msgSocket(path string, err error) string {
+	if errors.Is(err, errSocketLive) {
+		return fmt.Sprintf("berth: control socket %s: another berth daemon is listening on it (systemctl status berth, or berth status)", path)
+	}
+	return fmt.Sprintf("berth: cannot listen on control socket %s: %v (give --socket PATH, or set BERTH_SOCKET)", path, err)
+}
+
+func msgOpenState(err error) string {
+	var locked *supervisor.StateLockedError
+	if errors.As(err, &locked) {
+		return "berth: " + locked.Error()
+	}
+	return fmt.Sprintf("berth: cannot open the state: %v (give --state DIR, or set BERTH_STATE)", err)
+}
+
+func msgInternal(err error) string {
+	return "berth: " + err.Error()
+}
+
+// nearest returns the candidate within two edits of s, or "".
+func nearest(s string, candidates []string) string {
+	best, bestD := "", 3
+	for _, c := range candidates {
+		if d := editDistance(s, c); d < bestD || d == bestD && best == "" && strings.HasPrefix(c, s) {
+			best, bestD = c, d
+		}
+	}
+	return best
+}
+
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}

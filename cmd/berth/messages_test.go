@@ -1,0 +1,38 @@
+package main
+
+import (
+	"errors"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/berthd/berth/accounting"
+	"github.com/berthd/berth/luaapi"
+	"github.com/berthd/berth/supervisor"
+)
+
+// TestMessages pins every sentence of the catalog in messages.go.
+func TestMessages(t *testing.T) {
+	pos := luaapi.Pos{File: "jobs.d/train.lua", Line: 14}
+	msgs := []string{
+		msgUnknownCommand("stauts", []string{"status", "machine"}),
+		msgUnknownCommand("frobnicate", []string{"status", "machine"}),
+		msgUsage("berth check", errors.New("flag provided but not defined: -x")),
+		msgUnexpectedArgs("machine", []string{"extra"}),
+		msgWarning("--cpus 64 is more than 4 times the 8 cores this machine has; jobs will be oversubscribed"),
+		msgInventory(flagError{flag: "--ram", err: &accounting.SizeError{Input: "32", Problem: accounting.SizeNoUnit}}),
+		msgInventory(errors.New("cannot determine the number of cores")),
+		msgCheckTarget("jobs.d", os.ErrNotExist),
+		msgCheckTarget("jobs.d", os.ErrPermission),
+		msgJobUnplaceable(pos, "train", &accounting.UnplaceableError{Asked: accounting.Resources{CPUs: 1, GPUs: 4},
+			Largest: accounting.Capacity{CPUIDs: []int{2, 3}, GPUs: 2}}),
+		msgJobCredentials(pos, "train", &supervisor.UnknownUserError{Kind: "user", Name: "ml"}),
+		msgCheckSummary(3, 12, 2, 1),
+		msgCheckSummary(1, 1, 1, 0),
+		msgSocket("/run/berth/berth.sock", errSocketLive),
+		msgSocket("/run/berth/berth.sock", os.ErrPermission),
+		msgOpenState(&supervisor.StateLockedError{Path: "/var/lib/berth/state.db", HolderPID: 1234}),
+		msgOpenState(errors.New("open state /var/lib/berth/state.db: read-only file system")),
+	}
+	golden(t, "messages", strings.Join(msgs, "\n")+"\n")
+}

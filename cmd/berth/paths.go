@@ -1,0 +1,73 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+)
+
+// paths are where berth keeps things, resolved as DESIGN.md lays out: the
+// flag, else the environment variable, else the default for root or for a
+// person running berth as themselves. The client finds the daemon the same way.
+type paths struct {
+	Jobs   string
+	State  string
+	Socket string
+}
+
+// env is the part of the process environment the commands read, so that
+// tests can give their own.
+type env struct {
+	lookup func(string) (string, bool)
+	uid    int
+	home   string
+}
+
+func (e env) get(name string) string {
+	v, _ := e.lookup(name)
+	return v
+}
+
+func processEnv() env {
+	home, _ := os.UserHomeDir()
+	return env{lookup: os.LookupEnv, uid: os.Getuid(), home: home}
+}
+
+func defaultJobsDir(e env) string {
+	if v := e.get("BERTH_JOBS"); v != "" {
+		return v
+	}
+	if e.uid == 0 {
+		return "/etc/berth/jobs.d"
+	}
+	if v := e.get("XDG_CONFIG_HOME"); v != "" {
+		return filepath.Join(v, "berth", "jobs.d")
+	}
+	return filepath.Join(e.home, ".config", "berth", "jobs.d")
+}
+
+func defaultStateDir(e env) string {
+	if v := e.get("BERTH_STATE"); v != "" {
+		return v
+	}
+	if e.uid == 0 {
+		return "/var/lib/berth"
+	}
+	if v := e.get("XDG_STATE_HOME"); v != "" {
+		return filepath.Join(v, "berth")
+	}
+	return filepath.Join(e.home, ".local", "state", "berth")
+}
+
+func defaultSocket(e env) string {
+	if v := e.get("BERTH_SOCKET"); v != "" {
+		return v
+	}
+	if e.uid == 0 {
+		return "/run/berth/berth.sock"
+	}
+	if v := e.get("XDG_RUNTIME_DIR"); v != "" {
+		return filepath.Join(v, "berth.sock")
+	}
+	return fmt.Sprintf("/tmp/berth-%d/berth.sock", e.uid)
+}

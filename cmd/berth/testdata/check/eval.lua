@@ -1,0 +1,1 @@
+job "eval" { cmd = "python3 eval.py", gpu = 1 }

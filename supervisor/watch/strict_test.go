@@ -1,0 +1,244 @@
+package watch
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+)
+
+// ids picks the owners the table uses. As root the test can chown files to
+// made-up IDs; otherwise it uses its own uid and gid, and the fake accounts
+// say what that gid is (private, shared, unlisted) case by case.
+type ids struct {
+	root          bool
+	daemon, group int // the daemon's uid and a gid the file can be given
+}
+
+func testIDs() ids {
+	if os.Getuid() == 0 {
+		return ids{root: true, daemon: 4321, group: 4321}
+	}
+	return ids{daemon: os.Getuid(), group: os.Getgid()}
+}
+
+// canOwn reports whether this process can give a file these owners.
+func (x ids) canOwn(uid, gid int) bool {
+	if x.root {
+		return true
+	}
+	if uid != os.Getuid() {
+		return false
+	}
+	groups, _ := os.Getgroups()
+	return gid == os.Getgid() || slices.Contains(groups, gid)
+}
+
+func TestStrictModes(t *testing.T) {
+	x := testIDs()
+	alice := map[int]string{x.daemon: "alice", 0: "root", 65534: "nobody"}
+	private := fakeAccounts{users: alice, groups: map[int]fakeGroup{x.group: {name: "alice"}}}
+
+	cases := []struct {
+		name      string
+		uid, gid  int
+		mode      os.FileMode
+		daemonUID int
+		accounts  fakeAccounts
+		want      Reason // 0: accepted
+	}{
+		{name: "0644 owned by root", uid: 0, gid: 0, mode: 0o644, daemonUID: x.daemon, accounts: private},
+		{name: "0644 owned by the daemon's user", uid: x.daemon, gid: x.group, mode: 0o644, daemonUID: x.daemon, accounts: private},
+		{name: "0600 owned by the daemon's user", uid: x.daemon, gid: x.group, mode: 0o600, daemonUID: x.daemon, accounts: private},
+		{name: "0666 writable by others", uid: x.daemon, gid: x.group, mode: 0o666, daemonUID: x.daemon, accounts: private, want: WritableByOthers},
+		{name: "0646 writable by others only", uid: x.daemon, gid: x.group, mode: 0o646, daemonUID: x.daemon, accounts: private, want: WritableByOthers},
+		{name: "0664 group root", uid: x.daemon, gid: 0, mode: 0o664, daemonUID: x.daemon, accounts: private},
+		{name: "0664 the owner's private group, no members", uid: x.daemon, gid: x.group, mode: 0o664, daemonUID: x.daemon, accounts: private},
+		{name: "0664 the owner's private group, the owner listed", uid: x.daemon, gid: x.group, mode: 0o664, daemonUID: x.daemon,
+			accounts: fakeAccounts{users: alice, groups: map[int]fakeGroup{x.group: {name: "alice", members: []string{"alice"}}}}},
+		{name: "0664 the owner's private group, another member", uid: x.daemon, gid: x.group, mode: 0o664, daemonUID: x.daemon,
+			accounts: fakeAccounts{users: alice, groups: map[int]fakeGroup{x.group: {name: "alice", members: []string{"alice", "bob"}}}},
+			want:     WritableByGroup},
+		{name: "0664 a shared group", uid: x.daemon, gid: x.group, mode: 0o664, daemonUID: x.daemon,
+			accounts: fakeAccounts{users: alice, groups: map[int]fakeGroup{x.group: {name: "devs", members: []string{"alice", "bob"}}}},
+			want:     WritableByGroup},
+		{name: "0664 another's group, no members", uid: x.daemon, gid: x.group, mode: 0o664, daemonUID: x.daemon,
+			accounts: fakeAccounts{users: alice, groups: map[int]fakeGroup{x.group: {name: "devs"}}},
+			want:     WritableByGroup},
+		{name: "0664 a group whose members cannot be listed", uid: x.daemon, gid: x.group, mode: 0o664, daemonUID: x.daemon,
+			accounts: fakeAccounts{users: alice, groups: map[int]fakeGroup{x.group: {name: "alice", unlisted: true}}},
+			want:     WritableByGroup},
+		{name: "0664 an owner with no name", uid: x.daemon, gid: x.group, mode: 0o664, daemonUID: x.daemon,
+			accounts: fakeAccounts{groups: map[int]fakeGroup{x.group: {name: ""}}},
+			want:     WritableByGroup},
+		{name: "0644 owned by nobody", uid: 65534, gid: 65534, mode: 0o644, daemonUID: x.daemon, accounts: private, want: NotOwned},
+		// Without root the test cannot chown, but it can be a daemon of
+		// another uid looking at its own file.
+		{name: "0644 owned by someone not the daemon", uid: x.daemon, gid: x.group, mode: 0o644, daemonUID: x.daemon + 1, accounts: private, want: NotOwned},
+		{name: "0666 owned by someone not the daemon", uid: x.daemon, gid: x.group, mode: 0o666, daemonUID: x.daemon + 1, accounts: private, want: NotOwned},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if !x.canOwn(tc.uid, tc.gid) {
+				t.Skipf("needs root to chown a file to %d:%d", tc.uid, tc.gid)
+			}
+			dir := jobsDir(t)
+			if x.root {
+				// The directory passes whatever the daemon's uid.
+				if err := os.Chown(dir, 0, 0); err != nil {
+					t.Fatal(err)
+				}
+			} else if tc.daemonUID != os.Getuid() {
+				t.Skip("the directory would be refused first; needs root to chown it")
+			}
+			path := filepath.Join(dir, "x.lua")
+			writeFile(t, path, "job")
+			if err := os.Chown(path, tc.uid, tc.gid); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chmod(path, tc.mode); err != nil {
+				t.Fatal(err)
+			}
+			s := NewScanner(dir, ScanOptions{DaemonUID: tc.daemonUID, Accounts: tc.accounts})
+			got := scan(t, s)
+			err := got.Refused[path]
+			if tc.want == 0 {
+				if err != nil || string(got.Changed[path]) != "job" {
+					t.Fatalf("refused: %v (scan says %q)", err, summary(dir, got))
+				}
+				return
+			}
+			var re *RefusedError
+			if !errors.As(err, &re) || re.Reason != tc.want {
+				t.Fatalf("got %v (scan says %q), want a %s refusal", err, summary(dir, got), tc.want)
+			}
+			if _, read := got.Changed[path]; read {
+				t.Fatal("a refused file was read")
+			}
+			t.Log(err)
+		})
+	}
+}
+
+func TestStrictModesDirectory(t *testing.T) {
+	x := testIDs()
+	cases := []struct {
+		name string
+		uid  int
+		mode os.FileMode
+		want Reason
+	}{
+		{"0755", os.Getuid(), 0o755, 0},
+		{"0777", os.Getuid(), 0o777, WritableByOthers},
+		{"1777 sticky like /tmp", os.Getuid(), 0o1777, WritableByOthers},
+		{"0755 owned by nobody", 65534, 0o755, NotOwned},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if !x.canOwn(tc.uid, os.Getgid()) {
+				t.Skipf("needs root to chown a directory to %d", tc.uid)
+			}
+			dir := jobsDir(t)
+			writeFile(t, filepath.Join(dir, "x.lua"), "job")
+			if err := os.Chown(dir, tc.uid, os.Getgid()); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chmod(dir, tc.mode); err != nil {
+				t.Fatal(err)
+			}
+			s := newTestScanner(dir)
+			got := scan(t, s)
+			if tc.want == 0 {
+				if got.DirMissing || got.DirRefused != nil || len(got.Changed) != 1 {
+					t.Fatalf("scan says %q, DirRefused %v; want x.lua read", summary(dir, got), got.DirRefused)
+				}
+				return
+			}
+			var re *RefusedError
+			if !got.DirMissing || !errors.As(got.DirRefused, &re) || re.Reason != tc.want || !re.Dir {
+				t.Fatalf("scan says %q, DirRefused %v; want a %s refusal of the directory", summary(dir, got), got.DirRefused, tc.want)
+			}
+			if len(got.Changed) != 0 {
+				t.Fatal("a file in a refused directory was read")
+			}
+			t.Log(got.DirRefused)
+		})
+	}
+}
+
+// TestStrictModesBecomesRefused: a file accepted before and refused now is
+// removed once and refused at every scan, and comes back when fixed.
+func TestStrictModesBecomesRefused(t *testing.T) {
+	dir := jobsDir(t)
+	path := filepath.Join(dir, "x.lua")
+	writeFile(t, path, "job")
+	s := newTestScanner(dir)
+	scan(t, s)
+	if err := os.Chmod(path, 0o666); err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []string{"removed x.lua; refused x.lua(writable by others)", "refused x.lua(writable by others)"} {
+		if got := summary(dir, scan(t, s)); got != want {
+			t.Fatalf("scan %d says %q, want %q", i, got, want)
+		}
+	}
+	if err := os.Chmod(path, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := summary(dir, scan(t, s)), "changed x.lua=job"; got != want {
+		t.Fatalf("after the fix: scan says %q, want %q", got, want)
+	}
+}
+
+func TestSystemAccounts(t *testing.T) {
+	a := SystemAccounts{Root: "testdata/accounts"}
+	for uid, want := range map[int]string{0: "root", 1000: "alice", 1001: "bob"} {
+		if got, err := a.UserName(uid); err != nil || got != want {
+			t.Errorf("UserName(%d) = %q, %v; want %q", uid, got, err, want)
+		}
+	}
+	if _, err := a.UserName(4242); err == nil {
+		t.Error("UserName(4242) found a user that is not in the fixture")
+	}
+	cases := []struct {
+		gid     int
+		name    string
+		members []string
+		err     error
+	}{
+		{0, "root", []string{"root"}, nil},
+		{1000, "alice", []string{"alice"}, nil},         // private: alice by primary group only
+		{1001, "bob", []string{"carol", "bob"}, nil},    // carol listed in bob's group
+		{1002, "carol", []string{"carol", "dave"}, nil}, // dave has carol's group as primary
+		{100, "users", []string{"alice", "bob", "carol"}, nil},
+		{4242, "", nil, ErrGroupUnlisted},
+	}
+	for _, tc := range cases {
+		name, members, err := a.Group(tc.gid)
+		if name != tc.name || !slices.Equal(members, tc.members) || !errors.Is(err, tc.err) {
+			t.Errorf("Group(%d) = %q, %q, %v; want %q, %q, %v", tc.gid, name, members, err, tc.name, tc.members, tc.err)
+		}
+	}
+}
+
+// TestStrictModesSystemAccounts runs the rule over the fixture's accounts:
+// alice's private group passes, bob's (carol is listed in it) and carol's
+// (dave's primary group) do not.
+func TestStrictModesSystemAccounts(t *testing.T) {
+	m := newStrictModes(1000, SystemAccounts{Root: "testdata/accounts"})
+	if m.daemonUser != "alice" {
+		t.Fatalf("daemon user %q, want alice", m.daemonUser)
+	}
+	if r := m.check(false, 1000, 1000, 0o664); r != nil {
+		t.Errorf("alice's file in alice's private group: %v", r)
+	}
+	m = newStrictModes(1001, SystemAccounts{Root: "testdata/accounts"})
+	if r := m.check(false, 1001, 1001, 0o664); r == nil || !slices.Equal(r.OtherMembers, []string{"carol"}) {
+		t.Errorf("bob's file in bob's group with carol in it: %v", r)
+	}
+	m = newStrictModes(1002, SystemAccounts{Root: "testdata/accounts"})
+	if r := m.check(false, 1002, 1002, 0o664); r == nil || !slices.Equal(r.OtherMembers, []string{"dave"}) {
+		t.Errorf("carol's file in carol's group, dave's primary: %v", r)
+	}
+}

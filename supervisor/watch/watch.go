@@ -1,0 +1,315 @@
+package watch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+)
+
+// DefaultQuiet is the trailing debounce when WatchOptions.Quiet is 0. The
+// editors' saves (truncate+write, vim's rename dance, write-then-rename, a
+// ConfigMap swap) are each a few system calls in a row, microseconds
+// apart, so the quiet period only has to outlast the editor being preempted
+// in the middle of one; it is measured in watch_test.go (TestSaveLatency,
+// BenchmarkQuiet) against berth's goal of under 50 ms from save to running.
+const DefaultQuiet = 10 * time.Millisecond
+
+// DefaultRescan is the period of the safety-net signal that the daemon
+// should pass as WatchOptions.Rescan. inotify can lose events (queue
+// overflow is reported, but a change to a symlink's target outside the
+// watched directories is not seen at all), so the daemon looks again now
+// and then regardless.
+const DefaultRescan = 30 * time.Second
+
+// WatchOptions configure a Watcher.
+type WatchOptions struct {
+	// Quiet is the trailing debounce: Changes receives a value this long
+	// after the last event of a burst. 0 means DefaultQuiet. While a job
+	// file or the directory is gone, or a job file is empty, the wait is
+	// 5×Quiet (a save passes through those states for microseconds; a
+	// removal can wait). No burst delays a signal by more than 10×Quiet
+	// after its first event, so a steady stream of events still yields
+	// signals.
+	Quiet time.Duration
+	// Rescan is the period of a signal sent whatever happened (use
+	// DefaultRescan); 0 disables it.
+	Rescan time.Duration
+	// Logf, if set, is told what a person may want to know, with a constant
+	// message and key/value pairs: hclog's Info or Warn fit.
+	Logf func(msg string, kv ...any)
+}
+
+// Watcher turns filesystem events on the jobs directory into a coalesced
+// "something changed" signal. It watches the directory and its parent, so
+// it sees the directory removed, re-created or swapped (a symlinked
+// directory pointed elsewhere) and re-adds its watch; if the parent is
+// missing too it watches the nearest ancestor that exists.
+type Watcher struct {
+	dir     string // absolute and clean, so that event names compare exactly
+	quiet   time.Duration
+	rescan  time.Duration
+	logf    func(msg string, kv ...any)
+	fsw     *fsnotify.Watcher
+	changes chan struct{}
+
+	// Touched by NewWatcher, then only by Run's goroutine.
+	watched map[string]fileID // paths added to fsw, with what they were when added
+	missing bool              // the directory was missing when last armed (to log changes once)
+}
+
+// NewWatcher starts watching dir, which need not exist. Events from this
+// moment on are kept for Run, so the daemon should create the Watcher before
+// its first scan. The error is from inotify itself (out of instances) or a
+// path that cannot be made absolute.
+func NewWatcher(dir string, opts WatchOptions) (*Watcher, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, fmt.Errorf("watch jobs directory %s: %w", dir, err)
+	}
+	fsw, err := fsnotify.NewWatcher()
+	if err != nil {
+		return nil, fmt.Errorf("watch jobs directory %s: %w", dir, err)
+	}
+	w := &Watcher{
+		dir:     abs,
+		quiet:   opts.Quiet,
+		rescan:  opts.Rescan,
+		logf:    opts.Logf,
+		fsw:     fsw,
+		changes: make(chan struct{}, 1),
+		watched: make(map[string]fileID),
+	}
+	if w.quiet <= 0 {
+		w.quiet = DefaultQuiet
+	}
+	if w.logf == nil {
+		w.logf = func(string, ...any) {}
+	}
+	w.arm()
+	return w, nil
+}
+
+// Changes receives a value when the jobs directory may have changed: scan
+// now. Any number of changes before the receive count as one (capacity 1,
+// sends never block), so a slow scan never holds the watcher back.
+func (w *Watcher) Changes() <-chan struct{} { return w.changes }
+
+// Run delivers events as signals on Changes until ctx ends, then closes the
+// inotify watcher and returns nil. Call it once, from the goroutine that
+// owns the Watcher. It returns an error only if fsnotify stops by itself.
+func (w *Watcher) Run(ctx context.Context) error {
+	defer w.fsw.Close()
+
+	d := newDebouncer(w.quiet, 5*w.quiet, 10*w.quiet)
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	defer timer.Stop()
+	var tick <-chan time.Time
+	if w.rescan > 0 {
+		t := time.NewTicker(w.rescan)
+		defer t.Stop()
+		tick = t.C
+	}
+
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+
+		case ev, ok := <-w.fsw.Events:
+			if !ok {
+				return errors.New("watch jobs directory: fsnotify closed its event channel")
+			}
+			name := filepath.Clean(ev.Name)
+			var (
+				key string
+				p   presence
+			)
+			switch w.classify(name) {
+			case unrelated:
+				continue
+			case inside:
+				if IsJobFile(filepath.Base(name)) {
+					key, p = name, presenceOf(name, ev.Op)
+				}
+			case structural:
+				// The directory or a path above it was created, removed,
+				// renamed or swapped: the watch may be on the wrong inode.
+				w.arm()
+				key, p = name, presenceOf(name, ev.Op)
+			}
+			now := time.Now()
+			d.note(now, key, p)
+			timer.Reset(d.deadline().Sub(now))
+
+		case err, ok := <-w.fsw.Errors:
+			if !ok {
+				return errors.New("watch jobs directory: fsnotify closed its error channel")
+			}
+			if !errors.Is(err, fsnotify.ErrEventOverflow) {
+				w.logf("watch error", "dir", w.dir, "error", err)
+				continue
+			}
+			// Events were lost, possibly the ones that moved the directory:
+			// re-arm, and let the scan that follows find what changed.
+			w.logf("watch overflow; rescanning", "dir", w.dir)
+			w.arm()
+			now := time.Now()
+			d.note(now, "", unknown)
+			timer.Reset(d.deadline().Sub(now))
+
+		case <-timer.C:
+			d.fired()
+			w.signal()
+
+		case <-tick:
+			w.arm()
+			w.signal()
+		}
+	}
+}
+
+func (w *Watcher) signal() {
+	select {
+	case w.changes <- struct{}{}:
+	default: // a signal is pending already; the scan it causes sees this change too
+	}
+}
+
+type eventKind uint8
+
+const (
+	unrelated  eventKind = iota // a sibling of the directory, or of an ancestor
+	inside                      // an entry of the jobs directory
+	structural                  // the jobs directory itself, or a path on the way to it
+)
+
+func (w *Watcher) classify(name string) eventKind {
+	switch {
+	case name == w.dir:
+		return structural
+	case filepath.Dir(name) == w.dir:
+		return inside
+	case name == "/" || strings.HasPrefix(w.dir, name+"/"):
+		return structural
+	}
+	return unrelated
+}
+
+// arm makes the watches match the filesystem: the directory (if it exists)
+// and its nearest existing ancestor, each on the inode the path names now.
+// It repeats until nothing moves, because a directory created between a
+// stat and the Add on its parent raises no event; once the parent's watch
+// is in place, anything later does.
+func (w *Watcher) arm() {
+	want := w.wanted()
+	for range 8 {
+		w.apply(want)
+		again := w.wanted()
+		if sameIDs(want, again) {
+			break
+		}
+		want = again
+	}
+	_, present := w.watched[w.dir]
+	switch {
+	case !present && !w.missing:
+		w.missing = true
+		w.logf("jobs directory missing; waiting for it", "dir", w.dir)
+	case present && w.missing:
+		w.missing = false
+		w.logf("jobs directory is back; watching it", "dir", w.dir)
+	}
+}
+
+// wanted is the set of paths to watch, and what each names now.
+func (w *Watcher) wanted() map[string]fileID {
+	want := make(map[string]fileID, 2)
+	if id, ok := dirID(w.dir); ok {
+		want[w.dir] = id
+	}
+	for p := filepath.Dir(w.dir); ; p = filepath.Dir(p) {
+		if id, ok := dirID(p); ok {
+			want[p] = id
+			break
+		}
+		if p == filepath.Dir(p) {
+			break
+		}
+	}
+	return want
+}
+
+func (w *Watcher) apply(want map[string]fileID) {
+	// fsnotify drops a watch by itself when its directory is deleted or
+	// moved; WatchList says which are still in place.
+	live := make(map[string]bool, len(w.watched))
+	for _, p := range w.fsw.WatchList() {
+		live[p] = true
+	}
+	for p, id := range w.watched {
+		if got, ok := want[p]; ok && got == id && live[p] {
+			continue
+		}
+		_ = w.fsw.Remove(p) // fails when the kernel dropped it already, which is the same outcome
+		delete(w.watched, p)
+	}
+	for p, id := range want {
+		if _, ok := w.watched[p]; ok {
+			continue
+		}
+		if err := w.fsw.Add(p); err != nil {
+			// Gone again since the stat: the event on its parent re-arms.
+			// Anything else (the inotify watch limit) is for a person; the
+			// periodic rescan retries.
+			if !errors.Is(err, fs.ErrNotExist) {
+				w.logf("cannot watch directory", "path", p, "error", err)
+			}
+			continue
+		}
+		w.watched[p] = id
+	}
+}
+
+// presenceOf says whether the event leaves name in a state a save ends in.
+// It stats rather than trusting the event: by the time the event is read
+// the file may have moved on, and what matters is the state a scan would see
+// now. A stat per event is cheap next to the scan that follows.
+func presenceOf(name string, op fsnotify.Op) presence {
+	if !op.Has(fsnotify.Create) && !op.Has(fsnotify.Write) && !op.Has(fsnotify.Remove) && !op.Has(fsnotify.Rename) {
+		return unknown // chmod: says nothing about content
+	}
+	fi, err := os.Stat(name)
+	if err != nil || (fi.Mode().IsRegular() && fi.Size() == 0) {
+		return absent
+	}
+	return present
+}
+
+// dirID stats p the way inotify_add_watch resolves it (following symlinks).
+func dirID(p string) (fileID, bool) {
+	fi, err := os.Stat(p)
+	if err != nil || !fi.IsDir() {
+		return fileID{}, false
+	}
+	return idOf(fi), true
+}
+
+func sameIDs(a, b map[string]fileID) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for p, id := range a {
+		if got, ok := b[p]; !ok || got != id {
+			return false
+		}
+	}
+	return true
+}
