@@ -1,6 +1,10 @@
 package supervisor
 
-import "time"
+import (
+	"time"
+
+	"github.com/berthd/berth/luaapi"
+)
 
 // Restart delays, as DESIGN.md fixes them: they double from the first to
 // the last, and start over after a run that stayed up for healthyRun.
@@ -12,17 +16,9 @@ const (
 
 // restartPolicy is the part of a job's declaration that decides restarts.
 type restartPolicy struct {
-	mode        restartMode
+	mode        luaapi.Restart
 	maxRestarts int // consecutive; negative means unlimited
 }
-
-type restartMode uint8
-
-const (
-	restartNo        restartMode = 1
-	restartOnFailure restartMode = 2
-	restartAlways    restartMode = 3
-)
 
 // restartDecision is what a run's end means for the next one.
 type restartDecision struct {
@@ -45,7 +41,7 @@ func decideRestart(p restartPolicy, failed bool, ran time.Duration, restarts int
 	if failed {
 		final = StateFailed
 	}
-	wants := p.mode == restartAlways || p.mode == restartOnFailure && failed
+	wants := p.mode == luaapi.RestartAlways || p.mode == luaapi.RestartOnFailure && failed
 	if !wants || p.maxRestarts >= 0 && restarts >= p.maxRestarts {
 		return restartDecision{final: final, restarts: restarts, next: delay}
 	}

@@ -36,6 +36,9 @@ var stateNames = map[State]string{
 }
 
 func (s State) String() string {
+	if s == 0 {
+		return "new" // declared, not yet started; never stored
+	}
 	if name, ok := stateNames[s]; ok {
 		return name
 	}

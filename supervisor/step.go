@@ -19,15 +19,16 @@ const (
 	evExited      eventKind = 11 // its process was reaped
 	evTimeout     eventKind = 12 // the run outlived its timeout
 	evBackoffDone eventKind = 13 // the restart delay is over
+	evEnable      eventKind = 14 // enabled = true again
 )
 
-const lastEvent = evBackoffDone
+const lastEvent = evEnable
 
 var eventNames = map[eventKind]string{
 	evStart: "start", evRestart: "restart", evRedefine: "redefine", evStop: "stop",
 	evDisable: "disable", evInvalid: "invalid", evPlaced: "placed", evUnplaceable: "unplaceable",
 	evSpawned: "spawned", evSpawnFailed: "spawn failed", evExited: "exited", evTimeout: "timeout",
-	evBackoffDone: "backoff done",
+	evBackoffDone: "backoff done", evEnable: "enable",
 }
 
 func (k eventKind) String() string { return eventNames[k] }
@@ -100,6 +101,12 @@ func step(l life, p restartPolicy, e event, now time.Time) (life, []action) {
 	fresh := func() { next.restarts, next.delay = 0, 0 }
 
 	switch e.kind {
+	case evEnable:
+		if l.state == StateDisabled {
+			fresh()
+			to(StateWaiting, do(actWait))
+		}
+
 	case evStart, evRestart, evRedefine:
 		switch l.state {
 		case StateWaiting:
@@ -126,7 +133,7 @@ func step(l life, p restartPolicy, e event, now time.Time) (life, []action) {
 			fresh()
 			to(StateWaiting, do(actCancelBackoff), do(actWait))
 		case StateDisabled:
-			// Enabling is the way out; a start or an edit does not undo it.
+			// evEnable is the way out; a start or an edit does not undo it.
 		default: // done, failed, stopped, invalid, unplaceable, or new
 			fresh()
 			to(StateWaiting, do(actWait))

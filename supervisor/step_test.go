@@ -5,6 +5,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/berthd/berth/luaapi"
 )
 
 var t0 = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
@@ -72,6 +74,8 @@ func TestStepEveryPair(t *testing.T) {
 		{StateBackoff, evDisable}:     {StateDisabled, acts(actCancelBackoff)},
 		{StateBackoff, evInvalid}:     {StateInvalid, acts(actCancelBackoff)},
 		{StateBackoff, evBackoffDone}: {StateWaiting, acts(actWait)},
+
+		{StateDisabled, evEnable}: {StateWaiting, acts(actWait)},
 	}
 	for _, s := range rest {
 		table[key{s, evStart}] = want{StateWaiting, acts(actWait)}
@@ -85,7 +89,7 @@ func TestStepEveryPair(t *testing.T) {
 		}
 	}
 
-	policy := restartPolicy{mode: restartNo, maxRestarts: -1}
+	policy := restartPolicy{mode: luaapi.RestartNo, maxRestarts: -1}
 	for _, s := range allStates {
 		for e := evStart; e <= lastEvent; e++ {
 			t.Run(fmt.Sprintf("%v/%v", s, e), func(t *testing.T) {
@@ -130,7 +134,7 @@ func play(t *testing.T, l life, p restartPolicy, events ...event) (life, []actio
 }
 
 func TestStepStoppingDestinations(t *testing.T) {
-	policy := restartPolicy{mode: restartOnFailure, maxRestarts: -1}
+	policy := restartPolicy{mode: luaapi.RestartOnFailure, maxRestarts: -1}
 	running := life{state: StateRunning, started: t0}
 	tests := []struct {
 		name   string
@@ -179,7 +183,7 @@ func TestStepStoppingDestinations(t *testing.T) {
 
 func TestStepRestartBackoff(t *testing.T) {
 	// A job that keeps failing at once: delays double from 1s to 1min.
-	p := restartPolicy{mode: restartOnFailure, maxRestarts: -1}
+	p := restartPolicy{mode: luaapi.RestartOnFailure, maxRestarts: -1}
 	l := life{state: StateWaiting}
 	var delays []time.Duration
 	now := t0
@@ -223,15 +227,15 @@ func TestStepRestartPolicies(t *testing.T) {
 		restarts int
 		want     State
 	}{
-		{"no, success", restartPolicy{restartNo, -1}, false, 0, StateDone},
-		{"no, failure", restartPolicy{restartNo, -1}, true, 0, StateFailed},
-		{"on-failure, success", restartPolicy{restartOnFailure, -1}, false, 0, StateDone},
-		{"on-failure, failure", restartPolicy{restartOnFailure, -1}, true, 0, StateBackoff},
-		{"always, success", restartPolicy{restartAlways, -1}, false, 0, StateBackoff},
-		{"always, failure", restartPolicy{restartAlways, -1}, true, 0, StateBackoff},
-		{"max 3, third restart allowed", restartPolicy{restartOnFailure, 3}, true, 2, StateBackoff},
-		{"max 3, out of restarts", restartPolicy{restartOnFailure, 3}, true, 3, StateFailed},
-		{"max 0", restartPolicy{restartAlways, 0}, false, 0, StateDone},
+		{"no, success", restartPolicy{luaapi.RestartNo, -1}, false, 0, StateDone},
+		{"no, failure", restartPolicy{luaapi.RestartNo, -1}, true, 0, StateFailed},
+		{"on-failure, success", restartPolicy{luaapi.RestartOnFailure, -1}, false, 0, StateDone},
+		{"on-failure, failure", restartPolicy{luaapi.RestartOnFailure, -1}, true, 0, StateBackoff},
+		{"always, success", restartPolicy{luaapi.RestartAlways, -1}, false, 0, StateBackoff},
+		{"always, failure", restartPolicy{luaapi.RestartAlways, -1}, true, 0, StateBackoff},
+		{"max 3, third restart allowed", restartPolicy{luaapi.RestartOnFailure, 3}, true, 2, StateBackoff},
+		{"max 3, out of restarts", restartPolicy{luaapi.RestartOnFailure, 3}, true, 3, StateFailed},
+		{"max 0", restartPolicy{luaapi.RestartAlways, 0}, false, 0, StateDone},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -245,7 +249,7 @@ func TestStepRestartPolicies(t *testing.T) {
 }
 
 func TestStepSpawnFailureRestarts(t *testing.T) {
-	p := restartPolicy{mode: restartAlways, maxRestarts: 1}
+	p := restartPolicy{mode: luaapi.RestartAlways, maxRestarts: 1}
 	l, as := play(t, life{state: StateWaiting}, p, event{kind: evPlaced}, event{kind: evSpawnFailed})
 	if l.state != StateBackoff {
 		t.Fatalf("→ %v, want backoff", l.state)

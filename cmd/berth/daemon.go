@@ -1,0 +1,161 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/signal"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/coreos/go-systemd/v22/daemon"
+	"github.com/coreos/go-systemd/v22/journal"
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/berthd/berth/supervisor"
+)
+
+// journalStdout is where journald takes stream connections.
+const journalStdout = "/run/systemd/journal/stdout"
+
+func runDaemon(c *cli, args []string) int {
+	fs := c.flags("daemon")
+	var m machineFlags
+	m.register(fs)
+	jobs := fs.String("jobs", defaultJobsDir(c.env), "the jobs directory (env BERTH_JOBS)")
+	state := fs.String("state", defaultStateDir(c.env), "the state directory (env BERTH_STATE)")
+	socket := fs.String("socket", defaultSocket(c.env), "the control socket (env BERTH_SOCKET)")
+	level := fs.String("log-level", "info", "trace, debug, info, warn or error")
+	rest, code, done := c.parse(fs, args)
+	if done {
+		return code
+	}
+	if len(rest) > 0 {
+		fmt.Fprintln(c.stderr, msgUnexpectedArgs("daemon", rest))
+		return exitUsage
+	}
+	lvl := hclog.LevelFromString(*level)
+	if lvl == hclog.NoLevel {
+		fmt.Fprintln(c.stderr, msgUsage("berth daemon", fmt.Errorf("--log-level %q is not one of trace, debug, info, warn, error", *level)))
+		return exitUsage
+	}
+	log := c.logger(lvl)
+
+	inv, err := c.inventory(&m)
+	if err != nil {
+		fmt.Fprintln(c.stderr, msgInventory(err))
+		return exitFailed
+	}
+	l, err := listen(*socket)
+	if err != nil {
+		fmt.Fprintln(c.stderr, msgSocket(*socket, err))
+		return exitFailed
+	}
+	defer l.Close()
+
+	cfg := supervisor.Config{
+		JobsDir:  *jobs,
+		StateDir: *state,
+		Listener: l,
+		Machine:  inv,
+		Logger:   log,
+		Environ:  os.Environ(),
+	}
+	if ok, _ := journal.StderrIsJournalStream(); ok {
+		cfg.JournalSocket = journalStdout
+	}
+	if os.Getenv("NOTIFY_SOCKET") != "" {
+		cfg.Notify = func(state string) error {
+			_, err := daemon.SdNotify(false, state)
+			return err
+		}
+		if interval, err := daemon.SdWatchdogEnabled(false); err == nil && interval > 0 {
+			cfg.Watchdog = interval / 2
+		}
+	}
+	d, err := supervisor.Open(cfg)
+	if err != nil {
+		fmt.Fprintln(c.stderr, msgOpenState(err))
+		return exitFailed
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	signals := make(chan os.Signal, 4)
+	signal.Notify(signals, syscall.SIGHUP, syscall.SIGTERM, syscall.SIGINT)
+	defer signal.Stop(signals)
+	go func() {
+		for sig := range signals {
+			if sig == syscall.SIGHUP {
+				go func() {
+					if _, err := d.Reload(ctx); err != nil {
+						log.Warn("reload on SIGHUP failed", "error", err)
+					}
+				}()
+				continue
+			}
+			log.Info("shutting down", "signal", sig.String())
+			cancel()
+		}
+	}()
+	if err := d.Run(ctx); err != nil {
+		log.Error("daemon failed", "error", err)
+		return exitFailed
+	}
+	return exitOK
+}
+
+// logger builds the one root logger. Under journald each entry becomes a
+// native journal entry with its priority and fields; elsewhere it is text on
+// stderr, coloured only on a terminal and never with NO_COLOR.
+func (c *cli) logger(level hclog.Level) hclog.Logger {
+	opts := &hclog.LoggerOptions{Name: "berth", Level: level, Output: c.stderr, Color: hclog.ColorOff}
+	if ok, _ := journal.StderrIsJournalStream(); ok {
+		opts.Output = journalWriter{fallback: c.stderr}
+		opts.JSONFormat = true
+		opts.DisableTime = true
+	} else if c.env.get("NO_COLOR") == "" {
+		opts.Color = hclog.AutoColor // colour only when stderr is a terminal
+	}
+	return hclog.New(opts)
+}
+
+// listen binds the control socket: mode 0660, group berth where that group
+// exists. A live socket of another daemon is refused; a stale one (nothing
+// answers) is removed.
+func listen(path string) (net.Listener, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, err
+	}
+	if _, err := os.Lstat(path); err == nil {
+		conn, err := net.DialTimeout("unix", path, time.Second)
+		if err == nil {
+			conn.Close()
+			return nil, errSocketLive
+		}
+		if err := os.Remove(path); err != nil {
+			return nil, err
+		}
+	}
+	l, err := net.Listen("unix", path)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.Chmod(path, 0o660); err != nil {
+		l.Close()
+		return nil, err
+	}
+	if g, err := user.LookupGroup("berth"); err == nil {
+		if gid, err := strconv.Atoi(g.Gid); err == nil {
+			_ = os.Chown(path, -1, gid)
+		}
+	}
+	return l, nil
+}
+
+var errSocketLive = errors.New("another berth daemon is listening on it")

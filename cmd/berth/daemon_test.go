@@ -1,0 +1,559 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/berthd/berth/supervisor"
+)
+
+// TestMain lets the test binary be berth itself: the end-to-end tests start
+// it as a real daemon process, the way systemd would.
+func TestMain(m *testing.M) {
+	if os.Getenv("BERTH_TEST_BE_BERTH") == "1" {
+		main()
+		return
+	}
+	os.Exit(m.Run())
+}
+
+// testDaemon is a berth daemon process in a temporary directory, with a
+// fake NOTIFY_SOCKET that records every sd_notify message.
+type testDaemon struct {
+	t      testing.TB
+	dir    string
+	jobs   string
+	state  string
+	socket string
+	out    string // where jobs in these tests write what they saw
+	cmd    *exec.Cmd
+	logs   *lockedBuffer
+
+	mu       sync.Mutex // guards notified
+	notified []string
+	notes    chan string
+}
+
+type daemonOptions struct {
+	args []string // more flags: --cpus, --gpus…
+	env  []string // more environment: CUDA_VISIBLE_DEVICES, WATCHDOG_USEC…
+}
+
+func newTestDaemon(t testing.TB, files map[string]string) *testDaemon {
+	t.Helper()
+	dir := t.TempDir()
+	d := &testDaemon{
+		t:      t,
+		dir:    dir,
+		jobs:   filepath.Join(dir, "jobs.d"),
+		state:  filepath.Join(dir, "state"),
+		socket: filepath.Join(dir, "berth.sock"),
+		out:    filepath.Join(dir, "out"),
+		notes:  make(chan string, 1024),
+	}
+	for _, p := range []string{d.jobs, d.out} {
+		if err := os.MkdirAll(p, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for name, src := range files {
+		d.write(name, src)
+	}
+	return d
+}
+
+// lua fills the placeholder OUT in a job file with the output directory.
+func (d *testDaemon) lua(src string) string { return strings.ReplaceAll(src, "OUT", d.out) }
+
+func (d *testDaemon) write(name, src string) {
+	d.t.Helper()
+	path := filepath.Join(d.jobs, name)
+	tmp := filepath.Join(d.jobs, "."+name+".tmp")
+	if err := os.WriteFile(tmp, []byte(d.lua(src)), 0o644); err != nil {
+		d.t.Fatal(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		d.t.Fatal(err)
+	}
+}
+
+func (d *testDaemon) start(opts daemonOptions) {
+	t := d.t
+	t.Helper()
+	notifyPath := filepath.Join(d.dir, "notify.sock")
+	os.Remove(notifyPath)
+	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: notifyPath, Net: "unixgram"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		buf := make([]byte, 4096)
+		for {
+			n, err := conn.Read(buf)
+			if err != nil {
+				return
+			}
+			msg := string(buf[:n])
+			d.mu.Lock()
+			d.notified = append(d.notified, msg)
+			d.mu.Unlock()
+			select {
+			case d.notes <- msg:
+			default:
+			}
+		}
+	}()
+	args := append([]string{"daemon", "--jobs", d.jobs, "--state", d.state, "--socket", d.socket, "--log-level", "debug"}, opts.args...)
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = append(os.Environ(), "BERTH_TEST_BE_BERTH=1", "NOTIFY_SOCKET="+notifyPath, "JOURNAL_STREAM=")
+	cmd.Env = append(cmd.Env, opts.env...)
+	d.logs = &lockedBuffer{}
+	cmd.Stdout, cmd.Stderr = d.logs, d.logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	d.cmd = cmd
+	t.Cleanup(func() {
+		if d.cmd != nil && d.cmd.ProcessState == nil {
+			d.cmd.Process.Kill()
+			d.cmd.Wait()
+		}
+		conn.Close()
+		if t.Failed() {
+			t.Logf("daemon log:\n%s", d.logs.String())
+		}
+	})
+	d.waitNotify("READY=1")
+}
+
+// waitNotify waits for an sd_notify message that starts with prefix.
+func (d *testDaemon) waitNotify(prefix string) string {
+	d.t.Helper()
+	deadline := time.After(15 * time.Second)
+	for {
+		select {
+		case msg := <-d.notes:
+			if strings.HasPrefix(msg, prefix) {
+				return msg
+			}
+		case <-deadline:
+			d.mu.Lock()
+			defer d.mu.Unlock()
+			d.t.Fatalf("no %q from the daemon within 15s; got %q", prefix, d.notified)
+		}
+	}
+}
+
+// stop sends SIGTERM and waits for the daemon to exit 0.
+func (d *testDaemon) stop() {
+	d.t.Helper()
+	d.cmd.Process.Signal(syscall.SIGTERM)
+	if err := d.cmd.Wait(); err != nil {
+		d.t.Fatalf("daemon exited with %v", err)
+	}
+}
+
+func (d *testDaemon) client() *http.Client {
+	return &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		var dialer net.Dialer
+		return dialer.DialContext(ctx, "unix", d.socket)
+	}}, Timeout: 10 * time.Second}
+}
+
+func (d *testDaemon) status() supervisor.Status {
+	d.t.Helper()
+	resp, err := d.client().Get("http://berth/v1/status")
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var s supervisor.Status
+	if err := json.NewDecoder(resp.Body).Decode(&s); err != nil {
+		d.t.Fatal(err)
+	}
+	return s
+}
+
+func (d *testDaemon) post(path string) *http.Response {
+	d.t.Helper()
+	resp, err := d.client().Post("http://berth"+path, "application/json", nil)
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp
+}
+
+func (d *testDaemon) job(name string) (supervisor.JobStatus, bool) {
+	for _, j := range d.status().Jobs {
+		if j.Name == name {
+			return j, true
+		}
+	}
+	return supervisor.JobStatus{}, false
+}
+
+// waitJob polls the daemon until the job satisfies cond. Polling is the
+// only way to see another process's state; the deadline bounds it.
+func (d *testDaemon) waitJob(name string, what string, cond func(supervisor.JobStatus) bool) supervisor.JobStatus {
+	d.t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	var last supervisor.JobStatus
+	for time.Now().Before(deadline) {
+		if j, ok := d.job(name); ok {
+			last = j
+			if cond(j) {
+				return j
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	d.t.Fatalf("job %s: not %s within 15s; last seen %+v", name, what, last)
+	return last
+}
+
+func (d *testDaemon) waitGone(name string) {
+	d.t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for time.Now().Before(deadline) {
+		if _, ok := d.job(name); !ok {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	d.t.Fatalf("job %s still there 15s after its file was removed", name)
+}
+
+func (d *testDaemon) waitState(name, state string) supervisor.JobStatus {
+	d.t.Helper()
+	return d.waitJob(name, state, func(j supervisor.JobStatus) bool { return j.State == state })
+}
+
+// readEnv reads a file a job wrote with `env > FILE`.
+func (d *testDaemon) readEnv(name string) map[string]string {
+	d.t.Helper()
+	data := d.waitFile(name)
+	env := map[string]string{}
+	sc := bufio.NewScanner(strings.NewReader(data))
+	for sc.Scan() {
+		if k, v, ok := strings.Cut(sc.Text(), "="); ok {
+			env[k] = v
+		}
+	}
+	return env
+}
+
+// waitFile waits until a job has written a complete file (jobs write to a
+// temporary name and rename it, so a file seen is whole).
+func (d *testDaemon) waitFile(name string) string {
+	d.t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for time.Now().Before(deadline) {
+		if data, err := os.ReadFile(filepath.Join(d.out, name)); err == nil {
+			return string(data)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	d.t.Fatalf("no %s written within 15s", name)
+	return ""
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex // guards b
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// writeEnv is a job command that records the environment it was started with.
+func writeEnv(name string) string {
+	return fmt.Sprintf(`{ "sh", "-c", "env > OUT/%[1]s.tmp && mv OUT/%[1]s.tmp OUT/%[1]s" }`, name)
+}
+
+func TestDaemonEnvironment(t *testing.T) {
+	d := newTestDaemon(t, map[string]string{
+		"env.lua": `
+flavor "one-card" { cpus = 2, gpus = 1 }
+job "gpu" { cmd = ` + writeEnv("gpu") + `, cpus = 2, gpus = 2 }
+job "cpu" { cmd = ` + writeEnv("cpu") + `, cpus = 1 }
+job "mine" { cmd = ` + writeEnv("mine") + `, flavor = "one-card", env = { OMP_NUM_THREADS = "1", CUDA_VISIBLE_DEVICES = "all-of-them" } }
+job "shared" { cmd = ` + writeEnv("shared") + `, cpus = 0 }
+`,
+	})
+	d.start(daemonOptions{args: []string{"--cpus", "4"}, env: []string{"CUDA_VISIBLE_DEVICES=GPU-a,GPU-b,GPU-c", "OMP_NUM_THREADS=64", "MKL_NUM_THREADS=7"}})
+
+	gpu := d.readEnv("gpu")
+	for _, v := range []string{"OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "GOMAXPROCS", "BERTH_CPUS"} {
+		if gpu[v] != "2" {
+			t.Errorf("gpu job: %s=%q, want 2", v, gpu[v])
+		}
+	}
+	if cvd := gpu["CUDA_VISIBLE_DEVICES"]; cvd != "GPU-a,GPU-b" && cvd != "GPU-b,GPU-c" && cvd != "GPU-a,GPU-c" {
+		t.Errorf("gpu job: CUDA_VISIBLE_DEVICES=%q, want two of the daemon's names", cvd)
+	}
+	if gpu["BERTH_GPUS"] != gpu["CUDA_VISIBLE_DEVICES"] || gpu["BERTH_JOB"] != "gpu" || gpu["BERTH_RUN"] == "" {
+		t.Errorf("gpu job: BERTH_* = %q %q %q", gpu["BERTH_GPUS"], gpu["BERTH_JOB"], gpu["BERTH_RUN"])
+	}
+
+	cpu := d.readEnv("cpu")
+	if v, ok := cpu["CUDA_VISIBLE_DEVICES"]; !ok || v != "" {
+		t.Errorf("cpu job: CUDA_VISIBLE_DEVICES=%q (set %v), want set and empty", v, ok)
+	}
+	if cpu["OMP_NUM_THREADS"] != "1" {
+		t.Errorf("cpu job: OMP_NUM_THREADS=%q, want 1", cpu["OMP_NUM_THREADS"])
+	}
+
+	mine := d.readEnv("mine")
+	if mine["OMP_NUM_THREADS"] != "1" || mine["CUDA_VISIBLE_DEVICES"] != "all-of-them" || mine["OPENBLAS_NUM_THREADS"] != "2" {
+		t.Errorf("declared env must win: OMP=%q CVD=%q OPENBLAS=%q", mine["OMP_NUM_THREADS"], mine["CUDA_VISIBLE_DEVICES"], mine["OPENBLAS_NUM_THREADS"])
+	}
+
+	shared := d.readEnv("shared")
+	if shared["OMP_NUM_THREADS"] != "64" || shared["MKL_NUM_THREADS"] != "7" || shared["OPENBLAS_NUM_THREADS"] != "4" {
+		t.Errorf("unaccounted job: OMP=%q MKL=%q OPENBLAS=%q, want the daemon's 64 and 7, and the fair share 4",
+			shared["OMP_NUM_THREADS"], shared["MKL_NUM_THREADS"], shared["OPENBLAS_NUM_THREADS"])
+	}
+	d.stop()
+}
+
+func TestDaemonOneCardJobsTakeTurns(t *testing.T) {
+	// Each job appends "start" and "end" around a pause: with one card,
+	// the two runs must not overlap.
+	turn := func(name string) string {
+		return fmt.Sprintf(`job %q { cmd = { "sh", "-c", "echo start %[1]s >> OUT/turns; sleep 0.3; echo end %[1]s >> OUT/turns" }, cpus = 1, gpus = 1 }`, name)
+	}
+	d := newTestDaemon(t, map[string]string{"turns.lua": turn("a") + "\n" + turn("b")})
+	d.start(daemonOptions{args: []string{"--cpus", "4", "--gpus", "1"}})
+	d.waitState("a", "done")
+	d.waitState("b", "done")
+	lines := strings.Fields(strings.ReplaceAll(d.waitFile("turns"), "\n", " "))
+	if len(lines) != 8 || lines[0] != "start" || lines[2] != "end" || lines[1] != lines[3] || lines[4] != "start" || lines[6] != "end" {
+		t.Fatalf("runs overlapped on the one card: %q", lines)
+	}
+	d.stop()
+}
+
+func TestDaemonUnplaceableAndInvalid(t *testing.T) {
+	d := newTestDaemon(t, map[string]string{
+		"big.lua":  `job "big" { cmd = { "true" }, cpus = 1, gpus = 4 }`,
+		"uses.lua": `job "uses" { cmd = ` + writeEnv("uses") + `, flavor = "later" }`,
+	})
+	d.start(daemonOptions{args: []string{"--cpus", "2", "--gpus", "2"}})
+	big := d.waitState("big", "unplaceable")
+	if !strings.Contains(big.Why, "asks for 4 GPUs; this machine has 2") {
+		t.Errorf("unplaceable why = %q", big.Why)
+	}
+	uses := d.waitState("uses", "invalid")
+	if !strings.Contains(uses.Why, `flavor "later" does not exist`) {
+		t.Errorf("invalid why = %q", uses.Why)
+	}
+	// A later file declares the flavor: the job becomes runnable.
+	d.write("zz-flavors.lua", `flavor "later" { cpus = 1 }`)
+	d.waitState("uses", "done")
+	d.stop()
+}
+
+// service is a long-running job that writes its pid where the test can see it.
+func service(name string, extra string) string {
+	return fmt.Sprintf(`job %q { cmd = { "sh", "-c", "echo $$ > OUT/%[1]s.pid.tmp && mv OUT/%[1]s.pid.tmp OUT/%[1]s.pid; exec sleep 1000" }, cpus = 1 %s }`, name, extra)
+}
+
+func TestDaemonReloadIsADiff(t *testing.T) {
+	d := newTestDaemon(t, map[string]string{
+		"keep.lua":   service("keep", ""),
+		"edit.lua":   service("edit", ""),
+		"policy.lua": service("policy", ""),
+		"gone.lua":   service("gone", ""),
+	})
+	d.start(daemonOptions{args: []string{"--cpus", "8"}})
+	runs := map[string]uint64{}
+	for _, name := range []string{"keep", "edit", "policy", "gone"} {
+		runs[name] = d.waitJob(name, "running with a pid", func(j supervisor.JobStatus) bool { return j.State == "running" && j.PID > 0 }).Run
+	}
+
+	// What the process is changes: it restarts. Policy only: it does not.
+	// Removed: it stops and goes. Atomic saves, as editors do.
+	d.write("edit.lua", service("edit", `, env = { NEW = "1" }`))
+	d.write("policy.lua", service("policy", `, priority = 5, description = "now described"`))
+	os.Remove(filepath.Join(d.jobs, "gone.lua"))
+	d.waitJob("edit", "restarted", func(j supervisor.JobStatus) bool { return j.State == "running" && j.Run != runs["edit"] })
+	d.waitGone("gone")
+	if j, _ := d.job("policy"); j.Run != runs["policy"] || j.State != "running" {
+		t.Errorf("a policy edit restarted the job: %+v", j)
+	}
+	if j, _ := d.job("keep"); j.Run != runs["keep"] {
+		t.Errorf("an untouched job was restarted: %+v", j)
+	}
+
+	// A broken edit keeps the old definition running, and says why.
+	before, _ := d.job("keep")
+	d.write("keep.lua", `job "keep" { cmd = { "sleep", "1" }, cpus = `)
+	deadline := time.Now().Add(10 * time.Second)
+	for len(d.status().Errors) == 0 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	s := d.status()
+	if len(s.Errors) == 0 || !strings.Contains(s.Errors[0], "keep.lua") {
+		t.Fatalf("the broken file's error is not shown: %q", s.Errors)
+	}
+	if j, _ := d.job("keep"); j.Run != before.Run || j.State != "running" {
+		t.Errorf("a broken edit touched the running job: %+v", j)
+	}
+	// Renaming a file keeps its jobs as they are.
+	if err := os.Rename(filepath.Join(d.jobs, "policy.lua"), filepath.Join(d.jobs, "renamed.lua")); err != nil {
+		t.Fatal(err)
+	}
+	d.waitJob("policy", "declared by the renamed file", func(j supervisor.JobStatus) bool { return strings.HasSuffix(j.File, "renamed.lua") })
+	if j, _ := d.job("policy"); j.Run != runs["policy"] {
+		t.Errorf("renaming its file restarted the job: %+v", j)
+	}
+	d.stop()
+}
+
+func TestDaemonTimeoutAndStopTimeout(t *testing.T) {
+	d := newTestDaemon(t, map[string]string{
+		"slow.lua": `job "slow" { cmd = { "sleep", "30" }, cpus = 1, timeout = "300ms" }`,
+		"stubborn.lua": `job "stubborn" { cmd = { "sh", "-c", "trap '' TERM; echo ready > OUT/stubborn; while true; do sleep 1; done" },
+			cpus = 1, stop_timeout = "300ms" }`,
+	})
+	d.start(daemonOptions{args: []string{"--cpus", "4"}})
+	slow := d.waitState("slow", "failed")
+	if slow.Why != "timed out after 300ms" {
+		t.Errorf("slow: why %q, want timed out after 300ms", slow.Why)
+	}
+	d.waitFile("stubborn")
+	began := time.Now()
+	if resp := d.post("/v1/jobs/stubborn/stop"); resp.StatusCode != http.StatusOK {
+		t.Fatalf("stop: %s", resp.Status)
+	}
+	stubborn := d.waitState("stubborn", "stopped")
+	if stubborn.Why != "killed after stop_timeout" {
+		t.Errorf("stubborn: why %q, want it killed after stop_timeout", stubborn.Why)
+	}
+	if took := time.Since(began); took < 300*time.Millisecond {
+		t.Errorf("stopped after %v, before its stop_timeout", took)
+	}
+	d.stop()
+}
+
+func TestDaemonStopLeavesNothingBehind(t *testing.T) {
+	d := newTestDaemon(t, map[string]string{
+		"forks.lua": `job "forks" { cmd = { "sh", "-c", "sleep 1000 & echo $! > OUT/grandchild.tmp; mv OUT/grandchild.tmp OUT/grandchild; wait" }, cpus = 1 }`,
+	})
+	d.start(daemonOptions{args: []string{"--cpus", "2"}})
+	pid := strings.TrimSpace(d.waitFile("grandchild"))
+	d.post("/v1/jobs/forks/stop")
+	d.waitState("forks", "stopped")
+	if alive(t, pid) {
+		t.Errorf("the grandchild %s outlived the stop", pid)
+	}
+	d.stop()
+}
+
+// alive reports whether a process exists and is not a zombie.
+func alive(t *testing.T, pid string) bool {
+	t.Helper()
+	data, err := os.ReadFile("/proc/" + pid + "/stat")
+	if err != nil {
+		return false
+	}
+	fields := strings.Fields(string(data[strings.LastIndexByte(string(data), ')')+1:]))
+	return len(fields) > 0 && fields[0] != "Z"
+}
+
+func TestDaemonNotifySequence(t *testing.T) {
+	d := newTestDaemon(t, map[string]string{"a.lua": service("a", "")})
+	d.start(daemonOptions{env: []string{"WATCHDOG_USEC=200000"}, args: []string{"--cpus", "2"}})
+	d.waitNotify("WATCHDOG=1")
+	d.waitNotify("STATUS=1 running")
+	d.cmd.Process.Signal(syscall.SIGHUP)
+	reloading := d.waitNotify("RELOADING=1")
+	if !strings.Contains(reloading, "MONOTONIC_USEC=") {
+		t.Errorf("RELOADING=1 without MONOTONIC_USEC in the same message: %q", reloading)
+	}
+	d.waitNotify("READY=1")
+	d.cmd.Process.Signal(syscall.SIGTERM)
+	d.waitNotify("STOPPING=1")
+	if err := d.cmd.Wait(); err != nil {
+		t.Fatalf("daemon exited with %v", err)
+	}
+}
+
+func TestDaemonSurvivesKill9(t *testing.T) {
+	files := map[string]string{
+		"svc.lua":   service("svc", ""),
+		"batch.lua": `job "batch" { cmd = { "sh", "-c", "echo ran >> OUT/batch" }, cpus = 1 }`,
+	}
+	d := newTestDaemon(t, files)
+	d.start(daemonOptions{args: []string{"--cpus", "4"}})
+	first := d.waitJob("svc", "running", func(j supervisor.JobStatus) bool { return j.State == "running" && j.PID > 0 })
+	d.waitState("batch", "done")
+	oldPID := strings.TrimSpace(d.waitFile("svc.pid"))
+	os.Remove(filepath.Join(d.out, "svc.pid"))
+
+	d.cmd.Process.Signal(syscall.SIGKILL)
+	d.cmd.Wait()
+
+	d.start(daemonOptions{args: []string{"--cpus", "4"}})
+	second := d.waitJob("svc", "running again", func(j supervisor.JobStatus) bool { return j.State == "running" && j.PID > 0 })
+	if second.Run == first.Run {
+		t.Errorf("the lost run %d was not replaced", first.Run)
+	}
+	newPID := strings.TrimSpace(d.waitFile("svc.pid"))
+	if alive(t, oldPID) && newPID != oldPID {
+		t.Errorf("two live children: the old %s and the new %s", oldPID, newPID)
+	}
+	if batch, _ := d.job("batch"); batch.State != "done" {
+		t.Errorf("a done batch job ran again after the restart: %+v", batch)
+	}
+	if ran := strings.Count(d.waitFile("batch"), "ran"); ran != 1 {
+		t.Errorf("the batch job ran %d times, want once per definition", ran)
+	}
+	s := d.status()
+	if s.Machine.CPUsFree != s.Machine.CPUs-1 {
+		t.Errorf("books: %d of %d cores free with one 1-core job running", s.Machine.CPUsFree, s.Machine.CPUs)
+	}
+	d.stop()
+}
+
+func TestDaemonShutdownStopsEveryJob(t *testing.T) {
+	d := newTestDaemon(t, map[string]string{
+		"jobs.lua": service("polite", "") + "\n" + `job "stubborn" { cmd = { "sh", "-c", "trap '' TERM; echo $$ > OUT/stubborn.pid.tmp; mv OUT/stubborn.pid.tmp OUT/stubborn.pid; while true; do sleep 1; done" },
+			cpus = 1, stop_timeout = "500ms" }`,
+	})
+	d.start(daemonOptions{args: []string{"--cpus", "4"}})
+	polite := strings.TrimSpace(d.waitFile("polite.pid"))
+	stubborn := strings.TrimSpace(d.waitFile("stubborn.pid"))
+	began := time.Now()
+	d.stop()
+	if took := time.Since(began); took < 500*time.Millisecond {
+		t.Errorf("exited after %v, before the stubborn job's stop_timeout", took)
+	}
+	for _, pid := range []string{polite, stubborn} {
+		if alive(t, pid) {
+			t.Errorf("job process %s outlived the daemon", pid)
+		}
+	}
+}

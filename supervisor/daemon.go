@@ -1,0 +1,404 @@
+package supervisor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/berthd/berth/accounting"
+	"github.com/berthd/berth/luaapi"
+	"github.com/berthd/berth/probes"
+	"github.com/berthd/berth/supervisor/runner"
+	"github.com/berthd/berth/supervisor/watch"
+)
+
+// Config is what the daemon is started with; cmd/berth fills it from flags,
+// the environment and the probed machine.
+type Config struct {
+	JobsDir  string
+	StateDir string
+	// Listener is the control socket, already bound; the daemon serves it.
+	Listener net.Listener
+	Machine  probes.Inventory
+	Logger   hclog.Logger
+	// Notify sends one sd_notify message; nil when not under systemd.
+	Notify func(state string) error
+	// Watchdog is how often to send WATCHDOG=1 (half WATCHDOG_USEC); zero
+	// when systemd does not watch.
+	Watchdog time.Duration
+	// Environ is the daemon's own environment, the base of every job's.
+	Environ []string
+	// JournalSocket is journald's stream socket when the daemon runs under
+	// journald, else "": children's output then goes to files under StateDir.
+	JournalSocket string
+	// LogBytes caps each job's log file when there is no journald.
+	LogBytes int64
+	// LoadBudget is the time one job file may take to evaluate.
+	LoadBudget time.Duration
+	// Quiet is the watcher's debounce; zero takes its default.
+	Quiet time.Duration
+	// Clock is time.Now except in tests.
+	Clock func() time.Time
+}
+
+// Daemon supervises the jobs of one jobs directory.
+type Daemon struct {
+	cfg     Config
+	log     hclog.Logger
+	now     func() time.Time
+	store   *Store
+	placer  *accounting.Placer
+	book    *accounting.Book
+	scanner *watch.Scanner
+	watcher *watch.Watcher
+	environ map[string]string
+	changed signal
+
+	// unaccounted is the number of declared jobs with cpus = 0, for the
+	// fair share of threads; written by the loop, read by jobs spawning.
+	unaccounted atomic.Int64
+	localRuns   atomic.Uint64
+
+	// Owned by the loop goroutine.
+	good     map[string]*luaapi.File // the version of each file in force
+	fileErrs map[string][]string     // why a file's latest version is not in force
+	set      *luaapi.Set
+	requests chan request
+	// jobsCtx ends every job's goroutine at shutdown; jobsWG waits for them.
+	jobsCtx context.Context
+	jobsWG  sync.WaitGroup
+
+	mu   sync.Mutex // guards jobs and errs for readers outside the loop
+	jobs map[string]*job
+	errs []string // every configuration error in force, as shown
+}
+
+// request is a call into the loop from another goroutine.
+type request struct {
+	do    func() any
+	reply chan any
+}
+
+// Open opens the state and prepares the daemon; Run starts it.
+func Open(cfg Config) (*Daemon, error) {
+	if cfg.Clock == nil {
+		cfg.Clock = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = hclog.NewNullLogger()
+	}
+	if cfg.LogBytes == 0 {
+		cfg.LogBytes = 16 << 20
+	}
+	// logs/ holds jobs' output when there is no journald.
+	if err := os.MkdirAll(filepath.Join(cfg.StateDir, "logs"), 0o750); err != nil {
+		return nil, fmt.Errorf("create state directory %s: %w", cfg.StateDir, err)
+	}
+	store, err := OpenStore(filepath.Join(cfg.StateDir, "state.db"), StoreOptions{})
+	if err != nil {
+		return nil, err
+	}
+	d := &Daemon{
+		cfg:      cfg,
+		log:      cfg.Logger,
+		now:      cfg.Clock,
+		store:    store,
+		placer:   accounting.NewPlacer(cfg.Clock),
+		environ:  environMap(cfg.Environ),
+		changed:  newSignal(),
+		good:     map[string]*luaapi.File{},
+		fileErrs: map[string][]string{},
+		set:      &luaapi.Set{},
+		requests: make(chan request),
+		jobs:     map[string]*job{},
+	}
+	d.book = d.placer.AddMachine(capacityOf(cfg.Machine))
+	d.scanner = watch.NewScanner(cfg.JobsDir, watch.ScanOptions{DaemonUID: os.Getuid()})
+	return d, nil
+}
+
+// capacityOf is the books' view of the probed machine.
+func capacityOf(inv probes.Inventory) accounting.Capacity {
+	return accounting.Capacity{Name: "local", CPUIDs: inv.CPUIDs, GPUs: len(inv.GPUs),
+		RAMBytes: inv.RAM.Bytes, RAMKnown: inv.RAM.Known}
+}
+
+func environMap(environ []string) map[string]string {
+	m := make(map[string]string, len(environ))
+	for _, kv := range environ {
+		if k, v, ok := cutEnv(kv); ok {
+			m[k] = v
+		}
+	}
+	return m
+}
+
+func cutEnv(kv string) (string, string, bool) {
+	for i := 0; i < len(kv); i++ {
+		if kv[i] == '=' {
+			return kv[:i], kv[i+1:], i > 0
+		}
+	}
+	return "", "", false
+}
+
+// Run reconciles what a previous daemon left, loads every file, serves the
+// socket, tells systemd it is ready, and supervises until ctx ends; then it
+// stops every job (each with its own signal and timeout, in parallel) and
+// returns. It closes the state.
+func (d *Daemon) Run(ctx context.Context) error {
+	defer d.store.Close()
+	if err := d.reconcile(); err != nil {
+		return err
+	}
+	w, err := watch.NewWatcher(d.cfg.JobsDir, watch.WatchOptions{Quiet: d.cfg.Quiet, Logf: d.logf})
+	if err != nil {
+		return fmt.Errorf("watch %s: %w", d.cfg.JobsDir, err)
+	}
+	d.watcher = w
+	watchCtx, stopWatch := context.WithCancel(context.Background())
+	var bg sync.WaitGroup
+	bg.Go(func() {
+		if err := w.Run(watchCtx); err != nil && !errors.Is(err, context.Canceled) {
+			d.log.Error("watching the jobs directory failed", "error", err)
+		}
+	})
+
+	jobsCtx, stopJobs := context.WithCancel(context.Background())
+	d.jobsCtx = jobsCtx
+	res := d.reload(true)
+	d.log.Info("loaded", "files", res.Files, "jobs", len(d.set.Jobs), "errors", len(res.Errors))
+
+	srv := &http.Server{Handler: d.api(), ConnContext: withPeer, ReadHeaderTimeout: 5 * time.Second}
+	if d.cfg.Listener != nil {
+		bg.Go(func() {
+			if err := srv.Serve(d.cfg.Listener); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				d.log.Error("control socket failed", "error", err)
+			}
+		})
+	}
+	d.notify("READY=1")
+	d.log.Info("ready", "cpus", d.cfg.Machine.CPUs, "gpus", len(d.cfg.Machine.GPUs), "jobs_dir", d.cfg.JobsDir)
+
+	d.loop(ctx)
+
+	d.notify("STOPPING=1")
+	d.log.Info("stopping every job")
+	stopJobs()
+	d.jobsWG.Wait()
+	stopWatch()
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), time.Second)
+	_ = srv.Shutdown(shutdownCtx)
+	cancel()
+	bg.Wait()
+	d.log.Info("stopped")
+	return nil
+}
+
+// loop is the daemon's one owner of its tables.
+func (d *Daemon) loop(ctx context.Context) {
+	var watchdog <-chan time.Time
+	if d.cfg.Watchdog > 0 {
+		t := time.NewTicker(d.cfg.Watchdog)
+		defer t.Stop()
+		watchdog = t.C
+	}
+	// STATUS= is sent at most every statusEvery, so a storm of job events
+	// costs systemd one message.
+	const statusEvery = 250 * time.Millisecond
+	var statusTimer <-chan time.Time
+	lastStatus := ""
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-d.watcher.Changes():
+			d.reload(false)
+		case r := <-d.requests:
+			r.reply <- r.do()
+		case <-d.changed:
+			if statusTimer == nil {
+				statusTimer = time.After(statusEvery)
+			}
+		case <-statusTimer:
+			statusTimer = nil
+			if s := d.statusLine(); s != lastStatus {
+				lastStatus = s
+				d.notify("STATUS=" + s)
+			}
+		case <-watchdog:
+			// Sent from the loop itself: a wedged loop stops the pings and
+			// systemd restarts the daemon.
+			d.notify("WATCHDOG=1")
+		}
+	}
+}
+
+// call runs f on the loop and returns its result; ctx bounds the wait.
+func (d *Daemon) call(ctx context.Context, f func() any) (any, error) {
+	r := request{do: f, reply: make(chan any, 1)}
+	select {
+	case d.requests <- r:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	select {
+	case v := <-r.reply:
+		return v, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+func (d *Daemon) notify(state string) {
+	if d.cfg.Notify == nil {
+		return
+	}
+	if err := d.cfg.Notify(state); err != nil {
+		d.log.Warn("cannot notify systemd", "error", err)
+	}
+}
+
+func (d *Daemon) logf(msg string, kv ...any) { d.log.Info(msg, kv...) }
+
+// reconcile deals with the runs a previous daemon left open: whatever of them
+// still runs is killed, and each is recorded as lost. Their jobs run again.
+func (d *Daemon) reconcile() error {
+	open, err := d.store.OpenRuns()
+	if err != nil {
+		return fmt.Errorf("read the runs a previous daemon left: %w", err)
+	}
+	var ids []uint64
+	for _, r := range open {
+		ids = append(ids, r.ID)
+		killed := false
+		if r.PID > 0 {
+			killed, err = runner.KillLeftover(r.PID, r.StartTicks)
+			if err != nil {
+				d.log.Warn("cannot check a lost run's process", "job", r.Job, "run", r.ID, "pid", r.PID, "error", err)
+			}
+		}
+		d.log.Warn("run lost: the daemon went away while it ran", "job", r.Job, "run", r.ID, "pid", r.PID, "killed_leftover", killed)
+	}
+	if len(ids) > 0 {
+		if err := d.store.MarkLost(ids, d.now()); err != nil {
+			return fmt.Errorf("record lost runs: %w", err)
+		}
+	}
+	return nil
+}
+
+// localRunID numbers a run the state could not record: from the top of the
+// range, where the store's own sequence never reaches.
+func (d *Daemon) localRunID() uint64 { return 1<<63 | d.localRuns.Add(1) }
+
+func isLocalRunID(id uint64) bool { return id&(1<<63) != 0 }
+
+// cardNames maps the books' card indices to the names jobs see.
+func (d *Daemon) cardNames(indices []int) []string {
+	names := make([]string, len(indices))
+	for i, index := range indices {
+		if index < len(d.cfg.Machine.GPUs) {
+			names[i] = d.cfg.Machine.GPUs[index]
+		} else {
+			names[i] = strconv.Itoa(index)
+		}
+	}
+	return names
+}
+
+// start spawns a run of j with the environment its grant implies.
+func (d *Daemon) start(j *job, run uint64) (*runner.Process, func(), error) {
+	def := j.def
+	env := accounting.Env(accounting.EnvInput{
+		Daemon:          d.environ,
+		Job:             def.Name,
+		Run:             strconv.FormatUint(run, 10),
+		Grant:           j.grant,
+		Unaccounted:     def.Resources.Unaccounted(),
+		MachineCPUs:     d.cfg.Machine.CPUs,
+		UnaccountedJobs: int(d.unaccounted.Load()),
+		Cards:           d.cfg.Machine.GPUs,
+		Declared:        def.Env,
+	})
+	spec := runner.Spec{Argv: def.Cmd, Dir: def.Dir, Env: environList(env)}
+	if def.User != "" || def.Group != "" {
+		c, err := LookupCredentials(def.User, def.Group)
+		if err != nil {
+			return nil, nil, err
+		}
+		spec.Credential = &syscall.Credential{Uid: c.UID, Gid: c.GID, Groups: c.Groups}
+	}
+	out, err := d.output(def.Name)
+	if err != nil {
+		return nil, nil, err
+	}
+	spec.Stdout = out.file
+	proc, err := runner.Start(spec)
+	// The child has its own copy of the output; the daemon's must go, or
+	// the log's reader never sees the end of it.
+	out.release()
+	if err != nil {
+		out.finish()
+		return nil, nil, err
+	}
+	return proc, out.finish, nil
+}
+
+// output is where one run's stdout and stderr go.
+type output struct {
+	file    *os.File
+	release func() // drop the daemon's copy, once the child has its own
+	finish  func() // after the run was reaped
+}
+
+// output opens a run's output: its own journal stream, named after the job,
+// or a size-capped file under the state directory.
+func (d *Daemon) output(name string) (output, error) {
+	if d.cfg.JournalSocket != "" {
+		f, err := runner.JournalStream(d.cfg.JournalSocket, name, 6)
+		if err == nil {
+			return output{file: f, release: func() { f.Close() }, finish: func() {}}, nil
+		}
+		d.log.Warn("cannot open a journal stream; writing to a file", "job", name, "error", err)
+	}
+	sink, err := runner.OpenLog(filepath.Join(d.cfg.StateDir, "logs"), name, d.cfg.LogBytes)
+	if err != nil {
+		return output{}, err
+	}
+	return output{
+		file:    sink.File(),
+		release: func() { _ = sink.CloseWriter() },
+		finish: func() {
+			// A descendant that left the group may hold the pipe open for
+			// ever: do not wait on it past a bound.
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			if err := sink.CloseContext(ctx); err != nil {
+				d.log.Warn("job output not fully written", "job", name, "error", err)
+			}
+		},
+	}, nil
+}
+
+func environList(env map[string]string) []string {
+	keys := slices.Sorted(maps.Keys(env))
+	out := make([]string, len(keys))
+	for i, k := range keys {
+		out[i] = k + "=" + env[k]
+	}
+	return out
+}

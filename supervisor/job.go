@@ -1,0 +1,523 @@
+package supervisor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"golang.org/x/sys/unix"
+
+	"github.com/berthd/berth/accounting"
+	"github.com/berthd/berth/luaapi"
+	"github.com/berthd/berth/supervisor/runner"
+)
+
+// job is one declared job and the goroutine that owns its life. The
+// daemon's loop talks to it only through its mailbox, and reads it only
+// through view; everything else belongs to the goroutine.
+type job struct {
+	name string
+	d    *Daemon
+	log  hclog.Logger
+	in   *mailbox[jobMessage]
+	// done is closed when the goroutine returns, so that helpers still
+	// holding a result for it give it back instead of blocking.
+	done chan struct{}
+
+	mu sync.Mutex // guards v
+	v  jobView
+
+	// Owned by the daemon's loop: the definition it last sent, to diff
+	// the next reload against.
+	seenDef     *luaapi.Job
+	seenInvalid string
+
+	// Owned by the goroutine.
+	def       *luaapi.Job
+	invalid   string // why the definition cannot run, "" when it can
+	life      life
+	removed   bool
+	waitGen   uint64
+	cancel    context.CancelFunc
+	results   chan placement
+	book      *accounting.Book
+	grant     accounting.Grant
+	run       runState
+	exited    chan runner.Exit
+	stopped   chan bool
+	timeout   *time.Timer
+	backoff   *time.Timer
+	waitingAt time.Time
+}
+
+// runState is the run in progress, if any.
+type runState struct {
+	id    uint64
+	proc  *runner.Process
+	gpus  []string
+	start time.Time
+	exit  runner.Exit
+	// after is called once the run was reaped (closes the output sink).
+	after func()
+}
+
+// jobMessage is what the daemon's loop posts to a job.
+type jobMessage struct {
+	// def, when set, is the job's new definition, and invalid why it
+	// cannot run. processChanged says it is a different process;
+	// otherwise only policy or the resolved resources changed.
+	def            *luaapi.Job
+	invalid        string
+	processChanged bool
+	// ev is an event for step (start, restart, stop…), applied after def.
+	ev *event
+	// remove: the job is gone from the files; stop it and end.
+	remove bool
+}
+
+// placement is the answer of the placer to one wait.
+type placement struct {
+	gen   uint64
+	book  *accounting.Book
+	grant accounting.Grant
+	err   error
+}
+
+// jobView is what the daemon shows about a job; a copy is taken under mu.
+type jobView struct {
+	Def      *luaapi.Job
+	State    State
+	Since    time.Time
+	Restarts int
+	// Why: why it waits, failed, or cannot run, in words.
+	Why   string
+	Run   uint64
+	PID   int
+	Grant accounting.Grant
+	GPUs  []string
+	// Waiting since, for ordering and status.
+	WaitingSince time.Time
+}
+
+func (d *Daemon) newJob(def *luaapi.Job, invalid string, initial life) *job {
+	j := &job{
+		name:        def.Name,
+		d:           d,
+		log:         d.log.Named("job").With("job", def.Name),
+		in:          newMailbox[jobMessage](),
+		done:        make(chan struct{}),
+		def:         def,
+		invalid:     invalid,
+		seenDef:     def,
+		seenInvalid: invalid,
+		life:        initial,
+		results:     make(chan placement),
+		exited:      make(chan runner.Exit),
+		stopped:     make(chan bool, 1),
+	}
+	j.publish()
+	return j
+}
+
+func (j *job) view() jobView {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.v
+}
+
+func (j *job) policy() restartPolicy {
+	return restartPolicy{mode: j.def.Restart, maxRestarts: j.def.MaxRestarts}
+}
+
+// loop is the job's goroutine. It returns when ctx ends (after stopping any
+// run) or when the job was removed and is at rest.
+func (j *job) loop(ctx context.Context) {
+	defer close(j.done)
+	for {
+		var timeoutC, backoffC <-chan time.Time
+		if j.timeout != nil {
+			timeoutC = j.timeout.C
+		}
+		if j.backoff != nil {
+			backoffC = j.backoff.C
+		}
+		select {
+		case <-j.in.wake:
+			for _, m := range j.in.drain() {
+				j.receive(m)
+			}
+		case p := <-j.results:
+			j.placed(p)
+		case exit := <-j.exited:
+			j.reaped(exit)
+		case <-timeoutC:
+			j.timeout = nil
+			j.apply(event{kind: evTimeout})
+		case <-backoffC:
+			j.backoff = nil
+			j.apply(event{kind: evBackoffDone})
+		case <-ctx.Done():
+			j.shutdown()
+			return
+		}
+		if j.removed && !j.life.active() {
+			// Gone from the files: a job of that name added later is new.
+			j.cancelWait()
+			if err := j.d.store.DeleteJob(j.name); err != nil {
+				j.log.Error("cannot forget the removed job", "error", err)
+			}
+			return
+		}
+	}
+}
+
+func (j *job) receive(m jobMessage) {
+	if m.def != nil {
+		j.def, j.invalid = m.def, m.invalid
+		switch {
+		case m.invalid != "":
+			j.apply(event{kind: evInvalid})
+		case !m.def.Enabled:
+			j.apply(event{kind: evDisable})
+		case j.life.state == StateDisabled:
+			j.apply(event{kind: evEnable})
+		case m.processChanged:
+			j.apply(event{kind: evRedefine, finish: m.def.OnChange == luaapi.OnChangeFinish})
+		case j.life.state == StateWaiting:
+			// A flavor was edited, or the priority changed: queue again
+			// with what the job now asks.
+			j.apply(event{kind: evRedefine})
+		case j.life.state == 0, j.life.state == StateInvalid, j.life.state == StateUnplaceable:
+			// New, or refused before: the definition may be fine now.
+			j.apply(event{kind: evStart})
+		}
+	}
+	if m.ev != nil {
+		if j.invalid != "" && (m.ev.kind == evStart || m.ev.kind == evRestart) {
+			j.apply(event{kind: evInvalid})
+		} else {
+			j.apply(*m.ev)
+		}
+	}
+	if m.remove {
+		j.removed = true
+		j.apply(event{kind: evStop})
+	}
+	j.publish()
+}
+
+// apply runs an event, and the events its actions produce, through step.
+func (j *job) apply(e event) {
+	queue := []event{e}
+	for len(queue) > 0 {
+		e := queue[0]
+		queue = queue[1:]
+		before := j.life.state
+		var acts []action
+		j.life, acts = step(j.life, j.policy(), e, j.d.now())
+		for _, a := range acts {
+			if next, ok := j.do(a); ok {
+				queue = append(queue, next)
+			}
+		}
+		if j.life.state != before {
+			j.log.Debug("state changed", "from", before.String(), "to", j.life.state.String(), "event", e.kind.String())
+			j.persist()
+		}
+	}
+	j.publish()
+}
+
+// do performs one action; it may produce the next event.
+func (j *job) do(a action) (event, bool) {
+	switch a.kind {
+	case actWait:
+		return j.wait()
+	case actCancelWait:
+		j.cancelWait()
+	case actSpawn:
+		return j.spawn()
+	case actStop:
+		j.stop()
+	case actGive:
+		j.give()
+	case actRecordEnd:
+		j.recordEnd(a.reason)
+	case actArmBackoff:
+		j.log.Info("restarting after a delay", "delay_ms", a.delay.Milliseconds(), "restarts", j.life.restarts)
+		j.backoff = time.NewTimer(a.delay)
+	case actCancelBackoff:
+		if j.backoff != nil {
+			j.backoff.Stop()
+			j.backoff = nil
+		}
+	}
+	return event{}, false
+}
+
+func (j *job) request() accounting.Request {
+	req := accounting.Request{Holder: j.name, Resources: j.def.Resources, Priority: j.def.Priority}
+	if j.def.Timeout > 0 {
+		// The longest the grant can be held: the run's limit and the time
+		// it is then given to stop.
+		req.Limit = j.def.Timeout + j.def.StopTimeout
+	}
+	return req
+}
+
+func (j *job) wait() (event, bool) {
+	j.cancelWait()
+	j.waitGen++
+	j.waitingAt = j.d.now()
+	if j.def.Resources.Unaccounted() {
+		// Unaccounted jobs never wait and hold nothing.
+		return event{kind: evPlaced}, true
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	j.cancel = cancel
+	gen, req := j.waitGen, j.request()
+	go func() {
+		book, grant, err := j.d.placer.Wait(ctx, req)
+		p := placement{gen: gen, book: book, grant: grant, err: err}
+		select {
+		case j.results <- p:
+		case <-j.done:
+			// The job is gone: nobody will give it back but us.
+			if err == nil {
+				_ = book.Give(grant)
+			}
+		}
+	}()
+	return event{}, false
+}
+
+func (j *job) cancelWait() {
+	if j.cancel != nil {
+		j.cancel()
+		j.cancel = nil
+	}
+}
+
+func (j *job) placed(p placement) {
+	if p.gen != j.waitGen {
+		// An answer to a wait that was replaced: never ours to keep.
+		if p.err == nil && p.book != nil {
+			_ = p.book.Give(p.grant)
+		}
+		return
+	}
+	j.cancel = nil
+	var unplaceable *accounting.UnplaceableError
+	switch {
+	case errors.As(p.err, &unplaceable):
+		j.setWhy(fmt.Sprintf("%v (berth machine shows what it has)", unplaceable))
+		j.log.Warn("job fits no machine", "cpus", j.def.Resources.CPUs, "gpus", j.def.Resources.GPUs, "ram_bytes", j.def.Resources.RAMBytes)
+		j.apply(event{kind: evUnplaceable})
+	case p.err != nil:
+		// Cancelled: the event that cancelled it already moved the job on.
+	default:
+		j.book, j.grant = p.book, p.grant
+		j.log.Info("placed", "cpus", len(p.grant.CPUIDs), "gpus", j.d.cardNames(p.grant.GPUs), "ram_bytes", p.grant.RAMBytes,
+			"waited_ms", j.d.now().Sub(j.waitingAt).Milliseconds())
+		j.apply(event{kind: evPlaced})
+	}
+}
+
+func (j *job) give() {
+	if j.book != nil {
+		if err := j.book.Give(j.grant); err != nil {
+			j.log.Error("grant given back twice", "error", err)
+		}
+	}
+	j.book, j.grant = nil, accounting.Grant{}
+}
+
+// spawn records the run, then starts it: a run is on record before its
+// process can have exited.
+func (j *job) spawn() (event, bool) {
+	now := j.d.now()
+	gpus := j.d.cardNames(j.grant.GPUs)
+	rec, err := j.d.store.BeginRun(RunRecord{
+		Job: j.name, Fingerprint: j.def.ProcessFingerprint(),
+		CPUIDs: j.grant.CPUIDs, GPUs: gpus, RAMBytes: j.grant.RAMBytes, Start: now,
+	})
+	if err != nil {
+		j.log.Error("cannot record the run; running it anyway", "error", err)
+		rec.ID = j.d.localRunID()
+	}
+	j.run = runState{id: rec.ID, gpus: gpus, start: now}
+
+	proc, after, err := j.d.start(j, rec.ID)
+	if err != nil {
+		j.setWhy("spawn error: " + err.Error())
+		j.log.Error("cannot start", "run", rec.ID, "error", err)
+		return event{kind: evSpawnFailed}, true
+	}
+	j.run.proc, j.run.after = proc, after
+	if ticks, err := proc.StartTicks(); err == nil {
+		if err := j.d.store.SetRunPID(rec.ID, proc.PID(), ticks); err != nil {
+			j.log.Error("cannot record the run's pid", "run", rec.ID, "error", err)
+		}
+	}
+	j.log.Info("started", "run", rec.ID, "pid", proc.PID(), "gpus", gpus, "cpus", len(j.grant.CPUIDs))
+	if j.def.Timeout > 0 {
+		j.timeout = time.NewTimer(j.def.Timeout)
+	}
+	go func() {
+		exit := proc.Wait()
+		select {
+		case j.exited <- exit:
+		case <-j.done:
+		}
+	}()
+	j.setWhy("")
+	return event{kind: evSpawned}, true
+}
+
+func (j *job) stop() {
+	proc := j.run.proc
+	if proc == nil {
+		return
+	}
+	sig, timeout := j.def.StopSignal, j.def.StopTimeout
+	j.log.Info("stopping", "run", j.run.id, "pid", proc.PID(), "signal", signalName(sig), "stop_timeout_ms", timeout.Milliseconds())
+	go func() { j.stopped <- proc.Stop(sig, timeout) }()
+}
+
+func (j *job) reaped(exit runner.Exit) {
+	if j.timeout != nil {
+		j.timeout.Stop()
+		j.timeout = nil
+	}
+	killed := false
+	if j.life.state == StateStopping {
+		// Stop returns right after the reaping we were just told of.
+		killed = <-j.stopped
+	}
+	j.run.exit = exit
+	if j.run.after != nil {
+		j.run.after()
+	}
+	failed := exit.Code != 0 || exit.Signal != 0 || exit.Err != nil
+	j.apply(event{kind: evExited, failed: failed, killed: killed})
+	j.run = runState{}
+}
+
+func (j *job) recordEnd(reason Reason) {
+	now := j.d.now()
+	exit := j.run.exit
+	sig := ""
+	if exit.Signal != 0 {
+		sig = signalName(exit.Signal)
+	}
+	if j.run.id != 0 && !isLocalRunID(j.run.id) {
+		if err := j.d.store.EndRun(j.run.id, now, exit.Code, sig, reason); err != nil {
+			j.log.Error("cannot record the run's end", "run", j.run.id, "error", err)
+		}
+	}
+	kv := []any{"run", j.run.id, "reason", reason.String(), "duration_ms", now.Sub(j.run.start).Milliseconds()}
+	if sig != "" {
+		kv = append(kv, "signal", sig)
+	} else if reason != ReasonSpawnError {
+		kv = append(kv, "exit_code", exit.Code)
+	}
+	if reason != ReasonSpawnError {
+		// A spawn error keeps the error itself as its why.
+		j.setWhy(whyEnded(reason, exit.Code, sig, j.def.Timeout))
+	}
+	if reason == ReasonExited || reason == ReasonStopped {
+		j.log.Info("exited", kv...)
+	} else {
+		j.log.Warn("exited", kv...)
+	}
+}
+
+// whyEnded says how a run ended, for status: "exit 3", "killed by
+// SIGSEGV", "timed out after 12h".
+func whyEnded(reason Reason, code int, sig string, timeout time.Duration) string {
+	switch reason {
+	case ReasonExited:
+		return "exit 0"
+	case ReasonFailed:
+		if sig != "" {
+			return "killed by " + sig
+		}
+		return fmt.Sprintf("exit %d", code)
+	case ReasonTimedOut:
+		return "timed out after " + accounting.FormatDuration(timeout)
+	}
+	return reason.String()
+}
+
+// shutdown stops the run in progress with the job's own signal and timeout,
+// and gives everything back. The job's stored state is left as it was, so
+// the next daemon runs it again.
+func (j *job) shutdown() {
+	j.cancelWait()
+	if j.backoff != nil {
+		j.backoff.Stop()
+	}
+	if j.run.proc != nil {
+		killed := j.run.proc.Stop(j.def.StopSignal, j.def.StopTimeout)
+		j.run.exit = <-j.exited
+		if j.run.after != nil {
+			j.run.after()
+		}
+		reason := ReasonStopped
+		if killed {
+			reason = ReasonKilled
+		}
+		j.recordEnd(reason)
+	}
+	j.give()
+}
+
+// persist writes what must survive a daemon restart.
+func (j *job) persist() {
+	rec := JobRecord{Name: j.name, State: j.life.state, Fingerprint: j.def.ProcessFingerprint(),
+		Restarts: j.life.restarts, Changed: j.life.since}
+	if prev, ok, err := j.d.store.Job(j.name); err == nil && ok {
+		rec.DoneFingerprint = prev.DoneFingerprint
+	}
+	if j.life.state == StateDone {
+		rec.DoneFingerprint = rec.Fingerprint
+	}
+	if err := j.d.store.PutJob(rec); err != nil {
+		j.log.Error("cannot record the job's state", "error", err)
+	}
+}
+
+func (j *job) setWhy(why string) {
+	j.mu.Lock()
+	j.v.Why = why
+	j.mu.Unlock()
+}
+
+// publish refreshes the view and tells the daemon something changed.
+func (j *job) publish() {
+	j.mu.Lock()
+	j.v.Def = j.def
+	j.v.State = j.life.state
+	j.v.Since = j.life.since
+	j.v.Restarts = j.life.restarts
+	j.v.Run = j.run.id
+	j.v.PID = 0
+	if j.run.proc != nil {
+		j.v.PID = j.run.proc.PID()
+	}
+	j.v.Grant = j.grant
+	j.v.GPUs = slices.Clone(j.run.gpus)
+	j.v.WaitingSince = j.waitingAt
+	if j.invalid != "" && j.life.state == StateInvalid {
+		j.v.Why = j.invalid
+	}
+	j.mu.Unlock()
+	j.d.changed.raise()
+}
+
+func signalName(sig syscall.Signal) string { return unix.SignalName(sig) }
