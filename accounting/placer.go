@@ -81,43 +81,79 @@ func (p *Placer) Wait(ctx context.Context, req Request) (*Book, Grant, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, Grant{}, err
 	}
-	p.mu.Lock()
-	if err := p.placeable(req.Resources); err != nil {
-		p.mu.Unlock()
+	ch := make(chan placed, 1)
+	t, err := p.Submit(req, func(b *Book, g Grant) { ch <- placed{b, g} })
+	if err != nil {
 		return nil, Grant{}, err
 	}
-	w := p.enqueue(req)
-	p.mu.Unlock()
-	return p.await(ctx, w)
+	return t.await(ctx, ch)
+}
+
+type placed struct {
+	book  *Book
+	grant Grant
 }
 
 // await is the waiting half of Wait.
-func (p *Placer) await(ctx context.Context, w *waiter) (*Book, Grant, error) {
+func (t *Ticket) await(ctx context.Context, ch <-chan placed) (*Book, Grant, error) {
 	select {
-	case <-w.ready:
-		return w.book, w.grant, nil
+	case r := <-ch:
+		return r.book, r.grant, nil
 	case <-ctx.Done():
 	}
-
-	p.mu.Lock()
-	select {
-	case <-w.ready:
-		// Granted in the instant the context ended. The caller is gone, so
-		// the grant goes back; Give must run without p.mu (it calls back).
-		p.mu.Unlock()
-		_ = w.book.Give(w.grant)
+	if t.Cancel() {
 		return nil, Grant{}, ctx.Err()
-	default:
 	}
-	wasHead := p.head.w == w
-	p.remove(w)
+	// Granted in the instant the context ended. The caller is gone, so the
+	// grant goes back.
+	r := <-ch
+	_ = r.book.Give(r.grant)
+	return nil, Grant{}, ctx.Err()
+}
+
+// Ticket is a request waiting in the Placer, as Submit returns it.
+type Ticket struct {
+	p *Placer
+	w *waiter
+}
+
+// Submit queues req and returns at once, without a goroutine waiting on it:
+// a daemon with ten thousand waiting jobs holds ten thousand small records,
+// not ten thousand stacks. granted is called exactly once, when the request
+// is granted — possibly before Submit returns — with the Placer's lock held:
+// it must not block and must not call the Placer or a Book (hand the grant
+// to another goroutine instead).
+//
+// An *UnplaceableError is returned at once when no machine could ever grant
+// req; granted is then never called.
+func (p *Placer) Submit(req Request, granted func(*Book, Grant)) (*Ticket, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if err := p.placeable(req.Resources); err != nil {
+		return nil, err
+	}
+	return &Ticket{p: p, w: p.enqueue(req, granted)}, nil
+}
+
+// Cancel withdraws the request. It reports true when the request was still
+// waiting and nothing was granted; false when it had been granted already
+// (granted was called, and the grant is the caller's to give back).
+func (t *Ticket) Cancel() bool {
+	p := t.p
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if t.w.done {
+		return false
+	}
+	wasHead := p.head.w == t.w
+	p.remove(t.w)
+	t.w.done = true
 	if wasHead {
 		// Only the head holds anything back; once it leaves, what it held
 		// may let others start. Any other waiter's leaving frees nothing.
 		p.dispatch()
 	}
-	p.mu.Unlock()
-	return nil, Grant{}, ctx.Err()
+	return true
 }
 
 // placeable returns an *UnplaceableError when no machine could ever grant r.
@@ -202,10 +238,12 @@ type waiter struct {
 	req   Request
 	seq   uint64
 	since time.Time
-	// ready is closed, under Placer.mu, once grant and book are set.
-	ready chan struct{}
-	grant Grant
-	book  *Book
+	// granted is told of the grant, under Placer.mu; done is set then, or
+	// when the waiter was cancelled.
+	granted func(*Book, Grant)
+	done    bool
+	grant   Grant
+	book    *Book
 
 	q     *shapeQueue
 	index int // in q.waiters
@@ -229,9 +267,9 @@ type headPlan struct {
 }
 
 // enqueue adds a waiter and lets the queue move. The caller holds p.mu.
-func (p *Placer) enqueue(req Request) *waiter {
+func (p *Placer) enqueue(req Request, granted func(*Book, Grant)) *waiter {
 	p.seq++
-	w := &waiter{req: req, seq: p.seq, since: p.now(), ready: make(chan struct{})}
+	w := &waiter{req: req, seq: p.seq, since: p.now(), granted: granted}
 	key := shape{Resources: req.Resources, Limit: req.Limit}
 	q := p.shapes[key]
 	if q == nil {
@@ -273,8 +311,10 @@ func (p *Placer) remove(w *waiter) {
 // deliver hands w its grant and wakes it. The caller holds p.mu.
 func (p *Placer) deliver(w *waiter, b *Book, g Grant) {
 	p.remove(w)
-	w.book, w.grant = b, g
-	close(w.ready)
+	w.book, w.grant, w.done = b, g, true
+	if w.granted != nil {
+		w.granted(b, g)
+	}
 }
 
 // dispatch starts whoever can start now, in order. The caller holds p.mu.

@@ -30,21 +30,16 @@ func (c *fakeClock) Set(t time.Time) {
 	c.now = t
 }
 
-// queueUp adds a waiter without blocking, as Wait does before it waits.
+// queueUp adds a waiter without blocking, as Submit does.
 func queueUp(p *Placer, req Request) *waiter {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.enqueue(req)
+	return p.enqueue(req, nil)
 }
 
-func granted(w *waiter) bool {
-	select {
-	case <-w.ready:
-		return true
-	default:
-		return false
-	}
-}
+// granted reports whether w was granted. The tests that use it run the
+// Placer from one goroutine.
+func granted(w *waiter) bool { return w.done && w.book != nil }
 
 func bounded(r Request, limit time.Duration) Request {
 	r.Limit = limit
@@ -287,11 +282,12 @@ func TestPlacerGrantedAsCancelled(t *testing.T) {
 	cancel()
 	var won, lost int
 	for range 200 {
-		w := queueUp(p, ask("racer", 1, 1, 0))
-		if !granted(w) {
+		ch := make(chan placed, 1)
+		tk, err := p.Submit(ask("racer", 1, 1, 0), func(b *Book, g Grant) { ch <- placed{b, g} })
+		if err != nil || len(ch) != 1 {
 			t.Fatal("an idle machine did not grant at once")
 		}
-		book, g, err := p.await(ctx, w)
+		book, g, err := tk.await(ctx, ch)
 		if err == nil {
 			won++
 			if err := book.Give(g); err != nil {
@@ -305,6 +301,33 @@ func TestPlacerGrantedAsCancelled(t *testing.T) {
 	if won == 0 || lost == 0 {
 		t.Logf("only one outcome seen (won %d, lost %d); the race path may be untested this run", won, lost)
 	}
+}
+
+func TestTicketCancel(t *testing.T) {
+	p := NewPlacer(time.Now)
+	b := p.AddMachine(machine(1, 0, 0))
+	var got []Grant
+	first, _ := p.Submit(ask("first", 1, 0, 0), func(_ *Book, g Grant) { got = append(got, g) })
+	second, _ := p.Submit(ask("second", 1, 0, 0), func(_ *Book, g Grant) { got = append(got, g) })
+	if len(got) != 1 || got[0].Holder != "first" {
+		t.Fatalf("granted %v, want first only", got)
+	}
+	if first.Cancel() {
+		t.Error("Cancel of a granted ticket reported that it withdrew it")
+	}
+	if !second.Cancel() {
+		t.Error("Cancel of a waiting ticket reported it was granted")
+	}
+	if second.Cancel() {
+		t.Error("a second Cancel withdrew it again")
+	}
+	if err := b.Give(got[0]); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 {
+		t.Errorf("a cancelled ticket was granted: %v", got)
+	}
+	checkBalanced(t, b)
 }
 
 func TestPlacerAddMachineWakesWaiters(t *testing.T) {
@@ -431,10 +454,8 @@ func TestPlacerProperty(t *testing.T) {
 					i := rng.IntN(len(waiting))
 					w := waiting[i]
 					waiting = append(waiting[:i], waiting[i+1:]...)
-					ctx, cancel := context.WithCancel(context.Background())
-					cancel()
-					if _, g, err := p.await(ctx, w); err == nil {
-						running = append(running, g)
+					if !(&Ticket{p: p, w: w}).Cancel() {
+						running = append(running, w.grant)
 					}
 					delete(promised, w)
 					collect()
