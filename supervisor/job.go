@@ -38,13 +38,14 @@ type job struct {
 	seenInvalid string
 
 	// Owned by the goroutine.
-	def       *luaapi.Job
-	invalid   string // why the definition cannot run, "" when it can
+	def     *luaapi.Job
+	invalid string // why the definition cannot run, "" when it can
+	// doneFP is the definition whose last run ended done, as stored.
+	doneFP    string
 	life      life
 	removed   bool
 	waitGen   uint64
-	cancel    context.CancelFunc
-	results   chan placement
+	ticket    *accounting.Ticket
 	book      *accounting.Book
 	grant     accounting.Grant
 	run       runState
@@ -76,16 +77,17 @@ type jobMessage struct {
 	processChanged bool
 	// ev is an event for step (start, restart, stop…), applied after def.
 	ev *event
+	// placed is the placer's answer to a wait.
+	placed *placement
 	// remove: the job is gone from the files; stop it and end.
 	remove bool
 }
 
-// placement is the answer of the placer to one wait.
+// placement is the placer's grant for one wait.
 type placement struct {
 	gen   uint64
 	book  *accounting.Book
 	grant accounting.Grant
-	err   error
 }
 
 // jobView is what the daemon shows about a job; a copy is taken under mu.
@@ -104,7 +106,7 @@ type jobView struct {
 	WaitingSince time.Time
 }
 
-func (d *Daemon) newJob(def *luaapi.Job, invalid string, initial life) *job {
+func (d *Daemon) newJob(def *luaapi.Job, invalid string, initial life, doneFP string) *job {
 	j := &job{
 		name:        def.Name,
 		d:           d,
@@ -116,7 +118,6 @@ func (d *Daemon) newJob(def *luaapi.Job, invalid string, initial life) *job {
 		seenDef:     def,
 		seenInvalid: invalid,
 		life:        initial,
-		results:     make(chan placement),
 		exited:      make(chan runner.Exit),
 		stopped:     make(chan bool, 1),
 	}
@@ -151,8 +152,6 @@ func (j *job) loop(ctx context.Context) {
 			for _, m := range j.in.drain() {
 				j.receive(m)
 			}
-		case p := <-j.results:
-			j.placed(p)
 		case exit := <-j.exited:
 			j.reaped(exit)
 		case <-timeoutC:
@@ -168,6 +167,7 @@ func (j *job) loop(ctx context.Context) {
 		if j.removed && !j.life.active() {
 			// Gone from the files: a job of that name added later is new.
 			j.cancelWait()
+			j.giveBackPlacements()
 			if err := j.d.store.DeleteJob(j.name); err != nil {
 				j.log.Error("cannot forget the removed job", "error", err)
 			}
@@ -177,6 +177,9 @@ func (j *job) loop(ctx context.Context) {
 }
 
 func (j *job) receive(m jobMessage) {
+	if m.placed != nil {
+		j.placed(*m.placed)
+	}
 	if m.def != nil {
 		j.def, j.invalid = m.def, m.invalid
 		switch {
@@ -278,54 +281,55 @@ func (j *job) wait() (event, bool) {
 		// Unaccounted jobs never wait and hold nothing.
 		return event{kind: evPlaced}, true
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	j.cancel = cancel
-	gen, req := j.waitGen, j.request()
-	go func() {
-		book, grant, err := j.d.placer.Wait(ctx, req)
-		p := placement{gen: gen, book: book, grant: grant, err: err}
-		select {
-		case j.results <- p:
-		case <-j.done:
-			// The job is gone: nobody will give it back but us.
-			if err == nil {
-				_ = book.Give(grant)
-			}
-		}
-	}()
+	gen := j.waitGen
+	t, err := j.d.placer.Submit(j.request(), func(b *accounting.Book, g accounting.Grant) {
+		// Under the placer's lock: hand it over, nothing more.
+		j.in.post(jobMessage{placed: &placement{gen: gen, book: b, grant: g}})
+	})
+	var unplaceable *accounting.UnplaceableError
+	if errors.As(err, &unplaceable) {
+		j.setWhy(fmt.Sprintf("%v (berth machine shows what it has)", unplaceable))
+		j.log.Warn("job fits no machine", "cpus", j.def.Resources.CPUs, "gpus", j.def.Resources.GPUs, "ram_bytes", j.def.Resources.RAMBytes)
+		return event{kind: evUnplaceable}, true
+	}
+	j.ticket = t
 	return event{}, false
 }
 
+// cancelWait withdraws the job from the placer's queue. A grant that raced
+// the withdrawal is already in the mailbox, and is given back when it is
+// read: its generation is no longer current.
 func (j *job) cancelWait() {
-	if j.cancel != nil {
-		j.cancel()
-		j.cancel = nil
+	if j.ticket != nil {
+		j.ticket.Cancel()
+		j.ticket = nil
+	}
+	j.waitGen++
+}
+
+// giveBackPlacements empties the mailbox of grants before the goroutine
+// ends, so that none is left held by a job nobody runs.
+func (j *job) giveBackPlacements() {
+	for _, m := range j.in.drain() {
+		if m.placed != nil && m.placed.book != nil {
+			_ = m.placed.book.Give(m.placed.grant)
+		}
 	}
 }
 
 func (j *job) placed(p placement) {
-	if p.gen != j.waitGen {
-		// An answer to a wait that was replaced: never ours to keep.
-		if p.err == nil && p.book != nil {
+	if p.gen != j.waitGen || j.life.state != StateWaiting {
+		// An answer to a wait that was withdrawn: never ours to keep.
+		if p.book != nil {
 			_ = p.book.Give(p.grant)
 		}
 		return
 	}
-	j.cancel = nil
-	var unplaceable *accounting.UnplaceableError
-	switch {
-	case errors.As(p.err, &unplaceable):
-		j.setWhy(fmt.Sprintf("%v (berth machine shows what it has)", unplaceable))
-		j.log.Warn("job fits no machine", "cpus", j.def.Resources.CPUs, "gpus", j.def.Resources.GPUs, "ram_bytes", j.def.Resources.RAMBytes)
-		j.apply(event{kind: evUnplaceable})
-	case p.err != nil:
-		// Cancelled: the event that cancelled it already moved the job on.
-	default:
-		j.book, j.grant = p.book, p.grant
-		j.log.Info("placed", "cpus", len(p.grant.CPUIDs), "gpus", j.d.cardNames(p.grant.GPUs), "ram_bytes", p.grant.RAMBytes,
-			"waited_ms", j.d.now().Sub(j.waitingAt).Milliseconds())
-		j.apply(event{kind: evPlaced})
-	}
+	j.ticket = nil
+	j.book, j.grant = p.book, p.grant
+	j.log.Info("placed", "cpus", len(p.grant.CPUIDs), "gpus", j.d.cardNames(p.grant.GPUs), "ram_bytes", p.grant.RAMBytes,
+		"waited_ms", j.d.now().Sub(j.waitingAt).Milliseconds())
+	j.apply(event{kind: evPlaced})
 }
 
 func (j *job) give() {
@@ -459,6 +463,7 @@ func whyEnded(reason Reason, code int, sig string, timeout time.Duration) string
 // the next daemon runs it again.
 func (j *job) shutdown() {
 	j.cancelWait()
+	j.giveBackPlacements()
 	if j.backoff != nil {
 		j.backoff.Stop()
 	}
@@ -479,14 +484,12 @@ func (j *job) shutdown() {
 
 // persist writes what must survive a daemon restart.
 func (j *job) persist() {
-	rec := JobRecord{Name: j.name, State: j.life.state, Fingerprint: j.def.ProcessFingerprint(),
-		Restarts: j.life.restarts, Changed: j.life.since}
-	if prev, ok, err := j.d.store.Job(j.name); err == nil && ok {
-		rec.DoneFingerprint = prev.DoneFingerprint
-	}
+	fp := j.def.ProcessFingerprint()
 	if j.life.state == StateDone {
-		rec.DoneFingerprint = rec.Fingerprint
+		j.doneFP = fp
 	}
+	rec := JobRecord{Name: j.name, State: j.life.state, Fingerprint: fp, DoneFingerprint: j.doneFP,
+		Restarts: j.life.restarts, Changed: j.life.since}
 	if err := j.d.store.PutJob(rec); err != nil {
 		j.log.Error("cannot record the job's state", "error", err)
 	}

@@ -2,7 +2,6 @@ package supervisor
 
 import (
 	"maps"
-	"runtime/debug"
 	"slices"
 	"strconv"
 	"time"
@@ -94,10 +93,7 @@ func (d *Daemon) reload(first bool) ReloadResult {
 			"removed", len(res.Removed), "errors", len(res.Errors), "duration_ms", d.now().Sub(began).Milliseconds())
 	}
 	d.changed.raise()
-	// Evaluating Lua allocates briefly and heavily (a file costs ~150 KiB of
-	// garbage); hand that memory back now rather than hold it until the
-	// runtime gets round to it, since the daemon then idles for hours.
-	debug.FreeOSMemory()
+	d.settle.Reset(settleAfter)
 	return res
 }
 
@@ -148,7 +144,8 @@ func (d *Daemon) apply(set *luaapi.Set, first bool) ReloadResult {
 		}
 		j, ok := d.jobs[def.Name]
 		if !ok {
-			j = d.newJob(def, invalid, d.remembered(def))
+			initial, doneFP := d.remembered(def)
+			j = d.newJob(def, invalid, initial, doneFP)
 			d.jobs[def.Name] = j
 			d.jobsWG.Go(func() { j.loop(d.jobsCtx) })
 			j.in.post(jobMessage{def: def, invalid: invalid})
@@ -187,19 +184,19 @@ func (d *Daemon) apply(set *luaapi.Set, first bool) ReloadResult {
 // whose last run of this very definition ended done stays done (a job runs
 // to completion once per definition), and so does one a person stopped or
 // that failed for good; anything else runs.
-func (d *Daemon) remembered(def *luaapi.Job) life {
+func (d *Daemon) remembered(def *luaapi.Job) (initial life, doneFingerprint string) {
 	rec, ok, err := d.store.Job(def.Name)
 	if err != nil || !ok {
-		return life{}
+		return life{}, ""
 	}
 	fp := def.ProcessFingerprint()
 	switch {
 	case rec.DoneFingerprint == fp && rec.State == StateDone:
-		return life{state: StateDone, since: rec.Changed}
+		return life{state: StateDone, since: rec.Changed}, rec.DoneFingerprint
 	case rec.Fingerprint == fp && (rec.State == StateFailed || rec.State == StateStopped):
-		return life{state: rec.State, since: rec.Changed, restarts: rec.Restarts}
+		return life{state: rec.State, since: rec.Changed, restarts: rec.Restarts}, rec.DoneFingerprint
 	}
-	return life{}
+	return life{}, rec.DoneFingerprint
 }
 
 // reloadingMessage carries MONOTONIC_USEC in the same message as

@@ -64,6 +64,9 @@ func BenchmarkDaemonRSS(b *testing.B) {
 		for time.Now().Before(deadline) && d.status().Counts["waiting"] != 998 {
 			time.Sleep(50 * time.Millisecond)
 		}
+		// Measured once the daemon has settled after the load (it hands
+		// memory back settleAfter, 2 s, after a reload).
+		time.Sleep(3 * time.Second)
 		b.ReportMetric(float64(rssKiB(b, d.cmd.Process.Pid))/1024, "rss-MiB")
 		d.stop()
 	}
