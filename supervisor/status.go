@@ -63,6 +63,7 @@ func (d *Daemon) Status() Status {
 		Machine: MachineStatus{
 			CPUs:     snap.Capacity.CPUs(),
 			CPUsFree: snap.Free.CPUs,
+			Cards:    []CardStatus{},
 		},
 	}
 	if snap.Capacity.RAMKnown {
@@ -115,10 +116,10 @@ func (d *Daemon) Status() Status {
 func waitingWhy(asked, free accounting.Resources, ramKnown bool) string {
 	var short []string
 	if asked.GPUs > free.GPUs {
-		short = append(short, fmt.Sprintf("needs %d gpus; %d free", asked.GPUs, free.GPUs))
+		short = append(short, fmt.Sprintf("needs %s; %d free", countOf(asked.GPUs, "gpu"), free.GPUs))
 	}
 	if asked.CPUs > free.CPUs {
-		short = append(short, fmt.Sprintf("needs %d cpus; %d free", asked.CPUs, free.CPUs))
+		short = append(short, fmt.Sprintf("needs %s; %d free", countOf(asked.CPUs, "cpu"), free.CPUs))
 	}
 	if ramKnown && asked.RAMBytes > free.RAMBytes {
 		short = append(short, fmt.Sprintf("needs %s memory; %s free", accounting.FormatSize(asked.RAMBytes), accounting.FormatSize(max(0, free.RAMBytes))))
@@ -127,6 +128,14 @@ func waitingWhy(asked, free accounting.Resources, ramKnown bool) string {
 		return "queued behind a job ahead of it"
 	}
 	return strings.Join(short, ", ")
+}
+
+// countOf writes "1 gpu", "2 gpus".
+func countOf(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }
 
 // statusLine is systemd's one-line summary, e.g.
@@ -144,7 +153,7 @@ func (d *Daemon) statusLine() string {
 		if state == "waiting" {
 			forGPUs := 0
 			for _, j := range s.Jobs {
-				if j.State == "waiting" && strings.Contains(j.Why, "gpus") {
+				if j.State == "waiting" && strings.Contains(j.Why, " gpu") {
 					forGPUs++
 				}
 			}
