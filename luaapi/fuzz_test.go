@@ -17,6 +17,11 @@ func FuzzEval(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
+	examples, err := filepath.Glob("../examples/*/*.lua")
+	if err != nil || len(examples) == 0 {
+		f.Fatalf("no examples to seed from: %v", err)
+	}
+	paths = append(paths, examples...)
 	for _, p := range paths {
 		src, err := os.ReadFile(p)
 		if err != nil {

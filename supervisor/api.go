@@ -3,8 +3,13 @@ package supervisor
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net"
 	"net/http"
+	"os"
+	"os/user"
+	"slices"
+	"strconv"
 
 	"golang.org/x/sys/unix"
 )
@@ -22,6 +27,46 @@ func (d *Daemon) api() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET "+APIVersion+"/status", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, d.Status())
+	})
+	mux.HandleFunc("GET "+APIVersion+"/jobs", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, d.Status().Jobs)
+	})
+	mux.HandleFunc("GET "+APIVersion+"/jobs/{name}", func(w http.ResponseWriter, r *http.Request) {
+		name := r.PathValue("name")
+		detail, ok := d.detail(name)
+		if !ok {
+			writeError(w, http.StatusNotFound, noSuchJob(name))
+			return
+		}
+		writeJSON(w, http.StatusOK, detail)
+	})
+	mux.HandleFunc("GET "+APIVersion+"/history", func(w http.ResponseWriter, r *http.Request) {
+		job := r.URL.Query().Get("job")
+		n := 20
+		if v := r.URL.Query().Get("n"); v != "" {
+			var err error
+			if n, err = strconv.Atoi(v); err != nil || n < 1 {
+				writeError(w, http.StatusBadRequest, "n must be a whole number of runs, 1 or more, got "+strconv.Quote(v))
+				return
+			}
+		}
+		runs, err := d.store.Runs(job, n)
+		if err != nil {
+			writeError(w, http.StatusInternalServerError, "cannot read the history: "+err.Error())
+			return
+		}
+		if _, known := d.jobStatus(job); job != "" && !known && len(runs) == 0 {
+			writeError(w, http.StatusNotFound, noSuchJob(job))
+			return
+		}
+		views := make([]RunView, len(runs))
+		for i, run := range runs {
+			views[i] = runViewOf(run)
+		}
+		writeJSON(w, http.StatusOK, views)
+	})
+	mux.HandleFunc("GET "+APIVersion+"/flavors", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, d.flavors())
 	})
 	mux.HandleFunc("POST "+APIVersion+"/reload", func(w http.ResponseWriter, r *http.Request) {
 		d.logCaller(r, "reload")
@@ -43,7 +88,7 @@ func (d *Daemon) api() http.Handler {
 			j, ok := d.jobs[name]
 			d.mu.Unlock()
 			if !ok {
-				writeError(w, http.StatusNotFound, "no job named \""+name+"\" (berth jobs lists them)")
+				writeError(w, http.StatusNotFound, noSuchJob(name))
 				return
 			}
 			j.in.post(jobMessage{ev: &event{kind: verb.ev}})
@@ -53,7 +98,86 @@ func (d *Daemon) api() http.Handler {
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "no such call: "+r.Method+" "+r.URL.Path+" (the daemon speaks "+APIVersion+")")
 	})
-	return mux
+	return d.authorize(mux)
+}
+
+func noSuchJob(name string) string {
+	return "no job named \"" + name + "\" (berth jobs lists them)"
+}
+
+// detail is `berth show JOB`.
+func (d *Daemon) detail(name string) (JobDetail, bool) {
+	d.mu.Lock()
+	j, ok := d.jobs[name]
+	d.mu.Unlock()
+	if !ok {
+		return JobDetail{}, false
+	}
+	st, ok := d.jobStatus(name)
+	if !ok {
+		return JobDetail{}, false
+	}
+	def := j.view().Def
+	out := JobDetail{Status: st, Definition: DefinitionOf(def), NextEnv: d.previewEnv(def), Logs: d.logsOf(name), Runs: []RunView{}}
+	if runs, err := d.store.Runs(name, 10); err == nil {
+		for _, r := range runs {
+			out.Runs = append(out.Runs, runViewOf(r))
+		}
+	}
+	return out, true
+}
+
+// flavors lists the flavors in force and the jobs that use each.
+func (d *Daemon) flavors() []FlavorView {
+	d.mu.Lock()
+	set := d.set
+	d.mu.Unlock()
+	usedBy := map[string][]string{}
+	for _, j := range set.Jobs {
+		if j.Flavor != "" {
+			usedBy[j.Flavor] = append(usedBy[j.Flavor], j.Name)
+		}
+	}
+	out := make([]FlavorView, len(set.Flavors))
+	for i, f := range set.Flavors {
+		out[i] = FlavorOf(f, usedBy[f.Name])
+	}
+	return out
+}
+
+// authorize lets in root, the daemon's own user, and members of the group
+// berth, whatever the socket's mode says: a loosened chmod must not open the
+// daemon to everyone on the machine.
+func (d *Daemon) authorize(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		cred, ok := r.Context().Value(peerKey{}).(unix.Ucred)
+		if ok && !d.allowed(cred) {
+			d.log.Warn("control request refused", "uid", cred.Uid, "pid", cred.Pid, "path", r.URL.Path)
+			writeError(w, http.StatusForbidden, fmt.Sprintf(
+				"uid %d may not use this berth daemon: it answers root, its own user and the group berth (sudo usermod -aG berth $USER, then log in again)", cred.Uid))
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func (d *Daemon) allowed(c unix.Ucred) bool {
+	if c.Uid == 0 || int(c.Uid) == os.Getuid() {
+		return true
+	}
+	g, err := user.LookupGroup("berth")
+	if err != nil {
+		return false
+	}
+	if strconv.Itoa(int(c.Gid)) == g.Gid {
+		return true
+	}
+	u, err := user.LookupId(strconv.Itoa(int(c.Uid)))
+	if err != nil {
+		return false
+	}
+	groups, err := u.GroupIds()
+	return err == nil && slices.Contains(groups, g.Gid)
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {

@@ -17,6 +17,10 @@ type Status struct {
 	Jobs    []JobStatus    `json:"jobs"`
 	Errors  []string       `json:"errors"`
 	Counts  map[string]int `json:"counts"`
+	// Logs is "journal" when jobs' output goes to journald, else "files".
+	Logs string `json:"logs"`
+	// Now is the daemon's clock when the picture was taken.
+	Now time.Time `json:"now"`
 }
 
 // MachineStatus is what the machine has and who holds it.
@@ -48,8 +52,9 @@ type JobStatus struct {
 	Restarts int       `json:"restarts"`
 	File     string    `json:"file"`
 	Line     int       `json:"line"`
-	// Asked is what the definition asks, for a job that does not hold it.
-	Asked accounting.Resources `json:"-"`
+	// Asked is what the definition asks (a waiting job holds nothing yet).
+	Asked  Size   `json:"asked"`
+	Flavor string `json:"flavor,omitempty"`
 	// ExpectedStart is set for the head of the queue when it can be known.
 	ExpectedStart *time.Time `json:"expected_start,omitempty"`
 }
@@ -60,11 +65,16 @@ func (d *Daemon) Status() Status {
 	s := Status{
 		Host:   d.cfg.Machine.Hostname,
 		Counts: map[string]int{},
+		Logs:   "files",
+		Now:    d.now(),
 		Machine: MachineStatus{
 			CPUs:     snap.Capacity.CPUs(),
 			CPUsFree: snap.Free.CPUs,
 			Cards:    []CardStatus{},
 		},
+	}
+	if d.cfg.JournalSocket != "" {
+		s.Logs = "journal"
 	}
 	if snap.Capacity.RAMKnown {
 		total, free := snap.Capacity.RAMBytes, snap.Free.RAMBytes
@@ -93,7 +103,7 @@ func (d *Daemon) Status() Status {
 		js := JobStatus{
 			Name: j.name, State: v.State.String(), Since: v.Since, Why: v.Why, Run: v.Run, PID: v.PID,
 			CPUs: len(v.Grant.CPUIDs), GPUs: v.GPUs, RAMBytes: v.Grant.RAMBytes, Restarts: v.Restarts,
-			File: v.Def.Pos.File, Line: v.Def.Pos.Line, Asked: v.Def.Resources,
+			File: v.Def.Pos.File, Line: v.Def.Pos.Line, Asked: sizeOf(v.Def.Resources), Flavor: v.Def.Flavor,
 		}
 		if js.GPUs == nil {
 			js.GPUs = []string{}
@@ -109,7 +119,23 @@ func (d *Daemon) Status() Status {
 		s.Jobs = append(s.Jobs, js)
 	}
 	slices.SortFunc(s.Jobs, func(a, b JobStatus) int { return strings.Compare(a.Name, b.Name) })
+	if s.Jobs == nil {
+		s.Jobs = []JobStatus{}
+	}
+	if s.Errors == nil {
+		s.Errors = []string{}
+	}
 	return s
+}
+
+// jobStatus is one job's part of Status, or false when there is no such job.
+func (d *Daemon) jobStatus(name string) (JobStatus, bool) {
+	for _, j := range d.Status().Jobs {
+		if j.Name == name {
+			return j, true
+		}
+	}
+	return JobStatus{}, false
 }
 
 // waitingWhy says what a waiting job is short of: "needs 2 gpus; 1 free".

@@ -6,9 +6,6 @@ import (
 	"os"
 	"slices"
 	"strings"
-	"syscall"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/berthd/berth/accounting"
 	"github.com/berthd/berth/luaapi"
@@ -138,89 +135,38 @@ func luaMachine(inv probes.Inventory) luaapi.Machine {
 	}
 }
 
-// The JSON of `berth check --json`; its keys are part of the interface.
-type (
-	checkJSON struct {
-		Files   []string      `json:"files"`
-		Flavors []flavorJSON  `json:"flavors"`
-		Jobs    []jobJSON     `json:"jobs"`
-		Errors  []messageJSON `json:"errors"`
-	}
-	flavorJSON struct {
-		Name     string `json:"name"`
-		File     string `json:"file"`
-		Line     int    `json:"line"`
-		CPUs     int    `json:"cpus"`
-		GPUs     int    `json:"gpus"`
-		RAMBytes int64  `json:"ram_bytes"`
-	}
-	jobJSON struct {
-		Name        string            `json:"name"`
-		File        string            `json:"file"`
-		Line        int               `json:"line"`
-		Cmd         []string          `json:"cmd"`
-		Dir         string            `json:"dir"`
-		Flavor      string            `json:"flavor,omitempty"`
-		CPUs        int               `json:"cpus"`
-		GPUs        int               `json:"gpus"`
-		RAMBytes    int64             `json:"ram_bytes"`
-		Env         map[string]string `json:"env"`
-		User        string            `json:"user,omitempty"`
-		Group       string            `json:"group,omitempty"`
-		Restart     string            `json:"restart"`
-		MaxRestarts *int              `json:"max_restarts"`
-		Timeout     string            `json:"timeout,omitempty"`
-		StopSignal  string            `json:"stop_signal"`
-		StopTimeout string            `json:"stop_timeout"`
-		Priority    int               `json:"priority"`
-		OnChange    string            `json:"on_change"`
-		Enabled     bool              `json:"enabled"`
-		Description string            `json:"description,omitempty"`
-	}
-	messageJSON struct {
-		File    string `json:"file,omitempty"`
-		Line    int    `json:"line,omitempty"`
-		Message string `json:"message"`
-	}
-)
+// checkJSON is `berth check --json`; its keys are part of the interface.
+type checkJSON struct {
+	Files   []string                   `json:"files"`
+	Flavors []supervisor.FlavorView    `json:"flavors"`
+	Jobs    []supervisor.JobDefinition `json:"jobs"`
+	Errors  []messageJSON              `json:"errors"`
+}
+
+type messageJSON struct {
+	File    string `json:"file,omitempty"`
+	Line    int    `json:"line,omitempty"`
+	Message string `json:"message"`
+}
 
 func checkReport(set *luaapi.Set, problems []checkProblem) checkJSON {
-	out := checkJSON{Files: []string{}, Flavors: []flavorJSON{}, Jobs: []jobJSON{}, Errors: []messageJSON{}}
+	out := checkJSON{Files: []string{}, Flavors: []supervisor.FlavorView{}, Jobs: []supervisor.JobDefinition{}, Errors: []messageJSON{}}
 	for _, f := range set.Files {
 		out.Files = append(out.Files, f.Path)
 	}
-	for _, f := range set.Flavors {
-		out.Flavors = append(out.Flavors, flavorJSON{Name: f.Name, File: f.Pos.File, Line: f.Pos.Line,
-			CPUs: f.Resources.CPUs, GPUs: f.Resources.GPUs, RAMBytes: f.Resources.RAMBytes})
+	usedBy := map[string][]string{}
+	for i := range set.Jobs {
+		j := &set.Jobs[i]
+		out.Jobs = append(out.Jobs, supervisor.DefinitionOf(j))
+		if j.Flavor != "" {
+			usedBy[j.Flavor] = append(usedBy[j.Flavor], j.Name)
+		}
 	}
-	for _, j := range set.Jobs {
-		out.Jobs = append(out.Jobs, jobReport(j))
+	for _, f := range set.Flavors {
+		out.Flavors = append(out.Flavors, supervisor.FlavorOf(f, usedBy[f.Name]))
 	}
 	for _, p := range problems {
 		out.Errors = append(out.Errors, messageJSON{File: p.pos.File, Line: p.pos.Line, Message: p.msg})
 	}
 	return out
 }
-
-func jobReport(j luaapi.Job) jobJSON {
-	out := jobJSON{
-		Name: j.Name, File: j.Pos.File, Line: j.Pos.Line,
-		Cmd: j.Cmd, Dir: j.Dir, Flavor: j.Flavor,
-		CPUs: j.Resources.CPUs, GPUs: j.Resources.GPUs, RAMBytes: j.Resources.RAMBytes,
-		Env: j.Env, User: j.User, Group: j.Group,
-		Restart: j.Restart.String(), StopSignal: signalName(j.StopSignal), StopTimeout: accounting.FormatDuration(j.StopTimeout),
-		Priority: j.Priority, OnChange: j.OnChange.String(), Enabled: j.Enabled, Description: j.Description,
-	}
-	if out.Env == nil {
-		out.Env = map[string]string{}
-	}
-	if j.MaxRestarts >= 0 {
-		out.MaxRestarts = &j.MaxRestarts
-	}
-	if j.Timeout > 0 {
-		out.Timeout = accounting.FormatDuration(j.Timeout)
-	}
-	return out
-}
-
-func signalName(sig syscall.Signal) string { return unix.SignalName(sig) }

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/berthd/berth/supervisor"
 )
 
 func TestCheckExamples(t *testing.T) {
@@ -46,13 +48,13 @@ func TestCheckJSON(t *testing.T) {
 	if len(report.Files) != 3 || len(report.Flavors) != 2 || len(report.Errors) != 0 {
 		t.Fatalf("report: %d files, %d flavors, %d errors", len(report.Files), len(report.Flavors), len(report.Errors))
 	}
-	var hello *jobJSON
+	var hello *supervisor.JobDefinition
 	for i := range report.Jobs {
 		if report.Jobs[i].Name == "hello" {
 			hello = &report.Jobs[i]
 		}
 	}
-	if hello == nil || hello.Flavor != "small" || hello.CPUs != 1 || hello.RAMBytes != 256<<20 || hello.Cmd[0] != "/bin/sh" || hello.StopSignal != "SIGTERM" {
+	if hello == nil || hello.Flavor != "small" || hello.Resources.CPUs != 1 || hello.Resources.RAMBytes != 256<<20 || hello.Cmd[0] != "/bin/sh" || hello.StopSignal != "SIGTERM" {
 		t.Errorf("hello as loaded: %+v", hello)
 	}
 }

@@ -1,0 +1,163 @@
+package supervisor
+
+import (
+	"path/filepath"
+	"time"
+
+	"github.com/berthd/berth/accounting"
+	"github.com/berthd/berth/luaapi"
+)
+
+// These are the control socket's answers, as JSON. Their keys are part of
+// berth's interface (the client and people's scripts read them): add keys,
+// never rename or remove one.
+
+// Size is an amount of resources.
+type Size struct {
+	CPUs     int   `json:"cpus"`
+	GPUs     int   `json:"gpus"`
+	RAMBytes int64 `json:"ram_bytes"`
+}
+
+func sizeOf(r accounting.Resources) Size {
+	return Size{CPUs: r.CPUs, GPUs: r.GPUs, RAMBytes: r.RAMBytes}
+}
+
+// JobDefinition is a job as its file declares it, resources resolved.
+type JobDefinition struct {
+	Name        string            `json:"name"`
+	File        string            `json:"file"`
+	Line        int               `json:"line"`
+	Cmd         []string          `json:"cmd"`
+	Dir         string            `json:"dir"`
+	Flavor      string            `json:"flavor,omitempty"`
+	Resources   Size              `json:"resources"`
+	Env         map[string]string `json:"env"`
+	User        string            `json:"user,omitempty"`
+	Group       string            `json:"group,omitempty"`
+	Restart     string            `json:"restart"`
+	MaxRestarts *int              `json:"max_restarts"` // null: unlimited
+	Timeout     string            `json:"timeout,omitempty"`
+	StopSignal  string            `json:"stop_signal"`
+	StopTimeout string            `json:"stop_timeout"`
+	Priority    int               `json:"priority"`
+	OnChange    string            `json:"on_change"`
+	Enabled     bool              `json:"enabled"`
+	Description string            `json:"description,omitempty"`
+}
+
+// DefinitionOf turns a loaded job into its JSON view.
+func DefinitionOf(j *luaapi.Job) JobDefinition {
+	out := JobDefinition{
+		Name: j.Name, File: j.Pos.File, Line: j.Pos.Line,
+		Cmd: j.Cmd, Dir: j.Dir, Flavor: j.Flavor, Resources: sizeOf(j.Resources),
+		Env: j.Env, User: j.User, Group: j.Group,
+		Restart: j.Restart.String(), StopSignal: signalName(j.StopSignal),
+		StopTimeout: accounting.FormatDuration(j.StopTimeout),
+		Priority:    j.Priority, OnChange: j.OnChange.String(), Enabled: j.Enabled, Description: j.Description,
+	}
+	if out.Env == nil {
+		out.Env = map[string]string{}
+	}
+	if j.MaxRestarts >= 0 {
+		n := j.MaxRestarts
+		out.MaxRestarts = &n
+	}
+	if j.Timeout > 0 {
+		out.Timeout = accounting.FormatDuration(j.Timeout)
+	}
+	return out
+}
+
+// FlavorView is a flavor as its file declares it.
+type FlavorView struct {
+	Name      string   `json:"name"`
+	File      string   `json:"file"`
+	Line      int      `json:"line"`
+	Resources Size     `json:"resources"`
+	UsedBy    []string `json:"used_by"`
+}
+
+// FlavorOf turns a loaded flavor into its JSON view; usedBy are the jobs
+// that name it.
+func FlavorOf(f luaapi.Flavor, usedBy []string) FlavorView {
+	if usedBy == nil {
+		usedBy = []string{}
+	}
+	return FlavorView{Name: f.Name, File: f.Pos.File, Line: f.Pos.Line, Resources: sizeOf(f.Resources), UsedBy: usedBy}
+}
+
+// RunView is one run, as history shows it.
+type RunView struct {
+	ID       uint64     `json:"id"`
+	Job      string     `json:"job"`
+	Start    time.Time  `json:"start"`
+	End      *time.Time `json:"end,omitempty"` // absent while running
+	PID      int        `json:"pid,omitempty"`
+	CPUs     int        `json:"cpus"`
+	GPUs     []string   `json:"gpus"`
+	RAMBytes int64      `json:"ram_bytes"`
+	ExitCode *int       `json:"exit_code,omitempty"`
+	Signal   string     `json:"signal,omitempty"`
+	Reason   string     `json:"reason,omitempty"` // absent while running
+}
+
+func runViewOf(r RunRecord) RunView {
+	v := RunView{ID: r.ID, Job: r.Job, Start: r.Start, PID: r.PID, CPUs: len(r.CPUIDs), GPUs: r.GPUs,
+		RAMBytes: r.RAMBytes, Signal: r.Signal, Reason: r.Reason.String()}
+	if v.GPUs == nil {
+		v.GPUs = []string{}
+	}
+	if !r.End.IsZero() {
+		end := r.End
+		v.End = &end
+		if r.Signal == "" && (r.Reason == ReasonExited || r.Reason == ReasonFailed) {
+			code := r.ExitCode
+			v.ExitCode = &code
+		}
+	}
+	return v
+}
+
+// JobDetail is `berth show JOB`: the definition, the environment its next
+// run would get, and its last runs.
+type JobDetail struct {
+	Status     JobStatus     `json:"status"`
+	Definition JobDefinition `json:"definition"`
+	// NextEnv is the environment of the next run, for a grant of exactly
+	// what the job asks (the cards named as the first free ones would be).
+	NextEnv []string  `json:"next_env"`
+	Runs    []RunView `json:"runs"`
+	// Logs says where the job's output is: "journal" (journalctl -t JOB)
+	// or the path of its log file.
+	Logs string `json:"logs"`
+}
+
+// previewEnv is the environment a run of def would start with if granted
+// what it asks now, lowest cards and cores first.
+func (d *Daemon) previewEnv(def *luaapi.Job) []string {
+	grant := accounting.Grant{RAMBytes: def.Resources.RAMBytes}
+	for i := 0; i < def.Resources.CPUs && i < len(d.cfg.Machine.CPUIDs); i++ {
+		grant.CPUIDs = append(grant.CPUIDs, d.cfg.Machine.CPUIDs[i])
+	}
+	for i := 0; i < def.Resources.GPUs; i++ {
+		grant.GPUs = append(grant.GPUs, i)
+	}
+	return environList(accounting.Env(accounting.EnvInput{
+		Daemon: d.environ, Job: def.Name, Run: "next", Grant: grant,
+		Unaccounted: def.Resources.Unaccounted(), MachineCPUs: d.cfg.Machine.CPUs,
+		UnaccountedJobs: int(d.unaccounted.Load()), Cards: d.cfg.Machine.GPUs, Declared: def.Env,
+	}))
+}
+
+// logsOf says where a job's output goes.
+func (d *Daemon) logsOf(name string) string {
+	if d.cfg.JournalSocket != "" {
+		return "journal"
+	}
+	return d.logPath(name)
+}
+
+func (d *Daemon) logPath(name string) string {
+	return filepath.Join(d.cfg.StateDir, "logs", name+".log")
+}
