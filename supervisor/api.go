@@ -91,6 +91,14 @@ func (d *Daemon) api() http.Handler {
 				writeError(w, http.StatusNotFound, noSuchJob(name))
 				return
 			}
+			if v := j.view(); verb.ev != evStop && (v.State == StateDisabled || v.State == StateInvalid) {
+				why := "it is disabled in its file (set enabled = true there, then berth reload)"
+				if v.State == StateInvalid {
+					why = "its declaration cannot run: " + v.Why
+				}
+				writeError(w, http.StatusConflict, fmt.Sprintf("cannot %s job %q: %s", verb.name, name, why))
+				return
+			}
 			j.in.post(jobMessage{ev: &event{kind: verb.ev}})
 			writeJSON(w, http.StatusOK, map[string]string{"job": name, "requested": verb.name})
 		})

@@ -74,7 +74,9 @@ type Daemon struct {
 	localRuns   atomic.Uint64
 
 	// Owned by the loop goroutine.
+	latest   map[string]*luaapi.File // the latest version of each file, as evaluated
 	good     map[string]*luaapi.File // the version of each file in force
+	refused  map[string]string       // files refused for their owner or mode, and why
 	fileErrs map[string][]string     // why a file's latest version is not in force
 	set      *luaapi.Set
 	requests chan request
@@ -126,7 +128,9 @@ func Open(cfg Config) (*Daemon, error) {
 		placer:   accounting.NewPlacer(cfg.Clock),
 		environ:  environMap(cfg.Environ),
 		changed:  newSignal(),
+		latest:   map[string]*luaapi.File{},
 		good:     map[string]*luaapi.File{},
+		refused:  map[string]string{},
 		fileErrs: map[string][]string{},
 		set:      &luaapi.Set{},
 		requests: make(chan request),

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"sync"
 	"syscall"
 	"time"
@@ -75,6 +76,10 @@ type jobMessage struct {
 	def            *luaapi.Job
 	invalid        string
 	processChanged bool
+	// requeue: what the job asks of the placer changed (resources,
+	// priority, or the limits that bound its grant); a waiting job queues
+	// again. Any other edit leaves its place in the queue alone.
+	requeue bool
 	// ev is an event for step (start, restart, stop…), applied after def.
 	ev *event
 	// placed is the placer's answer to a wait.
@@ -149,6 +154,12 @@ func (j *job) loop(ctx context.Context) {
 		}
 		select {
 		case <-j.in.wake:
+			if ctx.Err() != nil {
+				// Shutting down: a grant handed over now is given back
+				// rather than started and killed.
+				j.shutdown()
+				return
+			}
 			for _, m := range j.in.drain() {
 				j.receive(m)
 			}
@@ -165,12 +176,8 @@ func (j *job) loop(ctx context.Context) {
 			return
 		}
 		if j.removed && !j.life.active() {
-			// Gone from the files: a job of that name added later is new.
 			j.cancelWait()
 			j.giveBackPlacements()
-			if err := j.d.store.DeleteJob(j.name); err != nil {
-				j.log.Error("cannot forget the removed job", "error", err)
-			}
 			return
 		}
 	}
@@ -181,7 +188,11 @@ func (j *job) receive(m jobMessage) {
 		j.placed(*m.placed)
 	}
 	if m.def != nil {
+		old := j.def
 		j.def, j.invalid = m.def, m.invalid
+		if j.life.state == StateRunning && old.Timeout != m.def.Timeout {
+			j.rearmTimeout()
+		}
 		switch {
 		case m.invalid != "":
 			j.apply(event{kind: evInvalid})
@@ -191,7 +202,7 @@ func (j *job) receive(m jobMessage) {
 			j.apply(event{kind: evEnable})
 		case m.processChanged:
 			j.apply(event{kind: evRedefine, finish: m.def.OnChange == luaapi.OnChangeFinish})
-		case j.life.state == StateWaiting:
+		case j.life.state == StateWaiting && m.requeue:
 			// A flavor was edited, or the priority changed: queue again
 			// with what the job now asks.
 			j.apply(event{kind: evRedefine})
@@ -200,7 +211,7 @@ func (j *job) receive(m jobMessage) {
 			j.apply(event{kind: evStart})
 		}
 	}
-	if m.ev != nil {
+	if m.ev != nil && !j.removed {
 		if j.invalid != "" && (m.ev.kind == evStart || m.ev.kind == evRestart) {
 			j.apply(event{kind: evInvalid})
 		} else {
@@ -288,7 +299,7 @@ func (j *job) wait() (event, bool) {
 	})
 	var unplaceable *accounting.UnplaceableError
 	if errors.As(err, &unplaceable) {
-		j.setWhy(fmt.Sprintf("%v (berth machine shows what it has)", unplaceable))
+		j.setWhy(fmt.Sprintf("%s: job %q %v (berth machine shows what it has)", j.def.Pos.File+":"+strconv.Itoa(j.def.Pos.Line), j.name, unplaceable))
 		j.log.Warn("job fits no machine", "cpus", j.def.Resources.CPUs, "gpus", j.def.Resources.GPUs, "ram_bytes", j.def.Resources.RAMBytes)
 		return event{kind: evUnplaceable}, true
 	}
@@ -358,7 +369,7 @@ func (j *job) spawn() (event, bool) {
 
 	proc, after, err := j.d.start(j, rec.ID)
 	if err != nil {
-		j.setWhy("spawn error: " + err.Error())
+		j.setWhy(fmt.Sprintf("cannot start: %v (berth show %s shows its command, directory and user)", err, j.name))
 		j.log.Error("cannot start", "run", rec.ID, "error", err)
 		return event{kind: evSpawnFailed}, true
 	}
@@ -381,6 +392,18 @@ func (j *job) spawn() (event, bool) {
 	}()
 	j.setWhy("")
 	return event{kind: evSpawned}, true
+}
+
+// rearmTimeout applies an edited timeout to the run in progress, counted
+// from the run's start: policy edits apply in place.
+func (j *job) rearmTimeout() {
+	if j.timeout != nil {
+		j.timeout.Stop()
+		j.timeout = nil
+	}
+	if j.def.Timeout > 0 {
+		j.timeout = time.NewTimer(max(0, j.run.start.Add(j.def.Timeout).Sub(j.d.now())))
+	}
 }
 
 func (j *job) stop() {
@@ -409,7 +432,6 @@ func (j *job) reaped(exit runner.Exit) {
 	}
 	failed := exit.Code != 0 || exit.Signal != 0 || exit.Err != nil
 	j.apply(event{kind: evExited, failed: failed, killed: killed})
-	j.run = runState{}
 }
 
 func (j *job) recordEnd(reason Reason) {
@@ -439,6 +461,10 @@ func (j *job) recordEnd(reason Reason) {
 	} else {
 		j.log.Warn("exited", kv...)
 	}
+	// The run is over. Cleared here, inside the step that ended it, because
+	// the same step may start the next run (an unaccounted job is placed at
+	// once).
+	j.run = runState{}
 }
 
 // whyEnded says how a run ended, for status: "exit 3", "killed by
@@ -468,22 +494,46 @@ func (j *job) shutdown() {
 		j.backoff.Stop()
 	}
 	if j.run.proc != nil {
-		killed := j.run.proc.Stop(j.def.StopSignal, j.def.StopTimeout)
-		j.run.exit = <-j.exited
+		var killed bool
+		if j.life.state == StateStopping {
+			// A stop is under way: let it finish rather than signal again
+			// (a second SIGINT interrupts a job's own cleanup).
+			j.run.exit = <-j.exited
+			killed = <-j.stopped
+		} else {
+			killed = j.run.proc.Stop(j.def.StopSignal, j.def.StopTimeout)
+			j.run.exit = <-j.exited
+		}
 		if j.run.after != nil {
 			j.run.after()
 		}
 		reason := ReasonStopped
-		if killed {
+		switch {
+		case j.life.timedOut:
+			reason = ReasonTimedOut
+		case killed:
 			reason = ReasonKilled
 		}
 		j.recordEnd(reason)
+		// A person's stop (or a disable) that was under way is where the
+		// job rests; anything else runs again with the next daemon.
+		switch j.life.after {
+		case StateStopped, StateDisabled, StateInvalid:
+			j.life.state, j.life.since = j.life.after, j.d.now()
+			j.persist()
+		}
 	}
 	j.give()
 }
 
-// persist writes what must survive a daemon restart.
+// persist writes what must survive a daemon restart. A removed job writes
+// nothing more: its record is left as it was before the removal, so a job of
+// that name declared again later starts as a job would (and the goroutine
+// still stopping cannot overwrite the newcomer's record).
 func (j *job) persist() {
+	if j.removed {
+		return
+	}
 	fp := j.def.ProcessFingerprint()
 	if j.life.state == StateDone {
 		j.doneFP = fp

@@ -36,41 +36,24 @@ func (d *Daemon) reload(first bool) ReloadResult {
 		d.log.Error("cannot scan the jobs directory", "dir", d.cfg.JobsDir, "error", err)
 	}
 	opts := luaapi.Options{Machine: luaMachine(d.cfg), Budget: d.cfg.LoadBudget, Logger: d.log.Named("lua")}
-	previous := maps.Clone(d.good)
 	for path, src := range scan.Changed {
-		f := luaapi.Eval(path, src, opts)
-		if len(f.Errors) > 0 {
-			d.fileErrs[path] = errorLines(f.Errors)
-			continue
-		}
-		d.good[path] = f
-		delete(d.fileErrs, path)
-	}
-	for _, path := range scan.Removed {
-		delete(d.good, path)
-		delete(d.fileErrs, path)
+		d.latest[path] = luaapi.Eval(path, src, opts)
+		delete(d.refused, path)
 	}
 	for path, err := range scan.Refused {
-		d.fileErrs[path] = []string{err.Error()}
+		d.refused[path] = err.Error()
 	}
-
-	set := luaapi.Combine(slices.Collect(maps.Values(d.good)))
-	// A changed file refused by the cross-file rules (a name another file
-	// declares) fails like any other: its previous version stays in force.
-	if rejected := rejectedFiles(set); len(rejected) > 0 {
-		for path, errs := range rejected {
-			d.fileErrs[path] = errs
-			if prev, ok := previous[path]; ok && prev != d.good[path] {
-				d.good[path] = prev
-			} else if !ok {
-				delete(d.good, path)
-			}
+	for _, path := range scan.Removed {
+		// A file that became refused, or a refused directory, is not a
+		// removal: what was in force stays in force until it is fixed.
+		if _, refused := scan.Refused[path]; refused || scan.DirRefused != nil {
+			continue
 		}
-		set = luaapi.Combine(slices.Collect(maps.Values(d.good)))
-		for path, errs := range rejectedFiles(set) {
-			d.fileErrs[path] = errs
-		}
+		delete(d.latest, path)
+		delete(d.good, path)
+		delete(d.refused, path)
 	}
+	set := d.inForce()
 	res := d.apply(set, first)
 	res.Files = len(set.Files)
 	res.Duration = d.now().Sub(began).Round(time.Microsecond).String()
@@ -95,6 +78,76 @@ func (d *Daemon) reload(first bool) ReloadResult {
 	d.changed.raise()
 	d.settle.Reset(settleAfter)
 	return res
+}
+
+// inForce decides which version of each file is in force, and why any
+// latest version is not: a file that fails keeps its previous version in
+// force, and so does one refused by the cross-file rules (a name another
+// file declares) — the file that changed is the one refused, never the one
+// already running. A file whose latest version is not in force is tried
+// again at every reload, so fixing the other file is enough.
+func (d *Daemon) inForce() *luaapi.Set {
+	fileErrs := map[string][]string{}
+	candidates := map[string]*luaapi.File{}
+	var changed []string
+	for path, f := range d.latest {
+		var why []string
+		if refusal, ok := d.refused[path]; ok {
+			why = []string{refusal}
+		} else if len(f.Errors) > 0 {
+			why = errorLines(f.Errors)
+		}
+		if why != nil {
+			fileErrs[path] = why
+			if g := d.good[path]; g != nil {
+				candidates[path] = g
+			}
+			continue
+		}
+		candidates[path] = f
+		if d.good[path] != f {
+			changed = append(changed, path)
+		}
+	}
+	set := luaapi.Combine(slices.Collect(maps.Values(candidates)))
+	if len(rejectedFiles(set)) > 0 {
+		// Admit what was in force, then each changed file in order.
+		admitted := maps.Clone(candidates)
+		for _, path := range changed {
+			delete(admitted, path)
+		}
+		slices.Sort(changed)
+		for _, path := range changed {
+			why := d.admit(admitted, path, d.latest[path])
+			if why == nil {
+				continue
+			}
+			fileErrs[path] = why
+			if g := d.good[path]; g != nil && d.admit(admitted, path, g) == nil {
+				continue
+			}
+			delete(admitted, path)
+		}
+		candidates = admitted
+		set = luaapi.Combine(slices.Collect(maps.Values(candidates)))
+	}
+	d.good = candidates
+	d.fileErrs = fileErrs
+	return set
+}
+
+// admit adds f to the admitted files unless the cross-file rules refuse it;
+// it returns why they do.
+func (d *Daemon) admit(admitted map[string]*luaapi.File, path string, f *luaapi.File) []string {
+	admitted[path] = f
+	var why []string
+	for _, errs := range rejectedFiles(luaapi.Combine(slices.Collect(maps.Values(admitted)))) {
+		why = append(why, errs...)
+	}
+	if why != nil {
+		delete(admitted, path)
+	}
+	return why
 }
 
 // rejectedFiles are the files Combine refused whole, with their errors.
@@ -159,7 +212,9 @@ func (d *Daemon) apply(set *luaapi.Set, first bool) ReloadResult {
 		if processChanged || old.PolicyFingerprint() != def.PolicyFingerprint() ||
 			old.Resources != def.Resources || old.Pos != def.Pos || invalid != j.seenInvalid {
 			j.seenDef, j.seenInvalid = def, invalid
-			j.in.post(jobMessage{def: def, invalid: invalid, processChanged: processChanged})
+			requeue := old.Resources != def.Resources || old.Priority != def.Priority ||
+				old.Timeout != def.Timeout || old.StopTimeout != def.StopTimeout
+			j.in.post(jobMessage{def: def, invalid: invalid, processChanged: processChanged, requeue: requeue})
 			if processChanged || old.PolicyFingerprint() != def.PolicyFingerprint() || old.Resources != def.Resources {
 				res.Changed = append(res.Changed, def.Name)
 			}

@@ -120,7 +120,7 @@ func step(l life, p restartPolicy, e event, now time.Time) (life, []action) {
 			case e.kind == evRedefine && e.finish:
 				next.rerun = true
 			default:
-				next.after, next.timedOut = StateWaiting, false
+				next.after, next.timedOut, next.rerun = StateWaiting, false, false
 				to(StateStopping, do(actStop))
 			}
 		case StateStopping:
@@ -222,7 +222,7 @@ func step(l life, p restartPolicy, e event, now time.Time) (life, []action) {
 
 	case evTimeout:
 		if l.state == StateRunning {
-			next.timedOut, next.after = true, 0
+			next.timedOut, next.after, next.rerun = true, 0, false
 			to(StateStopping, do(actStop))
 		}
 

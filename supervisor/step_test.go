@@ -181,6 +181,23 @@ func TestStepStoppingDestinations(t *testing.T) {
 	}
 }
 
+func TestStepRerunDoesNotOutliveItsRun(t *testing.T) {
+	// An edit with on_change = "finish", then a restart: the restart runs
+	// the new definition, and that run, exiting 0, is done.
+	p := restartPolicy{mode: luaapi.RestartNo, maxRestarts: -1}
+	l, _ := play(t, life{state: StateRunning, started: t0}, p,
+		event{kind: evRedefine, finish: true}, event{kind: evRestart}, event{kind: evExited},
+		event{kind: evPlaced}, event{kind: evSpawned}, event{kind: evExited})
+	if l.state != StateDone {
+		t.Fatalf("→ %v, want done", l.state)
+	}
+	l, _ = play(t, life{state: StateRunning, started: t0}, p,
+		event{kind: evRedefine, finish: true}, event{kind: evTimeout}, event{kind: evExited, failed: true})
+	if l.state != StateFailed || l.rerun {
+		t.Fatalf("after a timeout: %v rerun %v, want failed and no rerun", l.state, l.rerun)
+	}
+}
+
 func TestStepRestartBackoff(t *testing.T) {
 	// A job that keeps failing at once: delays double from 1s to 1min.
 	p := restartPolicy{mode: luaapi.RestartOnFailure, maxRestarts: -1}

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"strconv"
 	"sync"
 	"syscall"
 	"testing"
@@ -556,4 +557,72 @@ func TestDaemonShutdownStopsEveryJob(t *testing.T) {
 			t.Errorf("job process %s outlived the daemon", pid)
 		}
 	}
+}
+
+func TestDaemonFailingFilesKeepWhatRuns(t *testing.T) {
+	d := newTestDaemon(t, map[string]string{
+		"b.lua": service("x", "") + "\n" + service("y", ""),
+	})
+	d.start(daemonOptions{args: []string{"--cpus", "8"}})
+	x := d.waitJob("x", "running", func(j supervisor.JobStatus) bool { return j.State == "running" && j.PID > 0 })
+	y := d.waitJob("y", "running", func(j supervisor.JobStatus) bool { return j.State == "running" && j.PID > 0 })
+	untouched := func(when string) {
+		t.Helper()
+		for _, want := range []supervisor.JobStatus{x, y} {
+			if j, ok := d.job(want.Name); !ok || j.Run != want.Run || j.State != "running" {
+				t.Errorf("%s: job %s was touched: %+v", when, want.Name, j)
+			}
+		}
+	}
+	waitErrors := func(what string, cond func([]string) bool) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for time.Now().Before(deadline) {
+			if cond(d.status().Errors) {
+				return
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		t.Fatalf("errors never %s: %q", what, d.status().Errors)
+	}
+
+	// A new file that declares a running job's name is the one refused.
+	d.write("a.lua", service("x", `, env = { FROM = "a" }`))
+	waitErrors("name a.lua", func(errs []string) bool { return len(errs) > 0 && strings.Contains(strings.Join(errs, "\n"), "a.lua") })
+	untouched("a newcomer declared x again")
+	// Fixing the newcomer is enough: it is tried again.
+	d.write("a.lua", service("z", ""))
+	d.waitState("z", "running")
+	waitErrors("clear", func(errs []string) bool { return len(errs) == 0 })
+	untouched("the newcomer was fixed")
+
+	// A file made writable by others is refused, and what it declared runs on.
+	path := filepath.Join(d.jobs, "b.lua")
+	os.Chmod(path, 0o666)
+	d.post("/v1/reload")
+	waitErrors("say b.lua is writable by others", func(errs []string) bool {
+		return len(errs) == 1 && strings.Contains(errs[0], "writable by others")
+	})
+	untouched("b.lua was refused")
+	os.Chmod(path, 0o644)
+	d.post("/v1/reload")
+	waitErrors("clear", func(errs []string) bool { return len(errs) == 0 })
+	untouched("b.lua was fixed")
+	d.stop()
+}
+
+func TestDaemonUnaccountedRestart(t *testing.T) {
+	d := newTestDaemon(t, map[string]string{"free.lua": `job "free" { cmd = { "sleep", "1000" }, cpus = 0 }`})
+	d.start(daemonOptions{})
+	first := d.waitJob("free", "running", func(j supervisor.JobStatus) bool { return j.State == "running" && j.PID > 0 })
+	d.post("/v1/jobs/free/restart")
+	second := d.waitJob("free", "running again", func(j supervisor.JobStatus) bool {
+		return j.State == "running" && j.Run != first.Run && j.PID > 0
+	})
+	d.post("/v1/jobs/free/stop")
+	d.waitState("free", "stopped")
+	if alive(t, strconv.Itoa(second.PID)) {
+		t.Errorf("the restarted run %d outlived its stop", second.PID)
+	}
+	d.stop()
 }

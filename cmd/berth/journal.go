@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -48,7 +49,9 @@ func (w journalWriter) LevelWrite(level hclog.Level, p []byte) (int, error) {
 // shows them.
 func journalEntry(p []byte) (string, map[string]string) {
 	var entry map[string]any
-	if err := json.Unmarshal(p, &entry); err != nil {
+	dec := json.NewDecoder(bytes.NewReader(p))
+	dec.UseNumber() // a pid or a byte count stays 2345678, not 2.345678e+06
+	if err := dec.Decode(&entry); err != nil {
 		return strings.TrimSpace(string(p)), nil
 	}
 	msg, _ := entry["@message"].(string)

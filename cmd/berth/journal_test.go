@@ -12,10 +12,10 @@ func TestJournalEntry(t *testing.T) {
 	// What hclog writes in JSON mode, as the daemon configures it.
 	var buf bytes.Buffer
 	log := hclog.New(&hclog.LoggerOptions{Name: "berth", Output: &buf, JSONFormat: true, DisableTime: true})
-	log.Named("job").With("job", "train").Warn("exited", "run", 7, "exit_code", 3, "reason", "failed", "gpus", []string{"GPU-a"})
+	log.Named("job").With("job", "train").Warn("exited", "run", 7, "exit_code", 3, "reason", "failed", "gpus", []string{"GPU-a"}, "pid", 2345678)
 
 	msg, vars := journalEntry(buf.Bytes())
-	if want := `berth.job: exited: exit_code=3 gpus=[GPU-a] job=train reason=failed run=7`; msg != want {
+	if want := `berth.job: exited: exit_code=3 gpus=[GPU-a] job=train pid=2345678 reason=failed run=7`; msg != want {
 		t.Errorf("message\n got %s\nwant %s", msg, want)
 	}
 	want := map[string]string{
@@ -25,6 +25,7 @@ func TestJournalEntry(t *testing.T) {
 		"BERTH_EXIT_CODE":   "3",
 		"BERTH_REASON":      "failed",
 		"BERTH_GPUS":        "[GPU-a]",
+		"BERTH_PID":         "2345678",
 	}
 	if !maps.Equal(vars, want) {
 		t.Errorf("fields\n got %v\nwant %v", vars, want)
