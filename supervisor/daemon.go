@@ -177,7 +177,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	if err := d.reconcile(); err != nil {
 		return err
 	}
-	w, err := watch.NewWatcher(d.cfg.JobsDir, watch.WatchOptions{Quiet: d.cfg.Quiet, Logf: d.logf})
+	w, err := watch.NewWatcher(d.cfg.JobsDir, watch.WatchOptions{Quiet: d.cfg.Quiet, Rescan: watch.DefaultRescan, Logf: d.logf})
 	if err != nil {
 		return fmt.Errorf("watch %s: %w", d.cfg.JobsDir, err)
 	}
