@@ -10,6 +10,7 @@ import (
 
 	"github.com/berthd/berth/accounting"
 	"github.com/berthd/berth/probes"
+	"github.com/berthd/berth/supervisor"
 )
 
 // machineFlags are the overrides of what the machine has, shared by every
@@ -85,6 +86,9 @@ type machineJSON struct {
 	GPUs     []string `json:"gpus"`
 	RAMBytes *int64   `json:"ram_bytes"`
 	Hostname string   `json:"hostname"`
+	// Daemon is the running daemon's view, with who holds each card; null
+	// when no daemon answers.
+	Daemon *supervisor.MachineStatus `json:"daemon"`
 }
 
 func runMachine(c *cli, args []string) int {
@@ -92,6 +96,7 @@ func runMachine(c *cli, args []string) int {
 	var m machineFlags
 	m.register(fs)
 	asJSON := fs.Bool("json", false, "print the inventory as JSON")
+	socket := fs.String("socket", defaultSocket(c.env), "the daemon's control socket, asked who holds what (env BERTH_SOCKET)")
 	rest, code, done := c.parse(fs, args)
 	if done {
 		return code
@@ -105,8 +110,18 @@ func runMachine(c *cli, args []string) int {
 		fmt.Fprintln(c.stderr, msgInventory(err))
 		return exitFailed
 	}
+	// With a daemon running, say who holds what; without one, the
+	// inventory is the whole answer.
+	var held *supervisor.Status
+	var s supervisor.Status
+	if err := newClient(*socket).get("/status", nil, &s); err == nil {
+		held = &s
+	}
 	if *asJSON {
 		out := machineJSON{CPUs: inv.CPUs, CPUIDs: inv.CPUIDs, GPUs: inv.GPUs, Hostname: inv.Hostname}
+		if held != nil {
+			out.Daemon = &held.Machine
+		}
 		if out.GPUs == nil {
 			out.GPUs = []string{}
 		}
@@ -116,6 +131,10 @@ func runMachine(c *cli, args []string) int {
 		return c.writeJSON(out)
 	}
 	printMachine(c.stdout, inv)
+	if held != nil {
+		fmt.Fprintln(c.stdout)
+		renderHolders(c.stdout, held.Machine, c.render(held.Now))
+	}
 	return exitOK
 }
 

@@ -111,13 +111,13 @@ func TestMachineJSON(t *testing.T) {
 		want    string
 	}{
 		{"probed", nil, nil,
-			`{"cpus":6,"cpu_ids":[2,3,4,5,6,7],"gpus":["0","1"],"ram_bytes":16106127360,"hostname":"gpubox"}`},
+			`{"cpus":6,"cpu_ids":[2,3,4,5,6,7],"gpus":["0","1"],"ram_bytes":16106127360,"hostname":"gpubox","daemon":null}`},
 		{"daemon's CUDA_VISIBLE_DEVICES", map[string]string{"CUDA_VISIBLE_DEVICES": "GPU-a,GPU-b,GPU-c"}, nil,
-			`{"cpus":6,"cpu_ids":[2,3,4,5,6,7],"gpus":["GPU-a","GPU-b","GPU-c"],"ram_bytes":16106127360,"hostname":"gpubox"}`},
+			`{"cpus":6,"cpu_ids":[2,3,4,5,6,7],"gpus":["GPU-a","GPU-b","GPU-c"],"ram_bytes":16106127360,"hostname":"gpubox","daemon":null}`},
 		{"empty CUDA_VISIBLE_DEVICES: no cards", map[string]string{"CUDA_VISIBLE_DEVICES": ""}, nil,
-			`{"cpus":6,"cpu_ids":[2,3,4,5,6,7],"gpus":[],"ram_bytes":16106127360,"hostname":"gpubox"}`},
+			`{"cpus":6,"cpu_ids":[2,3,4,5,6,7],"gpus":[],"ram_bytes":16106127360,"hostname":"gpubox","daemon":null}`},
 		{"overrides", nil, []string{"--cpus", "2", "--gpus", "4", "--ram", "8G"},
-			`{"cpus":2,"cpu_ids":[2,3],"gpus":["0","1","2","3"],"ram_bytes":8589934592,"hostname":"gpubox"}`},
+			`{"cpus":2,"cpu_ids":[2,3],"gpus":["0","1","2","3"],"ram_bytes":8589934592,"hostname":"gpubox","daemon":null}`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -1,0 +1,115 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/berthd/berth/supervisor"
+)
+
+// client talks to the daemon over its control socket.
+type client struct {
+	socket string
+	http   *http.Client
+}
+
+func newClient(socket string) *client {
+	return &client{
+		socket: socket,
+		http: &http.Client{
+			Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+				var d net.Dialer
+				return d.DialContext(ctx, "unix", socket)
+			}},
+			// A reload waits for the daemon to evaluate every changed file.
+			Timeout: 2 * time.Minute,
+		},
+	}
+}
+
+// noDaemonError is returned when nothing answers on the socket.
+type noDaemonError struct {
+	socket string
+	err    error
+}
+
+func (e *noDaemonError) Error() string { return e.err.Error() }
+
+// apiError is a daemon's 4xx or 5xx answer.
+type apiError struct {
+	status int
+	msg    string
+}
+
+func (e *apiError) Error() string { return e.msg }
+
+// call makes one request; out, when not nil, receives the JSON answer.
+func (c *client) call(method, path string, query url.Values, out any) error {
+	u := "http://berth" + supervisor.APIVersion + path
+	if len(query) > 0 {
+		u += "?" + query.Encode()
+	}
+	req, err := http.NewRequest(method, u, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		var op *net.OpError
+		if errors.As(err, &op) && op.Op == "dial" {
+			return &noDaemonError{socket: c.socket, err: err}
+		}
+		return err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode >= 400 {
+		var e supervisor.APIError
+		if json.Unmarshal(body, &e) != nil || e.Error == "" {
+			e.Error = fmt.Sprintf("the daemon answered %s", resp.Status)
+		}
+		return &apiError{status: resp.StatusCode, msg: e.Error}
+	}
+	if out == nil {
+		return nil
+	}
+	if err := json.Unmarshal(body, out); err != nil {
+		return fmt.Errorf("read the daemon's answer: %w", err)
+	}
+	return nil
+}
+
+func (c *client) get(path string, query url.Values, out any) error {
+	return c.call(http.MethodGet, path, query, out)
+}
+
+func (c *client) post(path string, out any) error {
+	return c.call(http.MethodPost, path, nil, out)
+}
+
+// fail prints what went wrong with a call and returns the exit code.
+func (c *cli) fail(err error) int {
+	var nd *noDaemonError
+	var ae *apiError
+	switch {
+	case errors.As(err, &nd):
+		fmt.Fprintln(c.stderr, msgNoDaemon(nd.socket))
+		return exitNoDaemon
+	case errors.As(err, &ae):
+		fmt.Fprintln(c.stderr, "berth: "+ae.msg)
+		return exitFailed
+	default:
+		fmt.Fprintln(c.stderr, "berth: "+err.Error())
+		return exitFailed
+	}
+}

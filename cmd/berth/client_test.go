@@ -1,0 +1,185 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/berthd/berth/supervisor"
+)
+
+// cli runs a client command in-process against the test daemon.
+func (d *testDaemon) cli(args ...string) (stdout, stderr string, code int) {
+	d.t.Helper()
+	return berth(d.t.(*testing.T), map[string]string{"BERTH_SOCKET": d.socket}, args...)
+}
+
+func TestClientCommands(t *testing.T) {
+	d := newTestDaemon(t, map[string]string{
+		"jobs.lua": `
+flavor "small" { cpus = 1, ram = "64M" }
+job "hello" { cmd = { "sh", "-c", "echo hello from the job" }, flavor = "small" }
+` + service("svc", ""),
+	})
+	d.start(daemonOptions{args: []string{"--cpus", "4", "--gpus", "2"}})
+	d.waitState("hello", "done")
+	d.waitState("svc", "running")
+
+	// Every listing, as text and as JSON.
+	for _, tt := range []struct {
+		args []string
+		text string
+		into any
+	}{
+		{[]string{"status"}, "svc", &supervisor.Status{}},
+		{[]string{"jobs"}, "hello", &[]supervisor.JobStatus{}},
+		{[]string{"show", "hello"}, "echo hello from the job", &supervisor.JobDetail{}},
+		{[]string{"history"}, "hello", &[]supervisor.RunView{}},
+		{[]string{"history", "hello", "-n", "1"}, "hello", &[]supervisor.RunView{}},
+		{[]string{"flavors"}, "small", &[]supervisor.FlavorView{}},
+	} {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			out, errOut, code := d.cli(tt.args...)
+			if code != exitOK || !strings.Contains(out, tt.text) {
+				t.Fatalf("exit %d, stderr %q, output lacks %q:\n%s", code, errOut, tt.text, out)
+			}
+			out, _, code = d.cli(append(tt.args, "--json")...)
+			if code != exitOK {
+				t.Fatalf("--json: exit %d", code)
+			}
+			if err := json.Unmarshal([]byte(out), tt.into); err != nil {
+				t.Fatalf("--json is not JSON: %v\n%s", err, out)
+			}
+		})
+	}
+
+	var detail supervisor.JobDetail
+	out, _, _ := d.cli("show", "hello", "--json")
+	json.Unmarshal([]byte(out), &detail)
+	if detail.Definition.Flavor != "small" || detail.Definition.Resources.CPUs != 1 || len(detail.Runs) != 1 || *detail.Runs[0].ExitCode != 0 {
+		t.Errorf("show hello: %+v", detail)
+	}
+	if !containsLine(detail.NextEnv, "OMP_NUM_THREADS=1") || !containsLine(detail.NextEnv, "CUDA_VISIBLE_DEVICES=") {
+		t.Errorf("next env: %q", detail.NextEnv)
+	}
+
+	// logs, from the file (no journald here).
+	out, _, code := d.cli("logs", "hello")
+	if code != exitOK || !strings.Contains(out, "hello from the job") {
+		t.Errorf("logs: exit %d:\n%s", code, out)
+	}
+	if _, errOut, code := d.cli("logs", "hello", "--run", "1"); code != exitUsage || !strings.Contains(errOut, "--run needs journald") {
+		t.Errorf("logs --run without journald: exit %d %q", code, errOut)
+	}
+
+	// Control.
+	if _, _, code := d.cli("stop", "svc"); code != exitOK {
+		t.Fatalf("stop: exit %d", code)
+	}
+	d.waitState("svc", "stopped")
+	if _, _, code := d.cli("start", "svc"); code != exitOK {
+		t.Fatalf("start: exit %d", code)
+	}
+	d.waitState("svc", "running")
+	before, _ := d.job("svc")
+	if _, _, code := d.cli("restart", "svc"); code != exitOK {
+		t.Fatalf("restart: exit %d", code)
+	}
+	d.waitJob("svc", "restarted", func(j supervisor.JobStatus) bool { return j.State == "running" && j.Run != before.Run })
+
+	// Things that do not exist, and a broken reload.
+	for _, args := range [][]string{{"show", "nope"}, {"stop", "nope"}, {"history", "nope"}} {
+		_, errOut, code := d.cli(args...)
+		if code != exitFailed || !strings.Contains(errOut, `no job named "nope" (berth jobs lists them)`) {
+			t.Errorf("%v: exit %d, %q", args, code, errOut)
+		}
+	}
+	out, _, code = d.cli("reload")
+	if code != exitOK || !strings.HasPrefix(out, "reloaded 1 file: 0 added, 0 changed, 0 removed, 0 errors") {
+		t.Errorf("reload: exit %d %q", code, out)
+	}
+	d.write("broken.lua", `job "x" {`)
+	out, _, code = d.cli("reload")
+	if code != exitFailed || !strings.Contains(out, "broken.lua:1:") {
+		t.Errorf("reload of a broken file: exit %d %q", code, out)
+	}
+	if _, _, code := d.cli("show"); code != exitUsage {
+		t.Errorf("show without a job: exit %d", code)
+	}
+	d.stop()
+}
+
+func containsLine(lines []string, want string) bool {
+	for _, l := range lines {
+		if l == want {
+			return true
+		}
+	}
+	return false
+}
+
+func TestClientNoDaemon(t *testing.T) {
+	socket := filepath.Join(t.TempDir(), "none.sock")
+	_, errOut, code := berth(t, map[string]string{"BERTH_SOCKET": socket}, "status")
+	if code != exitNoDaemon {
+		t.Errorf("exit %d, want %d", code, exitNoDaemon)
+	}
+	want := "berth: no daemon answers on " + socket + "; start one with systemctl start berth, or berth daemon (give --socket PATH or set BERTH_SOCKET if it listens elsewhere)\n"
+	if errOut != want {
+		t.Errorf("stderr:\n got %s\nwant %s", errOut, want)
+	}
+}
+
+// TestClientForeignUIDRefused runs the client as nobody against a socket
+// whose mode was loosened: the daemon must still refuse it.
+func TestClientForeignUIDRefused(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("needs root to run the client as nobody")
+	}
+	d := newTestDaemon(t, map[string]string{})
+	d.start(daemonOptions{})
+	// nobody must reach the socket and the binary: open the path up.
+	for p := d.dir; p != "/" && p != os.TempDir(); p = filepath.Dir(p) {
+		os.Chmod(p, 0o755)
+	}
+	os.Chmod(d.socket, 0o666)
+	bin := filepath.Join(d.dir, "berth")
+	copyFile(t, os.Args[0], bin)
+	cmd := exec.Command(bin, "status")
+	cmd.Env = []string{"BERTH_TEST_BE_BERTH=1", "BERTH_SOCKET=" + d.socket}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != exitFailed {
+		t.Fatalf("as nobody: %v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "uid 65534 may not use this berth daemon") {
+		t.Errorf("refusal says: %s", out)
+	}
+	d.stop()
+}
+
+func copyFile(t *testing.T, from, to string) {
+	t.Helper()
+	src, err := os.Open(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	dst, err := os.OpenFile(to, os.O_CREATE|os.O_WRONLY, 0o755)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.Copy(dst, src); err != nil {
+		t.Fatal(err)
+	}
+	if err := dst.Close(); err != nil {
+		t.Fatal(err)
+	}
+}

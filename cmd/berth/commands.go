@@ -1,0 +1,308 @@
+package main
+
+import (
+	"bufio"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strconv"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/berthd/berth/supervisor"
+)
+
+// clientFlags are the flags every client command takes.
+type clientFlags struct {
+	socket string
+	json   bool
+}
+
+func (c *cli) clientFlags(fs *flag.FlagSet, listing bool) *clientFlags {
+	f := &clientFlags{}
+	fs.StringVar(&f.socket, "socket", defaultSocket(c.env), "the daemon's control socket (env BERTH_SOCKET)")
+	if listing {
+		fs.BoolVar(&f.json, "json", false, "print JSON instead of text")
+	}
+	return f
+}
+
+// render are the options for text output on this terminal.
+func (c *cli) render(now time.Time) renderOptions {
+	o := renderOptions{width: 80, now: now}
+	if f, ok := c.stdout.(*os.File); ok {
+		if ws, err := unix.IoctlGetWinsize(int(f.Fd()), unix.TIOCGWINSZ); err == nil && ws.Col > 0 {
+			o.width = int(ws.Col)
+			o.color = c.env.get("NO_COLOR") == "" && c.env.get("TERM") != "dumb"
+		}
+	}
+	if o.width == 80 {
+		if n, err := strconv.Atoi(c.env.get("COLUMNS")); err == nil && n > 0 {
+			o.width = n
+		}
+	}
+	return o
+}
+
+// simple parses a client command line that takes exactly want positional
+// arguments, named by what in messages.
+func (c *cli) simple(name string, args []string, listing bool, want int, what string) (*clientFlags, []string, int, bool) {
+	fs := c.flags(name)
+	f := c.clientFlags(fs, listing)
+	rest, code, done := c.parse(fs, args)
+	if done {
+		return nil, nil, code, true
+	}
+	if len(rest) != want {
+		if want == 0 {
+			fmt.Fprintln(c.stderr, msgUnexpectedArgs(name, rest))
+		} else {
+			fmt.Fprintln(c.stderr, msgWantArgs(name, what))
+		}
+		return nil, nil, exitUsage, true
+	}
+	return f, rest, exitOK, false
+}
+
+func runStatus(c *cli, args []string) int {
+	f, _, code, done := c.simple("status", args, true, 0, "")
+	if done {
+		return code
+	}
+	var s supervisor.Status
+	if err := newClient(f.socket).get("/status", nil, &s); err != nil {
+		return c.fail(err)
+	}
+	if f.json {
+		return c.writeJSON(s)
+	}
+	renderStatus(c.stdout, s, c.render(s.Now))
+	return exitOK
+}
+
+func runJobs(c *cli, args []string) int {
+	f, _, code, done := c.simple("jobs", args, true, 0, "")
+	if done {
+		return code
+	}
+	var jobs []supervisor.JobStatus
+	if err := newClient(f.socket).get("/jobs", nil, &jobs); err != nil {
+		return c.fail(err)
+	}
+	if f.json {
+		return c.writeJSON(jobs)
+	}
+	renderJobs(c.stdout, jobs, c.render(time.Now()))
+	return exitOK
+}
+
+func runShow(c *cli, args []string) int {
+	f, rest, code, done := c.simple("show", args, true, 1, "JOB")
+	if done {
+		return code
+	}
+	var d supervisor.JobDetail
+	if err := newClient(f.socket).get("/jobs/"+url.PathEscape(rest[0]), nil, &d); err != nil {
+		return c.fail(err)
+	}
+	if f.json {
+		return c.writeJSON(d)
+	}
+	renderShow(c.stdout, d, c.render(time.Now()))
+	return exitOK
+}
+
+func runHistory(c *cli, args []string) int {
+	fs := c.flags("history")
+	f := c.clientFlags(fs, true)
+	n := fs.Int("n", 20, "how many runs, newest first")
+	rest, code, done := c.parse(fs, args)
+	if done {
+		return code
+	}
+	if len(rest) > 1 {
+		fmt.Fprintln(c.stderr, msgWantArgs("history", "at most one JOB"))
+		return exitUsage
+	}
+	q := url.Values{"n": {strconv.Itoa(*n)}}
+	if len(rest) == 1 {
+		q.Set("job", rest[0])
+	}
+	var runs []supervisor.RunView
+	if err := newClient(f.socket).get("/history", q, &runs); err != nil {
+		return c.fail(err)
+	}
+	if f.json {
+		return c.writeJSON(runs)
+	}
+	renderHistory(c.stdout, runs, c.render(time.Now()))
+	return exitOK
+}
+
+func runFlavors(c *cli, args []string) int {
+	f, _, code, done := c.simple("flavors", args, true, 0, "")
+	if done {
+		return code
+	}
+	var flavors []supervisor.FlavorView
+	if err := newClient(f.socket).get("/flavors", nil, &flavors); err != nil {
+		return c.fail(err)
+	}
+	if f.json {
+		return c.writeJSON(flavors)
+	}
+	renderFlavors(c.stdout, flavors, c.render(time.Now()))
+	return exitOK
+}
+
+// control makes start, stop and restart.
+func control(verb string) func(c *cli, args []string) int {
+	return func(c *cli, args []string) int {
+		f, rest, code, done := c.simple(verb, args, false, 1, "JOB")
+		if done {
+			return code
+		}
+		if err := newClient(f.socket).post("/jobs/"+url.PathEscape(rest[0])+"/"+verb, nil); err != nil {
+			return c.fail(err)
+		}
+		fmt.Fprintf(c.stdout, "%s: %s requested (berth status shows it)\n", rest[0], verb)
+		return exitOK
+	}
+}
+
+func runReload(c *cli, args []string) int {
+	f, _, code, done := c.simple("reload", args, true, 0, "")
+	if done {
+		return code
+	}
+	var res supervisor.ReloadResult
+	if err := newClient(f.socket).post("/reload", &res); err != nil {
+		return c.fail(err)
+	}
+	if f.json {
+		c.writeJSON(res)
+	} else {
+		fmt.Fprintln(c.stdout, msgReloaded(res))
+		for _, e := range res.Errors {
+			fmt.Fprintln(c.stdout, "  "+e)
+		}
+	}
+	if len(res.Errors) > 0 {
+		return exitFailed
+	}
+	return exitOK
+}
+
+func runLogs(c *cli, args []string) int {
+	fs := c.flags("logs")
+	f := c.clientFlags(fs, false)
+	follow := fs.Bool("f", false, "keep printing what the job writes")
+	run := fs.Uint64("run", 0, "only this run's output (journald only)")
+	rest, code, done := c.parse(fs, args)
+	if done {
+		return code
+	}
+	if len(rest) != 1 {
+		fmt.Fprintln(c.stderr, msgWantArgs("logs", "JOB"))
+		return exitUsage
+	}
+	cl := newClient(f.socket)
+	var d supervisor.JobDetail
+	if err := cl.get("/jobs/"+url.PathEscape(rest[0]), nil, &d); err != nil {
+		return c.fail(err)
+	}
+	if d.Logs == "journal" {
+		return c.journalctl(cl, rest[0], *run, *follow)
+	}
+	if *run != 0 {
+		fmt.Fprintln(c.stderr, msgRunNeedsJournal(d.Logs))
+		return exitUsage
+	}
+	return c.tail(d.Logs, *follow)
+}
+
+// journalctl shows a job's output from journald, for one run's time window
+// when asked.
+func (c *cli) journalctl(cl *client, job string, run uint64, follow bool) int {
+	args := []string{"--no-pager", "-o", "short-iso", "-t", job}
+	if run != 0 {
+		var runs []supervisor.RunView
+		if err := cl.get("/history", url.Values{"job": {job}, "n": {"100"}}, &runs); err != nil {
+			return c.fail(err)
+		}
+		var found *supervisor.RunView
+		for i := range runs {
+			if runs[i].ID == run {
+				found = &runs[i]
+			}
+		}
+		if found == nil {
+			fmt.Fprintln(c.stderr, msgNoSuchRun(job, run))
+			return exitFailed
+		}
+		args = append(args, "--since", found.Start.Local().Format("2006-01-02 15:04:05"))
+		if found.End != nil {
+			args = append(args, "--until", found.End.Add(time.Second).Local().Format("2006-01-02 15:04:05"))
+		}
+	}
+	if follow {
+		args = append(args, "-f")
+	}
+	cmd := exec.Command("journalctl", args...)
+	cmd.Stdout, cmd.Stderr = c.stdout, c.stderr
+	if err := cmd.Run(); err != nil {
+		var exit *exec.ExitError
+		if errors.As(err, &exit) {
+			return exitFailed
+		}
+		fmt.Fprintln(c.stderr, "berth: cannot run journalctl: "+err.Error())
+		return exitFailed
+	}
+	return exitOK
+}
+
+// tail prints a log file, and with follow keeps printing what is appended
+// until interrupted.
+func (c *cli) tail(path string, follow bool) int {
+	file, err := os.Open(path)
+	if os.IsNotExist(err) && !follow {
+		return exitOK // nothing written yet
+	}
+	for os.IsNotExist(err) {
+		time.Sleep(250 * time.Millisecond)
+		file, err = os.Open(path)
+	}
+	if err != nil {
+		fmt.Fprintln(c.stderr, msgCannotReadLog(path, err))
+		return exitFailed
+	}
+	defer file.Close()
+	r := bufio.NewReader(file)
+	if _, err := io.Copy(c.stdout, r); err != nil {
+		return exitFailed
+	}
+	if !follow {
+		return exitOK
+	}
+	interrupt := make(chan os.Signal, 1)
+	signal.Notify(interrupt, os.Interrupt)
+	defer signal.Stop(interrupt)
+	tick := time.NewTicker(250 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-interrupt:
+			return exitOK
+		case <-tick.C:
+			if _, err := io.Copy(c.stdout, r); err != nil {
+				return exitFailed
+			}
+		}
+	}
+}

@@ -1,0 +1,461 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	"github.com/berthd/berth/accounting"
+	"github.com/berthd/berth/supervisor"
+)
+
+// renderNow is the daemon's clock in every picture below.
+var renderNow = time.Date(2026, 11, 29, 14, 0, 0, 0, time.UTC)
+
+// pinRenderZone writes wall-clock times in UTC for the length of the test,
+// so the goldens do not depend on the machine's time zone.
+func pinRenderZone(t *testing.T) {
+	t.Helper()
+	old := renderZone
+	renderZone = time.UTC
+	t.Cleanup(func() { renderZone = old })
+}
+
+func ago(d time.Duration) time.Time { return renderNow.Add(-d) }
+
+func sizeG(g int64) *int64 { n := g * accounting.GiB; return &n }
+
+func cardsHeldBy(holders ...string) []supervisor.CardStatus {
+	cards := make([]supervisor.CardStatus, len(holders))
+	for i, h := range holders {
+		cards[i] = supervisor.CardStatus{Name: fmt.Sprint(i), Holder: h}
+	}
+	return cards
+}
+
+// quietBox is a workstation without cards where two jobs have finished.
+func quietBox() supervisor.Status {
+	return supervisor.Status{
+		Host:    "quietbox",
+		Machine: supervisor.MachineStatus{CPUs: 4, CPUsFree: 4, RAMBytes: sizeG(15), RAMFreeBytes: sizeG(15), Cards: []supervisor.CardStatus{}},
+		Jobs: []supervisor.JobStatus{
+			{Name: "index-photos", State: "done", Since: ago(26 * time.Hour), Why: "exit 0", GPUs: []string{}, Asked: supervisor.Size{CPUs: 2}},
+			{Name: "backup-home", State: "done", Since: ago(3*time.Hour + 10*time.Minute), Why: "exit 0", GPUs: []string{}, Asked: supervisor.Size{CPUs: 1}},
+		},
+		Errors: []string{},
+		Logs:   "files",
+		Now:    renderNow,
+	}
+}
+
+// headBox is four cards all taken, and a queue whose head has an expected
+// start although another job has waited longer.
+func headBox() supervisor.Status {
+	expected := renderNow.Add(5 * time.Minute)
+	return supervisor.Status{
+		Host: "gpubox",
+		Machine: supervisor.MachineStatus{CPUs: 14, CPUsFree: 3, RAMBytes: sizeG(62), RAMFreeBytes: sizeG(14),
+			Cards: cardsHeldBy("train-resnet", "train-resnet", "sweep-1", "sweep-3")},
+		Jobs: []supervisor.JobStatus{
+			{Name: "eval-nightly", State: "failed", Since: ago(time.Hour), Why: "exit 3", GPUs: []string{}, Run: 17},
+			{Name: "report", State: "done", Since: ago(5 * 24 * time.Hour), Why: "exit 0", GPUs: []string{}},
+			{Name: "sweep-1", State: "running", Since: ago(50 * time.Minute), Run: 21, PID: 4242, CPUs: 2, GPUs: []string{"2"}, RAMBytes: 8 * accounting.GiB},
+			{Name: "sweep-2", State: "waiting", Since: ago(30 * time.Minute), Why: "needs 1 gpu; 0 free", GPUs: []string{}},
+			{Name: "sweep-3", State: "running", Since: ago(3 * time.Minute), Run: 23, PID: 4300, CPUs: 1, GPUs: []string{"3"}, RAMBytes: 8 * accounting.GiB},
+			{Name: "train-llama-7b-lora", State: "waiting", Since: ago(5 * time.Minute), Why: "needs 2 gpus; 0 free; expected start ~14:05",
+				GPUs: []string{}, ExpectedStart: &expected},
+			{Name: "train-resnet", State: "running", Since: ago(2*time.Hour + 5*time.Minute), Run: 12, PID: 4100, CPUs: 8, GPUs: []string{"0", "1"}, RAMBytes: 32 * accounting.GiB},
+		},
+		Errors: []string{},
+		Logs:   "journal",
+		Now:    renderNow,
+	}
+}
+
+// errorsBox has configuration errors in two files, one too long for a line.
+func errorsBox() supervisor.Status {
+	return supervisor.Status{
+		Host:    "devbox",
+		Machine: supervisor.MachineStatus{CPUs: 16, CPUsFree: 8, RAMBytes: sizeG(126), RAMFreeBytes: sizeG(110), Cards: cardsHeldBy("train", "")},
+		Jobs: []supervisor.JobStatus{
+			{Name: "train", State: "running", Since: ago(40 * time.Minute), CPUs: 8, GPUs: []string{"0"}, RAMBytes: 16 * accounting.GiB},
+			{Name: "sweep-1", State: "invalid", Since: ago(2 * time.Minute), GPUs: []string{},
+				Why: `jobs.d/sweep.lua:7: job "sweep-1": flavor "gpu-huge" does not exist (berth flavors lists them)`},
+		},
+		Errors: []string{
+			`jobs.d/eval.lua:3: job "eval": unknown field "gpu" (did you mean "gpus"?)`,
+			`jobs.d/sweep.lua:7: job "sweep-1": flavor "gpu-huge" does not exist (berth flavors lists them)`,
+			`jobs.d/sweep.lua:19: job "sweep-2": field "ram": size "32" has no unit; write it with one of K, M, G or T (base 1024, optionally followed by "B" or "iB"), e.g. "32G"`,
+		},
+		Logs: "journal",
+		Now:  renderNow,
+	}
+}
+
+// busyBox is eight cards and 200 jobs in every state, generated the same way
+// each time.
+func busyBox() supervisor.Status {
+	gib := accounting.GiB
+	var jobs []supervisor.JobStatus
+	add := func(j supervisor.JobStatus) {
+		if j.GPUs == nil {
+			j.GPUs = []string{}
+		}
+		jobs = append(jobs, j)
+	}
+	// Holding every card.
+	add(supervisor.JobStatus{Name: "train-resnet50", State: "running", Since: ago(2*time.Hour + 10*time.Minute),
+		Run: 101, PID: 5100, CPUs: 16, GPUs: []string{"0", "1"}, RAMBytes: 64 * gib})
+	add(supervisor.JobStatus{Name: "train-vit-huge-patch14-224-in21k-finetune-lr3e-4-bs1024", State: "running", Since: ago(26 * time.Hour),
+		Run: 88, PID: 4800, CPUs: 16, GPUs: []string{"2", "3"}, RAMBytes: 128 * gib})
+	for i := 1; i <= 4; i++ {
+		add(supervisor.JobStatus{Name: fmt.Sprintf("sweep-lr-%03d", i), State: "running", Since: ago(time.Duration(15+7*i) * time.Minute),
+			Run: uint64(200 + i), PID: 6000 + i, CPUs: 4, GPUs: []string{fmt.Sprint(3 + i)}, RAMBytes: 24 * gib})
+	}
+	// Holding cores and memory only.
+	for i := range 3 {
+		add(supervisor.JobStatus{Name: fmt.Sprintf("preprocess-shard-%02d", i), State: "running", Since: ago(time.Duration(3+i) * time.Minute),
+			Run: uint64(300 + i), PID: 7000 + i, CPUs: 4, RAMBytes: 8 * gib})
+	}
+	add(supervisor.JobStatus{Name: "tensorboard", State: "running", Since: ago(4 * 24 * time.Hour), Run: 40, PID: 900, Restarts: 2})
+	add(supervisor.JobStatus{Name: "notebook-ana", State: "stopping", Since: ago(10 * time.Second), Run: 310, PID: 7100, CPUs: 2, RAMBytes: 4 * gib})
+	add(supervisor.JobStatus{Name: "eval-quick", State: "starting", Since: ago(time.Second), Run: 311, CPUs: 2, RAMBytes: 8 * gib})
+	// The queue: its head, waiting for cards behind it, and for cores.
+	expected := renderNow.Add(25 * time.Minute)
+	add(supervisor.JobStatus{Name: "train-llama-7b-lora", State: "waiting", Since: ago(40 * time.Minute),
+		Why: "needs 2 gpus; 0 free; expected start ~14:25", ExpectedStart: &expected, Asked: supervisor.Size{CPUs: 8, GPUs: 2, RAMBytes: 64 * gib}})
+	for i := 5; i <= 40; i++ {
+		add(supervisor.JobStatus{Name: fmt.Sprintf("sweep-lr-%03d", i), State: "waiting", Since: ago(time.Duration(45-i) * time.Minute),
+			Why: "needs 1 gpu; 0 free", Asked: supervisor.Size{CPUs: 4, GPUs: 1, RAMBytes: 24 * gib}})
+	}
+	for i := 3; i < 8; i++ {
+		add(supervisor.JobStatus{Name: fmt.Sprintf("preprocess-shard-%02d", i), State: "waiting", Since: ago(time.Duration(9-i) * time.Minute),
+			Why: "needs 4 cpus; 0 free", Asked: supervisor.Size{CPUs: 4, RAMBytes: 8 * gib}})
+	}
+	// Restarting, and ended badly.
+	add(supervisor.JobStatus{Name: "data-sync", State: "backoff", Since: ago(20 * time.Second), Why: "exit 1", Restarts: 3})
+	add(supervisor.JobStatus{Name: "label-server", State: "backoff", Since: ago(5 * time.Second), Why: "killed by SIGSEGV", Restarts: 1})
+	add(supervisor.JobStatus{Name: "eval-imagenet-c", State: "failed", Since: ago(35 * time.Minute), Why: "exit 3"})
+	add(supervisor.JobStatus{Name: "train-gan", State: "failed", Since: ago(3 * time.Hour), Why: "timed out after 12h"})
+	add(supervisor.JobStatus{Name: "export-onnx", State: "failed", Since: ago(9 * time.Hour), Why: "exit 1"})
+	add(supervisor.JobStatus{Name: "bench-throughput", State: "failed", Since: ago(50 * time.Hour), Why: "killed by SIGKILL"})
+	add(supervisor.JobStatus{Name: "eval-old-ckpt", State: "failed", Since: ago(7 * 24 * time.Hour), Why: "exit 137"})
+	add(supervisor.JobStatus{Name: "train-70b-full", State: "unplaceable", Since: ago(time.Hour),
+		Why: `job "train-70b-full" asks for 16 GPUs; this machine has 8 (berth machine shows what it has)`})
+	add(supervisor.JobStatus{Name: "sweep-1", State: "invalid", Since: ago(2 * time.Hour),
+		Why: `jobs.d/sweep.lua:7: job "sweep-1": flavor "gpu-huge" does not exist (berth flavors lists them)`})
+	// Over.
+	add(supervisor.JobStatus{Name: "notebook-bo", State: "stopped", Since: ago(6 * time.Hour)})
+	add(supervisor.JobStatus{Name: "jupyter-old", State: "stopped", Since: ago(12 * 24 * time.Hour)})
+	add(supervisor.JobStatus{Name: "nightly-backup", State: "disabled", Since: ago(30 * 24 * time.Hour)})
+	for i := 0; len(jobs) < 200; i++ {
+		add(supervisor.JobStatus{Name: fmt.Sprintf("sweep-old-%03d", i), State: "done", Since: ago(time.Duration(3+i*37) * time.Minute), Why: "exit 0"})
+	}
+
+	holders := []string{"train-resnet50", "train-resnet50",
+		"train-vit-huge-patch14-224-in21k-finetune-lr3e-4-bs1024", "train-vit-huge-patch14-224-in21k-finetune-lr3e-4-bs1024",
+		"sweep-lr-001", "sweep-lr-002", "sweep-lr-003", "sweep-lr-004"}
+	// Listed by name, as the daemon lists them.
+	for i := 1; i < len(jobs); i++ {
+		for k := i; k > 0 && jobs[k].Name < jobs[k-1].Name; k-- {
+			jobs[k], jobs[k-1] = jobs[k-1], jobs[k]
+		}
+	}
+	return supervisor.Status{
+		Host:    "gpubox",
+		Machine: supervisor.MachineStatus{CPUs: 64, CPUsFree: 0, RAMBytes: sizeG(503), RAMFreeBytes: sizeG(179), Cards: cardsHeldBy(holders...)},
+		Jobs:    jobs,
+		Errors:  []string{},
+		Logs:    "journal",
+		Now:     renderNow,
+	}
+}
+
+func emptyBox() supervisor.Status {
+	return supervisor.Status{
+		Host:    "newbox",
+		Machine: supervisor.MachineStatus{CPUs: 6, CPUsFree: 6, Cards: cardsHeldBy("", "")},
+		Jobs:    []supervisor.JobStatus{},
+		Errors:  []string{},
+		Now:     renderNow,
+	}
+}
+
+var statusFixtures = []struct {
+	name  string
+	state func() supervisor.Status
+}{
+	{"quiet", quietBox},
+	{"busy", busyBox},
+	{"errors", errorsBox},
+	{"head", headBox},
+	{"empty", emptyBox},
+}
+
+func statusText(s supervisor.Status, width int, color bool) string {
+	var b bytes.Buffer
+	renderStatus(&b, s, renderOptions{width: width, color: color, now: s.Now})
+	return b.String()
+}
+
+func TestRenderStatusGolden(t *testing.T) {
+	pinRenderZone(t)
+	for _, f := range statusFixtures {
+		for _, width := range []int{80, 200} {
+			for _, color := range []bool{false, true} {
+				name := fmt.Sprintf("status-%s-%d", f.name, width)
+				if color {
+					name += "-color"
+				}
+				t.Run(name, func(t *testing.T) {
+					out := statusText(f.state(), width, color)
+					if !color && strings.Contains(out, "\x1b") {
+						t.Error("colour codes without colour")
+					}
+					if color && !strings.Contains(out, "\x1b[") {
+						t.Error("no colour codes with colour")
+					}
+					golden(t, "render/"+name, out)
+				})
+			}
+		}
+	}
+}
+
+var ansiCode = regexp.MustCompile(`\x1b\[[0-9;]*m`)
+
+// TestRenderStatusFitsWidth holds for every width a terminal may have: no
+// line is longer, and colour adds codes and nothing else.
+func TestRenderStatusFitsWidth(t *testing.T) {
+	pinRenderZone(t)
+	for _, f := range statusFixtures {
+		s := f.state()
+		for width := 40; width <= 220; width++ {
+			plain := statusText(s, width, false)
+			for i, l := range strings.Split(strings.TrimSuffix(plain, "\n"), "\n") {
+				if n := utf8.RuneCountInString(l); n > width {
+					t.Errorf("%s at %d columns: line %d is %d long: %q", f.name, width, i+1, n, l)
+				}
+				if strings.HasSuffix(l, " ") {
+					t.Errorf("%s at %d columns: line %d ends in a blank: %q", f.name, width, i+1, l)
+				}
+			}
+			colored := statusText(s, width, true)
+			if stripped := ansiCode.ReplaceAllString(colored, ""); stripped != plain {
+				t.Errorf("%s at %d columns: stripped of colour, the coloured text differs:\n%s\n---\n%s", f.name, width, stripped, plain)
+			}
+		}
+	}
+}
+
+// TestRenderStatusOrder checks what a person reads first: what holds the
+// machine, then the head of the queue, then the rest in the order of waiting.
+func TestRenderStatusOrder(t *testing.T) {
+	out := statusText(busyBox(), 200, false)
+	var states, waiting []string
+	for _, l := range strings.Split(out, "\n") {
+		f := strings.Fields(l)
+		if len(f) < 2 || !strings.Contains(" running starting stopping waiting backoff failed unplaceable invalid done stopped disabled ", " "+f[1]+" ") {
+			continue
+		}
+		if len(states) == 0 || states[len(states)-1] != f[1] {
+			states = append(states, f[1])
+		}
+		if f[1] == "waiting" {
+			waiting = append(waiting, f[0])
+		}
+	}
+	want := "running starting stopping waiting backoff failed unplaceable invalid done stopped disabled"
+	if got := strings.Join(states, " "); got != want {
+		t.Errorf("states in the order\n %s\nwant\n %s", got, want)
+	}
+	if len(waiting) < 3 || waiting[0] != "train-llama-7b-lora" || waiting[1] != "sweep-lr-005" || waiting[2] != "sweep-lr-006" {
+		t.Errorf("waiting jobs start %v, want the head then the longest waiting", waiting[:min(3, len(waiting))])
+	}
+	if n := strings.Count(out, "\n"); n < 200 {
+		t.Errorf("%d lines for 200 jobs: every job must have its line", n)
+	}
+}
+
+// TestRenderStatusKeepsExpectedStart: where the reason is cut, when the head
+// starts is what stays.
+func TestRenderStatusKeepsExpectedStart(t *testing.T) {
+	for _, width := range []int{70, 80, 100} {
+		out := statusText(busyBox(), width, false)
+		if !strings.Contains(out, "start ~14:25") {
+			t.Errorf("at %d columns the head's expected start is cut:\n%s", width, out)
+		}
+	}
+}
+
+func TestRenderEllipsize(t *testing.T) {
+	tests := []struct {
+		f    func(string, int) string
+		in   string
+		n    int
+		want string
+	}{
+		{ellipsize, "needs 2 gpus; 1 free", 20, "needs 2 gpus; 1 free"},
+		{ellipsize, "needs 2 gpus; 1 free", 10, "needs 2 g…"},
+		{ellipsize, "abc", 1, "…"},
+		{ellipsize, "abc", 0, ""},
+		{ellipsize, "needs 2 gpus", 9, "needs 2…"},
+		{ellipsizeMiddle, "sweep-lr0.01-seed1", 12, "sweep-…seed1"},
+		{ellipsizeMiddle, "sweep-lr0.01-seed1", 18, "sweep-lr0.01-seed1"},
+		{ellipsizeMiddle, "résumé-évaluation", 9, "résu…tion"},
+		{ellipsizeWhy, "needs 2 gpus; 0 free; expected start ~14:25", 30, "needs…; expected start ~14:25"},
+		{ellipsizeWhy, "needs 2 gpus; 0 free; expected start ~14:25", 27, "expected start ~14:25"},
+		{ellipsizeWhy, "needs 2 gpus; 0 free; expected start ~14:25", 20, "start ~14:25"},
+		{ellipsizeWhy, "needs 2 gpus; 0 free; expected start ~14:25", 11, "needs 2 gp…"},
+		{ellipsizeWhy, "needs 2 gpus; 0 free", 12, "needs 2 gpu…"},
+	}
+	for _, tt := range tests {
+		got := tt.f(tt.in, tt.n)
+		if got != tt.want {
+			t.Errorf("(%q, %d) = %q, want %q", tt.in, tt.n, got, tt.want)
+		}
+		if n := utf8.RuneCountInString(got); n > tt.n {
+			t.Errorf("(%q, %d) = %q is %d long", tt.in, tt.n, got, n)
+		}
+	}
+}
+
+func TestRenderAge(t *testing.T) {
+	tests := []struct {
+		d    time.Duration
+		want string
+	}{
+		{0, "0s"}, {-time.Minute, "0s"}, {59 * time.Second, "59s"}, {3 * time.Minute, "3m"},
+		{2*time.Hour + 59*time.Minute, "2h"}, {47 * time.Hour, "47h"}, {5 * 24 * time.Hour, "5d"},
+	}
+	for _, tt := range tests {
+		if got := compactAge(ago(tt.d), renderNow); got != tt.want {
+			t.Errorf("%v ago = %q, want %q", tt.d, got, tt.want)
+		}
+	}
+	if got := compactAge(time.Time{}, renderNow); got != "-" {
+		t.Errorf("no time = %q, want -", got)
+	}
+}
+
+func TestRenderJobs(t *testing.T) {
+	pinRenderZone(t)
+	var b bytes.Buffer
+	renderJobs(&b, headBox().Jobs, renderOptions{width: 40, color: true, now: renderNow})
+	if strings.Contains(b.String(), "\x1b") {
+		t.Error("berth jobs is for scripts too: no colour")
+	}
+	golden(t, "render/jobs", b.String())
+}
+
+func TestRenderShow(t *testing.T) {
+	pinRenderZone(t)
+	five, exit1 := 5, 1
+	end := ago(3 * time.Hour)
+	running := supervisor.JobDetail{
+		Status: headBox().Jobs[6],
+		Definition: supervisor.JobDefinition{
+			Name: "train-resnet", File: "jobs.d/train.lua", Line: 14,
+			Cmd: []string{"python", "train.py", "--data", "/data/imagenet 1k", "--note", "it's fine"},
+			Dir: "/home/ana/resnet", Flavor: "gpu-large", Resources: supervisor.Size{CPUs: 8, GPUs: 2, RAMBytes: 32 * accounting.GiB},
+			Env:  map[string]string{"HF_HOME": "/data/hf", "OMP_NUM_THREADS": "4"},
+			User: "ana", Group: "ml", Restart: "on-failure", MaxRestarts: &five, Timeout: "12h",
+			StopSignal: "SIGTERM", StopTimeout: "30s", OnChange: "finish", Enabled: true,
+			Description: "ResNet-50 on ImageNet-1k",
+		},
+		NextEnv: []string{
+			"PATH=/usr/bin:/bin", "OMP_NUM_THREADS=4", "HF_HOME=/data/hf", "BERTH_JOB=train-resnet", "BERTH_RUN=next",
+			"BERTH_CPUS=8", "BERTH_GPUS=0,1", "CUDA_VISIBLE_DEVICES=0,1", "MKL_NUM_THREADS=8", "GOMAXPROCS=8", "LANG=C.UTF-8",
+		},
+		Runs: []supervisor.RunView{
+			{ID: 11, Job: "train-resnet", Start: ago(5 * time.Hour), End: &end, CPUs: 8, GPUs: []string{"0", "1"}, ExitCode: &exit1, Reason: "failed"},
+			{ID: 12, Job: "train-resnet", Start: ago(2*time.Hour + 5*time.Minute), PID: 4100, CPUs: 8, GPUs: []string{"0", "1"}},
+		},
+		Logs: "journal",
+	}
+	waiting := supervisor.JobDetail{
+		Status: headBox().Jobs[5],
+		Definition: supervisor.JobDefinition{
+			Name: "train-llama-7b-lora", File: "jobs.d/llama.lua", Line: 3, Cmd: []string{"torchrun", "--nproc_per_node=2", "lora.py"},
+			Resources: supervisor.Size{CPUs: 8, GPUs: 2}, Env: map[string]string{}, Restart: "no",
+			StopSignal: "SIGINT", StopTimeout: "1m", Priority: 10, OnChange: "restart", Enabled: true,
+		},
+		NextEnv: []string{"BERTH_CPUS=8", "BERTH_GPUS=0,1", "BERTH_JOB=train-llama-7b-lora", "BERTH_RUN=next", "CUDA_VISIBLE_DEVICES=0,1", "OMP_NUM_THREADS=8"},
+		Runs:    []supervisor.RunView{},
+		Logs:    "/var/lib/berth/logs/train-llama-7b-lora.log",
+	}
+	for name, d := range map[string]supervisor.JobDetail{"running": running, "waiting": waiting} {
+		t.Run(name, func(t *testing.T) {
+			var b bytes.Buffer
+			renderShow(&b, d, renderOptions{width: 80, now: renderNow})
+			golden(t, "render/show-"+name, b.String())
+			var c bytes.Buffer
+			renderShow(&c, d, renderOptions{width: 80, color: true, now: renderNow})
+			if ansiCode.ReplaceAllString(c.String(), "") != b.String() {
+				t.Error("stripped of colour, the coloured text differs")
+			}
+		})
+	}
+}
+
+func historyRuns() []supervisor.RunView {
+	at := func(d time.Duration) *time.Time { x := ago(d); return &x }
+	code := func(n int) *int { return &n }
+	return []supervisor.RunView{
+		{ID: 40, Job: "eval", Start: ago(50 * time.Hour), End: at(49 * time.Hour), CPUs: 2, GPUs: []string{}, ExitCode: code(0), Reason: "exited"},
+		{ID: 41, Job: "train-gan", Start: ago(15 * time.Hour), End: at(3 * time.Hour), CPUs: 8, GPUs: []string{"0", "1"}, Signal: "SIGTERM", Reason: "timed out"},
+		{ID: 42, Job: "eval", Start: ago(2 * time.Hour), End: at(2*time.Hour - 90*time.Second), CPUs: 2, GPUs: []string{}, ExitCode: code(3), Reason: "failed"},
+		{ID: 43, Job: "label-server", Start: ago(90 * time.Minute), End: at(90*time.Minute - 250*time.Millisecond), CPUs: 1, GPUs: []string{}, Signal: "SIGSEGV", Reason: "failed"},
+		{ID: 44, Job: "notebook", Start: ago(80 * time.Minute), End: at(20 * time.Minute), CPUs: 2, GPUs: []string{"2"}, Signal: "SIGTERM", Reason: "stopped"},
+		{ID: 45, Job: "notebook-2", Start: ago(70 * time.Minute), End: at(60 * time.Minute), CPUs: 2, GPUs: []string{}, Signal: "SIGKILL", Reason: "killed after stop_timeout"},
+		{ID: 46, Job: "sync", Start: ago(40 * time.Minute), End: at(40 * time.Minute), CPUs: 1, GPUs: []string{}, Reason: "spawn error"},
+		{ID: 47, Job: "train-resnet", Start: ago(30 * 24 * time.Hour), End: at(29 * 24 * time.Hour), CPUs: 8, GPUs: []string{"0", "1"}, Reason: "lost"},
+		{ID: 48, Job: "train-resnet", Start: ago(2*time.Hour + 5*time.Minute), PID: 4100, CPUs: 8, GPUs: []string{"0", "1"}, RAMBytes: 32 * accounting.GiB},
+	}
+}
+
+func TestRenderHistory(t *testing.T) {
+	pinRenderZone(t)
+	var b bytes.Buffer
+	renderHistory(&b, historyRuns(), renderOptions{width: 80, now: renderNow})
+	golden(t, "render/history", b.String())
+
+	b.Reset()
+	renderHistory(&b, nil, renderOptions{now: renderNow})
+	if b.String() != "no runs\n" {
+		t.Errorf("no runs: %q", b.String())
+	}
+}
+
+func TestRenderFlavors(t *testing.T) {
+	var b bytes.Buffer
+	renderFlavors(&b, []supervisor.FlavorView{
+		{Name: "gpu-large", File: "jobs.d/flavors.lua", Line: 9, Resources: supervisor.Size{CPUs: 8, GPUs: 2, RAMBytes: 64 * accounting.GiB}, UsedBy: []string{"train-resnet", "train-llama-7b-lora"}},
+		{Name: "cpu-small", File: "jobs.d/flavors.lua", Line: 1, Resources: supervisor.Size{CPUs: 2}, UsedBy: []string{}},
+		{Name: "gpu-one", File: "jobs.d/flavors.lua", Line: 5, Resources: supervisor.Size{CPUs: 4, GPUs: 1, RAMBytes: 24 * accounting.GiB}, UsedBy: []string{"sweep-1"}},
+	}, renderOptions{width: 80, now: renderNow})
+	golden(t, "render/flavors", b.String())
+
+	b.Reset()
+	renderFlavors(&b, nil, renderOptions{})
+	if b.String() != "no flavors declared\n" {
+		t.Errorf("no flavors: %q", b.String())
+	}
+}
+
+func TestRenderHolders(t *testing.T) {
+	var b bytes.Buffer
+	renderHolders(&b, busyBox().Machine, renderOptions{width: 80, now: renderNow})
+	golden(t, "render/holders", b.String())
+
+	b.Reset()
+	renderHolders(&b, supervisor.MachineStatus{CPUs: 6, CPUsFree: 5, Cards: []supervisor.CardStatus{
+		{Name: "GPU-8d3f5a2e-1b4c-4d2e-9f3a-2c1b0a9e8d7f", Holder: "train"},
+		{Name: "MIG-1c2d3e4f-aaaa-bbbb-cccc-0123456789ab"},
+	}}, renderOptions{width: 80, now: renderNow})
+	golden(t, "render/holders-uuids", b.String())
+}
