@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/berthd/berth/supervisor"
@@ -77,6 +78,10 @@ func (c *client) call(method, path string, query url.Values, out any) error {
 		var e supervisor.APIError
 		if json.Unmarshal(body, &e) != nil || e.Error == "" {
 			e.Error = fmt.Sprintf("the daemon answered %s", resp.Status)
+		}
+		if resp.StatusCode == http.StatusNotFound && !strings.HasPrefix(e.Error, "no job named") {
+			// The call itself is unknown: the daemon predates this client.
+			e.Error = msgDaemonTooOld(c.socket, method+" "+supervisor.APIVersion+path)
 		}
 		return &apiError{status: resp.StatusCode, msg: e.Error}
 	}

@@ -3,6 +3,8 @@ package main
 import (
 	"encoding/json"
 	"errors"
+	"net"
+	"strconv"
 	"io"
 	"os"
 	"os/exec"
@@ -182,4 +184,37 @@ func copyFile(t *testing.T, from, to string) {
 	if err := dst.Close(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+func TestDaemonSocketIsGuarded(t *testing.T) {
+	d := newTestDaemon(t, map[string]string{})
+	// A stale socket (nothing listening) is cleaned up.
+	if l, err := net.Listen("unix", d.socket); err != nil {
+		t.Fatal(err)
+	} else {
+		l.(*net.UnixListener).SetUnlinkOnClose(false)
+		l.Close()
+	}
+	d.start(daemonOptions{})
+	info, err := os.Stat(d.socket)
+	if err != nil || info.Mode().Perm() != 0o660 {
+		t.Errorf("socket mode %v (%v), want 0660", info.Mode().Perm(), err)
+	}
+	second := func(args ...string) ([]byte, error) {
+		cmd := exec.Command(os.Args[0], append([]string{"daemon", "--jobs", d.jobs}, args...)...)
+		cmd.Env = append(os.Environ(), "BERTH_TEST_BE_BERTH=1", "NOTIFY_SOCKET=")
+		return cmd.CombinedOutput()
+	}
+	// A second daemon on the live socket refuses to start.
+	out, err := second("--state", filepath.Join(d.dir, "other-state"), "--socket", d.socket)
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != exitFailed || !strings.Contains(string(out), "another berth daemon is listening on it") {
+		t.Errorf("second daemon: %v\n%s", err, out)
+	}
+	// A second daemon on the same state fails at once, naming the holder.
+	out, err = second("--state", d.state, "--socket", filepath.Join(d.dir, "other.sock"))
+	if !errors.As(err, &exit) || !strings.Contains(string(out), "is held by another berth daemon (pid "+strconv.Itoa(d.cmd.Process.Pid)+")") {
+		t.Errorf("second daemon on the same state: %v\n%s", err, out)
+	}
+	d.stop()
 }

@@ -106,6 +106,10 @@ func msgNoDaemon(socket string) string {
 	return fmt.Sprintf("berth: no daemon answers on %s; start one with systemctl start berth, or berth daemon (give --socket PATH or set BERTH_SOCKET if it listens elsewhere)", socket)
 }
 
+func msgDaemonTooOld(socket, call string) string {
+	return fmt.Sprintf("the daemon on %s does not know %s: it is older than this client (berth version shows the client's; restart the daemon after an upgrade: systemctl restart berth)", socket, call)
+}
+
 func msgWantArgs(command, what string) string {
 	return fmt.Sprintf("berth %s: takes %s (berth %s --help shows the usage)", command, what, command)
 }

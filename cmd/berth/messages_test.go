@@ -33,6 +33,13 @@ func TestMessages(t *testing.T) {
 		msgSocket("/run/berth/berth.sock", os.ErrPermission),
 		msgOpenState(&supervisor.StateLockedError{Path: "/var/lib/berth/state.db", HolderPID: 1234}),
 		msgOpenState(errors.New("open state /var/lib/berth/state.db: read-only file system")),
+		msgNoDaemon("/run/berth/berth.sock"),
+		msgDaemonTooOld("/run/berth/berth.sock", "GET /v1/flavors"),
+		msgWantArgs("show", "JOB"),
+		msgReloaded(supervisor.ReloadResult{Files: 3, Added: []string{"a"}, Errors: []string{"x"}}),
+		msgRunNeedsJournal("/var/lib/berth/logs/train.log"),
+		msgNoSuchRun("train", 42),
+		msgCannotReadLog("/var/lib/berth/logs/train.log", os.ErrPermission),
 	}
 	golden(t, "messages", strings.Join(msgs, "\n")+"\n")
 }
