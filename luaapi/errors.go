@@ -322,7 +322,7 @@ func errDuplicateAcross(s subject, first Pos) *Error {
 
 func errUnknownFlavor(s subject, flavor string, known []string) *Error {
 	hint := "berth flavors lists them"
-	if near := suggest(flavor, known); near != "" {
+	if near := Suggest(flavor, known); near != "" {
 		hint = fmt.Sprintf("did you mean %s? berth flavors lists them", quote(near))
 	}
 	e := s.err(UnknownFlavor, "flavor", fmt.Sprintf("flavor %s does not exist (%s)", quote(flavor), hint))
@@ -476,7 +476,7 @@ func errDurationZero(s subject, field, given, instead string) *Error {
 func errChoice(s subject, field string, choices []string, got lua.LValue) *Error {
 	d := fmt.Sprintf("field %s must be one of %s, got %s", quote(field), quoteList(choices), describe(got))
 	if str, ok := got.(lua.LString); ok {
-		if near := suggest(string(str), choices); near != "" {
+		if near := Suggest(string(str), choices); near != "" {
 			d += fmt.Sprintf(" (did you mean %s?)", quote(near))
 		}
 	}
@@ -566,7 +566,7 @@ func list(xs []string) string { return strings.Join(xs, ", ") }
 // suggestOrList ends an "unknown field" sentence: a near miss if there is
 // one, otherwise what would be accepted.
 func suggestOrList(key string, accepted []string, lead string) string {
-	if near := suggest(key, accepted); near != "" {
+	if near := Suggest(key, accepted); near != "" {
 		return fmt.Sprintf(" (did you mean %s?)", quote(near))
 	}
 	return fmt.Sprintf("; %s %s", lead, list(accepted))

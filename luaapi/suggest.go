@@ -2,11 +2,13 @@ package luaapi
 
 import "strings"
 
-// suggest returns the candidate a person most likely meant by word: the
+// Suggest returns the candidate a person most likely meant by word: the
 // closest by edit distance when it is at most 2 (and less than the word's own
 // length, so that "x" does not suggest "dir"), or one that word is a prefix
 // of ("desc" for "description"). It returns "" when nothing is near.
-func suggest(word string, candidates []string) string {
+// Exported because every "did you mean" of berth's, a mistyped subcommand
+// included, should come out of the same rule.
+func Suggest(word string, candidates []string) string {
 	w := strings.ToLower(word)
 	best, bestDist := "", 3
 	for _, c := range candidates {

@@ -70,53 +70,38 @@ func (c *cli) simple(name string, args []string, listing bool, want int, what st
 	return f, rest, exitOK, false
 }
 
-func runStatus(c *cli, args []string) int {
-	f, _, code, done := c.simple("status", args, true, 0, "")
-	if done {
-		return code
+// listing makes a command that shows one answer of the daemon: as JSON
+// with --json, else through its renderer.
+func listing[T any](name string, path func(args []string) string, render func(io.Writer, T, renderOptions), now func(T) time.Time, args int, what string) func(*cli, []string) int {
+	return func(c *cli, argv []string) int {
+		f, rest, code, done := c.simple(name, argv, true, args, what)
+		if done {
+			return code
+		}
+		var v T
+		if err := newClient(f.socket).get(path(rest), nil, &v); err != nil {
+			return c.fail(err)
+		}
+		if f.json {
+			return c.writeJSON(v)
+		}
+		render(c.stdout, v, c.render(now(v)))
+		return exitOK
 	}
-	var s supervisor.Status
-	if err := newClient(f.socket).get("/status", nil, &s); err != nil {
-		return c.fail(err)
-	}
-	if f.json {
-		return c.writeJSON(s)
-	}
-	renderStatus(c.stdout, s, c.render(s.Now))
-	return exitOK
 }
 
-func runJobs(c *cli, args []string) int {
-	f, _, code, done := c.simple("jobs", args, true, 0, "")
-	if done {
-		return code
-	}
-	var jobs []supervisor.JobStatus
-	if err := newClient(f.socket).get("/jobs", nil, &jobs); err != nil {
-		return c.fail(err)
-	}
-	if f.json {
-		return c.writeJSON(jobs)
-	}
-	renderJobs(c.stdout, jobs, c.render(time.Now()))
-	return exitOK
-}
+func fixed(path string) func([]string) string { return func([]string) string { return path } }
 
-func runShow(c *cli, args []string) int {
-	f, rest, code, done := c.simple("show", args, true, 1, "JOB")
-	if done {
-		return code
-	}
-	var d supervisor.JobDetail
-	if err := newClient(f.socket).get("/jobs/"+url.PathEscape(rest[0]), nil, &d); err != nil {
-		return c.fail(err)
-	}
-	if f.json {
-		return c.writeJSON(d)
-	}
-	renderShow(c.stdout, d, c.render(time.Now()))
-	return exitOK
-}
+func wallClock[T any](T) time.Time { return time.Now() }
+
+var (
+	runStatus = listing("status", fixed("/status"), renderStatus,
+		func(s supervisor.Status) time.Time { return s.Now }, 0, "")
+	runJobs    = listing("jobs", fixed("/jobs"), renderJobs, wallClock[[]supervisor.JobStatus], 0, "")
+	runFlavors = listing("flavors", fixed("/flavors"), renderFlavors, wallClock[[]supervisor.FlavorView], 0, "")
+	runShow    = listing("show", func(args []string) string { return "/jobs/" + url.PathEscape(args[0]) },
+		renderShow, wallClock[supervisor.JobDetail], 1, "JOB")
+)
 
 func runHistory(c *cli, args []string) int {
 	fs := c.flags("history")
@@ -142,22 +127,6 @@ func runHistory(c *cli, args []string) int {
 		return c.writeJSON(runs)
 	}
 	renderHistory(c.stdout, runs, c.render(time.Now()))
-	return exitOK
-}
-
-func runFlavors(c *cli, args []string) int {
-	f, _, code, done := c.simple("flavors", args, true, 0, "")
-	if done {
-		return code
-	}
-	var flavors []supervisor.FlavorView
-	if err := newClient(f.socket).get("/flavors", nil, &flavors); err != nil {
-		return c.fail(err)
-	}
-	if f.json {
-		return c.writeJSON(flavors)
-	}
-	renderFlavors(c.stdout, flavors, c.render(time.Now()))
 	return exitOK
 }
 

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"strings"
 
 	"github.com/berthd/berth/accounting"
 	"github.com/berthd/berth/luaapi"
@@ -27,7 +26,7 @@ func (e flagError) Error() string { return e.flag + ": " + e.err.Error() }
 func (e flagError) Unwrap() error { return e.err }
 
 func msgUnknownCommand(name string, known []string) string {
-	if s := nearest(name, known); s != "" {
+	if s := luaapi.Suggest(name, known); s != "" {
 		return fmt.Sprintf("berth: unknown command %q (did you mean %q?); berth help lists the commands", name, s)
 	}
 	return fmt.Sprintf("berth: unknown command %q; berth help lists the commands", name)
@@ -133,35 +132,4 @@ func msgCannotReadLog(path string, err error) string {
 
 func msgInternal(err error) string {
 	return "berth: " + err.Error()
-}
-
-// nearest returns the candidate within two edits of s, or "".
-func nearest(s string, candidates []string) string {
-	best, bestD := "", 3
-	for _, c := range candidates {
-		if d := editDistance(s, c); d < bestD || d == bestD && best == "" && strings.HasPrefix(c, s) {
-			best, bestD = c, d
-		}
-	}
-	return best
-}
-
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }
