@@ -184,23 +184,26 @@ func (b *Book) Snapshot() Snapshot {
 	return s
 }
 
+// bound is a running grant that will certainly have ended by until (Unix
+// nanoseconds): what the Placer needs to know of it to plan, and no more.
+// Kept free of pointers, since a plan is made at every release.
+type bound struct {
+	until int64
+	r     Resources
+}
+
 // planningState returns what is free now and the bounded grants, soonest end
 // first: what the Placer needs to work out when the head of its queue can
 // start. The caller holds the Placer's mutex; this takes the Book's.
-func (b *Book) planningState() (Resources, []Grant) {
+func (b *Book) planningState() (Resources, []bound) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	var bounded []Grant
+	var ends []bound
 	for _, g := range b.grants {
 		if !g.Until.IsZero() {
-			bounded = append(bounded, g)
+			ends = append(ends, bound{until: g.Until.UnixNano(), r: g.Resources()})
 		}
 	}
-	slices.SortFunc(bounded, func(a, b Grant) int {
-		if c := a.Until.Compare(b.Until); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.ID, b.ID)
-	})
-	return b.free(), bounded
+	slices.SortFunc(ends, func(a, b bound) int { return cmp.Compare(a.until, b.until) })
+	return b.free(), ends
 }

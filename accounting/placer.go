@@ -384,12 +384,12 @@ func (p *Placer) grantAround(w *waiter, now time.Time, plan headPlan) bool {
 
 // earliestStart is when r could start on a machine with free resources now,
 // if every bounded grant ends at its Until and no unbounded one ends at all.
-func earliestStart(r, free Resources, bounded []Grant, now time.Time, countRAM bool) (time.Time, bool) {
+func earliestStart(r, free Resources, ends []bound, now time.Time, countRAM bool) (time.Time, bool) {
 	avail := free
-	for _, g := range bounded {
-		avail = avail.plus(g.Resources())
+	for _, e := range ends {
+		avail = avail.plus(e.r)
 		if r.fitsIn(avail, countRAM) {
-			return later(now, g.Until), true
+			return later(now, time.Unix(0, e.until)), true
 		}
 	}
 	return time.Time{}, false
