@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"golang.org/x/sys/unix"
 
 	"github.com/berthd/berth/accounting"
 	"github.com/berthd/berth/luaapi"
@@ -343,8 +344,19 @@ func (d *Daemon) cardNames(indices []int) []string {
 // start spawns a run of j with the environment its grant implies.
 func (d *Daemon) start(j *job, run uint64) (*runner.Process, func(), error) {
 	def := j.def
+	out, err := d.output(def.Name)
+	if err != nil {
+		return nil, nil, err
+	}
+	base := d.environ
+	if out.journal != "" {
+		// The child's own stream, so that a journald-aware program sees
+		// its stderr is the journal (sd_journal_stream_fd's contract).
+		base = maps.Clone(d.environ)
+		base["JOURNAL_STREAM"] = out.journal
+	}
 	env := accounting.Env(accounting.EnvInput{
-		Daemon:          d.environ,
+		Daemon:          base,
 		Job:             def.Name,
 		Run:             strconv.FormatUint(run, 10),
 		Grant:           j.grant,
@@ -354,19 +366,16 @@ func (d *Daemon) start(j *job, run uint64) (*runner.Process, func(), error) {
 		Cards:           d.cfg.Machine.GPUs,
 		Declared:        def.Env,
 	})
-	spec := runner.Spec{Argv: def.Cmd, Dir: def.Dir, Env: environList(env)}
+	spec := runner.Spec{Argv: def.Cmd, Dir: def.Dir, Env: environList(env), Stdout: out.file}
 	if def.User != "" || def.Group != "" {
 		c, err := LookupCredentials(def.User, def.Group)
 		if err != nil {
+			out.release()
+			out.finish()
 			return nil, nil, err
 		}
 		spec.Credential = &syscall.Credential{Uid: c.UID, Gid: c.GID, Groups: c.Groups}
 	}
-	out, err := d.output(def.Name)
-	if err != nil {
-		return nil, nil, err
-	}
-	spec.Stdout = out.file
 	proc, err := runner.Start(spec)
 	// The child has its own copy of the output; the daemon's must go, or
 	// the log's reader never sees the end of it.
@@ -375,12 +384,20 @@ func (d *Daemon) start(j *job, run uint64) (*runner.Process, func(), error) {
 		out.finish()
 		return nil, nil, err
 	}
+	// The unit protects the daemon from the OOM killer (OOMScoreAdjust=);
+	// its jobs must not inherit that, or a runaway job would outlive
+	// everyone else's processes. Raising the score needs no privilege.
+	if err := os.WriteFile(fmt.Sprintf("/proc/%d/oom_score_adj", proc.PID()), []byte("0"), 0); err != nil {
+		d.log.Debug("cannot reset a job's oom_score_adj", "job", def.Name, "pid", proc.PID(), "error", err)
+	}
 	return proc, out.finish, nil
 }
 
 // output is where one run's stdout and stderr go.
 type output struct {
-	file    *os.File
+	file *os.File
+	// journal is the stream's "device:inode" when it is a journal stream.
+	journal string
 	release func() // drop the daemon's copy, once the child has its own
 	finish  func() // after the run was reaped
 }
@@ -391,7 +408,12 @@ func (d *Daemon) output(name string) (output, error) {
 	if d.cfg.JournalSocket != "" {
 		f, err := runner.JournalStream(d.cfg.JournalSocket, name, 6)
 		if err == nil {
-			return output{file: f, release: func() { f.Close() }, finish: func() {}}, nil
+			var st unix.Stat_t
+			id := ""
+			if unix.Fstat(int(f.Fd()), &st) == nil {
+				id = fmt.Sprintf("%d:%d", st.Dev, st.Ino)
+			}
+			return output{file: f, journal: id, release: func() { f.Close() }, finish: func() {}}, nil
 		}
 		d.log.Warn("cannot open a journal stream; writing to a file", "job", name, "error", err)
 	}

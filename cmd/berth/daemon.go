@@ -10,6 +10,7 @@ import (
 	"os/user"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -64,7 +65,7 @@ func runDaemon(c *cli, args []string) int {
 		Listener: l,
 		Machine:  inv,
 		Logger:   log,
-		Environ:  os.Environ(),
+		Environ:  jobsEnviron(os.Environ()),
 	}
 	if ok, _ := journal.StderrIsJournalStream(); ok {
 		cfg.JournalSocket = journalStdout
@@ -159,3 +160,29 @@ func listen(path string) (net.Listener, error) {
 }
 
 var errSocketLive = errors.New("another berth daemon is listening on it")
+
+// systemdOnly are the variables systemd sets for the daemon itself. A job
+// must not inherit them: with NOTIFY_SOCKET it would speak for berth.service,
+// with STATE_DIRECTORY it would write into berth's state, and JOURNAL_STREAM
+// would name the daemon's stream, not the job's.
+var systemdOnly = map[string]bool{
+	"NOTIFY_SOCKET": true, "WATCHDOG_PID": true, "WATCHDOG_USEC": true,
+	"LISTEN_FDS": true, "LISTEN_PID": true, "LISTEN_FDNAMES": true,
+	"INVOCATION_ID": true, "JOURNAL_STREAM": true, "SYSTEMD_EXEC_PID": true,
+	"MAINPID": true, "MANAGERPID": true, "TRIGGER_UNIT": true, "TRIGGER_PATH": true,
+	"STATE_DIRECTORY": true, "RUNTIME_DIRECTORY": true, "CONFIGURATION_DIRECTORY": true,
+	"LOGS_DIRECTORY": true, "CACHE_DIRECTORY": true, "CREDENTIALS_DIRECTORY": true,
+	"MONITOR_SERVICE_RESULT": true, "MONITOR_EXIT_CODE": true, "MONITOR_EXIT_STATUS": true,
+	"MONITOR_INVOCATION_ID": true, "MONITOR_UNIT": true,
+}
+
+// jobsEnviron is the daemon's environment as its jobs start from it.
+func jobsEnviron(environ []string) []string {
+	out := make([]string, 0, len(environ))
+	for _, kv := range environ {
+		if k, _, _ := strings.Cut(kv, "="); !systemdOnly[k] {
+			out = append(out, kv)
+		}
+	}
+	return out
+}

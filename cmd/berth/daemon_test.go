@@ -318,6 +318,12 @@ job "shared" { cmd = ` + writeEnv("shared") + `, cpus = 0 }
 		t.Errorf("gpu job: BERTH_* = %q %q %q", gpu["BERTH_GPUS"], gpu["BERTH_JOB"], gpu["BERTH_RUN"])
 	}
 
+	for _, v := range []string{"NOTIFY_SOCKET", "WATCHDOG_USEC", "JOURNAL_STREAM"} {
+		if _, ok := gpu[v]; ok {
+			t.Errorf("gpu job inherited the daemon's own %s", v)
+		}
+	}
+
 	cpu := d.readEnv("cpu")
 	if v, ok := cpu["CUDA_VISIBLE_DEVICES"]; !ok || v != "" {
 		t.Errorf("cpu job: CUDA_VISIBLE_DEVICES=%q (set %v), want set and empty", v, ok)

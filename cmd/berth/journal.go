@@ -66,7 +66,7 @@ func journalEntry(p []byte) (string, map[string]string) {
 			v = s
 		}
 		vars[journalField(k)] = v
-		text = append(text, k+"="+quoteIfSpaced(v))
+		text = append(text, k+"="+v)
 	}
 	if module, ok := entry["@module"].(string); ok && module != "" {
 		msg = module + ": " + msg
@@ -93,13 +93,6 @@ func journalField(k string) string {
 	s := b.String()
 	if len(s) > 64 {
 		s = s[:64]
-	}
-	return s
-}
-
-func quoteIfSpaced(s string) string {
-	if strings.ContainsAny(s, " \t\"") {
-		return fmt.Sprintf("%q", s)
 	}
 	return s
 }

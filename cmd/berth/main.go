@@ -199,8 +199,7 @@ func (c *cli) parse(fs *flag.FlagSet, args []string) (positional []string, code 
 	for {
 		err := fs.Parse(args)
 		if errors.Is(err, flag.ErrHelp) {
-			fs.Usage()
-			return nil, exitOK, true
+			return nil, exitOK, true // Parse has printed the usage
 		}
 		if err != nil {
 			fmt.Fprintln(c.stderr, msgUsage(fs.Name(), err))

@@ -64,8 +64,8 @@ func TestHelp(t *testing.T) {
 			if code != exitOK {
 				t.Fatalf("exit %d", code)
 			}
-			if !strings.Contains(out, "Usage: berth "+cmd.name) || !strings.Contains(out, "Example:") {
-				t.Errorf("help lacks usage or example:\n%s", out)
+			if strings.Count(out, "Usage: berth "+cmd.name) != 1 || strings.Count(out, "Example:") != 1 {
+				t.Errorf("help should give the usage and an example once:\n%s", out)
 			}
 		})
 	}
