@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"sync"
 	"syscall"
 	"time"
@@ -190,7 +189,11 @@ func (j *job) receive(m jobMessage) {
 	if m.def != nil {
 		old := j.def
 		j.def, j.invalid = m.def, m.invalid
-		if j.life.state == StateRunning && old.Timeout != m.def.Timeout {
+		if j.life.state == StateRunning && m.def.Timeout != old.Timeout &&
+			m.def.Timeout > 0 && (old.Timeout == 0 || m.def.Timeout < old.Timeout) {
+			// Only a shorter limit applies to the run in progress: its grant
+			// was placed as ending by the old one, and the placer plans the
+			// head's start on that.
 			j.rearmTimeout()
 		}
 		switch {
@@ -200,6 +203,10 @@ func (j *job) receive(m jobMessage) {
 			j.apply(event{kind: evDisable})
 		case j.life.state == StateDisabled:
 			j.apply(event{kind: evEnable})
+		case j.life.state == StateStopping && (j.life.after == StateDisabled || j.life.after == StateInvalid):
+			// Disabled or invalid a moment ago, fine again before its run
+			// was reaped: run it again once it is.
+			j.apply(event{kind: evStart})
 		case m.processChanged:
 			j.apply(event{kind: evRedefine, finish: m.def.OnChange == luaapi.OnChangeFinish})
 		case j.life.state == StateWaiting && m.requeue:
@@ -299,7 +306,7 @@ func (j *job) wait() (event, bool) {
 	})
 	var unplaceable *accounting.UnplaceableError
 	if errors.As(err, &unplaceable) {
-		j.setWhy(fmt.Sprintf("%s: job %q %v (berth machine shows what it has)", j.def.Pos.File+":"+strconv.Itoa(j.def.Pos.Line), j.name, unplaceable))
+		j.setWhy(fmt.Sprintf("%sjob %q %v (berth machine shows what it has)", posPrefix(j.def.Pos), j.name, unplaceable))
 		j.log.Warn("job fits no machine", "cpus", j.def.Resources.CPUs, "gpus", j.def.Resources.GPUs, "ram_bytes", j.def.Resources.RAMBytes)
 		return event{kind: evUnplaceable}, true
 	}

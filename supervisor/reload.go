@@ -1,6 +1,7 @@
 package supervisor
 
 import (
+	"fmt"
 	"maps"
 	"slices"
 	"strconv"
@@ -40,18 +41,27 @@ func (d *Daemon) reload(first bool) ReloadResult {
 		d.latest[path] = luaapi.Eval(path, src, opts)
 		delete(d.refused, path)
 	}
-	for path, err := range scan.Refused {
-		d.refused[path] = err.Error()
-	}
 	for _, path := range scan.Removed {
 		// A file that became refused, or a refused directory, is not a
 		// removal: what was in force stays in force until it is fixed.
 		if _, refused := scan.Refused[path]; refused || scan.DirRefused != nil {
 			continue
 		}
-		delete(d.latest, path)
-		delete(d.good, path)
-		delete(d.refused, path)
+		d.forget(path)
+	}
+	if err == nil && scan.DirRefused == nil {
+		// A refused file the scan no longer mentions is gone (the scanner
+		// reported its removal when it was first refused).
+		for path := range d.refused {
+			if _, still := scan.Refused[path]; !still {
+				if _, back := scan.Changed[path]; !back {
+					d.forget(path)
+				}
+			}
+		}
+	}
+	for path, err := range scan.Refused {
+		d.refused[path] = err.Error()
 	}
 	set := d.inForce()
 	res := d.apply(set, first)
@@ -66,7 +76,7 @@ func (d *Daemon) reload(first bool) ReloadResult {
 	if scan.DirRefused != nil {
 		d.errs = append(d.errs, scan.DirRefused.Error())
 	}
-	res.Errors = slices.Clone(d.errs)
+	res.Errors = append([]string{}, d.errs...)
 	d.mu.Unlock()
 	for _, e := range res.Errors {
 		d.log.Error("configuration error", "error", e)
@@ -80,6 +90,13 @@ func (d *Daemon) reload(first bool) ReloadResult {
 	return res
 }
 
+// forget drops everything known of a file that is gone.
+func (d *Daemon) forget(path string) {
+	delete(d.latest, path)
+	delete(d.good, path)
+	delete(d.refused, path)
+}
+
 // inForce decides which version of each file is in force, and why any
 // latest version is not: a file that fails keeps its previous version in
 // force, and so does one refused by the cross-file rules (a name another
@@ -90,6 +107,16 @@ func (d *Daemon) inForce() *luaapi.Set {
 	fileErrs := map[string][]string{}
 	candidates := map[string]*luaapi.File{}
 	var changed []string
+	for path, refusal := range d.refused {
+		// Refused from the start, a file has no evaluated version; its
+		// refusal is shown all the same.
+		if _, evaluated := d.latest[path]; !evaluated {
+			fileErrs[path] = []string{refusal}
+			if g := d.good[path]; g != nil {
+				candidates[path] = g
+			}
+		}
+	}
 	for path, f := range d.latest {
 		var why []string
 		if refusal, ok := d.refused[path]; ok {
@@ -137,17 +164,56 @@ func (d *Daemon) inForce() *luaapi.Set {
 }
 
 // admit adds f to the admitted files unless the cross-file rules refuse it;
-// it returns why they do.
+// it returns why they do, as sentences about f: Combine blames the file that
+// sorts later, which may be the one already in force.
 func (d *Daemon) admit(admitted map[string]*luaapi.File, path string, f *luaapi.File) []string {
 	admitted[path] = f
+	set := luaapi.Combine(slices.Collect(maps.Values(admitted)))
 	var why []string
-	for _, errs := range rejectedFiles(luaapi.Combine(slices.Collect(maps.Values(admitted)))) {
-		why = append(why, errs...)
+	for _, rf := range set.Files {
+		for _, e := range rf.Errors {
+			if rf.Path == path {
+				why = append(why, e.Error())
+				continue
+			}
+			// The other file is blamed for a name f declares too.
+			why = append(why, fmt.Sprintf("%s%s %q is already declared in %s, which is in force; this file is not loaded until one of them is renamed",
+				posPrefix(declaredAt(f, e)), kindOf(e), e.Name, posString(e.Pos)))
+		}
 	}
 	if why != nil {
 		delete(admitted, path)
 	}
 	return why
+}
+
+// declaredAt is where f declares the name an error is about.
+func declaredAt(f *luaapi.File, e *luaapi.Error) luaapi.Pos {
+	for _, j := range f.Jobs {
+		if j.Name == e.Name {
+			return j.Pos
+		}
+	}
+	for _, fl := range f.Flavors {
+		if fl.Name == e.Name {
+			return fl.Pos
+		}
+	}
+	return luaapi.Pos{File: f.Path}
+}
+
+func kindOf(e *luaapi.Error) string {
+	if e.Kind == "" {
+		return "name"
+	}
+	return e.Kind
+}
+
+func posString(p luaapi.Pos) string {
+	if p.Line > 0 {
+		return p.File + ":" + strconv.Itoa(p.Line)
+	}
+	return p.File
 }
 
 // rejectedFiles are the files Combine refused whole, with their errors.
@@ -173,7 +239,7 @@ func errorLines(errs []*luaapi.Error) []string {
 // ones are told what changed, removed ones stop. Unchanged jobs are not
 // touched.
 func (d *Daemon) apply(set *luaapi.Set, first bool) ReloadResult {
-	var res ReloadResult
+	res := ReloadResult{Added: []string{}, Changed: []string{}, Removed: []string{}, Errors: []string{}}
 	problems := map[string]string{}
 	for _, p := range set.Problems {
 		problems[p.Name] = p.Error()

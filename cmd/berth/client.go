@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/berthd/berth/supervisor"
@@ -36,6 +37,10 @@ func newClient(socket string) *client {
 }
 
 // noDaemonError is returned when nothing answers on the socket.
+type deniedError struct{ socket string }
+
+func (e *deniedError) Error() string { return "permission denied on " + e.socket }
+
 type noDaemonError struct {
 	socket string
 	err    error
@@ -64,6 +69,9 @@ func (c *client) call(method, path string, query url.Values, out any) error {
 	resp, err := c.http.Do(req)
 	if err != nil {
 		var op *net.OpError
+		if errors.Is(err, syscall.EACCES) {
+			return &deniedError{socket: c.socket}
+		}
 		if errors.As(err, &op) && op.Op == "dial" {
 			return &noDaemonError{socket: c.socket, err: err}
 		}
@@ -106,7 +114,11 @@ func (c *client) post(path string, out any) error {
 func (c *cli) fail(err error) int {
 	var nd *noDaemonError
 	var ae *apiError
+	var de *deniedError
 	switch {
+	case errors.As(err, &de):
+		fmt.Fprintln(c.stderr, msgSocketDenied(de.socket))
+		return exitFailed
 	case errors.As(err, &nd):
 		fmt.Fprintln(c.stderr, msgNoDaemon(nd.socket))
 		return exitNoDaemon

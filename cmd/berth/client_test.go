@@ -76,7 +76,7 @@ job "hello" { cmd = { "sh", "-c", "echo hello from the job" }, flavor = "small" 
 	if code != exitOK || !strings.Contains(out, "hello from the job") {
 		t.Errorf("logs: exit %d:\n%s", code, out)
 	}
-	if _, errOut, code := d.cli("logs", "hello", "--run", "1"); code != exitUsage || !strings.Contains(errOut, "--run needs journald") {
+	if _, errOut, code := d.cli("logs", "hello", "--run", "1"); code != exitFailed || !strings.Contains(errOut, "--run needs journald") {
 		t.Errorf("logs --run without journald: exit %d %q", code, errOut)
 	}
 
@@ -105,6 +105,13 @@ job "hello" { cmd = { "sh", "-c", "echo hello from the job" }, flavor = "small" 
 	out, _, code = d.cli("reload")
 	if code != exitOK || !strings.HasPrefix(out, "reloaded 1 file: 0 added, 0 changed, 0 removed, 0 errors") {
 		t.Errorf("reload: exit %d %q", code, out)
+	}
+	out, _, _ = d.cli("reload", "--json")
+	if !strings.Contains(out, `"added": []`) || !strings.Contains(out, `"errors": []`) {
+		t.Errorf("reload --json lists must be [] when empty:\n%s", out)
+	}
+	if _, _, code := d.cli("history", "-n", "0"); code != exitUsage {
+		t.Errorf("history -n 0: exit %d, want %d", code, exitUsage)
 	}
 	d.write("broken.lua", `job "x" {`)
 	out, _, code = d.cli("reload")
@@ -150,14 +157,22 @@ func TestClientForeignUIDRefused(t *testing.T) {
 	for p := d.dir; p != "/" && p != os.TempDir(); p = filepath.Dir(p) {
 		os.Chmod(p, 0o755)
 	}
-	os.Chmod(d.socket, 0o666)
 	bin := filepath.Join(d.dir, "berth")
 	copyFile(t, os.Args[0], bin)
-	cmd := exec.Command(bin, "status")
-	cmd.Env = []string{"BERTH_TEST_BE_BERTH=1", "BERTH_SOCKET=" + d.socket}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
-	out, err := cmd.CombinedOutput()
+	asNobody := func() ([]byte, error) {
+		cmd := exec.Command(bin, "status")
+		cmd.Env = []string{"BERTH_TEST_BE_BERTH=1", "BERTH_SOCKET=" + d.socket}
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+		return cmd.CombinedOutput()
+	}
+	// The socket's own mode keeps nobody out first, and says so.
+	out, err := asNobody()
 	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != exitFailed || !strings.Contains(string(out), "permission denied on "+d.socket) {
+		t.Errorf("as nobody, socket 0660: %v\n%s", err, out)
+	}
+	os.Chmod(d.socket, 0o666)
+	out, err = asNobody()
 	if !errors.As(err, &exit) || exit.ExitCode() != exitFailed {
 		t.Fatalf("as nobody: %v\n%s", err, out)
 	}
@@ -210,6 +225,13 @@ func TestDaemonSocketIsGuarded(t *testing.T) {
 	var exit *exec.ExitError
 	if !errors.As(err, &exit) || exit.ExitCode() != exitFailed || !strings.Contains(string(out), "another berth daemon is listening on it") {
 		t.Errorf("second daemon: %v\n%s", err, out)
+	}
+	// Something that is not a socket in the way is never removed.
+	notes := filepath.Join(d.dir, "notes.txt")
+	os.WriteFile(notes, []byte("keep me"), 0o644)
+	out, _ = second("--state", filepath.Join(d.dir, "third-state"), "--socket", notes)
+	if data, _ := os.ReadFile(notes); string(data) != "keep me" || !strings.Contains(string(out), "is not a socket is in the way") {
+		t.Errorf("a file at the socket path: %s (file now %q)", out, data)
 	}
 	// A second daemon on the same state fails at once, naming the holder.
 	out, err = second("--state", d.state, "--socket", filepath.Join(d.dir, "other.sock"))

@@ -115,6 +115,10 @@ func runHistory(c *cli, args []string) int {
 		fmt.Fprintln(c.stderr, msgWantArgs("history", "at most one JOB"))
 		return exitUsage
 	}
+	if *n < 1 {
+		fmt.Fprintln(c.stderr, msgUsage("berth history", fmt.Errorf("-n %d: give 1 or more runs", *n)))
+		return exitUsage
+	}
 	q := url.Values{"n": {strconv.Itoa(*n)}}
 	if len(rest) == 1 {
 		q.Set("job", rest[0])
@@ -191,7 +195,7 @@ func runLogs(c *cli, args []string) int {
 	}
 	if *run != 0 {
 		fmt.Fprintln(c.stderr, msgRunNeedsJournal(d.Logs))
-		return exitUsage
+		return exitFailed
 	}
 	return c.tail(d.Logs, *follow)
 }
@@ -251,7 +255,7 @@ func (c *cli) tail(path string, follow bool) int {
 		fmt.Fprintln(c.stderr, msgCannotReadLog(path, err))
 		return exitFailed
 	}
-	defer file.Close()
+	defer func() { file.Close() }()
 	r := bufio.NewReader(file)
 	if _, err := io.Copy(c.stdout, r); err != nil {
 		return exitFailed
@@ -271,6 +275,15 @@ func (c *cli) tail(path string, follow bool) int {
 		case <-tick.C:
 			if _, err := io.Copy(c.stdout, r); err != nil {
 				return exitFailed
+			}
+			// The daemon rotates a full log to PATH.1: follow the new file.
+			if now, err := os.Stat(path); err == nil {
+				if was, err := file.Stat(); err == nil && !os.SameFile(was, now) {
+					if next, err := os.Open(path); err == nil {
+						file.Close()
+						file, r = next, bufio.NewReader(next)
+					}
+				}
 			}
 		}
 	}

@@ -133,7 +133,10 @@ func listen(path string) (net.Listener, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return nil, err
 	}
-	if _, err := os.Lstat(path); err == nil {
+	if fi, err := os.Lstat(path); err == nil {
+		if fi.Mode()&os.ModeSocket == 0 {
+			return nil, errNotSocket
+		}
 		conn, err := net.DialTimeout("unix", path, time.Second)
 		if err == nil {
 			conn.Close()
@@ -159,7 +162,10 @@ func listen(path string) (net.Listener, error) {
 	return l, nil
 }
 
-var errSocketLive = errors.New("another berth daemon is listening on it")
+var (
+	errSocketLive = errors.New("another berth daemon is listening on it")
+	errNotSocket  = errors.New("something that is not a socket is in the way")
+)
 
 // systemdOnly are the variables systemd sets for the daemon itself. A job
 // must not inherit them: with NOTIFY_SOCKET it would speak for berth.service,

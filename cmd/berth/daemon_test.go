@@ -594,7 +594,10 @@ func TestDaemonFailingFilesKeepWhatRuns(t *testing.T) {
 
 	// A new file that declares a running job's name is the one refused.
 	d.write("a.lua", service("x", `, env = { FROM = "a" }`))
-	waitErrors("name a.lua", func(errs []string) bool { return len(errs) > 0 && strings.Contains(strings.Join(errs, "\n"), "a.lua") })
+	waitErrors("blame a.lua", func(errs []string) bool {
+		return len(errs) == 1 && strings.Contains(errs[0], "a.lua:1: job \"x\" is already declared in ") &&
+			strings.Contains(errs[0], "b.lua:1, which is in force")
+	})
 	untouched("a newcomer declared x again")
 	// Fixing the newcomer is enough: it is tried again.
 	d.write("a.lua", service("z", ""))
@@ -614,6 +617,17 @@ func TestDaemonFailingFilesKeepWhatRuns(t *testing.T) {
 	d.post("/v1/reload")
 	waitErrors("clear", func(errs []string) bool { return len(errs) == 0 })
 	untouched("b.lua was fixed")
+
+	// A new file refused from the start is shown, and forgotten once gone.
+	d.write("c.lua", service("c", ""))
+	os.Chmod(filepath.Join(d.jobs, "c.lua"), 0o666)
+	d.post("/v1/reload")
+	waitErrors("say c.lua is refused", func(errs []string) bool {
+		return len(errs) == 1 && strings.Contains(errs[0], "c.lua is writable by others")
+	})
+	os.Remove(filepath.Join(d.jobs, "c.lua"))
+	d.post("/v1/reload")
+	waitErrors("clear", func(errs []string) bool { return len(errs) == 0 })
 	d.stop()
 }
 

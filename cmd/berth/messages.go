@@ -87,6 +87,9 @@ func count(n int, noun string) string {
 }
 
 func msgSocket(path string, err error) string {
+	if errors.Is(err, errNotSocket) {
+		return fmt.Sprintf("berth: control socket %s: a file that is not a socket is in the way; berth does not remove it (move it, or give --socket PATH)", path)
+	}
 	if errors.Is(err, errSocketLive) {
 		return fmt.Sprintf("berth: control socket %s: another berth daemon is listening on it (systemctl status berth, or berth status)", path)
 	}
@@ -103,6 +106,10 @@ func msgOpenState(err error) string {
 
 func msgNoDaemon(socket string) string {
 	return fmt.Sprintf("berth: no daemon answers on %s; start one with systemctl start berth, or berth daemon (give --socket PATH or set BERTH_SOCKET if it listens elsewhere)", socket)
+}
+
+func msgSocketDenied(socket string) string {
+	return fmt.Sprintf("berth: permission denied on %s: the daemon answers root, its own user and the group berth (sudo usermod -aG berth $USER, then log in again)", socket)
 }
 
 func msgDaemonTooOld(socket, call string) string {

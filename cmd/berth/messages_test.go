@@ -34,6 +34,8 @@ func TestMessages(t *testing.T) {
 		msgOpenState(&supervisor.StateLockedError{Path: "/var/lib/berth/state.db", HolderPID: 1234}),
 		msgOpenState(errors.New("open state /var/lib/berth/state.db: read-only file system")),
 		msgNoDaemon("/run/berth/berth.sock"),
+		msgSocketDenied("/run/berth/berth.sock"),
+		msgSocket("/run/berth/berth.sock", errNotSocket),
 		msgDaemonTooOld("/run/berth/berth.sock", "GET /v1/flavors"),
 		msgWantArgs("show", "JOB"),
 		msgReloaded(supervisor.ReloadResult{Files: 3, Added: []string{"a"}, Errors: []string{"x"}}),
