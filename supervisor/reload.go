@@ -333,9 +333,4 @@ func luaMachine(cfg Config) luaapi.Machine {
 		RAMKnown: cfg.Machine.RAM.Known, Hostname: cfg.Machine.Hostname}
 }
 
-func posPrefix(p luaapi.Pos) string {
-	if p.Line > 0 {
-		return p.File + ":" + strconv.Itoa(p.Line) + ": "
-	}
-	return p.File + ": "
-}
+func posPrefix(p luaapi.Pos) string { return posString(p) + ": " }
