@@ -240,7 +240,7 @@ func (d *Daemon) loop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-d.watcher.Changes():
-			d.reload(false)
+			d.reloadWhen(false, false)
 		case r := <-d.requests:
 			r.reply <- r.do()
 		case <-d.changed:

@@ -10,6 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/berthd/berth/luaapi"
+	"github.com/berthd/berth/supervisor/watch"
 )
 
 // ReloadResult is what one reload did, for the log and `berth reload`.
@@ -27,12 +28,23 @@ type ReloadResult struct {
 // fails keeps its previous version in force; its error stays shown until the
 // file is fixed or removed.
 func (d *Daemon) reload(first bool) ReloadResult {
+	return d.reloadWhen(first, true)
+}
+
+// reloadWhen is reload; asked is false when the watcher (an event, or its
+// periodic safety rescan) prompted it rather than a person or systemd. Such
+// a reload that finds nothing new does nothing at all: no RELOADING=1, no
+// log line, no diff of every job.
+func (d *Daemon) reloadWhen(first, asked bool) ReloadResult {
 	began := d.now()
+	scan, err := d.scanner.Scan()
+	if !first && !asked && err == nil && d.nothingNew(scan) {
+		return ReloadResult{}
+	}
 	if !first {
 		d.notify(reloadingMessage())
 		defer d.notify("READY=1")
 	}
-	scan, err := d.scanner.Scan()
 	if err != nil {
 		d.log.Error("cannot scan the jobs directory", "dir", d.cfg.JobsDir, "error", err)
 	}
@@ -88,6 +100,20 @@ func (d *Daemon) reload(first bool) ReloadResult {
 	d.changed.raise()
 	d.settle.Reset(settleAfter)
 	return res
+}
+
+// nothingNew reports whether a scan changes nothing the daemon knows: no
+// file changed or went, and the same files are refused for the same reasons.
+func (d *Daemon) nothingNew(scan watch.Scan) bool {
+	if len(scan.Changed) > 0 || len(scan.Removed) > 0 || scan.DirRefused != nil || len(scan.Refused) != len(d.refused) {
+		return false
+	}
+	for path, err := range scan.Refused {
+		if d.refused[path] != err.Error() {
+			return false
+		}
+	}
+	return true
 }
 
 // forget drops everything known of a file that is gone.
