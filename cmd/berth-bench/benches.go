@@ -1,0 +1,316 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// jobsPerRun is how many jobs each benchmark declares.
+const jobsPerRun = 1000
+
+// pollEvery is how often a benchmark reads the daemon's status.
+const pollEvery = 20 * time.Millisecond
+
+// jobFiles writes files × perFile jobs before the daemon starts; decl gives
+// the declaration of job i of file f.
+func jobFiles(d *daemon, files, perFile int, decl func(f, i int) string) error {
+	for f := range files {
+		var b strings.Builder
+		for i := range perFile {
+			b.WriteString(decl(f, i))
+			b.WriteByte('\n')
+		}
+		if err := os.WriteFile(filepath.Join(d.jobs, fmt.Sprintf("bench-%03d.lua", f)), []byte(b.String()), 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// runThroughput: 1 000 runs of /bin/true, one job each (cpus = 1, two cores),
+// against the same 1 000 spawns from a plain Go loop with two workers.
+func runThroughput(b *bencher, dir string) ([]sample, error) {
+	loop, err := spawnLoop(jobsPerRun, 2, "/bin/true")
+	if err != nil {
+		return nil, err
+	}
+
+	d, err := newDaemon(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer d.stop()
+	err = jobFiles(d, 10, 100, func(f, i int) string {
+		return fmt.Sprintf(`job "true-%02d-%03d" { cmd = { "/bin/true" }, cpus = 1 }`, f, i)
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := d.start(b.berth, "--cpus", "2"); err != nil {
+		return nil, err
+	}
+	ready, err := d.waitReady(60 * time.Second)
+	if err != nil {
+		return nil, err
+	}
+	doneAt, call, err := d.poll(pollEvery, 5*time.Minute,
+		func(s status) bool { return s.Counts["done"] == jobsPerRun },
+		func(s status) error {
+			if n := s.Counts["failed"]; n > 0 {
+				return fmt.Errorf("%d jobs failed", n)
+			}
+			return nil
+		})
+	if err != nil {
+		return nil, err
+	}
+	return []sample{
+		{"throughput/loop", loop.Seconds()},
+		{"throughput/berth", doneAt.Sub(d.started).Seconds()},
+		{"throughput/ready-to-done", doneAt.Sub(ready).Seconds()},
+		{"throughput/status-call", ms(call)},
+	}, nil
+}
+
+// spawnLoop runs argv n times with the given number of workers.
+func spawnLoop(n, workers int, argv ...string) (time.Duration, error) {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, workers)
+	start := time.Now()
+	for range workers {
+		wg.Go(func() {
+			for next.Add(1) <= int64(n) {
+				if err := exec.Command(argv[0], argv[1:]...).Run(); err != nil {
+					errs <- fmt.Errorf("the loop's %s: %w", argv[0], err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	took := time.Since(start)
+	close(errs)
+	return took, <-errs
+}
+
+// probeCmd is a command that writes the clock, in ns, to path once it runs.
+func probeCmd(path string) []string {
+	return []string{"sh", "-c", fmt.Sprintf("date +%%s%%N > %s.tmp && mv %s.tmp %s", path, path, path)}
+}
+
+// waitStamp waits for the file a probe writes and returns its clock.
+func waitStamp(path string, timeout time.Duration) (time.Time, error) {
+	deadline := time.Now().Add(timeout)
+	for {
+		data, err := os.ReadFile(path)
+		if err == nil {
+			ns, err := strconv.ParseInt(strings.TrimSpace(string(data)), 10, 64)
+			if err != nil {
+				return time.Time{}, fmt.Errorf("%s: %w", path, err)
+			}
+			return time.Unix(0, ns), nil
+		}
+		if !errors.Is(err, os.ErrNotExist) {
+			return time.Time{}, err
+		}
+		if time.Now().After(deadline) {
+			return time.Time{}, fmt.Errorf("no %s within %v", filepath.Base(path), timeout)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// saves is how many job files the reload benchmark saves.
+const saves = 50
+
+// runReload: with 1 000 jobs loaded (two running, 998 waiting), 50 atomic
+// saves of a new file, each declaring one unaccounted job that writes the
+// clock; latency is that clock less the time just before the rename.
+func runReload(b *bencher, dir string) ([]sample, error) {
+	// The floor: the same child, spawned directly.
+	var floor []float64
+	for i := range saves {
+		stamp := filepath.Join(dir, fmt.Sprintf("floor-%d", i))
+		argv := probeCmd(stamp)
+		t0 := time.Now()
+		if err := exec.Command(argv[0], argv[1:]...).Run(); err != nil {
+			return nil, err
+		}
+		at, err := waitStamp(stamp, 10*time.Second)
+		if err != nil {
+			return nil, err
+		}
+		floor = append(floor, ms(at.Sub(t0)))
+	}
+
+	d, err := newDaemon(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer d.stop()
+	// As BenchmarkSaveToRunning: 100 files of 10 jobs.
+	err = jobFiles(d, 100, 10, func(f, i int) string {
+		return fmt.Sprintf(`job "load-%03d-%d" { cmd = { "sleep", "1000" }, cpus = 1, priority = %d }`, f, i, i)
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := d.start(b.berth, "--cpus", "2"); err != nil {
+		return nil, err
+	}
+	if _, err := d.waitReady(60 * time.Second); err != nil {
+		return nil, err
+	}
+	_, _, err = d.poll(pollEvery, 2*time.Minute,
+		func(s status) bool { return s.Counts["running"] == 2 && s.Counts["waiting"] == jobsPerRun-2 }, nil)
+	if err != nil {
+		return nil, err
+	}
+	// Past the daemon's settling after the load (it frees memory 2 s after
+	// a reload): the saves meet a daemon at rest.
+	time.Sleep(2500 * time.Millisecond)
+
+	var lat []float64
+	for i := range saves {
+		name := fmt.Sprintf("probe-%02d", i)
+		stamp := filepath.Join(d.out, name)
+		argv := probeCmd(stamp)
+		src := fmt.Sprintf("job %q { cmd = { %q, %q, %q }, cpus = 0 }\n", name, argv[0], argv[1], argv[2])
+		saved, err := d.put(name+".lua", src)
+		if err != nil {
+			return nil, err
+		}
+		at, err := waitStamp(stamp, 15*time.Second)
+		if err != nil {
+			return nil, d.failure(err)
+		}
+		lat = append(lat, ms(at.Sub(saved)))
+	}
+	return []sample{
+		{"reload/floor-p50", percentile(floor, 50)},
+		{"reload/p50", percentile(lat, 50)},
+		{"reload/p99", percentile(lat, 99)},
+	}, nil
+}
+
+// runFootprint: 1 000 unaccounted jobs running `sleep 100000`; once all run,
+// the daemon's RSS and CPU time over the idle window.
+func runFootprint(b *bencher, dir string) ([]sample, error) {
+	d, err := newDaemon(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer d.stop()
+	err = jobFiles(d, 10, 100, func(f, i int) string {
+		return fmt.Sprintf(`job "sleep-%02d-%03d" { cmd = { "sleep", "100000" }, cpus = 0 }`, f, i)
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := d.start(b.berth, "--cpus", "2"); err != nil {
+		return nil, err
+	}
+	if _, err := d.waitReady(60 * time.Second); err != nil {
+		return nil, err
+	}
+	_, _, err = d.poll(pollEvery, 3*time.Minute,
+		func(s status) bool { return s.Counts["running"] == jobsPerRun },
+		func(s status) error {
+			if n := s.Counts["failed"] + s.Counts["backoff"]; n > 0 {
+				return fmt.Errorf("%d jobs failed or in backoff", n)
+			}
+			return nil
+		})
+	if err != nil {
+		return nil, err
+	}
+	d.client.CloseIdleConnections()
+
+	pid := d.cmd.Process.Pid
+	tick := clockTicks()
+	st0, err := procStat(pid)
+	if err != nil {
+		return nil, err
+	}
+	t0 := time.Now()
+	peak := 0
+	for time.Since(t0) < b.idle {
+		time.Sleep(min(time.Second, b.idle-time.Since(t0)))
+		kib, err := rssKiB(pid)
+		if err != nil {
+			return nil, err
+		}
+		peak = max(peak, kib)
+	}
+	st1, err := procStat(pid)
+	if err != nil {
+		return nil, err
+	}
+	elapsed := time.Since(t0).Seconds()
+	kib, err := rssKiB(pid)
+	if err != nil {
+		return nil, err
+	}
+	cpu := float64(st1.utime+st1.stime-st0.utime-st0.stime) / tick / elapsed * 100
+	return []sample{
+		{"footprint/rss", float64(kib) / 1024},
+		{"footprint/rss-peak", float64(peak) / 1024},
+		{"footprint/cpu", cpu},
+		{"footprint/threads", float64(st1.threads)},
+	}, nil
+}
+
+// runStartup: exec of `berth daemon` to READY=1, with no job files and with
+// 1 000 files of one disabled job each.
+func runStartup(b *bencher, dir string) ([]sample, error) {
+	var out []sample
+	for _, files := range []int{0, jobsPerRun} {
+		sub := filepath.Join(dir, strconv.Itoa(files))
+		d, err := newDaemon(sub)
+		if err != nil {
+			return nil, err
+		}
+		err = jobFiles(d, files, 1, func(f, _ int) string {
+			return fmt.Sprintf(`job "start-%04d" { cmd = { "/bin/true" }, cpus = 1, enabled = false }`, f)
+		})
+		if err != nil {
+			return nil, err
+		}
+		if err := d.start(b.berth, "--cpus", "2"); err != nil {
+			return nil, err
+		}
+		ready, err := d.waitReady(60 * time.Second)
+		var settled time.Time
+		if err == nil {
+			// Every file loaded, none refused: every job shows disabled.
+			// READY=1 comes before the jobs' goroutines have all taken
+			// their first definition (they show "new" meanwhile), so this
+			// is its own figure.
+			settled, _, err = d.poll(pollEvery, time.Minute,
+				func(s status) bool { return s.Counts["disabled"] == files && len(s.Jobs) == files }, nil)
+		}
+		d.stop()
+		if err != nil {
+			return nil, err
+		}
+		if files == 0 {
+			out = append(out, sample{"startup/empty", ms(ready.Sub(d.started))})
+			continue
+		}
+		out = append(out,
+			sample{"startup", ms(ready.Sub(d.started))},
+			sample{"startup/all-disabled", ms(settled.Sub(d.started))})
+	}
+	return out, nil
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

@@ -1,0 +1,433 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// daemon is one berth daemon process with its own jobs directory, state,
+// control socket and a fake NOTIFY_SOCKET that notes when READY=1 comes.
+type daemon struct {
+	dir, jobs, state, socket, out string
+	logPath                       string
+
+	cmd     *exec.Cmd
+	started time.Time // just before the exec
+	ready   chan time.Time
+	exited  chan struct{} // closed once the process has been waited for
+	notify  *net.UnixConn
+	client  *http.Client
+	once    sync.Once // stops it
+}
+
+// live are the daemons not yet stopped, for Ctrl-C.
+var (
+	liveMu sync.Mutex
+	live   = map[*daemon]bool{}
+)
+
+func stopAll() {
+	liveMu.Lock()
+	ds := make([]*daemon, 0, len(live))
+	for d := range live {
+		ds = append(ds, d)
+	}
+	liveMu.Unlock()
+	for _, d := range ds {
+		d.stop()
+	}
+}
+
+func newDaemon(dir string) (*daemon, error) {
+	d := &daemon{
+		dir:     dir,
+		jobs:    filepath.Join(dir, "jobs.d"),
+		state:   filepath.Join(dir, "state"),
+		socket:  filepath.Join(dir, "berth.sock"),
+		out:     filepath.Join(dir, "out"),
+		logPath: filepath.Join(dir, "daemon.log"),
+		ready:   make(chan time.Time, 1),
+		exited:  make(chan struct{}),
+	}
+	for _, p := range []string{d.jobs, d.out} {
+		if err := os.MkdirAll(p, 0o755); err != nil {
+			return nil, err
+		}
+	}
+	d.client = &http.Client{
+		Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var dialer net.Dialer
+			return dialer.DialContext(ctx, "unix", d.socket)
+		}},
+		Timeout: 30 * time.Second,
+	}
+	return d, nil
+}
+
+// put writes a job file into place; atomic (a temporary name, then a
+// rename) so that a running daemon never reads half of it. It returns the
+// time just before the rename.
+func (d *daemon) put(name, src string) (time.Time, error) {
+	tmp := filepath.Join(d.jobs, "."+name+".tmp")
+	if err := os.WriteFile(tmp, []byte(src), 0o644); err != nil {
+		return time.Time{}, err
+	}
+	saved := time.Now()
+	return saved, os.Rename(tmp, filepath.Join(d.jobs, name))
+}
+
+// start execs `berth daemon` with args after the paths; its log goes to
+// daemon.log in the run's directory.
+func (d *daemon) start(berth string, args ...string) error {
+	notifyPath := filepath.Join(d.dir, "notify.sock")
+	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: notifyPath, Net: "unixgram"})
+	if err != nil {
+		return err
+	}
+	d.notify = conn
+	go func() {
+		buf := make([]byte, 4096)
+		sent := false
+		for {
+			n, err := conn.Read(buf)
+			if err != nil {
+				return
+			}
+			at := time.Now()
+			for line := range strings.SplitSeq(string(buf[:n]), "\n") {
+				if line == "READY=1" && !sent {
+					sent = true
+					d.ready <- at
+				}
+			}
+		}
+	}()
+	logf, err := os.Create(d.logPath)
+	if err != nil {
+		return err
+	}
+	defer logf.Close()
+	cmd := exec.Command(berth, append([]string{"daemon", "--jobs", d.jobs, "--state", d.state, "--socket", d.socket}, args...)...)
+	for _, kv := range os.Environ() {
+		if k, _, _ := strings.Cut(kv, "="); k != "NOTIFY_SOCKET" && k != "JOURNAL_STREAM" && k != "WATCHDOG_USEC" && k != "WATCHDOG_PID" {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	cmd.Env = append(cmd.Env, "NOTIFY_SOCKET="+notifyPath, "NO_COLOR=1")
+	cmd.Stdout, cmd.Stderr = logf, logf
+	// If this program dies, the daemon is told to stop its jobs and go.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
+	d.cmd = cmd
+	d.started = time.Now()
+	if err := cmd.Start(); err != nil {
+		conn.Close()
+		return err
+	}
+	liveMu.Lock()
+	live[d] = true
+	liveMu.Unlock()
+	go func() {
+		_ = cmd.Wait()
+		close(d.exited)
+	}()
+	return nil
+}
+
+// waitReady waits for READY=1 and returns when it came.
+func (d *daemon) waitReady(timeout time.Duration) (time.Time, error) {
+	select {
+	case at := <-d.ready:
+		return at, nil
+	case <-d.exited:
+		return time.Time{}, d.failure(fmt.Errorf("the daemon exited (%v) before READY=1", d.cmd.ProcessState))
+	case <-time.After(timeout):
+		return time.Time{}, d.failure(fmt.Errorf("no READY=1 within %v", timeout))
+	}
+}
+
+// status is the part of GET /v1/status the benchmarks read.
+type status struct {
+	Jobs []struct {
+		Name  string `json:"name"`
+		State string `json:"state"`
+		PID   int    `json:"pid"`
+	} `json:"jobs"`
+	Counts map[string]int `json:"counts"`
+}
+
+func (d *daemon) status() (status, error) {
+	var s status
+	resp, err := d.client.Get("http://berth/v1/status")
+	if err != nil {
+		return s, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return s, fmt.Errorf("GET /v1/status: %s", resp.Status)
+	}
+	return s, json.NewDecoder(resp.Body).Decode(&s)
+}
+
+// poll reads the status every interval until done says so, and returns
+// the time of the answer that satisfied it, and how long the status calls
+// took on average. bad, when it returns an error, ends the wait.
+func (d *daemon) poll(interval, timeout time.Duration, done func(status) bool, bad func(status) error) (time.Time, time.Duration, error) {
+	deadline := time.Now().Add(timeout)
+	var calls int
+	var spent time.Duration
+	var last status
+	for {
+		t0 := time.Now()
+		s, err := d.status()
+		at := time.Now()
+		if err != nil {
+			return at, 0, d.failure(err)
+		}
+		calls++
+		spent += at.Sub(t0)
+		last = s
+		if done(s) {
+			return at, spent / time.Duration(calls), nil
+		}
+		if bad != nil {
+			if err := bad(s); err != nil {
+				return at, 0, d.failure(err)
+			}
+		}
+		if at.After(deadline) {
+			return at, 0, d.failure(fmt.Errorf("not there within %v; counts %v", timeout, last.Counts))
+		}
+		select {
+		case <-d.exited:
+			return at, 0, d.failure(fmt.Errorf("the daemon exited (%v)", d.cmd.ProcessState))
+		case <-time.After(interval):
+		}
+	}
+}
+
+// failure adds the end of the daemon's log to err.
+func (d *daemon) failure(err error) error {
+	data, _ := os.ReadFile(d.logPath)
+	tail := string(data)
+	if len(tail) > 3000 {
+		tail = "…" + tail[len(tail)-3000:]
+	}
+	return fmt.Errorf("%w\n--- daemon log (end) ---\n%s--- end ---", err, tail)
+}
+
+// stop ends the daemon: SIGTERM (it stops every job itself), then SIGKILL
+// if it has not exited within 60 s; then any job process group it left is
+// killed too.
+func (d *daemon) stop() {
+	if d.cmd == nil || d.cmd.Process == nil {
+		return
+	}
+	d.once.Do(d.doStop)
+}
+
+func (d *daemon) doStop() {
+	defer func() {
+		liveMu.Lock()
+		delete(live, d)
+		liveMu.Unlock()
+		d.notify.Close()
+		d.client.CloseIdleConnections()
+	}()
+	pid := d.cmd.Process.Pid
+	kids := children(pid)
+	_ = d.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-d.exited:
+	case <-time.After(60 * time.Second):
+		fmt.Fprintf(os.Stderr, "berth-bench: daemon %d still there 60 s after SIGTERM: SIGKILL\n", pid)
+		kids = append(kids, children(pid)...)
+		_ = d.cmd.Process.Kill()
+		<-d.exited
+	}
+	// The jobs are process group leaders; the daemon stops each group and
+	// the kernel kills leaders with it (Pdeathsig). Whatever is left of
+	// those groups goes now, as long as the leader is the process we saw.
+	for _, k := range kids {
+		if st, err := procStat(k.pid); err == nil && st.startTicks == k.startTicks {
+			_ = syscall.Kill(-k.pid, syscall.SIGKILL)
+			_ = syscall.Kill(k.pid, syscall.SIGKILL)
+		}
+	}
+}
+
+type proc struct {
+	pid        int
+	startTicks uint64
+}
+
+// children are the processes whose parent is pid.
+func children(pid int) []proc {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	var out []proc
+	for _, e := range entries {
+		p, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if st, err := procStat(p); err == nil && st.ppid == pid {
+			out = append(out, proc{pid: p, startTicks: st.startTicks})
+		}
+	}
+	return out
+}
+
+// stat is what the benchmarks read of /proc/PID/stat.
+type stat struct {
+	ppid       int
+	utime      uint64 // clock ticks
+	stime      uint64
+	threads    int
+	startTicks uint64
+}
+
+func procStat(pid int) (stat, error) {
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return stat{}, err
+	}
+	// The command name, field 2, is in parentheses and may hold anything.
+	i := strings.LastIndexByte(string(data), ')')
+	if i < 0 {
+		return stat{}, errors.New("bad /proc stat")
+	}
+	f := strings.Fields(string(data[i+1:]))
+	// f[0] is field 3 (state): field n is f[n-3].
+	if len(f) < 20 {
+		return stat{}, errors.New("short /proc stat")
+	}
+	var st stat
+	st.ppid, _ = strconv.Atoi(f[1])
+	st.utime, _ = strconv.ParseUint(f[11], 10, 64)
+	st.stime, _ = strconv.ParseUint(f[12], 10, 64)
+	st.threads, _ = strconv.Atoi(f[17])
+	st.startTicks, _ = strconv.ParseUint(f[19], 10, 64)
+	return st, nil
+}
+
+// rssKiB is VmRSS of /proc/PID/status.
+func rssKiB(pid int) (int, error) {
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return 0, err
+	}
+	for line := range strings.SplitSeq(string(data), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			if f := strings.Fields(v); len(f) > 0 {
+				return strconv.Atoi(f[0])
+			}
+		}
+	}
+	return 0, errors.New("no VmRSS")
+}
+
+// clockTicks is the unit of /proc's CPU times: getconf CLK_TCK, else 100.
+func clockTicks() float64 {
+	out, err := exec.Command("getconf", "CLK_TCK").Output()
+	if err == nil {
+		if n, err := strconv.Atoi(strings.TrimSpace(string(out))); err == nil && n > 0 {
+			return float64(n)
+		}
+	}
+	return 100
+}
+
+// processRoom says whether need more processes (and as many threads in
+// the daemon, which holds one per running job in waitid) fit under this
+// user's limits, and why.
+func processRoom(need int) (string, bool) {
+	limit := "unlimited"
+	n := -1
+	if data, err := os.ReadFile("/proc/self/limits"); err == nil {
+		for line := range strings.SplitSeq(string(data), "\n") {
+			if rest, ok := strings.CutPrefix(line, "Max processes"); ok {
+				if f := strings.Fields(rest); len(f) > 0 && f[0] != "unlimited" {
+					limit = f[0]
+					n, _ = strconv.Atoi(f[0])
+				}
+			}
+		}
+	}
+	pidMax := readInt("/proc/sys/kernel/pid_max")
+	threadsMax := readInt("/proc/sys/kernel/threads-max")
+	tasks := userTasks(os.Getuid())
+	// A job is one task and costs the daemon one thread while it runs.
+	want := tasks + 2*need
+	msg := fmt.Sprintf("ulimit -u %s, pid_max %d, threads-max %d; this user has %d tasks, 1 000 jobs need ~%d more",
+		limit, pidMax, threadsMax, tasks, 2*need)
+	switch {
+	case os.Getuid() == 0:
+		msg += "; running as root, which ulimit -u does not bind"
+	case n >= 0 && want > n:
+		return msg + ": NOT ENOUGH (raise ulimit -u)", false
+	}
+	if pidMax > 0 && want > pidMax || threadsMax > 0 && want > threadsMax {
+		return msg + ": NOT ENOUGH (kernel limits)", false
+	}
+	return msg + ": enough", true
+}
+
+func readInt(path string) int {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return -1
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(string(data)))
+	if err != nil {
+		return -1
+	}
+	return n
+}
+
+// userTasks counts the threads of every process whose real uid is uid:
+// what RLIMIT_NPROC counts.
+func userTasks(uid int) int {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0
+	}
+	total := 0
+	for _, e := range entries {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		data, err := os.ReadFile("/proc/" + e.Name() + "/status")
+		if err != nil {
+			continue
+		}
+		mine, threads := false, 1
+		for line := range strings.SplitSeq(string(data), "\n") {
+			if v, ok := strings.CutPrefix(line, "Uid:"); ok {
+				if f := strings.Fields(v); len(f) > 0 && f[0] == strconv.Itoa(uid) {
+					mine = true
+				}
+			}
+			if v, ok := strings.CutPrefix(line, "Threads:"); ok {
+				threads, _ = strconv.Atoi(strings.TrimSpace(v))
+			}
+		}
+		if mine {
+			total += threads
+		}
+	}
+	return total
+}

@@ -1,0 +1,319 @@
+// Command berth-bench measures a real berth daemon, end to end, against the
+// goals of the README: how fast it runs a thousand short jobs compared with
+// a plain loop, how soon a saved job file has its child running, what the
+// daemon costs while a thousand jobs run, and how long it takes to be ready.
+//
+//	go run ./cmd/berth-bench [-only NAME[,NAME]] [-runs N] [-idle 30s] [-tmp DIR] [-v]
+//
+// The benchmarks are throughput, reload, footprint and startup. -tmp puts
+// the runs' directories, the daemon's state among them, elsewhere: on tmpfs
+// (-tmp /dev/shm) the state's fsyncs cost nothing, which shows their share.
+//
+// It builds the berth binary once, then runs each benchmark N times, each
+// run with fresh temporary directories and its own daemon, which it stops at
+// the end of the run (SIGTERM, then SIGKILL). It prints one line per figure:
+// the median over the runs, the min and the max, the ratio against the
+// physical limit where there is one, and the goal.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"math"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// benchmark is one of the measurements; run does one run of it in dir
+// (fresh and empty) and returns its figures in the order they are shown.
+type benchmark struct {
+	name string
+	run  func(b *bencher, dir string) ([]sample, error)
+}
+
+var benchmarks = []benchmark{
+	{"throughput", runThroughput},
+	{"reload", runReload},
+	{"footprint", runFootprint},
+	{"startup", runStartup},
+}
+
+// sample is one figure of one run.
+type sample struct {
+	name  string
+	value float64
+}
+
+// figure says how a figure is shown.
+type figure struct {
+	unit string
+	// limit names the figure of the same run that is the physical limit of
+	// this one; the line then shows their ratio (median of the runs').
+	limit string
+	goal  string
+}
+
+var figures = map[string]figure{
+	"throughput/loop":          {unit: "s", goal: "the limit: 1 000 spawns of /bin/true from Go, 2 workers"},
+	"throughput/berth":         {unit: "s", limit: "throughput/loop", goal: "goal ≤ 1.4× the loop; daemon start to 1 000 done"},
+	"throughput/ready-to-done": {unit: "s", limit: "throughput/loop", goal: "READY=1 to 1 000 done"},
+	"throughput/status-call":   {unit: "ms", goal: "one GET /v1/status while it runs (polled every 20 ms)"},
+	"reload/floor-p50":         {unit: "ms", goal: "the limit: the same child spawned from Go"},
+	"reload/p50":               {unit: "ms", limit: "reload/floor-p50", goal: "goal < 50 ms; save to child running, 1 000 jobs loaded"},
+	"reload/p99":               {unit: "ms", goal: "goal < 200 ms"},
+	"footprint/rss":            {unit: "MiB", goal: "goal < 25 MB; 1 000 jobs running, end of idle"},
+	"footprint/rss-peak":       {unit: "MiB", goal: "highest sample over the idle window"},
+	"footprint/cpu":            {unit: "% of one core", goal: "goal < 0.5 %; over the idle window"},
+	"footprint/threads":        {unit: "threads", goal: "the daemon's, end of idle"},
+	"startup/empty":            {unit: "ms", goal: "exec to READY=1, no job files"},
+	"startup":                  {unit: "ms", goal: "goal < 1 s; exec to READY=1, 1 000 job files"},
+	"startup/all-disabled":     {unit: "ms", goal: "exec to /v1/status showing all 1 000 disabled (polled every 20 ms)"},
+}
+
+// bencher holds what every run shares.
+type bencher struct {
+	berth   string // the built binary
+	idle    time.Duration
+	verbose bool
+}
+
+func main() {
+	only := flag.String("only", "", "run only these benchmarks (comma-separated): throughput, reload, footprint, startup")
+	runs := flag.Int("runs", 3, "runs of each benchmark")
+	idle := flag.Duration("idle", 30*time.Second, "footprint: how long to watch the idle daemon")
+	tmp := flag.String("tmp", "", "where each run's directories (jobs, state, socket) go; default $TMPDIR or /tmp")
+	verbose := flag.Bool("v", false, "print each run's figures and the daemon's log on failure to stderr")
+	flag.Parse()
+	if flag.NArg() > 0 || *runs < 1 || *idle <= 0 {
+		flag.Usage()
+		os.Exit(2)
+	}
+	selected := benchmarks
+	if *only != "" {
+		selected = nil
+		for name := range strings.SplitSeq(*only, ",") {
+			i := slices.IndexFunc(benchmarks, func(b benchmark) bool { return b.name == strings.TrimSpace(name) })
+			if i < 0 {
+				fmt.Fprintf(os.Stderr, "berth-bench: no benchmark %q (throughput, reload, footprint, startup)\n", name)
+				os.Exit(2)
+			}
+			selected = append(selected, benchmarks[i])
+		}
+	}
+
+	bin, err := os.MkdirTemp("", "berth-bench-bin-")
+	if err != nil {
+		fatal(err)
+	}
+	top, err := os.MkdirTemp(*tmp, "berth-bench-")
+	if err != nil {
+		os.RemoveAll(bin)
+		fatal(err)
+	}
+	cleanup := func() {
+		os.RemoveAll(top)
+		os.RemoveAll(bin)
+	}
+	// Ctrl-C or a kill stops the daemons of the run in progress.
+	signals := make(chan os.Signal, 1)
+	signal.Notify(signals, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		sig := <-signals
+		fmt.Fprintf(os.Stderr, "berth-bench: %v: stopping the daemons\n", sig)
+		stopAll()
+		cleanup()
+		os.Exit(1)
+	}()
+
+	b := &bencher{idle: *idle, verbose: *verbose}
+	start := time.Now()
+	b.berth, err = build(bin)
+	if err != nil {
+		cleanup()
+		fatal(err)
+	}
+	fmt.Printf("# berth-bench: %s %s/%s, %d CPUs, %d runs each; berth built in %.1f s; runs in %s (%s); load average %s\n",
+		runtime.Version(), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), *runs, time.Since(start).Seconds(),
+		filepath.Dir(top), filesystem(top), loadAverage())
+
+	failed := false
+	for _, bm := range selected {
+		if bm.name == "footprint" {
+			note, ok := processRoom(jobsPerRun + 50)
+			fmt.Printf("# footprint: %s\n", note)
+			if !ok {
+				fmt.Printf("footprint: skipped, not enough room for 1 000 processes\n")
+				failed = true
+				continue
+			}
+		}
+		var order []string
+		vals := map[string][]float64{}
+		var perRun []map[string]float64
+		var errs []string
+		for i := range *runs {
+			dir := filepath.Join(top, fmt.Sprintf("%s-%d", bm.name, i+1))
+			if err := os.Mkdir(dir, 0o755); err != nil {
+				cleanup()
+				fatal(err)
+			}
+			samples, err := bm.run(b, dir)
+			os.RemoveAll(dir)
+			if err != nil {
+				first, _, _ := strings.Cut(err.Error(), "\n")
+				errs = append(errs, fmt.Sprintf("run %d: %s", i+1, first))
+				fmt.Fprintf(os.Stderr, "%s: run %d failed: %v\n", bm.name, i+1, err)
+				continue
+			}
+			m := map[string]float64{}
+			for _, s := range samples {
+				if _, seen := vals[s.name]; !seen {
+					order = append(order, s.name)
+				}
+				vals[s.name] = append(vals[s.name], s.value)
+				m[s.name] = s.value
+				if b.verbose {
+					fmt.Fprintf(os.Stderr, "  %s run %d: %s %s\n", s.name, i+1, num(s.value), figures[s.name].unit)
+				}
+			}
+			perRun = append(perRun, m)
+		}
+		for _, name := range order {
+			fmt.Println(summary(name, vals[name], perRun))
+		}
+		if len(errs) > 0 {
+			failed = true
+			fmt.Printf("%s: %d of %d runs failed: %s\n", bm.name, len(errs), *runs, strings.Join(errs, "; "))
+		}
+	}
+	cleanup()
+	// Other work on the machine shows here: the figures of a busy machine
+	// are not berth's.
+	fmt.Printf("# total %.0f s; load average %s\n", time.Since(start).Seconds(), loadAverage())
+	if failed {
+		os.Exit(1)
+	}
+}
+
+// summary is one figure's line.
+func summary(name string, vals []float64, perRun []map[string]float64) string {
+	f := figures[name]
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s: median %s %s (min %s, max %s) over %d runs", name,
+		num(median(vals)), f.unit, num(slices.Min(vals)), num(slices.Max(vals)), len(vals))
+	if f.limit != "" {
+		var ratios []float64
+		for _, m := range perRun {
+			v, ok1 := m[name]
+			l, ok2 := m[f.limit]
+			if ok1 && ok2 && l > 0 {
+				ratios = append(ratios, v/l)
+			}
+		}
+		if len(ratios) > 0 {
+			fmt.Fprintf(&b, "; %s× %s (min %s×, max %s×)", num(median(ratios)), f.limit, num(slices.Min(ratios)), num(slices.Max(ratios)))
+		}
+	}
+	if f.goal != "" {
+		fmt.Fprintf(&b, " — %s", f.goal)
+	}
+	return b.String()
+}
+
+// build compiles berth once, from the module root that `go env GOMOD` names.
+func build(dir string) (string, error) {
+	out, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		return "", fmt.Errorf("go env GOMOD: %w", err)
+	}
+	gomod := strings.TrimSpace(string(out))
+	if gomod == "" || gomod == os.DevNull {
+		return "", fmt.Errorf("not inside a Go module: run berth-bench from the berth repository")
+	}
+	bin := filepath.Join(dir, "berth")
+	cmd := exec.Command("go", "build", "-o", bin, "./cmd/berth")
+	cmd.Dir = filepath.Dir(gomod)
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("go build ./cmd/berth in %s: %w", cmd.Dir, err)
+	}
+	return bin, nil
+}
+
+// median of vals (the mean of the middle two for an even count).
+func median(vals []float64) float64 {
+	s := slices.Sorted(slices.Values(vals))
+	n := len(s)
+	if n%2 == 1 {
+		return s[n/2]
+	}
+	return (s[n/2-1] + s[n/2]) / 2
+}
+
+// percentile is the nearest-rank percentile q (0–100) of vals: of 50
+// values, p50 is the 25th smallest and p99 the largest.
+func percentile(vals []float64, q float64) float64 {
+	s := slices.Sorted(slices.Values(vals))
+	i := int(math.Ceil(q/100*float64(len(s)))) - 1
+	return s[max(0, min(i, len(s)-1))]
+}
+
+// num shows a figure with three or so significant digits.
+func num(v float64) string {
+	a := math.Abs(v)
+	switch {
+	case a >= 100:
+		return strconv.FormatFloat(v, 'f', 0, 64)
+	case a >= 10:
+		return strconv.FormatFloat(v, 'f', 1, 64)
+	case a >= 1:
+		return strconv.FormatFloat(v, 'f', 2, 64)
+	default:
+		return strconv.FormatFloat(v, 'f', 3, 64)
+	}
+}
+
+// filesystem names the file system that holds path, from mountinfo: the
+// state's commits cost an fsync each, which tmpfs makes free.
+func filesystem(path string) string {
+	data, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return "file system unknown"
+	}
+	best, found := "", "file system unknown"
+	for line := range strings.SplitSeq(string(data), "\n") {
+		// ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTIONS... - FSTYPE SOURCE SUPER
+		pre, post, ok := strings.Cut(line, " - ")
+		f, g := strings.Fields(pre), strings.Fields(post)
+		if !ok || len(f) < 5 || len(g) < 2 {
+			continue
+		}
+		mp := f[4]
+		if (path == mp || strings.HasPrefix(path, strings.TrimSuffix(mp, "/")+"/")) && len(mp) >= len(best) {
+			best, found = mp, g[0]+" on "+g[1]+" at "+mp
+		}
+	}
+	return found
+}
+
+// loadAverage is the 1-, 5- and 15-minute load average.
+func loadAverage() string {
+	data, err := os.ReadFile("/proc/loadavg")
+	if f := strings.Fields(string(data)); err == nil && len(f) >= 3 {
+		return strings.Join(f[:3], " ")
+	}
+	return "unknown"
+}
+
+func fatal(err error) {
+	fmt.Fprintln(os.Stderr, "berth-bench:", err)
+	os.Exit(1)
+}
