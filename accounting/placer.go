@@ -61,13 +61,6 @@ func (p *Placer) AddMachine(c Capacity) *Book {
 	return b
 }
 
-// Books returns the machines' books in the order they were added.
-func (p *Placer) Books() []*Book {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return slices.Clone(p.books)
-}
-
 // Wait blocks until req is granted, and returns the Book that granted it; the
 // caller gives the grant back to that Book when the run has ended.
 //
