@@ -79,6 +79,7 @@ func Eval(path string, src []byte, opts Options) *File {
 		src:        src,
 		seed:       sum,
 		machine:    opts.Machine,
+		hold:       opts.hold,
 		logger:     logger,
 		budget:     budget,
 		heapLimit:  heapLimit,
@@ -165,6 +166,7 @@ type evaluator struct {
 	logger    hclog.Logger
 	budget    time.Duration
 	heapLimit int64
+	hold      <-chan struct{}
 
 	errs []*Error
 	// raised holds the sentences of errors that were both recorded and

@@ -10,8 +10,8 @@ import (
 )
 
 // FuzzEval feeds arbitrary sources to Eval: it must never panic, must come
-// back within the budget plus the grace, and must report every mistake as
-// an *Error about the file it was given.
+// back (the fuzzing engine reports an input that hangs), and must report
+// every mistake as an *Error about the file it was given.
 func FuzzEval(f *testing.F) {
 	paths, err := filepath.Glob("testdata/*/*.lua")
 	if err != nil {
@@ -34,17 +34,8 @@ func FuzzEval(f *testing.F) {
 		Budget:         100 * time.Millisecond,
 		heapLimitBytes: 64 << 20,
 	}
-	// The grace is the default one. The slack absorbs a machine starved by
-	// parallel fuzz workers or -race test binaries (a trivial file was seen
-	// to wait 1.2 s for the CPU); what this catches is an evaluation that
-	// is never abandoned.
-	const slack = 3 * time.Second
 	f.Fuzz(func(t *testing.T, src []byte) {
-		start := time.Now()
 		file := Eval("fuzz.lua", src, opts)
-		if d := time.Since(start); d > opts.Budget+defaultGrace+slack {
-			t.Errorf("Eval took %v", d)
-		}
 		if len(file.Errors) > 0 && (file.Jobs != nil || file.Flavors != nil) {
 			t.Errorf("a rejected file has declarations")
 		}

@@ -33,6 +33,9 @@ type Options struct {
 	// defaults (grace, heapLimit).
 	grace          time.Duration
 	heapLimitBytes int64
+	// hold, when set, is a global function "hold" that blocks until the
+	// channel is closed: a builtin that cannot be interrupted, on demand.
+	hold <-chan struct{}
 }
 
 // DefaultBudget is the time a file may run when Options.Budget is zero.

@@ -94,6 +94,9 @@ func (ev *evaluator) newState() *lua.LState {
 	G.RawSetString("flavor", L.NewFunction(ev.declare("flavor")))
 	ev.capBuiltins(L)
 	ev.replaceRandom(L)
+	if ev.hold != nil {
+		G.RawSetString("hold", L.NewFunction(func(*lua.LState) int { <-ev.hold; return 0 }))
+	}
 	return L
 }
 
