@@ -154,15 +154,12 @@ func TestBigInputsRefused(t *testing.T) {
 }
 
 // A sparse key beyond the dense bound lives in the hash part instead of
-// allocating the array up to it in one instruction.
+// allocating the array up to it in one instruction. An array of 60 million
+// slots would pass the tests' 32 MiB heap limit and fail the file.
 func TestSparseKeys(t *testing.T) {
-	start := time.Now()
 	got := luaResult(t, `local t = {} t[60000000] = 1 t[2^40] = 2 result = t[60000000] + t[2^40]`)
 	if got != "3" {
 		t.Errorf("got %q", got)
-	}
-	if d := time.Since(start); d > time.Second {
-		t.Errorf("took %v", d)
 	}
 }
 

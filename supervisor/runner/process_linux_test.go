@@ -179,8 +179,8 @@ func TestStopKillsAfterTimeout(t *testing.T) {
 	if !killed {
 		t.Error("Stop did not report SIGKILL for a child that ignores SIGTERM")
 	}
-	if took < timeout || took > timeout+5*time.Second {
-		t.Errorf("Stop returned after %v, want just after %v", took, timeout)
+	if took < timeout {
+		t.Errorf("Stop returned after %v, before the timeout of %v", took, timeout)
 	}
 	if got := c.Wait(); got.Signal != syscall.SIGKILL {
 		t.Errorf("exit = %v, want signal: killed", got)
