@@ -62,6 +62,7 @@ type Daemon struct {
 	log     hclog.Logger
 	now     func() time.Time
 	store   *Store
+	later   Later // the store's writes that nothing waits for
 	placer  *accounting.Placer
 	book    *accounting.Book
 	scanner *watch.Scanner
@@ -117,7 +118,14 @@ func Open(cfg Config) (*Daemon, error) {
 	if err := os.MkdirAll(filepath.Join(cfg.StateDir, "logs"), 0o750); err != nil {
 		return nil, fmt.Errorf("create state directory %s: %w", cfg.StateDir, err)
 	}
-	store, err := OpenStore(filepath.Join(cfg.StateDir, "state.db"), StoreOptions{})
+	log := cfg.Logger
+	store, err := OpenStore(filepath.Join(cfg.StateDir, "state.db"), StoreOptions{OnHealth: func(err error) {
+		if err != nil {
+			log.Error("cannot record the state: jobs go on, but their runs and states are not kept until it can", "error", err)
+		} else {
+			log.Info("recording the state again")
+		}
+	}})
 	if err != nil {
 		return nil, err
 	}
@@ -139,9 +147,20 @@ func Open(cfg Config) (*Daemon, error) {
 		settle:   time.NewTimer(time.Hour),
 	}
 	d.settle.Stop()
+	d.later = store.Later(d.recordFailed)
 	d.book = d.placer.AddMachine(capacityOf(cfg.Machine))
 	d.scanner = watch.NewScanner(cfg.JobsDir, watch.ScanOptions{DaemonUID: os.Getuid()})
 	return d, nil
+}
+
+// recordFailed is told of each deferred write that failed. While commits
+// fail the store has said so once; each write is then not worth a line.
+func (d *Daemon) recordFailed(err error) {
+	if d.store.Failing() != nil {
+		d.log.Debug("not recorded", "error", err)
+		return
+	}
+	d.log.Error("cannot record", "error", err)
 }
 
 // capacityOf is the books' view of the probed machine.
@@ -302,17 +321,38 @@ func (d *Daemon) reconcile() error {
 	if err != nil {
 		return fmt.Errorf("read the runs a previous daemon left: %w", err)
 	}
+	if len(open) == 0 {
+		return nil
+	}
+	// Every process of a run carries BERTH_RUN: this finds a run whose pid
+	// was never recorded, and descendants that outlived their leader.
+	wanted := map[string]bool{}
+	for _, r := range open {
+		wanted[strconv.FormatUint(r.ID, 10)] = true
+	}
+	byRun, err := runner.FindByEnv("BERTH_RUN", wanted)
+	if err != nil {
+		d.log.Warn("cannot look for what lost runs left running", "error", err)
+	}
 	var ids []uint64
 	for _, r := range open {
 		ids = append(ids, r.ID)
-		killed := false
+		killed := 0
 		if r.PID > 0 {
-			killed, err = runner.KillLeftover(r.PID, r.StartTicks)
+			ok, err := runner.KillLeftover(r.PID, r.StartTicks)
 			if err != nil {
 				d.log.Warn("cannot check a lost run's process", "job", r.Job, "run", r.ID, "pid", r.PID, "error", err)
 			}
+			if ok {
+				killed++
+			}
 		}
-		d.log.Warn("run lost: the daemon went away while it ran", "job", r.Job, "run", r.ID, "pid", r.PID, "killed_leftover", killed)
+		for _, pid := range byRun[strconv.FormatUint(r.ID, 10)] {
+			if unix.Kill(pid, unix.SIGKILL) == nil {
+				killed++
+			}
+		}
+		d.log.Warn("run lost: the daemon went away while it ran", "job", r.Job, "run", r.ID, "pid", r.PID, "killed_leftovers", killed)
 	}
 	if len(ids) > 0 {
 		if err := d.store.MarkLost(ids, d.now()); err != nil {

@@ -382,8 +382,8 @@ func (j *job) spawn() (event, bool) {
 	}
 	j.run.proc, j.run.after = proc, after
 	if ticks, err := proc.StartTicks(); err == nil {
-		if err := j.d.store.SetRunPID(rec.ID, proc.PID(), ticks); err != nil {
-			j.log.Error("cannot record the run's pid", "run", rec.ID, "error", err)
+		if !isLocalRunID(rec.ID) {
+			j.d.later.SetRunPID(rec.ID, proc.PID(), ticks)
 		}
 	}
 	j.log.Info("started", "run", rec.ID, "pid", proc.PID(), "gpus", gpus, "cpus", len(j.grant.CPUIDs))
@@ -449,9 +449,7 @@ func (j *job) recordEnd(reason Reason) {
 		sig = signalName(exit.Signal)
 	}
 	if j.run.id != 0 && !isLocalRunID(j.run.id) {
-		if err := j.d.store.EndRun(j.run.id, now, exit.Code, sig, reason); err != nil {
-			j.log.Error("cannot record the run's end", "run", j.run.id, "error", err)
-		}
+		j.d.later.EndRun(j.run.id, now, exit.Code, sig, reason)
 	}
 	kv := []any{"run", j.run.id, "reason", reason.String(), "duration_ms", now.Sub(j.run.start).Milliseconds()}
 	if sig != "" {
@@ -547,9 +545,7 @@ func (j *job) persist() {
 	}
 	rec := JobRecord{Name: j.name, State: j.life.state, Fingerprint: fp, DoneFingerprint: j.doneFP,
 		Restarts: j.life.restarts, Changed: j.life.since}
-	if err := j.d.store.PutJob(rec); err != nil {
-		j.log.Error("cannot record the job's state", "error", err)
-	}
+	j.d.later.PutJob(rec)
 }
 
 func (j *job) setWhy(why string) {

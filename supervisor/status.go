@@ -96,6 +96,9 @@ func (d *Daemon) Status() Status {
 	}
 	s.Errors = slices.Clone(d.errs)
 	d.mu.Unlock()
+	if err := d.store.Failing(); err != nil {
+		s.Errors = append([]string{msgNotRecording(d.cfg.StateDir, err)}, s.Errors...)
+	}
 
 	free := snap.Free
 	for _, j := range jobs {
@@ -212,4 +215,10 @@ func (d *Daemon) statusLine() string {
 		line += fmt.Sprintf("; %d files with errors", files)
 	}
 	return line
+}
+
+// msgNotRecording is the status's first error while the state cannot be
+// written.
+func msgNotRecording(dir string, err error) string {
+	return fmt.Sprintf("cannot record the state (%v): jobs go on, but their runs and states are not kept until it can; free space under %s (df -h %s)", err, dir, dir)
 }

@@ -95,6 +95,11 @@ type StoreOptions struct {
 
 	// KeepRuns is how many runs are kept per job (default 100).
 	KeepRuns int
+
+	// OnHealth, when set, is called on the writer's goroutine each time
+	// commits start failing (with the error) and when they succeed again
+	// (with nil). It must not block or write to the store.
+	OnHealth func(err error)
 }
 
 const (
@@ -135,7 +140,8 @@ var (
 //
 // Writes use group commit. One goroutine (write) owns every write
 // transaction. A caller submits an operation and blocks until the
-// transaction containing it has committed, fsync included. While one
+// transaction containing it has committed, fsync included (or, through
+// Later, queues it and goes on). While one
 // transaction commits, operations submitted meanwhile queue up, and the
 // writer then applies all of them in the next single transaction. The
 // cost of durability is an fsync pair per transaction (1–2 ms on the
@@ -160,6 +166,11 @@ type Store struct {
 	// commits counts committed write transactions; tests read it to check
 	// that concurrent operations share transactions.
 	commits atomic.Uint64
+
+	// failing is the error of the last commit, nil once one succeeds again;
+	// written by the writer only.
+	failing  atomic.Pointer[error]
+	onHealth func(error)
 
 	closeOnce sync.Once
 	closeErr  error // result of the first Close, returned by every Close
@@ -187,7 +198,21 @@ type storeOp struct {
 	// its arguments, and an error from it must mean "nothing of mine should
 	// be committed": the group is then replayed without it.
 	apply func(tx *bbolt.Tx) error
-	done  chan error // capacity 1; receives the operation's outcome exactly once
+	// done receives the operation's outcome exactly once: a channel of
+	// capacity 1 the caller waits on, or, for a deferred write, a function
+	// the writer calls with the error (and not at all on success).
+	done   chan error
+	failed func(error)
+}
+
+// finish hands op its outcome.
+func (op *storeOp) finish(err error) {
+	switch {
+	case op.done != nil:
+		op.done <- err
+	case err != nil && op.failed != nil:
+		op.failed(err)
+	}
 }
 
 // OpenStore opens the state file at path, creating it (mode 0600) and its
@@ -247,6 +272,7 @@ func storeOpen(path string, opts StoreOptions, tune func(*bbolt.Options)) (*Stor
 		keepRuns:   opts.KeepRuns,
 		kick:       make(chan struct{}, 1),
 		writerDone: make(chan struct{}),
+		onHealth:   opts.OnHealth,
 	}
 	go s.write()
 	return s, nil
@@ -355,6 +381,14 @@ func (s *Store) wake() {
 // submit hands apply to the writer and waits for its transaction's outcome.
 func (s *Store) submit(apply func(tx *bbolt.Tx) error) error {
 	op := &storeOp{apply: apply, done: make(chan error, 1)}
+	if err := s.enqueue(op); err != nil {
+		return err
+	}
+	return <-op.done
+}
+
+// enqueue queues op for the writer's next transaction.
+func (s *Store) enqueue(op *storeOp) error {
 	s.mu.Lock()
 	if s.closing {
 		s.mu.Unlock()
@@ -366,7 +400,7 @@ func (s *Store) submit(apply func(tx *bbolt.Tx) error) error {
 	}
 	s.mu.Unlock()
 	s.wake()
-	return <-op.done
+	return nil
 }
 
 // write is the writer goroutine: it takes whatever has queued up and commits
@@ -417,7 +451,7 @@ func (s *Store) commit(group []*storeOp, hook func(*bbolt.Tx) error) {
 			return nil
 		})
 		if failed >= 0 {
-			group[failed].done <- opErr
+			group[failed].finish(opErr)
 			group = append(group[:failed:failed], group[failed+1:]...)
 			continue
 		}
@@ -426,11 +460,37 @@ func (s *Store) commit(group []*storeOp, hook func(*bbolt.Tx) error) {
 		} else {
 			s.commits.Add(1)
 		}
+		s.health(err)
 		for _, op := range group {
-			op.done <- err
+			op.finish(err)
 		}
 		return
 	}
+}
+
+// health records the outcome of a commit and reports a change.
+func (s *Store) health(err error) {
+	var was error
+	if p := s.failing.Load(); p != nil {
+		was = *p
+	}
+	if err == nil {
+		s.failing.Store(nil)
+	} else {
+		s.failing.Store(&err)
+	}
+	if (was == nil) != (err == nil) && s.onHealth != nil {
+		s.onHealth(err)
+	}
+}
+
+// Failing is the error of the last commit when it failed, nil when it
+// succeeded: whether the state is being recorded now.
+func (s *Store) Failing() error {
+	if p := s.failing.Load(); p != nil {
+		return *p
+	}
+	return nil
 }
 
 // storeTx gives an operation its buckets with this transaction's fill
@@ -554,50 +614,55 @@ func (s *Store) BeginRun(r RunRecord) (RunRecord, error) {
 	return r, nil
 }
 
-// updateRun applies change to run id inside a write transaction.
-func (s *Store) updateRun(id uint64, change func(*RunRecord)) error {
-	return s.submit(func(tx *bbolt.Tx) error {
+// updateRun is the operation that applies change to run id; what names the
+// operation in its error.
+func updateRun(id uint64, what string, change func(*RunRecord)) func(tx *bbolt.Tx) error {
+	return func(tx *bbolt.Tx) error {
 		b, err := storeBuckets(tx)
 		if err != nil {
 			return err
 		}
 		r, found, err := b.getRun(id)
-		if err != nil {
-			return err
+		if err == nil && !found {
+			err = ErrRunNotFound
 		}
-		if !found {
-			return ErrRunNotFound
+		if err != nil {
+			return fmt.Errorf("%s: %w", what, err)
 		}
 		change(&r)
 		return b.putRun(r)
-	})
+	}
 }
 
 // SetRunPID records the process of run id once it has been spawned.
 func (s *Store) SetRunPID(id uint64, pid int, startTicks uint64) error {
-	err := s.updateRun(id, func(r *RunRecord) {
+	return s.submit(setRunPID(id, pid, startTicks))
+}
+
+func setRunPID(id uint64, pid int, startTicks uint64) func(tx *bbolt.Tx) error {
+	return updateRun(id, fmt.Sprintf("set pid of run %d", id), func(r *RunRecord) {
 		r.PID, r.StartTicks = pid, startTicks
 	})
-	if err != nil {
-		return fmt.Errorf("set pid of run %d: %w", id, err)
-	}
-	return nil
 }
 
 // EndRun records how run id ended. It overwrites an earlier end, so the
 // last word wins. reason must not be zero and end must be set: both mean
 // "still running".
 func (s *Store) EndRun(id uint64, end time.Time, exitCode int, signal string, reason Reason) error {
-	if reason == 0 || end.IsZero() {
-		return fmt.Errorf("end run %d: an ended run needs a reason and an end time", id)
-	}
-	err := s.updateRun(id, func(r *RunRecord) {
-		r.End, r.ExitCode, r.Signal, r.Reason = end, exitCode, signal, reason
-	})
+	apply, err := endRun(id, end, exitCode, signal, reason)
 	if err != nil {
-		return fmt.Errorf("end run %d: %w", id, err)
+		return err
 	}
-	return nil
+	return s.submit(apply)
+}
+
+func endRun(id uint64, end time.Time, exitCode int, signal string, reason Reason) (func(tx *bbolt.Tx) error, error) {
+	if reason == 0 || end.IsZero() {
+		return nil, fmt.Errorf("end run %d: an ended run needs a reason and an end time", id)
+	}
+	return updateRun(id, fmt.Sprintf("end run %d", id), func(r *RunRecord) {
+		r.End, r.ExitCode, r.Signal, r.Reason = end, exitCode, signal, reason
+	}), nil
 }
 
 // MarkLost ends, with ReasonLost, the runs among ids that are still open:
@@ -639,21 +704,77 @@ func (s *Store) MarkLost(ids []uint64, end time.Time) error {
 
 // PutJob writes j, replacing what was stored under its name.
 func (s *Store) PutJob(j JobRecord) error {
+	apply, err := putJob(j)
+	if err != nil {
+		return err
+	}
+	return s.submit(apply)
+}
+
+func putJob(j JobRecord) (func(tx *bbolt.Tx) error, error) {
 	if j.Name == "" {
-		return errors.New("put job: name is empty")
+		return nil, errors.New("put job: name is empty")
 	}
 	v := storeEncodeJob(j)
-	err := s.submit(func(tx *bbolt.Tx) error {
+	return func(tx *bbolt.Tx) error {
 		b, err := storeBuckets(tx)
-		if err != nil {
-			return err
+		if err == nil {
+			err = b.jobs.Put([]byte(j.Name), v)
 		}
-		return b.jobs.Put([]byte(j.Name), v)
-	})
-	if err != nil {
-		return fmt.Errorf("put job %q: %w", j.Name, err)
+		if err != nil {
+			return fmt.Errorf("put job %q: %w", j.Name, err)
+		}
+		return nil
+	}, nil
+}
+
+// Later is the store's deferred writes: each goes into the writer's next
+// transaction, in the order given, and returns at once. The daemon waits for
+// one write on a job's way to running, its run's record (BeginRun), so that
+// a run is on record before its process exists; the pid, the end and the
+// job's state follow without holding the job up. A daemon killed outright
+// loses what it had not yet handed to bbolt, at most the writes of one
+// commit: reconciliation finds a run's process without its pid, and a run
+// with no recorded end is marked lost.
+type Later struct {
+	s      *Store
+	failed func(error)
+}
+
+// Later returns the deferred form of the updates. failed is called with the
+// error of each write that fails, on the writer's goroutine: it must not
+// block or write to the store.
+func (s *Store) Later(failed func(error)) Later { return Later{s: s, failed: failed} }
+
+func (l Later) queue(apply func(tx *bbolt.Tx) error) {
+	if err := l.s.enqueue(&storeOp{apply: apply, failed: l.failed}); err != nil {
+		l.failed(err)
 	}
-	return nil
+}
+
+// SetRunPID is Store.SetRunPID, deferred.
+func (l Later) SetRunPID(id uint64, pid int, startTicks uint64) {
+	l.queue(setRunPID(id, pid, startTicks))
+}
+
+// EndRun is Store.EndRun, deferred.
+func (l Later) EndRun(id uint64, end time.Time, exitCode int, signal string, reason Reason) {
+	apply, err := endRun(id, end, exitCode, signal, reason)
+	if err != nil {
+		l.failed(err)
+		return
+	}
+	l.queue(apply)
+}
+
+// PutJob is Store.PutJob, deferred.
+func (l Later) PutJob(j JobRecord) {
+	apply, err := putJob(j)
+	if err != nil {
+		l.failed(err)
+		return
+	}
+	l.queue(apply)
 }
 
 // DeleteJob forgets job name; deleting an unknown job is not an error. Its

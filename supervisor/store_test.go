@@ -1004,7 +1004,14 @@ func TestStoreBadOperationInGroup(t *testing.T) {
 func TestStoreFull(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "state.db")
 	const maxSize = 1 << 20
-	s, err := storeOpen(path, StoreOptions{}, func(o *bbolt.Options) { o.MaxSize = maxSize })
+	var healthMu sync.Mutex
+	var health []error
+	opts := StoreOptions{OnHealth: func(err error) {
+		healthMu.Lock()
+		health = append(health, err)
+		healthMu.Unlock()
+	}}
+	s, err := storeOpen(path, opts, func(o *bbolt.Options) { o.MaxSize = maxSize })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1021,6 +1028,9 @@ func TestStoreFull(t *testing.T) {
 	if !errors.Is(full, berrors.ErrMaxSizeReached) {
 		t.Fatalf("after %d jobs: %v, want ErrMaxSizeReached", n, full)
 	}
+	if !errors.Is(s.Failing(), berrors.ErrMaxSizeReached) {
+		t.Errorf("Failing() = %v on a full store", s.Failing())
+	}
 	jobs, err := s.Jobs()
 	if err != nil {
 		t.Fatalf("reading a full store: %v", err)
@@ -1036,6 +1046,14 @@ func TestStoreFull(t *testing.T) {
 	}
 	if err := s.PutJob(JobRecord{Name: "after", Fingerprint: fp}); err != nil {
 		t.Errorf("write after freeing space: %v", err)
+	}
+	if s.Failing() != nil {
+		t.Errorf("Failing() = %v after a write succeeded again", s.Failing())
+	}
+	healthMu.Lock()
+	defer healthMu.Unlock()
+	if len(health) != 2 || !errors.Is(health[0], berrors.ErrMaxSizeReached) || health[1] != nil {
+		t.Errorf("health reported %v, want the failure once, then nil once", health)
 	}
 }
 
@@ -1281,3 +1299,85 @@ func storeBenchEndRun(b *testing.B, parallel bool) {
 
 func BenchmarkStoreEndRunSerial(b *testing.B)   { storeBenchEndRun(b, false) }
 func BenchmarkStoreEndRunParallel(b *testing.B) { storeBenchEndRun(b, true) }
+
+// TestStoreLater checks the deferred writes: they return before anything is
+// committed, land in the order given (the last state of a job wins), share
+// the next transaction with a waiting caller's write, reach the file by
+// Close, and report their failures to the callback.
+func TestStoreLater(t *testing.T) {
+	s, path := storeOpenTest(t, StoreOptions{})
+	r := storeBegin(t, s, "a", storeT0)
+	var failures []error
+	var mu sync.Mutex
+	later := s.Later(func(err error) {
+		mu.Lock()
+		failures = append(failures, err)
+		mu.Unlock()
+	})
+
+	entered, release := storeHold(s, nil)
+	defer release()
+	held := make(chan error, 1)
+	go func() { held <- s.PutJob(JobRecord{Name: "held"}) }()
+	storeWait(t, entered, "the writer to hold its transaction")
+	before := s.commits.Load()
+
+	// With the writer held, none of these can have committed when they
+	// return.
+	later.SetRunPID(r.ID, 4242, 77)
+	later.PutJob(JobRecord{Name: "a", State: StateRunning})
+	later.EndRun(r.ID, storeT0.Add(time.Minute), 3, "", ReasonFailed)
+	later.PutJob(JobRecord{Name: "a", State: StateFailed})
+	later.EndRun(987654, storeT0, 0, "", ReasonExited) // unknown: fails alone
+	later.EndRun(r.ID, time.Time{}, 0, "", ReasonExited)
+	if got, _, _ := s.Run(r.ID); got.PID != 0 || !got.End.IsZero() {
+		t.Fatalf("a deferred write committed before the writer was free: %+v", got)
+	}
+	// A waiting caller's write goes into the same transaction.
+	queued := storeWhenQueued(s, 6)
+	waited := make(chan error, 1)
+	go func() { waited <- s.PutJob(JobRecord{Name: "b", State: StateDone}) }()
+	storeWait(t, queued, "the waiting write to queue behind the deferred ones")
+	release()
+	if err := <-held; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-waited; err != nil {
+		t.Fatal(err)
+	}
+	if got := s.commits.Load() - before; got != 2 {
+		t.Errorf("%d transactions, want 2: the held one, then the deferred writes with the waiting one", got)
+	}
+	got, _, err := s.Run(r.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.PID != 4242 || got.StartTicks != 77 || got.ExitCode != 3 || got.Reason != ReasonFailed {
+		t.Errorf("run after the deferred writes: %+v", got)
+	}
+	if j, _, _ := s.Job("a"); j.State != StateFailed {
+		t.Errorf("job a is %v, want the last state written, failed", j.State)
+	}
+	mu.Lock()
+	// The end with no time fails at once, the unknown run when committed.
+	if len(failures) != 2 || !errors.Is(failures[1], ErrRunNotFound) {
+		t.Errorf("failures reported: %v, want the end with no time's, then the unknown run's", failures)
+	}
+	mu.Unlock()
+
+	// Close commits what is still queued.
+	later.PutJob(JobRecord{Name: "last", State: StateStopped})
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	later.PutJob(JobRecord{Name: "closed"})
+	mu.Lock()
+	if n := len(failures); n != 3 || !errors.Is(failures[2], ErrStoreClosed) {
+		t.Errorf("a deferred write after Close reported %v", failures)
+	}
+	mu.Unlock()
+	s = storeOpenTestAt(t, path, StoreOptions{})
+	if j, found, _ := s.Job("last"); !found || j.State != StateStopped {
+		t.Errorf("the write queued before Close is not on file: %+v", j)
+	}
+}

@@ -88,6 +88,10 @@ func (d *daemon) put(name, src string) (time.Time, error) {
 	return saved, os.Rename(tmp, filepath.Join(d.jobs, name))
 }
 
+// profileDir, when set, is where each daemon writes its CPU profile, named
+// after the run's directory.
+var profileDir string
+
 // start execs `berth daemon` with args after the paths; its log goes to
 // daemon.log in the run's directory.
 func (d *daemon) start(berth string, args ...string) error {
@@ -119,7 +123,11 @@ func (d *daemon) start(berth string, args ...string) error {
 		return err
 	}
 	defer logf.Close()
-	cmd := exec.Command(berth, append([]string{"daemon", "--jobs", d.jobs, "--state", d.state, "--socket", d.socket}, args...)...)
+	argv := []string{"daemon", "--jobs", d.jobs, "--state", d.state, "--socket", d.socket}
+	if profileDir != "" {
+		argv = append(argv, "--cpuprofile", filepath.Join(profileDir, filepath.Base(d.dir)+".pprof"))
+	}
+	cmd := exec.Command(berth, append(argv, args...)...)
 	for _, kv := range os.Environ() {
 		if k, _, _ := strings.Cut(kv, "="); k != "NOTIFY_SOCKET" && k != "JOURNAL_STREAM" && k != "WATCHDOG_USEC" && k != "WATCHDOG_PID" {
 			cmd.Env = append(cmd.Env, kv)

@@ -3,11 +3,14 @@
 // a plain loop, how soon a saved job file has its child running, what the
 // daemon costs while a thousand jobs run, and how long it takes to be ready.
 //
-//	go run ./cmd/berth-bench [-only NAME[,NAME]] [-runs N] [-idle 30s] [-tmp DIR] [-v]
+//	go run ./cmd/berth-bench [-only NAME[,NAME]] [-runs N] [-idle 30s] [-tmp DIR] [-cpuprofile DIR] [-v]
 //
 // The benchmarks are throughput, reload, footprint and startup. -tmp puts
 // the runs' directories, the daemon's state among them, elsewhere: on tmpfs
 // (-tmp /dev/shm) the state's fsyncs cost nothing, which shows their share.
+//
+// -cpuprofile DIR has every daemon write a CPU profile there, one file per
+// daemon (go tool pprof DIR/throughput-1.pprof).
 //
 // It builds the berth binary once, then runs each benchmark N times, each
 // run with fresh temporary directories and its own daemon, which it stops at
@@ -91,6 +94,7 @@ func main() {
 	idle := flag.Duration("idle", 30*time.Second, "footprint: how long to watch the idle daemon")
 	tmp := flag.String("tmp", "", "where each run's directories (jobs, state, socket) go; default $TMPDIR or /tmp")
 	verbose := flag.Bool("v", false, "print each run's figures and the daemon's log on failure to stderr")
+	flag.StringVar(&profileDir, "cpuprofile", "", "write each daemon's CPU profile into this directory")
 	flag.Parse()
 	if flag.NArg() > 0 || *runs < 1 || *idle <= 0 {
 		flag.Usage()

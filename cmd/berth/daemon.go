@@ -9,6 +9,7 @@ import (
 	"os/signal"
 	"os/user"
 	"path/filepath"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"syscall"
@@ -32,6 +33,7 @@ func runDaemon(c *cli, args []string) int {
 	state := fs.String("state", defaultStateDir(c.env), "the state directory (env BERTH_STATE)")
 	socket := fs.String("socket", defaultSocket(c.env), "the control socket (env BERTH_SOCKET)")
 	level := fs.String("log-level", "info", "trace, debug, info, warn or error")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile for go tool pprof to this file until the daemon stops")
 	rest, code, done := c.parse(fs, args)
 	if done {
 		return code
@@ -46,6 +48,14 @@ func runDaemon(c *cli, args []string) int {
 		return exitUsage
 	}
 	log := c.logger(lvl)
+	if *cpuProfile != "" {
+		stop, err := startCPUProfile(*cpuProfile)
+		if err != nil {
+			fmt.Fprintln(c.stderr, msgUsage("berth daemon", err))
+			return exitUsage
+		}
+		defer stop()
+	}
 
 	inv, err := c.inventory(&m)
 	if err != nil {
@@ -109,6 +119,20 @@ func runDaemon(c *cli, args []string) int {
 		return exitFailed
 	}
 	return exitOK
+}
+
+// startCPUProfile profiles the daemon into path; stop ends the profile and
+// closes the file.
+func startCPUProfile(path string) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("--cpuprofile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("--cpuprofile: %w", err)
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }
 
 // logger builds the one root logger. Under journald each entry becomes a

@@ -3,6 +3,7 @@ package runner
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"os"
@@ -535,5 +536,49 @@ func BenchmarkStartWait(b *testing.B) {
 		if e := p.Wait(); !e.Success() {
 			b.Fatal(e)
 		}
+	}
+}
+
+// FindByEnv finds a run's leader and the grandchild it forked by the
+// variable they inherited, and nothing for a value no process has.
+func TestFindByEnv(t *testing.T) {
+	t.Parallel()
+	marker := fmt.Sprintf("find-%d-%d", os.Getpid(), time.Now().UnixNano())
+	spec := helperSpec(t, "fork-grandchild", "block")
+	spec.Env = append(spec.Env, "BERTH_TEST_MARK="+marker)
+	c := startChild(t, spec)
+	gc, err := strconv.Atoi(c.line(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fd := pidfd(t, gc)
+	found, err := FindByEnv("BERTH_TEST_MARK", map[string]bool{marker: true, "nobody-has-this": true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := found[marker]
+	slices.Sort(got)
+	want := []int{c.PID(), gc}
+	slices.Sort(want)
+	if !slices.Equal(got, want) || len(found["nobody-has-this"]) != 0 {
+		t.Errorf("found %v, want %v for the marker and nothing else", found, want)
+	}
+	if err := syscall.Kill(-c.PID(), syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	wait(t, c.Process)
+	waitGone(t, fd, gc)
+}
+
+func TestEnvironEntry(t *testing.T) {
+	env := []byte("A=1\x00BERTH_RUN=42\x00BERTH_RUNX=7\x00")
+	if v, ok := environEntry(env, []byte("BERTH_RUN=")); !ok || v != "42" {
+		t.Errorf("got %q, %v", v, ok)
+	}
+	if _, ok := environEntry(env, []byte("MISSING=")); ok {
+		t.Error("found a missing key")
+	}
+	if v, ok := environEntry([]byte("K=v"), []byte("K=")); !ok || v != "v" {
+		t.Errorf("no trailing NUL: got %q, %v", v, ok)
 	}
 }

@@ -95,3 +95,54 @@ func KillLeftover(pid int, startTicks uint64) (bool, error) {
 	}
 	return true, nil
 }
+
+// FindByEnv returns, for each value of values, the processes whose
+// environment holds key=value: the daemon gives every run BERTH_RUN=<id>,
+// and a run's process tree keeps it, so this finds what is left of runs a
+// previous daemon lost whether or not their process IDs were recorded, and
+// the descendants that outlived their leader. The daemon's own process is
+// never returned. Processes whose environment cannot be read (another
+// user's, as a non-root daemon) or that end during the scan are skipped.
+func FindByEnv(key string, values map[string]bool) (map[string][]int, error) {
+	return findByEnv("/proc", key, values)
+}
+
+func findByEnv(proc, key string, values map[string]bool) (map[string][]int, error) {
+	found := map[string][]int{}
+	if len(values) == 0 {
+		return found, nil
+	}
+	entries, err := os.ReadDir(proc)
+	if err != nil {
+		return nil, fmt.Errorf("find leftover processes: %w", err)
+	}
+	prefix := []byte(key + "=")
+	self := os.Getpid()
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == self {
+			continue
+		}
+		env, err := os.ReadFile(proc + "/" + e.Name() + "/environ")
+		if err != nil {
+			continue
+		}
+		if v, ok := environEntry(env, prefix); ok && values[v] {
+			found[v] = append(found[v], pid)
+		}
+	}
+	return found, nil
+}
+
+// environEntry finds the entry starting with prefix in a NUL-separated
+// environment block.
+func environEntry(env, prefix []byte) (string, bool) {
+	for len(env) > 0 {
+		entry, rest, _ := bytes.Cut(env, []byte{0})
+		if bytes.HasPrefix(entry, prefix) {
+			return string(entry[len(prefix):]), true
+		}
+		env = rest
+	}
+	return "", false
+}
