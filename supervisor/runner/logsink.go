@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // copyBufferSize is the only memory a LogSink holds for output, whatever
@@ -44,9 +46,11 @@ type LogSink struct {
 	closeErr error // from closing w, set inside closeW
 }
 
-// OpenLog opens, or continues, dir/job.log, capped at maxBytes, and starts
-// the copier. Pass File to Start as the job's Stdout, then call
-// CloseWriter; after the job has ended, Close.
+// OpenLog prepares dir/job.log, capped at maxBytes, and starts the copier.
+// The file is opened, or continued, when the job first writes: a job that
+// prints nothing costs no file (creating one is the dearest step of a short
+// job's start on some filesystems). Pass File to Start as the job's Stdout,
+// then call CloseWriter; after the job has ended, Close.
 func OpenLog(dir, job string, maxBytes int64) (*LogSink, error) {
 	// Job names are checked long before this, but a name that reached
 	// here by another path must still not climb out of dir or hide.
@@ -61,12 +65,13 @@ func OpenLog(dir, job string, maxBytes int64) (*LogSink, error) {
 		maxBytes: maxBytes,
 		done:     make(chan struct{}),
 	}
-	if err := s.open(0); err != nil {
-		return nil, fmt.Errorf("open log for job %s: %w", job, err)
+	// What would stop the file being created later is caught now, when it
+	// can still fail the start: a missing or unwritable directory.
+	if err := syscall.Access(dir, unix.W_OK|unix.X_OK); err != nil {
+		return nil, fmt.Errorf("open log for job %s: %w", job, &os.PathError{Op: "access", Path: dir, Err: err})
 	}
 	r, w, err := os.Pipe()
 	if err != nil {
-		s.f.Close()
 		return nil, fmt.Errorf("open log for job %s: pipe: %w", job, err)
 	}
 	s.r, s.w = r, w

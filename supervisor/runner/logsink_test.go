@@ -3,6 +3,7 @@ package runner
 import (
 	"context"
 	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -159,10 +160,46 @@ func TestOpenLogRefuses(t *testing.T) {
 	if _, err := OpenLog(dir, "job", 0); err == nil {
 		t.Error("a cap of 0 accepted")
 	}
-	if err := os.Symlink("/etc/passwd", filepath.Join(dir, "link.log")); err != nil {
+	if _, err := OpenLog(filepath.Join(dir, "missing"), "job", 1<<20); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("OpenLog in a missing directory = %v, want ErrNotExist", err)
+	}
+
+	// The file is opened at the first output, and a symlink planted in
+	// its place is not followed then either.
+	target := filepath.Join(dir, "target")
+	if err := os.WriteFile(target, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := OpenLog(dir, "link", 1<<20); err == nil {
-		t.Error("a symlinked log file was followed")
+	if err := os.Symlink(target, filepath.Join(dir, "link.log")); err != nil {
+		t.Fatal(err)
+	}
+	s, err := OpenLog(dir, "link", 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.File().WriteString("x\n"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); !errors.Is(err, syscall.ELOOP) {
+		t.Errorf("Close = %v, want ELOOP from refusing the symlink", err)
+	}
+	if data, _ := os.ReadFile(target); len(data) != 0 {
+		t.Errorf("a symlinked log file was followed: the target holds %q", data)
+	}
+}
+
+// A job that prints nothing leaves no file.
+func TestLogSinkNoOutputNoFile(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	s, err := OpenLog(dir, "quiet", 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "quiet.log")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("a quiet job's log file: %v, want none", err)
 	}
 }
