@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"os"
 	"os/user"
+	"runtime"
+	"runtime/metrics"
 	"slices"
 	"strconv"
 
@@ -103,6 +105,9 @@ func (d *Daemon) api() http.Handler {
 			writeJSON(w, http.StatusOK, map[string]string{"job": name, "requested": verb.name})
 		})
 	}
+	mux.HandleFunc("GET "+APIVersion+"/debug/runtime", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, runtimeFigures())
+	})
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "no such call: "+r.Method+" "+r.URL.Path+" (the daemon speaks "+APIVersion+")")
 	})
@@ -236,4 +241,25 @@ func (d *Daemon) Reload(ctx context.Context) (ReloadResult, error) {
 		return ReloadResult{}, err
 	}
 	return v.(ReloadResult), nil
+}
+
+// RuntimeFigures is GET /v1/debug/runtime: what the daemon process holds,
+// for finding leaks (the fault tests compare them before and after).
+type RuntimeFigures struct {
+	Goroutines int    `json:"goroutines"`
+	OpenFiles  int    `json:"open_files"` // -1 when /proc/self/fd cannot be read
+	HeapBytes  uint64 `json:"heap_bytes"` // live and not yet swept objects
+}
+
+func runtimeFigures() RuntimeFigures {
+	f := RuntimeFigures{Goroutines: runtime.NumGoroutine(), OpenFiles: -1}
+	if fds, err := os.ReadDir("/proc/self/fd"); err == nil {
+		f.OpenFiles = len(fds) - 1 // less the directory being read
+	}
+	s := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+	metrics.Read(s)
+	if s[0].Value.Kind() == metrics.KindUint64 {
+		f.HeapBytes = s[0].Value.Uint64()
+	}
+	return f
 }

@@ -215,7 +215,9 @@ func (d *Daemon) Run(ctx context.Context) error {
 	res := d.reload(true)
 	d.log.Info("loaded", "files", res.Files, "jobs", len(d.set.Jobs), "errors", len(res.Errors))
 
-	srv := &http.Server{Handler: d.api(), ConnContext: withPeer, ReadHeaderTimeout: 5 * time.Second}
+	// An idle connection is closed after a while: a client that leaves
+	// its connections open must not hold the daemon's descriptors for ever.
+	srv := &http.Server{Handler: d.api(), ConnContext: withPeer, ReadHeaderTimeout: 5 * time.Second, IdleTimeout: 30 * time.Second}
 	if d.cfg.Listener != nil {
 		bg.Go(func() {
 			if err := srv.Serve(d.cfg.Listener); err != nil && !errors.Is(err, http.ErrServerClosed) {

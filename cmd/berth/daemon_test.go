@@ -42,8 +42,9 @@ type testDaemon struct {
 	cmd    *exec.Cmd
 	logs   *lockedBuffer
 
-	mu       sync.Mutex // guards notified
+	mu       sync.Mutex // guards notified and httpc
 	notified []string
+	httpc    *http.Client
 	notes    chan string
 }
 
@@ -62,7 +63,6 @@ func newTestDaemon(t testing.TB, files map[string]string) *testDaemon {
 		state:  filepath.Join(dir, "state"),
 		socket: filepath.Join(dir, "berth.sock"),
 		out:    filepath.Join(dir, "out"),
-		notes:  make(chan string, 1024),
 	}
 	for _, p := range []string{d.jobs, d.out} {
 		if err := os.MkdirAll(p, 0o755); err != nil {
@@ -99,6 +99,10 @@ func (d *testDaemon) start(opts daemonOptions) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Each life of the daemon has its own channel: what an earlier one
+	// sent (a READY=1 after a reload) must not pass for this one's.
+	notes := make(chan string, 1024)
+	d.notes = notes
 	go func() {
 		buf := make([]byte, 4096)
 		for {
@@ -111,7 +115,7 @@ func (d *testDaemon) start(opts daemonOptions) {
 			d.notified = append(d.notified, msg)
 			d.mu.Unlock()
 			select {
-			case d.notes <- msg:
+			case notes <- msg:
 			default:
 			}
 		}
@@ -126,6 +130,11 @@ func (d *testDaemon) start(opts daemonOptions) {
 		t.Fatal(err)
 	}
 	d.cmd = cmd
+	d.mu.Lock()
+	if d.httpc != nil {
+		d.httpc.CloseIdleConnections() // to the daemon before this one
+	}
+	d.mu.Unlock()
 	t.Cleanup(func() {
 		if d.cmd != nil && d.cmd.ProcessState == nil {
 			d.cmd.Process.Kill()
@@ -166,11 +175,20 @@ func (d *testDaemon) stop() {
 	}
 }
 
+// client is one client for the test's life, so that its connections are
+// reused and the daemon's open files stay countable.
 func (d *testDaemon) client() *http.Client {
-	return &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-		var dialer net.Dialer
-		return dialer.DialContext(ctx, "unix", d.socket)
-	}}, Timeout: 10 * time.Second}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.httpc == nil {
+		tr := &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var dialer net.Dialer
+			return dialer.DialContext(ctx, "unix", d.socket)
+		}}
+		d.httpc = &http.Client{Transport: tr, Timeout: 10 * time.Second}
+		d.t.Cleanup(tr.CloseIdleConnections)
+	}
+	return d.httpc
 }
 
 func (d *testDaemon) status() supervisor.Status {
