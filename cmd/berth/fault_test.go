@@ -1,0 +1,336 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.etcd.io/bbolt"
+
+	"github.com/berthd/berth/supervisor"
+)
+
+// The fault tests: the daemon killed outright, thousands of runs, children
+// that misbehave. Each daemon here carries a mark in its environment that
+// its jobs inherit, so the tests can find every process it left behind.
+
+// getJSON decodes GET path into v.
+func (d *testDaemon) getJSON(path string, v any) {
+	d.t.Helper()
+	resp, err := d.client().Get("http://berth" + path)
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		d.t.Fatalf("GET %s: %s", path, resp.Status)
+	}
+	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
+		d.t.Fatal(err)
+	}
+}
+
+func (d *testDaemon) runtime() supervisor.RuntimeFigures {
+	var f supervisor.RuntimeFigures
+	d.getJSON("/v1/debug/runtime", &f)
+	return f
+}
+
+func (d *testDaemon) history(job string) []supervisor.RunView {
+	var runs []supervisor.RunView
+	d.getJSON("/v1/history?n=100000&job="+job, &runs)
+	return runs
+}
+
+// markEnv is the environment entry that marks this test's daemon and jobs.
+func (d *testDaemon) markEnv() string { return "BERTH_FAULT_MARK=" + d.dir }
+
+// liveProc is a live (not zombie) process of one of the daemon's runs.
+type liveProc struct {
+	pid      int
+	job, run string
+}
+
+// leftovers lists the live processes carrying the daemon's mark and a
+// BERTH_RUN: its jobs' processes, whoever their parent now is.
+func (d *testDaemon) leftovers() []liveProc {
+	d.t.Helper()
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	mark := []byte(d.markEnv())
+	var out []liveProc
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		env, err := os.ReadFile("/proc/" + e.Name() + "/environ")
+		if err != nil || !slices.ContainsFunc(bytes.Split(env, []byte{0}), func(kv []byte) bool { return bytes.Equal(kv, mark) }) {
+			continue
+		}
+		if stat, err := os.ReadFile("/proc/" + e.Name() + "/stat"); err != nil ||
+			bytes.Contains(stat[bytes.LastIndexByte(stat, ')'):], []byte(") Z")) {
+			continue
+		}
+		p := liveProc{pid: pid}
+		for _, kv := range bytes.Split(env, []byte{0}) {
+			if k, v, ok := strings.Cut(string(kv), "="); ok {
+				switch k {
+				case "BERTH_JOB":
+					p.job = v
+				case "BERTH_RUN":
+					p.run = v
+				}
+			}
+		}
+		if p.run != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// waitLeftovers polls until ok accepts the live processes of runs.
+func (d *testDaemon) waitLeftovers(what string, ok func([]liveProc) bool) {
+	d.t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		procs := d.leftovers()
+		if ok(procs) {
+			return
+		}
+		if time.Now().After(deadline) {
+			d.t.Fatalf("%s: processes left %+v", what, procs)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// checkState opens the state file the way bbolt's own check does: every
+// page reachable once, the freelist consistent.
+func checkState(t *testing.T, dir string) {
+	t.Helper()
+	db, err := bbolt.Open(filepath.Join(dir, "state.db"), 0o600, &bbolt.Options{ReadOnly: true, Timeout: time.Second})
+	if err != nil {
+		t.Fatalf("state.db does not open: %v", err)
+	}
+	defer db.Close()
+	err = db.View(func(tx *bbolt.Tx) error {
+		for err := range tx.Check() {
+			return err
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("state.db fails bbolt's check: %v", err)
+	}
+}
+
+// TestFaultKill9 kills the daemon with SIGKILL at 20 random moments of a
+// busy run — jobs starting, ending, restarting, a file being edited — and
+// checks after each restart that no run of an earlier life is left running
+// (in the history or as a process), that no job has two live runs, that the
+// books balance, and that every run that started is in the history. The
+// state file passes bbolt's check at the end.
+func TestFaultKill9(t *testing.T) {
+	d := newTestDaemon(t, nil)
+	// Every run appends its id to OUT/started-JOB before anything else.
+	record := `echo $BERTH_RUN >> OUT/started-$BERTH_JOB; `
+	jobs := map[string]string{
+		"steady.lua": `job "steady" { cmd = { "sh", "-c", "` + record + `exec sleep 1000" }, cpus = 1 }
+job "pair" { cmd = { "sh", "-c", "` + record + `sleep 1000 & wait" }, cpus = 1 }`,
+		"churn.lua": `for i = 1, 6 do
+  job ("churn-" .. i) { cmd = { "sh", "-c", "` + record + `sleep 0.0" .. i }, restart = "always", cpus = 1 }
+end`,
+		"short.lua": `for i = 1, 20 do job ("short-" .. i) { cmd = { "sh", "-c", "` + record + `true" }, cpus = 1 } end`,
+	}
+	for name, src := range jobs {
+		d.write(name, src)
+	}
+	names := []string{"steady", "pair"}
+	for i := 1; i <= 6; i++ {
+		names = append(names, fmt.Sprintf("churn-%d", i))
+	}
+	for i := 1; i <= 20; i++ {
+		names = append(names, fmt.Sprintf("short-%d", i))
+	}
+	opts := daemonOptions{args: []string{"--cpus", "4"}, env: []string{d.markEnv()}}
+	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7))
+	t.Logf("seed %d", rng.Uint64()) // the moments differ per run; the checks must hold at any
+
+	for round := range 20 {
+		d.start(opts)
+		// A check of the life that just began, against what the last one left.
+		d.checkAfterRestart(names)
+		// Keep it busy: an edit that restarts the steady job, then a kill
+		// at a random moment within the next 300 ms.
+		if round%3 == 1 {
+			d.write("steady.lua", strings.Replace(jobs["steady.lua"], "sleep 1000", fmt.Sprintf("sleep %d", 1000+round), 1))
+		}
+		wait := time.Duration(rng.IntN(300)) * time.Millisecond
+		time.Sleep(wait) // a random moment to kill at, not a synchronisation
+		if err := d.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		d.cmd.Wait()
+	}
+	d.start(opts)
+	d.checkAfterRestart(names)
+	d.stop()
+	d.waitLeftovers("after the last stop", func(p []liveProc) bool { return len(p) == 0 })
+	checkState(t, d.state)
+}
+
+// checkAfterRestart checks a daemon that has just reported READY after its
+// predecessor was killed.
+func (d *testDaemon) checkAfterRestart(names []string) {
+	t := d.t
+	t.Helper()
+	// What the killed daemon left running is killed before READY; its
+	// processes may take a moment to be gone.
+	d.waitLeftovers("two live runs of one job", func(procs []liveProc) bool {
+		runs := map[string]map[string]bool{}
+		for _, p := range procs {
+			if runs[p.job] == nil {
+				runs[p.job] = map[string]bool{}
+			}
+			runs[p.job][p.run] = true
+		}
+		for _, r := range runs {
+			if len(r) > 1 {
+				return false
+			}
+		}
+		return true
+	})
+
+	// The status reads the books and the jobs one after the other, so
+	// while jobs start and end the two may differ for a moment; they must
+	// agree in one of the next pictures.
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		s := d.status()
+		used := 0
+		for _, j := range s.Jobs {
+			used += j.CPUs
+		}
+		if s.Machine.CPUs-s.Machine.CPUsFree == used {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the books do not balance: %d of %d cores free, but jobs hold %d", s.Machine.CPUsFree, s.Machine.CPUs, used)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	for _, name := range names {
+		j, _ := d.job(name) // before the history: a run it lists open and older than j.Run is stale
+		runs := d.history(name)
+		have := map[string]bool{}
+		open := 0
+		for _, r := range runs {
+			have[strconv.FormatUint(r.ID, 10)] = true
+			if r.End == nil {
+				open++
+				if r.ID < j.Run {
+					t.Errorf("job %s: run %d of an earlier life is still open (current %d)", name, r.ID, j.Run)
+				}
+			}
+		}
+		if open > 1 {
+			t.Errorf("job %s: %d runs open in the history", name, open)
+		}
+		started, err := os.ReadFile(filepath.Join(d.out, "started-"+name))
+		if err != nil {
+			continue // never started yet
+		}
+		for _, id := range strings.Fields(string(started)) {
+			if !have[id] && len(runs) < 100 {
+				t.Errorf("job %s: run %s started but is not in the history", name, id)
+			}
+		}
+	}
+}
+
+func parseRun(s string) uint64 {
+	n, _ := strconv.ParseUint(s, 10, 64)
+	return n
+}
+
+// TestFaultManyRuns runs 10 000 runs back to back and compares the daemon's
+// open files and goroutines at the end with those at the start.
+func TestFaultManyRuns(t *testing.T) {
+	const jobs, rounds = 100, 100
+	var src strings.Builder
+	for i := range jobs {
+		fmt.Fprintf(&src, "job \"n%03d\" { cmd = { \"/bin/true\" }, cpus = 0 }\n", i)
+	}
+	d := newTestDaemon(t, map[string]string{"many.lua": src.String()})
+	d.start(daemonOptions{args: []string{"--cpus", "2"}, env: []string{d.markEnv()}})
+	// allDone waits until every job is done, its last change after since
+	// (the daemon's clock), and returns the daemon's clock then.
+	allDone := func(since time.Time) time.Time {
+		t.Helper()
+		deadline := time.Now().Add(60 * time.Second)
+		for {
+			s := d.status()
+			done := 0
+			for _, j := range s.Jobs {
+				if j.State == "done" && j.Since.After(since) {
+					done++
+				}
+			}
+			if done == jobs {
+				return s.Now
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("not all done again within 60s: %v", s.Counts)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	last := allDone(time.Time{})
+	before := d.runtime()
+	for range rounds - 1 {
+		for i := range jobs {
+			if resp := d.post(fmt.Sprintf("/v1/jobs/n%03d/start", i)); resp.StatusCode != 200 {
+				t.Fatalf("start n%03d: %s", i, resp.Status)
+			}
+		}
+		last = allDone(last)
+	}
+	var total int
+	for i := range jobs {
+		total += len(d.history(fmt.Sprintf("n%03d", i)))
+	}
+	if total != jobs*rounds {
+		t.Errorf("%d runs in the history, want %d", total, jobs*rounds)
+	}
+	// Goroutines that end a run (the exit waiter, the log copier) may still
+	// be on their way out when the status already says done.
+	var after supervisor.RuntimeFigures
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		after = d.runtime()
+		if after.Goroutines <= before.Goroutines && after.OpenFiles <= before.OpenFiles || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Logf("after %d runs: %+v; before: %+v", jobs*rounds, after, before)
+	if after.Goroutines > before.Goroutines || after.OpenFiles > before.OpenFiles {
+		t.Errorf("after %d runs the daemon holds %d goroutines and %d files; at the start %d and %d",
+			jobs*rounds, after.Goroutines, after.OpenFiles, before.Goroutines, before.OpenFiles)
+	}
+	d.stop()
+}
