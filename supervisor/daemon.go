@@ -89,6 +89,11 @@ type Daemon struct {
 	jobsCtx context.Context
 	jobsWG  sync.WaitGroup
 
+	// shutdownRuns are the runs stopped by the shutdown, whose escapees
+	// are looked for once all have stopped.
+	shutdownMu   sync.Mutex
+	shutdownRuns []uint64
+
 	mu   sync.Mutex // guards jobs and errs for readers outside the loop
 	jobs map[string]*job
 	errs []string // every configuration error in force, as shown
@@ -234,6 +239,9 @@ func (d *Daemon) Run(ctx context.Context) error {
 	d.log.Info("stopping every job")
 	stopJobs()
 	d.jobsWG.Wait()
+	d.shutdownMu.Lock()
+	d.killEscapees(d.shutdownRuns...)
+	d.shutdownMu.Unlock()
 	stopWatch()
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), time.Second)
 	_ = srv.Shutdown(shutdownCtx)
@@ -362,6 +370,33 @@ func (d *Daemon) reconcile() error {
 		}
 	}
 	return nil
+}
+
+// killEscapees kills what is left of runs that berth stopped: processes
+// that left their run's process group (setsid, a daemonising fork) and so
+// escaped its SIGKILL, found by the BERTH_RUN they inherited. A run that
+// ends on its own is not searched (a /proc scan per run would be most of a
+// short job's cost); under systemd the unit's cgroup ends such processes
+// when the daemon stops.
+func (d *Daemon) killEscapees(runs ...uint64) {
+	if len(runs) == 0 {
+		return
+	}
+	wanted := make(map[string]bool, len(runs))
+	for _, id := range runs {
+		wanted[strconv.FormatUint(id, 10)] = true
+	}
+	found, err := runner.FindByEnv("BERTH_RUN", wanted)
+	if err != nil {
+		d.log.Warn("cannot look for processes that left their job's group", "error", err)
+		return
+	}
+	for run, pids := range found {
+		for _, pid := range pids {
+			_ = unix.Kill(pid, unix.SIGKILL)
+		}
+		d.log.Warn("killed processes that had left their job's process group", "run", run, "pids", pids)
+	}
 }
 
 // localRunID numbers a run the state could not record: from the top of the

@@ -149,7 +149,8 @@ func TestFaultKill9(t *testing.T) {
 	record := `echo $BERTH_RUN >> OUT/started-$BERTH_JOB; `
 	jobs := map[string]string{
 		"steady.lua": `job "steady" { cmd = { "sh", "-c", "` + record + `exec sleep 1000" }, cpus = 1 }
-job "pair" { cmd = { "sh", "-c", "` + record + `sleep 1000 & wait" }, cpus = 1 }`,
+job "pair" { cmd = { "sh", "-c", "` + record + `sleep 1000 & wait" }, cpus = 1 }
+job "escapee" { cmd = { "sh", "-c", "` + record + `setsid sleep 1000 & wait" }, cpus = 0 }`,
 		"churn.lua": `for i = 1, 6 do
   job ("churn-" .. i) { cmd = { "sh", "-c", "` + record + `sleep 0.0" .. i }, restart = "always", cpus = 1 }
 end`,
@@ -158,7 +159,7 @@ end`,
 	for name, src := range jobs {
 		d.write(name, src)
 	}
-	names := []string{"steady", "pair"}
+	names := []string{"steady", "pair", "escapee"}
 	for i := 1; i <= 6; i++ {
 		names = append(names, fmt.Sprintf("churn-%d", i))
 	}
@@ -333,4 +334,58 @@ func TestFaultManyRuns(t *testing.T) {
 			jobs*rounds, after.Goroutines, after.OpenFiles, before.Goroutines, before.OpenFiles)
 	}
 	d.stop()
+}
+
+// TestFaultUnrulyChildren runs children that ignore SIGTERM, escape their
+// process group with setsid, close their output early, and print 100 MB
+// with no newline: the daemon's heap stays flat, each is stopped, and
+// nothing is left behind.
+func TestFaultUnrulyChildren(t *testing.T) {
+	d := newTestDaemon(t, map[string]string{
+		"unruly.lua": `
+job "deaf" { cmd = { "sh", "-c", "trap '' TERM; touch OUT/deaf; while :; do sleep 1; done" }, stop_timeout = "300ms", cpus = 0 }
+job "escapee" { cmd = { "sh", "-c", "setsid sleep 1000 & touch OUT/escapee; wait" }, cpus = 0 }
+job "mute" { cmd = { "sh", "-c", "exec >&- 2>&-; touch OUT/mute; exec sleep 1000" }, cpus = 0 }
+job "flood" { cmd = { "sh", "-c", "head -c 100000000 /dev/zero | tr '\\0' x; touch OUT/flood; exec sleep 1000" }, cpus = 0 }
+job "escapee2" { cmd = { "sh", "-c", "setsid sleep 1000 & touch OUT/escapee2; wait" }, cpus = 0 }
+`,
+	})
+	d.start(daemonOptions{env: []string{d.markEnv()}})
+	before := d.runtime()
+	for _, f := range []string{"deaf", "escapee", "mute", "escapee2"} {
+		d.waitFile(f)
+	}
+	// The flood is written once the daemon has read all but a pipe's
+	// worth of it.
+	d.waitFile("flood")
+	after := d.runtime()
+	t.Logf("daemon heap %d KiB before the flood, %d KiB after", before.HeapBytes>>10, after.HeapBytes>>10)
+	if grew := int64(after.HeapBytes) - int64(before.HeapBytes); grew > 16<<20 {
+		t.Errorf("the daemon's heap grew by %d MiB while a job printed 100 MB", grew>>20)
+	}
+	var logged int64
+	for _, name := range []string{"flood.log", "flood.log.1"} {
+		if fi, err := os.Stat(filepath.Join(d.state, "logs", name)); err == nil {
+			logged += fi.Size()
+		}
+	}
+	if logged == 0 || logged > 32<<20 {
+		t.Errorf("the flood's log files hold %d bytes, want some and at most twice the 16 MiB cap", logged)
+	}
+
+	// A stop reaches the process that left the group.
+	if resp := d.post("/v1/jobs/escapee2/stop"); resp.StatusCode != 200 {
+		t.Fatalf("stop: %s", resp.Status)
+	}
+	d.waitState("escapee2", "stopped")
+	d.waitLeftovers("escapee2 stopped", func(procs []liveProc) bool {
+		return !slices.ContainsFunc(procs, func(p liveProc) bool { return p.job == "escapee2" })
+	})
+
+	// So does the daemon's own stop, for every job at once.
+	d.stop()
+	d.waitLeftovers("after the daemon stopped", func(procs []liveProc) bool { return len(procs) == 0 })
+	if !strings.Contains(d.logs.String(), "killed after stop_timeout") && !strings.Contains(d.logs.String(), "reason=killed") {
+		t.Errorf("the deaf job was not reported killed:\n%s", d.logs.String())
+	}
 }
