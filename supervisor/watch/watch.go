@@ -50,7 +50,18 @@ type WatchOptions struct {
 	// Logf, if set, is told what a person may want to know, with a constant
 	// message and key/value pairs: hclog's Info or Warn fit.
 	Logf func(msg string, kv ...any)
+	// Poll is the period of the scans that stand in for inotify while it
+	// cannot watch the directory (out of instances or watches); 0 means
+	// DefaultPoll.
+	Poll time.Duration
+
+	// newInotify replaces fsnotify.NewWatcher in tests.
+	newInotify func() (*fsnotify.Watcher, error)
 }
+
+// DefaultPoll is how often the jobs directory is scanned while inotify
+// cannot watch it.
+const DefaultPoll = 2 * time.Second
 
 // Watcher turns filesystem events on the jobs directory into a coalesced
 // "something changed" signal. It watches the directory and its parent, so
@@ -68,25 +79,24 @@ type Watcher struct {
 	quiet   time.Duration
 	rescan  time.Duration
 	logf    func(msg string, kv ...any)
-	fsw     *fsnotify.Watcher
+	poll    time.Duration
+	fsw     *fsnotify.Watcher // nil when inotify could not be had: polling only
 	changes chan struct{}
 
 	// Touched by NewWatcher, then only by Run's goroutine.
 	watched map[string]fileID // paths added to fsw, with what they were when added
 	missing bool              // the directory was missing when last armed (to log changes once)
+	blind   bool              // the directory exists but could not be watched: poll
 }
 
 // NewWatcher starts watching dir, which need not exist. Events from this
 // moment on are kept for Run, so the daemon should create the Watcher before
 // its first scan. Run releases the inotify descriptor; a Watcher must be
-// run. The error is from inotify itself (out of instances) or a path that
-// cannot be made absolute.
+// run. Without inotify (the user is out of instances) it scans every
+// Poll instead, and says so. The error is a path that cannot be made
+// absolute.
 func NewWatcher(dir string, opts WatchOptions) (*Watcher, error) {
 	abs, err := filepath.Abs(dir)
-	if err != nil {
-		return nil, fmt.Errorf("watch jobs directory %s: %w", dir, err)
-	}
-	fsw, err := fsnotify.NewWatcher()
 	if err != nil {
 		return nil, fmt.Errorf("watch jobs directory %s: %w", dir, err)
 	}
@@ -95,15 +105,27 @@ func NewWatcher(dir string, opts WatchOptions) (*Watcher, error) {
 		quiet:   opts.Quiet,
 		rescan:  opts.Rescan,
 		logf:    opts.Logf,
-		fsw:     fsw,
+		poll:    opts.Poll,
 		changes: make(chan struct{}, 1),
 		watched: make(map[string]fileID),
 	}
 	if w.quiet <= 0 {
 		w.quiet = DefaultQuiet
 	}
+	if w.poll <= 0 {
+		w.poll = DefaultPoll
+	}
 	if w.logf == nil {
 		w.logf = func(string, ...any) {}
+	}
+	newInotify := opts.newInotify
+	if newInotify == nil {
+		newInotify = fsnotify.NewWatcher
+	}
+	if w.fsw, err = newInotify(); err != nil {
+		w.logf("cannot use inotify; scanning the jobs directory at intervals instead",
+			"dir", w.dir, "every", w.poll.String(), "error", err, "hint", "raise fs.inotify.max_user_instances with sysctl")
+		return w, nil
 	}
 	w.arm()
 	return w, nil
@@ -118,7 +140,14 @@ func (w *Watcher) Changes() <-chan struct{} { return w.changes }
 // inotify watcher and returns nil. Call it once, from the goroutine that
 // owns the Watcher. It returns an error only if fsnotify stops by itself.
 func (w *Watcher) Run(ctx context.Context) error {
-	defer w.fsw.Close()
+	var events <-chan fsnotify.Event
+	var errs <-chan error
+	if w.fsw != nil {
+		defer w.fsw.Close()
+		events, errs = w.fsw.Events, w.fsw.Errors
+	}
+	poll := time.NewTicker(w.poll)
+	defer poll.Stop()
 
 	d := newDebouncer(w.quiet, 5*w.quiet, 10*w.quiet)
 	timer := time.NewTimer(time.Hour)
@@ -136,7 +165,7 @@ func (w *Watcher) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 
-		case ev, ok := <-w.fsw.Events:
+		case ev, ok := <-events:
 			if !ok {
 				return errors.New("watch jobs directory: fsnotify closed its event channel")
 			}
@@ -162,7 +191,7 @@ func (w *Watcher) Run(ctx context.Context) error {
 			d.note(now, key, p)
 			timer.Reset(d.deadline().Sub(now))
 
-		case err, ok := <-w.fsw.Errors:
+		case err, ok := <-errs:
 			if !ok {
 				return errors.New("watch jobs directory: fsnotify closed its error channel")
 			}
@@ -189,6 +218,13 @@ func (w *Watcher) Run(ctx context.Context) error {
 		case <-tick:
 			w.arm()
 			w.signal()
+
+		case <-poll.C:
+			// Scans stand in for the events inotify cannot give.
+			if w.fsw == nil || w.blind {
+				w.arm()
+				w.signal()
+			}
 		}
 	}
 }
@@ -226,6 +262,9 @@ func (w *Watcher) classify(name string) eventKind {
 // stat and the Add on its parent raises no event; once the parent's watch
 // is in place, anything later does.
 func (w *Watcher) arm() {
+	if w.fsw == nil {
+		return
+	}
 	want := w.wanted()
 	for range 8 {
 		w.apply(want)
@@ -278,21 +317,30 @@ func (w *Watcher) apply(want map[string]fileID) {
 		_ = w.fsw.Remove(p) // fails when the kernel dropped it already, which is the same outcome
 		delete(w.watched, p)
 	}
+	blind := false
 	for p, id := range want {
 		if _, ok := w.watched[p]; ok {
 			continue
 		}
 		if err := w.fsw.Add(p); err != nil {
 			// Gone again since the stat: the event on its parent re-arms.
-			// Anything else (the inotify watch limit) is for a person; the
-			// periodic rescan retries.
+			// Anything else (the inotify watch limit) is for a person, and
+			// until a later arm succeeds, scans every poll stand in.
 			if !errors.Is(err, fs.ErrNotExist) {
-				w.logf("cannot watch directory", "path", p, "error", err)
+				blind = true
+				if !w.blind {
+					w.logf("cannot watch directory; scanning the jobs directory at intervals instead",
+						"path", p, "every", w.poll.String(), "error", err, "hint", "raise fs.inotify.max_user_watches with sysctl")
+				}
 			}
 			continue
 		}
 		w.watched[p] = id
 	}
+	if w.blind && !blind {
+		w.logf("watching the jobs directory again", "dir", w.dir)
+	}
+	w.blind = blind
 }
 
 // presenceOf says whether the event leaves name in a state a save ends in.

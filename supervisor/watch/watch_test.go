@@ -7,8 +7,11 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/fsnotify/fsnotify"
 )
 
 // settleWithin bounds every wait for a signal: generous, because a loaded
@@ -427,5 +430,23 @@ func TestWatchRealEditors(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestWatchWithoutInotify: when inotify cannot be had (the user is out of
+// instances), the watcher says so and signals at every poll instead, so the
+// daemon's scans still find what changed.
+func TestWatchWithoutInotify(t *testing.T) {
+	dir := jobsDir(t)
+	logs := newLogRecorder()
+	w, err := NewWatcher(dir, WatchOptions{Logf: logs.logf, Poll: 20 * time.Millisecond,
+		newInotify: func() (*fsnotify.Watcher, error) { return nil, syscall.EMFILE }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs.waitFor(t, "cannot use inotify; scanning the jobs directory at intervals instead", settleWithin)
+	runWatcher(t, w)
+	for range 3 {
+		waitSignal(t, w, settleWithin)
 	}
 }
