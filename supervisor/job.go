@@ -369,8 +369,13 @@ func (j *job) spawn() (event, bool) {
 		CPUIDs: j.grant.CPUIDs, GPUs: gpus, RAMBytes: j.grant.RAMBytes, Start: now,
 	})
 	if err != nil {
-		j.log.Error("cannot record the run; running it anyway", "error", err)
 		rec.ID = j.d.localRunID()
+		if j.d.store.Failing() != nil {
+			// The store has said so once; not once per run.
+			j.log.Debug("run not recorded", "run", rec.ID, "error", err)
+		} else {
+			j.log.Error("cannot record the run; running it anyway", "run", rec.ID, "error", err)
+		}
 	}
 	j.run = runState{id: rec.ID, gpus: gpus, start: now}
 

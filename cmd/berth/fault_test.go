@@ -3,9 +3,11 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -388,4 +390,97 @@ job "escapee2" { cmd = { "sh", "-c", "setsid sleep 1000 & touch OUT/escapee2; wa
 	if !strings.Contains(d.logs.String(), "killed after stop_timeout") && !strings.Contains(d.logs.String(), "reason=killed") {
 		t.Errorf("the deaf job was not reported killed:\n%s", d.logs.String())
 	}
+}
+
+// TestFaultStateFull puts the state directory on a small tmpfs and fills
+// it: the daemon keeps running jobs, says in its status that it cannot
+// record, and records again once space returns.
+func TestFaultStateFull(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("mounting a small tmpfs for the state needs root")
+	}
+	const jobs = 20
+	var src strings.Builder
+	for i := range jobs {
+		fmt.Fprintf(&src, "job \"f%02d\" { cmd = { \"sh\", \"-c\", \"echo run $BERTH_RUN\" }, cpus = 0 }\n", i)
+	}
+	d := newTestDaemon(t, map[string]string{"full.lua": src.String()})
+	if err := os.MkdirAll(d.state, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=2m,mode=0700", "tmpfs", d.state).CombinedOutput(); err != nil {
+		t.Skipf("cannot mount a tmpfs for the state (%v): %s", err, out)
+	}
+	t.Cleanup(func() { exec.Command("umount", "-l", d.state).Run() })
+	d.start(daemonOptions{env: []string{d.markEnv()}})
+
+	// rounds starts every job and waits until all are done again, until
+	// cond holds of the status.
+	since := time.Time{}
+	rounds := func(what string, cond func(supervisor.Status) bool) {
+		t.Helper()
+		for range 200 {
+			for i := range jobs {
+				if resp := d.post(fmt.Sprintf("/v1/jobs/f%02d/start", i)); resp.StatusCode != 200 {
+					t.Fatalf("start f%02d: %s", i, resp.Status)
+				}
+			}
+			deadline := time.Now().Add(30 * time.Second)
+			for {
+				s := d.status()
+				done := 0
+				for _, j := range s.Jobs {
+					if j.State == "done" && j.Since.After(since) {
+						done++
+					}
+				}
+				if done == jobs {
+					since = s.Now
+					if cond(s) {
+						return
+					}
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("%s: jobs not done again within 30s: %v", what, s.Counts)
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+		}
+		t.Fatalf("%s: not within 200 rounds of runs", what)
+	}
+	notRecording := func(s supervisor.Status) bool {
+		return len(s.Errors) > 0 && strings.Contains(s.Errors[0], "cannot record the state")
+	}
+
+	filler := filepath.Join(d.state, "filler")
+	f, err := os.Create(filler)
+	if err != nil {
+		t.Fatal(err)
+	}
+	chunk := make([]byte, 64<<10)
+	for {
+		if _, err := f.Write(chunk); err != nil {
+			if !errors.Is(err, syscall.ENOSPC) {
+				t.Fatal(err)
+			}
+			break
+		}
+	}
+	f.Close()
+	// Jobs still run while nothing can be recorded; the status says so.
+	rounds("filling the state", notRecording)
+	if !strings.Contains(d.logs.String(), "cannot record the state") {
+		t.Error("the daemon did not log that it cannot record")
+	}
+	// Space returns: the next runs are recorded, and the status is clear.
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	rounds("after freeing space", func(s supervisor.Status) bool { return !notRecording(s) })
+	if !strings.Contains(d.logs.String(), "recording the state again") {
+		t.Error("the daemon did not log that it records again")
+	}
+	d.stop()
+	checkState(t, d.state)
 }
