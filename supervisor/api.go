@@ -106,6 +106,9 @@ func (d *Daemon) api() http.Handler {
 		})
 	}
 	mux.HandleFunc("GET "+APIVersion+"/debug/runtime", func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Query().Get("gc") == "1" {
+			runtime.GC() // so that heap_bytes is what is live
+		}
 		writeJSON(w, http.StatusOK, runtimeFigures())
 	})
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {

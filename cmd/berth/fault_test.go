@@ -43,7 +43,7 @@ func (d *testDaemon) getJSON(path string, v any) {
 
 func (d *testDaemon) runtime() supervisor.RuntimeFigures {
 	var f supervisor.RuntimeFigures
-	d.getJSON("/v1/debug/runtime", &f)
+	d.getJSON("/v1/debug/runtime?gc=1", &f)
 	return f
 }
 
@@ -483,4 +483,103 @@ func TestFaultStateFull(t *testing.T) {
 	}
 	d.stop()
 	checkState(t, d.state)
+}
+
+// TestFaultReloadStorm edits job files 100 times a second while 200 jobs
+// churn, calling the status all along, in two storms of 5 s. Once a storm's
+// files are gone the daemon's goroutines and open files are back where they
+// were, and its heap after the second storm is where it was after the
+// first (the Go runtime keeps the structures of its peak goroutine count,
+// so the first storm raises the heap once). berth-bench -only storm runs a
+// 30 s storm and reports the status's latency.
+func TestFaultReloadStorm(t *testing.T) {
+	d := newTestDaemon(t, map[string]string{"base.lua": `job "base" { cmd = { "sleep", "1000" }, cpus = 0 }`})
+	d.start(daemonOptions{env: []string{d.markEnv()}})
+	d.waitState("base", "running")
+	before := d.runtime()
+	var heaps []uint64
+	for range 2 {
+		d.storm(5 * time.Second)
+		// Goroutines of the removed jobs end as their last runs are
+		// reaped, and the heap is handed back a little after the last
+		// reload.
+		var after supervisor.RuntimeFigures
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			after = d.runtime()
+			if after.Goroutines <= before.Goroutines && after.OpenFiles <= before.OpenFiles {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("after the storm: %+v; before: %+v", after, before)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		t.Logf("after the storm: %+v; before: %+v", after, before)
+		heaps = append(heaps, after.HeapBytes)
+	}
+	if heaps[1] > heaps[0]+512<<10 {
+		t.Errorf("the heap grew from %d KiB after the first storm to %d KiB after the second", heaps[0]>>10, heaps[1]>>10)
+	}
+	if j, _ := d.job("base"); j.State != "running" || j.Restarts != 0 {
+		t.Errorf("an untouched job was disturbed: %+v", j)
+	}
+	d.stop()
+}
+
+// storm adds 200 churning jobs, edits two files every 10 ms for length
+// while a client calls the status without pause, then removes all three
+// files and waits for their jobs to be gone.
+func (d *testDaemon) storm(length time.Duration) {
+	t := d.t
+	t.Helper()
+	var churn strings.Builder
+	for i := range 200 {
+		fmt.Fprintf(&churn, "job \"churn-%03d\" { cmd = { \"sleep\", \"0.%d\" }, restart = \"always\", cpus = 0 }\n", i, 1+i%9)
+	}
+	d.write("churn.lua", churn.String())
+	stop := make(chan struct{})
+	statusErrs := make(chan error, 1)
+	calls := 0
+	go func() {
+		defer close(statusErrs)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			resp, err := d.client().Get("http://berth/v1/status")
+			if err != nil {
+				statusErrs <- err
+				return
+			}
+			resp.Body.Close()
+			calls++
+		}
+	}()
+	tick := time.NewTicker(10 * time.Millisecond)
+	for i := range int(length / (10 * time.Millisecond)) {
+		<-tick.C
+		// Two files in turn, each a definition that changes with every
+		// edit; every tenth edit is broken.
+		src := fmt.Sprintf("job \"storm-%d\" { cmd = { \"sleep\", \"%d\" }, cpus = 0 }", i%2, 100+i)
+		if i%10 == 9 {
+			src = "job \"storm\" { cmd = "
+		}
+		d.write(fmt.Sprintf("storm-%d.lua", i%2), src)
+	}
+	tick.Stop()
+	close(stop)
+	if err := <-statusErrs; err != nil {
+		t.Fatalf("a status call failed during the storm: %v", err)
+	}
+	t.Logf("%d status calls answered during the storm", calls)
+	for _, name := range []string{"churn.lua", "storm-0.lua", "storm-1.lua"} {
+		if err := os.Remove(filepath.Join(d.jobs, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d.waitGone("churn-199")
+	d.waitGone("storm-1")
 }
