@@ -41,15 +41,17 @@ type job struct {
 	def     *luaapi.Job
 	invalid string // why the definition cannot run, "" when it can
 	// doneFP is the definition whose last run ended done, as stored.
-	doneFP    string
-	life      life
-	removed   bool
-	waitGen   uint64
-	ticket    *accounting.Ticket
-	book      *accounting.Book
-	grant     accounting.Grant
-	run       runState
-	exited    chan runner.Exit
+	doneFP  string
+	life    life
+	removed bool
+	waitGen uint64
+	ticket  *accounting.Ticket
+	book    *accounting.Book
+	grant   accounting.Grant
+	run     runState
+	// exitC is the running process's Done, nil when there is none or its
+	// exit has been taken.
+	exitC     <-chan struct{}
 	stopped   chan bool
 	timeout   *time.Timer
 	backoff   *time.Timer
@@ -122,7 +124,6 @@ func (d *Daemon) newJob(def *luaapi.Job, invalid string, initial life, doneFP st
 		seenDef:     def,
 		seenInvalid: invalid,
 		life:        initial,
-		exited:      make(chan runner.Exit),
 		stopped:     make(chan bool, 1),
 	}
 	j.publish()
@@ -162,8 +163,9 @@ func (j *job) loop(ctx context.Context) {
 			for _, m := range j.in.drain() {
 				j.receive(m)
 			}
-		case exit := <-j.exited:
-			j.reaped(exit)
+		case <-j.exitC:
+			j.exitC = nil
+			j.reaped(j.run.proc.Wait())
 		case <-timeoutC:
 			j.timeout = nil
 			j.apply(event{kind: evTimeout})
@@ -395,13 +397,7 @@ func (j *job) spawn() (event, bool) {
 	if j.def.Timeout > 0 {
 		j.timeout = time.NewTimer(j.def.Timeout)
 	}
-	go func() {
-		exit := proc.Wait()
-		select {
-		case j.exited <- exit:
-		case <-j.done:
-		}
-	}()
+	j.exitC = proc.Done()
 	j.setWhy("")
 	return event{kind: evSpawned}, true
 }
@@ -509,12 +505,13 @@ func (j *job) shutdown() {
 		if j.life.state == StateStopping {
 			// A stop is under way: let it finish rather than signal again
 			// (a second SIGINT interrupts a job's own cleanup).
-			j.run.exit = <-j.exited
+			j.run.exit = j.run.proc.Wait()
 			killed = <-j.stopped
 		} else {
 			killed = j.run.proc.Stop(j.def.StopSignal, j.def.StopTimeout)
-			j.run.exit = <-j.exited
+			j.run.exit = j.run.proc.Wait()
 		}
+		j.exitC = nil
 		if j.run.after != nil {
 			j.run.after()
 		}

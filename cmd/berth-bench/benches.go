@@ -314,3 +314,116 @@ func runStartup(b *bencher, dir string) ([]sample, error) {
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// runStorm: 100 edits a second to two job files for the storm's length
+// while 200 jobs churn (restart = "always", runs of 0.1-0.9 s), a client
+// asking the status every 10 ms throughout; then the storm's files are
+// removed, and the daemon's memory and goroutines compared with before.
+func runStorm(b *bencher, dir string) ([]sample, error) {
+	d, err := newDaemon(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer d.stop()
+	if _, err := d.put("base.lua", `job "base" { cmd = { "sleep", "100000" }, cpus = 0 }`); err != nil {
+		return nil, err
+	}
+	if err := d.start(b.berth, "--cpus", "2"); err != nil {
+		return nil, err
+	}
+	if _, err := d.waitReady(60 * time.Second); err != nil {
+		return nil, err
+	}
+	settled := func() (int, runtimeFigures, error) {
+		// Past the daemon's settling (it frees memory 2 s after a reload).
+		time.Sleep(2500 * time.Millisecond)
+		kib, err := rssKiB(d.cmd.Process.Pid)
+		if err != nil {
+			return 0, runtimeFigures{}, err
+		}
+		f, err := d.runtime()
+		return kib, f, err
+	}
+	rss0, rt0, err := settled()
+	if err != nil {
+		return nil, err
+	}
+
+	var churn strings.Builder
+	for i := range 200 {
+		fmt.Fprintf(&churn, "job \"churn-%03d\" { cmd = { \"sleep\", \"0.%d\" }, restart = \"always\", cpus = 0 }\n", i, 1+i%9)
+	}
+	if _, err := d.put("churn.lua", churn.String()); err != nil {
+		return nil, err
+	}
+	stop := make(chan struct{})
+	var lat []float64
+	var statusErr error
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		tick := time.NewTicker(10 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+			}
+			t0 := time.Now()
+			if _, err := d.status(); err != nil {
+				statusErr = err
+				return
+			}
+			lat = append(lat, ms(time.Since(t0)))
+		}
+	})
+	began := time.Now()
+	edits := 0
+	tick := time.NewTicker(10 * time.Millisecond)
+	for time.Since(began) < b.storm {
+		<-tick.C
+		src := fmt.Sprintf("job \"storm-%d\" { cmd = { \"sleep\", \"%d\" }, cpus = 0 }", edits%2, 1000+edits)
+		if edits%10 == 9 {
+			src = `job "storm" { cmd = ` // broken: refused, the last good version stays
+		}
+		if _, err := d.put(fmt.Sprintf("storm-%d.lua", edits%2), src); err != nil {
+			tick.Stop()
+			close(stop)
+			wg.Wait()
+			return nil, err
+		}
+		edits++
+	}
+	tick.Stop()
+	length := time.Since(began)
+	close(stop)
+	wg.Wait()
+	if statusErr != nil {
+		return nil, d.failure(statusErr)
+	}
+	for _, name := range []string{"churn.lua", "storm-0.lua", "storm-1.lua"} {
+		if err := os.Remove(filepath.Join(d.jobs, name)); err != nil {
+			return nil, err
+		}
+	}
+	if _, _, err := d.poll(pollEvery, time.Minute, func(s status) bool { return len(s.Jobs) == 1 }, nil); err != nil {
+		return nil, err
+	}
+	d.client.CloseIdleConnections()
+	rss1, rt1, err := settled()
+	if err != nil {
+		return nil, err
+	}
+	return []sample{
+		{"storm/edits-per-s", float64(edits) / length.Seconds()},
+		{"storm/status-p50", percentile(lat, 50)},
+		{"storm/status-p99", percentile(lat, 99)},
+		{"storm/status-max", percentile(lat, 100)},
+		{"storm/rss-before", float64(rss0) / 1024},
+		{"storm/rss-after", float64(rss1) / 1024},
+		{"storm/heap-before", float64(rt0.HeapBytes) / (1 << 20)},
+		{"storm/heap-after", float64(rt1.HeapBytes) / (1 << 20)},
+		{"storm/goroutines-before", float64(rt0.Goroutines)},
+		{"storm/goroutines-after", float64(rt1.Goroutines)},
+	}, nil
+}

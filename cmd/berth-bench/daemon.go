@@ -439,3 +439,24 @@ func userTasks(uid int) int {
 	}
 	return total
 }
+
+// runtimeFigures is GET /v1/debug/runtime?gc=1: the daemon's goroutines and
+// live heap.
+type runtimeFigures struct {
+	Goroutines int    `json:"goroutines"`
+	OpenFiles  int    `json:"open_files"`
+	HeapBytes  uint64 `json:"heap_bytes"`
+}
+
+func (d *daemon) runtime() (runtimeFigures, error) {
+	var f runtimeFigures
+	resp, err := d.client.Get("http://berth/v1/debug/runtime?gc=1")
+	if err != nil {
+		return f, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return f, fmt.Errorf("GET /v1/debug/runtime: %s", resp.Status)
+	}
+	return f, json.NewDecoder(resp.Body).Decode(&f)
+}

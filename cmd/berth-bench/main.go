@@ -3,9 +3,9 @@
 // a plain loop, how soon a saved job file has its child running, what the
 // daemon costs while a thousand jobs run, and how long it takes to be ready.
 //
-//	go run ./cmd/berth-bench [-only NAME[,NAME]] [-runs N] [-idle 30s] [-tmp DIR] [-cpuprofile DIR] [-v]
+//	go run ./cmd/berth-bench [-only NAME[,NAME]] [-runs N] [-idle 30s] [-storm 30s] [-tmp DIR] [-cpuprofile DIR] [-v]
 //
-// The benchmarks are throughput, reload, footprint and startup. -tmp puts
+// The benchmarks are throughput, reload, footprint, startup and storm. -tmp puts
 // the runs' directories, the daemon's state among them, elsewhere: on tmpfs
 // (-tmp /dev/shm) the state's fsyncs cost nothing, which shows their share.
 //
@@ -47,6 +47,7 @@ var benchmarks = []benchmark{
 	{"reload", runReload},
 	{"footprint", runFootprint},
 	{"startup", runStartup},
+	{"storm", runStorm},
 }
 
 // sample is one figure of one run.
@@ -79,24 +80,36 @@ var figures = map[string]figure{
 	"startup/empty":            {unit: "ms", goal: "exec to READY=1, no job files"},
 	"startup":                  {unit: "ms", goal: "goal < 1 s; exec to READY=1, 1 000 job files"},
 	"startup/all-disabled":     {unit: "ms", goal: "exec to /v1/status showing all 1 000 disabled (polled every 20 ms)"},
+	"storm/edits-per-s":        {unit: "edits/s", goal: "saves of job files achieved (asked: 100/s), 200 jobs churning"},
+	"storm/status-p50":         {unit: "ms", goal: "GET /v1/status every 10 ms during the storm"},
+	"storm/status-p99":         {unit: "ms", goal: "goal < 100 ms"},
+	"storm/status-max":         {unit: "ms", goal: "the slowest status call"},
+	"storm/rss-before":         {unit: "MiB", goal: "before the storm, 1 job"},
+	"storm/rss-after":          {unit: "MiB", goal: "after it, its files removed"},
+	"storm/heap-before":        {unit: "MiB", goal: "live heap before (after a GC)"},
+	"storm/heap-after":         {unit: "MiB", goal: "live heap after (after a GC)"},
+	"storm/goroutines-before":  {unit: "goroutines", goal: "before the storm"},
+	"storm/goroutines-after":   {unit: "goroutines", goal: "after it"},
 }
 
 // bencher holds what every run shares.
 type bencher struct {
 	berth   string // the built binary
 	idle    time.Duration
+	storm   time.Duration
 	verbose bool
 }
 
 func main() {
-	only := flag.String("only", "", "run only these benchmarks (comma-separated): throughput, reload, footprint, startup")
+	only := flag.String("only", "", "run only these benchmarks (comma-separated): throughput, reload, footprint, startup, storm")
 	runs := flag.Int("runs", 3, "runs of each benchmark")
 	idle := flag.Duration("idle", 30*time.Second, "footprint: how long to watch the idle daemon")
+	storm := flag.Duration("storm", 30*time.Second, "storm: how long the edits go on")
 	tmp := flag.String("tmp", "", "where each run's directories (jobs, state, socket) go; default $TMPDIR or /tmp")
 	verbose := flag.Bool("v", false, "print each run's figures and the daemon's log on failure to stderr")
 	flag.StringVar(&profileDir, "cpuprofile", "", "write each daemon's CPU profile into this directory")
 	flag.Parse()
-	if flag.NArg() > 0 || *runs < 1 || *idle <= 0 {
+	if flag.NArg() > 0 || *runs < 1 || *idle <= 0 || *storm <= 0 {
 		flag.Usage()
 		os.Exit(2)
 	}
@@ -106,7 +119,7 @@ func main() {
 		for name := range strings.SplitSeq(*only, ",") {
 			i := slices.IndexFunc(benchmarks, func(b benchmark) bool { return b.name == strings.TrimSpace(name) })
 			if i < 0 {
-				fmt.Fprintf(os.Stderr, "berth-bench: no benchmark %q (throughput, reload, footprint, startup)\n", name)
+				fmt.Fprintf(os.Stderr, "berth-bench: no benchmark %q (throughput, reload, footprint, startup, storm)\n", name)
 				os.Exit(2)
 			}
 			selected = append(selected, benchmarks[i])
@@ -137,7 +150,7 @@ func main() {
 		os.Exit(1)
 	}()
 
-	b := &bencher{idle: *idle, verbose: *verbose}
+	b := &bencher{idle: *idle, storm: *storm, verbose: *verbose}
 	start := time.Now()
 	b.berth, err = build(bin)
 	if err != nil {

@@ -15,10 +15,35 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// copyBufferSize is the only memory a LogSink holds for output, whatever
+// copyBufferSize is the most memory a LogSink holds for output, whatever
 // the job writes: bytes go from the pipe to the file as they come, never
-// gathered into lines.
+// gathered into lines. The buffer is borrowed only while there is
+// something to copy, so a thousand quiet jobs hold none.
 const copyBufferSize = 32 << 10
+
+type copyBuffer = [copyBufferSize]byte
+
+// spareBuffers keeps a few buffers between bursts of output. Not a
+// sync.Pool: that one is emptied by every GC (and, under the race
+// detector, drops puts at random), so a steady flood would allocate a
+// buffer per burst.
+var spareBuffers = make(chan *copyBuffer, 16)
+
+func borrowBuffer() *copyBuffer {
+	select {
+	case b := <-spareBuffers:
+		return b
+	default:
+		return new(copyBuffer)
+	}
+}
+
+func returnBuffer(b *copyBuffer) {
+	select {
+	case spareBuffers <- b:
+	default: // enough spares: let the GC have it
+	}
+}
 
 // LogSink is a job's output when journald is absent: a pipe whose write
 // end the job gets as Stdout, and a goroutine that copies what comes out
@@ -123,9 +148,61 @@ func (s *LogSink) CloseContext(ctx context.Context) error {
 
 func (s *LogSink) copy() {
 	defer close(s.done)
-	buf := make([]byte, copyBufferSize)
+	if rc, err := s.r.SyscallConn(); err == nil {
+		s.copyPolled(rc)
+	} else {
+		s.copyFrom(s.r)
+	}
+	s.r.Close()
+	if s.f != nil {
+		if err := s.f.Close(); err != nil {
+			s.fail(fmt.Errorf("close %s: %w", s.path, err))
+		}
+	}
+}
+
+// copyPolled copies until the pipe's end, waiting for output in Go's poller
+// with no buffer held, and borrowing one for each burst.
+func (s *LogSink) copyPolled(rc syscall.RawConn) {
+	ended := false
+	for !ended {
+		err := rc.Read(func(fd uintptr) bool {
+			buf := borrowBuffer()
+			defer returnBuffer(buf)
+			for {
+				n, err := syscall.Read(int(fd), buf[:])
+				switch {
+				case err == syscall.EINTR:
+					continue
+				case err == syscall.EAGAIN:
+					return false // drained: wait for more
+				case err != nil:
+					s.fail(fmt.Errorf("read job output for %s: %w", s.path, err))
+					ended = true
+					return true
+				case n == 0:
+					ended = true
+					return true
+				}
+				s.write(buf[:n])
+			}
+		})
+		if err != nil {
+			// The read end was closed under the copier (CloseContext).
+			if !errors.Is(err, os.ErrClosed) {
+				s.fail(fmt.Errorf("read job output for %s: %w", s.path, err))
+			}
+			return
+		}
+	}
+}
+
+// copyFrom is the plain copy, for a pipe the poller does not take.
+func (s *LogSink) copyFrom(r io.Reader) {
+	buf := borrowBuffer()
+	defer returnBuffer(buf)
 	for {
-		n, err := s.r.Read(buf)
+		n, err := r.Read(buf[:])
 		if n > 0 {
 			s.write(buf[:n])
 		}
@@ -133,13 +210,7 @@ func (s *LogSink) copy() {
 			if err != io.EOF && !errors.Is(err, os.ErrClosed) {
 				s.fail(fmt.Errorf("read job output for %s: %w", s.path, err))
 			}
-			break
-		}
-	}
-	s.r.Close()
-	if s.f != nil {
-		if err := s.f.Close(); err != nil {
-			s.fail(fmt.Errorf("close %s: %w", s.path, err))
+			return
 		}
 	}
 }
