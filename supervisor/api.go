@@ -250,8 +250,9 @@ func (d *Daemon) Reload(ctx context.Context) (ReloadResult, error) {
 // for finding leaks (the fault tests compare them before and after).
 type RuntimeFigures struct {
 	Goroutines int    `json:"goroutines"`
-	OpenFiles  int    `json:"open_files"` // -1 when /proc/self/fd cannot be read
-	HeapBytes  uint64 `json:"heap_bytes"` // live and not yet swept objects
+	OpenFiles  int    `json:"open_files"`  // -1 when /proc/self/fd cannot be read
+	HeapBytes  uint64 `json:"heap_bytes"`  // live and not yet swept objects
+	StackBytes uint64 `json:"stack_bytes"` // goroutine stacks
 }
 
 func runtimeFigures() RuntimeFigures {
@@ -259,10 +260,13 @@ func runtimeFigures() RuntimeFigures {
 	if fds, err := os.ReadDir("/proc/self/fd"); err == nil {
 		f.OpenFiles = len(fds) - 1 // less the directory being read
 	}
-	s := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+	s := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}, {Name: "/memory/classes/heap/stacks:bytes"}}
 	metrics.Read(s)
 	if s[0].Value.Kind() == metrics.KindUint64 {
 		f.HeapBytes = s[0].Value.Uint64()
+	}
+	if s[1].Value.Kind() == metrics.KindUint64 {
+		f.StackBytes = s[1].Value.Uint64()
 	}
 	return f
 }
