@@ -39,6 +39,7 @@ type job struct {
 
 	// Owned by the goroutine.
 	def     *luaapi.Job
+	defFP   string // def.ProcessFingerprint(), kept: a hash of the definition
 	invalid string // why the definition cannot run, "" when it can
 	// doneFP is the definition whose last run ended done, as stored.
 	doneFP  string
@@ -120,6 +121,7 @@ func (d *Daemon) newJob(def *luaapi.Job, invalid string, initial life, doneFP st
 		in:          newMailbox[jobMessage](),
 		done:        make(chan struct{}),
 		def:         def,
+		defFP:       def.ProcessFingerprint(),
 		invalid:     invalid,
 		seenDef:     def,
 		seenInvalid: invalid,
@@ -190,7 +192,7 @@ func (j *job) receive(m jobMessage) {
 	}
 	if m.def != nil {
 		old := j.def
-		j.def, j.invalid = m.def, m.invalid
+		j.def, j.defFP, j.invalid = m.def, m.def.ProcessFingerprint(), m.invalid
 		if j.life.state == StateRunning && m.def.Timeout != old.Timeout &&
 			m.def.Timeout > 0 && (old.Timeout == 0 || m.def.Timeout < old.Timeout) {
 			// Only a shorter limit applies to the run in progress: its grant
@@ -367,7 +369,7 @@ func (j *job) spawn() (event, bool) {
 	now := j.d.now()
 	gpus := j.d.cardNames(j.grant.GPUs)
 	rec, err := j.d.store.BeginRun(RunRecord{
-		Job: j.name, Fingerprint: j.def.ProcessFingerprint(),
+		Job: j.name, Fingerprint: j.defFP,
 		CPUIDs: j.grant.CPUIDs, GPUs: gpus, RAMBytes: j.grant.RAMBytes, Start: now,
 	})
 	if err != nil {
@@ -545,7 +547,7 @@ func (j *job) persist() {
 	if j.removed {
 		return
 	}
-	fp := j.def.ProcessFingerprint()
+	fp := j.defFP
 	if j.life.state == StateDone {
 		j.doneFP = fp
 	}
