@@ -172,6 +172,8 @@ type Store struct {
 	failing  atomic.Pointer[error]
 	onHealth func(error)
 
+	lingerFor time.Duration // storeLinger; tests lengthen it
+
 	closeOnce sync.Once
 	closeErr  error // result of the first Close, returned by every Close
 
@@ -273,6 +275,7 @@ func storeOpen(path string, opts StoreOptions, tune func(*bbolt.Options)) (*Stor
 		kick:       make(chan struct{}, 1),
 		writerDone: make(chan struct{}),
 		onHealth:   opts.OnHealth,
+		lingerFor:  storeLinger,
 	}
 	go s.write()
 	return s, nil
@@ -409,24 +412,66 @@ func (s *Store) write() {
 	defer close(s.writerDone)
 	for range s.kick {
 		for {
-			s.mu.Lock()
-			n := min(len(s.queue), storeMaxGroup)
-			group := s.queue[:n:n]
-			s.queue = s.queue[n:]
-			if len(s.queue) == 0 {
-				s.queue = nil // let the backing array go
-			}
-			closing, hook := s.closing, s.beforeCommit
-			s.mu.Unlock()
+			group, closing, hook := s.take(storeMaxGroup)
 			if len(group) == 0 {
 				if closing {
 					return
 				}
 				break
 			}
+			if !closing && deferredOnly(group) {
+				group = s.linger(group)
+			}
 			s.commit(group, hook)
 		}
 	}
+}
+
+// storeLinger is how long deferred writes wait for a write someone waits
+// for, to share its commit: the commit that records a run (BeginRun) then
+// also carries the previous run's end, and a job's way to running waits
+// for one commit, not for the previous run's end and then its own.
+const storeLinger = 20 * time.Millisecond
+
+// linger holds a group of deferred writes until a waited-for write joins
+// it, the group fills, Close begins, or storeLinger passes.
+func (s *Store) linger(group []*storeOp) []*storeOp {
+	t := time.NewTimer(s.lingerFor)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+			return group
+		case <-s.kick:
+			more, closing, _ := s.take(storeMaxGroup - len(group))
+			group = append(group, more...)
+			if closing || !deferredOnly(more) || len(group) >= storeMaxGroup {
+				return group
+			}
+		}
+	}
+}
+
+// take removes up to n operations from the queue.
+func (s *Store) take(n int) (group []*storeOp, closing bool, hook func(*bbolt.Tx) error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n = min(len(s.queue), n)
+	group = s.queue[:n:n]
+	s.queue = s.queue[n:]
+	if len(s.queue) == 0 {
+		s.queue = nil // let the backing array go
+	}
+	return group, s.closing, s.beforeCommit
+}
+
+func deferredOnly(group []*storeOp) bool {
+	for _, op := range group {
+		if op.done != nil {
+			return false
+		}
+	}
+	return true
 }
 
 // commit applies group in one transaction and tells each caller the outcome.

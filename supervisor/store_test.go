@@ -1381,3 +1381,30 @@ func TestStoreLater(t *testing.T) {
 		t.Errorf("the write queued before Close is not on file: %+v", j)
 	}
 }
+
+// TestStoreLaterLingers: deferred writes wait for a write someone waits for
+// and go into its commit, rather than costing a commit of their own.
+func TestStoreLaterLingers(t *testing.T) {
+	s, _ := storeOpenTest(t, StoreOptions{})
+	s.lingerFor = time.Hour // only the waited-for write can end the wait
+	r := storeBegin(t, s, "a", storeT0)
+	before := s.commits.Load()
+	later := s.Later(func(err error) { t.Errorf("deferred write failed: %v", err) })
+	later.EndRun(r.ID, storeT0.Add(time.Minute), 0, "", ReasonExited)
+	later.PutJob(JobRecord{Name: "a", State: StateDone})
+	next, err := s.BeginRun(RunRecord{Job: "b", Start: storeT0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := s.commits.Load() - before; got != 1 {
+		t.Errorf("%d commits, want 1: the deferred writes in the waited-for one's", got)
+	}
+	if got, _, _ := s.Run(r.ID); got.End.IsZero() || next.ID == 0 {
+		t.Errorf("the deferred end is not in: %+v", got)
+	}
+	// Close does not wait out the linger either.
+	later.PutJob(JobRecord{Name: "a", State: StateStopped})
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
