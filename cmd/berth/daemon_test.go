@@ -40,7 +40,8 @@ type testDaemon struct {
 	socket string
 	out    string // where jobs in these tests write what they saw
 	cmd    *exec.Cmd
-	logs   *lockedBuffer
+	logs   *lockedBuffer // this life's
+	lives  int           // daemons started so far
 
 	mu       sync.Mutex // guards notified and httpc
 	notified []string
@@ -124,8 +125,11 @@ func (d *testDaemon) start(opts daemonOptions) {
 	cmd := exec.Command(os.Args[0], args...)
 	cmd.Env = append(os.Environ(), "BERTH_TEST_BE_BERTH=1", "NOTIFY_SOCKET="+notifyPath, "JOURNAL_STREAM=")
 	cmd.Env = append(cmd.Env, opts.env...)
-	d.logs = &lockedBuffer{}
-	cmd.Stdout, cmd.Stderr = d.logs, d.logs
+	logs := &lockedBuffer{}
+	d.logs = logs
+	d.lives++
+	life := d.lives
+	cmd.Stdout, cmd.Stderr = logs, logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -142,7 +146,7 @@ func (d *testDaemon) start(opts daemonOptions) {
 		}
 		conn.Close()
 		if t.Failed() {
-			t.Logf("daemon log:\n%s", d.logs.String())
+			t.Logf("daemon log (life %d):\n%s", life, logs.String())
 		}
 	})
 	d.waitNotify("READY=1")
