@@ -143,7 +143,9 @@ func Start(spec Spec) (*Process, error) {
 		p.ticksErr = fmt.Errorf("start ticks of pid %d: %w", proc.Pid, err)
 	}
 	p.ticks = st.startTicks
-	go p.reap()
+	if r := sharedReaper(); r == nil || !r.watch(p) {
+		go p.reap()
+	}
 	return p, nil
 }
 
@@ -173,12 +175,19 @@ func markCloseOnExec() {
 // grandchild that outlived the leader would otherwise run on, unsupervised
 // and holding its share of the machine after the books gave it back.
 //
-// The wait for the exit goes through Go's poller on a pidfd, so a running
-// job costs a parked goroutine, not an OS thread blocked in waitid: with a
-// thousand jobs running that was most of the daemon's memory.
+// The first step is the shared reaper's (reaper_linux.go), which waits for
+// every child on one thread; reap is the fallback where it cannot, a
+// thread blocked in waitid for each child.
 func (p *Process) reap() {
-	err := waitExit(p.pid)
+	var info unix.Siginfo
+	p.exited(ignoringEINTR(func() error {
+		return unix.Waitid(unix.P_PID, p.pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
+	}))
+}
 
+// exited is the second step, once the leader is a zombie (err nil) or could
+// not be waited for.
+func (p *Process) exited(err error) {
 	p.mu.Lock()
 	var exit Exit
 	if err == nil {
@@ -198,39 +207,6 @@ func (p *Process) reap() {
 
 	p.exit = exit
 	close(p.done)
-}
-
-// waitExit returns once process pid, a child of ours, has exited, leaving
-// it a zombie for the caller to reap.
-func waitExit(pid int) error {
-	fd, err := unix.PidfdOpen(pid, unix.O_NONBLOCK) // PIDFD_NONBLOCK is O_NONBLOCK
-	if err != nil {
-		// Before Linux 5.10 (5.3 without PIDFD_NONBLOCK): a thread waits.
-		var info unix.Siginfo
-		return ignoringEINTR(func() error {
-			return unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
-		})
-	}
-	f := os.NewFile(uintptr(fd), "pidfd")
-	defer f.Close()
-	rc, err := f.SyscallConn()
-	if err != nil {
-		return err
-	}
-	var werr error
-	err = rc.Read(func(fd uintptr) bool {
-		// A pidfd is readable once its process has exited; until then
-		// this reports nothing (Signo stays 0) and the poller waits.
-		var info unix.Siginfo
-		werr = ignoringEINTR(func() error {
-			return unix.Waitid(unix.P_PIDFD, int(fd), &info, unix.WEXITED|unix.WNOWAIT|unix.WNOHANG, nil)
-		})
-		return werr != nil || info.Signo != 0
-	})
-	if err != nil {
-		return err
-	}
-	return werr
 }
 
 func exitOf(pid int, state *os.ProcessState, err error) Exit {

@@ -582,3 +582,30 @@ func TestEnvironEntry(t *testing.T) {
 		t.Errorf("no trailing NUL: got %q, %v", v, ok)
 	}
 }
+
+// TestWithoutSharedReaper runs exits through the fallback, a waitid per
+// child, as on a kernel without pidfds. Not parallel: it switches the
+// shared reaper off for the package while it runs.
+func TestWithoutSharedReaper(t *testing.T) {
+	noSharedReaper.Store(true)
+	defer noSharedReaper.Store(false)
+
+	c := startChild(t, helperSpec(t, "exit", "3"))
+	if got := wait(t, c.Process); got != (Exit{Code: 3}) {
+		t.Errorf("Wait() = %+v, want exit 3", got)
+	}
+
+	c = startChild(t, helperSpec(t, "fork-grandchild", "block"))
+	gc, err := strconv.Atoi(c.line(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fd := pidfd(t, gc)
+	if killed := c.Stop(syscall.SIGTERM, 10*time.Second); killed {
+		t.Error("Stop needed SIGKILL for a child that exits on SIGTERM")
+	}
+	if got := c.Wait(); got.Signal != syscall.SIGTERM {
+		t.Errorf("exit = %v, want signal: terminated", got)
+	}
+	waitGone(t, fd, gc)
+}

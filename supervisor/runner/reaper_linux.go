@@ -1,0 +1,93 @@
+package runner
+
+import (
+	"sync"
+	"sync/atomic"
+
+	"golang.org/x/sys/unix"
+)
+
+// reaper waits for the exits of every child at once: each child's pidfd is
+// in one epoll set, and one goroutine, on one thread, waits on the set. A
+// running job then costs the daemon no goroutine and no thread of its own
+// for its exit; with a thousand jobs running, threads blocked in waitid
+// were most of the daemon's memory.
+type reaper struct {
+	epfd int
+
+	mu      sync.Mutex
+	waiting map[int32]*Process // by pidfd
+}
+
+var (
+	reaperOnce sync.Once
+	theReaper  *reaper // nil where epoll cannot be had
+
+	// noSharedReaper makes Start wait for each child on its own, as on a
+	// kernel without pidfds; tests set it.
+	noSharedReaper atomic.Bool
+)
+
+// sharedReaper starts the reaper on first use; nil means each child is
+// waited for on its own (Process.reap).
+func sharedReaper() *reaper {
+	if noSharedReaper.Load() {
+		return nil
+	}
+	reaperOnce.Do(func() {
+		epfd, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
+		if err != nil {
+			return
+		}
+		theReaper = &reaper{epfd: epfd, waiting: make(map[int32]*Process)}
+		go theReaper.run()
+	})
+	return theReaper
+}
+
+// watch hands p to the reaper, which calls p.exited once the leader has
+// exited. false: it cannot (no pidfds before Linux 5.3), and the caller
+// waits another way. A child that exited already is reported at once: a
+// pidfd is readable from the exit on.
+func (r *reaper) watch(p *Process) bool {
+	fd, err := unix.PidfdOpen(p.pid, 0) // close-on-exec by default
+	if err != nil {
+		return false
+	}
+	r.mu.Lock()
+	r.waiting[int32(fd)] = p
+	r.mu.Unlock()
+	ev := unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLONESHOT, Fd: int32(fd)}
+	if err := unix.EpollCtl(r.epfd, unix.EPOLL_CTL_ADD, fd, &ev); err != nil {
+		r.mu.Lock()
+		delete(r.waiting, int32(fd))
+		r.mu.Unlock()
+		unix.Close(fd)
+		return false
+	}
+	return true
+}
+
+// run is the reaper's goroutine, for the life of the process.
+func (r *reaper) run() {
+	events := make([]unix.EpollEvent, 64)
+	for {
+		n, err := unix.EpollWait(r.epfd, events, -1)
+		if err != nil {
+			// EINTR; nothing else can happen to a valid epoll descriptor
+			// and a valid buffer.
+			continue
+		}
+		for _, ev := range events[:n] {
+			r.mu.Lock()
+			p := r.waiting[ev.Fd]
+			delete(r.waiting, ev.Fd)
+			r.mu.Unlock()
+			_ = unix.EpollCtl(r.epfd, unix.EPOLL_CTL_DEL, int(ev.Fd), nil)
+			unix.Close(int(ev.Fd))
+			if p != nil {
+				p.exited(nil)
+			}
+		}
+	}
+}
