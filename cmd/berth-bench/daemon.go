@@ -177,15 +177,21 @@ type status struct {
 
 func (d *daemon) status() (status, error) {
 	var s status
-	resp, err := d.client.Get("http://berth/v1/status")
+	err := d.get("/v1/status", &s)
+	return s, err
+}
+
+// get decodes the answer to GET path into v.
+func (d *daemon) get(path string, v any) error {
+	resp, err := d.client.Get("http://berth" + path)
 	if err != nil {
-		return s, err
+		return err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return s, fmt.Errorf("GET /v1/status: %s", resp.Status)
+		return fmt.Errorf("GET %s: %s", path, resp.Status)
 	}
-	return s, json.NewDecoder(resp.Body).Decode(&s)
+	return json.NewDecoder(resp.Body).Decode(v)
 }
 
 // poll reads the status every interval until done says so, and returns
@@ -450,13 +456,6 @@ type runtimeFigures struct {
 
 func (d *daemon) runtime() (runtimeFigures, error) {
 	var f runtimeFigures
-	resp, err := d.client.Get("http://berth/v1/debug/runtime?gc=1")
-	if err != nil {
-		return f, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return f, fmt.Errorf("GET /v1/debug/runtime: %s", resp.Status)
-	}
-	return f, json.NewDecoder(resp.Body).Decode(&f)
+	err := d.get("/v1/debug/runtime?gc=1", &f)
+	return f, err
 }

@@ -119,6 +119,48 @@ func (d *testDaemon) waitLeftovers(what string, ok func([]liveProc) bool) {
 	}
 }
 
+// startAll asks the daemon to start each job.
+func (d *testDaemon) startAll(names []string) {
+	d.t.Helper()
+	for _, name := range names {
+		if resp := d.post("/v1/jobs/" + name + "/start"); resp.StatusCode != 200 {
+			d.t.Fatalf("start %s: %s", name, resp.Status)
+		}
+	}
+}
+
+// allDoneAfter waits until every job is done with its last change after
+// since (the daemon's clock), and returns that status.
+func (d *testDaemon) allDoneAfter(jobs int, since time.Time) supervisor.Status {
+	d.t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		s := d.status()
+		done := 0
+		for _, j := range s.Jobs {
+			if j.State == "done" && j.Since.After(since) {
+				done++
+			}
+		}
+		if done == jobs {
+			return s
+		}
+		if time.Now().After(deadline) {
+			d.t.Fatalf("not all %d jobs done again within 60s: %v", jobs, s.Counts)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// jobNames is the names format(i) for i in [0, n).
+func jobNames(format string, n int) []string {
+	names := make([]string, n)
+	for i := range names {
+		names[i] = fmt.Sprintf(format, i)
+	}
+	return names
+}
+
 // checkState opens the state file the way bbolt's own check does: every
 // page reachable once, the freelist consistent.
 func checkState(t *testing.T, dir string) {
@@ -279,41 +321,16 @@ func TestFaultManyRuns(t *testing.T) {
 	}
 	d := newTestDaemon(t, map[string]string{"many.lua": src.String()})
 	d.start(daemonOptions{args: []string{"--cpus", "2"}, env: []string{d.markEnv()}})
-	// allDone waits until every job is done, its last change after since
-	// (the daemon's clock), and returns the daemon's clock then.
-	allDone := func(since time.Time) time.Time {
-		t.Helper()
-		deadline := time.Now().Add(60 * time.Second)
-		for {
-			s := d.status()
-			done := 0
-			for _, j := range s.Jobs {
-				if j.State == "done" && j.Since.After(since) {
-					done++
-				}
-			}
-			if done == jobs {
-				return s.Now
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("not all done again within 60s: %v", s.Counts)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-	}
-	last := allDone(time.Time{})
+	names := jobNames("n%03d", jobs)
+	last := d.allDoneAfter(jobs, time.Time{}).Now
 	before := d.runtime()
 	for range rounds - 1 {
-		for i := range jobs {
-			if resp := d.post(fmt.Sprintf("/v1/jobs/n%03d/start", i)); resp.StatusCode != 200 {
-				t.Fatalf("start n%03d: %s", i, resp.Status)
-			}
-		}
-		last = allDone(last)
+		d.startAll(names)
+		last = d.allDoneAfter(jobs, last).Now
 	}
 	var total int
-	for i := range jobs {
-		total += len(d.history(fmt.Sprintf("n%03d", i)))
+	for _, name := range names {
+		total += len(d.history(name))
 	}
 	if total != jobs*rounds {
 		t.Errorf("%d runs in the history, want %d", total, jobs*rounds)
@@ -415,35 +432,15 @@ func TestFaultStateFull(t *testing.T) {
 
 	// rounds starts every job and waits until all are done again, until
 	// cond holds of the status.
+	names := jobNames("f%02d", jobs)
 	since := time.Time{}
 	rounds := func(what string, cond func(supervisor.Status) bool) {
 		t.Helper()
 		for range 200 {
-			for i := range jobs {
-				if resp := d.post(fmt.Sprintf("/v1/jobs/f%02d/start", i)); resp.StatusCode != 200 {
-					t.Fatalf("start f%02d: %s", i, resp.Status)
-				}
-			}
-			deadline := time.Now().Add(30 * time.Second)
-			for {
-				s := d.status()
-				done := 0
-				for _, j := range s.Jobs {
-					if j.State == "done" && j.Since.After(since) {
-						done++
-					}
-				}
-				if done == jobs {
-					since = s.Now
-					if cond(s) {
-						return
-					}
-					break
-				}
-				if time.Now().After(deadline) {
-					t.Fatalf("%s: jobs not done again within 30s: %v", what, s.Counts)
-				}
-				time.Sleep(20 * time.Millisecond)
+			d.startAll(names)
+			s := d.allDoneAfter(jobs, since)
+			if since = s.Now; cond(s) {
+				return
 			}
 		}
 		t.Fatalf("%s: not within 200 rounds of runs", what)
