@@ -553,7 +553,20 @@ func (j *job) persist() {
 	}
 	rec := JobRecord{Name: j.name, State: j.life.state, Fingerprint: fp, DoneFingerprint: j.doneFP,
 		Restarts: j.life.restarts, Changed: j.life.since}
-	j.d.later.PutJob(rec)
+	if !j.life.state.resting() {
+		j.d.later.PutJob(rec)
+		return
+	}
+	// Where the job rests is on disk before anyone is shown it: a batch
+	// job seen done is not run again by the next daemon, however this one
+	// ends. The run's end, queued before, goes into the same commit.
+	if err := j.d.store.PutJob(rec); err != nil {
+		if j.d.store.Failing() != nil {
+			j.log.Debug("state not recorded", "state", rec.State.String(), "error", err)
+		} else {
+			j.log.Error("cannot record the job's state", "state", rec.State.String(), "error", err)
+		}
+	}
 }
 
 func (j *job) setWhy(why string) {

@@ -45,6 +45,17 @@ func (s State) String() string {
 	return fmt.Sprintf("state(%d)", uint8(s))
 }
 
+// resting reports whether a job stays in s until something happens to it:
+// where a restarted daemon must find it again (a done job is not run twice,
+// a person's stop holds). The other states a restarted daemon recomputes.
+func (s State) resting() bool {
+	switch s {
+	case StateDone, StateFailed, StateStopped, StateInvalid, StateUnplaceable, StateDisabled:
+		return true
+	}
+	return false
+}
+
 // Reason is why a run ended. Stored, so explicit numbers; zero means the run
 // has not ended.
 type Reason uint8

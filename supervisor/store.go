@@ -100,7 +100,16 @@ type StoreOptions struct {
 	// commits start failing (with the error) and when they succeed again
 	// (with nil). It must not block or write to the store.
 	OnHealth func(err error)
+
+	// recoverAfter replaces storeRecoverAfter in tests.
+	recoverAfter time.Duration
 }
+
+// storeRecoverAfter is how long commits must go without a failure before
+// the state counts as recorded again. On a nearly full disk some commits
+// fit in pages bbolt already has and others need new ones, so successes
+// and failures alternate; without this the status and the log would flap.
+const storeRecoverAfter = 5 * time.Second
 
 const (
 	storeDefaultLockTimeout = 100 * time.Millisecond
@@ -167,10 +176,13 @@ type Store struct {
 	// that concurrent operations share transactions.
 	commits atomic.Uint64
 
-	// failing is the error of the last commit, nil once one succeeds again;
-	// written by the writer only.
-	failing  atomic.Pointer[error]
-	onHealth func(error)
+	// failing is the error of the last failed commit, nil once commits
+	// have succeeded for recoverAfter since; failedAt is when it failed.
+	// Written by the writer only.
+	failing      atomic.Pointer[error]
+	failedAt     time.Time
+	recoverAfter time.Duration
+	onHealth     func(error)
 
 	lingerFor time.Duration // storeLinger; tests lengthen it
 
@@ -276,6 +288,10 @@ func storeOpen(path string, opts StoreOptions, tune func(*bbolt.Options)) (*Stor
 		writerDone: make(chan struct{}),
 		onHealth:   opts.OnHealth,
 		lingerFor:  storeLinger,
+	}
+	s.recoverAfter = storeRecoverAfter
+	if opts.recoverAfter != 0 {
+		s.recoverAfter = max(0, opts.recoverAfter)
 	}
 	go s.write()
 	return s, nil
@@ -515,22 +531,24 @@ func (s *Store) commit(group []*storeOp, hook func(*bbolt.Tx) error) {
 
 // health records the outcome of a commit and reports a change.
 func (s *Store) health(err error) {
-	var was error
-	if p := s.failing.Load(); p != nil {
-		was = *p
-	}
-	if err == nil {
-		s.failing.Store(nil)
-	} else {
+	was := s.failing.Load()
+	switch {
+	case err != nil:
 		s.failing.Store(&err)
-	}
-	if (was == nil) != (err == nil) && s.onHealth != nil {
-		s.onHealth(err)
+		s.failedAt = time.Now()
+		if was == nil && s.onHealth != nil {
+			s.onHealth(err)
+		}
+	case was != nil && time.Since(s.failedAt) >= s.recoverAfter:
+		s.failing.Store(nil)
+		if s.onHealth != nil {
+			s.onHealth(nil)
+		}
 	}
 }
 
-// Failing is the error of the last commit when it failed, nil when it
-// succeeded: whether the state is being recorded now.
+// Failing is the error of the last failed commit while the state is not
+// being recorded (see storeRecoverAfter), nil while it is.
 func (s *Store) Failing() error {
 	if p := s.failing.Load(); p != nil {
 		return *p
@@ -777,10 +795,11 @@ func putJob(j JobRecord) (func(tx *bbolt.Tx) error, error) {
 // transaction, in the order given, and returns at once. The daemon waits for
 // one write on a job's way to running, its run's record (BeginRun), so that
 // a run is on record before its process exists; the pid, the end and the
-// job's state follow without holding the job up. A daemon killed outright
-// loses what it had not yet handed to bbolt, at most the writes of one
-// commit: reconciliation finds a run's process without its pid, and a run
-// with no recorded end is marked lost.
+// job's passing states follow without holding the job up (where it comes to
+// rest is waited for: see job.persist). A daemon killed outright loses what
+// it had not yet handed to bbolt, at most the writes of one commit:
+// reconciliation finds a run's process without its pid, and a run with no
+// recorded end is marked lost.
 type Later struct {
 	s      *Store
 	failed func(error)

@@ -1010,7 +1010,7 @@ func TestStoreFull(t *testing.T) {
 		healthMu.Lock()
 		health = append(health, err)
 		healthMu.Unlock()
-	}}
+	}, recoverAfter: -1} // the first success after the failures recovers
 	s, err := storeOpen(path, opts, func(o *bbolt.Options) { o.MaxSize = maxSize })
 	if err != nil {
 		t.Fatal(err)
@@ -1406,5 +1406,46 @@ func TestStoreLaterLingers(t *testing.T) {
 	later.PutJob(JobRecord{Name: "a", State: StateStopped})
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestStoreHealthHolds: after a failed commit, one success does not yet
+// count as recording again (on a nearly full disk successes and failures
+// alternate); commits must go without failure for a while first.
+func TestStoreHealthHolds(t *testing.T) {
+	var health []error
+	var mu sync.Mutex
+	s, _ := storeOpenTest(t, StoreOptions{OnHealth: func(err error) {
+		mu.Lock()
+		health = append(health, err)
+		mu.Unlock()
+	}, recoverAfter: time.Hour})
+	injected := errors.New("injected: no space left on device")
+	var fail atomic.Bool
+	s.mu.Lock()
+	s.beforeCommit = func(*bbolt.Tx) error {
+		if fail.Load() {
+			return injected
+		}
+		return nil
+	}
+	s.mu.Unlock()
+	fail.Store(true)
+	if err := s.PutJob(JobRecord{Name: "a"}); !errors.Is(err, injected) {
+		t.Fatalf("PutJob = %v, want the injected error", err)
+	}
+	fail.Store(false)
+	for range 3 {
+		if err := s.PutJob(JobRecord{Name: "a"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !errors.Is(s.Failing(), injected) {
+		t.Errorf("Failing() = %v right after the failure, want it still reported", s.Failing())
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(health) != 1 || !errors.Is(health[0], injected) {
+		t.Errorf("health reported %v, want the failure once and no recovery yet", health)
 	}
 }
