@@ -89,10 +89,13 @@ type Daemon struct {
 	jobsCtx context.Context
 	jobsWG  sync.WaitGroup
 
-	// shutdownRuns are the runs stopped by the shutdown, whose escapees
-	// are looked for once all have stopped.
-	shutdownMu   sync.Mutex
-	shutdownRuns []uint64
+	// stoppedRuns are runs berth stopped whose escapees are still to be
+	// looked for; sweepKick wakes the sweeper, which looks for all of them
+	// in one scan of /proc (a reload that removes a thousand jobs makes one
+	// scan, not a thousand).
+	stoppedMu   sync.Mutex
+	stoppedRuns []uint64
+	sweepKick   chan struct{}
 
 	mu   sync.Mutex // guards jobs and errs for readers outside the loop
 	jobs map[string]*job
@@ -135,21 +138,22 @@ func Open(cfg Config) (*Daemon, error) {
 		return nil, err
 	}
 	d := &Daemon{
-		cfg:      cfg,
-		log:      cfg.Logger,
-		now:      cfg.Clock,
-		store:    store,
-		placer:   accounting.NewPlacer(cfg.Clock),
-		environ:  environMap(cfg.Environ),
-		changed:  newSignal(),
-		latest:   map[string]*luaapi.File{},
-		good:     map[string]*luaapi.File{},
-		refused:  map[string]string{},
-		fileErrs: map[string][]string{},
-		set:      &luaapi.Set{},
-		requests: make(chan request),
-		jobs:     map[string]*job{},
-		settle:   time.NewTimer(time.Hour),
+		cfg:       cfg,
+		log:       cfg.Logger,
+		now:       cfg.Clock,
+		store:     store,
+		placer:    accounting.NewPlacer(cfg.Clock),
+		environ:   environMap(cfg.Environ),
+		changed:   newSignal(),
+		latest:    map[string]*luaapi.File{},
+		good:      map[string]*luaapi.File{},
+		refused:   map[string]string{},
+		fileErrs:  map[string][]string{},
+		set:       &luaapi.Set{},
+		requests:  make(chan request),
+		jobs:      map[string]*job{},
+		settle:    time.NewTimer(time.Hour),
+		sweepKick: make(chan struct{}, 1),
 	}
 	d.settle.Stop()
 	d.later = store.Later(d.recordFailed)
@@ -217,6 +221,18 @@ func (d *Daemon) Run(ctx context.Context) error {
 
 	jobsCtx, stopJobs := context.WithCancel(context.Background())
 	d.jobsCtx = jobsCtx
+	sweepCtx, stopSweeper := context.WithCancel(context.Background())
+	var sweeper sync.WaitGroup
+	sweeper.Go(func() {
+		for {
+			select {
+			case <-d.sweepKick:
+				d.sweep()
+			case <-sweepCtx.Done():
+				return
+			}
+		}
+	})
 	res := d.reload(true)
 	d.log.Info("loaded", "files", res.Files, "jobs", len(d.set.Jobs), "errors", len(res.Errors))
 
@@ -239,9 +255,9 @@ func (d *Daemon) Run(ctx context.Context) error {
 	d.log.Info("stopping every job")
 	stopJobs()
 	d.jobsWG.Wait()
-	d.shutdownMu.Lock()
-	d.killEscapees(d.shutdownRuns...)
-	d.shutdownMu.Unlock()
+	stopSweeper()
+	sweeper.Wait()
+	d.sweep() // what the jobs' last stops left
 	stopWatch()
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), time.Second)
 	_ = srv.Shutdown(shutdownCtx)
@@ -370,6 +386,26 @@ func (d *Daemon) reconcile() error {
 		}
 	}
 	return nil
+}
+
+// sweepLater queues a run berth stopped for the sweeper.
+func (d *Daemon) sweepLater(run uint64) {
+	d.stoppedMu.Lock()
+	d.stoppedRuns = append(d.stoppedRuns, run)
+	d.stoppedMu.Unlock()
+	select {
+	case d.sweepKick <- struct{}{}:
+	default: // a sweep is due already and will see this run
+	}
+}
+
+// sweep kills the escapees of the runs queued so far.
+func (d *Daemon) sweep() {
+	d.stoppedMu.Lock()
+	runs := d.stoppedRuns
+	d.stoppedRuns = nil
+	d.stoppedMu.Unlock()
+	d.killEscapees(runs...)
 }
 
 // killEscapees kills what is left of runs that berth stopped: processes

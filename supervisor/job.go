@@ -435,7 +435,7 @@ func (j *job) reaped(exit runner.Exit) {
 	if j.life.state == StateStopping {
 		// Stop returns right after the reaping we were just told of.
 		killed = <-j.stopped
-		j.d.killEscapees(j.run.id)
+		j.d.sweepLater(j.run.id)
 	}
 	j.run.exit = exit
 	if j.run.after != nil {
@@ -517,9 +517,7 @@ func (j *job) shutdown() {
 		if j.run.after != nil {
 			j.run.after()
 		}
-		j.d.shutdownMu.Lock()
-		j.d.shutdownRuns = append(j.d.shutdownRuns, j.run.id)
-		j.d.shutdownMu.Unlock()
+		j.d.sweepLater(j.run.id)
 		reason := ReasonStopped
 		switch {
 		case j.life.timedOut:
