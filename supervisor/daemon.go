@@ -356,7 +356,7 @@ func (d *Daemon) reconcile() error {
 	for _, r := range open {
 		wanted[strconv.FormatUint(r.ID, 10)] = true
 	}
-	byRun, err := runner.FindByEnv("BERTH_RUN", wanted)
+	byRun, err := runner.FindByEnv(d.runMark(), "BERTH_RUN", wanted)
 	if err != nil {
 		d.log.Warn("cannot look for what lost runs left running", "error", err)
 	}
@@ -386,6 +386,12 @@ func (d *Daemon) reconcile() error {
 		}
 	}
 	return nil
+}
+
+// runMark is what, besides BERTH_RUN, every process of this berth's runs
+// carries: run ids are only unique within one state file.
+func (d *Daemon) runMark() map[string]string {
+	return map[string]string{"BERTH_INSTANCE": d.store.Instance()}
 }
 
 // sweepLater queues a run berth stopped for the sweeper.
@@ -422,7 +428,7 @@ func (d *Daemon) killEscapees(runs ...uint64) {
 	for _, id := range runs {
 		wanted[strconv.FormatUint(id, 10)] = true
 	}
-	found, err := runner.FindByEnv("BERTH_RUN", wanted)
+	found, err := runner.FindByEnv(d.runMark(), "BERTH_RUN", wanted)
 	if err != nil {
 		d.log.Warn("cannot look for processes that left their job's group", "error", err)
 		return
@@ -454,6 +460,25 @@ func (d *Daemon) cardNames(indices []int) []string {
 	return names
 }
 
+// runEnv is the environment of a run of def: the derived one, then
+// BERTH_INSTANCE, set after the job's own env, which may not move a run out
+// of reach of reconciliation and of the sweep.
+func (d *Daemon) runEnv(def *luaapi.Job, base map[string]string, run string, grant accounting.Grant) map[string]string {
+	env := accounting.Env(accounting.EnvInput{
+		Daemon:          base,
+		Job:             def.Name,
+		Run:             run,
+		Grant:           grant,
+		Unaccounted:     def.Resources.Unaccounted(),
+		MachineCPUs:     d.cfg.Machine.CPUs,
+		UnaccountedJobs: int(d.unaccounted.Load()),
+		Cards:           d.cfg.Machine.GPUs,
+		Declared:        def.Env,
+	})
+	env["BERTH_INSTANCE"] = d.store.Instance()
+	return env
+}
+
 // start spawns a run of j with the environment its grant implies.
 func (d *Daemon) start(j *job, run uint64) (*runner.Process, func(), error) {
 	def := j.def
@@ -468,17 +493,7 @@ func (d *Daemon) start(j *job, run uint64) (*runner.Process, func(), error) {
 		base = maps.Clone(d.environ)
 		base["JOURNAL_STREAM"] = out.journal
 	}
-	env := accounting.Env(accounting.EnvInput{
-		Daemon:          base,
-		Job:             def.Name,
-		Run:             strconv.FormatUint(run, 10),
-		Grant:           j.grant,
-		Unaccounted:     def.Resources.Unaccounted(),
-		MachineCPUs:     d.cfg.Machine.CPUs,
-		UnaccountedJobs: int(d.unaccounted.Load()),
-		Cards:           d.cfg.Machine.GPUs,
-		Declared:        def.Env,
-	})
+	env := d.runEnv(def, base, strconv.FormatUint(run, 10), j.grant)
 	spec := runner.Spec{Argv: def.Cmd, Dir: def.Dir, Env: environList(env), Stdout: out.file}
 	if def.User != "" || def.Group != "" {
 		c, err := LookupCredentials(def.User, def.Group)

@@ -3,7 +3,9 @@ package supervisor
 import (
 	"bufio"
 	"bytes"
+	"crypto/rand"
 	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -136,12 +138,13 @@ const (
 // Bucket names: the layout of DESIGN.md's state.db. Keys of run buckets are
 // big-endian ids, so byte order is chronological order.
 var (
-	storeBucketMeta      = []byte("meta")        // "format" → storeFormat
+	storeBucketMeta      = []byte("meta")        // "format" → storeFormat, "instance" → Instance
 	storeBucketJobs      = []byte("jobs")        // name → encoded JobRecord
 	storeBucketRuns      = []byte("runs")        // id → encoded RunRecord; its sequence assigns ids
 	storeBucketRunsByJob = []byte("runs_by_job") // one nested bucket per job name: id → empty
 	storeBucketRunsOpen  = []byte("runs_open")   // id → empty, for every run with no End
 	storeKeyFormat       = []byte("format")
+	storeKeyInstance     = []byte("instance") // random hex, made with the file
 )
 
 // Store is the daemon's persistent state: jobs' last known state and the
@@ -164,6 +167,7 @@ var (
 type Store struct {
 	db       *bbolt.DB
 	path     string
+	instance string
 	keepRuns int
 
 	// kick wakes the writer; capacity 1 and sent without blocking, so any
@@ -176,11 +180,13 @@ type Store struct {
 	// that concurrent operations share transactions.
 	commits atomic.Uint64
 
-	// failing is the error of the last failed commit, nil once commits
-	// have succeeded for recoverAfter since; failedAt is when it failed.
+	// failing is the error of the last failed commit, until the writer
+	// sees commits succeed recoverAfter after it; failedAt is when it
+	// failed, okAt when a commit last succeeded (Unix nanoseconds).
 	// Written by the writer only.
 	failing      atomic.Pointer[error]
-	failedAt     time.Time
+	failedAt     atomic.Int64
+	okAt         atomic.Int64
 	recoverAfter time.Duration
 	onHealth     func(error)
 
@@ -276,13 +282,15 @@ func storeOpen(path string, opts StoreOptions, tune func(*bbolt.Options)) (*Stor
 		}
 		return nil, fmt.Errorf("open state %s: %w", path, err)
 	}
-	if err := storeInit(db); err != nil {
+	instance, err := storeInit(db)
+	if err != nil {
 		_ = db.Close()
 		return nil, fmt.Errorf("open state %s: %w", path, err)
 	}
 	s := &Store{
 		db:         db,
 		path:       path,
+		instance:   instance,
 		keepRuns:   opts.KeepRuns,
 		kick:       make(chan struct{}, 1),
 		writerDone: make(chan struct{}),
@@ -332,7 +340,7 @@ func storeBoltOpen(path string, bo *bbolt.Options) (db *bbolt.DB, err error) {
 // per daemon start so that a damaged file is refused here, with its path,
 // instead of making bbolt panic in the writer later and the daemon crash in
 // a loop under systemd.
-func storeInit(db *bbolt.DB) (err error) {
+func storeInit(db *bbolt.DB) (instance string, err error) {
 	defer func() {
 		// bbolt panics on some kinds of damage (a page of the wrong type)
 		// rather than returning an error.
@@ -353,9 +361,9 @@ func storeInit(db *bbolt.DB) (err error) {
 		return nil
 	})
 	if err != nil {
-		return err
+		return "", err
 	}
-	return db.Update(func(tx *bbolt.Tx) error {
+	err = db.Update(func(tx *bbolt.Tx) error {
 		for _, name := range [][]byte{storeBucketMeta, storeBucketJobs, storeBucketRuns, storeBucketRunsByJob, storeBucketRunsOpen} {
 			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
 				return fmt.Errorf("create bucket %s: %w", name, err)
@@ -364,15 +372,32 @@ func storeInit(db *bbolt.DB) (err error) {
 		meta := tx.Bucket(storeBucketMeta)
 		switch v := meta.Get(storeKeyFormat); {
 		case v == nil:
-			return meta.Put(storeKeyFormat, []byte{storeFormat})
+			if err := meta.Put(storeKeyFormat, []byte{storeFormat}); err != nil {
+				return err
+			}
 		case len(v) != 1:
 			return fmt.Errorf("%w: format key is %d bytes", ErrStateCorrupt, len(v))
 		case v[0] > storeFormat:
 			return fmt.Errorf("format %d: %w", v[0], ErrStateNewer)
 		}
-		return nil
+		if v := meta.Get(storeKeyInstance); v != nil {
+			instance = string(v)
+			return nil
+		}
+		var id [8]byte
+		if _, err := rand.Read(id[:]); err != nil {
+			return err
+		}
+		instance = hex.EncodeToString(id[:])
+		return meta.Put(storeKeyInstance, []byte(instance))
 	})
+	return instance, err
 }
+
+// Instance names this state file for as long as it exists: run ids count
+// from 1 in every state file, and the instance tells one berth's runs from
+// another's (two users' daemons, or tests side by side).
+func (s *Store) Instance() string { return s.instance }
 
 // Close waits for submitted writes to commit, then closes the file and
 // releases its lock. Later calls return the first call's result.
@@ -531,15 +556,18 @@ func (s *Store) commit(group []*storeOp, hook func(*bbolt.Tx) error) {
 
 // health records the outcome of a commit and reports a change.
 func (s *Store) health(err error) {
-	was := s.failing.Load()
-	switch {
-	case err != nil:
+	now := time.Now()
+	if err != nil {
+		was := s.Failing()
 		s.failing.Store(&err)
-		s.failedAt = time.Now()
+		s.failedAt.Store(now.UnixNano())
 		if was == nil && s.onHealth != nil {
 			s.onHealth(err)
 		}
-	case was != nil && time.Since(s.failedAt) >= s.recoverAfter:
+		return
+	}
+	s.okAt.Store(now.UnixNano())
+	if s.failing.Load() != nil && s.Failing() == nil {
 		s.failing.Store(nil)
 		if s.onHealth != nil {
 			s.onHealth(nil)
@@ -548,12 +576,19 @@ func (s *Store) health(err error) {
 }
 
 // Failing is the error of the last failed commit while the state is not
-// being recorded (see storeRecoverAfter), nil while it is.
+// being recorded, nil while it is: once a commit has succeeded and
+// recoverAfter has passed since the last failure (see storeRecoverAfter),
+// whether or not anything has been written since.
 func (s *Store) Failing() error {
-	if p := s.failing.Load(); p != nil {
-		return *p
+	p := s.failing.Load()
+	if p == nil {
+		return nil
 	}
-	return nil
+	failed := s.failedAt.Load()
+	if s.okAt.Load() > failed && time.Since(time.Unix(0, failed)) >= s.recoverAfter {
+		return nil
+	}
+	return *p
 }
 
 // storeTx gives an operation its buckets with this transaction's fill

@@ -1449,3 +1449,22 @@ func TestStoreHealthHolds(t *testing.T) {
 		t.Errorf("health reported %v, want the failure once and no recovery yet", health)
 	}
 }
+
+// TestStoreInstance: a state file keeps its instance across opens, and two
+// files have different ones.
+func TestStoreInstance(t *testing.T) {
+	s, path := storeOpenTest(t, StoreOptions{})
+	first := s.Instance()
+	if len(first) != 16 {
+		t.Fatalf("instance %q, want 16 hex digits", first)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if again := storeOpenTestAt(t, path, StoreOptions{}).Instance(); again != first {
+		t.Errorf("instance after reopening %q, want %q", again, first)
+	}
+	if other, _ := storeOpenTest(t, StoreOptions{}); other.Instance() == first {
+		t.Errorf("two state files share the instance %q", first)
+	}
+}

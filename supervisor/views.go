@@ -143,11 +143,7 @@ func (d *Daemon) previewEnv(def *luaapi.Job) []string {
 	for i := 0; i < def.Resources.GPUs; i++ {
 		grant.GPUs = append(grant.GPUs, i)
 	}
-	return environList(accounting.Env(accounting.EnvInput{
-		Daemon: d.environ, Job: def.Name, Run: "next", Grant: grant,
-		Unaccounted: def.Resources.Unaccounted(), MachineCPUs: d.cfg.Machine.CPUs,
-		UnaccountedJobs: int(d.unaccounted.Load()), Cards: d.cfg.Machine.GPUs, Declared: def.Env,
-	}))
+	return environList(d.runEnv(def, d.environ, "next", grant))
 }
 
 // logsOf says where a job's output goes.

@@ -545,14 +545,17 @@ func TestFindByEnv(t *testing.T) {
 	t.Parallel()
 	marker := fmt.Sprintf("find-%d-%d", os.Getpid(), time.Now().UnixNano())
 	spec := helperSpec(t, "fork-grandchild", "block")
-	spec.Env = append(spec.Env, "BERTH_TEST_MARK="+marker)
+	spec.Env = append(spec.Env, "BERTH_TEST_MARK="+marker, "BERTH_TEST_ALSO=yes")
 	c := startChild(t, spec)
 	gc, err := strconv.Atoi(c.line(t))
 	if err != nil {
 		t.Fatal(err)
 	}
 	fd := pidfd(t, gc)
-	found, err := FindByEnv("BERTH_TEST_MARK", map[string]bool{marker: true, "nobody-has-this": true})
+	if found, err := FindByEnv(map[string]string{"BERTH_TEST_ALSO": "no"}, "BERTH_TEST_MARK", map[string]bool{marker: true}); err != nil || len(found) != 0 {
+		t.Errorf("found %v, %v with a pair the processes do not have", found, err)
+	}
+	found, err := FindByEnv(map[string]string{"BERTH_TEST_ALSO": "yes"}, "BERTH_TEST_MARK", map[string]bool{marker: true, "nobody-has-this": true})
 	if err != nil {
 		t.Fatal(err)
 	}

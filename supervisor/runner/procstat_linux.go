@@ -97,17 +97,19 @@ func KillLeftover(pid int, startTicks uint64) (bool, error) {
 }
 
 // FindByEnv returns, for each value of values, the processes whose
-// environment holds key=value: the daemon gives every run BERTH_RUN=<id>,
-// and a run's process tree keeps it, so this finds what is left of runs a
-// previous daemon lost whether or not their process IDs were recorded, and
-// the descendants that outlived their leader. The daemon's own process is
-// never returned. Processes whose environment cannot be read (another
-// user's, as a non-root daemon) or that end during the scan are skipped.
-func FindByEnv(key string, values map[string]bool) (map[string][]int, error) {
-	return findByEnv("/proc", key, values)
+// environment holds key=value and every pair of also: the daemon gives
+// every run BERTH_RUN=<id> and BERTH_INSTANCE=<its state's>, and a run's
+// process tree keeps them, so this finds what is left of runs a previous
+// daemon lost whether or not their process IDs were recorded, and the
+// descendants that outlived their leader or left its group. The daemon's
+// own process is never returned. Processes whose environment cannot be read
+// (another user's, as a non-root daemon) or that end during the scan are
+// skipped.
+func FindByEnv(also map[string]string, key string, values map[string]bool) (map[string][]int, error) {
+	return findByEnv("/proc", also, key, values)
 }
 
-func findByEnv(proc, key string, values map[string]bool) (map[string][]int, error) {
+func findByEnv(proc string, also map[string]string, key string, values map[string]bool) (map[string][]int, error) {
 	found := map[string][]int{}
 	if len(values) == 0 {
 		return found, nil
@@ -127,11 +129,25 @@ func findByEnv(proc, key string, values map[string]bool) (map[string][]int, erro
 		if err != nil {
 			continue
 		}
-		if v, ok := environEntry(env, prefix); ok && values[v] {
+		v, ok := environEntry(env, prefix)
+		if !ok || !values[v] {
+			continue
+		}
+		if matchesAll(env, also) {
 			found[v] = append(found[v], pid)
 		}
 	}
 	return found, nil
+}
+
+// matchesAll reports whether env holds every pair of want.
+func matchesAll(env []byte, want map[string]string) bool {
+	for k, v := range want {
+		if got, ok := environEntry(env, []byte(k+"=")); !ok || got != v {
+			return false
+		}
+	}
+	return true
 }
 
 // environEntry finds the entry starting with prefix in a NUL-separated
