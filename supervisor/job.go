@@ -514,10 +514,12 @@ func (j *job) shutdown() {
 			j.run.exit = j.run.proc.Wait()
 		}
 		j.exitC = nil
+		// Escapees first: one that holds the output pipe would keep
+		// after's wait for the output going to its bound.
+		j.d.sweepLater(j.run.id)
 		if j.run.after != nil {
 			j.run.after()
 		}
-		j.d.sweepLater(j.run.id)
 		reason := ReasonStopped
 		switch {
 		case j.life.timedOut:

@@ -70,7 +70,7 @@ func newDaemon(dir string) (*daemon, error) {
 		Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 			var dialer net.Dialer
 			return dialer.DialContext(ctx, "unix", d.socket)
-		}},
+		}, IdleConnTimeout: 10 * time.Second}, // below the daemon's 30 s
 		Timeout: 30 * time.Second,
 	}
 	return d, nil

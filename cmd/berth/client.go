@@ -26,10 +26,15 @@ func newClient(socket string) *client {
 	return &client{
 		socket: socket,
 		http: &http.Client{
-			Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-				var d net.Dialer
-				return d.DialContext(ctx, "unix", socket)
-			}},
+			Transport: &http.Transport{
+				DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+					var d net.Dialer
+					return d.DialContext(ctx, "unix", socket)
+				},
+				// Below the daemon's idle timeout (30 s), so that a request
+				// never goes out on a connection the daemon is closing.
+				IdleConnTimeout: 10 * time.Second,
+			},
 			// A reload waits for the daemon to evaluate every changed file.
 			Timeout: 2 * time.Minute,
 		},

@@ -188,7 +188,7 @@ func (d *testDaemon) client() *http.Client {
 		tr := &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 			var dialer net.Dialer
 			return dialer.DialContext(ctx, "unix", d.socket)
-		}}
+		}, IdleConnTimeout: 10 * time.Second} // below the daemon's 30 s
 		d.httpc = &http.Client{Transport: tr, Timeout: 10 * time.Second}
 		d.t.Cleanup(tr.CloseIdleConnections)
 	}

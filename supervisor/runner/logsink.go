@@ -162,30 +162,30 @@ func (s *LogSink) copy() {
 }
 
 // copyPolled copies until the pipe's end, waiting for output in Go's poller
-// with no buffer held, and borrowing one for each burst.
+// with no buffer held, and borrowing one for each chunk. Each call of the
+// callback copies one chunk and returns, so that CloseContext's Close, which
+// waits for the callback, gets in even while output keeps coming.
 func (s *LogSink) copyPolled(rc syscall.RawConn) {
 	ended := false
 	for !ended {
 		err := rc.Read(func(fd uintptr) bool {
 			buf := borrowBuffer()
 			defer returnBuffer(buf)
-			for {
-				n, err := syscall.Read(int(fd), buf[:])
-				switch {
-				case err == syscall.EINTR:
-					continue
-				case err == syscall.EAGAIN:
-					return false // drained: wait for more
-				case err != nil:
-					s.fail(fmt.Errorf("read job output for %s: %w", s.path, err))
-					ended = true
-					return true
-				case n == 0:
-					ended = true
-					return true
-				}
+			n, err := syscall.Read(int(fd), buf[:])
+			switch {
+			case err == syscall.EAGAIN:
+				return false // nothing yet: wait for more
+			case err == syscall.EINTR:
+				return true // try again
+			case err != nil:
+				s.fail(fmt.Errorf("read job output for %s: %w", s.path, err))
+				ended = true
+			case n == 0:
+				ended = true
+			default:
 				s.write(buf[:n])
 			}
+			return true
 		})
 		if err != nil {
 			// The read end was closed under the copier (CloseContext).

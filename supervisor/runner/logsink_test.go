@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -201,5 +202,27 @@ func TestLogSinkNoOutputNoFile(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "quiet.log")); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("a quiet job's log file: %v, want none", err)
+	}
+}
+
+// TestLogSinkCloseContextUnderFlood: the bound holds while the holder of
+// the pipe writes without pause (the copier must let Close in between
+// chunks rather than copy for as long as there is output).
+func TestLogSinkCloseContextUnderFlood(t *testing.T) {
+	t.Parallel()
+	s, err := OpenLog(t.TempDir(), "job", 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	yes := exec.Command("yes", strings.Repeat("y", 4000))
+	yes.Stdout = s.File()
+	if err := yes.Start(); err != nil {
+		t.Skipf("no yes to flood with: %v", err)
+	}
+	defer func() { yes.Process.Kill(); yes.Wait() }()
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	if err := s.CloseContext(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("CloseContext = %v, want DeadlineExceeded", err)
 	}
 }

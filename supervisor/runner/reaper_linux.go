@@ -83,10 +83,20 @@ func (r *reaper) run() {
 			p := r.waiting[ev.Fd]
 			delete(r.waiting, ev.Fd)
 			r.mu.Unlock()
+			// The leader is a zombie now unless something else reaped it
+			// (SIGCHLD ignored): then its group may no longer be ours, and
+			// exited must not signal it. waitid says which.
+			var info unix.Siginfo
+			err := ignoringEINTR(func() error {
+				return unix.Waitid(unix.P_PIDFD, int(ev.Fd), &info, unix.WEXITED|unix.WNOWAIT|unix.WNOHANG, nil)
+			})
+			if err == nil && info.Signo == 0 {
+				err = unix.ECHILD // readable, yet nothing to wait for
+			}
 			_ = unix.EpollCtl(r.epfd, unix.EPOLL_CTL_DEL, int(ev.Fd), nil)
 			unix.Close(int(ev.Fd))
 			if p != nil {
-				p.exited(nil)
+				p.exited(err)
 			}
 		}
 	}

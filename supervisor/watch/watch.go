@@ -274,7 +274,9 @@ func (w *Watcher) arm() {
 		}
 		want = again
 	}
-	_, present := w.watched[w.dir]
+	// The directory is there when it exists, watched or not (a watch the
+	// kernel refused is said by apply).
+	_, present := want[w.dir]
 	switch {
 	case !present && !w.missing:
 		w.missing = true
