@@ -335,7 +335,7 @@ func TestFaultManyRuns(t *testing.T) {
 	if total != jobs*rounds {
 		t.Errorf("%d runs in the history, want %d", total, jobs*rounds)
 	}
-	// Goroutines that end a run (the exit waiter, the log copier) may still
+	// Goroutines that end a run (the log copier, the stop waiter) may still
 	// be on their way out when the status already says done.
 	var after supervisor.RuntimeFigures
 	deadline := time.Now().Add(10 * time.Second)
