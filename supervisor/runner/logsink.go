@@ -69,6 +69,10 @@ type LogSink struct {
 
 	closeW   sync.Once
 	closeErr error // from closing w, set inside closeW
+
+	// slowDisk, given by tests, runs before each chunk is written: a disk
+	// slower than the job's output.
+	slowDisk func()
 }
 
 // OpenLog prepares dir/job.log, capped at maxBytes, and starts the copier.
@@ -77,6 +81,10 @@ type LogSink struct {
 // job's start on some filesystems). Pass File to Start as the job's Stdout,
 // then call CloseWriter; after the job has ended, Close.
 func OpenLog(dir, job string, maxBytes int64) (*LogSink, error) {
+	return openLog(dir, job, maxBytes, nil)
+}
+
+func openLog(dir, job string, maxBytes int64, slowDisk func()) (*LogSink, error) {
 	// Job names are checked long before this, but a name that reached
 	// here by another path must still not climb out of dir or hide.
 	if job == "" || strings.ContainsAny(job, "/\x00") || strings.HasPrefix(job, ".") {
@@ -89,6 +97,7 @@ func OpenLog(dir, job string, maxBytes int64) (*LogSink, error) {
 		path:     filepath.Join(dir, job+".log"),
 		maxBytes: maxBytes,
 		done:     make(chan struct{}),
+		slowDisk: slowDisk,
 	}
 	// What would stop the file being created later is caught now, when it
 	// can still fail the start: a missing or unwritable directory.
@@ -219,6 +228,9 @@ func (s *LogSink) copyFrom(r io.Reader) {
 // written are dropped, the error kept for Close, and the next chunk tries
 // again, so a full disk loses output but never stops the job.
 func (s *LogSink) write(p []byte) {
+	if s.slowDisk != nil {
+		s.slowDisk()
+	}
 	for len(p) > 0 {
 		if s.f == nil {
 			if err := s.open(0); err != nil {

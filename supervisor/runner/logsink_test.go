@@ -205,24 +205,33 @@ func TestLogSinkNoOutputNoFile(t *testing.T) {
 	}
 }
 
-// TestLogSinkCloseContextUnderFlood: the bound holds while the holder of
-// the pipe writes without pause (the copier must let Close in between
-// chunks rather than copy for as long as there is output).
+// TestLogSinkCloseContextUnderFlood: the bound holds while writers keep
+// the pipe full and the disk is slower than they are (the copier must let
+// Close in between chunks, not copy for as long as there is output).
 func TestLogSinkCloseContextUnderFlood(t *testing.T) {
 	t.Parallel()
-	s, err := OpenLog(t.TempDir(), "job", 1<<20)
+	s, err := openLog(t.TempDir(), "job", 1<<20, func() { time.Sleep(time.Millisecond) })
 	if err != nil {
 		t.Fatal(err)
 	}
-	yes := exec.Command("yes", strings.Repeat("y", 4000))
-	yes.Stdout = s.File()
-	if err := yes.Start(); err != nil {
-		t.Skipf("no yes to flood with: %v", err)
+	for range 4 {
+		yes := exec.Command("yes", strings.Repeat("y", 4000))
+		yes.Stdout = s.File()
+		if err := yes.Start(); err != nil {
+			t.Skipf("no yes to flood with: %v", err)
+		}
+		defer func() { yes.Process.Kill(); yes.Wait() }()
 	}
-	defer func() { yes.Process.Kill(); yes.Wait() }()
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
-	if err := s.CloseContext(ctx); !errors.Is(err, context.DeadlineExceeded) {
-		t.Errorf("CloseContext = %v, want DeadlineExceeded", err)
+	closed := make(chan error, 1)
+	go func() { closed <- s.CloseContext(ctx) }()
+	select {
+	case err := <-closed:
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("CloseContext = %v, want DeadlineExceeded", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("CloseContext still waiting 10 s past its 100 ms bound")
 	}
 }
