@@ -162,14 +162,20 @@ func Open(cfg Config) (*Daemon, error) {
 	return d, nil
 }
 
-// recordFailed is told of each deferred write that failed. While commits
-// fail the store has said so once; each write is then not worth a line.
-func (d *Daemon) recordFailed(err error) {
+// notRecorded logs a write to the state that failed. While commits fail
+// the store has said so once (OnHealth); each write is then not worth more
+// than a debug line.
+func (d *Daemon) notRecorded(log hclog.Logger, msg string, kv ...any) {
 	if d.store.Failing() != nil {
-		d.log.Debug("not recorded", "error", err)
+		log.Debug(msg, kv...)
 		return
 	}
-	d.log.Error("cannot record", "error", err)
+	log.Error(msg, kv...)
+}
+
+// recordFailed is told of each deferred write that failed.
+func (d *Daemon) recordFailed(err error) {
+	d.notRecorded(d.log, "cannot record", "error", err)
 }
 
 // capacityOf is the books' view of the probed machine.

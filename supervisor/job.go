@@ -374,12 +374,7 @@ func (j *job) spawn() (event, bool) {
 	})
 	if err != nil {
 		rec.ID = j.d.localRunID()
-		if j.d.store.Failing() != nil {
-			// The store has said so once; not once per run.
-			j.log.Debug("run not recorded", "run", rec.ID, "error", err)
-		} else {
-			j.log.Error("cannot record the run; running it anyway", "run", rec.ID, "error", err)
-		}
+		j.d.notRecorded(j.log, "cannot record the run; running it anyway", "run", rec.ID, "error", err)
 	}
 	j.run = runState{id: rec.ID, gpus: gpus, start: now}
 
@@ -561,11 +556,7 @@ func (j *job) persist() {
 	// job seen done is not run again by the next daemon, however this one
 	// ends. The run's end, queued before, goes into the same commit.
 	if err := j.d.store.PutJob(rec); err != nil {
-		if j.d.store.Failing() != nil {
-			j.log.Debug("state not recorded", "state", rec.State.String(), "error", err)
-		} else {
-			j.log.Error("cannot record the job's state", "state", rec.State.String(), "error", err)
-		}
+		j.d.notRecorded(j.log, "cannot record the job's state", "state", rec.State.String(), "error", err)
 	}
 }
 

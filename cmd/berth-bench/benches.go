@@ -54,10 +54,7 @@ func runThroughput(b *bencher, dir string) ([]sample, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := d.start(b.berth, "--cpus", "2"); err != nil {
-		return nil, err
-	}
-	ready, err := d.waitReady(60 * time.Second)
+	ready, err := d.startReady(b.berth)
 	if err != nil {
 		return nil, err
 	}
@@ -164,10 +161,7 @@ func runReload(b *bencher, dir string) ([]sample, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := d.start(b.berth, "--cpus", "2"); err != nil {
-		return nil, err
-	}
-	if _, err := d.waitReady(60 * time.Second); err != nil {
+	if _, err := d.startReady(b.berth); err != nil {
 		return nil, err
 	}
 	_, _, err = d.poll(pollEvery, 2*time.Minute,
@@ -216,10 +210,7 @@ func runFootprint(b *bencher, dir string) ([]sample, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := d.start(b.berth, "--cpus", "2"); err != nil {
-		return nil, err
-	}
-	if _, err := d.waitReady(60 * time.Second); err != nil {
+	if _, err := d.startReady(b.berth); err != nil {
 		return nil, err
 	}
 	_, _, err = d.poll(pollEvery, 3*time.Minute,
@@ -285,10 +276,7 @@ func runStartup(b *bencher, dir string) ([]sample, error) {
 		if err != nil {
 			return nil, err
 		}
-		if err := d.start(b.berth, "--cpus", "2"); err != nil {
-			return nil, err
-		}
-		ready, err := d.waitReady(60 * time.Second)
+		ready, err := d.startReady(b.berth)
 		var settled time.Time
 		if err == nil {
 			// Every file loaded, none refused: every job shows disabled.
@@ -328,10 +316,7 @@ func runStorm(b *bencher, dir string) ([]sample, error) {
 	if _, err := d.put("base.lua", `job "base" { cmd = { "sleep", "100000" }, cpus = 0 }`); err != nil {
 		return nil, err
 	}
-	if err := d.start(b.berth, "--cpus", "2"); err != nil {
-		return nil, err
-	}
-	if _, err := d.waitReady(60 * time.Second); err != nil {
+	if _, err := d.startReady(b.berth); err != nil {
 		return nil, err
 	}
 	settled := func() (int, runtimeFigures, error) {

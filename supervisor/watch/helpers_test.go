@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"sort"
@@ -203,25 +204,13 @@ func (v view) apply(s Scan) {
 	}
 }
 
-func (v view) equal(want view) bool {
-	if len(v) != len(want) {
-		return false
-	}
-	for p, c := range want {
-		if got, ok := v[p]; !ok || got != c {
-			return false
-		}
-	}
-	return true
-}
-
 // settle does what the daemon does (on each signal, scan) until the view
 // equals want, and returns every scan made. It fails at the deadline.
 func settle(t testing.TB, w *Watcher, s *Scanner, v view, want view, within time.Duration) []Scan {
 	t.Helper()
 	deadline := time.After(within)
 	var scans []Scan
-	for !v.equal(want) {
+	for !maps.Equal(v, want) {
 		select {
 		case <-w.Changes():
 		case <-deadline:

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -269,7 +270,7 @@ func (w *Watcher) arm() {
 	for range 8 {
 		w.apply(want)
 		again := w.wanted()
-		if sameIDs(want, again) {
+		if maps.Equal(want, again) {
 			break
 		}
 		want = again
@@ -367,16 +368,4 @@ func dirID(p string) (fileID, bool) {
 		return fileID{}, false
 	}
 	return idOf(fi), true
-}
-
-func sameIDs(a, b map[string]fileID) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for p, id := range a {
-		if got, ok := b[p]; !ok || got != id {
-			return false
-		}
-	}
-	return true
 }

@@ -1,6 +1,7 @@
 package watch
 
 import (
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -52,19 +53,7 @@ var saves = map[string]func(t testing.TB, dir, content string){
 		if err := os.Rename(p("f.lua"), p("f.lua~")); err != nil {
 			t.Fatal(err)
 		}
-		f, err := os.OpenFile(p("f.lua"), os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := f.WriteString(content); err != nil {
-			t.Fatal(err)
-		}
-		if err := f.Sync(); err != nil {
-			t.Fatal(err)
-		}
-		if err := f.Close(); err != nil {
-			t.Fatal(err)
-		}
+		writeSynced(t, p("f.lua"), content)
 		if err := os.Chmod(p("f.lua"), 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -76,19 +65,7 @@ var saves = map[string]func(t testing.TB, dir, content string){
 	// atomically"): write a hidden temporary, fsync, rename over.
 	"atomic": func(t testing.TB, dir, content string) {
 		tmp := filepath.Join(dir, ".f.lua.tmp")
-		f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := f.WriteString(content); err != nil {
-			t.Fatal(err)
-		}
-		if err := f.Sync(); err != nil {
-			t.Fatal(err)
-		}
-		if err := f.Close(); err != nil {
-			t.Fatal(err)
-		}
+		writeSynced(t, tmp, content)
 		if err := os.Chmod(tmp, 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -96,6 +73,25 @@ var saves = map[string]func(t testing.TB, dir, content string){
 			t.Fatal(err)
 		}
 	},
+}
+
+// writeSynced creates or truncates path, writes content and fsyncs it, as
+// editors that care do before they rename or drop a backup.
+func writeSynced(t testing.TB, path, content string) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString(content); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // configMap lays out dir as kubelet's AtomicWriter does for a ConfigMap
@@ -162,7 +158,7 @@ func TestWatchEditorSaves(t *testing.T) {
 			s := newTestScanner(dir)
 			v := view{}
 			v.apply(scan(t, s))
-			if !v.equal(view{f: "old"}) {
+			if !maps.Equal(v, view{f: "old"}) {
 				t.Fatalf("initial view %v", v)
 			}
 			w := startWatcher(t, dir, WatchOptions{})
