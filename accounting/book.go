@@ -2,6 +2,7 @@ package accounting
 
 import (
 	"cmp"
+	"fmt"
 	"slices"
 	"sync"
 	"time"
@@ -112,6 +113,60 @@ func (b *Book) takeKeeping(req Request, now time.Time, keep Resources) (Grant, b
 	}
 	b.grants[g.ID] = g
 	return g, true
+}
+
+// Restore takes back exactly what a run that outlived a previous daemon
+// holds: those cores, those cards and that memory, for holder, ending by
+// until (zero when unbounded). It is for the daemon's start, before
+// anything is placed; a part that is not free or not on this machine (its
+// capacity was changed meanwhile) fails the whole call and takes nothing.
+func (b *Book) Restore(holder string, cpuIDs, gpus []int, ramBytes int64, until time.Time) (Grant, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	want := make(map[int]bool, len(cpuIDs))
+	for _, id := range cpuIDs {
+		want[id] = true
+	}
+	var slots []int
+	for i, id := range b.capacity.CPUIDs {
+		if want[id] {
+			if !b.cpuFree[i] {
+				return Grant{}, fmt.Errorf("restore %s's grant: core %d is held by another grant", holder, id)
+			}
+			slots = append(slots, i)
+		}
+	}
+	if len(slots) != len(want) {
+		return Grant{}, fmt.Errorf("restore %s's grant: cores %v are not all among this machine's %v", holder, cpuIDs, b.capacity.CPUIDs)
+	}
+	for _, card := range gpus {
+		if card < 0 || card >= len(b.gpuHolder) {
+			return Grant{}, fmt.Errorf("restore %s's grant: card %d is not on this machine (it has %d)", holder, card, len(b.gpuHolder))
+		}
+		if b.gpuHolder[card] != 0 {
+			return Grant{}, fmt.Errorf("restore %s's grant: card %d is held by another grant", holder, card)
+		}
+	}
+	if b.capacity.RAMKnown && ramBytes > b.freeRAM {
+		return Grant{}, fmt.Errorf("restore %s's grant: %s of memory asked, %s free", holder, FormatSize(ramBytes), FormatSize(b.freeRAM))
+	}
+	b.nextID++
+	g := Grant{ID: b.nextID, Machine: b.capacity.Name, Holder: holder, RAMBytes: ramBytes, Until: until}
+	for _, i := range slots {
+		b.cpuFree[i] = false
+		g.CPUIDs = append(g.CPUIDs, b.capacity.CPUIDs[i])
+	}
+	b.freeCPUs -= len(slots)
+	for _, card := range gpus {
+		b.gpuHolder[card] = g.ID
+	}
+	g.GPUs = append([]int(nil), gpus...)
+	b.freeGPUs -= len(gpus)
+	if b.capacity.RAMKnown {
+		b.freeRAM -= ramBytes
+	}
+	b.grants[g.ID] = g
+	return g, nil
 }
 
 // Give returns what a grant held, whatever ended the run. Giving back a grant

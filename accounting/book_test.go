@@ -272,3 +272,39 @@ func BenchmarkTakeGive(b *testing.B) {
 		}
 	}
 }
+
+func TestRestoreTakesExactlyWhatARunHolds(t *testing.T) {
+	b := NewBook(Capacity{Name: "local", CPUIDs: []int{0, 2, 4, 6}, GPUs: 2, RAMBytes: 8 << 30, RAMKnown: true}, nil)
+	g, err := b.Restore("train", []int{6, 2}, []int{1}, 2<<30, time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(g.CPUIDs, []int{2, 6}) || !slices.Equal(g.GPUs, []int{1}) || g.RAMBytes != 2<<30 {
+		t.Fatalf("restored %+v", g)
+	}
+	// What is left is granted lowest first, around the restored grant.
+	next, ok := b.TryTake(Request{Holder: "next", Resources: Resources{CPUs: 2, GPUs: 1, RAMBytes: 6 << 30}}, time.Time{})
+	if !ok || !slices.Equal(next.CPUIDs, []int{0, 4}) || !slices.Equal(next.GPUs, []int{0}) {
+		t.Fatalf("next grant %+v %v", next, ok)
+	}
+	for _, bad := range []struct {
+		cpus, gpus []int
+		ram        int64
+	}{
+		{[]int{0}, nil, 0}, // held
+		{[]int{8}, nil, 0}, // not on this machine
+		{nil, []int{2}, 0}, // no such card
+		{nil, []int{1}, 0}, // held
+		{nil, nil, 1},      // no memory left
+	} {
+		if _, err := b.Restore("bad", bad.cpus, bad.gpus, bad.ram, time.Time{}); err == nil {
+			t.Errorf("restore %+v succeeded", bad)
+		}
+	}
+	if err := b.Give(g); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Restore("again", []int{2, 6}, []int{1}, 2<<30, time.Time{}); err != nil {
+		t.Errorf("after Give: %v", err)
+	}
+}

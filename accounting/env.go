@@ -23,12 +23,23 @@ var ThreadVars = []string{
 	"BLIS_NUM_THREADS",
 }
 
+// ReservedPrefix starts the names of the variables berth sets on every run
+// (BERTH_JOB, BERTH_RUN, BERTH_CPUS, BERTH_GPUS, and the supervisor's
+// BERTH_INSTANCE). They are how berth finds a run's processes, those that
+// left its process group included, so a job may not set any name with
+// this prefix: the loader refuses it, and Env writes berth's own last.
+const ReservedPrefix = "BERTH_"
+
 // EnvInput is everything the environment of a run depends on.
 type EnvInput struct {
 	// Daemon is the daemon's own environment: the base of every job's.
 	Daemon map[string]string
-	Job    string
-	Run    string
+	// Login is what login would set for the user the job runs as (HOME,
+	// USER, LOGNAME, SHELL), over the daemon's own; nil when the job runs
+	// as the daemon's user.
+	Login map[string]string
+	Job   string
+	Run   string
 	// Grant is what the run was given; ignored when Unaccounted.
 	Grant Grant
 	// Unaccounted runs (cpus = 0) hold nothing and are advised a fair share
@@ -39,21 +50,28 @@ type EnvInput struct {
 	// Cards are the machine's card names, by index, as the daemon's own
 	// CUDA_VISIBLE_DEVICES names them ("2", "GPU-…", "MIG-…"), or "0".."n-1".
 	Cards []string
-	// Declared is the job's own env; it wins over everything.
+	// Declared is the job's own env; it wins over everything but the
+	// variables named with ReservedPrefix, which are berth's.
 	Declared map[string]string
 }
 
 // Env returns the whole environment a run starts with. Precedence, lowest
-// first: the daemon's environment, then what the grant implies, then what the
+// first: the daemon's environment, then what the job's user and grant imply
+// (its login variables, thread counts, cards), then what the
 // job declared — a declaration is a deliberate statement about this job and
-// outranks any default.
+// outranks any default. Berth's own BERTH_ variables come last whatever was
+// declared: a run that could rename itself could hide its processes from
+// the sweep that stops them.
 //
 // Composed strings such as XLA_FLAGS are never derived: their contents depend
 // on the library's version, and writing them would silently replace what the
 // author put there. They travel in the job's env, where they are visible.
 func Env(in EnvInput) map[string]string {
-	env := make(map[string]string, len(in.Daemon)+len(ThreadVars)+8+len(in.Declared))
+	env := make(map[string]string, len(in.Daemon)+len(in.Login)+len(ThreadVars)+8+len(in.Declared))
 	for k, v := range in.Daemon {
+		env[k] = v
+	}
+	for k, v := range in.Login {
 		env[k] = v
 	}
 
@@ -83,14 +101,16 @@ func Env(in EnvInput) map[string]string {
 		env["CUDA_VISIBLE_DEVICES"] = strings.Join(cards, ",")
 	}
 
+	for k, v := range in.Declared {
+		if !strings.HasPrefix(k, ReservedPrefix) {
+			env[k] = v
+		}
+	}
+
 	env["BERTH_JOB"] = in.Job
 	env["BERTH_RUN"] = in.Run
 	env["BERTH_CPUS"] = strconv.Itoa(cpus)
 	env["BERTH_GPUS"] = strings.Join(cards, ",")
-
-	for k, v := range in.Declared {
-		env[k] = v
-	}
 	return env
 }
 

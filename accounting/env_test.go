@@ -59,6 +59,25 @@ func TestEnv(t *testing.T) {
 		want: with(threads("4"), "HOME", "/root", "OMP_NUM_THREADS", "1", "CUDA_VISIBLE_DEVICES", "0,1,2", "XLA_FLAGS", "--xla_gpu_autotune_level=0",
 			"BERTH_JOB", "j", "BERTH_RUN", "5", "BERTH_CPUS", "4", "BERTH_GPUS", "1,2"),
 	}, {
+		name: "the job's user's login variables over the daemon's; declared env over both",
+		in: EnvInput{
+			Daemon: map[string]string{"HOME": "/root", "USER": "root", "LOGNAME": "root", "SHELL": "/bin/bash", "PATH": "/usr/bin"},
+			Login:  map[string]string{"HOME": "/home/ml", "USER": "ml", "LOGNAME": "ml", "SHELL": "/bin/zsh"},
+			Job:    "j", Run: "6", Grant: Grant{CPUIDs: []int{2}},
+			Declared: map[string]string{"SHELL": "/bin/dash"},
+		},
+		want: with(threads("1"), "HOME", "/home/ml", "USER", "ml", "LOGNAME", "ml", "SHELL", "/bin/dash", "PATH", "/usr/bin",
+			"BERTH_JOB", "j", "BERTH_RUN", "6", "BERTH_CPUS", "1", "BERTH_GPUS", ""),
+	}, {
+		// The loader refuses these; should one get through, a job that
+		// renamed its run would hide its escaped processes from the sweep.
+		name: "declared env cannot set berth's own variables",
+		in: EnvInput{
+			Job: "j", Run: "5", Grant: Grant{CPUIDs: []int{2}},
+			Declared: map[string]string{"BERTH_RUN": "1", "BERTH_JOB": "other", "BERTH_CPUS": "64", "BERTH_GPUS": "0", "BERTH_ANYTHING": "x", "BERTHA": "ok"},
+		},
+		want: with(threads("1"), "BERTHA", "ok", "BERTH_JOB", "j", "BERTH_RUN", "5", "BERTH_CPUS", "1", "BERTH_GPUS", ""),
+	}, {
 		name: "unaccounted: fair share of the machine's cores",
 		in:   EnvInput{Job: "web", Run: "6", Unaccounted: true, MachineCPUs: 14, UnaccountedJobs: 4, Cards: []string{"0"}},
 		want: with(threads("3"), "CUDA_VISIBLE_DEVICES", "", "BERTH_JOB", "web", "BERTH_RUN", "6", "BERTH_CPUS", "3", "BERTH_GPUS", ""),

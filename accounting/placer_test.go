@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/berthd/berth/supervisor/testkit"
 )
 
 // fakeClock is a clock that moves only when told.
@@ -236,7 +238,7 @@ func TestPlacerCancelWaiting(t *testing.T) {
 		_, _, err := p.Wait(ctx, ask("waiter", 1, 0, 0))
 		result <- err
 	}()
-	waitFor(t, func() bool { return len(p.Waiting()) == 1 })
+	testkit.WaitFor(t, 5*time.Second, "one waiter in the queue", func() bool { return len(p.Waiting()) == 1 })
 	cancel()
 	if err := <-result; !errors.Is(err, context.Canceled) {
 		t.Fatalf("Wait = %v, want context.Canceled", err)
@@ -260,7 +262,7 @@ func TestPlacerCancelledHeadLetsOthersStart(t *testing.T) {
 		_, _, err := p.Wait(ctx, ask("two-cards", 1, 2, 0))
 		result <- err
 	}()
-	waitFor(t, func() bool { return len(p.Waiting()) == 1 })
+	testkit.WaitFor(t, 5*time.Second, "one waiter in the queue", func() bool { return len(p.Waiting()) == 1 })
 	behind := queueUp(p, ask("one-card", 1, 1, 0))
 	if granted(behind) {
 		t.Fatal("one-card started in the card the head holds back")
@@ -503,18 +505,5 @@ func TestPlacerProperty(t *testing.T) {
 				}
 			}
 		})
-	}
-}
-
-// waitFor polls cond until it holds or a deadline passes. It is for state
-// that another goroutine reaches with no event to wait on.
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not reached within 5s")
-		}
-		time.Sleep(time.Millisecond)
 	}
 }

@@ -1,9 +1,6 @@
 package accounting
 
-import (
-	"fmt"
-	"time"
-)
+import "time"
 
 // Resources is what a job asks for. CPUs is a core count: zero means the job
 // is unaccounted (it never waits and holds nothing). RAMBytes zero means memory
@@ -32,7 +29,7 @@ func (r Resources) plus(o Resources) Resources {
 
 // String writes "8 cpus, 1 gpu, 32G" for logs and messages.
 func (r Resources) String() string {
-	s := fmt.Sprintf("%d cpus, %d gpus", r.CPUs, r.GPUs)
+	s := plural(r.CPUs, "cpu") + ", " + plural(r.GPUs, "gpu")
 	if r.RAMBytes > 0 {
 		s += ", " + FormatSize(r.RAMBytes)
 	}

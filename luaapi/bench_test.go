@@ -41,10 +41,7 @@ func BenchmarkLoad1000(b *testing.B) {
 	}
 	opts := Options{Machine: testMachine}
 	for b.Loop() {
-		set, err := Load(dir, opts)
-		if err != nil {
-			b.Fatal(err)
-		}
+		set := loadDir(b, dir, opts)
 		if len(set.Errors)+len(set.Problems) > 0 || len(set.Jobs) != 5000 {
 			b.Fatalf("%d jobs, errors %v %v", len(set.Jobs), set.Errors, set.Problems)
 		}

@@ -1,10 +1,7 @@
 package luaapi
 
 import (
-	"os"
-	"path/filepath"
 	"reflect"
-	"syscall"
 	"testing"
 
 	"github.com/berthd/berth/accounting"
@@ -110,95 +107,4 @@ func deepCopyFiles(files []*File) []*File {
 		out[i] = &c
 	}
 	return out
-}
-
-func TestIsJobFile(t *testing.T) {
-	tests := map[string]bool{
-		"train.lua":       true,
-		"00-base.lua":     true,
-		"a.b.lua":         true,
-		".train.lua":      false,
-		".#train.lua":     false,
-		"train.lua~":      false,
-		"train.lua.swp":   false,
-		".train.lua.swp":  false,
-		"train.lua.tmp":   false,
-		"4913":            false,
-		"train.LUA":       false,
-		"train.luac":      false,
-		".lua":            false,
-		"train.lua.orig":  false,
-		"..data":          false,
-		"train.lua.dpkg~": false,
-	}
-	for name, want := range tests {
-		if got := IsJobFile(name); got != want {
-			t.Errorf("IsJobFile(%q) = %v, want %v", name, got, want)
-		}
-	}
-}
-
-func TestLoad(t *testing.T) {
-	dir := t.TempDir()
-	write := func(name, src string) {
-		t.Helper()
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(src), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	write("b.lua", `job "b" { cmd = "x" }`)
-	write("a.lua", `job "a" { cmd = "x", stop_signal = "HUP" }`)
-	write("c.lua", `this is not lua`)
-	write(".hidden.lua", `job "hidden" { cmd = "x" }`)
-	write("b.lua~", `job "backup" { cmd = "x" }`)
-	write("notes.txt", `job "notes" { cmd = "x" }`)
-	if err := os.Mkdir(filepath.Join(dir, "dir.lua"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	// A ConfigMap mounts files as links.
-	write("target", `job "linked" { cmd = "x" }`)
-	if err := os.Symlink("target", filepath.Join(dir, "linked.lua")); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Symlink("nowhere", filepath.Join(dir, "dangling.lua")); err != nil {
-		t.Fatal(err)
-	}
-	if err := syscall.Mkfifo(filepath.Join(dir, "fifo.lua"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	write("huge.lua", string(make([]byte, maxSourceBytes+10)))
-
-	set, err := Load(dir, testOptions())
-	if err != nil {
-		t.Fatal(err)
-	}
-	var names []string
-	for _, j := range set.Jobs {
-		names = append(names, j.Name)
-	}
-	if want := []string{"a", "b", "linked"}; !reflect.DeepEqual(names, want) {
-		t.Errorf("jobs %q, want %q", names, want)
-	}
-	if set.Jobs[0].StopSignal != syscall.SIGHUP {
-		t.Errorf("a: %v", set.Jobs[0].StopSignal)
-	}
-	want := map[string]Problem{
-		"c.lua":        Syntax,
-		"dangling.lua": Unreadable,
-		"fifo.lua":     Unreadable,
-		"huge.lua":     TooLarge,
-	}
-	if len(set.Errors) != len(want) {
-		t.Errorf("errors: %v", set.Errors)
-	}
-	for _, e := range set.Errors {
-		name := filepath.Base(e.Pos.File)
-		if want[name] != e.Problem || e.Pos.File != filepath.Join(dir, name) {
-			t.Errorf("%v: problem %v", e, e.Problem)
-		}
-	}
-
-	if _, err := Load(filepath.Join(dir, "missing"), testOptions()); err == nil {
-		t.Errorf("Load of a missing directory did not fail")
-	}
 }

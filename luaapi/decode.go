@@ -469,6 +469,14 @@ func (d *decoder) env() (map[string]string, bool) {
 			ok = false
 			continue
 		}
+		// BERTH_RUN and its kin are how berth finds a run's processes,
+		// those that left its group included: a job that set them could
+		// hide what it leaves running from the stop that should end it.
+		if strings.HasPrefix(p.k, accounting.ReservedPrefix) {
+			d.add(errEnvReserved(d.s, p.k))
+			ok = false
+			continue
+		}
 		var val string
 		switch x := p.v.(type) {
 		case lua.LString:

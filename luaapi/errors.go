@@ -4,9 +4,7 @@ package luaapi
 // here, and nowhere else. The golden tests in testdata/invalid pin the text.
 
 import (
-	"errors"
 	"fmt"
-	"io/fs"
 	"math"
 	"strconv"
 	"strings"
@@ -45,6 +43,8 @@ const (
 	TooLarge      Problem = 17 // the file is larger than a job file may be
 	Internal      Problem = 18 // a bug in berth or gopher-lua, turned into an error
 	Truncated     Problem = 19 // more errors in the file than are listed
+	NotEvaluated  Problem = 20 // the reload ran out of time before the file's turn
+	EvalFailed    Problem = 21 // the evaluating process failed, not for a limit the file crossed
 )
 
 var problemNames = map[Problem]string{
@@ -67,6 +67,8 @@ var problemNames = map[Problem]string{
 	TooLarge:      "too large",
 	Internal:      "internal",
 	Truncated:     "truncated",
+	NotEvaluated:  "not evaluated",
+	EvalFailed:    "eval failed",
 }
 
 func (p Problem) String() string {
@@ -85,7 +87,10 @@ type Error struct {
 	Field   string  // the field when the error is about one
 	Problem Problem // what kind of mistake
 	Detail  string  // the sentence after the position and the job or flavor
-	Err     error   // the cause where there is one (*accounting.SizeError, *accounting.DurationError, an I/O error)
+	// Err is the cause where there is one (*accounting.SizeError,
+	// *accounting.DurationError, an I/O error). It does not cross from the
+	// evaluating child to the daemon: Detail already says it.
+	Err error `json:"-"`
 }
 
 // Error renders `path:line: job "train": unknown field "gpu" (did you mean "gpus"?)`.
@@ -166,7 +171,13 @@ func errRuntimeValue(path string, typ string) *Error {
 
 func errBudget(path string, line int, budget time.Duration) *Error {
 	return fileSubject(path, line).err(Budget, "",
-		fmt.Sprintf("still running after its time budget of %s, so it was stopped (an endless loop?)", accounting.FormatDuration(budget)))
+		fmt.Sprintf("still running after its CPU time budget of %s, so it was stopped (an endless loop?)", accounting.FormatDuration(budget)))
+}
+
+func errWallBudget(path string, line int, wall, budget time.Duration) *Error {
+	return fileSubject(path, line).err(Budget, "",
+		fmt.Sprintf("still running after %s of wall-clock time (%dx its CPU time budget of %s), so it was stopped (is the machine overloaded?)",
+			accounting.FormatDuration(wall), WallFactor, accounting.FormatDuration(budget)))
 }
 
 func errMemory(path string, line int, limit int64) *Error {
@@ -184,30 +195,71 @@ func errPanicInBuiltin(path string, message string) *Error {
 		fmt.Sprintf("a builtin function failed: %s (this is a bug in berth or gopher-lua; please report it)", clean(message)))
 }
 
+func errTooManyDecls(path string, line, limit int) *Error {
+	return fileSubject(path, line).err(TooLarge, "",
+		fmt.Sprintf("declares more than %d jobs and flavors, more than a job file may: split it into several files", limit))
+}
+
+// ErrDeclaresTooMuch is a file whose declarations, as the evaluating
+// process sends them, are larger than the daemon takes from one file.
+func ErrDeclaresTooMuch(path string, limit int64) *Error {
+	return fileSubject(path, 0).err(TooLarge, "",
+		fmt.Sprintf("declares more than %s of jobs and flavors (their commands, environments and descriptions), more than a job file may: split it, or shorten what it repeats",
+			accounting.FormatSize(limit)))
+}
+
 func errFileTooLarge(path string, size, limit int) *Error {
 	return fileSubject(path, 0).err(TooLarge, "",
 		fmt.Sprintf("the file is %d bytes; a job file may be at most %d bytes (%s): split it into several files",
 			size, limit, accounting.FormatSize(int64(limit))))
 }
 
-func errUnreadable(path string, cause error) *Error {
-	return fileSubject(path, 0).errCause(Unreadable, "",
-		fmt.Sprintf("cannot read the file: %s", clean(rootCause(cause).Error())), cause)
+// The limits that the evaluating child's parent enforces, for a file that
+// the child could not report on itself: the kernel or the parent ended it.
+
+// ErrCPULimit is a file that made the evaluating process reach the CPU
+// time the kernel allowed it.
+func ErrCPULimit(path string, budget time.Duration) *Error { return errBudget(path, 0, budget) }
+
+// ErrWallLimit is a file that the parent stopped after wall of wall-clock
+// time.
+func ErrWallLimit(path string, wall, budget time.Duration) *Error {
+	return errWallBudget(path, 0, wall, budget)
 }
 
-func errNotRegular(path string) *Error {
-	return fileSubject(path, 0).err(Unreadable, "",
-		"is not a regular file; a job file must be a plain file (or a link to one)")
+// ErrMemoryLimit is a file that made the evaluating process reach its
+// memory limit.
+func ErrMemoryLimit(path string, limit int64) *Error {
+	return fileSubject(path, 0).err(Memory, "",
+		fmt.Sprintf("made the process that evaluates job files reach its memory limit of %s, so it was stopped (a runaway table or string?)",
+			accounting.FormatSize(limit)))
+}
+
+// ErrReloadDeadline is a file still being evaluated when the reload reached
+// its deadline, when no file before it was done.
+func ErrReloadDeadline(path string, deadline time.Duration) *Error {
+	return fileSubject(path, 0).err(Budget, "",
+		fmt.Sprintf("still running when the reload reached its deadline of %s, so it was stopped (is the machine overloaded?)", accounting.FormatDuration(deadline)))
+}
+
+// ErrNotEvaluated is a file whose turn had not come when the reload
+// reached its deadline; its previous version stays in force.
+func ErrNotEvaluated(path string, deadline time.Duration) *Error {
+	return fileSubject(path, 0).err(NotEvaluated, "",
+		fmt.Sprintf("not evaluated: the reload reached its deadline of %s first, so its previous version stays in force (berth reload tries again; berth check %s tries it alone)",
+			accounting.FormatDuration(deadline), path))
+}
+
+// ErrEvaluator is a file during which the evaluating process failed in a
+// way none of the limits explains.
+func ErrEvaluator(path, how string) *Error {
+	return fileSubject(path, 0).err(EvalFailed, "",
+		fmt.Sprintf("the process that evaluates job files failed while evaluating it: %s (this is a bug in berth; please report it)", clean(how)))
 }
 
 func errTruncated(path string, more int) *Error {
 	return fileSubject(path, 0).err(Truncated, "",
 		fmt.Sprintf("and %d more %s in this file, not listed", more, plural(more, "error")))
-}
-
-// errReadDir is the one error Load returns instead of reporting in a Set.
-func errReadDir(dir string, err error) error {
-	return fmt.Errorf("read jobs directory %s: %w", dir, err)
 }
 
 // --- the sandbox -----------------------------------------------------------
@@ -438,6 +490,12 @@ func errEnvKey(s subject, key string) *Error {
 		`field "env": %s is not a variable name: use letters, digits and "_", not starting with a digit`, quote(key)))
 }
 
+func errEnvReserved(s subject, key string) *Error {
+	return s.err(BadValue, "env", fmt.Sprintf(
+		`field "env": %s is reserved: berth sets the %s variables of every run itself, to find and stop its processes; use another name (berth show %s lists what a run gets)`,
+		quote(key), accounting.ReservedPrefix, s.name))
+}
+
 func errEnvValue(s subject, key string, got lua.LValue) *Error {
 	return s.err(WrongType, "env", fmt.Sprintf(
 		`field "env": the value of %s must be a string or a number, got %s`, quote(key), describe(got)))
@@ -597,14 +655,4 @@ func plural(n int, noun string) string {
 		return noun
 	}
 	return noun + "s"
-}
-
-// rootCause strips the operation and path from an I/O error: the message
-// already names the file.
-func rootCause(err error) error {
-	var pe *fs.PathError
-	if errors.As(err, &pe) {
-		return pe.Err
-	}
-	return err
 }

@@ -7,11 +7,13 @@ import (
 	"encoding/hex"
 	"errors"
 	"math/rand/v2"
+	"runtime"
 	"runtime/metrics"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -32,21 +34,42 @@ const (
 	// costs about a microsecond; a doubling string can grow by hundreds of
 	// MiB in tens of milliseconds.
 	heapSampleEvery = 2 * time.Millisecond
+	// confirmEvery bounds how often the heap guard collects garbage to see
+	// whether the heap's growth is live.
+	confirmEvery = 50 * time.Millisecond
 	// maxSourceBytes bounds a job file; 1 MiB of Lua declares thousands of
 	// jobs.
 	maxSourceBytes = 1 << 20
+	// maxDeclsPerFile bounds the jobs and flavors of one file: a sweep of a
+	// few thousand is a job file, a loop to a million is not.
+	maxDeclsPerFile = 10000
 	// maxErrorsPerFile keeps a loop over a mistake from flooding the log.
 	maxErrorsPerFile = 50
 )
 
-// errHeapLimit is the cause with which the heap guard cancels an evaluation.
-var errHeapLimit = errors.New("heap grew past the bound")
+// The causes with which the guards cancel an evaluation.
+var (
+	errHeapLimit   = errors.New("heap grew past the bound")
+	errBudgetSpent = errors.New("CPU budget spent")
+	errWallSpent   = errors.New("wall-clock bound passed")
+)
+
+// WallFactor bounds a file's wall-clock time to this many times its CPU
+// budget: a file that gets less than a tenth of a core (a machine far past
+// busy), or that waits on something, is stopped all the same.
+const WallFactor = 10
 
 // evalMu serialises evaluations. The heap guard measures the whole process,
 // so two files evaluated at once could be blamed for each other's growth.
 // An abandoned evaluation releases it when it is abandoned, not when its
 // goroutine ends, so one stuck builtin cannot stall every later load.
 var evalMu sync.Mutex
+
+// running counts the goroutines that run a file, abandoned ones included:
+// Serve ends its process while one was abandoned and still runs, and tests
+// wait until none lingers (an abandoned builtin still growing the heap
+// would be blamed on the next file by the heap guard).
+var running atomic.Int32
 
 // Eval evaluates one file's source in a fresh sandbox. path names the chunk
 // and appears in every message. It never panics and always returns within
@@ -91,18 +114,31 @@ func Eval(path string, src []byte, opts Options) *File {
 	evalMu.Lock()
 	defer evalMu.Unlock()
 
-	guardCtx, stopGuard := context.WithCancelCause(context.Background())
-	defer stopGuard(nil)
-	ctx, cancel := context.WithTimeout(guardCtx, budget)
-	defer cancel()
+	// The budget is CPU time, so that a file's fate does not depend on how
+	// busy the machine is; the guards below stop the file by cancelling
+	// ctx, with the cause saying which limit it crossed.
+	ctx, stop := context.WithCancelCause(context.Background())
+	defer stop(nil)
 
 	baseline := heapBytes()
+	cpuStart, wallStart := processCPUTime(), time.Now()
+	var collected collection
 	done := make(chan outcome, 1) // buffered: an abandoned evaluation must not block on sending
-	go func() { done <- ev.run(ctx) }()
+	running.Add(1)
+	go func() {
+		out := ev.run(ctx)
+		// Counted out before the result is handed over, so that a caller
+		// that has the result never sees this goroutine as still running.
+		running.Add(-1)
+		done <- out
+	}()
 
 	tick := time.NewTicker(heapSampleEvery)
 	defer tick.Stop()
-	abandon := time.NewTimer(budget + grace)
+	// abandon fires once the file has been told to stop and has not: it is
+	// in a builtin that does not look at ctx.
+	abandon := time.NewTimer(time.Hour)
+	abandon.Stop()
 	defer abandon.Stop()
 	for {
 		select {
@@ -114,21 +150,38 @@ func Eval(path string, src []byte, opts Options) *File {
 			f.Flavors, f.Jobs = out.flavors, out.jobs
 			return f
 		case <-tick.C:
-			if guardCtx.Err() == nil && heapBytes()-baseline > heapLimit {
-				stopGuard(errHeapLimit)
+			switch {
+			case ctx.Err() != nil:
+			case processCPUTime()-cpuStart >= budget:
+				stop(errBudgetSpent)
 				abandon.Reset(grace)
+			case time.Since(wallStart) >= WallFactor*budget:
+				stop(errWallSpent)
+				abandon.Reset(grace)
+			default:
+				if overHeap(baseline, heapLimit, &collected) {
+					stop(errHeapLimit)
+					abandon.Reset(grace)
+				}
 			}
 		case <-abandon.C:
 			// The evaluation is stuck in a builtin. Leave it to finish on its
 			// own: its result goes into the buffered channel and is dropped.
-			if context.Cause(guardCtx) == errHeapLimit {
-				f.Errors = []*Error{errMemory(path, 0, heapLimit)}
-			} else {
-				f.Errors = []*Error{errBudget(path, 0, budget)}
-			}
+			f.Errors = []*Error{ev.stopped(context.Cause(ctx), 0)}
 			return f
 		}
 	}
+}
+
+// stopped is the error for a file that a guard stopped, cause saying which.
+func (ev *evaluator) stopped(cause error, line int) *Error {
+	switch cause {
+	case errHeapLimit:
+		return errMemory(ev.path, line, ev.heapLimit)
+	case errWallSpent:
+		return errWallBudget(ev.path, line, WallFactor*ev.budget, ev.budget)
+	}
+	return errBudget(ev.path, line, ev.budget)
 }
 
 func capErrors(path string, errs []*Error) []*Error {
@@ -139,9 +192,54 @@ func capErrors(path string, errs []*Error) []*Error {
 	return append(out, errTruncated(path, len(errs)-maxErrorsPerFile))
 }
 
-// heapBytes is the heap occupied by objects, live or not yet swept.
-func heapBytes() int64 {
-	s := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+// heapBytes is the heap occupied by objects, live or not yet swept. It is
+// cheap, so the guard reads it on every tick.
+func heapBytes() int64 { return readMetric("/memory/classes/heap/objects:bytes") }
+
+// liveHeapBytes is what the last completed collection found live.
+func liveHeapBytes() int64 { return readMetric("/gc/heap/live:bytes") }
+
+// farOver is how many times its bound a file's growth must be for the heap
+// guard to stop it without asking the collector: the collector keeps
+// garbage below about the live heap (GOGC=100), so growth that large is
+// held, not churned.
+const farOver = 4
+
+// collection is the heap guard's collection in flight, if any.
+type collection struct {
+	running atomic.Bool
+	last    time.Time
+}
+
+// overHeap reports whether the file has grown the heap past limit since
+// baseline. Past the limit, the growth may be garbage a busy collector has
+// not swept yet (an endless loop of arithmetic churns through boxed
+// numbers), which must not be mistaken for a file that holds the memory:
+// the guard then starts a collection, at most every confirmEvery, and asks
+// again on later ticks what it found live. The collection runs beside the
+// guard, never in it: a guard waiting for the collector while a string
+// doubles in the file would let it reach gigabytes.
+func overHeap(baseline, limit int64, c *collection) bool {
+	grown := heapBytes() - baseline
+	switch {
+	case grown <= limit:
+		return false
+	case grown > farOver*limit, liveHeapBytes()-baseline > limit:
+		return true
+	}
+	if !c.running.Load() && time.Since(c.last) >= confirmEvery {
+		c.last = time.Now()
+		c.running.Store(true)
+		go func() {
+			runtime.GC()
+			c.running.Store(false)
+		}()
+	}
+	return false
+}
+
+func readMetric(name string) int64 {
+	s := []metrics.Sample{{Name: name}}
 	metrics.Read(s)
 	if s[0].Value.Kind() != metrics.KindUint64 {
 		return 0
@@ -214,7 +312,7 @@ func (ev *evaluator) run(ctx context.Context) (out outcome) {
 	L := ev.newState()
 	defer L.Close()
 
-	fn, err := L.Load(bytes.NewReader(ev.src), ev.path)
+	fn, err := ev.load(L)
 	if err != nil {
 		return outcome{errs: []*Error{ev.syntaxError(err)}}
 	}
@@ -222,10 +320,8 @@ func (ev *evaluator) run(ctx context.Context) (out outcome) {
 	L.Push(fn)
 	err = L.PCall(0, lua.MultRet, nil)
 	switch {
-	case context.Cause(ctx) == errHeapLimit:
-		ev.add(errMemory(ev.path, ev.lineOf(err), ev.heapLimit))
-	case err != nil && ctx.Err() != nil && ev.stoppedBy(ctx, err):
-		ev.add(errBudget(ev.path, ev.lineOf(err), ev.budget))
+	case context.Cause(ctx) == errHeapLimit, err != nil && ctx.Err() != nil && ev.stoppedBy(ctx, err):
+		ev.add(ev.stopped(context.Cause(ctx), ev.lineOf(err)))
 	case err != nil:
 		// Also when the deadline passed while a builtin ran and the
 		// builtin then failed: its own error is the one to report.
@@ -393,6 +489,11 @@ func (d *decl) subject() subject { return subject{pos: d.pos, kind: d.kind, name
 func (ev *evaluator) declare(kind string) lua.LGFunction {
 	return func(L *lua.LState) int {
 		d := &decl{kind: kind, pos: Pos{File: ev.path, Line: callerLine(L)}}
+		if len(ev.decls) >= maxDeclsPerFile {
+			// Each job is a goroutine and a record in the daemon: a loop
+			// must not make a hundred thousand of them.
+			ev.fail(L, errTooManyDecls(ev.path, d.pos.Line, maxDeclsPerFile))
+		}
 		ev.decls = append(ev.decls, d)
 		if name, ok := L.Get(1).(lua.LString); ok {
 			d.name = string(name)

@@ -53,6 +53,11 @@ func FuzzEval(f *testing.F) {
 			if len(j.Cmd) == 0 || j.Dir == "" || j.ProcessFingerprint() == j.PolicyFingerprint() {
 				t.Errorf("bad job %+v", j)
 			}
+			for k := range j.Env {
+				if strings.HasPrefix(k, "BERTH_") {
+					t.Errorf("job %s was accepted with env %s, which is berth's", j.Name, k)
+				}
+			}
 		}
 	})
 }

@@ -3,15 +3,14 @@ package luaapi
 import (
 	"bytes"
 	"errors"
-	"flag"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
-)
 
-var update = flag.Bool("update", false, "rewrite the golden .err files in testdata")
+	"github.com/berthd/berth/supervisor/testkit"
+)
 
 // messages renders every error and problem of a set, one per line.
 func messages(set *Set) []byte {
@@ -21,23 +20,6 @@ func messages(set *Set) []byte {
 		b.WriteByte('\n')
 	}
 	return b.Bytes()
-}
-
-func checkGolden(t *testing.T, golden string, got []byte) {
-	t.Helper()
-	if *update {
-		if err := os.WriteFile(golden, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatalf("%v (run go test ./luaapi -update to create it)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("messages differ from %s\n--- got\n%s--- want\n%s", golden, got, want)
-	}
 }
 
 // goldenBudgets shorten the budget of the files that run until it ends.
@@ -61,6 +43,7 @@ func TestGoldenInvalid(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			settle(t)
 			opts := testOptions()
 			if d, ok := goldenBudgets[filepath.Base(path)]; ok {
 				opts.Budget = d
@@ -73,18 +56,15 @@ func TestGoldenInvalid(t *testing.T) {
 			for _, e := range append(set.Errors, set.Problems...) {
 				checkError(t, e, path)
 			}
-			checkGolden(t, strings.TrimSuffix(path, ".lua")+".err", got)
+			testkit.Golden(t, strings.TrimSuffix(path, ".lua")+".err", got)
 		})
 	}
 }
 
 // TestGoldenDuplicateAcrossFiles pins the cross-file messages.
 func TestGoldenDuplicateAcrossFiles(t *testing.T) {
-	set, err := Load("testdata/dup", testOptions())
-	if err != nil {
-		t.Fatal(err)
-	}
-	checkGolden(t, "testdata/dup.err", messages(set))
+	set := loadDir(t, "testdata/dup", testOptions())
+	testkit.Golden(t, "testdata/dup.err", messages(set))
 }
 
 // checkError holds for every error luaapi reports.

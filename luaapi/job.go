@@ -24,7 +24,10 @@ type Machine struct {
 // Options tune one evaluation.
 type Options struct {
 	Machine Machine
-	// Budget is the time one file may run; zero means DefaultBudget.
+	// Budget is the CPU time one file may use; zero means DefaultBudget.
+	// CPU time, not wall time, so that a file's fate does not depend on how
+	// busy the machine is. It is the process's CPU time: evaluate where
+	// nothing else runs (the evaluating child) for it to be the file's.
 	Budget time.Duration
 	// Logger receives print() at info, with the key "file"; nil discards it.
 	Logger hclog.Logger
@@ -106,7 +109,7 @@ type Job struct {
 	// (see ProcessFingerprint).
 	Cmd    []string          // argv; a string cmd is {"/bin/sh", "-c", s}
 	Dir    string            // absolute; "/" by default
-	Env    map[string]string // the declared env only; nil when none
+	Env    map[string]string // the declared env only, never a BERTH_ name; nil when none
 	User   string            // "" runs as the daemon's user
 	Group  string            // "" uses the user's primary group
 	Flavor string            // "" when resources are given directly

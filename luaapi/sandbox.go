@@ -93,6 +93,7 @@ func (ev *evaluator) newState() *lua.LState {
 	G.RawSetString("job", L.NewFunction(ev.declare("job")))
 	G.RawSetString("flavor", L.NewFunction(ev.declare("flavor")))
 	ev.capBuiltins(L)
+	G.RawSetString(concatGlobal, L.NewFunction(ev.concat))
 	ev.replaceRandom(L)
 	if ev.hold != nil {
 		G.RawSetString("hold", L.NewFunction(func(*lua.LState) int { <-ev.hold; return 0 }))

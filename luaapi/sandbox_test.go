@@ -2,6 +2,8 @@ package luaapi
 
 import (
 	"errors"
+	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -204,12 +206,19 @@ func TestBudgetAbandonsLongBuiltin(t *testing.T) {
 	opts.Budget = 20 * time.Millisecond
 	opts.grace = 20 * time.Millisecond
 	opts.hold = hold
+	// The budget is the process's CPU time: a collection of what earlier
+	// tests left, running meanwhile, must not be what spends it.
+	runtime.GC()
 	f := Eval("slow.lua", []byte(`hold() job "never" { cmd = "x" }`), opts)
 	if len(f.Errors) != 1 || f.Errors[0].Problem != Budget {
 		t.Fatalf("errors: %v", f.Errors)
 	}
 	if f.Errors[0].Pos.Line != 0 {
 		t.Errorf("an abandoned evaluation has no line: %v", f.Errors[0])
+	}
+	// hold uses no CPU: the wall-clock bound, not the CPU budget, stopped it.
+	if !strings.Contains(f.Errors[0].Detail, "wall-clock") {
+		t.Errorf("a file that waits is stopped by the wall-clock bound: %v", f.Errors[0])
 	}
 	// The next evaluation is not held up by the abandoned one, which is
 	// still blocked.

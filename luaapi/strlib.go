@@ -5,7 +5,6 @@ import (
 	"strings"
 
 	lua "github.com/yuin/gopher-lua"
-	"github.com/yuin/gopher-lua/pm"
 )
 
 // maxStringBytes is the largest string a string builtin builds or takes in a
@@ -31,21 +30,20 @@ func (ev *evaluator) capBuiltins(L *lua.LState) {
 		}
 		return format(L)
 	}))
+	// The pattern builtins are this package's own (pattern.go), so that a
+	// file's budget can stop them.
+	str.RawSetString("find", L.NewFunction(func(L *lua.LState) int { return ev.find(L, true) }))
+	str.RawSetString("match", L.NewFunction(func(L *lua.LState) int { return ev.find(L, false) }))
+	str.RawSetString("gmatch", L.NewFunction(ev.gmatch))
+	str.RawSetString("gfind", L.NewFunction(ev.gmatch))
 	// These only take: a bounded input bounds their time and their result.
-	for _, name := range []string{"find", "match", "gmatch", "gfind", "upper", "lower", "reverse"} {
-		fn, builtin := orig(name), "string."+name
+	for _, name := range []string{"upper", "lower", "reverse"} {
+		fn, builtin := orig(name).GFunction, "string."+name
 		str.RawSetString(name, L.NewFunction(func(L *lua.LState) int {
-			for i := 1; i <= 2; i++ {
-				if s, ok := L.Get(i).(lua.LString); ok && len(s) > maxStringBytes {
-					ev.fail(L, errStringArgTooLong(ev.here(L), builtin, len(s)))
-				}
+			if s, ok := L.Get(1).(lua.LString); ok && len(s) > maxStringBytes {
+				ev.fail(L, errStringArgTooLong(ev.here(L), builtin, len(s)))
 			}
-			// Called through the VM rather than by its Go function, because
-			// gmatch reads its own upvalue.
-			top := L.GetTop()
-			L.Insert(fn, 1)
-			L.Call(top, lua.MultRet)
-			return L.GetTop()
+			return fn(L)
 		}))
 	}
 
@@ -148,9 +146,124 @@ func concatSize(L *lua.LState) int64 {
 	return size
 }
 
-// gsub is string.gsub written again with a bounded, linear result: the
-// library version copies the whole result once per match (a 20 kB subject
-// took seconds) and has no bound on what it builds.
+// newMatcher checks a pattern builtin's subject and pattern, and returns a
+// matcher that stops when the file's context ends.
+func (ev *evaluator) newMatcher(L *lua.LState, builtin, src, pat string) *matcher {
+	for _, s := range []string{src, pat} {
+		if len(s) > maxStringBytes {
+			ev.fail(L, errStringArgTooLong(ev.here(L), builtin, len(s)))
+		}
+	}
+	ctx := L.Context()
+	stop := func() bool { return false }
+	if ctx != nil {
+		stop = func() bool { return ctx.Err() != nil }
+	}
+	return &matcher{src: src, pat: pat, stop: stop}
+}
+
+// matching runs f, which uses a matcher, and raises the matcher's errors
+// into Lua: a malformed pattern in Lua's words, and a stop as the
+// interpreter itself says it, so that the file ends as a budget spent.
+func matching(L *lua.LState, f func()) {
+	defer func() {
+		switch r := recover().(type) {
+		case nil:
+		case patternError:
+			L.RaiseError("%s", string(r))
+		case patternStopped:
+			L.RaiseError("%s", L.Context().Err().Error())
+		default:
+			panic(r)
+		}
+	}()
+	f()
+}
+
+// find is string.find (find) and string.match.
+func (ev *evaluator) find(L *lua.LState, find bool) int {
+	builtin := "string.match"
+	if find {
+		builtin = "string.find"
+	}
+	s, pat := L.CheckString(1), L.CheckString(2)
+	init := startIndex(L.OptInt(3, 1), len(s))
+	if find && (lua.LVAsBool(L.Get(4)) || !strings.ContainsAny(pat, "^$*+?.([%-")) {
+		if len(s) > maxStringBytes || len(pat) > maxStringBytes {
+			ev.fail(L, errStringArgTooLong(ev.here(L), builtin, max(len(s), len(pat))))
+		}
+		if i := strings.Index(s[init:], pat); i >= 0 {
+			L.Push(lua.LNumber(init + i + 1))
+			L.Push(lua.LNumber(init + i + len(pat)))
+			return 2
+		}
+		L.Push(lua.LNil)
+		return 1
+	}
+	m := ev.newMatcher(L, builtin, s, pat)
+	n := 0
+	matching(L, func() {
+		p, anchored := anchor(pat)
+		start, end := m.find(init, anchored, p)
+		switch {
+		case start == -1:
+			L.Push(lua.LNil)
+			n = 1
+		case find:
+			L.Push(lua.LNumber(start + 1))
+			L.Push(lua.LNumber(end))
+			n = 2 + pushCaptures(L, m, start, end, false)
+		default:
+			n = pushCaptures(L, m, start, end, true)
+		}
+	})
+	return n
+}
+
+// startIndex turns Lua's 1-based, possibly negative init into an offset
+// within a subject of length n.
+func startIndex(init, n int) int {
+	if init < 0 {
+		init += n + 1
+	}
+	return min(max(init-1, 0), n)
+}
+
+func anchor(pat string) (int, bool) {
+	if pat != "" && pat[0] == '^' {
+		return 1, true
+	}
+	return 0, false
+}
+
+// gmatch is string.gmatch: an iterator over the matches; '^' is not special
+// to it, as in Lua 5.1.
+func (ev *evaluator) gmatch(L *lua.LState) int {
+	s, pat := L.CheckString(1), L.CheckString(2)
+	m := ev.newMatcher(L, "string.gmatch", s, pat)
+	pos := 0
+	L.Push(L.NewFunction(func(L *lua.LState) int {
+		n := 0
+		matching(L, func() {
+			for src := pos; src <= len(s); src++ {
+				m.level = 0
+				if e := m.match(src, 0); e != -1 {
+					pos = e
+					if e == src {
+						pos++
+					}
+					n = pushCaptures(L, m, src, e, true)
+					return
+				}
+			}
+			pos = len(s) + 1
+		})
+		return n
+	}))
+	return 1
+}
+
+// gsub is string.gsub with a bounded result, built in one pass.
 func (ev *evaluator) gsub(L *lua.LState) int {
 	str := L.CheckString(1)
 	pat := L.CheckString(2)
@@ -160,100 +273,98 @@ func (ev *evaluator) gsub(L *lua.LState) int {
 	default:
 		L.TypeError(3, lua.LTString)
 	}
-	for _, s := range []string{str, pat} {
-		if len(s) > maxStringBytes {
-			ev.fail(L, errStringArgTooLong(ev.here(L), "string.gsub", len(s)))
-		}
-	}
-	limit := -1
+	m := ev.newMatcher(L, "string.gsub", str, pat)
+	limit := len(str) + 1
 	if L.GetTop() >= 4 && L.Get(4) != lua.LNil {
 		n := math.Floor(float64(L.CheckNumber(4)))
-		if n < math.MaxInt32 {
-			limit = int(n)
-		}
 		if n < 1 {
 			L.Push(lua.LString(str))
 			L.Push(lua.LNumber(0))
 			return 2
 		}
-	}
-	matches, err := pm.Find(pat, []byte(str), 0, limit)
-	if err != nil {
-		L.RaiseError("%s", err.Error())
+		if n < float64(limit) {
+			limit = int(n)
+		}
 	}
 	var b strings.Builder
-	prev := 0
-	for _, m := range matches {
-		start, end := m.Capture(0), m.Capture(1)
-		if start < prev {
-			continue
+	n, src := 0, 0
+	matching(L, func() {
+		p, anchored := anchor(pat)
+		for n < limit {
+			m.level = 0
+			e := m.match(src, p)
+			if e != -1 {
+				n++
+				ev.replace(L, &b, m, src, e, repl)
+			}
+			switch {
+			case e != -1 && e > src:
+				src = e
+			case src < len(str):
+				b.WriteByte(str[src])
+				src++
+			default:
+				return
+			}
+			if b.Len() > maxStringBytes {
+				ev.fail(L, errStringOverLimit(ev.here(L), "string.gsub"))
+			}
+			if anchored {
+				return
+			}
 		}
-		b.WriteString(str[prev:start])
-		whole := str[start:end]
-		switch r := repl.(type) {
-		case lua.LString:
-			expandRepl(L, &b, string(r), str, m)
-		case lua.LNumber:
-			b.WriteString(r.String())
-		case *lua.LTable:
-			writeReplValue(L, &b, L.GetTable(r, firstCapture(str, m)), whole)
-		case *lua.LFunction:
-			L.Push(r)
-			n := pushCaptures(L, str, m)
-			L.Call(n, 1)
-			v := L.Get(-1)
-			L.Pop(1)
-			writeReplValue(L, &b, v, whole)
-		}
-		prev = end
-		if b.Len() > maxStringBytes {
-			ev.fail(L, errStringOverLimit(ev.here(L), "string.gsub"))
-		}
-	}
-	b.WriteString(str[prev:])
+	})
+	b.WriteString(str[src:])
 	if b.Len() > maxStringBytes {
 		ev.fail(L, errStringOverLimit(ev.here(L), "string.gsub"))
 	}
 	L.Push(lua.LString(b.String()))
-	L.Push(lua.LNumber(len(matches)))
+	L.Push(lua.LNumber(n))
 	return 2
 }
 
-// capture returns capture i (1-based) of m: a string, or a position.
-func capture(str string, m *pm.MatchData, i int) lua.LValue {
-	idx := 2 * i
-	if m.IsPosCapture(idx) {
-		return lua.LNumber(m.Capture(idx))
+// replace writes the replacement of the match s..e.
+func (ev *evaluator) replace(L *lua.LState, b *strings.Builder, m *matcher, s, e int, repl lua.LValue) {
+	whole := m.src[s:e]
+	switch r := repl.(type) {
+	case lua.LString:
+		expandRepl(L, b, string(r), m, s, e)
+	case lua.LNumber:
+		expandRepl(L, b, r.String(), m, s, e)
+	case *lua.LTable:
+		writeReplValue(L, b, L.GetTable(r, captureValue(m, 0, s, e)), whole)
+	case *lua.LFunction:
+		L.Push(r)
+		L.Call(pushCaptures(L, m, s, e, true), 1)
+		v := L.Get(-1)
+		L.Pop(1)
+		writeReplValue(L, b, v, whole)
 	}
-	return lua.LString(str[m.Capture(idx):m.Capture(idx+1)])
 }
 
-func ncaptures(m *pm.MatchData) int { return m.CaptureLength()/2 - 1 }
-
-// firstCapture is what a table or function replacement is keyed by: the
-// first capture, or the whole match when the pattern has none.
-func firstCapture(str string, m *pm.MatchData) lua.LValue {
-	if ncaptures(m) == 0 {
-		return lua.LString(str[m.Capture(0):m.Capture(1)])
+// captureValue is capture i of the match s..e as Lua sees it.
+func captureValue(m *matcher, i, s, e int) lua.LValue {
+	str, pos, isPos := m.captureAt(i, s, e)
+	if isPos {
+		return lua.LNumber(pos)
 	}
-	return capture(str, m, 1)
+	return lua.LString(str)
 }
 
-func pushCaptures(L *lua.LState, str string, m *pm.MatchData) int {
-	n := ncaptures(m)
-	if n == 0 {
-		L.Push(lua.LString(str[m.Capture(0):m.Capture(1)]))
-		return 1
-	}
-	for i := 1; i <= n; i++ {
-		L.Push(capture(str, m, i))
+// pushCaptures pushes the match's captures (with whole, the whole match
+// when there are none) and returns how many.
+func pushCaptures(L *lua.LState, m *matcher, s, e int, whole bool) int {
+	n := m.captures(whole)
+	for i := 0; i < n; i++ {
+		L.Push(captureValue(m, i, s, e))
 	}
 	return n
 }
 
 // expandRepl writes a replacement string: %0 is the whole match, %1..%9 the
-// captures (%1 is the whole match when there are none), %% a percent sign.
-func expandRepl(L *lua.LState, b *strings.Builder, repl, str string, m *pm.MatchData) {
+// captures (%1 is the whole match when there are none), % before any other
+// character that character.
+func expandRepl(L *lua.LState, b *strings.Builder, repl string, m *matcher, s, e int) {
 	for i := 0; i < len(repl); i++ {
 		c := repl[i]
 		if c != '%' || i+1 == len(repl) {
@@ -262,18 +373,15 @@ func expandRepl(L *lua.LState, b *strings.Builder, repl, str string, m *pm.Match
 		}
 		i++
 		c = repl[i]
-		if c < '0' || c > '9' {
-			b.WriteByte(c)
-			continue
-		}
-		n := int(c - '0')
 		switch {
-		case n == 0 || (n == 1 && ncaptures(m) == 0):
-			b.WriteString(str[m.Capture(0):m.Capture(1)])
-		case n <= ncaptures(m):
-			b.WriteString(lua.LVAsString(capture(str, m, n)))
+		case c < '0' || c > '9':
+			b.WriteByte(c)
+		case c == '0':
+			b.WriteString(m.src[s:e])
+		case int(c-'1') < m.captures(true):
+			b.WriteString(lua.LVAsString(captureValue(m, int(c-'1'), s, e)))
 		default:
-			L.RaiseError("%s", msgInvalidCapture(n))
+			L.RaiseError("%s", msgInvalidCapture(int(c-'0')))
 		}
 	}
 }

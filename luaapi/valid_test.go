@@ -11,10 +11,7 @@ import (
 )
 
 func TestLoadValid(t *testing.T) {
-	set, err := Load("testdata/valid", testOptions())
-	if err != nil {
-		t.Fatal(err)
-	}
+	set := loadDir(t, "testdata/valid", testOptions())
 	for _, e := range append(set.Errors, set.Problems...) {
 		t.Errorf("unexpected: %v", e)
 	}
@@ -146,10 +143,7 @@ func TestLoadValid(t *testing.T) {
 	if n, err := strconv.Atoi(port); err != nil || n < 20000 || n > 30000 {
 		t.Errorf("random port %q", port)
 	}
-	again, err := Load("testdata/valid", testOptions())
-	if err != nil {
-		t.Fatal(err)
-	}
+	again := loadDir(t, "testdata/valid", testOptions())
 	if !reflect.DeepEqual(again, set) {
 		t.Errorf("a second load differs")
 	}

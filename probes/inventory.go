@@ -196,6 +196,23 @@ func (inv Inventory) Apply(o Overrides) (Inventory, []Warning, error) {
 	return out, warnings, nil
 }
 
+// Pinnable returns those of ids that are real cores, which a job can be
+// pinned to: not the virtual ones a --cpus above the machine's count adds.
+// An inventory that was not probed knows no real cores: all of ids.
+func (inv Inventory) Pinnable(ids []int) []int {
+	if inv.OnlineCPUs == 0 {
+		return ids
+	}
+	highest := max(inv.highestOnlineID, inv.OnlineCPUs-1)
+	var real []int
+	for _, id := range ids {
+		if id <= highest {
+			real = append(real, id)
+		}
+	}
+	return real
+}
+
 // overrideCPUIDs returns n core IDs: the first n usable ones, then virtual
 // IDs counting up from past the highest online CPU, which no real core has.
 func (inv Inventory) overrideCPUIDs(n int) []int {

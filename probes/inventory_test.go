@@ -2,16 +2,15 @@ package probes
 
 import (
 	"errors"
-	"flag"
 	"os"
 	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
 	"testing"
-)
 
-var update = flag.Bool("update", false, "rewrite golden files")
+	"github.com/berthd/berth/supervisor/testkit"
+)
 
 func TestProbeWorkstation(t *testing.T) {
 	root := filepath.Join("testdata", "inventory", "workstation")
@@ -208,7 +207,6 @@ func TestApplyDoesNotAlias(t *testing.T) {
 }
 
 // TestMessagesGolden pins every sentence this package gives a person.
-// Regenerate with: go test ./probes -run TestMessagesGolden -update
 func TestMessagesGolden(t *testing.T) {
 	messages := []string{
 		Warning{Kind: CoresOversubscribed, Flag: "--cpus", Asked: 64, Online: 8}.String(),
@@ -222,17 +220,27 @@ func TestMessagesGolden(t *testing.T) {
 		ErrCoresUnknown.Error(),
 	}
 	got := strings.Join(messages, "\n") + "\n"
-	golden := filepath.Join("testdata", "messages.golden")
-	if *update {
-		if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
+	testkit.Golden(t, filepath.Join("testdata", "messages.golden"), []byte(got))
+}
+
+// The virtual cores of a --cpus above the machine's count cannot be pinned.
+func TestPinnable(t *testing.T) {
+	restricted := Inventory{CPUs: 2, CPUIDs: []int{4, 5}, OnlineCPUs: 4, highestOnlineID: 15}
+	over, _, err := restricted.Apply(Overrides{CPUs: intp(4)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ ids, want []int }{
+		{over.CPUIDs, []int{4, 5}},
+		{[]int{5, 16}, []int{5}},
+		{[]int{16, 17}, nil},
+	} {
+		if got := over.Pinnable(tc.ids); !slices.Equal(got, tc.want) {
+			t.Errorf("Pinnable(%v) = %v, want %v", tc.ids, got, tc.want)
 		}
 	}
-	want, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatalf("read golden file (run with -update to create it): %v", err)
-	}
-	if got != string(want) {
-		t.Errorf("messages differ from %s (run with -update if intended):\ngot:\n%s\nwant:\n%s", golden, got, want)
+	// An inventory not probed (a test's) knows no real cores.
+	if got := (Inventory{CPUs: 2, CPUIDs: []int{0, 1}}).Pinnable([]int{7}); !slices.Equal(got, []int{7}) {
+		t.Errorf("unprobed Pinnable = %v", got)
 	}
 }

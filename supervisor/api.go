@@ -3,7 +3,6 @@ package supervisor
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"net"
 	"net/http"
 	"os"
@@ -14,6 +13,8 @@ import (
 	"strconv"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/berthd/berth/supervisor/ctlsock"
 )
 
 // APIVersion is the path prefix of the control socket's API. A client that
@@ -22,24 +23,27 @@ const APIVersion = "/v1"
 
 // APIError is the body of every 4xx and 5xx answer.
 type APIError struct {
+	// Code is one of the Code* constants: what a client branches on.
+	Code  string `json:"code"`
 	Error string `json:"error"`
 }
 
 func (d *Daemon) api() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET "+APIVersion+"/status", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, d.Status())
+		writeJSON(w, http.StatusOK, d.readerOf(r).status(d.Status()))
 	})
 	mux.HandleFunc("GET "+APIVersion+"/jobs", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, d.Status().Jobs)
+		writeJSON(w, http.StatusOK, d.readerOf(r).jobs(d.Status().Jobs))
 	})
 	mux.HandleFunc("GET "+APIVersion+"/jobs/{name}", func(w http.ResponseWriter, r *http.Request) {
 		name := r.PathValue("name")
 		detail, ok := d.detail(name)
 		if !ok {
-			writeError(w, http.StatusNotFound, noSuchJob(name))
+			writeError(w, http.StatusNotFound, CodeNoSuchJob, msgNoSuchJob(name))
 			return
 		}
+		detail = d.readerOf(r).detail(detail)
 		writeJSON(w, http.StatusOK, detail)
 	})
 	mux.HandleFunc("GET "+APIVersion+"/history", func(w http.ResponseWriter, r *http.Request) {
@@ -48,17 +52,17 @@ func (d *Daemon) api() http.Handler {
 		if v := r.URL.Query().Get("n"); v != "" {
 			var err error
 			if n, err = strconv.Atoi(v); err != nil || n < 1 {
-				writeError(w, http.StatusBadRequest, "n must be a whole number of runs, 1 or more, got "+strconv.Quote(v))
+				writeError(w, http.StatusBadRequest, CodeBadRequest, msgBadRunCount(v))
 				return
 			}
 		}
 		runs, err := d.store.Runs(job, n)
 		if err != nil {
-			writeError(w, http.StatusInternalServerError, "cannot read the history: "+err.Error())
+			writeError(w, http.StatusInternalServerError, CodeInternal, msgCannotReadHistory(err))
 			return
 		}
 		if _, known := d.jobStatus(job); job != "" && !known && len(runs) == 0 {
-			writeError(w, http.StatusNotFound, noSuchJob(job))
+			writeError(w, http.StatusNotFound, CodeNoSuchJob, msgNoSuchJob(job))
 			return
 		}
 		views := make([]RunView, len(runs))
@@ -72,10 +76,16 @@ func (d *Daemon) api() http.Handler {
 	})
 	mux.HandleFunc("POST "+APIVersion+"/reload", func(w http.ResponseWriter, r *http.Request) {
 		d.logCaller(r, "reload")
-		v, err := d.call(r.Context(), func() any { return d.reload(false) })
+		v, err := d.Reload(r.Context())
 		if err != nil {
-			writeError(w, http.StatusServiceUnavailable, "the daemon did not answer: "+err.Error())
+			writeError(w, http.StatusServiceUnavailable, CodeUnavailable, msgNoAnswer(err))
 			return
+		}
+		// Errors are the problems' sentences (finishReload).
+		v.Problems = d.readerOf(r).problems(v.Problems)
+		v.Errors = make([]string, len(v.Problems))
+		for i, p := range v.Problems {
+			v.Errors[i] = p.Text
 		}
 		writeJSON(w, http.StatusOK, v)
 	})
@@ -90,15 +100,16 @@ func (d *Daemon) api() http.Handler {
 			j, ok := d.jobs[name]
 			d.mu.Unlock()
 			if !ok {
-				writeError(w, http.StatusNotFound, noSuchJob(name))
+				writeError(w, http.StatusNotFound, CodeNoSuchJob, msgNoSuchJob(name))
 				return
 			}
-			if v := j.view(); verb.ev != evStop && (v.State == StateDisabled || v.State == StateInvalid) {
-				why := "it is disabled in its file (set enabled = true there, then berth reload)"
-				if v.State == StateInvalid {
-					why = "its declaration cannot run: " + v.Why
+			v := j.view()
+			if r := admit(verb.ev, v.State, v.Invalid != "", !v.Def.Enabled); r != refuseNone {
+				code := CodeDisabled
+				if r == refuseInvalid {
+					code = CodeInvalid
 				}
-				writeError(w, http.StatusConflict, fmt.Sprintf("cannot %s job %q: %s", verb.name, name, why))
+				writeError(w, http.StatusConflict, code, msgRefused(verb.name, name, r, v.Invalid))
 				return
 			}
 			j.in.post(jobMessage{ev: &event{kind: verb.ev}})
@@ -112,13 +123,9 @@ func (d *Daemon) api() http.Handler {
 		writeJSON(w, http.StatusOK, runtimeFigures())
 	})
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusNotFound, "no such call: "+r.Method+" "+r.URL.Path+" (the daemon speaks "+APIVersion+")")
+		writeError(w, http.StatusNotFound, CodeNoSuchCall, msgNoSuchCall(r.Method, r.URL.Path))
 	})
 	return d.authorize(mux)
-}
-
-func noSuchJob(name string) string {
-	return "no job named \"" + name + "\" (berth jobs lists them)"
 }
 
 // detail is `berth show JOB`.
@@ -163,14 +170,19 @@ func (d *Daemon) flavors() []FlavorView {
 
 // authorize lets in root, the daemon's own user, and members of the group
 // berth, whatever the socket's mode says: a loosened chmod must not open the
-// daemon to everyone on the machine.
+// daemon to everyone on the machine. A caller whose credentials cannot be
+// read is nobody's, and is refused.
 func (d *Daemon) authorize(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		cred, ok := r.Context().Value(peerKey{}).(unix.Ucred)
-		if ok && !d.allowed(cred) {
+		if !ok {
+			d.log.Warn("control request refused: the caller's credentials cannot be read", "path", r.URL.Path)
+			writeError(w, http.StatusForbidden, CodeNotPermitted, msgNoCredentials())
+			return
+		}
+		if !d.allowed(cred) {
 			d.log.Warn("control request refused", "uid", cred.Uid, "pid", cred.Pid, "path", r.URL.Path)
-			writeError(w, http.StatusForbidden, fmt.Sprintf(
-				"uid %d may not use this berth daemon: it answers root, its own user and the group berth (sudo usermod -aG berth $USER, then log in again)", cred.Uid))
+			writeError(w, http.StatusForbidden, CodeNotPermitted, msgNotPermitted(cred.Uid))
 			return
 		}
 		next.ServeHTTP(w, r)
@@ -202,8 +214,8 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
-func writeError(w http.ResponseWriter, code int, msg string) {
-	writeJSON(w, code, APIError{Error: msg})
+func writeError(w http.ResponseWriter, status int, code, msg string) {
+	writeJSON(w, status, APIError{Code: code, Error: msg})
 }
 
 type peerKey struct{}
@@ -211,6 +223,9 @@ type peerKey struct{}
 // withPeer remembers the caller's credentials for each connection, so that
 // mutating calls can be logged with who made them.
 func withPeer(ctx context.Context, c net.Conn) context.Context {
+	if cred, ok := ctlsock.PeerOf(c); ok { // read as it was admitted
+		return context.WithValue(ctx, peerKey{}, cred)
+	}
 	uc, ok := c.(*net.UnixConn)
 	if !ok {
 		return ctx
@@ -237,13 +252,21 @@ func (d *Daemon) logCaller(r *http.Request, call string, kv ...any) {
 	d.log.Info("control request", kv...)
 }
 
-// Reload asks the loop to reload (SIGHUP does this) and waits for the result.
+// Reload asks the loop to reload (SIGHUP does this) and waits for the
+// result: of a reload that began after the call.
 func (d *Daemon) Reload(ctx context.Context) (ReloadResult, error) {
-	v, err := d.call(ctx, func() any { return d.reload(false) })
-	if err != nil {
+	done := make(chan ReloadResult, 1)
+	if _, err := d.call(ctx, func() any { d.reload(false, true, done); return nil }); err != nil {
 		return ReloadResult{}, err
 	}
-	return v.(ReloadResult), nil
+	select {
+	case res := <-done:
+		return res, nil
+	case <-ctx.Done():
+		return ReloadResult{}, ctx.Err()
+	case <-d.loopDone:
+		return ReloadResult{}, ErrStopping
+	}
 }
 
 // RuntimeFigures is GET /v1/debug/runtime: what the daemon process holds,

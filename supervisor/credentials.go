@@ -1,17 +1,41 @@
 package supervisor
 
 import (
+	"bufio"
 	"errors"
 	"fmt"
+	"io"
+	"os"
 	"os/user"
 	"strconv"
+	"strings"
+	"syscall"
 )
+
+// Who a job runs as. DESIGN: `user = "ml"` runs it as ml; `group` is
+// optional. The rules, as this file applies them:
+//
+//   - Neither: the job runs as the daemon itself, IDs and groups unchanged.
+//   - user: the user's uid, primary gid and supplementary groups, as login
+//     would set them; group, when given too, replaces the primary gid. The
+//     job's environment gets the user's HOME, USER, LOGNAME and SHELL.
+//   - group alone: the daemon's own uid — never uid 0 by omission — with
+//     that group as its only group. A root daemon's supplementary groups are
+//     dropped, not passed on: a job given a group gets that group, not root's.
+//   - Only a daemon running as root can change IDs. A daemon running as a
+//     person can run a job as that same person (user = its own name, group
+//     = its own primary group), which changes nothing; any other user or
+//     group is refused with a *NeedsRootError when the file is loaded,
+//     rather than failing at every start with "operation not permitted".
 
 // Credentials are the IDs a job's process runs as.
 type Credentials struct {
 	UID, GID uint32
 	// Groups are the supplementary groups of the user, as login would set them.
 	Groups []uint32
+	// Login holds HOME, USER, LOGNAME and SHELL of the user, from its passwd
+	// entry; nil without a user.
+	Login map[string]string
 }
 
 // UnknownUserError is returned when a job names a user or group that does
@@ -29,11 +53,29 @@ func (e *UnknownUserError) Error() string {
 	return fmt.Sprintf("%s %q does not exist on this machine (%s lists them)", e.Kind, e.Name, lister)
 }
 
-// LookupCredentials resolves a job's user and group. With a user and no
-// group, the process runs with the user's primary group; with a group and no
-// user, as the daemon's own user in that group.
+// NeedsRootError is returned when a job names a user or group other than
+// the daemon's own and the daemon, not running as root, cannot switch to it.
+type NeedsRootError struct {
+	Kind     string // "user" or "group"
+	Name     string
+	UID, GID uint32 // the daemon's
+}
+
+func (e *NeedsRootError) Error() string {
+	if e.Kind == "group" {
+		return fmt.Sprintf("group %q: this berth daemon runs as uid %d, group %d, and only a daemon running as root may run a job in another group (leave group out, or run berth as root: sudo systemctl start berth)",
+			e.Name, e.UID, e.GID)
+	}
+	return fmt.Sprintf("user %q: this berth daemon runs as uid %d, and only a daemon running as root may run a job as another user (leave user out to run it as uid %d, or run berth as root: sudo systemctl start berth)",
+		e.Name, e.UID, e.UID)
+}
+
+// LookupCredentials resolves a job's user and group to IDs: with a user and
+// no group, the user's primary group; with a group and no user, the calling
+// process's own uid in that group alone. It says whether the names exist,
+// not whether this process may switch to them (jobCredentials does).
 func LookupCredentials(userName, groupName string) (Credentials, error) {
-	var c Credentials
+	c := Credentials{UID: uint32(os.Getuid()), GID: uint32(os.Getgid()), Groups: []uint32{}}
 	if userName != "" {
 		u, err := user.Lookup(userName)
 		if err != nil {
@@ -52,6 +94,7 @@ func LookupCredentials(userName, groupName string) (Credentials, error) {
 				}
 			}
 		}
+		c.Login = loginEnv(u)
 	}
 	if groupName != "" {
 		g, err := user.LookupGroup(groupName)
@@ -65,6 +108,86 @@ func LookupCredentials(userName, groupName string) (Credentials, error) {
 		c.GID = uint32(gid)
 	}
 	return c, nil
+}
+
+// identity is who a process runs as.
+type identity struct{ uid, gid uint32 }
+
+func processIdentity() identity {
+	return identity{uid: uint32(os.Geteuid()), gid: uint32(os.Getegid())}
+}
+
+// jobCredentials is who a run of a job with these user and group fields
+// runs as, when this daemon starts it: the credential to start it with
+// (nil: as the daemon, unchanged) and the login variables of its
+// environment. A job this daemon cannot run as asked is an error.
+func jobCredentials(userName, groupName string) (*syscall.Credential, map[string]string, error) {
+	return credentialsAs(processIdentity(), userName, groupName)
+}
+
+func credentialsAs(self identity, userName, groupName string) (*syscall.Credential, map[string]string, error) {
+	if userName == "" && groupName == "" {
+		return nil, nil, nil
+	}
+	c, err := LookupCredentials(userName, groupName)
+	if err != nil {
+		return nil, nil, err
+	}
+	if userName == "" {
+		c.UID = self.uid
+	}
+	if self.uid == 0 {
+		return &syscall.Credential{Uid: c.UID, Gid: c.GID, Groups: c.Groups}, c.Login, nil
+	}
+	switch {
+	case c.UID != self.uid:
+		return nil, nil, &NeedsRootError{Kind: "user", Name: userName, UID: self.uid, GID: self.gid}
+	case c.GID != self.gid && groupName != "":
+		return nil, nil, &NeedsRootError{Kind: "group", Name: groupName, UID: self.uid, GID: self.gid}
+	case c.GID != self.gid:
+		// The user is the daemon's, but its primary group is not the
+		// daemon's (started by sg or newgrp): changing it needs root too.
+		return nil, nil, &NeedsRootError{Kind: "user", Name: userName, UID: self.uid, GID: self.gid}
+	}
+	// The daemon already runs as asked; switching would need a privilege
+	// (setgroups) it does not have, and would change nothing.
+	return nil, c.Login, nil
+}
+
+// loginEnv is what login sets for u: a job run as someone has their home
+// and shell, not the daemon's.
+func loginEnv(u *user.User) map[string]string {
+	shell := "/bin/sh" // passwd(5): an empty shell field means /bin/sh
+	if f, err := os.Open(passwdFile); err == nil {
+		if s, ok := passwdShell(f, u.Username); ok && s != "" {
+			shell = s
+		}
+		f.Close()
+	}
+	return map[string]string{"HOME": u.HomeDir, "USER": u.Username, "LOGNAME": u.Username, "SHELL": shell}
+}
+
+// passwdFile is where login shells are read. os/user has no shell; with the
+// static build (CGO_ENABLED=0) it reads this file too, so the two agree. A
+// user known only through NSS (LDAP) gets /bin/sh.
+var passwdFile = "/etc/passwd"
+
+// passwdShell reads a passwd file, lines of name:password:uid:gid:gecos:
+// home:shell, for name's login shell. found is false where name has no
+// entry. Lines that are not seven fields (NIS "+" lines, garbage) are
+// skipped; a line too long to be an entry ends the search.
+func passwdShell(r io.Reader, name string) (shell string, found bool) {
+	if name == "" || strings.ContainsAny(name, ":\n") {
+		return "", false
+	}
+	sc := bufio.NewScanner(r)
+	for sc.Scan() {
+		fields := strings.Split(sc.Text(), ":")
+		if len(fields) == 7 && fields[0] == name {
+			return strings.TrimSpace(fields[6]), true
+		}
+	}
+	return "", false
 }
 
 func lookupError(kind, name string, err error) error {

@@ -14,7 +14,6 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -23,7 +22,11 @@ import (
 	"github.com/berthd/berth/accounting"
 	"github.com/berthd/berth/luaapi"
 	"github.com/berthd/berth/probes"
+	"github.com/berthd/berth/supervisor/clock"
+	"github.com/berthd/berth/supervisor/ctlsock"
 	"github.com/berthd/berth/supervisor/runner"
+	"github.com/berthd/berth/supervisor/store"
+	"github.com/berthd/berth/supervisor/units"
 	"github.com/berthd/berth/supervisor/watch"
 )
 
@@ -48,21 +51,30 @@ type Config struct {
 	JournalSocket string
 	// LogBytes caps each job's log file when there is no journald.
 	LogBytes int64
-	// LoadBudget is the time one job file may take to evaluate.
-	LoadBudget time.Duration
+	// Evaluator evaluates job files, in a child the kernel bounds; required.
+	Evaluator *Evaluator
 	// Quiet is the watcher's debounce; zero takes its default.
 	Quiet time.Duration
-	// Clock is time.Now except in tests.
-	Clock func() time.Time
+	// Clock is the real clock except in tests: every "since" and every
+	// timer that decides about a job (timeouts, restart delays) reads it.
+	Clock clock.Clock
+	// ControlLimits caps the control socket's connections; zero: chosen
+	// from the limit on open files (ctlsock.Current).
+	ControlLimits ctlsock.Limits
+	// Units, when set, runs each run as a transient systemd unit that
+	// enforces its grant and outlives the daemon; nil runs them as the
+	// daemon's own children.
+	Units *units.Runner
 }
 
 // Daemon supervises the jobs of one jobs directory.
 type Daemon struct {
 	cfg     Config
 	log     hclog.Logger
-	now     func() time.Time
-	store   *Store
-	later   Later // the store's writes that nothing waits for
+	clock   clock.Clock
+	now     func() time.Time // clock.Now
+	store   *store.Store
+	later   store.Later // the store's writes that nothing waits for
 	placer  *accounting.Placer
 	book    *accounting.Book
 	scanner *watch.Scanner
@@ -79,9 +91,23 @@ type Daemon struct {
 	latest   map[string]*luaapi.File // the latest version of each file, as evaluated
 	good     map[string]*luaapi.File // the version of each file in force
 	refused  map[string]string       // files refused for their owner or mode, and why
-	fileErrs map[string][]string     // why a file's latest version is not in force
+	fileErrs map[string][]Problem    // why a file's latest version is not in force
 	set      *luaapi.Set
 	requests chan request
+	// reloading is the reload whose files are being evaluated, nil when
+	// none; again is one asked for meanwhile.
+	reloading *reloadRun
+	again     reloadAgain
+	// evaluated hands an evaluation back to the loop; capacity 1, as one
+	// is in flight at most, so that it never blocks on a loop that ended.
+	evaluated chan evaluated
+	// evalCtx ends the evaluation in flight at shutdown; evaluations
+	// waits for it.
+	evalCtx     context.Context
+	evaluations sync.WaitGroup
+	// loopDone is closed when the loop has ended: a call or a reload
+	// waiting for it then has its answer.
+	loopDone chan struct{}
 	// settle fires a little after a reload, once the jobs it touched have
 	// moved, to hand memory back to the system (see loop).
 	settle *time.Timer
@@ -97,9 +123,14 @@ type Daemon struct {
 	stoppedRuns []uint64
 	sweepKick   chan struct{}
 
-	mu   sync.Mutex // guards jobs and errs for readers outside the loop
-	jobs map[string]*job
-	errs []string // every configuration error in force, as shown
+	// adopted are the runs a previous daemon left running as units, by
+	// job, with their grants already back in the books; the first reload
+	// hands each to its job. Owned by the loop.
+	adopted map[string]adoptedRun
+
+	mu       sync.Mutex // guards jobs and problems for readers outside the loop
+	jobs     map[string]*job
+	problems []Problem // every configuration problem in force, as shown
 }
 
 // settleAfter is how long after a reload the daemon hands memory back.
@@ -113,8 +144,11 @@ type request struct {
 
 // Open opens the state and prepares the daemon; Run starts it.
 func Open(cfg Config) (*Daemon, error) {
+	if cfg.Evaluator == nil {
+		return nil, errors.New("open daemon: no Evaluator for the job files")
+	}
 	if cfg.Clock == nil {
-		cfg.Clock = time.Now
+		cfg.Clock = clock.Real
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = hclog.NewNullLogger()
@@ -127,12 +161,25 @@ func Open(cfg Config) (*Daemon, error) {
 		return nil, fmt.Errorf("create state directory %s: %w", cfg.StateDir, err)
 	}
 	log := cfg.Logger
-	store, err := OpenStore(filepath.Join(cfg.StateDir, "state.db"), StoreOptions{OnHealth: func(err error) {
+	changed := newSignal()
+	st, err := store.Open(filepath.Join(cfg.StateDir, "state.db"), store.Options{Clock: cfg.Clock, OnHealth: func(err error) {
 		if err != nil {
 			log.Error("cannot record the state: jobs go on, but their runs and states are not kept until it can", "error", err)
 		} else {
 			log.Info("recording the state again")
 		}
+	}, OnGone: func(g *store.GoneError) {
+		// Said once each time it changes; berth status says it for as
+		// long as it lasts.
+		switch {
+		case g == nil:
+			log.Info("the state file is back at its path", "path", filepath.Join(cfg.StateDir, "state.db"))
+		case g.Replaced:
+			log.Error("the state file was replaced while the daemon runs: it records into the file it opened, which is lost when it stops", "path", g.Path)
+		default:
+			log.Error("the state file was removed while the daemon runs: what it records is lost when it stops", "path", g.Path)
+		}
+		changed.raise()
 	}})
 	if err != nil {
 		return nil, err
@@ -140,23 +187,26 @@ func Open(cfg Config) (*Daemon, error) {
 	d := &Daemon{
 		cfg:       cfg,
 		log:       cfg.Logger,
-		now:       cfg.Clock,
-		store:     store,
-		placer:    accounting.NewPlacer(cfg.Clock),
+		clock:     cfg.Clock,
+		now:       cfg.Clock.Now,
+		store:     st,
+		placer:    accounting.NewPlacer(cfg.Clock.Now),
 		environ:   environMap(cfg.Environ),
-		changed:   newSignal(),
+		changed:   changed,
 		latest:    map[string]*luaapi.File{},
 		good:      map[string]*luaapi.File{},
 		refused:   map[string]string{},
-		fileErrs:  map[string][]string{},
+		fileErrs:  map[string][]Problem{},
 		set:       &luaapi.Set{},
 		requests:  make(chan request),
+		evaluated: make(chan evaluated, 1),
+		loopDone:  make(chan struct{}),
 		jobs:      map[string]*job{},
 		settle:    time.NewTimer(time.Hour),
 		sweepKick: make(chan struct{}, 1),
 	}
 	d.settle.Stop()
-	d.later = store.Later(d.recordFailed)
+	d.later = st.Later(d.recordFailed)
 	d.book = d.placer.AddMachine(capacityOf(cfg.Machine))
 	d.scanner = watch.NewScanner(cfg.JobsDir, watch.ScanOptions{DaemonUID: os.Getuid()})
 	return d, nil
@@ -203,8 +253,9 @@ func cutEnv(kv string) (string, string, bool) {
 	return "", "", false
 }
 
-// Run reconciles what a previous daemon left, loads every file, serves the
-// socket, tells systemd it is ready, and supervises until ctx ends; then it
+// Run reconciles what a previous daemon left, serves the socket, loads every
+// file (on the loop, which answers meanwhile), tells systemd it is ready
+// once they are loaded, and supervises until ctx ends; then it
 // stops every job (each with its own signal and timeout, in parallel) and
 // returns. It closes the state.
 func (d *Daemon) Run(ctx context.Context) error {
@@ -239,26 +290,35 @@ func (d *Daemon) Run(ctx context.Context) error {
 			}
 		}
 	})
-	res := d.reload(true)
-	d.log.Info("loaded", "files", res.Files, "jobs", len(d.set.Jobs), "errors", len(res.Errors))
-
 	// An idle connection is closed after a while: a client that leaves
 	// its connections open must not hold the daemon's descriptors for ever.
 	srv := &http.Server{Handler: d.api(), ConnContext: withPeer, ReadHeaderTimeout: 5 * time.Second, IdleTimeout: 30 * time.Second}
 	if d.cfg.Listener != nil {
+		ctl := d.controlListener()
+		srv.ConnState = ctl.ConnState
 		bg.Go(func() {
-			if err := srv.Serve(d.cfg.Listener); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			if err := srv.Serve(ctl); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				d.log.Error("control socket failed", "error", err)
 			}
 		})
 	}
-	d.notify("READY=1")
-	d.log.Info("ready", "cpus", d.cfg.Machine.CPUs, "gpus", len(d.cfg.Machine.GPUs), "jobs_dir", d.cfg.JobsDir)
+	evalCtx, stopEval := context.WithCancel(context.Background())
+	d.evalCtx = evalCtx
+	// The first reload; its end says READY=1 (finishReload).
+	d.reload(true, true)
 
 	d.loop(ctx)
+	close(d.loopDone)
 
 	d.notify("STOPPING=1")
-	d.log.Info("stopping every job")
+	// An evaluation still running is of no use now: its child is killed.
+	stopEval()
+	d.evaluations.Wait()
+	if d.cfg.Units != nil {
+		d.log.Info("leaving the jobs' units running; the next daemon takes them back")
+	} else {
+		d.log.Info("stopping every job")
+	}
 	stopJobs()
 	d.jobsWG.Wait()
 	stopSweeper()
@@ -291,9 +351,11 @@ func (d *Daemon) loop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-d.watcher.Changes():
-			d.reloadWhen(false, false)
+			d.reload(false, false)
 		case r := <-d.requests:
 			r.reply <- r.do()
+		case ev := <-d.evaluated:
+			d.evaluatedFiles(ev)
 		case <-d.changed:
 			if statusTimer == nil {
 				statusTimer = time.After(statusEvery)
@@ -320,20 +382,28 @@ func (d *Daemon) loop(ctx context.Context) {
 }
 
 // call runs f on the loop and returns its result; ctx bounds the wait.
+// A loop that has ended answers ErrStopping.
 func (d *Daemon) call(ctx context.Context, f func() any) (any, error) {
 	r := request{do: f, reply: make(chan any, 1)}
 	select {
 	case d.requests <- r:
 	case <-ctx.Done():
 		return nil, ctx.Err()
+	case <-d.loopDone:
+		return nil, ErrStopping
 	}
 	select {
 	case v := <-r.reply:
 		return v, nil
 	case <-ctx.Done():
 		return nil, ctx.Err()
+	case <-d.loopDone:
+		return nil, ErrStopping
 	}
 }
+
+// ErrStopping is returned by calls into a daemon whose loop has ended.
+var ErrStopping = errors.New("the daemon is stopping")
 
 func (d *Daemon) notify(state string) {
 	if d.cfg.Notify == nil {
@@ -346,12 +416,19 @@ func (d *Daemon) notify(state string) {
 
 func (d *Daemon) logf(msg string, kv ...any) { d.log.Info(msg, kv...) }
 
-// reconcile deals with the runs a previous daemon left open: whatever of them
-// still runs is killed, and each is recorded as lost. Their jobs run again.
+// reconcile deals with the runs a previous daemon left open. Under systemd
+// a run whose unit is still there is taken back (adopt); whatever else of
+// them still runs is killed, and each is recorded as lost: their jobs run
+// again.
 func (d *Daemon) reconcile() error {
 	open, err := d.store.OpenRuns()
 	if err != nil {
 		return fmt.Errorf("read the runs a previous daemon left: %w", err)
+	}
+	if d.cfg.Units != nil {
+		if open, err = d.adopt(open); err != nil {
+			return err
+		}
 	}
 	if len(open) == 0 {
 		return nil
@@ -370,7 +447,7 @@ func (d *Daemon) reconcile() error {
 	for _, r := range open {
 		ids = append(ids, r.ID)
 		killed := 0
-		if r.PID > 0 {
+		if r.PID > 0 && r.StartTicks > 0 {
 			ok, err := runner.KillLeftover(r.PID, r.StartTicks)
 			if err != nil {
 				d.log.Warn("cannot check a lost run's process", "job", r.Job, "run", r.ID, "pid", r.PID, "error", err)
@@ -469,9 +546,10 @@ func (d *Daemon) cardNames(indices []int) []string {
 // runEnv is the environment of a run of def: the derived one, then
 // BERTH_INSTANCE, set after the job's own env, which may not move a run out
 // of reach of reconciliation and of the sweep.
-func (d *Daemon) runEnv(def *luaapi.Job, base map[string]string, run string, grant accounting.Grant) map[string]string {
+func (d *Daemon) runEnv(def *luaapi.Job, base, login map[string]string, run string, grant accounting.Grant) map[string]string {
 	env := accounting.Env(accounting.EnvInput{
 		Daemon:          base,
+		Login:           login,
 		Job:             def.Name,
 		Run:             run,
 		Grant:           grant,
@@ -486,8 +564,15 @@ func (d *Daemon) runEnv(def *luaapi.Job, base map[string]string, run string, gra
 }
 
 // start spawns a run of j with the environment its grant implies.
-func (d *Daemon) start(j *job, run uint64) (*runner.Process, func(), error) {
+func (d *Daemon) start(j *job, run uint64) (process, func(), error) {
 	def := j.def
+	cred, login, err := jobCredentials(def.User, def.Group)
+	if err != nil {
+		return nil, nil, err
+	}
+	if d.cfg.Units != nil {
+		return d.startUnit(j, run, login)
+	}
 	out, err := d.output(def.Name)
 	if err != nil {
 		return nil, nil, err
@@ -499,17 +584,8 @@ func (d *Daemon) start(j *job, run uint64) (*runner.Process, func(), error) {
 		base = maps.Clone(d.environ)
 		base["JOURNAL_STREAM"] = out.journal
 	}
-	env := d.runEnv(def, base, strconv.FormatUint(run, 10), j.grant)
-	spec := runner.Spec{Argv: def.Cmd, Dir: def.Dir, Env: environList(env), Stdout: out.file}
-	if def.User != "" || def.Group != "" {
-		c, err := LookupCredentials(def.User, def.Group)
-		if err != nil {
-			out.release()
-			out.finish()
-			return nil, nil, err
-		}
-		spec.Credential = &syscall.Credential{Uid: c.UID, Gid: c.GID, Groups: c.Groups}
-	}
+	env := d.runEnv(def, base, login, strconv.FormatUint(run, 10), j.grant)
+	spec := runner.Spec{Argv: def.Cmd, Dir: def.Dir, Env: environList(env), Stdout: out.file, Credential: cred}
 	proc, err := runner.Start(spec)
 	// The child has its own copy of the output; the daemon's must go, or
 	// the log's reader never sees the end of it.
@@ -518,11 +594,10 @@ func (d *Daemon) start(j *job, run uint64) (*runner.Process, func(), error) {
 		out.finish()
 		return nil, nil, err
 	}
-	// The unit protects the daemon from the OOM killer (OOMScoreAdjust=);
-	// its jobs must not inherit that, or a runaway job would outlive
-	// everyone else's processes. Raising the score needs no privilege.
-	if err := os.WriteFile(fmt.Sprintf("/proc/%d/oom_score_adj", proc.PID()), []byte("0"), 0); err != nil {
-		d.log.Debug("cannot reset a job's oom_score_adj", "job", def.Name, "pid", proc.PID(), "error", err)
+	// The child started at oom_score_adj 0 (Spec.OOMScoreAdj), never at
+	// the daemon's protected value; the daemon took its own back.
+	if err := proc.DaemonOOMScoreAdjErr(); err != nil {
+		d.log.Warn("cannot take back the daemon's oom_score_adj after starting a job", "job", def.Name, "pid", proc.PID(), "error", err)
 	}
 	return proc, out.finish, nil
 }

@@ -3,7 +3,6 @@ package supervisor
 import (
 	"context"
 	"errors"
-	"fmt"
 	"slices"
 	"sync"
 	"syscall"
@@ -14,7 +13,10 @@ import (
 
 	"github.com/berthd/berth/accounting"
 	"github.com/berthd/berth/luaapi"
+	"github.com/berthd/berth/supervisor/clock"
 	"github.com/berthd/berth/supervisor/runner"
+	"github.com/berthd/berth/supervisor/store"
+	"github.com/berthd/berth/supervisor/units"
 )
 
 // job is one declared job and the goroutine that owns its life. The
@@ -52,18 +54,33 @@ type job struct {
 	run     runState
 	// exitC is the running process's Done, nil when there is none or its
 	// exit has been taken.
-	exitC     <-chan struct{}
-	stopped   chan bool
-	timeout   *time.Timer
-	backoff   *time.Timer
+	exitC   <-chan struct{}
+	stopped chan bool
+	// timeout and backoff are the run's limit and the restart delay, on
+	// the daemon's clock; nil when not armed.
+	timeout   clock.Timer
+	backoff   clock.Timer
 	waitingAt time.Time
+	// placedAt is when the current grant was made, for how long a start
+	// takes.
+	placedAt time.Time
+}
+
+// process is a run's process as the job drives it: a child of the daemon
+// (runner.Process) or a systemd unit (units.Run).
+type process interface {
+	PID() int
+	Done() <-chan struct{}
+	Wait() runner.Exit
+	Stop(sig syscall.Signal, timeout time.Duration) (killed bool)
 }
 
 // runState is the run in progress, if any.
 type runState struct {
 	id    uint64
-	proc  *runner.Process
+	proc  process
 	gpus  []string
+	ram   int64 // the memory granted, which a unit may not go over
 	start time.Time
 	exit  runner.Exit
 	// after is called once the run was reaped (closes the output sink).
@@ -100,17 +117,22 @@ type placement struct {
 // jobView is what the daemon shows about a job; a copy is taken under mu.
 type jobView struct {
 	Def      *luaapi.Job
-	State    State
+	State    store.State
 	Since    time.Time
 	Restarts int
 	// Why: why it waits, failed, or cannot run, in words.
-	Why   string
-	Run   uint64
-	PID   int
-	Grant accounting.Grant
-	GPUs  []string
+	Why string
+	// Invalid: why its definition cannot run; "" when it can.
+	Invalid string
+	Run     uint64
+	PID     int
+	Grant   accounting.Grant
+	GPUs    []string
 	// Waiting since, for ordering and status.
 	WaitingSince time.Time
+	// unit is the run's systemd unit, whose cgroup says what it uses; nil
+	// for a run that is the daemon's child, or none.
+	unit *units.Run
 }
 
 func (d *Daemon) newJob(def *luaapi.Job, invalid string, initial life, doneFP string) *job {
@@ -149,10 +171,10 @@ func (j *job) loop(ctx context.Context) {
 	for {
 		var timeoutC, backoffC <-chan time.Time
 		if j.timeout != nil {
-			timeoutC = j.timeout.C
+			timeoutC = j.timeout.C()
 		}
 		if j.backoff != nil {
-			backoffC = j.backoff.C
+			backoffC = j.backoff.C()
 		}
 		select {
 		case <-j.in.wake:
@@ -193,41 +215,30 @@ func (j *job) receive(m jobMessage) {
 	if m.def != nil {
 		old := j.def
 		j.def, j.defFP, j.invalid = m.def, m.def.ProcessFingerprint(), m.invalid
-		if j.life.state == StateRunning && m.def.Timeout != old.Timeout &&
+		if j.life.state == store.StateRunning && m.def.Timeout != old.Timeout &&
 			m.def.Timeout > 0 && (old.Timeout == 0 || m.def.Timeout < old.Timeout) {
 			// Only a shorter limit applies to the run in progress: its grant
 			// was placed as ending by the old one, and the placer plans the
 			// head's start on that.
 			j.rearmTimeout()
 		}
-		switch {
-		case m.invalid != "":
-			j.apply(event{kind: evInvalid})
-		case !m.def.Enabled:
-			j.apply(event{kind: evDisable})
-		case j.life.state == StateDisabled:
-			j.apply(event{kind: evEnable})
-		case j.life.state == StateStopping && (j.life.after == StateDisabled || j.life.after == StateInvalid):
-			// Disabled or invalid a moment ago, fine again before its run
-			// was reaped: run it again once it is.
-			j.apply(event{kind: evStart})
-		case m.processChanged:
-			j.apply(event{kind: evRedefine, finish: m.def.OnChange == luaapi.OnChangeFinish})
-		case j.life.state == StateWaiting && m.requeue:
-			// A flavor was edited, or the priority changed: queue again
-			// with what the job now asks.
-			j.apply(event{kind: evRedefine})
-		case j.life.state == 0, j.life.state == StateInvalid, j.life.state == StateUnplaceable:
-			// New, or refused before: the definition may be fine now.
-			j.apply(event{kind: evStart})
+		if e, ok := redefined(j.life, redefinition{
+			invalid:  m.invalid != "",
+			disabled: !m.def.Enabled,
+			process:  m.processChanged,
+			finish:   m.def.OnChange == luaapi.OnChangeFinish,
+			requeue:  m.requeue,
+		}); ok {
+			j.apply(e)
+		}
+		if m.def.Pos.File != old.Pos.File && !j.removed {
+			// Moved to another file, and recorded nowhere else: the file
+			// on record is the one that wins the name after a restart.
+			j.persist()
 		}
 	}
-	if m.ev != nil && !j.removed {
-		if j.invalid != "" && (m.ev.kind == evStart || m.ev.kind == evRestart) {
-			j.apply(event{kind: evInvalid})
-		} else {
-			j.apply(*m.ev)
-		}
+	if m.ev != nil && !j.removed && admit(m.ev.kind, j.life.state, j.invalid != "", !j.def.Enabled) == refuseNone {
+		j.apply(*m.ev)
 	}
 	if m.remove {
 		j.removed = true
@@ -275,7 +286,7 @@ func (j *job) do(a action) (event, bool) {
 		j.recordEnd(a.reason)
 	case actArmBackoff:
 		j.log.Info("restarting after a delay", "delay_ms", a.delay.Milliseconds(), "restarts", j.life.restarts)
-		j.backoff = time.NewTimer(a.delay)
+		j.backoff = j.d.clock.NewTimer(a.delay)
 	case actCancelBackoff:
 		if j.backoff != nil {
 			j.backoff.Stop()
@@ -301,6 +312,7 @@ func (j *job) wait() (event, bool) {
 	j.waitingAt = j.d.now()
 	if j.def.Resources.Unaccounted() {
 		// Unaccounted jobs never wait and hold nothing.
+		j.placedAt = j.waitingAt
 		return event{kind: evPlaced}, true
 	}
 	gen := j.waitGen
@@ -310,7 +322,7 @@ func (j *job) wait() (event, bool) {
 	})
 	var unplaceable *accounting.UnplaceableError
 	if errors.As(err, &unplaceable) {
-		j.setWhy(fmt.Sprintf("%sjob %q %v (berth machine shows what it has)", posPrefix(j.def.Pos), j.name, unplaceable))
+		j.setWhy(MsgUnplaceable(j.def.Pos, j.name, unplaceable))
 		j.log.Warn("job fits no machine", "cpus", j.def.Resources.CPUs, "gpus", j.def.Resources.GPUs, "ram_bytes", j.def.Resources.RAMBytes)
 		return event{kind: evUnplaceable}, true
 	}
@@ -340,7 +352,7 @@ func (j *job) giveBackPlacements() {
 }
 
 func (j *job) placed(p placement) {
-	if p.gen != j.waitGen || j.life.state != StateWaiting {
+	if p.gen != j.waitGen || j.life.state != store.StateWaiting {
 		// An answer to a wait that was withdrawn: never ours to keep.
 		if p.book != nil {
 			_ = p.book.Give(p.grant)
@@ -349,6 +361,7 @@ func (j *job) placed(p placement) {
 	}
 	j.ticket = nil
 	j.book, j.grant = p.book, p.grant
+	j.placedAt = j.d.now()
 	j.log.Info("placed", "cpus", len(p.grant.CPUIDs), "gpus", j.d.cardNames(p.grant.GPUs), "ram_bytes", p.grant.RAMBytes,
 		"waited_ms", j.d.now().Sub(j.waitingAt).Milliseconds())
 	j.apply(event{kind: evPlaced})
@@ -368,7 +381,7 @@ func (j *job) give() {
 func (j *job) spawn() (event, bool) {
 	now := j.d.now()
 	gpus := j.d.cardNames(j.grant.GPUs)
-	rec, err := j.d.store.BeginRun(RunRecord{
+	rec, err := j.d.store.BeginRun(store.RunRecord{
 		Job: j.name, Fingerprint: j.defFP,
 		CPUIDs: j.grant.CPUIDs, GPUs: gpus, RAMBytes: j.grant.RAMBytes, Start: now,
 	})
@@ -376,23 +389,28 @@ func (j *job) spawn() (event, bool) {
 		rec.ID = j.d.localRunID()
 		j.d.notRecorded(j.log, "cannot record the run; running it anyway", "run", rec.ID, "error", err)
 	}
-	j.run = runState{id: rec.ID, gpus: gpus, start: now}
+	j.run = runState{id: rec.ID, gpus: gpus, ram: j.grant.RAMBytes, start: now}
 
 	proc, after, err := j.d.start(j, rec.ID)
 	if err != nil {
-		j.setWhy(fmt.Sprintf("cannot start: %v (berth show %s shows its command, directory and user)", err, j.name))
+		j.setWhy(msgCannotStart(j.name, err))
 		j.log.Error("cannot start", "run", rec.ID, "error", err)
 		return event{kind: evSpawnFailed}, true
 	}
 	j.run.proc, j.run.after = proc, after
-	if ticks, err := proc.StartTicks(); err == nil {
-		if !isLocalRunID(rec.ID) {
-			j.d.later.SetRunPID(rec.ID, proc.PID(), ticks)
+	if !isLocalRunID(rec.ID) {
+		// A unit is found again by its name; a child, by its pid and its
+		// start time.
+		var ticks uint64
+		if child, ok := proc.(*runner.Process); ok {
+			ticks, _ = child.StartTicks()
 		}
+		j.d.later.SetRunPID(rec.ID, proc.PID(), ticks)
 	}
-	j.log.Info("started", "run", rec.ID, "pid", proc.PID(), "gpus", gpus, "cpus", len(j.grant.CPUIDs))
+	j.log.Info("started", "run", rec.ID, "pid", proc.PID(), "gpus", gpus, "cpus", len(j.grant.CPUIDs),
+		"grant_to_running_us", j.d.now().Sub(j.placedAt).Microseconds())
 	if j.def.Timeout > 0 {
-		j.timeout = time.NewTimer(j.def.Timeout)
+		j.timeout = j.d.clock.NewTimer(j.def.Timeout)
 	}
 	j.exitC = proc.Done()
 	j.setWhy("")
@@ -407,7 +425,7 @@ func (j *job) rearmTimeout() {
 		j.timeout = nil
 	}
 	if j.def.Timeout > 0 {
-		j.timeout = time.NewTimer(max(0, j.run.start.Add(j.def.Timeout).Sub(j.d.now())))
+		j.timeout = j.d.clock.NewTimer(max(0, j.run.start.Add(j.def.Timeout).Sub(j.d.now())))
 	}
 }
 
@@ -427,7 +445,7 @@ func (j *job) reaped(exit runner.Exit) {
 		j.timeout = nil
 	}
 	killed := false
-	if j.life.state == StateStopping {
+	if j.life.state == store.StateStopping {
 		// Stop returns right after the reaping we were just told of.
 		killed = <-j.stopped
 		j.d.sweepLater(j.run.id)
@@ -437,30 +455,43 @@ func (j *job) reaped(exit runner.Exit) {
 		j.run.after()
 	}
 	failed := exit.Code != 0 || exit.Signal != 0 || exit.Err != nil
-	j.apply(event{kind: evExited, failed: failed, killed: killed})
+	j.apply(event{kind: evExited, failed: failed, killed: killed, oom: exit.OutOfMemory, timedOut: exit.TimedOut,
+		stoppedOutside: exit.StoppedOutside})
 }
 
-func (j *job) recordEnd(reason Reason) {
+func (j *job) recordEnd(reason store.Reason) {
 	now := j.d.now()
 	exit := j.run.exit
 	sig := ""
 	if exit.Signal != 0 {
 		sig = signalName(exit.Signal)
 	}
-	if j.run.id != 0 && !isLocalRunID(j.run.id) {
+	if unit, ok := j.run.proc.(*units.Run); ok {
+		// The unit keeps the result until it is on record: let go of it
+		// only then, or the next daemon could not learn how the run ended.
+		var err error
+		if !isLocalRunID(j.run.id) {
+			err = j.d.store.EndRun(j.run.id, now, exit.Code, sig, reason)
+		}
+		if err != nil {
+			j.d.notRecorded(j.log, "cannot record the run's end; its unit keeps it for the next daemon", "run", j.run.id, "unit", unit.Unit(), "error", err)
+		} else {
+			go j.d.cfg.Units.Release(unit)
+		}
+	} else if j.run.id != 0 && !isLocalRunID(j.run.id) {
 		j.d.later.EndRun(j.run.id, now, exit.Code, sig, reason)
 	}
 	kv := []any{"run", j.run.id, "reason", reason.String(), "duration_ms", now.Sub(j.run.start).Milliseconds()}
 	if sig != "" {
 		kv = append(kv, "signal", sig)
-	} else if reason != ReasonSpawnError {
+	} else if reason != store.ReasonSpawnError {
 		kv = append(kv, "exit_code", exit.Code)
 	}
-	if reason != ReasonSpawnError {
+	if reason != store.ReasonSpawnError {
 		// A spawn error keeps the error itself as its why.
-		j.setWhy(whyEnded(reason, exit.Code, sig, j.def.Timeout))
+		j.setWhy(MsgEnded(reason, exit.Code, sig, j.def.Timeout, j.run.ram))
 	}
-	if reason == ReasonExited || reason == ReasonStopped {
+	if reason == store.ReasonExited || reason == store.ReasonStopped {
 		j.log.Info("exited", kv...)
 	} else {
 		j.log.Warn("exited", kv...)
@@ -471,67 +502,23 @@ func (j *job) recordEnd(reason Reason) {
 	j.run = runState{}
 }
 
-// whyEnded says how a run ended, for status: "exit 3", "killed by
-// SIGSEGV", "timed out after 12h".
-func whyEnded(reason Reason, code int, sig string, timeout time.Duration) string {
-	switch reason {
-	case ReasonExited:
-		return "exit 0"
-	case ReasonFailed:
-		if sig != "" {
-			return "killed by " + sig
-		}
-		return fmt.Sprintf("exit %d", code)
-	case ReasonTimedOut:
-		return "timed out after " + accounting.FormatDuration(timeout)
-	}
-	return reason.String()
-}
-
 // shutdown stops the run in progress with the job's own signal and timeout,
-// and gives everything back. The job's stored state is left as it was, so
-// the next daemon runs it again.
+// waits for it to be reaped, and gives everything back; step decides what
+// is recorded (evShutdown). The job's stored state is left as it was, so
+// the next daemon runs it again, unless a person's stop was under way.
 func (j *job) shutdown() {
-	j.cancelWait()
+	if _, ok := j.run.proc.(*units.Run); ok {
+		// A unit outlives the daemon: the next one adopts it, and finds
+		// its result if it ended meanwhile.
+		j.giveBackPlacements()
+		return
+	}
+	j.apply(event{kind: evShutdown})
 	j.giveBackPlacements()
-	if j.backoff != nil {
-		j.backoff.Stop()
-	}
-	if j.run.proc != nil {
-		var killed bool
-		if j.life.state == StateStopping {
-			// A stop is under way: let it finish rather than signal again
-			// (a second SIGINT interrupts a job's own cleanup).
-			j.run.exit = j.run.proc.Wait()
-			killed = <-j.stopped
-		} else {
-			killed = j.run.proc.Stop(j.def.StopSignal, j.def.StopTimeout)
-			j.run.exit = j.run.proc.Wait()
-		}
+	if j.exitC != nil {
 		j.exitC = nil
-		// Escapees first: one that holds the output pipe would keep
-		// after's wait for the output going to its bound.
-		j.d.sweepLater(j.run.id)
-		if j.run.after != nil {
-			j.run.after()
-		}
-		reason := ReasonStopped
-		switch {
-		case j.life.timedOut:
-			reason = ReasonTimedOut
-		case killed:
-			reason = ReasonKilled
-		}
-		j.recordEnd(reason)
-		// A person's stop (or a disable) that was under way is where the
-		// job rests; anything else runs again with the next daemon.
-		switch j.life.after {
-		case StateStopped, StateDisabled, StateInvalid:
-			j.life.state, j.life.since = j.life.after, j.d.now()
-			j.persist()
-		}
+		j.reaped(j.run.proc.Wait())
 	}
-	j.give()
 }
 
 // persist writes what must survive a daemon restart. A removed job writes
@@ -543,12 +530,12 @@ func (j *job) persist() {
 		return
 	}
 	fp := j.defFP
-	if j.life.state == StateDone {
+	if j.life.state == store.StateDone {
 		j.doneFP = fp
 	}
-	rec := JobRecord{Name: j.name, State: j.life.state, Fingerprint: fp, DoneFingerprint: j.doneFP,
-		Restarts: j.life.restarts, Changed: j.life.since}
-	if !j.life.state.resting() {
+	rec := store.JobRecord{Name: j.name, State: j.life.state, Fingerprint: fp, DoneFingerprint: j.doneFP,
+		Restarts: j.life.restarts, Changed: j.life.since, File: j.def.Pos.File}
+	if !resting(j.life.state) {
 		j.d.later.PutJob(rec)
 		return
 	}
@@ -574,14 +561,16 @@ func (j *job) publish() {
 	j.v.Since = j.life.since
 	j.v.Restarts = j.life.restarts
 	j.v.Run = j.run.id
-	j.v.PID = 0
+	j.v.PID, j.v.unit = 0, nil
 	if j.run.proc != nil {
 		j.v.PID = j.run.proc.PID()
+		j.v.unit, _ = j.run.proc.(*units.Run)
 	}
 	j.v.Grant = j.grant
 	j.v.GPUs = slices.Clone(j.run.gpus)
 	j.v.WaitingSince = j.waitingAt
-	if j.invalid != "" && j.life.state == StateInvalid {
+	j.v.Invalid = j.invalid
+	if j.invalid != "" && j.life.state == store.StateInvalid {
 		j.v.Why = j.invalid
 	}
 	j.mu.Unlock()

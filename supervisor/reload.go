@@ -1,57 +1,142 @@
 package supervisor
 
 import (
-	"fmt"
 	"maps"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/berthd/berth/luaapi"
+	"github.com/berthd/berth/supervisor/store"
 	"github.com/berthd/berth/supervisor/watch"
 )
 
 // ReloadResult is what one reload did, for the log and `berth reload`.
 type ReloadResult struct {
-	Files    int      `json:"files"`
-	Added    []string `json:"added"`
-	Changed  []string `json:"changed"`
-	Removed  []string `json:"removed"`
-	Errors   []string `json:"errors"`
-	Duration string   `json:"duration"`
+	Files   int      `json:"files"`
+	Added   []string `json:"added"`
+	Changed []string `json:"changed"`
+	Removed []string `json:"removed"`
+	Errors  []string `json:"errors"`
+	// Problems are Errors as facts.
+	Problems []Problem `json:"problems"`
+	Duration string    `json:"duration"`
 }
 
-// reload rescans the jobs directory, evaluates the files that changed, and
-// applies the difference to the running jobs. Runs on the loop. A file that
-// fails keeps its previous version in force; its error stays shown until the
-// file is fixed or removed.
-func (d *Daemon) reload(first bool) ReloadResult {
-	return d.reloadWhen(first, true)
+// reloadRun is one reload: its scan, taken on the loop, while its changed
+// files are evaluated off it.
+type reloadRun struct {
+	first   bool // the daemon's first: READY=1 follows it
+	began   time.Time
+	scan    watch.Scan
+	scanErr error
+	waiters []chan<- ReloadResult
 }
 
-// reloadWhen is reload; asked is false when the watcher (an event, or its
-// periodic safety rescan) prompted it rather than a person or systemd. Such
-// a reload that finds nothing new does nothing at all: no RELOADING=1, no
-// log line, no diff of every job.
-func (d *Daemon) reloadWhen(first, asked bool) ReloadResult {
-	began := d.now()
-	scan, err := d.scanner.Scan()
-	if !first && !asked && err == nil && d.nothingNew(scan) {
-		return ReloadResult{}
+// evaluated is a reload's evaluation, handed back to the loop.
+type evaluated struct {
+	r     *reloadRun
+	files []*luaapi.File
+}
+
+// reload rescans the jobs directory, has the files that changed evaluated,
+// and, once they are, applies the difference to the running jobs. Runs on
+// the loop, and never waits there for a file: the evaluation runs in a
+// child (Evaluator), and the loop goes on answering meanwhile. A file that
+// fails keeps its previous version in force; its error stays shown until
+// the file is fixed or removed. The result goes to each of waiters.
+//
+// asked is false when the watcher (an event, or its periodic safety rescan)
+// prompted it rather than a person or systemd. Such a reload that finds
+// nothing new does nothing at all: no RELOADING=1, no log line, no diff of
+// every job. A reload asked for while another is being evaluated runs once
+// that one is done, for everyone who asked meanwhile.
+func (d *Daemon) reload(first, asked bool, waiters ...chan<- ReloadResult) {
+	if d.reloading != nil {
+		d.again.pending = true
+		d.again.asked = d.again.asked || asked
+		d.again.waiters = append(d.again.waiters, waiters...)
+		return
+	}
+	r := &reloadRun{first: first, began: d.now(), waiters: waiters}
+	r.scan, r.scanErr = d.scanner.Scan()
+	if !first && !asked && r.scanErr == nil && d.nothingNew(r.scan) {
+		d.reply(r, ReloadResult{})
+		return
 	}
 	if !first {
 		d.notify(reloadingMessage())
-		defer d.notify("READY=1")
 	}
-	if err != nil {
-		d.log.Error("cannot scan the jobs directory", "dir", d.cfg.JobsDir, "error", err)
+	if r.scanErr != nil {
+		d.log.Error("cannot scan the jobs directory", "dir", d.cfg.JobsDir, "error", r.scanErr)
 	}
-	opts := luaapi.Options{Machine: luaMachine(d.cfg), Budget: d.cfg.LoadBudget, Logger: d.log.Named("lua")}
-	for path, src := range scan.Changed {
-		d.latest[path] = luaapi.Eval(path, src, opts)
-		delete(d.refused, path)
+	srcs := make([]luaapi.Source, 0, len(r.scan.Changed))
+	for _, path := range slices.Sorted(maps.Keys(r.scan.Changed)) {
+		srcs = append(srcs, luaapi.Source{Path: path, Src: r.scan.Changed[path]})
+	}
+	if len(srcs) == 0 {
+		d.finishReload(r, nil)
+		return
+	}
+	d.reloading = r
+	machine := luaMachine(d.cfg)
+	d.evaluations.Go(func() {
+		d.evaluated <- evaluated{r: r, files: d.cfg.Evaluator.Evaluate(d.evalCtx, machine, srcs)}
+	})
+}
+
+// evaluatedFiles takes a reload's evaluation back on the loop, then runs
+// the reload that was asked for meanwhile, if any.
+func (d *Daemon) evaluatedFiles(ev evaluated) {
+	d.reloading = nil
+	d.finishReload(ev.r, ev.files)
+	if again := d.again; again.pending {
+		d.again = reloadAgain{}
+		d.reload(false, again.asked, again.waiters...)
+	}
+}
+
+// refusedBy reports whether f was refused for problem p.
+func refusedBy(f *luaapi.File, p luaapi.Problem) bool {
+	return len(f.Errors) == 1 && f.Errors[0].Problem == p
+}
+
+// reloadAgain is a reload asked for while another was being evaluated.
+type reloadAgain struct {
+	pending bool
+	asked   bool
+	waiters []chan<- ReloadResult
+}
+
+// reply hands a reload's result to those who asked for it.
+func (d *Daemon) reply(r *reloadRun, res ReloadResult) {
+	for _, w := range r.waiters {
+		w <- res
+	}
+}
+
+// finishReload applies a reload whose files have been evaluated.
+func (d *Daemon) finishReload(r *reloadRun, files []*luaapi.File) {
+	scan, began, first := r.scan, r.began, r.first
+	for _, f := range files {
+		d.latest[f.Path] = f
+		delete(d.refused, f.Path)
+		switch {
+		case refusedBy(f, luaapi.NotEvaluated):
+			// Its turn had not come: read it again, and go on at once
+			// with another reload (each evaluates some files, so the
+			// queue of them shortens).
+			d.scanner.Forget(f.Path)
+			d.again.pending = true
+		case refusedBy(f, luaapi.EvalFailed):
+			// The evaluating process failed for a cause not the file's
+			// own (killed from outside, could not start): the next
+			// reload tries it again.
+			d.scanner.Forget(f.Path)
+		}
 	}
 	for _, path := range scan.Removed {
 		// A file that became refused, or a refused directory, is not a
@@ -61,7 +146,7 @@ func (d *Daemon) reloadWhen(first, asked bool) ReloadResult {
 		}
 		d.forget(path)
 	}
-	if err == nil && scan.DirRefused == nil {
+	if r.scanErr == nil && scan.DirRefused == nil {
 		// A refused file the scan no longer mentions is gone (the scanner
 		// reported its removal when it was first refused).
 		for path := range d.refused {
@@ -81,25 +166,40 @@ func (d *Daemon) reloadWhen(first, asked bool) ReloadResult {
 	res.Duration = d.now().Sub(began).Round(time.Microsecond).String()
 
 	d.mu.Lock()
-	d.errs = d.errs[:0]
+	d.problems = d.problems[:0]
 	for _, path := range slices.Sorted(maps.Keys(d.fileErrs)) {
-		d.errs = append(d.errs, d.fileErrs[path]...)
+		d.problems = append(d.problems, d.fileErrs[path]...)
 	}
 	if scan.DirRefused != nil {
-		d.errs = append(d.errs, scan.DirRefused.Error())
+		d.problems = append(d.problems, Problem{Code: ProblemDirRefused, File: d.cfg.JobsDir, Text: scan.DirRefused.Error()})
 	}
-	res.Errors = append([]string{}, d.errs...)
+	res.Problems = append([]Problem{}, d.problems...)
 	d.mu.Unlock()
+	if len(d.adopted) > 0 && len(res.Problems) == 0 {
+		// Every file is in force and none declares these jobs any more.
+		// While a file has errors its jobs may only be missing for now: a
+		// long run is not stopped for a typo.
+		d.stopOrphans()
+	}
+	for _, p := range res.Problems {
+		res.Errors = append(res.Errors, p.Text)
+	}
 	for _, e := range res.Errors {
 		d.log.Error("configuration error", "error", e)
 	}
-	if !first {
+	if first {
+		d.log.Info("loaded", "files", res.Files, "jobs", len(set.Jobs), "errors", len(res.Errors),
+			"duration_ms", d.now().Sub(began).Milliseconds())
+		d.notify("READY=1")
+		d.log.Info("ready", "cpus", d.cfg.Machine.CPUs, "gpus", len(d.cfg.Machine.GPUs), "jobs_dir", d.cfg.JobsDir)
+	} else {
 		d.log.Info("reloaded", "files", res.Files, "added", len(res.Added), "changed", len(res.Changed),
 			"removed", len(res.Removed), "errors", len(res.Errors), "duration_ms", d.now().Sub(began).Milliseconds())
+		d.notify("READY=1")
 	}
 	d.changed.raise()
 	d.settle.Reset(settleAfter)
-	return res
+	d.reply(r, res)
 }
 
 // nothingNew reports whether a scan changes nothing the daemon knows: no
@@ -130,25 +230,25 @@ func (d *Daemon) forget(path string) {
 // already running. A file whose latest version is not in force is tried
 // again at every reload, so fixing the other file is enough.
 func (d *Daemon) inForce() *luaapi.Set {
-	fileErrs := map[string][]string{}
+	fileErrs := map[string][]Problem{}
 	candidates := map[string]*luaapi.File{}
 	var changed []string
 	for path, refusal := range d.refused {
 		// Refused from the start, a file has no evaluated version; its
 		// refusal is shown all the same.
 		if _, evaluated := d.latest[path]; !evaluated {
-			fileErrs[path] = []string{refusal}
+			fileErrs[path] = []Problem{refusedFile(path, refusal)}
 			if g := d.good[path]; g != nil {
 				candidates[path] = g
 			}
 		}
 	}
 	for path, f := range d.latest {
-		var why []string
+		var why []Problem
 		if refusal, ok := d.refused[path]; ok {
-			why = []string{refusal}
+			why = []Problem{refusedFile(path, refusal)}
 		} else if len(f.Errors) > 0 {
-			why = errorLines(f.Errors)
+			why = problemsOf(f.Errors)
 		}
 		if why != nil {
 			fileErrs[path] = why
@@ -163,13 +263,27 @@ func (d *Daemon) inForce() *luaapi.Set {
 		}
 	}
 	set := luaapi.Combine(slices.Collect(maps.Values(candidates)))
-	if len(rejectedFiles(set)) > 0 {
-		// Admit what was in force, then each changed file in order.
+	if rejectsFiles(set) {
+		// Admit what was in force, then each changed file: first those
+		// that held one of their job names before, then the others in
+		// lexical order. After a restart nothing is in force yet, and
+		// every file is changed: the state's records then say which file
+		// held a name, so that the same file wins it again.
 		admitted := maps.Clone(candidates)
 		for _, path := range changed {
 			delete(admitted, path)
 		}
 		slices.Sort(changed)
+		held := d.heldNames(changed)
+		slices.SortStableFunc(changed, func(a, b string) int {
+			switch {
+			case held[a] && !held[b]:
+				return -1
+			case held[b] && !held[a]:
+				return 1
+			}
+			return 0
+		})
 		for _, path := range changed {
 			why := d.admit(admitted, path, d.latest[path])
 			if why == nil {
@@ -189,22 +303,47 @@ func (d *Daemon) inForce() *luaapi.Set {
 	return set
 }
 
+// heldNames says which of paths declared, when it was last in force, a job
+// name that its latest version declares: the daemon's own jobs say it,
+// and for a name no job has yet (the first reload after a restart) the
+// state's record of the job.
+func (d *Daemon) heldNames(paths []string) map[string]bool {
+	held := map[string]bool{}
+	for _, path := range paths {
+		for _, def := range d.latest[path].Jobs {
+			if j, ok := d.jobs[def.Name]; ok { // on the loop, which writes jobs
+				if j.seenDef.Pos.File == path {
+					held[path] = true
+					break
+				}
+				continue
+			}
+			if rec, ok, err := d.store.Job(def.Name); err == nil && ok && rec.File == path {
+				held[path] = true
+				break
+			}
+		}
+	}
+	return held
+}
+
 // admit adds f to the admitted files unless the cross-file rules refuse it;
 // it returns why they do, as sentences about f: Combine blames the file that
 // sorts later, which may be the one already in force.
-func (d *Daemon) admit(admitted map[string]*luaapi.File, path string, f *luaapi.File) []string {
+func (d *Daemon) admit(admitted map[string]*luaapi.File, path string, f *luaapi.File) []Problem {
 	admitted[path] = f
 	set := luaapi.Combine(slices.Collect(maps.Values(admitted)))
-	var why []string
+	var why []Problem
 	for _, rf := range set.Files {
 		for _, e := range rf.Errors {
 			if rf.Path == path {
-				why = append(why, e.Error())
+				why = append(why, problemOf(e))
 				continue
 			}
 			// The other file is blamed for a name f declares too.
-			why = append(why, fmt.Sprintf("%s%s %q is already declared in %s, which is in force; this file is not loaded until one of them is renamed",
-				posPrefix(declaredAt(f, e)), kindOf(e), e.Name, posString(e.Pos)))
+			at := declaredAt(f, e)
+			why = append(why, Problem{Code: ProblemNameTaken, File: at.File, Line: at.Line, Job: e.Name,
+				Text: msgNameTaken(at, kindOf(e), e.Name, e.Pos)})
 		}
 	}
 	if why != nil {
@@ -235,30 +374,32 @@ func kindOf(e *luaapi.Error) string {
 	return e.Kind
 }
 
-func posString(p luaapi.Pos) string {
-	if p.Line > 0 {
-		return p.File + ":" + strconv.Itoa(p.Line)
-	}
-	return p.File
-}
-
-// rejectedFiles are the files Combine refused whole, with their errors.
-func rejectedFiles(set *luaapi.Set) map[string][]string {
-	out := map[string][]string{}
+// rejectsFiles reports whether Combine refused any file whole.
+func rejectsFiles(set *luaapi.Set) bool {
 	for _, f := range set.Files {
 		if len(f.Errors) > 0 {
-			out[f.Path] = errorLines(f.Errors)
+			return true
 		}
+	}
+	return false
+}
+
+// problemOf is a job file's mistake as facts.
+func problemOf(e *luaapi.Error) Problem {
+	return Problem{Code: strings.ReplaceAll(e.Problem.String(), " ", "_"), File: e.Pos.File, Line: e.Pos.Line,
+		Job: e.Name, Field: e.Field, Text: e.Error()}
+}
+
+func problemsOf(errs []*luaapi.Error) []Problem {
+	out := make([]Problem, len(errs))
+	for i, e := range errs {
+		out[i] = problemOf(e)
 	}
 	return out
 }
 
-func errorLines(errs []*luaapi.Error) []string {
-	out := make([]string, len(errs))
-	for i, e := range errs {
-		out[i] = e.Error()
-	}
-	return out
+func refusedFile(path, why string) Problem {
+	return Problem{Code: ProblemFileRefused, File: path, Text: why}
 }
 
 // apply makes the jobs match a newly combined set: new jobs start, changed
@@ -283,17 +424,25 @@ func (d *Daemon) apply(set *luaapi.Set, first bool) ReloadResult {
 		}
 		invalid := problems[def.Name]
 		if invalid == "" && (def.User != "" || def.Group != "") {
-			if _, err := LookupCredentials(def.User, def.Group); err != nil {
-				invalid = posPrefix(def.Pos) + "job \"" + def.Name + "\": " + err.Error()
+			if _, _, err := jobCredentials(def.User, def.Group); err != nil {
+				invalid = MsgCredentials(def.Pos, def.Name, err)
 			}
 		}
 		j, ok := d.jobs[def.Name]
 		if !ok {
 			initial, doneFP := d.remembered(def)
 			j = d.newJob(def, invalid, initial, doneFP)
+			processChanged := false
+			if a, ok := d.adopted[def.Name]; ok {
+				delete(d.adopted, def.Name)
+				j.takeAdopted(a)
+				// Edited while the daemon was away: a new definition
+				// restarts the run, as an edit would have.
+				processChanged = a.rec.Fingerprint != def.ProcessFingerprint()
+			}
 			d.jobs[def.Name] = j
 			d.jobsWG.Go(func() { j.loop(d.jobsCtx) })
-			j.in.post(jobMessage{def: def, invalid: invalid})
+			j.in.post(jobMessage{def: def, invalid: invalid, processChanged: processChanged})
 			if !first {
 				res.Added = append(res.Added, def.Name)
 			}
@@ -338,9 +487,9 @@ func (d *Daemon) remembered(def *luaapi.Job) (initial life, doneFingerprint stri
 	}
 	fp := def.ProcessFingerprint()
 	switch {
-	case rec.DoneFingerprint == fp && rec.State == StateDone:
-		return life{state: StateDone, since: rec.Changed}, rec.DoneFingerprint
-	case rec.Fingerprint == fp && (rec.State == StateFailed || rec.State == StateStopped):
+	case rec.DoneFingerprint == fp && rec.State == store.StateDone:
+		return life{state: store.StateDone, since: rec.Changed}, rec.DoneFingerprint
+	case rec.Fingerprint == fp && (rec.State == store.StateFailed || rec.State == store.StateStopped):
 		return life{state: rec.State, since: rec.Changed, restarts: rec.Restarts}, rec.DoneFingerprint
 	}
 	return life{}, rec.DoneFingerprint
@@ -358,5 +507,3 @@ func luaMachine(cfg Config) luaapi.Machine {
 	return luaapi.Machine{CPUs: cfg.Machine.CPUs, GPUs: len(cfg.Machine.GPUs), RAMBytes: cfg.Machine.RAM.Bytes,
 		RAMKnown: cfg.Machine.RAM.Known, Hostname: cfg.Machine.Hostname}
 }
-
-func posPrefix(p luaapi.Pos) string { return posString(p) + ": " }

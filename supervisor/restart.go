@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/berthd/berth/luaapi"
+	"github.com/berthd/berth/supervisor/store"
 )
 
 // Restart delays, as DESIGN.md fixes them: they double from the first to
@@ -27,7 +28,7 @@ type restartDecision struct {
 	next     time.Duration // the delay after that
 	restarts int           // consecutive restarts, this one included
 	// final is where the job rests when it does not restart.
-	final State
+	final store.State
 }
 
 // decideRestart applies the policy to a run that ended on its own (or by its
@@ -37,9 +38,9 @@ func decideRestart(p restartPolicy, failed bool, ran time.Duration, restarts int
 	if ran >= healthyRun || delay == 0 {
 		restarts, delay = 0, firstDelay
 	}
-	final := StateDone
+	final := store.StateDone
 	if failed {
-		final = StateFailed
+		final = store.StateFailed
 	}
 	wants := p.mode == luaapi.RestartAlways || p.mode == luaapi.RestartOnFailure && failed
 	if !wants || p.maxRestarts >= 0 && restarts >= p.maxRestarts {

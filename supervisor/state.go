@@ -1,92 +1,66 @@
 package supervisor
 
-import "fmt"
+import (
+	"slices"
 
-// State is where a job is in its life. States are stored, so each has an
-// explicit number that never changes meaning; new states get new numbers.
-type State uint8
-
-// The states of DESIGN.md, "A job's life".
-const (
-	StateWaiting     State = 1  // in the placer's queue
-	StateStarting    State = 2  // granted; the process is being spawned
-	StateRunning     State = 3  // the process is running
-	StateStopping    State = 4  // asked to stop; waiting for it to be reaped
-	StateBackoff     State = 5  // waiting out the delay before a restart
-	StateDone        State = 6  // exited 0 with nothing more to do
-	StateFailed      State = 7  // ended badly, and no more restarts
-	StateStopped     State = 8  // stopped by a person, or its file went away
-	StateInvalid     State = 9  // the declaration cannot run (unknown flavor or user)
-	StateUnplaceable State = 10 // fits no machine
-	StateDisabled    State = 11 // enabled = false
+	"github.com/berthd/berth/supervisor/store"
 )
 
-var stateNames = map[State]string{
-	StateWaiting:     "waiting",
-	StateStarting:    "starting",
-	StateRunning:     "running",
-	StateStopping:    "stopping",
-	StateBackoff:     "backoff",
-	StateDone:        "done",
-	StateFailed:      "failed",
-	StateStopped:     "stopped",
-	StateInvalid:     "invalid",
-	StateUnplaceable: "unplaceable",
-	StateDisabled:    "disabled",
+// A job's states are stored, so their type and numbers are the store's
+// (store.State). What they mean to the daemon and to whoever reads its
+// status is here.
+
+// displayOrder is the order in which states are counted and listed, by the
+// daemon's status line and by berth status alike: what holds the machine,
+// then what waits for it, then what needs a person, then what is over. It is
+// not the stored numbering, which only grows.
+var displayOrder = []store.State{
+	store.StateRunning, store.StateStarting, store.StateStopping,
+	store.StateWaiting, store.StateBackoff,
+	store.StateFailed, store.StateUnplaceable, store.StateInvalid,
+	store.StateDone, store.StateStopped, store.StateDisabled,
 }
 
-func (s State) String() string {
-	if s == 0 {
-		return "new" // declared, not yet started; never stored
+// StatesInOrder returns every state, in the order in which they are counted
+// and listed.
+func StatesInOrder() []store.State { return slices.Clone(displayOrder) }
+
+// Rank is s's place in StatesInOrder; a state that is not there ranks last.
+func Rank(s store.State) int {
+	if i := slices.Index(displayOrder, s); i >= 0 {
+		return i
 	}
-	if name, ok := stateNames[s]; ok {
-		return name
-	}
-	return fmt.Sprintf("state(%d)", uint8(s))
+	return len(displayOrder)
 }
 
-// resting reports whether a job stays in s until something happens to it:
-// where a restarted daemon must find it again (a done job is not run twice,
-// a person's stop holds). The other states a restarted daemon recomputes.
-func (s State) resting() bool {
+// Holds reports whether a job in s has a grant: being started, running, or
+// being stopped (a grant is given back only once the run is reaped).
+func Holds(s store.State) bool {
 	switch s {
-	case StateDone, StateFailed, StateStopped, StateInvalid, StateUnplaceable, StateDisabled:
+	case store.StateStarting, store.StateRunning, store.StateStopping:
 		return true
 	}
 	return false
 }
 
-// Reason is why a run ended. Stored, so explicit numbers; zero means the run
-// has not ended.
-type Reason uint8
-
-// The reasons of DESIGN.md.
-const (
-	ReasonExited     Reason = 1 // exited 0
-	ReasonFailed     Reason = 2 // exited non-zero or by a signal it was not sent
-	ReasonTimedOut   Reason = 3 // ran past its timeout and was stopped
-	ReasonStopped    Reason = 4 // stopped on request (a person, an edit, a removal, shutdown)
-	ReasonKilled     Reason = 5 // ignored its stop signal and was killed after stop_timeout
-	ReasonLost       Reason = 6 // the daemon went away while it ran
-	ReasonSpawnError Reason = 7 // could not be started at all
-)
-
-var reasonNames = map[Reason]string{
-	ReasonExited:     "exited",
-	ReasonFailed:     "failed",
-	ReasonTimedOut:   "timed out",
-	ReasonStopped:    "stopped",
-	ReasonKilled:     "killed after stop_timeout",
-	ReasonLost:       "lost",
-	ReasonSpawnError: "spawn error",
+// IsProblem reports whether a job in s needs a person before it runs again:
+// it ended badly, fits no machine, or cannot run as declared.
+func IsProblem(s store.State) bool {
+	switch s {
+	case store.StateFailed, store.StateUnplaceable, store.StateInvalid:
+		return true
+	}
+	return false
 }
 
-func (r Reason) String() string {
-	if r == 0 {
-		return ""
+// resting reports whether a job stays in state s until something happens to
+// it: where a restarted daemon must find it again (a done job is not run
+// twice, a person's stop holds). The other states a restarted daemon
+// recomputes.
+func resting(s store.State) bool {
+	switch s {
+	case store.StateDone, store.StateFailed, store.StateStopped, store.StateInvalid, store.StateUnplaceable, store.StateDisabled:
+		return true
 	}
-	if name, ok := reasonNames[r]; ok {
-		return name
-	}
-	return fmt.Sprintf("reason(%d)", uint8(r))
+	return false
 }

@@ -7,18 +7,27 @@ import (
 	"time"
 
 	"github.com/berthd/berth/accounting"
+	"github.com/berthd/berth/supervisor/store"
+	"github.com/berthd/berth/supervisor/units"
 )
 
 // Status is a consistent-enough picture of the daemon for `berth status`
 // and systemd's status line. Each job's part is taken under that job's lock.
 type Status struct {
-	Host    string         `json:"host"`
-	Machine MachineStatus  `json:"machine"`
-	Jobs    []JobStatus    `json:"jobs"`
-	Errors  []string       `json:"errors"`
-	Counts  map[string]int `json:"counts"`
+	Host    string        `json:"host"`
+	Machine MachineStatus `json:"machine"`
+	Jobs    []JobStatus   `json:"jobs"`
+	// Errors are the sentences of Problems, for those who only print.
+	Errors []string `json:"errors"`
+	// Problems are the configuration problems in force, as facts.
+	Problems []Problem      `json:"problems"`
+	Counts   map[string]int `json:"counts"`
 	// Logs is "journal" when jobs' output goes to journald, else "files".
 	Logs string `json:"logs"`
+	// Runner is "units" when each run is a systemd unit (its grant
+	// enforced, outliving the daemon), "direct" when runs are the
+	// daemon's own children.
+	Runner string `json:"runner"`
 	// Now is the daemon's clock when the picture was taken.
 	Now time.Time `json:"now"`
 }
@@ -40,23 +49,52 @@ type CardStatus struct {
 
 // JobStatus is one line of `berth status`.
 type JobStatus struct {
-	Name     string    `json:"name"`
-	State    string    `json:"state"`
-	Since    time.Time `json:"since"`
-	Why      string    `json:"why,omitempty"`
-	Run      uint64    `json:"run,omitempty"`
-	PID      int       `json:"pid,omitempty"`
-	CPUs     int       `json:"cpus"`
-	GPUs     []string  `json:"gpus"`
-	RAMBytes int64     `json:"ram_bytes"`
-	Restarts int       `json:"restarts"`
-	File     string    `json:"file"`
-	Line     int       `json:"line"`
+	Name  string    `json:"name"`
+	State string    `json:"state"`
+	Since time.Time `json:"since"`
+	Why   string    `json:"why,omitempty"`
+	Run   uint64    `json:"run,omitempty"`
+	PID   int       `json:"pid,omitempty"`
+	CPUs  int       `json:"cpus"`
+	// CPUIDs are the cores granted: the books grant particular ones, and
+	// a run as a systemd unit is pinned to them.
+	CPUIDs   []int    `json:"cpu_ids"`
+	GPUs     []string `json:"gpus"`
+	RAMBytes int64    `json:"ram_bytes"`
+	Restarts int      `json:"restarts"`
+	File     string   `json:"file"`
+	Line     int      `json:"line"`
 	// Asked is what the definition asks (a waiting job holds nothing yet).
 	Asked  Size   `json:"asked"`
 	Flavor string `json:"flavor,omitempty"`
 	// ExpectedStart is set for the head of the queue when it can be known.
 	ExpectedStart *time.Time `json:"expected_start,omitempty"`
+	// Short is what a waiting job lacks now: how much more of each
+	// resource it asks than is free (all zero: it waits its turn).
+	Short *Size `json:"short,omitempty"`
+	// Used is what its run really uses, read from its unit's cgroup; nil
+	// where runs are not systemd units.
+	Used *Usage `json:"used,omitempty"`
+}
+
+// Usage is what a run uses: its memory now, and the CPU time it has spent
+// since it started (over its age, the cores it kept busy on average).
+type Usage struct {
+	MemoryBytes *int64   `json:"memory_bytes,omitempty"`
+	CPUSeconds  *float64 `json:"cpu_seconds,omitempty"`
+}
+
+// Problem is one configuration problem: a mistake in a job file, a file or
+// directory refused, a state that cannot be written. Code is stable (luaapi's
+// problem names with underscores, or a Problem* constant); Text is the whole
+// sentence.
+type Problem struct {
+	Code  string `json:"code"`
+	File  string `json:"file,omitempty"`
+	Line  int    `json:"line,omitempty"`
+	Job   string `json:"job,omitempty"` // the job or flavor it is about
+	Field string `json:"field,omitempty"`
+	Text  string `json:"text"`
 }
 
 // Status takes the picture.
@@ -76,6 +114,10 @@ func (d *Daemon) Status() Status {
 	if d.cfg.JournalSocket != "" {
 		s.Logs = "journal"
 	}
+	s.Runner = "direct"
+	if d.cfg.Units != nil {
+		s.Runner, s.Logs = "units", "journal"
+	}
 	if snap.Capacity.RAMKnown {
 		total, free := snap.Capacity.RAMBytes, snap.Free.RAMBytes
 		s.Machine.RAMBytes, s.Machine.RAMFreeBytes = &total, &free
@@ -94,10 +136,18 @@ func (d *Daemon) Status() Status {
 	for _, j := range d.jobs {
 		jobs = append(jobs, j)
 	}
-	s.Errors = slices.Clone(d.errs)
+	s.Problems = slices.Clone(d.problems)
 	d.mu.Unlock()
 	if err := d.store.Failing(); err != nil {
-		s.Errors = append([]string{msgNotRecording(d.cfg.StateDir, err)}, s.Errors...)
+		s.Problems = append([]Problem{{Code: ProblemNotRecording, File: d.cfg.StateDir,
+			Text: MsgNotRecording(d.cfg.StateDir, err)}}, s.Problems...)
+	}
+	if g := d.store.Gone(); g != nil {
+		s.Problems = append([]Problem{{Code: ProblemStateGone, File: g.Path, Text: MsgStateGone(g)}}, s.Problems...)
+	}
+	s.Errors = make([]string, len(s.Problems))
+	for i, p := range s.Problems {
+		s.Errors[i] = p.Text
 	}
 
 	// Sorted here, as pointers: sorting the built entries moved large
@@ -109,24 +159,58 @@ func (d *Daemon) Status() Status {
 		v := j.view()
 		js := JobStatus{
 			Name: j.name, State: v.State.String(), Since: v.Since, Why: v.Why, Run: v.Run, PID: v.PID,
-			CPUs: len(v.Grant.CPUIDs), GPUs: v.GPUs, RAMBytes: v.Grant.RAMBytes, Restarts: v.Restarts,
+			CPUs: len(v.Grant.CPUIDs), CPUIDs: slices.Clone(v.Grant.CPUIDs), GPUs: v.GPUs, RAMBytes: v.Grant.RAMBytes, Restarts: v.Restarts,
 			File: v.Def.Pos.File, Line: v.Def.Pos.Line, Asked: sizeOf(v.Def.Resources), Flavor: v.Def.Flavor,
 		}
 		if js.GPUs == nil {
 			js.GPUs = []string{}
 		}
-		if v.State == StateWaiting {
-			js.Why = waitingWhy(v.Def.Resources, free, snap.Capacity.RAMKnown)
+		if js.CPUIDs == nil {
+			js.CPUIDs = []int{}
+		}
+		if v.unit != nil {
+			js.Used = usageOf(v.unit)
+		}
+		if v.State == store.StateWaiting {
+			short := shortfall(v.Def.Resources, free, snap.Capacity.RAMKnown)
+			js.Short = &short
+			js.Why = MsgShort(js.Asked, short)
 			if at, ok := expected[j.name]; ok {
 				js.ExpectedStart = &at
-				js.Why += "; expected start ~" + at.Local().Format("15:04")
 			}
 		}
 		s.Counts[js.State]++
 		s.Jobs = append(s.Jobs, js)
 	}
-	if s.Errors == nil {
-		s.Errors = []string{}
+	if s.Problems == nil {
+		s.Problems = []Problem{}
+	}
+	return s
+}
+
+func usageOf(run *units.Run) *Usage {
+	u, ok := run.Usage()
+	if !ok {
+		return nil
+	}
+	var out Usage
+	if u.MemoryBytes >= 0 {
+		out.MemoryBytes = &u.MemoryBytes
+	}
+	if u.CPUTime >= 0 {
+		secs := u.CPUTime.Seconds()
+		out.CPUSeconds = &secs
+	}
+	return &out
+}
+
+// shortfall is how much more of each resource a job asks than is free.
+func shortfall(asked, free accounting.Resources, ramKnown bool) Size {
+	var s Size
+	s.CPUs = max(0, asked.CPUs-free.CPUs)
+	s.GPUs = max(0, asked.GPUs-free.GPUs)
+	if ramKnown {
+		s.RAMBytes = max(0, asked.RAMBytes-max(0, free.RAMBytes))
 	}
 	return s
 }
@@ -141,48 +225,21 @@ func (d *Daemon) jobStatus(name string) (JobStatus, bool) {
 	return JobStatus{}, false
 }
 
-// waitingWhy says what a waiting job is short of: "needs 2 gpus; 1 free".
-func waitingWhy(asked, free accounting.Resources, ramKnown bool) string {
-	var short []string
-	if asked.GPUs > free.GPUs {
-		short = append(short, fmt.Sprintf("needs %s; %d free", countOf(asked.GPUs, "gpu"), free.GPUs))
-	}
-	if asked.CPUs > free.CPUs {
-		short = append(short, fmt.Sprintf("needs %s; %d free", countOf(asked.CPUs, "cpu"), free.CPUs))
-	}
-	if ramKnown && asked.RAMBytes > free.RAMBytes {
-		short = append(short, fmt.Sprintf("needs %s memory; %s free", accounting.FormatSize(asked.RAMBytes), accounting.FormatSize(max(0, free.RAMBytes))))
-	}
-	if len(short) == 0 {
-		return "queued behind a job ahead of it"
-	}
-	return strings.Join(short, ", ")
-}
-
-// countOf writes "1 gpu", "2 gpus".
-func countOf(n int, noun string) string {
-	if n == 1 {
-		return "1 " + noun
-	}
-	return fmt.Sprintf("%d %ss", n, noun)
-}
-
 // statusLine is systemd's one-line summary, e.g.
 // "3 running, 2 waiting (2 for gpus), 1 failed; gpus 1/4 free; 1 file with errors".
 func (d *Daemon) statusLine() string {
 	s := d.Status()
 	var parts []string
-	order := []string{"running", "starting", "stopping", "waiting", "backoff", "failed", "unplaceable", "invalid", "done", "stopped", "disabled"}
-	for _, state := range order {
-		n := s.Counts[state]
+	for _, state := range StatesInOrder() {
+		n := s.Counts[state.String()]
 		if n == 0 {
 			continue
 		}
 		part := fmt.Sprintf("%d %s", n, state)
-		if state == "waiting" {
+		if state == store.StateWaiting {
 			forGPUs := 0
 			for _, j := range s.Jobs {
-				if j.State == "waiting" && strings.Contains(j.Why, " gpu") {
+				if j.State == state.String() && j.Short != nil && j.Short.GPUs > 0 {
 					forGPUs++
 				}
 			}
@@ -207,18 +264,11 @@ func (d *Daemon) statusLine() string {
 	} else {
 		line += fmt.Sprintf("; cpus %d/%d free", s.Machine.CPUsFree, s.Machine.CPUs)
 	}
-	switch files := len(d.fileErrs); files { // on the loop, which owns fileErrs
-	case 0:
-	case 1:
-		line += "; 1 file with errors"
-	default:
-		line += fmt.Sprintf("; %d files with errors", files)
+	if files := len(d.fileErrs); files > 0 { // on the loop, which owns fileErrs
+		line += "; " + Count(files, "file") + " with errors"
+	}
+	if g := d.store.Gone(); g != nil {
+		line += "; " + msgStateGoneShort(g)
 	}
 	return line
-}
-
-// msgNotRecording is the status's first error while the state cannot be
-// written.
-func msgNotRecording(dir string, err error) string {
-	return fmt.Sprintf("cannot record the state (%v): jobs go on, but their runs and states are not kept until it can; free space under %s (df -h %s)", err, dir, dir)
 }

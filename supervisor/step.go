@@ -1,6 +1,10 @@
 package supervisor
 
-import "time"
+import (
+	"time"
+
+	"github.com/berthd/berth/supervisor/store"
+)
 
 // eventKind is what happened to a job. Events live only in memory.
 type eventKind uint8
@@ -20,15 +24,16 @@ const (
 	evTimeout     eventKind = 12 // the run outlived its timeout
 	evBackoffDone eventKind = 13 // the restart delay is over
 	evEnable      eventKind = 14 // enabled = true again
+	evShutdown    eventKind = 15 // the daemon is going away
 )
 
-const lastEvent = evEnable
+const lastEvent = evShutdown
 
 var eventNames = map[eventKind]string{
 	evStart: "start", evRestart: "restart", evRedefine: "redefine", evStop: "stop",
 	evDisable: "disable", evInvalid: "invalid", evPlaced: "placed", evUnplaceable: "unplaceable",
 	evSpawned: "spawned", evSpawnFailed: "spawn failed", evExited: "exited", evTimeout: "timeout",
-	evBackoffDone: "backoff done", evEnable: "enable",
+	evBackoffDone: "backoff done", evEnable: "enable", evShutdown: "shutdown",
 }
 
 func (k eventKind) String() string { return eventNames[k] }
@@ -41,6 +46,12 @@ type event struct {
 	failed bool
 	// evExited: the stop signal was ignored and SIGKILL was needed.
 	killed bool
+	// evExited: the kernel killed it for going over its memory limit, or
+	// its unit's RuntimeMaxSec ended it (while the daemon was away).
+	oom, timedOut bool
+	// evExited: systemd stopped its unit (a person stopped the unit or
+	// berth's slice): a stop, where the job then rests.
+	stoppedOutside bool
 }
 
 // actionKind is a side effect step asks for; the job's goroutine performs
@@ -61,30 +72,59 @@ const (
 type action struct {
 	kind   actionKind
 	delay  time.Duration // actArmBackoff
-	reason Reason        // actRecordEnd
+	reason store.Reason  // actRecordEnd
+}
+
+// then is what the end of the run in progress leads to. In memory only.
+type then uint8
+
+const (
+	// thenPolicy: the restart policy judges the end (the zero value: a run
+	// that ends on its own, or by its timeout).
+	thenPolicy then = 0
+	// thenRerun: queue again for a fresh run (a restart, an edit).
+	thenRerun then = 1
+	// thenRest: rest in pendingStop.rest (a person's stop, a disable, a
+	// definition that cannot run).
+	thenRest then = 2
+	// thenLeave: the daemon is going away. The end is recorded and nothing
+	// is decided: where the job stood is left for the next daemon, which
+	// runs it again.
+	thenLeave then = 3
+)
+
+// pendingStop is what is pending for the run in progress: why it is being
+// stopped, if it is, and what follows once it has been reaped. It replaces
+// separate flags that could disagree; the zero value is a run that goes on.
+type pendingStop struct {
+	// why is store.ReasonStopped or store.ReasonTimedOut while the run is being
+	// stopped, zero while it is left to end by itself (on_change =
+	// "finish" sets then alone).
+	why  store.Reason
+	then then
+	rest store.State // thenRest: where the job rests
 }
 
 // life is a job's state and the counters its transitions need.
 type life struct {
-	state State
+	state store.State
 	since time.Time // when state last changed
 	// Restarts in a row, and the delay before the next one.
 	restarts int
 	delay    time.Duration
 	started  time.Time // when the current or last run started
-
-	// While stopping: where to rest once the run is reaped (StateWaiting to
-	// run again); zero when the restart policy decides, after a timeout.
-	after    State
-	timedOut bool
-	// While running: run again when this run ends (on_change = "finish").
-	rerun bool
+	// pending is what the end of the current run leads to; only ever set
+	// while a run is in progress.
+	pending pendingStop
 }
 
 // active reports whether a run is in progress: a grant is held.
 func (l life) active() bool {
-	return l.state == StateStarting || l.state == StateRunning || l.state == StateStopping
+	return l.state == store.StateStarting || l.state == store.StateRunning || l.state == store.StateStopping
 }
+
+// restAfter maps the events that put a job to rest to where it rests.
+var restAfter = map[eventKind]store.State{evStop: store.StateStopped, evDisable: store.StateDisabled, evInvalid: store.StateInvalid}
 
 // step is the whole of a job's life as a pure function: given where it is
 // and what happened, where it goes and what must be done. Events that do
@@ -93,142 +133,169 @@ func (l life) active() bool {
 func step(l life, p restartPolicy, e event, now time.Time) (life, []action) {
 	next := l
 	var acts []action
-	to := func(s State, a ...action) {
+	to := func(s store.State, a ...action) {
 		next.state = s
 		acts = append(acts, a...)
 	}
 	do := func(k actionKind) action { return action{kind: k} }
 	fresh := func() { next.restarts, next.delay = 0, 0 }
+	stopping := func(why store.Reason, th then) {
+		next.pending = pendingStop{why: why, then: th}
+		to(store.StateStopping, do(actStop))
+	}
 
 	switch e.kind {
 	case evEnable:
-		if l.state == StateDisabled {
+		if l.state == store.StateDisabled {
 			fresh()
-			to(StateWaiting, do(actWait))
+			to(store.StateWaiting, do(actWait))
 		}
 
 	case evStart, evRestart, evRedefine:
 		switch l.state {
-		case StateWaiting:
+		case store.StateWaiting:
 			if e.kind == evRedefine {
 				// What it asked may have changed: queue again.
-				to(StateWaiting, do(actCancelWait), do(actWait))
+				to(store.StateWaiting, do(actCancelWait), do(actWait))
 			}
-		case StateStarting, StateRunning:
+		case store.StateStarting, store.StateRunning:
 			switch {
 			case e.kind == evStart:
 			case e.kind == evRedefine && e.finish:
-				next.rerun = true
+				next.pending.then = thenRerun
 			default:
-				next.after, next.timedOut, next.rerun = StateWaiting, false, false
-				to(StateStopping, do(actStop))
+				stopping(store.ReasonStopped, thenRerun)
 			}
-		case StateStopping:
+		case store.StateStopping:
 			// Run again once reaped; but a plain start does not override a
-			// timeout, whose aftermath the restart policy decides (after 0).
-			if e.kind != evStart || l.after != 0 {
-				next.after = StateWaiting
+			// timeout, whose aftermath the restart policy decides, and
+			// nothing overrides the daemon going away.
+			switch {
+			case l.pending.then == thenLeave:
+			case e.kind == evStart && l.pending.then == thenPolicy:
+			default:
+				next.pending.then = thenRerun
 			}
-		case StateBackoff:
+		case store.StateBackoff:
 			fresh()
-			to(StateWaiting, do(actCancelBackoff), do(actWait))
-		case StateDisabled:
+			to(store.StateWaiting, do(actCancelBackoff), do(actWait))
+		case store.StateDisabled:
 			// evEnable is the way out; a start or an edit does not undo it.
 		default: // done, failed, stopped, invalid, unplaceable, or new
 			fresh()
-			to(StateWaiting, do(actWait))
+			to(store.StateWaiting, do(actWait))
 		}
 
 	case evStop, evDisable, evInvalid:
-		rest := map[eventKind]State{evStop: StateStopped, evDisable: StateDisabled, evInvalid: StateInvalid}[e.kind]
+		rest := restAfter[e.kind]
 		switch l.state {
-		case StateWaiting:
+		case store.StateWaiting:
 			to(rest, do(actCancelWait))
-		case StateStarting, StateRunning:
-			next.after, next.timedOut, next.rerun = rest, false, false
-			to(StateStopping, do(actStop))
-		case StateStopping:
-			next.after = rest
-		case StateBackoff:
+		case store.StateStarting, store.StateRunning:
+			stopping(store.ReasonStopped, thenRest)
+			next.pending.rest = rest
+		case store.StateStopping:
+			// Where it rests changes; why it was stopped does not (a run
+			// that timed out is recorded so, whoever stops it next).
+			if l.pending.then != thenLeave {
+				next.pending.then, next.pending.rest = thenRest, rest
+			}
+		case store.StateBackoff:
 			to(rest, do(actCancelBackoff))
-		case StateDisabled:
-		case StateDone, StateFailed, StateStopped, StateInvalid, StateUnplaceable, 0:
+		case store.StateDisabled:
+		case store.StateDone, store.StateFailed, store.StateStopped, store.StateInvalid, store.StateUnplaceable, 0:
 			if e.kind != evStop {
 				to(rest)
 			}
 		}
 
+	case evShutdown:
+		switch l.state {
+		case store.StateWaiting:
+			acts = append(acts, do(actCancelWait))
+		case store.StateBackoff:
+			acts = append(acts, do(actCancelBackoff))
+		case store.StateStarting, store.StateRunning:
+			stopping(store.ReasonStopped, thenLeave)
+		case store.StateStopping:
+			// A stop under way finishes as it was meant to: a person's stop
+			// is where the job rests, a timeout is judged by the policy.
+			// Only a rerun is dropped.
+			if l.pending.then == thenRerun {
+				next.pending.then = thenLeave
+			}
+		}
+
 	case evPlaced:
-		if l.state == StateWaiting {
-			to(StateStarting, do(actSpawn))
+		if l.state == store.StateWaiting {
+			to(store.StateStarting, do(actSpawn))
 		} else {
 			acts = append(acts, do(actGive))
 		}
 
 	case evUnplaceable:
-		if l.state == StateWaiting {
-			to(StateUnplaceable)
+		if l.state == store.StateWaiting {
+			to(store.StateUnplaceable)
 		}
 
 	case evSpawned:
-		if l.state == StateStarting {
+		if l.state == store.StateStarting {
 			next.started = now
-			to(StateRunning)
+			to(store.StateRunning)
 		}
 
 	case evSpawnFailed:
-		if l.state == StateStarting {
-			acts = append(acts, do(actGive), action{kind: actRecordEnd, reason: ReasonSpawnError})
+		if l.state == store.StateStarting {
+			acts = append(acts, do(actGive), action{kind: actRecordEnd, reason: store.ReasonSpawnError})
 			next.started = now
+			next.pending = pendingStop{}
 			next = ended(next, p, true, now, &acts)
 		}
 
 	case evExited:
-		switch l.state {
-		case StateStarting, StateRunning:
-			reason := ReasonExited
-			if e.failed {
-				reason = ReasonFailed
-			}
-			acts = append(acts, do(actGive), action{kind: actRecordEnd, reason: reason})
-			if l.rerun {
-				next.rerun = false
-				fresh()
-				to(StateWaiting, do(actWait))
-				break
-			}
-			next = ended(next, p, e.failed, now, &acts)
-		case StateStopping:
-			reason := ReasonStopped
-			switch {
-			case l.timedOut:
-				reason = ReasonTimedOut
-			case e.killed:
-				reason = ReasonKilled
-			}
-			acts = append(acts, do(actGive), action{kind: actRecordEnd, reason: reason})
-			after := l.after
-			next.after, next.timedOut = 0, false
-			switch after {
-			case 0: // stopped by its timeout: a failure, for the restart policy
-				next = ended(next, p, true, now, &acts)
-			case StateWaiting:
-				fresh()
-				to(StateWaiting, do(actWait))
-			default:
-				to(after)
-			}
+		if !l.active() {
+			break
+		}
+		pending := l.pending
+		next.pending = pendingStop{}
+		reason, failed := store.ReasonExited, e.failed
+		switch {
+		case pending.why == store.ReasonTimedOut:
+			reason, failed = store.ReasonTimedOut, true
+		case pending.why != 0 && e.killed:
+			reason = store.ReasonKilled
+		case pending.why != 0:
+			reason = pending.why
+		case e.stoppedOutside:
+			reason, pending.then, pending.rest = store.ReasonStopped, thenRest, store.StateStopped
+		case e.oom:
+			reason = store.ReasonOOM
+		case e.timedOut:
+			reason, failed = store.ReasonTimedOut, true
+		case e.failed:
+			reason = store.ReasonFailed
+		}
+		acts = append(acts, do(actGive), action{kind: actRecordEnd, reason: reason})
+		switch pending.then {
+		case thenRerun:
+			fresh()
+			to(store.StateWaiting, do(actWait))
+		case thenRest:
+			to(pending.rest)
+		case thenLeave:
+			// Left where it stood: the next daemon runs it again.
+		default:
+			next = ended(next, p, failed, now, &acts)
 		}
 
 	case evTimeout:
-		if l.state == StateRunning {
-			next.timedOut, next.after, next.rerun = true, 0, false
-			to(StateStopping, do(actStop))
+		if l.state == store.StateRunning {
+			stopping(store.ReasonTimedOut, thenPolicy)
 		}
 
 	case evBackoffDone:
-		if l.state == StateBackoff {
-			to(StateWaiting, do(actWait))
+		if l.state == store.StateBackoff {
+			to(store.StateWaiting, do(actWait))
 		}
 	}
 
@@ -243,10 +310,77 @@ func ended(l life, p restartPolicy, failed bool, now time.Time, acts *[]action) 
 	d := decideRestart(p, failed, now.Sub(l.started), l.restarts, l.delay)
 	l.restarts, l.delay = d.restarts, d.next
 	if d.restart {
-		l.state = StateBackoff
+		l.state = store.StateBackoff
 		*acts = append(*acts, action{kind: actArmBackoff, delay: d.delay})
 	} else {
 		l.state = d.final
 	}
 	return l
+}
+
+// redefinition is what a reload changed about a job.
+type redefinition struct {
+	invalid  bool // the new definition cannot run
+	disabled bool // enabled = false
+	process  bool // what the process is changed (cmd, dir, env, user, resources…)
+	finish   bool // on_change = "finish"
+	requeue  bool // what it asks of the placer changed (resources, priority, limits)
+}
+
+// redefined picks the event that a new definition means for a job in l;
+// ok is false when it means nothing (a policy edit applies in place).
+func redefined(l life, r redefinition) (e event, ok bool) {
+	restingAs := func(s store.State) bool {
+		return l.state == store.StateStopping && l.pending.then == thenRest && l.pending.rest == s
+	}
+	switch {
+	case r.invalid:
+		return event{kind: evInvalid}, true
+	case r.disabled:
+		return event{kind: evDisable}, true
+	case l.state == store.StateDisabled:
+		return event{kind: evEnable}, true
+	case restingAs(store.StateDisabled), restingAs(store.StateInvalid):
+		// Disabled or invalid a moment ago, fine again before its run was
+		// reaped: run it again once it is.
+		return event{kind: evStart}, true
+	case r.process:
+		return event{kind: evRedefine, finish: r.finish}, true
+	case l.state == store.StateWaiting && r.requeue:
+		// A flavor was edited, or the priority changed: queue again with
+		// what the job now asks.
+		return event{kind: evRedefine}, true
+	case l.state == 0, l.state == store.StateInvalid, l.state == store.StateUnplaceable:
+		// New, or refused before: the definition may be fine now.
+		return event{kind: evStart}, true
+	}
+	return event{}, false
+}
+
+// refusal is why a person's request about a job is refused.
+type refusal uint8
+
+const (
+	refuseNone     refusal = 0
+	refuseDisabled refusal = 1 // enabled = false in its file
+	refuseInvalid  refusal = 2 // its declaration cannot run
+)
+
+// admit decides whether a person's start, stop or restart (k) of a job in
+// state s is taken, given whether its definition cannot run (invalid) or
+// is disabled: the definition decides too, since a job being stopped
+// because it was just disabled is not yet in state disabled. The control
+// socket answers with the refusal; the job's goroutine asks again when the
+// request reaches it, since the job may have moved in between. A stop is
+// always taken.
+func admit(k eventKind, s store.State, invalid, disabled bool) refusal {
+	switch {
+	case k == evStop:
+		return refuseNone
+	case invalid || s == store.StateInvalid:
+		return refuseInvalid
+	case disabled || s == store.StateDisabled:
+		return refuseDisabled
+	}
+	return refuseNone
 }

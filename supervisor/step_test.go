@@ -7,12 +7,13 @@ import (
 	"time"
 
 	"github.com/berthd/berth/luaapi"
+	"github.com/berthd/berth/supervisor/store"
 )
 
 var t0 = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
 
-var allStates = []State{0, StateWaiting, StateStarting, StateRunning, StateStopping, StateBackoff,
-	StateDone, StateFailed, StateStopped, StateInvalid, StateUnplaceable, StateDisabled}
+var allStates = []store.State{0, store.StateWaiting, store.StateStarting, store.StateRunning, store.StateStopping, store.StateBackoff,
+	store.StateDone, store.StateFailed, store.StateStopped, store.StateInvalid, store.StateUnplaceable, store.StateDisabled}
 
 func acts(kinds ...actionKind) []actionKind { return kinds }
 
@@ -29,63 +30,70 @@ func kindsOf(as []action) []actionKind {
 // nothing, except a grant that arrives unasked, which is given back.
 func TestStepEveryPair(t *testing.T) {
 	type key struct {
-		s State
+		s store.State
 		e eventKind
 	}
 	type want struct {
-		s    State
+		s    store.State
 		acts []actionKind
 	}
 	// The job's policy here is restart = "no"; restarts are tested below.
-	rest := []State{StateDone, StateFailed, StateStopped, StateInvalid, StateUnplaceable, 0}
+	rest := []store.State{store.StateDone, store.StateFailed, store.StateStopped, store.StateInvalid, store.StateUnplaceable, 0}
 	table := map[key]want{
-		{StateWaiting, evRedefine}:    {StateWaiting, acts(actCancelWait, actWait)},
-		{StateWaiting, evStop}:        {StateStopped, acts(actCancelWait)},
-		{StateWaiting, evDisable}:     {StateDisabled, acts(actCancelWait)},
-		{StateWaiting, evInvalid}:     {StateInvalid, acts(actCancelWait)},
-		{StateWaiting, evPlaced}:      {StateStarting, acts(actSpawn)},
-		{StateWaiting, evUnplaceable}: {StateUnplaceable, nil},
+		{store.StateWaiting, evRedefine}:    {store.StateWaiting, acts(actCancelWait, actWait)},
+		{store.StateWaiting, evStop}:        {store.StateStopped, acts(actCancelWait)},
+		{store.StateWaiting, evDisable}:     {store.StateDisabled, acts(actCancelWait)},
+		{store.StateWaiting, evInvalid}:     {store.StateInvalid, acts(actCancelWait)},
+		{store.StateWaiting, evPlaced}:      {store.StateStarting, acts(actSpawn)},
+		{store.StateWaiting, evUnplaceable}: {store.StateUnplaceable, nil},
 
-		{StateStarting, evRestart}:     {StateStopping, acts(actStop)},
-		{StateStarting, evRedefine}:    {StateStopping, acts(actStop)},
-		{StateStarting, evStop}:        {StateStopping, acts(actStop)},
-		{StateStarting, evDisable}:     {StateStopping, acts(actStop)},
-		{StateStarting, evInvalid}:     {StateStopping, acts(actStop)},
-		{StateStarting, evSpawned}:     {StateRunning, nil},
-		{StateStarting, evSpawnFailed}: {StateFailed, acts(actGive, actRecordEnd)},
-		{StateStarting, evExited}:      {StateDone, acts(actGive, actRecordEnd)},
+		{store.StateStarting, evRestart}:     {store.StateStopping, acts(actStop)},
+		{store.StateStarting, evRedefine}:    {store.StateStopping, acts(actStop)},
+		{store.StateStarting, evStop}:        {store.StateStopping, acts(actStop)},
+		{store.StateStarting, evDisable}:     {store.StateStopping, acts(actStop)},
+		{store.StateStarting, evInvalid}:     {store.StateStopping, acts(actStop)},
+		{store.StateStarting, evSpawned}:     {store.StateRunning, nil},
+		{store.StateStarting, evSpawnFailed}: {store.StateFailed, acts(actGive, actRecordEnd)},
+		{store.StateStarting, evExited}:      {store.StateDone, acts(actGive, actRecordEnd)},
 
-		{StateRunning, evRestart}:  {StateStopping, acts(actStop)},
-		{StateRunning, evRedefine}: {StateStopping, acts(actStop)},
-		{StateRunning, evStop}:     {StateStopping, acts(actStop)},
-		{StateRunning, evDisable}:  {StateStopping, acts(actStop)},
-		{StateRunning, evInvalid}:  {StateStopping, acts(actStop)},
-		{StateRunning, evExited}:   {StateDone, acts(actGive, actRecordEnd)},
-		{StateRunning, evTimeout}:  {StateStopping, acts(actStop)},
+		{store.StateRunning, evRestart}:  {store.StateStopping, acts(actStop)},
+		{store.StateRunning, evRedefine}: {store.StateStopping, acts(actStop)},
+		{store.StateRunning, evStop}:     {store.StateStopping, acts(actStop)},
+		{store.StateRunning, evDisable}:  {store.StateStopping, acts(actStop)},
+		{store.StateRunning, evInvalid}:  {store.StateStopping, acts(actStop)},
+		{store.StateRunning, evExited}:   {store.StateDone, acts(actGive, actRecordEnd)},
+		{store.StateRunning, evTimeout}:  {store.StateStopping, acts(actStop)},
 
 		// A stopping job records its destination (tested below); only the
 		// reaping moves it.
-		{StateStopping, evExited}: {StateStopped, acts(actGive, actRecordEnd)},
+		{store.StateStopping, evExited}: {store.StateStopped, acts(actGive, actRecordEnd)},
 
-		{StateBackoff, evStart}:       {StateWaiting, acts(actCancelBackoff, actWait)},
-		{StateBackoff, evRestart}:     {StateWaiting, acts(actCancelBackoff, actWait)},
-		{StateBackoff, evRedefine}:    {StateWaiting, acts(actCancelBackoff, actWait)},
-		{StateBackoff, evStop}:        {StateStopped, acts(actCancelBackoff)},
-		{StateBackoff, evDisable}:     {StateDisabled, acts(actCancelBackoff)},
-		{StateBackoff, evInvalid}:     {StateInvalid, acts(actCancelBackoff)},
-		{StateBackoff, evBackoffDone}: {StateWaiting, acts(actWait)},
+		{store.StateBackoff, evStart}:       {store.StateWaiting, acts(actCancelBackoff, actWait)},
+		{store.StateBackoff, evRestart}:     {store.StateWaiting, acts(actCancelBackoff, actWait)},
+		{store.StateBackoff, evRedefine}:    {store.StateWaiting, acts(actCancelBackoff, actWait)},
+		{store.StateBackoff, evStop}:        {store.StateStopped, acts(actCancelBackoff)},
+		{store.StateBackoff, evDisable}:     {store.StateDisabled, acts(actCancelBackoff)},
+		{store.StateBackoff, evInvalid}:     {store.StateInvalid, acts(actCancelBackoff)},
+		{store.StateBackoff, evBackoffDone}: {store.StateWaiting, acts(actWait)},
 
-		{StateDisabled, evEnable}: {StateWaiting, acts(actWait)},
+		{store.StateDisabled, evEnable}: {store.StateWaiting, acts(actWait)},
+
+		// The daemon going away: what waits stops waiting where it is, a
+		// run is stopped (what follows is tested below).
+		{store.StateWaiting, evShutdown}:  {store.StateWaiting, acts(actCancelWait)},
+		{store.StateBackoff, evShutdown}:  {store.StateBackoff, acts(actCancelBackoff)},
+		{store.StateStarting, evShutdown}: {store.StateStopping, acts(actStop)},
+		{store.StateRunning, evShutdown}:  {store.StateStopping, acts(actStop)},
 	}
 	for _, s := range rest {
-		table[key{s, evStart}] = want{StateWaiting, acts(actWait)}
-		table[key{s, evRestart}] = want{StateWaiting, acts(actWait)}
-		table[key{s, evRedefine}] = want{StateWaiting, acts(actWait)}
-		if s != StateDisabled {
-			table[key{s, evDisable}] = want{StateDisabled, nil}
+		table[key{s, evStart}] = want{store.StateWaiting, acts(actWait)}
+		table[key{s, evRestart}] = want{store.StateWaiting, acts(actWait)}
+		table[key{s, evRedefine}] = want{store.StateWaiting, acts(actWait)}
+		if s != store.StateDisabled {
+			table[key{s, evDisable}] = want{store.StateDisabled, nil}
 		}
-		if s != StateInvalid {
-			table[key{s, evInvalid}] = want{StateInvalid, nil}
+		if s != store.StateInvalid {
+			table[key{s, evInvalid}] = want{store.StateInvalid, nil}
 		}
 	}
 
@@ -93,7 +101,10 @@ func TestStepEveryPair(t *testing.T) {
 	for _, s := range allStates {
 		for e := evStart; e <= lastEvent; e++ {
 			t.Run(fmt.Sprintf("%v/%v", s, e), func(t *testing.T) {
-				l := life{state: s, after: StateStopped, since: t0.Add(-time.Hour), started: t0.Add(-time.Hour)}
+				l := life{state: s, since: t0.Add(-time.Hour), started: t0.Add(-time.Hour)}
+				if s == store.StateStopping {
+					l.pending = pendingStop{why: store.ReasonStopped, then: thenRest, rest: store.StateStopped}
+				}
 				got, as := step(l, policy, event{kind: e}, t0)
 				w, listed := table[key{s, e}]
 				if !listed {
@@ -109,7 +120,7 @@ func TestStepEveryPair(t *testing.T) {
 					t.Errorf("since is %v after %v → %v", got.since, s, got.state)
 				}
 				for _, a := range as {
-					if a.kind == actGive && !(e == evExited || e == evSpawnFailed || e == evPlaced && s != StateWaiting) {
+					if a.kind == actGive && !(e == evExited || e == evSpawnFailed || e == evPlaced && s != store.StateWaiting) {
 						t.Errorf("a grant is given back on %v: only a reaped run or a stale grant gives one back", e)
 					}
 				}
@@ -135,25 +146,44 @@ func play(t *testing.T, l life, p restartPolicy, events ...event) (life, []actio
 
 func TestStepStoppingDestinations(t *testing.T) {
 	policy := restartPolicy{mode: luaapi.RestartOnFailure, maxRestarts: -1}
-	running := life{state: StateRunning, started: t0}
+	running := life{state: store.StateRunning, started: t0}
 	tests := []struct {
 		name   string
 		events []event
-		state  State
-		reason Reason
+		state  store.State
+		reason store.Reason
 	}{
-		{"stop", []event{{kind: evStop}, {kind: evExited, failed: true}}, StateStopped, ReasonStopped},
-		{"stop, then killed", []event{{kind: evStop}, {kind: evExited, killed: true, failed: true}}, StateStopped, ReasonKilled},
-		{"disable", []event{{kind: evDisable}, {kind: evExited}}, StateDisabled, ReasonStopped},
-		{"invalid", []event{{kind: evInvalid}, {kind: evExited}}, StateInvalid, ReasonStopped},
-		{"restart", []event{{kind: evRestart}, {kind: evExited, failed: true}}, StateWaiting, ReasonStopped},
-		{"redefine", []event{{kind: evRedefine}, {kind: evExited}}, StateWaiting, ReasonStopped},
-		{"stop, then start before reaped", []event{{kind: evStop}, {kind: evStart}, {kind: evExited}}, StateWaiting, ReasonStopped},
-		{"restart, then stop before reaped", []event{{kind: evRestart}, {kind: evStop}, {kind: evExited}}, StateStopped, ReasonStopped},
-		{"timeout restarts on failure", []event{{kind: evTimeout}, {kind: evExited, failed: true}}, StateBackoff, ReasonTimedOut},
-		{"timeout, then stop", []event{{kind: evTimeout}, {kind: evStop}, {kind: evExited, failed: true}}, StateStopped, ReasonTimedOut},
-		{"timeout, a start does not override it", []event{{kind: evTimeout}, {kind: evStart}, {kind: evExited, failed: true}}, StateBackoff, ReasonTimedOut},
-		{"redefine with finish lets the run end", []event{{kind: evRedefine, finish: true}, {kind: evExited}}, StateWaiting, ReasonExited},
+		{"stop", []event{{kind: evStop}, {kind: evExited, failed: true}}, store.StateStopped, store.ReasonStopped},
+		{"stop, then killed", []event{{kind: evStop}, {kind: evExited, killed: true, failed: true}}, store.StateStopped, store.ReasonKilled},
+		{"disable", []event{{kind: evDisable}, {kind: evExited}}, store.StateDisabled, store.ReasonStopped},
+		{"invalid", []event{{kind: evInvalid}, {kind: evExited}}, store.StateInvalid, store.ReasonStopped},
+		{"restart", []event{{kind: evRestart}, {kind: evExited, failed: true}}, store.StateWaiting, store.ReasonStopped},
+		{"redefine", []event{{kind: evRedefine}, {kind: evExited}}, store.StateWaiting, store.ReasonStopped},
+		{"stop, then start before reaped", []event{{kind: evStop}, {kind: evStart}, {kind: evExited}}, store.StateWaiting, store.ReasonStopped},
+		{"restart, then stop before reaped", []event{{kind: evRestart}, {kind: evStop}, {kind: evExited}}, store.StateStopped, store.ReasonStopped},
+		{"timeout restarts on failure", []event{{kind: evTimeout}, {kind: evExited, failed: true}}, store.StateBackoff, store.ReasonTimedOut},
+		{"timeout, then stop", []event{{kind: evTimeout}, {kind: evStop}, {kind: evExited, failed: true}}, store.StateStopped, store.ReasonTimedOut},
+		{"timeout, a start does not override it", []event{{kind: evTimeout}, {kind: evStart}, {kind: evExited, failed: true}}, store.StateBackoff, store.ReasonTimedOut},
+		{"redefine with finish lets the run end", []event{{kind: evRedefine, finish: true}, {kind: evExited}}, store.StateWaiting, store.ReasonExited},
+		{"redefine with finish, the run fails", []event{{kind: evRedefine, finish: true}, {kind: evExited, failed: true}}, store.StateWaiting, store.ReasonFailed},
+
+		// What a run's systemd unit says of its end.
+		{"out of memory restarts on failure", []event{{kind: evExited, failed: true, oom: true}}, store.StateBackoff, store.ReasonOOM},
+		{"its unit's runtime bound", []event{{kind: evExited, failed: true, timedOut: true}}, store.StateBackoff, store.ReasonTimedOut},
+		{"its unit stopped by a person rests stopped", []event{{kind: evExited, failed: true, stoppedOutside: true}}, store.StateStopped, store.ReasonStopped},
+		{"berth's own stop wins over its unit's", []event{{kind: evRestart}, {kind: evExited, failed: true, stoppedOutside: true}}, store.StateWaiting, store.ReasonStopped},
+
+		// The daemon going away leaves a job where it stood, so that the
+		// next daemon runs it again, unless a stop under way says where
+		// it rests; nothing is queued again.
+		{"shutdown", []event{{kind: evShutdown}, {kind: evExited, failed: true}}, store.StateStopping, store.ReasonStopped},
+		{"shutdown, killed", []event{{kind: evShutdown}, {kind: evExited, killed: true, failed: true}}, store.StateStopping, store.ReasonKilled},
+		{"shutdown, then start", []event{{kind: evShutdown}, {kind: evStart}, {kind: evRestart}, {kind: evStop}, {kind: evExited}}, store.StateStopping, store.ReasonStopped},
+		{"stop, then shutdown", []event{{kind: evStop}, {kind: evShutdown}, {kind: evExited}}, store.StateStopped, store.ReasonStopped},
+		{"disable, then shutdown", []event{{kind: evDisable}, {kind: evShutdown}, {kind: evExited}}, store.StateDisabled, store.ReasonStopped},
+		{"restart, then shutdown", []event{{kind: evRestart}, {kind: evShutdown}, {kind: evExited}}, store.StateStopping, store.ReasonStopped},
+		{"redefine with finish, then shutdown", []event{{kind: evRedefine, finish: true}, {kind: evShutdown}, {kind: evExited}}, store.StateStopping, store.ReasonStopped},
+		{"timeout, then shutdown", []event{{kind: evTimeout}, {kind: evShutdown}, {kind: evExited, failed: true}}, store.StateBackoff, store.ReasonTimedOut},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -161,7 +191,7 @@ func TestStepStoppingDestinations(t *testing.T) {
 			if got.state != tt.state {
 				t.Errorf("ends %v, want %v", got.state, tt.state)
 			}
-			var reason Reason
+			var reason store.Reason
 			gives := 0
 			for _, a := range as {
 				if a.kind == actRecordEnd {
@@ -177,6 +207,13 @@ func TestStepStoppingDestinations(t *testing.T) {
 			if gives != 1 {
 				t.Errorf("grant given back %d times, want once", gives)
 			}
+			if slices.ContainsFunc(tt.events, func(e event) bool { return e.kind == evShutdown }) &&
+				slices.ContainsFunc(as, func(a action) bool { return a.kind == actWait }) {
+				t.Error("queued again while the daemon goes away")
+			}
+			if got.pending != (pendingStop{}) {
+				t.Errorf("a stop is still pending once the run was reaped: %+v", got.pending)
+			}
 		})
 	}
 }
@@ -185,23 +222,23 @@ func TestStepRerunDoesNotOutliveItsRun(t *testing.T) {
 	// An edit with on_change = "finish", then a restart: the restart runs
 	// the new definition, and that run, exiting 0, is done.
 	p := restartPolicy{mode: luaapi.RestartNo, maxRestarts: -1}
-	l, _ := play(t, life{state: StateRunning, started: t0}, p,
+	l, _ := play(t, life{state: store.StateRunning, started: t0}, p,
 		event{kind: evRedefine, finish: true}, event{kind: evRestart}, event{kind: evExited},
 		event{kind: evPlaced}, event{kind: evSpawned}, event{kind: evExited})
-	if l.state != StateDone {
+	if l.state != store.StateDone {
 		t.Fatalf("→ %v, want done", l.state)
 	}
-	l, _ = play(t, life{state: StateRunning, started: t0}, p,
+	l, _ = play(t, life{state: store.StateRunning, started: t0}, p,
 		event{kind: evRedefine, finish: true}, event{kind: evTimeout}, event{kind: evExited, failed: true})
-	if l.state != StateFailed || l.rerun {
-		t.Fatalf("after a timeout: %v rerun %v, want failed and no rerun", l.state, l.rerun)
+	if l.state != store.StateFailed || l.pending != (pendingStop{}) {
+		t.Fatalf("after a timeout: %v pending %+v, want failed and nothing pending", l.state, l.pending)
 	}
 }
 
 func TestStepRestartBackoff(t *testing.T) {
 	// A job that keeps failing at once: delays double from 1s to 1min.
 	p := restartPolicy{mode: luaapi.RestartOnFailure, maxRestarts: -1}
-	l := life{state: StateWaiting}
+	l := life{state: store.StateWaiting}
 	var delays []time.Duration
 	now := t0
 	for range 9 {
@@ -210,7 +247,7 @@ func TestStepRestartBackoff(t *testing.T) {
 		l, _ = step(l, p, event{kind: evSpawned}, now)
 		now = now.Add(100 * time.Millisecond)
 		l, as = step(l, p, event{kind: evExited, failed: true}, now)
-		if l.state != StateBackoff {
+		if l.state != store.StateBackoff {
 			t.Fatalf("after a failure: %v, want backoff", l.state)
 		}
 		delays = append(delays, as[len(as)-1].delay)
@@ -242,21 +279,21 @@ func TestStepRestartPolicies(t *testing.T) {
 		policy   restartPolicy
 		failed   bool
 		restarts int
-		want     State
+		want     store.State
 	}{
-		{"no, success", restartPolicy{luaapi.RestartNo, -1}, false, 0, StateDone},
-		{"no, failure", restartPolicy{luaapi.RestartNo, -1}, true, 0, StateFailed},
-		{"on-failure, success", restartPolicy{luaapi.RestartOnFailure, -1}, false, 0, StateDone},
-		{"on-failure, failure", restartPolicy{luaapi.RestartOnFailure, -1}, true, 0, StateBackoff},
-		{"always, success", restartPolicy{luaapi.RestartAlways, -1}, false, 0, StateBackoff},
-		{"always, failure", restartPolicy{luaapi.RestartAlways, -1}, true, 0, StateBackoff},
-		{"max 3, third restart allowed", restartPolicy{luaapi.RestartOnFailure, 3}, true, 2, StateBackoff},
-		{"max 3, out of restarts", restartPolicy{luaapi.RestartOnFailure, 3}, true, 3, StateFailed},
-		{"max 0", restartPolicy{luaapi.RestartAlways, 0}, false, 0, StateDone},
+		{"no, success", restartPolicy{luaapi.RestartNo, -1}, false, 0, store.StateDone},
+		{"no, failure", restartPolicy{luaapi.RestartNo, -1}, true, 0, store.StateFailed},
+		{"on-failure, success", restartPolicy{luaapi.RestartOnFailure, -1}, false, 0, store.StateDone},
+		{"on-failure, failure", restartPolicy{luaapi.RestartOnFailure, -1}, true, 0, store.StateBackoff},
+		{"always, success", restartPolicy{luaapi.RestartAlways, -1}, false, 0, store.StateBackoff},
+		{"always, failure", restartPolicy{luaapi.RestartAlways, -1}, true, 0, store.StateBackoff},
+		{"max 3, third restart allowed", restartPolicy{luaapi.RestartOnFailure, 3}, true, 2, store.StateBackoff},
+		{"max 3, out of restarts", restartPolicy{luaapi.RestartOnFailure, 3}, true, 3, store.StateFailed},
+		{"max 0", restartPolicy{luaapi.RestartAlways, 0}, false, 0, store.StateDone},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			l := life{state: StateRunning, started: t0, restarts: tt.restarts, delay: time.Second}
+			l := life{state: store.StateRunning, started: t0, restarts: tt.restarts, delay: time.Second}
 			got, _ := step(l, tt.policy, event{kind: evExited, failed: tt.failed}, t0.Add(time.Second))
 			if got.state != tt.want {
 				t.Errorf("→ %v, want %v", got.state, tt.want)
@@ -267,29 +304,96 @@ func TestStepRestartPolicies(t *testing.T) {
 
 func TestStepSpawnFailureRestarts(t *testing.T) {
 	p := restartPolicy{mode: luaapi.RestartAlways, maxRestarts: 1}
-	l, as := play(t, life{state: StateWaiting}, p, event{kind: evPlaced}, event{kind: evSpawnFailed})
-	if l.state != StateBackoff {
+	l, as := play(t, life{state: store.StateWaiting}, p, event{kind: evPlaced}, event{kind: evSpawnFailed})
+	if l.state != store.StateBackoff {
 		t.Fatalf("→ %v, want backoff", l.state)
 	}
-	if as[len(as)-2].reason != ReasonSpawnError {
+	if as[len(as)-2].reason != store.ReasonSpawnError {
 		t.Errorf("recorded %v", as)
 	}
 	l, _ = play(t, l, p, event{kind: evBackoffDone}, event{kind: evPlaced}, event{kind: evSpawnFailed})
-	if l.state != StateFailed {
+	if l.state != store.StateFailed {
 		t.Fatalf("after max_restarts: %v, want failed", l.state)
 	}
 }
 
-func TestStateStrings(t *testing.T) {
-	seen := map[string]bool{}
-	for _, s := range allStates[1:] {
-		name := s.String()
-		if name == "" || seen[name] {
-			t.Errorf("state %d has an empty or repeated name %q", s, name)
-		}
-		seen[name] = true
+// TestRedefinedEveryState walks every state with each kind of edit: which
+// event a new definition means is decided here, not in the job's goroutine.
+func TestRedefinedEveryState(t *testing.T) {
+	none := event{}
+	edits := []struct {
+		name string
+		r    redefinition
+		// want maps a state to its event; states not listed get other.
+		want  map[store.State]event
+		other event
+	}{
+		{"invalid", redefinition{invalid: true, disabled: true, process: true}, nil, event{kind: evInvalid}},
+		{"disabled", redefinition{disabled: true, process: true}, nil, event{kind: evDisable}},
+		{"process", redefinition{process: true, finish: true}, map[store.State]event{
+			store.StateDisabled: {kind: evEnable},
+		}, event{kind: evRedefine, finish: true}},
+		{"requeue", redefinition{requeue: true}, map[store.State]event{
+			store.StateDisabled: {kind: evEnable}, store.StateWaiting: {kind: evRedefine},
+			0: {kind: evStart}, store.StateInvalid: {kind: evStart}, store.StateUnplaceable: {kind: evStart},
+		}, none},
+		{"policy only", redefinition{}, map[store.State]event{
+			store.StateDisabled: {kind: evEnable},
+			0:                   {kind: evStart}, store.StateInvalid: {kind: evStart}, store.StateUnplaceable: {kind: evStart},
+		}, none},
 	}
-	if got := State(200).String(); got != "state(200)" {
-		t.Errorf("unknown state prints %q", got)
+	for _, ed := range edits {
+		for _, s := range allStates {
+			t.Run(fmt.Sprintf("%s/%v", ed.name, s), func(t *testing.T) {
+				want, listed := ed.want[s]
+				if !listed {
+					want = ed.other
+				}
+				got, ok := redefined(life{state: s}, ed.r)
+				if ok != (want != none) || got != want {
+					t.Errorf("→ %v %v, want %v", got.kind, ok, want.kind)
+				}
+			})
+		}
+	}
+	// A run being stopped because it was disabled or invalid runs again
+	// once reaped when the definition is fine again; a person's stop holds.
+	for rest, want := range map[store.State]eventKind{store.StateDisabled: evStart, store.StateInvalid: evStart, store.StateStopped: 0} {
+		l := life{state: store.StateStopping, pending: pendingStop{why: store.ReasonStopped, then: thenRest, rest: rest}}
+		if got, _ := redefined(l, redefinition{}); got.kind != want {
+			t.Errorf("stopping to rest %v, fine again: %v, want %v", rest, got.kind, want)
+		}
+	}
+}
+
+// TestAdmitEveryState: a person may stop any job, and start or restart any
+// job whose definition can run and is enabled, whatever state it is in
+// (a job being stopped because it was just disabled included).
+func TestAdmitEveryState(t *testing.T) {
+	type def struct{ invalid, disabled bool }
+	refusals := map[def]refusal{
+		{}:                              refuseNone,
+		{disabled: true}:                refuseDisabled,
+		{invalid: true}:                 refuseInvalid,
+		{invalid: true, disabled: true}: refuseInvalid,
+	}
+	for _, s := range allStates {
+		for d, want := range refusals {
+			// The state says so too, for a definition that came before it.
+			switch {
+			case s == store.StateInvalid:
+				want = refuseInvalid
+			case s == store.StateDisabled && want == refuseNone:
+				want = refuseDisabled
+			}
+			for _, k := range []eventKind{evStart, evRestart} {
+				if got := admit(k, s, d.invalid, d.disabled); got != want {
+					t.Errorf("admit(%v, %v, %+v) = %d, want %d", k, s, d, got, want)
+				}
+			}
+			if got := admit(evStop, s, d.invalid, d.disabled); got != refuseNone {
+				t.Errorf("a stop of a job %v %+v is refused: %d", s, d, got)
+			}
+		}
 	}
 }

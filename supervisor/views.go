@@ -6,6 +6,7 @@ import (
 
 	"github.com/berthd/berth/accounting"
 	"github.com/berthd/berth/luaapi"
+	"github.com/berthd/berth/supervisor/store"
 )
 
 // These are the control socket's answers, as JSON. Their keys are part of
@@ -102,7 +103,7 @@ type RunView struct {
 	Reason   string     `json:"reason,omitempty"` // absent while running
 }
 
-func runViewOf(r RunRecord) RunView {
+func runViewOf(r store.RunRecord) RunView {
 	v := RunView{ID: r.ID, Job: r.Job, Start: r.Start, PID: r.PID, CPUs: len(r.CPUIDs), GPUs: r.GPUs,
 		RAMBytes: r.RAMBytes, Signal: r.Signal, Reason: r.Reason.String()}
 	if v.GPUs == nil {
@@ -111,7 +112,7 @@ func runViewOf(r RunRecord) RunView {
 	if !r.End.IsZero() {
 		end := r.End
 		v.End = &end
-		if r.Signal == "" && (r.Reason == ReasonExited || r.Reason == ReasonFailed) {
+		if r.Signal == "" && (r.Reason == store.ReasonExited || r.Reason == store.ReasonFailed) {
 			code := r.ExitCode
 			v.ExitCode = &code
 		}
@@ -131,6 +132,10 @@ type JobDetail struct {
 	// Logs says where the job's output is: "journal" (journalctl -t JOB)
 	// or the path of its log file.
 	Logs string `json:"logs"`
+	// Hidden, when set, says why the definition's command, environment
+	// and description, and the next run's environment, are left out: the
+	// caller may not read the job's file.
+	Hidden string `json:"hidden,omitempty"`
 }
 
 // previewEnv is the environment a run of def would start with if granted
@@ -143,7 +148,8 @@ func (d *Daemon) previewEnv(def *luaapi.Job) []string {
 	for i := 0; i < def.Resources.GPUs; i++ {
 		grant.GPUs = append(grant.GPUs, i)
 	}
-	return environList(d.runEnv(def, d.environ, "next", grant))
+	_, login, _ := jobCredentials(def.User, def.Group) // a job that cannot run as asked is invalid, and says so
+	return environList(d.runEnv(def, d.environ, login, "next", grant))
 }
 
 // logsOf says where a job's output goes.

@@ -69,12 +69,39 @@ func runThroughput(b *bencher, dir string) ([]sample, error) {
 	if err != nil {
 		return nil, err
 	}
-	return []sample{
+	samples := []sample{
 		{"throughput/loop", loop.Seconds()},
 		{"throughput/berth", doneAt.Sub(d.started).Seconds()},
 		{"throughput/ready-to-done", doneAt.Sub(ready).Seconds()},
 		{"throughput/status-call", ms(call)},
-	}, nil
+	}
+	// A berth older than the figure does not log it: left out.
+	if starts := startTimes(d.logPath); len(starts) > 0 {
+		samples = append(samples, sample{"throughput/start-p50", percentile(starts, 50)},
+			sample{"throughput/start-p99", percentile(starts, 99)})
+	}
+	return samples, nil
+}
+
+// startTimes reads, from a daemon's log, how long each run took from its
+// grant to its process running (grant_to_running_us of "started").
+func startTimes(logPath string) []float64 {
+	b, err := os.ReadFile(logPath)
+	if err != nil {
+		return nil
+	}
+	var out []float64 // ms
+	for _, line := range strings.Split(string(b), "\n") {
+		_, v, ok := strings.Cut(line, "grant_to_running_us=")
+		if !ok || !strings.Contains(line, "started:") {
+			continue
+		}
+		v, _, _ = strings.Cut(v, " ")
+		if us, err := strconv.ParseInt(v, 10, 64); err == nil {
+			out = append(out, float64(us)/1000)
+		}
+	}
+	return out
 }
 
 // spawnLoop runs argv n times with the given number of workers.

@@ -92,6 +92,9 @@ func (d *daemon) put(name, src string) (time.Time, error) {
 // after the run's directory.
 var profileDir string
 
+// runnerMode, when set, is given to every daemon as --runner.
+var runnerMode string
+
 // start execs `berth daemon` with args after the paths; its log goes to
 // daemon.log in the run's directory.
 func (d *daemon) start(berth string, args ...string) error {
@@ -124,6 +127,9 @@ func (d *daemon) start(berth string, args ...string) error {
 	}
 	defer logf.Close()
 	argv := []string{"daemon", "--jobs", d.jobs, "--state", d.state, "--socket", d.socket}
+	if runnerMode != "" {
+		argv = append(argv, "--runner", runnerMode)
+	}
 	if profileDir != "" {
 		argv = append(argv, "--cpuprofile", filepath.Join(profileDir, filepath.Base(d.dir)+".pprof"))
 	}

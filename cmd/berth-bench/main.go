@@ -70,6 +70,8 @@ var figures = map[string]figure{
 	"throughput/berth":         {unit: "s", limit: "throughput/loop", goal: "goal ≤ 1.4× the loop; daemon start to 1 000 done"},
 	"throughput/ready-to-done": {unit: "s", limit: "throughput/loop", goal: "READY=1 to 1 000 done"},
 	"throughput/status-call":   {unit: "ms", goal: "one GET /v1/status while it runs (polled every 20 ms)"},
+	"throughput/start-p50":     {unit: "ms", goal: "a grant to its process running (the daemon's started lines)"},
+	"throughput/start-p99":     {unit: "ms", goal: "the same, 99th percentile"},
 	"reload/floor-p50":         {unit: "ms", goal: "the limit: the same child spawned from Go"},
 	"reload/p50":               {unit: "ms", limit: "reload/floor-p50", goal: "goal < 50 ms; save to child running, 1 000 jobs loaded"},
 	"reload/p99":               {unit: "ms", goal: "goal < 200 ms"},
@@ -108,6 +110,8 @@ func main() {
 	tmp := flag.String("tmp", "", "where each run's directories (jobs, state, socket) go; default $TMPDIR or /tmp")
 	verbose := flag.Bool("v", false, "print each run's figures and the daemon's log on failure to stderr")
 	flag.StringVar(&profileDir, "cpuprofile", "", "write each daemon's CPU profile into this directory")
+	prebuilt := flag.String("berth", "", "run this berth binary instead of building one (on a machine without Go, such as a container)")
+	flag.StringVar(&runnerMode, "runner", "", "start each daemon with --runner MODE (units: each run a systemd unit; needs systemd)")
 	flag.Parse()
 	if flag.NArg() > 0 || *runs < 1 || *idle <= 0 || *storm <= 0 {
 		flag.Usage()
@@ -152,7 +156,10 @@ func main() {
 
 	b := &bencher{idle: *idle, storm: *storm, verbose: *verbose}
 	start := time.Now()
-	b.berth, err = build(bin)
+	b.berth, err = *prebuilt, nil
+	if b.berth == "" {
+		b.berth, err = build(bin)
+	}
 	if err != nil {
 		cleanup()
 		fatal(err)

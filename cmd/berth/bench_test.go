@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/berthd/berth/supervisor/testkit"
 )
 
 // thousandJobs declares 1 000 jobs in 100 files: on --cpus 2, two run and
@@ -60,12 +62,10 @@ func BenchmarkDaemonRSS(b *testing.B) {
 		d := newTestDaemon(b, nil)
 		thousandJobs(d)
 		d.start(daemonOptions{args: []string{"--cpus", "2"}})
-		deadline := time.Now().Add(30 * time.Second)
-		for time.Now().Before(deadline) && d.status().Counts["waiting"] != 998 {
-			time.Sleep(50 * time.Millisecond)
-		}
+		testkit.WaitFor(b, 30*time.Second, "998 jobs to be waiting", func() bool { return d.status().Counts["waiting"] == 998 })
 		// Measured once the daemon has settled after the load (it hands
-		// memory back settleAfter, 2 s, after a reload).
+		// memory back settleAfter, 2 s, after a reload): a pause that
+		// belongs to the measurement, not a synchronisation.
 		time.Sleep(3 * time.Second)
 		b.ReportMetric(float64(rssKiB(b, d.cmd.Process.Pid))/1024, "rss-MiB")
 		d.stop()

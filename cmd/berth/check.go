@@ -2,21 +2,30 @@ package main
 
 import (
 	"cmp"
+	"context"
+	"errors"
 	"fmt"
+	"io/fs"
+	"maps"
 	"os"
 	"slices"
 	"strings"
+
+	"github.com/hashicorp/go-hclog"
 
 	"github.com/berthd/berth/accounting"
 	"github.com/berthd/berth/luaapi"
 	"github.com/berthd/berth/probes"
 	"github.com/berthd/berth/supervisor"
+	"github.com/berthd/berth/supervisor/watch"
 )
 
 func runCheck(c *cli, args []string) int {
 	fs := c.flags("check")
 	var m machineFlags
 	m.register(fs)
+	var budget budgetFlag
+	budget.register(fs)
 	asJSON := fs.Bool("json", false, "print the loaded flavors and jobs, resolved, as JSON")
 	targets, code, done := c.parse(fs, args)
 	if done {
@@ -31,17 +40,23 @@ func runCheck(c *cli, args []string) int {
 		return exitFailed
 	}
 
-	opts := luaapi.Options{Machine: luaMachine(inv)}
-	var files []*luaapi.File
+	// The rules of a daemon that runs as the caller: root's for root, a
+	// person's own daemon's for a person.
+	rules := watch.ScanOptions{DaemonUID: os.Getuid()}
+	var srcs []luaapi.Source
 	var problems []checkProblem
 	for _, target := range targets {
-		got, err := evalTarget(target, opts)
+		got, refused, err := readTarget(target, rules)
 		if err != nil {
 			problems = append(problems, checkProblem{msg: msgCheckTarget(target, err)})
 			continue
 		}
-		files = append(files, got...)
+		srcs = append(srcs, got...)
+		problems = append(problems, refused...)
 	}
+	// Evaluated as the daemon evaluates them: in a child the kernel
+	// bounds, so that checking a hostile file is as safe as loading it.
+	files := newEvaluator(hclog.NewNullLogger(), budget.d).Evaluate(context.Background(), luaMachine(inv), srcs)
 	set := luaapi.Combine(files)
 	for _, e := range set.Errors {
 		problems = append(problems, checkProblem{pos: e.Pos, msg: e.Error()})
@@ -61,7 +76,7 @@ func runCheck(c *cli, args []string) int {
 		}
 	} else {
 		for _, p := range problems {
-			fmt.Fprintln(c.stdout, p.msg)
+			fmt.Fprintln(c.stdout, escapeText(p.msg)) // a file's name is its author's
 		}
 		fmt.Fprintln(c.stdout, msgCheckSummary(len(set.Files), len(set.Jobs), len(set.Flavors), len(problems)))
 	}
@@ -76,21 +91,62 @@ type checkProblem struct {
 	msg string
 }
 
-// evalTarget evaluates one argument of `berth check`: a directory's job
-// files, or one file named outright (whatever its name).
-func evalTarget(target string, opts luaapi.Options) ([]*luaapi.File, error) {
-	info, err := os.Stat(target)
+// readTarget reads one argument of `berth check`: a directory's job
+// files, or one file named outright (whatever its name). Both are read by
+// the daemon's rules (package watch): what the daemon would refuse is a
+// problem, worded as the daemon words it, and never read, so a FIFO does
+// not hang the check, a device is not read without end, and nothing of a
+// file the daemon would not read is shown. The error is for a target that
+// cannot be looked at at all.
+func readTarget(target string, rules watch.ScanOptions) ([]luaapi.Source, []checkProblem, error) {
+	info, err := os.Stat(target) // a stat neither opens nor reads
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	if info.IsDir() {
-		return luaapi.EvalDir(target, opts)
+	if !info.IsDir() {
+		src, err := watch.ReadJobFile(target, rules)
+		var refused *watch.RefusedError
+		switch {
+		case errors.As(err, &refused):
+			return nil, []checkProblem{refusal(target, refused)}, nil
+		case err != nil:
+			return nil, nil, err
+		}
+		return []luaapi.Source{{Path: target, Src: src}}, nil, nil
 	}
-	src, err := os.ReadFile(target)
-	if err != nil {
-		return nil, err
+
+	scan, err := watch.NewScanner(target, rules).Scan()
+	switch {
+	case err != nil:
+		return nil, nil, err
+	case scan.DirRefused != nil:
+		var refused *watch.RefusedError
+		if errors.As(scan.DirRefused, &refused) {
+			return nil, []checkProblem{refusal(target, refused)}, nil
+		}
+		return nil, nil, scan.DirRefused
+	case scan.DirMissing:
+		return nil, nil, fs.ErrNotExist // gone since the stat
 	}
-	return []*luaapi.File{luaapi.Eval(target, src, opts)}, nil
+	var problems []checkProblem
+	for path, err := range scan.Refused {
+		var refused *watch.RefusedError
+		if errors.As(err, &refused) {
+			problems = append(problems, refusal(path, refused))
+		}
+	}
+	// Lexical order, as the daemon loads them: it decides which of two
+	// files declaring one name is the later.
+	var srcs []luaapi.Source
+	for _, path := range slices.Sorted(maps.Keys(scan.Changed)) {
+		srcs = append(srcs, luaapi.Source{Path: path, Src: scan.Changed[path]})
+	}
+	return srcs, problems, nil
+}
+
+// refusal is a problem for a file or directory the daemon would not read.
+func refusal(path string, err *watch.RefusedError) checkProblem {
+	return checkProblem{pos: luaapi.Pos{File: path}, msg: err.Error()}
 }
 
 // feasibility reports, for every loaded job, what the daemon would find
@@ -103,11 +159,11 @@ func feasibility(set *luaapi.Set, inv probes.Inventory) []checkProblem {
 	for _, j := range set.Jobs {
 		if !j.Resources.Unaccounted() && !book.Fits(j.Resources) {
 			err := &accounting.UnplaceableError{Asked: j.Resources, Largest: capacity}
-			out = append(out, checkProblem{pos: j.Pos, msg: msgJobUnplaceable(j.Pos, j.Name, err)})
+			out = append(out, checkProblem{pos: j.Pos, msg: supervisor.MsgUnplaceable(j.Pos, j.Name, err)})
 		}
 		if j.User != "" || j.Group != "" {
 			if _, err := supervisor.LookupCredentials(j.User, j.Group); err != nil {
-				out = append(out, checkProblem{pos: j.Pos, msg: msgJobCredentials(j.Pos, j.Name, err)})
+				out = append(out, checkProblem{pos: j.Pos, msg: supervisor.MsgCredentials(j.Pos, j.Name, err)})
 			}
 		}
 	}

@@ -1,12 +1,18 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
+	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/berthd/berth/supervisor"
+	"github.com/berthd/berth/supervisor/testkit"
 )
 
 func TestCheckExamples(t *testing.T) {
@@ -33,7 +39,7 @@ func TestCheckReportsEveryMistake(t *testing.T) {
 	if code != exitFailed {
 		t.Errorf("exit %d, want %d", code, exitFailed)
 	}
-	golden(t, "check", out)
+	testkit.Golden(t, "testdata/check.golden", []byte(out))
 }
 
 func TestCheckJSON(t *testing.T) {
@@ -67,5 +73,107 @@ func TestCheckMissingPath(t *testing.T) {
 	want := "testdata/nowhere: no such file or directory; name a job file or a directory of them (berth check FILE|DIR...)\n0 files, 0 jobs, 0 flavors, 1 error\n"
 	if out != want {
 		t.Errorf("got\n%s\nwant\n%s", out, want)
+	}
+}
+
+// TestCheckAppliesTheDaemonsRules: berth check refuses what the daemon
+// would refuse (owner and mode, regular file, size), in the daemon's
+// words, whether it is given a directory or a file; it never waits for a
+// writer on a FIFO nor reads a device without end.
+func TestCheckAppliesTheDaemonsRules(t *testing.T) {
+	base := t.TempDir()
+	dir := filepath.Join(base, "jobs.d")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	write := func(name, content string, mode os.FileMode) {
+		t.Helper()
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(content), mode); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(p, mode); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("ok.lua", `flavor "small" { cpus = 1 }`, 0o644)
+	write("open.lua", `flavor "open" { cpus = 1 }`, 0o666)
+	write("big.lua", "--"+strings.Repeat("x", 1<<20), 0o644)
+	if err := syscall.Mkfifo(filepath.Join(dir, "pipe.lua"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("/dev/zero", filepath.Join(dir, "zero.lua")); err != nil {
+		t.Fatal(err)
+	}
+
+	var got strings.Builder
+	for _, args := range [][]string{
+		{dir},
+		{filepath.Join(dir, "ok.lua")},
+		{filepath.Join(dir, "open.lua")},
+		{filepath.Join(dir, "big.lua")},
+		{filepath.Join(dir, "pipe.lua")},
+		{filepath.Join(dir, "zero.lua")},
+		{"/dev/zero"},
+	} {
+		out, code := checkWithin(t, 10*time.Second, args...)
+		fmt.Fprintf(&got, "$ berth check %s\n%s(exit %d)\n\n", strings.Join(args, " "), out, code)
+	}
+	testkit.Golden(t, "testdata/check-rules.golden", []byte(strings.ReplaceAll(got.String(), base, "$TMP")))
+}
+
+// TestCheckLinkToSecret: berth check shows nothing of a file that the
+// daemon would refuse to follow a link to, as root's /etc/shadow; before,
+// the syntax error quoted a token of it.
+func TestCheckLinkToSecret(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("needs root: a person's own files are theirs to see")
+	}
+	base := t.TempDir()
+	if err := os.Chmod(base, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	secret := filepath.Join(base, "shadow")
+	if err := os.WriteFile(secret, []byte("password hunter2secret\n"), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(base, "jobs.d")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(dir, "x.lua")
+	if err := os.Symlink(secret, link); err != nil {
+		t.Fatal(err)
+	}
+	for _, target := range []string{dir, link} {
+		out, code := checkWithin(t, 10*time.Second, target)
+		if code != exitFailed || strings.Contains(out, "hunter2") {
+			t.Errorf("berth check %s: exit %d, and it shows the file:\n%s", target, code, out)
+		}
+		t.Log(out)
+	}
+}
+
+// checkWithin runs berth check, failing the test if it has not returned
+// within the timeout (it would hang on a FIFO, or read /dev/zero for ever).
+func checkWithin(t *testing.T, timeout time.Duration, args ...string) (string, int) {
+	t.Helper()
+	type result struct {
+		out  string
+		code int
+	}
+	done := make(chan result, 1)
+	go func() {
+		var out, errOut bytes.Buffer
+		c := &cli{stdout: &out, stderr: &errOut, env: env{lookup: func(string) (string, bool) { return "", false }, uid: 1000, home: "/home/someone"}, root: "testdata/box"}
+		code := c.main(append([]string{"check", "--cpus", "4"}, args...))
+		done <- result{out.String() + errOut.String(), code}
+	}()
+	select {
+	case r := <-done:
+		return r.out, r.code
+	case <-time.After(timeout):
+		t.Fatalf("berth check %s has not returned after %v", strings.Join(args, " "), timeout)
+		return "", 0
 	}
 }

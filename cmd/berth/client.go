@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"strings"
 	"syscall"
 	"time"
 
@@ -92,7 +91,7 @@ func (c *client) call(method, path string, query url.Values, out any) error {
 		if json.Unmarshal(body, &e) != nil || e.Error == "" {
 			e.Error = fmt.Sprintf("the daemon answered %s", resp.Status)
 		}
-		if resp.StatusCode == http.StatusNotFound && !strings.HasPrefix(e.Error, "no job named") {
+		if resp.StatusCode == http.StatusNotFound && e.Code != supervisor.CodeNoSuchJob {
 			// The call itself is unknown: the daemon predates this client.
 			e.Error = msgDaemonTooOld(c.socket, method+" "+supervisor.APIVersion+path)
 		}
@@ -128,7 +127,9 @@ func (c *cli) fail(err error) int {
 		fmt.Fprintln(c.stderr, msgNoDaemon(nd.socket))
 		return exitNoDaemon
 	case errors.As(err, &ae):
-		fmt.Fprintln(c.stderr, "berth: "+ae.msg)
+		// The daemon's sentence may quote a job file (a refused start
+		// gives the declaration's error): one line, escaped.
+		fmt.Fprintln(c.stderr, "berth: "+escapeText(ae.msg))
 		return exitFailed
 	default:
 		fmt.Fprintln(c.stderr, "berth: "+err.Error())

@@ -95,6 +95,21 @@ job "hello" { cmd = { "sh", "-c", "echo hello from the job" }, flavor = "small" 
 	}
 	d.waitJob("svc", "restarted", func(j supervisor.JobStatus) bool { return j.State == "running" && j.Run != before.Run })
 
+	// Every job at once: the running one stops and stays stopped; the done
+	// one is left as it is.
+	if out, errOut, code := d.cli("stop", "--all"); code != exitOK || out != "1 job: stop requested (berth status shows them)\n" {
+		t.Fatalf("stop --all: exit %d %q %q", code, out, errOut)
+	}
+	d.waitState("svc", "stopped")
+	d.waitState("hello", "done")
+	if _, _, code := d.cli("stop", "--all", "svc"); code != exitUsage {
+		t.Errorf("stop --all svc: exit %d", code)
+	}
+	if _, _, code := d.cli("start", "svc"); code != exitOK {
+		t.Fatalf("start: exit %d", code)
+	}
+	d.waitState("svc", "running")
+
 	// Things that do not exist, and a broken reload.
 	for _, args := range [][]string{{"show", "nope"}, {"stop", "nope"}, {"history", "nope"}} {
 		_, errOut, code := d.cli(args...)

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"slices"
 	"strconv"
 	"time"
 
@@ -137,6 +138,9 @@ func runHistory(c *cli, args []string) int {
 // control makes start, stop and restart.
 func control(verb string) func(c *cli, args []string) int {
 	return func(c *cli, args []string) int {
+		if verb == "stop" && slices.Contains(args, "--all") {
+			return stopAll(c, args)
+		}
 		f, rest, code, done := c.simple(verb, args, false, 1, "JOB")
 		if done {
 			return code
@@ -147,6 +151,43 @@ func control(verb string) func(c *cli, args []string) int {
 		fmt.Fprintf(c.stdout, "%s: %s requested (berth status shows it)\n", rest[0], verb)
 		return exitOK
 	}
+}
+
+// stopAll is `berth stop --all`: every job that holds or waits for the
+// machine is stopped, each with its own stop_signal and stop_timeout, and
+// stays stopped. Under systemd the jobs outlive the daemon, so this (or
+// `systemctl stop berth.slice`) is how every job is stopped at once.
+func stopAll(c *cli, args []string) int {
+	fs := c.flags("stop")
+	f := c.clientFlags(fs, false)
+	fs.Bool("all", false, "stop every job")
+	rest, code, done := c.parse(fs, args)
+	if done {
+		return code
+	}
+	if len(rest) > 0 {
+		fmt.Fprintln(c.stderr, msgUnexpectedArgs("stop --all", rest))
+		return exitUsage
+	}
+	cl := newClient(f.socket)
+	var jobs []supervisor.JobStatus
+	if err := cl.get("/jobs", nil, &jobs); err != nil {
+		return c.fail(err)
+	}
+	stopped := 0
+	for _, j := range jobs {
+		switch j.State {
+		case "waiting", "starting", "running", "backoff":
+		default:
+			continue
+		}
+		if err := cl.post("/jobs/"+url.PathEscape(j.Name)+"/stop", nil); err != nil {
+			return c.fail(err)
+		}
+		stopped++
+	}
+	fmt.Fprintf(c.stdout, "%s: stop requested (berth status shows them)\n", supervisor.Count(stopped, "job"))
+	return exitOK
 }
 
 func runReload(c *cli, args []string) int {
@@ -163,7 +204,7 @@ func runReload(c *cli, args []string) int {
 	} else {
 		fmt.Fprintln(c.stdout, msgReloaded(res))
 		for _, e := range res.Errors {
-			fmt.Fprintln(c.stdout, "  "+e)
+			fmt.Fprintln(c.stdout, "  "+escapeText(e)) // errors in job files, which name and quote them
 		}
 	}
 	if len(res.Errors) > 0 {
@@ -177,6 +218,7 @@ func runLogs(c *cli, args []string) int {
 	f := c.clientFlags(fs, false)
 	follow := fs.Bool("f", false, "keep printing what the job writes")
 	run := fs.Uint64("run", 0, "only this run's output (journald only)")
+	raw := fs.Bool("raw", false, "write the output as the job wrote it; on a terminal, control sequences are otherwise shown escaped (\x1b)")
 	rest, code, done := c.parse(fs, args)
 	if done {
 		return code
@@ -190,20 +232,29 @@ func runLogs(c *cli, args []string) int {
 	if err := cl.get("/jobs/"+url.PathEscape(rest[0]), nil, &d); err != nil {
 		return c.fail(err)
 	}
-	if d.Logs == "journal" {
-		return c.journalctl(cl, rest[0], *run, *follow)
-	}
-	if *run != 0 {
+	if d.Logs != "journal" && *run != 0 {
 		fmt.Fprintln(c.stderr, msgRunNeedsJournal(d.Logs))
 		return exitFailed
 	}
-	return c.tail(d.Logs, *follow)
+	// A job's output is the job's: on a terminal it may not drive it.
+	out := c.stdout
+	if !*raw && isTerminal(c.stdout) {
+		e := &escapeWriter{w: c.stdout}
+		defer e.Close()
+		out = e
+	}
+	if d.Logs == "journal" {
+		return c.journalctl(cl, out, rest[0], *run, *follow)
+	}
+	return c.tail(out, d.Logs, *follow)
 }
 
 // journalctl shows a job's output from journald, for one run's time window
 // when asked.
-func (c *cli) journalctl(cl *client, job string, run uint64, follow bool) int {
-	args := []string{"--no-pager", "-o", "short-iso", "-t", job}
+func (c *cli) journalctl(cl *client, out io.Writer, job string, run uint64, follow bool) int {
+	// --all: the lines as the job wrote them, not "[42B blob data]" for a
+	// line with a control character; out escapes them on a terminal.
+	args := []string{"--no-pager", "--all", "-o", "short-iso", "-t", job}
 	if run != 0 {
 		var runs []supervisor.RunView
 		if err := cl.get("/history", url.Values{"job": {job}, "n": {"100"}}, &runs); err != nil {
@@ -228,7 +279,7 @@ func (c *cli) journalctl(cl *client, job string, run uint64, follow bool) int {
 		args = append(args, "-f")
 	}
 	cmd := exec.Command("journalctl", args...)
-	cmd.Stdout, cmd.Stderr = c.stdout, c.stderr
+	cmd.Stdout, cmd.Stderr = out, c.stderr
 	if err := cmd.Run(); err != nil {
 		var exit *exec.ExitError
 		if errors.As(err, &exit) {
@@ -240,9 +291,9 @@ func (c *cli) journalctl(cl *client, job string, run uint64, follow bool) int {
 	return exitOK
 }
 
-// tail prints a log file, and with follow keeps printing what is appended
-// until interrupted.
-func (c *cli) tail(path string, follow bool) int {
+// tail prints a log file to out, and with follow keeps printing what is
+// appended until interrupted.
+func (c *cli) tail(out io.Writer, path string, follow bool) int {
 	file, err := os.Open(path)
 	if os.IsNotExist(err) && !follow {
 		return exitOK // nothing written yet
@@ -257,7 +308,7 @@ func (c *cli) tail(path string, follow bool) int {
 	}
 	defer func() { file.Close() }()
 	r := bufio.NewReader(file)
-	if _, err := io.Copy(c.stdout, r); err != nil {
+	if _, err := io.Copy(out, r); err != nil {
 		return exitFailed
 	}
 	if !follow {
@@ -273,7 +324,7 @@ func (c *cli) tail(path string, follow bool) int {
 		case <-interrupt:
 			return exitOK
 		case <-tick.C:
-			if _, err := io.Copy(c.stdout, r); err != nil {
+			if _, err := io.Copy(out, r); err != nil {
 				return exitFailed
 			}
 			// The daemon rotates a full log to PATH.1: follow the new file.

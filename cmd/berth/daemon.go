@@ -20,6 +20,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/berthd/berth/supervisor"
+	"github.com/berthd/berth/supervisor/units"
 )
 
 // journalStdout is where journald takes stream connections.
@@ -29,11 +30,14 @@ func runDaemon(c *cli, args []string) int {
 	fs := c.flags("daemon")
 	var m machineFlags
 	m.register(fs)
+	var budget budgetFlag
+	budget.register(fs)
 	jobs := fs.String("jobs", defaultJobsDir(c.env), "the jobs directory (env BERTH_JOBS)")
 	state := fs.String("state", defaultStateDir(c.env), "the state directory (env BERTH_STATE)")
 	socket := fs.String("socket", defaultSocket(c.env), "the control socket (env BERTH_SOCKET)")
 	level := fs.String("log-level", "info", "trace, debug, info, warn or error")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile for go tool pprof to this file until the daemon stops")
+	runMode := fs.String("runner", "auto", "how runs are started: units (each a systemd unit, its grant enforced, outliving the daemon), direct (the daemon's own children) or auto (units when systemd started the daemon)")
 	rest, code, done := c.parse(fs, args)
 	if done {
 		return code
@@ -57,6 +61,11 @@ func runDaemon(c *cli, args []string) int {
 		defer stop()
 	}
 
+	if *runMode != "auto" && *runMode != "units" && *runMode != "direct" {
+		fmt.Fprintln(c.stderr, msgUsage("berth daemon", fmt.Errorf("--runner %q is not one of auto, units, direct", *runMode)))
+		return exitUsage
+	}
+
 	inv, err := c.inventory(&m)
 	if err != nil {
 		fmt.Fprintln(c.stderr, msgInventory(err))
@@ -70,12 +79,13 @@ func runDaemon(c *cli, args []string) int {
 	defer l.Close()
 
 	cfg := supervisor.Config{
-		JobsDir:  *jobs,
-		StateDir: *state,
-		Listener: l,
-		Machine:  inv,
-		Logger:   log,
-		Environ:  jobsEnviron(os.Environ()),
+		JobsDir:   *jobs,
+		StateDir:  *state,
+		Listener:  l,
+		Machine:   inv,
+		Logger:    log,
+		Environ:   jobsEnviron(os.Environ()),
+		Evaluator: newEvaluator(log.Named("lua"), budget.d),
 	}
 	if ok, _ := journal.StderrIsJournalStream(); ok {
 		cfg.JournalSocket = journalStdout
@@ -87,6 +97,24 @@ func runDaemon(c *cli, args []string) int {
 		}
 		if interval, err := daemon.SdWatchdogEnabled(false); err == nil && interval > 0 {
 			cfg.Watchdog = interval / 2
+		}
+	}
+	if *runMode == "units" || *runMode == "auto" && os.Getenv("INVOCATION_ID") != "" {
+		// Started by systemd (INVOCATION_ID is set for every unit's
+		// processes): the manager that started it starts its runs, the
+		// system's for root, the person's own otherwise.
+		conn, events, err := units.Connect(context.Background(), os.Getuid() != 0)
+		switch {
+		case err == nil:
+			defer conn.Close()
+			runs := units.New(conn, events)
+			defer runs.Close()
+			cfg.Units = runs
+		case *runMode == "units":
+			fmt.Fprintln(c.stderr, msgNoSystemd(err))
+			return exitFailed
+		default:
+			log.Warn("cannot reach systemd: runs are the daemon's own children, their grants not enforced", "error", err)
 		}
 	}
 	d, err := supervisor.Open(cfg)

@@ -2,8 +2,10 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"net"
 	"net/http"
@@ -18,16 +20,24 @@ import (
 	"time"
 
 	"github.com/berthd/berth/supervisor"
+	"github.com/berthd/berth/supervisor/testkit"
 )
 
 // TestMain lets the test binary be berth itself: the end-to-end tests start
 // it as a real daemon process, the way systemd would.
 func TestMain(m *testing.M) {
-	if os.Getenv("BERTH_TEST_BE_BERTH") == "1" {
+	// berth check, run in this process by the tests, starts its
+	// evaluating child as /proc/self/exe __eval: this binary, which is
+	// then berth.
+	if os.Getenv("BERTH_TEST_BE_BERTH") == "1" || len(os.Args) > 1 && os.Args[1] == evalCommand {
 		main()
 		return
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	if plainBerth != "" {
+		os.RemoveAll(filepath.Dir(plainBerth))
+	}
+	os.Exit(code)
 }
 
 // testDaemon is a berth daemon process in a temporary directory, with a
@@ -52,6 +62,10 @@ type testDaemon struct {
 type daemonOptions struct {
 	args []string // more flags: --cpus, --gpus…
 	env  []string // more environment: CUDA_VISIBLE_DEVICES, WATCHDOG_USEC…
+	// exe and cred run the daemon as another user: a copy of the test
+	// binary it may execute, and its IDs. Empty: this binary, as the test.
+	exe  string
+	cred *syscall.Credential
 }
 
 func newTestDaemon(t testing.TB, files map[string]string) *testDaemon {
@@ -100,6 +114,9 @@ func (d *testDaemon) start(opts daemonOptions) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if err := os.Chmod(notifyPath, 0o777); err != nil { // for a daemon run as another user
+		t.Fatal(err)
+	}
 	// Each life of the daemon has its own channel: what an earlier one
 	// sent (a READY=1 after a reload) must not pass for this one's.
 	notes := make(chan string, 1024)
@@ -122,7 +139,8 @@ func (d *testDaemon) start(opts daemonOptions) {
 		}
 	}()
 	args := append([]string{"daemon", "--jobs", d.jobs, "--state", d.state, "--socket", d.socket, "--log-level", "debug"}, opts.args...)
-	cmd := exec.Command(os.Args[0], args...)
+	cmd := exec.Command(cmp.Or(opts.exe, os.Args[0]), args...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: opts.cred}
 	cmd.Env = append(os.Environ(), "BERTH_TEST_BE_BERTH=1", "NOTIFY_SOCKET="+notifyPath, "JOURNAL_STREAM=")
 	cmd.Env = append(cmd.Env, opts.env...)
 	logs := &lockedBuffer{}
@@ -146,7 +164,7 @@ func (d *testDaemon) start(opts daemonOptions) {
 		}
 		conn.Close()
 		if t.Failed() {
-			t.Logf("daemon log (life %d):\n%s", life, logs.String())
+			logTail(t, life, logs.String())
 		}
 	})
 	d.waitNotify("READY=1")
@@ -155,7 +173,7 @@ func (d *testDaemon) start(opts daemonOptions) {
 // waitNotify waits for an sd_notify message that starts with prefix.
 func (d *testDaemon) waitNotify(prefix string) string {
 	d.t.Helper()
-	deadline := time.After(15 * time.Second)
+	deadline := time.After(waitLong)
 	for {
 		select {
 		case msg := <-d.notes:
@@ -165,7 +183,7 @@ func (d *testDaemon) waitNotify(prefix string) string {
 		case <-deadline:
 			d.mu.Lock()
 			defer d.mu.Unlock()
-			d.t.Fatalf("no %q from the daemon within 15s; got %q", prefix, d.notified)
+			d.t.Fatalf("no %q from the daemon within %v; got %q", prefix, waitLong, d.notified)
 		}
 	}
 }
@@ -228,35 +246,40 @@ func (d *testDaemon) job(name string) (supervisor.JobStatus, bool) {
 	return supervisor.JobStatus{}, false
 }
 
+// waitLong bounds every wait for the daemon: generous, because a loaded
+// machine running the race detector is slow, and a wait that holds
+// returns at once.
+const waitLong = 15 * time.Second
+
 // waitJob polls the daemon until the job satisfies cond. Polling is the
-// only way to see another process's state; the deadline bounds it.
+// only way to see another process's state; the timeout bounds it.
 func (d *testDaemon) waitJob(name string, what string, cond func(supervisor.JobStatus) bool) supervisor.JobStatus {
 	d.t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
 	var last supervisor.JobStatus
-	for time.Now().Before(deadline) {
-		if j, ok := d.job(name); ok {
-			last = j
-			if cond(j) {
-				return j
-			}
+	// WaitFor fails with Fatalf, which runs this on its way out.
+	held := false
+	defer func() {
+		if !held {
+			d.t.Logf("job %s last seen: %+v", name, last)
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	d.t.Fatalf("job %s: not %s within 15s; last seen %+v", name, what, last)
+	}()
+	testkit.WaitFor(d.t, waitLong, fmt.Sprintf("job %s to be %s", name, what), func() bool {
+		j, ok := d.job(name)
+		if ok {
+			last = j
+		}
+		return ok && cond(j)
+	})
+	held = true
 	return last
 }
 
 func (d *testDaemon) waitGone(name string) {
 	d.t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for time.Now().Before(deadline) {
-		if _, ok := d.job(name); !ok {
-			return
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	d.t.Fatalf("job %s still there 15s after its file was removed", name)
+	testkit.WaitFor(d.t, waitLong, fmt.Sprintf("job %s to be gone after its file was removed", name), func() bool {
+		_, ok := d.job(name)
+		return !ok
+	})
 }
 
 func (d *testDaemon) waitState(name, state string) supervisor.JobStatus {
@@ -282,15 +305,51 @@ func (d *testDaemon) readEnv(name string) map[string]string {
 // temporary name and rename it, so a file seen is whole).
 func (d *testDaemon) waitFile(name string) string {
 	d.t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for time.Now().Before(deadline) {
-		if data, err := os.ReadFile(filepath.Join(d.out, name)); err == nil {
-			return string(data)
-		}
-		time.Sleep(20 * time.Millisecond)
+	var data []byte
+	testkit.WaitFor(d.t, waitLong, "a job to write OUT/"+name, func() bool {
+		var err error
+		data, err = os.ReadFile(filepath.Join(d.out, name))
+		return err == nil
+	})
+	return string(data)
+}
+
+// logLines is how much of a daemon's log a failing test prints: its end,
+// where the failure is. A busy daemon logs thousands of lines at debug
+// level; all of them would bury the failure.
+const logLines = 50
+
+// logTail logs the last logLines lines of one life of the daemon's log,
+// saying how many it left out and where the whole log is: a file under the
+// test's artifact directory, kept when go test runs with -artifacts.
+func logTail(t testing.TB, life int, log string) {
+	lines := strings.SplitAfter(strings.TrimSuffix(log, "\n"), "\n")
+	if len(lines) <= logLines {
+		t.Logf("daemon log (life %d):\n%s", life, log)
+		return
 	}
-	d.t.Fatalf("no %s written within 15s", name)
-	return ""
+	where := "rerun with -artifacts to keep the whole log"
+	if f := flag.Lookup("test.artifacts"); f != nil && f.Value.String() == "true" {
+		path := filepath.Join(t.ArtifactDir(), fmt.Sprintf("daemon-life-%d.log", life))
+		if err := os.WriteFile(path, []byte(log), 0o644); err != nil {
+			where = fmt.Sprintf("cannot keep the whole log: %v", err)
+		} else {
+			where = "the whole log is " + path
+		}
+	}
+	t.Logf("daemon log (life %d), its last %d lines; %d earlier left out (%s):\n%s",
+		life, logLines, len(lines)-logLines, where, strings.Join(lines[len(lines)-logLines:], ""))
+}
+
+// waitLog waits until this life's log holds text. The daemon writes its log
+// to a pipe that a goroutine of os/exec copies into d.logs, so a line the
+// daemon wrote before answering a request may reach d.logs only after the
+// answer has reached the test.
+func (d *testDaemon) waitLog(text string) {
+	d.t.Helper()
+	testkit.WaitFor(d.t, waitLong, fmt.Sprintf("the daemon to log %q", text), func() bool {
+		return strings.Contains(d.logs.String(), text)
+	})
 }
 
 type lockedBuffer struct {
@@ -439,10 +498,7 @@ func TestDaemonReloadIsADiff(t *testing.T) {
 	// A broken edit keeps the old definition running, and says why.
 	before, _ := d.job("keep")
 	d.write("keep.lua", `job "keep" { cmd = { "sleep", "1" }, cpus = `)
-	deadline := time.Now().Add(10 * time.Second)
-	for len(d.status().Errors) == 0 && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
-	}
+	testkit.WaitFor(t, waitLong, "the broken file's error in the status", func() bool { return len(d.status().Errors) > 0 })
 	s := d.status()
 	if len(s.Errors) == 0 || !strings.Contains(s.Errors[0], "keep.lua") {
 		t.Fatalf("the broken file's error is not shown: %q", s.Errors)
@@ -604,14 +660,18 @@ func TestDaemonFailingFilesKeepWhatRuns(t *testing.T) {
 	}
 	waitErrors := func(what string, cond func([]string) bool) {
 		t.Helper()
-		deadline := time.Now().Add(10 * time.Second)
-		for time.Now().Before(deadline) {
-			if cond(d.status().Errors) {
-				return
+		var last []string
+		held := false
+		defer func() {
+			if !held {
+				t.Logf("errors last seen: %q", last)
 			}
-			time.Sleep(20 * time.Millisecond)
-		}
-		t.Fatalf("errors never %s: %q", what, d.status().Errors)
+		}()
+		testkit.WaitFor(t, waitLong, "the errors to "+what, func() bool {
+			last = d.status().Errors
+			return cond(last)
+		})
+		held = true
 	}
 
 	// A new file that declares a running job's name is the one refused.

@@ -62,7 +62,7 @@ func init() {
 			summary: "past runs, newest first",
 			example: "berth history train-resnet -n 5",
 			run:     runHistory},
-		{name: "logs", args: "JOB [-f] [--run N]",
+		{name: "logs", args: "JOB [-f] [--run N] [--raw]",
 			summary: "a job's output, from journald or its log file",
 			example: "berth logs train-resnet -f\nberth logs train-resnet --run 42",
 			run:     runLogs},
@@ -72,7 +72,7 @@ func init() {
 			run:     runFlavors},
 		{name: "start", args: "JOB", summary: "run a job that is not running (a done job runs again)",
 			example: "berth start prep-imagenet", run: control("start")},
-		{name: "stop", args: "JOB", summary: "stop a job with its stop_signal; it stays stopped",
+		{name: "stop", args: "JOB | --all", summary: "stop a job (or every job) with its stop_signal; it stays stopped",
 			example: "berth stop notebook", run: control("stop")},
 		{name: "restart", args: "JOB", summary: "stop a job if it runs, then run it again",
 			example: "berth restart train-resnet", run: control("restart")},
@@ -80,7 +80,7 @@ func init() {
 			summary: "reload the job files now, and print what changed",
 			example: "berth reload",
 			run:     runReload},
-		{name: "check", args: "[FILE|DIR...] [--json] [--cpus N] [--gpus N] [--ram SIZE]",
+		{name: "check", args: "[FILE|DIR...] [--json] [--cpus N] [--gpus N] [--ram SIZE] [--file-budget D]",
 			summary: "validate job files without a daemon; exit 1 on any error",
 			example: "berth check /etc/berth/jobs.d\nberth check train.lua --gpus 4",
 			run:     runCheck},
@@ -88,7 +88,7 @@ func init() {
 			summary: "what this machine offers jobs, and who holds it when a daemon runs",
 			example: "berth machine\nCUDA_VISIBLE_DEVICES=2,3 berth machine --json",
 			run:     runMachine},
-		{name: "daemon", args: "[--jobs DIR] [--state DIR] [--socket PATH] [--cpus N] [--gpus N] [--ram SIZE] [--log-level L]",
+		{name: "daemon", args: "[--jobs DIR] [--state DIR] [--socket PATH] [--cpus N] [--gpus N] [--ram SIZE] [--file-budget D] [--log-level L]",
 			summary: "run the supervisor (systemd runs it as berth.service)",
 			example: "berth daemon --jobs ./examples/quickstart --state /tmp/berth-state",
 			run:     runDaemon},
@@ -120,6 +120,9 @@ func (c *cli) main(args []string) int {
 		return exitOK
 	case "--version":
 		return runVersion(c, nil)
+	case evalCommand:
+		// Hidden: the daemon's and berth check's evaluating child.
+		return runEval(c, args[1:])
 	}
 	cmd := lookup(args[0])
 	if cmd == nil {

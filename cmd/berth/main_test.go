@@ -3,14 +3,11 @@ package main
 import (
 	"bytes"
 	"encoding/json"
-	"flag"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
-)
 
-var update = flag.Bool("update", false, "rewrite golden files")
+	"github.com/berthd/berth/supervisor/testkit"
+)
 
 // berth runs the command line in-process on the fixture machine under
 // testdata/box (8 cores, 2 cards, 16G) with the given environment.
@@ -31,32 +28,13 @@ func berth(t *testing.T, environ map[string]string, args ...string) (stdout, std
 	return out.String(), errOut.String(), code
 }
 
-// golden compares got with testdata/NAME.golden, or rewrites it with -update.
-func golden(t *testing.T, name, got string) {
-	t.Helper()
-	path := filepath.Join("testdata", name+".golden")
-	if *update {
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test -update to create it)", err)
-	}
-	if got != string(want) {
-		t.Errorf("%s differs from %s (go test -update rewrites it):\n--- got\n%s\n--- want\n%s", name, path, got, want)
-	}
-}
-
 func TestHelp(t *testing.T) {
 	for _, args := range [][]string{nil, {"help"}, {"--help"}, {"-h"}} {
 		out, _, code := berth(t, nil, args...)
 		if code != exitOK {
 			t.Errorf("berth %v exited %d", args, code)
 		}
-		golden(t, "help", out)
+		testkit.Golden(t, "testdata/help.golden", []byte(out))
 	}
 	for _, cmd := range commands {
 		t.Run(cmd.name, func(t *testing.T) {
@@ -100,7 +78,7 @@ func TestMachine(t *testing.T) {
 	if code != exitOK || errOut != "" {
 		t.Fatalf("exit %d, stderr %q", code, errOut)
 	}
-	golden(t, "machine", out)
+	testkit.Golden(t, "testdata/machine.golden", []byte(out))
 }
 
 func TestMachineJSON(t *testing.T) {

@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/berthd/berth/accounting"
 	"github.com/berthd/berth/luaapi"
 	"github.com/berthd/berth/supervisor"
+	"github.com/berthd/berth/supervisor/store"
 )
 
 // This file is the catalog of what the berth command says to a person that
@@ -60,30 +60,8 @@ func msgCheckTarget(target string, err error) string {
 	return fmt.Sprintf("%s: %v", target, err)
 }
 
-func msgJobUnplaceable(pos luaapi.Pos, job string, err *accounting.UnplaceableError) string {
-	return fmt.Sprintf("%s: job %q %v (berth machine shows what it has)", posString(pos), job, err)
-}
-
-func msgJobCredentials(pos luaapi.Pos, job string, err error) string {
-	return fmt.Sprintf("%s: job %q: %v", posString(pos), job, err)
-}
-
 func msgCheckSummary(files, jobs, flavors, errs int) string {
 	return fmt.Sprintf("%s, %s, %s, %s", count(files, "file"), count(jobs, "job"), count(flavors, "flavor"), count(errs, "error"))
-}
-
-func posString(p luaapi.Pos) string {
-	if p.Line > 0 {
-		return fmt.Sprintf("%s:%d", p.File, p.Line)
-	}
-	return p.File
-}
-
-func count(n int, noun string) string {
-	if n == 1 {
-		return "1 " + noun
-	}
-	return fmt.Sprintf("%d %ss", n, noun)
 }
 
 func msgSocket(path string, err error) string {
@@ -96,12 +74,46 @@ func msgSocket(path string, err error) string {
 	return fmt.Sprintf("berth: cannot listen on control socket %s: %v (give --socket PATH, or set BERTH_SOCKET)", path, err)
 }
 
+func msgNoSystemd(err error) string {
+	return fmt.Sprintf("berth: --runner units: %v (is this daemon started by systemd? --runner direct runs jobs as the daemon's own children)", err)
+}
+
+// msgRunner says how runs are started, and what that does not guarantee.
+func msgRunner(runner string) string {
+	if runner == "units" {
+		return "runs as systemd units: grants enforced, jobs outlive the daemon"
+	}
+	return "runs as its own children: grants are not enforced and jobs stop with the daemon"
+}
+
 func msgOpenState(err error) string {
-	var locked *supervisor.StateLockedError
+	var locked *store.LockedError
 	if errors.As(err, &locked) {
 		return "berth: " + locked.Error()
 	}
+	var notState *store.NotStateError
+	if errors.As(err, &notState) {
+		return msgNotState(notState)
+	}
 	return fmt.Sprintf("berth: cannot open the state: %v (give --state DIR, or set BERTH_STATE)", err)
+}
+
+// msgNotState refuses a file at the state's path that holds no state berth
+// wrote. berth starts afresh only where there is no file; moving the file
+// aside is the person's decision, since a new state runs again every
+// batch job the old one had recorded done.
+func msgNotState(e *store.NotStateError) string {
+	aside := fmt.Sprintf("mv %s %s.bad", e.Path, e.Path)
+	switch e.Problem {
+	case store.NotStateEmpty:
+		return fmt.Sprintf("berth: state %s is empty (0 bytes): the history it held is gone (put back a copy if you have one), and berth starts a new state only where there is no file; to start afresh, move it aside (batch jobs done before then run again): %s",
+			e.Path, aside)
+	case store.NotStateNotBolt:
+		return fmt.Sprintf("berth: state %s is not a berth state file (%d bytes, not a bbolt database): if --state names the wrong directory, give the right one (or set BERTH_STATE); to start afresh there, move it aside: %s",
+			e.Path, e.Size, aside)
+	}
+	return fmt.Sprintf("berth: state %s is a bbolt database that berth did not write (it has no berth metadata): if --state names the wrong directory, give the right one (or set BERTH_STATE); to start afresh there, move it aside: %s",
+		e.Path, aside)
 }
 
 func msgNoDaemon(socket string) string {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -9,6 +10,8 @@ import (
 	"github.com/berthd/berth/accounting"
 	"github.com/berthd/berth/luaapi"
 	"github.com/berthd/berth/supervisor"
+	"github.com/berthd/berth/supervisor/store"
+	"github.com/berthd/berth/supervisor/testkit"
 )
 
 // TestMessages pins every sentence of the catalog in messages.go.
@@ -24,15 +27,18 @@ func TestMessages(t *testing.T) {
 		msgInventory(errors.New("cannot determine the number of cores")),
 		msgCheckTarget("jobs.d", os.ErrNotExist),
 		msgCheckTarget("jobs.d", os.ErrPermission),
-		msgJobUnplaceable(pos, "train", &accounting.UnplaceableError{Asked: accounting.Resources{CPUs: 1, GPUs: 4},
+		supervisor.MsgUnplaceable(pos, "train", &accounting.UnplaceableError{Asked: accounting.Resources{CPUs: 1, GPUs: 4},
 			Largest: accounting.Capacity{CPUIDs: []int{2, 3}, GPUs: 2}}),
-		msgJobCredentials(pos, "train", &supervisor.UnknownUserError{Kind: "user", Name: "ml"}),
+		supervisor.MsgCredentials(pos, "train", &supervisor.UnknownUserError{Kind: "user", Name: "ml"}),
 		msgCheckSummary(3, 12, 2, 1),
 		msgCheckSummary(1, 1, 1, 0),
 		msgSocket("/run/berth/berth.sock", errSocketLive),
 		msgSocket("/run/berth/berth.sock", os.ErrPermission),
-		msgOpenState(&supervisor.StateLockedError{Path: "/var/lib/berth/state.db", HolderPID: 1234}),
+		msgOpenState(&store.LockedError{Path: "/var/lib/berth/state.db", HolderPID: 1234}),
 		msgOpenState(errors.New("open state /var/lib/berth/state.db: read-only file system")),
+		msgOpenState(&store.NotStateError{Path: "/var/lib/berth/state.db", Problem: store.NotStateEmpty}),
+		msgOpenState(fmt.Errorf("open daemon: %w", &store.NotStateError{Path: "/var/lib/berth/state.db", Problem: store.NotStateNotBolt, Size: 22})),
+		msgOpenState(&store.NotStateError{Path: "/var/lib/berth/state.db", Problem: store.NotStateForeign, Size: 32768}),
 		msgNoDaemon("/run/berth/berth.sock"),
 		msgSocketDenied("/run/berth/berth.sock"),
 		msgSocket("/run/berth/berth.sock", errNotSocket),
@@ -43,5 +49,5 @@ func TestMessages(t *testing.T) {
 		msgNoSuchRun("train", 42),
 		msgCannotReadLog("/var/lib/berth/logs/train.log", os.ErrPermission),
 	}
-	golden(t, "messages", strings.Join(msgs, "\n")+"\n")
+	testkit.Golden(t, "testdata/messages.golden", []byte(strings.Join(msgs, "\n")+"\n"))
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/berthd/berth/accounting"
 	"github.com/berthd/berth/supervisor"
+	"github.com/berthd/berth/supervisor/testkit"
 )
 
 // renderNow is the daemon's clock in every picture below.
@@ -64,10 +65,11 @@ func headBox() supervisor.Status {
 			{Name: "eval-nightly", State: "failed", Since: ago(time.Hour), Why: "exit 3", GPUs: []string{}, Run: 17},
 			{Name: "report", State: "done", Since: ago(5 * 24 * time.Hour), Why: "exit 0", GPUs: []string{}},
 			{Name: "sweep-1", State: "running", Since: ago(50 * time.Minute), Run: 21, PID: 4242, CPUs: 2, GPUs: []string{"2"}, RAMBytes: 8 * accounting.GiB},
-			{Name: "sweep-2", State: "waiting", Since: ago(30 * time.Minute), Why: "needs 1 gpu; 0 free", GPUs: []string{}},
+			{Name: "sweep-2", State: "waiting", Since: ago(30 * time.Minute), Why: "needs 1 gpu; 0 free", GPUs: []string{},
+				Asked: supervisor.Size{CPUs: 1, GPUs: 1}, Short: &supervisor.Size{GPUs: 1}},
 			{Name: "sweep-3", State: "running", Since: ago(3 * time.Minute), Run: 23, PID: 4300, CPUs: 1, GPUs: []string{"3"}, RAMBytes: 8 * accounting.GiB},
-			{Name: "train-llama-7b-lora", State: "waiting", Since: ago(5 * time.Minute), Why: "needs 2 gpus; 0 free; expected start ~14:05",
-				GPUs: []string{}, ExpectedStart: &expected},
+			{Name: "train-llama-7b-lora", State: "waiting", Since: ago(5 * time.Minute), Why: "needs 2 gpus; 0 free",
+				GPUs: []string{}, ExpectedStart: &expected, Asked: supervisor.Size{CPUs: 8, GPUs: 2}, Short: &supervisor.Size{GPUs: 2}},
 			{Name: "train-resnet", State: "running", Since: ago(2*time.Hour + 5*time.Minute), Run: 12, PID: 4100, CPUs: 8, GPUs: []string{"0", "1"}, RAMBytes: 32 * accounting.GiB},
 		},
 		Errors: []string{},
@@ -86,10 +88,13 @@ func errorsBox() supervisor.Status {
 			{Name: "sweep-1", State: "invalid", Since: ago(2 * time.Minute), GPUs: []string{},
 				Why: `jobs.d/sweep.lua:7: job "sweep-1": flavor "gpu-huge" does not exist (berth flavors lists them)`},
 		},
-		Errors: []string{
-			`jobs.d/eval.lua:3: job "eval": unknown field "gpu" (did you mean "gpus"?)`,
-			`jobs.d/sweep.lua:7: job "sweep-1": flavor "gpu-huge" does not exist (berth flavors lists them)`,
-			`jobs.d/sweep.lua:19: job "sweep-2": field "ram": size "32" has no unit; write it with one of K, M, G or T (base 1024, optionally followed by "B" or "iB"), e.g. "32G"`,
+		Problems: []supervisor.Problem{
+			{Code: "unknown_field", File: "jobs.d/eval.lua", Line: 3, Job: "eval", Field: "gpu",
+				Text: `jobs.d/eval.lua:3: job "eval": unknown field "gpu" (did you mean "gpus"?)`},
+			{Code: "unknown_flavor", File: "jobs.d/sweep.lua", Line: 7, Job: "sweep-1", Field: "flavor",
+				Text: `jobs.d/sweep.lua:7: job "sweep-1": flavor "gpu-huge" does not exist (berth flavors lists them)`},
+			{Code: "bad_value", File: "jobs.d/sweep.lua", Line: 19, Job: "sweep-2", Field: "ram",
+				Text: `jobs.d/sweep.lua:19: job "sweep-2": field "ram": size "32" has no unit; write it with one of K, M, G or T (base 1024, optionally followed by "B" or "iB"), e.g. "32G"`},
 		},
 		Logs: "journal",
 		Now:  renderNow,
@@ -127,14 +132,15 @@ func busyBox() supervisor.Status {
 	// The queue: its head, waiting for cards behind it, and for cores.
 	expected := renderNow.Add(25 * time.Minute)
 	add(supervisor.JobStatus{Name: "train-llama-7b-lora", State: "waiting", Since: ago(40 * time.Minute),
-		Why: "needs 2 gpus; 0 free; expected start ~14:25", ExpectedStart: &expected, Asked: supervisor.Size{CPUs: 8, GPUs: 2, RAMBytes: 64 * gib}})
+		Why: "needs 2 gpus; 0 free", ExpectedStart: &expected, Asked: supervisor.Size{CPUs: 8, GPUs: 2, RAMBytes: 64 * gib},
+		Short: &supervisor.Size{GPUs: 2}})
 	for i := 5; i <= 40; i++ {
 		add(supervisor.JobStatus{Name: fmt.Sprintf("sweep-lr-%03d", i), State: "waiting", Since: ago(time.Duration(45-i) * time.Minute),
-			Why: "needs 1 gpu; 0 free", Asked: supervisor.Size{CPUs: 4, GPUs: 1, RAMBytes: 24 * gib}})
+			Why: "needs 1 gpu; 0 free", Asked: supervisor.Size{CPUs: 4, GPUs: 1, RAMBytes: 24 * gib}, Short: &supervisor.Size{GPUs: 1}})
 	}
 	for i := 3; i < 8; i++ {
 		add(supervisor.JobStatus{Name: fmt.Sprintf("preprocess-shard-%02d", i), State: "waiting", Since: ago(time.Duration(9-i) * time.Minute),
-			Why: "needs 4 cpus; 0 free", Asked: supervisor.Size{CPUs: 4, RAMBytes: 8 * gib}})
+			Why: "needs 4 cpus; 0 free", Asked: supervisor.Size{CPUs: 4, RAMBytes: 8 * gib}, Short: &supervisor.Size{CPUs: 4}})
 	}
 	// Restarting, and ended badly.
 	add(supervisor.JobStatus{Name: "data-sync", State: "backoff", Since: ago(20 * time.Second), Why: "exit 1", Restarts: 3})
@@ -185,6 +191,33 @@ func emptyBox() supervisor.Status {
 	}
 }
 
+// unitsBox runs its jobs as systemd units: each running job shows what it
+// uses beside what it holds; one is over its memory, one ended so.
+func unitsBox() supervisor.Status {
+	s := headBox()
+	s.Runner = "units"
+	mem := func(g int64) *int64 { return &g }
+	secs := func(f float64) *float64 { return &f }
+	for i := range s.Jobs {
+		j := &s.Jobs[i]
+		switch j.Name {
+		case "sweep-1":
+			j.Used = &supervisor.Usage{MemoryBytes: mem(5 * accounting.GiB), CPUSeconds: secs(1.5 * 50 * 60)}
+		case "train-resnet":
+			j.Used = &supervisor.Usage{MemoryBytes: mem(30 * accounting.GiB)}
+		case "eval-nightly":
+			j.Why = "out of memory: went over its 16G"
+		}
+	}
+	return s
+}
+
+func directBox() supervisor.Status {
+	s := quietBox()
+	s.Runner = "direct"
+	return s
+}
+
 var statusFixtures = []struct {
 	name  string
 	state func() supervisor.Status
@@ -194,6 +227,8 @@ var statusFixtures = []struct {
 	{"errors", errorsBox},
 	{"head", headBox},
 	{"empty", emptyBox},
+	{"units", unitsBox},
+	{"direct", directBox},
 }
 
 func statusText(s supervisor.Status, width int, color bool) string {
@@ -219,7 +254,7 @@ func TestRenderStatusGolden(t *testing.T) {
 					if color && !strings.Contains(out, "\x1b[") {
 						t.Error("no colour codes with colour")
 					}
-					golden(t, "render/"+name, out)
+					testkit.Golden(t, "testdata/render/"+name+".golden", []byte(out))
 				})
 			}
 		}
@@ -349,7 +384,7 @@ func TestRenderJobs(t *testing.T) {
 	if strings.Contains(b.String(), "\x1b") {
 		t.Error("berth jobs is for scripts too: no colour")
 	}
-	golden(t, "render/jobs", b.String())
+	testkit.Golden(t, "testdata/render/jobs.golden", b.Bytes())
 }
 
 func TestRenderShow(t *testing.T) {
@@ -370,6 +405,7 @@ func TestRenderShow(t *testing.T) {
 		NextEnv: []string{
 			"PATH=/usr/bin:/bin", "OMP_NUM_THREADS=4", "HF_HOME=/data/hf", "BERTH_JOB=train-resnet", "BERTH_RUN=next",
 			"BERTH_CPUS=8", "BERTH_GPUS=0,1", "CUDA_VISIBLE_DEVICES=0,1", "MKL_NUM_THREADS=8", "GOMAXPROCS=8", "LANG=C.UTF-8",
+			"HOME=/home/ana", "USER=ana", "LOGNAME=ana", "SHELL=/bin/zsh",
 		},
 		Runs: []supervisor.RunView{
 			{ID: 11, Job: "train-resnet", Start: ago(5 * time.Hour), End: &end, CPUs: 8, GPUs: []string{"0", "1"}, ExitCode: &exit1, Reason: "failed"},
@@ -392,7 +428,7 @@ func TestRenderShow(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			var b bytes.Buffer
 			renderShow(&b, d, renderOptions{width: 80, now: renderNow})
-			golden(t, "render/show-"+name, b.String())
+			testkit.Golden(t, "testdata/render/show-"+name+".golden", b.Bytes())
 			var c bytes.Buffer
 			renderShow(&c, d, renderOptions{width: 80, color: true, now: renderNow})
 			if ansiCode.ReplaceAllString(c.String(), "") != b.String() {
@@ -422,7 +458,7 @@ func TestRenderHistory(t *testing.T) {
 	pinRenderZone(t)
 	var b bytes.Buffer
 	renderHistory(&b, historyRuns(), renderOptions{width: 80, now: renderNow})
-	golden(t, "render/history", b.String())
+	testkit.Golden(t, "testdata/render/history.golden", b.Bytes())
 
 	b.Reset()
 	renderHistory(&b, nil, renderOptions{now: renderNow})
@@ -438,7 +474,7 @@ func TestRenderFlavors(t *testing.T) {
 		{Name: "cpu-small", File: "jobs.d/flavors.lua", Line: 1, Resources: supervisor.Size{CPUs: 2}, UsedBy: []string{}},
 		{Name: "gpu-one", File: "jobs.d/flavors.lua", Line: 5, Resources: supervisor.Size{CPUs: 4, GPUs: 1, RAMBytes: 24 * accounting.GiB}, UsedBy: []string{"sweep-1"}},
 	}, renderOptions{width: 80, now: renderNow})
-	golden(t, "render/flavors", b.String())
+	testkit.Golden(t, "testdata/render/flavors.golden", b.Bytes())
 
 	b.Reset()
 	renderFlavors(&b, nil, renderOptions{})
@@ -450,12 +486,49 @@ func TestRenderFlavors(t *testing.T) {
 func TestRenderHolders(t *testing.T) {
 	var b bytes.Buffer
 	renderHolders(&b, busyBox().Machine, renderOptions{width: 80, now: renderNow})
-	golden(t, "render/holders", b.String())
+	testkit.Golden(t, "testdata/render/holders.golden", b.Bytes())
 
 	b.Reset()
 	renderHolders(&b, supervisor.MachineStatus{CPUs: 6, CPUsFree: 5, Cards: []supervisor.CardStatus{
 		{Name: "GPU-8d3f5a2e-1b4c-4d2e-9f3a-2c1b0a9e8d7f", Holder: "train"},
 		{Name: "MIG-1c2d3e4f-aaaa-bbbb-cccc-0123456789ab"},
 	}}, renderOptions{width: 80, now: renderNow})
-	golden(t, "render/holders-uuids", b.String())
+	testkit.Golden(t, "testdata/render/holders-uuids.golden", b.Bytes())
+}
+
+// TestRenderHolds: one of a thing is not written as several.
+func TestRenderHolds(t *testing.T) {
+	tests := []struct {
+		st   supervisor.JobStatus
+		want string
+	}{
+		{supervisor.JobStatus{CPUs: 1, GPUs: []string{"3"}}, "1 core, card 3"},
+		{supervisor.JobStatus{CPUs: 8, GPUs: []string{"0", "1"}, RAMBytes: 32 * accounting.GiB}, "8 cores, cards 0,1, 32G memory"},
+		{supervisor.JobStatus{}, "nothing"},
+	}
+	for _, tt := range tests {
+		if got := holdsText(tt.st); got != tt.want {
+			t.Errorf("holds %q, want %q", got, tt.want)
+		}
+	}
+	a1 := supervisor.Problem{Code: "syntax", File: "a.lua", Line: 1}
+	a2 := supervisor.Problem{Code: "unknown_field", File: "a.lua", Line: 2}
+	b2 := supervisor.Problem{Code: "bad_value", File: "b.lua", Line: 2}
+	refused := supervisor.Problem{Code: supervisor.ProblemFileRefused, File: "c.lua"}
+	state := supervisor.Problem{Code: supervisor.ProblemNotRecording, File: "/var/lib/berth"}
+	for _, tt := range []struct {
+		problems []supervisor.Problem
+		want     string
+	}{
+		{[]supervisor.Problem{a1}, "1 file with errors"},
+		{[]supervisor.Problem{a1, a2}, "1 file with errors"},
+		{[]supervisor.Problem{a1, b2, refused}, "3 files with errors"},
+		{[]supervisor.Problem{state, a1}, "2 configuration errors"},
+		{[]supervisor.Problem{state}, "1 configuration error"},
+		{[]supervisor.Problem{{Code: supervisor.ProblemStateGone, File: "/var/lib/berth/state.db"}, a1}, "2 configuration errors"},
+	} {
+		if got := errorsSummary(tt.problems); got != tt.want {
+			t.Errorf("errors %+v: %q, want %q", tt.problems, got, tt.want)
+		}
+	}
 }

@@ -1,7 +1,6 @@
 package runner
 
 import (
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -36,11 +35,11 @@ func lookPath(file, pathEnv, dir string) (string, error) {
 			continue
 		}
 		if !filepath.IsAbs(d) {
-			return "", fmt.Errorf("PATH=%s: %w", pathEnv, ErrRelativePath)
+			return "", &ProgramError{Program: file, SearchPath: pathEnv, Err: ErrRelativePath}
 		}
 		return path, nil
 	}
-	return "", fmt.Errorf("PATH=%s: %w", pathEnv, ErrNotFound)
+	return "", &ProgramError{Program: file, SearchPath: pathEnv, Err: ErrNotFound}
 }
 
 // isExecutable checks the mode bits rather than access(2): the daemon may be
@@ -83,4 +82,16 @@ func dedupEnv(env []string) []string {
 		out[i], out[j] = out[j], out[i]
 	}
 	return out
+}
+
+// Program is the file that Start would execute for argv0 with env and dir:
+// a name without a slash is looked up in env's PATH (or defaultPath),
+// never in the daemon's. The units runner asks it, so that a job runs the
+// same program whichever runner starts it.
+func Program(argv0 string, env []string, dir string) (string, error) {
+	pathEnv, ok := envValue(dedupEnv(env), "PATH")
+	if !ok {
+		pathEnv = defaultPath
+	}
+	return lookPath(argv0, pathEnv, dir)
 }

@@ -41,6 +41,8 @@ func TestMain(m *testing.M) {
 //	spew N                  write N bytes, no newline
 //	lines N W               write N lines of W bytes each, newline included
 //	print ARGS              write each argument on a line of its own
+//	oom-start ADJ [FIFO]    once FIFO is closed, act as a daemon: start a job
+//	                        at oom_score_adj ADJ (oomStart)
 func helper(mode string, args []string) int {
 	switch mode {
 	case "exit":
@@ -125,6 +127,8 @@ func helper(mode string, args []string) int {
 			fmt.Println(a)
 		}
 		return 0
+	case "oom-start":
+		return oomStart(args)
 	}
 	return fail(fmt.Errorf("unknown helper mode %q", mode))
 }

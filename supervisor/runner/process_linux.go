@@ -33,6 +33,11 @@ type Spec struct {
 	// Start returns, so that whoever reads the other end sees EOF when the
 	// job's last writer is gone.
 	Stdout *os.File
+	// OOMScoreAdj is the oom_score_adj, -1000 to 1000, the process has
+	// from before it executes, and so everything it forks unless it
+	// changes it. The zero value is the kernel's default, never the
+	// daemon's own: see the package doc for how, and what it costs.
+	OOMScoreAdj int
 }
 
 // Process is one started process and, through it, its process group.
@@ -41,6 +46,7 @@ type Process struct {
 	proc     *os.Process
 	ticks    uint64
 	ticksErr error
+	oomErr   error
 
 	// done is closed by reap once exit is written; exit is read only
 	// after done is closed.
@@ -64,6 +70,11 @@ type Exit struct {
 	// Err is set when the process could not be waited for; Code is then
 	// -1 and nothing is known about how it ended.
 	Err error
+	// OutOfMemory: the kernel's OOM killer ended it for going over its
+	// cgroup's memory limit. TimedOut: its unit's RuntimeMaxSec ended it.
+	// StoppedOutside: systemd stopped its unit, asked by someone else than
+	// the daemon. Only runs as systemd units (package units) know these.
+	OutOfMemory, TimedOut, StoppedOutside bool
 }
 
 // Success reports whether the process exited with status 0.
@@ -82,9 +93,11 @@ func (e Exit) String() string {
 
 // Start spawns spec in a process group of its own, with stdin from
 // /dev/null and no descriptors but 0, 1 and 2, and returns once the
-// program has been executed. A goroutine reaps it, holding an OS thread in
-// waitid(2) while the process runs, as os/exec's Wait does; Wait and Done
-// report the end.
+// program has been executed. The process has spec.OOMScoreAdj from before
+// it executes (see the package doc). A start that fails says why with a
+// *DirError, a *ProgramError or an *OOMScoreAdjError. A goroutine reaps
+// it, holding an OS thread in waitid(2) while the process runs, as
+// os/exec's Wait does; Wait and Done report the end.
 //
 // The process gets SIGKILL if the daemon dies (Pdeathsig), so a crashed
 // daemon does not leave jobs running unaccounted. The kernel ties that
@@ -97,6 +110,9 @@ func Start(spec Spec) (*Process, error) {
 	if len(spec.Argv) == 0 {
 		return nil, fmt.Errorf("start: %w", ErrNoCommand)
 	}
+	if spec.OOMScoreAdj < -1000 || spec.OOMScoreAdj > 1000 {
+		return nil, fmt.Errorf("start: oom_score_adj %d: %w", spec.OOMScoreAdj, ErrBadOOMScoreAdj)
+	}
 	env := dedupEnv(spec.Env)
 	pathEnv, ok := envValue(env, "PATH")
 	if !ok {
@@ -104,7 +120,7 @@ func Start(spec Spec) (*Process, error) {
 	}
 	path, err := lookPath(spec.Argv[0], pathEnv, spec.Dir)
 	if err != nil {
-		return nil, fmt.Errorf("start %s: %w", spec.Argv[0], err)
+		return nil, err
 	}
 
 	stdin, err := os.Open(os.DevNull)
@@ -122,7 +138,7 @@ func Start(spec Spec) (*Process, error) {
 	}
 
 	markCloseOnExec()
-	proc, err := os.StartProcess(path, spec.Argv, &os.ProcAttr{
+	attr := &os.ProcAttr{
 		Dir:   spec.Dir,
 		Env:   env,
 		Files: []*os.File{stdin, out, out},
@@ -131,11 +147,25 @@ func Start(spec Spec) (*Process, error) {
 			Pdeathsig:  syscall.SIGKILL,
 			Credential: spec.Credential,
 		},
-	})
-	if err != nil {
-		return nil, fmt.Errorf("start %s: %w", path, err)
 	}
-	p := &Process{pid: proc.Pid, proc: proc, done: make(chan struct{})}
+	var proc *os.Process
+	var startErr error
+	restoreErr, err := startAtScore(spec.OOMScoreAdj, func() {
+		proc, startErr = os.StartProcess(path, spec.Argv, attr)
+	})
+	var scoreErr *OOMScoreAdjError
+	switch {
+	case errors.As(err, &scoreErr):
+		return nil, err
+	case err != nil:
+		return nil, fmt.Errorf("start %s: %w", path, err)
+	case startErr != nil && restoreErr != nil:
+		// No Process carries the daemon's lost protection; the error must.
+		return nil, errors.Join(explain(spec, path, startErr), restoreErr)
+	case startErr != nil:
+		return nil, explain(spec, path, startErr)
+	}
+	p := &Process{pid: proc.Pid, proc: proc, done: make(chan struct{}), oomErr: restoreErr}
 	// Read before the reaper exists: until then the process cannot have
 	// been reaped, so its /proc entry is there even if it already exited.
 	st, err := readStat(proc.Pid)
@@ -223,6 +253,14 @@ func exitOf(pid int, state *os.ProcessState, err error) Exit {
 		return Exit{Code: ws.ExitStatus()}
 	}
 }
+
+// DaemonOOMScoreAdjErr is nil unless Start, having given the daemon the
+// job's oom_score_adj for the fork, could not give it its own back: the
+// daemon then runs on at the job's value, without the protection it was
+// given, until something sets it again. The error is an *OOMScoreAdjError
+// with Restore true. The process itself started with the value its Spec
+// asked for either way.
+func (p *Process) DaemonOOMScoreAdjErr() error { return p.oomErr }
 
 // PID is the process's ID, which is also its process group's ID.
 func (p *Process) PID() int { return p.pid }

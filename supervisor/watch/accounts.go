@@ -109,7 +109,13 @@ func (a SystemAccounts) Group(gid int) (string, []string, error) {
 	// is shared.
 	perr := eachLine(a.file("passwd"), func(f []string) bool {
 		if len(f) >= 4 && f[3] == id {
-			members = append(members, f[0])
+			name := f[0]
+			if name == "" {
+				// Still someone in the group (a broken line is no reason to
+				// vouch for it): named by uid, so that it matches nobody.
+				name = "uid " + f[2]
+			}
+			members = append(members, name)
 		}
 		return true
 	})

@@ -14,6 +14,10 @@
 //     It stats everything and reads only what the stat says may have
 //     changed.
 //
+// ReadJobFile reads one file named outright (berth check FILE) by the
+// Scanner's rules, so that the client and the daemon never disagree about
+// what may be read.
+//
 // The daemon creates the Watcher first, then scans once, then runs the
 // Watcher and scans again after every receive on Changes; so no edit made
 // between the first scan and the watch is lost.
@@ -29,5 +33,6 @@
 //     block, and a scan does nothing but stat and read the directory.
 //
 // The ownership rule (StrictModes, as sshd and cron apply it) lives in
-// strict.go and its sentences in errors.go.
+// strict.go, the walk that applies it to every directory from / down to
+// what is read in walk.go, and its sentences in errors.go.
 package watch

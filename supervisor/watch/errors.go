@@ -22,12 +22,13 @@ type Reason uint8
 const (
 	NotOwned         Reason = 1 // owned by someone other than root and the daemon's user
 	WritableByOthers Reason = 2 // o+w: anyone on the machine could make the daemon run anything
-	WritableByGroup  Reason = 3 // g+w, and the group is neither root's nor the owner's private group
+	WritableByGroup  Reason = 3 // g+w, and the group is neither root's nor the owner's private group, or has someone else in it
 	NotRegular       Reason = 4 // a directory, pipe, socket or device with a job file's name
 	TooBig           Reason = 5 // larger than ScanOptions.MaxFileBytes
 	Unreadable       Reason = 6 // stat, open or read failed
 	DanglingLink     Reason = 7 // a symbolic link to nothing
 	NotDirectory     Reason = 8 // the jobs directory is something other than a directory
+	Private          Reason = 9 // a link's target is not for everyone to read, and berth shows what it reads
 )
 
 var reasonNames = map[Reason]string{
@@ -39,6 +40,7 @@ var reasonNames = map[Reason]string{
 	Unreadable:       "unreadable",
 	DanglingLink:     "dangling link",
 	NotDirectory:     "not a directory",
+	Private:          "private",
 }
 
 func (r Reason) String() string {
@@ -50,12 +52,26 @@ func (r Reason) String() string {
 
 // RefusedError is why berth will not read a job file, or the jobs directory.
 // It carries the facts; Error turns them into a sentence that says what is
-// wrong and the command that fixes it. For a symbolic link the facts are the
-// target's: that is what would be read.
+// wrong and the command that fixes it.
+//
+// What failed is Path itself, or, when At is set, something on the way to
+// it: a directory above the jobs directory or above a file named outright,
+// a directory or link on the way to a link's target, or (AtTarget) the
+// link's target itself. The owner, mode and kind are those of what failed.
 type RefusedError struct {
-	Path   string // the path as the scanner was given it (filepath.Join(dir, name))
+	Path   string // the path as the scanner was given it (filepath.Join(dir, name)), or as berth check was
 	Dir    bool   // Path is the jobs directory itself
+	Named  bool   // Path was named outright (berth check FILE), not found in the jobs directory
 	Reason Reason
+
+	// Target is where Path, a symbolic link, points, as the link says it.
+	Target string
+	// At is the absolute path of what failed when it is not Path; AtTarget
+	// says it is the file Path links to, rather than a directory or link on
+	// the way. AtLink says that what failed is a symbolic link (its owner).
+	At       string
+	AtTarget bool
+	AtLink   bool
 
 	// The owner and mode of what was checked. Owner and Group are names,
 	// "" where this machine has none for the ID.
@@ -63,9 +79,9 @@ type RefusedError struct {
 	Owner, Group string
 	Mode         fs.FileMode
 
-	// WritableByGroup only: the members of the group other than the owner;
-	// GroupUnlisted when the group's members cannot be listed (it is not in
-	// /etc/group), so berth cannot tell that it has no others.
+	// WritableByGroup only: the members of the group other than the owner
+	// and root; GroupUnlisted when the group's members cannot be listed (it
+	// is not in /etc/group), so berth cannot tell that it has no others.
 	OtherMembers  []string
 	GroupUnlisted bool
 
@@ -76,56 +92,142 @@ type RefusedError struct {
 	Kind     string // NotRegular and NotDirectory: "directory", "named pipe", "socket", "device", "regular file"…
 	Size     int64  // TooBig: the file's size in bytes
 	MaxBytes int64  // TooBig: the limit
-	Target   string // DanglingLink: where the link points
 	Err      error  // Unreadable: the cause
 }
 
 // Unwrap exposes the cause of an Unreadable refusal (fs.ErrPermission, …).
 func (e *RefusedError) Unwrap() error { return e.Err }
 
+// Error says what is wrong and what fixes it. It never quotes a file's
+// content: a refused file is not read.
 func (e *RefusedError) Error() string {
-	p := e.Path
+	p, s, fix := e.Path, e.subject(), e.fixes()
 	switch e.Reason {
 	case NotOwned:
-		return fmt.Sprintf("%s is owned by %s, not root or the daemon's user%s; berth refuses it (chown %s %s)",
-			p, who(e.Owner, "uid", e.UID), e.daemonUserNote(), e.chownTo(), p)
+		owned := "is owned by"
+		if e.AtLink && e.At == "" {
+			owned = "is a symbolic link owned by"
+		}
+		chown := "chown "
+		if e.AtLink {
+			chown = "chown -h " // chown follows a link: -h changes the link itself
+		}
+		return fmt.Sprintf("%s %s %s, not root or the daemon's user%s; %s (%s%s %s)",
+			s, owned, who(e.Owner, "uid", e.UID), e.daemonUserNote(), e.refuses(), chown, e.chownTo(), fix)
 	case WritableByOthers:
-		return fmt.Sprintf("%s is writable by others; berth refuses it (chmod o-w %s)", p, p)
+		return fmt.Sprintf("%s is writable by others; %s (chmod o-w %s)", s, e.refuses(), fix)
 	case WritableByGroup:
 		var why string
 		switch {
 		case e.GroupUnlisted:
 			why = "whose members berth cannot list (it is not in /etc/group)"
 		case len(e.OtherMembers) > 0:
-			why = "which has other members"
+			why = "which has members besides the owner and root (" + strings.Join(e.OtherMembers, ", ") + ")"
 		default:
 			why = "which is neither root's group nor the owner's private group"
 		}
-		return fmt.Sprintf("%s is writable by group %s, %s; berth refuses it (chmod g-w %s)",
-			p, groupName(e.Group, e.GID), why, p)
+		return fmt.Sprintf("%s is writable by group %s, %s; %s (chmod g-w %s)",
+			s, groupName(e.Group, e.GID), why, e.refuses(), fix)
 	case NotRegular:
+		switch {
+		case e.Target != "":
+			return fmt.Sprintf("%s is a %s, not a regular file; berth refuses it (point the link at a job file, or remove it: rm %s)", s, e.Kind, p)
+		case e.Named:
+			return fmt.Sprintf("%s is a %s, not a regular file; berth reads only regular files (name a job file: berth check FILE)", s, e.Kind)
+		}
 		return fmt.Sprintf("%s is a %s, not a regular file; berth refuses it (rename it so that its name does not end in .lua)",
-			p, e.Kind)
+			s, e.Kind)
 	case TooBig:
 		return fmt.Sprintf("%s is %d bytes, more than the %s a job file may be; berth refuses it (split it into several files)",
-			p, e.Size, formatBytes(e.MaxBytes))
+			s, e.Size, formatBytes(e.MaxBytes))
 	case Unreadable:
-		fix := "ls -lL " + p // shows the error again, and what is there
-		if errors.Is(e.Err, fs.ErrPermission) {
-			fix = "chmod a+r " + p
-			if e.Dir {
-				fix = "chmod a+rx " + p
-			}
+		var how string
+		switch {
+		case e.At != "" && e.Target != "":
+			how = "ls -ld " + fix + " shows who may read it; or remove the link: rm " + p
+		case e.At != "":
+			how = "ls -ld " + fix
+		case errors.Is(e.Err, fs.ErrPermission) && e.Dir:
+			how = "chmod a+rx " + p
+		case errors.Is(e.Err, fs.ErrPermission):
+			how = "chmod a+r " + p
+		default:
+			how = "ls -lL " + p // shows the error again, and what is there
 		}
-		return fmt.Sprintf("%s cannot be read (%s); berth refuses it (%s)", p, cause(e.Err), fix)
+		return fmt.Sprintf("%s cannot be read (%s); berth refuses it (%s)", s, cause(e.Err), how)
 	case DanglingLink:
 		return fmt.Sprintf("%s is a symbolic link to %s, which does not exist; berth refuses it (fix or remove the link: ls -l %s)",
 			p, e.Target, p)
 	case NotDirectory:
 		return fmt.Sprintf("jobs directory %s is a %s, not a directory; berth refuses it (move it away and mkdir %s)",
 			p, e.Kind, p)
+	case Private:
+		what := "is not readable by everyone"
+		if !e.AtTarget {
+			what = "is not open to everyone"
+		}
+		return fmt.Sprintf("%s %s (mode %s); berth shows what it reads to every client (an error quotes the file), "+
+			"so it follows a link only to a file anyone may read; berth refuses it "+
+			"(if %s is meant to be a job file, put a copy in place of the link: cp --remove-destination %s %s; otherwise rm %s)",
+			s, what, permString(e.Mode), e.resolved(), e.resolved(), p, p)
 	}
 	return fmt.Sprintf("%s is refused (%s)", p, e.Reason)
+}
+
+// subject is what the sentence is about: Path, or what failed on the way
+// to it, placed so that the sentence goes on with "is …".
+func (e *RefusedError) subject() string {
+	p, a := e.Path, e.At
+	kind := "directory"
+	if e.AtLink {
+		kind = "symbolic link"
+	}
+	switch {
+	case a == "":
+		return p
+	case e.AtTarget:
+		return fmt.Sprintf("%s is a symbolic link to %s, which", p, a)
+	case e.Target != "":
+		return fmt.Sprintf("%s is a symbolic link to %s, and the %s %s on the way to it", p, e.Target, kind, a)
+	case e.Dir:
+		return fmt.Sprintf("%s, a %s above the jobs directory %s,", a, kind, p)
+	}
+	return fmt.Sprintf("%s, a %s above %s,", a, kind, p)
+}
+
+// fixes is the path the fixing command changes: what failed.
+func (e *RefusedError) fixes() string {
+	if e.At != "" {
+		return e.At
+	}
+	return e.Path
+}
+
+// resolved names the link's target for Private: At when it is the target,
+// else the link's own text.
+func (e *RefusedError) resolved() string {
+	if e.AtTarget {
+		return e.At
+	}
+	return e.Target
+}
+
+// refuses says that berth refuses Path, and why a directory above it
+// matters when that is what failed: its owner, or whoever may write to it,
+// can rename what it holds and so put something else in Path's place.
+func (e *RefusedError) refuses() string {
+	switch {
+	case e.At == "" || e.Target != "":
+		return "berth refuses it"
+	case e.Dir:
+		return "whoever can rename what it holds could swap in another jobs directory, so berth refuses it"
+	}
+	return "whoever can rename what it holds could swap in another file, so berth refuses it"
+}
+
+// permString renders a mode's permission bits as chmod takes them: "0640".
+func permString(m fs.FileMode) string {
+	return fmt.Sprintf("%04o", uint32(m.Perm()))
 }
 
 // chownTo names the owner that would make a NotOwned file acceptable: root

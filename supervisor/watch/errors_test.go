@@ -3,15 +3,13 @@ package watch
 import (
 	"bytes"
 	"errors"
-	"flag"
 	"fmt"
 	"io/fs"
-	"os"
 	"syscall"
 	"testing"
-)
 
-var update = flag.Bool("update", false, "rewrite testdata/messages.golden")
+	"github.com/berthd/berth/supervisor/testkit"
+)
 
 // TestMessagesGolden pins every sentence a person reads from this package:
 // one refusal of each reason and variant.
@@ -28,6 +26,7 @@ func TestMessagesGolden(t *testing.T) {
 		{Path: "jobs.d", Dir: true, Reason: WritableByOthers, Mode: fs.ModeDir | 0o777},
 		{Path: f, Reason: WritableByGroup, GID: 100, Group: "devs", Owner: "alice", OtherMembers: []string{"bob"}},
 		{Path: f, Reason: WritableByGroup, GID: 100, Group: "users", Owner: "alice"},
+		{Path: f, Reason: WritableByGroup, GID: 0, Group: "root", Owner: "root", OtherMembers: []string{"eve", "operator"}},
 		{Path: f, Reason: WritableByGroup, GID: 4242, Owner: "alice", GroupUnlisted: true},
 		{Path: f, Reason: WritableByGroup, GID: 5000, Group: "ml", Owner: "alice", GroupUnlisted: true},
 		{Path: f, Reason: NotRegular, Kind: "directory"},
@@ -39,26 +38,33 @@ func TestMessagesGolden(t *testing.T) {
 		{Path: f, Reason: Unreadable, Err: &fs.PathError{Op: "read", Path: f, Err: syscall.EIO}},
 		{Path: f, Reason: DanglingLink, Target: "..data/x.lua"},
 		{Path: "jobs.d", Dir: true, Reason: NotDirectory, Kind: "regular file"},
+		// Something on the way to Path.
+		{Path: "/srv/jobs.d", Dir: true, At: "/srv", Reason: NotOwned, UID: 1001, Owner: "bob"},
+		{Path: "/srv/jobs.d", Dir: true, At: "/srv", Reason: WritableByOthers, Mode: fs.ModeDir | 0o777},
+		{Path: "/srv/jobs.d", Dir: true, At: "/srv", Reason: WritableByGroup, GID: 100, Group: "devs", Owner: "alice", OtherMembers: []string{"bob"}},
+		{Path: "/srv/jobs.d", Dir: true, At: "/srv", Reason: Unreadable, Err: perm},
+		{Path: "/tmp/jobs.d", Dir: true, At: "/tmp/jobs.d-link", AtLink: true, Reason: NotOwned, UID: 65534, Owner: "nobody"},
+		{Path: "/tmp/jobs.d", Dir: true, AtLink: true, Reason: NotOwned, UID: 65534, Owner: "nobody"},
+		{Path: "shared/x.lua", Named: true, At: "/srv/shared", Reason: WritableByOthers, Mode: fs.ModeDir | 0o777},
+		{Path: "/dev/zero", Named: true, Reason: NotRegular, Kind: "character device"},
+		// A link and its target.
+		{Path: f, AtLink: true, Reason: NotOwned, UID: 65534, Owner: "nobody"},
+		{Path: f, Target: "../shared/x.lua", At: "/srv/shared/x.lua", AtTarget: true, Reason: NotOwned, UID: 1001, Owner: "bob"},
+		{Path: f, Target: "../shared/x.lua", At: "/srv/shared/x.lua", AtTarget: true, Reason: WritableByOthers, Mode: 0o666},
+		{Path: f, Target: "../shared/x.lua", At: "/srv/shared", Reason: WritableByGroup, GID: 100, Group: "devs", Owner: "alice", OtherMembers: []string{"bob"}},
+		{Path: f, Target: "../shared/x.lua", At: "/srv/shared", AtLink: true, Reason: NotOwned, UID: 65534, Owner: "nobody"},
+		{Path: f, Target: "/dev/zero", At: "/dev/zero", AtTarget: true, Reason: NotRegular, Kind: "character device"},
+		{Path: f, Target: "../big.lua", At: "/srv/big.lua", AtTarget: true, Reason: TooBig, Size: 1048577, MaxBytes: 1 << 20},
+		{Path: f, Target: "/home/bob/x.lua", At: "/home/bob/x.lua", AtTarget: true, Reason: Unreadable, Err: perm},
+		{Path: f, Target: "/etc/shadow", At: "/etc/shadow", AtTarget: true, Reason: Private, Mode: 0o640},
+		{Path: f, Target: "/root/jobs/x.lua", At: "/root", Reason: Private, Mode: fs.ModeDir | 0o700},
 		{Path: f, Reason: 99},
 	}
 	var b bytes.Buffer
 	for _, e := range cases {
 		fmt.Fprintf(&b, "%s\t%s\n", e.Reason, e.Error())
 	}
-	const golden = "testdata/messages.golden"
-	if *update {
-		if err := os.WriteFile(golden, b.Bytes(), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatalf("%v (go test ./supervisor/watch -update creates it)", err)
-	}
-	if !bytes.Equal(b.Bytes(), want) {
-		t.Errorf("messages differ from %s\n--- got\n%s--- want\n%s", golden, b.Bytes(), want)
-	}
+	testkit.Golden(t, "testdata/messages.golden", b.Bytes())
 }
 
 func TestRefusedErrorUnwrap(t *testing.T) {

@@ -86,6 +86,19 @@ func jobsDir(t testing.TB) string {
 	return dir
 }
 
+// openToAll lets others through every directory from os.TempDir() down to
+// dir (t.TempDir() makes them 0700), so that a link to a file there passes
+// the rule that a link's target be readable by everyone.
+func openToAll(t testing.TB, dir string) {
+	t.Helper()
+	tmp := filepath.Clean(os.TempDir())
+	for d := filepath.Clean(dir); strings.HasPrefix(d, tmp+"/"); d = filepath.Dir(d) {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 func newTestScanner(dir string) *Scanner {
 	return NewScanner(dir, ScanOptions{DaemonUID: os.Getuid()})
 }

@@ -41,6 +41,11 @@ type ScanOptions struct {
 	// Accounts looks up user and group names and members for the ownership
 	// rule; nil means SystemAccounts{} (this machine's).
 	Accounts Accounts
+
+	// statHook, in tests, rewrites what a stat found at an absolute path
+	// (its owner, its mode) before the rule looks at it, so that the rule
+	// for directories above the jobs directory can be tried without root.
+	statHook func(path string, st *unix.Stat_t)
 }
 
 // Scan is what changed in the jobs directory since the previous Scan.
@@ -75,10 +80,13 @@ type Scan struct {
 // Scanner keeps what it saw last time and reports what changed since. It
 // is not safe for concurrent use: one goroutine (the daemon's loop) owns it.
 type Scanner struct {
-	dir      string
+	dir      string // as given, for what a person reads
+	abs      string // absolute, for the walk from "/"
+	absErr   error  // why dir could not be made absolute
 	maxBytes int64
 	strict   *strictModes
 	now      func() time.Time // injected so tests can step past racyWindow
+	statHook func(path string, st *unix.Stat_t)
 
 	// seen is every job file accepted at the last scan, by name.
 	seen map[string]seenFile
@@ -90,6 +98,21 @@ type seenFile struct {
 	// racy is set when the stamp was taken within racyWindow of the file's
 	// last change, so an equal stamp next time does not prove equal content.
 	racy bool
+	// retry is set by Forget: the next scan reads the file and reports it
+	// changed, whatever its stamp and content.
+	retry bool
+}
+
+// Forget makes the next Scan read the file at path (as Scan named it) and
+// report it changed even if it is not: for a file whose content was taken
+// but not dealt with (its evaluation never happened, or failed for a cause
+// not its own).
+func (s *Scanner) Forget(path string) {
+	name := filepath.Base(path)
+	if f, ok := s.seen[name]; ok && filepath.Join(s.dir, name) == path {
+		f.retry = true
+		s.seen[name] = f
+	}
 }
 
 // NewScanner returns a Scanner for the jobs directory dir that has seen
@@ -98,11 +121,15 @@ func NewScanner(dir string, opts ScanOptions) *Scanner {
 	if opts.MaxFileBytes <= 0 {
 		opts.MaxFileBytes = DefaultMaxFileBytes
 	}
+	abs, err := filepath.Abs(dir)
 	return &Scanner{
 		dir:      dir,
+		abs:      abs,
+		absErr:   err,
 		maxBytes: opts.MaxFileBytes,
 		strict:   newStrictModes(opts.DaemonUID, opts.Accounts),
 		now:      time.Now,
+		statHook: opts.statHook,
 		seen:     make(map[string]seenFile),
 	}
 }
@@ -121,47 +148,33 @@ func NewScanner(dir string, opts ScanOptions) *Scanner {
 // A file that cannot be stat'ed or read is Refused (Unreadable) rather than
 // failing the scan, so that one bad file does not hide changes to the rest.
 //
-// Everything is done relative to one open descriptor of the directory: the
-// directory checked is the one listed and read even if its path is swapped
-// meanwhile, and a stat need not walk the whole path again for each of a
-// thousand files (two to three times faster here).
+// The directory is reached by a walk from "/" that checks every directory
+// on the way (walk.go), and everything after is done relative to the
+// descriptor the walk ends on: the directory checked is the one listed and
+// read even if its path is swapped meanwhile, and a stat need not walk the
+// whole path again for each of a thousand files (two to three times faster
+// here). A link in it is followed by a walk of its own, from there.
 func (s *Scanner) Scan() (Scan, error) {
 	s.strict.forget()
 	out := Scan{Changed: map[string][]byte{}, Refused: map[string]error{}}
 
-	var fd int
-	err := retryEINTR(func() (err error) {
-		fd, err = unix.Open(s.dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-		return err
-	})
+	w, err := s.walkToDir()
+	var refused *RefusedError
 	switch {
 	case err == nil:
-	case errors.Is(err, unix.ENOENT):
+	case errors.Is(err, errMissing):
 		return s.dirGone(out, nil), nil
-	case errors.Is(err, unix.ENOTDIR):
-		// Either the path names something else, or a component above it is
-		// a file: the first is refused, the second is just missing.
-		if fi, serr := os.Stat(s.dir); serr == nil && !fi.IsDir() {
-			return s.dirGone(out, &RefusedError{Path: s.dir, Dir: true, Reason: NotDirectory, Kind: kindOf(fi.Mode())}), nil
+	case errors.As(err, &refused):
+		refused.Path, refused.Dir = s.dir, true
+		if refused.At == s.abs {
+			refused.At = "" // the jobs directory's path is a link: the refusal is of Path itself
 		}
-		return s.dirGone(out, nil), nil
-	case errors.Is(err, unix.EACCES), errors.Is(err, unix.ELOOP):
-		return s.dirGone(out, &RefusedError{Path: s.dir, Dir: true, Reason: Unreadable, Err: &fs.PathError{Op: "open", Path: s.dir, Err: err}}), nil
+		return s.dirGone(out, refused), nil
 	default:
 		return Scan{}, fmt.Errorf("open jobs directory %s: %w", s.dir, err)
 	}
-	d := os.NewFile(uintptr(fd), s.dir)
-	defer d.Close()
-
-	var st unix.Stat_t
-	if err := retryEINTR(func() error { return unix.Fstat(fd, &st) }); err != nil {
-		return Scan{}, fmt.Errorf("stat jobs directory %s: %w", s.dir, err)
-	}
-	if r := s.strict.check(true, int(st.Uid), int(st.Gid), fileMode(st.Mode)); r != nil {
-		r.Path = s.dir
-		return s.dirGone(out, r), nil
-	}
-	entries, err := d.ReadDir(-1)
+	defer w.close()
+	entries, err := readDir(w.top().fd, s.dir)
 	if err != nil {
 		return Scan{}, fmt.Errorf("list jobs directory %s: %w", s.dir, err)
 	}
@@ -176,13 +189,14 @@ func (s *Scanner) Scan() (Scan, error) {
 			continue
 		}
 		old, had := s.seen[name]
-		f, content, refused := s.file(fd, name, old, had, racySince)
+		// A file to retry is read as if never seen.
+		f, content, refused := s.file(w, name, s.pathOf(name), false, old, had && !old.retry, racySince)
 		switch {
 		case refused != nil:
 			out.Refused[refused.Path] = refused
 		case content != nil:
 			next[name] = f
-			if !had || old.sum != f.sum {
+			if !had || old.retry || old.sum != f.sum {
 				out.Changed[filepath.Join(s.dir, name)] = content
 			}
 		case f != (seenFile{}):
@@ -213,50 +227,152 @@ func (s *Scanner) dirGone(out Scan, why *RefusedError) Scan {
 	return out
 }
 
-// file looks at the job file name in the directory open as dirfd. It
-// returns one of:
+// walkToDir walks from "/" to the jobs directory, checking every
+// directory on the way, and leaves it open for reading as the walk's top.
+// The error is errMissing, a *RefusedError (Path not yet filled in), or an
+// I/O error.
+func (s *Scanner) walkToDir() (*walk, error) {
+	if s.absErr != nil {
+		return nil, s.absErr
+	}
+	w, err := newWalk(s.strict, s.statHook)
+	if err != nil {
+		return nil, err
+	}
+	if _, _, err := w.resolve(s.abs, wantJobsDir); err != nil {
+		w.close()
+		return nil, err
+	}
+	return w, nil
+}
+
+// readDir lists the directory open as fd, through a duplicate so that the
+// walk keeps its own descriptor.
+func readDir(fd int, name string) ([]fs.DirEntry, error) {
+	dup, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	d := os.NewFile(uintptr(dup), name)
+	defer d.Close()
+	return d.ReadDir(-1)
+}
+
+// file looks at the job file name in the directory at the top of the walk
+// w; path is what a person is shown for it, and named says that it was
+// named outright (berth check FILE) rather than found in the jobs
+// directory. It returns one of:
 //
 //	(f, content, nil)   read (new stamp, or racy): content is its bytes
 //	(old, nil, nil)     the stamp is the one seen before: not read
 //	(zero, nil, nil)    gone since the directory was listed
 //	(zero, nil, why)    refused
-func (s *Scanner) file(dirfd int, name string, old seenFile, had bool, racySince int64) (seenFile, []byte, *RefusedError) {
-	unreadable := func(op string, err error) (seenFile, []byte, *RefusedError) {
-		return seenFile{}, nil, &RefusedError{Path: s.pathOf(name), Reason: Unreadable, Err: &fs.PathError{Op: op, Path: s.pathOf(name), Err: err}}
+//
+// A symbolic link is followed only to a file that passes every rule
+// itself, through directories that pass the rule for a directory on the
+// way, and (see accept) that anyone may read. Everything is opened relative
+// to a directory already checked, without following a last link, so that
+// nothing swapped in after a check is read.
+func (s *Scanner) file(w *walk, name, path string, named bool, old seenFile, had bool, racySince int64) (seenFile, []byte, *RefusedError) {
+	// A name swapped for a link (or back) between the stat and the open is
+	// looked at again; a file that keeps changing its kind is left for the
+	// next scan.
+	for range 3 {
+		f, content, why, again := s.fileOnce(w, name, path, named, old, had, racySince)
+		if !again {
+			return f, content, why
+		}
 	}
-	// fstatat without AT_SYMLINK_NOFOLLOW follows symlinks: a ConfigMap's
-	// f.lua -> ..data/f.lua is checked and read as its target.
+	return seenFile{}, nil, nil
+}
+
+// entry is a job file as the rules see it: where it is, and for a link,
+// where it leads.
+type entry struct {
+	path   string // as a person is shown it
+	named  bool
+	target string // the link's text; "" when path is not a link
+	at     string // the link's target, absolute
+	walk   *walk  // the walk to the link's target; nil when path is not a link
+}
+
+// refuse fills in where: a refusal of a link's target is about the target.
+func (e *entry) refuse(r *RefusedError) *RefusedError {
+	r.Path, r.Named = e.path, e.named
+	if e.target != "" {
+		r.Target = e.target
+		if r.At == "" {
+			r.At, r.AtTarget = e.at, true
+		}
+	}
+	return r
+}
+
+func (s *Scanner) fileOnce(w *walk, name, path string, named bool, old seenFile, had bool, racySince int64) (_ seenFile, _ []byte, _ *RefusedError, again bool) {
+	e := entry{path: path, named: named}
+	unreadable := func(op string, err error) (seenFile, []byte, *RefusedError, bool) {
+		return seenFile{}, nil, e.refuse(&RefusedError{Reason: Unreadable, Err: &fs.PathError{Op: op, Path: path, Err: err}}), false
+	}
+	top := w.top()
+	dirfd, fname := top.fd, name
 	var raw unix.Stat_t
-	if err := retryEINTR(func() error { return unix.Fstatat(dirfd, name, &raw, 0) }); err != nil {
+	if err := w.stat(top.fd, name, filepath.Join(top.path, name), &raw); err != nil {
 		if errors.Is(err, unix.ENOENT) {
-			buf := make([]byte, unix.PathMax)
-			if n, lerr := unix.Readlinkat(dirfd, name, buf); lerr == nil {
-				return seenFile{}, nil, &RefusedError{Path: s.pathOf(name), Reason: DanglingLink, Target: string(buf[:n])}
-			}
-			return seenFile{}, nil, nil
+			return seenFile{}, nil, nil, false
 		}
 		return unreadable("stat", err)
 	}
-	st, why := s.accept(name, &raw)
+	if fileMode(raw.Mode)&fs.ModeSymlink != 0 {
+		// A ConfigMap's f.lua -> ..data/f.lua is read as its target.
+		if r := s.strict.checkLink(int(raw.Uid), int(raw.Gid)); r != nil {
+			r.AtLink = true
+			return seenFile{}, nil, e.refuse(r), false
+		}
+		target, err := readlinkat(top.fd, name)
+		if err != nil {
+			if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.EINVAL) {
+				return seenFile{}, nil, nil, true // gone, or no longer a link
+			}
+			return unreadable("readlink", err)
+		}
+		lw := w.fork()
+		defer lw.close()
+		lw.links = 1
+		e.target, e.walk = target, lw
+		var refused *RefusedError
+		fname, raw, err = lw.resolve(target, wantFile)
+		switch {
+		case err == nil:
+		case errors.Is(err, errMissing):
+			return seenFile{}, nil, &RefusedError{Path: path, Named: named, Reason: DanglingLink, Target: target}, false
+		case errors.As(err, &refused):
+			return seenFile{}, nil, e.refuse(refused), false
+		default:
+			return unreadable("open", err)
+		}
+		dirfd = lw.top().fd
+		e.at = filepath.Join(lw.top().path, fname)
+	}
+	st, why := s.accept(&e, &raw)
 	if why != nil {
-		return seenFile{}, nil, why
+		return seenFile{}, nil, why, false
 	}
 	if had && old.stamp == st && !old.racy {
-		return old, nil, nil
+		return old, nil, nil, false
 	}
 
 	// O_NONBLOCK: if a pipe takes the file's place between the stat and the
-	// open, the open must not wait for a writer. The checks are repeated on
-	// the open file, since that is what is read.
+	// open, the open must not wait for a writer; O_NOFOLLOW: nor may a link.
+	// The checks are repeated on the open file, since that is what is read.
 	var fd int
 	err := retryEINTR(func() (err error) {
-		fd, err = unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
+		fd, err = unix.Openat(dirfd, fname, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_NOCTTY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 		return err
 	})
-	if err != nil {
-		if errors.Is(err, unix.ENOENT) {
-			return seenFile{}, nil, nil
-		}
+	switch {
+	case errors.Is(err, unix.ENOENT), errors.Is(err, unix.ELOOP):
+		return seenFile{}, nil, nil, true // gone, or a link now: look again
+	case err != nil:
 		return unreadable("open", err)
 	}
 	f := os.NewFile(uintptr(fd), name)
@@ -264,8 +380,15 @@ func (s *Scanner) file(dirfd int, name string, old seenFile, had bool, racySince
 	if err := retryEINTR(func() error { return unix.Fstat(fd, &raw) }); err != nil {
 		return unreadable("stat", err)
 	}
-	if st, why = s.accept(name, &raw); why != nil {
-		return seenFile{}, nil, why
+	if s.statHook != nil {
+		at := filepath.Join(top.path, name)
+		if e.walk != nil {
+			at = e.at
+		}
+		s.statHook(at, &raw)
+	}
+	if st, why = s.accept(&e, &raw); why != nil {
+		return seenFile{}, nil, why, false
 	}
 	content := make([]byte, 0, st.size+1) // +1 sees growth without a second allocation
 	content, err = readAtMost(f, content, s.maxBytes+1)
@@ -274,13 +397,13 @@ func (s *Scanner) file(dirfd int, name string, old seenFile, had bool, racySince
 	}
 	if int64(len(content)) > s.maxBytes {
 		// It grew past the limit after the stat.
-		return seenFile{}, nil, &RefusedError{Path: s.pathOf(name), Reason: TooBig, Size: max(st.size, int64(len(content))), MaxBytes: s.maxBytes}
+		return seenFile{}, nil, e.refuse(&RefusedError{Reason: TooBig, Size: max(st.size, int64(len(content))), MaxBytes: s.maxBytes}), false
 	}
 	return seenFile{
 		stamp: st,
 		sum:   sha256.Sum256(content),
 		racy:  st.ctime >= racySince || st.mtime >= racySince,
-	}, content, nil
+	}, content, nil, false
 }
 
 // readAtMost appends up to limit bytes of r to buf.
@@ -302,21 +425,54 @@ func readAtMost(r io.Reader, buf []byte, limit int64) ([]byte, error) {
 	return buf, nil
 }
 
-// accept checks what a stat found against the rules: a regular file, owned
-// and moded as strictModes says, not too big.
-func (s *Scanner) accept(name string, raw *unix.Stat_t) (stamp, *RefusedError) {
+// accept checks what a stat found against the rules: a regular file,
+// owned and moded as strictModes says, not too big; and for a link's
+// target, one that anyone may read.
+func (s *Scanner) accept(e *entry, raw *unix.Stat_t) (stamp, *RefusedError) {
 	mode := fileMode(raw.Mode)
 	if !mode.IsRegular() {
-		return stamp{}, &RefusedError{Path: s.pathOf(name), Reason: NotRegular, Kind: kindOf(mode)}
+		return stamp{}, e.refuse(&RefusedError{Reason: NotRegular, Kind: kindOf(mode), Mode: mode})
 	}
-	if r := s.strict.check(false, int(raw.Uid), int(raw.Gid), mode); r != nil {
-		r.Path = s.pathOf(name)
-		return stamp{}, r
+	if r := s.strict.check(ruleFile, int(raw.Uid), int(raw.Gid), mode); r != nil {
+		return stamp{}, e.refuse(r)
 	}
 	if raw.Size > s.maxBytes {
-		return stamp{}, &RefusedError{Path: s.pathOf(name), Reason: TooBig, Size: raw.Size, MaxBytes: s.maxBytes}
+		return stamp{}, e.refuse(&RefusedError{Reason: TooBig, Size: raw.Size, MaxBytes: s.maxBytes})
+	}
+	if r := s.private(e, int(raw.Uid), mode); r != nil {
+		return stamp{}, e.refuse(r)
 	}
 	return stampOf(raw), nil
+}
+
+// private applies the rule for a link's target that its owner rules alone
+// would let through: berth shows what it reads to every client (berth
+// status quotes the token a syntax error stopped at), so a link in the
+// jobs directory must not make it read what its clients may not, as
+// /etc/shadow, which root owns and nobody else may write. So a link is
+// followed only to a file that others may read, through directories that
+// others may pass (o+r, o+x), with two exceptions: a target inside the
+// jobs directory is a job file like any other there, and a person's own
+// daemon (not root) may read that person's own files, since its clients
+// are that person.
+func (s *Scanner) private(e *entry, uid int, mode fs.FileMode) *RefusedError {
+	switch {
+	case e.walk == nil, e.walk.belowBase():
+		return nil
+	case s.strict.daemonUID != 0 && uid == s.strict.daemonUID:
+		return nil
+	}
+	if dir, ok := e.walk.othersReach(); !ok {
+		for _, st := range e.walk.steps {
+			if st.path == dir {
+				return &RefusedError{Reason: Private, At: dir, Mode: st.mode}
+			}
+		}
+	}
+	if mode&0o004 == 0 {
+		return &RefusedError{Reason: Private, Mode: mode}
+	}
+	return nil
 }
 
 // pathOf is the path a person and the daemon see for a job file. It is

@@ -36,6 +36,9 @@ func TestScanLifecycle(t *testing.T) {
 			}
 		}, ""},
 		{"rewritten with the same content", func(t *testing.T) { writeFile(t, p("b.lua"), "b1") }, ""},
+		{"forgotten: read again, unchanged", func(t *testing.T) { s.Forget(p("b.lua")) }, "changed b.lua=b1"},
+		{"once", func(t *testing.T) {}, ""},
+		{"forgetting what it never saw does nothing", func(t *testing.T) { s.Forget(p("zz.lua")) }, ""},
 		{"chmod, same content", func(t *testing.T) {
 			if err := os.Chmod(p("b.lua"), 0o600); err != nil {
 				t.Fatal(err)
@@ -142,6 +145,7 @@ func TestScanSymlink(t *testing.T) {
 	dir := jobsDir(t)
 	shared := filepath.Join(filepath.Dir(dir), "shared")
 	mkdir(t, shared)
+	openToAll(t, shared)
 	writeFile(t, filepath.Join(shared, "x.lua"), "x1")
 	writeFile(t, filepath.Join(shared, "y.lua"), "y1")
 	link := filepath.Join(dir, "x.lua")

@@ -34,9 +34,12 @@ func stampOf(st *unix.Stat_t) stamp {
 }
 
 // fileMode converts a raw st_mode to the fs.FileMode that Go reports, for
-// the type tests and the permission bits the rule looks at.
+// the type tests, the permission bits and the sticky bit the rule looks at.
 func fileMode(raw uint32) fs.FileMode {
 	m := fs.FileMode(raw & 0o777)
+	if raw&unix.S_ISVTX != 0 {
+		m |= fs.ModeSticky
+	}
 	switch raw & unix.S_IFMT {
 	case unix.S_IFDIR:
 		m |= fs.ModeDir

@@ -11,9 +11,22 @@ import (
 //
 //   - the owner is root or the daemon's user;
 //   - others may not write (o+w);
-//   - the group may write only if it is root's group, or the owner's
-//     private group with nobody else in it, so that a repository cloned
-//     under umask 002 still works for a person who runs berth as themselves.
+//   - the group may write only if it is root's group or the owner's
+//     private group, and nobody but root and the owner is in it (listed in
+//     /etc/group, or with it as primary group in /etc/passwd), so that a
+//     repository cloned under umask 002 still works for a person who runs
+//     berth as themselves, and a member of group root is not root.
+//
+// The same rule applies to every directory from / down to the jobs
+// directory, and on the way to a link's target (walk.go), since whoever
+// may rename what one of them holds can put another directory or file in
+// place of the one checked; and every symbolic link on the way must be
+// owned by root or the daemon's user. One exception, decided here: a
+// sticky directory on the way (/tmp, 1777) may be writable by group and
+// others, because there only an entry's owner, the directory's owner and
+// root may rename the entry, and the entry's owner is checked next. The
+// jobs directory itself gets no such exception: anyone could drop files in
+// it, and it would be every reader's job to tell them apart.
 //
 // It caches lookups for one scan only, so an edit to /etc/group shows at the
 // next scan.
@@ -74,39 +87,55 @@ func (m *strictModes) group(gid int) groupAnswer {
 	return a
 }
 
+// subject is what the rule is applied to. The rule is the same for all;
+// only a directory on the way may be sticky instead of unwritable.
+type subject uint8
+
+const (
+	ruleFile    subject = iota // a job file, or the target of a link to one
+	ruleJobsDir                // the jobs directory itself
+	// ruleOnTheWay is a directory above the jobs directory, or on the way to
+	// a link's target: whoever may rename an entry in it can put another
+	// directory or file in its place. A sticky directory that others may
+	// write (/tmp) is accepted: there only an entry's owner (who is
+	// checked next) and the directory's owner may rename it.
+	ruleOnTheWay
+)
+
 // check applies the rule to a file or directory with this owner and mode.
-// It returns nil when it may be read, else a refusal whose Path the caller
-// fills in (so that a scan builds paths only for what it reports). The first broken condition is
-// the one reported: ownership before mode, because chmod cannot fix a file
-// that the wrong person owns.
-func (m *strictModes) check(dir bool, uid, gid int, mode fs.FileMode) *RefusedError {
+// It returns nil when it may be read, else a refusal whose Path (and Dir,
+// At, Link) the caller fills in, so that a scan builds paths only for what
+// it reports. The first broken condition is the one reported: ownership
+// before mode, because chmod cannot fix a file that the wrong person owns.
+func (m *strictModes) check(what subject, uid, gid int, mode fs.FileMode) *RefusedError {
 	refuse := func(r Reason) *RefusedError {
-		return &RefusedError{Dir: dir, Reason: r, UID: uid, GID: gid, Mode: mode,
+		return &RefusedError{Reason: r, UID: uid, GID: gid, Mode: mode,
 			DaemonUID: m.daemonUID, DaemonUser: m.daemonUser}
 	}
 	perm := mode.Perm()
+	sticky := what == ruleOnTheWay && mode&fs.ModeSticky != 0
 	switch {
-	case uid != 0 && uid != m.daemonUID:
+	case !m.trusted(uid):
 		e := refuse(NotOwned)
 		e.Owner = m.user(uid).name
 		return e
+	case sticky:
+		return nil
 	case perm&0o002 != 0:
 		return refuse(WritableByOthers)
-	case perm&0o020 == 0 || gid == 0:
+	case perm&0o020 == 0:
 		return nil
 	}
 
-	// Group-writable, and the group is not root's: accept only the owner's
-	// private group, with nobody else in it.
+	// Group-writable: accept only root's group or the owner's private
+	// group, and either only while nobody but root and the owner is in it.
+	// Group root is no exception: whoever is added to it (usermod -aG root)
+	// could otherwise rewrite a 0664 root file and run anything as root.
 	owner := m.user(uid)
 	g := m.group(gid)
-	var others []string
-	for _, member := range g.members {
-		if member != owner.name || owner.err != nil {
-			others = append(others, member)
-		}
-	}
-	if g.err == nil && owner.err == nil && g.name == owner.name && len(others) == 0 {
+	others := m.othersIn(g, owner)
+	private := owner.err == nil && g.name == owner.name
+	if g.err == nil && (gid == 0 || private) && len(others) == 0 {
 		return nil
 	}
 	e := refuse(WritableByGroup)
@@ -114,4 +143,42 @@ func (m *strictModes) check(dir bool, uid, gid int, mode fs.FileMode) *RefusedEr
 	e.OtherMembers = others
 	e.GroupUnlisted = g.err != nil
 	return e
+}
+
+// othersIn lists, once each and in the order the group gives them, the
+// members of g who are neither the owner nor root: those who could write
+// what the group may write without being trusted already.
+func (m *strictModes) othersIn(g groupAnswer, owner userAnswer) []string {
+	trusted := map[string]bool{}
+	if owner.err == nil {
+		trusted[owner.name] = true
+	}
+	if root := m.user(0); root.err == nil {
+		trusted[root.name] = true
+	}
+	var others []string
+	for _, member := range g.members {
+		if !trusted[member] {
+			trusted[member] = true // once each
+			others = append(others, member)
+		}
+	}
+	return others
+}
+
+// trusted reports whether uid may own what the daemon reads: root, or the
+// daemon's own user.
+func (m *strictModes) trusted(uid int) bool { return uid == 0 || uid == m.daemonUID }
+
+// checkLink applies the rule to a symbolic link that a walk is about to
+// follow. A link's own mode means nothing, and only its owner or the
+// owner of its directory can replace it; the directory is checked already,
+// so the owner is what is left (it matters in a sticky directory, where
+// anyone may create a link and then re-point it at will).
+func (m *strictModes) checkLink(uid, gid int) *RefusedError {
+	if m.trusted(uid) {
+		return nil
+	}
+	return &RefusedError{Reason: NotOwned, UID: uid, GID: gid, Mode: fs.ModeSymlink | 0o777,
+		Owner: m.user(uid).name, DaemonUID: m.daemonUID, DaemonUser: m.daemonUser}
 }

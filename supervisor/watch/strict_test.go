@@ -5,7 +5,10 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 // ids picks the owners the table uses. As root the test can chown files to
@@ -38,7 +41,8 @@ func (x ids) canOwn(uid, gid int) bool {
 func TestStrictModes(t *testing.T) {
 	x := testIDs()
 	alice := map[int]string{x.daemon: "alice", 0: "root", 65534: "nobody"}
-	private := fakeAccounts{users: alice, groups: map[int]fakeGroup{x.group: {name: "alice"}}}
+	rootGroup := fakeGroup{name: "root", members: []string{"root"}}
+	private := fakeAccounts{users: alice, groups: map[int]fakeGroup{0: rootGroup, x.group: {name: "alice"}}}
 
 	cases := []struct {
 		name      string
@@ -55,6 +59,14 @@ func TestStrictModes(t *testing.T) {
 		{name: "0666 writable by others", uid: x.daemon, gid: x.group, mode: 0o666, daemonUID: x.daemon, accounts: private, want: WritableByOthers},
 		{name: "0646 writable by others only", uid: x.daemon, gid: x.group, mode: 0o646, daemonUID: x.daemon, accounts: private, want: WritableByOthers},
 		{name: "0664 group root", uid: x.daemon, gid: 0, mode: 0o664, daemonUID: x.daemon, accounts: private},
+		{name: "0664 group root, the owner in it", uid: x.daemon, gid: 0, mode: 0o664, daemonUID: x.daemon,
+			accounts: fakeAccounts{users: alice, groups: map[int]fakeGroup{0: {name: "root", members: []string{"root", "alice"}}}}},
+		{name: "0664 group root, another member", uid: x.daemon, gid: 0, mode: 0o664, daemonUID: x.daemon,
+			accounts: fakeAccounts{users: alice, groups: map[int]fakeGroup{0: {name: "root", members: []string{"root", "eve"}}}},
+			want:     WritableByGroup},
+		{name: "0664 group root, members cannot be listed", uid: x.daemon, gid: 0, mode: 0o664, daemonUID: x.daemon,
+			accounts: fakeAccounts{users: alice, groups: map[int]fakeGroup{0: {name: "root", unlisted: true}}},
+			want:     WritableByGroup},
 		{name: "0664 the owner's private group, no members", uid: x.daemon, gid: x.group, mode: 0o664, daemonUID: x.daemon, accounts: private},
 		{name: "0664 the owner's private group, the owner listed", uid: x.daemon, gid: x.group, mode: 0o664, daemonUID: x.daemon,
 			accounts: fakeAccounts{users: alice, groups: map[int]fakeGroup{x.group: {name: "alice", members: []string{"alice"}}}}},
@@ -234,15 +246,254 @@ func TestStrictModesSystemAccounts(t *testing.T) {
 	if m.daemonUser != "alice" {
 		t.Fatalf("daemon user %q, want alice", m.daemonUser)
 	}
-	if r := m.check(false, 1000, 1000, 0o664); r != nil {
+	if r := m.check(ruleFile, 1000, 1000, 0o664); r != nil {
 		t.Errorf("alice's file in alice's private group: %v", r)
 	}
 	m = newStrictModes(1001, SystemAccounts{Root: "testdata/accounts"})
-	if r := m.check(false, 1001, 1001, 0o664); r == nil || !slices.Equal(r.OtherMembers, []string{"carol"}) {
+	if r := m.check(ruleFile, 1001, 1001, 0o664); r == nil || !slices.Equal(r.OtherMembers, []string{"carol"}) {
 		t.Errorf("bob's file in bob's group with carol in it: %v", r)
 	}
 	m = newStrictModes(1002, SystemAccounts{Root: "testdata/accounts"})
-	if r := m.check(false, 1002, 1002, 0o664); r == nil || !slices.Equal(r.OtherMembers, []string{"dave"}) {
+	if r := m.check(ruleFile, 1002, 1002, 0o664); r == nil || !slices.Equal(r.OtherMembers, []string{"dave"}) {
 		t.Errorf("carol's file in carol's group, dave's primary: %v", r)
+	}
+	// Group root, without needing root to chown (TestStrictModesRootGroup
+	// does it on real files).
+	for accounts, others := range map[string][]string{
+		"testdata/accounts":          nil,
+		"testdata/rootgroup/listed":  {"eve"},
+		"testdata/rootgroup/primary": {"operator"},
+	} {
+		m = newStrictModes(0, SystemAccounts{Root: accounts})
+		r := m.check(ruleFile, 0, 0, 0o664)
+		if others == nil && r != nil || others != nil && (r == nil || !slices.Equal(r.OtherMembers, others)) {
+			t.Errorf("%s: root's 0664 file in group root: %v, want others %q", accounts, r, others)
+		}
+	}
+}
+
+// TestStrictModesRootGroup: group root vouches for a group-writable file or
+// jobs directory only while nobody but root is in it. A user added to group
+// root (usermod -aG root eve), or one whose primary group it is (RHEL's
+// operator), could otherwise rewrite a 0664 root file and have the daemon
+// run anything as root.
+func TestStrictModesRootGroup(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("needs root to give a file group 0")
+	}
+	cases := []struct {
+		name     string
+		accounts string // the fixture root whose etc/passwd and etc/group are read
+		others   []string
+	}{
+		{"nobody but root in group root", "testdata/accounts", nil},
+		{"eve listed in group root", "testdata/rootgroup/listed", []string{"eve"}},
+		{"operator's primary group is root", "testdata/rootgroup/primary", []string{"operator"}},
+	}
+	for _, tc := range cases {
+		for _, what := range []string{"file", "directory"} {
+			t.Run(tc.name+"/"+what, func(t *testing.T) {
+				dir := jobsDir(t)
+				path := filepath.Join(dir, "x.lua")
+				writeFile(t, path, "job")
+				target, mode := path, os.FileMode(0o664)
+				if what == "directory" {
+					target, mode = dir, 0o775
+				}
+				if err := os.Chown(target, 0, 0); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.Chmod(target, mode); err != nil {
+					t.Fatal(err)
+				}
+				s := NewScanner(dir, ScanOptions{DaemonUID: 0, Accounts: SystemAccounts{Root: tc.accounts}})
+				got := scan(t, s)
+				err := got.Refused[path]
+				if what == "directory" {
+					err = got.DirRefused
+				}
+				if tc.others == nil {
+					if err != nil || string(got.Changed[path]) != "job" {
+						t.Fatalf("refused: %v (scan says %q)", err, summary(dir, got))
+					}
+					return
+				}
+				var re *RefusedError
+				if !errors.As(err, &re) || re.Reason != WritableByGroup || !slices.Equal(re.OtherMembers, tc.others) {
+					t.Fatalf("got %v (scan says %q), want a writable-by-group refusal naming %q", err, summary(dir, got), tc.others)
+				}
+				if len(got.Changed) != 0 {
+					t.Fatal("a refused file was read")
+				}
+				t.Log(err)
+			})
+		}
+	}
+}
+
+// TestStrictModesParents: every directory from / down to the jobs directory
+// is checked as sshd's StrictModes checks a home directory, because whoever
+// may rename an entry in one of them can put another directory in the jobs
+// directory's place. A sticky directory (like /tmp) is the exception to
+// "writable by group or others": there only an entry's owner may rename it.
+func TestStrictModesParents(t *testing.T) {
+	x := testIDs()
+	devs := fakeAccounts{
+		users:  map[int]string{0: "root", x.daemon: "alice"},
+		groups: map[int]fakeGroup{0: {name: "root", members: []string{"root"}}, x.group: {name: "devs", members: []string{"alice", "bob"}}},
+	}
+	private := fakeAccounts{
+		users:  map[int]string{0: "root", x.daemon: "alice"},
+		groups: map[int]fakeGroup{0: {name: "root", members: []string{"root"}}, x.group: {name: "alice"}},
+	}
+	cases := []struct {
+		name     string
+		at       string // "parent" or "grandparent": which directory above the jobs directory gets uid and mode
+		uid      int
+		mode     os.FileMode
+		accounts fakeAccounts
+		want     Reason
+		needRoot bool
+	}{
+		{name: "0755 parent", at: "parent", uid: x.daemon, mode: 0o755, accounts: private},
+		{name: "0775 parent in the owner's private group (git clone under umask 002)", at: "parent", uid: x.daemon, mode: 0o775, accounts: private},
+		{name: "0775 parent in a shared group", at: "parent", uid: x.daemon, mode: 0o775, accounts: devs, want: WritableByGroup},
+		{name: "0775 grandparent in a shared group", at: "grandparent", uid: x.daemon, mode: 0o775, accounts: devs, want: WritableByGroup},
+		{name: "0777 parent", at: "parent", uid: x.daemon, mode: 0o777, accounts: private, want: WritableByOthers},
+		{name: "0757 grandparent", at: "grandparent", uid: x.daemon, mode: 0o757, accounts: private, want: WritableByOthers},
+		{name: "1777 parent, sticky like /tmp", at: "parent", uid: x.daemon, mode: 0o777 | os.ModeSticky, accounts: private},
+		{name: "1777 parent owned by root", at: "parent", uid: 0, mode: 0o777 | os.ModeSticky, accounts: private, needRoot: true},
+		{name: "1775 parent in a shared group, sticky", at: "parent", uid: x.daemon, mode: 0o775 | os.ModeSticky, accounts: devs},
+		{name: "0755 parent owned by nobody", at: "parent", uid: 65534, mode: 0o755, accounts: private, want: NotOwned, needRoot: true},
+		{name: "0755 grandparent owned by nobody", at: "grandparent", uid: 65534, mode: 0o755, accounts: private, want: NotOwned, needRoot: true},
+		{name: "1777 parent owned by nobody", at: "parent", uid: 65534, mode: 0o777 | os.ModeSticky, accounts: private, want: NotOwned, needRoot: true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.needRoot && !x.root {
+				t.Skip("needs root to chown a directory")
+			}
+			grandparent := filepath.Join(t.TempDir(), "grandparent")
+			parent := filepath.Join(grandparent, "parent")
+			dir := filepath.Join(parent, "jobs.d")
+			mkdir(t, dir)
+			for _, d := range []string{grandparent, parent, dir} {
+				if err := os.Chown(d, x.daemon, x.group); err != nil {
+					t.Fatal(err)
+				}
+			}
+			at := map[string]string{"parent": parent, "grandparent": grandparent}[tc.at]
+			if err := os.Chown(at, tc.uid, x.group); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chmod(at, tc.mode); err != nil {
+				t.Fatal(err)
+			}
+			path := filepath.Join(dir, "x.lua")
+			writeFile(t, path, "job")
+			if err := os.Chown(path, x.daemon, x.group); err != nil {
+				t.Fatal(err)
+			}
+			got := scan(t, NewScanner(dir, ScanOptions{DaemonUID: x.daemon, Accounts: tc.accounts}))
+			if tc.want == 0 {
+				if got.DirRefused != nil || string(got.Changed[path]) != "job" {
+					t.Fatalf("scan says %q, DirRefused %v; want x.lua read", summary(dir, got), got.DirRefused)
+				}
+				return
+			}
+			var re *RefusedError
+			if !got.DirMissing || !errors.As(got.DirRefused, &re) || re.Reason != tc.want {
+				t.Fatalf("scan says %q, DirRefused %v; want a %s refusal of %s", summary(dir, got), got.DirRefused, tc.want, tc.at)
+			}
+			if msg := re.Error(); !strings.Contains(msg, at+",") || !strings.Contains(msg, " "+at+")") {
+				t.Errorf("the refusal %q does not name %s, and the command that fixes it", msg, at)
+			}
+			if len(got.Changed) != 0 {
+				t.Fatal("a file in a refused directory was read")
+			}
+			t.Log(re)
+		})
+	}
+}
+
+// TestStrictModesParentsFaked is TestStrictModesParents' ownership cases
+// for a test that cannot chown: the stat hook says who owns what.
+func TestStrictModesParentsFaked(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		at   string
+		uid  uint32
+		mode uint32 // 0: as it is
+		want Reason
+	}{
+		{"parent owned by root", "parent", 0, 0, 0},
+		{"parent owned by nobody", "parent", 65534, 0, NotOwned},
+		{"/ owned by nobody", "/", 65534, 0, NotOwned},
+		{"sticky parent owned by nobody", "parent", 65534, unix.S_IFDIR | unix.S_ISVTX | 0o777, NotOwned},
+		{"/ writable by others", "/", 0, unix.S_IFDIR | 0o777, WritableByOthers},
+		{"/ sticky and writable by others", "/", 0, unix.S_IFDIR | unix.S_ISVTX | 0o777, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			parent := filepath.Join(t.TempDir(), "parent")
+			dir := filepath.Join(parent, "jobs.d")
+			mkdir(t, dir)
+			writeFile(t, filepath.Join(dir, "x.lua"), "job")
+			at := map[string]string{"parent": parent, "/": "/"}[tc.at]
+			hook := func(path string, st *unix.Stat_t) {
+				if path == at {
+					st.Uid = tc.uid
+					if tc.mode != 0 {
+						st.Mode = tc.mode
+					}
+				}
+			}
+			got := scan(t, NewScanner(dir, ScanOptions{DaemonUID: os.Getuid(), statHook: hook}))
+			if tc.want == 0 {
+				if got.DirRefused != nil || len(got.Changed) != 1 {
+					t.Fatalf("scan says %q, DirRefused %v; want x.lua read", summary(dir, got), got.DirRefused)
+				}
+				return
+			}
+			var re *RefusedError
+			if !errors.As(got.DirRefused, &re) || re.Reason != tc.want || re.At != at || !re.Dir || re.Path != dir {
+				t.Fatalf("scan says %q, DirRefused %#v; want a %s refusal of %s", summary(dir, got), got.DirRefused, tc.want, at)
+			}
+		})
+	}
+}
+
+// TestStrictModesLinkOnTheWay: a symbolic link on the way to the jobs
+// directory is followed only if root or the daemon's user owns it. In a
+// sticky directory (/tmp) anyone may create a link and keep re-pointing
+// it; its owner is the one thing there that says who may.
+func TestStrictModesLinkOnTheWay(t *testing.T) {
+	base := t.TempDir()
+	sticky := filepath.Join(base, "tmp")
+	mkdir(t, sticky)
+	if err := os.Chmod(sticky, 0o777|os.ModeSticky); err != nil {
+		t.Fatal(err)
+	}
+	real := filepath.Join(base, "real")
+	mkdir(t, real)
+	writeFile(t, filepath.Join(real, "x.lua"), "job")
+	dir := filepath.Join(sticky, "jobs.d")
+	if err := os.Symlink(real, dir); err != nil {
+		t.Fatal(err)
+	}
+	if got := scan(t, newTestScanner(dir)); got.DirRefused != nil || len(got.Changed) != 1 {
+		t.Fatalf("a link the daemon's user owns: scan says %q, DirRefused %v; want x.lua read", summary(dir, got), got.DirRefused)
+	}
+	hook := func(path string, st *unix.Stat_t) {
+		if path == dir {
+			st.Uid = 65534 // mallory made the link
+		}
+	}
+	got := scan(t, NewScanner(dir, ScanOptions{DaemonUID: os.Getuid(), statHook: hook}))
+	var re *RefusedError
+	if !errors.As(got.DirRefused, &re) || re.Reason != NotOwned || re.At != "" || !re.AtLink || len(got.Changed) != 0 {
+		t.Fatalf("a link someone else owns: scan says %q, DirRefused %#v; want a not-owned refusal of the link", summary(dir, got), got.DirRefused)
+	}
+	if msg := re.Error(); !strings.Contains(msg, "chown -h ") {
+		t.Errorf("%q does not say chown -h: chown alone would change the link's target", msg)
 	}
 }

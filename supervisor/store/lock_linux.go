@@ -1,4 +1,4 @@
-package supervisor
+package store
 
 import (
 	"os"
@@ -6,10 +6,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// storeLockHolder names the process holding the flock on path, from
+// lockHolder names the process holding the flock on path, from
 // /proc/locks; 0 when it cannot tell. It is best effort by nature: the
 // holder may exit between the failed lock and this read.
-func storeLockHolder(path string) int {
+func lockHolder(path string) int {
 	var st unix.Stat_t
 	if err := unix.Stat(path, &st); err != nil {
 		return 0
@@ -19,5 +19,5 @@ func storeLockHolder(path string) int {
 		return 0
 	}
 	defer f.Close()
-	return storeParseLocks(f, unix.Major(st.Dev), unix.Minor(st.Dev), st.Ino)
+	return parseLocks(f, unix.Major(st.Dev), unix.Minor(st.Dev), st.Ino)
 }

@@ -1,0 +1,94 @@
+package main
+
+import (
+	"cmp"
+	"io"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/berthd/berth/accounting"
+	"github.com/berthd/berth/supervisor"
+)
+
+// renderHistory is `berth history`: runs, newest first.
+func renderHistory(w io.Writer, runs []supervisor.RunView, o renderOptions) {
+	if len(runs) == 0 {
+		io.WriteString(w, "no runs\n")
+		return
+	}
+	o.writeLines(w, historyTable(runs, true, o.clock()), 0)
+}
+
+func historyTable(runs []supervisor.RunView, withJob bool, now time.Time) []textLine {
+	runs = slices.Clone(runs)
+	slices.SortStableFunc(runs, func(a, b supervisor.RunView) int { return cmp.Compare(b.ID, a.ID) })
+	t := &textTable{gap: 2, cols: []textColumn{{title: "RUN", right: true}}}
+	if withJob {
+		t.cols = append(t.cols, textColumn{title: "JOB"})
+	}
+	t.cols = append(t.cols, textColumn{title: "START"}, textColumn{title: "DURATION", right: true},
+		textColumn{title: "CORES", right: true}, textColumn{title: "CARDS"}, textColumn{title: "RESULT"})
+	for _, r := range runs {
+		row := []textSpan{plainSpan(strconv.FormatUint(r.ID, 10))}
+		if withJob {
+			row = append(row, plainSpan(r.Job))
+		}
+		result, sgr := runResult(r)
+		row = append(row, plainSpan(r.Start.In(renderZone).Format("2006-01-02 15:04:05")),
+			plainSpan(runDuration(r, now)), plainSpan(coresCell(r.CPUs)), plainSpan(cardsCell(r.GPUs)), styledSpan(result, sgr))
+		t.add(row...)
+	}
+	t.fitContent()
+	return t.lines(sgrBold)
+}
+
+// runDuration is how long a run lasted, or has lasted so far, to the second
+// (to the minute past an hour: nobody reads the seconds of a day-long run).
+func runDuration(r supervisor.RunView, now time.Time) string {
+	end := now
+	if r.End != nil {
+		end = *r.End
+	}
+	d := max(0, end.Sub(r.Start))
+	switch {
+	case d == 0:
+		return "0s"
+	case d < time.Second:
+		d = d.Round(time.Millisecond)
+	case d < time.Hour:
+		d = d.Round(time.Second)
+	default:
+		d = d.Round(time.Minute)
+	}
+	return accounting.FormatDuration(d)
+}
+
+// runResult is how a run ended, "failed (exit 3)", "timed out (SIGTERM)",
+// with its colour.
+func runResult(r supervisor.RunView) (string, string) {
+	if r.End == nil {
+		return "running", sgrGreen
+	}
+	reason := r.Reason
+	if reason == "" {
+		reason = "ended"
+	}
+	var detail string
+	switch {
+	case r.Signal != "":
+		detail = r.Signal
+	case r.ExitCode != nil:
+		detail = "exit " + strconv.Itoa(*r.ExitCode)
+	}
+	if detail != "" {
+		reason += " (" + detail + ")"
+	}
+	switch r.Reason {
+	case "exited", "stopped":
+		return reason, ""
+	case "lost":
+		return reason, sgrYellow
+	}
+	return reason, sgrRed
+}

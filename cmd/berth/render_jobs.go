@@ -1,0 +1,32 @@
+package main
+
+import (
+	"io"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/berthd/berth/supervisor"
+)
+
+// renderJobs is `berth jobs`: one line per job, in name order, for scripts
+// as much as for people: a header, fixed columns, every cell non-empty ("-"),
+// nothing cut, no colour.
+func renderJobs(w io.Writer, jobs []supervisor.JobStatus, o renderOptions) {
+	jobs = slices.Clone(jobs)
+	slices.SortStableFunc(jobs, func(a, b supervisor.JobStatus) int { return strings.Compare(a.Name, b.Name) })
+	t := &textTable{gap: 2, cols: []textColumn{
+		{title: "NAME"}, {title: "STATE"}, {title: "CORES", right: true}, {title: "CARDS"},
+		{title: "MEMORY", right: true}, {title: "SINCE"},
+	}}
+	for _, j := range jobs {
+		since := "-"
+		if !j.Since.IsZero() {
+			since = j.Since.In(renderZone).Format(time.RFC3339)
+		}
+		t.add(plainSpan(j.Name), plainSpan(j.State), plainSpan(coresCell(j.CPUs)), plainSpan(cardsCell(j.GPUs)),
+			plainSpan(memoryCell(j.RAMBytes)), plainSpan(since))
+	}
+	t.fitContent()
+	renderOptions{}.writeLines(w, t.lines(""), 0)
+}

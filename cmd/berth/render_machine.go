@@ -1,0 +1,128 @@
+package main
+
+import (
+	"cmp"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+
+	"github.com/berthd/berth/accounting"
+	"github.com/berthd/berth/probes"
+	"github.com/berthd/berth/supervisor"
+)
+
+// renderHolders is what `berth machine` adds while a daemon runs: what is
+// in use, and who holds each card. The caller separates it from what it
+// printed before.
+func renderHolders(w io.Writer, m supervisor.MachineStatus, o renderOptions) {
+	keys := []string{"cores", "memory"}
+	for i := range m.Cards {
+		keys = append(keys, "card "+strconv.Itoa(i))
+	}
+	keyWidth, holderWidth := 0, 0
+	for _, k := range keys {
+		keyWidth = max(keyWidth, runeLen(k))
+	}
+	for _, c := range m.Cards {
+		holderWidth = max(holderWidth, runeLen(cmp.Or(c.Holder, "free")))
+	}
+	lead := func(key string) textSpan {
+		return plainSpan("  " + key + strings.Repeat(" ", keyWidth-runeLen(key)+2))
+	}
+	out := []textLine{
+		ln(plainSpan("in use (berth daemon):")),
+		ln(lead("cores"), plainSpan(fmt.Sprintf("%d/%d used", m.CPUs-m.CPUsFree, m.CPUs))),
+		ln(lead("memory"), plainSpan(strings.TrimPrefix(memoryUse(m), "memory "))),
+	}
+	for i, c := range m.Cards {
+		holder := styledSpan("free", sgrGreen)
+		if c.Holder != "" {
+			holder = plainSpan(c.Holder)
+		}
+		l := ln(lead(keys[2+i]), holder)
+		// A card the daemon names otherwise than by its index (a UUID, a MIG
+		// instance, "2" under CUDA_VISIBLE_DEVICES=2,3) says its name too.
+		if c.Name != strconv.Itoa(i) {
+			l = append(l, plainSpan(strings.Repeat(" ", holderWidth-runeLen(holder.text)+2)), styledSpan(c.Name, sgrDim))
+		}
+		out = append(out, l)
+	}
+	o.writeLines(w, out, 0)
+}
+
+// printMachine is the first part of `berth machine`: what this machine has,
+// as probed and overridden. renderHolders adds what a daemon has handed out.
+func printMachine(w io.Writer, inv probes.Inventory) {
+	host := inv.Hostname
+	if host == "" {
+		host = "(unknown)"
+	}
+	fmt.Fprintf(w, "host    %s\n", host)
+	fmt.Fprintf(w, "cores   %d (%s)\n", inv.CPUs, describeCores(inv))
+	switch len(inv.GPUs) {
+	case 0:
+		fmt.Fprintf(w, "cards   none%s\n", gpuSource(inv))
+	default:
+		fmt.Fprintf(w, "cards   %d%s\n", len(inv.GPUs), gpuSource(inv))
+		for i, name := range inv.GPUs {
+			fmt.Fprintf(w, "  card %d  %s\n", i, name)
+		}
+	}
+	if inv.RAM.Known {
+		fmt.Fprintf(w, "memory  %s (%s)\n", accounting.FormatSize(inv.RAM.Bytes), describeMemory(inv.RAM))
+	} else {
+		fmt.Fprintln(w, "memory  unknown (not accounted: jobs' ram is not checked; give --ram SIZE to account it)")
+	}
+}
+
+func describeCores(inv probes.Inventory) string {
+	ids := "IDs " + formatIDs(inv.CPUIDs)
+	if inv.CPUs > inv.OnlineCPUs {
+		return fmt.Sprintf("%s; overridden, this machine has %d online", ids, inv.OnlineCPUs)
+	}
+	return fmt.Sprintf("%s; %d online, %d kept for the daemon", ids, inv.OnlineCPUs, inv.OnlineCPUs-inv.CPUs)
+}
+
+func gpuSource(inv probes.Inventory) string {
+	switch inv.GPUSource {
+	case probes.SourceCUDAVisibleDevices:
+		return " (from the daemon's CUDA_VISIBLE_DEVICES)"
+	case probes.SourceDev:
+		return " (from /dev/nvidia*)"
+	case probes.SourceOverride:
+		return " (from --gpus)"
+	}
+	return ""
+}
+
+func describeMemory(m probes.Memory) string {
+	switch m.Source {
+	case probes.SourceOverride:
+		return "from --ram"
+	case probes.SourceMeminfo:
+		return "physical, less 1G kept for the daemon"
+	}
+	return m.Source + ", less 1G kept for the daemon"
+}
+
+// formatIDs writes core IDs as ranges: "2-15", "1,3,5-7".
+func formatIDs(ids []int) string {
+	if len(ids) == 0 {
+		return "none"
+	}
+	var parts []string
+	for i := 0; i < len(ids); {
+		j := i
+		for j+1 < len(ids) && ids[j+1] == ids[j]+1 {
+			j++
+		}
+		if j == i {
+			parts = append(parts, strconv.Itoa(ids[i]))
+		} else {
+			parts = append(parts, fmt.Sprintf("%d-%d", ids[i], ids[j]))
+		}
+		i = j + 1
+	}
+	return strings.Join(parts, ",")
+}

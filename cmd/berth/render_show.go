@@ -1,0 +1,218 @@
+package main
+
+import (
+	"cmp"
+	"fmt"
+	"io"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/berthd/berth/accounting"
+	"github.com/berthd/berth/supervisor"
+)
+
+// renderShow is `berth show JOB`: where the job stands, its definition as
+// loaded, the environment its next run would get, its last runs and where
+// its output is. Nothing is cut: this is the page a person reads to the end.
+func renderShow(w io.Writer, d supervisor.JobDetail, o renderOptions) {
+	st, def := d.Status, d.Definition
+	name := cmp.Or(def.Name, st.Name)
+	now := o.clock()
+
+	var out []textLine
+	head := ln(styledSpan(name, sgrBold), plainSpan(" — "), styledSpan(cmp.Or(st.State, "unknown"), stateSGR(st.State)))
+	if !st.Since.IsZero() {
+		head = append(head, plainSpan(fmt.Sprintf(" since %s (%s ago)",
+			st.Since.In(renderZone).Format("2006-01-02 15:04:05"), compactAge(st.Since, now))))
+	}
+	out = append(out, head)
+
+	var kv keyValues
+	if why := reason(st); why != "" {
+		sgr := ""
+		if supervisor.IsProblem(stateOf(st.State)) {
+			sgr = sgrRed
+		}
+		kv.add("why", styledSpan(why, sgr))
+	}
+	if st.Run != 0 && (st.PID != 0 || supervisor.Holds(stateOf(st.State))) {
+		run := strconv.FormatUint(st.Run, 10)
+		if st.PID != 0 {
+			run += ", pid " + strconv.Itoa(st.PID)
+		}
+		kv.add("run", plainSpan(run))
+		kv.add("holds", plainSpan(holdsText(st)))
+	}
+	if st.Restarts > 0 {
+		kv.add("restarts", plainSpan(strconv.Itoa(st.Restarts)+" in a row"))
+	}
+	if st.ExpectedStart != nil {
+		kv.add("starts", plainSpan("~"+st.ExpectedStart.In(renderZone).Format("2006-01-02 15:04")+" (expected)"))
+	}
+
+	var def2 keyValues
+	if def.Description != "" {
+		def2.add("description", plainSpan(def.Description))
+	}
+	if d.Hidden != "" {
+		def2.add("hidden", plainSpan(d.Hidden))
+	} else {
+		def2.add("cmd", plainSpan(quoteArgv(def.Cmd)))
+	}
+	if def.Dir != "" {
+		def2.add("dir", plainSpan(def.Dir))
+	}
+	if def.User != "" {
+		def2.add("user", plainSpan(def.User))
+	}
+	if def.Group != "" {
+		def2.add("group", plainSpan(def.Group))
+	}
+	def2.add("resources", plainSpan(resourcesText(def)))
+	def2.add("restart", plainSpan(def.Restart))
+	maxRestarts := "unlimited"
+	if def.MaxRestarts != nil {
+		maxRestarts = strconv.Itoa(*def.MaxRestarts)
+	}
+	def2.add("max_restarts", plainSpan(maxRestarts))
+	def2.add("timeout", plainSpan(cmp.Or(def.Timeout, "none")))
+	def2.add("stop_signal", plainSpan(def.StopSignal))
+	def2.add("stop_timeout", plainSpan(def.StopTimeout))
+	def2.add("priority", plainSpan(strconv.Itoa(def.Priority)))
+	def2.add("on_change", plainSpan(def.OnChange))
+	def2.add("enabled", plainSpan(strconv.FormatBool(def.Enabled)))
+
+	keyWidth := max(kv.keyWidth(), def2.keyWidth())
+	out = append(out, kv.lines(keyWidth)...)
+	out = append(out, nil, ln(plainSpan("declared in "), styledSpan(fileLine(def.File, def.Line), sgrBold)))
+	out = append(out, def2.lines(keyWidth)...)
+
+	legend := "berth: set from the grant; job: the job's env"
+	if def.User != "" {
+		legend = "berth: set from the grant; user: " + def.User + "'s login; job: the job's env"
+	}
+	out = append(out, nil, ln(plainSpan("environment of the next run ("+legend+")")))
+	if len(d.NextEnv) == 0 {
+		out = append(out, ln(plainSpan("  (empty)")))
+	}
+	env := slices.Clone(d.NextEnv)
+	slices.Sort(env)
+	for _, kv := range env {
+		key, _, _ := strings.Cut(kv, "=")
+		mark := "     "
+		switch {
+		case hasKey(def.Env, key):
+			mark = "job  "
+		case derivedVar(key):
+			mark = "berth"
+		case def.User != "" && loginVar(key):
+			mark = "user "
+		}
+		out = append(out, ln(plainSpan("  "), styledSpan(mark, sgrDim), plainSpan("  "+kv)))
+	}
+
+	out = append(out, nil, ln(plainSpan("last runs")))
+	if len(d.Runs) == 0 {
+		out = append(out, ln(plainSpan("  none yet")))
+	} else {
+		for _, l := range historyTable(d.Runs, false, now) {
+			out = append(out, append(ln(plainSpan("  ")), l...))
+		}
+	}
+
+	out = append(out, nil, ln(plainSpan("logs  "), styledSpan(logsWhere(name, d.Logs), sgrBold),
+		plainSpan(" (or berth logs "+quoteArg(name)+")")))
+	o.writeLines(w, out, 0)
+}
+
+func holdsText(st supervisor.JobStatus) string {
+	var parts []string
+	if st.CPUs > 0 {
+		cores := count(st.CPUs, "core")
+		if len(st.CPUIDs) == st.CPUs {
+			ids := make([]string, len(st.CPUIDs))
+			for i, id := range st.CPUIDs {
+				ids[i] = strconv.Itoa(id)
+			}
+			cores += " (" + strings.Join(ids, ",") + ")"
+		}
+		parts = append(parts, cores)
+	}
+	if len(st.GPUs) > 0 {
+		parts = append(parts, plural(len(st.GPUs), "card")+" "+strings.Join(st.GPUs, ","))
+	}
+	if st.RAMBytes > 0 {
+		parts = append(parts, accounting.FormatSize(st.RAMBytes)+" memory")
+	}
+	if len(parts) == 0 {
+		return "nothing"
+	}
+	held := strings.Join(parts, ", ")
+	if u := st.Used; u != nil && u.MemoryBytes != nil {
+		held += "; uses " + accounting.FormatSize(*u.MemoryBytes) + " memory now"
+	}
+	return held
+}
+
+// resourcesText is what the job asks, in the words of its file, resolved
+// through its flavor: `cpus 8, gpus 2, ram 32G (flavor "gpu-large")`.
+func resourcesText(def supervisor.JobDefinition) string {
+	r := def.Resources
+	cpus := strconv.Itoa(r.CPUs)
+	if r.CPUs == 0 {
+		cpus += " (unaccounted: holds nothing, never waits)"
+	}
+	ram := "not asked"
+	if r.RAMBytes > 0 {
+		ram = accounting.FormatSize(r.RAMBytes)
+	}
+	s := fmt.Sprintf("cpus %s, gpus %d, ram %s", cpus, r.GPUs, ram)
+	if def.Flavor != "" {
+		s += fmt.Sprintf(" (flavor %q)", def.Flavor)
+	}
+	return s
+}
+
+func hasKey(m map[string]string, k string) bool {
+	_, ok := m[k]
+	return ok
+}
+
+// derivedVar tells the variables berth sets from a grant (DESIGN.md, "The
+// environment a job is started with").
+func derivedVar(key string) bool {
+	return slices.Contains(accounting.ThreadVars, key) || key == "CUDA_VISIBLE_DEVICES" || strings.HasPrefix(key, "BERTH_")
+}
+
+// loginVar tells the variables a job with a user gets from its passwd
+// entry, as login sets them.
+func loginVar(key string) bool {
+	return key == "HOME" || key == "USER" || key == "LOGNAME" || key == "SHELL"
+}
+
+func logsWhere(job, logs string) string {
+	if logs == "journal" {
+		return "journalctl -t " + quoteArg(job)
+	}
+	return logs
+}
+
+// quoteArgv writes a command line the way a shell would read it back.
+func quoteArgv(argv []string) string {
+	quoted := make([]string, len(argv))
+	for i, a := range argv {
+		quoted[i] = quoteArg(a)
+	}
+	return strings.Join(quoted, " ")
+}
+
+var shellSafe = regexp.MustCompile(`^[A-Za-z0-9_@%+=:,./-]+$`)
+
+func quoteArg(s string) string {
+	if shellSafe.MatchString(s) {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}

@@ -1,0 +1,359 @@
+package main
+
+import (
+	"cmp"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/berthd/berth/accounting"
+	"github.com/berthd/berth/supervisor"
+	"github.com/berthd/berth/supervisor/store"
+)
+
+// renderStatus is `berth status`: a header, the machine, one line per job,
+// and the configuration errors. No line is longer than o.width.
+func renderStatus(w io.Writer, s supervisor.Status, o renderOptions) {
+	width := o.columns()
+	jobs := slices.Clone(s.Jobs)
+	slices.SortStableFunc(jobs, compareForStatus)
+
+	var out []textLine
+	out = append(out, statusHeader(s, jobs, width)...)
+	out = append(out, machineSummary(s.Machine, width)...)
+	out = append(out, cardGrid(s.Machine.Cards, width)...)
+	if s.Runner != "" {
+		sgr := sgrDim
+		if s.Runner != "units" {
+			sgr = sgrYellow
+		}
+		out = append(out, wrapWords(msgRunner(s.Runner), width, "", "  ", sgr)...)
+	}
+	out = append(out, nil)
+	if len(jobs) == 0 {
+		out = append(out, ln(plainSpan("no jobs declared")))
+	} else {
+		out = append(out, statusTable(s, jobs, width, o.clock())...)
+	}
+	if len(s.Problems) > 0 {
+		out = append(out, nil, ln(styledSpan("errors:", sgrRed)))
+		for _, p := range s.Problems {
+			out = append(out, wrapWords(p.Text, width, "  ", "    ", sgrRed)...)
+		}
+	}
+	o.writeLines(w, out, width)
+}
+
+func statusHeader(s supervisor.Status, jobs []supervisor.JobStatus, width int) []textLine {
+	host := s.Host
+	if host == "" {
+		host = "berth"
+	}
+	counts := map[string]int{}
+	for _, j := range jobs {
+		counts[j.State]++
+	}
+	states := stateNames()
+	known := len(states)
+	for state := range counts {
+		if !slices.Contains(states, state) {
+			states = append(states, state)
+		}
+	}
+	slices.Sort(states[known:])
+
+	items := []flowItem{{text: ln(styledSpan(host, sgrBold))}}
+	sep := " — "
+	for _, state := range states {
+		if counts[state] == 0 {
+			continue
+		}
+		items = append(items, flowItem{sep: sep, text: ln(styledSpan(fmt.Sprintf("%d %s", counts[state], state), stateSGR(state)))})
+		sep = ", "
+	}
+	if len(jobs) == 0 {
+		items = append(items, flowItem{sep: sep, text: ln(plainSpan("no jobs"))})
+	}
+	if len(s.Problems) > 0 {
+		items = append(items, flowItem{sep: " · ", text: ln(styledSpan(errorsSummary(s.Problems), sgrRed))})
+	}
+	return flow(items, width, 2)
+}
+
+func machineSummary(m supervisor.MachineStatus, width int) []textLine {
+	items := []flowItem{{text: ln(plainSpan(fmt.Sprintf("cores %d/%d used", m.CPUs-m.CPUsFree, m.CPUs)))}}
+	items = append(items, flowItem{sep: "   ", text: ln(plainSpan(memoryUse(m)))})
+	return flow(items, width, 0)
+}
+
+func memoryUse(m supervisor.MachineStatus) string {
+	if m.RAMBytes == nil || m.RAMFreeBytes == nil {
+		return "memory not accounted"
+	}
+	used := max(0, *m.RAMBytes-*m.RAMFreeBytes)
+	return fmt.Sprintf("memory %s/%s used", accounting.FormatSize(used), accounting.FormatSize(*m.RAMBytes))
+}
+
+// cardGrid is one cell per card, "0 train-resnet" or "3 free", all cells as
+// wide so that the rows a narrow terminal wraps them onto line up, as
+// nvidia-smi's do. Cells are narrowed (holders cut in the middle, never
+// below a dozen runes) to fit more per row, and rows are balanced: eight
+// cards at 80 columns are two rows of four, not 3+3+2.
+func cardGrid(cards []supervisor.CardStatus, width int) []textLine {
+	const label, gap, holderFloor = "cards  ", 3, 12
+	if len(cards) == 0 {
+		return []textLine{ln(plainSpan(label + "none"))}
+	}
+	room := max(1, width-runeLen(label))
+	natural, names, holders := 0, 0, 0
+	for _, c := range cards {
+		holder := cmp.Or(c.Holder, "free")
+		natural = max(natural, runeLen(c.Name)+1+runeLen(holder))
+		names = max(names, runeLen(c.Name))
+		holders = max(holders, runeLen(holder))
+	}
+	narrowest := min(natural, names+1+min(holders, holderFloor), room)
+	perRow := max(1, min(len(cards), (room+gap)/(narrowest+gap)))
+	rows := (len(cards) + perRow - 1) / perRow
+	perRow = (len(cards) + rows - 1) / rows
+	cell := max(1, min(natural, room, (room+gap)/perRow-gap))
+
+	var out []textLine
+	for start := 0; start < len(cards); start += perRow {
+		lead := label
+		if start > 0 {
+			lead = strings.Repeat(" ", runeLen(label))
+		}
+		l := ln(plainSpan(lead))
+		for i, c := range cards[start:min(start+perRow, len(cards))] {
+			if i > 0 {
+				l = append(l, plainSpan(strings.Repeat(" ", gap)))
+			}
+			l = append(l, cardCell(c, cell)...)
+		}
+		out = append(out, l)
+	}
+	return out
+}
+
+func cardCell(c supervisor.CardStatus, width int) textLine {
+	holder, sgr := c.Holder, ""
+	if holder == "" {
+		holder, sgr = "free", sgrGreen
+	}
+	room := width - runeLen(c.Name) - 1
+	if room < min(4, runeLen(holder)) {
+		text := ellipsize(c.Name+" "+holder, width)
+		return ln(plainSpan(text), plainSpan(strings.Repeat(" ", width-runeLen(text))))
+	}
+	holder = ellipsizeMiddle(holder, room)
+	return ln(plainSpan(c.Name+" "), styledSpan(holder, sgr), plainSpan(strings.Repeat(" ", room-runeLen(holder))))
+}
+
+func statusTable(s supervisor.Status, jobs []supervisor.JobStatus, width int, now time.Time) []textLine {
+	showCards := len(s.Machine.Cards) > 0
+	showMemory := s.Machine.RAMBytes != nil
+	showWhy := false
+	for _, j := range jobs {
+		showCards = showCards || len(j.GPUs) > 0
+		showMemory = showMemory || j.RAMBytes > 0
+		showWhy = showWhy || jobWhy(j) != ""
+	}
+
+	t := &textTable{gap: 2}
+	name := len(t.cols)
+	t.cols = append(t.cols, textColumn{title: "NAME", cut: ellipsizeMiddle})
+	t.cols = append(t.cols, textColumn{title: "STATE"}, textColumn{title: "CORES", right: true})
+	cards, memory, why := -1, -1, -1
+	if showCards {
+		cards = len(t.cols)
+		t.cols = append(t.cols, textColumn{title: "CARDS"})
+	}
+	if showMemory {
+		memory = len(t.cols)
+		t.cols = append(t.cols, textColumn{title: "MEMORY", right: true})
+	}
+	age := len(t.cols)
+	t.cols = append(t.cols, textColumn{title: "AGE"})
+	if showWhy {
+		why = len(t.cols)
+		t.cols = append(t.cols, textColumn{title: "WHY", cut: ellipsizeWhy})
+	}
+
+	for _, j := range jobs {
+		row := make([]textSpan, len(t.cols))
+		row[name] = plainSpan(j.Name)
+		row[1] = styledSpan(j.State, stateSGR(j.State))
+		row[2] = plainSpan(coresUsed(j, now) + coresCell(j.CPUs))
+		if cards >= 0 {
+			row[cards] = plainSpan(cardsCell(j.GPUs))
+		}
+		if memory >= 0 {
+			row[memory] = plainSpan(memoryUsed(j) + memoryCell(j.RAMBytes))
+		}
+		if why >= 0 {
+			sgr := ""
+			if supervisor.IsProblem(stateOf(j.State)) {
+				sgr = sgrRed
+			}
+			row[why] = styledSpan(jobWhy(j), sgr)
+		}
+		row[age] = plainSpan(compactAge(j.Since, now))
+		t.add(row...)
+	}
+	t.fitContent()
+	nameFloor := runeLen("NAME")
+	for _, j := range jobs {
+		if n := runeLen(j.Name); n <= 20 {
+			nameFloor = max(nameFloor, n)
+		}
+	}
+
+	// Too wide: the reason gives way first, then long names (one outlier
+	// name must not squeeze every reason), then the reason a little more.
+	// Where it would still be cut below 16 runes it moves to a line of its
+	// own under its job, and the names get their room back. Then names are
+	// cut to ten runes; on very narrow terminals what a job holds goes (the
+	// machine line still sums it up), and last the names down to four.
+	below := false
+	if why >= 0 {
+		t.shrink(why, min(t.colWidth(why), 24), width)
+		t.shrink(name, nameFloor, width)
+		t.shrink(why, min(t.colWidth(why), 16), width)
+		if t.total() > width {
+			below = true
+			t.fitContent()
+			t.cols[why].width = 0
+		}
+	}
+	t.shrink(name, nameFloor, width)
+	t.shrink(name, min(t.colWidth(name), 10), width)
+	for _, i := range []int{memory, cards, 2} {
+		if i >= 0 && t.total() > width {
+			t.cols[i].width = 0
+		}
+	}
+	if slack := width - t.total(); slack > 0 {
+		natural := runeLen("NAME")
+		for _, j := range jobs {
+			natural = max(natural, runeLen(j.Name))
+		}
+		t.cols[name].width = min(natural, t.cols[name].width+slack)
+	}
+	t.shrink(name, 4, width)
+	if t.total() > width {
+		t.gap = 1
+	}
+	lines := t.lines(sgrBold)
+	if !below {
+		return lines
+	}
+	out := lines[:1:1]
+	for i, l := range lines[1:] {
+		out = append(out, l)
+		if r := t.rows[i][why]; r.text != "" {
+			out = append(out, ln(plainSpan("    "), styledSpan(ellipsizeWhy(r.text, width-4), r.sgr)))
+		}
+	}
+	return out
+}
+
+// compareForStatus orders jobs so the ones a person looks for come first:
+// what holds the machine, what waits for it (the head of the queue, the job
+// with an expected start, first; then the others in the order they started
+// waiting), what needs a person, and what is over. Within a state, by name.
+func compareForStatus(a, b supervisor.JobStatus) int {
+	if c := cmp.Compare(stateRank(a.State), stateRank(b.State)); c != 0 {
+		return c
+	}
+	if stateOf(a.State) == store.StateWaiting {
+		switch {
+		case a.ExpectedStart != nil && b.ExpectedStart == nil:
+			return -1
+		case a.ExpectedStart == nil && b.ExpectedStart != nil:
+			return 1
+		case a.ExpectedStart != nil:
+			if c := a.ExpectedStart.Compare(*b.ExpectedStart); c != 0 {
+				return c
+			}
+		}
+		if c := a.Since.Compare(b.Since); c != 0 {
+			return c
+		}
+	}
+	return strings.Compare(a.Name, b.Name)
+}
+
+// errorsSummary says how many files have errors, the way the daemon's status
+// line does: "1 file with errors"; or, when a problem is not about a job
+// file, how many problems there are.
+func errorsSummary(problems []supervisor.Problem) string {
+	files := map[string]bool{}
+	for _, p := range problems {
+		if p.Code == supervisor.ProblemNotRecording || p.Code == supervisor.ProblemStateGone || p.Code == supervisor.ProblemDirRefused || p.File == "" {
+			return count(len(problems), "configuration error")
+		}
+		files[p.File] = true
+	}
+	return count(len(files), "file") + " with errors"
+}
+
+// jobWhy is the WHY cell: the daemon's reason, and for a job that has been
+// restarted, how often in a row.
+func jobWhy(j supervisor.JobStatus) string {
+	why := reason(j)
+	if stateOf(j.State) == store.StateDone {
+		why = "" // done is exit 0, which is all the daemon's reason says
+	}
+	if j.ExpectedStart != nil {
+		why += expectedClause + j.ExpectedStart.In(renderZone).Format("15:04")
+	}
+	if j.Restarts > 0 && stateOf(j.State) != store.StateWaiting {
+		r := count(j.Restarts, "restart")
+		if why != "" {
+			why += "; " + r
+		} else {
+			why = r
+		}
+	}
+	return why
+}
+
+// reason is why a job is where it is: for a waiting job, worded here from
+// what it is short of; otherwise as the daemon says it.
+func reason(j supervisor.JobStatus) string {
+	if j.Short != nil {
+		return supervisor.MsgShort(j.Asked, *j.Short)
+	}
+	return j.Why
+}
+
+// expectedClause is how jobWhy ends a waiting head's reason, in the
+// client's time zone.
+const expectedClause = "; expected start ~"
+
+// ellipsizeWhy shortens a reason at its end, except that when the job is
+// expected to start is kept where there is room for it: "needs 2 g…;
+// expected start ~14:25", then "expected start ~14:25", then "start
+// ~14:25". When a job will start is the answer a person looks for, more
+// than the detail of what it is short of.
+func ellipsizeWhy(s string, n int) string {
+	if runeLen(s) <= n {
+		return s
+	}
+	if i := strings.LastIndex(s, expectedClause); i >= 0 {
+		tail := s[i:]
+		if room := n - runeLen(tail) - 1; room >= 4 {
+			return strings.TrimRight(firstRunes(s[:i], room), " ") + "…" + tail
+		}
+		at := s[i+len(expectedClause):]
+		for _, short := range []string{"expected start ~" + at, "start ~" + at} {
+			if runeLen(short) <= n {
+				return short
+			}
+		}
+	}
+	return ellipsize(s, n)
+}

@@ -1,0 +1,3 @@
+for i = 1, 10001 do
+  job ("j" .. i) { cmd = "true" }
+end

@@ -1,0 +1,194 @@
+package supervisor
+
+import (
+	"context"
+	"slices"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/berthd/berth/accounting"
+	"github.com/berthd/berth/supervisor/runner"
+	"github.com/berthd/berth/supervisor/store"
+	"github.com/berthd/berth/supervisor/units"
+)
+
+// Runs as systemd units: starting one, and taking back at start the ones
+// a previous daemon left.
+
+// adoptedRun is a run a previous daemon started as a unit, taken back.
+type adoptedRun struct {
+	rec  store.RunRecord
+	run  *units.Run
+	book *accounting.Book
+	// grant is what it holds in the books again; zero when it could not be
+	// restored (the machine's capacity changed meanwhile).
+	grant accounting.Grant
+}
+
+// startUnit starts a run of j as a transient unit: its grant enforced by
+// the unit's cgroup, its output its own journal stream.
+func (d *Daemon) startUnit(j *job, run uint64, login map[string]string) (process, func(), error) {
+	def := j.def
+	env := environList(d.runEnv(def, d.environ, login, strconv.FormatUint(run, 10), j.grant))
+	path, err := runner.Program(def.Cmd[0], env, def.Dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	spec := units.Spec{
+		Job: def.Name, Run: run,
+		Path: path, Argv: def.Cmd, Dir: def.Dir, Env: env,
+		User: def.User, Group: def.Group,
+		MemoryMax:   j.grant.RAMBytes,
+		StopSignal:  def.StopSignal,
+		StopTimeout: def.StopTimeout,
+	}
+	if !def.Resources.Unaccounted() {
+		// Pinned to the granted cores that exist: past a --cpus above the
+		// machine's count, a grant of virtual cores alone pins nothing.
+		if real := d.cfg.Machine.Pinnable(j.grant.CPUIDs); len(real) > 0 {
+			spec.CPUs = real
+		}
+	}
+	spec.Devices = d.cardNodes(j.grant.GPUs)
+	if def.Timeout > 0 {
+		// The daemon's own timer ends the run at its timeout; the unit's
+		// bound is for while the daemon is away, and comes later so that
+		// the two never race.
+		spec.RuntimeMax = def.Timeout + def.StopTimeout + time.Minute
+	}
+	proc, err := d.cfg.Units.Start(context.Background(), spec)
+	if err != nil {
+		return nil, nil, err
+	}
+	return proc, nil, nil
+}
+
+// cardControlNodes are what a program needs beside its cards' own nodes to
+// use them.
+var cardControlNodes = []string{"/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools", "/dev/nvidia-modeset"}
+
+// cardNodes are the device nodes a run granted cards may open: nil (no
+// device rule) on a machine without cards, or where the cards are named by
+// UUID or MIG name, whose nodes only NVML can tell (then every card stays
+// open to every job: the rule would be a guess).
+func (d *Daemon) cardNodes(granted []int) []string {
+	if len(d.cfg.Machine.GPUs) == 0 {
+		return nil
+	}
+	nodes := slices.Clone(cardControlNodes)
+	for _, i := range granted {
+		name := d.cfg.Machine.GPUs[i]
+		if _, err := strconv.Atoi(name); err != nil {
+			return nil
+		}
+		nodes = append(nodes, "/dev/nvidia"+name)
+	}
+	return nodes
+}
+
+// adopt takes back the open runs whose units are still there, their grants
+// into the books before anything is placed, and stops the units of berth's
+// that no open run accounts for. It returns the open runs it could not
+// take back (lost).
+func (d *Daemon) adopt(open []store.RunRecord) ([]store.RunRecord, error) {
+	found, err := d.cfg.Units.List(context.Background())
+	if err != nil {
+		return nil, err
+	}
+	byRun := map[uint64]units.Found{}
+	for _, f := range found {
+		byRun[f.Run] = f
+	}
+	d.adopted = map[string]adoptedRun{}
+	var lost []store.RunRecord
+	for _, rec := range open {
+		f, ok := byRun[rec.ID]
+		if !ok || f.Job != rec.Job {
+			lost = append(lost, rec)
+			continue
+		}
+		delete(byRun, rec.ID)
+		run, err := d.cfg.Units.Adopt(f.Unit)
+		if err != nil {
+			d.log.Warn("cannot take a run's unit back", "job", rec.Job, "run", rec.ID, "unit", f.Unit, "error", err)
+			lost = append(lost, rec)
+			continue
+		}
+		a := adoptedRun{rec: rec, run: run}
+		if g, err := d.book.Restore(rec.Job, rec.CPUIDs, d.cardIndices(rec.GPUs), rec.RAMBytes, time.Time{}); err == nil {
+			a.book, a.grant = d.book, g
+		} else {
+			d.log.Warn("a run taken back holds what the books cannot grant it again; it runs on, unaccounted", "job", rec.Job, "run", rec.ID, "error", err)
+		}
+		d.adopted[rec.Job] = a
+		d.log.Info("took back a run that outlived the previous daemon", "job", rec.Job, "run", rec.ID, "unit", f.Unit, "pid", run.PID())
+	}
+	for _, f := range byRun {
+		// Not berth's record of a run in progress: a unit of a run already
+		// recorded as over, or of another state file. Stopped, as a run
+		// nobody accounts for must not hold the machine.
+		d.log.Warn("stopping a unit no run on record accounts for", "unit", f.Unit, "job", f.Job, "run", f.Run)
+		d.cfg.Units.Discard(f.Unit)
+	}
+	return lost, nil
+}
+
+// cardIndices maps card names, as a run recorded them, to the books'
+// indices.
+func (d *Daemon) cardIndices(names []string) []int {
+	out := make([]int, 0, len(names))
+	for _, name := range names {
+		if i := slices.Index(d.cfg.Machine.GPUs, name); i >= 0 {
+			out = append(out, i)
+		} else if n, err := strconv.Atoi(name); err == nil {
+			out = append(out, n)
+		} else {
+			out = append(out, -1) // Restore refuses it
+		}
+	}
+	return out
+}
+
+// takeAdopted hands job j the run a previous daemon left for it, before
+// its goroutine starts: it is running, and its end arrives as any run's.
+func (j *job) takeAdopted(a adoptedRun) {
+	j.run = runState{id: a.rec.ID, proc: a.run, gpus: a.rec.GPUs, ram: a.rec.RAMBytes, start: a.rec.Start}
+	j.book, j.grant = a.book, a.grant
+	j.life = life{state: store.StateRunning, since: a.rec.Start, started: a.rec.Start}
+	j.exitC = a.run.Done()
+	if j.def.Timeout > 0 {
+		j.timeout = j.d.clock.NewTimer(max(0, a.rec.Start.Add(j.def.Timeout).Sub(j.d.now())))
+	}
+	j.publish()
+}
+
+// stopOrphans stops the adopted runs no job claimed (their files went away
+// while the daemon was down), records them stopped, and gives back what
+// they held.
+func (d *Daemon) stopOrphans() {
+	for name, a := range d.adopted {
+		d.log.Info("stopping a run taken back whose job is no longer declared", "job", name, "run", a.rec.ID)
+		go func() {
+			killed := a.run.Stop(syscall.SIGTERM, 10*time.Second)
+			exit := a.run.Wait()
+			reason := store.ReasonStopped
+			if killed {
+				reason = store.ReasonKilled
+			}
+			sig := ""
+			if exit.Signal != 0 {
+				sig = signalName(exit.Signal)
+			}
+			if err := d.store.EndRun(a.rec.ID, d.now(), exit.Code, sig, reason); err != nil {
+				d.notRecorded(d.log, "cannot record the run's end; its unit keeps it for the next daemon", "run", a.rec.ID, "error", err)
+			} else {
+				d.cfg.Units.Release(a.run)
+			}
+			if a.book != nil {
+				_ = a.book.Give(a.grant)
+			}
+		}()
+	}
+	d.adopted = nil
+}

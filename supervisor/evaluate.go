@@ -1,0 +1,418 @@
+package supervisor
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"golang.org/x/sys/unix"
+
+	"github.com/berthd/berth/luaapi"
+)
+
+// Evaluator evaluates job files in a short-lived child process, so that no
+// file can stall or kill the daemon: the child runs berth's hidden eval
+// command, which sets its own kernel limits (memory, CPU time, no new
+// privileges, an unprivileged user) before it reads a byte of Lua, and
+// answers file by file (luaapi.Serve). A file that kills the child, or
+// that the child does not finish in time, is refused with the limit it
+// crossed; the files after it go to a new child.
+type Evaluator struct {
+	// Command is the child's argv before the limits: cmd/ gives berth's
+	// own binary and its hidden eval command.
+	Command []string
+	// Env is the child's environment; nil inherits the daemon's (Lua
+	// cannot read it: the sandbox has no os).
+	Env []string
+	// UID and GID are who the child becomes before it reads a file, when
+	// the daemon is root; -1 keeps the daemon's.
+	UID, GID int
+	// MemoryBytes bounds the child's data (RLIMIT_DATA).
+	MemoryBytes int64
+	// Budget is each file's CPU time; zero means luaapi.DefaultBudget.
+	Budget time.Duration
+	// Deadline bounds one Evaluate; the files whose turn has not come by
+	// then are refused as not evaluated.
+	Deadline time.Duration
+	// Log receives the child's log: print from job files, warnings.
+	Log hclog.Logger
+}
+
+// Defaults for an Evaluator's limits.
+const (
+	// DefaultEvalMemory leaves room above luaapi's own heap guard (256 MiB
+	// of growth, which reports the file's line) for the runtime.
+	DefaultEvalMemory = 512 << 20
+	// DefaultEvalDeadline is how long one reload may evaluate. The
+	// daemon keeps answering meanwhile; it bounds how stale a reload's
+	// view can get when many hostile files arrive at once.
+	DefaultEvalDeadline = 60 * time.Second
+)
+
+// Exit codes of the eval command that the parent tells apart.
+const (
+	// EvalExitAbandoned: a file was abandoned in a builtin; its result was
+	// sent, and the process ended so that the builtin stops.
+	EvalExitAbandoned = 3
+)
+
+// evalWallSlack is added to a file's wall-clock bound in the parent, past
+// the child's own (luaapi's ten times the budget, plus its grace): the
+// child normally reports a slow file itself, with its line.
+const evalWallSlack = 2 * time.Second
+
+// Evaluate evaluates srcs, in order, and returns one File per source, in
+// the same order. It never fails: what went wrong is in the files' errors.
+func (e *Evaluator) Evaluate(ctx context.Context, m luaapi.Machine, srcs []luaapi.Source) []*luaapi.File {
+	budget := e.Budget
+	if budget <= 0 {
+		budget = luaapi.DefaultBudget
+	}
+	deadline := e.Deadline
+	if deadline <= 0 {
+		deadline = DefaultEvalDeadline
+	}
+	ctx, cancel := context.WithTimeout(ctx, deadline)
+	defer cancel()
+	out := make([]*luaapi.File, 0, len(srcs))
+	for rest := srcs; len(rest) > 0; {
+		if ctx.Err() != nil {
+			if len(out) == 0 {
+				// The first file took the whole reload: it is charged,
+				// so that the reloads after this one get further.
+				out = append(out, failed(rest[0].Path, luaapi.ErrReloadDeadline(rest[0].Path, deadline)))
+				rest = rest[1:]
+			}
+			for _, s := range rest {
+				out = append(out, &luaapi.File{Path: s.Path, Errors: []*luaapi.Error{luaapi.ErrNotEvaluated(s.Path, deadline)}})
+			}
+			break
+		}
+		done, broken := e.child(ctx, m, budget, batch(rest))
+		out = append(out, done...)
+		rest = rest[len(done):]
+		if broken != "" {
+			// It would fail the same way for every file after.
+			for _, s := range rest {
+				out = append(out, failed(s.Path, luaapi.ErrEvaluator(s.Path, broken)))
+			}
+			break
+		}
+	}
+	return out
+}
+
+// evalBatchBytes bounds the sources one child is handed: the request is
+// read whole, under the child's memory limit.
+const evalBatchBytes = 32 << 20
+
+// batch is the first files of srcs that one child takes: at least one,
+// and no more than evalBatchBytes of source.
+func batch(srcs []luaapi.Source) []luaapi.Source {
+	n, size := 1, len(srcs[0].Src)
+	for n < len(srcs) && size+len(srcs[n].Src) <= evalBatchBytes {
+		size += len(srcs[n].Src)
+		n++
+	}
+	return srcs[:n]
+}
+
+// child runs one child over srcs and returns the files it dealt with, in
+// order: every file it answered, then, if it died during one, that file
+// refused with the cause. It returns at least one file unless ctx ended, or
+// broken: why no child can evaluate anything (it cannot start, or dies
+// before its first file).
+func (e *Evaluator) child(ctx context.Context, m luaapi.Machine, budget time.Duration, srcs []luaapi.Source) (done []*luaapi.File, broken string) {
+	req, err := json.Marshal(luaapi.EvalRequest{Machine: m, Budget: budget, Files: srcs})
+	if err != nil {
+		return nil, err.Error()
+	}
+	// The kernel's CPU limit is for the whole batch, with room to spare:
+	// each file is held to its own budget by the child, and to a wall
+	// bound by the timer below.
+	cpuSeconds := int64((time.Duration(len(srcs))*budget*3/2)/time.Second) + 2
+	argv := append(append([]string(nil), e.Command...),
+		"--memory", strconv.FormatInt(e.memory(), 10),
+		"--cpu-seconds", strconv.FormatInt(cpuSeconds, 10),
+		"--uid", strconv.Itoa(e.UID), "--gid", strconv.Itoa(e.GID),
+		"--parent", strconv.Itoa(os.Getpid()))
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Env = e.Env
+	cmd.Dir = "/"
+	cmd.Stdin = bytes.NewReader(req)
+	// Its own group, so that a kill reaches anything it became; and it
+	// dies with the daemon.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err.Error()
+	}
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		return nil, err.Error()
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, "cannot start it: " + err.Error()
+	}
+
+	var relay sync.WaitGroup
+	tail := &stderrTail{}
+	relay.Go(func() { e.relayLog(stderr, tail) })
+	replies := make(chan luaapi.EvalReply)
+	readErr := make(chan error, 1)
+	relay.Go(func() {
+		defer close(replies)
+		// A child is berth's own code, but it has run hostile Lua: each
+		// line of its answer is read with a bound, so that no file
+		// brings more into the daemon than evalReplyLimit.
+		br := bufio.NewReader(stdout)
+		for {
+			line, err := readReply(br)
+			if err != nil {
+				if !errors.Is(err, io.EOF) {
+					readErr <- err
+				}
+				return
+			}
+			var r luaapi.EvalReply
+			if err := json.Unmarshal(line, &r); err != nil {
+				readErr <- err
+				return
+			}
+			replies <- r
+		}
+	})
+
+	current := ""
+	wall := luaapi.WallFactor*budget + evalWallSlack
+	timer := time.NewTimer(wall)
+	defer timer.Stop()
+	killed := ""
+	ended := ctx.Done()
+	kill := func(why string) {
+		if killed == "" {
+			killed = why
+			ended = nil // told once is enough; wait for its output to close
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		}
+	}
+	for replies != nil {
+		select {
+		case r, ok := <-replies:
+			switch {
+			case !ok:
+				replies = nil
+			case killed != "":
+				// Past trusting: what it says now is not taken.
+			case r.Begin != "":
+				current = r.Begin
+				timer.Reset(wall)
+			case r.File != nil && r.File.Path == current && len(done) < len(srcs) && srcs[len(done)].Path == current:
+				done = append(done, r.File)
+				current = ""
+			default:
+				kill("it answered out of turn")
+			}
+		case <-timer.C:
+			if current != "" {
+				kill("wall")
+			}
+		case <-ended:
+			kill("deadline")
+		}
+	}
+	// The reader sends its error before it closes replies.
+	tooLarge := false
+	select {
+	case err := <-readErr:
+		tooLarge = errors.Is(err, errReplyTooLarge)
+		if killed == "" {
+			killed = "its answer could not be read: " + err.Error()
+		}
+	default:
+	}
+	// It has closed its output, so it is ending, or it is past trusting:
+	// either way its group goes (a signal to a group that has exited
+	// changes nothing), and what is left of its output is thrown away.
+	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	_, _ = io.Copy(io.Discard, stdout)
+	relay.Wait()
+	werr := cmd.Wait()
+
+	if len(done) == len(srcs) {
+		return done, ""
+	}
+	path := srcs[len(done)].Path
+	if current != "" && current != path {
+		killed = "it answered out of turn"
+	}
+	switch {
+	case tooLarge:
+		return append(done, failed(path, luaapi.ErrDeclaresTooMuch(path, evalReplyLimit))), ""
+	case killed == "deadline":
+		return done, "" // Evaluate refuses the rest as not evaluated
+	case killed == "wall":
+		return append(done, failed(path, luaapi.ErrWallLimit(path, wall, budget))), ""
+	case killed != "":
+		return append(done, failed(path, luaapi.ErrEvaluator(path, killed))), ""
+	case current == "" && cmd.ProcessState.ExitCode() == EvalExitAbandoned && len(done) > 0:
+		return done, "" // by design: the rest go to a new child
+	case current == "" && len(done) == 0:
+		// It died before its first file: its start failed (a limit it
+		// could not set, a user it could not become), and would again.
+		why := firstLine(tail.String())
+		if why == "" && werr != nil {
+			why = werr.Error()
+		}
+		if why == "" {
+			why = "it ended without answering"
+		}
+		return nil, why
+	case current == "":
+		return append(done, failed(path, luaapi.ErrEvaluator(path, "it ended between two files: "+firstLine(tail.String())))), ""
+	}
+	return append(done, failed(path, e.cause(path, cmd.ProcessState, tail.String(), budget, cpuSeconds))), ""
+}
+
+// evalReplyLimit bounds one line of a child's answer, so one file's
+// declarations: a file of a thousand jobs sends a few hundred KiB.
+const evalReplyLimit = 8 << 20
+
+// errReplyTooLarge is a line of a child's answer past evalReplyLimit.
+var errReplyTooLarge = errors.New("a reply larger than the bound")
+
+// readReply reads one line of a child's answer, without its newline, and
+// no more than evalReplyLimit of it.
+func readReply(br *bufio.Reader) ([]byte, error) {
+	var line []byte
+	for {
+		chunk, err := br.ReadSlice('\n')
+		line = append(line, chunk...)
+		switch {
+		case len(line) > evalReplyLimit:
+			return nil, errReplyTooLarge
+		case err == bufio.ErrBufferFull:
+			continue
+		case err != nil:
+			if err == io.EOF && len(line) > 0 {
+				return nil, io.ErrUnexpectedEOF
+			}
+			return nil, err
+		}
+		return line[:len(line)-1], nil
+	}
+}
+
+// cause says why a child ended before it answered for path; began says
+// whether it had begun path (or died before reading any file).
+func (e *Evaluator) cause(path string, ps *os.ProcessState, stderr string, budget time.Duration, cpuSeconds int64) *luaapi.Error {
+	ws, _ := ps.Sys().(syscall.WaitStatus)
+	switch {
+	case ws.Signaled() && ws.Signal() == syscall.SIGXCPU:
+		return luaapi.ErrCPULimit(path, budget)
+	case ws.Signaled() && ws.Signal() == syscall.SIGKILL && ps.UserTime()+ps.SystemTime() >= time.Duration(cpuSeconds)*time.Second:
+		return luaapi.ErrCPULimit(path, budget) // the hard limit
+	case ws.Signaled():
+		return luaapi.ErrEvaluator(path, "killed by "+unix.SignalName(ws.Signal())+", by neither berth nor its limits (the kernel's out-of-memory killer?)")
+	case ws.ExitStatus() == 2 && (strings.Contains(stderr, "out of memory") || strings.Contains(stderr, "cannot allocate memory")):
+		// The Go runtime's fatal error when RLIMIT_DATA refuses it memory
+		// for its heap or for a goroutine's stack.
+		return luaapi.ErrMemoryLimit(path, e.memory())
+	}
+	return luaapi.ErrEvaluator(path, fmt.Sprintf("exit %d: %s", ws.ExitStatus(), firstLine(stderr)))
+}
+
+// firstLine is the first line of s that says something.
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(strings.TrimSpace(s), "\n")
+	return strings.TrimSpace(line)
+}
+
+func failed(path string, err *luaapi.Error) *luaapi.File {
+	return &luaapi.File{Path: path, Errors: []*luaapi.Error{err}}
+}
+
+func (e *Evaluator) memory() int64 {
+	if e.MemoryBytes > 0 {
+		return e.MemoryBytes
+	}
+	return DefaultEvalMemory
+}
+
+// relayLog passes the child's log lines (hclog JSON: print from job files)
+// to the daemon's log, and keeps the tail of anything else it writes (a Go
+// runtime's fatal error) for the cause of its death.
+func (e *Evaluator) relayLog(r io.Reader, tail *stderrTail) {
+	log := e.Log
+	if log == nil {
+		log = hclog.NewNullLogger()
+	}
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 4096), 64<<10)
+	for sc.Scan() {
+		var entry map[string]any
+		if json.Unmarshal(sc.Bytes(), &entry) != nil {
+			_, _ = tail.Write(append(sc.Bytes(), '\n'))
+			continue
+		}
+		msg, _ := entry["@message"].(string)
+		level, _ := entry["@level"].(string)
+		var kv []any
+		for _, k := range slices.Sorted(maps.Keys(entry)) {
+			if !strings.HasPrefix(k, "@") {
+				kv = append(kv, k, entry[k])
+			}
+		}
+		log.Log(hclog.LevelFromString(level), msg, kv...)
+	}
+	// A line past the scanner's bound ends the relay; what follows is
+	// only kept for the cause.
+	_, _ = io.Copy(tail, r)
+}
+
+// stderrTail keeps the first and the last bytes written to it: a Go
+// runtime that dies says why first ("fatal error: out of memory"), then
+// dumps every goroutine.
+type stderrTail struct {
+	mu   sync.Mutex // guards head and tail
+	head []byte
+	tail []byte
+}
+
+const stderrKeepBytes = 2048
+
+func (t *stderrTail) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n := len(p)
+	if room := stderrKeepBytes - len(t.head); room > 0 {
+		k := min(room, len(p))
+		t.head = append(t.head, p[:k]...)
+		p = p[k:]
+	}
+	t.tail = append(t.tail, p...)
+	if len(t.tail) > stderrKeepBytes {
+		t.tail = append(t.tail[:0], t.tail[len(t.tail)-stderrKeepBytes:]...)
+	}
+	return n, nil
+}
+
+func (t *stderrTail) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return string(t.head) + string(t.tail)
+}

@@ -1,0 +1,74 @@
+package supervisor
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/berthd/berth/accounting"
+	"github.com/berthd/berth/luaapi"
+	"github.com/berthd/berth/probes"
+)
+
+// TestMain lets the test binary be the evaluating child, as berth's hidden
+// eval command is the daemon's (without the limits, which cmd/berth sets
+// and tests).
+func TestMain(m *testing.M) {
+	if os.Getenv("BERTH_TEST_EVAL") == "1" {
+		if err := luaapi.Serve(os.Stdin, os.Stdout, hclog.New(&hclog.LoggerOptions{JSONFormat: true, Output: os.Stderr})); err != nil {
+			os.Exit(EvalExitAbandoned)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// testEvaluator evaluates in this test binary.
+func testEvaluator() *Evaluator {
+	return &Evaluator{Command: []string{os.Args[0]}, Env: append(os.Environ(), "BERTH_TEST_EVAL=1"), UID: -1, GID: -1}
+}
+
+// runDaemon runs a daemon in t's temporary directory over a jobs directory
+// holding jobs.lua (none when jobs is ""), on a two-core machine; tune
+// sets what a test needs (a clock, a socket). It is stopped at cleanup.
+func runDaemon(t *testing.T, jobs string, tune func(cfg *Config)) (d *Daemon, jobsDir string) {
+	t.Helper()
+	dir := t.TempDir()
+	jobsDir, stateDir := filepath.Join(dir, "jobs.d"), filepath.Join(dir, "state")
+	for _, p := range []string{jobsDir, stateDir} {
+		if err := os.Mkdir(p, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if jobs != "" {
+		if err := os.WriteFile(filepath.Join(jobsDir, "jobs.lua"), []byte(jobs), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg := Config{
+		JobsDir: jobsDir, StateDir: stateDir, Evaluator: testEvaluator(),
+		Machine: probes.Inventory{CPUs: 2, CPUIDs: []int{0, 1}, OnlineCPUs: 2,
+			RAM: probes.Memory{Bytes: 4 * accounting.GiB, Known: true}},
+		Environ: []string{"PATH=/usr/bin:/bin"},
+	}
+	if tune != nil {
+		tune(&cfg)
+	}
+	d, err := Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+	return d, jobsDir
+}

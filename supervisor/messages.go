@@ -1,0 +1,214 @@
+package supervisor
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/berthd/berth/accounting"
+	"github.com/berthd/berth/luaapi"
+	"github.com/berthd/berth/supervisor/ctlsock"
+	"github.com/berthd/berth/supervisor/store"
+)
+
+// This file is the catalog of the sentences the daemon writes: into API
+// errors, into a job's why and into the status's errors. Every one says what
+// is wrong and what to do next, naming the command that helps. What a
+// client shows is worded by the client from the facts the daemon sends
+// (codes, counts, times); the sentences here are for those who read the
+// JSON or the journal, and the client reuses the ones it needs rather than
+// writing them again. The golden test in messages_test.go pins them all.
+
+// Codes of API errors: stable, so that a client branches on them and never
+// on the sentence. Add, never rename.
+const (
+	CodeNoSuchJob    = "no_such_job"
+	CodeNoSuchCall   = "no_such_call"
+	CodeNotPermitted = "not_permitted"
+	CodeBadRequest   = "bad_request"
+	CodeDisabled     = "disabled"    // a start of a job its file disables
+	CodeInvalid      = "invalid"     // a start of a job whose declaration cannot run
+	CodeUnavailable  = "unavailable" // the daemon's loop did not answer in time
+	CodeInternal     = "internal"
+	// CodeTooManyConnections: the connection was over the control
+	// socket's caps (429 for the user's own, 503 for all users'), and
+	// was closed after this answer.
+	CodeTooManyConnections = "too_many_connections"
+)
+
+// Codes of problems that are not a job file's own mistakes (those take
+// luaapi's Problem names, e.g. "unknown_field").
+const (
+	ProblemFileRefused  = "file_refused"  // owner, mode or type of a file
+	ProblemDirRefused   = "dir_refused"   // the jobs directory itself
+	ProblemNameTaken    = "name_taken"    // a name another file in force declares
+	ProblemNotRecording = "not_recording" // the state cannot be written
+	ProblemCredentials  = "credentials"   // an unknown user or group
+	ProblemStateGone    = "state_gone"    // the state file was removed or replaced under the daemon
+)
+
+func msgNoSuchJob(name string) string {
+	return fmt.Sprintf("no job named %q (berth jobs lists them)", name)
+}
+
+func msgNoSuchCall(method, path string) string {
+	return "no such call: " + method + " " + path + " (the daemon speaks " + APIVersion + ")"
+}
+
+func msgBadRunCount(v string) string {
+	return "n must be a whole number of runs, 1 or more, got " + strconv.Quote(v)
+}
+
+func msgCannotReadHistory(err error) string { return "cannot read the history: " + err.Error() }
+
+func msgNoAnswer(err error) string { return "the daemon did not answer: " + err.Error() }
+
+func msgNotPermitted(uid uint32) string {
+	return fmt.Sprintf("uid %d may not use this berth daemon: it answers root, its own user and the group berth (sudo usermod -aG berth $USER, then log in again)", uid)
+}
+
+// msgTooManyConnections says why a connection to the control socket was
+// refused, and what frees one.
+func msgTooManyConnections(r ctlsock.Refusal) string {
+	if r.Total {
+		return fmt.Sprintf("too many connections: the berth daemon holds %d, the most it takes from all users; try again in a few seconds (sudo ss -xp | grep berth shows who holds them; root can still connect)", r.Limit)
+	}
+	return fmt.Sprintf("too many connections: uid %d holds %d open to the berth daemon, the most one user may; a program keeps them open (ss -xp | grep berth finds it): try again once it has closed some", r.UID, r.Open)
+}
+
+func msgRefused(verb, job string, r refusal, invalid string) string {
+	why := "it is disabled in its file (set enabled = true there, then berth reload)"
+	if r == refuseInvalid {
+		why = "its declaration cannot run: " + invalid
+	}
+	return fmt.Sprintf("cannot %s job %q: %s", verb, job, why)
+}
+
+// MsgUnplaceable says a job fits no machine; berth check says it too.
+func MsgUnplaceable(pos luaapi.Pos, job string, err *accounting.UnplaceableError) string {
+	return fmt.Sprintf("%sjob %q %v (berth machine shows what it has)", posPrefix(pos), job, err)
+}
+
+// MsgCredentials says a job names a user or group that does not exist;
+// berth check says it too.
+func MsgCredentials(pos luaapi.Pos, job string, err error) string {
+	return posPrefix(pos) + "job " + strconv.Quote(job) + ": " + err.Error()
+}
+
+func msgCannotStart(job string, err error) string {
+	return fmt.Sprintf("cannot start: %v (berth show %s shows its command, directory and user)", err, job)
+}
+
+func msgNameTaken(at luaapi.Pos, kind, name string, other luaapi.Pos) string {
+	return fmt.Sprintf("%s%s %q is already declared in %s, which is in force; this file is not loaded until one of them is renamed",
+		posPrefix(at), kind, name, posString(other))
+}
+
+func msgNoCredentials() string {
+	return "the daemon cannot tell who is calling (no peer credentials on the control socket); it answers only callers it can name: connect over its unix socket (berth status)"
+}
+
+// msgDefinitionHidden says why a job's definition is not shown.
+func msgDefinitionHidden(file string) string {
+	return fmt.Sprintf("its definition is in %s, which you may not read (its owner sees it: berth show, or the file itself)", file)
+}
+
+// msgHidden stands for a problem's sentence, or a job's why, shown to one
+// who may not read the file it quotes.
+func msgHidden(p Problem) string {
+	at := posString(luaapi.Pos{File: p.File, Line: p.Line})
+	what := strings.ReplaceAll(p.Code, "_", " ")
+	if p.Job != "" {
+		return fmt.Sprintf("%s: job %q: a problem (%s) whose details quote a file you may not read (its owner sees them: berth status, or berth check %s)", at, p.Job, what, p.File)
+	}
+	return fmt.Sprintf("%s: a problem (%s) whose details quote a file you may not read (its owner sees them: berth status, or berth check %s)", at, what, p.File)
+}
+
+// MsgNotRecording is the status's first error while the state cannot be
+// written.
+func MsgNotRecording(dir string, err error) string {
+	return fmt.Sprintf("cannot record the state (%v): jobs go on, but their runs and states are not kept until it can; free space under %s (df -h %s)", err, dir, dir)
+}
+
+// MsgStateGone is the status's first error while the state file the
+// daemon has open is no longer at its path.
+func MsgStateGone(g *store.GoneError) string {
+	if g.Replaced {
+		return fmt.Sprintf("state file %s was replaced by another file while the daemon runs: the daemon goes on recording into the file it opened, which is lost when it stops, and the next start reads the file now there (put the old one back if this was not meant; systemctl restart berth takes up the new one)", g.Path)
+	}
+	return fmt.Sprintf("state file %s was removed while the daemon runs: if it was moved, move it back (this error then clears); otherwise what the daemon records from now on is lost when it stops, and its next start begins an empty state, so batch jobs done before run again", g.Path)
+}
+
+// msgStateGoneShort says it in systemd's status line.
+func msgStateGoneShort(g *store.GoneError) string {
+	if g.Replaced {
+		return "state file replaced (berth status)"
+	}
+	return "state file removed (berth status)"
+}
+
+// MsgShort says what a waiting job is short of, from what it asks and its
+// shortfall: "needs 2 gpus; 1 free". A job short of nothing waits its turn.
+func MsgShort(asked, short Size) string {
+	var parts []string
+	if short.GPUs > 0 {
+		parts = append(parts, fmt.Sprintf("needs %s; %d free", Count(asked.GPUs, "gpu"), asked.GPUs-short.GPUs))
+	}
+	if short.CPUs > 0 {
+		parts = append(parts, fmt.Sprintf("needs %s; %d free", Count(asked.CPUs, "cpu"), asked.CPUs-short.CPUs))
+	}
+	if short.RAMBytes > 0 {
+		parts = append(parts, fmt.Sprintf("needs %s memory; %s free", accounting.FormatSize(asked.RAMBytes),
+			accounting.FormatSize(asked.RAMBytes-short.RAMBytes)))
+	}
+	if len(parts) == 0 {
+		return "queued behind a job ahead of it"
+	}
+	return strings.Join(parts, ", ")
+}
+
+// MsgEnded says how a run ended, for a job's why: "exit 3", "killed by
+// SIGSEGV", "timed out after 12h".
+func MsgEnded(reason store.Reason, code int, sig string, timeout time.Duration, ramBytes int64) string {
+	switch reason {
+	case store.ReasonExited:
+		return "exit 0"
+	case store.ReasonFailed:
+		if sig != "" {
+			return "killed by " + sig
+		}
+		return fmt.Sprintf("exit %d", code)
+	case store.ReasonTimedOut:
+		return "timed out after " + accounting.FormatDuration(timeout)
+	case store.ReasonOOM:
+		if ramBytes > 0 {
+			return "out of memory: went over its " + accounting.FormatSize(ramBytes)
+		}
+		return "out of memory"
+	}
+	return reason.String()
+}
+
+// Count writes a number with its noun, "1 core", "2 cores": every sentence
+// of the daemon's and the client's that counts something goes through it,
+// so that none reads "1 cores".
+func Count(n int, noun string) string { return strconv.Itoa(n) + " " + Plural(n, noun) }
+
+// Plural is the noun alone, for a label before a list: "card 3", "cards
+// 0,1". Every noun berth counts takes an "s".
+func Plural(n int, noun string) string {
+	if n == 1 {
+		return noun
+	}
+	return noun + "s"
+}
+
+func posString(p luaapi.Pos) string {
+	if p.Line > 0 {
+		return p.File + ":" + strconv.Itoa(p.Line)
+	}
+	return p.File
+}
+
+func posPrefix(p luaapi.Pos) string { return posString(p) + ": " }

@@ -1,0 +1,58 @@
+package supervisor
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/berthd/berth/accounting"
+	"github.com/berthd/berth/luaapi"
+	"github.com/berthd/berth/supervisor/ctlsock"
+	"github.com/berthd/berth/supervisor/store"
+	"github.com/berthd/berth/supervisor/testkit"
+)
+
+// TestMessagesGolden pins every sentence of the daemon's catalog.
+func TestMessagesGolden(t *testing.T) {
+	pos := luaapi.Pos{File: "/etc/berth/jobs.d/train.lua", Line: 14}
+	unplaceable := &accounting.UnplaceableError{Asked: accounting.Resources{CPUs: 2, GPUs: 4},
+		Largest: accounting.Capacity{Name: "local", CPUIDs: []int{0, 1, 2, 3}, GPUs: 2}}
+	lines := []string{
+		msgNoSuchJob("train"),
+		msgNoSuchCall("GET", "/v2/status"),
+		msgBadRunCount("-1"),
+		msgCannotReadHistory(errors.New("read state: input/output error")),
+		msgNoAnswer(errors.New("context deadline exceeded")),
+		msgNotPermitted(1001),
+		msgRefused("start", "train", refuseDisabled, ""),
+		msgRefused("restart", "train", refuseInvalid, `/etc/berth/jobs.d/train.lua:3: job "train": flavor "gpu-huge" does not exist (berth flavors lists them)`),
+		MsgUnplaceable(pos, "train", unplaceable),
+		MsgCredentials(pos, "train", errors.New(`user "nobody2" does not exist (getent passwd lists them)`)),
+		MsgCredentials(pos, "train", &UnknownUserError{Kind: "group", Name: "ml"}),
+		MsgCredentials(pos, "train", &NeedsRootError{Kind: "user", Name: "ml", UID: 1000, GID: 1000}),
+		MsgCredentials(pos, "train", &NeedsRootError{Kind: "group", Name: "video", UID: 1000, GID: 1000}),
+		msgCannotStart("train", errors.New("dir /srv/x does not exist")),
+		msgNameTaken(pos, "job", "train", luaapi.Pos{File: "/etc/berth/jobs.d/a.lua", Line: 2}),
+		MsgNotRecording("/var/lib/berth", errors.New("commit state: no space left on device")),
+		msgHidden(Problem{Code: "bad_value", File: "/etc/berth/jobs.d/secret.lua", Line: 3, Job: "train"}),
+		msgHidden(Problem{Code: "syntax", File: "/etc/berth/jobs.d/secret.lua", Line: 1}),
+		MsgStateGone(&store.GoneError{Path: "/var/lib/berth/state.db"}),
+		MsgStateGone(&store.GoneError{Path: "/var/lib/berth/state.db", Replaced: true}),
+		msgStateGoneShort(&store.GoneError{Path: "/var/lib/berth/state.db"}),
+		msgStateGoneShort(&store.GoneError{Path: "/var/lib/berth/state.db", Replaced: true}),
+		MsgShort(Size{CPUs: 8, GPUs: 2, RAMBytes: 32 * accounting.GiB}, Size{CPUs: 3, GPUs: 1, RAMBytes: 16 * accounting.GiB}),
+		MsgShort(Size{CPUs: 1, GPUs: 1}, Size{GPUs: 1}),
+		MsgShort(Size{CPUs: 1}, Size{}),
+		MsgEnded(store.ReasonExited, 0, "", 0, 0),
+		MsgEnded(store.ReasonFailed, 3, "", 0, 0),
+		MsgEnded(store.ReasonFailed, 0, "SIGSEGV", 0, 0),
+		MsgEnded(store.ReasonTimedOut, 0, "", 12*time.Hour, 0),
+		MsgEnded(store.ReasonKilled, 0, "", 0, 0),
+		MsgEnded(store.ReasonOOM, 0, "SIGKILL", 0, 256<<20),
+		Count(1, "gpu") + ", " + Count(0, "gpu") + ", " + Count(2, "cpu"),
+		msgTooManyConnections(ctlsock.Refusal{UID: 1001, Open: 64, Limit: 64}),
+		msgTooManyConnections(ctlsock.Refusal{UID: 1002, Open: 3, Limit: 1024, Total: true}),
+	}
+	testkit.Golden(t, "testdata/messages.golden", []byte(strings.Join(lines, "\n")+"\n"))
+}

@@ -1,0 +1,169 @@
+package supervisor
+
+import (
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/berthd/berth/supervisor/store"
+)
+
+// What a job file says is shown only to those who may read the file. A
+// problem's sentence quotes the file (a syntax error names the token it
+// stopped at; a bad value is quoted), and a job's why for a declaration
+// that cannot run is such a sentence; everyone allowed on the socket sees
+// the status, but not everyone may read every job file (an admin's 0600
+// file, whatever a link pointed to). For those, the sentence is replaced by
+// one that says where and what kind of problem it is, and how to see it.
+
+// reader is who asks, as far as reading job files goes.
+type reader struct {
+	all  bool // root, or the daemon's own user: reads what the daemon reads
+	uid  uint32
+	gids map[uint32]bool
+	// seen caches each file's answer for one request.
+	seen map[string]bool
+}
+
+// readerOf is the caller of r, which authorize has let in (it refuses a
+// caller it cannot name); one without credentials is shown nothing of a
+// file's content.
+func (d *Daemon) readerOf(r *http.Request) *reader {
+	cred, ok := r.Context().Value(peerKey{}).(unix.Ucred)
+	if !ok {
+		return &reader{uid: ^uint32(0), gids: map[uint32]bool{}, seen: map[string]bool{}}
+	}
+	if cred.Uid == 0 || int(cred.Uid) == os.Getuid() {
+		return &reader{all: true}
+	}
+	return &reader{uid: cred.Uid, gids: groupsOf(cred), seen: map[string]bool{}}
+}
+
+// groupsOf reads the peer's groups from its process, as the kernel checks
+// them; a process already gone has none.
+func groupsOf(cred unix.Ucred) map[uint32]bool {
+	gids := map[uint32]bool{cred.Gid: true}
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(int(cred.Pid)) + "/status")
+	if err != nil {
+		return gids
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "Groups:"); ok {
+			for _, f := range strings.Fields(v) {
+				if g, err := strconv.ParseUint(f, 10, 32); err == nil {
+					gids[uint32(g)] = true
+				}
+			}
+		}
+	}
+	return gids
+}
+
+// canRead reports whether the reader may read path: search every
+// directory on the way, and read the file, by mode, owner and group (as the
+// kernel would decide, ACLs aside).
+func (rd *reader) canRead(path string) bool {
+	if rd.all || path == "" {
+		return true
+	}
+	if !rd.may(path, 0o4) {
+		return false
+	}
+	for dir := filepath.Dir(path); ; dir = filepath.Dir(dir) {
+		if !rd.may(dir, 0o1) {
+			return false
+		}
+		if dir == "/" || dir == "." {
+			return true
+		}
+	}
+}
+
+// may reports whether the reader has the permission bits perm (4 read, 1
+// search) on path, remembering the answer for this request.
+func (rd *reader) may(path string, perm uint32) bool {
+	key := strconv.Itoa(int(perm)) + path
+	if ok, seen := rd.seen[key]; seen {
+		return ok
+	}
+	ok := false
+	var st syscall.Stat_t
+	if syscall.Stat(path, &st) == nil {
+		switch {
+		case st.Uid == rd.uid:
+			ok = st.Mode&(perm<<6) != 0
+		case rd.gids[st.Gid]:
+			ok = st.Mode&(perm<<3) != 0
+		default:
+			ok = st.Mode&perm != 0
+		}
+	}
+	rd.seen[key] = ok
+	return ok
+}
+
+// detail returns a job's detail as the reader may see it: its definition
+// and the environment of its next run are what its file says.
+func (rd *reader) detail(jd JobDetail) JobDetail {
+	jd.Status = rd.jobs([]JobStatus{jd.Status})[0]
+	if rd.canRead(jd.Definition.File) {
+		return jd
+	}
+	jd.Hidden = msgDefinitionHidden(jd.Definition.File)
+	jd.Definition.Cmd = []string{}
+	jd.Definition.Env = nil
+	jd.Definition.Description = ""
+	jd.NextEnv = []string{}
+	return jd
+}
+
+// problems returns ps with the sentences about files the reader cannot
+// read replaced.
+func (rd *reader) problems(ps []Problem) []Problem {
+	if rd.all {
+		return ps
+	}
+	out := make([]Problem, len(ps))
+	for i, p := range ps {
+		if !rd.canRead(p.File) && p.Code != ProblemNotRecording && p.Code != ProblemDirRefused {
+			p.Text = msgHidden(p)
+		}
+		out[i] = p
+	}
+	return out
+}
+
+// status returns s as the reader may see it.
+func (rd *reader) status(s Status) Status {
+	if rd.all {
+		return s
+	}
+	s.Problems = rd.problems(s.Problems)
+	s.Errors = make([]string, len(s.Problems))
+	for i, p := range s.Problems {
+		s.Errors[i] = p.Text
+	}
+	s.Jobs = rd.jobs(s.Jobs)
+	return s
+}
+
+// jobs hides the why of a job whose declaration cannot run or fit, when it
+// comes from a file the reader cannot read: it quotes the file.
+func (rd *reader) jobs(js []JobStatus) []JobStatus {
+	if rd.all {
+		return js
+	}
+	out := make([]JobStatus, len(js))
+	for i, j := range js {
+		if (j.State == store.StateInvalid.String() || j.State == store.StateUnplaceable.String()) && !rd.canRead(j.File) {
+			j.Why = msgHidden(Problem{Code: j.State, File: j.File, Line: j.Line, Job: j.Name})
+		}
+		out[i] = j
+	}
+	return out
+}

@@ -1,0 +1,197 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
+
+	"github.com/berthd/berth/supervisor/clock"
+)
+
+// TestFull drives bbolt into a real write failure, its size cap, and
+// checks that the store reports it to the caller and stays usable.
+func TestFull(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state.db")
+	const maxSize = 1 << 20
+	var toldMu sync.Mutex
+	var told []error
+	opts := Options{OnHealth: func(err error) {
+		toldMu.Lock()
+		told = append(told, err)
+		toldMu.Unlock()
+	}, recoverAfter: -1} // the first success after the failures recovers
+	s, err := openWith(path, opts, func(o *bbolt.Options) { o.MaxSize = maxSize })
+	if err != nil {
+		t.Fatal(err)
+	}
+	cleanupCheck(t, s, path)
+
+	fp := strings.Repeat("f", 16<<10)
+	var full error
+	n := 0
+	for ; n < 1000; n++ {
+		if full = s.PutJob(JobRecord{Name: fmt.Sprintf("job-%04d", n), Fingerprint: fp}); full != nil {
+			break
+		}
+	}
+	if !errors.Is(full, berrors.ErrMaxSizeReached) {
+		t.Fatalf("after %d jobs: %v, want ErrMaxSizeReached", n, full)
+	}
+	if !errors.Is(s.Failing(), berrors.ErrMaxSizeReached) {
+		t.Errorf("Failing() = %v on a full store", s.Failing())
+	}
+	jobs, err := s.jobs()
+	if err != nil {
+		t.Fatalf("reading a full store: %v", err)
+	}
+	if len(jobs) != n {
+		t.Errorf("%d jobs readable, want the %d committed", len(jobs), n)
+	}
+	// Freeing space makes writes work again.
+	for i := range n / 2 {
+		if err := s.deleteJob(fmt.Sprintf("job-%04d", i)); err != nil {
+			t.Fatalf("delete from a full store: %v", err)
+		}
+	}
+	if err := s.PutJob(JobRecord{Name: "after", Fingerprint: fp}); err != nil {
+		t.Errorf("write after freeing space: %v", err)
+	}
+	if s.Failing() != nil {
+		t.Errorf("Failing() = %v after a write succeeded again", s.Failing())
+	}
+	toldMu.Lock()
+	defer toldMu.Unlock()
+	if len(told) != 2 || !errors.Is(told[0], berrors.ErrMaxSizeReached) || told[1] != nil {
+		t.Errorf("OnHealth told %v, want the failure once, then nil once", told)
+	}
+}
+
+// injectFailures makes every commit fail while the returned flag is
+// set.
+func injectFailures(s *Store, injected error) *atomic.Bool {
+	var fail atomic.Bool
+	s.mu.Lock()
+	s.beforeCommit = func(*bbolt.Tx) error {
+		if fail.Load() {
+			return injected
+		}
+		return nil
+	}
+	s.mu.Unlock()
+	return &fail
+}
+
+// TestHealthHolds: after a failed commit, successes do not yet count
+// as recording again (on a nearly full disk successes and failures
+// alternate). Once a commit has succeeded and recoverAfter has passed since
+// the last failure, the writer turns at that moment, with nothing written
+// then: Failing clears and OnHealth is told nil, together.
+func TestHealthHolds(t *testing.T) {
+	fake := clock.NewFake(t0)
+	told := make(chan error, 10)
+	var s *Store
+	s, _ = openTest(t, Options{Clock: fake, OnHealth: func(err error) {
+		// The verdict is published before OnHealth hears of it.
+		if got := s.Failing(); got != err {
+			t.Errorf("OnHealth(%v) while Failing() = %v", err, got)
+		}
+		told <- err
+	}})
+	first := errors.New("injected: no space left on device")
+	fail := injectFailures(s, first)
+
+	fail.Store(true)
+	if err := s.PutJob(JobRecord{Name: "a"}); !errors.Is(err, first) {
+		t.Fatalf("PutJob = %v, want the injected error", err)
+	}
+	if err := waitFor(t, told, "OnHealth"); !errors.Is(err, first) {
+		t.Errorf("OnHealth(%v), want the injected error", err)
+	}
+	fail.Store(false)
+	for range 3 {
+		if err := s.PutJob(JobRecord{Name: "a"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !errors.Is(s.Failing(), first) {
+		t.Errorf("Failing() = %v right after the failure, want it still reported", s.Failing())
+	}
+	fake.Advance(defaultRecoverAfter - time.Second)
+	if !errors.Is(s.Failing(), first) || fake.Pending() != 1 {
+		t.Errorf("Failing() = %v, %d timers armed, before recoverAfter has passed", s.Failing(), fake.Pending())
+	}
+
+	// A failure on the way starts the wait again, and the status shows the
+	// latest cause without telling OnHealth again.
+	second := errors.New("injected: input/output error")
+	fail = injectFailures(s, second)
+	fail.Store(true)
+	if err := s.PutJob(JobRecord{Name: "a"}); !errors.Is(err, second) {
+		t.Fatalf("PutJob = %v, want the second injected error", err)
+	}
+	if !errors.Is(s.Failing(), second) || fake.Pending() != 0 {
+		t.Errorf("Failing() = %v, %d timers armed, after a second failure", s.Failing(), fake.Pending())
+	}
+	fail.Store(false)
+	if err := s.PutJob(JobRecord{Name: "a"}); err != nil {
+		t.Fatal(err)
+	}
+	fake.Advance(defaultRecoverAfter - time.Second)
+	if !errors.Is(s.Failing(), second) {
+		t.Errorf("Failing() = %v %v after the second failure, want it still reported", s.Failing(), defaultRecoverAfter-time.Second)
+	}
+
+	// Nothing more is written: the writer turns when the time comes.
+	fake.Advance(time.Second)
+	if err := waitFor(t, told, "OnHealth"); err != nil {
+		t.Errorf("OnHealth(%v), want nil once recoverAfter has passed", err)
+	}
+	if err := s.Failing(); err != nil {
+		t.Errorf("Failing() = %v once OnHealth was told nil", err)
+	}
+	select {
+	case err := <-told:
+		t.Errorf("OnHealth told %v more", err)
+	default:
+	}
+}
+
+// TestHealthRecoversAtOnce: a success that comes recoverAfter or more
+// after the last failure turns the verdict in its own commit, before its
+// caller hears back.
+func TestHealthRecoversAtOnce(t *testing.T) {
+	fake := clock.NewFake(t0)
+	told := make(chan error, 10)
+	s, _ := openTest(t, Options{Clock: fake, OnHealth: func(err error) { told <- err }})
+	injected := errors.New("injected: no space left on device")
+	fail := injectFailures(s, injected)
+	fail.Store(true)
+	if err := s.PutJob(JobRecord{Name: "a"}); !errors.Is(err, injected) {
+		t.Fatalf("PutJob = %v, want the injected error", err)
+	}
+	fail.Store(false)
+	fake.Advance(defaultRecoverAfter)
+	if !errors.Is(s.Failing(), injected) {
+		t.Errorf("Failing() = %v with no success since the failure", s.Failing())
+	}
+	if err := s.PutJob(JobRecord{Name: "a"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Failing(); err != nil {
+		t.Errorf("Failing() = %v after a success %v after the failure", err, defaultRecoverAfter)
+	}
+	if err := waitFor(t, told, "OnHealth"); !errors.Is(err, injected) {
+		t.Errorf("OnHealth(%v) first, want the injected error", err)
+	}
+	if err := waitFor(t, told, "OnHealth"); err != nil {
+		t.Errorf("OnHealth(%v) second, want nil", err)
+	}
+}

@@ -1,0 +1,59 @@
+package store
+
+import (
+	"time"
+
+	"go.etcd.io/bbolt"
+)
+
+// Later is the store's deferred writes: each goes into the writer's next
+// transaction, in the order given, and returns at once. The daemon waits for
+// one write on a job's way to running, its run's record (BeginRun), so that
+// a run is on record before its process exists; the pid, the end and the
+// job's passing states follow without holding the job up (where it comes to
+// rest is waited for: see the supervisor's job.persist). A daemon killed
+// outright loses what it had not yet handed to bbolt, at most the writes of
+// one commit: reconciliation finds a run's process without its pid, and a
+// run with no recorded end is marked lost.
+type Later struct {
+	s      *Store
+	failed func(error)
+}
+
+// Later returns the deferred form of the updates. failed is called with the
+// error of each write that fails, on the writer's goroutine: it must not
+// block or write to the store.
+func (s *Store) Later(failed func(error)) Later { return Later{s: s, failed: failed} }
+
+func (l Later) queue(apply func(tx *bbolt.Tx) error) {
+	if err := l.s.enqueue(&operation{apply: apply, failed: l.failed}); err != nil {
+		l.failed(err)
+	}
+}
+
+// SetRunPID records the process of run id once it has been spawned.
+func (l Later) SetRunPID(id uint64, pid int, startTicks uint64) {
+	l.queue(setRunPIDOp(id, pid, startTicks))
+}
+
+// EndRun records how run id ended. It overwrites an earlier end, so the
+// last word wins. reason must not be zero and end must be set: both mean
+// "still running".
+func (l Later) EndRun(id uint64, end time.Time, exitCode int, signal string, reason Reason) {
+	apply, err := endRunOp(id, end, exitCode, signal, reason)
+	if err != nil {
+		l.failed(err)
+		return
+	}
+	l.queue(apply)
+}
+
+// PutJob is Store.PutJob, deferred.
+func (l Later) PutJob(j JobRecord) {
+	apply, err := putJobOp(j)
+	if err != nil {
+		l.failed(err)
+		return
+	}
+	l.queue(apply)
+}

@@ -1,0 +1,117 @@
+package store
+
+import (
+	"errors"
+	"sync"
+	"testing"
+	"time"
+)
+
+// TestLater checks the deferred writes: they return before anything is
+// committed, land in the order given (the last state of a job wins), share
+// the next transaction with a waiting caller's write, reach the file by
+// Close, and report their failures to the callback.
+func TestLater(t *testing.T) {
+	s, path := openTest(t, Options{})
+	r := begin(t, s, "a", t0)
+	var failures []error
+	var mu sync.Mutex
+	later := s.Later(func(err error) {
+		mu.Lock()
+		failures = append(failures, err)
+		mu.Unlock()
+	})
+
+	entered, release := hold(s, nil)
+	defer release()
+	held := make(chan error, 1)
+	go func() { held <- s.PutJob(JobRecord{Name: "held"}) }()
+	waitFor(t, entered, "the writer to hold its transaction")
+	before := s.commits.Load()
+
+	// With the writer held, none of these can have committed when they
+	// return.
+	later.SetRunPID(r.ID, 4242, 77)
+	later.PutJob(JobRecord{Name: "a", State: StateRunning})
+	later.EndRun(r.ID, t0.Add(time.Minute), 3, "", ReasonFailed)
+	later.PutJob(JobRecord{Name: "a", State: StateFailed})
+	later.EndRun(987654, t0, 0, "", ReasonExited) // unknown: fails alone
+	later.EndRun(r.ID, time.Time{}, 0, "", ReasonExited)
+	if got, _, _ := s.run(r.ID); got.PID != 0 || !got.End.IsZero() {
+		t.Fatalf("a deferred write committed before the writer was free: %+v", got)
+	}
+	// A waiting caller's write goes into the same transaction.
+	queued := whenQueued(s, 6)
+	waited := make(chan error, 1)
+	go func() { waited <- s.PutJob(JobRecord{Name: "b", State: StateDone}) }()
+	waitFor(t, queued, "the waiting write to queue behind the deferred ones")
+	release()
+	if err := <-held; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-waited; err != nil {
+		t.Fatal(err)
+	}
+	if got := s.commits.Load() - before; got != 2 {
+		t.Errorf("%d transactions, want 2: the held one, then the deferred writes with the waiting one", got)
+	}
+	got, _, err := s.run(r.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.PID != 4242 || got.StartTicks != 77 || got.ExitCode != 3 || got.Reason != ReasonFailed {
+		t.Errorf("run after the deferred writes: %+v", got)
+	}
+	if j, _, _ := s.Job("a"); j.State != StateFailed {
+		t.Errorf("job a is %v, want the last state written, failed", j.State)
+	}
+	mu.Lock()
+	// The end with no time fails at once, the unknown run when committed.
+	if len(failures) != 2 || !errors.Is(failures[1], ErrRunNotFound) {
+		t.Errorf("failures reported: %v, want the end with no time's, then the unknown run's", failures)
+	}
+	mu.Unlock()
+
+	// Close commits what is still queued.
+	later.PutJob(JobRecord{Name: "last", State: StateStopped})
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	later.PutJob(JobRecord{Name: "closed"})
+	mu.Lock()
+	if n := len(failures); n != 3 || !errors.Is(failures[2], ErrClosed) {
+		t.Errorf("a deferred write after Close reported %v", failures)
+	}
+	mu.Unlock()
+	s = openTestAt(t, path, Options{})
+	if j, found, _ := s.Job("last"); !found || j.State != StateStopped {
+		t.Errorf("the write queued before Close is not on file: %+v", j)
+	}
+}
+
+// TestLaterLingers: deferred writes wait for a write someone waits for
+// and go into its commit, rather than costing a commit of their own.
+func TestLaterLingers(t *testing.T) {
+	s, _ := openTest(t, Options{})
+	s.lingerFor = time.Hour // only the waited-for write can end the wait
+	r := begin(t, s, "a", t0)
+	before := s.commits.Load()
+	later := s.Later(func(err error) { t.Errorf("deferred write failed: %v", err) })
+	later.EndRun(r.ID, t0.Add(time.Minute), 0, "", ReasonExited)
+	later.PutJob(JobRecord{Name: "a", State: StateDone})
+	next, err := s.BeginRun(RunRecord{Job: "b", Start: t0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := s.commits.Load() - before; got != 1 {
+		t.Errorf("%d commits, want 1: the deferred writes in the waited-for one's", got)
+	}
+	if got, _, _ := s.run(r.ID); got.End.IsZero() || next.ID == 0 {
+		t.Errorf("the deferred end is not in: %+v", got)
+	}
+	// Close does not wait out the linger either.
+	later.PutJob(JobRecord{Name: "a", State: StateStopped})
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+}

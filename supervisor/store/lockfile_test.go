@@ -1,0 +1,106 @@
+package store
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// TestLockOutlivesTheStateFile: the lock is the lock file's, so a state
+// file removed under an open store lets no second store open on the same
+// directory (before, the second made a new state.db, locked that, and
+// a second daemon ran every job again). The lock file names its holder.
+func TestLockOutlivesTheStateFile(t *testing.T) {
+	s, path := openTest(t, Options{})
+	begin(t, s, "batch", t0)
+	lock := filepath.Join(filepath.Dir(path), lockName)
+	if data, err := os.ReadFile(lock); err != nil || strings.TrimSpace(string(data)) != strconv.Itoa(os.Getpid()) {
+		t.Errorf("lock file holds %q (%v), want this process's pid", data, err)
+	}
+
+	// A copy stands for the file for the check at cleanup.
+	keep := path + ".keep"
+	if err := os.Link(path, keep); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	s2, err := Open(path, Options{})
+	if err == nil {
+		s2.Close()
+		t.Fatal("a second Open succeeded on a directory whose state file was removed")
+	}
+	var le *LockedError
+	if !errors.As(err, &le) || le.Path != path || le.HolderPID != os.Getpid() {
+		t.Fatalf("second Open: %v (%T), want a *LockedError on %s naming pid %d", err, err, path, os.Getpid())
+	}
+	if _, err := os.Stat(path); !os.IsNotExist(err) {
+		t.Errorf("the refused Open made a state file: %v", err)
+	}
+
+	// The state file's own lock is kept: the lock file removed alone lets
+	// no second store in either.
+	if err := os.Link(keep, path); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(lock); err != nil {
+		t.Fatal(err)
+	}
+	s2, err = Open(path, Options{})
+	if err == nil {
+		s2.Close()
+		t.Fatal("a second Open succeeded on a directory whose lock file was removed")
+	}
+	if !errors.As(err, &le) || le.HolderPID != os.Getpid() {
+		t.Fatalf("second Open without the lock file: %v, want a *LockedError naming pid %d", err, os.Getpid())
+	}
+	if err := os.Remove(keep); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestLockReleased: Close releases the lock file, which stays (removing
+// it could let two daemons lock two different files), and a failed Open
+// releases it too.
+func TestLockReleased(t *testing.T) {
+	s, path := openTest(t, Options{})
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	lock := filepath.Join(filepath.Dir(path), lockName)
+	if _, err := os.Stat(lock); err != nil {
+		t.Errorf("the lock file is gone after Close: %v", err)
+	}
+	openTestAt(t, path, Options{}).Close()
+
+	other := filepath.Join(t.TempDir(), "state.db")
+	if err := os.WriteFile(other, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Open(other, Options{}); !errors.Is(err, ErrNotState) {
+		t.Fatalf("Open of an empty file: %v", err)
+	}
+	if f, err := lockState(other, 0); err != nil {
+		t.Errorf("the lock after a refused Open: %v", err)
+	} else {
+		f.Close()
+	}
+}
+
+func TestPidIn(t *testing.T) {
+	for content, want := range map[string]int{"1234\n": 1234, "1234": 1234, "": 0, "x\n": 0, "-1\n": 0, " 77 \n": 77} {
+		f, err := os.Create(filepath.Join(t.TempDir(), lockName))
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.WriteString(content)
+		if got := pidIn(f); got != want {
+			t.Errorf("pidIn(%q) = %d, want %d", content, got, want)
+		}
+		f.Close()
+	}
+}

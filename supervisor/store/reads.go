@@ -1,0 +1,140 @@
+package store
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
+)
+
+// view runs fn in a read-only transaction.
+func (s *Store) view(fn func(b buckets) error) error {
+	err := s.db.View(func(tx *bbolt.Tx) error {
+		b, err := bucketsOf(tx)
+		if err != nil {
+			return err
+		}
+		return fn(b)
+	})
+	if errors.Is(err, berrors.ErrDatabaseNotOpen) {
+		return ErrClosed
+	}
+	return err
+}
+
+// jobs returns every stored job, sorted by name; tests read them all.
+func (s *Store) jobs() ([]JobRecord, error) {
+	var jobs []JobRecord
+	err := s.view(func(b buckets) error {
+		return b.jobs.ForEach(func(k, v []byte) error {
+			j, err := decodeJob(v)
+			if err != nil {
+				return fmt.Errorf("job %q: %w", k, err)
+			}
+			jobs = append(jobs, j)
+			return nil
+		})
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read jobs: %w", err)
+	}
+	return jobs, nil
+}
+
+// Job returns the stored job name; found is false when there is none.
+func (s *Store) Job(name string) (j JobRecord, found bool, err error) {
+	if name == "" {
+		return JobRecord{}, false, nil
+	}
+	err = s.view(func(b buckets) error {
+		v := b.jobs.Get([]byte(name))
+		if v == nil {
+			return nil
+		}
+		found = true
+		j, err = decodeJob(v)
+		return err
+	})
+	if err != nil {
+		return JobRecord{}, false, fmt.Errorf("read job %q: %w", name, err)
+	}
+	return j, found, nil
+}
+
+// Runs returns up to n runs of job, newest first; job "" means every job,
+// n <= 0 means no limit.
+func (s *Store) Runs(job string, n int) ([]RunRecord, error) {
+	var runs []RunRecord
+	err := s.view(func(b buckets) error {
+		if job == "" {
+			c := b.runs.Cursor()
+			for k, v := c.Last(); k != nil && (n <= 0 || len(runs) < n); k, v = c.Prev() {
+				r, err := decodeRun(v)
+				if err != nil {
+					return fmt.Errorf("run %d: %w", binary.BigEndian.Uint64(k), err)
+				}
+				runs = append(runs, r)
+			}
+			return nil
+		}
+		idx := b.byJob.Bucket([]byte(job))
+		if idx == nil {
+			return nil
+		}
+		c := idx.Cursor()
+		for k, _ := c.Last(); k != nil && (n <= 0 || len(runs) < n); k, _ = c.Prev() {
+			id := binary.BigEndian.Uint64(k)
+			r, found, err := b.getRun(id)
+			if err != nil {
+				return err
+			}
+			if !found {
+				return fmt.Errorf("%w: job %q lists run %d, which does not exist", ErrCorrupt, job, id)
+			}
+			runs = append(runs, r)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read runs: %w", err)
+	}
+	return runs, nil
+}
+
+// run returns run id; found is false when there is none. Tests use it.
+func (s *Store) run(id uint64) (r RunRecord, found bool, err error) {
+	err = s.view(func(b buckets) error {
+		r, found, err = b.getRun(id)
+		return err
+	})
+	if err != nil {
+		return RunRecord{}, false, fmt.Errorf("read run %d: %w", id, err)
+	}
+	return r, found, nil
+}
+
+// OpenRuns returns the runs with no end, oldest first: at start-up, what a
+// previous life of the daemon left running.
+func (s *Store) OpenRuns() ([]RunRecord, error) {
+	var runs []RunRecord
+	err := s.view(func(b buckets) error {
+		return b.open.ForEach(func(k, _ []byte) error {
+			id := binary.BigEndian.Uint64(k)
+			r, found, err := b.getRun(id)
+			if err != nil {
+				return err
+			}
+			if !found {
+				return fmt.Errorf("%w: open run %d does not exist", ErrCorrupt, id)
+			}
+			runs = append(runs, r)
+			return nil
+		})
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read open runs: %w", err)
+	}
+	return runs, nil
+}

@@ -1,0 +1,114 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+)
+
+func TestRunsOrder(t *testing.T) {
+	s, _ := openTest(t, Options{})
+	var ids = map[string][]uint64{}
+	for i, job := range []string{"a", "b", "a", "b", "a"} {
+		r := begin(t, s, job, t0.Add(time.Duration(i)*time.Minute))
+		ids[job] = append(ids[job], r.ID)
+	}
+	all := append(slices.Clone(ids["a"]), ids["b"]...)
+	slices.Sort(all)
+	slices.Reverse(all)
+	newestA := slices.Clone(ids["a"])
+	slices.Reverse(newestA)
+
+	tests := []struct {
+		job  string
+		n    int
+		want []uint64
+	}{
+		{"", 0, all},
+		{"", 2, all[:2]},
+		{"", 100, all},
+		{"a", 0, newestA},
+		{"a", 2, newestA[:2]},
+		{"a", -1, newestA},
+		{"nope", 0, []uint64{}},
+	}
+	for _, tt := range tests {
+		t.Run(fmt.Sprintf("%s/%d", tt.job, tt.n), func(t *testing.T) {
+			runs, err := s.Runs(tt.job, tt.n)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := runIDs(runs); !slices.Equal(got, tt.want) {
+				t.Errorf("Runs(%q, %d) = %v, want %v", tt.job, tt.n, got, tt.want)
+			}
+			for _, r := range runs {
+				if tt.job != "" && r.Job != tt.job {
+					t.Errorf("run %d is of job %q", r.ID, r.Job)
+				}
+			}
+		})
+	}
+}
+
+// TestConcurrent runs readers against the writer, for the race
+// detector, and checks that Close lets in-flight writes finish.
+func TestConcurrent(t *testing.T) {
+	s, _ := openTest(t, Options{keepRuns: 10})
+	var writers, readers sync.WaitGroup
+	stop := make(chan struct{})
+	for w := range 8 {
+		writers.Go(func() {
+			job := fmt.Sprintf("job-%d", w%3)
+			for i := range 10 {
+				r, err := s.BeginRun(RunRecord{Job: job, CPUIDs: []int{w}, Start: t0})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if err := s.setRunPID(r.ID, 1000+i, uint64(i)); err != nil && !errors.Is(err, ErrRunNotFound) {
+					t.Error(err) // another writer's run of the same job may have trimmed it
+				}
+				if err := s.EndRun(r.ID, t0.Add(time.Second), 0, "", ReasonExited); err != nil && !errors.Is(err, ErrRunNotFound) {
+					t.Error(err)
+				}
+				if err := s.PutJob(JobRecord{Name: job, State: StateRunning, Restarts: i}); err != nil {
+					t.Error(err)
+				}
+			}
+		})
+	}
+	for range 4 {
+		readers.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if _, err := s.Runs("", 20); err != nil {
+					t.Error(err)
+				}
+				if _, err := s.Runs("job-1", 0); err != nil {
+					t.Error(err)
+				}
+				if _, err := s.OpenRuns(); err != nil {
+					t.Error(err)
+				}
+				if _, err := s.jobs(); err != nil {
+					t.Error(err)
+				}
+			}
+		})
+	}
+	writers.Wait()
+	close(stop)
+	readers.Wait()
+	for _, job := range []string{"job-0", "job-1", "job-2"} {
+		if runs, err := s.Runs(job, 0); err != nil || len(runs) != 10 {
+			t.Errorf("%s: %d runs, %v; want 10", job, len(runs), err)
+		}
+	}
+}

@@ -1,0 +1,116 @@
+package store
+
+import (
+	"fmt"
+	"time"
+)
+
+// RunRecord is one spawn of a job.
+type RunRecord struct {
+	ID          uint64 // unique across the store, increasing; assigned by BeginRun
+	Job         string
+	Fingerprint string // the job definition's process fingerprint when it ran
+	CPUIDs      []int
+	GPUs        []string // card names as the job saw them
+	RAMBytes    int64
+	PID         int
+	StartTicks  uint64 // /proc/PID/stat field 22: recognises the process after a daemon restart despite PID reuse
+	Start, End  time.Time
+	ExitCode    int    // meaningful when Reason is ReasonExited or ReasonFailed and Signal == ""
+	Signal      string // "SIGKILL" when it died by a signal, else ""
+	Reason      Reason // 0 while running
+}
+
+// JobRecord is what survives a daemon restart about a job.
+type JobRecord struct {
+	Name            string
+	State           State
+	Fingerprint     string // process fingerprint of the definition last seen
+	DoneFingerprint string // the definition whose last run ended done (once per definition), "" if none
+	Restarts        int    // consecutive restarts so far (max_restarts counts these)
+	Changed         time.Time
+	// File is the job file that declared the job when it was recorded:
+	// when two files declare one name, the one that won it before wins it
+	// again after a restart. "" in records written before it was kept.
+	File string
+}
+
+// State is where a job is in its life. States are stored, so each has an
+// explicit number that never changes meaning; new states get new numbers.
+type State uint8
+
+// The states of DESIGN.md, "A job's life".
+const (
+	StateWaiting     State = 1  // in the placer's queue
+	StateStarting    State = 2  // granted; the process is being spawned
+	StateRunning     State = 3  // the process is running
+	StateStopping    State = 4  // asked to stop; waiting for it to be reaped
+	StateBackoff     State = 5  // waiting out the delay before a restart
+	StateDone        State = 6  // exited 0 with nothing more to do
+	StateFailed      State = 7  // ended badly, and no more restarts
+	StateStopped     State = 8  // stopped by a person, or its file went away
+	StateInvalid     State = 9  // the declaration cannot run (unknown flavor or user)
+	StateUnplaceable State = 10 // fits no machine
+	StateDisabled    State = 11 // enabled = false
+)
+
+var stateNames = map[State]string{
+	StateWaiting:     "waiting",
+	StateStarting:    "starting",
+	StateRunning:     "running",
+	StateStopping:    "stopping",
+	StateBackoff:     "backoff",
+	StateDone:        "done",
+	StateFailed:      "failed",
+	StateStopped:     "stopped",
+	StateInvalid:     "invalid",
+	StateUnplaceable: "unplaceable",
+	StateDisabled:    "disabled",
+}
+
+func (s State) String() string {
+	if s == 0 {
+		return "new" // declared, not yet started; never stored
+	}
+	if name, ok := stateNames[s]; ok {
+		return name
+	}
+	return fmt.Sprintf("state(%d)", uint8(s))
+}
+
+// Reason is why a run ended. Stored, so explicit numbers; zero means the run
+// has not ended.
+type Reason uint8
+
+// The reasons of DESIGN.md.
+const (
+	ReasonExited     Reason = 1 // exited 0
+	ReasonFailed     Reason = 2 // exited non-zero or by a signal it was not sent
+	ReasonTimedOut   Reason = 3 // ran past its timeout and was stopped
+	ReasonStopped    Reason = 4 // stopped on request (a person, an edit, a removal, shutdown)
+	ReasonKilled     Reason = 5 // ignored its stop signal and was killed after stop_timeout
+	ReasonLost       Reason = 6 // the daemon went away while it ran
+	ReasonSpawnError Reason = 7 // could not be started at all
+	ReasonOOM        Reason = 8 // killed by the kernel for going over its memory limit
+)
+
+var reasonNames = map[Reason]string{
+	ReasonExited:     "exited",
+	ReasonFailed:     "failed",
+	ReasonTimedOut:   "timed out",
+	ReasonStopped:    "stopped",
+	ReasonKilled:     "killed after stop_timeout",
+	ReasonLost:       "lost",
+	ReasonSpawnError: "spawn error",
+	ReasonOOM:        "out of memory",
+}
+
+func (r Reason) String() string {
+	if r == 0 {
+		return ""
+	}
+	if name, ok := reasonNames[r]; ok {
+		return name
+	}
+	return fmt.Sprintf("reason(%d)", uint8(r))
+}

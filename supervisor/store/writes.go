@@ -1,0 +1,162 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"go.etcd.io/bbolt"
+)
+
+// BeginRun records a new run and returns it with its id, once committed.
+// The daemon spawns only after this returns, so a run is on disk as started
+// before its process can have exited. r.ID is ignored.
+func (s *Store) BeginRun(r RunRecord) (RunRecord, error) {
+	if r.Job == "" {
+		return RunRecord{}, errors.New("begin run: job name is empty")
+	}
+	err := s.submit(func(tx *bbolt.Tx) error {
+		b, err := bucketsOf(tx)
+		if err != nil {
+			return err
+		}
+		return b.addRun(&r, s.keepRuns)
+	})
+	if err != nil {
+		return RunRecord{}, fmt.Errorf("begin run of job %q: %w", r.Job, err)
+	}
+	return r, nil
+}
+
+// updateRun is the operation that applies change to run id; what names the
+// operation in its error.
+func updateRun(id uint64, what string, change func(*RunRecord)) func(tx *bbolt.Tx) error {
+	return func(tx *bbolt.Tx) error {
+		b, err := bucketsOf(tx)
+		if err != nil {
+			return err
+		}
+		r, found, err := b.getRun(id)
+		if err == nil && !found {
+			err = ErrRunNotFound
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %w", what, err)
+		}
+		change(&r)
+		return b.putRun(r)
+	}
+}
+
+// setRunPID is Later.SetRunPID, waited for; tests use it.
+func (s *Store) setRunPID(id uint64, pid int, startTicks uint64) error {
+	return s.submit(setRunPIDOp(id, pid, startTicks))
+}
+
+func setRunPIDOp(id uint64, pid int, startTicks uint64) func(tx *bbolt.Tx) error {
+	return updateRun(id, fmt.Sprintf("set pid of run %d", id), func(r *RunRecord) {
+		r.PID, r.StartTicks = pid, startTicks
+	})
+}
+
+// EndRun is Later.EndRun, waited for: a run whose result is kept until it
+// is recorded (a systemd unit's) is let go only once it is.
+func (s *Store) EndRun(id uint64, end time.Time, exitCode int, signal string, reason Reason) error {
+	apply, err := endRunOp(id, end, exitCode, signal, reason)
+	if err != nil {
+		return err
+	}
+	return s.submit(apply)
+}
+
+func endRunOp(id uint64, end time.Time, exitCode int, signal string, reason Reason) (func(tx *bbolt.Tx) error, error) {
+	if reason == 0 || end.IsZero() {
+		return nil, fmt.Errorf("end run %d: an ended run needs a reason and an end time", id)
+	}
+	return updateRun(id, fmt.Sprintf("end run %d", id), func(r *RunRecord) {
+		r.End, r.ExitCode, r.Signal, r.Reason = end, exitCode, signal, reason
+	}), nil
+}
+
+// MarkLost ends, with ReasonLost, the runs among ids that are still open:
+// those a previous life of the daemon left running and that the daemon
+// could not take back. Runs already ended are left as they are. All or
+// nothing: an unknown id fails the whole call with ErrRunNotFound.
+func (s *Store) MarkLost(ids []uint64, end time.Time) error {
+	if end.IsZero() {
+		return errors.New("mark runs lost: end time is zero")
+	}
+	err := s.submit(func(tx *bbolt.Tx) error {
+		b, err := bucketsOf(tx)
+		if err != nil {
+			return err
+		}
+		for _, id := range ids {
+			r, found, err := b.getRun(id)
+			if err != nil {
+				return err
+			}
+			if !found {
+				return fmt.Errorf("run %d: %w", id, ErrRunNotFound)
+			}
+			if !r.End.IsZero() {
+				continue
+			}
+			r.End, r.Reason = end, ReasonLost
+			if err := b.putRun(r); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("mark runs lost: %w", err)
+	}
+	return nil
+}
+
+// PutJob writes j, replacing what was stored under its name.
+func (s *Store) PutJob(j JobRecord) error {
+	apply, err := putJobOp(j)
+	if err != nil {
+		return err
+	}
+	return s.submit(apply)
+}
+
+func putJobOp(j JobRecord) (func(tx *bbolt.Tx) error, error) {
+	if j.Name == "" {
+		return nil, errors.New("put job: name is empty")
+	}
+	v := encodeJob(j)
+	return func(tx *bbolt.Tx) error {
+		b, err := bucketsOf(tx)
+		if err == nil {
+			err = b.jobs.Put([]byte(j.Name), v)
+		}
+		if err != nil {
+			return fmt.Errorf("put job %q: %w", j.Name, err)
+		}
+		return nil
+	}, nil
+}
+
+// deleteJob forgets job name; deleting an unknown job is not an error. Its
+// runs stay in the history (and are still trimmed if the name comes back).
+// The daemon deletes no job's record; tests use it to free space.
+func (s *Store) deleteJob(name string) error {
+	err := s.submit(func(tx *bbolt.Tx) error {
+		b, err := bucketsOf(tx)
+		if err != nil {
+			return err
+		}
+		if name == "" {
+			return nil
+		}
+		return b.jobs.Delete([]byte(name))
+	})
+	if err != nil {
+		return fmt.Errorf("delete job %q: %w", name, err)
+	}
+	return nil
+}

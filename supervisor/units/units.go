@@ -1,0 +1,679 @@
+// Package units runs each of a job's runs as a transient systemd service,
+// started over D-Bus, so that the kernel enforces its grant (MemoryMax,
+// AllowedCPUs, DeviceAllow on the unit's cgroup), its output is its own in
+// the journal, and it outlives the daemon: a unit keeps its result
+// (RemainAfterExit) until berth has recorded it and stops it.
+//
+// Like package runner, it is mechanism only: the caller decides what to
+// run, with which grant, and what a run's end means. A Run offers what a
+// runner.Process does (PID, Done, Wait, Stop), so the daemon drives both
+// alike.
+//
+// A run's end is learnt from systemd's PropertiesChanged signals for its
+// unit, and, because systemd's signals can be dropped when a subscriber
+// falls behind, also from a sweep over the runs in progress every
+// resyncEvery.
+package units
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	sd "github.com/coreos/go-systemd/v22/dbus"
+	"github.com/coreos/go-systemd/v22/unit"
+	"github.com/godbus/dbus/v5"
+
+	"github.com/berthd/berth/supervisor/runner"
+)
+
+// Manager is what Runner needs of systemd's manager: a subset of
+// *dbus.Conn from go-systemd, so that tests can stand in for it.
+type Manager interface {
+	StartTransientUnitContext(ctx context.Context, name, mode string, props []sd.Property, ch chan<- string) (int, error)
+	StopUnitContext(ctx context.Context, name, mode string, ch chan<- string) (int, error)
+	KillUnitWithTarget(ctx context.Context, name string, target sd.Who, signal int32) error
+	ResetFailedUnitContext(ctx context.Context, name string) error
+	GetUnitTypePropertiesContext(ctx context.Context, unit, unitType string) (map[string]any, error)
+	ListUnitsByPatternsContext(ctx context.Context, states, patterns []string) ([]sd.UnitStatus, error)
+}
+
+// Slice is the slice every run's unit is started in: `systemctl stop
+// berth.slice` stops every job, and `systemd-cgls` shows them apart from
+// the daemon.
+const Slice = "berth.slice"
+
+// unitPrefix starts the name of every unit of berth's.
+const unitPrefix = "berth-"
+
+// resyncEvery is how often the runs in progress are looked at, whatever
+// the signals said.
+const resyncEvery = 10 * time.Second
+
+// callTimeout bounds one call to systemd.
+const callTimeout = 30 * time.Second
+
+// Spec is one run to start.
+type Spec struct {
+	Job string
+	Run uint64
+	// Path is the program, Argv its arguments (Argv[0] included), Dir and
+	// Env as for runner.Spec; Env is the whole environment.
+	Path string
+	Argv []string
+	Dir  string
+	Env  []string
+	// User and Group run it as someone else; systemd then sets HOME, USER,
+	// LOGNAME and SHELL.
+	User, Group string
+	// MemoryMax caps the unit's memory (and its swap to nothing); 0 leaves
+	// it uncapped.
+	MemoryMax int64
+	// CPUs are the cores the unit may run on; nil leaves it on all.
+	CPUs []int
+	// Devices, when not nil, are the only device nodes the unit may open
+	// besides the pseudo-devices (/dev/null and friends).
+	Devices []string
+	// RuntimeMax ends the unit after that long, also while the daemon is
+	// away; 0 for no bound.
+	RuntimeMax time.Duration
+	// StopSignal and StopTimeout are how systemd stops the unit when a
+	// person stops it or its slice.
+	StopSignal  syscall.Signal
+	StopTimeout time.Duration
+}
+
+// Name is the unit's name for run of job: berth-JOB-RUN.service, the job's
+// name escaped as systemd-escape does.
+func Name(job string, run uint64) string {
+	return unitPrefix + unit.UnitNameEscape(job) + "-" + strconv.FormatUint(run, 10) + ".service"
+}
+
+// parseName takes a unit's name apart; ok is false for a unit that is not
+// a run of berth's.
+func parseName(name string) (job string, run uint64, ok bool) {
+	rest, ok := strings.CutPrefix(name, unitPrefix)
+	if !ok {
+		return "", 0, false
+	}
+	rest, ok = strings.CutSuffix(rest, ".service")
+	if !ok {
+		return "", 0, false
+	}
+	i := strings.LastIndexByte(rest, '-')
+	if i <= 0 {
+		return "", 0, false
+	}
+	run, err := strconv.ParseUint(rest[i+1:], 10, 64)
+	if err != nil {
+		return "", 0, false
+	}
+	return unit.UnitNameUnescape(rest[:i]), run, true
+}
+
+// Runner starts and follows runs as units.
+type Runner struct {
+	m Manager
+
+	mu   sync.Mutex
+	runs map[string]*Run // by unit name, while in progress
+
+	kick chan struct{}
+	quit chan struct{}
+	wg   sync.WaitGroup
+}
+
+// New follows units through m and the signals in ev (see Connect); with no
+// signals, only the periodic sweep sees a run end. Close stops it.
+func New(m Manager, ev Events) *Runner {
+	r := &Runner{m: m, runs: map[string]*Run{}, kick: make(chan struct{}, 1), quit: make(chan struct{})}
+	r.wg.Go(func() { r.follow(ev) })
+	return r
+}
+
+// Close stops following; the units themselves go on.
+func (r *Runner) Close() {
+	close(r.quit)
+	r.wg.Wait()
+}
+
+// Resync asks for every run in progress to be looked at now.
+func (r *Runner) Resync() {
+	select {
+	case r.kick <- struct{}{}:
+	default:
+	}
+}
+
+func (r *Runner) follow(ev Events) {
+	t := time.NewTicker(resyncEvery)
+	defer t.Stop()
+	updates, errs := ev.Updates, ev.Errors
+	for {
+		select {
+		case _, ok := <-errs:
+			if !ok {
+				errs = nil
+				continue
+			}
+			// Signals were dropped: whichever ended is found by looking.
+			r.checkAll()
+		case u, ok := <-updates:
+			if !ok {
+				updates = nil
+				continue
+			}
+			_, state := u.Changed["ActiveState"]
+			_, sub := u.Changed["SubState"]
+			if !state && !sub {
+				continue
+			}
+			r.mu.Lock()
+			run := r.runs[u.UnitName]
+			r.mu.Unlock()
+			if run != nil {
+				r.check(run)
+			}
+		case <-r.kick:
+			r.checkAll()
+		case <-t.C:
+			r.checkAll()
+		case <-r.quit:
+			return
+		}
+	}
+}
+
+func (r *Runner) checkAll() {
+	r.mu.Lock()
+	runs := make([]*Run, 0, len(r.runs))
+	for _, run := range r.runs {
+		runs = append(runs, run)
+	}
+	r.mu.Unlock()
+	for _, run := range runs {
+		r.check(run)
+	}
+}
+
+// check ends run if its unit says its main process has ended.
+func (r *Runner) check(run *Run) {
+	st, err := r.state(run.name)
+	if err != nil || !st.ended() {
+		return
+	}
+	r.mu.Lock()
+	delete(r.runs, run.name)
+	r.mu.Unlock()
+	run.end(st.exit())
+}
+
+// Start starts spec's unit and returns once its process has been executed
+// (the unit is Type=exec: a program that cannot be run fails the start).
+func (r *Runner) Start(ctx context.Context, spec Spec) (*Run, error) {
+	if len(spec.Argv) == 0 {
+		return nil, fmt.Errorf("start: %w", runner.ErrNoCommand)
+	}
+	name := Name(spec.Job, spec.Run)
+	run := newRun(r, name)
+	// Followed before it starts, so that no signal about its end is missed.
+	r.mu.Lock()
+	r.runs[name] = run
+	r.mu.Unlock()
+	fail := func(err error) (*Run, error) {
+		r.mu.Lock()
+		delete(r.runs, name)
+		r.mu.Unlock()
+		r.Discard(name)
+		return nil, err
+	}
+
+	ctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	done := make(chan string, 1)
+	if _, err := r.m.StartTransientUnitContext(ctx, name, "fail", properties(spec), done); err != nil {
+		return fail(fmt.Errorf("start unit %s: %w", name, err))
+	}
+	select {
+	case result := <-done:
+		if result != "done" {
+			return fail(r.startError(name, spec, result))
+		}
+	case <-ctx.Done():
+		return fail(fmt.Errorf("start unit %s: %w", name, ctx.Err()))
+	}
+	st, err := r.state(name)
+	if err != nil {
+		return fail(err)
+	}
+	run.pid, run.cgroup = st.pid, st.cgroup
+	if st.ended() {
+		r.mu.Lock()
+		delete(r.runs, name)
+		r.mu.Unlock()
+		run.end(st.exit())
+	}
+	return run, nil
+}
+
+// startError says why a unit's start job did not complete: with Type=exec
+// a program that cannot be executed fails it, and ExecMainStatus then holds
+// systemd's EXIT_* code for the step that failed.
+func (r *Runner) startError(name string, spec Spec, result string) error {
+	why := map[int32]string{
+		200: "cannot change into its directory " + spec.Dir,
+		203: "cannot execute " + spec.Argv[0],
+		216: "the group " + strconv.Quote(spec.Group) + " does not exist",
+		217: "the user " + strconv.Quote(spec.User) + " does not exist",
+	}
+	if st, err := r.state(name); err == nil && st.result != "" && st.result != "success" {
+		if w, ok := why[st.status]; ok {
+			return fmt.Errorf("%s (journalctl -u %s says more)", w, name)
+		}
+		return fmt.Errorf("its unit %s failed to start: %s, status %d (journalctl -u %s says why)", name, st.result, st.status, name)
+	}
+	return fmt.Errorf("its unit %s failed to start: the start job ended %q (journalctl -u %s says why)", name, result, name)
+}
+
+// Discard stops a unit, whatever state it is in, and forgets its result.
+func (r *Runner) Discard(name string) {
+	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+	defer cancel()
+	done := make(chan string, 1)
+	if _, err := r.m.StopUnitContext(ctx, name, "replace", done); err == nil {
+		select {
+		case <-done:
+		case <-ctx.Done():
+		}
+	}
+	_ = r.m.ResetFailedUnitContext(ctx, name)
+}
+
+// Release stops a run's unit once its end has been recorded: what is left
+// of it in its cgroup is killed, and the unit and its result go.
+func (r *Runner) Release(run *Run) { r.Discard(run.name) }
+
+// Found is a unit of berth's that the manager has loaded.
+type Found struct {
+	Unit string
+	Job  string
+	Run  uint64
+}
+
+// List returns every unit of berth's that systemd knows, running or
+// holding a result.
+func (r *Runner) List(ctx context.Context) ([]Found, error) {
+	ctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	units, err := r.m.ListUnitsByPatternsContext(ctx, nil, []string{unitPrefix + "*.service"})
+	if err != nil {
+		return nil, fmt.Errorf("list berth's units: %w", err)
+	}
+	var found []Found
+	for _, u := range units {
+		if job, run, ok := parseName(u.Name); ok && u.LoadState == "loaded" {
+			found = append(found, Found{Unit: u.Name, Job: job, Run: run})
+		}
+	}
+	return found, nil
+}
+
+// Adopt follows a unit a previous daemon started. The Run it returns may
+// have ended already (Done is then closed).
+func (r *Runner) Adopt(name string) (*Run, error) {
+	run := newRun(r, name)
+	r.mu.Lock()
+	r.runs[name] = run
+	r.mu.Unlock()
+	st, err := r.state(name)
+	if err != nil {
+		r.mu.Lock()
+		delete(r.runs, name)
+		r.mu.Unlock()
+		return nil, err
+	}
+	run.pid, run.cgroup = st.pid, st.cgroup
+	if st.ended() {
+		r.mu.Lock()
+		delete(r.runs, name)
+		r.mu.Unlock()
+		run.end(st.exit())
+	}
+	return run, nil
+}
+
+// Usage is what a run's unit uses: its memory now and the CPU time it has
+// spent, from its cgroup; -1 where the cgroup does not account it.
+type Usage struct {
+	MemoryBytes int64
+	CPUTime     time.Duration
+}
+
+// cgroupRoot is where the cgroup hierarchies are mounted (a variable for
+// tests).
+var cgroupRoot = "/sys/fs/cgroup"
+
+// Usage reads what the run's unit uses, from its cgroup's files: a read
+// of two small files, cheap enough for every status. It reads the unified
+// hierarchy's files, and where a machine still has the legacy memory and
+// cpuacct hierarchies (systemd's "hybrid" mode), theirs.
+func (run *Run) Usage() (Usage, bool) {
+	if run.cgroup == "" {
+		return Usage{}, false
+	}
+	u := Usage{MemoryBytes: -1, CPUTime: -1}
+	if n, ok := readInt(cgroupRoot, run.cgroup, "memory.current"); ok {
+		u.MemoryBytes = n
+	} else if n, ok := readInt(cgroupRoot, "memory", run.cgroup, "memory.usage_in_bytes"); ok {
+		u.MemoryBytes = n
+	}
+	if b, err := os.ReadFile(filepath.Join(cgroupRoot, run.cgroup, "cpu.stat")); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(line, "usage_usec "); ok {
+				if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+					u.CPUTime = time.Duration(n) * time.Microsecond
+				}
+			}
+		}
+	}
+	if u.CPUTime < 0 {
+		if n, ok := readInt(cgroupRoot, "cpuacct", run.cgroup, "cpuacct.usage"); ok {
+			u.CPUTime = time.Duration(n) // nanoseconds
+		}
+	}
+	return u, u.MemoryBytes >= 0 || u.CPUTime >= 0
+}
+
+// readInt reads a cgroup file that holds one integer.
+func readInt(path ...string) (int64, bool) {
+	b, err := os.ReadFile(filepath.Join(path...))
+	if err != nil {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	return n, err == nil
+}
+
+// unitState is what berth reads of a unit.
+type unitState struct {
+	active, sub string
+	result      string
+	pid         int
+	cgroup      string
+	exited      bool // the main process has ended
+	code        int32
+	status      int32
+	loaded      bool
+}
+
+// Codes of ExecMainCode (siginfo's si_code).
+const (
+	cldExited = 1
+	cldKilled = 2
+	cldDumped = 3
+)
+
+func (r *Runner) state(name string) (unitState, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+	defer cancel()
+	u, err := r.m.GetUnitTypePropertiesContext(ctx, name, "Unit")
+	if err != nil {
+		return unitState{}, fmt.Errorf("read unit %s: %w", name, err)
+	}
+	s, err := r.m.GetUnitTypePropertiesContext(ctx, name, "Service")
+	if err != nil {
+		return unitState{}, fmt.Errorf("read unit %s: %w", name, err)
+	}
+	st := unitState{}
+	st.active, _ = u["ActiveState"].(string)
+	st.sub, _ = u["SubState"].(string)
+	load, _ := u["LoadState"].(string)
+	st.loaded = load == "loaded"
+	st.result, _ = s["Result"].(string)
+	st.cgroup, _ = s["ControlGroup"].(string)
+	if pid, ok := s["ExecMainPID"].(uint32); ok {
+		st.pid = int(pid)
+	}
+	exitTS, _ := s["ExecMainExitTimestampMonotonic"].(uint64)
+	st.exited = exitTS != 0
+	st.code, _ = s["ExecMainCode"].(int32)
+	st.status, _ = s["ExecMainStatus"].(int32)
+	return st, nil
+}
+
+// ended reports whether the run is over and its result settled: the main
+// process has ended and the unit is no longer on its way down (an OOM kill
+// is known only once it is), or the unit is gone.
+func (st unitState) ended() bool {
+	if !st.loaded {
+		return true
+	}
+	if !st.exited {
+		return st.active == "inactive" || st.active == "failed"
+	}
+	return st.active != "deactivating" && st.active != "activating"
+}
+
+func (st unitState) exit() runner.Exit {
+	switch {
+	case !st.loaded:
+		return runner.Exit{Code: -1, Err: errors.New("its unit is gone")}
+	case !st.exited:
+		return runner.Exit{Code: -1, Err: fmt.Errorf("its unit ended without a main process (%s)", st.result)}
+	}
+	// A main process that ends on its own leaves the unit active (exited)
+	// or failed, RemainAfterExit keeping it; only a stop job makes it
+	// inactive, and berth stops its runs by signalling them, never so.
+	e := runner.Exit{Code: int(st.status), OutOfMemory: st.result == "oom-kill", TimedOut: st.result == "timeout",
+		StoppedOutside: st.active == "inactive"}
+	if st.code == cldKilled || st.code == cldDumped {
+		e.Code, e.Signal = -1, syscall.Signal(st.status)
+	}
+	return e
+}
+
+// Run is one run's unit.
+type Run struct {
+	r      *Runner
+	name   string
+	pid    int
+	cgroup string // its cgroup's path under the hierarchy's root
+
+	once sync.Once
+	done chan struct{}
+	exit runner.Exit
+}
+
+func newRun(r *Runner, name string) *Run { return &Run{r: r, name: name, done: make(chan struct{})} }
+
+func (run *Run) end(e runner.Exit) {
+	run.once.Do(func() {
+		run.exit = e
+		close(run.done)
+	})
+}
+
+// Unit is the run's unit name.
+func (run *Run) Unit() string { return run.name }
+
+// PID is the unit's main process.
+func (run *Run) PID() int { return run.pid }
+
+// Done is closed once the main process has ended and its result is known.
+func (run *Run) Done() <-chan struct{} { return run.done }
+
+// Wait blocks until Done and returns how the run ended.
+func (run *Run) Wait() runner.Exit {
+	<-run.done
+	return run.exit
+}
+
+// Stop sends sig to every process of the unit, waits up to timeout for the
+// main process to end, then sends SIGKILL to all of them; killed says
+// whether that was needed. It returns once the run has ended.
+func (run *Run) Stop(sig syscall.Signal, timeout time.Duration) (killed bool) {
+	select {
+	case <-run.done:
+		return false
+	default:
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+	_ = run.r.m.KillUnitWithTarget(ctx, run.name, sd.All, int32(sig))
+	if sig != syscall.SIGKILL && sig != syscall.SIGCONT {
+		_ = run.r.m.KillUnitWithTarget(ctx, run.name, sd.All, int32(syscall.SIGCONT))
+	}
+	cancel()
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case <-run.done:
+		return false
+	case <-t.C:
+	}
+	ctx, cancel = context.WithTimeout(context.Background(), callTimeout)
+	killed = run.r.m.KillUnitWithTarget(ctx, run.name, sd.All, int32(syscall.SIGKILL)) == nil
+	cancel()
+	// The signals of a unit whose process ended may have been dropped:
+	// look until it is seen ended.
+	for {
+		run.r.Resync()
+		select {
+		case <-run.done:
+			return killed
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// properties is spec as a transient unit's properties.
+func properties(spec Spec) []sd.Property {
+	props := []sd.Property{
+		sd.PropDescription(fmt.Sprintf("berth job %s, run %d", spec.Job, spec.Run)),
+		sd.PropType("exec"),
+		prop("ExecStart", []execStart{{Path: spec.Path, Args: literalArgs(spec.Argv), UncleanIsFailure: true}}),
+		sd.PropRemainAfterExit(true),
+		sd.PropSlice(Slice),
+		prop("Environment", spec.Env),
+		prop("KillMode", "control-group"),
+		prop("OOMPolicy", "stop"),
+		prop("OOMScoreAdjust", int32(0)),
+		prop("SyslogIdentifier", spec.Job),
+		prop("LogExtraFields", [][]byte{[]byte("BERTH_JOB=" + spec.Job), []byte("BERTH_RUN=" + strconv.FormatUint(spec.Run, 10))}),
+		prop("KillSignal", int32(spec.StopSignal)),
+		prop("TimeoutStopUSec", uint64(spec.StopTimeout.Microseconds())),
+		// Its own stdin is nothing; its output is its own journal stream.
+		prop("StandardInput", "null"),
+		prop("StandardOutput", "journal"),
+		prop("StandardError", "journal"),
+		// What berth status shows beside the grant.
+		prop("MemoryAccounting", true),
+		prop("CPUAccounting", true),
+	}
+	if spec.Dir != "" {
+		props = append(props, prop("WorkingDirectory", spec.Dir))
+	}
+	if spec.User != "" {
+		props = append(props, prop("User", spec.User))
+	}
+	if spec.Group != "" {
+		props = append(props, prop("Group", spec.Group))
+	}
+	if spec.MemoryMax > 0 {
+		props = append(props, prop("MemoryMax", uint64(spec.MemoryMax)), prop("MemorySwapMax", uint64(0)))
+	}
+	if spec.CPUs != nil {
+		// AllowedCPUs is the cgroup's cpuset, which the kernel enforces
+		// (cgroup v2 only); CPUAffinity the processes' affinity, which
+		// every hierarchy has and which a job could widen again alone.
+		mask := cpuMask(spec.CPUs)
+		props = append(props, prop("AllowedCPUs", mask), prop("CPUAffinity", mask))
+	}
+	if spec.Devices != nil {
+		allow := make([]deviceAllow, len(spec.Devices))
+		for i, d := range spec.Devices {
+			allow[i] = deviceAllow{Path: d, Rights: "rw"}
+		}
+		props = append(props, prop("DevicePolicy", "closed"), prop("DeviceAllow", allow))
+	}
+	if spec.RuntimeMax > 0 {
+		props = append(props, prop("RuntimeMaxUSec", uint64(spec.RuntimeMax.Microseconds())))
+	}
+	return props
+}
+
+// literalArgs escapes what systemd would expand in ExecStart's arguments:
+// it replaces $VAR, ${VAR} and $$ there (transient units included), so a
+// job's `echo $$` must reach it as `echo $$$$`. Specifiers (%n) are not
+// expanded in a transient unit's properties.
+func literalArgs(argv []string) []string {
+	out := make([]string, len(argv))
+	for i, a := range argv {
+		out[i] = strings.ReplaceAll(a, "$", "$$")
+	}
+	return out
+}
+
+type execStart struct {
+	Path             string
+	Args             []string
+	UncleanIsFailure bool
+}
+
+type deviceAllow struct {
+	Path   string
+	Rights string
+}
+
+func prop(name string, v any) sd.Property { return sd.Property{Name: name, Value: dbus.MakeVariant(v)} }
+
+// cpuMask is AllowedCPUs' bitmask: bit i of byte i/8 for core i.
+func cpuMask(cpus []int) []byte {
+	n := 0
+	for _, c := range cpus {
+		n = max(n, c/8+1)
+	}
+	mask := make([]byte, n)
+	for _, c := range cpus {
+		if c >= 0 {
+			mask[c/8] |= 1 << (c % 8)
+		}
+	}
+	return mask
+}
+
+// Events are systemd's signals about units, as go-systemd delivers them.
+type Events struct {
+	Updates <-chan *sd.PropertiesUpdate
+	// Errors says that updates were dropped (the channel was full).
+	Errors <-chan error
+}
+
+// Connect opens the manager this process runs under: the system's, or
+// with user the user's own.
+func Connect(ctx context.Context, user bool) (*sd.Conn, Events, error) {
+	var conn *sd.Conn
+	var err error
+	if user {
+		conn, err = sd.NewUserConnectionContext(ctx)
+	} else {
+		conn, err = sd.NewSystemConnectionContext(ctx)
+	}
+	if err != nil {
+		return nil, Events{}, fmt.Errorf("connect to systemd: %w", err)
+	}
+	if err := conn.Subscribe(); err != nil {
+		conn.Close()
+		return nil, Events{}, fmt.Errorf("subscribe to systemd's signals: %w", err)
+	}
+	updates := make(chan *sd.PropertiesUpdate, 4096)
+	errs := make(chan error, 1)
+	conn.SetPropertiesSubscriber(updates, errs)
+	return conn, Events{Updates: updates, Errors: errs}, nil
+}

@@ -1,0 +1,269 @@
+package units
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/berthd/berth/supervisor/runner"
+	"github.com/berthd/berth/supervisor/units/unitstest"
+)
+
+func startRunner(t *testing.T) (*unitstest.Manager, *Runner) {
+	f := unitstest.New()
+	r := New(f, Events{Updates: f.Updates()})
+	t.Cleanup(r.Close)
+	return f, r
+}
+
+func TestStartSetsTheGrantOnTheUnit(t *testing.T) {
+	f, r := startRunner(t)
+	run, err := r.Start(context.Background(), Spec{
+		Job: "train/a b", Run: 42, Path: "/usr/bin/python3", Argv: []string{"python3", "train.py", "--tag=$USER ${HOME} $$"},
+		Dir: "/srv", Env: []string{"A=1"}, User: "alice", Group: "ml",
+		MemoryMax: 256 << 20, CPUs: []int{1, 3, 9}, Devices: []string{"/dev/nvidia5"},
+		RuntimeMax: time.Hour, StopSignal: syscall.SIGINT, StopTimeout: 30 * time.Second,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := `berth-train-a\x20b-42.service`
+	if run.Unit() != name || run.PID() == 0 {
+		t.Fatalf("unit %q pid %d", run.Unit(), run.PID())
+	}
+	p := f.Props(name)
+	want := map[string]any{
+		"Type": "exec", "RemainAfterExit": true, "Slice": "berth.slice", "WorkingDirectory": "/srv",
+		"User": "alice", "Group": "ml", "MemoryMax": uint64(256 << 20), "MemorySwapMax": uint64(0),
+		"KillSignal": int32(syscall.SIGINT), "TimeoutStopUSec": uint64(30e6), "RuntimeMaxUSec": uint64(3600e6),
+		"OOMScoreAdjust": int32(0), "SyslogIdentifier": "train/a b", "KillMode": "control-group", "DevicePolicy": "closed",
+	}
+	for k, v := range want {
+		if p[k] != v {
+			t.Errorf("%s = %#v, want %#v", k, p[k], v)
+		}
+	}
+	for _, k := range []string{"AllowedCPUs", "CPUAffinity"} {
+		if mask := p[k].([]byte); !slices.Equal(mask, []byte{0b1010, 0b10}) {
+			t.Errorf("%s = %08b", k, mask)
+		}
+	}
+	if env := p["Environment"].([]string); !slices.Equal(env, []string{"A=1"}) {
+		t.Errorf("Environment = %q", env)
+	}
+	fields := p["LogExtraFields"].([][]byte)
+	if len(fields) != 2 || string(fields[0]) != "BERTH_JOB=train/a b" || string(fields[1]) != "BERTH_RUN=42" {
+		t.Errorf("LogExtraFields = %q", fields)
+	}
+	exec := p["ExecStart"].([]execStart)
+	if len(exec) != 1 || exec[0].Path != "/usr/bin/python3" || !slices.Equal(exec[0].Args, []string{"python3", "train.py", "--tag=$$USER $${HOME} $$$$"}) {
+		// systemd expands $ in ExecStart: the job must get its argv as is.
+		t.Errorf("ExecStart = %+v", exec)
+	}
+	allow := p["DeviceAllow"].([]deviceAllow)
+	if len(allow) != 1 || allow[0] != (deviceAllow{Path: "/dev/nvidia5", Rights: "rw"}) {
+		t.Errorf("DeviceAllow = %+v", allow)
+	}
+}
+
+// Without a grant of memory, cores or cards, the unit has no such limit.
+func TestStartWithoutLimits(t *testing.T) {
+	f, r := startRunner(t)
+	run, err := r.Start(context.Background(), Spec{Job: "x", Run: 1, Path: "/bin/true", Argv: []string{"true"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := f.Props(run.Unit())
+	for _, k := range []string{"MemoryMax", "AllowedCPUs", "CPUAffinity", "DevicePolicy", "DeviceAllow", "RuntimeMaxUSec", "User", "WorkingDirectory"} {
+		if _, ok := p[k]; ok {
+			t.Errorf("%s is set: %#v", k, p[k])
+		}
+	}
+}
+
+func TestRunEndsAsItsUnitSays(t *testing.T) {
+	for _, tt := range []struct {
+		name         string
+		result       string
+		code, status int32
+		want         runner.Exit
+	}{
+		{"exit 0", "success", unitstest.CLDExited, 0, runner.Exit{Code: 0}},
+		{"exit 3", "exit-code", unitstest.CLDExited, 3, runner.Exit{Code: 3}},
+		{"signal", "signal", unitstest.CLDKilled, int32(syscall.SIGSEGV), runner.Exit{Code: -1, Signal: syscall.SIGSEGV}},
+		{"oom", "oom-kill", unitstest.CLDKilled, int32(syscall.SIGKILL), runner.Exit{Code: -1, Signal: syscall.SIGKILL, OutOfMemory: true}},
+		{"runtime", "timeout", unitstest.CLDKilled, int32(syscall.SIGTERM), runner.Exit{Code: -1, Signal: syscall.SIGTERM, TimedOut: true}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			f, r := startRunner(t)
+			run, err := r.Start(context.Background(), Spec{Job: "j", Run: 7, Path: "/bin/sh", Argv: []string{"sh"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case <-run.Done():
+				t.Fatal("done before its unit ended")
+			default:
+			}
+			f.End(run.Unit(), tt.result, tt.code, tt.status)
+			if got := run.Wait(); got != tt.want {
+				t.Errorf("exit %+v, want %+v", got, tt.want)
+			}
+			r.Release(run)
+			if slices.Contains(f.Names(), run.Unit()) {
+				t.Errorf("the unit is still there after Release")
+			}
+		})
+	}
+}
+
+// A unit someone else stopped (systemctl stop of it or of berth.slice)
+// ends its run as stopped from outside.
+func TestStoppedOutside(t *testing.T) {
+	f, r := startRunner(t)
+	run, err := r.Start(context.Background(), Spec{Job: "j", Run: 1, Path: "/bin/sh", Argv: []string{"sh"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.StopOutside(run.Unit())
+	if got := run.Wait(); !got.StoppedOutside || got.Signal != syscall.SIGTERM {
+		t.Errorf("exit %+v", got)
+	}
+}
+
+// A run whose signal was dropped is found ended by the sweep.
+func TestResyncFindsAnEndWithoutASignal(t *testing.T) {
+	f := unitstest.New()
+	r := New(f, Events{})
+	defer r.Close()
+	run, err := r.Start(context.Background(), Spec{Job: "j", Run: 1, Path: "/bin/sh", Argv: []string{"sh"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.End(run.Unit(), "exit-code", unitstest.CLDExited, 1)
+	r.Resync()
+	if got := run.Wait(); got.Code != 1 {
+		t.Errorf("exit %+v", got)
+	}
+}
+
+func TestStopSignalsTheWholeUnitThenKills(t *testing.T) {
+	f, r := startRunner(t)
+	run, err := r.Start(context.Background(), Spec{Job: "j", Run: 1, Path: "/bin/sh", Argv: []string{"sh"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The fake's processes ignore SIGTERM: only SIGKILL ends them.
+	if killed := run.Stop(syscall.SIGTERM, time.Millisecond); !killed {
+		t.Errorf("Stop did not report the SIGKILL")
+	}
+	want := []string{run.Unit() + " terminated", run.Unit() + " continued", run.Unit() + " killed"}
+	if got := f.Killed(); !slices.Equal(got, want) {
+		t.Errorf("signals %q, want %q", got, want)
+	}
+	if got := run.Wait(); got.Signal != syscall.SIGKILL {
+		t.Errorf("exit %+v", got)
+	}
+}
+
+func TestStartFailureSaysWhy(t *testing.T) {
+	f, r := startRunner(t)
+	f.FailNextStarts("failed", 203)
+	_, err := r.Start(context.Background(), Spec{Job: "j", Run: 1, Path: "/nope", Argv: []string{"/nope"}})
+	if err == nil || err.Error() != "cannot execute /nope (journalctl -u berth-j-1.service says more)" {
+		t.Errorf("error %v", err)
+	}
+	if names := f.Names(); len(names) != 0 {
+		t.Errorf("the failed unit was left: %v", names)
+	}
+}
+
+func TestListAndAdopt(t *testing.T) {
+	f, r := startRunner(t)
+	for run := uint64(1); run <= 2; run++ {
+		if _, err := r.Start(context.Background(), Spec{Job: "web-1", Run: run, Path: "/bin/sh", Argv: []string{"sh"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.End(Name("web-1", 2), "exit-code", unitstest.CLDExited, 4)
+
+	// A new daemon: a new runner over the same manager.
+	r2 := New(f, Events{Updates: f.Updates()})
+	defer r2.Close()
+	found, err := r2.List(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.SortFunc(found, func(a, b Found) int { return int(a.Run) - int(b.Run) })
+	if len(found) != 2 || found[0].Job != "web-1" || found[0].Run != 1 || found[1].Run != 2 {
+		t.Fatalf("found %+v", found)
+	}
+	running, err := r2.Adopt(found[0].Unit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ended, err := r2.Adopt(found[1].Unit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := ended.Wait(); got.Code != 4 {
+		t.Errorf("the run that ended meanwhile: %+v", got)
+	}
+	select {
+	case <-running.Done():
+		t.Fatal("the running one is done")
+	default:
+	}
+	f.End(running.Unit(), "success", unitstest.CLDExited, 0)
+	if got := running.Wait(); !got.Success() {
+		t.Errorf("exit %+v", got)
+	}
+}
+
+func TestNames(t *testing.T) {
+	for _, job := range []string{"train", "web-1", "a b/c", "alice/train.v2", "-x-"} {
+		job2, run, ok := parseName(Name(job, 12))
+		if !ok || job2 != job || run != 12 {
+			t.Errorf("%q: %q %d %v", job, job2, run, ok)
+		}
+	}
+	for _, name := range []string{"sshd.service", "berth.service", "berth-x.service", "berth-x-y.service", "berth-x-1.scope"} {
+		if _, _, ok := parseName(name); ok {
+			t.Errorf("%s parsed as a run's unit", name)
+		}
+	}
+}
+
+func TestUsageFromTheCgroup(t *testing.T) {
+	root := t.TempDir()
+	defer func(old string) { cgroupRoot = old }(cgroupRoot)
+	cgroupRoot = root
+	dir := root + "/berth.slice/berth-j-1.service"
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(dir+"/memory.current", []byte("123456\n"), 0o644)
+	os.WriteFile(dir+"/cpu.stat", []byte("usage_usec 2500000\nuser_usec 2000000\nsystem_usec 500000\n"), 0o644)
+	run := &Run{cgroup: "/berth.slice/berth-j-1.service"}
+	u, ok := run.Usage()
+	if !ok || u.MemoryBytes != 123456 || u.CPUTime != 2500*time.Millisecond {
+		t.Errorf("usage %+v %v", u, ok)
+	}
+	// The legacy hierarchies of systemd's hybrid mode.
+	v1 := "/berth.slice/berth-j-2.service"
+	for f, v := range map[string]string{"memory/" + v1 + "/memory.usage_in_bytes": "654321\n", "cpuacct/" + v1 + "/cpuacct.usage": "1500000000\n"} {
+		os.MkdirAll(filepath.Dir(filepath.Join(root, f)), 0o755)
+		os.WriteFile(filepath.Join(root, f), []byte(v), 0o644)
+	}
+	u, ok = (&Run{cgroup: v1}).Usage()
+	if !ok || u.MemoryBytes != 654321 || u.CPUTime != 1500*time.Millisecond {
+		t.Errorf("usage on the legacy hierarchies %+v %v", u, ok)
+	}
+	if _, ok := (&Run{cgroup: "/berth.slice/gone.service"}).Usage(); ok {
+		t.Errorf("a gone cgroup has a usage")
+	}
+}

@@ -1,0 +1,197 @@
+// Package unitstest is a stand-in for systemd's manager, for tests of
+// what drives package units: units are records whose main process the test
+// ends, with the PropertiesChanged signals systemd would send.
+package unitstest
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"syscall"
+
+	sd "github.com/coreos/go-systemd/v22/dbus"
+	"github.com/godbus/dbus/v5"
+)
+
+// ExecMainCode values (siginfo's si_code).
+const (
+	CLDExited int32 = 1
+	CLDKilled int32 = 2
+)
+
+// Manager stands in for systemd's manager: units are records whose
+// main process the test ends, with the signals systemd would send.
+type Manager struct {
+	mu      sync.Mutex
+	units   map[string]*unit
+	killed  []string // "unit signal"
+	updates chan *sd.PropertiesUpdate
+	// startResult, when set, is what the start job of the next unit ends.
+	startResult string
+	startStatus int32
+}
+
+type unit struct {
+	props  map[string]any // as started
+	active string
+	sub    string
+	result string
+	pid    uint32
+	code   int32
+	status int32
+	exitTS uint64
+}
+
+func New() *Manager {
+	return &Manager{units: map[string]*unit{}, updates: make(chan *sd.PropertiesUpdate, 64)}
+}
+
+func (f *Manager) StartTransientUnitContext(_ context.Context, name, mode string, props []sd.Property, ch chan<- string) (int, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, ok := f.units[name]; ok {
+		return 0, errors.New("unit already exists")
+	}
+	u := &unit{props: map[string]any{}, active: "active", sub: "running", result: "success", pid: uint32(1000 + len(f.units))}
+	for _, p := range props {
+		u.props[p.Name] = p.Value.Value()
+	}
+	f.units[name] = u
+	if f.startResult != "" {
+		u.active, u.sub, u.result, u.status, u.code, u.exitTS = "failed", "failed", "exit-code", f.startStatus, CLDExited, 1
+		ch <- f.startResult
+		return 1, nil
+	}
+	ch <- "done"
+	return 1, nil
+}
+
+func (f *Manager) StopUnitContext(_ context.Context, name, mode string, ch chan<- string) (int, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	u, ok := f.units[name]
+	if !ok {
+		return 0, errors.New("no such unit")
+	}
+	u.active, u.sub = "inactive", "dead"
+	ch <- "done"
+	return 1, nil
+}
+
+func (f *Manager) KillUnitWithTarget(_ context.Context, name string, target sd.Who, signal int32) error {
+	f.mu.Lock()
+	f.killed = append(f.killed, name+" "+syscall.Signal(signal).String())
+	u := f.units[name]
+	f.mu.Unlock()
+	if u != nil && signal == int32(syscall.SIGKILL) {
+		f.End(name, "signal", CLDKilled, int32(syscall.SIGKILL))
+	}
+	return nil
+}
+
+func (f *Manager) ResetFailedUnitContext(_ context.Context, name string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if u, ok := f.units[name]; ok && (u.active == "failed" || u.active == "inactive") {
+		delete(f.units, name)
+	}
+	return nil
+}
+
+func (f *Manager) GetUnitTypePropertiesContext(_ context.Context, name, unitType string) (map[string]any, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	u, ok := f.units[name]
+	if !ok {
+		if unitType == "Unit" {
+			return map[string]any{"LoadState": "not-found", "ActiveState": "inactive", "SubState": "dead"}, nil
+		}
+		return map[string]any{}, nil
+	}
+	if unitType == "Unit" {
+		return map[string]any{"LoadState": "loaded", "ActiveState": u.active, "SubState": u.sub}, nil
+	}
+	return map[string]any{"Result": u.result, "ExecMainPID": u.pid, "ExecMainCode": u.code, "ExecMainStatus": u.status,
+		"ExecMainExitTimestampMonotonic": u.exitTS, "MemoryCurrent": uint64(42 << 20), "CPUUsageNSec": uint64(3e9)}, nil
+}
+
+func (f *Manager) ListUnitsByPatternsContext(_ context.Context, states, patterns []string) ([]sd.UnitStatus, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []sd.UnitStatus
+	for name, u := range f.units {
+		out = append(out, sd.UnitStatus{Name: name, LoadState: "loaded", ActiveState: u.active, SubState: u.sub})
+	}
+	out = append(out, sd.UnitStatus{Name: "sshd.service", LoadState: "loaded"})
+	return out, nil
+}
+
+// End ends a unit's main process as systemd would record it, and signals
+// the change: result is systemd's (success, exit-code, signal, oom-kill,
+// timeout), code and status the main process's (CLDExited and its exit
+// status, or CLDKilled and the signal).
+func (f *Manager) End(name, result string, code, status int32) {
+	f.mu.Lock()
+	u := f.units[name]
+	u.result, u.code, u.status, u.exitTS = result, code, status, 1
+	u.active, u.sub = "active", "exited"
+	if result != "success" {
+		u.active, u.sub = "failed", "failed"
+	}
+	f.mu.Unlock()
+	f.updates <- &sd.PropertiesUpdate{UnitName: name, Changed: map[string]dbus.Variant{"ActiveState": dbus.MakeVariant(u.active)}}
+}
+
+func (f *Manager) Props(name string) map[string]any {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.units[name].props
+}
+
+// Updates are the manager's signals, for units.Events.
+func (f *Manager) Updates() chan *sd.PropertiesUpdate { return f.updates }
+
+// FailNextStarts makes the start job of every later unit end with result,
+// its main process with status (systemd's EXIT_* code for the step that
+// failed: 203 for exec).
+func (f *Manager) FailNextStarts(result string, status int32) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.startResult, f.startStatus = result, status
+}
+
+// StopOutside stops a unit as `systemctl stop` would: its main process gets
+// SIGTERM and the unit ends inactive.
+func (f *Manager) StopOutside(name string) {
+	f.mu.Lock()
+	u := f.units[name]
+	u.active, u.sub, u.code, u.status, u.exitTS = "inactive", "dead", CLDKilled, int32(syscall.SIGTERM), 1
+	f.mu.Unlock()
+	f.updates <- &sd.PropertiesUpdate{UnitName: name, Changed: map[string]dbus.Variant{"ActiveState": dbus.MakeVariant("inactive")}}
+}
+
+// Killed are the signals sent to units so far, "UNIT SIGNAL".
+func (f *Manager) Killed() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.killed...)
+}
+
+// Names are the units the manager has loaded.
+func (f *Manager) Names() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var names []string
+	for name := range f.units {
+		names = append(names, name)
+	}
+	return names
+}
+
+// Active reports whether a unit's main process runs.
+func (f *Manager) Active(name string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	u, ok := f.units[name]
+	return ok && u.exitTS == 0
+}

@@ -1,0 +1,187 @@
+package supervisor
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/berthd/berth/accounting"
+	"github.com/berthd/berth/probes"
+	"github.com/berthd/berth/supervisor/store"
+	"github.com/berthd/berth/supervisor/testkit"
+	"github.com/berthd/berth/supervisor/units"
+	"github.com/berthd/berth/supervisor/units/unitstest"
+)
+
+// unitsBox is a state and a jobs directory whose daemons run their jobs
+// as units of one fake systemd, which outlives each daemon as systemd
+// would.
+type unitsBox struct {
+	t                 *testing.T
+	jobsDir, stateDir string
+	manager           *unitstest.Manager
+}
+
+func newUnitsBox(t *testing.T, jobs string) *unitsBox {
+	dir := t.TempDir()
+	b := &unitsBox{t: t, jobsDir: filepath.Join(dir, "jobs.d"), stateDir: filepath.Join(dir, "state"), manager: unitstest.New()}
+	for _, p := range []string{b.jobsDir, b.stateDir} {
+		if err := os.Mkdir(p, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(b.jobsDir, "jobs.lua"), []byte(jobs), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// start runs a daemon until stop is called (or the test ends).
+func (b *unitsBox) start() (d *Daemon, stop func()) {
+	runs := units.New(b.manager, units.Events{Updates: b.manager.Updates()})
+	d, err := Open(Config{
+		JobsDir: b.jobsDir, StateDir: b.stateDir, Evaluator: testEvaluator(), Units: runs,
+		Machine: probes.Inventory{CPUs: 4, CPUIDs: []int{0, 1, 2, 3}, OnlineCPUs: 4, GPUs: []string{"5", "7"},
+			RAM: probes.Memory{Bytes: 4 * accounting.GiB, Known: true}},
+		Environ: []string{"PATH=/usr/bin:/bin"},
+	})
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx) }()
+	stopped := false
+	stop = func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		cancel()
+		if err := <-done; err != nil {
+			b.t.Errorf("Run: %v", err)
+		}
+		runs.Close()
+	}
+	b.t.Cleanup(stop)
+	return d, stop
+}
+
+func runsOf(t *testing.T, d *Daemon, job string) []store.RunRecord {
+	t.Helper()
+	runs, err := d.store.Runs(job, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return runs
+}
+
+// TestUnitsOutliveTheDaemon: runs as units go on while the daemon is
+// away; the next daemon takes back the one still running (same run, its
+// grant back in the books), records the one that ended meanwhile, and lets
+// go of its unit.
+func TestUnitsOutliveTheDaemon(t *testing.T) {
+	b := newUnitsBox(t, `
+job "train" { cmd = { "/bin/sleep", "1000" }, cpus = 2, gpus = 1, ram = "256M" }
+job "batch" { cmd = { "/bin/sleep", "1000" }, cpus = 1 }
+`)
+	d, stop := b.start()
+	train := waitJob(t, d, "train", "running", func(js JobStatus) bool { return js.State == "running" })
+	batch := waitJob(t, d, "batch", "running", func(js JobStatus) bool { return js.State == "running" })
+	trainUnit, batchUnit := units.Name("train", train.Run), units.Name("batch", batch.Run)
+	p := b.manager.Props(trainUnit)
+	if p["MemoryMax"] != uint64(256<<20) || !slices.Equal(p["AllowedCPUs"].([]byte), []byte{0b11}) || p["Slice"] != units.Slice {
+		t.Errorf("train's unit: MemoryMax %v AllowedCPUs %v Slice %v", p["MemoryMax"], p["AllowedCPUs"], p["Slice"])
+	}
+	if !slices.Equal(train.CPUIDs, []int{0, 1}) || !slices.Equal(train.GPUs, []string{"5"}) {
+		t.Errorf("train holds cores %v cards %v", train.CPUIDs, train.GPUs)
+	}
+	if s := d.Status(); s.Runner != "units" {
+		t.Errorf("status runner %q", s.Runner)
+	}
+
+	stop()
+	if killed := b.manager.Killed(); len(killed) > 0 || !b.manager.Active(trainUnit) || !b.manager.Active(batchUnit) {
+		t.Fatalf("the daemon's stop reached its units: signals %v", killed)
+	}
+	// While no daemon runs, batch ends.
+	b.manager.End(batchUnit, "exit-code", unitstest.CLDExited, 7)
+
+	d, _ = b.start()
+	again := waitJob(t, d, "train", "running", func(js JobStatus) bool { return js.State == "running" })
+	if again.Run != train.Run || again.PID != train.PID || !slices.Equal(again.CPUIDs, train.CPUIDs) {
+		t.Errorf("train after the restart: run %d pid %d cores %v, want run %d pid %d cores %v",
+			again.Run, again.PID, again.CPUIDs, train.Run, train.PID, train.CPUIDs)
+	}
+	if runs := runsOf(t, d, "train"); len(runs) != 1 {
+		t.Errorf("train has %d runs, want its one run taken back", len(runs))
+	}
+	waitJob(t, d, "batch", "failed", func(js JobStatus) bool { return js.State == "failed" && js.Why == "exit 7" })
+	if runs := runsOf(t, d, "batch"); len(runs) != 1 || runs[0].Reason != store.ReasonFailed || runs[0].ExitCode != 7 {
+		t.Errorf("batch's runs: %+v", runs)
+	}
+	testkit.WaitFor(t, 20*time.Second, "batch's unit let go once its end is on record", func() bool {
+		return !slices.Contains(b.manager.Names(), batchUnit)
+	})
+	// The books hold train's grant again: what is left is placed around it.
+	s := d.Status()
+	if s.Machine.CPUsFree != 2 || s.Machine.Cards[0].Holder != "train" || s.Machine.Cards[1].Holder != "" {
+		t.Errorf("the books after the restart: %d cores free, cards %+v", s.Machine.CPUsFree, s.Machine.Cards)
+	}
+
+	// The kernel kills train for going over its memory.
+	b.manager.End(trainUnit, "oom-kill", unitstest.CLDKilled, int32(syscall.SIGKILL))
+	js := waitJob(t, d, "train", "failed", func(js JobStatus) bool { return js.State == "failed" })
+	if js.Why != "out of memory: went over its 256M" {
+		t.Errorf("train's why: %q", js.Why)
+	}
+	if runs := runsOf(t, d, "train"); runs[0].Reason != store.ReasonOOM || runs[0].Signal != "SIGKILL" {
+		t.Errorf("train's run: %+v", runs[0])
+	}
+}
+
+// TestUnitsStoppedOutside: a unit stopped with systemctl rests its job
+// stopped; a unit no run accounts for is stopped at start; a job whose file
+// went away while the daemon was down has its run stopped.
+func TestUnitsStoppedOutside(t *testing.T) {
+	b := newUnitsBox(t, `
+job "svc" { cmd = { "/bin/sleep", "1000" }, restart = "always" }
+job "gone" { cmd = { "/bin/sleep", "1000" } }
+`)
+	d, stop := b.start()
+	svc := waitJob(t, d, "svc", "running", func(js JobStatus) bool { return js.State == "running" })
+	gone := waitJob(t, d, "gone", "running", func(js JobStatus) bool { return js.State == "running" })
+	b.manager.StopOutside(units.Name("svc", svc.Run))
+	waitJob(t, d, "svc", "stopped", func(js JobStatus) bool { return js.State == "stopped" })
+	if runs := runsOf(t, d, "svc"); len(runs) != 1 || runs[0].Reason != store.ReasonStopped {
+		t.Errorf("svc's runs: %+v", runs)
+	}
+	stop()
+
+	if err := os.WriteFile(filepath.Join(b.jobsDir, "jobs.lua"), []byte(`job "svc" { cmd = { "/bin/sleep", "1000" }, restart = "always" }`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// A unit of a run the state does not know.
+	stray := units.Name("stray", 999)
+	other := units.New(b.manager, units.Events{})
+	if _, err := other.Start(context.Background(), units.Spec{Job: "stray", Run: 999, Path: "/bin/sleep", Argv: []string{"sleep", "1"}}); err != nil {
+		t.Fatal(err)
+	}
+	other.Close()
+
+	d, _ = b.start()
+	testkit.WaitFor(t, 20*time.Second, "the stray unit stopped and gone's run stopped", func() bool {
+		runs := runsOf(t, d, "gone")
+		return !slices.Contains(b.manager.Names(), stray) && len(runs) == 1 && runs[0].Reason != 0
+	})
+	if runs := runsOf(t, d, "gone"); runs[0].ID != gone.Run || (runs[0].Reason != store.ReasonStopped && runs[0].Reason != store.ReasonKilled) {
+		t.Errorf("gone's run: %+v", runs[0])
+	}
+	if js, _ := d.jobStatus("svc"); js.State != "stopped" {
+		t.Errorf("svc after the restart: %s, want still stopped", js.State)
+	}
+}
