@@ -35,8 +35,9 @@
 // matcher, which looks at that context as it backtracks, so a pattern such
 // as ".-.-.-b" on a long string is stopped like a loop. A builtin that still
 // runs long cannot be interrupted: the caller stops waiting after a short
-// grace and abandons the evaluation, and Serve ends its process after one
-// (ErrAbandoned).
+// grace and abandons the evaluation, and Serve ends its process after one,
+// or after any file stopped at its budget or memory bound, whose heap the
+// next file must not inherit (ErrAbandoned).
 //
 // Memory. gopher-lua has no per-interpreter memory limit, so two defences
 // are layered. What builds strings is bounded before it builds: the `..`

@@ -41,11 +41,13 @@ type EvalReply struct {
 	File  *File  `json:"file,omitempty"`
 }
 
-// ErrAbandoned is returned by Serve when a file had to be abandoned in a
-// builtin that does not stop: its goroutine still runs, so the process must
-// end for it to stop burning a core. The file's result has been sent; the
-// daemon evaluates the rest in a new child.
-var ErrAbandoned = errors.New("an evaluation was abandoned in a builtin")
+// ErrAbandoned is returned by Serve when a file had to be stopped: it was
+// abandoned in a builtin that does not stop (its goroutine still runs, so
+// the process must end for it to stop burning a core), or it was stopped
+// at its budget or memory bound (what it built may still hold the heap,
+// and the next file must not be charged for it). The file's result has
+// been sent; the daemon evaluates the rest in a new child.
+var ErrAbandoned = errors.New("an evaluation was stopped at a limit")
 
 // Serve is the evaluating child's work: it reads one request from in,
 // evaluates each file, and writes the replies to out as it goes, so that
@@ -77,9 +79,19 @@ func serveWith(in io.Reader, out io.Writer, logger hclog.Logger, hold <-chan str
 		if err := send(EvalReply{File: f}); err != nil {
 			return err
 		}
-		if running.Load() > 0 {
+		if running.Load() > 0 || stoppedAtLimit(f) {
 			return ErrAbandoned
 		}
 	}
 	return nil
+}
+
+// stoppedAtLimit says whether f was stopped for its budget or its memory.
+func stoppedAtLimit(f *File) bool {
+	for _, e := range f.Errors {
+		if e.Problem == Budget || e.Problem == Memory {
+			return true
+		}
+	}
+	return false
 }

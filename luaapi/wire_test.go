@@ -76,3 +76,19 @@ func TestServeEndsAfterAbandoning(t *testing.T) {
 		t.Errorf("%d replies, want the held file's begin and result only:\n%s", n, out.Bytes())
 	}
 }
+
+// TestServeEndsAfterALimit: a file stopped at its budget ends the child
+// after its result is sent, so that the next file starts in a fresh
+// process and is not charged for what the stopped one left on the heap.
+func TestServeEndsAfterALimit(t *testing.T) {
+	var out bytes.Buffer
+	in, _ := json.Marshal(EvalRequest{Budget: 10 * time.Millisecond,
+		Files: []Source{{Path: "loop.lua", Src: []byte(`while true do end`)}, {Path: "next.lua", Src: []byte(`job "n" { cmd = "x" }`)}}})
+	err := Serve(bytes.NewReader(in), &out, hclog.NewNullLogger())
+	if !errors.Is(err, ErrAbandoned) {
+		t.Fatalf("Serve = %v, want ErrAbandoned", err)
+	}
+	if n := bytes.Count(out.Bytes(), []byte("\n")); n != 2 {
+		t.Errorf("%d replies, want the stopped file's begin and result only:\n%s", n, out.Bytes())
+	}
+}

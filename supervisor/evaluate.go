@@ -65,8 +65,9 @@ const (
 
 // Exit codes of the eval command that the parent tells apart.
 const (
-	// EvalExitAbandoned: a file was abandoned in a builtin; its result was
-	// sent, and the process ended so that the builtin stops.
+	// EvalExitAbandoned: a file had to be stopped (abandoned in a builtin,
+	// or at its budget or memory bound); its result was sent, and the
+	// process ended so that the builtin stops and its memory goes.
 	EvalExitAbandoned = 3
 )
 
@@ -269,8 +270,6 @@ func (e *Evaluator) child(ctx context.Context, m luaapi.Machine, budget time.Dur
 		return append(done, failed(path, luaapi.ErrWallLimit(path, wall, budget))), ""
 	case killed != "":
 		return append(done, failed(path, luaapi.ErrEvaluator(path, killed))), ""
-	case current == "" && cmd.ProcessState.ExitCode() == EvalExitAbandoned && len(done) > 0:
-		return done, "" // by design: the rest go to a new child
 	case current == "" && len(done) == 0:
 		// It died before its first file: its start failed (a limit it
 		// could not set, a user it could not become), and would again.
@@ -283,7 +282,13 @@ func (e *Evaluator) child(ctx context.Context, m luaapi.Machine, budget time.Dur
 		}
 		return nil, why
 	case current == "":
-		return append(done, failed(path, luaapi.ErrEvaluator(path, "it ended between two files: "+firstLine(tail.String())))), ""
+		// It ended after answering for a file and before beginning the
+		// next: by design after a file it had to stop, otherwise in a way
+		// no file is to blame for. Either way the rest go to a new child.
+		if cmd.ProcessState.ExitCode() != EvalExitAbandoned {
+			e.logger().Warn("the process that evaluates job files ended between two files", "next", path, "error", firstLine(tail.String()))
+		}
+		return done, ""
 	}
 	return append(done, failed(path, e.cause(path, cmd.ProcessState, tail.String(), budget, cpuSeconds))), ""
 }
@@ -357,10 +362,7 @@ func (e *Evaluator) memory() int64 {
 // to the daemon's log, and keeps the tail of anything else it writes (a Go
 // runtime's fatal error) for the cause of its death.
 func (e *Evaluator) relayLog(r io.Reader, tail *stderrTail) {
-	log := e.Log
-	if log == nil {
-		log = hclog.NewNullLogger()
-	}
+	log := e.logger()
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 4096), 64<<10)
 	for sc.Scan() {
@@ -415,4 +417,11 @@ func (t *stderrTail) String() string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return string(t.head) + string(t.tail)
+}
+
+func (e *Evaluator) logger() hclog.Logger {
+	if e.Log == nil {
+		return hclog.NewNullLogger()
+	}
+	return e.Log
 }
