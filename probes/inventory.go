@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 )
 
 // ReservedCPUs is how many cores the daemon keeps for itself and the
@@ -46,6 +47,9 @@ type Inventory struct {
 	RAM       Memory
 	// Hostname is the host's name, "" where it could not be read.
 	Hostname string
+	// Booted is when the machine booted, the zero time where it could not
+	// be read.
+	Booted time.Time
 
 	// highestOnlineID is where virtual core IDs start after.
 	highestOnlineID int
@@ -87,6 +91,7 @@ func Probe(root string, lookupEnv func(string) (string, bool)) (Inventory, error
 		GPUSource:       gpuSource,
 		RAM:             probeMemory(root),
 		Hostname:        probeHostname(root),
+		Booted:          probeBootTime(root),
 		highestOnlineID: cpus.highestOnline,
 	}, nil
 }
