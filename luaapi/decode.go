@@ -27,7 +27,7 @@ var (
 // jobFields and flavorFields are in the order they are checked and listed.
 var (
 	jobFields = []string{
-		"cmd", "dir", "flavor", "cpus", "gpus", "ram", "env", "user", "group",
+		"cmd", "dir", "flavor", "cpus", "gpus", "ram", "swap", "env", "user", "group",
 		"restart", "max_restarts", "timeout", "stop_signal", "stop_timeout",
 		"priority", "on_change", "enabled", "description",
 	}
@@ -316,6 +316,9 @@ func decodeJob(s subject, tbl *lua.LTable) (Job, []*Error) {
 		j.Resources = accounting.Resources{}
 	} else {
 		j.Resources, _ = d.resources()
+	}
+	if n, ok := d.size("swap"); ok {
+		j.SwapBytes = n
 	}
 	if env, ok := d.env(); ok {
 		j.Env = env

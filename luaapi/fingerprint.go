@@ -42,6 +42,11 @@ func (j *Job) ProcessFingerprint() string {
 		c.int("gpus", int64(j.Resources.GPUs))
 		c.int("ram", j.Resources.RAMBytes)
 	}
+	if j.SwapBytes >= 0 {
+		// Only when said, so that the fingerprints of definitions from
+		// before swap existed stay as they were.
+		c.int("swap", j.SwapBytes)
+	}
 	return c.sum()
 }
 

@@ -91,6 +91,7 @@ flavor "gpu-other" { cpus = 8, gpus = 1, ram = "32G" }
 job "train" {`, "train", false, false, false},
 		{"flavor numbers", `{ cpus = 8, gpus = 1, ram = "32G" }`, `{ cpus = 16, gpus = 2, ram = "64G" }`, "train", false, false, false},
 		{"direct resources", `cpus = 2, ram = "1G"`, `cpus = 3, ram = "1G"`, "direct", false, false, true},
+		{"swap", `cpus = 2, ram = "1G"`, `cpus = 2, ram = "1G", swap = "2G"`, "direct", false, false, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -118,5 +119,15 @@ flavor "gpu-small" {`, 1)
 	src = strings.Replace(src, `flavor = "gpu-small"`, `flavor = "gpu-other"`, 1)
 	if proc, _ := fingerprints(t, src, "train"); proc == baseProc {
 		t.Errorf("changing the flavor name kept the process fingerprint")
+	}
+}
+
+// TestFingerprintsStay: a definition's process fingerprint is stored (a
+// done batch job stays done for the same definition), so a field added
+// later must leave the fingerprints of definitions that do not use it as
+// they were. Pinned, so that such a change fails here first.
+func TestFingerprintsStay(t *testing.T) {
+	if p, _ := fingerprints(t, fingerprintBase, "direct"); p != "d9e5bb1bc57f8813143b066d0bcbd4e5ab63a2f9a7a9af4343a5e7a1cb3647d6" {
+		t.Errorf("the process fingerprint of an unchanged definition changed: %s", p)
 	}
 }

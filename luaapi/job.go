@@ -118,6 +118,11 @@ type Job struct {
 	// fills them in from the flavor; a job whose flavor does not exist keeps
 	// them zero and is listed in Set.Problems.
 	Resources accounting.Resources
+	// SwapBytes is the swap a run may use beside its memory, where the
+	// grant is enforced (runs as systemd units): -1, the default, is none
+	// for a job granted memory (what it holds is real memory) and no bound
+	// for one that is not.
+	SwapBytes int64
 
 	// Policy; a change applies in place (see PolicyFingerprint).
 	Restart     Restart
@@ -145,6 +150,7 @@ func newJob(name string, pos Pos) Job {
 		Pos:         pos,
 		Dir:         defaultDir,
 		Resources:   accounting.Resources{CPUs: 1},
+		SwapBytes:   -1,
 		Restart:     RestartNo,
 		MaxRestarts: unlimitedRestarts,
 		StopSignal:  defaultStopSignal,

@@ -33,6 +33,7 @@ type JobDefinition struct {
 	Dir         string            `json:"dir"`
 	Flavor      string            `json:"flavor,omitempty"`
 	Resources   Size              `json:"resources"`
+	SwapBytes   *int64            `json:"swap_bytes,omitempty"` // absent: none beside granted memory
 	Env         map[string]string `json:"env"`
 	User        string            `json:"user,omitempty"`
 	Group       string            `json:"group,omitempty"`
@@ -66,6 +67,10 @@ func DefinitionOf(j *luaapi.Job) JobDefinition {
 	}
 	if j.Timeout > 0 {
 		out.Timeout = accounting.FormatDuration(j.Timeout)
+	}
+	if j.SwapBytes >= 0 {
+		n := j.SwapBytes
+		out.SwapBytes = &n
 	}
 	return out
 }
