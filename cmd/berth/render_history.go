@@ -9,6 +9,7 @@ import (
 
 	"github.com/berthd/berth/accounting"
 	"github.com/berthd/berth/supervisor"
+	"github.com/berthd/berth/supervisor/store"
 )
 
 // renderHistory is `berth history`: runs, newest first.
@@ -76,6 +77,9 @@ func runResult(r supervisor.RunView) (string, string) {
 	}
 	var detail string
 	switch {
+	case r.Reason == store.ReasonOOM.String():
+		// What it went over says more than the kernel's SIGKILL.
+		reason = supervisor.MsgEnded(store.ReasonOOM, 0, "", 0, r.RAMBytes)
 	case r.Signal != "":
 		detail = r.Signal
 	case r.ExitCode != nil:

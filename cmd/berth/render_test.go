@@ -451,6 +451,7 @@ func historyRuns() []supervisor.RunView {
 		{ID: 46, Job: "sync", Start: ago(40 * time.Minute), End: at(40 * time.Minute), CPUs: 1, GPUs: []string{}, Reason: "spawn error"},
 		{ID: 47, Job: "train-resnet", Start: ago(30 * 24 * time.Hour), End: at(29 * 24 * time.Hour), CPUs: 8, GPUs: []string{"0", "1"}, Reason: "lost"},
 		{ID: 48, Job: "train-resnet", Start: ago(2*time.Hour + 5*time.Minute), PID: 4100, CPUs: 8, GPUs: []string{"0", "1"}, RAMBytes: 32 * accounting.GiB},
+		{ID: 49, Job: "eval-nightly", Start: ago(time.Hour), End: at(55 * time.Minute), CPUs: 4, GPUs: []string{}, RAMBytes: 16 * accounting.GiB, Signal: "SIGKILL", Reason: "out of memory"},
 	}
 }
 
