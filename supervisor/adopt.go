@@ -43,6 +43,10 @@ func (d *Daemon) startUnit(j *job, run uint64, login map[string]string) (process
 		StopSignal:  def.StopSignal,
 		StopTimeout: def.StopTimeout,
 	}
+	if def.SwapBytes >= 0 {
+		swap := def.SwapBytes
+		spec.SwapMax = &swap
+	}
 	if !def.Resources.Unaccounted() {
 		// Pinned to the granted cores that exist: past a --cpus above the
 		// machine's count, a grant of virtual cores alone pins nothing.
@@ -104,9 +108,22 @@ func (d *Daemon) adopt(open []store.RunRecord) ([]store.RunRecord, error) {
 	var lost []store.RunRecord
 	for _, rec := range open {
 		f, ok := byRun[rec.ID]
-		if !ok || f.Job != rec.Job {
+		if ok && f.Job != rec.Job {
 			lost = append(lost, rec)
 			continue
+		}
+		if !ok {
+			// A unit keeps its result until berth stops it, so a unit
+			// that is gone was stopped by someone else while no daemon
+			// watched (systemctl stop of it or of berth.slice): its run
+			// ends stopped, as it would have with a daemon there. A run
+			// begun before this boot went down with the machine: lost,
+			// and run again.
+			if booted := d.cfg.Machine.Booted; booted.IsZero() || !rec.Start.After(booted) {
+				lost = append(lost, rec)
+				continue
+			}
+			f.Unit = units.Name(rec.Job, rec.ID)
 		}
 		delete(byRun, rec.ID)
 		run, err := d.cfg.Units.Adopt(f.Unit)
@@ -122,7 +139,12 @@ func (d *Daemon) adopt(open []store.RunRecord) ([]store.RunRecord, error) {
 			d.log.Warn("a run taken back holds what the books cannot grant it again; it runs on, unaccounted", "job", rec.Job, "run", rec.ID, "error", err)
 		}
 		d.adopted[rec.Job] = a
-		d.log.Info("took back a run that outlived the previous daemon", "job", rec.Job, "run", rec.ID, "unit", f.Unit, "pid", run.PID())
+		select {
+		case <-run.Done():
+			d.log.Info("found the end of a run that ended while no daemon watched", "job", rec.Job, "run", rec.ID, "unit", f.Unit)
+		default:
+			d.log.Info("took back a run that outlived the previous daemon", "job", rec.Job, "run", rec.ID, "unit", f.Unit, "pid", run.PID())
+		}
 	}
 	for _, f := range byRun {
 		// Not berth's record of a run in progress: a unit of a run already
@@ -165,11 +187,12 @@ func (j *job) takeAdopted(a adoptedRun) {
 
 // stopOrphans stops the adopted runs no job claimed (their files went away
 // while the daemon was down), records them stopped, and gives back what
-// they held.
+// they held. A shutdown waits for them (jobsWG), so that each is recorded
+// before the state closes.
 func (d *Daemon) stopOrphans() {
 	for name, a := range d.adopted {
 		d.log.Info("stopping a run taken back whose job is no longer declared", "job", name, "run", a.rec.ID)
-		go func() {
+		d.jobsWG.Go(func() {
 			killed := a.run.Stop(syscall.SIGTERM, 10*time.Second)
 			exit := a.run.Wait()
 			reason := store.ReasonStopped
@@ -188,7 +211,7 @@ func (d *Daemon) stopOrphans() {
 			if a.book != nil {
 				_ = a.book.Give(a.grant)
 			}
-		}()
+		})
 	}
 	d.adopted = nil
 }

@@ -307,8 +307,11 @@ func (d *Daemon) Run(ctx context.Context) error {
 	// The first reload; its end says READY=1 (finishReload).
 	d.reload(true, true)
 
-	d.loop(ctx)
+	lost := d.loop(ctx)
 	close(d.loopDone)
+	if lost {
+		d.log.Error("lost the connection to systemd: exiting, so that systemd starts berth again, which takes the jobs' units back; they go on meanwhile")
+	}
 
 	d.notify("STOPPING=1")
 	// An evaluation still running is of no use now: its child is killed.
@@ -330,11 +333,24 @@ func (d *Daemon) Run(ctx context.Context) error {
 	cancel()
 	bg.Wait()
 	d.log.Info("stopped")
+	if lost {
+		return ErrLostSystemd
+	}
 	return nil
 }
 
-// loop is the daemon's one owner of its tables.
-func (d *Daemon) loop(ctx context.Context) {
+// ErrLostSystemd is returned by Run when the connection to systemd, which
+// runs the jobs as units, was lost: no end of a run could be learnt any
+// more. Its units go on; a daemon started again takes them back.
+var ErrLostSystemd = errors.New("lost the connection to systemd")
+
+// loop is the daemon's one owner of its tables. It returns when ctx ends,
+// or, true, when the connection to systemd that runs the jobs is lost.
+func (d *Daemon) loop(ctx context.Context) (lost bool) {
+	var unitsLost <-chan struct{}
+	if d.cfg.Units != nil {
+		unitsLost = d.cfg.Units.Lost()
+	}
 	var watchdog <-chan time.Time
 	if d.cfg.Watchdog > 0 {
 		t := time.NewTicker(d.cfg.Watchdog)
@@ -349,7 +365,9 @@ func (d *Daemon) loop(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
-			return
+			return false
+		case <-unitsLost:
+			return true
 		case <-d.watcher.Changes():
 			d.reload(false, false)
 		case r := <-d.requests:

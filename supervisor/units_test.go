@@ -2,6 +2,7 @@ package supervisor
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -24,6 +25,8 @@ type unitsBox struct {
 	t                 *testing.T
 	jobsDir, stateDir string
 	manager           *unitstest.Manager
+	// booted is when the machine the daemons see booted.
+	booted time.Time
 }
 
 func newUnitsBox(t *testing.T, jobs string) *unitsBox {
@@ -42,19 +45,29 @@ func newUnitsBox(t *testing.T, jobs string) *unitsBox {
 
 // start runs a daemon until stop is called (or the test ends).
 func (b *unitsBox) start() (d *Daemon, stop func()) {
+	d, stop, _ = b.startRun()
+	return d, stop
+}
+
+// startRun is start, with what Run returned once it has.
+func (b *unitsBox) startRun() (d *Daemon, stop func(), ran <-chan error) {
 	runs := units.New(b.manager, units.Events{Updates: b.manager.Updates()})
 	d, err := Open(Config{
 		JobsDir: b.jobsDir, StateDir: b.stateDir, Evaluator: testEvaluator(), Units: runs,
 		Machine: probes.Inventory{CPUs: 4, CPUIDs: []int{0, 1, 2, 3}, OnlineCPUs: 4, GPUs: []string{"5", "7"},
-			RAM: probes.Memory{Bytes: 4 * accounting.GiB, Known: true}},
+			RAM: probes.Memory{Bytes: 4 * accounting.GiB, Known: true}, Booted: b.booted},
 		Environ: []string{"PATH=/usr/bin:/bin"},
 	})
 	if err != nil {
 		b.t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- d.Run(ctx) }()
+	done, result := make(chan error, 1), make(chan error, 1)
+	go func() {
+		err := d.Run(ctx)
+		done <- err
+		result <- err
+	}()
 	stopped := false
 	stop = func() {
 		if stopped {
@@ -62,13 +75,13 @@ func (b *unitsBox) start() (d *Daemon, stop func()) {
 		}
 		stopped = true
 		cancel()
-		if err := <-done; err != nil {
+		if err := <-done; err != nil && !errors.Is(err, ErrLostSystemd) {
 			b.t.Errorf("Run: %v", err)
 		}
 		runs.Close()
 	}
 	b.t.Cleanup(stop)
-	return d, stop
+	return d, stop, result
 }
 
 func runsOf(t *testing.T, d *Daemon, job string) []store.RunRecord {
@@ -190,5 +203,58 @@ job "gone" { cmd = { "/bin/sleep", "1000" } }
 	}
 	if js, _ := d.jobStatus("svc"); js.State != "stopped" {
 		t.Errorf("svc after the restart: %s, want still stopped", js.State)
+	}
+}
+
+// TestUnitsGoneWhileAway: a unit stopped from outside while no daemon ran
+// (systemctl stop berth.slice with berth stopped) leaves no result: its
+// run is recorded stopped and its job rests stopped, as with a daemon
+// there. A run begun before the machine booted is lost instead, and runs
+// again.
+func TestUnitsGoneWhileAway(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		booted time.Time
+		reason store.Reason
+		state  string
+	}{
+		{"in this boot", time.Now().Add(-time.Hour), store.ReasonStopped, "stopped"},
+		{"before this boot", time.Now().Add(time.Hour), store.ReasonLost, "running"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			b := newUnitsBox(t, `job "svc" { cmd = { "/bin/sleep", "1000" }, restart = "always" }`)
+			d, stop := b.start()
+			svc := waitJob(t, d, "svc", "running", func(js JobStatus) bool { return js.State == "running" })
+			stop()
+			b.manager.StopOutside(units.Name("svc", svc.Run))
+
+			b.booted = tt.booted
+			d, _ = b.start()
+			waitJob(t, d, "svc", tt.state, func(js JobStatus) bool { return js.State == tt.state })
+			runs := runsOf(t, d, "svc")
+			if first := runs[len(runs)-1]; first.ID != svc.Run || first.Reason != tt.reason {
+				t.Errorf("svc's first run: %+v, want run %d %s", first, svc.Run, tt.reason)
+			}
+		})
+	}
+}
+
+// TestUnitsLostConnection: when the connection to systemd goes, the
+// daemon ends (systemd starts it again) and leaves the units running.
+func TestUnitsLostConnection(t *testing.T) {
+	b := newUnitsBox(t, `job "svc" { cmd = { "/bin/sleep", "1000" } }`)
+	d, _, ran := b.startRun()
+	svc := waitJob(t, d, "svc", "running", func(js JobStatus) bool { return js.State == "running" })
+	b.manager.Disconnect()
+	select {
+	case err := <-ran:
+		if !errors.Is(err, ErrLostSystemd) {
+			t.Errorf("Run = %v, want ErrLostSystemd", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the daemon went on without its connection to systemd")
+	}
+	if !b.manager.Active(units.Name("svc", svc.Run)) || len(b.manager.Killed()) > 0 {
+		t.Errorf("the daemon's end reached its units: signals %v", b.manager.Killed())
 	}
 }

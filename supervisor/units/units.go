@@ -17,7 +17,6 @@ package units
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -73,9 +72,11 @@ type Spec struct {
 	// User and Group run it as someone else; systemd then sets HOME, USER,
 	// LOGNAME and SHELL.
 	User, Group string
-	// MemoryMax caps the unit's memory (and its swap to nothing); 0 leaves
-	// it uncapped.
+	// MemoryMax caps the unit's memory; 0 leaves it uncapped.
 	MemoryMax int64
+	// SwapMax caps its swap; nil leaves it at none where MemoryMax is set
+	// (the grant is real memory), uncapped otherwise.
+	SwapMax *int64
 	// CPUs are the cores the unit may run on; nil leaves it on all.
 	CPUs []int
 	// Devices, when not nil, are the only device nodes the unit may open
@@ -125,22 +126,43 @@ type Runner struct {
 	mu   sync.Mutex
 	runs map[string]*Run // by unit name, while in progress
 
-	kick chan struct{}
-	quit chan struct{}
-	wg   sync.WaitGroup
+	kick      chan struct{}
+	quit      chan struct{}
+	closeOnce sync.Once
+	wg        sync.WaitGroup
+	// lost is closed once the connection to systemd is found gone.
+	lost     chan struct{}
+	lostOnce sync.Once
 }
+
+// aliveEvery is how often the connection to systemd is looked at: a
+// Manager that can tell (go-systemd's Conn) says whether it is still
+// connected.
+const aliveEvery = time.Second
 
 // New follows units through m and the signals in ev (see Connect); with no
 // signals, only the periodic sweep sees a run end. Close stops it.
 func New(m Manager, ev Events) *Runner {
-	r := &Runner{m: m, runs: map[string]*Run{}, kick: make(chan struct{}, 1), quit: make(chan struct{})}
+	r := &Runner{m: m, runs: map[string]*Run{}, kick: make(chan struct{}, 1), quit: make(chan struct{}), lost: make(chan struct{})}
 	r.wg.Go(func() { r.follow(ev) })
 	return r
 }
 
+// Lost is closed when the connection to systemd is gone (systemd was
+// re-executed, or its bus went away): no end of a run can be learnt any
+// more. The units go on; a daemon that starts again takes them back.
+func (r *Runner) Lost() <-chan struct{} { return r.lost }
+
+// alive checks the connection, and says when it is gone.
+func (r *Runner) alive() {
+	if c, ok := r.m.(interface{ Connected() bool }); ok && !c.Connected() {
+		r.lostOnce.Do(func() { close(r.lost) })
+	}
+}
+
 // Close stops following; the units themselves go on.
 func (r *Runner) Close() {
-	close(r.quit)
+	r.closeOnce.Do(func() { close(r.quit) })
 	r.wg.Wait()
 }
 
@@ -155,6 +177,8 @@ func (r *Runner) Resync() {
 func (r *Runner) follow(ev Events) {
 	t := time.NewTicker(resyncEvery)
 	defer t.Stop()
+	alive := time.NewTicker(aliveEvery)
+	defer alive.Stop()
 	updates, errs := ev.Updates, ev.Errors
 	for {
 		select {
@@ -185,6 +209,8 @@ func (r *Runner) follow(ev Events) {
 			r.checkAll()
 		case <-t.C:
 			r.checkAll()
+		case <-alive.C:
+			r.alive()
 		case <-r.quit:
 			return
 		}
@@ -209,10 +235,39 @@ func (r *Runner) check(run *Run) {
 	if err != nil || !st.ended() {
 		return
 	}
+	r.finish(run, st)
+}
+
+// track adds run to the runs in progress, and ends it at once if st says
+// it has ended.
+func (r *Runner) track(run *Run, st unitState) {
+	run.pid, run.cgroup = st.pid, st.cgroup
+	if !st.ended() {
+		run.oom = watchOOM(cgroupRoot, st.cgroup)
+	}
+	r.mu.Lock()
+	r.runs[run.name] = run
+	r.mu.Unlock()
+	if st.ended() {
+		r.finish(run, st)
+	}
+}
+
+// finish ends run as st says, and stops following it.
+func (r *Runner) finish(run *Run, st unitState) {
 	r.mu.Lock()
 	delete(r.runs, run.name)
 	r.mu.Unlock()
-	run.end(st.exit())
+	e := st.exit()
+	if run.oom != nil {
+		// Where the memory controller is cgroup v1's, systemd does not
+		// see OOM kills: berth counted them itself.
+		if run.oom.killed() {
+			e.OutOfMemory = true
+		}
+		run.oom.close()
+	}
+	run.end(e)
 }
 
 // Start starts spec's unit and returns once its process has been executed
@@ -222,15 +277,7 @@ func (r *Runner) Start(ctx context.Context, spec Spec) (*Run, error) {
 		return nil, fmt.Errorf("start: %w", runner.ErrNoCommand)
 	}
 	name := Name(spec.Job, spec.Run)
-	run := newRun(r, name)
-	// Followed before it starts, so that no signal about its end is missed.
-	r.mu.Lock()
-	r.runs[name] = run
-	r.mu.Unlock()
 	fail := func(err error) (*Run, error) {
-		r.mu.Lock()
-		delete(r.runs, name)
-		r.mu.Unlock()
 		r.Discard(name)
 		return nil, err
 	}
@@ -249,17 +296,15 @@ func (r *Runner) Start(ctx context.Context, spec Spec) (*Run, error) {
 	case <-ctx.Done():
 		return fail(fmt.Errorf("start unit %s: %w", name, ctx.Err()))
 	}
+	// Followed once its start job is done, not before: until then systemd
+	// shows the unit inactive, which would read as a run that ended. An
+	// end signalled in between is seen by this look at its state.
 	st, err := r.state(name)
 	if err != nil {
 		return fail(err)
 	}
-	run.pid, run.cgroup = st.pid, st.cgroup
-	if st.ended() {
-		r.mu.Lock()
-		delete(r.runs, name)
-		r.mu.Unlock()
-		run.end(st.exit())
-	}
+	run := newRun(r, name)
+	r.track(run, st)
 	return run, nil
 }
 
@@ -326,26 +371,15 @@ func (r *Runner) List(ctx context.Context) ([]Found, error) {
 }
 
 // Adopt follows a unit a previous daemon started. The Run it returns may
-// have ended already (Done is then closed).
+// have ended already (Done is then closed); a unit that is no longer there
+// was stopped from outside while no daemon watched it.
 func (r *Runner) Adopt(name string) (*Run, error) {
-	run := newRun(r, name)
-	r.mu.Lock()
-	r.runs[name] = run
-	r.mu.Unlock()
 	st, err := r.state(name)
 	if err != nil {
-		r.mu.Lock()
-		delete(r.runs, name)
-		r.mu.Unlock()
 		return nil, err
 	}
-	run.pid, run.cgroup = st.pid, st.cgroup
-	if st.ended() {
-		r.mu.Lock()
-		delete(r.runs, name)
-		r.mu.Unlock()
-		run.end(st.exit())
-	}
+	run := newRun(r, name)
+	r.track(run, st)
 	return run, nil
 }
 
@@ -450,7 +484,8 @@ func (r *Runner) state(name string) (unitState, error) {
 
 // ended reports whether the run is over and its result settled: the main
 // process has ended and the unit is no longer on its way down (an OOM kill
-// is known only once it is), or the unit is gone.
+// is known only once it is), or the unit is gone. Only asked of a unit
+// whose start job is done: before, a unit is inactive too.
 func (st unitState) ended() bool {
 	if !st.loaded {
 		return true
@@ -464,7 +499,11 @@ func (st unitState) ended() bool {
 func (st unitState) exit() runner.Exit {
 	switch {
 	case !st.loaded:
-		return runner.Exit{Code: -1, Err: errors.New("its unit is gone")}
+		// A transient unit is unloaded once it is inactive, and berth
+		// only ever stops a run's unit after it has recorded the run: a
+		// unit that went while followed was stopped by someone else
+		// (systemctl stop of it or of berth.slice).
+		return runner.Exit{Code: -1, StoppedOutside: true}
 	case !st.exited:
 		return runner.Exit{Code: -1, Err: fmt.Errorf("its unit ended without a main process (%s)", st.result)}
 	}
@@ -485,6 +524,10 @@ type Run struct {
 	name   string
 	pid    int
 	cgroup string // its cgroup's path under the hierarchy's root
+
+	// oom counts its OOM kills where systemd cannot (cgroup v1); nil
+	// elsewhere. Read once, when the run ends.
+	oom *oomWatch
 
 	once sync.Once
 	done chan struct{}
@@ -541,11 +584,17 @@ func (run *Run) Stop(sig syscall.Signal, timeout time.Duration) (killed bool) {
 	killed = run.r.m.KillUnitWithTarget(ctx, run.name, sd.All, int32(syscall.SIGKILL)) == nil
 	cancel()
 	// The signals of a unit whose process ended may have been dropped:
-	// look until it is seen ended.
+	// look until it is seen ended, or until nobody follows it any more
+	// (the runner closed, its connection lost: a next daemon takes the
+	// unit back and records its end).
 	for {
 		run.r.Resync()
 		select {
 		case <-run.done:
+			return killed
+		case <-run.r.quit:
+			return killed
+		case <-run.r.lost:
 			return killed
 		case <-time.After(time.Second):
 		}
@@ -586,7 +635,13 @@ func properties(spec Spec) []sd.Property {
 		props = append(props, prop("Group", spec.Group))
 	}
 	if spec.MemoryMax > 0 {
-		props = append(props, prop("MemoryMax", uint64(spec.MemoryMax)), prop("MemorySwapMax", uint64(0)))
+		props = append(props, prop("MemoryMax", uint64(spec.MemoryMax)))
+	}
+	switch {
+	case spec.SwapMax != nil:
+		props = append(props, prop("MemorySwapMax", uint64(*spec.SwapMax)))
+	case spec.MemoryMax > 0:
+		props = append(props, prop("MemorySwapMax", uint64(0)))
 	}
 	if spec.CPUs != nil {
 		// AllowedCPUs is the cgroup's cpuset, which the kernel enforces
@@ -656,14 +711,19 @@ type Events struct {
 }
 
 // Connect opens the manager this process runs under: the system's, or
-// with user the user's own.
+// with user the user's own. The system's is reached on systemd's own
+// socket, so that no bus daemon is needed, and on the system bus where
+// that socket cannot be used (not root).
 func Connect(ctx context.Context, user bool) (*sd.Conn, Events, error) {
 	var conn *sd.Conn
 	var err error
-	if user {
+	switch {
+	case user:
 		conn, err = sd.NewUserConnectionContext(ctx)
-	} else {
-		conn, err = sd.NewSystemConnectionContext(ctx)
+	default:
+		if conn, err = sd.NewSystemdConnectionContext(ctx); err != nil {
+			conn, err = sd.NewSystemConnectionContext(ctx)
+		}
 	}
 	if err != nil {
 		return nil, Events{}, fmt.Errorf("connect to systemd: %w", err)

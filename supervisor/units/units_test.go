@@ -78,9 +78,33 @@ func TestStartWithoutLimits(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := f.Props(run.Unit())
-	for _, k := range []string{"MemoryMax", "AllowedCPUs", "CPUAffinity", "DevicePolicy", "DeviceAllow", "RuntimeMaxUSec", "User", "WorkingDirectory"} {
+	for _, k := range []string{"MemoryMax", "MemorySwapMax", "AllowedCPUs", "CPUAffinity", "DevicePolicy", "DeviceAllow", "RuntimeMaxUSec", "User", "WorkingDirectory"} {
 		if _, ok := p[k]; ok {
 			t.Errorf("%s is set: %#v", k, p[k])
+		}
+	}
+}
+
+// Swap is none beside a memory grant unless the job says how much.
+func TestStartSwap(t *testing.T) {
+	f, r := startRunner(t)
+	gig := int64(1 << 30)
+	for i, tt := range []struct {
+		memory int64
+		swap   *int64
+		want   any
+	}{
+		{256 << 20, nil, uint64(0)},
+		{256 << 20, &gig, uint64(1 << 30)},
+		{0, &gig, uint64(1 << 30)},
+		{0, nil, nil},
+	} {
+		run, err := r.Start(context.Background(), Spec{Job: "s", Run: uint64(i + 1), Path: "/bin/true", Argv: []string{"true"}, MemoryMax: tt.memory, SwapMax: tt.swap})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := f.Props(run.Unit())["MemorySwapMax"]; got != tt.want {
+			t.Errorf("memory %d, swap %v: MemorySwapMax %v, want %v", tt.memory, tt.swap, got, tt.want)
 		}
 	}
 }
@@ -129,10 +153,65 @@ func TestStoppedOutside(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Transient, the unit is unloaded at once: its run ends stopped from
+	// outside, with no exit to tell.
 	f.StopOutside(run.Unit())
-	if got := run.Wait(); !got.StoppedOutside || got.Signal != syscall.SIGTERM {
+	if got := run.Wait(); !got.StoppedOutside || got.Err != nil {
 		t.Errorf("exit %+v", got)
 	}
+}
+
+// While its start job waits, systemd shows a new unit inactive: a look at
+// the runs in progress then (a sweep, a signal) does not take it for a
+// run that ended.
+func TestStartingIsNotEnded(t *testing.T) {
+	f, r := startRunner(t)
+	held, release := f.HoldStarts()
+	started := make(chan *Run, 1)
+	go func() {
+		run, err := r.Start(context.Background(), Spec{Job: "j", Run: 1, Path: "/bin/sh", Argv: []string{"sh"}})
+		if err != nil {
+			t.Error(err)
+		}
+		started <- run
+	}()
+	<-held
+	r.checkAll()
+	release()
+	run := <-started
+	if run == nil {
+		return
+	}
+	r.checkAll()
+	select {
+	case <-run.Done():
+		t.Fatalf("a run whose start job was waiting ended: %+v", run.Wait())
+	default:
+	}
+	f.End(run.Unit(), "success", unitstest.CLDExited, 0)
+	if got := run.Wait(); !got.Success() {
+		t.Errorf("exit %+v", got)
+	}
+}
+
+// A connection to systemd that is gone is said (Lost), and a stop that
+// waits for its run's end gives up waiting.
+func TestLostConnection(t *testing.T) {
+	f, r := startRunner(t)
+	run, err := r.Start(context.Background(), Spec{Job: "j", Run: 1, Path: "/bin/sh", Argv: []string{"sh"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Disconnect()
+	select {
+	case <-r.Lost():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the lost connection was not said")
+	}
+	// The fake's processes ignore SIGTERM, and its SIGKILL now reaches
+	// nothing that answers: Stop returns all the same.
+	f.IgnoreKills()
+	run.Stop(syscall.SIGTERM, time.Millisecond)
 }
 
 // A run whose signal was dropped is found ended by the sweep.
@@ -191,7 +270,8 @@ func TestListAndAdopt(t *testing.T) {
 	}
 	f.End(Name("web-1", 2), "exit-code", unitstest.CLDExited, 4)
 
-	// A new daemon: a new runner over the same manager.
+	// A new daemon: a new runner over the same manager, the old one gone.
+	r.Close()
 	r2 := New(f, Events{Updates: f.Updates()})
 	defer r2.Close()
 	found, err := r2.List(context.Background())

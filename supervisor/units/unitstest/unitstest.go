@@ -29,6 +29,13 @@ type Manager struct {
 	// startResult, when set, is what the start job of the next unit ends.
 	startResult string
 	startStatus int32
+	// hold, when set, holds each start job, the unit inactive, until it
+	// is closed; held is told of each start so held.
+	hold, held chan struct{}
+	// disconnected: the connection to it is gone (Connected).
+	disconnected bool
+	// ignoreKills: a SIGKILL ends nothing.
+	ignoreKills bool
 }
 
 type unit struct {
@@ -52,11 +59,21 @@ func (f *Manager) StartTransientUnitContext(_ context.Context, name, mode string
 	if _, ok := f.units[name]; ok {
 		return 0, errors.New("unit already exists")
 	}
-	u := &unit{props: map[string]any{}, active: "active", sub: "running", result: "success", pid: uint32(1000 + len(f.units))}
+	// As systemd does, the unit exists, inactive, while its start job
+	// waits to run.
+	u := &unit{props: map[string]any{}, active: "inactive", sub: "dead", pid: uint32(1000 + len(f.units))}
 	for _, p := range props {
 		u.props[p.Name] = p.Value.Value()
 	}
 	f.units[name] = u
+	if f.hold != nil {
+		hold, held := f.hold, f.held
+		f.mu.Unlock()
+		held <- struct{}{}
+		<-hold
+		f.mu.Lock()
+	}
+	u.active, u.sub, u.result = "active", "running", "success"
 	if f.startResult != "" {
 		u.active, u.sub, u.result, u.status, u.code, u.exitTS = "failed", "failed", "exit-code", f.startStatus, CLDExited, 1
 		ch <- f.startResult
@@ -69,11 +86,12 @@ func (f *Manager) StartTransientUnitContext(_ context.Context, name, mode string
 func (f *Manager) StopUnitContext(_ context.Context, name, mode string, ch chan<- string) (int, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	u, ok := f.units[name]
+	_, ok := f.units[name]
 	if !ok {
 		return 0, errors.New("no such unit")
 	}
-	u.active, u.sub = "inactive", "dead"
+	// A transient unit that is inactive is unloaded at once.
+	delete(f.units, name)
 	ch <- "done"
 	return 1, nil
 }
@@ -82,8 +100,9 @@ func (f *Manager) KillUnitWithTarget(_ context.Context, name string, target sd.W
 	f.mu.Lock()
 	f.killed = append(f.killed, name+" "+syscall.Signal(signal).String())
 	u := f.units[name]
+	ignore := f.ignoreKills
 	f.mu.Unlock()
-	if u != nil && signal == int32(syscall.SIGKILL) {
+	if u != nil && signal == int32(syscall.SIGKILL) && !ignore {
 		f.End(name, "signal", CLDKilled, int32(syscall.SIGKILL))
 	}
 	return nil
@@ -161,13 +180,50 @@ func (f *Manager) FailNextStarts(result string, status int32) {
 }
 
 // StopOutside stops a unit as `systemctl stop` would: its main process gets
-// SIGTERM and the unit ends inactive.
+// SIGTERM, the unit ends inactive, and being transient it is unloaded at
+// once: nothing of its result is left to read.
 func (f *Manager) StopOutside(name string) {
 	f.mu.Lock()
-	u := f.units[name]
-	u.active, u.sub, u.code, u.status, u.exitTS = "inactive", "dead", CLDKilled, int32(syscall.SIGTERM), 1
+	delete(f.units, name)
 	f.mu.Unlock()
 	f.updates <- &sd.PropertiesUpdate{UnitName: name, Changed: map[string]dbus.Variant{"ActiveState": dbus.MakeVariant("inactive")}}
+}
+
+// HoldStarts holds every later start job, the unit inactive meanwhile,
+// until release is called; held receives once per start so held.
+func (f *Manager) HoldStarts() (held <-chan struct{}, release func()) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.hold, f.held = make(chan struct{}), make(chan struct{}, 16)
+	hold := f.hold
+	return f.held, func() {
+		f.mu.Lock()
+		f.hold = nil
+		f.mu.Unlock()
+		close(hold)
+	}
+}
+
+// Disconnect makes Connected report the connection gone.
+func (f *Manager) Disconnect() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.disconnected = true
+}
+
+// IgnoreKills makes SIGKILL end nothing, as over a connection that is gone.
+func (f *Manager) IgnoreKills() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.ignoreKills = true
+}
+
+// Connected reports whether the connection is there, as go-systemd's Conn
+// does.
+func (f *Manager) Connected() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return !f.disconnected
 }
 
 // Killed are the signals sent to units so far, "UNIT SIGNAL".
