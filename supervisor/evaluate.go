@@ -78,6 +78,9 @@ const evalWallSlack = 2 * time.Second
 
 // Evaluate evaluates srcs, in order, and returns one File per source, in
 // the same order. It never fails: what went wrong is in the files' errors.
+// Once ctx is done (the caller called it off) it returns at once the files
+// evaluated so far, the first of srcs, and kills the child evaluating the
+// next.
 func (e *Evaluator) Evaluate(ctx context.Context, m luaapi.Machine, srcs []luaapi.Source) []*luaapi.File {
 	budget := e.Budget
 	if budget <= 0 {
@@ -87,10 +90,14 @@ func (e *Evaluator) Evaluate(ctx context.Context, m luaapi.Machine, srcs []luaap
 	if deadline <= 0 {
 		deadline = DefaultEvalDeadline
 	}
+	calledOff := ctx
 	ctx, cancel := context.WithTimeout(ctx, deadline)
 	defer cancel()
 	out := make([]*luaapi.File, 0, len(srcs))
 	for rest := srcs; len(rest) > 0; {
+		if calledOff.Err() != nil {
+			break
+		}
 		if ctx.Err() != nil {
 			if len(out) == 0 {
 				// The first file took the whole reload: it is charged,

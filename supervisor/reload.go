@@ -1,7 +1,10 @@
 package supervisor
 
 import (
+	"context"
+	"errors"
 	"maps"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -34,6 +37,23 @@ type reloadRun struct {
 	scan    watch.Scan
 	scanErr error
 	waiters []chan<- ReloadResult
+	// evaluating are the files handed to the Evaluator, in order; stop
+	// calls it off. partial: it was called off before the last of them.
+	evaluating []string
+	stop       context.CancelFunc
+	partial    bool
+}
+
+// filesGone reports whether a file being evaluated was removed since its
+// scan: what it declares is of no use any more, and the CPU its evaluation
+// takes (up to its budget, for each file of the batch) is wasted.
+func (r *reloadRun) filesGone() bool {
+	for _, path := range r.evaluating {
+		if _, err := os.Lstat(path); errors.Is(err, os.ErrNotExist) {
+			return true
+		}
+	}
+	return false
 }
 
 // evaluated is a reload's evaluation, handed back to the loop.
@@ -59,6 +79,14 @@ func (d *Daemon) reload(first, asked bool, waiters ...chan<- ReloadResult) {
 		d.again.pending = true
 		d.again.asked = d.again.asked || asked
 		d.again.waiters = append(d.again.waiters, waiters...)
+		if !d.reloading.first && d.reloading.filesGone() {
+			// The reload that follows evaluates what is still there;
+			// what was evaluated already is kept. (Not the first: the
+			// daemon is READY once every file was evaluated, and the
+			// runs it took back wait for their files.)
+			d.log.Info("files being evaluated were removed: calling the evaluation off")
+			d.reloading.stop()
+		}
 		return
 	}
 	r := &reloadRun{first: first, began: d.now(), waiters: waiters}
@@ -83,8 +111,14 @@ func (d *Daemon) reload(first, asked bool, waiters ...chan<- ReloadResult) {
 	}
 	d.reloading = r
 	machine := luaMachine(d.cfg)
+	ctx, stop := context.WithCancel(d.evalCtx)
+	r.stop = stop
+	for _, s := range srcs {
+		r.evaluating = append(r.evaluating, s.Path)
+	}
 	d.evaluations.Go(func() {
-		d.evaluated <- evaluated{r: r, files: d.cfg.Evaluator.Evaluate(d.evalCtx, machine, srcs)}
+		defer stop()
+		d.evaluated <- evaluated{r: r, files: d.cfg.Evaluator.Evaluate(ctx, machine, srcs)}
 	})
 }
 
@@ -92,6 +126,13 @@ func (d *Daemon) reload(first, asked bool, waiters ...chan<- ReloadResult) {
 // the reload that was asked for meanwhile, if any.
 func (d *Daemon) evaluatedFiles(ev evaluated) {
 	d.reloading = nil
+	for _, path := range ev.r.evaluating[len(ev.files):] {
+		// Called off before its turn: read again by the next reload,
+		// which follows at once, if it is still there.
+		d.scanner.Forget(path)
+		d.again.pending = true
+		ev.r.partial = true
+	}
 	d.finishReload(ev.r, ev.files)
 	if again := d.again; again.pending {
 		d.again = reloadAgain{}
@@ -175,7 +216,7 @@ func (d *Daemon) finishReload(r *reloadRun, files []*luaapi.File) {
 	}
 	res.Problems = append([]Problem{}, d.problems...)
 	d.mu.Unlock()
-	if len(d.adopted) > 0 && len(res.Problems) == 0 {
+	if len(d.adopted) > 0 && len(res.Problems) == 0 && !r.partial {
 		// Every file is in force and none declares these jobs any more.
 		// While a file has errors its jobs may only be missing for now: a
 		// long run is not stopped for a typo.

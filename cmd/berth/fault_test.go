@@ -726,3 +726,79 @@ func children(t *testing.T, pid int) []string {
 	}
 	return out
 }
+
+// TestFaultHostileFilesRemoved: forty files that each loop for their whole
+// budget arrive at once (twelve seconds of CPU at 300 ms each), and are
+// removed while they are evaluated. The evaluation is called off: the
+// files whose turn had not come are never evaluated, so their CPU is not
+// spent, and no evaluating process is left. Throughout, the loop pings the
+// watchdog and answers berth status; the slowest answer is logged (the
+// issue's bound is a second; timings are not asserted in tests).
+func TestFaultHostileFilesRemoved(t *testing.T) {
+	d := newTestDaemon(t, map[string]string{"good.lua": service("good", "")})
+	argv, _ := evalBinary(t)
+	d.start(daemonOptions{exe: argv[0], env: []string{"WATCHDOG_USEC=200000"}, args: []string{"--cpus", "2", "--file-budget", "300ms"}})
+	d.waitState("good", "running")
+
+	stop := make(chan struct{})
+	slowest := make(chan time.Duration, 1)
+	go func() {
+		var worst time.Duration
+		defer func() { slowest <- worst }()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+			began := time.Now()
+			resp, err := d.client().Get("http://berth/v1/status")
+			if err != nil {
+				t.Errorf("a status call failed: %v", err)
+				return
+			}
+			resp.Body.Close()
+			worst = max(worst, time.Since(began))
+		}
+	}()
+
+	const n = 40
+	for i := range n {
+		d.write(fmt.Sprintf("loop-%02d.lua", i), `while true do end`)
+	}
+	d.waitNotify("RELOADING=1")
+	// Two pings into the evaluation, a file or two along.
+	for pings := 0; pings < 2; {
+		if strings.HasPrefix(d.waitNotify("WATCHDOG=1"), "WATCHDOG=1") {
+			pings++
+		}
+	}
+	for i := range n {
+		if err := os.Remove(filepath.Join(d.jobs, fmt.Sprintf("loop-%02d.lua", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d.waitLog("calling the evaluation off")
+	// The reload ends (READY=1) without waiting for the rest of them.
+	d.waitNotify("READY=1")
+	testkit.WaitFor(t, waitLong, "the removed files' problems to go, and no evaluating process left", func() bool {
+		return len(d.status().Problems) == 0 && len(children(t, d.cmd.Process.Pid)) == 1
+	})
+	close(stop)
+	t.Logf("the slowest status call while they were evaluated and removed: %v", <-slowest)
+
+	evaluated := map[string]bool{}
+	for _, line := range strings.Split(d.logs.String(), "\n") {
+		if i := strings.Index(line, "loop-"); i >= 0 && strings.Contains(line, "CPU time budget") {
+			evaluated[line[i:i+len("loop-00.lua")]] = true
+		}
+	}
+	t.Logf("%d of the %d files were evaluated before they were removed", len(evaluated), n)
+	if len(evaluated) == n {
+		t.Errorf("every one of the %d files was evaluated, after they were removed too", n)
+	}
+	if j, _ := d.job("good"); j.State != "running" || j.Restarts != 0 {
+		t.Errorf("the good job was disturbed: %+v", j)
+	}
+	d.stop()
+}
