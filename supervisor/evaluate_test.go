@@ -2,10 +2,17 @@ package supervisor
 
 import (
 	"bytes"
+	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
+
+	"github.com/berthd/berth/luaapi"
+	"github.com/berthd/berth/supervisor/testkit"
 )
 
 // TestRelayLog: the child's hclog lines reach the daemon's log as entries of
@@ -39,4 +46,67 @@ func FuzzRelayLog(f *testing.F) {
 			t.Fatalf("kept %d bytes", n)
 		}
 	})
+}
+
+// TestEvaluatorRefusals: each way a child can end while it evaluates a
+// file is the refusal of that file alone, naming the limit it crossed, and
+// the file after it is evaluated by a new child all the same.
+func TestEvaluatorRefusals(t *testing.T) {
+	e := &Evaluator{Command: []string{os.Args[0]}, Env: append(os.Environ(), "BERTH_TEST_EVAL=script"), UID: -1, GID: -1,
+		Budget: 10 * time.Millisecond, MemoryBytes: 64 << 20}
+	for _, tt := range []struct {
+		file    string
+		problem luaapi.Problem
+		says    string
+	}{
+		{"hang", luaapi.Budget, "of wall-clock time"},
+		{"oom", luaapi.Memory, "reach its memory limit of 64M"},
+		{"xcpu", luaapi.Budget, "CPU time budget of 10ms"},
+		{"killed", luaapi.EvalFailed, "killed by SIGKILL, by neither berth nor its limits"},
+		{"outofturn", luaapi.EvalFailed, "it answered out of turn"},
+		{"crash", luaapi.EvalFailed, "exit 2: panic: something broke"},
+	} {
+		t.Run(tt.file, func(t *testing.T) {
+			t.Parallel()
+			files := e.Evaluate(context.Background(), luaapi.Machine{CPUs: 2}, []luaapi.Source{
+				{Path: tt.file + ".lua", Src: []byte("-- misbehaves")},
+				{Path: "good.lua", Src: []byte(`job "fine" { cmd = "true" }`)},
+			})
+			if len(files) != 2 {
+				t.Fatalf("%d files back for 2", len(files))
+			}
+			if errs := files[0].Errors; len(errs) != 1 || errs[0].Problem != tt.problem || !strings.Contains(errs[0].Error(), tt.says) {
+				t.Errorf("%s: %v, want a %v problem saying %q", tt.file, errs, tt.problem, tt.says)
+			}
+			if good := files[1]; len(good.Errors) > 0 || len(good.Jobs) != 1 {
+				t.Errorf("the file after it: %+v", good)
+			}
+		})
+	}
+}
+
+// TestEvaluatorCalledOff: an evaluation called off returns at once the
+// files done so far, and kills the child.
+func TestEvaluatorCalledOff(t *testing.T) {
+	hanging := filepath.Join(t.TempDir(), "hanging")
+	e := &Evaluator{Command: []string{os.Args[0]}, Env: append(os.Environ(), "BERTH_TEST_EVAL=script", "BERTH_TEST_HANGING="+hanging),
+		UID: -1, GID: -1, Budget: time.Second}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan []*luaapi.File, 1)
+	go func() {
+		done <- e.Evaluate(ctx, luaapi.Machine{CPUs: 2}, []luaapi.Source{
+			{Path: "good.lua", Src: []byte(`job "fine" { cmd = "true" }`)},
+			{Path: "hang.lua", Src: []byte("-- hangs until killed")},
+			{Path: "after.lua", Src: []byte(`job "after" { cmd = "true" }`)},
+		})
+	}()
+	testkit.WaitFor(t, 10*time.Second, "the child to be on hang.lua", func() bool {
+		_, err := os.Stat(hanging)
+		return err == nil
+	})
+	cancel()
+	files := <-done
+	if len(files) != 1 || files[0].Path != "good.lua" || len(files[0].Jobs) != 1 {
+		t.Errorf("called off, it returned %+v, want good.lua alone", files)
+	}
 }

@@ -2,8 +2,12 @@ package supervisor
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/hashicorp/go-hclog"
@@ -17,13 +21,54 @@ import (
 // eval command is the daemon's (without the limits, which cmd/berth sets
 // and tests).
 func TestMain(m *testing.M) {
-	if os.Getenv("BERTH_TEST_EVAL") == "1" {
+	switch os.Getenv("BERTH_TEST_EVAL") {
+	case "1":
 		if err := luaapi.Serve(os.Stdin, os.Stdout, hclog.New(&hclog.LoggerOptions{JSONFormat: true, Output: os.Stderr})); err != nil {
 			os.Exit(EvalExitAbandoned)
 		}
 		os.Exit(0)
+	case "script":
+		scriptedChild()
 	}
 	os.Exit(m.Run())
+}
+
+// scriptedChild is an evaluating child that misbehaves as a file's name
+// says, and evaluates the other files as the real one does: it stands in
+// for what the kernel or a broken child would do, which the parent must
+// turn into the right refusal.
+func scriptedChild() {
+	var req luaapi.EvalRequest
+	if err := json.NewDecoder(os.Stdin).Decode(&req); err != nil {
+		os.Exit(1)
+	}
+	enc := json.NewEncoder(os.Stdout)
+	for _, f := range req.Files {
+		_ = enc.Encode(luaapi.EvalReply{Begin: f.Path})
+		switch strings.TrimSuffix(filepath.Base(f.Path), ".lua") {
+		case "hang": // past the wall bound: the parent kills it
+			if mark := os.Getenv("BERTH_TEST_HANGING"); mark != "" {
+				_ = os.WriteFile(mark, nil, 0o600)
+			}
+			select {}
+		case "oom": // the Go runtime refused memory by RLIMIT_DATA
+			fmt.Fprintln(os.Stderr, "fatal error: out of memory")
+			os.Exit(2)
+		case "xcpu": // the kernel's CPU limit: the default action of SIGXCPU
+			_ = syscall.Exec("/bin/sh", []string{"sh", "-c", "kill -XCPU $$"}, nil)
+		case "killed": // by someone else
+			_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+			select {}
+		case "outofturn": // answers for another file
+			_ = enc.Encode(luaapi.EvalReply{File: &luaapi.File{Path: "other.lua"}})
+			select {}
+		case "crash": // a runtime crash: neither a limit nor a kill
+			fmt.Fprintln(os.Stderr, "panic: something broke")
+			os.Exit(2)
+		}
+		_ = enc.Encode(luaapi.EvalReply{File: luaapi.Eval(f.Path, f.Src, luaapi.Options{Machine: req.Machine, Budget: req.Budget})})
+	}
+	os.Exit(0)
 }
 
 // testEvaluator evaluates in this test binary.

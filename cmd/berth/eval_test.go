@@ -151,3 +151,27 @@ func TestEvalConfines(t *testing.T) {
 		}
 	}
 }
+
+// TestEvaluatorMemoryLimit: a file that grows the evaluating process past
+// its data limit, before luaapi's own heap guard would stop it, is refused
+// for the limit the kernel enforced, and the next file is evaluated in a
+// new child.
+func TestEvaluatorMemoryLimit(t *testing.T) {
+	e := testEvaluator(t)
+	e.MemoryBytes = 96 << 20 // below the heap guard's 256 MiB of growth
+	files := e.Evaluate(context.Background(), luaapi.Machine{CPUs: 4}, []luaapi.Source{
+		{Path: "grow.lua", Src: []byte(`local t = {} for i = 1, 1e9 do t[i] = i end`)},
+		{Path: "good.lua", Src: []byte(`job "fine" { cmd = "true" }`)},
+	})
+	if len(files) != 2 {
+		t.Fatalf("%d files back", len(files))
+	}
+	grow, good := files[0], files[1]
+	if len(grow.Errors) != 1 || grow.Errors[0].Problem != luaapi.Memory ||
+		!strings.Contains(grow.Errors[0].Error(), "reach its memory limit of 96M") {
+		t.Errorf("grow.lua: %v, want it refused for the process's memory limit", grow.Errors)
+	}
+	if len(good.Errors) > 0 || len(good.Jobs) != 1 {
+		t.Errorf("the file after it: %+v", good)
+	}
+}

@@ -682,6 +682,18 @@ wait:
 	if kids := children(t, d.cmd.Process.Pid); len(kids) != 1 {
 		t.Errorf("the daemon's children once the files are gone: %v, want the good job's only", kids)
 	}
+
+	// An edit that makes a file in force hostile: refused for its budget,
+	// and the version in force goes on, its job untouched.
+	before, _ := d.job("good")
+	d.write("good.lua", service("good", `, env = { EDITED = "1" }`)+"\nwhile true do end")
+	testkit.WaitFor(t, waitLong, "good.lua refused for its budget", func() bool {
+		p := d.status().Problems
+		return len(p) == 1 && filepath.Base(p[0].File) == "good.lua" && p[0].Code == "budget"
+	})
+	if j, _ := d.job("good"); j.Run != before.Run || j.PID != before.PID || j.State != "running" {
+		t.Errorf("the job of a file refused for its budget was touched: %+v, was %+v", j, before)
+	}
 	d.stop()
 }
 
