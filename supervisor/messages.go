@@ -46,6 +46,7 @@ const (
 	ProblemNotRecording = "not_recording" // the state cannot be written
 	ProblemCredentials  = "credentials"   // an unknown user or group
 	ProblemStateGone    = "state_gone"    // the state file was removed or replaced under the daemon
+	ProblemUnplaceable  = "unplaceable"   // a job that fits no machine (berth check; the daemon says it as the job's state)
 )
 
 func msgNoSuchJob(name string) string {

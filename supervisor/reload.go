@@ -378,7 +378,7 @@ func (d *Daemon) admit(admitted map[string]*luaapi.File, path string, f *luaapi.
 	for _, rf := range set.Files {
 		for _, e := range rf.Errors {
 			if rf.Path == path {
-				why = append(why, problemOf(e))
+				why = append(why, ProblemOf(e))
 				continue
 			}
 			// The other file is blamed for a name f declares too.
@@ -425,8 +425,8 @@ func rejectsFiles(set *luaapi.Set) bool {
 	return false
 }
 
-// problemOf is a job file's mistake as facts.
-func problemOf(e *luaapi.Error) Problem {
+// ProblemOf is a job file's mistake as facts.
+func ProblemOf(e *luaapi.Error) Problem {
 	return Problem{Code: strings.ReplaceAll(e.Problem.String(), " ", "_"), File: e.Pos.File, Line: e.Pos.Line,
 		Job: e.Name, Field: e.Field, Text: e.Error()}
 }
@@ -434,7 +434,7 @@ func problemOf(e *luaapi.Error) Problem {
 func problemsOf(errs []*luaapi.Error) []Problem {
 	out := make([]Problem, len(errs))
 	for i, e := range errs {
-		out[i] = problemOf(e)
+		out[i] = ProblemOf(e)
 	}
 	return out
 }

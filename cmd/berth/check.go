@@ -44,11 +44,11 @@ func runCheck(c *cli, args []string) int {
 	// person's own daemon's for a person.
 	rules := watch.ScanOptions{DaemonUID: os.Getuid()}
 	var srcs []luaapi.Source
-	var problems []checkProblem
+	var problems []supervisor.Problem
 	for _, target := range targets {
 		got, refused, err := readTarget(target, rules)
 		if err != nil {
-			problems = append(problems, checkProblem{msg: msgCheckTarget(target, err)})
+			problems = append(problems, supervisor.Problem{Code: "unreadable", File: target, Text: msgCheckTarget(target, err)})
 			continue
 		}
 		srcs = append(srcs, got...)
@@ -59,15 +59,15 @@ func runCheck(c *cli, args []string) int {
 	files := newEvaluator(hclog.NewNullLogger(), budget.d).Evaluate(context.Background(), luaMachine(inv), srcs)
 	set := luaapi.Combine(files)
 	for _, e := range set.Errors {
-		problems = append(problems, checkProblem{pos: e.Pos, msg: e.Error()})
+		problems = append(problems, supervisor.ProblemOf(e))
 	}
 	for _, e := range set.Problems {
-		problems = append(problems, checkProblem{pos: e.Pos, msg: e.Error()})
+		problems = append(problems, supervisor.ProblemOf(e))
 	}
 	problems = append(problems, feasibility(set, inv)...)
 	// In the order a person fixes them: file by file, top to bottom.
-	slices.SortStableFunc(problems, func(a, b checkProblem) int {
-		return cmp.Or(strings.Compare(a.pos.File, b.pos.File), cmp.Compare(a.pos.Line, b.pos.Line))
+	slices.SortStableFunc(problems, func(a, b supervisor.Problem) int {
+		return cmp.Or(strings.Compare(a.File, b.File), cmp.Compare(a.Line, b.Line))
 	})
 
 	if *asJSON {
@@ -76,7 +76,7 @@ func runCheck(c *cli, args []string) int {
 		}
 	} else {
 		for _, p := range problems {
-			fmt.Fprintln(c.stdout, escapeText(p.msg)) // a file's name is its author's
+			fmt.Fprintln(c.stdout, escapeText(p.Text)) // a file's name is its author's
 		}
 		fmt.Fprintln(c.stdout, msgCheckSummary(len(set.Files), len(set.Jobs), len(set.Flavors), len(problems)))
 	}
@@ -86,11 +86,6 @@ func runCheck(c *cli, args []string) int {
 	return exitOK
 }
 
-type checkProblem struct {
-	pos luaapi.Pos
-	msg string
-}
-
 // readTarget reads one argument of `berth check`: a directory's job
 // files, or one file named outright (whatever its name). Both are read by
 // the daemon's rules (package watch): what the daemon would refuse is a
@@ -98,7 +93,7 @@ type checkProblem struct {
 // not hang the check, a device is not read without end, and nothing of a
 // file the daemon would not read is shown. The error is for a target that
 // cannot be looked at at all.
-func readTarget(target string, rules watch.ScanOptions) ([]luaapi.Source, []checkProblem, error) {
+func readTarget(target string, rules watch.ScanOptions) ([]luaapi.Source, []supervisor.Problem, error) {
 	info, err := os.Stat(target) // a stat neither opens nor reads
 	if err != nil {
 		return nil, nil, err
@@ -108,7 +103,7 @@ func readTarget(target string, rules watch.ScanOptions) ([]luaapi.Source, []chec
 		var refused *watch.RefusedError
 		switch {
 		case errors.As(err, &refused):
-			return nil, []checkProblem{refusal(target, refused)}, nil
+			return nil, []supervisor.Problem{refusal(target, refused)}, nil
 		case err != nil:
 			return nil, nil, err
 		}
@@ -122,13 +117,13 @@ func readTarget(target string, rules watch.ScanOptions) ([]luaapi.Source, []chec
 	case scan.DirRefused != nil:
 		var refused *watch.RefusedError
 		if errors.As(scan.DirRefused, &refused) {
-			return nil, []checkProblem{refusal(target, refused)}, nil
+			return nil, []supervisor.Problem{refusal(target, refused)}, nil
 		}
 		return nil, nil, scan.DirRefused
 	case scan.DirMissing:
 		return nil, nil, fs.ErrNotExist // gone since the stat
 	}
-	var problems []checkProblem
+	var problems []supervisor.Problem
 	for path, err := range scan.Refused {
 		var refused *watch.RefusedError
 		if errors.As(err, &refused) {
@@ -145,25 +140,31 @@ func readTarget(target string, rules watch.ScanOptions) ([]luaapi.Source, []chec
 }
 
 // refusal is a problem for a file or directory the daemon would not read.
-func refusal(path string, err *watch.RefusedError) checkProblem {
-	return checkProblem{pos: luaapi.Pos{File: path}, msg: err.Error()}
+func refusal(path string, err *watch.RefusedError) supervisor.Problem {
+	code := supervisor.ProblemFileRefused
+	if err.Dir {
+		code = supervisor.ProblemDirRefused
+	}
+	return supervisor.Problem{Code: code, File: path, Text: err.Error()}
 }
 
 // feasibility reports, for every loaded job, what the daemon would find
 // before starting it: that it could ever fit this machine, and that its user
 // and group exist.
-func feasibility(set *luaapi.Set, inv probes.Inventory) []checkProblem {
+func feasibility(set *luaapi.Set, inv probes.Inventory) []supervisor.Problem {
 	capacity := capacityOf(inv)
 	book := accounting.NewBook(capacity, nil)
-	var out []checkProblem
+	var out []supervisor.Problem
 	for _, j := range set.Jobs {
 		if !j.Resources.Unaccounted() && !book.Fits(j.Resources) {
 			err := &accounting.UnplaceableError{Asked: j.Resources, Largest: capacity}
-			out = append(out, checkProblem{pos: j.Pos, msg: supervisor.MsgUnplaceable(j.Pos, j.Name, err)})
+			out = append(out, supervisor.Problem{Code: supervisor.ProblemUnplaceable, File: j.Pos.File, Line: j.Pos.Line, Job: j.Name,
+				Text: supervisor.MsgUnplaceable(j.Pos, j.Name, err)})
 		}
 		if j.User != "" || j.Group != "" {
 			if _, err := supervisor.LookupCredentials(j.User, j.Group); err != nil {
-				out = append(out, checkProblem{pos: j.Pos, msg: supervisor.MsgCredentials(j.Pos, j.Name, err)})
+				out = append(out, supervisor.Problem{Code: supervisor.ProblemCredentials, File: j.Pos.File, Line: j.Pos.Line, Job: j.Name,
+					Field: credentialsField(j.User, err), Text: supervisor.MsgCredentials(j.Pos, j.Name, err)})
 			}
 		}
 	}
@@ -199,13 +200,18 @@ type checkJSON struct {
 	Errors  []messageJSON              `json:"errors"`
 }
 
+// messageJSON is a problem: a status problem's facts, its sentence as
+// message.
 type messageJSON struct {
+	Code    string `json:"code"`
 	File    string `json:"file,omitempty"`
 	Line    int    `json:"line,omitempty"`
+	Job     string `json:"job,omitempty"`
+	Field   string `json:"field,omitempty"`
 	Message string `json:"message"`
 }
 
-func checkReport(set *luaapi.Set, problems []checkProblem) checkJSON {
+func checkReport(set *luaapi.Set, problems []supervisor.Problem) checkJSON {
 	out := checkJSON{Files: []string{}, Flavors: []supervisor.FlavorView{}, Jobs: []supervisor.JobDefinition{}, Errors: []messageJSON{}}
 	for _, f := range set.Files {
 		out.Files = append(out.Files, f.Path)
@@ -222,7 +228,20 @@ func checkReport(set *luaapi.Set, problems []checkProblem) checkJSON {
 		out.Flavors = append(out.Flavors, supervisor.FlavorOf(f, usedBy[f.Name]))
 	}
 	for _, p := range problems {
-		out.Errors = append(out.Errors, messageJSON{File: p.pos.File, Line: p.pos.Line, Message: p.msg})
+		out.Errors = append(out.Errors, messageJSON{Code: p.Code, File: p.File, Line: p.Line, Job: p.Job, Field: p.Field, Message: p.Text})
 	}
 	return out
+}
+
+// credentialsField is the field a user or group that cannot be used is
+// named in.
+func credentialsField(userName string, err error) string {
+	var unknown *supervisor.UnknownUserError
+	if errors.As(err, &unknown) {
+		return unknown.Kind
+	}
+	if userName != "" {
+		return "user"
+	}
+	return "group"
 }

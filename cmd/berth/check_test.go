@@ -177,3 +177,24 @@ func checkWithin(t *testing.T, timeout time.Duration, args ...string) (string, i
 		return "", 0
 	}
 }
+
+// TestCheckJSONErrors: each mistake travels as facts (code, file, line,
+// job, field) beside its sentence.
+func TestCheckJSONErrors(t *testing.T) {
+	out, _, code := berth(t, nil, "check", "testdata/check", "--cpus", "4", "--gpus", "2", "--json")
+	if code != exitFailed {
+		t.Errorf("exit %d, want %d", code, exitFailed)
+	}
+	var report checkJSON
+	if err := json.Unmarshal([]byte(out), &report); err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	for _, e := range report.Errors {
+		fmt.Fprintf(&b, "%s %s:%d job=%q field=%q\n", e.Code, e.File, e.Line, e.Job, e.Field)
+		if e.Code == "" || e.Message == "" {
+			t.Errorf("an error without its code or sentence: %+v", e)
+		}
+	}
+	testkit.Golden(t, "testdata/check-errors.golden", []byte(b.String()))
+}
