@@ -37,6 +37,8 @@ func TestMessagesGolden(t *testing.T) {
 		MsgNotRecording("/var/lib/berth", errors.New("commit state: no space left on device")),
 		msgHidden(Problem{Code: "bad_value", File: "/etc/berth/jobs.d/secret.lua", Line: 3, Job: "train"}),
 		msgHidden(Problem{Code: "syntax", File: "/etc/berth/jobs.d/secret.lua", Line: 1}),
+		msgNoCredentials(),
+		msgDefinitionHidden("/var/spool/berth/alice/train.lua"),
 		MsgStateGone(&store.GoneError{Path: "/var/lib/berth/state.db"}),
 		MsgStateGone(&store.GoneError{Path: "/var/lib/berth/state.db", Replaced: true}),
 		msgStateGoneShort(&store.GoneError{Path: "/var/lib/berth/state.db"}),

@@ -48,6 +48,10 @@ func TestMessages(t *testing.T) {
 		msgRunNeedsJournal("/var/lib/berth/logs/train.log"),
 		msgNoSuchRun("train", 42),
 		msgCannotReadLog("/var/lib/berth/logs/train.log", os.ErrPermission),
+		msgNoSystemd(errors.New("connect to systemd: dial unix /run/systemd/private: connect: no such file or directory")),
+		msgRunner("units"),
+		msgRunner("direct"),
+		msgInternal(errors.New("encode the answer: broken pipe")),
 	}
 	testkit.Golden(t, "testdata/messages.golden", []byte(strings.Join(msgs, "\n")+"\n"))
 }

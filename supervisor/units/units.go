@@ -17,6 +17,7 @@ package units
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -312,19 +313,10 @@ func (r *Runner) Start(ctx context.Context, spec Spec) (*Run, error) {
 // a program that cannot be executed fails it, and ExecMainStatus then holds
 // systemd's EXIT_* code for the step that failed.
 func (r *Runner) startError(name string, spec Spec, result string) error {
-	why := map[int32]string{
-		200: "cannot change into its directory " + spec.Dir,
-		203: "cannot execute " + spec.Argv[0],
-		216: "the group " + strconv.Quote(spec.Group) + " does not exist",
-		217: "the user " + strconv.Quote(spec.User) + " does not exist",
-	}
 	if st, err := r.state(name); err == nil && st.result != "" && st.result != "success" {
-		if w, ok := why[st.status]; ok {
-			return fmt.Errorf("%s (journalctl -u %s says more)", w, name)
-		}
-		return fmt.Errorf("its unit %s failed to start: %s, status %d (journalctl -u %s says why)", name, st.result, st.status, name)
+		return errors.New(msgStartFailed(name, spec, st.result, st.status))
 	}
-	return fmt.Errorf("its unit %s failed to start: the start job ended %q (journalctl -u %s says why)", name, result, name)
+	return errors.New(msgStartJobEnded(name, result))
 }
 
 // Discard stops a unit, whatever state it is in, and forgets its result.
