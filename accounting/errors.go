@@ -92,10 +92,10 @@ func (e *UnplaceableError) Error() string {
 	type part struct{ asked, has, hasBare string }
 	var short []part
 	if e.Asked.CPUs > e.Largest.CPUs() {
-		short = append(short, part{plural(e.Asked.CPUs, "core"), plural(e.Largest.CPUs(), "core"), fmt.Sprint(e.Largest.CPUs())})
+		short = append(short, part{Count(e.Asked.CPUs, "core"), Count(e.Largest.CPUs(), "core"), fmt.Sprint(e.Largest.CPUs())})
 	}
 	if e.Asked.GPUs > e.Largest.GPUs {
-		short = append(short, part{plural(e.Asked.GPUs, "GPU"), plural(e.Largest.GPUs, "GPU"), fmt.Sprint(e.Largest.GPUs)})
+		short = append(short, part{Count(e.Asked.GPUs, "GPU"), Count(e.Largest.GPUs, "GPU"), fmt.Sprint(e.Largest.GPUs)})
 	}
 	if e.Largest.RAMKnown && e.Asked.RAMBytes > e.Largest.RAMBytes {
 		has := FormatSize(e.Largest.RAMBytes)
@@ -121,12 +121,4 @@ func andList(xs []string) string {
 		return xs[0]
 	}
 	return strings.Join(xs[:len(xs)-1], ", ") + " and " + xs[len(xs)-1]
-}
-
-// plural writes "1 GPU", "4 GPUs".
-func plural(n int, noun string) string {
-	if n == 1 {
-		return fmt.Sprintf("1 %s", noun)
-	}
-	return fmt.Sprintf("%d %ss", n, noun)
 }

@@ -29,7 +29,7 @@ func (r Resources) plus(o Resources) Resources {
 
 // String writes "8 cpus, 1 gpu, 32G" for logs and messages.
 func (r Resources) String() string {
-	s := plural(r.CPUs, "cpu") + ", " + plural(r.GPUs, "gpu")
+	s := Count(r.CPUs, "cpu") + ", " + Count(r.GPUs, "gpu")
 	if r.RAMBytes > 0 {
 		s += ", " + FormatSize(r.RAMBytes)
 	}

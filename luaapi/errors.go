@@ -259,7 +259,7 @@ func ErrEvaluator(path, how string) *Error {
 
 func errTruncated(path string, more int) *Error {
 	return fileSubject(path, 0).err(Truncated, "",
-		fmt.Sprintf("and %d more %s in this file, not listed", more, plural(more, "error")))
+		fmt.Sprintf("and %d more %s in this file, not listed", more, accounting.Plural(more, "error")))
 }
 
 // --- the sandbox -----------------------------------------------------------
@@ -648,11 +648,4 @@ func clean(s string) string {
 		}
 		return r
 	}, strings.ToValidUTF8(s, "?"))
-}
-
-func plural(n int, noun string) string {
-	if n == 1 {
-		return noun
-	}
-	return noun + "s"
 }

@@ -44,7 +44,9 @@ for i = 1, 32 do job("big-" .. i) { cmd = { "true" }, description = s, enabled =
 	runtime.ReadMemStats(&after)
 	t.Logf("reload %v errors=%d added=%v; heap before %d MiB, HeapSys after reload %d MiB, live after GC %d MiB",
 		time.Since(start), len(res.Errors), res.Added, before.HeapAlloc>>20, peak.HeapSys>>20, after.HeapAlloc>>20)
-	if after.HeapAlloc > before.HeapAlloc && after.HeapAlloc-before.HeapAlloc > 16<<20 {
+	// A ratio and a floor: what the runtime keeps varies by a few MiB
+	// from run to run; the file would hold 32.
+	if after.HeapAlloc > 2*before.HeapAlloc && after.HeapAlloc-before.HeapAlloc > 16<<20 {
 		t.Errorf("one job file holds %d MiB in the daemon", (after.HeapAlloc-before.HeapAlloc)>>20)
 	}
 	if len(res.Problems) != 1 || res.Problems[0].Code != "too_large" || len(res.Added) != 0 {

@@ -154,10 +154,10 @@ func msgStateGoneShort(g *store.GoneError) string {
 func MsgShort(asked, short Size) string {
 	var parts []string
 	if short.GPUs > 0 {
-		parts = append(parts, fmt.Sprintf("needs %s; %d free", Count(asked.GPUs, "gpu"), asked.GPUs-short.GPUs))
+		parts = append(parts, fmt.Sprintf("needs %s; %d free", accounting.Count(asked.GPUs, "gpu"), asked.GPUs-short.GPUs))
 	}
 	if short.CPUs > 0 {
-		parts = append(parts, fmt.Sprintf("needs %s; %d free", Count(asked.CPUs, "cpu"), asked.CPUs-short.CPUs))
+		parts = append(parts, fmt.Sprintf("needs %s; %d free", accounting.Count(asked.CPUs, "cpu"), asked.CPUs-short.CPUs))
 	}
 	if short.RAMBytes > 0 {
 		parts = append(parts, fmt.Sprintf("needs %s memory; %s free", accounting.FormatSize(asked.RAMBytes),
@@ -189,20 +189,6 @@ func MsgEnded(reason store.Reason, code int, sig string, timeout time.Duration, 
 		return "out of memory"
 	}
 	return reason.String()
-}
-
-// Count writes a number with its noun, "1 core", "2 cores": every sentence
-// of the daemon's and the client's that counts something goes through it,
-// so that none reads "1 cores".
-func Count(n int, noun string) string { return strconv.Itoa(n) + " " + Plural(n, noun) }
-
-// Plural is the noun alone, for a label before a list: "card 3", "cards
-// 0,1". Every noun berth counts takes an "s".
-func Plural(n int, noun string) string {
-	if n == 1 {
-		return noun
-	}
-	return noun + "s"
 }
 
 func posString(p luaapi.Pos) string {

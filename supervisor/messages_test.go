@@ -52,7 +52,7 @@ func TestMessagesGolden(t *testing.T) {
 		MsgEnded(store.ReasonTimedOut, 0, "", 12*time.Hour, 0),
 		MsgEnded(store.ReasonKilled, 0, "", 0, 0),
 		MsgEnded(store.ReasonOOM, 0, "SIGKILL", 0, 256<<20),
-		Count(1, "gpu") + ", " + Count(0, "gpu") + ", " + Count(2, "cpu"),
+		accounting.Count(1, "gpu") + ", " + accounting.Count(0, "gpu") + ", " + accounting.Count(2, "cpu"),
 		msgTooManyConnections(ctlsock.Refusal{UID: 1001, Open: 64, Limit: 64}),
 		msgTooManyConnections(ctlsock.Refusal{UID: 1002, Open: 3, Limit: 1024, Total: true}),
 	}

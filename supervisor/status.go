@@ -265,7 +265,7 @@ func (d *Daemon) statusLine() string {
 		line += fmt.Sprintf("; cpus %d/%d free", s.Machine.CPUsFree, s.Machine.CPUs)
 	}
 	if files := len(d.fileErrs); files > 0 { // on the loop, which owns fileErrs
-		line += "; " + Count(files, "file") + " with errors"
+		line += "; " + accounting.Count(files, "file") + " with errors"
 	}
 	if g := d.store.Gone(); g != nil {
 		line += "; " + msgStateGoneShort(g)

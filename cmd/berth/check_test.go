@@ -129,7 +129,13 @@ func TestCheckLinkToSecret(t *testing.T) {
 	if os.Getuid() != 0 {
 		t.Skip("needs root: a person's own files are theirs to see")
 	}
-	base := t.TempDir()
+	// Every directory on the way open to everyone (t.TempDir's parent is
+	// not): what refuses the link is the secret's own mode.
+	base, err := os.MkdirTemp(os.TempDir(), "berth-link-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(base) })
 	if err := os.Chmod(base, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -147,10 +153,9 @@ func TestCheckLinkToSecret(t *testing.T) {
 	}
 	for _, target := range []string{dir, link} {
 		out, code := checkWithin(t, 10*time.Second, target)
-		if code != exitFailed || strings.Contains(out, "hunter2") {
-			t.Errorf("berth check %s: exit %d, and it shows the file:\n%s", target, code, out)
+		if code != exitFailed || strings.Contains(out, "hunter2") || !strings.Contains(out, "mode 0640") {
+			t.Errorf("berth check %s: exit %d, want it refused for the secret's mode 0640, and never shown:\n%s", target, code, out)
 		}
-		t.Log(out)
 	}
 }
 

@@ -186,7 +186,7 @@ func stopAll(c *cli, args []string) int {
 		}
 		stopped++
 	}
-	fmt.Fprintf(c.stdout, "%s: stop requested (berth status shows them)\n", supervisor.Count(stopped, "job"))
+	fmt.Fprintf(c.stdout, "%s: stop requested (berth status shows them)\n", count(stopped, "job"))
 	return exitOK
 }
 

@@ -1,10 +1,10 @@
 package main
 
-import "github.com/berthd/berth/supervisor"
+import "github.com/berthd/berth/accounting"
 
-// The one way this command writes a number with its noun is the daemon's:
-// see supervisor.Count and supervisor.Plural.
+// The one way berth writes a number with its noun: see accounting.Count
+// and accounting.Plural.
 var (
-	count  = supervisor.Count
-	plural = supervisor.Plural
+	count  = accounting.Count
+	plural = accounting.Plural
 )

@@ -465,7 +465,7 @@ func TestFaultStateFull(t *testing.T) {
 		t.Fatalf("%s: not within 200 rounds of runs", what)
 	}
 	notRecording := func(s supervisor.Status) bool {
-		return len(s.Errors) > 0 && strings.Contains(s.Errors[0], "cannot record the state")
+		return len(s.Problems) > 0 && s.Problems[0].Code == supervisor.ProblemNotRecording
 	}
 
 	filler := filepath.Join(d.state, "filler")
