@@ -7,6 +7,7 @@ import (
 	"strings"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	lua "github.com/yuin/gopher-lua"
 
@@ -496,6 +497,11 @@ func (d *decoder) env() (map[string]string, bool) {
 			ok = false
 			continue
 		}
+		if r, bad := envValueBad(val); bad {
+			d.add(errEnvControl(d.s, p.k, r))
+			ok = false
+			continue
+		}
 		env[p.k] = val
 	}
 	if !ok {
@@ -505,6 +511,23 @@ func (d *decoder) env() (map[string]string, bool) {
 		return nil, true
 	}
 	return env, true
+}
+
+// envValueBad finds what systemd refuses in a variable's value (a run as a
+// unit gets its environment through systemd): bytes that are not UTF-8
+// (r is then utf8.RuneError) or a control character other than tab and
+// newline. A job runs alike whichever runner starts it, so the file is
+// refused either way.
+func envValueBad(v string) (r rune, bad bool) {
+	if !utf8.ValidString(v) {
+		return utf8.RuneError, true
+	}
+	for _, r := range v {
+		if (r < 0x20 && r != '\t' && r != '\n') || r == 0x7f || (r >= 0x80 && r < 0xa0) {
+			return r, true
+		}
+	}
+	return 0, false
 }
 
 // signal accepts "SIGTERM", "TERM" and "term" alike.

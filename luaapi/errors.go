@@ -501,6 +501,15 @@ func errEnvValue(s subject, key string, got lua.LValue) *Error {
 		`field "env": the value of %s must be a string or a number, got %s`, quote(key), describe(got)))
 }
 
+func errEnvControl(s subject, key string, r rune) *Error {
+	what := fmt.Sprintf("the control character U+%04X", r)
+	if r == utf8.RuneError {
+		what = "bytes that are not UTF-8"
+	}
+	return s.err(BadValue, "env", fmt.Sprintf(
+		`field "env": the value of %s contains %s, which systemd refuses in an environment (write it as text, base64 for binary data)`, quote(key), what))
+}
+
 func errEnvNUL(s subject, key string) *Error {
 	return s.err(BadValue, "env", fmt.Sprintf(`field "env": the value of %s contains a NUL byte`, quote(key)))
 }
