@@ -28,7 +28,6 @@ import (
 	"time"
 
 	sd "github.com/coreos/go-systemd/v22/dbus"
-	"github.com/coreos/go-systemd/v22/unit"
 	"github.com/godbus/dbus/v5"
 
 	"github.com/berthd/berth/supervisor/runner"
@@ -92,10 +91,25 @@ type Spec struct {
 	StopTimeout time.Duration
 }
 
-// Name is the unit's name for run of job: berth-JOB-RUN.service, the job's
-// name escaped as systemd-escape does.
+// Name is the unit's name for run of job: berth-JOB-RUN.service. What a
+// unit name may not hold is escaped as \xNN, as systemd-escape does, but
+// not the dash: a job's name is [a-z0-9_.-] already, and escaping its
+// dashes (\x2d) could take a long one past systemd's 256 characters. The
+// run is what follows the last dash.
 func Name(job string, run uint64) string {
-	return unitPrefix + unit.UnitNameEscape(job) + "-" + strconv.FormatUint(run, 10) + ".service"
+	var b strings.Builder
+	b.WriteString(unitPrefix)
+	for i := 0; i < len(job); i++ {
+		c := job[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '_', c == '-', c == '.' && i > 0:
+			b.WriteByte(c)
+		default:
+			fmt.Fprintf(&b, `\x%02x`, c)
+		}
+	}
+	b.WriteString("-" + strconv.FormatUint(run, 10) + ".service")
+	return b.String()
 }
 
 // parseName takes a unit's name apart; ok is false for a unit that is not
@@ -117,7 +131,23 @@ func parseName(name string) (job string, run uint64, ok bool) {
 	if err != nil {
 		return "", 0, false
 	}
-	return unit.UnitNameUnescape(rest[:i]), run, true
+	return unescape(rest[:i]), run, true
+}
+
+// unescape undoes Name's escaping.
+func unescape(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) && s[i+1] == 'x' {
+			if n, err := strconv.ParseUint(s[i+2:i+4], 16, 8); err == nil {
+				b.WriteByte(byte(n))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
 }
 
 // Runner starts and follows runs as units.

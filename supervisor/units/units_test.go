@@ -4,7 +4,9 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -31,7 +33,7 @@ func TestStartSetsTheGrantOnTheUnit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	name := `berth-train-a\x20b-42.service`
+	name := `berth-train\x2fa\x20b-42.service`
 	if run.Unit() != name || run.PID() == 0 {
 		t.Fatalf("unit %q pid %d", run.Unit(), run.PID())
 	}
@@ -305,11 +307,20 @@ func TestListAndAdopt(t *testing.T) {
 }
 
 func TestNames(t *testing.T) {
-	for _, job := range []string{"train", "web-1", "a b/c", "alice/train.v2", "-x-"} {
-		job2, run, ok := parseName(Name(job, 12))
-		if !ok || job2 != job || run != 12 {
+	longest := "a" + strings.Repeat("-", 63) // a job name's longest, every dash kept
+	unitName := regexp.MustCompile(`^[a-zA-Z0-9:_.\\-]+\.service$`)
+	for _, job := range []string{"train", "web-1", "a b/c", "alice/train.v2", "-x-", `a\x41`, ".hidden", longest} {
+		name := Name(job, 18446744073709551615)
+		job2, run, ok := parseName(name)
+		if !ok || job2 != job || run != 18446744073709551615 {
 			t.Errorf("%q: %q %d %v", job, job2, run, ok)
 		}
+		if !unitName.MatchString(name) || len(name) > 255 {
+			t.Errorf("%q: %q is not a unit name systemd takes", job, name)
+		}
+	}
+	if got := Name("web-1", 12); got != "berth-web-1-12.service" {
+		t.Errorf("Name(web-1, 12) = %q", got)
 	}
 	for _, name := range []string{"sshd.service", "berth.service", "berth-x.service", "berth-x-y.service", "berth-x-1.scope"} {
 		if _, _, ok := parseName(name); ok {
