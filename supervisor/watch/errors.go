@@ -29,6 +29,7 @@ const (
 	DanglingLink     Reason = 7 // a symbolic link to nothing
 	NotDirectory     Reason = 8 // the jobs directory is something other than a directory
 	Private          Reason = 9 // a link's target is not for everyone to read, and berth shows what it reads
+	WritableByACL    Reason = 10 // an ACL lets a user or group besides the owner's write it
 )
 
 var reasonNames = map[Reason]string{
@@ -41,6 +42,7 @@ var reasonNames = map[Reason]string{
 	DanglingLink:     "dangling link",
 	NotDirectory:     "not a directory",
 	Private:          "private",
+	WritableByACL:    "writable by ACL",
 }
 
 func (r Reason) String() string {
@@ -85,6 +87,10 @@ type RefusedError struct {
 	OtherMembers  []string
 	GroupUnlisted bool
 
+	// WritableByACL only: the users and groups its ACL lets write, by
+	// name where this machine has one ("uid 1001" otherwise).
+	ACLWriters []string
+
 	// NotOwned only: whom the daemon accepts besides root.
 	DaemonUID  int
 	DaemonUser string // "" where the uid has no name
@@ -128,6 +134,9 @@ func (e *RefusedError) Error() string {
 		}
 		return fmt.Sprintf("%s is writable by group %s, %s; %s (chmod g-w %s)",
 			s, groupName(e.Group, e.GID), why, e.refuses(), fix)
+	case WritableByACL:
+		return fmt.Sprintf("%s has an ACL that lets %s write it; %s (setfacl -b %s removes the ACL; getfacl %s shows it)",
+			s, strings.Join(e.ACLWriters, " and "), e.refuses(), fix, fix)
 	case NotRegular:
 		switch {
 		case e.Target != "":

@@ -29,6 +29,8 @@ func TestMessagesGolden(t *testing.T) {
 		{Path: f, Reason: WritableByGroup, GID: 0, Group: "root", Owner: "root", OtherMembers: []string{"eve", "operator"}},
 		{Path: f, Reason: WritableByGroup, GID: 4242, Owner: "alice", GroupUnlisted: true},
 		{Path: f, Reason: WritableByGroup, GID: 5000, Group: "ml", Owner: "alice", GroupUnlisted: true},
+		{Path: f, Reason: WritableByACL, ACLWriters: []string{"user deploy (uid 1002)", `group "ops"`}},
+		{Path: "jobs.d", Dir: true, Reason: WritableByACL, ACLWriters: []string{"user uid 1003"}},
 		{Path: f, Reason: NotRegular, Kind: "directory"},
 		{Path: f, Reason: NotRegular, Kind: "named pipe"},
 		{Path: f, Reason: TooBig, Size: 1048577, MaxBytes: 1 << 20},

@@ -46,8 +46,8 @@ func FuzzSystemAccounts(f *testing.F) {
 			t.Errorf("Group(%d) has an empty member: %q", gid, members)
 		}
 		m := newStrictModes(uid, a)
-		_ = m.check(ruleFile, uid, gid, 0o664)
-		_ = m.check(ruleOnTheWay, uid, gid, 0o775)
+		_ = m.check(ruleFile, uid, gid, 0o664, nil)
+		_ = m.check(ruleOnTheWay, uid, gid, 0o775, []aclWriter{{id: uid}, {group: true, id: gid}})
 	})
 }
 

@@ -353,7 +353,7 @@ func (s *Scanner) fileOnce(w *walk, name, path string, named bool, old seenFile,
 		dirfd = lw.top().fd
 		e.at = filepath.Join(lw.top().path, fname)
 	}
-	st, why := s.accept(&e, &raw)
+	st, why := s.accept(&e, &raw, nil)
 	if why != nil {
 		return seenFile{}, nil, why, false
 	}
@@ -387,7 +387,13 @@ func (s *Scanner) fileOnce(w *walk, name, path string, named bool, old seenFile,
 		}
 		s.statHook(at, &raw)
 	}
-	if st, why = s.accept(&e, &raw); why != nil {
+	var acl []aclWriter
+	if fileMode(raw.Mode).Perm()&0o020 != 0 {
+		if acl, err = aclWriters(fd, false); err != nil {
+			return unreadable("getxattr", err)
+		}
+	}
+	if st, why = s.accept(&e, &raw, acl); why != nil {
 		return seenFile{}, nil, why, false
 	}
 	content := make([]byte, 0, st.size+1) // +1 sees growth without a second allocation
@@ -427,13 +433,14 @@ func readAtMost(r io.Reader, buf []byte, limit int64) ([]byte, error) {
 
 // accept checks what a stat found against the rules: a regular file,
 // owned and moded as strictModes says, not too big; and for a link's
-// target, one that anyone may read.
-func (s *Scanner) accept(e *entry, raw *unix.Stat_t) (stamp, *RefusedError) {
+// target, one that anyone may read. acl is who else its ACL lets write,
+// known once the file is open (before, nil).
+func (s *Scanner) accept(e *entry, raw *unix.Stat_t, acl []aclWriter) (stamp, *RefusedError) {
 	mode := fileMode(raw.Mode)
 	if !mode.IsRegular() {
 		return stamp{}, e.refuse(&RefusedError{Reason: NotRegular, Kind: kindOf(mode), Mode: mode})
 	}
-	if r := s.strict.check(ruleFile, int(raw.Uid), int(raw.Gid), mode); r != nil {
+	if r := s.strict.check(ruleFile, int(raw.Uid), int(raw.Gid), mode, acl); r != nil {
 		return stamp{}, e.refuse(r)
 	}
 	if raw.Size > s.maxBytes {

@@ -107,7 +107,10 @@ const (
 // At, Link) the caller fills in, so that a scan builds paths only for what
 // it reports. The first broken condition is the one reported: ownership
 // before mode, because chmod cannot fix a file that the wrong person owns.
-func (m *strictModes) check(what subject, uid, gid int, mode fs.FileMode) *RefusedError {
+//
+// acl is who else its ACL lets write (aclWriters); it matters only where
+// the mode's group bits, the ACL's mask, let anyone write.
+func (m *strictModes) check(what subject, uid, gid int, mode fs.FileMode, acl []aclWriter) *RefusedError {
 	refuse := func(r Reason) *RefusedError {
 		return &RefusedError{Reason: r, UID: uid, GID: gid, Mode: mode,
 			DaemonUID: m.daemonUID, DaemonUser: m.daemonUser}
@@ -126,6 +129,11 @@ func (m *strictModes) check(what subject, uid, gid int, mode fs.FileMode) *Refus
 	case perm&0o020 == 0:
 		return nil
 	}
+	if names := m.untrustedWriters(acl); len(names) > 0 {
+		e := refuse(WritableByACL)
+		e.ACLWriters = names
+		return e
+	}
 
 	// Group-writable: accept only root's group or the owner's private
 	// group, and either only while nobody but root and the owner is in it.
@@ -143,6 +151,21 @@ func (m *strictModes) check(what subject, uid, gid int, mode fs.FileMode) *Refus
 	e.OtherMembers = others
 	e.GroupUnlisted = g.err != nil
 	return e
+}
+
+// untrustedWriters names the users and groups of acl that are neither root
+// nor the daemon's user: any group named in an ACL may hold anyone.
+func (m *strictModes) untrustedWriters(acl []aclWriter) []string {
+	var names []string
+	for _, w := range acl {
+		switch {
+		case w.group:
+			names = append(names, "group "+groupName(m.group(w.id).name, w.id))
+		case !m.trusted(w.id):
+			names = append(names, "user "+who(m.user(w.id).name, "uid", w.id))
+		}
+	}
+	return names
 }
 
 // othersIn lists, once each and in the order the group gives them, the

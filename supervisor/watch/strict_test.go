@@ -246,15 +246,15 @@ func TestStrictModesSystemAccounts(t *testing.T) {
 	if m.daemonUser != "alice" {
 		t.Fatalf("daemon user %q, want alice", m.daemonUser)
 	}
-	if r := m.check(ruleFile, 1000, 1000, 0o664); r != nil {
+	if r := m.check(ruleFile, 1000, 1000, 0o664, nil); r != nil {
 		t.Errorf("alice's file in alice's private group: %v", r)
 	}
 	m = newStrictModes(1001, SystemAccounts{Root: "testdata/accounts"})
-	if r := m.check(ruleFile, 1001, 1001, 0o664); r == nil || !slices.Equal(r.OtherMembers, []string{"carol"}) {
+	if r := m.check(ruleFile, 1001, 1001, 0o664, nil); r == nil || !slices.Equal(r.OtherMembers, []string{"carol"}) {
 		t.Errorf("bob's file in bob's group with carol in it: %v", r)
 	}
 	m = newStrictModes(1002, SystemAccounts{Root: "testdata/accounts"})
-	if r := m.check(ruleFile, 1002, 1002, 0o664); r == nil || !slices.Equal(r.OtherMembers, []string{"dave"}) {
+	if r := m.check(ruleFile, 1002, 1002, 0o664, nil); r == nil || !slices.Equal(r.OtherMembers, []string{"dave"}) {
 		t.Errorf("carol's file in carol's group, dave's primary: %v", r)
 	}
 	// Group root, without needing root to chown (TestStrictModesRootGroup
@@ -265,7 +265,7 @@ func TestStrictModesSystemAccounts(t *testing.T) {
 		"testdata/rootgroup/primary": {"operator"},
 	} {
 		m = newStrictModes(0, SystemAccounts{Root: accounts})
-		r := m.check(ruleFile, 0, 0, 0o664)
+		r := m.check(ruleFile, 0, 0, 0o664, nil)
 		if others == nil && r != nil || others != nil && (r == nil || !slices.Equal(r.OtherMembers, others)) {
 			t.Errorf("%s: root's 0664 file in group root: %v, want others %q", accounts, r, others)
 		}

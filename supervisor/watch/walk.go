@@ -115,7 +115,15 @@ func (w *walk) enter(path string, fd int, what subject) error {
 		w.hook(path, &st)
 	}
 	mode := fileMode(st.Mode)
-	if r := w.m.check(what, int(st.Uid), int(st.Gid), mode); r != nil {
+	var acl []aclWriter
+	if mode.Perm()&0o020 != 0 {
+		var err error
+		if acl, err = aclWriters(fd, true); err != nil {
+			unix.Close(fd)
+			return &fs.PathError{Op: "getxattr", Path: path, Err: err}
+		}
+	}
+	if r := w.m.check(what, int(st.Uid), int(st.Gid), mode, acl); r != nil {
 		unix.Close(fd)
 		if what == ruleOnTheWay {
 			r.At = path
