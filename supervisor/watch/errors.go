@@ -20,15 +20,15 @@ type Reason uint8
 
 // The reasons berth refuses a job file or the jobs directory.
 const (
-	NotOwned         Reason = 1 // owned by someone other than root and the daemon's user
-	WritableByOthers Reason = 2 // o+w: anyone on the machine could make the daemon run anything
-	WritableByGroup  Reason = 3 // g+w, and the group is neither root's nor the owner's private group, or has someone else in it
-	NotRegular       Reason = 4 // a directory, pipe, socket or device with a job file's name
-	TooBig           Reason = 5 // larger than ScanOptions.MaxFileBytes
-	Unreadable       Reason = 6 // stat, open or read failed
-	DanglingLink     Reason = 7 // a symbolic link to nothing
-	NotDirectory     Reason = 8 // the jobs directory is something other than a directory
-	Private          Reason = 9 // a link's target is not for everyone to read, and berth shows what it reads
+	NotOwned         Reason = 1  // owned by someone other than root and the daemon's user
+	WritableByOthers Reason = 2  // o+w: anyone on the machine could make the daemon run anything
+	WritableByGroup  Reason = 3  // g+w, and the group is neither root's nor the owner's private group, or has someone else in it
+	NotRegular       Reason = 4  // a directory, pipe, socket or device with a job file's name
+	TooBig           Reason = 5  // larger than ScanOptions.MaxFileBytes
+	Unreadable       Reason = 6  // stat, open or read failed
+	DanglingLink     Reason = 7  // a symbolic link to nothing
+	NotDirectory     Reason = 8  // the jobs directory is something other than a directory
+	Private          Reason = 9  // a link's target is not for everyone to read, and berth shows what it reads
 	WritableByACL    Reason = 10 // an ACL lets a user or group besides the owner's write it
 )
 
