@@ -14,6 +14,7 @@ import (
 	berrors "go.etcd.io/bbolt/errors"
 
 	"github.com/berthd/berth/supervisor/clock"
+	"github.com/berthd/berth/supervisor/testkit"
 )
 
 // TestFull drives bbolt into a real write failure, its size cap, and
@@ -194,4 +195,55 @@ func TestHealthRecoversAtOnce(t *testing.T) {
 	if err := waitFor(t, told, "OnHealth"); err != nil {
 		t.Errorf("OnHealth(%v) second, want nil", err)
 	}
+}
+
+// TestKeptWrites: what a failed commit kept from being written (a job come
+// to rest, a run's end) is written once commits succeed again: with the
+// next write, or by itself when nothing else comes; and a newer write of
+// the same record still wins over the kept one.
+func TestKeptWrites(t *testing.T) {
+	s, _ := openTest(t, Options{})
+	rec, err := s.BeginRun(RunRecord{Job: "batch", Start: t0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fail := injectFailures(s, errors.New("injected: no space left on device"))
+	fail.Store(true)
+	if err := s.PutJob(JobRecord{Name: "batch", State: StateDone}); err == nil {
+		t.Fatal("PutJob went in while commits fail")
+	}
+	if err := s.PutJob(JobRecord{Name: "svc", State: StateRunning}); err == nil {
+		t.Fatal("PutJob went in while commits fail")
+	}
+	done := make(chan error, 1)
+	s.Later(func(err error) { done <- err }).EndRun(rec.ID, t0.Add(time.Minute), 0, "", ReasonExited)
+	if err := waitFor(t, done, "the deferred end to fail"); err == nil {
+		t.Fatal("a deferred write failed with no error")
+	}
+	fail.Store(false)
+
+	// The next write carries them; svc's newer record wins over its kept one.
+	if err := s.PutJob(JobRecord{Name: "svc", State: StateStopped}); err != nil {
+		t.Fatal(err)
+	}
+	if j, ok, _ := s.Job("batch"); !ok || j.State != StateDone {
+		t.Errorf("batch after space came back: %+v %v, want done", j, ok)
+	}
+	if j, _, _ := s.Job("svc"); j.State != StateStopped {
+		t.Errorf("svc: %v, want the newer stopped", j.State)
+	}
+	if runs, _ := s.Runs("batch", 1); len(runs) != 1 || runs[0].Reason != ReasonExited {
+		t.Errorf("batch's run: %+v, want its end recorded", runs)
+	}
+
+	// With nothing else written, a kept write goes in by itself.
+	fail.Store(true)
+	if err := s.PutJob(JobRecord{Name: "lone", State: StateFailed}); err == nil {
+		t.Fatal("PutJob went in while commits fail")
+	}
+	fail.Store(false)
+	testkit.WaitFor(t, 10*time.Second, "the kept write to go in by itself", func() bool {
+		j, ok, _ := s.Job("lone")
+		return ok && j.State == StateFailed
+	})
 }

@@ -25,15 +25,15 @@ type Later struct {
 // block or write to the store.
 func (s *Store) Later(failed func(error)) Later { return Later{s: s, failed: failed} }
 
-func (l Later) queue(apply func(tx *bbolt.Tx) error) {
-	if err := l.s.enqueue(&operation{apply: apply, failed: l.failed}); err != nil {
+func (l Later) queue(apply func(tx *bbolt.Tx) error, key string) {
+	if err := l.s.enqueue(&operation{apply: apply, failed: l.failed, key: key}); err != nil {
 		l.failed(err)
 	}
 }
 
 // SetRunPID records the process of run id once it has been spawned.
 func (l Later) SetRunPID(id uint64, pid int, startTicks uint64) {
-	l.queue(setRunPIDOp(id, pid, startTicks))
+	l.queue(setRunPIDOp(id, pid, startTicks), pidKey(id))
 }
 
 // EndRun records how run id ended. It overwrites an earlier end, so the
@@ -45,7 +45,7 @@ func (l Later) EndRun(id uint64, end time.Time, exitCode int, signal string, rea
 		l.failed(err)
 		return
 	}
-	l.queue(apply)
+	l.queue(apply, endKey(id))
 }
 
 // PutJob is Store.PutJob, deferred.
@@ -55,5 +55,5 @@ func (l Later) PutJob(j JobRecord) {
 		l.failed(err)
 		return
 	}
-	l.queue(apply)
+	l.queue(apply, jobKey(j.Name))
 }

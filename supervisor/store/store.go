@@ -65,6 +65,14 @@ type Store struct {
 
 	lingerFor time.Duration // defaultLinger; tests lengthen it
 
+	// clock times the retries of kept writes (the health's too).
+	clock clock.Clock
+	// pending are the keyed writes whose commit failed, to go first in
+	// the next commit; pendingKeys indexes them by key. Owned by the
+	// writer goroutine.
+	pending     []*operation
+	pendingKeys map[string]int
+
 	closeOnce sync.Once
 	closeErr  error // result of the first Close, returned by every Close
 
@@ -218,10 +226,11 @@ func openWith(path string, opts Options, tune func(*bbolt.Options)) (_ *Store, e
 		writerDone: make(chan struct{}),
 		lingerFor:  defaultLinger,
 	}
-	s.health.clock = opts.Clock
-	if s.health.clock == nil {
-		s.health.clock = clock.Real
+	s.clock = opts.Clock
+	if s.clock == nil {
+		s.clock = clock.Real
 	}
+	s.health.clock = s.clock
 	s.health.onHealth = opts.OnHealth
 	s.health.recoverAfter = defaultRecoverAfter
 	if opts.recoverAfter != 0 {

@@ -2,6 +2,8 @@ package store
 
 import (
 	"fmt"
+	"slices"
+	"strconv"
 	"time"
 
 	"go.etcd.io/bbolt"
@@ -25,7 +27,23 @@ type operation struct {
 	// the writer calls with the error (and not at all on success).
 	done   chan error
 	failed func(error)
+	// key, when set, names what the operation writes (a job's record, a
+	// run's pid or end) so that it may be written again: one whose commit
+	// failed (disk full) is kept, the last of each key, and put before
+	// the next commits until one succeeds (see commit).
+	key  string
+	kept bool // a copy of a write whose commit failed (see keep)
 }
+
+// Keys of the writes that are kept for another try when their commit fails.
+func jobKey(name string) string { return "job\x00" + name }
+func pidKey(id uint64) string   { return "pid\x00" + strconv.FormatUint(id, 10) }
+func endKey(id uint64) string   { return "end\x00" + strconv.FormatUint(id, 10) }
+
+// retryEvery is how often writes kept after a failed commit are tried again
+// when nothing else is written meanwhile. It is timed on the system's
+// clock, as linger is: it decides how soon they go in, not what is kept.
+const retryEvery = time.Second
 
 // finish hands op its outcome.
 func (op *operation) finish(err error) {
@@ -45,8 +63,12 @@ func (s *Store) wake() {
 }
 
 // submit hands apply to the writer and waits for its transaction's outcome.
-func (s *Store) submit(apply func(tx *bbolt.Tx) error) error {
+// With a key, a write whose commit fails is also kept and tried again.
+func (s *Store) submit(apply func(tx *bbolt.Tx) error, key ...string) error {
 	op := &operation{apply: apply, done: make(chan error, 1)}
+	if len(key) > 0 {
+		op.key = key[0]
+	}
 	if err := s.enqueue(op); err != nil {
 		return err
 	}
@@ -79,9 +101,28 @@ func (s *Store) write() {
 	defer s.health.disarm()
 	check := time.NewTicker(s.watch.every)
 	defer check.Stop()
+	var retry *time.Timer
+	defer func() {
+		if retry != nil {
+			retry.Stop()
+		}
+	}()
 	for {
+		if len(s.pending) > 0 && retry == nil {
+			retry = time.NewTimer(retryEvery)
+		}
+		var retryC <-chan time.Time
+		if retry != nil {
+			retryC = retry.C
+		}
 		select {
 		case <-s.kick:
+		case <-retryC:
+			retry = nil
+			if len(s.pending) > 0 {
+				s.commit(nil, s.hook())
+			}
+			continue
 		case <-s.health.due():
 			s.health.recovered()
 			continue
@@ -152,17 +193,63 @@ func deferredOnly(group []*operation) bool {
 	return true
 }
 
+// hook is the test hook of the transactions to come.
+func (s *Store) hook() func(*bbolt.Tx) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.beforeCommit
+}
+
 // commit applies group in one transaction and tells each caller the outcome.
 // An operation that fails is answered with its own error and the group is
 // replayed without it, so one bad request never costs the others their
 // write. A failed commit (disk full, I/O error) is answered to every caller
 // of the group; bbolt has rolled it back, so the next group starts clean.
+//
+// The keyed writes of a failed commit are kept (pending) and go first in
+// the commits after, before the group's own, until one commits: the state
+// that a full disk kept from being written (a job come to rest, a run's
+// end) goes in once there is room, and anything newer of the same key,
+// later in the group, still wins. Should the kept writes fail the commit
+// again, the group is tried without them: they never keep newer writes
+// (those that free space among them) out.
 func (s *Store) commit(group []*operation, hook func(*bbolt.Tx) error) {
-	for len(group) > 0 {
+	if len(s.pending) > 0 {
+		// Its failure is not told to the health yet: the group alone
+		// may commit, and that is what says whether writes go in.
+		rest, err := s.commitOnce(append(s.pendingOps(), group...), hook, false)
+		if err == nil {
+			s.pending, s.pendingKeys = nil, nil
+			for _, op := range rest {
+				op.finish(nil)
+			}
+			return
+		}
+		group = slices.DeleteFunc(rest, func(op *operation) bool { return op.kept })
+		if len(group) == 0 {
+			return
+		}
+	}
+	rest, err := s.commitOnce(group, hook, true)
+	if err != nil {
+		s.keep(rest)
+	}
+	for _, op := range rest {
+		op.finish(err)
+	}
+}
+
+// commitOnce applies ops in one transaction, replaying it without an
+// operation that fails on its own (which is answered, and left out of
+// rest). It returns the operations of the transaction and its outcome; it
+// answers none of them. A success is told to the health; a failure only
+// where tell says.
+func (s *Store) commitOnce(ops []*operation, hook func(*bbolt.Tx) error, tell bool) (rest []*operation, err error) {
+	for len(ops) > 0 {
 		failed := -1
 		var opErr error
 		err := s.db.Update(func(tx *bbolt.Tx) error {
-			for i, op := range group {
+			for i, op := range ops {
 				if err := op.apply(tx); err != nil {
 					failed, opErr = i, err
 					return err
@@ -174,8 +261,8 @@ func (s *Store) commit(group []*operation, hook func(*bbolt.Tx) error) {
 			return nil
 		})
 		if failed >= 0 {
-			group[failed].finish(opErr)
-			group = append(group[:failed:failed], group[failed+1:]...)
+			ops[failed].finish(opErr)
+			ops = append(ops[:failed:failed], ops[failed+1:]...)
 			continue
 		}
 		if err != nil {
@@ -183,13 +270,56 @@ func (s *Store) commit(group []*operation, hook func(*bbolt.Tx) error) {
 		} else {
 			s.commits.Add(1)
 		}
-		s.health.committed(err)
+		if err == nil || tell {
+			s.health.committed(err)
+		}
 		// A commit into a file no longer at its path is lost with the
 		// daemon: noticed at the first one, before its callers hear of it.
 		s.watch.check()
-		for _, op := range group {
-			op.finish(err)
+		return ops, err
+	}
+	return nil, nil
+}
+
+// keep sets aside the keyed writes of a group whose commit failed, the last
+// of each key, in the order they came.
+func (s *Store) keep(group []*operation) {
+	for _, op := range group {
+		if op.key == "" {
+			continue
 		}
+		// Its caller has its answer: the copy answers nobody, and is
+		// dropped should it fail on its own (what it wrote to is gone).
+		key := op.key
+		again := &operation{apply: op.apply, key: key, kept: true, failed: func(error) { s.dropPending(key) }}
+		if i, ok := s.pendingKeys[op.key]; ok {
+			s.pending[i] = again
+			continue
+		}
+		if s.pendingKeys == nil {
+			s.pendingKeys = map[string]int{}
+		}
+		s.pendingKeys[op.key] = len(s.pending)
+		s.pending = append(s.pending, again)
+	}
+}
+
+// dropPending forgets the kept write of key.
+func (s *Store) dropPending(key string) {
+	i, ok := s.pendingKeys[key]
+	if !ok {
 		return
 	}
+	s.pending = slices.Delete(s.pending, i, i+1)
+	delete(s.pendingKeys, key)
+	for k, j := range s.pendingKeys {
+		if j > i {
+			s.pendingKeys[k] = j - 1
+		}
+	}
+}
+
+// pendingOps are the kept writes, to go first in the next commit.
+func (s *Store) pendingOps() []*operation {
+	return append([]*operation(nil), s.pending...)
 }

@@ -50,7 +50,7 @@ func updateRun(id uint64, what string, change func(*RunRecord)) func(tx *bbolt.T
 
 // setRunPID is Later.SetRunPID, waited for; tests use it.
 func (s *Store) setRunPID(id uint64, pid int, startTicks uint64) error {
-	return s.submit(setRunPIDOp(id, pid, startTicks))
+	return s.submit(setRunPIDOp(id, pid, startTicks), pidKey(id))
 }
 
 func setRunPIDOp(id uint64, pid int, startTicks uint64) func(tx *bbolt.Tx) error {
@@ -66,7 +66,7 @@ func (s *Store) EndRun(id uint64, end time.Time, exitCode int, signal string, re
 	if err != nil {
 		return err
 	}
-	return s.submit(apply)
+	return s.submit(apply, endKey(id))
 }
 
 func endRunOp(id uint64, end time.Time, exitCode int, signal string, reason Reason) (func(tx *bbolt.Tx) error, error) {
@@ -121,7 +121,7 @@ func (s *Store) PutJob(j JobRecord) error {
 	if err != nil {
 		return err
 	}
-	return s.submit(apply)
+	return s.submit(apply, jobKey(j.Name))
 }
 
 func putJobOp(j JobRecord) (func(tx *bbolt.Tx) error, error) {
