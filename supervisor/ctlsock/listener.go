@@ -57,8 +57,9 @@ type Listener struct {
 	now        func() time.Time
 	refuser    *refuser
 
-	mu       sync.Mutex                    // guards byUID, total, priv, refusing, warned, and each conn's idleSince
+	mu       sync.Mutex                    // guards byUID, shared, total, priv, refusing, warned, and each conn's idleSince
 	byUID    map[uint32]map[*conn]struct{} // the admitted connections open, by the peer's uid
+	shared   map[uint32]int                // of those, how many each uid holds in the shared pool (PerUID caps these)
 	total    int                           // admitted connections that count against Limits.Total
 	priv     int                           // admitted connections on the privileged allowance
 	refusing int                           // refused connections not yet closed
@@ -95,6 +96,7 @@ func Wrap(l net.Listener, opts Options) *Listener {
 		peer:       opts.peer,
 		now:        opts.Now,
 		byUID:      map[uint32]map[*conn]struct{}{},
+		shared:     map[uint32]int{},
 		warned:     map[uint32]*warning{},
 	}
 	if cl.log == nil {
@@ -155,16 +157,17 @@ func (l *Listener) admit(nc net.Conn) *conn {
 	open := len(l.byUID[uid])
 	var p pool
 	switch {
-	case open < l.lim.PerUID && l.total < l.lim.Total:
+	case l.shared[uid] < l.lim.PerUID && l.total < l.lim.Total:
 		p = poolShared
 		l.total++
+		l.shared[uid]++
 	case known && slices.Contains(l.privileged, uid) && l.priv < l.lim.Privileged:
 		p = poolPrivileged
 		l.priv++
 	}
 	if p == 0 {
 		r := Refusal{UID: uid, Open: open, Limit: l.lim.PerUID}
-		if open < l.lim.PerUID {
+		if l.shared[uid] < l.lim.PerUID {
 			r.Total, r.Limit = true, l.lim.Total
 		}
 		reclaimed := 0
@@ -277,6 +280,9 @@ func (l *Listener) releaseLocked(c *conn) {
 	switch c.pool {
 	case poolShared:
 		l.total--
+		if l.shared[c.uid]--; l.shared[c.uid] == 0 {
+			delete(l.shared, c.uid)
+		}
 	case poolPrivileged:
 		l.priv--
 	}

@@ -306,6 +306,25 @@ func TestPrivilegedWithinShare(t *testing.T) {
 	}
 }
 
+// TestPrivilegedAfterChurn: a privileged uid's share of the shared caps is
+// counted apart from its allowance: once it closes a shared connection, it
+// may open one again, whatever it holds on the allowance.
+func TestPrivilegedAfterChurn(t *testing.T) {
+	h := serve(t, testLimits(2, 10), 0)
+	var held []*client
+	for range 4 {
+		c := h.dial(0)
+		c.admitted()
+		held = append(held, c)
+	}
+	held[0].c.Close() // a shared one: the first two were
+	h.waitOpen(0, 3)
+	h.dial(0).admitted()
+	if open, total, priv, _ := h.counts(0); open != 4 || total != 2 || priv != 2 {
+		t.Errorf("root holds %d, %d shared and %d privileged; want 4, 2 and 2", open, total, priv)
+	}
+}
+
 // TestIdleReclaimedAtLimit: a uid at its cap that asks for more has its
 // connections idle for IdleAtLimit closed, and its next connection is
 // served; connections idle for less are kept.
