@@ -42,9 +42,20 @@ func lockState(path string, timeout time.Duration) (*os.File, error) {
 	lp := filepath.Join(filepath.Dir(path), lockName)
 	// Not through a symbolic link: the daemon writes into this file as root.
 	// Readable by all: the pid in it is for people (cat state.lock).
-	f, err := os.OpenFile(lp, os.O_RDWR|os.O_CREATE|unix.O_NOFOLLOW, 0o644)
+	f, err := os.OpenFile(lp, os.O_RDWR|os.O_CREATE|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("open state lock %s: %w", lp, err)
+	}
+	// Nor a hard link to another file, which the truncation below would
+	// empty, nor a pipe or device put in its place.
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("stat state lock %s: %w", lp, err)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG || st.Nlink != 1 || int(st.Uid) != os.Geteuid() {
+		f.Close()
+		return nil, fmt.Errorf("state lock %s is not a file of this user's own (a link, or another's?): remove it, and start berth again: rm %s", lp, lp)
 	}
 	deadline := time.Now().Add(timeout)
 	for {

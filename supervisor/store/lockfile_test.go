@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestLockOutlivesTheStateFile: the lock is the lock file's, so a state
@@ -102,5 +103,25 @@ func TestPidIn(t *testing.T) {
 			t.Errorf("pidIn(%q) = %d, want %d", content, got, want)
 		}
 		f.Close()
+	}
+}
+
+// TestLockFileNotAnother: a state.lock that is a hard link to another file
+// is refused, not truncated.
+func TestLockFileNotAnother(t *testing.T) {
+	dir := t.TempDir()
+	precious := filepath.Join(dir, "precious")
+	if err := os.WriteFile(precious, []byte("keep me\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Link(precious, filepath.Join(dir, lockName)); err != nil {
+		t.Fatal(err)
+	}
+	if f, err := lockState(filepath.Join(dir, "state.db"), time.Second); err == nil {
+		f.Close()
+		t.Fatal("a hard link for a lock file was taken")
+	}
+	if b, _ := os.ReadFile(precious); string(b) != "keep me\n" {
+		t.Errorf("the linked file now holds %q", b)
 	}
 }
