@@ -138,6 +138,16 @@ func (d *Daemon) adopt(open []store.RunRecord) ([]store.RunRecord, error) {
 		} else {
 			d.log.Warn("a run taken back holds what the books cannot grant it again; it runs on, unaccounted", "job", rec.Job, "run", rec.ID, "error", err)
 		}
+		if prev, ok := d.adopted[rec.Job]; ok {
+			// Two open runs of one job (the second began while the first
+			// was still being stopped, or its end could not be recorded):
+			// the job takes back the newer, and the older is stopped.
+			if prev.rec.ID > rec.ID {
+				prev, a = a, prev
+			}
+			d.log.Warn("two runs of one job outlived the previous daemon: stopping the older", "job", rec.Job, "run", prev.rec.ID, "newer", a.rec.ID)
+			d.stopAdopted(prev)
+		}
 		d.adopted[rec.Job] = a
 		select {
 		case <-run.Done():
@@ -186,32 +196,58 @@ func (j *job) takeAdopted(a adoptedRun) {
 }
 
 // stopOrphans stops the adopted runs no job claimed (their files went away
-// while the daemon was down), records them stopped, and gives back what
-// they held. A shutdown waits for them (jobsWG), so that each is recorded
-// before the state closes.
+// while the daemon was down).
 func (d *Daemon) stopOrphans() {
 	for name, a := range d.adopted {
 		d.log.Info("stopping a run taken back whose job is no longer declared", "job", name, "run", a.rec.ID)
-		d.jobsWG.Go(func() {
-			killed := a.run.Stop(syscall.SIGTERM, 10*time.Second)
-			exit := a.run.Wait()
-			reason := store.ReasonStopped
-			if killed {
-				reason = store.ReasonKilled
-			}
-			sig := ""
-			if exit.Signal != 0 {
-				sig = signalName(exit.Signal)
-			}
-			if err := d.store.EndRun(a.rec.ID, d.now(), exit.Code, sig, reason); err != nil {
-				d.notRecorded(d.log, "cannot record the run's end; its unit keeps it for the next daemon", "run", a.rec.ID, "error", err)
-			} else {
-				d.cfg.Units.Release(a.run)
-			}
-			if a.book != nil {
-				_ = a.book.Give(a.grant)
-			}
-		})
+		d.stopAdopted(a)
 	}
 	d.adopted = nil
+}
+
+// stopAdopted stops a run taken back that no job runs, records how it
+// ended, lets go of its unit and gives back what it held. A shutdown waits
+// for it (jobsWG), so that it is recorded before the state closes; should
+// the connection to systemd go meanwhile, it is left to the next daemon,
+// which finds it as this one did.
+func (d *Daemon) stopAdopted(a adoptedRun) {
+	d.jobsWG.Go(func() {
+		ended := false
+		select {
+		case <-a.run.Done():
+			ended = true // while no daemon watched: its own end
+		default:
+		}
+		killed := a.run.Stop(syscall.SIGTERM, 10*time.Second)
+		select {
+		case <-a.run.Done():
+		case <-d.cfg.Units.Lost():
+			return
+		}
+		exit := a.run.Wait()
+		reason := store.ReasonStopped
+		switch {
+		case ended && exit.OutOfMemory:
+			reason = store.ReasonOOM
+		case ended && exit.Success():
+			reason = store.ReasonExited
+		case ended && !exit.StoppedOutside:
+			reason = store.ReasonFailed
+		case killed:
+			reason = store.ReasonKilled
+		}
+		sig := ""
+		if exit.Signal != 0 {
+			sig = signalName(exit.Signal)
+		}
+		if err := d.store.EndRun(a.rec.ID, d.now(), exit.Code, sig, reason); err != nil {
+			d.notRecorded(d.log, "cannot record the run's end; its unit keeps it for the next daemon", "run", a.rec.ID, "error", err)
+		} else {
+			d.cfg.Units.Release(a.run)
+		}
+		// Its processes have ended: what it held is free either way.
+		if a.book != nil {
+			_ = a.book.Give(a.grant)
+		}
+	})
 }

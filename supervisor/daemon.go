@@ -128,6 +128,10 @@ type Daemon struct {
 	// hands each to its job. Owned by the loop.
 	adopted map[string]adoptedRun
 
+	// draining are the jobs removed whose goroutine may still be stopping
+	// their run, by name; owned by the loop.
+	draining map[string]*job
+
 	mu       sync.Mutex // guards jobs and problems for readers outside the loop
 	jobs     map[string]*job
 	problems []Problem // every configuration problem in force, as shown
@@ -202,6 +206,7 @@ func Open(cfg Config) (*Daemon, error) {
 		evaluated: make(chan evaluated, 1),
 		loopDone:  make(chan struct{}),
 		jobs:      map[string]*job{},
+		draining:  map[string]*job{},
 		settle:    time.NewTimer(time.Hour),
 		sweepKick: make(chan struct{}, 1),
 	}

@@ -30,6 +30,9 @@ type job struct {
 	// done is closed when the goroutine returns, so that helpers still
 	// holding a result for it give it back instead of blocking.
 	done chan struct{}
+	// after, when set, is the done of the job of the same name that was
+	// removed before this one was declared: this one waits for it.
+	after <-chan struct{}
 
 	mu sync.Mutex // guards v
 	v  jobView
@@ -168,6 +171,14 @@ func (j *job) policy() restartPolicy {
 // run) or when the job was removed and is at rest.
 func (j *job) loop(ctx context.Context) {
 	defer close(j.done)
+	if j.after != nil {
+		select {
+		case <-j.after:
+		case <-ctx.Done():
+			j.giveBackPlacements()
+			return
+		}
+	}
 	for {
 		var timeoutC, backoffC <-chan time.Time
 		if j.timeout != nil {
@@ -507,10 +518,24 @@ func (j *job) recordEnd(reason store.Reason) {
 // is recorded (evShutdown). The job's stored state is left as it was, so
 // the next daemon runs it again, unless a person's stop was under way.
 func (j *job) shutdown() {
-	if _, ok := j.run.proc.(*units.Run); ok {
-		// A unit outlives the daemon: the next one adopts it, and finds
-		// its result if it ended meanwhile.
+	if unit, ok := j.run.proc.(*units.Run); ok {
+		if j.life.state != store.StateStopping {
+			// A unit outlives the daemon: the next one adopts it, and
+			// finds its result if it ended meanwhile.
+			j.giveBackPlacements()
+			return
+		}
+		// A stop under way (a person's stop, a removal) is seen through:
+		// the next daemon would take the unit back as running. A restart
+		// under way is not (evShutdown): the next daemon runs it again.
+		j.apply(event{kind: evShutdown})
 		j.giveBackPlacements()
+		select {
+		case <-j.exitC:
+			j.exitC = nil
+			j.reaped(unit.Wait())
+		case <-j.d.cfg.Units.Lost():
+		}
 		return
 	}
 	j.apply(event{kind: evShutdown})

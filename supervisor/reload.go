@@ -216,7 +216,7 @@ func (d *Daemon) finishReload(r *reloadRun, files []*luaapi.File) {
 	}
 	res.Problems = append([]Problem{}, d.problems...)
 	d.mu.Unlock()
-	if len(d.adopted) > 0 && len(res.Problems) == 0 && !r.partial {
+	if len(d.adopted) > 0 && len(res.Problems) == 0 && !r.partial && r.scanErr == nil {
 		// Every file is in force and none declares these jobs any more.
 		// While a file has errors its jobs may only be missing for now: a
 		// long run is not stopped for a typo.
@@ -473,6 +473,12 @@ func (d *Daemon) apply(set *luaapi.Set, first bool) ReloadResult {
 		if !ok {
 			initial, doneFP := d.remembered(def)
 			j = d.newJob(def, invalid, initial, doneFP)
+			if old, ok := d.draining[def.Name]; ok {
+				// Declared again while the job of that name removed a
+				// moment ago still stops its run: this one starts once
+				// that one has ended, so that a job never has two runs.
+				j.after = old.done
+			}
 			processChanged := false
 			if a, ok := d.adopted[def.Name]; ok {
 				delete(d.adopted, def.Name)
@@ -502,10 +508,18 @@ func (d *Daemon) apply(set *luaapi.Set, first bool) ReloadResult {
 			}
 		}
 	}
+	for name, j := range d.draining {
+		select {
+		case <-j.done:
+			delete(d.draining, name)
+		default:
+		}
+	}
 	for name, j := range d.jobs {
 		if !seen[name] {
 			j.in.post(jobMessage{remove: true})
 			delete(d.jobs, name)
+			d.draining[name] = j
 			res.Removed = append(res.Removed, name)
 		}
 	}

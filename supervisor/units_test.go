@@ -258,3 +258,58 @@ func TestUnitsLostConnection(t *testing.T) {
 		t.Errorf("the daemon's end reached its units: signals %v", b.manager.Killed())
 	}
 }
+
+// TestUnitsStopSeenThroughAtShutdown: a daemon that stops while a person's
+// stop of a unit is under way sees it through (SIGKILL after the job's
+// stop_timeout): the next daemon finds the job stopped, not running.
+func TestUnitsStopSeenThroughAtShutdown(t *testing.T) {
+	b := newUnitsBox(t, `job "svc" { cmd = { "/bin/sleep", "1000" }, restart = "always", stop_timeout = "1s" }`)
+	d, stop := b.start()
+	svc := waitJob(t, d, "svc", "running", func(js JobStatus) bool { return js.State == "running" })
+	d.mu.Lock()
+	j := d.jobs["svc"]
+	d.mu.Unlock()
+	j.in.post(jobMessage{ev: &event{kind: evStop}})
+	waitJob(t, d, "svc", "stopping", func(js JobStatus) bool { return js.State == "stopping" })
+	// The fake's processes ignore SIGTERM: the stop takes its SIGKILL.
+	stop()
+	if b.manager.Active(units.Name("svc", svc.Run)) {
+		t.Fatal("the daemon left with the stop of svc's unit half done")
+	}
+	d, _ = b.start()
+	waitJob(t, d, "svc", "stopped", func(js JobStatus) bool { return js.State != "" })
+	if js, _ := d.jobStatus("svc"); js.State != "stopped" {
+		t.Errorf("svc after the restart: %s, want stopped", js.State)
+	}
+	if runs := runsOf(t, d, "svc"); len(runs) != 1 || runs[0].Reason != store.ReasonKilled {
+		t.Errorf("svc's runs: %+v, want its one run killed after stop_timeout", runs)
+	}
+}
+
+// TestRedeclaredWhileStopping: a job removed while its run takes a while to
+// stop, then declared again, starts its new run only once the old one has
+// ended: a job never has two runs, nor a daemon two open runs of one job.
+func TestRedeclaredWhileStopping(t *testing.T) {
+	const x = `job "x" { cmd = { "/bin/sleep", "1000" }, stop_timeout = "1h" }`
+	b := newUnitsBox(t, x+"\n"+`job "other" { cmd = { "/bin/sleep", "1000" } }`)
+	d, _ := b.start()
+	first := waitJob(t, d, "x", "running", func(js JobStatus) bool { return js.State == "running" })
+	reload := func(src string) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(b.jobsDir, "jobs.lua"), []byte(src), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := d.Reload(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reload(`job "other" { cmd = { "/bin/sleep", "1000" } }`) // x removed: SIGTERM, which the fake ignores
+	reload(x + "\n" + `job "other" { cmd = { "/bin/sleep", "1000" } }`)
+	// The first run ends: the new x starts, not before.
+	b.manager.End(units.Name("x", first.Run), "signal", unitstest.CLDKilled, int32(syscall.SIGTERM))
+	again := waitJob(t, d, "x", "running again", func(js JobStatus) bool { return js.State == "running" && js.Run != first.Run })
+	runs := runsOf(t, d, "x") // newest first
+	if len(runs) != 2 || runs[1].Reason == 0 || runs[0].Start.Before(runs[1].End) {
+		t.Errorf("x's runs: %+v, want run %d to start once the first had ended", runs, again.Run)
+	}
+}

@@ -81,24 +81,32 @@ func (w *oomWatch) follow() {
 		if err != nil {
 			return
 		}
-		if !w.signalled(n == 8 && binary.NativeEndian.Uint64(b[:]) > 0) {
+		if !w.signalled(count(b[:n])) {
 			return
 		}
 	}
 }
 
-// signalled judges a read of the eventfd: a signal while the cgroup is
-// still there is an OOM. It reports whether the cgroup is still there.
-func (w *oomWatch) signalled(got bool) bool {
-	if _, err := os.Stat(w.dir); errors.Is(err, os.ErrNotExist) {
-		return false // a signal now is its removal
-	}
-	if got {
+// signalled judges a read of the eventfd, n signals: one while the cgroup
+// is still there is an OOM; once it is gone, one of them is its removal,
+// and any more were OOMs. It reports whether the cgroup is still there.
+func (w *oomWatch) signalled(n uint64) bool {
+	_, err := os.Stat(w.dir)
+	gone := errors.Is(err, os.ErrNotExist)
+	if n > 1 || n == 1 && !gone {
 		w.mu.Lock()
 		w.oomed = true
 		w.mu.Unlock()
 	}
-	return true
+	return !gone
+}
+
+// count is what a read of an eventfd says: its counter, 0 for nothing.
+func count(b []byte) uint64 {
+	if len(b) != 8 {
+		return 0
+	}
+	return binary.NativeEndian.Uint64(b)
 }
 
 // killed says whether an OOM kill happened in the cgroup; asked once the
@@ -107,8 +115,8 @@ func (w *oomWatch) killed() bool {
 	// A signal follow has not taken yet (reads of an eventfd are atomic:
 	// one of the two gets it).
 	var b [8]byte
-	if n, err := unix.Read(w.fd, b[:]); err == nil && n == 8 {
-		w.signalled(binary.NativeEndian.Uint64(b[:]) > 0)
+	if n, err := unix.Read(w.fd, b[:]); err == nil {
+		w.signalled(count(b[:n]))
 	}
 	w.close()
 	w.mu.Lock()

@@ -476,16 +476,39 @@ const (
 	cldDumped = 3
 )
 
+// state reads what berth needs of a unit. Its unit and service properties
+// come in two calls: the unit's are read again after the service's, and
+// the three taken only when the unit did not move in between, so that an
+// exit is never paired with a state from before it (an OOM kill would read
+// as a plain SIGKILL).
 func (r *Runner) state(name string) (unitState, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
 	defer cancel()
-	u, err := r.m.GetUnitTypePropertiesContext(ctx, name, "Unit")
-	if err != nil {
-		return unitState{}, fmt.Errorf("read unit %s: %w", name, err)
+	read := func(kind string) (map[string]any, error) {
+		p, err := r.m.GetUnitTypePropertiesContext(ctx, name, kind)
+		if err != nil {
+			return nil, fmt.Errorf("read unit %s: %w", name, err)
+		}
+		return p, nil
 	}
-	s, err := r.m.GetUnitTypePropertiesContext(ctx, name, "Service")
+	u, err := read("Unit")
 	if err != nil {
-		return unitState{}, fmt.Errorf("read unit %s: %w", name, err)
+		return unitState{}, err
+	}
+	var s map[string]any
+	for range 5 {
+		if s, err = read("Service"); err != nil {
+			return unitState{}, err
+		}
+		again, err := read("Unit")
+		if err != nil {
+			return unitState{}, err
+		}
+		settled := again["ActiveState"] == u["ActiveState"] && again["SubState"] == u["SubState"]
+		u = again
+		if settled {
+			break
+		}
 	}
 	st := unitState{}
 	st.active, _ = u["ActiveState"].(string)
