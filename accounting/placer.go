@@ -221,6 +221,26 @@ func (p *Placer) Waiting() []Waiter {
 	return out
 }
 
+// Head returns the head of the queue, with its machine and its earliest
+// start where the running grants' limits tell it; false when nothing waits.
+// It is Waiting()[0] without sorting the whole queue.
+func (p *Placer) Head() (Waiter, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.queue) == 0 {
+		return Waiter{}, false
+	}
+	w := p.queue[0].waiters[0]
+	out := Waiter{Request: w.req, Since: w.since}
+	if w == p.head.w {
+		out.Machine = p.head.book.capacity.Name
+		if p.head.known {
+			out.ExpectedStart = p.head.at
+		}
+	}
+	return out, true
+}
+
 // shape is what makes two requests interchangeable to the Placer.
 type shape struct {
 	Resources

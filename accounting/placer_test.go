@@ -212,6 +212,9 @@ func TestPlacerBackfill(t *testing.T) {
 	if !q[1].ExpectedStart.IsZero() {
 		t.Errorf("only the head has an expected start; %s shows %v", q[1].Holder, q[1].ExpectedStart)
 	}
+	if head, ok := p.Head(); !ok || head != q[0] {
+		t.Errorf("Head() = %+v, %v; want the queue's first, %+v", head, ok, q[0])
+	}
 }
 
 func TestPlacerBackfillTimeIsFromNow(t *testing.T) {
@@ -485,6 +488,9 @@ func TestPlacerProperty(t *testing.T) {
 					checkConsistent(t, b.Snapshot())
 				}
 				q := p.Waiting()
+				if head, ok := p.Head(); ok != (len(q) > 0) || ok && head != q[0] {
+					t.Fatalf("step %d: Head() = %+v, %v; the queue's first is %+v", step, head, ok, q)
+				}
 				if len(q) == 0 {
 					continue
 				}

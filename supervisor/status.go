@@ -125,11 +125,11 @@ func (d *Daemon) Status() Status {
 	for i, holder := range snap.CardHolders {
 		s.Machine.Cards = append(s.Machine.Cards, CardStatus{Name: d.cfg.Machine.GPUs[i], Holder: holder})
 	}
-	expected := map[string]time.Time{}
-	for _, w := range d.placer.Waiting() {
-		if !w.ExpectedStart.IsZero() {
-			expected[w.Holder] = w.ExpectedStart
-		}
+	// Only the head of the queue has an expected start.
+	var expected time.Time
+	var expectedOf string
+	if head, ok := d.placer.Head(); ok && !head.ExpectedStart.IsZero() {
+		expected, expectedOf = head.ExpectedStart, head.Holder
 	}
 	d.mu.Lock()
 	jobs := make([]*job, 0, len(d.jobs))
@@ -155,6 +155,8 @@ func (d *Daemon) Status() Status {
 	slices.SortFunc(jobs, func(a, b *job) int { return strings.Compare(a.name, b.name) })
 	s.Jobs = make([]JobStatus, 0, len(jobs))
 	free := snap.Free
+	// Many waiting jobs ask alike: each sentence is written once.
+	whys := map[[2]Size]string{}
 	for _, j := range jobs {
 		v := j.view()
 		js := JobStatus{
@@ -174,8 +176,15 @@ func (d *Daemon) Status() Status {
 		if v.State == store.StateWaiting {
 			short := shortfall(v.Def.Resources, free, snap.Capacity.RAMKnown)
 			js.Short = &short
-			js.Why = MsgShort(js.Asked, short)
-			if at, ok := expected[j.name]; ok {
+			key := [2]Size{js.Asked, short}
+			why, ok := whys[key]
+			if !ok {
+				why = MsgShort(js.Asked, short)
+				whys[key] = why
+			}
+			js.Why = why
+			if j.name == expectedOf {
+				at := expected
 				js.ExpectedStart = &at
 			}
 		}

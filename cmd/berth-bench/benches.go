@@ -58,6 +58,10 @@ func runThroughput(b *bencher, dir string) ([]sample, error) {
 	if err != nil {
 		return nil, err
 	}
+	st0, err := procStat(d.cmd.Process.Pid)
+	if err != nil {
+		return nil, err
+	}
 	doneAt, call, err := d.poll(pollEvery, 5*time.Minute,
 		func(s status) bool { return s.Counts["done"] == jobsPerRun },
 		func(s status) error {
@@ -69,10 +73,15 @@ func runThroughput(b *bencher, dir string) ([]sample, error) {
 	if err != nil {
 		return nil, err
 	}
+	st1, err := procStat(d.cmd.Process.Pid)
+	if err != nil {
+		return nil, err
+	}
 	samples := []sample{
 		{"throughput/loop", loop.Seconds()},
 		{"throughput/berth", doneAt.Sub(d.started).Seconds()},
 		{"throughput/ready-to-done", doneAt.Sub(ready).Seconds()},
+		{"throughput/daemon-cpu", float64(st1.utime+st1.stime-st0.utime-st0.stime) / clockTicks() * 1000 / jobsPerRun},
 		{"throughput/status-call", ms(call)},
 	}
 	// A berth older than the figure does not log it: left out.
