@@ -161,14 +161,16 @@ func (d *Daemon) Status() Status {
 		v := j.view()
 		js := JobStatus{
 			Name: j.name, State: v.State.String(), Since: v.Since, Why: v.Why, Run: v.Run, PID: v.PID,
-			CPUs: len(v.Grant.CPUIDs), CPUIDs: slices.Clone(v.Grant.CPUIDs), GPUs: v.GPUs, RAMBytes: v.Grant.RAMBytes, Restarts: v.Restarts,
+			CPUs: len(v.Grant.CPUIDs), CPUIDs: v.Grant.CPUIDs, GPUs: v.GPUs, RAMBytes: v.Grant.RAMBytes, Restarts: v.Restarts,
 			File: v.Def.Pos.File, Line: v.Def.Pos.Line, Asked: sizeOf(v.Def.Resources), Flavor: v.Def.Flavor,
 		}
+		// A grant's lists are never written once made: shared, not copied.
+		// Empty ones are [] in the JSON, never null.
 		if js.GPUs == nil {
-			js.GPUs = []string{}
+			js.GPUs = noCards
 		}
 		if js.CPUIDs == nil {
-			js.CPUIDs = []int{}
+			js.CPUIDs = noCores
 		}
 		if v.unit != nil {
 			js.Used = usageOf(v.unit)
@@ -196,6 +198,13 @@ func (d *Daemon) Status() Status {
 	}
 	return s
 }
+
+// noCards and noCores are the empty lists of every job that holds none;
+// nothing writes to them.
+var (
+	noCards = []string{}
+	noCores = []int{}
+)
 
 func usageOf(run *units.Run) *Usage {
 	u, ok := run.Usage()
