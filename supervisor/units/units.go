@@ -40,7 +40,7 @@ type Manager interface {
 	StopUnitContext(ctx context.Context, name, mode string, ch chan<- string) (int, error)
 	KillUnitWithTarget(ctx context.Context, name string, target sd.Who, signal int32) error
 	ResetFailedUnitContext(ctx context.Context, name string) error
-	GetUnitTypePropertiesContext(ctx context.Context, unit, unitType string) (map[string]any, error)
+	GetUnitTypePropertyContext(ctx context.Context, unit, unitType, propertyName string) (*sd.Property, error)
 	ListUnitsByPatternsContext(ctx context.Context, states, patterns []string) ([]sd.UnitStatus, error)
 }
 
@@ -225,9 +225,7 @@ func (r *Runner) follow(ev Events) {
 				updates = nil
 				continue
 			}
-			_, state := u.Changed["ActiveState"]
-			_, sub := u.Changed["SubState"]
-			if !state && !sub {
+			if !mayHaveEnded(u.Changed) {
 				continue
 			}
 			r.mu.Lock()
@@ -246,6 +244,25 @@ func (r *Runner) follow(ev Events) {
 			return
 		}
 	}
+}
+
+// mayHaveEnded says whether a unit's changed properties may mean its run
+// has ended: it went inactive or failed, or its main process exited. A
+// unit starting (activating, then running) or on its way down
+// (deactivating) needs no look: systemd signals every unit's every step,
+// and a look is two calls to it.
+func mayHaveEnded(changed map[string]dbus.Variant) bool {
+	if v, ok := changed["ActiveState"]; ok {
+		if s, _ := v.Value().(string); s == "inactive" || s == "failed" {
+			return true
+		}
+	}
+	if v, ok := changed["SubState"]; ok {
+		if s, _ := v.Value().(string); s == "exited" || s == "failed" || s == "dead" {
+			return true
+		}
+	}
+	return false
 }
 
 func (r *Runner) checkAll() {
@@ -476,45 +493,60 @@ const (
 	cldDumped = 3
 )
 
-// state reads what berth needs of a unit. Its unit and service properties
-// come in two calls: the unit's are read again after the service's, and
-// the three taken only when the unit did not move in between, so that an
-// exit is never paired with a state from before it (an OOM kill would read
-// as a plain SIGKILL).
+// unitProps and serviceProps are what state reads of a unit, one property
+// a call: reading them all (GetAll) costs systemd and the daemon several
+// times more, the Service interface having some 250 (measured under
+// systemd 252: 1.6 ms for Service's all, 0.45 ms for these six).
+var (
+	unitProps    = []string{"LoadState", "ActiveState", "SubState"}
+	serviceProps = []string{"Result", "ExecMainExitTimestampMonotonic", "ExecMainCode", "ExecMainStatus", "ExecMainPID", "ControlGroup"}
+)
+
+// state reads what berth needs of a unit. The unit's state is read again
+// after the service's properties, and the lot taken only when the unit did
+// not move in between, so that an exit is never paired with a state from
+// before it (an OOM kill would read as a plain SIGKILL).
 func (r *Runner) state(name string) (unitState, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
 	defer cancel()
-	read := func(kind string) (map[string]any, error) {
-		p, err := r.m.GetUnitTypePropertiesContext(ctx, name, kind)
-		if err != nil {
-			return nil, fmt.Errorf("read unit %s: %w", name, err)
+	read := func(kind string, names []string) (map[string]any, error) {
+		out := make(map[string]any, len(names))
+		for _, n := range names {
+			p, err := r.m.GetUnitTypePropertyContext(ctx, name, kind, n)
+			if err != nil {
+				return nil, fmt.Errorf("read %s of unit %s: %w", n, name, err)
+			}
+			out[n] = p.Value.Value()
 		}
-		return p, nil
+		return out, nil
 	}
-	u, err := read("Unit")
+	u, err := read("Unit", unitProps)
 	if err != nil {
 		return unitState{}, err
 	}
+	st := unitState{}
+	load, _ := u["LoadState"].(string)
+	st.loaded = load == "loaded"
 	var s map[string]any
 	for range 5 {
-		if s, err = read("Service"); err != nil {
+		if !st.loaded {
+			break // gone: nothing more to read
+		}
+		if s, err = read("Service", serviceProps); err != nil {
 			return unitState{}, err
 		}
-		again, err := read("Unit")
+		again, err := read("Unit", unitProps[1:])
 		if err != nil {
 			return unitState{}, err
 		}
 		settled := again["ActiveState"] == u["ActiveState"] && again["SubState"] == u["SubState"]
-		u = again
+		u["ActiveState"], u["SubState"] = again["ActiveState"], again["SubState"]
 		if settled {
 			break
 		}
 	}
-	st := unitState{}
 	st.active, _ = u["ActiveState"].(string)
 	st.sub, _ = u["SubState"].(string)
-	load, _ := u["LoadState"].(string)
-	st.loaded = load == "loaded"
 	st.result, _ = s["Result"].(string)
 	st.cgroup, _ = s["ControlGroup"].(string)
 	if pid, ok := s["ExecMainPID"].(uint32); ok {

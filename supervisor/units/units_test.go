@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/godbus/dbus/v5"
+
 	"github.com/berthd/berth/supervisor/runner"
 	"github.com/berthd/berth/supervisor/units/unitstest"
 )
@@ -356,5 +358,31 @@ func TestUsageFromTheCgroup(t *testing.T) {
 	}
 	if _, ok := (&Run{cgroup: "/berth.slice/gone.service"}).Usage(); ok {
 		t.Errorf("a gone cgroup has a usage")
+	}
+}
+
+// TestMayHaveEnded: a unit is looked at only for the steps that can end
+// its run, not for each of its way up and down.
+func TestMayHaveEnded(t *testing.T) {
+	v := func(active, sub string) map[string]dbus.Variant {
+		m := map[string]dbus.Variant{}
+		if active != "" {
+			m["ActiveState"] = dbus.MakeVariant(active)
+		}
+		if sub != "" {
+			m["SubState"] = dbus.MakeVariant(sub)
+		}
+		return m
+	}
+	for _, tt := range []struct {
+		active, sub string
+		want        bool
+	}{
+		{"activating", "start", false}, {"active", "running", false}, {"deactivating", "stop-sigterm", false},
+		{"active", "exited", true}, {"failed", "failed", true}, {"inactive", "dead", true}, {"", "exited", true}, {"", "", false},
+	} {
+		if got := mayHaveEnded(v(tt.active, tt.sub)); got != tt.want {
+			t.Errorf("%s/%s: %v, want %v", tt.active, tt.sub, got, tt.want)
+		}
 	}
 }

@@ -117,6 +117,19 @@ func (f *Manager) ResetFailedUnitContext(_ context.Context, name string) error {
 	return nil
 }
 
+// GetUnitTypePropertyContext reads one property, as systemd answers it.
+func (f *Manager) GetUnitTypePropertyContext(ctx context.Context, name, unitType, property string) (*sd.Property, error) {
+	all, err := f.GetUnitTypePropertiesContext(ctx, name, unitType)
+	if err != nil {
+		return nil, err
+	}
+	v, ok := all[property]
+	if !ok {
+		return nil, errors.New("unknown property " + property)
+	}
+	return &sd.Property{Name: property, Value: dbus.MakeVariant(v)}, nil
+}
+
 func (f *Manager) GetUnitTypePropertiesContext(_ context.Context, name, unitType string) (map[string]any, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -125,13 +138,15 @@ func (f *Manager) GetUnitTypePropertiesContext(_ context.Context, name, unitType
 		if unitType == "Unit" {
 			return map[string]any{"LoadState": "not-found", "ActiveState": "inactive", "SubState": "dead"}, nil
 		}
-		return map[string]any{}, nil
+		// As systemd does for a unit it does not have: the defaults.
+		return map[string]any{"Result": "success", "ExecMainPID": uint32(0), "ExecMainCode": int32(0), "ExecMainStatus": int32(0),
+			"ExecMainExitTimestampMonotonic": uint64(0), "ControlGroup": ""}, nil
 	}
 	if unitType == "Unit" {
 		return map[string]any{"LoadState": "loaded", "ActiveState": u.active, "SubState": u.sub}, nil
 	}
 	return map[string]any{"Result": u.result, "ExecMainPID": u.pid, "ExecMainCode": u.code, "ExecMainStatus": u.status,
-		"ExecMainExitTimestampMonotonic": u.exitTS, "MemoryCurrent": uint64(42 << 20), "CPUUsageNSec": uint64(3e9)}, nil
+		"ExecMainExitTimestampMonotonic": u.exitTS, "ControlGroup": "", "MemoryCurrent": uint64(42 << 20), "CPUUsageNSec": uint64(3e9)}, nil
 }
 
 func (f *Manager) ListUnitsByPatternsContext(_ context.Context, states, patterns []string) ([]sd.UnitStatus, error) {
@@ -157,8 +172,11 @@ func (f *Manager) End(name, result string, code, status int32) {
 	if result != "success" {
 		u.active, u.sub = "failed", "failed"
 	}
+	active, sub := u.active, u.sub
 	f.mu.Unlock()
-	f.updates <- &sd.PropertiesUpdate{UnitName: name, Changed: map[string]dbus.Variant{"ActiveState": dbus.MakeVariant(u.active)}}
+	// As systemd does: a unit's state change carries both.
+	f.updates <- &sd.PropertiesUpdate{UnitName: name, Changed: map[string]dbus.Variant{
+		"ActiveState": dbus.MakeVariant(active), "SubState": dbus.MakeVariant(sub)}}
 }
 
 func (f *Manager) Props(name string) map[string]any {
@@ -186,7 +204,8 @@ func (f *Manager) StopOutside(name string) {
 	f.mu.Lock()
 	delete(f.units, name)
 	f.mu.Unlock()
-	f.updates <- &sd.PropertiesUpdate{UnitName: name, Changed: map[string]dbus.Variant{"ActiveState": dbus.MakeVariant("inactive")}}
+	f.updates <- &sd.PropertiesUpdate{UnitName: name, Changed: map[string]dbus.Variant{
+		"ActiveState": dbus.MakeVariant("inactive"), "SubState": dbus.MakeVariant("dead")}}
 }
 
 // HoldStarts holds every later start job, the unit inactive meanwhile,
