@@ -248,8 +248,12 @@ func (s *Store) commitOnce(ops []*operation, hook func(*bbolt.Tx) error, tell bo
 	for len(ops) > 0 {
 		failed := -1
 		var opErr error
+		later := superseded(ops)
 		err := s.db.Update(func(tx *bbolt.Tx) error {
 			for i, op := range ops {
+				if later != nil && later[i] {
+					continue
+				}
 				if err := op.apply(tx); err != nil {
 					failed, opErr = i, err
 					return err
@@ -279,6 +283,32 @@ func (s *Store) commitOnce(ops []*operation, hook func(*bbolt.Tx) error, tell bo
 		return ops, err
 	}
 	return nil, nil
+}
+
+// superseded marks the keyed writes that a later one of the same key
+// overwrites in the same transaction (a job's record put again, a run's end
+// or pid set again): only the last of each is applied, and the ones before
+// it share its outcome. A job's passing states (waiting, starting, running)
+// and its resting one often meet in one commit; applying each would read
+// and write the same page of the jobs bucket once per state.
+func superseded(ops []*operation) []bool {
+	var out []bool
+	seen := make(map[string]bool, len(ops))
+	for i := len(ops) - 1; i >= 0; i-- {
+		k := ops[i].key
+		if k == "" {
+			continue
+		}
+		if seen[k] {
+			if out == nil {
+				out = make([]bool, len(ops))
+			}
+			out[i] = true
+			continue
+		}
+		seen[k] = true
+	}
+	return out
 }
 
 // keep sets aside the keyed writes of a group whose commit failed, the last

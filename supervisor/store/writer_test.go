@@ -230,3 +230,34 @@ func benchEndRun(b *testing.B, parallel bool) {
 func BenchmarkEndRunSerial(b *testing.B) { benchEndRun(b, false) }
 
 func BenchmarkEndRunParallel(b *testing.B) { benchEndRun(b, true) }
+
+// TestSupersededWrites: writes of one record that meet in a transaction
+// are all answered, and the last one is what is written.
+func TestSupersededWrites(t *testing.T) {
+	s, _ := openTest(t, Options{})
+	r := begin(t, s, "a", t0)
+	entered, release := hold(s, nil)
+	defer release()
+	errs := make(chan error, 4)
+	go func() { errs <- s.PutJob(JobRecord{Name: "other"}) }()
+	waitFor(t, entered, "the writer to hold its transaction")
+	queued := whenQueued(s, 4)
+	later := s.Later(func(err error) { errs <- err })
+	later.PutJob(JobRecord{Name: "a", State: StateWaiting})
+	later.PutJob(JobRecord{Name: "a", State: StateRunning})
+	later.EndRun(r.ID, t0.Add(time.Minute), 3, "", ReasonFailed)
+	go func() { errs <- s.PutJob(JobRecord{Name: "a", State: StateFailed}) }()
+	waitFor(t, queued, "the four writes to queue behind the held one")
+	release()
+	for range 2 {
+		if err := waitFor(t, errs, "the waited writes"); err != nil {
+			t.Error(err)
+		}
+	}
+	if j, _, _ := s.Job("a"); j.State != StateFailed {
+		t.Errorf("a is %v, want the last write's failed", j.State)
+	}
+	if runs, _ := s.Runs("a", 1); len(runs) != 1 || runs[0].Reason != ReasonFailed || runs[0].ExitCode != 3 {
+		t.Errorf("a's run: %+v", runs)
+	}
+}
