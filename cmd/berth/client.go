@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"sync"
 	"syscall"
 	"time"
 
@@ -17,27 +18,59 @@ import (
 
 // client talks to the daemon over its control socket.
 type client struct {
-	socket string
-	http   *http.Client
+	// sockets are where it looks for the daemon, in order; socket is the
+	// one it talks to, the first that answered (or the last tried).
+	sockets []string
+	once    sync.Once
+	socket  string
+	http    *http.Client
 }
 
-func newClient(socket string) *client {
-	return &client{
-		socket: socket,
-		http: &http.Client{
-			Transport: &http.Transport{
-				DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-					var d net.Dialer
-					return d.DialContext(ctx, "unix", socket)
-				},
-				// Below the daemon's idle timeout (30 s), so that a request
-				// never goes out on a connection the daemon is closing.
-				IdleConnTimeout: 10 * time.Second,
+// newClient talks to the daemon on the first of sockets that answers, in
+// order: a person's own daemon before the system's.
+func newClient(sockets ...string) *client {
+	cl := &client{sockets: sockets, socket: sockets[len(sockets)-1]}
+	cl.http = &http.Client{
+		Transport: &http.Transport{
+			DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+				var d net.Dialer
+				var first net.Conn
+				cl.once.Do(func() { first = cl.pick(ctx) })
+				if first != nil {
+					return first, nil
+				}
+				return d.DialContext(ctx, "unix", cl.socket)
 			},
-			// A reload waits for the daemon to evaluate every changed file.
-			Timeout: 2 * time.Minute,
+			// Below the daemon's idle timeout (30 s), so that a request
+			// never goes out on a connection the daemon is closing.
+			IdleConnTimeout: 10 * time.Second,
 		},
+		// A reload waits for the daemon to evaluate every changed file.
+		Timeout: 2 * time.Minute,
 	}
+	return cl
+}
+
+// pick settles which socket the client talks to: the first that takes a
+// connection, which it returns for the first request; else the first that
+// refused this user (the daemon is there: say so), else the last.
+func (cl *client) pick(ctx context.Context) net.Conn {
+	var d net.Dialer
+	denied := ""
+	for _, s := range cl.sockets {
+		conn, err := d.DialContext(ctx, "unix", s)
+		if err == nil {
+			cl.socket = s
+			return conn
+		}
+		if errors.Is(err, syscall.EACCES) && denied == "" {
+			denied = s
+		}
+	}
+	if denied != "" {
+		cl.socket = denied
+	}
+	return nil
 }
 
 // noDaemonError is returned when nothing answers on the socket.
@@ -46,8 +79,8 @@ type deniedError struct{ socket string }
 func (e *deniedError) Error() string { return "permission denied on " + e.socket }
 
 type noDaemonError struct {
-	socket string
-	err    error
+	sockets []string // every socket tried
+	err     error
 }
 
 func (e *noDaemonError) Error() string { return e.err.Error() }
@@ -77,7 +110,7 @@ func (c *client) call(method, path string, query url.Values, out any) error {
 			return &deniedError{socket: c.socket}
 		}
 		if errors.As(err, &op) && op.Op == "dial" {
-			return &noDaemonError{socket: c.socket, err: err}
+			return &noDaemonError{sockets: c.sockets, err: err}
 		}
 		return err
 	}
@@ -124,7 +157,7 @@ func (c *cli) fail(err error) int {
 		fmt.Fprintln(c.stderr, msgSocketDenied(de.socket))
 		return exitFailed
 	case errors.As(err, &nd):
-		fmt.Fprintln(c.stderr, msgNoDaemon(nd.socket))
+		fmt.Fprintln(c.stderr, msgNoDaemon(nd.sockets...))
 		return exitNoDaemon
 	case errors.As(err, &ae):
 		// The daemon's sentence may quote a job file (a refused start

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -254,4 +255,59 @@ func TestDaemonSocketIsGuarded(t *testing.T) {
 		t.Errorf("second daemon on the same state: %v\n%s", err, out)
 	}
 	d.stop()
+}
+
+// TestClientFindsTheDaemon: with no socket named, the client talks to the
+// first daemon that answers, a person's own before the system's, and when
+// none does it names every place it looked. Flags may come before the
+// command.
+func TestClientFindsTheDaemon(t *testing.T) {
+	dir := t.TempDir()
+	none := filepath.Join(dir, "none.sock")
+	stale := filepath.Join(dir, "stale.sock") // a socket file nobody listens on
+	l, err := net.Listen("unix", stale)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.(*net.UnixListener).SetUnlinkOnClose(false)
+	l.Close()
+	d := newTestDaemon(t, map[string]string{"jobs.lua": service("svc", "")})
+	d.start(daemonOptions{})
+	d.waitState("svc", "running")
+
+	var s supervisor.Status
+	if err := newClient(none, stale, d.socket).get("/status", nil, &s); err != nil || len(s.Jobs) != 1 {
+		t.Fatalf("through the third socket: %v, %d jobs", err, len(s.Jobs))
+	}
+	c := &cli{stdout: io.Discard, stderr: io.Discard}
+	if code := c.fail(newClient(none, stale).get("/status", nil, &s)); code != exitNoDaemon {
+		t.Errorf("no daemon: exit %d", code)
+	}
+	var nd *noDaemonError
+	if err := newClient(none, stale).get("/status", nil, &s); !errors.As(err, &nd) || len(nd.sockets) != 2 {
+		t.Errorf("no daemon: %v, want both sockets named", err)
+	}
+	if msg := msgNoDaemon(none, stale); !strings.Contains(msg, none+" or "+stale) {
+		t.Errorf("the message does not name both: %s", msg)
+	}
+
+	// A global flag before the command.
+	out, errOut, code := berth(t, nil, "--socket", d.socket, "jobs")
+	if code != exitOK || !strings.Contains(out, "svc") {
+		t.Errorf("berth --socket S jobs: exit %d, %s%s", code, out, errOut)
+	}
+}
+
+func TestCommandFirst(t *testing.T) {
+	for _, tt := range []struct{ in, want []string }{
+		{[]string{"status"}, []string{"status"}},
+		{[]string{"--socket", "/x", "status", "--json"}, []string{"status", "--socket", "/x", "--json"}},
+		{[]string{"--json", "jobs"}, []string{"jobs", "--json"}},
+		{[]string{"--socket=/x", "show", "train"}, []string{"show", "--socket=/x", "train"}},
+		{[]string{"--nope"}, []string{"--nope"}},
+	} {
+		if got := commandFirst(tt.in); !slices.Equal(got, tt.want) {
+			t.Errorf("commandFirst(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
 }

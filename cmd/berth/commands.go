@@ -27,11 +27,23 @@ type clientFlags struct {
 
 func (c *cli) clientFlags(fs *flag.FlagSet, listing bool) *clientFlags {
 	f := &clientFlags{}
-	fs.StringVar(&f.socket, "socket", defaultSocket(c.env), "the daemon's control socket (env BERTH_SOCKET)")
+	fs.StringVar(&f.socket, "socket", "", "the daemon's control socket (env BERTH_SOCKET; default: your own daemon's if one answers, else the system's, "+systemSocket+")")
 	if listing {
 		fs.BoolVar(&f.json, "json", false, "print JSON instead of text")
 	}
 	return f
+}
+
+// client is the client of the daemon these flags name.
+func (c *cli) client(f *clientFlags) *client { return newClient(c.sockets(f.socket)...) }
+
+// sockets are where a client looks for the daemon: --socket, else
+// BERTH_SOCKET, else the person's own daemon then the system's.
+func (c *cli) sockets(flagValue string) []string {
+	if flagValue != "" {
+		return []string{flagValue}
+	}
+	return clientSockets(c.env)
 }
 
 // render are the options for text output on this terminal.
@@ -80,7 +92,7 @@ func listing[T any](name string, path func(args []string) string, render func(io
 			return code
 		}
 		var v T
-		if err := newClient(f.socket).get(path(rest), nil, &v); err != nil {
+		if err := c.client(f).get(path(rest), nil, &v); err != nil {
 			return c.fail(err)
 		}
 		if f.json {
@@ -125,7 +137,7 @@ func runHistory(c *cli, args []string) int {
 		q.Set("job", rest[0])
 	}
 	var runs []supervisor.RunView
-	if err := newClient(f.socket).get("/history", q, &runs); err != nil {
+	if err := c.client(f).get("/history", q, &runs); err != nil {
 		return c.fail(err)
 	}
 	if f.json {
@@ -145,7 +157,7 @@ func control(verb string) func(c *cli, args []string) int {
 		if done {
 			return code
 		}
-		if err := newClient(f.socket).post("/jobs/"+url.PathEscape(rest[0])+"/"+verb, nil); err != nil {
+		if err := c.client(f).post("/jobs/"+url.PathEscape(rest[0])+"/"+verb, nil); err != nil {
 			return c.fail(err)
 		}
 		fmt.Fprintf(c.stdout, "%s: %s requested (berth status shows it)\n", rest[0], verb)
@@ -169,7 +181,7 @@ func stopAll(c *cli, args []string) int {
 		fmt.Fprintln(c.stderr, msgUnexpectedArgs("stop --all", rest))
 		return exitUsage
 	}
-	cl := newClient(f.socket)
+	cl := c.client(f)
 	var jobs []supervisor.JobStatus
 	if err := cl.get("/jobs", nil, &jobs); err != nil {
 		return c.fail(err)
@@ -196,7 +208,7 @@ func runReload(c *cli, args []string) int {
 		return code
 	}
 	var res supervisor.ReloadResult
-	if err := newClient(f.socket).post("/reload", &res); err != nil {
+	if err := c.client(f).post("/reload", &res); err != nil {
 		return c.fail(err)
 	}
 	if f.json {
@@ -227,7 +239,7 @@ func runLogs(c *cli, args []string) int {
 		fmt.Fprintln(c.stderr, msgWantArgs("logs", "JOB"))
 		return exitUsage
 	}
-	cl := newClient(f.socket)
+	cl := c.client(f)
 	var d supervisor.JobDetail
 	if err := cl.get("/jobs/"+url.PathEscape(rest[0]), nil, &d); err != nil {
 		return c.fail(err)

@@ -94,7 +94,7 @@ func runMachine(c *cli, args []string) int {
 	var m machineFlags
 	m.register(fs)
 	asJSON := fs.Bool("json", false, "print the inventory as JSON")
-	socket := fs.String("socket", defaultSocket(c.env), "the daemon's control socket, asked who holds what (env BERTH_SOCKET)")
+	socket := fs.String("socket", "", "the daemon's control socket, asked who holds what (env BERTH_SOCKET; default: your own daemon's, else the system's)")
 	rest, code, done := c.parse(fs, args)
 	if done {
 		return code
@@ -112,7 +112,7 @@ func runMachine(c *cli, args []string) int {
 	// inventory is the whole answer.
 	var held *supervisor.Status
 	var s supervisor.Status
-	if err := newClient(*socket).get("/status", nil, &s); err == nil {
+	if err := newClient(c.sockets(*socket)...).get("/status", nil, &s); err == nil {
 		held = &s
 	}
 	if *asJSON {

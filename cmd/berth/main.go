@@ -124,12 +124,29 @@ func (c *cli) main(args []string) int {
 		// Hidden: the daemon's and berth check's evaluating child.
 		return runEval(c, args[1:])
 	}
+	args = commandFirst(args)
 	cmd := lookup(args[0])
 	if cmd == nil {
 		fmt.Fprintln(c.stderr, msgUnknownCommand(args[0], commandNames()))
 		return exitUsage
 	}
 	return cmd.run(c, args[1:])
+}
+
+// commandFirst moves flags given before the command after it: `berth
+// --socket /x status` is `berth status --socket /x`, as a command's flags
+// are read wherever they are. The command is the first argument that names
+// one; with none, the arguments are left as they are.
+func commandFirst(args []string) []string {
+	if len(args) == 0 || !strings.HasPrefix(args[0], "-") {
+		return args
+	}
+	for i, a := range args {
+		if lookup(a) != nil {
+			return append(append([]string{a}, args[:i]...), args[i+1:]...)
+		}
+	}
+	return args
 }
 
 func lookup(name string) *command {

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 
@@ -170,6 +171,14 @@ func TestDefaultPaths(t *testing.T) {
 			}
 			if got := defaultSocket(tt.e); got != tt.socket {
 				t.Errorf("socket %q, want %q", got, tt.socket)
+			}
+			// A client tries the person's own daemon, then the system's.
+			want := []string{tt.socket, systemSocket}
+			if tt.socket == systemSocket || tt.e.get("BERTH_SOCKET") != "" {
+				want = want[:1]
+			}
+			if got := clientSockets(tt.e); !slices.Equal(got, want) {
+				t.Errorf("client sockets %q, want %q", got, want)
 			}
 		})
 	}

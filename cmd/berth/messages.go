@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/berthd/berth/luaapi"
 	"github.com/berthd/berth/supervisor"
@@ -116,8 +117,12 @@ func msgNotState(e *store.NotStateError) string {
 		e.Path, aside)
 }
 
-func msgNoDaemon(socket string) string {
-	return fmt.Sprintf("berth: no daemon answers on %s; start one with systemctl start berth, or berth daemon (give --socket PATH or set BERTH_SOCKET if it listens elsewhere)", socket)
+func msgNoDaemon(sockets ...string) string {
+	where := sockets[len(sockets)-1]
+	if len(sockets) > 1 {
+		where = strings.Join(sockets[:len(sockets)-1], ", ") + " or " + where
+	}
+	return fmt.Sprintf("berth: no daemon answers on %s; start one with systemctl start berth, or berth daemon (give --socket PATH or set BERTH_SOCKET if it listens elsewhere)", where)
 }
 
 func msgSocketDenied(socket string) string {

@@ -59,12 +59,30 @@ func defaultStateDir(e env) string {
 	return filepath.Join(e.home, ".local", "state", "berth")
 }
 
+// systemSocket is the system daemon's control socket.
+const systemSocket = "/run/berth/berth.sock"
+
+// clientSockets are the sockets a client tries, in order, when neither
+// --socket nor BERTH_SOCKET names one: the person's own daemon, then the
+// system's (DESIGN.md). Root has only the system's.
+func clientSockets(e env) []string {
+	if v := e.get("BERTH_SOCKET"); v != "" {
+		return []string{v}
+	}
+	if e.uid == 0 {
+		return []string{systemSocket}
+	}
+	return []string{defaultSocket(e), systemSocket}
+}
+
+// defaultSocket is where a daemon listens by default: the system's socket
+// for root, else the person's own.
 func defaultSocket(e env) string {
 	if v := e.get("BERTH_SOCKET"); v != "" {
 		return v
 	}
 	if e.uid == 0 {
-		return "/run/berth/berth.sock"
+		return systemSocket
 	}
 	if v := e.get("XDG_RUNTIME_DIR"); v != "" {
 		return filepath.Join(v, "berth.sock")
