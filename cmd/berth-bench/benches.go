@@ -82,6 +82,7 @@ func runThroughput(b *bencher, dir string) ([]sample, error) {
 		{"throughput/berth", doneAt.Sub(d.started).Seconds()},
 		{"throughput/ready-to-done", doneAt.Sub(ready).Seconds()},
 		{"throughput/daemon-cpu", float64(st1.utime+st1.stime-st0.utime-st0.stime) / clockTicks() * 1000 / jobsPerRun},
+		{"throughput/daemon-sys", float64(st1.stime-st0.stime) / clockTicks() * 1000 / jobsPerRun},
 		{"throughput/status-call", ms(call)},
 	}
 	// A berth older than the figure does not log it: left out.
