@@ -29,6 +29,9 @@ type Book struct {
 	freeRAM   int64
 	grants    map[uint64]Grant
 	nextID    uint64
+	// byOwner is what each owner's grants hold together; "" is the
+	// administrators' jobs. An owner holding nothing has no entry.
+	byOwner map[string]Resources
 }
 
 // NewBook opens the books for a machine of the given capacity. onRelease, if
@@ -44,6 +47,7 @@ func NewBook(c Capacity, onRelease func()) *Book {
 		freeGPUs:  c.GPUs,
 		freeRAM:   c.RAMBytes,
 		grants:    make(map[uint64]Grant),
+		byOwner:   make(map[string]Resources),
 	}
 	for i := range b.cpuFree {
 		b.cpuFree[i] = true
@@ -83,6 +87,7 @@ func (b *Book) takeKeeping(req Request, now time.Time, keep Resources) (Grant, b
 		ID:       b.nextID,
 		Machine:  b.capacity.Name,
 		Holder:   req.Holder,
+		Owner:    req.Owner,
 		RAMBytes: req.RAMBytes,
 	}
 	if req.Limit > 0 {
@@ -111,16 +116,30 @@ func (b *Book) takeKeeping(req Request, now time.Time, keep Resources) (Grant, b
 	if b.capacity.RAMKnown {
 		b.freeRAM -= req.RAMBytes
 	}
-	b.grants[g.ID] = g
+	b.hold(g)
 	return g, true
 }
 
+// hold records g as outstanding. The caller holds b.mu.
+func (b *Book) hold(g Grant) {
+	b.grants[g.ID] = g
+	b.byOwner[g.Owner] = b.byOwner[g.Owner].plus(g.Resources())
+}
+
+// Held is what owner's grants hold on this machine now.
+func (b *Book) Held(owner string) Resources {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.byOwner[owner]
+}
+
 // Restore takes back exactly what a run that outlived a previous daemon
-// holds: those cores, those cards and that memory, for holder, ending by
-// until (zero when unbounded). It is for the daemon's start, before
-// anything is placed; a part that is not free or not on this machine (its
-// capacity was changed meanwhile) fails the whole call and takes nothing.
-func (b *Book) Restore(holder string, cpuIDs, gpus []int, ramBytes int64, until time.Time) (Grant, error) {
+// holds: those cores, those cards and that memory, for holder (of owner),
+// ending by until (zero when unbounded). It is for the daemon's start,
+// before anything is placed; a part that is not free or not on this
+// machine (its capacity was changed meanwhile) fails the whole call and
+// takes nothing.
+func (b *Book) Restore(holder, owner string, cpuIDs, gpus []int, ramBytes int64, until time.Time) (Grant, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	want := make(map[int]bool, len(cpuIDs))
@@ -151,7 +170,7 @@ func (b *Book) Restore(holder string, cpuIDs, gpus []int, ramBytes int64, until 
 		return Grant{}, fmt.Errorf("restore %s's grant: %s of memory asked, %s free", holder, FormatSize(ramBytes), FormatSize(b.freeRAM))
 	}
 	b.nextID++
-	g := Grant{ID: b.nextID, Machine: b.capacity.Name, Holder: holder, RAMBytes: ramBytes, Until: until}
+	g := Grant{ID: b.nextID, Machine: b.capacity.Name, Holder: holder, Owner: owner, RAMBytes: ramBytes, Until: until}
 	for _, i := range slots {
 		b.cpuFree[i] = false
 		g.CPUIDs = append(g.CPUIDs, b.capacity.CPUIDs[i])
@@ -165,7 +184,7 @@ func (b *Book) Restore(holder string, cpuIDs, gpus []int, ramBytes int64, until 
 	if b.capacity.RAMKnown {
 		b.freeRAM -= ramBytes
 	}
-	b.grants[g.ID] = g
+	b.hold(g)
 	return g, nil
 }
 
@@ -179,6 +198,15 @@ func (b *Book) Give(g Grant) error {
 		return ErrUnknownGrant
 	}
 	delete(b.grants, g.ID)
+	left := b.byOwner[held.Owner]
+	left.CPUs -= len(held.CPUIDs)
+	left.GPUs -= len(held.GPUs)
+	left.RAMBytes -= held.RAMBytes
+	if left == (Resources{}) {
+		delete(b.byOwner, held.Owner)
+	} else {
+		b.byOwner[held.Owner] = left
+	}
 	cpu := 0
 	for i, id := range b.capacity.CPUIDs {
 		if cpu < len(held.CPUIDs) && held.CPUIDs[cpu] == id {

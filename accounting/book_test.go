@@ -275,7 +275,7 @@ func BenchmarkTakeGive(b *testing.B) {
 
 func TestRestoreTakesExactlyWhatARunHolds(t *testing.T) {
 	b := NewBook(Capacity{Name: "local", CPUIDs: []int{0, 2, 4, 6}, GPUs: 2, RAMBytes: 8 << 30, RAMKnown: true}, nil)
-	g, err := b.Restore("train", []int{6, 2}, []int{1}, 2<<30, time.Time{})
+	g, err := b.Restore("train", "alice", []int{6, 2}, []int{1}, 2<<30, time.Time{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -297,14 +297,14 @@ func TestRestoreTakesExactlyWhatARunHolds(t *testing.T) {
 		{nil, []int{1}, 0}, // held
 		{nil, nil, 1},      // no memory left
 	} {
-		if _, err := b.Restore("bad", bad.cpus, bad.gpus, bad.ram, time.Time{}); err == nil {
+		if _, err := b.Restore("bad", "", bad.cpus, bad.gpus, bad.ram, time.Time{}); err == nil {
 			t.Errorf("restore %+v succeeded", bad)
 		}
 	}
 	if err := b.Give(g); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.Restore("again", []int{2, 6}, []int{1}, 2<<30, time.Time{}); err != nil {
+	if _, err := b.Restore("again", "", []int{2, 6}, []int{1}, 2<<30, time.Time{}); err != nil {
 		t.Errorf("after Give: %v", err)
 	}
 }

@@ -3,6 +3,7 @@ package accounting
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 )
 
@@ -83,12 +84,20 @@ func (e *DurationError) Error() string {
 // UnplaceableError is returned by the Placer, at once, when a request could
 // not be granted by any machine even if all of them were idle. Largest is the
 // machine that came closest.
+//
+// Quota, when set, is why instead: the request asks more than the quota of
+// its owner allows at all, on a machine that could grant it.
 type UnplaceableError struct {
 	Asked   Resources
 	Largest Capacity
+	Owner   string
+	Quota   *Quota
 }
 
 func (e *UnplaceableError) Error() string {
+	if e.Quota != nil {
+		return e.quotaError()
+	}
 	type part struct{ asked, has, hasBare string }
 	var short []part
 	if e.Asked.CPUs > e.Largest.CPUs() {
@@ -113,6 +122,23 @@ func (e *UnplaceableError) Error() string {
 		asked[i], has[i] = p.asked, p.has
 	}
 	return fmt.Sprintf("asks for %s; this machine has %s", andList(asked), andList(has))
+}
+
+// quotaError says what of a request is past its owner's quota: "asks for
+// 4 GPUs; alice's quota allows 2".
+func (e *UnplaceableError) quotaError() string {
+	q := *e.Quota
+	var asked, allows []string
+	if q.CPUs >= 0 && e.Asked.CPUs > q.CPUs {
+		asked, allows = append(asked, Count(e.Asked.CPUs, "core")), append(allows, strconv.Itoa(q.CPUs))
+	}
+	if q.GPUs >= 0 && e.Asked.GPUs > q.GPUs {
+		asked, allows = append(asked, Count(e.Asked.GPUs, "GPU")), append(allows, strconv.Itoa(q.GPUs))
+	}
+	if q.RAMBytes >= 0 && e.Asked.RAMBytes > q.RAMBytes {
+		asked, allows = append(asked, FormatSize(e.Asked.RAMBytes)+" of memory"), append(allows, FormatSize(q.RAMBytes))
+	}
+	return fmt.Sprintf("asks for %s; %s's quota allows %s", andList(asked), e.Owner, andList(allows))
 }
 
 // andList writes "a", "a and b", "a, b and c".

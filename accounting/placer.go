@@ -17,7 +17,14 @@ type Clock func() time.Time
 //   - A request that no machine could grant even when idle fails at once with
 //     an *UnplaceableError: a silent wait for a card that does not exist is
 //     the failure this package exists to prevent.
-//   - Waiters are ordered by priority (higher first), then by arrival.
+//   - Waiters are ordered by priority (higher first), then by arrival. A
+//     person's jobs (Request.Owner) are at priority 0 among everyone's, and
+//     their own priorities order them among themselves; between the jobs of
+//     different owners at equal priority, the owner holding least (cards,
+//     then cores, then memory) goes first: fair share.
+//   - An owner's quota bounds what their jobs hold together: a job that would
+//     take its owner past it waits, and holds nothing back for itself; one
+//     larger than the quota fails at once, as one larger than any machine.
 //   - The head of the queue holds back, on the machine where it can start
 //     soonest, the free part of what it asked for. Everyone behind it may only
 //     use what remains, so a stream of 1-card jobs cannot starve a 4-card one.
@@ -43,11 +50,85 @@ type Placer struct {
 	seq    uint64
 	count  int
 	head   headPlan // what the last decision worked out for the head
+	// quotas bound each owner's jobs; others have fallback. The
+	// administrators' jobs (owner "") have none.
+	quotas   map[string]Quota
+	fallback Quota
+	// held is what each owner holds over every book, as a decision sees
+	// it: taken at its start, kept up by its own grants.
+	held map[string]Resources
 }
 
 // NewPlacer returns a Placer with no machines; add them with AddMachine.
 func NewPlacer(clock Clock) *Placer {
-	return &Placer{now: clock, shapes: make(map[shape]*shapeQueue)}
+	p := &Placer{now: clock, shapes: make(map[shape]*shapeQueue), fallback: NoQuota, held: map[string]Resources{}}
+	p.queue.p = p
+	return p
+}
+
+// SetQuotas sets the quota of each owner named, and the one of every other
+// owner (NoQuota for none), then lets the queue move: a quota raised may
+// let waiters start. A waiter that a quota lowered past what it asks is
+// not failed here: it waits, and its owner's caller submits it again to
+// learn that it is unplaceable.
+func (p *Placer) SetQuotas(byOwner map[string]Quota, fallback Quota) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.quotas, p.fallback = byOwner, fallback
+	p.dispatch()
+}
+
+// quotaOf is owner's quota. The caller holds p.mu.
+func (p *Placer) quotaOf(owner string) Quota {
+	if owner == "" {
+		return NoQuota
+	}
+	if q, ok := p.quotas[owner]; ok {
+		return q
+	}
+	return p.fallback
+}
+
+// QuotaOf is owner's quota.
+func (p *Placer) QuotaOf(owner string) Quota {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.quotaOf(owner)
+}
+
+// QuotaWait says, for a request that would take its owner past their quota
+// now, what the owner holds and the quota; false when the quota allows it.
+func (p *Placer) QuotaWait(req Request) (QuotaWait, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	q := p.quotaOf(req.Owner)
+	held := p.heldOver(req.Owner)
+	if q.allows(held, req.Resources) {
+		return QuotaWait{}, false
+	}
+	return QuotaWait{Owner: req.Owner, Held: held, Quota: q}, true
+}
+
+// heldOver is what owner holds over every book. The caller holds p.mu.
+func (p *Placer) heldOver(owner string) Resources {
+	var r Resources
+	for _, b := range p.books {
+		r = r.plus(b.Held(owner))
+	}
+	return r
+}
+
+// refreshHeld takes what every owner holds, for a decision. The caller
+// holds p.mu.
+func (p *Placer) refreshHeld() {
+	clear(p.held)
+	for _, b := range p.books {
+		b.mu.Lock()
+		for owner, r := range b.byOwner {
+			p.held[owner] = p.held[owner].plus(r)
+		}
+		b.mu.Unlock()
+	}
 }
 
 // AddMachine opens a Book for a machine and offers it to the waiters at once.
@@ -125,6 +206,9 @@ func (p *Placer) Submit(req Request, granted func(*Book, Grant)) (*Ticket, error
 	if err := p.placeable(req.Resources); err != nil {
 		return nil, err
 	}
+	if q := p.quotaOf(req.Owner); !q.within(req.Resources) {
+		return nil, &UnplaceableError{Asked: req.Resources, Largest: p.largest(), Owner: req.Owner, Quota: &q}
+	}
 	return &Ticket{p: p, w: p.enqueue(req, granted)}, nil
 }
 
@@ -152,16 +236,24 @@ func (t *Ticket) Cancel() bool {
 // placeable returns an *UnplaceableError when no machine could ever grant r.
 // The caller holds p.mu.
 func (p *Placer) placeable(r Resources) error {
-	var largest Capacity
-	for i, b := range p.books {
+	for _, b := range p.books {
 		if b.Fits(r) {
 			return nil
 		}
+	}
+	return &UnplaceableError{Asked: r, Largest: p.largest()}
+}
+
+// largest is the machine that comes closest to any request. The caller
+// holds p.mu.
+func (p *Placer) largest() Capacity {
+	var largest Capacity
+	for i, b := range p.books {
 		if i == 0 || larger(b.capacity, largest) {
 			largest = b.capacity
 		}
 	}
-	return &UnplaceableError{Asked: r, Largest: largest}
+	return largest
 }
 
 // larger orders machines for messages: cards first, then cores, then memory.
@@ -202,8 +294,9 @@ func (p *Placer) Waiting() []Waiter {
 	for _, q := range p.shapes {
 		all = append(all, q.waiters...)
 	}
+	p.refreshHeld()
 	slices.SortFunc(all, func(a, b *waiter) int {
-		if a.before(b) {
+		if p.before(a, b) {
 			return -1
 		}
 		return 1
@@ -227,10 +320,13 @@ func (p *Placer) Waiting() []Waiter {
 func (p *Placer) Head() (Waiter, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if len(p.queue) == 0 {
-		return Waiter{}, false
+	w := p.head.w
+	if w == nil {
+		if p.queue.Len() == 0 {
+			return Waiter{}, false
+		}
+		w = p.queue.qs[0].waiters[0]
 	}
-	w := p.queue[0].waiters[0]
 	out := Waiter{Request: w.req, Since: w.since}
 	if w == p.head.w {
 		out.Machine = p.head.book.capacity.Name
@@ -241,10 +337,13 @@ func (p *Placer) Head() (Waiter, bool) {
 	return out, true
 }
 
-// shape is what makes two requests interchangeable to the Placer.
+// shape is what makes two requests interchangeable to the Placer: the
+// same resources and limit, and the same owner (whose quota and share are
+// one for all their waiters).
 type shape struct {
 	Resources
 	Limit time.Duration
+	Owner string
 }
 
 type waiter struct {
@@ -262,12 +361,61 @@ type waiter struct {
 	index int // in q.waiters
 }
 
-// before orders waiters: higher priority first, then earlier arrival.
+// before orders the waiters of one owner: higher priority first, then
+// earlier arrival.
 func (w *waiter) before(o *waiter) bool {
 	if w.req.Priority != o.req.Priority {
 		return w.req.Priority > o.req.Priority
 	}
 	return w.seq < o.seq
+}
+
+// globalPriority is w's priority among everyone's: an administrator's job
+// has its own, a person's job 0.
+func (w *waiter) globalPriority() int {
+	if w.req.Owner != "" {
+		return 0
+	}
+	return w.req.Priority
+}
+
+// before orders any two waiters: by priority among everyone's, then (of
+// two owners) the one holding least first, then as their owner orders them
+// (of one owner), then by arrival. The caller holds p.mu, with p.held up
+// to date.
+func (p *Placer) before(a, b *waiter) bool {
+	if ga, gb := a.globalPriority(), b.globalPriority(); ga != gb {
+		return ga > gb
+	}
+	if a.req.Owner != b.req.Owner {
+		if c := compareHeld(p.held[a.req.Owner], p.held[b.req.Owner]); c != 0 {
+			return c < 0
+		}
+		return a.seq < b.seq
+	}
+	return a.before(b)
+}
+
+// compareHeld orders holdings for fair share: fewer cards, then fewer
+// cores, then less memory.
+func compareHeld(a, b Resources) int {
+	switch {
+	case a.GPUs != b.GPUs:
+		return a.GPUs - b.GPUs
+	case a.CPUs != b.CPUs:
+		return a.CPUs - b.CPUs
+	case a.RAMBytes < b.RAMBytes:
+		return -1
+	case a.RAMBytes > b.RAMBytes:
+		return 1
+	}
+	return 0
+}
+
+// quotaAllows says whether w's owner may take what it asks now. The
+// caller holds p.mu, with p.held up to date.
+func (p *Placer) quotaAllows(w *waiter) bool {
+	return p.quotaOf(w.req.Owner).allows(p.held[w.req.Owner], w.req.Resources)
 }
 
 // headPlan is the head's reservation as the last decision made it.
@@ -283,7 +431,7 @@ type headPlan struct {
 func (p *Placer) enqueue(req Request, granted func(*Book, Grant)) *waiter {
 	p.seq++
 	w := &waiter{req: req, seq: p.seq, since: p.now(), granted: granted}
-	key := shape{Resources: req.Resources, Limit: req.Limit}
+	key := shape{Resources: req.Resources, Limit: req.Limit, Owner: req.Owner}
 	q := p.shapes[key]
 	if q == nil {
 		q = &shapeQueue{key: key, index: -1}
@@ -291,6 +439,7 @@ func (p *Placer) enqueue(req Request, granted func(*Book, Grant)) *waiter {
 	}
 	w.q = q
 	heap.Push((*waiterHeap)(&q.waiters), w)
+	p.refreshHeld()
 	if q.index < 0 {
 		heap.Push(&p.queue, q)
 	} else {
@@ -328,6 +477,11 @@ func (p *Placer) deliver(w *waiter, b *Book, g Grant) {
 	if w.granted != nil {
 		w.granted(b, g)
 	}
+	if w.req.Owner != "" || len(p.held) > 1 {
+		// What the owner holds orders the owners' queues: they move.
+		p.held[w.req.Owner] = p.held[w.req.Owner].plus(g.Resources())
+		heap.Init(&p.queue)
+	}
 }
 
 // dispatch starts whoever can start now, in order. The caller holds p.mu.
@@ -336,9 +490,23 @@ func (p *Placer) dispatch() {
 	if len(p.books) == 0 {
 		return
 	}
+	p.refreshHeld()
+	heap.Init(&p.queue)
 	now := p.now()
-	for len(p.queue) > 0 {
-		head := p.queue[0].waiters[0]
+	// Owners at their quota wait without holding anything back: the head
+	// is the first waiter that may start once there is room.
+	var blocked []*shapeQueue
+	defer func() {
+		for _, q := range blocked {
+			heap.Push(&p.queue, q)
+		}
+	}()
+	for p.queue.Len() > 0 {
+		head := p.queue.qs[0].waiters[0]
+		if !p.quotaAllows(head) {
+			blocked = append(blocked, heap.Pop(&p.queue).(*shapeQueue))
+			continue
+		}
 		if !p.grantAround(head, now, headPlan{}) {
 			p.planAround(head, now)
 			return
@@ -363,12 +531,12 @@ func (p *Placer) planAround(head *waiter, now time.Time) {
 	p.head = plan
 
 	// Shapes are set aside as soon as one of their waiters does not fit: the
-	// free resources only shrink during a pass. The head's own shape goes
-	// first: nothing of it fits anywhere now.
+	// free resources only shrink during a pass, and an owner's holdings only
+	// grow. The head's own shape goes first: nothing of it fits anywhere now.
 	aside := []*shapeQueue{heap.Pop(&p.queue).(*shapeQueue)}
-	for len(p.queue) > 0 {
-		q := p.queue[0]
-		if !p.grantAround(q.waiters[0], now, plan) {
+	for p.queue.Len() > 0 {
+		q := p.queue.qs[0]
+		if !p.quotaAllows(q.waiters[0]) || !p.grantAround(q.waiters[0], now, plan) {
 			aside = append(aside, heap.Pop(&p.queue).(*shapeQueue))
 		}
 	}
@@ -454,24 +622,29 @@ func (h *waiterHeap) Pop() any {
 	return w
 }
 
-type shapeHeap []*shapeQueue
+// shapeHeap orders the shape queues by their first waiters, as the Placer
+// orders waiters (Placer.before, which reads what owners hold).
+type shapeHeap struct {
+	qs []*shapeQueue
+	p  *Placer
+}
 
-func (h shapeHeap) Len() int           { return len(h) }
-func (h shapeHeap) Less(i, j int) bool { return h[i].waiters[0].before(h[j].waiters[0]) }
-func (h shapeHeap) Swap(i, j int) {
-	h[i], h[j] = h[j], h[i]
-	h[i].index, h[j].index = i, j
+func (h *shapeHeap) Len() int           { return len(h.qs) }
+func (h *shapeHeap) Less(i, j int) bool { return h.p.before(h.qs[i].waiters[0], h.qs[j].waiters[0]) }
+func (h *shapeHeap) Swap(i, j int) {
+	h.qs[i], h.qs[j] = h.qs[j], h.qs[i]
+	h.qs[i].index, h.qs[j].index = i, j
 }
 func (h *shapeHeap) Push(x any) {
 	q := x.(*shapeQueue)
-	q.index = len(*h)
-	*h = append(*h, q)
+	q.index = len(h.qs)
+	h.qs = append(h.qs, q)
 }
 func (h *shapeHeap) Pop() any {
-	old := *h
+	old := h.qs
 	q := old[len(old)-1]
 	old[len(old)-1] = nil
-	*h = old[:len(old)-1]
+	h.qs = old[:len(old)-1]
 	q.index = -1
 	return q
 }

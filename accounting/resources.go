@@ -63,8 +63,14 @@ func (c Capacity) holds(r Resources) bool {
 type Request struct {
 	// Holder names who the grant is for; snapshots show it against each card.
 	Holder string
+	// Owner is the person whose job it is, "" for a job the machine's
+	// administrators declared. Quotas bound an owner's jobs together, and
+	// among waiters of equal priority the owner holding least goes first.
+	Owner string
 	Resources
-	// Priority orders waiters: higher goes first.
+	// Priority orders waiters, higher first: an administrator's job among
+	// all, a person's job among that person's own (a person's jobs are all
+	// at 0 among everyone's).
 	Priority int
 	// Limit is the longest a run can keep its grant once started (its time
 	// limit plus the time it is given to stop), or zero when unbounded. Only
@@ -79,6 +85,7 @@ type Grant struct {
 	ID      uint64
 	Machine string
 	Holder  string
+	Owner   string
 	CPUIDs  []int
 	// GPUs are card indices into the machine's cards, lowest free first.
 	GPUs     []int

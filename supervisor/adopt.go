@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -133,7 +134,7 @@ func (d *Daemon) adopt(open []store.RunRecord) ([]store.RunRecord, error) {
 			continue
 		}
 		a := adoptedRun{rec: rec, run: run}
-		if g, err := d.book.Restore(rec.Job, rec.CPUIDs, d.cardIndices(rec.GPUs), rec.RAMBytes, time.Time{}); err == nil {
+		if g, err := d.book.Restore(rec.Job, ownerOf(rec.Job), rec.CPUIDs, d.cardIndices(rec.GPUs), rec.RAMBytes, time.Time{}); err == nil {
 			a.book, a.grant = d.book, g
 		} else {
 			d.log.Warn("a run taken back holds what the books cannot grant it again; it runs on, unaccounted", "job", rec.Job, "run", rec.ID, "error", err)
@@ -250,4 +251,14 @@ func (d *Daemon) stopAdopted(a adoptedRun) {
 			_ = a.book.Give(a.grant)
 		}
 	})
+}
+
+// ownerOf is the person a job belongs to, from its name (OWNER/NAME); ""
+// for a job the administrators declared.
+func ownerOf(name string) string {
+	owner, _, ok := strings.Cut(name, "/")
+	if !ok {
+		return ""
+	}
+	return owner
 }
