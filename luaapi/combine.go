@@ -29,6 +29,7 @@ func Combine(files []*File) *Set {
 	var crossErrors []*Error
 	flavorAt := make(map[string]Pos)
 	jobAt := make(map[string]Pos)
+	quotaAt := make(map[string]Pos)
 	var accepted []*File
 	for _, f := range sorted {
 		if len(f.Errors) > 0 {
@@ -47,6 +48,11 @@ func Combine(files []*File) *Set {
 				errs = append(errs, errDuplicateAcross(subject{pos: j.Pos, kind: "job", name: j.Name}, first))
 			}
 		}
+		for _, q := range f.Quotas {
+			if first, dup := quotaAt[q.Name]; dup {
+				errs = append(errs, errDuplicateAcross(subject{pos: q.Pos, kind: "quota", name: q.Name}, first))
+			}
+		}
 		if len(errs) > 0 {
 			set.Files = append(set.Files, &File{Path: f.Path, Hash: f.Hash, Errors: errs})
 			crossErrors = append(crossErrors, errs...)
@@ -57,6 +63,9 @@ func Combine(files []*File) *Set {
 		}
 		for _, j := range f.Jobs {
 			jobAt[j.Name] = j.Pos
+		}
+		for _, q := range f.Quotas {
+			quotaAt[q.Name] = q.Pos
 		}
 		set.Files = append(set.Files, f)
 		accepted = append(accepted, f)
@@ -93,5 +102,9 @@ func Combine(files []*File) *Set {
 		}
 	}
 	sort.Slice(set.Jobs, func(i, j int) bool { return set.Jobs[i].Name < set.Jobs[j].Name })
+	for _, f := range accepted {
+		set.Quotas = append(set.Quotas, f.Quotas...)
+	}
+	sort.Slice(set.Quotas, func(i, j int) bool { return set.Quotas[i].Name < set.Quotas[j].Name })
 	return set
 }

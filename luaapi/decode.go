@@ -23,6 +23,9 @@ var (
 	jobNameRE    = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]{0,63}$`)
 	flavorNameRE = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,63}$`)
 	envKeyRE     = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	// userNameRE is a user name as Debian's adduser takes it, the name
+	// of a quota.
+	userNameRE = regexp.MustCompile(`^[a-z_][a-z0-9_-]{0,31}$`)
 )
 
 // jobFields and flavorFields are in the order they are checked and listed.
@@ -33,6 +36,7 @@ var (
 		"priority", "on_change", "enabled", "description",
 	}
 	flavorFields  = []string{"cpus", "gpus", "ram"}
+	quotaFields   = []string{"cpus", "gpus", "ram"}
 	machineFields = []string{"cpus", "gpus", "ram", "hostname"}
 )
 
@@ -287,9 +291,38 @@ func decodeFlavor(s subject, tbl *lua.LTable) (Flavor, []*Error) {
 	return Flavor{Name: s.name, Pos: s.pos, Resources: r}, d.errs
 }
 
-func decodeJob(s subject, tbl *lua.LTable) (Job, []*Error) {
+// decodeQuota reads a quota: each of cpus, gpus and ram bounds what the
+// person's jobs hold together; one left out bounds nothing.
+func decodeQuota(s subject, tbl *lua.LTable) (Quota, []*Error) {
+	d := newDecoder(s, tbl, quotaFields)
+	q := Quota{Name: s.name, Pos: s.pos, Limits: accounting.NoQuota}
+	if n, ok := d.whole("cpus", 0, maxCPUs); ok {
+		q.Limits.CPUs = n
+	}
+	if n, ok := d.whole("gpus", 0, maxGPUs); ok {
+		q.Limits.GPUs = n
+	}
+	if n, ok := d.size("ram"); ok {
+		q.Limits.RAMBytes = n
+	}
+	return q, d.errs
+}
+
+// decodeJob reads a job; owner is the person whose file declares it, ""
+// for an administrator's.
+func decodeJob(s subject, tbl *lua.LTable, owner string) (Job, []*Error) {
 	d := newDecoder(s, tbl, jobFields)
 	j := newJob(s.name, s.pos)
+	if owner != "" {
+		// A person's job is theirs: named after them, run as them.
+		j.Name, j.Owner, j.User = owner+"/"+s.name, owner, owner
+		for _, f := range []string{"user", "group"} {
+			if _, set := d.get(f); set {
+				d.add(errOwnerRuns(s, f, owner))
+				delete(d.fields, f)
+			}
+		}
+	}
 
 	if cmd, ok := d.cmd(); ok {
 		j.Cmd = cmd

@@ -360,6 +360,25 @@ func errBadFlavorName(s subject) *Error {
 	return s.err(BadName, "", d)
 }
 
+func errBadQuotaName(s subject) *Error {
+	return s.err(BadName, "", `bad name: a quota is named after the user it bounds (a user name such as "alice": a-z, 0-9, "_" and "-", starting with a letter or "_"), or "*" for everyone not named`)
+}
+
+// errNotAdmin refuses a flavor or a quota in a person's file.
+func errNotAdmin(s subject, owner string) *Error {
+	d := fmt.Sprintf("%ss are the machine's, declared by its administrators in the jobs directory; a file of %s's may declare only jobs", s.kind, owner)
+	if s.kind == "flavor" {
+		d += " (berth flavors lists the flavors in force, which a job of yours may use)"
+	}
+	return s.err(BadForm, "", d)
+}
+
+// errOwnerRuns refuses user or group in a person's job.
+func errOwnerRuns(s subject, field, owner string) *Error {
+	return s.err(Conflict, field, fmt.Sprintf(
+		"field %s: a job in %s's own directory runs as %s, with %s's groups; leave user and group out", quote(field), owner, owner, owner))
+}
+
 func errDuplicateInFile(s subject, firstLine int) *Error {
 	return s.err(Duplicate, "", fmt.Sprintf(
 		"declared twice in this file (first at line %d); %s names are global, so give each %s its own name",

@@ -102,6 +102,7 @@ func Eval(path string, src []byte, opts Options) *File {
 		src:        src,
 		seed:       sum,
 		machine:    opts.Machine,
+		owner:      opts.Owner,
 		hold:       opts.hold,
 		logger:     logger,
 		budget:     budget,
@@ -147,7 +148,7 @@ func Eval(path string, src []byte, opts Options) *File {
 				f.Errors = capErrors(path, out.errs)
 				return f
 			}
-			f.Flavors, f.Jobs = out.flavors, out.jobs
+			f.Flavors, f.Jobs, f.Quotas = out.flavors, out.jobs, out.quotas
 			return f
 		case <-tick.C:
 			switch {
@@ -252,6 +253,7 @@ type outcome struct {
 	errs    []*Error
 	flavors []Flavor
 	jobs    []Job
+	quotas  []Quota
 }
 
 // evaluator is one file's evaluation. It is owned by the goroutine that
@@ -261,6 +263,7 @@ type evaluator struct {
 	src       []byte
 	seed      [32]byte
 	machine   Machine
+	owner     string // the person whose file it is; "" for an administrator's
 	logger    hclog.Logger
 	budget    time.Duration
 	heapLimit int64
@@ -276,6 +279,7 @@ type evaluator struct {
 	unrecorded map[string]*Error
 	flavors    []Flavor
 	jobs       []Job
+	quotas     []Quota
 	// seen maps kind and name to the line of the first declaration.
 	seen   map[string]int
 	decls  []*decl
@@ -346,7 +350,7 @@ func (ev *evaluator) run(ctx context.Context) (out outcome) {
 		})
 		return outcome{errs: ev.errs}
 	}
-	return outcome{flavors: ev.flavors, jobs: ev.jobs}
+	return outcome{flavors: ev.flavors, jobs: ev.jobs, quotas: ev.quotas}
 }
 
 func (ev *evaluator) syntaxError(err error) *Error {
@@ -472,7 +476,8 @@ func callerLine(L *lua.LState) int {
 	return 0
 }
 
-// decl is one `job "name"` or `flavor "name"` call, waiting for its table.
+// decl is one `job "name"`, `flavor "name"` or `quota "name"` call,
+// waiting for its table.
 type decl struct {
 	kind   string
 	name   string
@@ -512,16 +517,15 @@ func (ev *evaluator) declare(kind string) lua.LGFunction {
 
 func (ev *evaluator) checkName(d *decl) {
 	s := d.subject()
-	valid := jobNameRE.MatchString(d.name)
-	if d.kind == "flavor" {
-		valid = flavorNameRE.MatchString(d.name)
-	}
-	if !valid {
-		if d.kind == "flavor" {
-			ev.add(errBadFlavorName(s))
-		} else {
-			ev.add(errBadJobName(s))
-		}
+	switch {
+	case d.kind == "flavor" && !flavorNameRE.MatchString(d.name):
+		ev.add(errBadFlavorName(s))
+		return
+	case d.kind == "quota" && d.name != "*" && !userNameRE.MatchString(d.name):
+		ev.add(errBadQuotaName(s))
+		return
+	case d.kind == "job" && !jobNameRE.MatchString(d.name):
+		ev.add(errBadJobName(s))
 		return
 	}
 	key := d.kind + "\x00" + d.name
@@ -550,6 +554,11 @@ func (ev *evaluator) body(L *lua.LState, d *decl) {
 		return
 	}
 	before := len(ev.errs)
+	if ev.owner != "" && d.kind != "job" {
+		// Sizes and quotas are the machine's, for its administrators to say.
+		ev.add(errNotAdmin(s, ev.owner))
+		return
+	}
 	switch d.kind {
 	case "flavor":
 		fl, errs := decodeFlavor(s, tbl)
@@ -557,8 +566,14 @@ func (ev *evaluator) body(L *lua.LState, d *decl) {
 		if len(ev.errs) == before {
 			ev.flavors = append(ev.flavors, fl)
 		}
+	case "quota":
+		q, errs := decodeQuota(s, tbl)
+		ev.errs = append(ev.errs, errs...)
+		if len(ev.errs) == before {
+			ev.quotas = append(ev.quotas, q)
+		}
 	default:
-		j, errs := decodeJob(s, tbl)
+		j, errs := decodeJob(s, tbl, ev.owner)
 		ev.errs = append(ev.errs, errs...)
 		if len(ev.errs) == before {
 			ev.jobs = append(ev.jobs, j)

@@ -48,6 +48,22 @@ func FuzzEval(f *testing.F) {
 				t.Errorf("bad error %+v", e)
 			}
 		}
+		if len(file.Errors) > 0 && file.Quotas != nil {
+			t.Errorf("a rejected file has quotas")
+		}
+		// The same file as a person's: only jobs, all theirs.
+		owned := opts
+		owned.Owner = "alice"
+		if mine := Eval("fuzz.lua", src, owned); len(mine.Errors) == 0 {
+			if len(mine.Flavors) > 0 || len(mine.Quotas) > 0 {
+				t.Errorf("a person's file declared flavors or quotas")
+			}
+			for _, j := range mine.Jobs {
+				if j.Owner != "alice" || j.User != "alice" || j.Group != "" || !strings.HasPrefix(j.Name, "alice/") {
+					t.Errorf("a person's job %q: owner %q, user %q, group %q", j.Name, j.Owner, j.User, j.Group)
+				}
+			}
+		}
 		set := Combine([]*File{file})
 		for _, j := range set.Jobs {
 			if len(j.Cmd) == 0 || j.Dir == "" || j.ProcessFingerprint() == j.PolicyFingerprint() {

@@ -31,6 +31,11 @@ type Options struct {
 	Budget time.Duration
 	// Logger receives print() at info, with the key "file"; nil discards it.
 	Logger hclog.Logger
+	// Owner is the person whose directory the file is in; "" for a file of
+	// the administrators' (the jobs directory). A person's file declares
+	// that person's jobs, named OWNER/NAME and run as them; it may not set
+	// user or group, nor declare flavors or quotas.
+	Owner string
 
 	// Tests shrink these to make the guards fire quickly; zero means the
 	// defaults (grace, heapLimit).
@@ -49,6 +54,14 @@ const DefaultBudget = time.Second
 type Pos struct {
 	File string
 	Line int
+}
+
+// Quota bounds what the jobs of one person hold together: Name is their
+// user name, or "*" for everyone not named.
+type Quota struct {
+	Name   string
+	Pos    Pos
+	Limits accounting.Quota
 }
 
 // Flavor is a named size that jobs refer to.
@@ -102,8 +115,11 @@ func (o OnChange) String() string {
 // Job is one declared job, decoded and validated, with every default filled
 // in. It holds no Lua values.
 type Job struct {
+	// Name is the job's name, OWNER/NAME for a person's job.
 	Name string
-	Pos  Pos
+	// Owner is the person whose job it is, "" for an administrator's.
+	Owner string
+	Pos   Pos
 
 	// What makes the process what it is; a change restarts a running run
 	// (see ProcessFingerprint).
@@ -181,6 +197,7 @@ type File struct {
 	Hash    string   // sha256 of the source, hex
 	Flavors []Flavor // in declaration order
 	Jobs    []Job    // in declaration order
+	Quotas  []Quota  // in declaration order
 	// Errors, when not empty, reject the file whole: Flavors and Jobs are
 	// then nil.
 	Errors []*Error
@@ -192,6 +209,7 @@ type Set struct {
 	Files   []*File  // in lexical order of path; a file rejected by Combine is a copy carrying its errors
 	Flavors []Flavor // from accepted files, sorted by name
 	Jobs    []Job    // from accepted files, sorted by name, resources resolved through flavors
+	Quotas  []Quota  // from accepted files, sorted by name
 	// Errors lists every error of every file in file order, then the errors
 	// found across files, in file order.
 	Errors []*Error

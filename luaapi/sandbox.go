@@ -92,6 +92,7 @@ func (ev *evaluator) newState() *lua.LState {
 	G.RawSetString("machine", ev.machineValue(L))
 	G.RawSetString("job", L.NewFunction(ev.declare("job")))
 	G.RawSetString("flavor", L.NewFunction(ev.declare("flavor")))
+	G.RawSetString("quota", L.NewFunction(ev.declare("quota")))
 	ev.capBuiltins(L)
 	G.RawSetString(concatGlobal, L.NewFunction(ev.concat))
 	ev.replaceRandom(L)

@@ -27,10 +27,12 @@ type EvalRequest struct {
 }
 
 // Source is one job file's path, as messages name it, and its bytes, read
-// and checked by the daemon.
+// and checked by the daemon; Owner is the person whose directory it is in,
+// "" for the administrators' (Options.Owner).
 type Source struct {
-	Path string `json:"path"`
-	Src  []byte `json:"src"`
+	Path  string `json:"path"`
+	Src   []byte `json:"src"`
+	Owner string `json:"owner,omitempty"`
 }
 
 // EvalReply is one line of the child's answer: Begin before a file is
@@ -75,6 +77,7 @@ func serveWith(in io.Reader, out io.Writer, logger hclog.Logger, hold <-chan str
 		if err := send(EvalReply{Begin: src.Path}); err != nil {
 			return err
 		}
+		opts.Owner = src.Owner
 		f := Eval(src.Path, src.Src, opts)
 		if err := send(EvalReply{File: f}); err != nil {
 			return err
