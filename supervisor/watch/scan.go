@@ -35,6 +35,10 @@ type ScanOptions struct {
 	// DaemonUID is the daemon's own uid (os.Getuid()): job files and the
 	// jobs directory must be owned by root or by this uid.
 	DaemonUID int
+	// Owner, when not 0, is the uid of the person whose directory this is
+	// (a person's job directory under --user-jobs): the directory and its
+	// files may be theirs too. The directories above it may not.
+	Owner int
 	// MaxFileBytes is the largest job file read; a bigger one is refused.
 	// 0 means DefaultMaxFileBytes.
 	MaxFileBytes int64
@@ -127,7 +131,7 @@ func NewScanner(dir string, opts ScanOptions) *Scanner {
 		abs:      abs,
 		absErr:   err,
 		maxBytes: opts.MaxFileBytes,
-		strict:   newStrictModes(opts.DaemonUID, opts.Accounts),
+		strict:   newStrictModes(opts.DaemonUID, opts.Accounts).ownedBy(opts.Owner),
 		now:      time.Now,
 		statHook: opts.statHook,
 		seen:     make(map[string]seenFile),

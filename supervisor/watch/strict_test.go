@@ -497,3 +497,64 @@ func TestStrictModesLinkOnTheWay(t *testing.T) {
 		t.Errorf("%q does not say chown -h: chown alone would change the link's target", msg)
 	}
 }
+
+// TestStrictModesPersonsDir: a person's job directory and the files in it
+// may be the person's own (ScanOptions.Owner), but not someone else's, and
+// the directories above it must still be root's or the daemon's.
+func TestStrictModesPersonsDir(t *testing.T) {
+	x := testIDs()
+	if !x.root {
+		t.Skip("needs root to give files to other uids")
+	}
+	const alice, bob = 4242, 4243
+	accounts := fakeAccounts{
+		users:  map[int]string{0: "root", x.daemon: "berth", alice: "alice", bob: "bob"},
+		groups: map[int]fakeGroup{0: {name: "root", members: []string{"root"}}, alice: {name: "alice"}, bob: {name: "bob"}},
+	}
+	cases := []struct {
+		name              string
+		owner             int // ScanOptions.Owner
+		spool, dir, file  int // the uids of the parent, the person's directory and the file
+		wantDir, wantFile Reason
+	}{
+		{name: "alice's file in alice's directory", owner: alice, dir: alice, file: alice},
+		{name: "root's file in alice's directory", owner: alice, dir: alice, file: 0},
+		{name: "alice's directory scanned as nobody's", dir: alice, file: alice, wantDir: NotOwned},
+		{name: "bob's file in alice's directory", owner: alice, dir: alice, file: bob, wantFile: NotOwned},
+		{name: "alice's directory owned by bob", owner: alice, dir: bob, file: alice, wantDir: NotOwned},
+		{name: "the parent owned by alice", owner: alice, spool: alice, dir: alice, file: alice, wantDir: NotOwned},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			spool := filepath.Join(t.TempDir(), "spool")
+			dir := filepath.Join(spool, "alice")
+			mkdir(t, dir)
+			path := filepath.Join(dir, "x.lua")
+			writeFile(t, path, "job")
+			for p, uid := range map[string]int{spool: tc.spool, dir: tc.dir, path: tc.file} {
+				if err := os.Chown(p, uid, uid); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := os.Chmod(dir, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			got := scan(t, NewScanner(dir, ScanOptions{DaemonUID: x.daemon, Owner: tc.owner, Accounts: accounts}))
+			var re *RefusedError
+			switch {
+			case tc.wantDir != 0:
+				if !got.DirMissing || !errors.As(got.DirRefused, &re) || re.Reason != tc.wantDir {
+					t.Fatalf("scan says %q, DirRefused %v; want a %s refusal of the directory", summary(dir, got), got.DirRefused, tc.wantDir)
+				}
+			case tc.wantFile != 0:
+				if !errors.As(got.Refused[path], &re) || re.Reason != tc.wantFile || len(got.Changed) != 0 {
+					t.Fatalf("scan says %q, refused %v; want x.lua refused, %s", summary(dir, got), got.Refused, tc.wantFile)
+				}
+			default:
+				if got.DirRefused != nil || string(got.Changed[path]) != "job" {
+					t.Fatalf("scan says %q, DirRefused %v, refused %v; want x.lua read", summary(dir, got), got.DirRefused, got.Refused)
+				}
+			}
+		})
+	}
+}

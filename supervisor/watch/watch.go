@@ -78,6 +78,10 @@ const DefaultPoll = 2 * time.Second
 type Watcher struct {
 	dir     string // absolute and clean, so that event names compare exactly
 	quiet   time.Duration
+	// more are the other directories watched alike (people's job
+	// directories), absolute and clean; set through SetDirs, read by Run.
+	more    []string
+	setDirs chan []string
 	rescan  time.Duration
 	logf    func(msg string, kv ...any)
 	poll    time.Duration
@@ -88,6 +92,26 @@ type Watcher struct {
 	watched map[string]fileID // paths added to fsw, with what they were when added
 	missing bool              // the directory was missing when last armed (to log changes once)
 	blind   bool              // the directory exists but could not be watched: poll
+}
+
+// SetDirs makes the Watcher watch dirs too, besides its own directory, and
+// no others: each with its parent, alike, an event in any of them a
+// change. (The daemon watches each person's job directory so.) It returns
+// at once; Run takes the set up, then signals a change, so that what the
+// new directories hold already is scanned. Only the latest set counts.
+func (w *Watcher) SetDirs(dirs []string) {
+	var abs []string
+	for _, d := range dirs {
+		if a, err := filepath.Abs(d); err == nil && a != w.dir {
+			abs = append(abs, a)
+		}
+	}
+	// One set not yet taken up is replaced.
+	select {
+	case <-w.setDirs:
+	default:
+	}
+	w.setDirs <- abs
 }
 
 // NewWatcher starts watching dir, which need not exist. Events from this
@@ -108,6 +132,7 @@ func NewWatcher(dir string, opts WatchOptions) (*Watcher, error) {
 		logf:    opts.Logf,
 		poll:    opts.Poll,
 		changes: make(chan struct{}, 1),
+		setDirs: make(chan []string, 1),
 		watched: make(map[string]fileID),
 	}
 	if w.quiet <= 0 {
@@ -220,6 +245,13 @@ func (w *Watcher) Run(ctx context.Context) error {
 			w.arm()
 			w.signal()
 
+		case dirs := <-w.setDirs:
+			// A directory new to the set may hold files already: the
+			// signal has the daemon scan it, once it is watched.
+			w.more = dirs
+			w.arm()
+			w.signal()
+
 		case <-poll.C:
 			// Scans stand in for the events inotify cannot give.
 			if w.fsw == nil || w.blind {
@@ -246,12 +278,21 @@ const (
 )
 
 func (w *Watcher) classify(name string) eventKind {
+	kind := classifyIn(w.dir, name)
+	for _, d := range w.more {
+		kind = max(kind, classifyIn(d, name))
+	}
+	return kind
+}
+
+// classifyIn is what name is to the directory dir.
+func classifyIn(dir, name string) eventKind {
 	switch {
-	case name == w.dir:
+	case name == dir:
 		return structural
-	case filepath.Dir(name) == w.dir:
+	case filepath.Dir(name) == dir:
 		return inside
-	case name == "/" || strings.HasPrefix(w.dir, name+"/"):
+	case name == "/" || strings.HasPrefix(dir, name+"/"):
 		return structural
 	}
 	return unrelated
@@ -288,19 +329,22 @@ func (w *Watcher) arm() {
 	}
 }
 
-// wanted is the set of paths to watch, and what each names now.
+// wanted is the set of paths to watch, and what each names now: each
+// directory, and its nearest existing ancestor.
 func (w *Watcher) wanted() map[string]fileID {
-	want := make(map[string]fileID, 2)
-	if id, ok := dirID(w.dir); ok {
-		want[w.dir] = id
-	}
-	for p := filepath.Dir(w.dir); ; p = filepath.Dir(p) {
-		if id, ok := dirID(p); ok {
-			want[p] = id
-			break
+	want := make(map[string]fileID, 2+len(w.more))
+	for _, dir := range append([]string{w.dir}, w.more...) {
+		if id, ok := dirID(dir); ok {
+			want[dir] = id
 		}
-		if p == filepath.Dir(p) {
-			break
+		for p := filepath.Dir(dir); ; p = filepath.Dir(p) {
+			if id, ok := dirID(p); ok {
+				want[p] = id
+				break
+			}
+			if p == filepath.Dir(p) {
+				break
+			}
 		}
 	}
 	return want

@@ -446,3 +446,36 @@ func TestWatchWithoutInotify(t *testing.T) {
 		waitSignal(t, w, settleWithin)
 	}
 }
+
+// TestWatchSetDirs: once the watcher has taken up more directories (it
+// signals then), a change in any of them is a signal; a directory taken
+// out of the set again is not watched any more.
+func TestWatchSetDirs(t *testing.T) {
+	dir := jobsDir(t)
+	people := filepath.Join(t.TempDir(), "spool")
+	alice, bob := filepath.Join(people, "alice"), filepath.Join(people, "bob")
+	mkdir(t, alice)
+	w := startWatcher(t, dir, WatchOptions{})
+	w.SetDirs([]string{alice, bob}) // bob's does not exist yet
+	waitSignal(t, w, settleWithin)
+
+	writeFile(t, filepath.Join(alice, "a.lua"), "x")
+	waitSignal(t, w, settleWithin)
+	mkdir(t, bob) // the parent is watched: bob's directory appearing is a change
+	waitSignal(t, w, settleWithin)
+	drainQuiet(w, 10*DefaultQuiet)
+	writeFile(t, filepath.Join(bob, "b.lua"), "x")
+	waitSignal(t, w, settleWithin)
+
+	w.SetDirs([]string{bob})
+	waitSignal(t, w, settleWithin)
+	drainQuiet(w, 10*DefaultQuiet)
+	writeFile(t, filepath.Join(alice, "a.lua"), "y")
+	select {
+	case <-w.Changes():
+		t.Fatal("a change in a directory taken out of the set caused a signal")
+	case <-time.After(10*DefaultQuiet + 100*time.Millisecond):
+	}
+	writeFile(t, filepath.Join(dir, "x.lua"), "x")
+	waitSignal(t, w, settleWithin)
+}
