@@ -63,6 +63,9 @@ const callTimeout = 30 * time.Second
 type Spec struct {
 	Job string
 	Run uint64
+	// Owner is the person whose job it is, "" for an administrator's: the
+	// journal's BERTH_OWNER= field.
+	Owner string
 	// Path is the program, Argv its arguments (Argv[0] included), Dir and
 	// Env as for runner.Spec; Env is the whole environment.
 	Path string
@@ -691,7 +694,7 @@ func properties(spec Spec) []sd.Property {
 		prop("OOMPolicy", "stop"),
 		prop("OOMScoreAdjust", int32(0)),
 		prop("SyslogIdentifier", spec.Job),
-		prop("LogExtraFields", [][]byte{[]byte("BERTH_JOB=" + spec.Job), []byte("BERTH_RUN=" + strconv.FormatUint(spec.Run, 10))}),
+		prop("LogExtraFields", logFields(spec)),
 		prop("KillSignal", int32(spec.StopSignal)),
 		prop("TimeoutStopUSec", uint64(spec.StopTimeout.Microseconds())),
 		// Its own stdin is nothing; its output is its own journal stream.
@@ -813,4 +816,14 @@ func Connect(ctx context.Context, user bool) (*sd.Conn, Events, error) {
 	errs := make(chan error, 1)
 	conn.SetPropertiesSubscriber(updates, errs)
 	return conn, Events{Updates: updates, Errors: errs}, nil
+}
+
+// logFields are the fields journald adds to each line of a run's output:
+// BERTH_JOB=, BERTH_RUN= and, for a person's job, BERTH_OWNER=.
+func logFields(spec Spec) [][]byte {
+	fields := [][]byte{[]byte("BERTH_JOB=" + spec.Job), []byte("BERTH_RUN=" + strconv.FormatUint(spec.Run, 10))}
+	if spec.Owner != "" {
+		fields = append(fields, []byte("BERTH_OWNER="+spec.Owner))
+	}
+	return fields
 }

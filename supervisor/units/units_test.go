@@ -27,7 +27,7 @@ func startRunner(t *testing.T) (*unitstest.Manager, *Runner) {
 func TestStartSetsTheGrantOnTheUnit(t *testing.T) {
 	f, r := startRunner(t)
 	run, err := r.Start(context.Background(), Spec{
-		Job: "train/a b", Run: 42, Path: "/usr/bin/python3", Argv: []string{"python3", "train.py", "--tag=$USER ${HOME} $$"},
+		Job: "alice/a b", Run: 42, Owner: "alice", Path: "/usr/bin/python3", Argv: []string{"python3", "train.py", "--tag=$USER ${HOME} $$"},
 		Dir: "/srv", Env: []string{"A=1"}, User: "alice", Group: "ml",
 		MemoryMax: 256 << 20, CPUs: []int{1, 3, 9}, Devices: []string{"/dev/nvidia5"},
 		RuntimeMax: time.Hour, StopSignal: syscall.SIGINT, StopTimeout: 30 * time.Second,
@@ -35,7 +35,7 @@ func TestStartSetsTheGrantOnTheUnit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	name := `berth-train\x2fa\x20b-42.service`
+	name := `berth-alice\x2fa\x20b-42.service`
 	if run.Unit() != name || run.PID() == 0 {
 		t.Fatalf("unit %q pid %d", run.Unit(), run.PID())
 	}
@@ -44,7 +44,7 @@ func TestStartSetsTheGrantOnTheUnit(t *testing.T) {
 		"Type": "exec", "RemainAfterExit": true, "Slice": "berth.slice", "WorkingDirectory": "/srv",
 		"User": "alice", "Group": "ml", "MemoryMax": uint64(256 << 20), "MemorySwapMax": uint64(0),
 		"KillSignal": int32(syscall.SIGINT), "TimeoutStopUSec": uint64(30e6), "RuntimeMaxUSec": uint64(3600e6),
-		"OOMScoreAdjust": int32(0), "SyslogIdentifier": "train/a b", "KillMode": "control-group", "DevicePolicy": "closed",
+		"OOMScoreAdjust": int32(0), "SyslogIdentifier": "alice/a b", "KillMode": "control-group", "DevicePolicy": "closed",
 	}
 	for k, v := range want {
 		if p[k] != v {
@@ -60,7 +60,7 @@ func TestStartSetsTheGrantOnTheUnit(t *testing.T) {
 		t.Errorf("Environment = %q", env)
 	}
 	fields := p["LogExtraFields"].([][]byte)
-	if len(fields) != 2 || string(fields[0]) != "BERTH_JOB=train/a b" || string(fields[1]) != "BERTH_RUN=42" {
+	if len(fields) != 3 || string(fields[0]) != "BERTH_JOB=alice/a b" || string(fields[1]) != "BERTH_RUN=42" || string(fields[2]) != "BERTH_OWNER=alice" {
 		t.Errorf("LogExtraFields = %q", fields)
 	}
 	exec := p["ExecStart"].([]execStart)
