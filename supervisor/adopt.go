@@ -37,7 +37,7 @@ func (d *Daemon) startUnit(j *job, run uint64, login map[string]string) (process
 		return nil, nil, err
 	}
 	spec := units.Spec{
-		Job: def.Name, Run: run,
+		Job: def.Name, Run: run, Owner: def.Owner,
 		Path: path, Argv: def.Cmd, Dir: def.Dir, Env: env,
 		User: def.User, Group: def.Group,
 		MemoryMax:   j.grant.RAMBytes,

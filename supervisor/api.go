@@ -38,16 +38,29 @@ func (d *Daemon) api() http.Handler {
 	})
 	mux.HandleFunc("GET "+APIVersion+"/jobs/{name}", func(w http.ResponseWriter, r *http.Request) {
 		name := r.PathValue("name")
-		detail, ok := d.detail(name)
+		c := d.callerOf(r)
+		j, ok := d.resolve(c, name)
+		var detail JobDetail
+		if ok {
+			detail, ok = d.detail(j.name)
+		}
 		if !ok {
 			writeError(w, http.StatusNotFound, CodeNoSuchJob, msgNoSuchJob(name))
 			return
 		}
 		detail = d.readerOf(r).detail(detail)
+		if owner := detail.Status.Owner; !c.mayControl(owner) {
+			// The environment holds what the job's owner put there
+			// (tokens) and the daemon's own: theirs alone.
+			detail.Definition.Env = nil
+			detail.NextEnv = []string{}
+			detail.EnvHidden = msgEnvHidden(detail.Status.Name, owner, d.adminGroup())
+		}
 		writeJSON(w, http.StatusOK, detail)
 	})
+	mux.HandleFunc("GET "+APIVersion+"/jobs/{name}/logs", d.serveLogs)
 	mux.HandleFunc("GET "+APIVersion+"/history", func(w http.ResponseWriter, r *http.Request) {
-		job := r.URL.Query().Get("job")
+		job := d.resolveName(d.callerOf(r), r.URL.Query().Get("job"))
 		n := 20
 		if v := r.URL.Query().Get("n"); v != "" {
 			var err error
@@ -95,15 +108,21 @@ func (d *Daemon) api() http.Handler {
 	}{{"start", evStart}, {"stop", evStop}, {"restart", evRestart}} {
 		mux.HandleFunc("POST "+APIVersion+"/jobs/{name}/"+verb.name, func(w http.ResponseWriter, r *http.Request) {
 			name := r.PathValue("name")
-			d.logCaller(r, verb.name, "job", name)
-			d.mu.Lock()
-			j, ok := d.jobs[name]
-			d.mu.Unlock()
+			c := d.callerOf(r)
+			j, ok := d.resolve(c, name)
 			if !ok {
+				d.logCaller(r, verb.name, "job", name)
 				writeError(w, http.StatusNotFound, CodeNoSuchJob, msgNoSuchJob(name))
 				return
 			}
+			name = j.name
 			v := j.view()
+			if !c.mayControl(v.Def.Owner) {
+				d.log.Warn("control request refused: not the job's owner", "call", verb.name, "job", name, "uid", c.uid)
+				writeError(w, http.StatusForbidden, CodeNotPermitted, msgNotYours(name, v.Def.Owner, verb.name+" it", d.adminGroup()))
+				return
+			}
+			d.logCaller(r, verb.name, "job", name)
 			if r := admit(verb.ev, v.State, v.Invalid != "", !v.Def.Enabled); r != refuseNone {
 				code := CodeDisabled
 				if r == refuseInvalid {
@@ -193,7 +212,7 @@ func (d *Daemon) allowed(c unix.Ucred) bool {
 	if c.Uid == 0 || int(c.Uid) == os.Getuid() {
 		return true
 	}
-	g, err := user.LookupGroup("berth")
+	g, err := user.LookupGroup(d.group())
 	if err != nil {
 		return false
 	}

@@ -12,6 +12,7 @@ import (
 	"runtime/debug"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -65,6 +66,13 @@ type Config struct {
 	// enforces its grant and outlives the daemon; nil runs them as the
 	// daemon's own children.
 	Units *units.Runner
+	// UserJobs, when set, is the directory under which each member of
+	// Group has a job directory of their own (people.go); "" has none.
+	UserJobs string
+	// Group's members may use the daemon and, with UserJobs, declare jobs
+	// of their own; "" means DefaultGroup. AdminGroup's members have root's
+	// rights over every job; "" means DefaultAdminGroup.
+	Group, AdminGroup string
 }
 
 // Daemon supervises the jobs of one jobs directory.
@@ -127,6 +135,10 @@ type Daemon struct {
 	// job, with their grants already back in the books; the first reload
 	// hands each to its job. Owned by the loop.
 	adopted map[string]adoptedRun
+
+	// people are the members of the group with a job directory, by name
+	// (people.go); owned by the loop.
+	people map[string]*person
 
 	// draining are the jobs removed whose goroutine may still be stopping
 	// their run, by name; owned by the loop.
@@ -649,7 +661,15 @@ func (d *Daemon) output(name string) (output, error) {
 		}
 		d.log.Warn("cannot open a journal stream; writing to a file", "job", name, "error", err)
 	}
-	sink, err := runner.OpenLog(filepath.Join(d.cfg.StateDir, "logs"), name, d.cfg.LogBytes)
+	// A person's job logs under its owner's name: logs/alice/train.log.
+	dir, short := filepath.Join(d.cfg.StateDir, "logs"), name
+	if owner, rest, ok := strings.Cut(name, "/"); ok {
+		dir, short = filepath.Join(dir, owner), rest
+		if err := os.Mkdir(dir, 0o750); err != nil && !errors.Is(err, os.ErrExist) {
+			return output{}, fmt.Errorf("open log for job %s: %w", name, err)
+		}
+	}
+	sink, err := runner.OpenLog(dir, short, d.cfg.LogBytes)
 	if err != nil {
 		return output{}, err
 	}

@@ -11,6 +11,7 @@ import (
 	"maps"
 	"os"
 	"os/exec"
+	"os/user"
 	"slices"
 	"strconv"
 	"strings"
@@ -110,7 +111,18 @@ func (e *Evaluator) Evaluate(ctx context.Context, m luaapi.Machine, srcs []luaap
 			}
 			break
 		}
-		done, broken := e.child(ctx, m, budget, batch(rest))
+		b := batch(rest)
+		uid, gid, err := e.credentialsOf(b[0].Owner)
+		if err != nil {
+			// Theirs cannot be evaluated as anyone else: refused until
+			// the account is fixed.
+			for _, s := range b {
+				out = append(out, failed(s.Path, luaapi.ErrEvaluator(s.Path, err.Error())))
+			}
+			rest = rest[len(b):]
+			continue
+		}
+		done, broken := e.child(ctx, m, budget, uid, gid, b)
 		out = append(out, done...)
 		rest = rest[len(done):]
 		if broken != "" {
@@ -129,10 +141,10 @@ func (e *Evaluator) Evaluate(ctx context.Context, m luaapi.Machine, srcs []luaap
 const evalBatchBytes = 32 << 20
 
 // batch is the first files of srcs that one child takes: at least one,
-// and no more than evalBatchBytes of source.
+// all of one owner, and no more than evalBatchBytes of source.
 func batch(srcs []luaapi.Source) []luaapi.Source {
 	n, size := 1, len(srcs[0].Src)
-	for n < len(srcs) && size+len(srcs[n].Src) <= evalBatchBytes {
+	for n < len(srcs) && srcs[n].Owner == srcs[0].Owner && size+len(srcs[n].Src) <= evalBatchBytes {
 		size += len(srcs[n].Src)
 		n++
 	}
@@ -144,7 +156,7 @@ func batch(srcs []luaapi.Source) []luaapi.Source {
 // refused with the cause. It returns at least one file unless ctx ended, or
 // broken: why no child can evaluate anything (it cannot start, or dies
 // before its first file).
-func (e *Evaluator) child(ctx context.Context, m luaapi.Machine, budget time.Duration, srcs []luaapi.Source) (done []*luaapi.File, broken string) {
+func (e *Evaluator) child(ctx context.Context, m luaapi.Machine, budget time.Duration, uid, gid int, srcs []luaapi.Source) (done []*luaapi.File, broken string) {
 	req, err := json.Marshal(luaapi.EvalRequest{Machine: m, Budget: budget, Files: srcs})
 	if err != nil {
 		return nil, err.Error()
@@ -156,7 +168,7 @@ func (e *Evaluator) child(ctx context.Context, m luaapi.Machine, budget time.Dur
 	argv := append(append([]string(nil), e.Command...),
 		"--memory", strconv.FormatInt(e.memory(), 10),
 		"--cpu-seconds", strconv.FormatInt(cpuSeconds, 10),
-		"--uid", strconv.Itoa(e.UID), "--gid", strconv.Itoa(e.GID),
+		"--uid", strconv.Itoa(uid), "--gid", strconv.Itoa(gid),
 		"--parent", strconv.Itoa(os.Getpid()))
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = e.Env
@@ -298,6 +310,27 @@ func (e *Evaluator) child(ctx context.Context, m luaapi.Machine, budget time.Dur
 		return done, ""
 	}
 	return append(done, failed(path, e.cause(path, cmd.ProcessState, tail.String(), budget, cpuSeconds))), ""
+}
+
+// credentialsOf is who the child evaluating owner's files becomes: the
+// person themselves (so that their file can reach nothing they could not),
+// or, for the administrators' files (owner ""), the Evaluator's UID and
+// GID. A daemon that is not root cannot become anyone: its children keep
+// its own uid.
+func (e *Evaluator) credentialsOf(owner string) (uid, gid int, err error) {
+	if owner == "" || e.UID < 0 {
+		return e.UID, e.GID, nil
+	}
+	u, err := user.Lookup(owner)
+	if err != nil {
+		return 0, 0, fmt.Errorf("cannot evaluate it as its owner: %w", err)
+	}
+	uid, _ = strconv.Atoi(u.Uid)
+	gid, _ = strconv.Atoi(u.Gid)
+	if uid == 0 {
+		return 0, 0, fmt.Errorf("cannot evaluate it as its owner %s, who is root", owner)
+	}
+	return uid, gid, nil
 }
 
 // evalReplyLimit bounds one line of a child's answer, so one file's

@@ -307,12 +307,15 @@ func (j *job) do(a action) (event, bool) {
 	return event{}, false
 }
 
-func (j *job) request() accounting.Request {
-	req := accounting.Request{Holder: j.name, Resources: j.def.Resources, Priority: j.def.Priority}
-	if j.def.Timeout > 0 {
+func (j *job) request() accounting.Request { return requestOf(j.name, j.def) }
+
+// requestOf is what the job name of definition def asks of the placer.
+func requestOf(name string, def *luaapi.Job) accounting.Request {
+	req := accounting.Request{Holder: name, Owner: def.Owner, Resources: def.Resources, Priority: def.Priority}
+	if def.Timeout > 0 {
 		// The longest the grant can be held: the run's limit and the time
 		// it is then given to stop.
-		req.Limit = j.def.Timeout + j.def.StopTimeout
+		req.Limit = def.Timeout + def.StopTimeout
 	}
 	return req
 }

@@ -30,7 +30,9 @@ func TestMain(m *testing.M) {
 	case "script":
 		scriptedChild()
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	removeAccounts()
+	os.Exit(code)
 }
 
 // scriptedChild is an evaluating child that misbehaves as a file's name
@@ -66,7 +68,7 @@ func scriptedChild() {
 			fmt.Fprintln(os.Stderr, "panic: something broke")
 			os.Exit(2)
 		}
-		_ = enc.Encode(luaapi.EvalReply{File: luaapi.Eval(f.Path, f.Src, luaapi.Options{Machine: req.Machine, Budget: req.Budget})})
+		_ = enc.Encode(luaapi.EvalReply{File: luaapi.Eval(f.Path, f.Src, luaapi.Options{Machine: req.Machine, Budget: req.Budget, Owner: f.Owner})})
 	}
 	os.Exit(0)
 }

@@ -24,6 +24,7 @@ import (
 // on the sentence. Add, never rename.
 const (
 	CodeNoSuchJob    = "no_such_job"
+	CodeNoSuchRun    = "no_such_run"
 	CodeNoSuchCall   = "no_such_call"
 	CodeNotPermitted = "not_permitted"
 	CodeBadRequest   = "bad_request"
@@ -67,6 +68,43 @@ func msgNoAnswer(err error) string { return "the daemon did not answer: " + err.
 
 func msgNotPermitted(uid uint32) string {
 	return fmt.Sprintf("uid %d may not use this berth daemon: it answers root, its own user and the group berth (sudo usermod -aG berth $USER, then log in again)", uid)
+}
+
+// msgNotYours refuses what a caller asked of a job that is not theirs:
+// act is what they asked, "stop it" or "read its output".
+func msgNotYours(job, owner, act, adminGroup string) string {
+	if owner == "" {
+		return fmt.Sprintf("%s is an administrators' job; only root or a member of %s can %s (berth status shows each job's owner)", job, adminGroup, act)
+	}
+	return fmt.Sprintf("%s belongs to %s; only %s or a member of %s can %s", job, owner, owner, adminGroup, act)
+}
+
+func msgBadRun(v string) string {
+	return fmt.Sprintf("run %q is not a run number (berth history JOB lists them)", v)
+}
+
+func msgRunNeedsJournal(path string) string {
+	return fmt.Sprintf("--run needs journald; without it every run's output is in one file, %s (berth history shows when each run started)", path)
+}
+
+func msgNoSuchRun(job string, run uint64) string {
+	return fmt.Sprintf("job %s has no run %d among its last 100 (berth history %s lists them)", job, run, job)
+}
+
+func msgNoJournalctl(err error) string {
+	return fmt.Sprintf("cannot read the journal: %v (the daemon runs journalctl to read it; install systemd's journalctl)", err)
+}
+
+func msgJournalctlFailed(err error, stderr string) string {
+	return fmt.Sprintf("journalctl failed: %v: %s (journalctl -u berth may say more)", err, firstLine(stderr))
+}
+
+// msgEnvHidden says why berth show leaves a job's environment out.
+func msgEnvHidden(job, owner, adminGroup string) string {
+	if owner == "" {
+		return fmt.Sprintf("the environment of %s is shown only to root and the members of %s", job, adminGroup)
+	}
+	return fmt.Sprintf("the environment of %s is shown only to %s, root and the members of %s", job, owner, adminGroup)
 }
 
 // msgTooManyConnections says why a connection to the control socket was
@@ -167,6 +205,23 @@ func MsgShort(asked, short Size) string {
 		return "queued behind a job ahead of it"
 	}
 	return strings.Join(parts, ", ")
+}
+
+// MsgQuotaWait says why a person's job waits with the machine free enough:
+// it would take its owner past their quota. "alice holds 2 of their 2 cards
+// (quota)": each resource the quota holds back is named.
+func MsgQuotaWait(qw accounting.QuotaWait, asked accounting.Resources) string {
+	var parts []string
+	if q := qw.Quota.GPUs; q >= 0 && asked.GPUs > 0 && qw.Held.GPUs+asked.GPUs > q {
+		parts = append(parts, fmt.Sprintf("%d of their %s", qw.Held.GPUs, accounting.Count(q, "card")))
+	}
+	if q := qw.Quota.CPUs; q >= 0 && asked.CPUs > 0 && qw.Held.CPUs+asked.CPUs > q {
+		parts = append(parts, fmt.Sprintf("%d of their %s", qw.Held.CPUs, accounting.Count(q, "core")))
+	}
+	if q := qw.Quota.RAMBytes; q >= 0 && asked.RAMBytes > 0 && qw.Held.RAMBytes+asked.RAMBytes > q {
+		parts = append(parts, fmt.Sprintf("%s of their %s memory", accounting.FormatSize(qw.Held.RAMBytes), accounting.FormatSize(q)))
+	}
+	return fmt.Sprintf("%s holds %s (quota; berth status --owner %s shows their jobs)", qw.Owner, strings.Join(parts, ", "), qw.Owner)
 }
 
 // MsgEnded says how a run ended, for a job's why: "exit 3", "killed by

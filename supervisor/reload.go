@@ -5,6 +5,7 @@ import (
 	"errors"
 	"maps"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -12,6 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/berthd/berth/accounting"
 	"github.com/berthd/berth/luaapi"
 	"github.com/berthd/berth/supervisor/store"
 	"github.com/berthd/berth/supervisor/watch"
@@ -35,6 +37,7 @@ type reloadRun struct {
 	first   bool // the daemon's first: READY=1 follows it
 	began   time.Time
 	scan    watch.Scan
+	people  peopleScan
 	scanErr error
 	waiters []chan<- ReloadResult
 	// evaluating are the files handed to the Evaluator, in order; stop
@@ -54,6 +57,16 @@ func (r *reloadRun) filesGone() bool {
 		}
 	}
 	return false
+}
+
+// dirRefused reports whether the scan refused the directory path is in
+// (the administrators' or a person's): what was in force from it stays in
+// force until it is fixed.
+func (r *reloadRun) dirRefused(path string) bool {
+	if r.people.refused[filepath.Dir(path)] != nil {
+		return true
+	}
+	return r.scan.DirRefused != nil && !r.people.holds(path)
 }
 
 // evaluated is a reload's evaluation, handed back to the loop.
@@ -90,8 +103,8 @@ func (d *Daemon) reload(first, asked bool, waiters ...chan<- ReloadResult) {
 		return
 	}
 	r := &reloadRun{first: first, began: d.now(), waiters: waiters}
-	r.scan, r.scanErr = d.scanner.Scan()
-	if !first && !asked && r.scanErr == nil && d.nothingNew(r.scan) {
+	r.scan, r.people, r.scanErr = d.scan(d.refreshPeople())
+	if !first && !asked && r.scanErr == nil && d.nothingNew(r) {
 		d.reply(r, ReloadResult{})
 		return
 	}
@@ -103,7 +116,11 @@ func (d *Daemon) reload(first, asked bool, waiters ...chan<- ReloadResult) {
 	}
 	srcs := make([]luaapi.Source, 0, len(r.scan.Changed))
 	for _, path := range slices.Sorted(maps.Keys(r.scan.Changed)) {
-		srcs = append(srcs, luaapi.Source{Path: path, Src: r.scan.Changed[path]})
+		src := luaapi.Source{Path: path, Src: r.scan.Changed[path]}
+		if p := d.personOf(path); p != nil {
+			src.Owner = p.name
+		}
+		srcs = append(srcs, src)
 	}
 	if len(srcs) == 0 {
 		d.finishReload(r, nil)
@@ -129,7 +146,7 @@ func (d *Daemon) evaluatedFiles(ev evaluated) {
 	for _, path := range ev.r.evaluating[len(ev.files):] {
 		// Called off before its turn: read again by the next reload,
 		// which follows at once, if it is still there.
-		d.scanner.Forget(path)
+		d.forgetScanned(path)
 		d.again.pending = true
 		ev.r.partial = true
 	}
@@ -170,28 +187,28 @@ func (d *Daemon) finishReload(r *reloadRun, files []*luaapi.File) {
 			// Its turn had not come: read it again, and go on at once
 			// with another reload (each evaluates some files, so the
 			// queue of them shortens).
-			d.scanner.Forget(f.Path)
+			d.forgetScanned(f.Path)
 			d.again.pending = true
 		case refusedBy(f, luaapi.EvalFailed):
 			// The evaluating process failed for a cause not the file's
 			// own (killed from outside, could not start): the next
 			// reload tries it again.
-			d.scanner.Forget(f.Path)
+			d.forgetScanned(f.Path)
 		}
 	}
 	for _, path := range scan.Removed {
 		// A file that became refused, or a refused directory, is not a
 		// removal: what was in force stays in force until it is fixed.
-		if _, refused := scan.Refused[path]; refused || scan.DirRefused != nil {
+		if _, refused := scan.Refused[path]; refused || r.dirRefused(path) {
 			continue
 		}
 		d.forget(path)
 	}
-	if r.scanErr == nil && scan.DirRefused == nil {
+	if r.scanErr == nil {
 		// A refused file the scan no longer mentions is gone (the scanner
 		// reported its removal when it was first refused).
 		for path := range d.refused {
-			if _, still := scan.Refused[path]; !still {
+			if _, still := scan.Refused[path]; !still && !r.dirRefused(path) {
 				if _, back := scan.Changed[path]; !back {
 					d.forget(path)
 				}
@@ -213,6 +230,9 @@ func (d *Daemon) finishReload(r *reloadRun, files []*luaapi.File) {
 	}
 	if scan.DirRefused != nil {
 		d.problems = append(d.problems, Problem{Code: ProblemDirRefused, File: d.cfg.JobsDir, Text: scan.DirRefused.Error()})
+	}
+	for _, dir := range slices.Sorted(maps.Keys(r.people.refused)) {
+		d.problems = append(d.problems, Problem{Code: ProblemDirRefused, File: dir, Text: r.people.refused[dir].Error()})
 	}
 	res.Problems = append([]Problem{}, d.problems...)
 	d.mu.Unlock()
@@ -245,8 +265,9 @@ func (d *Daemon) finishReload(r *reloadRun, files []*luaapi.File) {
 
 // nothingNew reports whether a scan changes nothing the daemon knows: no
 // file changed or went, and the same files are refused for the same reasons.
-func (d *Daemon) nothingNew(scan watch.Scan) bool {
-	if len(scan.Changed) > 0 || len(scan.Removed) > 0 || scan.DirRefused != nil || len(scan.Refused) != len(d.refused) {
+func (d *Daemon) nothingNew(r *reloadRun) bool {
+	scan := r.scan
+	if len(scan.Changed) > 0 || len(scan.Removed) > 0 || scan.DirRefused != nil || len(r.people.refused) > 0 || len(scan.Refused) != len(d.refused) {
 		return false
 	}
 	for path, err := range scan.Refused {
@@ -457,6 +478,7 @@ func (d *Daemon) apply(set *luaapi.Set, first bool) ReloadResult {
 
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	d.applyQuotas(set)
 	for i := range set.Jobs {
 		def := &set.Jobs[i]
 		seen[def.Name] = true
@@ -529,6 +551,40 @@ func (d *Daemon) apply(set *luaapi.Set, first bool) ReloadResult {
 	slices.Sort(res.Changed)
 	slices.Sort(res.Removed)
 	return res
+}
+
+// applyQuotas hands the quotas in force to the placer. A person whose
+// quota changed has their waiting and unplaceable jobs examined again: one
+// held back may fit now, one waiting may now be larger than the quota (it
+// is then unplaceable, saying so). The caller holds d.mu.
+func (d *Daemon) applyQuotas(set *luaapi.Set) {
+	byOwner, fallback := map[string]accounting.Quota{}, accounting.NoQuota
+	for _, q := range set.Quotas {
+		if q.Name == "*" {
+			fallback = q.Limits
+		} else {
+			byOwner[q.Name] = q.Limits
+		}
+	}
+	old := d.placer.QuotaOf
+	was := map[string]accounting.Quota{}
+	for _, j := range d.jobs {
+		if owner := j.seenDef.Owner; owner != "" {
+			if _, ok := was[owner]; !ok {
+				was[owner] = old(owner)
+			}
+		}
+	}
+	d.placer.SetQuotas(byOwner, fallback)
+	for _, j := range d.jobs {
+		owner := j.seenDef.Owner
+		if owner == "" || d.placer.QuotaOf(owner) == was[owner] {
+			continue
+		}
+		if st := j.view().State; st == store.StateWaiting || st == store.StateUnplaceable {
+			j.in.post(jobMessage{def: j.seenDef, invalid: j.seenInvalid, requeue: true})
+		}
+	}
 }
 
 // remembered is where a job starts its life in this daemon: a batch job

@@ -45,11 +45,17 @@ type MachineStatus struct {
 type CardStatus struct {
 	Name   string `json:"name"`
 	Holder string `json:"holder"`
+	// Owner is the person whose job holds the card; "" when an
+	// administrator's does, or none.
+	Owner string `json:"owner"`
 }
 
 // JobStatus is one line of `berth status`.
 type JobStatus struct {
-	Name  string    `json:"name"`
+	Name string `json:"name"`
+	// Owner is the person whose job it is (Name is then OWNER/NAME); ""
+	// for an administrator's.
+	Owner string    `json:"owner"`
 	State string    `json:"state"`
 	Since time.Time `json:"since"`
 	Why   string    `json:"why,omitempty"`
@@ -123,7 +129,7 @@ func (d *Daemon) Status() Status {
 		s.Machine.RAMBytes, s.Machine.RAMFreeBytes = &total, &free
 	}
 	for i, holder := range snap.CardHolders {
-		s.Machine.Cards = append(s.Machine.Cards, CardStatus{Name: d.cfg.Machine.GPUs[i], Holder: holder})
+		s.Machine.Cards = append(s.Machine.Cards, CardStatus{Name: d.cfg.Machine.GPUs[i], Holder: holder, Owner: ownerOf(holder)})
 	}
 	// Only the head of the queue has an expected start.
 	var expected time.Time
@@ -160,7 +166,7 @@ func (d *Daemon) Status() Status {
 	for _, j := range jobs {
 		v := j.view()
 		js := JobStatus{
-			Name: j.name, State: v.State.String(), Since: v.Since, Why: v.Why, Run: v.Run, PID: v.PID,
+			Name: j.name, Owner: v.Def.Owner, State: v.State.String(), Since: v.Since, Why: v.Why, Run: v.Run, PID: v.PID,
 			CPUs: len(v.Grant.CPUIDs), CPUIDs: v.Grant.CPUIDs, GPUs: v.GPUs, RAMBytes: v.Grant.RAMBytes, Restarts: v.Restarts,
 			File: v.Def.Pos.File, Line: v.Def.Pos.Line, Asked: sizeOf(v.Def.Resources), Flavor: v.Def.Flavor,
 		}
@@ -185,6 +191,13 @@ func (d *Daemon) Status() Status {
 				whys[key] = why
 			}
 			js.Why = why
+			if v.Def.Owner != "" {
+				// Past the owner's quota, it waits for their own jobs,
+				// whatever is free: that is its why.
+				if qw, over := d.placer.QuotaWait(requestOf(j.name, v.Def)); over {
+					js.Why = MsgQuotaWait(qw, v.Def.Resources)
+				}
+			}
 			if j.name == expectedOf {
 				at := expected
 				js.ExpectedStart = &at

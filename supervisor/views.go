@@ -141,6 +141,9 @@ type JobDetail struct {
 	// and description, and the next run's environment, are left out: the
 	// caller may not read the job's file.
 	Hidden string `json:"hidden,omitempty"`
+	// EnvHidden, when set, says why the environments are left out: they
+	// are the job's owner's (and the admins') to see.
+	EnvHidden string `json:"env_hidden,omitempty"`
 }
 
 // previewEnv is the environment a run of def would start with if granted

@@ -76,8 +76,8 @@ const DefaultPoll = 2 * time.Second
 // it replaces them by swapping "..data", which is seen), and a symlinked
 // jobs directory whose target is removed and re-created under it.
 type Watcher struct {
-	dir     string // absolute and clean, so that event names compare exactly
-	quiet   time.Duration
+	dir   string // absolute and clean, so that event names compare exactly
+	quiet time.Duration
 	// more are the other directories watched alike (people's job
 	// directories), absolute and clean; set through SetDirs, read by Run.
 	more    []string

@@ -1,0 +1,212 @@
+package supervisor
+
+import (
+	"bufio"
+	"errors"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"strconv"
+	"time"
+
+	"github.com/berthd/berth/supervisor/store"
+)
+
+// serveLogs is GET /v1/jobs/{name}/logs: the job's output, streamed to a
+// caller entitled to it (its owner, root, the admin group), from journald
+// or from its log file. The daemon reads it for them: a person needs no
+// journal group (which would open the whole system journal to them) and
+// no right on the state directory. ?run=N gives one run's output
+// (journald only); ?follow=1 keeps sending what the job writes until the
+// caller hangs up.
+func (d *Daemon) serveLogs(w http.ResponseWriter, r *http.Request) {
+	c := d.callerOf(r)
+	name := d.resolveName(c, r.PathValue("name"))
+	if _, known := d.jobStatus(name); !known {
+		if runs, err := d.store.Runs(name, 1); err != nil || len(runs) == 0 {
+			writeError(w, http.StatusNotFound, CodeNoSuchJob, msgNoSuchJob(name))
+			return
+		}
+	}
+	owner := ownerOf(name)
+	if !c.mayControl(owner) {
+		d.log.Warn("control request refused: not the job's owner", "call", "logs", "job", name, "uid", c.uid)
+		writeError(w, http.StatusForbidden, CodeNotPermitted, msgNotYours(name, owner, "read its output", d.adminGroup()))
+		return
+	}
+	q := r.URL.Query()
+	follow := q.Get("follow") == "1"
+	var run uint64
+	if v := q.Get("run"); v != "" {
+		var err error
+		if run, err = strconv.ParseUint(v, 10, 64); err != nil || run == 0 {
+			writeError(w, http.StatusBadRequest, CodeBadRequest, msgBadRun(v))
+			return
+		}
+	}
+	if d.logsOf(name) != "journal" {
+		if run != 0 {
+			writeError(w, http.StatusBadRequest, CodeBadRequest, msgRunNeedsJournal(d.logPath(name)))
+			return
+		}
+		d.streamFile(w, r, d.logPath(name), follow)
+		return
+	}
+	args := []string{"--no-pager", "--all", "-o", "short-iso", "SYSLOG_IDENTIFIER=" + name}
+	if d.cfg.Units != nil {
+		// Only what the job units wrote: a process elsewhere may log under
+		// any identifier it likes; _SYSTEMD_SLICE is journald's own.
+		args = append(args, "_SYSTEMD_SLICE="+unitsSlice)
+	}
+	if run != 0 {
+		rec, ok := d.runOf(name, run)
+		if !ok {
+			writeError(w, http.StatusNotFound, CodeNoSuchRun, msgNoSuchRun(name, run))
+			return
+		}
+		if d.cfg.Units != nil {
+			args = append(args, "BERTH_RUN="+strconv.FormatUint(run, 10))
+		} else {
+			args = append(args, "--since", rec.Start.Local().Format("2006-01-02 15:04:05"))
+			if !rec.End.IsZero() {
+				args = append(args, "--until", rec.End.Add(time.Second).Local().Format("2006-01-02 15:04:05"))
+			}
+		}
+	}
+	if follow {
+		args = append(args, "--follow")
+	}
+	journalctl, err := exec.LookPath("journalctl")
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, CodeInternal, msgNoJournalctl(err))
+		return
+	}
+	cmd := exec.CommandContext(r.Context(), journalctl, args...)
+	out := &flushWriter{w: w, rc: http.NewResponseController(w)}
+	cmd.Stdout = out
+	var stderr limitedBuffer
+	cmd.Stderr = &stderr
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	if err := cmd.Run(); err != nil && r.Context().Err() == nil {
+		d.log.Warn("journalctl failed reading a job's output", "job", name, "error", err, "stderr", stderr.String())
+		if !out.wrote {
+			writeError(w, http.StatusInternalServerError, CodeInternal, msgJournalctlFailed(err, stderr.String()))
+		}
+	}
+}
+
+// unitsSlice is the slice every job unit runs in (units.Runner).
+const unitsSlice = "berth.slice"
+
+// runOf finds run id among job's last hundred.
+func (d *Daemon) runOf(job string, id uint64) (store.RunRecord, bool) {
+	runs, err := d.store.Runs(job, 100)
+	if err != nil {
+		return store.RunRecord{}, false
+	}
+	for _, r := range runs {
+		if r.ID == id {
+			return r, true
+		}
+	}
+	return store.RunRecord{}, false
+}
+
+// streamFile sends a log file and, with follow, what is appended to it
+// (and to the file that replaces it when it is rotated) until the caller
+// hangs up. A file not written yet is empty.
+func (d *Daemon) streamFile(w http.ResponseWriter, r *http.Request, path string, follow bool) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	out := &flushWriter{w: w, rc: http.NewResponseController(w)}
+	var file *os.File
+	var br *bufio.Reader
+	open := func() bool {
+		f, err := os.Open(path)
+		if err != nil {
+			if !errors.Is(err, os.ErrNotExist) {
+				d.log.Warn("cannot read a job's log file", "path", path, "error", err)
+			}
+			return false
+		}
+		if file != nil {
+			file.Close()
+		}
+		file, br = f, bufio.NewReader(f)
+		return true
+	}
+	defer func() {
+		if file != nil {
+			file.Close()
+		}
+	}()
+	if open() {
+		if _, err := io.Copy(out, br); err != nil {
+			return
+		}
+	}
+	if !follow {
+		if !out.wrote {
+			w.WriteHeader(http.StatusOK)
+		}
+		return
+	}
+	out.Flush()
+	tick := time.NewTicker(250 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-r.Context().Done():
+			return
+		case <-tick.C:
+		}
+		if file == nil {
+			if !open() {
+				continue
+			}
+		}
+		if _, err := io.Copy(out, br); err != nil {
+			return
+		}
+		// The daemon rotates a full log to PATH.1: follow the new file.
+		if now, err := os.Stat(path); err == nil {
+			if was, err := file.Stat(); err == nil && !os.SameFile(was, now) {
+				open()
+			}
+		}
+	}
+}
+
+// flushWriter sends each write to the caller at once.
+type flushWriter struct {
+	w     http.ResponseWriter
+	rc    *http.ResponseController
+	wrote bool
+}
+
+func (f *flushWriter) Write(p []byte) (int, error) {
+	f.wrote = true
+	n, err := f.w.Write(p)
+	if err == nil {
+		err = f.rc.Flush()
+	}
+	return n, err
+}
+
+func (f *flushWriter) Flush() {
+	f.wrote = true
+	_ = f.rc.Flush()
+}
+
+// limitedBuffer keeps the first 4 KiB written to it: journalctl's
+// complaint, for the log.
+type limitedBuffer struct{ b []byte }
+
+func (l *limitedBuffer) Write(p []byte) (int, error) {
+	if room := 4096 - len(l.b); room > 0 {
+		l.b = append(l.b, p[:min(room, len(p))]...)
+	}
+	return len(p), nil
+}
+
+func (l *limitedBuffer) String() string { return string(l.b) }

@@ -1,0 +1,249 @@
+package supervisor
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"maps"
+	"os"
+	"os/user"
+	"path/filepath"
+	"slices"
+	"strconv"
+
+	"github.com/berthd/berth/supervisor/watch"
+)
+
+// The people who share the machine declare jobs of their own: each member
+// of the daemon's group (Config.Group) has a job directory under
+// Config.UserJobs, DIR/USER, which the daemon makes (theirs, mode 0700,
+// under a parent that must stay root's). A file there declares that
+// person's jobs: named OWNER/NAME, run as them, evaluated as them
+// (luaapi.Options.Owner has the rules). The administrators' directory,
+// Config.JobsDir, keeps every power.
+
+// person is one member of the group, with their job directory.
+type person struct {
+	name     string
+	uid, gid int
+	dir      string
+	scanner  *watch.Scanner
+}
+
+// DefaultGroup is the group whose members may use the daemon, and declare
+// jobs of their own; DefaultAdminGroup's members have root's rights over
+// every job.
+const (
+	DefaultGroup      = "berth"
+	DefaultAdminGroup = "berth-admin"
+)
+
+func (d *Daemon) group() string {
+	if d.cfg.Group != "" {
+		return d.cfg.Group
+	}
+	return DefaultGroup
+}
+
+func (d *Daemon) adminGroup() string {
+	if d.cfg.AdminGroup != "" {
+		return d.cfg.AdminGroup
+	}
+	return DefaultAdminGroup
+}
+
+// members lists the people of the group: its listed members and those
+// whose primary group it is, less root and the daemon's own user (their
+// jobs are the administrators'). No group, no people.
+func (d *Daemon) members() ([]string, error) {
+	g, err := user.LookupGroup(d.group())
+	if err != nil {
+		var unknown user.UnknownGroupError
+		if errors.As(err, &unknown) {
+			return nil, nil
+		}
+		return nil, err
+	}
+	gid, _ := strconv.Atoi(g.Gid)
+	_, names, err := watch.SystemAccounts{}.Group(gid)
+	if err != nil {
+		return nil, err
+	}
+	slices.Sort(names)
+	return slices.Compact(names), nil
+}
+
+// refreshPeople brings the set of people up to date with the group, makes
+// each newcomer's job directory, and has the watcher watch them all. Runs
+// on the loop, before each scan. Someone who left the group has no
+// directory watched any more: the scan reports their files removed.
+func (d *Daemon) refreshPeople() []string {
+	if d.cfg.UserJobs == "" {
+		return nil
+	}
+	var gone []string
+	names, err := d.members()
+	if err != nil {
+		d.log.Error("cannot list the members of the group: their job files are not read until it can", "group", d.group(), "error", err)
+		return nil
+	}
+	if err := os.MkdirAll(d.cfg.UserJobs, 0o755); err != nil {
+		d.log.Error("cannot create the people's job directories", "dir", d.cfg.UserJobs, "error", err)
+		return nil
+	}
+	now := make(map[string]*person, len(names))
+	for _, name := range names {
+		if p, ok := d.people[name]; ok {
+			now[name] = p
+			continue
+		}
+		p, err := d.newPerson(name)
+		if err != nil {
+			d.log.Error("cannot give a member of the group a job directory", "user", name, "error", err)
+			continue
+		}
+		if p != nil {
+			d.log.Info("watching a person's job directory", "user", name, "dir", p.dir)
+			now[name] = p
+		}
+	}
+	changed := len(now) != len(d.people)
+	for name, p := range d.people {
+		if _, still := now[name]; !still {
+			d.log.Info("no longer a member of the group: their jobs are removed", "user", name, "group", d.group())
+			gone = append(gone, p.dir)
+			changed = true
+		}
+	}
+	d.people = now
+	if changed && d.watcher != nil {
+		dirs := make([]string, 0, len(now))
+		for _, p := range now {
+			dirs = append(dirs, p.dir)
+		}
+		slices.Sort(dirs)
+		d.watcher.SetDirs(dirs)
+	}
+	return gone
+}
+
+// newPerson looks name up and makes their job directory if there is none;
+// nil for root and the daemon's own user.
+func (d *Daemon) newPerson(name string) (*person, error) {
+	u, err := user.Lookup(name)
+	if err != nil {
+		return nil, err
+	}
+	uid, _ := strconv.Atoi(u.Uid)
+	gid, _ := strconv.Atoi(u.Gid)
+	if uid == 0 || uid == os.Getuid() {
+		return nil, nil
+	}
+	dir := filepath.Join(d.cfg.UserJobs, name)
+	// Made once, then theirs: a directory that is there already is left as
+	// it is, and the scanner refuses it if it is not fit (not theirs, open
+	// to others), saying how to fix it.
+	switch err := os.Mkdir(dir, 0o700); {
+	case err == nil:
+		if err := os.Chown(dir, uid, gid); err != nil {
+			return nil, err
+		}
+		if err := os.Chmod(dir, 0o700); err != nil {
+			return nil, err
+		}
+	case errors.Is(err, fs.ErrExist):
+	default:
+		return nil, err
+	}
+	return &person{name: name, uid: uid, gid: gid, dir: dir,
+		scanner: watch.NewScanner(dir, watch.ScanOptions{DaemonUID: os.Getuid(), Owner: uid})}, nil
+}
+
+// peopleScan is what one scan found in the people's directories, besides
+// the administrators' scan.
+type peopleScan struct {
+	// dirs are the people's directories scanned.
+	dirs map[string]bool
+	// refused holds each person's directory the scanner refused, with why.
+	refused map[string]error
+}
+
+// holds reports whether path is in a person's directory.
+func (ps peopleScan) holds(path string) bool { return ps.dirs[filepath.Dir(path)] }
+
+// scan scans the administrators' directory and every person's, as one
+// Scan: each path is under its own directory, so they do not meet. A
+// person's refused directory is in people.refused, not in DirRefused
+// (which is the administrators'). gone are the directories of those who
+// left the group: every file the daemon holds from them is removed.
+func (d *Daemon) scan(gone []string) (watch.Scan, peopleScan, error) {
+	scan, err := d.scanner.Scan()
+	ps := peopleScan{dirs: map[string]bool{}, refused: map[string]error{}}
+	if len(d.people) == 0 && len(gone) == 0 {
+		return scan, ps, err
+	}
+	if scan.Changed == nil {
+		scan.Changed = map[string][]byte{}
+	}
+	if scan.Refused == nil {
+		scan.Refused = map[string]error{}
+	}
+	for _, name := range slices.Sorted(maps.Keys(d.people)) {
+		p := d.people[name]
+		ps.dirs[p.dir] = true
+		s, perr := p.scanner.Scan()
+		if perr != nil {
+			if err == nil {
+				err = fmt.Errorf("%s's job directory: %w", name, perr)
+			}
+			continue
+		}
+		for path, src := range s.Changed {
+			scan.Changed[path] = src
+		}
+		for path, why := range s.Refused {
+			scan.Refused[path] = why
+		}
+		scan.Removed = append(scan.Removed, s.Removed...)
+		if s.DirRefused != nil {
+			ps.refused[p.dir] = s.DirRefused
+		}
+	}
+	for _, dir := range gone {
+		for path := range d.latest {
+			if filepath.Dir(path) == dir {
+				scan.Removed = append(scan.Removed, path)
+			}
+		}
+		for path := range d.refused {
+			if filepath.Dir(path) == dir {
+				scan.Removed = append(scan.Removed, path)
+			}
+		}
+	}
+	slices.Sort(scan.Removed)
+	scan.Removed = slices.Compact(scan.Removed)
+	return scan, ps, err
+}
+
+// personOf is the person whose directory holds path, nil for the
+// administrators' files.
+func (d *Daemon) personOf(path string) *person {
+	dir := filepath.Dir(path)
+	for _, p := range d.people {
+		if p.dir == dir {
+			return p
+		}
+	}
+	return nil
+}
+
+// forgetScanned makes the next scan read path again (watch.Scanner.Forget),
+// in whichever directory it is.
+func (d *Daemon) forgetScanned(path string) {
+	if p := d.personOf(path); p != nil {
+		p.scanner.Forget(path)
+		return
+	}
+	d.scanner.Forget(path)
+}

@@ -1,0 +1,441 @@
+package supervisor
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/berthd/berth/supervisor/testkit"
+)
+
+// The people tests make real accounts (root only): the group whose
+// members may declare jobs, an admin group, and people in and out of them.
+// Their names are this package's own, so that another package's tests
+// making theirs at the same time never meet them; TestMain removes what
+// was made.
+const (
+	testGroup      = "btsberth"
+	testAdminGroup = "btsadmin"
+	testAlice      = "btsalice" // in testGroup
+	testBob        = "btsbob"   // in testGroup
+	testCarol      = "btscarol" // in no group
+	testDave       = "btsdave"  // in testGroup and testAdminGroup
+)
+
+var accounts struct {
+	sync.Mutex
+	done          bool
+	err           error
+	users, groups []string // made by this binary, to remove
+}
+
+// needAccounts makes the test accounts once, or skips the test where they
+// cannot be made.
+func needAccounts(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to make accounts")
+	}
+	accounts.Lock()
+	defer accounts.Unlock()
+	if !accounts.done {
+		accounts.done = true
+		accounts.err = makeAccounts()
+	}
+	if accounts.err != nil {
+		t.Skipf("cannot make test accounts: %v", accounts.err)
+	}
+}
+
+func makeAccounts() error {
+	for _, g := range []string{testGroup, testAdminGroup} {
+		if _, err := user.LookupGroup(g); err == nil {
+			continue
+		}
+		if out, err := exec.Command("groupadd", g).CombinedOutput(); err != nil {
+			return fmt.Errorf("groupadd %s: %v: %s", g, err, out)
+		}
+		accounts.groups = append(accounts.groups, g)
+	}
+	for name, groups := range map[string]string{
+		testAlice: testGroup, testBob: testGroup, testCarol: "", testDave: testGroup + "," + testAdminGroup,
+	} {
+		if _, err := user.Lookup(name); err != nil {
+			args := []string{"--no-create-home", "--user-group", "--shell", "/bin/sh"}
+			if groups != "" {
+				args = append(args, "--groups", groups)
+			}
+			if out, err := exec.Command("useradd", append(args, name)...).CombinedOutput(); err != nil {
+				return fmt.Errorf("useradd %s: %v: %s", name, err, out)
+			}
+			accounts.users = append(accounts.users, name)
+		}
+	}
+	return nil
+}
+
+// removeAccounts removes what makeAccounts made; TestMain calls it.
+func removeAccounts() {
+	for _, u := range accounts.users {
+		_ = exec.Command("userdel", u).Run()
+	}
+	for _, g := range accounts.groups {
+		_ = exec.Command("groupdel", g).Run()
+	}
+}
+
+func uidOf(t *testing.T, name string) int {
+	t.Helper()
+	u, err := user.Lookup(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	uid, _ := strconv.Atoi(u.Uid)
+	return uid
+}
+
+// peopleDaemon runs a daemon whose people are testGroup's members, their
+// job directories under a spool of its own; out is a directory every
+// job may write to.
+func peopleDaemon(t *testing.T, admin string, tune func(cfg *Config)) (d *Daemon, spool, out string) {
+	t.Helper()
+	needAccounts(t)
+	// Below /tmp, searchable by all: the jobs run as the people.
+	base, err := os.MkdirTemp("", "berth-people-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(base) })
+	out = filepath.Join(base, "out")
+	if err := os.Mkdir(out, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(base, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(out, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	spool = filepath.Join(base, "spool")
+	d, _ = runDaemon(t, admin, func(cfg *Config) {
+		cfg.UserJobs, cfg.Group, cfg.AdminGroup = spool, testGroup, testAdminGroup
+		if tune != nil {
+			tune(cfg)
+		}
+	})
+	testkit.WaitFor(t, 20*time.Second, "the people's job directories made", func() bool {
+		_, a := os.Stat(filepath.Join(spool, testAlice))
+		_, b := os.Stat(filepath.Join(spool, testBob))
+		return a == nil && b == nil
+	})
+	return d, spool, out
+}
+
+// writeAs writes a job file into a person's directory, theirs.
+func writeAs(t *testing.T, spool, person, name, src string) string {
+	t.Helper()
+	path := filepath.Join(spool, person, name)
+	if err := os.WriteFile(path, []byte(src), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	uid := uidOf(t, person)
+	if err := os.Chown(path, uid, -1); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func reload(t *testing.T, d *Daemon) ReloadResult {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	res, err := d.Reload(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+// as calls the daemon's API as the user name would over the socket.
+func as(t *testing.T, d *Daemon, name, method, path string) (int, string) {
+	t.Helper()
+	u, err := user.Lookup(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	uid, _ := strconv.Atoi(u.Uid)
+	gid, _ := strconv.Atoi(u.Gid)
+	// Our own pid stands for the caller's process: its groups (root's)
+	// hold none of the test groups.
+	cred := unix.Ucred{Uid: uint32(uid), Gid: uint32(gid), Pid: int32(os.Getpid())}
+	req := httptest.NewRequest(method, "http://berth"+APIVersion+path, nil)
+	req = req.WithContext(context.WithValue(req.Context(), peerKey{}, cred))
+	rec := httptest.NewRecorder()
+	d.api().ServeHTTP(rec, req)
+	return rec.Code, rec.Body.String()
+}
+
+func jobPath(name string) string { return "/jobs/" + url.PathEscape(name) }
+
+// TestPeopleJobs: the members of the group get a job directory each,
+// theirs and 0700; a file there declares that person's jobs, named
+// OWNER/NAME and run as them, and may not say who else to run as; someone
+// who leaves the group has their jobs removed.
+func TestPeopleJobs(t *testing.T) {
+	d, spool, out := peopleDaemon(t, "", nil)
+	for _, p := range []string{testAlice, testBob} {
+		st, err := os.Stat(filepath.Join(spool, p))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sys := st.Sys().(*syscall.Stat_t); int(sys.Uid) != uidOf(t, p) || st.Mode().Perm() != 0o700 {
+			t.Errorf("%s's directory is uid %d mode %v, want theirs and 0700", p, sys.Uid, st.Mode().Perm())
+		}
+	}
+	if _, err := os.Stat(filepath.Join(spool, testCarol)); err == nil {
+		t.Errorf("%s, in no group, got a job directory", testCarol)
+	}
+
+	job := func(person string) string {
+		return fmt.Sprintf(`job "train" { cmd = {"sh", "-c", "id -u > %[1]s/%[2]s; echo $HOME >> %[1]s/%[2]s; id -Gn >> %[1]s/%[2]s; echo hello from %[2]s; exec sleep 600"} }`, out, person)
+	}
+	writeAs(t, spool, testAlice, "jobs.lua", job(testAlice))
+	writeAs(t, spool, testBob, "jobs.lua", job(testBob))
+	evil := writeAs(t, spool, testAlice, "evil.lua", `job "evil" { cmd = "true", user = "root" }`)
+	// (The watcher may have seen them first: what this reload says is
+	// the state, not what changed.)
+	res := reload(t, d)
+	var refused string
+	for _, p := range res.Problems {
+		if p.File == evil {
+			refused = p.Text
+		}
+	}
+	if !strings.Contains(refused, "user") || !strings.Contains(refused, testAlice) {
+		t.Errorf("a person's file that sets user: problem %q, want it refused saying why", refused)
+	}
+	if _, ok := d.jobStatus(testAlice + "/evil"); ok {
+		t.Error("the job that sets user was declared")
+	}
+
+	for _, p := range []string{testAlice, testBob} {
+		js := waitJob(t, d, p+"/train", "running", func(js JobStatus) bool { return js.State == "running" })
+		if js.Owner != p {
+			t.Errorf("%s/train has owner %q", p, js.Owner)
+		}
+		var said []string
+		testkit.WaitFor(t, 20*time.Second, p+"'s job wrote who it is", func() bool {
+			b, _ := os.ReadFile(filepath.Join(out, p))
+			said = strings.Split(strings.TrimSpace(string(b)), "\n")
+			return len(said) == 3
+		})
+		u, _ := user.Lookup(p)
+		if said[0] != u.Uid || said[1] != u.HomeDir || !slices.Contains(strings.Fields(said[2]), testGroup) {
+			t.Errorf("%s's job ran as uid %s, HOME %s, groups %s; want uid %s, HOME %s, in %s", p, said[0], said[1], said[2], u.Uid, u.HomeDir, testGroup)
+		}
+	}
+
+	// A person's directory opened to everyone is refused, saying so; what
+	// was in force from it stays, and the fix takes the refusal away.
+	aliceDir := filepath.Join(spool, testAlice)
+	if err := os.Chmod(aliceDir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	res = reload(t, d)
+	refused = ""
+	for _, p := range res.Problems {
+		if p.File == aliceDir && p.Code == ProblemDirRefused {
+			refused = p.Text
+		}
+	}
+	if refused == "" {
+		t.Errorf("alice's directory open to all: problems %+v, want it refused", res.Problems)
+	}
+	if js, _ := d.jobStatus(testAlice + "/train"); js.State != "running" {
+		t.Errorf("alice/train is %s while her directory is refused, want still running", js.State)
+	}
+	if err := os.Chmod(aliceDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range reload(t, d).Problems {
+		if p.File == aliceDir {
+			t.Errorf("after the fix: %s", p.Text)
+		}
+	}
+
+	// Someone who leaves the group has their jobs removed at the next
+	// reload.
+	if out, err := exec.Command("gpasswd", "-d", testBob, testGroup).CombinedOutput(); err != nil {
+		t.Fatalf("gpasswd: %v: %s", err, out)
+	}
+	t.Cleanup(func() { _ = exec.Command("gpasswd", "-a", testBob, testGroup).Run() })
+	reload(t, d)
+	testkit.WaitFor(t, 20*time.Second, testBob+"/train gone", func() bool {
+		_, ok := d.jobStatus(testBob + "/train")
+		return !ok
+	})
+}
+
+// TestPeopleRights: everyone sees every job; only its owner, root and the
+// admin group may stop it, see its environment or read its output; an
+// owner calls their job by its short name.
+func TestPeopleRights(t *testing.T) {
+	d, spool, _ := peopleDaemon(t, `job "shared" { cmd = "sleep 600", env = { TOKEN = "admin-secret" } }`, nil)
+	writeAs(t, spool, testAlice, "jobs.lua", `job "train" { cmd = {"sh", "-c", "echo hello from alice; exec sleep 600"}, env = { HF_TOKEN = "alice-secret" } }`)
+	reload(t, d)
+	alices := testAlice + "/train"
+	waitJob(t, d, alices, "running", func(js JobStatus) bool { return js.State == "running" })
+	waitJob(t, d, "shared", "running", func(js JobStatus) bool { return js.State == "running" })
+
+	// Bob sees it, but not its environment.
+	code, body := as(t, d, testBob, "GET", jobPath(alices))
+	var jd JobDetail
+	if code != 200 || json.Unmarshal([]byte(body), &jd) != nil {
+		t.Fatalf("bob's show: %d %s", code, body)
+	}
+	if strings.Contains(body, "alice-secret") || len(jd.NextEnv) != 0 || !strings.Contains(jd.EnvHidden, testAlice) {
+		t.Errorf("bob's show of alice's job: env %q, next env %q, env_hidden %q; want the environment hidden, saying whose it is", jd.Definition.Env, jd.NextEnv, jd.EnvHidden)
+	}
+	// Nor may he stop it, or read its output.
+	want := alices + " belongs to " + testAlice + "; only " + testAlice + " or a member of " + testAdminGroup + " can stop it"
+	for _, call := range []struct{ method, path, want string }{
+		{"POST", jobPath(alices) + "/stop", want},
+		{"POST", jobPath(alices) + "/restart", strings.Replace(want, "stop it", "restart it", 1)},
+		{"GET", jobPath(alices) + "/logs", strings.Replace(want, "stop it", "read its output", 1)},
+		{"POST", jobPath("shared") + "/stop", "shared is an administrators' job; only root or a member of " + testAdminGroup + " can stop it"},
+	} {
+		code, body := as(t, d, testBob, call.method, call.path)
+		var e APIError
+		_ = json.Unmarshal([]byte(body), &e)
+		if code != http.StatusForbidden || e.Code != CodeNotPermitted || !strings.HasPrefix(e.Error, call.want) {
+			t.Errorf("bob %s %s: %d %q, want 403 %q", call.method, call.path, code, e.Error, call.want)
+		}
+	}
+	if code, body := as(t, d, testBob, "GET", jobPath("shared")); code != 200 || strings.Contains(body, "admin-secret") {
+		t.Errorf("bob's show of an administrators' job: %d, its environment shown: %v", code, strings.Contains(body, "admin-secret"))
+	}
+
+	// Alice calls it train, sees its environment and reads its output.
+	code, body = as(t, d, testAlice, "GET", jobPath("train"))
+	if code != 200 || !strings.Contains(body, "alice-secret") {
+		t.Errorf("alice's show of train: %d, env shown %v", code, strings.Contains(body, "alice-secret"))
+	}
+	testkit.WaitFor(t, 20*time.Second, "alice reads her job's output", func() bool {
+		code, body := as(t, d, testAlice, "GET", jobPath("train")+"/logs")
+		return code == 200 && strings.Contains(body, "hello from alice")
+	})
+
+	// Dave, of the admin group, may stop it; alice starts it again.
+	if code, body := as(t, d, testDave, "POST", jobPath(alices)+"/stop"); code != 200 {
+		t.Fatalf("dave's stop: %d %s", code, body)
+	}
+	waitJob(t, d, alices, "stopped", func(js JobStatus) bool { return js.State == "stopped" })
+	if code, body := as(t, d, testAlice, "POST", jobPath("train")+"/start"); code != 200 {
+		t.Fatalf("alice's start: %d %s", code, body)
+	}
+	waitJob(t, d, alices, "running again", func(js JobStatus) bool { return js.State == "running" })
+	// Carol, in no group, is not let in at all.
+	if code, _ := as(t, d, testCarol, "GET", "/status"); code != http.StatusForbidden {
+		t.Errorf("carol's status: %d, want 403", code)
+	}
+}
+
+// TestPeopleQuota: a job that would take its owner past their quota waits,
+// saying so, though the machine has room; one larger than the quota is
+// unplaceable, saying why; raising the quota lets the waiting one start,
+// and the larger one wait its turn.
+func TestPeopleQuota(t *testing.T) {
+	const admin = `quota "` + testAlice + `" { gpus = 1 }`
+	d, spool, _ := peopleDaemon(t, admin, func(cfg *Config) { cfg.Machine.GPUs = []string{"0", "1"} })
+	writeAs(t, spool, testAlice, "jobs.lua", `
+job "a" { cmd = "sleep 600", gpus = 1 }
+job "b" { cmd = "sleep 600", gpus = 1 }
+job "big" { cmd = "sleep 600", gpus = 2 }`)
+	reload(t, d)
+	name := func(n string) string { return testAlice + "/" + n }
+	waitJob(t, d, name("big"), "unplaceable", func(js JobStatus) bool { return js.State == "unplaceable" })
+	big, _ := d.jobStatus(name("big"))
+	if !strings.Contains(big.Why, testAlice+"'s quota allows 1") {
+		t.Errorf("big's why: %q, want it to name the quota", big.Why)
+	}
+	var waiting JobStatus
+	testkit.WaitFor(t, 20*time.Second, "one of a and b running, the other waiting", func() bool {
+		a, _ := d.jobStatus(name("a"))
+		b, _ := d.jobStatus(name("b"))
+		if a.State == "waiting" {
+			a, b = b, a
+		}
+		waiting = b
+		return a.State == "running" && b.State == "waiting"
+	})
+	if want := testAlice + " holds 1 of their 1 card (quota"; !strings.HasPrefix(waiting.Why, want) {
+		t.Errorf("%s waits: %q, want %q…", waiting.Name, waiting.Why, want)
+	}
+	if free := d.Status().Machine; free.CPUsFree == 0 {
+		t.Fatalf("the machine is full (%+v): the wait proves nothing", free)
+	}
+
+	adminFile := filepath.Join(d.cfg.JobsDir, "jobs.lua")
+	if err := os.WriteFile(adminFile, []byte(`quota "`+testAlice+`" { gpus = 2 }`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	reload(t, d)
+	waitJob(t, d, waiting.Name, "running once the quota allows it", func(js JobStatus) bool { return js.State == "running" })
+	waitJob(t, d, name("big"), "waiting its turn", func(js JobStatus) bool { return js.State == "waiting" })
+}
+
+// TestPeopleFairShare: alice queues 20 one-card jobs on a 2-card box, then
+// bob queues one: bob's starts at the next free card, before the 18 of
+// alice's that queued before it.
+func TestPeopleFairShare(t *testing.T) {
+	d, spool, _ := peopleDaemon(t, "", func(cfg *Config) { cfg.Machine.GPUs = []string{"0", "1"} })
+	writeAs(t, spool, testAlice, "jobs.lua", `for i = 1, 20 do job("j" .. i) { cmd = "sleep 600", gpus = 1 } end`)
+	reload(t, d)
+	var held []string
+	testkit.WaitFor(t, 20*time.Second, "two of alice's jobs running, 18 waiting", func() bool {
+		s := d.Status()
+		held = held[:0]
+		if s.Counts["running"] != 2 || s.Counts["waiting"] != 18 {
+			return false
+		}
+		for _, j := range s.Jobs {
+			if j.State == "running" {
+				held = append(held, j.Name)
+			}
+		}
+		return true
+	})
+	writeAs(t, spool, testBob, "jobs.lua", `job "one" { cmd = "sleep 600", gpus = 1 }`)
+	reload(t, d)
+	bobs := testBob + "/one"
+	waitJob(t, d, bobs, "waiting", func(js JobStatus) bool { return js.State == "waiting" })
+	if code, body := as(t, d, testAlice, "POST", jobPath(held[0])+"/stop"); code != 200 {
+		t.Fatalf("alice's stop: %d %s", code, body)
+	}
+	waitJob(t, d, bobs, "running at the next free card", func(js JobStatus) bool { return js.State == "running" })
+	s := d.Status()
+	if s.Counts["running"] != 2 || s.Counts["waiting"] != 18 {
+		t.Errorf("running %d, waiting %d; want bob's and one of alice's running, 18 of hers waiting", s.Counts["running"], s.Counts["waiting"])
+	}
+	for _, c := range s.Machine.Cards {
+		if c.Holder == bobs && c.Owner != testBob {
+			t.Errorf("card %s is held by %s, owner %q", c.Name, c.Holder, c.Owner)
+		}
+	}
+}

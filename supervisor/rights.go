@@ -1,0 +1,99 @@
+package supervisor
+
+import (
+	"net/http"
+	"os"
+	"os/user"
+	"slices"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/berthd/berth/supervisor/watch"
+)
+
+// Everyone the daemon lets in (authorize) sees the machine and the queue:
+// names, owners, states, grants, why a job waits. A job's own business —
+// starting, stopping or restarting it, its environment, its output — is
+// its owner's, root's, the daemon's own user's, and the admin group's
+// (Config.AdminGroup). An administrator's job has no owner: only those
+// with every right touch it.
+
+// caller is who makes a control request, as far as rights go.
+type caller struct {
+	uid  uint32
+	name string // their login name; "" when it cannot be found
+	// admin: root, the daemon's own user, or a member of the admin group.
+	admin bool
+}
+
+// callerOf is the caller of r; authorize has let it in, so its
+// credentials were read.
+func (d *Daemon) callerOf(r *http.Request) caller {
+	cred, ok := r.Context().Value(peerKey{}).(unix.Ucred)
+	if !ok {
+		return caller{uid: ^uint32(0)}
+	}
+	c := caller{uid: cred.Uid}
+	if u, err := user.LookupId(strconv.Itoa(int(cred.Uid))); err == nil {
+		c.name = u.Username
+	}
+	c.admin = cred.Uid == 0 || int(cred.Uid) == os.Getuid() || d.inAdminGroup(cred, c.name)
+	return c
+}
+
+// inAdminGroup reports whether the caller is in the admin group: by the
+// groups its process has (as the kernel checks them), or by the group's
+// members as listed (someone added since they logged in).
+func (d *Daemon) inAdminGroup(cred unix.Ucred, name string) bool {
+	g, err := user.LookupGroup(d.adminGroup())
+	if err != nil {
+		return false
+	}
+	gid, err := strconv.Atoi(g.Gid)
+	if err != nil {
+		return false
+	}
+	if groupsOf(cred)[uint32(gid)] {
+		return true
+	}
+	_, members, err := watch.SystemAccounts{}.Group(gid)
+	return err == nil && name != "" && slices.Contains(members, name)
+}
+
+// mayControl reports whether the caller may start, stop or restart the
+// job of owner ("" for an administrator's), see its environment and read
+// its output.
+func (c caller) mayControl(owner string) bool {
+	return c.admin || owner != "" && c.name == owner
+}
+
+// resolve finds the job a caller names: a person may call their own job
+// by its short name (train for alice/train), which then comes first;
+// otherwise the name is the job's whole name.
+func (d *Daemon) resolve(c caller, name string) (*job, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if c.name != "" && !strings.Contains(name, "/") {
+		if j, ok := d.jobs[c.name+"/"+name]; ok {
+			return j, true
+		}
+	}
+	j, ok := d.jobs[name]
+	return j, ok
+}
+
+// resolveName is resolve for a job that may be gone: the name the caller
+// means, for its history.
+func (d *Daemon) resolveName(c caller, name string) string {
+	if j, ok := d.resolve(c, name); ok {
+		return j.name
+	}
+	if c.name != "" && name != "" && !strings.Contains(name, "/") {
+		if runs, err := d.store.Runs(c.name+"/"+name, 1); err == nil && len(runs) > 0 {
+			return c.name + "/" + name
+		}
+	}
+	return name
+}
