@@ -201,7 +201,7 @@ func (d *Daemon) authorize(next http.Handler) http.Handler {
 		}
 		if !d.allowed(cred) {
 			d.log.Warn("control request refused", "uid", cred.Uid, "pid", cred.Pid, "path", r.URL.Path)
-			writeError(w, http.StatusForbidden, CodeNotPermitted, msgNotPermitted(cred.Uid))
+			writeError(w, http.StatusForbidden, CodeNotPermitted, msgNotPermitted(cred.Uid, d.group()))
 			return
 		}
 		next.ServeHTTP(w, r)

@@ -66,8 +66,8 @@ func msgCannotReadHistory(err error) string { return "cannot read the history: "
 
 func msgNoAnswer(err error) string { return "the daemon did not answer: " + err.Error() }
 
-func msgNotPermitted(uid uint32) string {
-	return fmt.Sprintf("uid %d may not use this berth daemon: it answers root, its own user and the group berth (sudo usermod -aG berth $USER, then log in again)", uid)
+func msgNotPermitted(uid uint32, group string) string {
+	return fmt.Sprintf("uid %d may not use this berth daemon: it answers root, its own user and the group %s (sudo usermod -aG %s $USER, then log in again)", uid, group, group)
 }
 
 // msgNotYours refuses what a caller asked of a job that is not theirs:
@@ -209,19 +209,20 @@ func MsgShort(asked, short Size) string {
 
 // MsgQuotaWait says why a person's job waits with the machine free enough:
 // it would take its owner past their quota. "alice holds 2 of their 2 cards
-// (quota)": each resource the quota holds back is named.
-func MsgQuotaWait(qw accounting.QuotaWait, asked accounting.Resources) string {
+// (quota)": each resource the quota holds back is named. The daemon
+// writes it, and berth status words it again from the facts.
+func MsgQuotaWait(owner string, q QuotaView, asked Size) string {
 	var parts []string
-	if q := qw.Quota.GPUs; q >= 0 && asked.GPUs > 0 && qw.Held.GPUs+asked.GPUs > q {
-		parts = append(parts, fmt.Sprintf("%d of their %s", qw.Held.GPUs, accounting.Count(q, "card")))
+	if l := q.Quota.GPUs; l >= 0 && asked.GPUs > 0 && q.Held.GPUs+asked.GPUs > l {
+		parts = append(parts, fmt.Sprintf("%d of their %s", q.Held.GPUs, accounting.Count(l, "card")))
 	}
-	if q := qw.Quota.CPUs; q >= 0 && asked.CPUs > 0 && qw.Held.CPUs+asked.CPUs > q {
-		parts = append(parts, fmt.Sprintf("%d of their %s", qw.Held.CPUs, accounting.Count(q, "core")))
+	if l := q.Quota.CPUs; l >= 0 && asked.CPUs > 0 && q.Held.CPUs+asked.CPUs > l {
+		parts = append(parts, fmt.Sprintf("%d of their %s", q.Held.CPUs, accounting.Count(l, "core")))
 	}
-	if q := qw.Quota.RAMBytes; q >= 0 && asked.RAMBytes > 0 && qw.Held.RAMBytes+asked.RAMBytes > q {
-		parts = append(parts, fmt.Sprintf("%s of their %s memory", accounting.FormatSize(qw.Held.RAMBytes), accounting.FormatSize(q)))
+	if l := q.Quota.RAMBytes; l >= 0 && asked.RAMBytes > 0 && q.Held.RAMBytes+asked.RAMBytes > l {
+		parts = append(parts, fmt.Sprintf("%s of their %s memory", accounting.FormatSize(q.Held.RAMBytes), accounting.FormatSize(l)))
 	}
-	return fmt.Sprintf("%s holds %s (quota; berth status --owner %s shows their jobs)", qw.Owner, strings.Join(parts, ", "), qw.Owner)
+	return fmt.Sprintf("%s holds %s (quota; berth status --owner %s shows their jobs)", owner, strings.Join(parts, ", "), owner)
 }
 
 // MsgEnded says how a run ended, for a job's why: "exit 3", "killed by

@@ -24,7 +24,7 @@ func TestMessagesGolden(t *testing.T) {
 		msgBadRunCount("-1"),
 		msgCannotReadHistory(errors.New("read state: input/output error")),
 		msgNoAnswer(errors.New("context deadline exceeded")),
-		msgNotPermitted(1001),
+		msgNotPermitted(1001, "berth"),
 		msgRefused("start", "train", refuseDisabled, ""),
 		msgRefused("restart", "train", refuseInvalid, `/etc/berth/jobs.d/train.lua:3: job "train": flavor "gpu-huge" does not exist (berth flavors lists them)`),
 		MsgUnplaceable(pos, "train", unplaceable),
@@ -55,6 +55,17 @@ func TestMessagesGolden(t *testing.T) {
 		accounting.Count(1, "gpu") + ", " + accounting.Count(0, "gpu") + ", " + accounting.Count(2, "cpu"),
 		msgTooManyConnections(ctlsock.Refusal{UID: 1001, Open: 64, Limit: 64}),
 		msgTooManyConnections(ctlsock.Refusal{UID: 1002, Open: 3, Limit: 1024, Total: true}),
+		MsgQuotaWait("alice", QuotaView{Held: Size{GPUs: 2}, Quota: Size{GPUs: 2, CPUs: -1, RAMBytes: -1}}, Size{GPUs: 1, CPUs: 4}),
+		MsgQuotaWait("alice", QuotaView{Held: Size{CPUs: 30, RAMBytes: 100 * accounting.GiB}, Quota: Size{GPUs: -1, CPUs: 32, RAMBytes: 128 * accounting.GiB}}, Size{CPUs: 4, RAMBytes: 64 * accounting.GiB}),
+		msgNotYours("alice/train", "alice", "stop it", "berth-admin"),
+		msgNotYours("shared", "", "read its output", "berth-admin"),
+		msgEnvHidden("alice/train", "alice", "berth-admin"),
+		msgEnvHidden("shared", "", "berth-admin"),
+		msgBadRun("x"),
+		msgRunNeedsJournal("/var/lib/berth/logs/alice/train.log"),
+		msgNoSuchRun("alice/train", 42),
+		msgNoJournalctl(errors.New(`exec: "journalctl": executable file not found in $PATH`)),
+		msgJournalctlFailed(errors.New("exit status 1"), "Failed to open journal: Permission denied\nmore"),
 	}
 	testkit.Golden(t, "testdata/messages.golden", []byte(strings.Join(lines, "\n")+"\n"))
 }

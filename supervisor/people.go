@@ -87,9 +87,11 @@ func (d *Daemon) refreshPeople() []string {
 		d.log.Error("cannot list the members of the group: their job files are not read until it can", "group", d.group(), "error", err)
 		return nil
 	}
-	if err := os.MkdirAll(d.cfg.UserJobs, 0o755); err != nil {
-		d.log.Error("cannot create the people's job directories", "dir", d.cfg.UserJobs, "error", err)
-		return nil
+	if len(names) > 0 {
+		if err := os.MkdirAll(d.cfg.UserJobs, 0o755); err != nil {
+			d.log.Error("cannot create the people's job directories", "dir", d.cfg.UserJobs, "error", err)
+			return nil
+		}
 	}
 	now := make(map[string]*person, len(names))
 	for _, name := range names {

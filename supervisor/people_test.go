@@ -384,6 +384,9 @@ job "big" { cmd = "sleep 600", gpus = 2 }`)
 		waiting = b
 		return a.State == "running" && b.State == "waiting"
 	})
+	if q := waiting.Quota; q == nil || q.Held.GPUs != 1 || q.Quota.GPUs != 1 {
+		t.Errorf("%s waits with quota facts %+v, want 1 card held of 1", waiting.Name, q)
+	}
 	if want := testAlice + " holds 1 of their 1 card (quota"; !strings.HasPrefix(waiting.Why, want) {
 		t.Errorf("%s waits: %q, want %q…", waiting.Name, waiting.Why, want)
 	}

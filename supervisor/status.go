@@ -50,6 +50,12 @@ type CardStatus struct {
 	Owner string `json:"owner"`
 }
 
+// QuotaView is what a person's jobs hold and their quota.
+type QuotaView struct {
+	Held  Size `json:"held"`
+	Quota Size `json:"quota"`
+}
+
 // JobStatus is one line of `berth status`.
 type JobStatus struct {
 	Name string `json:"name"`
@@ -78,6 +84,9 @@ type JobStatus struct {
 	// Short is what a waiting job lacks now: how much more of each
 	// resource it asks than is free (all zero: it waits its turn).
 	Short *Size `json:"short,omitempty"`
+	// Quota, for a person's waiting job, is what keeps it back when their
+	// quota does: what their jobs hold, and the quota (-1: unbounded).
+	Quota *QuotaView `json:"quota,omitempty"`
 	// Used is what its run really uses, read from its unit's cgroup; nil
 	// where runs are not systemd units.
 	Used *Usage `json:"used,omitempty"`
@@ -195,7 +204,9 @@ func (d *Daemon) Status() Status {
 				// Past the owner's quota, it waits for their own jobs,
 				// whatever is free: that is its why.
 				if qw, over := d.placer.QuotaWait(requestOf(j.name, v.Def)); over {
-					js.Why = MsgQuotaWait(qw, v.Def.Resources)
+					q := QuotaView{Held: sizeOf(qw.Held), Quota: Size{CPUs: qw.Quota.CPUs, GPUs: qw.Quota.GPUs, RAMBytes: qw.Quota.RAMBytes}}
+					js.Quota = &q
+					js.Why = MsgQuotaWait(v.Def.Owner, q, js.Asked)
 				}
 			}
 			if j.name == expectedOf {
