@@ -95,40 +95,14 @@ func (e *apiError) Error() string { return e.msg }
 
 // call makes one request; out, when not nil, receives the JSON answer.
 func (c *client) call(method, path string, query url.Values, out any) error {
-	u := "http://berth" + supervisor.APIVersion + path
-	if len(query) > 0 {
-		u += "?" + query.Encode()
-	}
-	req, err := http.NewRequest(method, u, nil)
+	resp, err := c.open(context.Background(), c.http, method, path, query)
 	if err != nil {
-		return err
-	}
-	resp, err := c.http.Do(req)
-	if err != nil {
-		var op *net.OpError
-		if errors.Is(err, syscall.EACCES) {
-			return &deniedError{socket: c.socket}
-		}
-		if errors.As(err, &op) && op.Op == "dial" {
-			return &noDaemonError{sockets: c.sockets, err: err}
-		}
 		return err
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
 	if err != nil {
 		return err
-	}
-	if resp.StatusCode >= 400 {
-		var e supervisor.APIError
-		if json.Unmarshal(body, &e) != nil || e.Error == "" {
-			e.Error = fmt.Sprintf("the daemon answered %s", resp.Status)
-		}
-		if resp.StatusCode == http.StatusNotFound && e.Code != supervisor.CodeNoSuchJob {
-			// The call itself is unknown: the daemon predates this client.
-			e.Error = msgDaemonTooOld(c.socket, method+" "+supervisor.APIVersion+path)
-		}
-		return &apiError{status: resp.StatusCode, msg: e.Error}
 	}
 	if out == nil {
 		return nil
@@ -137,6 +111,58 @@ func (c *client) call(method, path string, query url.Values, out any) error {
 		return fmt.Errorf("read the daemon's answer: %w", err)
 	}
 	return nil
+}
+
+// stream makes a GET whose answer is a stream (a job's output), copying it
+// to w as it comes, until the daemon ends it or ctx does.
+func (c *client) stream(ctx context.Context, path string, query url.Values, w io.Writer) error {
+	// No overall timeout: a followed log lasts as long as the person wants.
+	hc := &http.Client{Transport: c.http.Transport}
+	resp, err := c.open(ctx, hc, http.MethodGet, path, query)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	_, err = io.Copy(w, resp.Body)
+	return err
+}
+
+// open sends one request and returns a 2xx answer; any other is an
+// *apiError, saying what the daemon said.
+func (c *client) open(ctx context.Context, hc *http.Client, method, path string, query url.Values) (*http.Response, error) {
+	u := "http://berth" + supervisor.APIVersion + path
+	if len(query) > 0 {
+		u += "?" + query.Encode()
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		var op *net.OpError
+		if errors.Is(err, syscall.EACCES) {
+			return nil, &deniedError{socket: c.socket}
+		}
+		if errors.As(err, &op) && op.Op == "dial" {
+			return nil, &noDaemonError{sockets: c.sockets, err: err}
+		}
+		return nil, err
+	}
+	if resp.StatusCode < 400 {
+		return resp, nil
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	var e supervisor.APIError
+	if json.Unmarshal(body, &e) != nil || e.Error == "" {
+		e.Error = fmt.Sprintf("the daemon answered %s", resp.Status)
+	}
+	if resp.StatusCode == http.StatusNotFound && e.Code != supervisor.CodeNoSuchJob && e.Code != supervisor.CodeNoSuchRun {
+		// The call itself is unknown: the daemon predates this client.
+		e.Error = msgDaemonTooOld(c.socket, method+" "+supervisor.APIVersion+path)
+	}
+	return nil, &apiError{status: resp.StatusCode, msg: e.Error}
 }
 
 func (c *client) get(path string, query url.Values, out any) error {

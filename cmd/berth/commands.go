@@ -1,14 +1,12 @@
 package main
 
 import (
-	"bufio"
-	"errors"
+	"context"
 	"flag"
 	"fmt"
 	"io"
 	"net/url"
 	"os"
-	"os/exec"
 	"os/signal"
 	"slices"
 	"strconv"
@@ -84,22 +82,78 @@ func (c *cli) simple(name string, args []string, listing bool, want int, what st
 }
 
 // listing makes a command that shows one answer of the daemon: as JSON
-// with --json, else through its renderer.
-func listing[T any](name string, path func(args []string) string, render func(io.Writer, T, renderOptions), now func(T) time.Time, args int, what string) func(*cli, []string) int {
+// with --json, else through its renderer. filter, when not nil, adds the
+// command's own flags and returns what it keeps of the answer.
+func listing[T any](name string, path func(args []string) string, render func(io.Writer, T, renderOptions), now func(T) time.Time, args int, what string, filter func(*cli, *flag.FlagSet) func(T) T) func(*cli, []string) int {
 	return func(c *cli, argv []string) int {
-		f, rest, code, done := c.simple(name, argv, true, args, what)
+		fs := c.flags(name)
+		f := c.clientFlags(fs, true)
+		keep := func(v T) T { return v }
+		if filter != nil {
+			keep = filter(c, fs)
+		}
+		rest, code, done := c.parse(fs, argv)
 		if done {
 			return code
+		}
+		if len(rest) != args {
+			if args == 0 {
+				fmt.Fprintln(c.stderr, msgUnexpectedArgs(name, rest))
+			} else {
+				fmt.Fprintln(c.stderr, msgWantArgs(name, what))
+			}
+			return exitUsage
 		}
 		var v T
 		if err := c.client(f).get(path(rest), nil, &v); err != nil {
 			return c.fail(err)
 		}
+		v = keep(v)
 		if f.json {
 			return c.writeJSON(v)
 		}
 		render(c.stdout, v, c.render(now(v)))
 		return exitOK
+	}
+}
+
+// ownerFlags are --mine and --owner NAME: only the jobs of one person.
+// The returned function keeps those of jobs; with neither flag, all.
+func ownerFlags(c *cli, fs *flag.FlagSet) func([]supervisor.JobStatus) []supervisor.JobStatus {
+	mine := fs.Bool("mine", false, "only your own jobs")
+	owner := fs.String("owner", "", "only the jobs of this person")
+	return func(jobs []supervisor.JobStatus) []supervisor.JobStatus {
+		who := *owner
+		if *mine {
+			who = c.env.user
+		}
+		if !*mine && who == "" {
+			return jobs
+		}
+		kept := []supervisor.JobStatus{}
+		for _, j := range jobs {
+			if j.Owner == who {
+				kept = append(kept, j)
+			}
+		}
+		return kept
+	}
+}
+
+// statusOwnerFlags are ownerFlags for berth status: the counts follow the
+// jobs kept; the machine stays whole.
+func statusOwnerFlags(c *cli, fs *flag.FlagSet) func(supervisor.Status) supervisor.Status {
+	keep := ownerFlags(c, fs)
+	return func(s supervisor.Status) supervisor.Status {
+		kept := keep(s.Jobs)
+		if len(kept) == len(s.Jobs) {
+			return s
+		}
+		s.Jobs, s.Counts = kept, map[string]int{}
+		for _, j := range kept {
+			s.Counts[j.State]++
+		}
+		return s
 	}
 }
 
@@ -109,11 +163,11 @@ func wallClock[T any](T) time.Time { return time.Now() }
 
 var (
 	runStatus = listing("status", fixed("/status"), renderStatus,
-		func(s supervisor.Status) time.Time { return s.Now }, 0, "")
-	runJobs    = listing("jobs", fixed("/jobs"), renderJobs, wallClock[[]supervisor.JobStatus], 0, "")
-	runFlavors = listing("flavors", fixed("/flavors"), renderFlavors, wallClock[[]supervisor.FlavorView], 0, "")
+		func(s supervisor.Status) time.Time { return s.Now }, 0, "", statusOwnerFlags)
+	runJobs    = listing("jobs", fixed("/jobs"), renderJobs, wallClock[[]supervisor.JobStatus], 0, "", ownerFlags)
+	runFlavors = listing("flavors", fixed("/flavors"), renderFlavors, wallClock[[]supervisor.FlavorView], 0, "", nil)
 	runShow    = listing("show", func(args []string) string { return "/jobs/" + url.PathEscape(args[0]) },
-		renderShow, wallClock[supervisor.JobDetail], 1, "JOB")
+		renderShow, wallClock[supervisor.JobDetail], 1, "JOB", nil)
 )
 
 func runHistory(c *cli, args []string) int {
@@ -239,15 +293,6 @@ func runLogs(c *cli, args []string) int {
 		fmt.Fprintln(c.stderr, msgWantArgs("logs", "JOB"))
 		return exitUsage
 	}
-	cl := c.client(f)
-	var d supervisor.JobDetail
-	if err := cl.get("/jobs/"+url.PathEscape(rest[0]), nil, &d); err != nil {
-		return c.fail(err)
-	}
-	if d.Logs != "journal" && *run != 0 {
-		fmt.Fprintln(c.stderr, msgRunNeedsJournal(d.Logs))
-		return exitFailed
-	}
 	// A job's output is the job's: on a terminal it may not drive it.
 	out := c.stdout
 	if !*raw && isTerminal(c.stdout) {
@@ -255,99 +300,20 @@ func runLogs(c *cli, args []string) int {
 		defer e.Close()
 		out = e
 	}
-	if d.Logs == "journal" {
-		return c.journalctl(cl, out, rest[0], *run, *follow)
+	// The daemon reads the journal or the log file for the caller, if the
+	// job is theirs: no journal group, no right on its state directory.
+	q := url.Values{}
+	if *follow {
+		q.Set("follow", "1")
 	}
-	return c.tail(out, d.Logs, *follow)
-}
-
-// journalctl shows a job's output from journald, for one run's time window
-// when asked.
-func (c *cli) journalctl(cl *client, out io.Writer, job string, run uint64, follow bool) int {
-	// --all: the lines as the job wrote them, not "[42B blob data]" for a
-	// line with a control character; out escapes them on a terminal.
-	args := []string{"--no-pager", "--all", "-o", "short-iso", "-t", job}
-	if run != 0 {
-		var runs []supervisor.RunView
-		if err := cl.get("/history", url.Values{"job": {job}, "n": {"100"}}, &runs); err != nil {
-			return c.fail(err)
-		}
-		var found *supervisor.RunView
-		for i := range runs {
-			if runs[i].ID == run {
-				found = &runs[i]
-			}
-		}
-		if found == nil {
-			fmt.Fprintln(c.stderr, msgNoSuchRun(job, run))
-			return exitFailed
-		}
-		args = append(args, "--since", found.Start.Local().Format("2006-01-02 15:04:05"))
-		if found.End != nil {
-			args = append(args, "--until", found.End.Add(time.Second).Local().Format("2006-01-02 15:04:05"))
-		}
+	if *run != 0 {
+		q.Set("run", strconv.FormatUint(*run, 10))
 	}
-	if follow {
-		args = append(args, "-f")
-	}
-	cmd := exec.Command("journalctl", args...)
-	cmd.Stdout, cmd.Stderr = out, c.stderr
-	if err := cmd.Run(); err != nil {
-		var exit *exec.ExitError
-		if errors.As(err, &exit) {
-			return exitFailed
-		}
-		fmt.Fprintln(c.stderr, "berth: cannot run journalctl: "+err.Error())
-		return exitFailed
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	err := c.client(f).stream(ctx, "/jobs/"+url.PathEscape(rest[0])+"/logs", q, out)
+	if err != nil && ctx.Err() == nil {
+		return c.fail(err)
 	}
 	return exitOK
-}
-
-// tail prints a log file to out, and with follow keeps printing what is
-// appended until interrupted.
-func (c *cli) tail(out io.Writer, path string, follow bool) int {
-	file, err := os.Open(path)
-	if os.IsNotExist(err) && !follow {
-		return exitOK // nothing written yet
-	}
-	for os.IsNotExist(err) {
-		time.Sleep(250 * time.Millisecond)
-		file, err = os.Open(path)
-	}
-	if err != nil {
-		fmt.Fprintln(c.stderr, msgCannotReadLog(path, err))
-		return exitFailed
-	}
-	defer func() { file.Close() }()
-	r := bufio.NewReader(file)
-	if _, err := io.Copy(out, r); err != nil {
-		return exitFailed
-	}
-	if !follow {
-		return exitOK
-	}
-	interrupt := make(chan os.Signal, 1)
-	signal.Notify(interrupt, os.Interrupt)
-	defer signal.Stop(interrupt)
-	tick := time.NewTicker(250 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		select {
-		case <-interrupt:
-			return exitOK
-		case <-tick.C:
-			if _, err := io.Copy(out, r); err != nil {
-				return exitFailed
-			}
-			// The daemon rotates a full log to PATH.1: follow the new file.
-			if now, err := os.Stat(path); err == nil {
-				if was, err := file.Stat(); err == nil && !os.SameFile(was, now) {
-					if next, err := os.Open(path); err == nil {
-						file.Close()
-						file, r = next, bufio.NewReader(next)
-					}
-				}
-			}
-		}
-	}
 }

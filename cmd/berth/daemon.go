@@ -37,6 +37,9 @@ func runDaemon(c *cli, args []string) int {
 	socket := fs.String("socket", defaultSocket(c.env), "the control socket (env BERTH_SOCKET)")
 	level := fs.String("log-level", "info", "trace, debug, info, warn or error")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile for go tool pprof to this file until the daemon stops")
+	userJobs := fs.String("user-jobs", defaultUserJobs(c.env), "the directory of the people's own job directories, DIR/USER, one for each member of --group; \"\" for none (env BERTH_USER_JOBS)")
+	group := fs.String("group", supervisor.DefaultGroup, "the group whose members may use the daemon and declare jobs of their own")
+	adminGroup := fs.String("admin-group", supervisor.DefaultAdminGroup, "the group whose members may start, stop and read every job, as root may")
 	runMode := fs.String("runner", "auto", "how runs are started: units (each a systemd unit, its grant enforced, outliving the daemon), direct (the daemon's own children) or auto (units when systemd started the daemon)")
 	rest, code, done := c.parse(fs, args)
 	if done {
@@ -71,7 +74,7 @@ func runDaemon(c *cli, args []string) int {
 		fmt.Fprintln(c.stderr, msgInventory(err))
 		return exitFailed
 	}
-	l, err := listen(*socket)
+	l, err := listen(*socket, *group)
 	if err != nil {
 		fmt.Fprintln(c.stderr, msgSocket(*socket, err))
 		return exitFailed
@@ -86,6 +89,13 @@ func runDaemon(c *cli, args []string) int {
 		Logger:    log,
 		Environ:   jobsEnviron(os.Environ()),
 		Evaluator: newEvaluator(log.Named("lua"), budget.d),
+		UserJobs:  *userJobs, Group: *group, AdminGroup: *adminGroup,
+	}
+	if cfg.UserJobs != "" && os.Geteuid() != 0 {
+		// Only root can give each person a directory of their own and run
+		// their jobs as them.
+		log.Warn("not root: the people's job directories are not read", "user_jobs", cfg.UserJobs)
+		cfg.UserJobs = ""
 	}
 	if ok, _ := journal.StderrIsJournalStream(); ok {
 		cfg.JournalSocket = journalStdout
@@ -181,7 +191,7 @@ func (c *cli) logger(level hclog.Level) hclog.Logger {
 // listen binds the control socket: mode 0660, group berth where that group
 // exists. A live socket of another daemon is refused; a stale one (nothing
 // answers) is removed.
-func listen(path string) (net.Listener, error) {
+func listen(path, group string) (net.Listener, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return nil, err
 	}
@@ -206,7 +216,7 @@ func listen(path string) (net.Listener, error) {
 		l.Close()
 		return nil, err
 	}
-	if g, err := user.LookupGroup("berth"); err == nil {
+	if g, err := user.LookupGroup(group); err == nil {
 		if gid, err := strconv.Atoi(g.Gid); err == nil {
 			_ = os.Chown(path, -1, gid)
 		}

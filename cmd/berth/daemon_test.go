@@ -33,6 +33,9 @@ func TestMain(m *testing.M) {
 		main()
 		return
 	}
+	// No test daemon makes people's job directories in /var/spool/berth;
+	// those that try people's give their own.
+	os.Setenv("BERTH_USER_JOBS", "")
 	code := m.Run()
 	if plainBerth != "" {
 		os.RemoveAll(filepath.Dir(plainBerth))

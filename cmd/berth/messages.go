@@ -142,18 +142,6 @@ func msgReloaded(r supervisor.ReloadResult) string {
 		count(r.Files, "file"), len(r.Added), len(r.Changed), len(r.Removed), count(len(r.Errors), "error"))
 }
 
-func msgRunNeedsJournal(path string) string {
-	return fmt.Sprintf("berth logs: --run needs journald; without it every run's output is in one file, %s (berth history shows when each run started)", path)
-}
-
-func msgNoSuchRun(job string, run uint64) string {
-	return fmt.Sprintf("berth: job %q has no run %d among its last 100 (berth history %s lists them)", job, run, job)
-}
-
-func msgCannotReadLog(path string, err error) string {
-	return fmt.Sprintf("berth: cannot read %s: %v (the daemon writes it; sudo berth logs may read it)", path, err)
-}
-
 func msgInternal(err error) string {
 	return "berth: " + err.Error()
 }

@@ -3,7 +3,9 @@ package main
 import (
 	"fmt"
 	"os"
+	"os/user"
 	"path/filepath"
+	"strconv"
 )
 
 // paths are where berth keeps things, resolved as DESIGN.md lays out: the
@@ -21,6 +23,7 @@ type env struct {
 	lookup func(string) (string, bool)
 	uid    int
 	home   string
+	user   string // the login name of uid, "" if it has none
 }
 
 func (e env) get(name string) string {
@@ -30,7 +33,11 @@ func (e env) get(name string) string {
 
 func processEnv() env {
 	home, _ := os.UserHomeDir()
-	return env{lookup: os.LookupEnv, uid: os.Getuid(), home: home}
+	e := env{lookup: os.LookupEnv, uid: os.Getuid(), home: home}
+	if u, err := user.LookupId(strconv.Itoa(e.uid)); err == nil {
+		e.user = u.Username
+	}
+	return e
 }
 
 func defaultJobsDir(e env) string {
@@ -57,6 +64,19 @@ func defaultStateDir(e env) string {
 		return filepath.Join(v, "berth")
 	}
 	return filepath.Join(e.home, ".local", "state", "berth")
+}
+
+// defaultUserJobs is where the system daemon keeps each person's job
+// directory: none for a person's own daemon. BERTH_USER_JOBS set but
+// empty means none.
+func defaultUserJobs(e env) string {
+	if v, ok := e.lookup("BERTH_USER_JOBS"); ok {
+		return v
+	}
+	if e.uid == 0 {
+		return "/var/spool/berth"
+	}
+	return ""
 }
 
 // systemSocket is the system daemon's control socket.

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"io"
 	"slices"
 	"strings"
@@ -16,7 +17,7 @@ func renderJobs(w io.Writer, jobs []supervisor.JobStatus, o renderOptions) {
 	jobs = slices.Clone(jobs)
 	slices.SortStableFunc(jobs, func(a, b supervisor.JobStatus) int { return strings.Compare(a.Name, b.Name) })
 	t := &textTable{gap: 2, cols: []textColumn{
-		{title: "NAME"}, {title: "STATE"}, {title: "CORES", right: true}, {title: "CARDS"},
+		{title: "NAME"}, {title: "OWNER"}, {title: "STATE"}, {title: "CORES", right: true}, {title: "CARDS"},
 		{title: "MEMORY", right: true}, {title: "SINCE"},
 	}}
 	for _, j := range jobs {
@@ -24,7 +25,7 @@ func renderJobs(w io.Writer, jobs []supervisor.JobStatus, o renderOptions) {
 		if !j.Since.IsZero() {
 			since = j.Since.In(renderZone).Format(time.RFC3339)
 		}
-		t.add(plainSpan(j.Name), plainSpan(j.State), plainSpan(coresCell(j.CPUs)), plainSpan(cardsCell(j.GPUs)),
+		t.add(plainSpan(j.Name), plainSpan(cmp.Or(j.Owner, "-")), plainSpan(j.State), plainSpan(coresCell(j.CPUs)), plainSpan(cardsCell(j.GPUs)),
 			plainSpan(memoryCell(j.RAMBytes)), plainSpan(since))
 	}
 	t.fitContent()

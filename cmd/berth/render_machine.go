@@ -24,8 +24,14 @@ func renderHolders(w io.Writer, m supervisor.MachineStatus, o renderOptions) {
 	for _, k := range keys {
 		keyWidth = max(keyWidth, runeLen(k))
 	}
+	holderOf := func(c supervisor.CardStatus) string {
+		if c.Owner != "" {
+			return c.Holder + " (" + c.Owner + "'s)"
+		}
+		return c.Holder
+	}
 	for _, c := range m.Cards {
-		holderWidth = max(holderWidth, runeLen(cmp.Or(c.Holder, "free")))
+		holderWidth = max(holderWidth, runeLen(cmp.Or(holderOf(c), "free")))
 	}
 	lead := func(key string) textSpan {
 		return plainSpan("  " + key + strings.Repeat(" ", keyWidth-runeLen(key)+2))
@@ -38,7 +44,7 @@ func renderHolders(w io.Writer, m supervisor.MachineStatus, o renderOptions) {
 	for i, c := range m.Cards {
 		holder := styledSpan("free", sgrGreen)
 		if c.Holder != "" {
-			holder = plainSpan(c.Holder)
+			holder = plainSpan(holderOf(c))
 		}
 		l := ln(lead(keys[2+i]), holder)
 		// A card the daemon names otherwise than by its index (a UUID, a MIG

@@ -30,6 +30,9 @@ func renderShow(w io.Writer, d supervisor.JobDetail, o renderOptions) {
 	out = append(out, head)
 
 	var kv keyValues
+	if st.Owner != "" {
+		kv.add("owner", plainSpan(st.Owner))
+	}
 	if why := reason(st); why != "" {
 		sgr := ""
 		if supervisor.IsProblem(stateOf(st.State)) {
@@ -94,7 +97,9 @@ func renderShow(w io.Writer, d supervisor.JobDetail, o renderOptions) {
 		legend = "berth: set from the grant; user: " + def.User + "'s login; job: the job's env"
 	}
 	out = append(out, nil, ln(plainSpan("environment of the next run ("+legend+")")))
-	if len(d.NextEnv) == 0 {
+	if d.EnvHidden != "" {
+		out = append(out, ln(plainSpan("  ("+d.EnvHidden+")")))
+	} else if len(d.NextEnv) == 0 {
 		out = append(out, ln(plainSpan("  (empty)")))
 	}
 	env := slices.Clone(d.NextEnv)

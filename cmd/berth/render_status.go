@@ -155,8 +155,9 @@ func cardCell(c supervisor.CardStatus, width int) textLine {
 func statusTable(s supervisor.Status, jobs []supervisor.JobStatus, width int, now time.Time) []textLine {
 	showCards := len(s.Machine.Cards) > 0
 	showMemory := s.Machine.RAMBytes != nil
-	showWhy := false
+	showWhy, showOwner := false, false
 	for _, j := range jobs {
+		showOwner = showOwner || j.Owner != ""
 		showCards = showCards || len(j.GPUs) > 0
 		showMemory = showMemory || j.RAMBytes > 0
 		showWhy = showWhy || jobWhy(j) != ""
@@ -165,7 +166,16 @@ func statusTable(s supervisor.Status, jobs []supervisor.JobStatus, width int, no
 	t := &textTable{gap: 2}
 	name := len(t.cols)
 	t.cols = append(t.cols, textColumn{title: "NAME", cut: ellipsizeMiddle})
+	owner := -1
+	if showOwner {
+		// The people's jobs are OWNER/NAME; the column lets a glance
+		// down it find whose is what, and admins' jobs are "-".
+		owner = len(t.cols)
+		t.cols = append(t.cols, textColumn{title: "OWNER"})
+	}
+	state := len(t.cols)
 	t.cols = append(t.cols, textColumn{title: "STATE"}, textColumn{title: "CORES", right: true})
+	cores := state + 1
 	cards, memory, why := -1, -1, -1
 	if showCards {
 		cards = len(t.cols)
@@ -185,8 +195,11 @@ func statusTable(s supervisor.Status, jobs []supervisor.JobStatus, width int, no
 	for _, j := range jobs {
 		row := make([]textSpan, len(t.cols))
 		row[name] = plainSpan(j.Name)
-		row[1] = styledSpan(j.State, stateSGR(j.State))
-		row[2] = plainSpan(coresUsed(j, now) + coresCell(j.CPUs))
+		if owner >= 0 {
+			row[owner] = plainSpan(cmp.Or(j.Owner, "-"))
+		}
+		row[state] = styledSpan(j.State, stateSGR(j.State))
+		row[cores] = plainSpan(coresUsed(j, now) + coresCell(j.CPUs))
 		if cards >= 0 {
 			row[cards] = plainSpan(cardsCell(j.GPUs))
 		}
@@ -230,7 +243,7 @@ func statusTable(s supervisor.Status, jobs []supervisor.JobStatus, width int, no
 	}
 	t.shrink(name, nameFloor, width)
 	t.shrink(name, min(t.colWidth(name), 10), width)
-	for _, i := range []int{memory, cards, 2} {
+	for _, i := range []int{owner, memory, cards, cores} {
 		if i >= 0 && t.total() > width {
 			t.cols[i].width = 0
 		}
@@ -324,6 +337,9 @@ func jobWhy(j supervisor.JobStatus) string {
 // reason is why a job is where it is: for a waiting job, worded here from
 // what it is short of; otherwise as the daemon says it.
 func reason(j supervisor.JobStatus) string {
+	if j.Quota != nil {
+		return supervisor.MsgQuotaWait(j.Owner, *j.Quota, j.Asked)
+	}
 	if j.Short != nil {
 		return supervisor.MsgShort(j.Asked, *j.Short)
 	}

@@ -78,6 +78,28 @@ func headBox() supervisor.Status {
 	}
 }
 
+// peopleBox is a shared box: alice's and bob's jobs beside an admin's;
+// one of alice's waits on her quota.
+func peopleBox() supervisor.Status {
+	cards := cardsHeldBy("alice/train", "alice/train", "bob/sweep", "")
+	cards[0].Owner, cards[1].Owner, cards[2].Owner = "alice", "alice", "bob"
+	return supervisor.Status{
+		Host:    "gpubox",
+		Machine: supervisor.MachineStatus{CPUs: 32, CPUsFree: 12, RAMBytes: sizeG(251), RAMFreeBytes: sizeG(120), Cards: cards},
+		Jobs: []supervisor.JobStatus{
+			{Name: "alice/eval", Owner: "alice", State: "waiting", Since: ago(10 * time.Minute), GPUs: []string{},
+				Why: "alice holds 2 of their 2 cards (quota; berth status --owner alice shows their jobs)", Asked: supervisor.Size{CPUs: 4, GPUs: 1}, Short: &supervisor.Size{},
+				Quota: &supervisor.QuotaView{Held: supervisor.Size{CPUs: 16, GPUs: 2, RAMBytes: 96 * accounting.GiB}, Quota: supervisor.Size{CPUs: -1, GPUs: 2, RAMBytes: -1}}},
+			{Name: "alice/train", Owner: "alice", State: "running", Since: ago(3 * time.Hour), Run: 40, PID: 5100, CPUs: 16, GPUs: []string{"0", "1"}, RAMBytes: 96 * accounting.GiB},
+			{Name: "backup", State: "running", Since: ago(20 * time.Minute), Run: 44, PID: 5300, CPUs: 1, GPUs: []string{}},
+			{Name: "bob/sweep", Owner: "bob", State: "running", Since: ago(time.Hour), Run: 42, PID: 5200, CPUs: 4, GPUs: []string{"2"}, RAMBytes: 32 * accounting.GiB},
+		},
+		Errors: []string{},
+		Logs:   "journal",
+		Now:    renderNow,
+	}
+}
+
 // errorsBox has configuration errors in two files, one too long for a line.
 func errorsBox() supervisor.Status {
 	return supervisor.Status{
@@ -229,6 +251,7 @@ var statusFixtures = []struct {
 	{"empty", emptyBox},
 	{"units", unitsBox},
 	{"direct", directBox},
+	{"people", peopleBox},
 }
 
 func statusText(s supervisor.Status, width int, color bool) string {
@@ -380,7 +403,7 @@ func TestRenderAge(t *testing.T) {
 func TestRenderJobs(t *testing.T) {
 	pinRenderZone(t)
 	var b bytes.Buffer
-	renderJobs(&b, headBox().Jobs, renderOptions{width: 40, color: true, now: renderNow})
+	renderJobs(&b, append(headBox().Jobs, peopleBox().Jobs...), renderOptions{width: 40, color: true, now: renderNow})
 	if strings.Contains(b.String(), "\x1b") {
 		t.Error("berth jobs is for scripts too: no colour")
 	}
@@ -495,6 +518,10 @@ func TestRenderHolders(t *testing.T) {
 		{Name: "MIG-1c2d3e4f-aaaa-bbbb-cccc-0123456789ab"},
 	}}, renderOptions{width: 80, now: renderNow})
 	testkit.Golden(t, "testdata/render/holders-uuids.golden", b.Bytes())
+
+	b.Reset()
+	renderHolders(&b, peopleBox().Machine, renderOptions{width: 80, now: renderNow})
+	testkit.Golden(t, "testdata/render/holders-people.golden", b.Bytes())
 }
 
 // TestRenderHolds: one of a thing is not written as several.
