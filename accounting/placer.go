@@ -203,13 +203,30 @@ type Ticket struct {
 func (p *Placer) Submit(req Request, granted func(*Book, Grant)) (*Ticket, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if err := p.placeable(req.Resources); err != nil {
+	if err := p.admissible(req); err != nil {
 		return nil, err
 	}
-	if q := p.quotaOf(req.Owner); !q.within(req.Resources) {
-		return nil, &UnplaceableError{Asked: req.Resources, Largest: p.largest(), Owner: req.Owner, Quota: &q}
-	}
 	return &Ticket{p: p, w: p.enqueue(req, granted)}, nil
+}
+
+// Placeable returns the *UnplaceableError Submit would return for req, or
+// nil: whether it could ever be granted, on these machines and under its
+// owner's quota. It queues nothing.
+func (p *Placer) Placeable(req Request) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.admissible(req)
+}
+
+// admissible is Placeable; the caller holds p.mu.
+func (p *Placer) admissible(req Request) error {
+	if err := p.placeable(req.Resources); err != nil {
+		return err
+	}
+	if q := p.quotaOf(req.Owner); !q.within(req.Resources) {
+		return &UnplaceableError{Asked: req.Resources, Largest: p.largest(), Owner: req.Owner, Quota: &q}
+	}
+	return nil
 }
 
 // Cancel withdraws the request. It reports true when the request was still

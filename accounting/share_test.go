@@ -70,11 +70,18 @@ func TestPlacerQuotaUnplaceable(t *testing.T) {
 		{"alice", Resources{CPUs: 6, GPUs: 3}, "asks for 6 cores and 3 GPUs; alice's quota allows 4 and 2"},
 		{"carol", Resources{CPUs: 1, GPUs: 2, RAMBytes: 16 * GiB}, "asks for 2 GPUs and 16G of memory; carol's quota allows 1 and 8G"},
 	} {
-		_, err := p.Submit(Request{Holder: tt.owner + "/big", Owner: tt.owner, Resources: tt.r}, nil)
+		req := Request{Holder: tt.owner + "/big", Owner: tt.owner, Resources: tt.r}
+		_, err := p.Submit(req, nil)
 		var ue *UnplaceableError
 		if !errors.As(err, &ue) || ue.Quota == nil || err.Error() != tt.msg {
 			t.Errorf("%s %+v: %v, want %q", tt.owner, tt.r, err, tt.msg)
 		}
+		if err := p.Placeable(req); err == nil || err.Error() != tt.msg {
+			t.Errorf("Placeable(%s %+v) = %v, want %q", tt.owner, tt.r, err, tt.msg)
+		}
+	}
+	if err := p.Placeable(Request{Owner: "alice", Resources: Resources{CPUs: 4, GPUs: 2}}); err != nil {
+		t.Errorf("Placeable of a request the quota allows: %v", err)
 	}
 	if _, err := p.Submit(Request{Holder: "admin", Resources: Resources{CPUs: 1, GPUs: 4}}, nil); err != nil {
 		t.Errorf("an administrator's job met a quota: %v", err)
