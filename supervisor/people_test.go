@@ -40,9 +40,9 @@ const (
 
 var accounts struct {
 	sync.Mutex
-	done          bool
-	err           error
-	users, groups []string // made by this binary, to remove
+	done   bool
+	err    error
+	remove func()
 }
 
 // needAccounts makes the test accounts once, or skips the test where they
@@ -56,47 +56,20 @@ func needAccounts(t *testing.T) {
 	defer accounts.Unlock()
 	if !accounts.done {
 		accounts.done = true
-		accounts.err = makeAccounts()
+		accounts.remove, accounts.err = testkit.MakeAccounts([]string{testGroup, testAdminGroup}, []testkit.Account{
+			{Name: testAlice, Groups: []string{testGroup}}, {Name: testBob, Groups: []string{testGroup}},
+			{Name: testCarol}, {Name: testDave, Groups: []string{testGroup, testAdminGroup}},
+		})
 	}
 	if accounts.err != nil {
 		t.Skipf("cannot make test accounts: %v", accounts.err)
 	}
 }
 
-func makeAccounts() error {
-	for _, g := range []string{testGroup, testAdminGroup} {
-		if _, err := user.LookupGroup(g); err == nil {
-			continue
-		}
-		if out, err := exec.Command("groupadd", g).CombinedOutput(); err != nil {
-			return fmt.Errorf("groupadd %s: %v: %s", g, err, out)
-		}
-		accounts.groups = append(accounts.groups, g)
-	}
-	for name, groups := range map[string]string{
-		testAlice: testGroup, testBob: testGroup, testCarol: "", testDave: testGroup + "," + testAdminGroup,
-	} {
-		if _, err := user.Lookup(name); err != nil {
-			args := []string{"--no-create-home", "--user-group", "--shell", "/bin/sh"}
-			if groups != "" {
-				args = append(args, "--groups", groups)
-			}
-			if out, err := exec.Command("useradd", append(args, name)...).CombinedOutput(); err != nil {
-				return fmt.Errorf("useradd %s: %v: %s", name, err, out)
-			}
-			accounts.users = append(accounts.users, name)
-		}
-	}
-	return nil
-}
-
-// removeAccounts removes what makeAccounts made; TestMain calls it.
+// removeAccounts removes what needAccounts made; TestMain calls it.
 func removeAccounts() {
-	for _, u := range accounts.users {
-		_ = exec.Command("userdel", u).Run()
-	}
-	for _, g := range accounts.groups {
-		_ = exec.Command("groupdel", g).Run()
+	if accounts.remove != nil {
+		accounts.remove()
 	}
 }
 
