@@ -84,6 +84,8 @@ func (d *Daemon) api() http.Handler {
 		}
 		writeJSON(w, http.StatusOK, views)
 	})
+	mux.HandleFunc("GET "+APIVersion+"/me", d.serveMe)
+	mux.HandleFunc("POST "+APIVersion+"/check", d.serveCheck)
 	mux.HandleFunc("GET "+APIVersion+"/flavors", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, d.flavors())
 	})

@@ -1,6 +1,7 @@
 package supervisor
 
 import (
+	"cmp"
 	"fmt"
 	"strconv"
 	"strings"
@@ -97,6 +98,19 @@ func msgNoJournalctl(err error) string {
 
 func msgJournalctlFailed(err error, stderr string) string {
 	return fmt.Sprintf("journalctl failed: %v: %s (journalctl -u berth may say more)", err, firstLine(stderr))
+}
+
+func msgBadCheck(err error) string {
+	return fmt.Sprintf("the files to check could not be read: %v (berth submit and berth edit send them)", err)
+}
+
+func msgBadFileName(name string) string {
+	return fmt.Sprintf("%q is not a job file's name: it must end in .lua, not start with a dot, and name no directory", name)
+}
+
+// msgNoJobsDir says why someone cannot submit job files.
+func msgNoJobsDir(user, group string) string {
+	return fmt.Sprintf("%s has no job directory on this daemon: its people are the members of the group %s (sudo usermod -aG %s %s, then log in again)", cmp.Or(user, "this user"), group, group, cmp.Or(user, "$USER"))
 }
 
 // msgEnvHidden says why berth show leaves a job's environment out.

@@ -1,0 +1,164 @@
+package supervisor
+
+import (
+	"encoding/json"
+	"errors"
+	"maps"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/berthd/berth/accounting"
+	"github.com/berthd/berth/luaapi"
+	"github.com/berthd/berth/supervisor/watch"
+)
+
+// Me is GET /v1/me: who the caller is to the daemon, and where their job
+// files go (berth submit, berth edit).
+type Me struct {
+	User string `json:"user"`
+	// Admin: root, the daemon's own user or a member of the admin group,
+	// with rights over every job.
+	Admin bool `json:"admin"`
+	// JobsDir is where the caller's job files go: their own directory, or
+	// the administrators' for root and the daemon's own user; "" when they
+	// have none.
+	JobsDir string `json:"jobs_dir"`
+	// Owner is the owner their files' jobs get ("" for the
+	// administrators').
+	Owner string `json:"owner"`
+}
+
+// CheckRequest is POST /v1/check: job files to check as the caller's, as
+// if they were in Me.JobsDir under their names.
+type CheckRequest struct {
+	Files []CheckFile `json:"files"`
+}
+
+// CheckFile is one file of a CheckRequest.
+type CheckFile struct {
+	Name string `json:"name"`
+	Src  string `json:"src"`
+}
+
+// CheckResult is what POST /v1/check found: the jobs the files declare, and
+// every problem the daemon would have with them, against the files in
+// force (names taken, flavors and quotas, what the machine has).
+type CheckResult struct {
+	Jobs     []string  `json:"jobs"`
+	Problems []Problem `json:"problems"`
+}
+
+// checkBytes bounds a check's request: a job file is at most
+// watch.DefaultMaxFileBytes, and a few go at once.
+const checkBytes = 8 * watch.DefaultMaxFileBytes
+
+// me is the caller as the daemon sees them. Runs on the loop, which owns
+// the people.
+func (d *Daemon) me(c caller) Me {
+	m := Me{User: c.name, Admin: c.admin}
+	switch {
+	case c.uid == 0 || int(c.uid) == os.Getuid():
+		m.JobsDir = d.cfg.JobsDir
+	case d.people[c.name] != nil:
+		m.JobsDir, m.Owner = d.people[c.name].dir, c.name
+	}
+	return m
+}
+
+func (d *Daemon) serveMe(w http.ResponseWriter, r *http.Request) {
+	c := d.callerOf(r)
+	v, err := d.call(r.Context(), func() any { return d.me(c) })
+	if err != nil {
+		writeError(w, http.StatusServiceUnavailable, CodeUnavailable, msgNoAnswer(err))
+		return
+	}
+	writeJSON(w, http.StatusOK, v.(Me))
+}
+
+// serveCheck is POST /v1/check: the files are evaluated as the caller's
+// (in a child with their uid, as a reload would), then checked against
+// what is in force. Nothing is written, nothing changes.
+func (d *Daemon) serveCheck(w http.ResponseWriter, r *http.Request) {
+	c := d.callerOf(r)
+	var req CheckRequest
+	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, checkBytes)).Decode(&req); err != nil {
+		writeError(w, http.StatusBadRequest, CodeBadRequest, msgBadCheck(err))
+		return
+	}
+	v, err := d.call(r.Context(), func() any { return d.me(c) })
+	if err != nil {
+		writeError(w, http.StatusServiceUnavailable, CodeUnavailable, msgNoAnswer(err))
+		return
+	}
+	me := v.(Me)
+	if me.JobsDir == "" {
+		writeError(w, http.StatusForbidden, CodeNotPermitted, msgNoJobsDir(c.name, d.group()))
+		return
+	}
+	srcs := make([]luaapi.Source, 0, len(req.Files))
+	for _, f := range req.Files {
+		if !watch.IsJobFile(f.Name) || strings.ContainsAny(f.Name, "/\x00") {
+			writeError(w, http.StatusBadRequest, CodeBadRequest, msgBadFileName(f.Name))
+			return
+		}
+		srcs = append(srcs, luaapi.Source{Path: filepath.Join(me.JobsDir, f.Name), Src: []byte(f.Src), Owner: me.Owner})
+	}
+	files := d.cfg.Evaluator.Evaluate(r.Context(), luaMachine(d.cfg), srcs)
+	v, err = d.call(r.Context(), func() any { return d.checkInForce(files) })
+	if err != nil {
+		writeError(w, http.StatusServiceUnavailable, CodeUnavailable, msgNoAnswer(err))
+		return
+	}
+	writeJSON(w, http.StatusOK, v.(CheckResult))
+}
+
+// checkInForce is what the daemon would make of files were they in force
+// beside the others: their own errors, the cross-file rules, and the
+// checks before a start (flavors, quotas, the machine, users). Runs on the
+// loop; changes nothing.
+func (d *Daemon) checkInForce(files []*luaapi.File) CheckResult {
+	res := CheckResult{Jobs: []string{}, Problems: []Problem{}}
+	admitted := maps.Clone(d.good)
+	checked := map[string]bool{}
+	for _, f := range files {
+		checked[f.Path] = true
+		if len(f.Errors) > 0 {
+			res.Problems = append(res.Problems, problemsOf(f.Errors)...)
+			delete(admitted, f.Path)
+			continue
+		}
+		res.Problems = append(res.Problems, d.admit(admitted, f.Path, f)...)
+	}
+	set := luaapi.Combine(slices.Collect(maps.Values(admitted)))
+	for _, e := range set.Problems {
+		if checked[e.Pos.File] {
+			res.Problems = append(res.Problems, ProblemOf(e))
+		}
+	}
+	for i := range set.Jobs {
+		def := &set.Jobs[i]
+		if !checked[def.Pos.File] {
+			continue
+		}
+		res.Jobs = append(res.Jobs, def.Name)
+		if def.Resources.Unaccounted() {
+			continue
+		}
+		if err := d.placer.Placeable(requestOf(def.Name, def)); err != nil {
+			if ue := (*accounting.UnplaceableError)(nil); errors.As(err, &ue) {
+				res.Problems = append(res.Problems, Problem{Code: ProblemUnplaceable, File: def.Pos.File, Line: def.Pos.Line, Job: def.Name,
+					Text: MsgUnplaceable(def.Pos, def.Name, ue)})
+			}
+		}
+		if def.User != "" || def.Group != "" {
+			if _, _, err := jobCredentials(def.User, def.Group); err != nil {
+				res.Problems = append(res.Problems, Problem{Code: ProblemCredentials, File: def.Pos.File, Line: def.Pos.Line, Job: def.Name,
+					Text: MsgCredentials(def.Pos, def.Name, err)})
+			}
+		}
+	}
+	return res
+}
