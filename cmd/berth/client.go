@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -95,19 +96,28 @@ func (e *apiError) Error() string { return e.msg }
 
 // call makes one request; out, when not nil, receives the JSON answer.
 func (c *client) call(method, path string, query url.Values, out any) error {
-	resp, err := c.open(context.Background(), c.http, method, path, query)
+	return c.do(method, path, query, nil, out)
+}
+
+// send makes one request with a JSON body.
+func (c *client) send(method, path string, body []byte, out any) error {
+	return c.do(method, path, nil, body, out)
+}
+
+func (c *client) do(method, path string, query url.Values, body []byte, out any) error {
+	resp, err := c.open(context.Background(), c.http, method, path, query, body)
 	if err != nil {
 		return err
 	}
 	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	answer, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
 	if err != nil {
 		return err
 	}
 	if out == nil {
 		return nil
 	}
-	if err := json.Unmarshal(body, out); err != nil {
+	if err := json.Unmarshal(answer, out); err != nil {
 		return fmt.Errorf("read the daemon's answer: %w", err)
 	}
 	return nil
@@ -118,7 +128,7 @@ func (c *client) call(method, path string, query url.Values, out any) error {
 func (c *client) stream(ctx context.Context, path string, query url.Values, w io.Writer) error {
 	// No overall timeout: a followed log lasts as long as the person wants.
 	hc := &http.Client{Transport: c.http.Transport}
-	resp, err := c.open(ctx, hc, http.MethodGet, path, query)
+	resp, err := c.open(ctx, hc, http.MethodGet, path, query, nil)
 	if err != nil {
 		return err
 	}
@@ -129,14 +139,21 @@ func (c *client) stream(ctx context.Context, path string, query url.Values, w io
 
 // open sends one request and returns a 2xx answer; any other is an
 // *apiError, saying what the daemon said.
-func (c *client) open(ctx context.Context, hc *http.Client, method, path string, query url.Values) (*http.Response, error) {
+func (c *client) open(ctx context.Context, hc *http.Client, method, path string, query url.Values, body []byte) (*http.Response, error) {
 	u := "http://berth" + supervisor.APIVersion + path
 	if len(query) > 0 {
 		u += "?" + query.Encode()
 	}
-	req, err := http.NewRequestWithContext(ctx, method, u, nil)
+	var r io.Reader
+	if body != nil {
+		r = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u, r)
 	if err != nil {
 		return nil, err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
 	}
 	resp, err := hc.Do(req)
 	if err != nil {
@@ -153,9 +170,9 @@ func (c *client) open(ctx context.Context, hc *http.Client, method, path string,
 		return resp, nil
 	}
 	defer resp.Body.Close()
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	answer, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	var e supervisor.APIError
-	if json.Unmarshal(body, &e) != nil || e.Error == "" {
+	if json.Unmarshal(answer, &e) != nil || e.Error == "" {
 		e.Error = fmt.Sprintf("the daemon answered %s", resp.Status)
 	}
 	if resp.StatusCode == http.StatusNotFound && e.Code != supervisor.CodeNoSuchJob && e.Code != supervisor.CodeNoSuchRun {

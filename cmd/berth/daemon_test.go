@@ -37,6 +37,9 @@ func TestMain(m *testing.M) {
 	// those that try people's give their own.
 	os.Setenv("BERTH_USER_JOBS", "")
 	code := m.Run()
+	if peopleAccounts.remove != nil {
+		peopleAccounts.remove()
+	}
 	if plainBerth != "" {
 		os.RemoveAll(filepath.Dir(plainBerth))
 	}

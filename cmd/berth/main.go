@@ -27,6 +27,7 @@ var version = "dev"
 // the process's world it reads, so tests can supply their own.
 type cli struct {
 	stdout, stderr io.Writer
+	stdin          io.Reader // nil: the process's
 	env            env
 	// root is the filesystem the machine is probed under: "/" except in tests.
 	root string
@@ -66,6 +67,14 @@ func init() {
 			summary: "a job's output, from journald or its log file",
 			example: "berth logs train-resnet -f\nberth logs train-resnet --run 42",
 			run:     runLogs},
+		{name: "submit", args: "FILE...",
+			summary: "put job files in your job directory, once the daemon has checked them",
+			example: "berth submit train.lua\nberth submit sweeps/*.lua",
+			run:     runSubmit},
+		{name: "edit", args: "JOB | FILE.lua",
+			summary: "edit a job's file in $EDITOR; a file that does not load is not saved",
+			example: "berth edit train\nEDITOR=nano berth edit new.lua",
+			run:     runEdit},
 		{name: "flavors", args: "[--json]",
 			summary: "the named sizes in force, and the jobs that use each",
 			example: "berth flavors",

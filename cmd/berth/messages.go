@@ -145,3 +145,35 @@ func msgReloaded(r supervisor.ReloadResult) string {
 func msgInternal(err error) string {
 	return "berth: " + err.Error()
 }
+
+func msgNotJobFileName(path string) string {
+	return fmt.Sprintf("berth: %s is not a job file's name: the daemon reads only files ending in .lua that do not start with a dot (rename it)", path)
+}
+
+func msgCannotWriteJobFile(dir string, err error) string {
+	return fmt.Sprintf("berth: cannot write into %s: %v (it is your job directory: ls -ld %s shows who may write it)", dir, err, dir)
+}
+
+func msgNoJobsDirClient(user string) string {
+	return fmt.Sprintf("%s has no job directory on this daemon: its people are the members of its group (ask an administrator: sudo usermod -aG berth %s)", user, user)
+}
+
+func msgNotInYourDir(job, file, dir string) string {
+	return fmt.Sprintf("berth: %s is declared in %s, not in your job directory %s: edit that file where it is (its owner may)", job, file, dir)
+}
+
+func msgEditorFailed(err error, draft string) string {
+	return fmt.Sprintf("berth edit: the editor failed: %v (your draft is in %s; set EDITOR to the editor you use)", err, draft)
+}
+
+func msgNotWritten(problems int) string {
+	return fmt.Sprintf("not written: %s; what is in force stays (berth check FILE checks it alone)", count(problems, "problem"))
+}
+
+func msgEditAgain(target string) string {
+	return fmt.Sprintf("edit %s again? [Y/n] ", target)
+}
+
+func msgEditKept(draft, target string) string {
+	return fmt.Sprintf("berth edit: %s is unchanged; your edit is kept in %s (berth submit it once it loads)", target, draft)
+}

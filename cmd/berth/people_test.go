@@ -1,0 +1,266 @@
+package main
+
+import (
+	"errors"
+	"net/url"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+
+	"github.com/berthd/berth/supervisor"
+	"github.com/berthd/berth/supervisor/testkit"
+)
+
+// Real accounts for the people tests, named for this package (the
+// supervisor's tests make their own at the same time).
+const (
+	peopleGroup = "btcberth"
+	peopleAdmin = "btcadmin"
+	alice       = "btcalice"
+	bob         = "btcbob"
+	dave        = "btcdave" // of the admin group
+)
+
+var peopleAccounts struct {
+	once   sync.Once
+	err    error
+	remove func()
+}
+
+func needPeople(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to make accounts and run the client as them")
+	}
+	peopleAccounts.once.Do(func() {
+		peopleAccounts.remove, peopleAccounts.err = testkit.MakeAccounts([]string{peopleGroup, peopleAdmin}, []testkit.Account{
+			{Name: alice, Groups: []string{peopleGroup}}, {Name: bob, Groups: []string{peopleGroup}},
+			{Name: dave, Groups: []string{peopleGroup, peopleAdmin}},
+		})
+	})
+	if peopleAccounts.err != nil {
+		t.Skipf("cannot make test accounts: %v", peopleAccounts.err)
+	}
+}
+
+// person runs berth as one of the test's people.
+type person struct {
+	t    *testing.T
+	name string
+	bin  string // a copy of the test binary they may execute
+	cred *syscall.Credential
+	env  []string
+}
+
+func newPerson(t *testing.T, d *testDaemon, bin, name string) *person {
+	t.Helper()
+	u, err := user.Lookup(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	uid, _ := strconv.Atoi(u.Uid)
+	gid, _ := strconv.Atoi(u.Gid)
+	cred := &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
+	gids, _ := u.GroupIds()
+	for _, g := range gids {
+		n, _ := strconv.Atoi(g)
+		cred.Groups = append(cred.Groups, uint32(n))
+	}
+	return &person{t: t, name: name, bin: bin, cred: cred,
+		env: []string{"BERTH_TEST_BE_BERTH=1", "BERTH_SOCKET=" + d.socket, "HOME=/", "PATH=/usr/bin:/bin"}}
+}
+
+// run runs berth as the person, with stdin and more environment.
+func (p *person) run(stdin string, env []string, args ...string) (stdout, stderr string, code int) {
+	p.t.Helper()
+	cmd := exec.Command(p.bin, args...)
+	cmd.Env = append(append([]string{}, p.env...), env...)
+	cmd.Dir = "/"
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: p.cred}
+	cmd.Stdin = strings.NewReader(stdin)
+	var out, errOut strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	var exit *exec.ExitError
+	switch {
+	case err == nil:
+	case errors.As(err, &exit):
+		code = exit.ExitCode()
+	default:
+		p.t.Fatalf("berth %s as %s: %v", strings.Join(args, " "), p.name, err)
+	}
+	return out.String(), errOut.String(), code
+}
+
+// evalChildUIDs are the uids of the daemon's evaluating children now.
+func evalChildUIDs(daemon int) []uint32 {
+	var uids []uint32
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		cmdline, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if !strings.Contains(string(cmdline), evalCommand) {
+			continue
+		}
+		status, _ := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "status"))
+		var ppid, uid int
+		for _, line := range strings.Split(string(status), "\n") {
+			if v, ok := strings.CutPrefix(line, "PPid:"); ok {
+				ppid, _ = strconv.Atoi(strings.TrimSpace(v))
+			}
+			if v, ok := strings.CutPrefix(line, "Uid:"); ok {
+				if f := strings.Fields(v); len(f) > 0 {
+					uid, _ = strconv.Atoi(f[0])
+				}
+			}
+		}
+		if ppid == daemon {
+			uids = append(uids, uint32(uid))
+		}
+	}
+	return uids
+}
+
+// writeFile writes a file anyone may read, for a person to submit.
+func writeReadable(t *testing.T, path, src string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestPeopleClient: what the people who share the box do, each as
+// themselves, through the client: alice submits a file and it runs as her;
+// a file that does not load is not written; she reads her job's output
+// with no journal group; bob may neither stop it nor read its output or
+// environment, an admin may; berth edit saves only what loads.
+func TestPeopleClient(t *testing.T) {
+	needPeople(t)
+	d := newTestDaemon(t, map[string]string{"admin.lua": `job "shared" { cmd = "sleep 600", env = { TOKEN = "admin-secret" } }
+quota "` + alice + `" { cpus = 1 }`})
+	spool := filepath.Join(d.dir, "spool")
+	d.start(daemonOptions{args: []string{"--cpus", "2", "--user-jobs", spool, "--group", peopleGroup, "--admin-group", peopleAdmin}})
+	// The people must reach the socket and the binary.
+	for p := d.dir; p != "/" && p != filepath.Clean(os.TempDir()); p = filepath.Dir(p) {
+		if err := os.Chmod(p, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bin := filepath.Join(d.dir, "berth")
+	copyFile(t, os.Args[0], bin)
+	a, b, admin := newPerson(t, d, bin, alice), newPerson(t, d, bin, bob), newPerson(t, d, bin, dave)
+	d.waitState("shared", "running")
+
+	src := filepath.Join(d.dir, "src")
+	if err := os.Mkdir(src, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeReadable(t, filepath.Join(src, "train.lua"), `job "train" { cmd = {"sh", "-c", "echo hello from $USER; exec sleep 600"}, env = { HF_TOKEN = "alice-secret" } }`)
+	out, errOut, code := a.run("", nil, "submit", filepath.Join(src, "train.lua"))
+	if code != 0 || !strings.Contains(out, "submitted "+filepath.Join(spool, alice, "train.lua")) {
+		t.Fatalf("alice's submit: exit %d\n%s%s", code, out, errOut)
+	}
+	mine := alice + "/train"
+	d.waitState(mine, "running")
+	if st, err := os.Stat(filepath.Join(spool, alice, "train.lua")); err != nil || st.Sys().(*syscall.Stat_t).Uid != a.cred.Uid || st.Mode().Perm() != 0o600 {
+		t.Errorf("the submitted file: %v %v, want alice's, 0600", st.Mode(), err)
+	}
+
+	// A file that sets user is refused, saying why, and not written.
+	writeReadable(t, filepath.Join(src, "evil.lua"), `job "evil" { cmd = "true", user = "root" }`)
+	_, errOut, code = a.run("", nil, "submit", filepath.Join(src, "evil.lua"))
+	if code != exitFailed || !strings.Contains(errOut, `"user"`) || !strings.Contains(errOut, "not written") {
+		t.Errorf("alice's submit of a file that sets user: exit %d\n%s", code, errOut)
+	}
+	if _, err := os.Stat(filepath.Join(spool, alice, "evil.lua")); err == nil {
+		t.Error("the refused file was written")
+	}
+
+	// The check before writing knows her quota.
+	writeReadable(t, filepath.Join(src, "big.lua"), `job "big" { cmd = "true", cpus = 2 }`)
+	if _, errOut, code := a.run("", nil, "submit", filepath.Join(src, "big.lua")); code != exitFailed || !strings.Contains(errOut, alice+"'s quota allows 1") {
+		t.Errorf("alice's submit of a job larger than her quota: exit %d\n%s", code, errOut)
+	}
+
+	// Her files are evaluated as her: a file that loops for ever is seen
+	// in a child of the daemon with her uid until its budget stops it.
+	writeReadable(t, filepath.Join(src, "loop.lua"), `while true do end`)
+	done := make(chan string, 1)
+	go func() {
+		_, errOut, _ := a.run("", nil, "submit", filepath.Join(src, "loop.lua"))
+		done <- errOut
+	}()
+	testkit.WaitFor(t, waitLong, "an evaluating child of the daemon running as alice", func() bool {
+		return slices.Contains(evalChildUIDs(d.cmd.Process.Pid), a.cred.Uid)
+	})
+	if errOut := <-done; !strings.Contains(errOut, "not written") {
+		t.Errorf("a file that loops for ever: %s", errOut)
+	}
+
+	// Alice reads her job's output (she is in no journal group, and the
+	// log file is the daemon's); --mine shows hers alone.
+	testkit.WaitFor(t, waitLong, "alice reads her job's output", func() bool {
+		out, _, code := a.run("", nil, "logs", "train")
+		return code == 0 && strings.Contains(out, "hello from "+alice)
+	})
+	if out, _, _ := a.run("", nil, "status", "--mine"); !strings.Contains(out, mine) || strings.Contains(out, "shared") {
+		t.Errorf("alice's status --mine:\n%s", out)
+	}
+
+	// Bob may not stop it, nor read its output or environment.
+	want := mine + " belongs to " + alice + "; only " + alice + " or a member of " + peopleAdmin + " can "
+	if _, errOut, code := b.run("", nil, "stop", mine); code != exitFailed || !strings.Contains(errOut, want+"stop it") {
+		t.Errorf("bob's stop: exit %d %s", code, errOut)
+	}
+	if _, errOut, code := b.run("", nil, "logs", mine); code != exitFailed || !strings.Contains(errOut, want+"read its output") {
+		t.Errorf("bob's logs: exit %d %s", code, errOut)
+	}
+	if out, _, code := b.run("", nil, "show", mine); code != 0 || strings.Contains(out, "alice-secret") || !strings.Contains(out, "shown only to "+alice) {
+		t.Errorf("bob's show: exit %d\n%s", code, out)
+	}
+	if _, errOut, code := b.run("", nil, "stop", "shared"); code != exitFailed || !strings.Contains(errOut, "administrators' job") {
+		t.Errorf("bob's stop of an administrators' job: exit %d %s", code, errOut)
+	}
+	// An admin may.
+	if _, errOut, code := admin.run("", nil, "stop", mine); code != 0 {
+		t.Errorf("the admin's stop: exit %d %s", code, errOut)
+	}
+	d.waitState(mine, "stopped")
+
+	// berth edit saves only what loads: a broken edit, declined to edit
+	// again, leaves the file as it was; a good one is saved and applied.
+	editor := filepath.Join(d.dir, "editor")
+	writeReadable(t, editor, "#!/bin/sh\ncp \"$NEW\" \"$1\"\n")
+	if err := os.Chmod(editor, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	before, _ := os.ReadFile(filepath.Join(spool, alice, "train.lua"))
+	writeReadable(t, filepath.Join(src, "broken.lua"), `job "train" { cmd = `)
+	_, errOut, code = a.run("n\n", []string{"EDITOR=" + editor, "NEW=" + filepath.Join(src, "broken.lua")}, "edit", "train")
+	if code != exitFailed || !strings.Contains(errOut, "not written") || !strings.Contains(errOut, "your edit is kept in") {
+		t.Errorf("a broken edit: exit %d\n%s", code, errOut)
+	}
+	if after, _ := os.ReadFile(filepath.Join(spool, alice, "train.lua")); string(after) != string(before) {
+		t.Errorf("a broken edit changed the file: %q", after)
+	}
+	writeReadable(t, filepath.Join(src, "better.lua"), `job "train" { cmd = {"sh", "-c", "echo edited; exec sleep 600"} }`)
+	out, errOut, code = a.run("", []string{"EDITOR=" + editor, "NEW=" + filepath.Join(src, "better.lua")}, "edit", "train")
+	if code != 0 || !strings.Contains(out, "saved "+filepath.Join(spool, alice, "train.lua")) {
+		t.Errorf("a good edit: exit %d\n%s%s", code, out, errOut)
+	}
+	var jd supervisor.JobDetail
+	d.getJSON(supervisor.APIVersion+"/jobs/"+url.PathEscape(mine), &jd)
+	if !strings.Contains(strings.Join(jd.Definition.Cmd, " "), "echo edited") {
+		t.Errorf("after the edit the definition is %q", jd.Definition.Cmd)
+	}
+}

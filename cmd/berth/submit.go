@@ -1,0 +1,246 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"cmp"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+
+	"github.com/berthd/berth/supervisor"
+	"github.com/berthd/berth/supervisor/watch"
+)
+
+// berth submit and berth edit put job files where the daemon reads the
+// caller's: their own directory (DIR/USER under --user-jobs), or the
+// administrators' for root. The daemon checks them first, as the caller's,
+// against what is in force: a file that would not load is never written,
+// so what runs now goes on.
+
+func runSubmit(c *cli, args []string) int {
+	fs := c.flags("submit")
+	f := c.clientFlags(fs, false)
+	rest, code, done := c.parse(fs, args)
+	if done {
+		return code
+	}
+	if len(rest) == 0 {
+		fmt.Fprintln(c.stderr, msgWantArgs("submit", "FILE..."))
+		return exitUsage
+	}
+	cl := c.client(f)
+	var me supervisor.Me
+	if err := cl.get("/me", nil, &me); err != nil {
+		return c.fail(err)
+	}
+	files := make([]supervisor.CheckFile, 0, len(rest))
+	for _, path := range rest {
+		name := filepath.Base(path)
+		if !watch.IsJobFile(name) {
+			fmt.Fprintln(c.stderr, msgNotJobFileName(path))
+			return exitUsage
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			fmt.Fprintln(c.stderr, "berth submit: "+err.Error())
+			return exitFailed
+		}
+		files = append(files, supervisor.CheckFile{Name: name, Src: string(b)})
+	}
+	if _, code := c.checkFiles(cl, files); code != exitOK {
+		return code
+	}
+	for _, file := range files {
+		if err := writeJobFile(me.JobsDir, file); err != nil {
+			fmt.Fprintln(c.stderr, msgCannotWriteJobFile(me.JobsDir, err))
+			return exitFailed
+		}
+		fmt.Fprintf(c.stdout, "submitted %s\n", filepath.Join(me.JobsDir, file.Name))
+	}
+	return c.reloadAfterWrite(cl)
+}
+
+func runEdit(c *cli, args []string) int {
+	fs := c.flags("edit")
+	f := c.clientFlags(fs, false)
+	rest, code, done := c.parse(fs, args)
+	if done {
+		return code
+	}
+	if len(rest) != 1 {
+		fmt.Fprintln(c.stderr, msgWantArgs("edit", "JOB|FILE.lua"))
+		return exitUsage
+	}
+	cl := c.client(f)
+	var me supervisor.Me
+	if err := cl.get("/me", nil, &me); err != nil {
+		return c.fail(err)
+	}
+	if me.JobsDir == "" {
+		fmt.Fprintln(c.stderr, "berth: "+msgNoJobsDirClient(me.User))
+		return exitFailed
+	}
+	// A name ending in .lua is a file of theirs (new or not); otherwise a
+	// job, whose file is edited.
+	name := rest[0]
+	if !watch.IsJobFile(name) {
+		var d supervisor.JobDetail
+		if err := cl.get("/jobs/"+url.PathEscape(name), nil, &d); err != nil {
+			return c.fail(err)
+		}
+		if filepath.Dir(d.Definition.File) != filepath.Clean(me.JobsDir) {
+			fmt.Fprintln(c.stderr, msgNotInYourDir(d.Status.Name, d.Definition.File, me.JobsDir))
+			return exitFailed
+		}
+		name = filepath.Base(d.Definition.File)
+	} else if strings.Contains(name, "/") {
+		fmt.Fprintln(c.stderr, msgNotJobFileName(name))
+		return exitUsage
+	}
+	target := filepath.Join(me.JobsDir, name)
+	old, err := os.ReadFile(target)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		fmt.Fprintln(c.stderr, "berth edit: "+err.Error())
+		return exitFailed
+	}
+	tmp, err := os.CreateTemp("", "berth-edit-*-"+name)
+	if err != nil {
+		fmt.Fprintln(c.stderr, "berth edit: "+err.Error())
+		return exitFailed
+	}
+	tmpPath := tmp.Name()
+	_, err = tmp.Write(old)
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		fmt.Fprintln(c.stderr, "berth edit: "+err.Error())
+		return exitFailed
+	}
+	in := bufio.NewReader(c.stdinOr())
+	for {
+		if err := c.runEditor(tmpPath); err != nil {
+			fmt.Fprintln(c.stderr, msgEditorFailed(err, tmpPath))
+			return exitFailed
+		}
+		edited, err := os.ReadFile(tmpPath)
+		if err != nil {
+			fmt.Fprintln(c.stderr, "berth edit: "+err.Error())
+			return exitFailed
+		}
+		if bytes.Equal(edited, old) && old != nil {
+			os.Remove(tmpPath)
+			fmt.Fprintln(c.stdout, "no change to "+target)
+			return exitOK
+		}
+		file := supervisor.CheckFile{Name: name, Src: string(edited)}
+		refused, code := c.checkFiles(cl, []supervisor.CheckFile{file})
+		if code == exitOK {
+			if err := writeJobFile(me.JobsDir, file); err != nil {
+				fmt.Fprintln(c.stderr, msgCannotWriteJobFile(me.JobsDir, err))
+				return exitFailed
+			}
+			os.Remove(tmpPath)
+			fmt.Fprintln(c.stdout, "saved "+target)
+			return c.reloadAfterWrite(cl)
+		}
+		if !refused {
+			// The daemon could not check it: it said why; the edit is kept.
+			fmt.Fprintln(c.stderr, msgEditKept(tmpPath, target))
+			return code
+		}
+		// Refused: what is in force stays. Edit again, or keep the draft.
+		fmt.Fprint(c.stderr, msgEditAgain(target))
+		answer, _ := in.ReadString('\n')
+		if a := strings.TrimSpace(strings.ToLower(answer)); a == "n" || a == "no" || answer == "" {
+			fmt.Fprintln(c.stderr, msgEditKept(tmpPath, target))
+			return exitFailed
+		}
+	}
+}
+
+// checkFiles asks the daemon what it would make of files. It prints each
+// problem and returns refused and exitFailed if there is one; if the daemon
+// could not say, it prints why and returns that exit code.
+func (c *cli) checkFiles(cl *client, files []supervisor.CheckFile) (refused bool, code int) {
+	body, err := json.Marshal(supervisor.CheckRequest{Files: files})
+	if err != nil {
+		fmt.Fprintln(c.stderr, "berth: "+err.Error())
+		return false, exitFailed
+	}
+	var res supervisor.CheckResult
+	if err := cl.send(http.MethodPost, "/check", body, &res); err != nil {
+		return false, c.fail(err)
+	}
+	if len(res.Problems) == 0 {
+		return false, exitOK
+	}
+	for _, p := range res.Problems {
+		fmt.Fprintln(c.stderr, escapeText(p.Text))
+	}
+	fmt.Fprintln(c.stderr, msgNotWritten(len(res.Problems)))
+	return true, exitFailed
+}
+
+// reloadAfterWrite has the daemon read what was written now, rather than
+// at its watcher's next turn, and says what changed.
+func (c *cli) reloadAfterWrite(cl *client) int {
+	var res supervisor.ReloadResult
+	if err := cl.post("/reload", &res); err != nil {
+		return c.fail(err)
+	}
+	// What it says of other files is theirs: this one was checked.
+	fmt.Fprintln(c.stdout, msgReloaded(res))
+	return exitOK
+}
+
+// writeJobFile writes a job file into dir whole or not at all: a temporary
+// file beside it, renamed over it, so that the daemon never reads half a
+// file. Mode 0600: a person's files are theirs alone.
+func writeJobFile(dir string, f supervisor.CheckFile) error {
+	tmp, err := os.CreateTemp(dir, "."+f.Name+".tmp-*")
+	if err != nil {
+		return err
+	}
+	_, err = io.WriteString(tmp, f.Src)
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), filepath.Join(dir, f.Name))
+	}
+	if err != nil {
+		os.Remove(tmp.Name())
+	}
+	return err
+}
+
+// runEditor opens path in $VISUAL, else $EDITOR, else vi, on this
+// terminal.
+func (c *cli) runEditor(path string) error {
+	editor := cmp.Or(c.env.get("VISUAL"), c.env.get("EDITOR"), "vi")
+	// The editor may carry arguments ("code --wait"): the shell splits it,
+	// as git and crontab do.
+	cmd := exec.Command("/bin/sh", "-c", editor+` "$1"`, "sh", path)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = c.stdinOr(), c.stdout, c.stderr
+	return cmd.Run()
+}
+
+// stdinOr is the command's standard input: the process's, except in tests.
+func (c *cli) stdinOr() io.Reader {
+	if c.stdin != nil {
+		return c.stdin
+	}
+	return os.Stdin
+}
