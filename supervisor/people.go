@@ -11,6 +11,8 @@ import (
 	"slices"
 	"strconv"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/berthd/berth/supervisor/watch"
 )
 
@@ -76,21 +78,21 @@ func (d *Daemon) members() ([]string, error) {
 // refreshPeople brings the set of people up to date with the group, makes
 // each newcomer's job directory, and has the watcher watch them all. Runs
 // on the loop, before each scan. Someone who left the group has no
-// directory watched any more: the scan reports their files removed.
-func (d *Daemon) refreshPeople() []string {
+// directory watched any more: gone are their directories, whose files the
+// scan then reports removed. An error (the group or a member that cannot
+// be looked up now) keeps everyone as they were: the reload then counts as
+// one that could not scan, which stops nothing.
+func (d *Daemon) refreshPeople() (gone []string, err error) {
 	if d.cfg.UserJobs == "" {
-		return nil
+		return nil, nil
 	}
-	var gone []string
 	names, err := d.members()
 	if err != nil {
-		d.log.Error("cannot list the members of the group: their job files are not read until it can", "group", d.group(), "error", err)
-		return nil
+		return nil, fmt.Errorf("list the members of the group %s: %w", d.group(), err)
 	}
 	if len(names) > 0 {
-		if err := os.MkdirAll(d.cfg.UserJobs, 0o755); err != nil {
-			d.log.Error("cannot create the people's job directories", "dir", d.cfg.UserJobs, "error", err)
-			return nil
+		if err := d.spoolReady(); err != nil {
+			return nil, err
 		}
 	}
 	now := make(map[string]*person, len(names))
@@ -99,10 +101,13 @@ func (d *Daemon) refreshPeople() []string {
 			now[name] = p
 			continue
 		}
+		if !validUserName(name) {
+			d.log.Warn("a member of the group has a name berth cannot make a job directory of: skipped", "user", name, "group", d.group())
+			continue
+		}
 		p, err := d.newPerson(name)
 		if err != nil {
-			d.log.Error("cannot give a member of the group a job directory", "user", name, "error", err)
-			continue
+			return nil, fmt.Errorf("give %s a job directory: %w", name, err)
 		}
 		if p != nil {
 			d.log.Info("watching a person's job directory", "user", name, "dir", p.dir)
@@ -126,7 +131,46 @@ func (d *Daemon) refreshPeople() []string {
 		slices.Sort(dirs)
 		d.watcher.SetDirs(dirs)
 	}
-	return gone
+	return gone, nil
+}
+
+// validUserName is a login name that is also a path element and the
+// first part of a job name: what useradd's default NAME_REGEX allows.
+func validUserName(name string) bool {
+	if name == "" || len(name) > 32 {
+		return false
+	}
+	for i, r := range name {
+		switch {
+		case r >= 'a' && r <= 'z', r == '_':
+		case i > 0 && (r >= '0' && r <= '9' || r == '-' || r == '.'):
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// spoolReady makes the people's directory if it is not there, and refuses
+// one that is not fit to hold theirs: it must be a directory (not a link)
+// that only root or the daemon's user may write. (The scanner then checks
+// every directory above each person's, as it checks the administrators'.)
+func (d *Daemon) spoolReady() error {
+	if err := os.MkdirAll(d.cfg.UserJobs, 0o755); err != nil {
+		return fmt.Errorf("create the people's job directories: %w", err)
+	}
+	var st unix.Stat_t
+	if err := unix.Lstat(d.cfg.UserJobs, &st); err != nil {
+		return fmt.Errorf("the people's job directories: %w", err)
+	}
+	switch {
+	case st.Mode&unix.S_IFMT != unix.S_IFDIR:
+		return fmt.Errorf("%s is not a directory: the people's job directories must be in one, root's, mode 0755", d.cfg.UserJobs)
+	case st.Uid != 0 && int(st.Uid) != os.Getuid(), st.Mode&0o022 != 0:
+		return fmt.Errorf("%s must be root's and writable by root alone, so that nobody can swap a person's directory (sudo chown root: %s; sudo chmod 755 %s)",
+			d.cfg.UserJobs, d.cfg.UserJobs, d.cfg.UserJobs)
+	}
+	return nil
 }
 
 // newPerson looks name up and makes their job directory if there is none;
@@ -144,14 +188,21 @@ func (d *Daemon) newPerson(name string) (*person, error) {
 	dir := filepath.Join(d.cfg.UserJobs, name)
 	// Made once, then theirs: a directory that is there already is left as
 	// it is, and the scanner refuses it if it is not fit (not theirs, open
-	// to others), saying how to fix it.
+	// to others), saying how to fix it. What was made is given away
+	// through a descriptor of it, never by path: no link put in its place
+	// meanwhile gets anything else chowned.
 	switch err := os.Mkdir(dir, 0o700); {
 	case err == nil:
-		if err := os.Chown(dir, uid, gid); err != nil {
-			return nil, err
+		fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return nil, &os.PathError{Op: "open", Path: dir, Err: err}
 		}
-		if err := os.Chmod(dir, 0o700); err != nil {
-			return nil, err
+		defer unix.Close(fd)
+		if err := unix.Fchown(fd, uid, gid); err != nil {
+			return nil, &os.PathError{Op: "chown", Path: dir, Err: err}
+		}
+		if err := unix.Fchmod(fd, 0o700); err != nil {
+			return nil, &os.PathError{Op: "chmod", Path: dir, Err: err}
 		}
 	case errors.Is(err, fs.ErrExist):
 	default:

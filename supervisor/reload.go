@@ -103,7 +103,11 @@ func (d *Daemon) reload(first, asked bool, waiters ...chan<- ReloadResult) {
 		return
 	}
 	r := &reloadRun{first: first, began: d.now(), waiters: waiters}
-	r.scan, r.people, r.scanErr = d.scan(d.refreshPeople())
+	gone, peopleErr := d.refreshPeople()
+	r.scan, r.people, r.scanErr = d.scan(gone)
+	if peopleErr != nil && r.scanErr == nil {
+		r.scanErr = peopleErr
+	}
 	if !first && !asked && r.scanErr == nil && d.nothingNew(r) {
 		d.reply(r, ReloadResult{})
 		return
@@ -112,7 +116,7 @@ func (d *Daemon) reload(first, asked bool, waiters ...chan<- ReloadResult) {
 		d.notify(reloadingMessage())
 	}
 	if r.scanErr != nil {
-		d.log.Error("cannot scan the jobs directory", "dir", d.cfg.JobsDir, "error", r.scanErr)
+		d.log.Error("cannot scan the job directories: what is in force stays, and nothing is stopped for want of its file", "error", r.scanErr)
 	}
 	srcs := make([]luaapi.Source, 0, len(r.scan.Changed))
 	for _, path := range slices.Sorted(maps.Keys(r.scan.Changed)) {
@@ -553,10 +557,10 @@ func (d *Daemon) apply(set *luaapi.Set, first bool) ReloadResult {
 	return res
 }
 
-// applyQuotas hands the quotas in force to the placer. A person whose
-// quota changed has their waiting and unplaceable jobs examined again: one
-// held back may fit now, one waiting may now be larger than the quota (it
-// is then unplaceable, saying so). The caller holds d.mu.
+// applyQuotas hands the quotas in force to the placer. Of a person whose
+// quota changed, an unplaceable job that fits the quota now waits again,
+// and a waiting one now larger than it is unplaceable, saying so. The
+// caller holds d.mu.
 func (d *Daemon) applyQuotas(set *luaapi.Set) {
 	byOwner, fallback := map[string]accounting.Quota{}, accounting.NoQuota
 	for _, q := range set.Quotas {
@@ -581,7 +585,11 @@ func (d *Daemon) applyQuotas(set *luaapi.Set) {
 		if owner == "" || d.placer.QuotaOf(owner) == was[owner] {
 			continue
 		}
-		if st := j.view().State; st == store.StateWaiting || st == store.StateUnplaceable {
+		// Only where the answer changed: a waiting job asked again would
+		// go to the back of the queue (the placer re-examines those that
+		// may wait on, itself).
+		fits := d.placer.Placeable(requestOf(j.name, j.seenDef)) == nil
+		if st := j.view().State; st == store.StateWaiting && !fits || st == store.StateUnplaceable && fits {
 			j.in.post(jobMessage{def: j.seenDef, invalid: j.seenInvalid, requeue: true})
 		}
 	}
