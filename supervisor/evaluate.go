@@ -126,11 +126,20 @@ func (e *Evaluator) Evaluate(ctx context.Context, m luaapi.Machine, srcs []luaap
 		out = append(out, done...)
 		rest = rest[len(done):]
 		if broken != "" {
-			// It would fail the same way for every file after.
-			for _, s := range rest {
+			// It would fail the same way for every file after: those of
+			// its owner. A person's child may have been killed by that
+			// person (it runs as them): the others' files go on.
+			upTo := len(rest)
+			if b[0].Owner != "" {
+				upTo = len(b) - len(done)
+			}
+			for _, s := range rest[:upTo] {
 				out = append(out, failed(s.Path, luaapi.ErrEvaluator(s.Path, broken)))
 			}
-			break
+			rest = rest[upTo:]
+			if b[0].Owner == "" {
+				break
+			}
 		}
 	}
 	return out

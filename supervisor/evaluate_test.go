@@ -85,6 +85,34 @@ func TestEvaluatorRefusals(t *testing.T) {
 	}
 }
 
+// TestEvaluatorOwnersApart: a person's child that dies before its first
+// file (its owner may kill it: it runs as them) fails that person's files
+// alone; the administrators' and another person's are evaluated.
+func TestEvaluatorOwnersApart(t *testing.T) {
+	e := &Evaluator{Command: []string{os.Args[0]}, Env: append(os.Environ(), "BERTH_TEST_EVAL=script"), UID: -1, GID: -1,
+		Budget: time.Second}
+	good := `job "fine" { cmd = "true" }`
+	files := e.Evaluate(context.Background(), luaapi.Machine{CPUs: 2}, []luaapi.Source{
+		{Path: "/spool/breaks/a.lua", Src: []byte(good), Owner: "breaks"},
+		{Path: "/spool/breaks/b.lua", Src: []byte(good), Owner: "breaks"},
+		{Path: "/spool/carol/c.lua", Src: []byte(good), Owner: "carol"},
+		{Path: "/etc/berth/jobs.d/d.lua", Src: []byte(good)},
+	})
+	if len(files) != 4 {
+		t.Fatalf("%d files back for 4", len(files))
+	}
+	for _, f := range files[:2] {
+		if errs := f.Errors; len(errs) != 1 || errs[0].Problem != luaapi.EvalFailed || !strings.Contains(errs[0].Error(), "killed before it began") {
+			t.Errorf("%s: %v, want refused with why its child failed", f.Path, errs)
+		}
+	}
+	for _, f := range files[2:] {
+		if len(f.Errors) > 0 || len(f.Jobs) != 1 {
+			t.Errorf("%s, another owner's: %v, want evaluated", f.Path, f.Errors)
+		}
+	}
+}
+
 // TestEvaluatorCalledOff: an evaluation called off returns at once the
 // files done so far, and kills the child.
 func TestEvaluatorCalledOff(t *testing.T) {

@@ -44,6 +44,11 @@ func scriptedChild() {
 	if err := json.NewDecoder(os.Stdin).Decode(&req); err != nil {
 		os.Exit(1)
 	}
+	if len(req.Files) > 0 && req.Files[0].Owner == "breaks" {
+		// Dies before its first file, as a child its owner killed would.
+		fmt.Fprintln(os.Stderr, "killed before it began")
+		os.Exit(1)
+	}
 	enc := json.NewEncoder(os.Stdout)
 	for _, f := range req.Files {
 		_ = enc.Encode(luaapi.EvalReply{Begin: f.Path})
