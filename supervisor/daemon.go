@@ -139,6 +139,8 @@ type Daemon struct {
 	// people are the members of the group with a job directory, by name
 	// (people.go); owned by the loop.
 	people map[string]*person
+	// checks holds a token for each POST /v1/check evaluating now.
+	checks chan struct{}
 
 	// draining are the jobs removed whose goroutine may still be stopping
 	// their run, by name; owned by the loop.
@@ -221,6 +223,7 @@ func Open(cfg Config) (*Daemon, error) {
 		draining:  map[string]*job{},
 		settle:    time.NewTimer(time.Hour),
 		sweepKick: make(chan struct{}, 1),
+		checks:    make(chan struct{}, concurrentChecks),
 	}
 	d.settle.Stop()
 	d.later = st.Later(d.recordFailed)
@@ -346,7 +349,10 @@ func (d *Daemon) Run(ctx context.Context) error {
 	d.sweep() // what the jobs' last stops left
 	stopWatch()
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), time.Second)
-	_ = srv.Shutdown(shutdownCtx)
+	if srv.Shutdown(shutdownCtx) != nil {
+		// Streams still open (berth logs -f) end now.
+		_ = srv.Close()
+	}
 	cancel()
 	bg.Wait()
 	d.log.Info("stopped")

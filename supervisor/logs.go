@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"syscall"
 	"time"
 
 	"github.com/berthd/berth/supervisor/store"
@@ -83,6 +84,8 @@ func (d *Daemon) serveLogs(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	cmd := exec.CommandContext(r.Context(), journalctl, args...)
+	// It ends with the caller's connection, and with the daemon.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	out := &flushWriter{w: w, rc: http.NewResponseController(w)}
 	cmd.Stdout = out
 	var stderr limitedBuffer
@@ -168,9 +171,13 @@ func (d *Daemon) streamFile(w http.ResponseWriter, r *http.Request, path string,
 		if _, err := io.Copy(out, br); err != nil {
 			return
 		}
-		// The daemon rotates a full log to PATH.1: follow the new file.
+		// The daemon rotates a full log to PATH.1: what was written to it
+		// before the rename is read to its end, then the new file.
 		if now, err := os.Stat(path); err == nil {
 			if was, err := file.Stat(); err == nil && !os.SameFile(was, now) {
+				if _, err := io.Copy(out, br); err != nil {
+					return
+				}
 				open()
 			}
 		}

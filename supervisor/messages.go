@@ -104,6 +104,10 @@ func msgBadCheck(err error) string {
 	return fmt.Sprintf("the files to check could not be read: %v (berth submit and berth edit send them)", err)
 }
 
+func msgCheckTooLarge(name string, size, limit int) string {
+	return fmt.Sprintf("%s is %d bytes, over the %d a job file may have: the daemon would not read it (split it into several files)", name, size, limit)
+}
+
 func msgBadFileName(name string) string {
 	return fmt.Sprintf("%q is not a job file's name: it must end in .lua, not start with a dot, and name no directory", name)
 }
@@ -226,15 +230,20 @@ func MsgShort(asked, short Size) string {
 // (quota)": each resource the quota holds back is named. The daemon
 // writes it, and berth status words it again from the facts.
 func MsgQuotaWait(owner string, q QuotaView, asked Size) string {
+	// Each resource it would take them past: also one it does not ask
+	// for, which they hold more of than a quota lowered since allows.
 	var parts []string
-	if l := q.Quota.GPUs; l >= 0 && asked.GPUs > 0 && q.Held.GPUs+asked.GPUs > l {
+	if l := q.Quota.GPUs; l >= 0 && q.Held.GPUs+asked.GPUs > l {
 		parts = append(parts, fmt.Sprintf("%d of their %s", q.Held.GPUs, accounting.Count(l, "card")))
 	}
-	if l := q.Quota.CPUs; l >= 0 && asked.CPUs > 0 && q.Held.CPUs+asked.CPUs > l {
+	if l := q.Quota.CPUs; l >= 0 && q.Held.CPUs+asked.CPUs > l {
 		parts = append(parts, fmt.Sprintf("%d of their %s", q.Held.CPUs, accounting.Count(l, "core")))
 	}
-	if l := q.Quota.RAMBytes; l >= 0 && asked.RAMBytes > 0 && q.Held.RAMBytes+asked.RAMBytes > l {
+	if l := q.Quota.RAMBytes; l >= 0 && q.Held.RAMBytes+asked.RAMBytes > l {
 		parts = append(parts, fmt.Sprintf("%s of their %s memory", accounting.FormatSize(q.Held.RAMBytes), accounting.FormatSize(l)))
+	}
+	if len(parts) == 0 {
+		parts = append(parts, "all their quota allows")
 	}
 	return fmt.Sprintf("%s holds %s (quota; berth status --owner %s shows their jobs)", owner, strings.Join(parts, ", "), owner)
 }

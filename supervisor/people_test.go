@@ -374,6 +374,19 @@ job "big" { cmd = "sleep 600", gpus = 2 }`)
 	reload(t, d)
 	waitJob(t, d, waiting.Name, "running once the quota allows it", func(js JobStatus) bool { return js.State == "running" })
 	waitJob(t, d, name("big"), "waiting its turn", func(js JobStatus) bool { return js.State == "waiting" })
+
+	// Lowered again: big is now larger than the quota, and says so; the
+	// running ones go on.
+	if err := os.WriteFile(adminFile, []byte(`quota "`+testAlice+`" { gpus = 1, cpus = 2 }`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	reload(t, d)
+	waitJob(t, d, name("big"), "unplaceable under the lowered quota", func(js JobStatus) bool { return js.State == "unplaceable" })
+	for _, n := range []string{"a", "b"} {
+		if js, _ := d.jobStatus(name(n)); js.State != "running" {
+			t.Errorf("%s is %s after the quota was lowered, want still running", n, js.State)
+		}
+	}
 }
 
 // TestPeopleFairShare: alice queues 20 one-card jobs on a 2-card box, then

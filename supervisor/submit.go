@@ -29,6 +29,8 @@ type Me struct {
 	// Owner is the owner their files' jobs get ("" for the
 	// administrators').
 	Owner string `json:"owner"`
+	// Group is the daemon's group: its members have a job directory.
+	Group string `json:"group"`
 }
 
 // CheckRequest is POST /v1/check: job files to check as the caller's, as
@@ -40,7 +42,9 @@ type CheckRequest struct {
 // CheckFile is one file of a CheckRequest.
 type CheckFile struct {
 	Name string `json:"name"`
-	Src  string `json:"src"`
+	// Src is the file's bytes as they are (base64 in the JSON): what is
+	// checked is what is written.
+	Src []byte `json:"src"`
 }
 
 // CheckResult is what POST /v1/check found: the jobs the files declare, and
@@ -52,13 +56,16 @@ type CheckResult struct {
 }
 
 // checkBytes bounds a check's request: a job file is at most
-// watch.DefaultMaxFileBytes, and a few go at once.
-const checkBytes = 8 * watch.DefaultMaxFileBytes
+// watch.DefaultMaxFileBytes, and a few go at once (base64: 4/3 of that).
+const checkBytes = 12 * watch.DefaultMaxFileBytes
+
+// concurrentChecks is how many checks evaluate at once.
+const concurrentChecks = 2
 
 // me is the caller as the daemon sees them. Runs on the loop, which owns
 // the people.
 func (d *Daemon) me(c caller) Me {
-	m := Me{User: c.name, Admin: c.admin}
+	m := Me{User: c.name, Admin: c.admin, Group: d.group()}
 	switch {
 	case c.uid == 0 || int(c.uid) == os.Getuid():
 		m.JobsDir = d.cfg.JobsDir
@@ -104,7 +111,21 @@ func (d *Daemon) serveCheck(w http.ResponseWriter, r *http.Request) {
 			writeError(w, http.StatusBadRequest, CodeBadRequest, msgBadFileName(f.Name))
 			return
 		}
-		srcs = append(srcs, luaapi.Source{Path: filepath.Join(me.JobsDir, f.Name), Src: []byte(f.Src), Owner: me.Owner})
+		if len(f.Src) > watch.DefaultMaxFileBytes {
+			// The scanner would refuse it: so does the check.
+			writeError(w, http.StatusBadRequest, CodeBadRequest, msgCheckTooLarge(f.Name, len(f.Src), watch.DefaultMaxFileBytes))
+			return
+		}
+		srcs = append(srcs, luaapi.Source{Path: filepath.Join(me.JobsDir, f.Name), Src: f.Src, Owner: me.Owner})
+	}
+	// Each check is a child of up to Evaluator.MemoryBytes: a few at a
+	// time, whoever asks; the others wait their turn (or give up with
+	// their connection).
+	select {
+	case d.checks <- struct{}{}:
+		defer func() { <-d.checks }()
+	case <-r.Context().Done():
+		return
 	}
 	files := d.cfg.Evaluator.Evaluate(r.Context(), luaMachine(d.cfg), srcs)
 	v, err = d.call(r.Context(), func() any { return d.checkInForce(files) })
