@@ -53,7 +53,7 @@ func init() {
 			run:     runStatus},
 		{name: "jobs", args: "[--json]",
 			summary: "one line per job, for scripts",
-			example: "berth jobs | awk '$3 == \"running\"'",
+			example: "berth jobs | awk '$2 == \"running\"'",
 			run:     runJobs},
 		{name: "show", args: "JOB [--json]",
 			summary: "a job's definition, the environment its next run gets, its last runs",

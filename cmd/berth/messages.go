@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"os"
@@ -154,8 +155,9 @@ func msgCannotWriteJobFile(dir string, err error) string {
 	return fmt.Sprintf("berth: cannot write into %s: %v (it is your job directory: ls -ld %s shows who may write it)", dir, err, dir)
 }
 
-func msgNoJobsDirClient(user string) string {
-	return fmt.Sprintf("%s has no job directory on this daemon: its people are the members of its group (ask an administrator: sudo usermod -aG berth %s)", user, user)
+func msgNoJobsDirClient(user, group string) string {
+	user = cmp.Or(user, "your user")
+	return fmt.Sprintf("%s has no job directory on this daemon: its people are the members of the group %s (ask an administrator: sudo usermod -aG %s %s, then log in again)", user, group, group, user)
 }
 
 func msgNotInYourDir(job, file, dir string) string {
@@ -175,5 +177,5 @@ func msgEditAgain(target string) string {
 }
 
 func msgEditKept(draft, target string) string {
-	return fmt.Sprintf("berth edit: %s is unchanged; your edit is kept in %s (berth submit it once it loads)", target, draft)
+	return fmt.Sprintf("berth edit: %s is unchanged; your edit is kept in %s (fix it there, then berth submit %s)", target, draft, draft)
 }

@@ -192,6 +192,12 @@ quota "` + alice + `" { cpus = 1 }`})
 		t.Errorf("alice's submit of a job larger than her quota: exit %d\n%s", code, errOut)
 	}
 
+	// A file larger than the daemon reads is refused by the check too.
+	writeReadable(t, filepath.Join(src, "huge.lua"), "-- "+strings.Repeat("x", 2<<20)+"\n")
+	if _, errOut, code := a.run("", nil, "submit", filepath.Join(src, "huge.lua")); code != exitFailed || !strings.Contains(errOut, "over the 1048576 a job file may have") {
+		t.Errorf("alice's submit of a 2 MiB file: exit %d\n%s", code, errOut)
+	}
+
 	// Her files are evaluated as her: a file that loops for ever is seen
 	// in a child of the daemon with her uid until its budget stops it.
 	writeReadable(t, filepath.Join(src, "loop.lua"), `while true do end`)

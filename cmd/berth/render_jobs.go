@@ -17,16 +17,16 @@ func renderJobs(w io.Writer, jobs []supervisor.JobStatus, o renderOptions) {
 	jobs = slices.Clone(jobs)
 	slices.SortStableFunc(jobs, func(a, b supervisor.JobStatus) int { return strings.Compare(a.Name, b.Name) })
 	t := &textTable{gap: 2, cols: []textColumn{
-		{title: "NAME"}, {title: "OWNER"}, {title: "STATE"}, {title: "CORES", right: true}, {title: "CARDS"},
-		{title: "MEMORY", right: true}, {title: "SINCE"},
+		{title: "NAME"}, {title: "STATE"}, {title: "CORES", right: true}, {title: "CARDS"},
+		{title: "MEMORY", right: true}, {title: "SINCE"}, {title: "OWNER"},
 	}}
 	for _, j := range jobs {
 		since := "-"
 		if !j.Since.IsZero() {
 			since = j.Since.In(renderZone).Format(time.RFC3339)
 		}
-		t.add(plainSpan(j.Name), plainSpan(cmp.Or(j.Owner, "-")), plainSpan(j.State), plainSpan(coresCell(j.CPUs)), plainSpan(cardsCell(j.GPUs)),
-			plainSpan(memoryCell(j.RAMBytes)), plainSpan(since))
+		t.add(plainSpan(j.Name), plainSpan(j.State), plainSpan(coresCell(j.CPUs)), plainSpan(cardsCell(j.GPUs)),
+			plainSpan(memoryCell(j.RAMBytes)), plainSpan(since), plainSpan(cmp.Or(j.Owner, "-")))
 	}
 	t.fitContent()
 	renderOptions{}.writeLines(w, t.lines(""), 0)

@@ -53,7 +53,7 @@ func runSubmit(c *cli, args []string) int {
 			fmt.Fprintln(c.stderr, "berth submit: "+err.Error())
 			return exitFailed
 		}
-		files = append(files, supervisor.CheckFile{Name: name, Src: string(b)})
+		files = append(files, supervisor.CheckFile{Name: name, Src: b})
 	}
 	if _, code := c.checkFiles(cl, files); code != exitOK {
 		return code
@@ -85,7 +85,7 @@ func runEdit(c *cli, args []string) int {
 		return c.fail(err)
 	}
 	if me.JobsDir == "" {
-		fmt.Fprintln(c.stderr, "berth: "+msgNoJobsDirClient(me.User))
+		fmt.Fprintln(c.stderr, "berth: "+msgNoJobsDirClient(me.User, me.Group))
 		return exitFailed
 	}
 	// A name ending in .lua is a file of theirs (new or not); otherwise a
@@ -111,17 +111,15 @@ func runEdit(c *cli, args []string) int {
 		fmt.Fprintln(c.stderr, "berth edit: "+err.Error())
 		return exitFailed
 	}
-	tmp, err := os.CreateTemp("", "berth-edit-*-"+name)
+	// The draft has the file's own name, in a directory of its own, so
+	// that a draft kept after a refusal can be submitted as it is.
+	draftDir, err := os.MkdirTemp("", "berth-edit-")
 	if err != nil {
 		fmt.Fprintln(c.stderr, "berth edit: "+err.Error())
 		return exitFailed
 	}
-	tmpPath := tmp.Name()
-	_, err = tmp.Write(old)
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
+	tmpPath := filepath.Join(draftDir, name)
+	if err := os.WriteFile(tmpPath, old, 0o600); err != nil {
 		fmt.Fprintln(c.stderr, "berth edit: "+err.Error())
 		return exitFailed
 	}
@@ -137,18 +135,18 @@ func runEdit(c *cli, args []string) int {
 			return exitFailed
 		}
 		if bytes.Equal(edited, old) && old != nil {
-			os.Remove(tmpPath)
+			os.RemoveAll(draftDir)
 			fmt.Fprintln(c.stdout, "no change to "+target)
 			return exitOK
 		}
-		file := supervisor.CheckFile{Name: name, Src: string(edited)}
+		file := supervisor.CheckFile{Name: name, Src: edited}
 		refused, code := c.checkFiles(cl, []supervisor.CheckFile{file})
 		if code == exitOK {
 			if err := writeJobFile(me.JobsDir, file); err != nil {
 				fmt.Fprintln(c.stderr, msgCannotWriteJobFile(me.JobsDir, err))
 				return exitFailed
 			}
-			os.Remove(tmpPath)
+			os.RemoveAll(draftDir)
 			fmt.Fprintln(c.stdout, "saved "+target)
 			return c.reloadAfterWrite(cl)
 		}
@@ -210,7 +208,7 @@ func writeJobFile(dir string, f supervisor.CheckFile) error {
 	if err != nil {
 		return err
 	}
-	_, err = io.WriteString(tmp, f.Src)
+	_, err = tmp.Write(f.Src)
 	if err == nil {
 		err = tmp.Sync()
 	}
