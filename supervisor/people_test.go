@@ -1,6 +1,7 @@
 package supervisor
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -426,5 +427,66 @@ func TestPeopleFairShare(t *testing.T) {
 		if c.Holder == bobs && c.Owner != testBob {
 			t.Errorf("card %s is held by %s, owner %q", c.Name, c.Holder, c.Owner)
 		}
+	}
+}
+
+// TestPeopleLogsFollow: berth logs -f streams what the job writes as it
+// writes it, to its owner, until the caller hangs up.
+func TestPeopleLogsFollow(t *testing.T) {
+	d, spool, out := peopleDaemon(t, "", nil)
+	mark := filepath.Join(out, "go-on")
+	writeAs(t, spool, testAlice, "jobs.lua", fmt.Sprintf(`job "talk" { cmd = {"sh", "-c", "echo first; while [ ! -e %s ]; do sleep 0.05; done; echo second; exec sleep 600"} }`, mark))
+	reload(t, d)
+	waitJob(t, d, testAlice+"/talk", "running", func(js JobStatus) bool { return js.State == "running" })
+
+	u, _ := user.Lookup(testAlice)
+	uid, _ := strconv.Atoi(u.Uid)
+	gid, _ := strconv.Atoi(u.Gid)
+	cred := unix.Ucred{Uid: uint32(uid), Gid: uint32(gid), Pid: int32(os.Getpid())}
+	api := d.api()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		api.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), peerKey{}, cred)))
+	}))
+	defer srv.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", srv.URL+APIVersion+jobPath("talk")+"/logs?follow=1", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("follow: %s", resp.Status)
+	}
+	lines := make(chan string)
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(resp.Body)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+	}()
+	next := func() string {
+		t.Helper()
+		select {
+		case l := <-lines:
+			return l
+		case <-time.After(20 * time.Second):
+			t.Fatal("no line from the followed output within 20s")
+		}
+		return ""
+	}
+	if l := next(); l != "first" {
+		t.Fatalf("first line %q", l)
+	}
+	if err := os.WriteFile(mark, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if l := next(); l != "second" {
+		t.Fatalf("second line %q, want what the job wrote after the stream began", l)
+	}
+	cancel() // the caller hangs up: the stream ends
+	for range lines {
 	}
 }
