@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"os/user"
 	"strconv"
 	"syscall"
 	"time"
@@ -57,8 +58,15 @@ func (d *Daemon) serveLogs(w http.ResponseWriter, r *http.Request) {
 	args := []string{"--no-pager", "--all", "-o", "short-iso", "SYSLOG_IDENTIFIER=" + name}
 	if d.cfg.Units != nil {
 		// Only what the job units wrote: a process elsewhere may log under
-		// any identifier it likes; _SYSTEMD_SLICE is journald's own.
+		// any identifier it likes; _SYSTEMD_SLICE and _UID are journald's
+		// own (systemd opens a unit's stream as the unit's user), so
+		// another person's job cannot write into this one's output.
 		args = append(args, "_SYSTEMD_SLICE="+unitsSlice)
+		if owner != "" {
+			if u, err := user.Lookup(owner); err == nil {
+				args = append(args, "_UID="+u.Uid)
+			}
+		}
 	}
 	if run != 0 {
 		rec, ok := d.runOf(name, run)
