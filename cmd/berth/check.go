@@ -8,8 +8,12 @@ import (
 	"io/fs"
 	"maps"
 	"os"
+	"os/user"
+	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 
@@ -43,13 +47,22 @@ func runCheck(c *cli, args []string) int {
 	// The rules of a daemon that runs as the caller: root's for root, a
 	// person's own daemon's for a person.
 	rules := watch.ScanOptions{DaemonUID: os.Getuid()}
+	userJobs := defaultUserJobs(c.env)
 	var srcs []luaapi.Source
 	var problems []supervisor.Problem
 	for _, target := range targets {
+		// What is in a person's job directory is theirs, as the system
+		// daemon evaluates it: their jobs, their rules, their quota.
+		owner, ownerUID := personOf(userJobs, target)
+		rules := rules
+		rules.Owner = ownerUID
 		got, refused, err := readTarget(target, rules)
 		if err != nil {
 			problems = append(problems, supervisor.Problem{Code: "unreadable", File: target, Text: msgCheckTarget(target, err)})
 			continue
+		}
+		for i := range got {
+			got[i].Owner = owner
 		}
 		srcs = append(srcs, got...)
 		problems = append(problems, refused...)
@@ -148,18 +161,59 @@ func refusal(path string, err *watch.RefusedError) supervisor.Problem {
 	return supervisor.Problem{Code: code, File: path, Text: err.Error()}
 }
 
+// personOf says whose job directory target is in, when it is in one of
+// userJobs' (DIR/USER, or a file there): the person's name and uid. ""
+// and 0 for anything else.
+func personOf(userJobs, target string) (string, int) {
+	if userJobs == "" {
+		return "", 0
+	}
+	abs, err := filepath.Abs(target)
+	if err != nil {
+		return "", 0
+	}
+	dir := abs
+	if info, err := os.Stat(abs); err == nil && !info.IsDir() {
+		dir = filepath.Dir(abs)
+	}
+	spool, err := filepath.Abs(userJobs)
+	if err != nil || filepath.Dir(dir) != spool {
+		return "", 0
+	}
+	u, err := user.Lookup(filepath.Base(dir))
+	if err != nil {
+		return "", 0
+	}
+	uid, _ := strconv.Atoi(u.Uid)
+	return u.Username, uid
+}
+
 // feasibility reports, for every loaded job, what the daemon would find
-// before starting it: that it could ever fit this machine, and that its user
-// and group exist.
+// before starting it: that it could ever fit this machine and its owner's
+// quota (as the files checked declare them), and that its user and group
+// exist.
 func feasibility(set *luaapi.Set, inv probes.Inventory) []supervisor.Problem {
-	capacity := capacityOf(inv)
-	book := accounting.NewBook(capacity, nil)
+	placer := accounting.NewPlacer(time.Now)
+	placer.AddMachine(capacityOf(inv))
+	byOwner, fallback := map[string]accounting.Quota{}, accounting.NoQuota
+	for _, q := range set.Quotas {
+		if q.Name == "*" {
+			fallback = q.Limits
+		} else {
+			byOwner[q.Name] = q.Limits
+		}
+	}
+	placer.SetQuotas(byOwner, fallback)
 	var out []supervisor.Problem
 	for _, j := range set.Jobs {
-		if !j.Resources.Unaccounted() && !book.Fits(j.Resources) {
-			err := &accounting.UnplaceableError{Asked: j.Resources, Largest: capacity}
-			out = append(out, supervisor.Problem{Code: supervisor.ProblemUnplaceable, File: j.Pos.File, Line: j.Pos.Line, Job: j.Name,
-				Text: supervisor.MsgUnplaceable(j.Pos, j.Name, err)})
+		if j.Resources.Unaccounted() {
+			// never waits, holds nothing
+		} else if err := placer.Placeable(accounting.Request{Holder: j.Name, Owner: j.Owner, Resources: j.Resources}); err != nil {
+			var ue *accounting.UnplaceableError
+			if errors.As(err, &ue) {
+				out = append(out, supervisor.Problem{Code: supervisor.ProblemUnplaceable, File: j.Pos.File, Line: j.Pos.Line, Job: j.Name,
+					Text: supervisor.MsgUnplaceable(j.Pos, j.Name, ue)})
+			}
 		}
 		if j.User != "" || j.Group != "" {
 			if _, err := supervisor.LookupCredentials(j.User, j.Group); err != nil {

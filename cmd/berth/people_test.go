@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"net/url"
 	"os"
@@ -268,5 +269,61 @@ quota "` + alice + `" { cpus = 1 }`})
 	d.getJSON(supervisor.APIVersion+"/jobs/"+url.PathEscape(mine), &jd)
 	if !strings.Contains(strings.Join(jd.Definition.Cmd, " "), "echo edited") {
 		t.Errorf("after the edit the definition is %q", jd.Definition.Cmd)
+	}
+}
+
+// TestCheckPersonsFiles: berth check reads a file in a person's job
+// directory as the daemon does: their job (OWNER/NAME), their rules (no
+// user), their quota as the administrators' files checked with it
+// declare it.
+func TestCheckPersonsFiles(t *testing.T) {
+	needPeople(t)
+	dir := t.TempDir()
+	admin, spool := filepath.Join(dir, "jobs.d"), filepath.Join(dir, "spool")
+	mine := filepath.Join(spool, alice)
+	for _, p := range []string{admin, mine} {
+		if err := os.MkdirAll(p, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	u, _ := user.Lookup(alice)
+	uid, _ := strconv.Atoi(u.Uid)
+	if err := os.WriteFile(filepath.Join(admin, "quotas.lua"), []byte(`quota "`+alice+`" { gpus = 1 }`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for name, src := range map[string]string{
+		"train.lua": `job "train" { cmd = "true", gpus = 2 }`,
+		"evil.lua":  `job "evil" { cmd = "true", user = "root" }`,
+		"fine.lua":  `job "fine" { cmd = "true", gpus = 1 }`,
+	} {
+		path := filepath.Join(mine, name)
+		if err := os.WriteFile(path, []byte(src), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chown(path, uid, -1); err != nil { // hers, as the daemon allows there
+			t.Fatal(err)
+		}
+	}
+	if err := os.Chown(mine, uid, -1); err != nil {
+		t.Fatal(err)
+	}
+	out, _, code := berth(t, map[string]string{"BERTH_USER_JOBS": spool}, "check", "--gpus", "2", "--json", admin, mine)
+	if code != exitFailed {
+		t.Fatalf("exit %d:\n%s", code, out)
+	}
+	var report checkJSON
+	if err := json.Unmarshal([]byte(out), &report); err != nil {
+		t.Fatalf("%v:\n%s", err, out)
+	}
+	var names, says []string
+	for _, j := range report.Jobs {
+		names = append(names, j.Name)
+	}
+	for _, e := range report.Errors {
+		says = append(says, e.Message)
+	}
+	all := strings.Join(says, "\n")
+	if !slices.Contains(names, alice+"/fine") || !strings.Contains(all, alice+"'s quota allows 1") || !strings.Contains(all, `"user"`) || len(says) != 2 {
+		t.Errorf("jobs %q, problems:\n%s\nwant %s/fine loaded, train over her quota, evil refused for user", names, all, alice)
 	}
 }
