@@ -55,9 +55,17 @@ type Placer struct {
 	quotas   map[string]Quota
 	fallback Quota
 	// held is what each owner holds over every book, as a decision sees
-	// it: taken at its start, kept up by its own grants.
+	// it: taken at its start, kept up by its own grants. Only while
+	// owners wait (ownedShapes > 0): without them nothing orders by it.
 	held map[string]Resources
+	// ownedShapes counts the shape queues of owners' waiters.
+	ownedShapes int
 }
+
+// fairShare reports whether owners' jobs wait, so that what each owner
+// holds orders the queue and their quotas hold them back. The caller
+// holds p.mu.
+func (p *Placer) fairShare() bool { return p.ownedShapes > 0 }
 
 // NewPlacer returns a Placer with no machines; add them with AddMachine.
 func NewPlacer(clock Clock) *Placer {
@@ -453,10 +461,15 @@ func (p *Placer) enqueue(req Request, granted func(*Book, Grant)) *waiter {
 	if q == nil {
 		q = &shapeQueue{key: key, index: -1}
 		p.shapes[key] = q
+		if key.Owner != "" {
+			p.ownedShapes++
+		}
 	}
 	w.q = q
 	heap.Push((*waiterHeap)(&q.waiters), w)
-	p.refreshHeld()
+	if p.fairShare() {
+		p.refreshHeld()
+	}
 	if q.index < 0 {
 		heap.Push(&p.queue, q)
 	} else {
@@ -479,6 +492,9 @@ func (p *Placer) remove(w *waiter) {
 			heap.Remove(&p.queue, q.index)
 		}
 		delete(p.shapes, q.key)
+		if q.key.Owner != "" {
+			p.ownedShapes--
+		}
 	case q.index >= 0:
 		heap.Fix(&p.queue, q.index)
 	}
@@ -494,7 +510,7 @@ func (p *Placer) deliver(w *waiter, b *Book, g Grant) {
 	if w.granted != nil {
 		w.granted(b, g)
 	}
-	if w.req.Owner != "" || len(p.held) > 1 {
+	if p.fairShare() {
 		// What the owner holds orders the owners' queues: they move.
 		p.held[w.req.Owner] = p.held[w.req.Owner].plus(g.Resources())
 		heap.Init(&p.queue)
@@ -507,8 +523,11 @@ func (p *Placer) dispatch() {
 	if len(p.books) == 0 {
 		return
 	}
-	p.refreshHeld()
-	heap.Init(&p.queue)
+	if p.fairShare() {
+		// Holdings moved since the last decision: so does the order.
+		p.refreshHeld()
+		heap.Init(&p.queue)
+	}
 	now := p.now()
 	// Owners at their quota wait without holding anything back: the head
 	// is the first waiter that may start once there is room.
