@@ -57,12 +57,14 @@ type Listener struct {
 	now        func() time.Time
 	refuser    *refuser
 
-	mu       sync.Mutex                    // guards byUID, shared, total, priv, refusing, warned, and each conn's idleSince
+	mu       sync.Mutex                    // guards byUID, shared, total, priv, refusing, closing, warned, and each conn's idleSince
 	byUID    map[uint32]map[*conn]struct{} // the admitted connections open, by the peer's uid
 	shared   map[uint32]int                // of those, how many each uid holds in the shared pool (PerUID caps these)
 	total    int                           // admitted connections that count against Limits.Total
 	priv     int                           // admitted connections on the privileged allowance
 	refusing int                           // refused connections not yet closed
+	refused  sync.Cond                     // signalled, on mu, as refusing falls
+	closing  bool                          // Close has begun: refuse without an answer
 	warned   map[uint32]*warning           // the rate of each uid's warnings
 
 	closeOnce sync.Once
@@ -99,6 +101,7 @@ func Wrap(l net.Listener, opts Options) *Listener {
 		shared:     map[uint32]int{},
 		warned:     map[uint32]*warning{},
 	}
+	cl.refused.L = &cl.mu
 	if cl.log == nil {
 		cl.log = hclog.NewNullLogger()
 	}
@@ -133,11 +136,23 @@ func (l *Listener) Accept() (net.Conn, error) {
 }
 
 // Close stops accepting, closes the connections being refused and waits
-// for the refuser. It leaves the admitted connections to their server.
+// until each of them is closed. It leaves the admitted connections to
+// their server.
 func (l *Listener) Close() error {
 	l.closeOnce.Do(func() {
+		l.mu.Lock()
+		l.closing = true
+		l.mu.Unlock()
 		l.closeErr = l.Listener.Close()
 		l.refuser.close()
+		// A refusal being handed over when the refuser closed is closed by
+		// the Accept that handed it; one its server took in just as it
+		// closed is closed by that server within refuseWithin.
+		l.mu.Lock()
+		for l.refusing > 0 {
+			l.refused.Wait()
+		}
+		l.mu.Unlock()
 	})
 	return l.closeErr
 }
@@ -174,7 +189,7 @@ func (l *Listener) admit(nc net.Conn) *conn {
 		if !r.Total {
 			reclaimed = l.reclaimLocked(uid, now)
 		}
-		answer := l.refusing < l.lim.Refusing
+		answer := !l.closing && l.refusing < l.lim.Refusing
 		if answer {
 			l.refusing++
 		}

@@ -110,6 +110,7 @@ func (c *refusedConn) Close() error {
 	c.once.Do(func() {
 		c.l.mu.Lock()
 		c.l.refusing--
+		c.l.refused.Broadcast()
 		c.l.mu.Unlock()
 	})
 	return err
