@@ -26,12 +26,13 @@
 // fork and takes its own back once the job has executed: the job, and
 // whatever it forks, never has the daemon's value, not even between fork
 // and exec. Where the daemon is at the job's value already, as it is
-// without such a protection, nothing is written. Starts wait for each
-// other from reading the daemon's value until it is back, which adds
-// little: Go already forks one process at a time. For that moment, the
-// fork and exec, the daemon is at the job's value, and so is whatever the
-// daemon forks by other means (os/exec) meanwhile; and a change made to
-// the daemon's value from outside during it is undone.
+// without such a protection, nothing is written, and such Starts go side
+// by side. A Start that must change the value has the daemon to itself
+// from reading it until it is back: the others wait for it, and it for
+// them. For that moment, the fork and exec, the daemon is at the job's
+// value, and so is whatever the daemon forks by other means (os/exec)
+// meanwhile; and a change made to the daemon's value from outside during
+// it is undone.
 //
 // Lowering a value, the daemon's to the job's or back to its own, the
 // kernel allows a daemon with CAP_SYS_RESOURCE, and any other down to the
