@@ -46,7 +46,7 @@ type scoreFile struct {
 	// Exclusive for every Start, mu cost each start its place beside the
 	// other's: os.StartProcess's work around the fork (the argv and
 	// environment copied, the pidfd) went one start at a time, and 1 000
-	// short jobs on two cores took 9 % longer.
+	// short jobs on two cores took about 10 % longer.
 	mu sync.RWMutex
 	// fd stays open once opened, so that a Start reads the value with one
 	// pread instead of an open, a read and a close. The value itself is

@@ -477,7 +477,7 @@ func BenchmarkStartAtScore(b *testing.B) {
 // TestStartsAtTheDaemonsScoreSideBySide: a Start that finds the daemon at
 // the value it wants forks without waiting for another such Start's fork
 // to return (they waited for each other when every Start held the value
-// exclusive, which cost short jobs 9 % of their throughput).
+// exclusive, which cost short jobs about 10 % of their throughput).
 func TestStartsAtTheDaemonsScoreSideBySide(t *testing.T) {
 	own := ownScoreValue(t)
 	if _, err := startAtScore(own, func() {}); err != nil { // opens the file
