@@ -127,8 +127,12 @@ func TestLogSinkMemoryBounded(t *testing.T) {
 	}
 }
 
+// TestLogSinkCloseContext: when the deadline passes with a write end still
+// held, the sink closes its read end, and the holder's next write fails.
+// Not parallel: a process another test forks holds a copy of every
+// descriptor of the test process from its fork to its exec, the pipe's
+// read end included, and a write meanwhile would succeed.
 func TestLogSinkCloseContext(t *testing.T) {
-	t.Parallel()
 	s, err := OpenLog(t.TempDir(), "job", 1<<20)
 	if err != nil {
 		t.Fatal(err)
