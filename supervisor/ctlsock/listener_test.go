@@ -389,6 +389,10 @@ func TestWarnOncePerUIDPerMinute(t *testing.T) {
 		h.dial(1001).refused(http.StatusTooManyRequests, Refusal{UID: 1001, Open: 1, Limit: 1})
 	}
 	h.dial(1002).refused(http.StatusTooManyRequests, Refusal{UID: 1002, Open: 1, Limit: 1})
+	// The server marks a connection idle after its answer is sent, so the
+	// client may have read it first: idle, it is idle from before the
+	// minute passes.
+	testkit.WaitFor(t, answerWithin, "uid 1001's connection idle", func() bool { return h.idle(1001) == 1 })
 	h.clk.Advance(time.Minute)
 	h.dial(1001).refused(http.StatusTooManyRequests, Refusal{UID: 1001, Open: 1, Limit: 1})
 
