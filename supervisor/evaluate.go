@@ -245,8 +245,10 @@ func (e *Evaluator) child(ctx context.Context, m luaapi.Machine, budget time.Dur
 			switch {
 			case !ok:
 				replies = nil
-			case killed != "":
-				// Past trusting: what it says now is not taken.
+			case killed != "" && killed != "deadline":
+				// Past trusting: what it says now is not taken. (Called
+				// off, it did nothing wrong: what it wrote before the kill
+				// and the daemon has not read yet is still taken, in turn.)
 			case r.Begin != "":
 				current = r.Begin
 				timer.Reset(wall)
