@@ -255,6 +255,8 @@ func (e *Evaluator) child(ctx context.Context, m luaapi.Machine, budget time.Dur
 			case r.File != nil && r.File.Path == current && len(done) < len(srcs) && srcs[len(done)].Path == current:
 				done = append(done, r.File)
 				current = ""
+			case killed == "deadline":
+				killed = "it answered out of turn" // and nothing more is taken
 			default:
 				kill("it answered out of turn")
 			}
