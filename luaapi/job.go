@@ -64,6 +64,21 @@ type Quota struct {
 	Limits accounting.Quota
 }
 
+// QuotaLimits is the set's quotas as the placer takes them
+// (accounting.Placer.SetQuotas): each named person's, and the "*" one for
+// everyone else (accounting.NoQuota where there is none).
+func (s *Set) QuotaLimits() (byOwner map[string]accounting.Quota, others accounting.Quota) {
+	byOwner, others = map[string]accounting.Quota{}, accounting.NoQuota
+	for _, q := range s.Quotas {
+		if q.Name == "*" {
+			others = q.Limits
+		} else {
+			byOwner[q.Name] = q.Limits
+		}
+	}
+	return byOwner, others
+}
+
 // Flavor is a named size that jobs refer to.
 type Flavor struct {
 	Name      string

@@ -79,6 +79,13 @@ quota "*" { gpus = 1 }`), testOptions())
 	if len(set.Errors) != 1 || set.Errors[0].Problem != Duplicate || len(set.Quotas) != 2 || set.Quotas[0].Name != "*" {
 		t.Errorf("a quota declared twice: %v; quotas %+v", set.Errors, set.Quotas)
 	}
+	byOwner, others := set.QuotaLimits()
+	if !reflect.DeepEqual(byOwner, map[string]accounting.Quota{"alice": want[0].Limits}) || others != want[1].Limits {
+		t.Errorf("QuotaLimits = %+v, %+v; want alice's and everyone's", byOwner, others)
+	}
+	if byOwner, others := (&Set{}).QuotaLimits(); len(byOwner) != 0 || others != accounting.NoQuota {
+		t.Errorf("QuotaLimits of no quota = %+v, %+v; want none and NoQuota", byOwner, others)
+	}
 	for _, bad := range []string{`quota "Alice" { gpus = 1 }`, `quota "al ice" { gpus = 1 }`, `quota "alice" { gpu = 1 }`, `quota "alice" { gpus = -1 }`, `quota "alice" { ram = 5 }`} {
 		if f := evalString(t, bad); len(f.Errors) == 0 {
 			t.Errorf("%s: no error", bad)

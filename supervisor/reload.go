@@ -562,14 +562,7 @@ func (d *Daemon) apply(set *luaapi.Set, first bool) ReloadResult {
 // and a waiting one now larger than it is unplaceable, saying so. The
 // caller holds d.mu.
 func (d *Daemon) applyQuotas(set *luaapi.Set) {
-	byOwner, fallback := map[string]accounting.Quota{}, accounting.NoQuota
-	for _, q := range set.Quotas {
-		if q.Name == "*" {
-			fallback = q.Limits
-		} else {
-			byOwner[q.Name] = q.Limits
-		}
-	}
+	byOwner, fallback := set.QuotaLimits()
 	old := d.placer.QuotaOf
 	was := map[string]accounting.Quota{}
 	for _, j := range d.jobs {

@@ -195,15 +195,7 @@ func personOf(userJobs, target string) (string, int) {
 func feasibility(set *luaapi.Set, inv probes.Inventory) []supervisor.Problem {
 	placer := accounting.NewPlacer(time.Now)
 	placer.AddMachine(capacityOf(inv))
-	byOwner, fallback := map[string]accounting.Quota{}, accounting.NoQuota
-	for _, q := range set.Quotas {
-		if q.Name == "*" {
-			fallback = q.Limits
-		} else {
-			byOwner[q.Name] = q.Limits
-		}
-	}
-	placer.SetQuotas(byOwner, fallback)
+	placer.SetQuotas(set.QuotaLimits())
 	var out []supervisor.Problem
 	for _, j := range set.Jobs {
 		if j.Resources.Unaccounted() {

@@ -272,6 +272,31 @@ quota "` + alice + `" { cpus = 1 }`})
 	}
 }
 
+// TestPeopleWithoutJobsDir: a member of the daemon's group, on a daemon
+// that gives people no job directories, is told so by berth submit and
+// berth edit before anything is read, checked or written.
+func TestPeopleWithoutJobsDir(t *testing.T) {
+	needPeople(t)
+	d := newTestDaemon(t, nil)
+	d.start(daemonOptions{args: []string{"--cpus", "2", "--user-jobs", "", "--group", peopleGroup}})
+	for p := d.dir; p != "/" && p != filepath.Clean(os.TempDir()); p = filepath.Dir(p) {
+		if err := os.Chmod(p, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bin := filepath.Join(d.dir, "berth")
+	copyFile(t, os.Args[0], bin)
+	a := newPerson(t, d, bin, alice)
+	file := filepath.Join(d.dir, "train.lua")
+	writeReadable(t, file, `job "train" { cmd = "true" }`)
+	want := alice + " has no job directory on this daemon"
+	for _, args := range [][]string{{"submit", file}, {"edit", "train.lua"}} {
+		if _, errOut, code := a.run("", []string{"EDITOR=/bin/false"}, args...); code != exitFailed || !strings.Contains(errOut, want) {
+			t.Errorf("berth %s: exit %d\n%s", args[0], code, errOut)
+		}
+	}
+}
+
 // TestCheckPersonsFiles: berth check reads a file in a person's job
 // directory as the daemon does: their job (OWNER/NAME), their rules (no
 // user), their quota as the administrators' files checked with it

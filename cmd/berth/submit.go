@@ -37,9 +37,9 @@ func runSubmit(c *cli, args []string) int {
 		return exitUsage
 	}
 	cl := c.client(f)
-	var me supervisor.Me
-	if err := cl.get("/me", nil, &me); err != nil {
-		return c.fail(err)
+	me, code := c.me(cl)
+	if code != exitOK {
+		return code
 	}
 	files := make([]supervisor.CheckFile, 0, len(rest))
 	for _, path := range rest {
@@ -80,13 +80,9 @@ func runEdit(c *cli, args []string) int {
 		return exitUsage
 	}
 	cl := c.client(f)
-	var me supervisor.Me
-	if err := cl.get("/me", nil, &me); err != nil {
-		return c.fail(err)
-	}
-	if me.JobsDir == "" {
-		fmt.Fprintln(c.stderr, "berth: "+msgNoJobsDirClient(me.User, me.Group))
-		return exitFailed
+	me, code := c.me(cl)
+	if code != exitOK {
+		return code
 	}
 	// A name ending in .lua is a file of theirs (new or not); otherwise a
 	// job, whose file is edited.
@@ -203,6 +199,21 @@ func (c *cli) reloadAfterWrite(cl *client) int {
 // writeJobFile writes a job file into dir whole or not at all: a temporary
 // file beside it, renamed over it, so that the daemon never reads half a
 // file. Mode 0600: a person's files are theirs alone.
+// me asks the daemon who the caller is and where their job files go; a
+// caller with no job directory is told so (exitFailed), before anything
+// is checked or written.
+func (c *cli) me(cl *client) (supervisor.Me, int) {
+	var me supervisor.Me
+	if err := cl.get("/me", nil, &me); err != nil {
+		return me, c.fail(err)
+	}
+	if me.JobsDir == "" {
+		fmt.Fprintln(c.stderr, "berth: "+msgNoJobsDirClient(me.User, me.Group))
+		return me, exitFailed
+	}
+	return me, exitOK
+}
+
 func writeJobFile(dir string, f supervisor.CheckFile) error {
 	tmp, err := os.CreateTemp(dir, "."+f.Name+".tmp-*")
 	if err != nil {
