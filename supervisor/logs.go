@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/berthd/berth/supervisor/store"
+	"github.com/berthd/berth/supervisor/units"
 )
 
 // serveLogs is GET /v1/jobs/{name}/logs: the job's output, streamed to a
@@ -61,7 +62,7 @@ func (d *Daemon) serveLogs(w http.ResponseWriter, r *http.Request) {
 		// any identifier it likes; _SYSTEMD_SLICE and _UID are journald's
 		// own (systemd opens a unit's stream as the unit's user), so
 		// another person's job cannot write into this one's output.
-		args = append(args, "_SYSTEMD_SLICE="+unitsSlice)
+		args = append(args, "_SYSTEMD_SLICE="+units.Slice)
 		if owner != "" {
 			if u, err := user.Lookup(owner); err == nil {
 				args = append(args, "_UID="+u.Uid)
@@ -106,9 +107,6 @@ func (d *Daemon) serveLogs(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 }
-
-// unitsSlice is the slice every job unit runs in (units.Runner).
-const unitsSlice = "berth.slice"
 
 // runOf finds run id among job's last hundred.
 func (d *Daemon) runOf(job string, id uint64) (store.RunRecord, bool) {

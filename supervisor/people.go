@@ -251,12 +251,8 @@ func (d *Daemon) scan(gone []string) (watch.Scan, peopleScan, error) {
 			}
 			continue
 		}
-		for path, src := range s.Changed {
-			scan.Changed[path] = src
-		}
-		for path, why := range s.Refused {
-			scan.Refused[path] = why
-		}
+		maps.Copy(scan.Changed, s.Changed)
+		maps.Copy(scan.Refused, s.Refused)
 		scan.Removed = append(scan.Removed, s.Removed...)
 		if s.DirRefused != nil {
 			ps.refused[p.dir] = s.DirRefused
