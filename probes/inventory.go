@@ -53,6 +53,9 @@ type Inventory struct {
 
 	// highestOnlineID is where virtual core IDs start after.
 	highestOnlineID int
+	// coresUnknown is set when the probe could not count the cores: the
+	// IDs a --cpus override then gives are all virtual.
+	coresUnknown bool
 }
 
 // Memory is the memory jobs may be given: a value, or unknown. Unknown is not
@@ -75,25 +78,28 @@ type Memory struct {
 // The outcomes:
 //
 //	(inv, nil)  the cores were found; memory may be unknown and cards none
-//	(_, err)    no core count at all; err wraps ErrCoresUnknown
+//	(inv, err)  no core count at all (err wraps ErrCoresUnknown); the rest
+//	            of inv was probed, and an Apply with Overrides.CPUs makes
+//	            it whole: the operator said how many cores there are
 func Probe(root string, lookupEnv func(string) (string, bool)) (Inventory, error) {
+	gpus, gpuSource := probeGPUs(root, lookupEnv)
+	inv := Inventory{
+		GPUs:      gpus,
+		GPUSource: gpuSource,
+		RAM:       probeMemory(root),
+		Hostname:  probeHostname(root),
+		Booted:    probeBootTime(root),
+	}
 	cpus, err := probeCPUs(root)
 	if err != nil {
-		return Inventory{}, err
+		inv.coresUnknown = true
+		return inv, err
 	}
-	ids := jobCPUs(cpus.usable)
-	gpus, gpuSource := probeGPUs(root, lookupEnv)
-	return Inventory{
-		CPUs:            len(ids),
-		CPUIDs:          ids,
-		OnlineCPUs:      len(cpus.usable),
-		GPUs:            gpus,
-		GPUSource:       gpuSource,
-		RAM:             probeMemory(root),
-		Hostname:        probeHostname(root),
-		Booted:          probeBootTime(root),
-		highestOnlineID: cpus.highestOnline,
-	}, nil
+	inv.CPUIDs = jobCPUs(cpus.usable)
+	inv.CPUs = len(inv.CPUIDs)
+	inv.OnlineCPUs = len(cpus.usable)
+	inv.highestOnlineID = cpus.highestOnline
+	return inv, nil
 }
 
 // Overrides are the daemon's --cpus, --gpus and --ram. A nil field is not
@@ -135,8 +141,12 @@ type Warning struct {
 func (w Warning) String() string {
 	switch w.Kind {
 	case CoresOversubscribed:
-		return fmt.Sprintf("%s %d is more than %d times the %d cores this machine has; jobs will be oversubscribed",
-			w.Flag, w.Asked, oversubscribeFactor, w.Online)
+		cores := "cores"
+		if w.Online == 1 {
+			cores = "core"
+		}
+		return fmt.Sprintf("%s %d is more than %d times the %d %s this machine has; jobs will be oversubscribed",
+			w.Flag, w.Asked, oversubscribeFactor, w.Online, cores)
 	default:
 		return fmt.Sprintf("%s %d: %v", w.Flag, w.Asked, w.Kind)
 	}
@@ -203,8 +213,12 @@ func (inv Inventory) Apply(o Overrides) (Inventory, []Warning, error) {
 
 // Pinnable returns those of ids that are real cores, which a job can be
 // pinned to: not the virtual ones a --cpus above the machine's count adds.
-// An inventory that was not probed knows no real cores: all of ids.
+// An inventory whose cores could not be probed has none that are known to
+// be real; one that was not probed at all (a test's) takes all of ids.
 func (inv Inventory) Pinnable(ids []int) []int {
+	if inv.coresUnknown {
+		return nil
+	}
 	if inv.OnlineCPUs == 0 {
 		return ids
 	}
@@ -227,6 +241,9 @@ func (inv Inventory) overrideCPUIDs(n int) []int {
 	ids := make([]int, 0, n)
 	ids = append(ids, inv.CPUIDs...)
 	next := max(inv.highestOnlineID, inv.OnlineCPUs-1) + 1
+	if inv.coresUnknown {
+		next = 0 // no core is known, so none is in the way
+	}
 	if len(inv.CPUIDs) > 0 {
 		next = max(next, inv.CPUIDs[len(inv.CPUIDs)-1]+1)
 	}

@@ -60,6 +60,22 @@ func TestProbeNoCores(t *testing.T) {
 	if _, err := Probe(t.TempDir(), nil); !errors.Is(err, ErrCoresUnknown) {
 		t.Errorf("Probe of an empty tree: error %v, want ErrCoresUnknown", err)
 	}
+	// The rest of the machine is probed all the same, and --cpus makes
+	// the inventory whole; none of its cores is known to be real.
+	inv, err := Probe(t.TempDir(), env(map[string]string{"CUDA_VISIBLE_DEVICES": "3"}))
+	if !errors.Is(err, ErrCoresUnknown) || !slices.Equal(inv.GPUs, []string{"3"}) {
+		t.Fatalf("Probe = %+v, %v; want the cards, and ErrCoresUnknown", inv, err)
+	}
+	given, _, err := inv.Apply(Overrides{CPUs: intp(3)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if given.CPUs != 3 || !slices.Equal(given.CPUIDs, []int{0, 1, 2}) || !slices.Equal(given.GPUs, []string{"3"}) {
+		t.Errorf("with --cpus 3: %+v", given)
+	}
+	if got := given.Pinnable(given.CPUIDs); got != nil {
+		t.Errorf("Pinnable(%v) = %v; cores never probed cannot be pinned", given.CPUIDs, got)
+	}
 }
 
 // TestProbeThisMachine runs against the real root, where the layout is

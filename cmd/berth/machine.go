@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"strconv"
@@ -28,7 +29,9 @@ func (m *machineFlags) register(fs *flag.FlagSet) {
 // stderr; an error is returned as the sentence to print.
 func (c *cli) inventory(m *machineFlags) (probes.Inventory, error) {
 	inv, err := probes.Probe(c.root, c.env.lookup)
-	if err != nil {
+	// Cores that cannot be counted are no obstacle when --cpus says how
+	// many there are; that is what the message asking for it promises.
+	if err != nil && !(errors.Is(err, probes.ErrCoresUnknown) && m.cpus.set) {
 		return probes.Inventory{}, err
 	}
 	var o probes.Overrides

@@ -14,6 +14,12 @@ import (
 // testdata/box (8 cores, 2 cards, 16G) with the given environment.
 func berth(t *testing.T, environ map[string]string, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
+	return berthOn(t, "testdata/box", environ, args...)
+}
+
+// berthOn is berth on the fixture machine under root.
+func berthOn(t *testing.T, root string, environ map[string]string, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
 	var out, errOut bytes.Buffer
 	c := &cli{
 		stdout: &out,
@@ -23,7 +29,7 @@ func berth(t *testing.T, environ map[string]string, args ...string) (stdout, std
 			uid:    1000,
 			home:   "/home/someone",
 		},
-		root: "testdata/box",
+		root: root,
 	}
 	code = c.main(args)
 	return out.String(), errOut.String(), code
@@ -127,12 +133,29 @@ func TestMachineOverrideProblems(t *testing.T) {
 			"berth: warning: --cpus 64 is more than 4 times the 8 cores this machine has; jobs will be oversubscribed"},
 		{"ram without a unit", nil, []string{"--ram", "32"}, exitFailed,
 			`berth: --ram: size "32" has no unit; write it with one of K, M, G or T (base 1024, optionally followed by "B" or "iB"), e.g. "32G"`},
+		{"one core, oversubscribed", nil, []string{"--cpus", "8"}, exitOK,
+			"berth: warning: --cpus 8 is more than 4 times the 1 core this machine has; jobs will be oversubscribed"},
+		// An override out of range is not a machine that cannot be
+		// probed: its sentence says what is accepted, and no more.
 		{"more cards than the mask names", map[string]string{"CUDA_VISIBLE_DEVICES": "2,3"}, []string{"--gpus", "3"}, exitFailed,
-			"berth: cannot tell what this machine has: --gpus 3 asks for more cards than the daemon may use: its CUDA_VISIBLE_DEVICES names only 2 cards (2,3); give --gpus 2 or fewer, or change CUDA_VISIBLE_DEVICES in the daemon's environment (systemctl edit berth) (give --cpus N to say it)"},
+			"berth: --gpus 3 asks for more cards than the daemon may use: its CUDA_VISIBLE_DEVICES names only 2 cards (2,3); give --gpus 2 or fewer, or change CUDA_VISIBLE_DEVICES in the daemon's environment (systemctl edit berth)"},
+		{"no cores", nil, []string{"--cpus", "0"}, exitFailed,
+			"berth: --cpus 0 is not accepted: give 1 to 65536 cores, or leave --cpus out to use what this machine has (berth machine shows it)"},
+		{"no memory", nil, []string{"--ram", "0G"}, exitFailed,
+			"berth: --ram of 0 bytes is not accepted: give a size above 0, or leave --ram out to use what this machine has (berth machine shows it)"},
+		{"cores that cannot be counted", nil, nil, exitFailed,
+			"berth: cannot tell what this machine has: probe cores under testdata/nocores: cannot determine the number of cores: open testdata/nocores/sys/devices/system/cpu/online: no such file or directory; open testdata/nocores/proc/cpuinfo: no such file or directory (give --cpus N to say it)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, errOut, code := berth(t, tt.environ, append([]string{"machine"}, tt.args...)...)
+			root := "testdata/box"
+			switch tt.name {
+			case "one core, oversubscribed":
+				root = "testdata/onecore"
+			case "cores that cannot be counted":
+				root = "testdata/nocores"
+			}
+			_, errOut, code := berthOn(t, root, tt.environ, append([]string{"machine"}, tt.args...)...)
 			if code != tt.code {
 				t.Errorf("exit %d, want %d", code, tt.code)
 			}
@@ -140,6 +163,23 @@ func TestMachineOverrideProblems(t *testing.T) {
 				t.Errorf("stderr:\n got %s\nwant %s", strings.TrimSpace(errOut), tt.stderr)
 			}
 		})
+	}
+}
+
+// When the cores cannot be counted, --cpus says how many there are, as the
+// message asks; the rest of the machine is still probed.
+func TestMachineCoresGiven(t *testing.T) {
+	out, errOut, code := berthOn(t, "testdata/nocores", nil, "machine", "--json", "--cpus", "4")
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var compact bytes.Buffer
+	if err := json.Compact(&compact, []byte(out)); err != nil {
+		t.Fatal(err)
+	}
+	want := `{"cpus":4,"cpu_ids":[0,1,2,3],"gpus":["0","1"],"ram_bytes":16106127360,"hostname":"gpubox","daemon":null}`
+	if compact.String() != want {
+		t.Errorf("got  %s\nwant %s", compact.String(), want)
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/berthd/berth/luaapi"
+	"github.com/berthd/berth/probes"
 	"github.com/berthd/berth/supervisor"
 	"github.com/berthd/berth/supervisor/store"
 )
@@ -49,7 +50,11 @@ func msgInventory(err error) string {
 	if errors.As(err, &fe) {
 		return "berth: " + fe.Error()
 	}
-	return "berth: cannot tell what this machine has: " + err.Error() + " (give --cpus N to say it)"
+	if errors.Is(err, probes.ErrCoresUnknown) {
+		return "berth: cannot tell what this machine has: " + err.Error() + " (give --cpus N to say it)"
+	}
+	// An override out of range says itself what is accepted.
+	return "berth: " + err.Error()
 }
 
 func msgCheckTarget(target string, err error) string {

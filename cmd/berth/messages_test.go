@@ -9,6 +9,7 @@ import (
 
 	"github.com/berthd/berth/accounting"
 	"github.com/berthd/berth/luaapi"
+	"github.com/berthd/berth/probes"
 	"github.com/berthd/berth/supervisor"
 	"github.com/berthd/berth/supervisor/store"
 	"github.com/berthd/berth/supervisor/testkit"
@@ -24,7 +25,10 @@ func TestMessages(t *testing.T) {
 		msgUnexpectedArgs("machine", []string{"extra"}),
 		msgWarning("--cpus 64 is more than 4 times the 8 cores this machine has; jobs will be oversubscribed"),
 		msgInventory(flagError{flag: "--ram", err: &accounting.SizeError{Input: "32", Problem: accounting.SizeNoUnit}}),
-		msgInventory(errors.New("cannot determine the number of cores")),
+		msgInventory(fmt.Errorf("%w: read sys/devices/system/cpu/online: permission denied", probes.ErrCoresUnknown)),
+		msgInventory(&probes.OverrideError{Flag: "--cpus", Value: 0, Min: 1, Max: 65536}),
+		msgInventory(errors.Join(&probes.GPUListError{Asked: 3, Listed: []string{"2", "3"}})),
+		msgWarning(probes.Warning{Kind: probes.CoresOversubscribed, Flag: "--cpus", Asked: 8, Online: 1}.String()),
 		msgCheckTarget("jobs.d", os.ErrNotExist),
 		msgCheckTarget("jobs.d", os.ErrPermission),
 		supervisor.MsgUnplaceable(pos, "train", &accounting.UnplaceableError{Asked: accounting.Resources{CPUs: 1, GPUs: 4},
