@@ -50,6 +50,10 @@ type EnvInput struct {
 	// Cards are the machine's card names, by index, as the daemon's own
 	// CUDA_VISIBLE_DEVICES names them ("2", "GPU-…", "MIG-…"), or "0".."n-1".
 	Cards []string
+	// HasCards says the machine has cards even where Cards is empty: the
+	// operator gave none of them to berth (--gpus 0), and a job must not
+	// see them either.
+	HasCards bool
 	// Declared is the job's own env; it wins over everything but the
 	// variables named with ReservedPrefix, which are berth's.
 	Declared map[string]string
@@ -96,8 +100,9 @@ func Env(in EnvInput) map[string]string {
 		}
 	}
 	// On a machine with cards, a job given none must see none: otherwise it
-	// can preallocate a card that someone else was granted.
-	if len(in.Cards) > 0 {
+	// can preallocate a card that someone else was granted, or one the
+	// operator kept out of berth's hands.
+	if len(in.Cards) > 0 || in.HasCards {
 		env["CUDA_VISIBLE_DEVICES"] = strings.Join(cards, ",")
 	}
 

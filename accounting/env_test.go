@@ -42,6 +42,17 @@ func TestEnv(t *testing.T) {
 		in:   EnvInput{Job: "prep", Run: "2", Grant: Grant{CPUIDs: []int{2, 3}}, Cards: []string{"0", "1"}},
 		want: with(threads("2"), "CUDA_VISIBLE_DEVICES", "", "BERTH_JOB", "prep", "BERTH_RUN", "2", "BERTH_CPUS", "2", "BERTH_GPUS", ""),
 	}, {
+		// --gpus 0 under a daemon whose CUDA_VISIBLE_DEVICES names cards:
+		// berth hands out none of them, and no job may see them.
+		name: "cards kept out of berth's hands are hidden all the same",
+		in: EnvInput{Daemon: map[string]string{"CUDA_VISIBLE_DEVICES": "2,3"}, Job: "j", Run: "3", Grant: Grant{CPUIDs: []int{2}},
+			HasCards: true},
+		want: with(threads("1"), "CUDA_VISIBLE_DEVICES", "", "BERTH_JOB", "j", "BERTH_RUN", "3", "BERTH_CPUS", "1", "BERTH_GPUS", ""),
+	}, {
+		name: "unaccounted on a machine whose cards are kept out of berth's hands",
+		in:   EnvInput{Job: "web", Run: "3", Unaccounted: true, MachineCPUs: 4, UnaccountedJobs: 2, HasCards: true},
+		want: with(threads("2"), "CUDA_VISIBLE_DEVICES", "", "BERTH_JOB", "web", "BERTH_RUN", "3", "BERTH_CPUS", "2", "BERTH_GPUS", ""),
+	}, {
 		name: "a machine without cards leaves the daemon's value alone",
 		in:   EnvInput{Daemon: map[string]string{"CUDA_VISIBLE_DEVICES": "-1"}, Job: "j", Run: "3", Grant: Grant{CPUIDs: []int{2}}},
 		want: with(threads("1"), "CUDA_VISIBLE_DEVICES", "-1", "BERTH_JOB", "j", "BERTH_RUN", "3", "BERTH_CPUS", "1", "BERTH_GPUS", ""),

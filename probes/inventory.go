@@ -44,6 +44,9 @@ type Inventory struct {
 	// GPUSource says where GPUs came from: SourceCUDAVisibleDevices,
 	// SourceDev or SourceOverride.
 	GPUSource string
+	// CardsSeen is how many cards the probe found, before any override:
+	// with --gpus 0 jobs are given none of them, and must see none.
+	CardsSeen int
 	RAM       Memory
 	// Hostname is the host's name, "" where it could not be read.
 	Hostname string
@@ -86,6 +89,7 @@ func Probe(root string, lookupEnv func(string) (string, bool)) (Inventory, error
 	inv := Inventory{
 		GPUs:      gpus,
 		GPUSource: gpuSource,
+		CardsSeen: len(gpus),
 		RAM:       probeMemory(root),
 		Hostname:  probeHostname(root),
 		Booted:    probeBootTime(root),

@@ -598,6 +598,7 @@ func (d *Daemon) runEnv(def *luaapi.Job, base, login map[string]string, run stri
 		MachineCPUs:     d.cfg.Machine.CPUs,
 		UnaccountedJobs: int(d.unaccounted.Load()),
 		Cards:           d.cfg.Machine.GPUs,
+		HasCards:        d.cfg.Machine.CardsSeen > 0,
 		Declared:        def.Env,
 	})
 	env["BERTH_INSTANCE"] = d.store.Instance()

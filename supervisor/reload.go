@@ -486,14 +486,17 @@ func (d *Daemon) apply(set *luaapi.Set, first bool) ReloadResult {
 	for i := range set.Jobs {
 		def := &set.Jobs[i]
 		seen[def.Name] = true
-		if def.Resources.Unaccounted() {
-			unaccounted++
-		}
 		invalid := problems[def.Name]
 		if invalid == "" && (def.User != "" || def.Group != "") {
 			if _, _, err := jobCredentials(def.User, def.Group); err != nil {
 				invalid = MsgCredentials(def.Pos, def.Name, err)
 			}
+		}
+		// The fair share divides the cores among the unaccounted jobs
+		// that can run: an invalid one (a flavor that does not exist
+		// leaves its resources zero) never shares them.
+		if invalid == "" && def.Resources.Unaccounted() {
+			unaccounted++
 		}
 		j, ok := d.jobs[def.Name]
 		if !ok {

@@ -432,6 +432,36 @@ job "shared" { cmd = ` + writeEnv("shared") + `, cpus = 0 }
 	d.stop()
 }
 
+// What the seed module got wrong, as a daemon started by hand would show it:
+// a job whose flavor does not exist is not an unaccounted job sharing the
+// cores, and --gpus 0 under a CUDA_VISIBLE_DEVICES that names cards hides
+// them from every job.
+func TestDaemonSeedFidelity(t *testing.T) {
+	d := newTestDaemon(t, map[string]string{
+		"env.lua": `
+job "shared-1" { cmd = ` + writeEnv("shared-1") + `, cpus = 0 }
+job "shared-2" { cmd = ` + writeEnv("shared-2") + `, cpus = 0 }
+job "lost" { cmd = "true", flavor = "nowhere" }
+job "cpu" { cmd = ` + writeEnv("cpu") + `, cpus = 1 }
+`,
+	})
+	d.start(daemonOptions{args: []string{"--cpus", "4", "--gpus", "0"}, env: []string{"CUDA_VISIBLE_DEVICES=2,3"}})
+	for _, job := range []string{"shared-1", "shared-2", "cpu"} {
+		env := d.readEnv(job)
+		if v, ok := env["CUDA_VISIBLE_DEVICES"]; !ok || v != "" {
+			t.Errorf("%s: CUDA_VISIBLE_DEVICES=%q (set %v), want set and empty: --gpus 0 gives no job a card", job, v, ok)
+		}
+		want := "2" // 4 cores between the two unaccounted jobs that can run
+		if job == "cpu" {
+			want = "1"
+		}
+		if env["OMP_NUM_THREADS"] != want {
+			t.Errorf("%s: OMP_NUM_THREADS=%q, want %s", job, env["OMP_NUM_THREADS"], want)
+		}
+	}
+	d.stop()
+}
+
 func TestDaemonOneCardJobsTakeTurns(t *testing.T) {
 	// Each job appends "start" and "end" around a pause: with one card,
 	// the two runs must not overlap.
