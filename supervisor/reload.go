@@ -249,9 +249,7 @@ func (d *Daemon) finishReload(r *reloadRun, files []*luaapi.File) {
 	for _, p := range res.Problems {
 		res.Errors = append(res.Errors, p.Text)
 	}
-	for _, e := range res.Errors {
-		d.log.Error("configuration error", "error", e)
-	}
+	d.logProblems(res.Problems)
 	if first {
 		d.log.Info("loaded", "files", res.Files, "jobs", len(set.Jobs), "errors", len(res.Errors),
 			"duration_ms", d.now().Sub(began).Milliseconds())
@@ -265,6 +263,41 @@ func (d *Daemon) finishReload(r *reloadRun, files []*luaapi.File) {
 	d.changed.raise()
 	d.settle.Reset(settleAfter)
 	d.reply(r, res)
+}
+
+// logProblems logs each configuration problem once, when it appears, and
+// says when a file that had problems has none left. A problem in force is
+// not logged again at every reload: an editor's save can make two, and
+// every other file's change makes one, and the log would repeat the same
+// error until it is fixed. berth status shows what is in force.
+func (d *Daemon) logProblems(problems []Problem) {
+	now := make(map[Problem]bool, len(problems))
+	files := map[string]bool{}
+	for _, p := range problems {
+		now[p] = true
+		files[p.File] = true
+		if d.logged[p] {
+			continue
+		}
+		kv := []any{"file", p.File}
+		if p.Line > 0 {
+			kv = append(kv, "line", p.Line)
+		}
+		if p.Job != "" {
+			kv = append(kv, "job", p.Job)
+		}
+		d.log.Error("configuration error", append(kv, "code", p.Code, "error", p.Text)...)
+	}
+	fixed := map[string]bool{}
+	for p := range d.logged {
+		if !files[p.File] {
+			fixed[p.File] = true
+		}
+	}
+	for _, file := range slices.Sorted(maps.Keys(fixed)) {
+		d.log.Info("a file's configuration errors are gone", "file", file)
+	}
+	d.logged = now
 }
 
 // nothingNew reports whether a scan changes nothing the daemon knows: no

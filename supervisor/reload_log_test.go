@@ -1,0 +1,73 @@
+package supervisor
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/berthd/berth/supervisor/testkit"
+)
+
+// TestProblemsLoggedOnce: a broken file's error is logged once when it
+// appears, not again at each reload while it stands (another file's change,
+// an editor's second write), and once more when it changes; its fix is
+// said once.
+func TestProblemsLoggedOnce(t *testing.T) {
+	logs := &testkit.Buffer{}
+	d, jobsDir := runDaemon(t, `job "a" { cmd = "sleep 600" }`, func(cfg *Config) {
+		cfg.Logger = hclog.New(&hclog.LoggerOptions{Output: logs, Level: hclog.Info})
+	})
+	write := func(name, text string) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(jobsDir, name), []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reload := func(want int) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		res, err := d.Reload(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res.Errors) != want {
+			t.Fatalf("reload: errors %q, want %d", res.Errors, want)
+		}
+	}
+	count := func(text string) int { return strings.Count(logs.String(), text) }
+
+	write("broken.lua", `job "b" { cmd = "true", cpus = "x" }`)
+	reload(1)
+	write("other.lua", `job "c" { cmd = "sleep 600" }`)
+	reload(1)
+	write("broken.lua", `job "b" { cmd = "true", cpus = "x" }`) // saved again, unchanged
+	reload(1)
+	if n := count("[ERROR] configuration error"); n != 1 {
+		t.Errorf("the error was logged %d times over three reloads, want once:\n%s", n, logs)
+	}
+	if !strings.Contains(logs.String(), "broken.lua") || !strings.Contains(logs.String(), "line=1") {
+		t.Errorf("the error's line names no file and line:\n%s", logs)
+	}
+
+	write("broken.lua", `job "b" { cmd = "true", gpus = "y" }`)
+	reload(1)
+	if n := count("[ERROR] configuration error"); n != 2 {
+		t.Errorf("a changed error was logged %d times in all, want 2:\n%s", n, logs)
+	}
+
+	write("broken.lua", `job "b" { cmd = "true" }`)
+	reload(0)
+	reload(0)
+	if n := count("configuration errors are gone"); n != 1 {
+		t.Errorf("the fix was said %d times, want once:\n%s", n, logs)
+	}
+	if n := count("[ERROR] configuration error"); n != 2 {
+		t.Errorf("errors logged after the fix: %d in all, want 2:\n%s", n, logs)
+	}
+}
