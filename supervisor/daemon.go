@@ -94,6 +94,8 @@ type Daemon struct {
 	// fair share of threads; written by the loop, read by jobs spawning.
 	unaccounted atomic.Int64
 	localRuns   atomic.Uint64
+	// activity is what the loop is doing, for an abort's log line.
+	activity loopActivity
 
 	// Owned by the loop goroutine.
 	latest   map[string]*luaapi.File // the latest version of each file, as evaluated
@@ -280,6 +282,7 @@ func cutEnv(kv string) (string, string, bool) {
 // stops every job (each with its own signal and timeout, in parallel) and
 // returns. It closes the state.
 func (d *Daemon) Run(ctx context.Context) error {
+	d.activity.begin(loopStarting)
 	defer d.store.Close()
 	if err := d.reconcile(); err != nil {
 		return err
@@ -386,6 +389,7 @@ func (d *Daemon) loop(ctx context.Context) (lost bool) {
 	const statusEvery = 250 * time.Millisecond
 	var statusTimer <-chan time.Time
 	lastStatus := ""
+	d.activity.end()
 	for {
 		select {
 		case <-ctx.Done():
@@ -393,22 +397,27 @@ func (d *Daemon) loop(ctx context.Context) (lost bool) {
 		case <-unitsLost:
 			return true
 		case <-d.watcher.Changes():
+			d.activity.begin(loopReload)
 			d.reload(false, false)
 		case r := <-d.requests:
+			d.activity.begin(loopCall)
 			r.reply <- r.do()
 		case ev := <-d.evaluated:
+			d.activity.begin(loopEvaluated)
 			d.evaluatedFiles(ev)
 		case <-d.changed:
 			if statusTimer == nil {
 				statusTimer = time.After(statusEvery)
 			}
 		case <-statusTimer:
+			d.activity.begin(loopStatus)
 			statusTimer = nil
 			if s := d.statusLine(); s != lastStatus {
 				lastStatus = s
 				d.notify("STATUS=" + s)
 			}
 		case <-d.settle.C:
+			d.activity.begin(loopSettle)
 			// A reload allocates briefly and heavily (evaluating a file costs
 			// ~150 KiB, and every job it starts grows a stack), and the
 			// runtime would hold that memory for minutes; the daemon then
@@ -416,10 +425,13 @@ func (d *Daemon) loop(ctx context.Context) (lost bool) {
 			// RSS with 1 000 jobs declared.
 			debug.FreeOSMemory()
 		case <-watchdog:
+			d.activity.begin(loopWatchdog)
 			// Sent from the loop itself: a wedged loop stops the pings and
 			// systemd restarts the daemon.
 			d.notify("WATCHDOG=1")
+			d.activity.lastPing.Store(time.Now().UnixNano())
 		}
+		d.activity.end()
 	}
 }
 

@@ -133,6 +133,33 @@ func runDaemon(c *cli, args []string) int {
 		return exitFailed
 	}
 
+	// systemd's watchdog aborts a daemon that stopped pinging with SIGABRT.
+	// The Go runtime's answer, every goroutine's stack on stderr, would
+	// put hundreds of lines into the journal at err; one line saying where
+	// the loop was stuck serves the operator better (the stacks go to a
+	// file it names). The line goes to stderr, which under journald is a
+	// stream journald tied to berth.service when it opened: a native entry
+	// sent just before the exit could lose its unit, and with it its place
+	// in journalctl -u berth.
+	abortLog := log
+	if cfg.JournalSocket != "" {
+		abortLog = hclog.New(&hclog.LoggerOptions{Name: "berth", Output: syslogPrefixed{w: c.stderr, prefix: "<3>"},
+			DisableTime: true, Color: hclog.ColorOff})
+	}
+	aborts := make(chan os.Signal, 1)
+	signal.Notify(aborts, syscall.SIGABRT)
+	defer signal.Stop(aborts)
+	running := make(chan struct{})
+	defer close(running)
+	go func() {
+		select {
+		case <-aborts:
+			d.ReportAbort(abortLog, "SIGABRT")
+			os.Exit(exitAborted)
+		case <-running:
+		}
+	}()
+
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	signals := make(chan os.Signal, 4)

@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"net"
@@ -619,6 +620,43 @@ func TestDaemonNotifySequence(t *testing.T) {
 	d.waitNotify("STOPPING=1")
 	if err := d.cmd.Wait(); err != nil {
 		t.Fatalf("daemon exited with %v", err)
+	}
+}
+
+// TestDaemonWatchdogAbort: as systemd's watchdog does to a daemon that
+// stopped pinging, SIGABRT to a stopped daemon, then SIGCONT. It leaves one
+// line saying where the loop was, not the Go runtime's goroutine dump, and
+// the stacks in a file that line names.
+func TestDaemonWatchdogAbort(t *testing.T) {
+	d := newTestDaemon(t, map[string]string{"a.lua": service("a", "")})
+	d.start(daemonOptions{env: []string{"WATCHDOG_USEC=200000"}, args: []string{"--cpus", "2"}})
+	d.waitNotify("WATCHDOG=1")
+	p := d.cmd.Process
+	for _, sig := range []syscall.Signal{syscall.SIGSTOP, syscall.SIGABRT, syscall.SIGCONT} {
+		if err := p.Signal(sig); err != nil {
+			t.Fatal(err)
+		}
+	}
+	err := d.cmd.Wait()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != exitAborted {
+		t.Errorf("daemon exited with %v, want exit status %d", err, exitAborted)
+	}
+	logs := d.logs.String()
+	if n := strings.Count(logs, "aborted"); n != 1 {
+		t.Errorf("%d lines say it aborted, want 1:\n%s", n, logs)
+	}
+	for _, dump := range []string{"SIGABRT: abort", "goroutine "} {
+		if strings.Contains(logs, dump) {
+			t.Errorf("the log holds the runtime's dump (%q):\n%s", dump, logs)
+		}
+	}
+	stacks := filepath.Join(d.state, "abort-goroutines.txt")
+	if !strings.Contains(logs, "loop=") || !strings.Contains(logs, "last_watchdog_ping_ms_ago=") || !strings.Contains(logs, "stacks="+stacks) {
+		t.Errorf("the abort's line does not say where the loop was, its last ping and where the stacks are:\n%s", logs)
+	}
+	if b, err := os.ReadFile(stacks); err != nil || !strings.Contains(string(b), "goroutine ") {
+		t.Errorf("the stacks file: %v, %.200q", err, b)
 	}
 }
 

@@ -96,3 +96,17 @@ func journalField(k string) string {
 	}
 	return s
 }
+
+// syslogPrefixed writes each line with a syslog priority prefix ("<3>"),
+// which journald takes from a stream as the line's priority.
+type syslogPrefixed struct {
+	w      io.Writer
+	prefix string
+}
+
+func (s syslogPrefixed) Write(p []byte) (int, error) {
+	if _, err := io.WriteString(s.w, s.prefix+string(p)); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}

@@ -18,6 +18,9 @@ const (
 	exitFailed   = 1 // the thing asked about failed or does not exist
 	exitUsage    = 2 // the command line is wrong
 	exitNoDaemon = 3 // no daemon answered
+	// exitAborted is the daemon's exit after SIGABRT (systemd's watchdog):
+	// 128 + 6, as a shell reports a death by that signal.
+	exitAborted = 134
 )
 
 // version is set at build time with -ldflags "-X main.version=…".
