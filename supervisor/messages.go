@@ -205,6 +205,16 @@ func msgStateGoneShort(g *store.GoneError) string {
 	return "state file removed (berth status)"
 }
 
+// msgBinaryReplacedShort says in systemd's status line that the daemon's
+// binary was replaced: an upgrade is not in force until a restart, which
+// stops the jobs only where they are the daemon's own children.
+func msgBinaryReplacedShort(runner string) string {
+	if runner == "units" {
+		return "binary upgraded: systemctl restart berth runs it; the jobs go on"
+	}
+	return "binary upgraded: a restart runs it, and stops the jobs"
+}
+
 // MsgShort says what a waiting job is short of, from what it asks and its
 // shortfall: "needs 2 gpus; 1 free". A job short of nothing waits its turn.
 func MsgShort(asked, short Size) string {

@@ -43,6 +43,8 @@ func TestMessagesGolden(t *testing.T) {
 		MsgStateGone(&store.GoneError{Path: "/var/lib/berth/state.db", Replaced: true}),
 		msgStateGoneShort(&store.GoneError{Path: "/var/lib/berth/state.db"}),
 		msgStateGoneShort(&store.GoneError{Path: "/var/lib/berth/state.db", Replaced: true}),
+		msgBinaryReplacedShort("units"),
+		msgBinaryReplacedShort("direct"),
 		MsgShort(Size{CPUs: 8, GPUs: 2, RAMBytes: 32 * accounting.GiB}, Size{CPUs: 3, GPUs: 1, RAMBytes: 16 * accounting.GiB}),
 		MsgShort(Size{CPUs: 1, GPUs: 1}, Size{GPUs: 1}),
 		MsgShort(Size{CPUs: 1}, Size{}),

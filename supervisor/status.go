@@ -2,6 +2,7 @@ package supervisor
 
 import (
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"time"
@@ -30,6 +31,20 @@ type Status struct {
 	Runner string `json:"runner"`
 	// Now is the daemon's clock when the picture was taken.
 	Now time.Time `json:"now"`
+	// Daemon is the daemon itself.
+	Daemon DaemonStatus `json:"daemon"`
+}
+
+// DaemonStatus is the daemon's own process.
+type DaemonStatus struct {
+	Version string    `json:"version"`
+	PID     int       `json:"pid"`
+	Started time.Time `json:"started"`
+	// Binary is the executable it was started from; BinaryReplaced is
+	// true once that path names another file (an upgrade) or none: the
+	// daemon runs the old one until it is restarted.
+	Binary         string `json:"binary"`
+	BinaryReplaced bool   `json:"binary_replaced"`
 }
 
 // MachineStatus is what the machine has and who holds it.
@@ -125,6 +140,10 @@ func (d *Daemon) Status() Status {
 			CPUsFree: snap.Free.CPUs,
 			Cards:    []CardStatus{},
 		},
+	}
+	s.Daemon = DaemonStatus{Version: d.cfg.Version, PID: os.Getpid(), Started: d.started, BinaryReplaced: d.binaryReplaced()}
+	if d.bin != nil {
+		s.Daemon.Binary = d.bin.path
 	}
 	if d.cfg.JournalSocket != "" {
 		s.Logs = "journal"
@@ -311,6 +330,9 @@ func (d *Daemon) statusLine() string {
 	}
 	if g := d.store.Gone(); g != nil {
 		line += "; " + msgStateGoneShort(g)
+	}
+	if s.Daemon.BinaryReplaced {
+		line += "; " + msgBinaryReplacedShort(s.Runner)
 	}
 	return line
 }

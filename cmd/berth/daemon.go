@@ -90,6 +90,7 @@ func runDaemon(c *cli, args []string) int {
 		Environ:   jobsEnviron(os.Environ()),
 		Evaluator: newEvaluator(log.Named("lua"), budget.d),
 		UserJobs:  *userJobs, Group: *group, AdminGroup: *adminGroup,
+		Version: version,
 	}
 	if cfg.UserJobs != "" && os.Geteuid() != 0 {
 		// Only root can give each person a directory of their own and run

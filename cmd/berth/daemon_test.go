@@ -623,6 +623,39 @@ func TestDaemonNotifySequence(t *testing.T) {
 	}
 }
 
+// TestDaemonBinaryReplaced: an upgrade that puts a new file at the daemon's
+// path is said in berth status and in the unit's status text until the
+// daemon restarts.
+func TestDaemonBinaryReplaced(t *testing.T) {
+	exe := filepath.Join(t.TempDir(), "berth")
+	if err := os.Link(os.Args[0], exe); err != nil {
+		t.Skipf("cannot link the test binary next to the test: %v", err)
+	}
+	d := newTestDaemon(t, map[string]string{"a.lua": service("a", "")})
+	d.start(daemonOptions{exe: exe, args: []string{"--cpus", "2"}})
+	if s := d.status(); s.Daemon.BinaryReplaced || s.Daemon.Binary != exe || s.Daemon.PID != d.cmd.Process.Pid {
+		t.Fatalf("before the upgrade: %+v", s.Daemon)
+	}
+	// As a package manager does: the new file is renamed into place.
+	next := exe + ".new"
+	if err := os.WriteFile(next, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(next, exe); err != nil {
+		t.Fatal(err)
+	}
+	if s := d.status(); !s.Daemon.BinaryReplaced {
+		t.Errorf("after the upgrade: %+v", s.Daemon)
+	}
+	for !strings.HasSuffix(d.waitNotify("STATUS="), "; binary upgraded: a restart runs it, and stops the jobs") {
+	}
+	out, _, _ := d.cli("status")
+	if !strings.Contains(strings.Join(strings.Fields(out), " "), "the daemon's binary "+exe+" was replaced since it started") {
+		t.Errorf("berth status does not say the binary was replaced:\n%s", out)
+	}
+	d.waitLog("the daemon's binary was replaced since it started")
+}
+
 // TestDaemonWatchdogAbort: as systemd's watchdog does to a daemon that
 // stopped pinging, SIGABRT to a stopped daemon, then SIGCONT. It leaves one
 // line saying where the loop was, not the Go runtime's goroutine dump, and

@@ -93,6 +93,21 @@ func msgRunner(runner string) string {
 	return "runs as its own children: grants are not enforced and jobs stop with the daemon"
 }
 
+// msgBinaryReplaced says that the daemon runs a binary that has since been
+// replaced (an upgrade), and what a restart does to the jobs.
+func msgBinaryReplaced(d supervisor.DaemonStatus, runner, client string) string {
+	versions := ""
+	if d.Version != client {
+		versions = fmt.Sprintf(" (it runs %s; this berth is %s)", d.Version, client)
+	}
+	restart := "sudo systemctl restart berth; the jobs go on, as units"
+	if runner != "units" {
+		restart = "restarting it stops the jobs it runs: sudo systemctl restart berth when they may stop"
+	}
+	return fmt.Sprintf("the daemon's binary %s was replaced since it started%s: the upgrade is in force once the daemon restarts (%s)",
+		d.Binary, versions, restart)
+}
+
 func msgOpenState(err error) string {
 	var locked *store.LockedError
 	if errors.As(err, &locked) {

@@ -52,6 +52,8 @@ func TestMessages(t *testing.T) {
 		msgNoSystemd(errors.New("connect to systemd: dial unix /run/systemd/private: connect: no such file or directory")),
 		msgRunner("units"),
 		msgRunner("direct"),
+		msgBinaryReplaced(supervisor.DaemonStatus{Version: "1.2.0", Binary: "/usr/bin/berth", BinaryReplaced: true}, "units", "1.3.0"),
+		msgBinaryReplaced(supervisor.DaemonStatus{Version: "dev", Binary: "/usr/local/bin/berth", BinaryReplaced: true}, "direct", "dev"),
 		msgInternal(errors.New("encode the answer: broken pipe")),
 	}
 	testkit.Golden(t, "testdata/messages.golden", []byte(strings.Join(msgs, "\n")+"\n"))

@@ -31,6 +31,9 @@ func renderStatus(w io.Writer, s supervisor.Status, o renderOptions) {
 		}
 		out = append(out, wrapWords(msgRunner(s.Runner), width, "", "  ", sgr)...)
 	}
+	if s.Daemon.BinaryReplaced {
+		out = append(out, wrapWords(msgBinaryReplaced(s.Daemon, s.Runner, version), width, "", "  ", sgrYellow)...)
+	}
 	out = append(out, nil)
 	if len(jobs) == 0 {
 		out = append(out, ln(plainSpan("no jobs declared")))
