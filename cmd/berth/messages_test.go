@@ -49,6 +49,12 @@ func TestMessages(t *testing.T) {
 		msgRunner("units"),
 		msgRunner("direct"),
 		msgInternal(errors.New("encode the answer: broken pipe")),
+		msgMoreJobs(12),
+		msgMoreJobs(1),
+		msgWatchNotTerminal(),
+		msgWatchStopping("14:03:05"),
+		msgWatchNoAnswer("/run/berth/berth.sock", "14:03:05"),
+		msgWatchEnded("/run/berth/berth.sock"),
 	}
 	testkit.Golden(t, "testdata/messages.golden", []byte(strings.Join(msgs, "\n")+"\n"))
 }
