@@ -3,8 +3,11 @@ package main
 import (
 	"bytes"
 	"fmt"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -227,5 +230,29 @@ func TestStatusWatchOnATerminal(t *testing.T) {
 	}
 	if s := p.read(); !strings.HasSuffix(s, leaveScreen) || !strings.Contains(leaveScreen, "\x1b[?25h") || !strings.HasSuffix(leaveScreen, "\x1b[?1049l") {
 		t.Errorf("the watch's last bytes %q do not give back the cursor and the main screen", s[max(0, len(s)-40):])
+	}
+}
+
+// TestStatusWatchOldDaemon: a daemon that predates /v1/events answers 404
+// for it; the watch says the daemon is older than the client, exit 1.
+func TestStatusWatchOldDaemon(t *testing.T) {
+	socket := filepath.Join(t.TempDir(), "old.sock")
+	l, err := net.Listen("unix", socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/v1/status" {
+			w.Write([]byte(`{"jobs":[]}`))
+			return
+		}
+		w.WriteHeader(http.StatusNotFound)
+		w.Write([]byte(`{"code":"no_such_call","error":"no such call"}`))
+	})}
+	go srv.Serve(l)
+	t.Cleanup(func() { srv.Close() })
+	_, errOut, code := berth(t, map[string]string{"BERTH_SOCKET": socket}, "status", "--watch", "--json")
+	if want := msgDaemonTooOld(socket, "GET /v1/events"); code != exitFailed || !strings.Contains(errOut, want) {
+		t.Errorf("exit %d, %q; want %d and %q", code, errOut, exitFailed, want)
 	}
 }
