@@ -59,6 +59,7 @@ func (d *Daemon) api() http.Handler {
 		writeJSON(w, http.StatusOK, detail)
 	})
 	mux.HandleFunc("GET "+APIVersion+"/jobs/{name}/logs", d.serveLogs)
+	mux.HandleFunc("GET "+APIVersion+"/events", d.serveEvents)
 	mux.HandleFunc("GET "+APIVersion+"/history", func(w http.ResponseWriter, r *http.Request) {
 		job := d.resolveName(d.callerOf(r), r.URL.Query().Get("job"))
 		n := 20

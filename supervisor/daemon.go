@@ -91,6 +91,9 @@ type Daemon struct {
 	watcher *watch.Watcher
 	environ map[string]string
 	changed signal
+	// feed tells GET /v1/events readers that changed was raised, at the
+	// pace STATUS= is sent.
+	feed *changeFeed
 
 	// unaccounted is the number of declared jobs with cpus = 0, for the
 	// fair share of threads; written by the loop, read by jobs spawning.
@@ -224,6 +227,7 @@ func Open(cfg Config) (*Daemon, error) {
 		placer:    accounting.NewPlacer(cfg.Clock.Now),
 		environ:   environMap(cfg.Environ),
 		changed:   changed,
+		feed:      newChangeFeed(),
 		latest:    map[string]*luaapi.File{},
 		good:      map[string]*luaapi.File{},
 		refused:   map[string]string{},
@@ -345,6 +349,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 
 	lost := d.loop(ctx)
 	close(d.loopDone)
+	d.feed.publish(ChangeStopping)
 	if lost {
 		d.log.Error("lost the connection to systemd: exiting, so that systemd starts berth again, which takes the jobs' units back; they go on meanwhile")
 	}
@@ -364,6 +369,8 @@ func (d *Daemon) Run(ctx context.Context) error {
 	sweeper.Wait()
 	d.sweep() // what the jobs' last stops left
 	stopWatch()
+	// Shutdown waits for requests to end: the events streams end first.
+	d.feed.end()
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), time.Second)
 	if srv.Shutdown(shutdownCtx) != nil {
 		// Streams still open (berth logs -f) end now.
@@ -405,8 +412,9 @@ func (d *Daemon) loop(ctx context.Context) (lost bool) {
 		defer t.Stop()
 		binaryCheck = t.C
 	}
-	// STATUS= is sent at most every statusEvery, so a storm of job events
-	// costs systemd one message.
+	// STATUS= is sent, and GET /v1/events told, at most every
+	// statusEvery, so a storm of job events costs systemd one message and
+	// each watching client a few a second.
 	const statusEvery = 250 * time.Millisecond
 	var statusTimer <-chan time.Time
 	lastStatus := ""
@@ -433,6 +441,7 @@ func (d *Daemon) loop(ctx context.Context) (lost bool) {
 		case <-statusTimer:
 			d.activity.begin(loopStatus)
 			statusTimer = nil
+			d.feed.publish(ChangeStatus)
 			if s := d.statusLine(); s != lastStatus {
 				lastStatus = s
 				d.notify("STATUS=" + s)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -105,7 +106,11 @@ func (c *client) send(method, path string, body []byte, out any) error {
 }
 
 func (c *client) do(method, path string, query url.Values, body []byte, out any) error {
-	resp, err := c.open(context.Background(), c.http, method, path, query, body)
+	return c.doContext(context.Background(), method, path, query, body, out)
+}
+
+func (c *client) doContext(ctx context.Context, method, path string, query url.Values, body []byte, out any) error {
+	resp, err := c.open(ctx, c.http, method, path, query, body)
 	if err != nil {
 		return err
 	}
@@ -135,6 +140,28 @@ func (c *client) stream(ctx context.Context, path string, query url.Values, w io
 	defer resp.Body.Close()
 	_, err = io.Copy(w, resp.Body)
 	return err
+}
+
+// changes follows GET /v1/events, calling each for every change the
+// daemon sends, until the daemon ends the stream (nil), ctx ends, or the
+// connection fails. A daemon without the call answers an *apiError whose
+// status is 404.
+func (c *client) changes(ctx context.Context, each func(supervisor.Change)) error {
+	hc := &http.Client{Transport: c.http.Transport} // no overall timeout: a stream
+	resp, err := c.open(ctx, hc, http.MethodGet, "/events", nil, nil)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		var ch supervisor.Change
+		if err := json.Unmarshal(sc.Bytes(), &ch); err != nil {
+			return fmt.Errorf("read the daemon's changes: %w", err)
+		}
+		each(ch)
+	}
+	return sc.Err()
 }
 
 // open sends one request and returns a 2xx answer; any other is an

@@ -44,16 +44,21 @@ func (c *cli) sockets(flagValue string) []string {
 	return clientSockets(c.env)
 }
 
-// render are the options for text output on this terminal.
+// render are the options for text output where stdout goes. On a
+// terminal the picture fits its width (COLUMNS where the size cannot be
+// read, else 80). Off a terminal (a pipe to less or grep, a file) lines are
+// whole, so that nothing a reader searches for is cut away, unless COLUMNS
+// is set in the environment: then it is the width asked for.
 func (c *cli) render(now time.Time) renderOptions {
-	o := renderOptions{width: 80, now: now}
-	if f, ok := c.stdout.(*os.File); ok {
+	o := renderOptions{width: wholeLines, now: now}
+	if f, ok := c.stdout.(*os.File); ok && isTerminal(f) {
+		o.width = 80
 		if ws, err := unix.IoctlGetWinsize(int(f.Fd()), unix.TIOCGWINSZ); err == nil && ws.Col > 0 {
 			o.width = int(ws.Col)
 			o.color = c.env.get("NO_COLOR") == "" && c.env.get("TERM") != "dumb"
 		}
 	}
-	if o.width == 80 {
+	if o.width == 80 || o.width == wholeLines {
 		if n, err := strconv.Atoi(c.env.get("COLUMNS")); err == nil && n > 0 {
 			o.width = n
 		}
@@ -162,8 +167,6 @@ func fixed(path string) func([]string) string { return func([]string) string { r
 func wallClock[T any](T) time.Time { return time.Now() }
 
 var (
-	runStatus = listing("status", fixed("/status"), renderStatus,
-		func(s supervisor.Status) time.Time { return s.Now }, 0, "", statusOwnerFlags)
 	runJobs    = listing("jobs", fixed("/jobs"), renderJobs, wallClock[[]supervisor.JobStatus], 0, "", ownerFlags)
 	runFlavors = listing("flavors", fixed("/flavors"), renderFlavors, wallClock[[]supervisor.FlavorView], 0, "", nil)
 	runShow    = listing("show", func(args []string) string { return "/jobs/" + url.PathEscape(args[0]) },

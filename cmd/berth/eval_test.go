@@ -130,10 +130,12 @@ func TestEvalConfines(t *testing.T) {
 	}()
 	proc := "/proc/" + strconv.Itoa(cmd.Process.Pid)
 	var status, limits string
-	testkit.WaitFor(t, 10*time.Second, "the child to become uid 65534", func() bool {
+	// NoNewPrivs is the last of the child's steps after the uid: until it
+	// shows, the child may still be between the two.
+	testkit.WaitFor(t, 10*time.Second, "the child to become uid 65534 with no new privileges", func() bool {
 		b, _ := os.ReadFile(proc + "/status")
 		status = string(b)
-		return strings.Contains(status, "\nUid:\t65534\t65534\t65534\t65534")
+		return strings.Contains(status, "\nUid:\t65534\t65534\t65534\t65534") && strings.Contains(status, "\nNoNewPrivs:\t1\n")
 	})
 	for _, want := range []string{`\nGid:\t65534\t65534\t65534\t65534\n`, `\nGroups:\s*\n`, `\nNoNewPrivs:\t1\n`} {
 		if !regexp.MustCompile(want).MatchString(status) {

@@ -17,7 +17,7 @@ import (
 
 // renderOptions are what the caller knows about where the text goes.
 type renderOptions struct {
-	width int       // terminal columns; 0 = 80
+	width int       // terminal columns; 0 = 80; wholeLines: no limit
 	color bool      // ANSI colours: the caller decides (a terminal and no NO_COLOR)
 	now   time.Time // for ages ("3m", "2h", "5d"); the caller passes status.Now
 }
@@ -27,8 +27,19 @@ type renderOptions struct {
 // goroutine of the test binary reads.
 var renderZone = time.Local
 
+// wholeLines is the width of text that goes to a pipe or a file: no line
+// is cut or wrapped for a width.
+const wholeLines = -1
+
+// unlimited is the width laid out for wholeLines: wider than any line, and
+// far enough from the largest int that sums of widths cannot overflow.
+const unlimited = 1 << 30
+
 func (o renderOptions) columns() int {
-	if o.width <= 0 {
+	switch {
+	case o.width == wholeLines:
+		return unlimited
+	case o.width <= 0:
 		return 80
 	}
 	return o.width
@@ -117,22 +128,30 @@ func (l textLine) trimRight() textLine {
 func (o renderOptions) writeLines(w io.Writer, lines []textLine, limit int) {
 	var b strings.Builder
 	for _, l := range lines {
-		if limit > 0 {
-			l = l.clip(limit)
-		}
-		for _, s := range l.trimRight() {
-			// Escaped again, for a span made without plainSpan or
-			// styledSpan: escaped text is left as it is.
-			text := escapeText(s.text)
-			if o.color && s.sgr != "" && strings.TrimSpace(text) != "" {
-				b.WriteString(s.sgr + text + sgrReset)
-			} else {
-				b.WriteString(text)
-			}
-		}
+		b.WriteString(o.lineText(l, limit))
 		b.WriteByte('\n')
 	}
 	io.WriteString(w, b.String())
+}
+
+// lineText is l as it is printed, without its newline: coloured when
+// o.color, cut to limit runes when limit > 0.
+func (o renderOptions) lineText(l textLine, limit int) string {
+	if limit > 0 {
+		l = l.clip(limit)
+	}
+	var b strings.Builder
+	for _, s := range l.trimRight() {
+		// Escaped again, for a span made without plainSpan or
+		// styledSpan: escaped text is left as it is.
+		text := escapeText(s.text)
+		if o.color && s.sgr != "" && strings.TrimSpace(text) != "" {
+			b.WriteString(s.sgr + text + sgrReset)
+		} else {
+			b.WriteString(text)
+		}
+	}
+	return b.String()
 }
 
 func firstRunes(s string, n int) string {

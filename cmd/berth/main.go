@@ -40,6 +40,7 @@ type command struct {
 	name    string
 	args    string // the synopsis after the name
 	summary string // one line for `berth help`
+	notes   string // more for the command's --help, after the summary
 	example string
 	run     func(c *cli, args []string) int
 }
@@ -50,9 +51,12 @@ var commands []command
 
 func init() {
 	commands = []command{
-		{name: "status", args: "[--json]",
+		{name: "status", args: "[--watch] [--json] [--mine | --owner NAME]",
 			summary: "the machine and every job: who holds what, what waits and why",
-			example: "berth status\nberth status --json | jq '.jobs[] | select(.state == \"failed\")'",
+			notes: "On a terminal the picture fits its width; into a pipe or a file its lines are whole\n" +
+				"(COLUMNS=N sets a width there). --watch keeps it on the terminal, redrawn as the\n" +
+				"daemon's jobs change and cut to the screen's height, until Ctrl-C.",
+			example: "berth status\nberth status --watch\nberth status | grep waiting\nberth status --json | jq '.jobs[] | select(.state == \"failed\")'",
 			run:     runStatus},
 		{name: "jobs", args: "[--json]",
 			summary: "one line per job, for scripts",
@@ -199,6 +203,9 @@ func (c *cli) flags(name string) *flag.FlagSet {
 	fs.Usage = func() {
 		w := c.stdout
 		fmt.Fprintf(w, "Usage: berth %s %s\n\n%s.\n", cmd.name, cmd.args, upperFirst(cmd.summary))
+		if cmd.notes != "" {
+			fmt.Fprintf(w, "\n%s\n", cmd.notes)
+		}
 		if hasFlags(fs) {
 			fmt.Fprintln(w, "\nFlags:")
 			fs.SetOutput(w)

@@ -199,3 +199,28 @@ func msgEditAgain(target string) string {
 func msgEditKept(draft, target string) string {
 	return fmt.Sprintf("berth edit: %s is unchanged; your edit is kept in %s (fix it there, then berth submit %s)", target, draft, draft)
 }
+
+// msgMoreJobs ends a job list that berth status --watch cut to fit the
+// screen.
+func msgMoreJobs(n int) string {
+	return fmt.Sprintf("… %s (berth status shows all)", count(n, "more job"))
+}
+
+func msgWatchNotTerminal() string {
+	return "berth status --watch: the output is not a terminal, and a watch redraws a screen; berth status prints the picture once (whole lines off a terminal), berth status --json the facts, and berth status --watch --json one status a line at each change"
+}
+
+// msgWatchStopping and msgWatchNoAnswer head the screen of berth status
+// --watch while the daemon is away; the watch goes on, and draws again
+// once it answers.
+func msgWatchStopping(since string) string {
+	return fmt.Sprintf("the daemon is stopping (since %s); the picture below is from then, and is drawn again when it is back (systemctl status berth says why; Ctrl-C ends the watch)", since)
+}
+
+func msgWatchNoAnswer(socket, since string) string {
+	return fmt.Sprintf("no daemon answers on %s since %s; the picture below is from then, and is drawn again when it is back (systemctl status berth says why; Ctrl-C ends the watch)", socket, since)
+}
+
+func msgWatchEnded(socket string) string {
+	return fmt.Sprintf("berth: the daemon on %s stopped, and the watch with it (systemctl status berth says why; run the watch again once it is back)", socket)
+}

@@ -55,6 +55,12 @@ func TestMessages(t *testing.T) {
 		msgBinaryReplaced(supervisor.DaemonStatus{Version: "1.2.0", Binary: "/usr/bin/berth", BinaryReplaced: true}, "units", "1.3.0"),
 		msgBinaryReplaced(supervisor.DaemonStatus{Version: "dev", Binary: "/usr/local/bin/berth", BinaryReplaced: true}, "direct", "dev"),
 		msgInternal(errors.New("encode the answer: broken pipe")),
+		msgMoreJobs(12),
+		msgMoreJobs(1),
+		msgWatchNotTerminal(),
+		msgWatchStopping("14:03:05"),
+		msgWatchNoAnswer("/run/berth/berth.sock", "14:03:05"),
+		msgWatchEnded("/run/berth/berth.sock"),
 	}
 	testkit.Golden(t, "testdata/messages.golden", []byte(strings.Join(msgs, "\n")+"\n"))
 }

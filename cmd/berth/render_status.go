@@ -16,37 +16,85 @@ import (
 // renderStatus is `berth status`: a header, the machine, one line per job,
 // and the configuration errors. No line is longer than o.width.
 func renderStatus(w io.Writer, s supervisor.Status, o renderOptions) {
+	o.writeLines(w, layoutStatus(s, o).lines(), o.columns())
+}
+
+// statusPicture is berth status laid out, in parts, so that a screen
+// shorter than the whole (berth status --watch) can cut the job list.
+type statusPicture struct {
+	top  []textLine   // the header, the machine, the runner, a blank line
+	head []textLine   // the job table's title row, or "no jobs declared"
+	jobs [][]textLine // each job's line (two where its why goes below)
+	tail []textLine   // the configuration errors
+}
+
+func layoutStatus(s supervisor.Status, o renderOptions) statusPicture {
 	width := o.columns()
 	jobs := slices.Clone(s.Jobs)
 	slices.SortStableFunc(jobs, compareForStatus)
 
-	var out []textLine
-	out = append(out, statusHeader(s, jobs, width)...)
-	out = append(out, machineSummary(s.Machine, width)...)
-	out = append(out, cardGrid(s.Machine.Cards, width)...)
+	var p statusPicture
+	p.top = append(p.top, statusHeader(s, jobs, width)...)
+	p.top = append(p.top, machineSummary(s.Machine, width)...)
+	p.top = append(p.top, cardGrid(s.Machine.Cards, width)...)
 	if s.Runner != "" {
 		sgr := sgrDim
 		if s.Runner != "units" {
 			sgr = sgrYellow
 		}
-		out = append(out, wrapWords(msgRunner(s.Runner), width, "", "  ", sgr)...)
+		p.top = append(p.top, wrapWords(msgRunner(s.Runner), width, "", "  ", sgr)...)
 	}
 	if s.Daemon.BinaryReplaced {
-		out = append(out, wrapWords(msgBinaryReplaced(s.Daemon, s.Runner, version), width, "", "  ", sgrYellow)...)
+		p.top = append(p.top, wrapWords(msgBinaryReplaced(s.Daemon, s.Runner, version), width, "", "  ", sgrYellow)...)
 	}
-	out = append(out, nil)
+	p.top = append(p.top, nil)
 	if len(jobs) == 0 {
-		out = append(out, ln(plainSpan("no jobs declared")))
+		p.head = []textLine{ln(plainSpan("no jobs declared"))}
 	} else {
-		out = append(out, statusTable(s, jobs, width, o.clock())...)
+		p.head, p.jobs = statusTable(s, jobs, width, o.clock())
 	}
 	if len(s.Problems) > 0 {
-		out = append(out, nil, ln(styledSpan("errors:", sgrRed)))
-		for _, p := range s.Problems {
-			out = append(out, wrapWords(p.Text, width, "  ", "    ", sgrRed)...)
+		p.tail = append(p.tail, nil, ln(styledSpan("errors:", sgrRed)))
+		for _, pr := range s.Problems {
+			p.tail = append(p.tail, wrapWords(pr.Text, width, "  ", "    ", sgrRed)...)
 		}
 	}
-	o.writeLines(w, out, width)
+	return p
+}
+
+// lines is the whole picture.
+func (p statusPicture) lines() []textLine {
+	out := slices.Concat(p.top, p.head)
+	for _, j := range p.jobs {
+		out = append(out, j...)
+	}
+	return append(out, p.tail...)
+}
+
+// fit is the picture in at most height lines. Where it is taller, the job
+// list is cut, the jobs a person looks for first (compareForStatus) kept,
+// and a line says how many more there are; what still does not fit (a
+// screen of a few lines) is cut at the bottom.
+func (p statusPicture) fit(height int) []textLine {
+	all := p.lines()
+	if len(all) <= height {
+		return all
+	}
+	room := height - len(p.top) - len(p.head) - len(p.tail) - 1 // the line that says how many more
+	shown, used := 0, 0
+	for shown < len(p.jobs) && used+len(p.jobs[shown]) <= room {
+		used += len(p.jobs[shown])
+		shown++
+	}
+	out := slices.Concat(p.top, p.head)
+	for _, j := range p.jobs[:shown] {
+		out = append(out, j...)
+	}
+	if more := len(p.jobs) - shown; more > 0 {
+		out = append(out, ln(styledSpan(msgMoreJobs(more), sgrDim)))
+	}
+	out = append(out, p.tail...)
+	return out[:min(len(out), max(0, height))]
 }
 
 func statusHeader(s supervisor.Status, jobs []supervisor.JobStatus, width int) []textLine {
@@ -155,7 +203,8 @@ func cardCell(c supervisor.CardStatus, width int) textLine {
 	return ln(plainSpan(c.Name+" "), styledSpan(holder, sgr), plainSpan(strings.Repeat(" ", room-runeLen(holder))))
 }
 
-func statusTable(s supervisor.Status, jobs []supervisor.JobStatus, width int, now time.Time) []textLine {
+// statusTable is the job table: its title row, and each job's lines.
+func statusTable(s supervisor.Status, jobs []supervisor.JobStatus, width int, now time.Time) (head []textLine, rows [][]textLine) {
 	showCards := len(s.Machine.Cards) > 0
 	showMemory := s.Machine.RAMBytes != nil
 	showWhy, showOwner := false, false
@@ -263,17 +312,17 @@ func statusTable(s supervisor.Status, jobs []supervisor.JobStatus, width int, no
 		t.gap = 1
 	}
 	lines := t.lines(sgrBold)
-	if !below {
-		return lines
-	}
-	out := lines[:1:1]
+	rows = make([][]textLine, len(jobs))
 	for i, l := range lines[1:] {
-		out = append(out, l)
+		rows[i] = []textLine{l}
+		if !below {
+			continue
+		}
 		if r := t.rows[i][why]; r.text != "" {
-			out = append(out, ln(plainSpan("    "), styledSpan(ellipsizeWhy(r.text, width-4), r.sgr)))
+			rows[i] = append(rows[i], ln(plainSpan("    "), styledSpan(ellipsizeWhy(r.text, width-4), r.sgr)))
 		}
 	}
-	return out
+	return lines[:1], rows
 }
 
 // compareForStatus orders jobs so the ones a person looks for come first:

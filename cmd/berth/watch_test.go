@@ -1,0 +1,258 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/berthd/berth/supervisor"
+	"github.com/berthd/berth/supervisor/testkit"
+)
+
+// manyJobs is headBox with twelve more done jobs: a list taller than a
+// small screen.
+func manyJobs() supervisor.Status {
+	s := headBox()
+	for i := range 12 {
+		s.Jobs = append(s.Jobs, supervisor.JobStatus{Name: fmt.Sprintf("batch-%02d", i), State: "done",
+			Since: ago(time.Duration(i+1) * time.Hour), Why: "exit 0", GPUs: []string{}})
+	}
+	return s
+}
+
+// TestRenderStatusFitsHeight: the watch's picture is never taller than
+// the screen; the jobs a person looks for first stay, and a line says how
+// many more were cut. A picture that fits is the one berth status prints.
+func TestRenderStatusFitsHeight(t *testing.T) {
+	pinRenderZone(t)
+	for _, tt := range []struct {
+		name   string
+		state  func() supervisor.Status
+		width  int
+		height int
+		shown  []string // the jobs on screen, in order
+		more   int      // how many the last job line says were cut; 0: none
+	}{
+		{"fits", headBox, 80, 40, nil, 0},
+		{"exactly", headBox, 80, 12, []string{"sweep-1", "sweep-3", "train-resnet", "train-llama-7b-lora", "sweep-2", "eval-nightly", "report"}, 0},
+		{"one line short", headBox, 80, 11, []string{"sweep-1", "sweep-3", "train-resnet", "train-llama-7b-lora", "sweep-2"}, 2},
+		{"running first", manyJobs, 80, 10, []string{"sweep-1", "sweep-3", "train-resnet", "train-llama-7b-lora"}, 15},
+		{"no room for jobs", manyJobs, 80, 6, nil, 19},
+		{"errors kept", errorsBox, 80, 9, nil, 2},
+		{"tiny", manyJobs, 80, 3, nil, -1},
+		// At 50 columns a why goes below its job, and train-llama-7b-lora
+		// is cut to train-l…b-lora (so not counted here): six jobs in 9 rows.
+		{"whys below", manyJobs, 50, 16, []string{"sweep-1", "sweep-3", "train-resnet", "sweep-2", "eval-nightly"}, 13},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			o := renderOptions{width: tt.width, now: renderNow}
+			p := layoutStatus(tt.state(), o)
+			lines := p.fit(tt.height)
+			if len(lines) > tt.height {
+				t.Fatalf("%d lines on a screen of %d", len(lines), tt.height)
+			}
+			var b bytes.Buffer
+			o.writeLines(&b, lines, tt.width)
+			text := b.String()
+			if tt.more == 0 {
+				if want := statusText(tt.state(), tt.width, false); text != want {
+					t.Errorf("a picture that fits differs from berth status:\n%s---\n%s", text, want)
+				}
+				return
+			}
+			var names []string
+			for _, l := range strings.Split(text, "\n") {
+				for _, j := range tt.state().Jobs {
+					if f := strings.Fields(l); len(f) > 0 && f[0] == j.Name {
+						names = append(names, j.Name)
+					}
+				}
+			}
+			if fmt.Sprint(names) != fmt.Sprint(tt.shown) {
+				t.Errorf("jobs shown %v, want %v:\n%s", names, tt.shown, text)
+			}
+			if tt.more > 0 && !strings.Contains(text, msgMoreJobs(tt.more)+"\n") {
+				t.Errorf("no %q:\n%s", msgMoreJobs(tt.more), text)
+			}
+			if tt.name == "errors kept" && !strings.Contains(text, "errors:") {
+				t.Errorf("the errors gave way before the jobs:\n%s", text)
+			}
+		})
+	}
+}
+
+// TestStatusWholeOffATerminal: into a pipe berth status cuts no line, so
+// that grep and less see a job's whole reason; COLUMNS set by the caller
+// is a width asked for; on a terminal the picture fits it.
+func TestStatusWholeOffATerminal(t *testing.T) {
+	d := newTestDaemon(t, map[string]string{
+		"odd.lua": `job "odd" { cmd = { "true" }, user = "no-such-user-with-a-rather-long-name-to-make-the-reason-long" }`,
+	})
+	d.start(daemonOptions{args: []string{"--cpus", "2"}})
+	j := d.waitState("odd", "invalid")
+	if runeLen(j.Why) < 100 {
+		t.Fatalf("the reason %q is too short to be cut", j.Why)
+	}
+	out, _, code := d.cli("status")
+	if code != exitOK || !strings.Contains(out, j.Why) {
+		t.Errorf("berth status into a pipe (exit %d) lacks the whole reason %q:\n%s", code, j.Why, out)
+	}
+	out, _, _ = berth(t, map[string]string{"BERTH_SOCKET": d.socket, "COLUMNS": "80"}, "status")
+	for _, l := range strings.Split(strings.TrimSuffix(out, "\n"), "\n") {
+		if runeLen(l) > 80 {
+			t.Errorf("with COLUMNS=80, a line of %d: %q", runeLen(l), l)
+		}
+	}
+
+	p := openPTY(t)
+	setSize(t, p.tty, 80, 24)
+	c := &cli{stdout: p.tty, stderr: os.Stderr, env: env{lookup: func(k string) (string, bool) {
+		if k == "BERTH_SOCKET" {
+			return d.socket, true
+		}
+		return "", false
+	}}}
+	if code := c.main([]string{"status"}); code != exitOK {
+		t.Fatalf("berth status on a terminal: exit %d", code)
+	}
+	for _, l := range strings.Split(ansiCode.ReplaceAllString(p.read(), ""), "\n") {
+		if runeLen(l) > 80 {
+			t.Errorf("on a terminal of 80 columns, a line of %d: %q", runeLen(l), l)
+		}
+	}
+}
+
+func setSize(t *testing.T, tty *os.File, cols, rows int) {
+	t.Helper()
+	if err := unix.IoctlSetWinsize(int(tty.Fd()), unix.TIOCSWINSZ, &unix.Winsize{Col: uint16(cols), Row: uint16(rows)}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// screen is what has been written to p so far.
+func (p *pty) screen() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.got.String()
+}
+
+// lastFrame is the last picture drawn: what follows the last move home.
+func lastFrame(s string) string {
+	return s[strings.LastIndex(s, "\x1b[H")+1:]
+}
+
+// TestStatusWatchOnATerminal runs berth status --watch as its own process
+// on a pseudo-terminal, as a person would: it draws at once, draws again
+// when a job changes state and when the window shrinks (cutting the job
+// list), says so when the daemon goes away and draws again when it is
+// back, and on Ctrl-C gives the screen and the cursor back and exits 0.
+// Off a terminal --watch is a usage error.
+func TestStatusWatchOnATerminal(t *testing.T) {
+	files := map[string]string{"svc.lua": service("svc", "")}
+	for i := range 8 {
+		files[fmt.Sprintf("b%d.lua", i)] = fmt.Sprintf(`job "batch-%d" { cmd = { "true" } }`, i)
+	}
+	d := newTestDaemon(t, files)
+	d.start(daemonOptions{args: []string{"--cpus", "2"}})
+	d.waitState("svc", "running")
+	for i := range 8 {
+		d.waitState(fmt.Sprintf("batch-%d", i), "done")
+	}
+
+	if _, errOut, code := d.cli("status", "--watch"); code != exitUsage || errOut != msgWatchNotTerminal()+"\n" {
+		t.Errorf("--watch into a pipe: exit %d, %q; want %d, %q", code, errOut, exitUsage, msgWatchNotTerminal())
+	}
+
+	p := openPTY(t)
+	setSize(t, p.tty, 120, 30)
+	cmd := exec.Command(os.Args[0], "status", "--watch", "--socket", d.socket)
+	cmd.Env = append(os.Environ(), "BERTH_TEST_BE_BERTH=1", "NO_COLOR=1", "TERM=xterm")
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = p.tty, p.tty, p.tty
+	// Its own session, with the pseudo-terminal as its controlling
+	// terminal: the kernel then sends it SIGWINCH when the size changes.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			cmd.Process.Kill()
+			cmd.Wait()
+		}
+	})
+	frameHas := func(what string, cond func(frame string) bool) {
+		t.Helper()
+		testkit.WaitFor(t, waitLong, what, func() bool { return cond(lastFrame(p.screen())) })
+	}
+	frameHas("a picture with svc running", func(f string) bool {
+		return strings.Contains(f, "svc") && strings.Contains(f, "running") && strings.Contains(f, "batch-7")
+	})
+	if s := p.screen(); !strings.HasPrefix(s, "\x1b[?1049h") || !strings.Contains(s, "\x1b[?25l") {
+		t.Errorf("the watch did not take the alternate screen and hide the cursor: %q", s[:min(len(s), 40)])
+	}
+
+	resp := d.post("/v1/jobs/svc/stop")
+	resp.Body.Close()
+	frameHas("a picture with svc stopped", func(f string) bool {
+		return strings.Contains(f, "stopped") && !strings.Contains(f, "running")
+	})
+
+	setSize(t, p.tty, 120, 10)
+	frameHas("the job list cut to 10 rows", func(f string) bool {
+		return strings.Contains(f, "more jobs (berth status shows all)") && strings.Count(f, "\r\n") <= 9
+	})
+
+	d.stop()
+	frameHas("the screen to say the daemon is away", func(f string) bool {
+		return strings.Contains(f, "the daemon is stopping") || strings.Contains(f, "no daemon answers on")
+	})
+	d.start(daemonOptions{args: []string{"--cpus", "2"}})
+	frameHas("the picture drawn again once the daemon is back", func(f string) bool {
+		return !strings.Contains(f, "the daemon is stopping") && !strings.Contains(f, "no daemon answers on") &&
+			strings.Contains(f, "more jobs")
+	})
+
+	if err := cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Errorf("after SIGINT the watch exited with %v, want 0", err)
+	}
+	if s := p.read(); !strings.HasSuffix(s, leaveScreen) || !strings.Contains(leaveScreen, "\x1b[?25h") || !strings.HasSuffix(leaveScreen, "\x1b[?1049l") {
+		t.Errorf("the watch's last bytes %q do not give back the cursor and the main screen", s[max(0, len(s)-40):])
+	}
+}
+
+// TestStatusWatchOldDaemon: a daemon that predates /v1/events answers 404
+// for it; the watch says the daemon is older than the client, exit 1.
+func TestStatusWatchOldDaemon(t *testing.T) {
+	socket := filepath.Join(t.TempDir(), "old.sock")
+	l, err := net.Listen("unix", socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/v1/status" {
+			w.Write([]byte(`{"jobs":[]}`))
+			return
+		}
+		w.WriteHeader(http.StatusNotFound)
+		w.Write([]byte(`{"code":"no_such_call","error":"no such call"}`))
+	})}
+	go srv.Serve(l)
+	t.Cleanup(func() { srv.Close() })
+	_, errOut, code := berth(t, map[string]string{"BERTH_SOCKET": socket}, "status", "--watch", "--json")
+	if want := msgDaemonTooOld(socket, "GET /v1/events"); code != exitFailed || !strings.Contains(errOut, want) {
+		t.Errorf("exit %d, %q; want %d and %q", code, errOut, exitFailed, want)
+	}
+}
