@@ -204,14 +204,20 @@ func (stateCollector) Describe(ch chan<- *prometheus.Desc) {
 // loop is busy with a reload.
 func (c stateCollector) Collect(ch chan<- prometheus.Metric) {
 	d := c.d
-	counts := make(map[store.State]int, len(displayOrder))
+	// Each job is read under its own lock once d.mu is let go, as Status
+	// does: never one lock inside the other.
 	d.mu.Lock()
+	jobs := make([]*job, 0, len(d.jobs))
 	for _, j := range d.jobs {
+		jobs = append(jobs, j)
+	}
+	d.mu.Unlock()
+	counts := make(map[store.State]int, len(displayOrder))
+	for _, j := range jobs {
 		j.mu.Lock()
 		counts[j.v.State]++
 		j.mu.Unlock()
 	}
-	d.mu.Unlock()
 	for _, s := range displayOrder {
 		ch <- prometheus.MustNewConstMetric(descJobs, prometheus.GaugeValue, float64(counts[s]), s.String())
 		delete(counts, s)

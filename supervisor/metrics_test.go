@@ -14,10 +14,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
+	"github.com/berthd/berth/probes"
 	"github.com/berthd/berth/supervisor/clock"
 	"github.com/berthd/berth/supervisor/store"
 )
@@ -347,5 +349,34 @@ func TestMetersHotPathAllocatesNothing(t *testing.T) {
 	})
 	if allocs != 0 {
 		t.Errorf("%v allocations per run's worth of counting, want 0", allocs)
+	}
+}
+
+// TestMetricsMemoryUnknown: where the machine's memory is unknown it is not
+// accounted, which is not zero: its gauges are absent, not 0.
+func TestMetricsMemoryUnknown(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		known bool
+		want  int // series of each memory gauge
+	}{
+		{"known", true, 1},
+		{"unknown", false, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d, _ := runDaemon(t, "", func(cfg *Config) { cfg.Machine.RAM = probes.Memory{Bytes: 8 << 30, Known: tc.known} })
+			for _, name := range []string{"berth_memory_bytes", "berth_memory_held_bytes", "berth_memory_free_bytes"} {
+				n, err := testutil.GatherAndCount(d.meters.reg, name)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if n != tc.want {
+					t.Errorf("%d series of %s, want %d", n, name, tc.want)
+				}
+			}
+			if n, err := testutil.GatherAndCount(d.meters.reg, "berth_cores"); err != nil || n != 1 {
+				t.Errorf("%d series of berth_cores (%v), want 1", n, err)
+			}
+		})
 	}
 }
