@@ -237,6 +237,7 @@ func (d *Daemon) stopAdopted(a adoptedRun) {
 		case killed:
 			reason = store.ReasonKilled
 		}
+		d.meters.ended(reason)
 		sig := ""
 		if exit.Signal != 0 {
 			sig = signalName(exit.Signal)

@@ -144,6 +144,8 @@ func (d *Daemon) api() http.Handler {
 		}
 		writeJSON(w, http.StatusOK, runtimeFigures())
 	})
+	// Outside /v1: where Prometheus looks, in its own format (metrics.go).
+	mux.Handle("GET /metrics", d.meters.handler(d))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, CodeNoSuchCall, msgNoSuchCall(r.Method, r.URL.Path))
 	})

@@ -62,6 +62,10 @@ type Config struct {
 	// ControlLimits caps the control socket's connections; zero: chosen
 	// from the limit on open files (ctlsock.Current).
 	ControlLimits ctlsock.Limits
+	// MetricsListener, when set, is a TCP address already bound
+	// (--metrics) on which the daemon serves GET /metrics and nothing
+	// else; the control socket serves GET /metrics either way.
+	MetricsListener net.Listener
 	// Units, when set, runs each run as a transient systemd unit that
 	// enforces its grant and outlives the daemon; nil runs them as the
 	// daemon's own children.
@@ -93,7 +97,8 @@ type Daemon struct {
 	changed signal
 	// feed tells GET /v1/events readers that changed was raised, at the
 	// pace STATUS= is sent.
-	feed *changeFeed
+	feed   *changeFeed
+	meters *meters // Prometheus's: counted as things happen (metrics.go)
 
 	// unaccounted is the number of declared jobs with cpus = 0, for the
 	// fair share of threads; written by the loop, read by jobs spawning.
@@ -196,7 +201,8 @@ func Open(cfg Config) (*Daemon, error) {
 	}
 	log := cfg.Logger
 	changed := newSignal()
-	st, err := store.Open(filepath.Join(cfg.StateDir, "state.db"), store.Options{Clock: cfg.Clock, OnHealth: func(err error) {
+	meters := newMeters()
+	st, err := store.Open(filepath.Join(cfg.StateDir, "state.db"), store.Options{Clock: cfg.Clock, OnCommit: meters.committed, OnHealth: func(err error) {
 		if err != nil {
 			log.Error("cannot record the state: jobs go on, but their runs and states are not kept until it can", "error", err)
 		} else {
@@ -228,6 +234,7 @@ func Open(cfg Config) (*Daemon, error) {
 		environ:   environMap(cfg.Environ),
 		changed:   changed,
 		feed:      newChangeFeed(),
+		meters:    meters,
 		latest:    map[string]*luaapi.File{},
 		good:      map[string]*luaapi.File{},
 		refused:   map[string]string{},
@@ -248,6 +255,7 @@ func Open(cfg Config) (*Daemon, error) {
 	d.later = st.Later(d.recordFailed)
 	d.book = d.placer.AddMachine(capacityOf(cfg.Machine))
 	d.scanner = watch.NewScanner(cfg.JobsDir, watch.ScanOptions{DaemonUID: os.Getuid()})
+	meters.reg.MustRegister(stateCollector{d})
 	return d, nil
 }
 
@@ -342,6 +350,10 @@ func (d *Daemon) Run(ctx context.Context) error {
 			}
 		})
 	}
+	var metricsSrv *http.Server
+	if d.cfg.MetricsListener != nil {
+		metricsSrv = d.serveMetrics(d.cfg.MetricsListener, bg.Go)
+	}
 	evalCtx, stopEval := context.WithCancel(context.Background())
 	d.evalCtx = evalCtx
 	// The first reload; its end says READY=1 (finishReload).
@@ -375,6 +387,9 @@ func (d *Daemon) Run(ctx context.Context) error {
 	if srv.Shutdown(shutdownCtx) != nil {
 		// Streams still open (berth logs -f) end now.
 		_ = srv.Close()
+	}
+	if metricsSrv != nil && metricsSrv.Shutdown(shutdownCtx) != nil {
+		_ = metricsSrv.Close()
 	}
 	cancel()
 	bg.Wait()
@@ -552,6 +567,9 @@ func (d *Daemon) reconcile() error {
 		d.log.Warn("run lost: the daemon went away while it ran", "job", r.Job, "run", r.ID, "pid", r.PID, "killed_leftovers", killed)
 	}
 	if len(ids) > 0 {
+		for range ids {
+			d.meters.ended(store.ReasonLost)
+		}
 		if err := d.store.MarkLost(ids, d.now()); err != nil {
 			return fmt.Errorf("record lost runs: %w", err)
 		}

@@ -296,6 +296,7 @@ func (j *job) do(a action) (event, bool) {
 	case actRecordEnd:
 		j.recordEnd(a.reason)
 	case actArmBackoff:
+		j.d.meters.restarts.Inc()
 		j.log.Info("restarting after a delay", "delay_ms", a.delay.Milliseconds(), "restarts", j.life.restarts)
 		j.backoff = j.d.clock.NewTimer(a.delay)
 	case actCancelBackoff:
@@ -376,6 +377,7 @@ func (j *job) placed(p placement) {
 	j.ticket = nil
 	j.book, j.grant = p.book, p.grant
 	j.placedAt = j.d.now()
+	j.d.meters.placementWait.Observe(j.placedAt.Sub(j.waitingAt).Seconds())
 	j.log.Info("placed", "cpus", len(p.grant.CPUIDs), "gpus", j.d.cardNames(p.grant.GPUs), "ram_bytes", p.grant.RAMBytes,
 		"waited_ms", j.d.now().Sub(j.waitingAt).Milliseconds())
 	j.apply(event{kind: evPlaced})
@@ -394,6 +396,7 @@ func (j *job) give() {
 // process can have exited.
 func (j *job) spawn() (event, bool) {
 	now := j.d.now()
+	j.d.meters.runsStarted.Inc()
 	gpus := j.d.cardNames(j.grant.GPUs)
 	rec, err := j.d.store.BeginRun(store.RunRecord{
 		Job: j.name, Fingerprint: j.defFP,
@@ -475,6 +478,7 @@ func (j *job) reaped(exit runner.Exit) {
 
 func (j *job) recordEnd(reason store.Reason) {
 	now := j.d.now()
+	j.d.meters.ended(reason)
 	exit := j.run.exit
 	sig := ""
 	if exit.Signal != 0 {

@@ -260,6 +260,7 @@ func (d *Daemon) finishReload(r *reloadRun, files []*luaapi.File) {
 			"removed", len(res.Removed), "errors", len(res.Errors), "duration_ms", d.now().Sub(began).Milliseconds())
 		d.notify("READY=1")
 	}
+	d.meters.reloaded(d.now().Sub(began), len(d.fileErrs))
 	d.changed.raise()
 	d.settle.Reset(settleAfter)
 	d.reply(r, res)

@@ -40,6 +40,7 @@ func runDaemon(c *cli, args []string) int {
 	userJobs := fs.String("user-jobs", defaultUserJobs(c.env), "the directory of the people's own job directories, DIR/USER, one for each member of --group; \"\" for none (env BERTH_USER_JOBS)")
 	group := fs.String("group", supervisor.DefaultGroup, "the group whose members may use the daemon and declare jobs of their own")
 	adminGroup := fs.String("admin-group", supervisor.DefaultAdminGroup, "the group whose members may start, stop and read every job, as root may")
+	metrics := fs.String("metrics", c.env.get("BERTH_METRICS"), "also serve GET /metrics, and nothing else, on this TCP address, e.g. 127.0.0.1:9465; \"\" for none (env BERTH_METRICS)")
 	runMode := fs.String("runner", "auto", "how runs are started: units (each a systemd unit, its grant enforced, outliving the daemon), direct (the daemon's own children) or auto (units when systemd started the daemon)")
 	rest, code, done := c.parse(fs, args)
 	if done {
@@ -80,6 +81,14 @@ func runDaemon(c *cli, args []string) int {
 		return exitFailed
 	}
 	defer l.Close()
+	var metricsL net.Listener
+	if *metrics != "" {
+		if metricsL, err = listenMetrics(*metrics, log); err != nil {
+			fmt.Fprintln(c.stderr, msgMetricsListen(*metrics, err))
+			return exitFailed
+		}
+		defer metricsL.Close()
+	}
 
 	cfg := supervisor.Config{
 		JobsDir:   *jobs,
@@ -90,7 +99,8 @@ func runDaemon(c *cli, args []string) int {
 		Environ:   jobsEnviron(os.Environ()),
 		Evaluator: newEvaluator(log.Named("lua"), budget.d),
 		UserJobs:  *userJobs, Group: *group, AdminGroup: *adminGroup,
-		Version: version,
+		Version:         version,
+		MetricsListener: metricsL,
 	}
 	if cfg.UserJobs != "" && os.Geteuid() != 0 {
 		// Only root can give each person a directory of their own and run

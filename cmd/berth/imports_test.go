@@ -50,6 +50,7 @@ var importRules = map[string]importRule{
 			"github.com/yuin/gopher-lua":    "accounting knows nothing of Lua",
 			"github.com/hashicorp/go-hclog": "the books do not log: they answer, and the caller logs what was decided",
 			"go.etcd.io/bbolt":              "the books are in memory; what is stored is the supervisor's",
+			prometheus:                      "the books export nothing: the supervisor's collector reads a snapshot of them at each scrape",
 		},
 		imports: map[string]string{
 			"os":      "accounting does no I/O: the books are pure and replayable",
@@ -59,7 +60,8 @@ var importRules = map[string]importRule{
 	},
 	mod + "/probes": {
 		deps: map[string]string{
-			mod: "probes imports nothing of berth's: it only reads what the machine has",
+			mod:        "probes imports nothing of berth's: it only reads what the machine has",
+			prometheus: "probes reads the machine for the books; the daemon's own metrics are the supervisor's",
 		},
 		imports: map[string]string{
 			"os/exec": "probes reads files under a root; it runs nothing",
@@ -72,6 +74,7 @@ var importRules = map[string]importRule{
 			mod + "/probes":     "luaapi is given the machine by its caller, so tests can pretend",
 			mod + "/supervisor": "luaapi turns Lua into plain values; it starts nothing and stores nothing",
 			"go.etcd.io/bbolt":  "luaapi stores nothing: a file's values live as long as the caller keeps them",
+			prometheus:          "luaapi is also berth check's, a short command with nothing to scrape",
 		},
 		allow: []string{mod + "/accounting"},
 		imports: map[string]string{
@@ -97,6 +100,7 @@ var importRules = map[string]importRule{
 			mod + "/probes":                 "runner is told what to run; what the machine has is the supervisor's question",
 			"go.etcd.io/bbolt":              "runner reports how a run ended; recording it is the store's",
 			"github.com/hashicorp/go-hclog": "runner never logs: it returns what happened and the caller logs it",
+			prometheus:                      "runner counts nothing: it returns what happened and the supervisor counts it",
 		},
 		// clock imports nothing of ours and decides nothing: a timer on
 		// it may be injected here as in the supervisor.
@@ -110,6 +114,7 @@ var importRules = map[string]importRule{
 			mod + "/accounting":             "units knows nothing of the books: a grant reaches it as limits on the unit",
 			"go.etcd.io/bbolt":              "units reports how a run ended; recording it is the store's",
 			"github.com/hashicorp/go-hclog": "units never logs: it returns what happened and the caller logs it",
+			prometheus:                      "units counts nothing: it returns what happened and the supervisor counts it",
 		},
 		// A run's end is told as runner's Exit, so that both runners end
 		// runs alike.
@@ -144,6 +149,7 @@ var importRules = map[string]importRule{
 			mod + "/accounting":             "the store records grants as plain values; deciding them is the books'",
 			mod + "/probes":                 "the store records; what the machine has is the supervisor's question",
 			"github.com/hashicorp/go-hclog": "the store never logs: it reports its health through OnHealth and its errors to its callers",
+			prometheus:                      "the store tells each commit's time through OnCommit; measuring and exporting it is the supervisor's",
 		},
 		// The writer's recovery timer runs on the daemon's clock.
 		allow: []string{mod + "/supervisor/clock"},
@@ -180,6 +186,10 @@ var importRules = map[string]importRule{
 		},
 	},
 }
+
+// prometheus is the client library's module: only the supervisor, which
+// owns the daemon's registry, exports metrics.
+const prometheus = "github.com/prometheus"
 
 // depGraph is what go list says of every package in the build of ours,
 // tests left out: its imports, and whether it is the standard library's.

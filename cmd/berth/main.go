@@ -104,7 +104,7 @@ func init() {
 			summary: "what this machine offers jobs, and who holds it when a daemon runs",
 			example: "berth machine\nCUDA_VISIBLE_DEVICES=2,3 berth machine --json",
 			run:     runMachine},
-		{name: "daemon", args: "[--jobs DIR] [--user-jobs DIR] [--state DIR] [--socket PATH] [--cpus N] [--gpus N] [--ram SIZE] [--file-budget D] [--log-level L]",
+		{name: "daemon", args: "[--jobs DIR] [--user-jobs DIR] [--state DIR] [--socket PATH] [--metrics ADDR] [--cpus N] [--gpus N] [--ram SIZE] [--file-budget D] [--log-level L]",
 			summary: "run the supervisor (systemd runs it as berth.service)",
 			example: "berth daemon --jobs ./examples/quickstart --state /tmp/berth-state",
 			run:     runDaemon},

@@ -4,8 +4,10 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"strings"
+	"syscall"
 
 	"github.com/berthd/berth/luaapi"
 	"github.com/berthd/berth/probes"
@@ -79,6 +81,24 @@ func msgSocket(path string, err error) string {
 		return fmt.Sprintf("berth: control socket %s: another berth daemon is listening on it (systemctl status berth, or berth status)", path)
 	}
 	return fmt.Sprintf("berth: cannot listen on control socket %s: %v (give --socket PATH, or set BERTH_SOCKET)", path, err)
+}
+
+// msgMetricsListen says why --metrics ADDR cannot be served, and what to do.
+func msgMetricsListen(addr string, err error) string {
+	fix := "give --metrics HOST:PORT, e.g. 127.0.0.1:9465, or --metrics \"\" for none; BERTH_METRICS sets it too"
+	switch {
+	case errors.Is(err, syscall.EADDRINUSE):
+		port := addr
+		if _, p, err := net.SplitHostPort(addr); err == nil {
+			port = p
+		}
+		return fmt.Sprintf("berth: cannot serve metrics on %s: the address is in use, by another program or another berth daemon (ss -ltnp 'sport = :%s' shows which; %s)", addr, port, fix)
+	case errors.Is(err, syscall.EACCES):
+		return fmt.Sprintf("berth: cannot serve metrics on %s: permission denied; ports below 1024 need root or CAP_NET_BIND_SERVICE (%s)", addr, fix)
+	case errors.Is(err, syscall.EADDRNOTAVAIL):
+		return fmt.Sprintf("berth: cannot serve metrics on %s: no interface of this machine has that address (ip -brief address lists them; %s)", addr, fix)
+	}
+	return fmt.Sprintf("berth: cannot serve metrics on %s: %v (%s)", addr, err, fix)
 }
 
 func msgNoSystemd(err error) string {

@@ -3,8 +3,10 @@ package main
 import (
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/berthd/berth/accounting"
@@ -49,6 +51,10 @@ func TestMessages(t *testing.T) {
 		msgDaemonTooOld("/run/berth/berth.sock", "GET /v1/flavors"),
 		msgWantArgs("show", "JOB"),
 		msgReloaded(supervisor.ReloadResult{Files: 3, Added: []string{"a"}, Errors: []string{"x"}}),
+		msgMetricsListen("127.0.0.1:9465", &net.OpError{Op: "listen", Net: "tcp", Err: &os.SyscallError{Syscall: "bind", Err: syscall.EADDRINUSE}}),
+		msgMetricsListen("0.0.0.0:80", &net.OpError{Op: "listen", Net: "tcp", Err: &os.SyscallError{Syscall: "bind", Err: syscall.EACCES}}),
+		msgMetricsListen("10.9.9.9:9465", &net.OpError{Op: "listen", Net: "tcp", Err: &os.SyscallError{Syscall: "bind", Err: syscall.EADDRNOTAVAIL}}),
+		msgMetricsListen("localhost", &net.OpError{Op: "listen", Net: "tcp", Err: &net.AddrError{Err: "missing port in address", Addr: "localhost"}}),
 		msgNoSystemd(errors.New("connect to systemd: dial unix /run/systemd/private: connect: no such file or directory")),
 		msgRunner("units"),
 		msgRunner("direct"),

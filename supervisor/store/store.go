@@ -63,7 +63,8 @@ type Store struct {
 	// writer decides it.
 	watch pathWatch
 
-	lingerFor time.Duration // defaultLinger; tests lengthen it
+	lingerFor time.Duration                       // defaultLinger; tests lengthen it
+	onCommit  func(took time.Duration, err error) // Options.OnCommit
 
 	// clock times the retries of kept writes (the health's too).
 	clock clock.Clock
@@ -122,6 +123,14 @@ type Options struct {
 	// happened), and when it is found back (with nil), just after Gone
 	// changes to say the same. It must not block or write to the store.
 	OnGone func(*GoneError)
+
+	// OnCommit, when set, is called on the writer's goroutine after each
+	// write transaction has committed or failed to (err), with how long
+	// it took, fsync included, on the system's clock: the daemon's
+	// metrics observe it. A transaction replayed without an operation
+	// that failed on its own is not a commit, and is not told. It must
+	// be quick, not block, and not write to the store.
+	OnCommit func(took time.Duration, err error)
 }
 
 const (
@@ -225,6 +234,7 @@ func openWith(path string, opts Options, tune func(*bbolt.Options)) (_ *Store, e
 		kick:       make(chan struct{}, 1),
 		writerDone: make(chan struct{}),
 		lingerFor:  defaultLinger,
+		onCommit:   opts.OnCommit,
 	}
 	s.clock = opts.Clock
 	if s.clock == nil {

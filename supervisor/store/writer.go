@@ -249,6 +249,7 @@ func (s *Store) commitOnce(ops []*operation, hook func(*bbolt.Tx) error, tell bo
 		failed := -1
 		var opErr error
 		later := superseded(ops)
+		began := time.Now()
 		err := s.db.Update(func(tx *bbolt.Tx) error {
 			for i, op := range ops {
 				if later != nil && later[i] {
@@ -268,6 +269,9 @@ func (s *Store) commitOnce(ops []*operation, hook func(*bbolt.Tx) error, tell bo
 			ops[failed].finish(opErr)
 			ops = append(ops[:failed:failed], ops[failed+1:]...)
 			continue
+		}
+		if s.onCommit != nil {
+			s.onCommit(time.Since(began), err)
 		}
 		if err != nil {
 			err = fmt.Errorf("commit state %s: %w", s.path, err)

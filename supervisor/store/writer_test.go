@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -259,5 +260,72 @@ func TestSupersededWrites(t *testing.T) {
 	}
 	if runs, _ := s.Runs("a", 1); len(runs) != 1 || runs[0].Reason != ReasonFailed || runs[0].ExitCode != 3 {
 		t.Errorf("a's run: %+v", runs)
+	}
+}
+
+// TestOnCommit checks what the daemon's metrics are told: every commit
+// and every failed commit, each with its time, and not a transaction
+// replayed without an operation that failed on its own (nothing was
+// committed for it).
+func TestOnCommit(t *testing.T) {
+	type told struct {
+		took time.Duration
+		err  error
+	}
+	var mu sync.Mutex // guards calls: written by the writer, read here
+	var calls []told
+	s, _ := openTest(t, Options{OnCommit: func(took time.Duration, err error) {
+		mu.Lock()
+		calls = append(calls, told{took, err})
+		mu.Unlock()
+	}})
+	injected := errors.New("injected: no space left on device")
+	setHook := func(err error) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.beforeCommit = nil
+		if err != nil {
+			s.beforeCommit = func(*bbolt.Tx) error { return err }
+		}
+	}
+	for _, tc := range []struct {
+		name    string
+		hook    error // what every transaction fails with
+		write   func() error
+		want    int   // calls told by the write
+		wantErr error // what the last one carried
+	}{
+		{"a commit", nil, func() error { return s.PutJob(JobRecord{Name: "a", State: StateRunning}) }, 1, nil},
+		{"an operation that fails alone", nil, func() error {
+			return s.EndRun(987654, t0, 0, "", ReasonExited)
+		}, 0, nil},
+		// BeginRun is not kept for another try, so no retry is told later.
+		{"a failed commit", injected, func() error { _, err := s.BeginRun(RunRecord{Job: "a", Start: t0}); return err }, 1, injected},
+		{"a commit again", nil, func() error { return s.PutJob(JobRecord{Name: "a", State: StateDone}) }, 1, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			setHook(tc.hook)
+			defer setHook(nil)
+			mu.Lock()
+			before := len(calls)
+			mu.Unlock()
+			_ = tc.write() // each caller is answered after OnCommit ran
+			mu.Lock()
+			got := slices.Clone(calls[before:])
+			mu.Unlock()
+			if len(got) != tc.want {
+				t.Fatalf("told %d times, want %d: %+v", len(got), tc.want, got)
+			}
+			if len(got) == 0 {
+				return
+			}
+			last := got[len(got)-1]
+			if !errors.Is(last.err, tc.wantErr) || (tc.wantErr == nil) != (last.err == nil) {
+				t.Errorf("told error %v, want %v", last.err, tc.wantErr)
+			}
+			if last.took <= 0 {
+				t.Errorf("told it took %v, want a positive time", last.took)
+			}
+		})
 	}
 }

@@ -1,0 +1,22 @@
+package main
+
+import (
+	"net"
+
+	"github.com/hashicorp/go-hclog"
+)
+
+// listenMetrics binds --metrics: a TCP address on which the daemon serves
+// GET /metrics alone. An address beyond loopback is allowed (Prometheus
+// may scrape from another machine) but said, because the metrics name
+// every job that holds something, and its owner, to whoever reaches it.
+func listenMetrics(addr string, log hclog.Logger) (net.Listener, error) {
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	if a, ok := l.Addr().(*net.TCPAddr); ok && !a.IP.IsLoopback() {
+		log.Warn("metrics are served beyond this machine: whoever reaches the address reads the jobs' names and owners", "address", a.String())
+	}
+	return l, nil
+}
