@@ -94,7 +94,7 @@ func newMeters() *meters {
 			Help: "How long each reload of the job files took, from the scan until the jobs were told.", Buckets: reloadBuckets}),
 		filesRefused: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: metricsNamespace, Name: "reload_files_refused",
 			Help: "Job files whose latest version is not in force after the last reload (an error in it, or refused for its owner or mode)."}),
-		filesRefusedTotal: prometheus.NewCounter(f("reload_files_refused_total", "Job files refused, summed over reloads: a file refused by three reloads counts three times.")),
+		filesRefusedTotal: prometheus.NewCounter(f("reload_files_refused_total", "Job files refused, each time a new problem of its own kept one out of force (a save with a new error); a file still broken at other files' reloads is not counted again.")),
 	}
 	for _, r := range endReasons {
 		m.runsEnded[r] = m.endedBy.WithLabelValues(r.String())
@@ -126,12 +126,13 @@ func (m *meters) committed(took time.Duration, err error) {
 	}
 }
 
-// reloaded observes a reload that was applied: how long it took and how
-// many files are not in force after it.
-func (m *meters) reloaded(took time.Duration, refused int) {
+// reloaded observes a reload that was applied: how long it took, how
+// many files are not in force after it, and how many of those were
+// refused for a problem that was not in force before.
+func (m *meters) reloaded(took time.Duration, refused, refusedAnew int) {
 	m.reloadSeconds.Observe(took.Seconds())
 	m.filesRefused.Set(float64(refused))
-	m.filesRefusedTotal.Add(float64(refused))
+	m.filesRefusedTotal.Add(float64(refusedAnew))
 }
 
 // handler serves the registry in Prometheus's text format (or gzipped, or

@@ -249,6 +249,14 @@ func (d *Daemon) finishReload(r *reloadRun, files []*luaapi.File) {
 	for _, p := range res.Problems {
 		res.Errors = append(res.Errors, p.Text)
 	}
+	// A file is refused anew when a problem of its own appears: saved
+	// with a new error, not merely still broken at another file's reload.
+	refusedAnew := 0
+	for _, errs := range d.fileErrs {
+		if slices.ContainsFunc(errs, func(p Problem) bool { return !d.logged[p] }) {
+			refusedAnew++
+		}
+	}
 	d.logProblems(res.Problems)
 	if first {
 		d.log.Info("loaded", "files", res.Files, "jobs", len(set.Jobs), "errors", len(res.Errors),
@@ -260,7 +268,7 @@ func (d *Daemon) finishReload(r *reloadRun, files []*luaapi.File) {
 			"removed", len(res.Removed), "errors", len(res.Errors), "duration_ms", d.now().Sub(began).Milliseconds())
 		d.notify("READY=1")
 	}
-	d.meters.reloaded(d.now().Sub(began), len(d.fileErrs))
+	d.meters.reloaded(d.now().Sub(began), len(d.fileErrs), refusedAnew)
 	d.changed.raise()
 	d.settle.Reset(settleAfter)
 	d.reply(r, res)
