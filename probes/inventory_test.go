@@ -24,6 +24,7 @@ func TestProbeWorkstation(t *testing.T) {
 		OnlineCPUs:      8,
 		GPUs:            []string{"0", "1"},
 		GPUSource:       SourceDev,
+		CardsSeen:       2,
 		RAM:             Memory{Bytes: 31 * gib, Known: true, Source: "cgroup v2 memory.max /system.slice/berth.service"},
 		Hostname:        "gpubox",
 		highestOnlineID: 7,

@@ -390,6 +390,17 @@ func (e *Evaluator) cause(path string, ps *os.ProcessState, stderr string, budge
 		// The Go runtime's fatal error when RLIMIT_DATA refuses it memory
 		// for its heap or for a goroutine's stack.
 		return luaapi.ErrMemoryLimit(path, e.memory())
+	case ws.ExitStatus() == 2 && (strings.HasPrefix(strings.TrimSpace(stderr), "SIGSEGV: segmentation violation") ||
+		strings.Contains(stderr, "pthread_create failed")):
+		// The same limit, said otherwise. A thread's stack (8 MiB, as cgo
+		// makes them) is data too, and refused, fails pthread_create. And
+		// a fault inside the runtime itself, not a Go panic (which starts
+		// "panic:"): Go 1.26's garbage collector can fault on memory it
+		// was refused (runtime.(*spanQueue).tryDrain) instead of saying
+		// "out of memory". Each was seen in about 1 run of 5 of
+		// TestEvaluatorMemoryLimit under load; berth's own code can do
+		// neither.
+		return luaapi.ErrMemoryLimit(path, e.memory())
 	}
 	return luaapi.ErrEvaluator(path, fmt.Sprintf("exit %d: %s", ws.ExitStatus(), firstLine(stderr)))
 }

@@ -160,7 +160,11 @@ func TestEvalConfines(t *testing.T) {
 // new child.
 func TestEvaluatorMemoryLimit(t *testing.T) {
 	e := testEvaluator(t)
-	e.MemoryBytes = 96 << 20 // below the heap guard's 256 MiB of growth
+	// Below the heap guard's 256 MiB of growth, and above what a fresh
+	// child maps for its threads (8 MiB of stack each, as cgo makes them):
+	// at 96M the child after the one that failed could fail to start one.
+	e.MemoryBytes = 192 << 20
+	e.Budget = 10 * time.Second // to reach it: the limit is what stops the file
 	files := e.Evaluate(context.Background(), luaapi.Machine{CPUs: 4}, []luaapi.Source{
 		{Path: "grow.lua", Src: []byte(`local t = {} for i = 1, 1e9 do t[i] = i end`)},
 		{Path: "good.lua", Src: []byte(`job "fine" { cmd = "true" }`)},
@@ -170,7 +174,7 @@ func TestEvaluatorMemoryLimit(t *testing.T) {
 	}
 	grow, good := files[0], files[1]
 	if len(grow.Errors) != 1 || grow.Errors[0].Problem != luaapi.Memory ||
-		!strings.Contains(grow.Errors[0].Error(), "reach its memory limit of 96M") {
+		!strings.Contains(grow.Errors[0].Error(), "reach its memory limit of 192M") {
 		t.Errorf("grow.lua: %v, want it refused for the process's memory limit", grow.Errors)
 	}
 	if len(good.Errors) > 0 || len(good.Jobs) != 1 {
