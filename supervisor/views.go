@@ -144,6 +144,10 @@ type JobDetail struct {
 	// EnvHidden, when set, says why the environments are left out: they
 	// are the job's owner's (and the admins') to see.
 	EnvHidden string `json:"env_hidden,omitempty"`
+	// Parents are the jobs it waits for (after, after_any) and
+	// Dependants those that wait for it, each with its state now.
+	Parents    []Dependency `json:"parents"`
+	Dependants []Dependency `json:"dependants"`
 }
 
 // previewEnv is the environment a run of def would start with if granted
