@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/user"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -163,4 +165,77 @@ func TestDaemonDepsServiceAndIgnore(t *testing.T) {
 		t.Errorf("the disabled parent ran: %q", d.order())
 	}
 	d.stop()
+}
+
+// TestCheckDeps: berth check validates the graph: a cycle is an error on
+// each job in it, with its file and line and the whole cycle, and an
+// unknown name has a suggestion.
+func TestCheckDeps(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "pipe.lua"), []byte(`job "prep" { cmd = "true", after = "eval" }
+job "train" { cmd = "true", after = "prep" }
+job "eval" { cmd = "true", after = { "train" } }
+job "report" { cmd = "true", after_any = "evall" }
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, _, code := berth(t, nil, "check", dir)
+	if code != exitFailed {
+		t.Errorf("exit %d, want %d", code, exitFailed)
+	}
+	for _, want := range []string{
+		dir + `/pipe.lua:1: job "prep": after makes a cycle: prep → eval → train → prep`,
+		dir + `/pipe.lua:2: job "train": after makes a cycle: train → prep → eval → train`,
+		dir + `/pipe.lua:3: job "eval": after makes a cycle: eval → train → prep → eval`,
+		dir + `/pipe.lua:4: job "report": field "after_any": job "evall" does not exist (did you mean "eval"?`,
+		"4 errors",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("berth check does not say %q:\n%s", want, out)
+		}
+	}
+}
+
+// TestCheckPersonsDeps: in a person's file a bare name is their own job,
+// else an administrator's; berth check resolves them as the daemon does.
+func TestCheckPersonsDeps(t *testing.T) {
+	needPeople(t)
+	dir := t.TempDir()
+	admin, spool := filepath.Join(dir, "jobs.d"), filepath.Join(dir, "spool")
+	mine := filepath.Join(spool, alice)
+	for _, p := range []string{admin, mine} {
+		if err := os.MkdirAll(p, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(admin, "fetch.lua"), []byte(`job "fetch" { cmd = "true" }`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	u, _ := user.Lookup(alice)
+	uid, _ := strconv.Atoi(u.Uid)
+	path := filepath.Join(mine, "p.lua")
+	if err := os.WriteFile(path, []byte(`job "prep" { cmd = "true", after = "fetch" }
+job "a" { cmd = "true", after = { "prep", "b" } }
+job "b" { cmd = "true", after = "a" }
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{path, mine} {
+		if err := os.Chown(p, uid, -1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out, _, code := berth(t, map[string]string{"BERTH_USER_JOBS": spool}, "check", admin, mine)
+	if code != exitFailed {
+		t.Fatalf("exit %d:\n%s", code, out)
+	}
+	for _, want := range []string{
+		path + `:2: job "` + alice + `/a": after makes a cycle: ` + alice + `/a → ` + alice + `/b → ` + alice + `/a`,
+		path + `:3: job "` + alice + `/b": after makes a cycle: ` + alice + `/b → ` + alice + `/a → ` + alice + `/b`,
+		"2 errors",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("berth check does not say %q:\n%s", want, out)
+		}
+	}
 }
