@@ -141,8 +141,17 @@ func TestDaemonDepsServiceAndIgnore(t *testing.T) {
 		"report.lua": step("report", "report", 0, `, after_any = "flaky"`),
 		"off.lua":    step("off", "off", 0, `, enabled = false`),
 		"held.lua":   step("held", "held", 0, `, after = "off"`),
+		"cycle.lua":  step("ping", "ping", 0, `, after = "pong"`) + "\n" + step("pong", "pong", 0, `, after = "ping"`),
 	})
 	d.start(daemonOptions{args: []string{"--cpus", "8"}})
+	// A cycle makes its jobs invalid, saying so with file and line; the
+	// rest of the set runs.
+	for _, n := range []string{"ping", "pong"} {
+		j := d.waitState(n, "invalid")
+		if !strings.Contains(j.Why, "cycle.lua:") || !strings.Contains(j.Why, "after makes a cycle") {
+			t.Errorf("%s: why %q", n, j.Why)
+		}
+	}
 	d.waitState("client", "done")
 	d.waitState("db", "running")
 	d.waitState("report", "done")
