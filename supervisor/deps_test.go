@@ -3,6 +3,7 @@ package supervisor
 import (
 	"testing"
 
+	"github.com/berthd/berth/luaapi"
 	"github.com/berthd/berth/supervisor/store"
 )
 
@@ -90,5 +91,41 @@ func TestDoneRecord(t *testing.T) {
 	// A record from before dependencies, and a job that gains after.
 	if ok, keep := stillDone("fp", "fp", map[string]string{"prep": "p1"}); !ok || keep != doneMark("fp", map[string]string{"prep": "p1"}) {
 		t.Errorf("gaining after: (%v, %q)", ok, keep)
+	}
+}
+
+// TestFactOf: what a dependant is told of a parent: how its last run
+// ended only where it has ended, and whether it lets the dependant run.
+func TestFactOf(t *testing.T) {
+	batch := &luaapi.Job{Restart: luaapi.RestartNo}
+	svc := &luaapi.Job{Restart: luaapi.RestartAlways}
+	exit3 := lastEnd{known: true, code: 3, reason: store.ReasonFailed}
+	for _, c := range []struct {
+		name      string
+		kind      string
+		v         jobView
+		exit      int // -1: none
+		signal    string
+		satisfied bool
+	}{
+		{"failed, after", depAfter, jobView{Def: batch, State: store.StateFailed, LastEnd: exit3}, 3, "", false},
+		{"failed, after_any", depAfterAny, jobView{Def: batch, State: store.StateFailed, LastEnd: exit3}, 3, "", true},
+		{"killed", depAfter, jobView{Def: batch, State: store.StateFailed,
+			LastEnd: lastEnd{known: true, signal: "SIGKILL", reason: store.ReasonFailed}}, -1, "SIGKILL", false},
+		{"running again after a failure", depAfter, jobView{Def: batch, State: store.StateRunning, LastEnd: exit3}, -1, "", false},
+		{"done", depAfter, jobView{Def: batch, State: store.StateDone, LastEnd: lastEnd{known: true, reason: store.ReasonExited}}, 0, "", true},
+		{"failed, end unknown", depAfter, jobView{Def: batch, State: store.StateFailed}, -1, "", false},
+		{"service running", depAfter, jobView{Def: svc, State: store.StateRunning}, -1, "", true},
+		{"service in backoff", depAfterAny, jobView{Def: svc, State: store.StateBackoff, LastEnd: exit3}, -1, "", false},
+	} {
+		f := factOf("prep", c.kind, c.v)
+		exit := -1
+		if f.ExitCode != nil {
+			exit = *f.ExitCode
+		}
+		if exit != c.exit || f.Signal != c.signal || f.Satisfied != c.satisfied || f.Job != "prep" || f.Kind != c.kind ||
+			f.State != c.v.State.String() || f.Service != (c.v.Def == svc) {
+			t.Errorf("%s: %+v (exit %d)", c.name, f, exit)
+		}
 	}
 }
