@@ -1,7 +1,9 @@
 package luaapi
 
 import (
+	"slices"
 	"sort"
+	"strings"
 
 	"github.com/berthd/berth/accounting"
 )
@@ -102,9 +104,143 @@ func Combine(files []*File) *Set {
 		}
 	}
 	sort.Slice(set.Jobs, func(i, j int) bool { return set.Jobs[i].Name < set.Jobs[j].Name })
+	set.Problems = append(set.Problems, resolveDeps(set.Jobs)...)
 	for _, f := range accepted {
 		set.Quotas = append(set.Quotas, f.Quotas...)
 	}
 	sort.Slice(set.Quotas, func(i, j int) bool { return set.Quotas[i].Name < set.Quotas[j].Name })
 	return set
+}
+
+// resolveDeps turns the names in each job's after and after_any into full
+// job names, and reports what makes a job wait forever: a name no job has,
+// the job itself, or a cycle. Each such job is a Problem, as a job whose
+// flavor does not exist is: its file stands, the job cannot run. jobs are
+// sorted by name, so the problems come in a stable order.
+//
+// A bare name in a person's file means their own job of that name where
+// they declare one, else an administrator's; in an administrator's file,
+// an administrator's job. OWNER/NAME names a person's job from anywhere.
+func resolveDeps(jobs []Job) []*Error {
+	names := make([]string, len(jobs))
+	byName := make(map[string]*Job, len(jobs))
+	for i := range jobs {
+		names[i] = jobs[i].Name
+		byName[jobs[i].Name] = &jobs[i]
+	}
+	var problems []*Error
+	bad := map[string]bool{}
+	for i := range jobs {
+		j := &jobs[i]
+		if !j.HasDeps() {
+			continue
+		}
+		s := subject{pos: j.Pos, kind: "job", name: j.Name}
+		resolve := func(field string, given []string) []string {
+			out := make([]string, 0, len(given))
+			for _, n := range given {
+				full := n
+				if !strings.Contains(n, "/") && j.Owner != "" {
+					if _, own := byName[j.Owner+"/"+n]; own {
+						full = j.Owner + "/" + n
+					}
+				}
+				switch _, known := byName[full]; {
+				case full == j.Name:
+					if !bad[j.Name] {
+						problems = append(problems, errAfterSelf(s, field))
+					}
+					bad[j.Name] = true
+				case !known:
+					if !bad[j.Name] {
+						problems = append(problems, errUnknownJob(s, field, n, asWritten(names, j.Owner)))
+					}
+					bad[j.Name] = true
+				}
+				if !slices.Contains(out, full) {
+					out = append(out, full)
+				}
+			}
+			return out
+		}
+		j.After = resolve("after", j.After)
+		j.AfterAny = resolve("after_any", j.AfterAny)
+	}
+	return append(problems, cycles(jobs, byName, bad)...)
+}
+
+// cycles finds the jobs that wait for themselves through others, and
+// reports each with the cycle that starts and ends at it. Jobs already
+// reported (skip) are left out: they never run anyway.
+func cycles(jobs []Job, byName map[string]*Job, skip map[string]bool) []*Error {
+	// field is the field of from that names to.
+	field := func(from *Job, to string) string {
+		if slices.Contains(from.After, to) {
+			return "after"
+		}
+		return "after_any"
+	}
+	next := func(j *Job) []string {
+		var out []string
+		for _, n := range slices.Concat(j.After, j.AfterAny) {
+			if _, ok := byName[n]; ok && !skip[n] && !slices.Contains(out, n) {
+				out = append(out, n)
+			}
+		}
+		sort.Strings(out)
+		return out
+	}
+	var problems []*Error
+	for i := range jobs {
+		start := &jobs[i]
+		if skip[start.Name] || !start.HasDeps() {
+			continue
+		}
+		// The shortest way back to start, breadth first: the cycle a
+		// person reads is as short as it can be.
+		from := map[string]string{}
+		queue := []string{start.Name}
+		found := false
+		for len(queue) > 0 && !found {
+			n := queue[0]
+			queue = queue[1:]
+			for _, m := range next(byName[n]) {
+				if m == start.Name {
+					from[start.Name] = n
+					found = true
+					break
+				}
+				if _, seen := from[m]; !seen {
+					from[m] = n
+					queue = append(queue, m)
+				}
+			}
+		}
+		if !found {
+			continue
+		}
+		path := []string{start.Name}
+		for n := from[start.Name]; n != start.Name; n = from[n] {
+			path = append(path, n)
+		}
+		// Collected backwards from start: the waiting order is reversed.
+		slices.Reverse(path[1:])
+		path = append(path, start.Name)
+		s := subject{pos: start.Pos, kind: "job", name: start.Name}
+		problems = append(problems, errCycle(s, field(start, path[1]), path))
+	}
+	return problems
+}
+
+// asWritten is how a file of owner's ("" for the administrators') would
+// write each of names: a person's own jobs bare.
+func asWritten(names []string, owner string) []string {
+	if owner == "" {
+		return names
+	}
+	out := make([]string, len(names))
+	for i, n := range names {
+		out[i] = strings.TrimPrefix(n, owner+"/")
+	}
+	return out
 }

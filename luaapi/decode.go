@@ -3,6 +3,7 @@ package luaapi
 import (
 	"math"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"syscall"
@@ -33,7 +34,7 @@ var (
 	jobFields = []string{
 		"cmd", "dir", "flavor", "cpus", "gpus", "ram", "swap", "env", "user", "group",
 		"restart", "max_restarts", "timeout", "stop_signal", "stop_timeout",
-		"priority", "on_change", "enabled", "description",
+		"priority", "on_change", "enabled", "description", "after", "after_any",
 	}
 	flavorFields  = []string{"cpus", "gpus", "ram"}
 	quotaFields   = []string{"cpus", "gpus", "ram"}
@@ -390,7 +391,76 @@ func decodeJob(s subject, tbl *lua.LTable, owner string) (Job, []*Error) {
 	if desc, ok := d.str("description", wantString); ok {
 		j.Description = desc
 	}
+	if names, ok := d.jobNames("after"); ok {
+		j.After = names
+	}
+	if names, ok := d.jobNames("after_any"); ok {
+		j.AfterAny = names
+	}
 	return j, d.errs
+}
+
+// jobNames reads a dependency: a job name, or a list of them. A name is
+// NAME, or OWNER/NAME for a person's job; Combine resolves a bare one.
+// Names listed twice are kept once.
+func (d *decoder) jobNames(field string) ([]string, bool) {
+	v, ok := d.get(field)
+	if !ok {
+		return nil, false
+	}
+	var given []lua.LValue
+	switch x := v.(type) {
+	case lua.LString:
+		given = []lua.LValue{x}
+	case *lua.LTable:
+		n := 0
+		var badKey lua.LValue
+		x.ForEach(func(k, _ lua.LValue) {
+			n++
+			if i, isNum := k.(lua.LNumber); !isNum || float64(i) != math.Trunc(float64(i)) || i < 1 || int(i) > x.Len() {
+				if badKey == nil {
+					badKey = k
+				}
+			}
+		})
+		if badKey != nil || n != x.Len() {
+			d.add(errWrongType(d.s, field, wantJobNames, v))
+			return nil, false
+		}
+		for i := 1; i <= n; i++ {
+			given = append(given, x.RawGetInt(i))
+		}
+	default:
+		d.add(errWrongType(d.s, field, wantJobNames, v))
+		return nil, false
+	}
+	names := make([]string, 0, len(given))
+	ok = true
+	for _, g := range given {
+		s, isStr := g.(lua.LString)
+		if !isStr {
+			d.add(errWrongType(d.s, field, wantJobNames, g))
+			ok = false
+			continue
+		}
+		if !validJobRef(string(s)) {
+			d.add(errJobRef(d.s, field, string(s)))
+			ok = false
+			continue
+		}
+		if !slices.Contains(names, string(s)) {
+			names = append(names, string(s))
+		}
+	}
+	return names, ok
+}
+
+// validJobRef reports whether s can name a job: NAME or OWNER/NAME.
+func validJobRef(s string) bool {
+	if owner, name, person := strings.Cut(s, "/"); person {
+		return userNameRE.MatchString(owner) && jobNameRE.MatchString(name)
+	}
+	return jobNameRE.MatchString(s)
 }
 
 // cmd reads argv: a list of strings, or a string run by /bin/sh -c.

@@ -45,6 +45,8 @@ const (
 	Truncated     Problem = 19 // more errors in the file than are listed
 	NotEvaluated  Problem = 20 // the reload ran out of time before the file's turn
 	EvalFailed    Problem = 21 // the evaluating process failed, not for a limit the file crossed
+	UnknownJob    Problem = 22 // after or after_any names a job that no accepted file declares, or the job itself
+	Cycle         Problem = 23 // after and after_any make a cycle
 )
 
 var problemNames = map[Problem]string{
@@ -69,6 +71,8 @@ var problemNames = map[Problem]string{
 	Truncated:     "truncated",
 	NotEvaluated:  "not evaluated",
 	EvalFailed:    "eval failed",
+	UnknownJob:    "unknown job",
+	Cycle:         "cycle",
 }
 
 func (p Problem) String() string {
@@ -400,6 +404,25 @@ func errUnknownFlavor(s subject, flavor string, known []string) *Error {
 	return e
 }
 
+func errUnknownJob(s subject, field, name string, known []string) *Error {
+	hint := "berth jobs lists them"
+	if near := Suggest(name, known); near != "" {
+		hint = fmt.Sprintf("did you mean %s? berth jobs lists them", quote(near))
+	}
+	return s.err(UnknownJob, field, fmt.Sprintf("field %s: job %s does not exist (%s)", quote(field), quote(name), hint))
+}
+
+func errAfterSelf(s subject, field string) *Error {
+	return s.err(UnknownJob, field, fmt.Sprintf("field %s names the job itself; a job cannot wait for its own run", quote(field)))
+}
+
+// errCycle is about one job of a cycle; path is the cycle from that job
+// back to it.
+func errCycle(s subject, field string, path []string) *Error {
+	return s.err(Cycle, field, fmt.Sprintf("after makes a cycle: %s; none of them could ever run, so remove one of the dependencies",
+		strings.Join(path, " → ")))
+}
+
 // --- fields ----------------------------------------------------------------
 
 func errUnknownField(s subject, key string, accepted []string) *Error {
@@ -436,6 +459,7 @@ const (
 	wantSize                  = `a size such as "32G"`
 	wantDuration              = `a duration such as "30s" or "12h"`
 	wantEnv                   = `a table of NAME = "value"`
+	wantJobNames              = `a job name such as "prep", or a list of them such as { "prep", "fetch" }`
 	insteadNoTimeout          = "leave it out for no time limit"
 	insteadDefaultStopTimeout = "leave it out for the default of 10s"
 )
@@ -491,6 +515,12 @@ func errDirRelative(s subject, dir string) *Error {
 
 func errEmptyString(s subject, field, example string) *Error {
 	return s.err(BadValue, field, fmt.Sprintf("field %s is empty; give a name, e.g. %s = %s, or leave it out", quote(field), field, quote(example)))
+}
+
+func errJobRef(s subject, field, name string) *Error {
+	return s.err(BadName, field, fmt.Sprintf(
+		`field %s: %s is not a job name: a job name is 1 to 64 characters of a-z, 0-9, "_", "." and "-", starting with a letter or a digit, written OWNER/NAME for a person's job`,
+		quote(field), quote(name)))
 }
 
 func errFlavorRef(s subject, name string) *Error {

@@ -52,7 +52,7 @@ func (j *Job) ProcessFingerprint() string {
 
 // PolicyFingerprint identifies the policy that applies in place on an edit:
 // restart, max_restarts, timeout, priority, stop_signal, stop_timeout,
-// on_change, description and enabled.
+// on_change, description, enabled, after and after_any.
 func (j *Job) PolicyFingerprint() string {
 	c := newCanon("berth/policy/v1")
 	c.int("restart", int64(j.Restart))
@@ -68,6 +68,12 @@ func (j *Job) PolicyFingerprint() string {
 		enabled = 1
 	}
 	c.int("enabled", enabled)
+	if j.HasDeps() {
+		// Only when said, so that the fingerprints of jobs without
+		// dependencies stay as they were.
+		c.strs("after", j.After)
+		c.strs("after_any", j.AfterAny)
+	}
 	return c.sum()
 }
 

@@ -65,7 +65,25 @@ func FuzzEval(f *testing.F) {
 			}
 		}
 		set := Combine([]*File{file})
+		names := map[string]bool{}
 		for _, j := range set.Jobs {
+			names[j.Name] = true
+		}
+		troubled := map[string]bool{}
+		for _, p := range set.Problems {
+			if p.Pos.File != "fuzz.lua" || p.Name == "" || p.Detail == "" {
+				t.Errorf("bad problem %+v", p)
+			}
+			troubled[p.Name] = true
+		}
+		for _, j := range set.Jobs {
+			// Every dependency is a job of the set, or the job is a
+			// problem (an unknown name, itself, a cycle).
+			for _, n := range append(append([]string(nil), j.After...), j.AfterAny...) {
+				if (!names[n] || n == j.Name) && !troubled[j.Name] {
+					t.Errorf("job %s waits for %q, which is no other job, and is no problem", j.Name, n)
+				}
+			}
 			if len(j.Cmd) == 0 || j.Dir == "" || j.ProcessFingerprint() == j.PolicyFingerprint() {
 				t.Errorf("bad job %+v", j)
 			}

@@ -165,6 +165,14 @@ type Job struct {
 	OnChange    OnChange
 	Enabled     bool
 	Description string
+	// After and AfterAny name the jobs whose runs this one's waits for:
+	// each named job's latest run of its current definition ended done
+	// (After), or ended at all (AfterAny); a service (restart = "always")
+	// counts once it runs. As written in the file after Eval; full job
+	// names (OWNER/NAME for a person's) after Combine. Policy: an edit
+	// applies in place.
+	After    []string
+	AfterAny []string
 }
 
 // The defaults a job declaration starts from.
@@ -203,8 +211,17 @@ func (j Job) clone() Job {
 		}
 		j.Env = env
 	}
+	if j.After != nil {
+		j.After = append([]string(nil), j.After...)
+	}
+	if j.AfterAny != nil {
+		j.AfterAny = append([]string(nil), j.AfterAny...)
+	}
 	return j
 }
+
+// HasDeps reports whether the job waits for other jobs.
+func (j *Job) HasDeps() bool { return len(j.After)+len(j.AfterAny) > 0 }
 
 // File is the result of evaluating one job file.
 type File struct {

@@ -125,7 +125,12 @@ func (d *Daemon) api() http.Handler {
 				writeError(w, http.StatusForbidden, CodeNotPermitted, msgNotYours(name, v.Def.Owner, verb.name+" it", d.adminGroup()))
 				return
 			}
-			d.logCaller(r, verb.name, "job", name)
+			ignoreDeps := verb.ev == evStart && r.URL.Query().Get("ignore_deps") == "1"
+			if ignoreDeps {
+				d.logCaller(r, verb.name, "job", name, "ignore_deps", true)
+			} else {
+				d.logCaller(r, verb.name, "job", name)
+			}
 			if r := admit(verb.ev, v.State, v.Invalid != "", !v.Def.Enabled); r != refuseNone {
 				code := CodeDisabled
 				if r == refuseInvalid {
@@ -134,7 +139,7 @@ func (d *Daemon) api() http.Handler {
 				writeError(w, http.StatusConflict, code, msgRefused(verb.name, name, r, v.Invalid))
 				return
 			}
-			j.in.post(jobMessage{ev: &event{kind: verb.ev}})
+			j.in.post(jobMessage{ev: &event{kind: verb.ev}, ignoreDeps: ignoreDeps})
 			writeJSON(w, http.StatusOK, map[string]string{"job": name, "requested": verb.name})
 		})
 	}
@@ -166,6 +171,7 @@ func (d *Daemon) detail(name string) (JobDetail, bool) {
 	}
 	def := j.view().Def
 	out := JobDetail{Status: st, Definition: DefinitionOf(def), NextEnv: d.previewEnv(def), Logs: d.logsOf(name), Runs: []RunView{}}
+	out.Parents, out.Dependants = d.relatives(name, def)
 	if runs, err := d.store.Runs(name, 10); err == nil {
 		for _, r := range runs {
 			out.Runs = append(out.Runs, runViewOf(r))

@@ -103,7 +103,10 @@ type Daemon struct {
 	// unaccounted is the number of declared jobs with cpus = 0, for the
 	// fair share of threads; written by the loop, read by jobs spawning.
 	unaccounted atomic.Int64
-	localRuns   atomic.Uint64
+	// deps is the graph of dependencies in force, nil when no job has
+	// any; written by the loop at each reload, read by jobs.
+	deps      atomic.Pointer[depGraph]
+	localRuns atomic.Uint64
 	// activity is what the loop is doing, for an abort's log line.
 	activity loopActivity
 	// bin is the daemon's executable, to see it replaced; nil when unknown.

@@ -1,6 +1,7 @@
 package supervisor
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"slices"
@@ -67,6 +68,26 @@ type job struct {
 	// placedAt is when the current grant was made, for how long a start
 	// takes.
 	placedAt time.Time
+
+	// held, while the job waits at the dependency gate (outside the
+	// placer), is what it knows of its parents; nil otherwise.
+	held []Dependency
+	// pass lets the wait being entered past the gate once (berth start
+	// --ignore-deps).
+	pass bool
+	// runMark is the done record of the run in progress or last run
+	// (doneMark): what the job was run after.
+	runMark string
+	// end is how the last run ended, for the dependants' reasons.
+	end lastEnd
+	// told is what the dependants were last told of: they look again when
+	// the state or the done record changes.
+	told toldKey
+}
+
+type toldKey struct {
+	state  store.State
+	doneFP string
 }
 
 // process is a run's process as the job drives it: a child of the daemon
@@ -108,6 +129,10 @@ type jobMessage struct {
 	placed *placement
 	// remove: the job is gone from the files; stop it and end.
 	remove bool
+	// ignoreDeps lets ev (a start) past the dependency gate once.
+	ignoreDeps bool
+	// deps: a parent changed, or the graph did; look at the parents again.
+	deps bool
 }
 
 // placement is the placer's grant for one wait.
@@ -136,6 +161,12 @@ type jobView struct {
 	// unit is the run's systemd unit, whose cgroup says what it uses; nil
 	// for a run that is the daemon's child, or none.
 	unit *units.Run
+	// After, while it waits for its parents, is what it knows of them.
+	After []Dependency
+	// DoneFP is its done record (doneMark), which its dependants' records
+	// name; LastEnd is how its last run ended.
+	DoneFP  string
+	LastEnd lastEnd
 }
 
 func (d *Daemon) newJob(def *luaapi.Job, invalid string, initial life, doneFP string) *job {
@@ -151,7 +182,18 @@ func (d *Daemon) newJob(def *luaapi.Job, invalid string, initial life, doneFP st
 		seenDef:     def,
 		seenInvalid: invalid,
 		life:        initial,
+		doneFP:      doneFP,
 		stopped:     make(chan bool, 1),
+	}
+	if initial.state == store.StateDone {
+		j.runMark = doneFP
+	}
+	if initial.state == store.StateFailed {
+		// How it failed, for its dependants' reasons: read once, here.
+		if runs, err := d.store.Runs(def.Name, 1); err == nil && len(runs) == 1 && !runs[0].End.IsZero() {
+			r := runs[0]
+			j.end = lastEnd{known: true, code: r.ExitCode, signal: r.Signal, reason: r.Reason}
+		}
 	}
 	j.publish()
 	return j
@@ -249,7 +291,20 @@ func (j *job) receive(m jobMessage) {
 		}
 	}
 	if m.ev != nil && !j.removed && admit(m.ev.kind, j.life.state, j.invalid != "", !j.def.Enabled) == refuseNone {
-		j.apply(*m.ev)
+		j.pass = m.ignoreDeps
+		if m.ignoreDeps && j.life.state == store.StateWaiting && j.held != nil {
+			j.log.Info("started past its dependencies")
+			j.held = nil
+			if e, ok := j.enter(); ok {
+				j.apply(e)
+			}
+		} else {
+			j.apply(*m.ev)
+		}
+		j.pass = false
+	}
+	if m.deps && !j.removed {
+		j.depsChanged()
 	}
 	if m.remove {
 		j.removed = true
@@ -323,6 +378,21 @@ func requestOf(name string, def *luaapi.Job) accounting.Request {
 
 func (j *job) wait() (event, bool) {
 	j.cancelWait()
+	j.waitingAt = j.d.now()
+	if j.def.HasDeps() && !j.pass {
+		if facts := parentsOf(j.d.deps.Load(), j.def); !gate(facts) {
+			// Waits for its parents, outside the placer; depsChanged
+			// takes it on when they change.
+			j.held = facts
+			return event{}, false
+		}
+	}
+	j.pass = false
+	return j.enter()
+}
+
+// enter puts the job in the placer's queue, past the dependency gate.
+func (j *job) enter() (event, bool) {
 	j.waitGen++
 	j.waitingAt = j.d.now()
 	if j.def.Resources.Unaccounted() {
@@ -349,6 +419,7 @@ func (j *job) wait() (event, bool) {
 // the withdrawal is already in the mailbox, and is given back when it is
 // read: its generation is no longer current.
 func (j *job) cancelWait() {
+	j.held = nil
 	if j.ticket != nil {
 		j.ticket.Cancel()
 		j.ticket = nil
@@ -407,6 +478,7 @@ func (j *job) spawn() (event, bool) {
 		j.d.notRecorded(j.log, "cannot record the run; running it anyway", "run", rec.ID, "error", err)
 	}
 	j.run = runState{id: rec.ID, gpus: gpus, ram: j.grant.RAMBytes, start: now}
+	j.runMark = j.mark()
 
 	proc, after, err := j.d.start(j, rec.ID)
 	if err != nil {
@@ -499,6 +571,7 @@ func (j *job) recordEnd(reason store.Reason) {
 	} else if j.run.id != 0 && !isLocalRunID(j.run.id) {
 		j.d.later.EndRun(j.run.id, now, exit.Code, sig, reason)
 	}
+	j.end = lastEnd{known: true, code: exit.Code, signal: sig, reason: reason}
 	kv := []any{"run", j.run.id, "reason", reason.String(), "duration_ms", now.Sub(j.run.start).Milliseconds()}
 	if sig != "" {
 		kv = append(kv, "signal", sig)
@@ -563,7 +636,7 @@ func (j *job) persist() {
 	}
 	fp := j.defFP
 	if j.life.state == store.StateDone {
-		j.doneFP = fp
+		j.doneFP = cmp.Or(j.runMark, j.mark())
 	}
 	rec := store.JobRecord{Name: j.name, State: j.life.state, Fingerprint: fp, DoneFingerprint: j.doneFP,
 		Restarts: j.life.restarts, Changed: j.life.since, File: j.def.Pos.File}
@@ -605,8 +678,109 @@ func (j *job) publish() {
 	if j.invalid != "" && j.life.state == store.StateInvalid {
 		j.v.Why = j.invalid
 	}
+	j.v.After = j.held
+	j.v.DoneFP = j.doneFP
+	j.v.LastEnd = j.end
 	j.mu.Unlock()
+	j.tellDependants()
 	j.d.changed.raise()
+}
+
+// tellDependants asks the jobs that wait for this one to look again, when
+// what they look at changed: its state or its done record. A job nobody
+// names pays a map lookup.
+func (j *job) tellDependants() {
+	g := j.d.deps.Load()
+	if g == nil {
+		return
+	}
+	kids := g.dependants[j.name]
+	if len(kids) == 0 {
+		return
+	}
+	now := toldKey{state: j.life.state, doneFP: j.doneFP}
+	if now == j.told {
+		return
+	}
+	j.told = now
+	for _, k := range kids {
+		if dj := g.jobs[k]; dj != nil && dj != j {
+			dj.in.post(jobMessage{deps: true})
+		}
+	}
+}
+
+// depsChanged looks at the parents again: a job waiting for them enters
+// the placer once they are satisfied; a done job whose parents ran a new
+// definition since its run runs again after them.
+func (j *job) depsChanged() {
+	if !j.def.HasDeps() {
+		return
+	}
+	switch j.life.state {
+	case store.StateWaiting:
+		if j.held == nil {
+			return // in the placer already
+		}
+		facts := parentsOf(j.d.deps.Load(), j.def)
+		if !gate(facts) {
+			j.held = facts
+			return
+		}
+		j.held = nil
+		j.log.Info("dependencies satisfied")
+		if e, ok := j.enter(); ok {
+			j.apply(e)
+		}
+	case store.StateDone:
+		parents, known := j.parentRecords()
+		if !known {
+			return
+		}
+		ok, rec := stillDone(j.doneFP, j.defFP, parents)
+		if !ok {
+			j.log.Info("a parent ran a new definition: running again after it")
+			j.apply(event{kind: evStart})
+			return
+		}
+		if rec != j.doneFP {
+			// Parents added to after, or removed, since the run:
+			// recorded as they are now, in place.
+			j.runMark = rec
+			j.persist()
+		}
+	}
+}
+
+// parentRecords are the done records of the batch parents in after, by
+// name; known is false while one of them is not in the graph.
+func (j *job) parentRecords() (map[string]string, bool) {
+	if len(j.def.After) == 0 {
+		return nil, true
+	}
+	g := j.d.deps.Load()
+	if g == nil {
+		return nil, false
+	}
+	parents := map[string]string{}
+	for _, n := range j.def.After {
+		p := g.jobs[n]
+		if p == nil {
+			return nil, false
+		}
+		v := p.view()
+		if v.Def != nil && v.Def.Restart == luaapi.RestartAlways {
+			continue
+		}
+		parents[n] = v.DoneFP
+	}
+	return parents, true
+}
+
+// mark is the done record of a run started now (doneMark).
+func (j *job) mark() string {
+	parents, _ := j.parentRecords()
+	return doneMark(j.defFP, parents)
 }
 
 func signalName(sig syscall.Signal) string { return unix.SignalName(sig) }

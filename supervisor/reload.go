@@ -542,7 +542,7 @@ func (d *Daemon) apply(set *luaapi.Set, first bool) ReloadResult {
 		}
 		j, ok := d.jobs[def.Name]
 		if !ok {
-			initial, doneFP := d.remembered(def)
+			initial, doneFP := d.remembered(def, set)
 			j = d.newJob(def, invalid, initial, doneFP)
 			if old, ok := d.draining[def.Name]; ok {
 				// Declared again while the job of that name removed a
@@ -596,6 +596,16 @@ func (d *Daemon) apply(set *luaapi.Set, first bool) ReloadResult {
 	}
 	d.unaccounted.Store(unaccounted)
 	d.set = set
+	if g := d.buildDeps(set); g != nil || d.deps.Load() != nil {
+		d.deps.Store(g)
+		// The graph may have changed under every job that has
+		// dependencies: each looks at its parents again.
+		for i := range set.Jobs {
+			if set.Jobs[i].HasDeps() {
+				d.jobs[set.Jobs[i].Name].in.post(jobMessage{deps: true})
+			}
+		}
+	}
 	slices.Sort(res.Added)
 	slices.Sort(res.Changed)
 	slices.Sort(res.Removed)
@@ -637,19 +647,46 @@ func (d *Daemon) applyQuotas(set *luaapi.Set) {
 // whose last run of this very definition ended done stays done (a job runs
 // to completion once per definition), and so does one a person stopped or
 // that failed for good; anything else runs.
-func (d *Daemon) remembered(def *luaapi.Job) (initial life, doneFingerprint string) {
+func (d *Daemon) remembered(def *luaapi.Job, set *luaapi.Set) (initial life, doneFingerprint string) {
 	rec, ok, err := d.store.Job(def.Name)
 	if err != nil || !ok {
 		return life{}, ""
 	}
 	fp := def.ProcessFingerprint()
+	stillDone := func() bool {
+		done, _ := stillDone(rec.DoneFingerprint, fp, d.storedParents(def, set))
+		return done
+	}
 	switch {
-	case rec.DoneFingerprint == fp && rec.State == store.StateDone:
+	case rec.State == store.StateDone && stillDone():
 		return life{state: store.StateDone, since: rec.Changed}, rec.DoneFingerprint
 	case rec.Fingerprint == fp && (rec.State == store.StateFailed || rec.State == store.StateStopped):
 		return life{state: rec.State, since: rec.Changed, restarts: rec.Restarts}, rec.DoneFingerprint
 	}
 	return life{}, rec.DoneFingerprint
+}
+
+// storedParents are the done records, as stored, of the batch parents in
+// def's after: a dependant stays done across a restart only if none of
+// them ran a new definition since its run.
+func (d *Daemon) storedParents(def *luaapi.Job, set *luaapi.Set) map[string]string {
+	if len(def.After) == 0 {
+		return nil
+	}
+	parents := map[string]string{}
+	for _, n := range def.After {
+		i, found := slices.BinarySearchFunc(set.Jobs, n, func(j luaapi.Job, n string) int { return strings.Compare(j.Name, n) })
+		if found && set.Jobs[i].Restart == luaapi.RestartAlways {
+			continue
+		}
+		rec, ok, err := d.store.Job(n)
+		if err == nil && ok {
+			parents[n] = rec.DoneFingerprint
+		} else {
+			parents[n] = ""
+		}
+	}
+	return parents
 }
 
 // reloadingMessage carries MONOTONIC_USEC in the same message as

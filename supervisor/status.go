@@ -105,6 +105,10 @@ type JobStatus struct {
 	// Used is what its run really uses, read from its unit's cgroup; nil
 	// where runs are not systemd units.
 	Used *Usage `json:"used,omitempty"`
+	// After, for a job that waits for other jobs (after, after_any)
+	// rather than for the machine, is what it knows of each: it is then
+	// outside the placer's queue, and Short is absent.
+	After []Dependency `json:"after,omitempty"`
 }
 
 // Usage is what a run uses: its memory now, and the CPU time it has spent
@@ -209,7 +213,10 @@ func (d *Daemon) Status() Status {
 		if v.unit != nil {
 			js.Used = usageOf(v.unit)
 		}
-		if v.State == store.StateWaiting {
+		if v.State == store.StateWaiting && v.After != nil {
+			// Its parents first: the client words the facts.
+			js.After, js.Why = v.After, ""
+		} else if v.State == store.StateWaiting {
 			short := shortfall(v.Def.Resources, free, snap.Capacity.RAMKnown)
 			js.Short = &short
 			key := [2]Size{js.Asked, short}

@@ -46,6 +46,9 @@ type JobDefinition struct {
 	OnChange    string            `json:"on_change"`
 	Enabled     bool              `json:"enabled"`
 	Description string            `json:"description,omitempty"`
+	// After and AfterAny are the jobs it waits for, by full name.
+	After    []string `json:"after,omitempty"`
+	AfterAny []string `json:"after_any,omitempty"`
 }
 
 // DefinitionOf turns a loaded job into its JSON view.
@@ -57,6 +60,7 @@ func DefinitionOf(j *luaapi.Job) JobDefinition {
 		Restart: j.Restart.String(), StopSignal: signalName(j.StopSignal),
 		StopTimeout: accounting.FormatDuration(j.StopTimeout),
 		Priority:    j.Priority, OnChange: j.OnChange.String(), Enabled: j.Enabled, Description: j.Description,
+		After: j.After, AfterAny: j.AfterAny,
 	}
 	if out.Env == nil {
 		out.Env = map[string]string{}
@@ -144,6 +148,10 @@ type JobDetail struct {
 	// EnvHidden, when set, says why the environments are left out: they
 	// are the job's owner's (and the admins') to see.
 	EnvHidden string `json:"env_hidden,omitempty"`
+	// Parents are the jobs it waits for (after, after_any) and
+	// Dependants those that wait for it, each with its state now.
+	Parents    []Dependency `json:"parents"`
+	Dependants []Dependency `json:"dependants"`
 }
 
 // previewEnv is the environment a run of def would start with if granted

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/http"
 	"net/url"
 	"os"
 	"os/signal"
@@ -210,11 +211,25 @@ func control(verb string) func(c *cli, args []string) int {
 		if verb == "stop" && slices.Contains(args, "--all") {
 			return stopAll(c, args)
 		}
-		f, rest, code, done := c.simple(verb, args, false, 1, "JOB")
+		fs := c.flags(verb)
+		f := c.clientFlags(fs, false)
+		var ignoreDeps *bool
+		if verb == "start" {
+			ignoreDeps = fs.Bool("ignore-deps", false, "run it once now, without waiting for the jobs it runs after (after, after_any)")
+		}
+		rest, code, done := c.parse(fs, args)
 		if done {
 			return code
 		}
-		if err := c.client(f).post("/jobs/"+url.PathEscape(rest[0])+"/"+verb, nil); err != nil {
+		if len(rest) != 1 {
+			fmt.Fprintln(c.stderr, msgWantArgs(verb, "JOB"))
+			return exitUsage
+		}
+		var q url.Values
+		if ignoreDeps != nil && *ignoreDeps {
+			q = url.Values{"ignore_deps": {"1"}}
+		}
+		if err := c.client(f).call(http.MethodPost, "/jobs/"+url.PathEscape(rest[0])+"/"+verb, q, nil); err != nil {
 			return c.fail(err)
 		}
 		fmt.Fprintf(c.stdout, "%s: %s requested (berth status shows it)\n", rest[0], verb)

@@ -86,7 +86,7 @@ func init() {
 			summary: "the named sizes in force, and the jobs that use each",
 			example: "berth flavors",
 			run:     runFlavors},
-		{name: "start", args: "JOB", summary: "run a job that is not running (a done job runs again)",
+		{name: "start", args: "JOB [--ignore-deps]", summary: "run a job that is not running (a done job runs again)",
 			example: "berth start prep-imagenet", run: control("start")},
 		{name: "stop", args: "JOB | --all", summary: "stop a job (or every job) with its stop_signal; it stays stopped",
 			example: "berth stop notebook", run: control("stop")},

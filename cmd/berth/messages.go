@@ -8,6 +8,7 @@ import (
 	"os"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/berthd/berth/luaapi"
 	"github.com/berthd/berth/probes"
@@ -243,4 +244,78 @@ func msgWatchNoAnswer(socket, since string) string {
 
 func msgWatchEnded(socket string) string {
 	return fmt.Sprintf("berth: the daemon on %s stopped, and the watch with it (systemctl status berth says why; run the watch again once it is back)", socket)
+}
+
+// msgAfter is why a job waits for other jobs: each parent that does not
+// let it run yet, e.g. "after prep (running, started 14:02)" or "after
+// prep, which failed (exit 3); runs when prep succeeds".
+func msgAfter(parents []supervisor.Dependency) string {
+	var parts []string
+	for _, p := range parents {
+		if !p.Satisfied {
+			parts = append(parts, msgAfterOne(p))
+		}
+	}
+	return strings.Join(parts, "; ")
+}
+
+func msgAfterOne(p supervisor.Dependency) string {
+	name := p.Job
+	when := "runs when " + name + " succeeds"
+	if p.Kind == "after_any" {
+		when = "runs when " + name + " ends"
+	}
+	if p.Service {
+		return fmt.Sprintf("after %s (%s; a service: runs once it runs)", name, p.State)
+	}
+	switch p.State {
+	case "running", "starting":
+		return fmt.Sprintf("after %s (%s, started %s)", name, p.State, clockTime(p.Since))
+	case "failed":
+		return fmt.Sprintf("after %s, which failed%s; %s", name, endedHow(p), when)
+	case "stopped":
+		return fmt.Sprintf("after %s, which was stopped; %s (berth start %s)", name, when, quoteArg(name))
+	case "invalid", "unplaceable", "disabled":
+		return fmt.Sprintf("after %s, which is %s; %s (berth show %s says why)", name, p.State, when, quoteArg(name))
+	case "unknown":
+		return fmt.Sprintf("after %s, which is not declared yet", name)
+	}
+	return fmt.Sprintf("after %s (%s)", name, p.State)
+}
+
+// msgDependency is one parent or dependant as berth show lists it:
+// "prep (failed, exit 3)", "serve (running, started 14:02)".
+func msgDependency(p supervisor.Dependency) string {
+	s := p.Job + " (" + p.State
+	switch {
+	case p.State == "running" || p.State == "starting":
+		s += ", started " + clockTime(p.Since)
+	case p.State == "failed":
+		s += strings.TrimSuffix(strings.Replace(endedHow(p), " (", ", ", 1), ")")
+	}
+	return s + ")"
+}
+
+// endedHow is " (exit 3)", " (SIGKILL)", " (timed out)", or "" when it is
+// not known.
+func endedHow(p supervisor.Dependency) string {
+	switch {
+	case p.Signal != "":
+		return " (" + p.Signal + ")"
+	case p.ExitCode != nil && p.Reason != "timed out":
+		return fmt.Sprintf(" (exit %d)", *p.ExitCode)
+	case p.Reason != "":
+		return " (" + p.Reason + ")"
+	}
+	return ""
+}
+
+// clockTime is a time of day in the client's zone, with the date when it
+// is not today.
+func clockTime(t time.Time) string {
+	t = t.In(renderZone)
+	if y, m, d := t.Date(); time.Now().In(renderZone).Format("2006-01-02") != fmt.Sprintf("%04d-%02d-%02d", y, m, d) {
+		return t.Format("2006-01-02 15:04")
+	}
+	return t.Format("15:04")
 }

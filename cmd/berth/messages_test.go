@@ -8,6 +8,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/berthd/berth/accounting"
 	"github.com/berthd/berth/luaapi"
@@ -17,8 +18,18 @@ import (
 	"github.com/berthd/berth/supervisor/testkit"
 )
 
+var exit3 = 3
+
+// afterFacts are a job's parents, one running since a day long past (so
+// that the sentence has its date whenever the test runs) and one failed.
+var afterFacts = []supervisor.Dependency{
+	{Job: "prep", Kind: "after", State: "running", Since: time.Date(2026, 11, 29, 14, 2, 0, 0, time.UTC)},
+	{Job: "fetch", Kind: "after", State: "failed", ExitCode: &exit3, Reason: "failed"},
+}
+
 // TestMessages pins every sentence of the catalog in messages.go.
 func TestMessages(t *testing.T) {
+	pinRenderZone(t)
 	pos := luaapi.Pos{File: "jobs.d/train.lua", Line: 14}
 	msgs := []string{
 		msgUnknownCommand("stauts", []string{"status", "machine"}),
@@ -67,6 +78,18 @@ func TestMessages(t *testing.T) {
 		msgWatchStopping("14:03:05"),
 		msgWatchNoAnswer("/run/berth/berth.sock", "14:03:05"),
 		msgWatchEnded("/run/berth/berth.sock"),
+		msgAfter(afterFacts),
+		msgAfter([]supervisor.Dependency{{Job: "serve", Kind: "after", State: "backoff", Service: true},
+			{Job: "fetch", Kind: "after_any", State: "failed", ExitCode: &exit3, Reason: "failed", Satisfied: true},
+			{Job: "alice/prep", Kind: "after_any", State: "waiting"}}),
+		msgAfter([]supervisor.Dependency{{Job: "prep", Kind: "after", State: "failed", Signal: "SIGKILL", Reason: "failed"}}),
+		msgAfter([]supervisor.Dependency{{Job: "prep", Kind: "after", State: "failed", ExitCode: &exit3, Reason: "timed out"}}),
+		msgAfter([]supervisor.Dependency{{Job: "prep", Kind: "after", State: "stopped"}}),
+		msgAfter([]supervisor.Dependency{{Job: "prep", Kind: "after_any", State: "invalid"}}),
+		msgAfter([]supervisor.Dependency{{Job: "prep", Kind: "after", State: "unknown"}}),
+		msgDependency(afterFacts[0]),
+		msgDependency(afterFacts[1]),
+		msgDependency(supervisor.Dependency{Job: "prep", Kind: "after", State: "done", Satisfied: true}),
 	}
 	testkit.Golden(t, "testdata/messages.golden", []byte(strings.Join(msgs, "\n")+"\n"))
 }

@@ -51,6 +51,24 @@ func renderShow(w io.Writer, d supervisor.JobDetail, o renderOptions) {
 	if st.Restarts > 0 {
 		kv.add("restarts", plainSpan(strconv.Itoa(st.Restarts)+" in a row"))
 	}
+	for _, kind := range []string{"after", "after_any"} {
+		var names []string
+		for _, p := range d.Parents {
+			if p.Kind == kind {
+				names = append(names, msgDependency(p))
+			}
+		}
+		if len(names) > 0 {
+			kv.add(kind, plainSpan(strings.Join(names, ", ")))
+		}
+	}
+	if len(d.Dependants) > 0 {
+		names := make([]string, len(d.Dependants))
+		for i, p := range d.Dependants {
+			names[i] = msgDependency(p)
+		}
+		kv.add("dependants", plainSpan(strings.Join(names, ", ")))
+	}
 	if st.ExpectedStart != nil {
 		kv.add("starts", plainSpan("~"+st.ExpectedStart.In(renderZone).Format("2006-01-02 15:04")+" (expected)"))
 	}

@@ -389,6 +389,9 @@ func jobWhy(j supervisor.JobStatus) string {
 // reason is why a job is where it is: for a waiting job, worded here from
 // what it is short of; otherwise as the daemon says it.
 func reason(j supervisor.JobStatus) string {
+	if len(j.After) > 0 {
+		return msgAfter(j.After)
+	}
 	if j.Quota != nil {
 		return supervisor.MsgQuotaWait(j.Owner, *j.Quota, j.Asked)
 	}

@@ -1,0 +1,250 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/berthd/berth/supervisor"
+	"github.com/berthd/berth/supervisor/testkit"
+)
+
+// step is a pipeline job that appends its name (and tag) to OUT/order,
+// then exits with code.
+func step(name, tag string, code int, extra string) string {
+	return fmt.Sprintf(`job %q { cmd = { "sh", "-c", "echo %s >> OUT/order; exit %d" }, cpus = 1 %s }`, name, tag, code, extra)
+}
+
+func (d *testDaemon) order() []string {
+	data, _ := os.ReadFile(filepath.Join(d.out, "order"))
+	return strings.Fields(string(data))
+}
+
+// waitOrder waits until the jobs have run, in all, exactly as want says.
+func (d *testDaemon) waitOrder(what string, want ...string) {
+	d.t.Helper()
+	testkit.WaitFor(d.t, waitLong, what, func() bool { return strings.Join(d.order(), " ") == strings.Join(want, " ") })
+}
+
+// TestDaemonPipeline: prepare → train → evaluate runs in order; a failing
+// parent holds its dependants with a reason that says how it failed; the
+// fix runs them; an edit of the first re-runs the pipeline downstream of
+// it, an edit of the last only the last; a kill -9 of the daemon re-runs
+// nothing.
+func TestDaemonPipeline(t *testing.T) {
+	d := newTestDaemon(t, map[string]string{
+		"1-prep.lua":  step("prep", "prep-broken", 3, ""),
+		"2-train.lua": step("train", "train", 0, `, after = "prep"`),
+		"3-eval.lua":  step("eval", "eval", 0, `, after = { "train" }`),
+	})
+	d.start(daemonOptions{args: []string{"--cpus", "4"}})
+
+	// prep fails: train is held, saying why, in facts and in words.
+	d.waitState("prep", "failed")
+	train := d.waitJob("train", "held by prep's failure", func(j supervisor.JobStatus) bool {
+		return j.State == "waiting" && len(j.After) == 1 && j.After[0].State == "failed"
+	})
+	if p := train.After[0]; p.Job != "prep" || p.Kind != "after" || p.ExitCode == nil || *p.ExitCode != 3 || p.Satisfied {
+		t.Errorf("train's parent: %+v", p)
+	}
+	if train.Short != nil || train.CPUs != 0 {
+		t.Errorf("a job held by its parents is in the placer: %+v", train)
+	}
+	out, _, code := d.cli("status")
+	if code != exitOK || !strings.Contains(out, "after prep, which failed (exit 3); runs when prep succeeds") {
+		t.Errorf("berth status does not say why train waits (exit %d):\n%s", code, out)
+	}
+	out, _, _ = d.cli("status", "--json")
+	if !strings.Contains(out, `"exit_code": 3`) && !strings.Contains(out, `"exit_code":3`) {
+		t.Errorf("berth status --json has no exit_code 3:\n%s", out)
+	}
+	if e, _ := d.job("eval"); e.State != "waiting" || len(e.After) != 1 || e.After[0].Job != "train" {
+		t.Errorf("eval: %+v", e)
+	}
+
+	// The fix: prep succeeds, then train, then eval, in that order.
+	d.write("1-prep.lua", step("prep", "prep", 0, ""))
+	d.waitState("eval", "done")
+	d.waitOrder("the pipeline to run in order", "prep-broken", "prep", "train", "eval")
+	d.waitState("eval", "done")
+
+	// berth show lists parents and dependants with their states.
+	out, _, _ = d.cli("show", "train")
+	if !strings.Contains(out, "prep (done)") || !strings.Contains(out, "eval (done)") {
+		t.Errorf("berth show train does not list prep and eval:\n%s", out)
+	}
+	out, _, _ = d.cli("show", "train", "--json")
+	var detail supervisor.JobDetail
+	if err := json.Unmarshal([]byte(out), &detail); err != nil {
+		t.Fatal(err)
+	}
+	if len(detail.Parents) != 1 || detail.Parents[0].Job != "prep" || !detail.Parents[0].Satisfied ||
+		len(detail.Dependants) != 1 || detail.Dependants[0].Job != "eval" || detail.Dependants[0].State != "done" {
+		t.Errorf("show --json: parents %+v, dependants %+v", detail.Parents, detail.Dependants)
+	}
+
+	// A plain restart of prep, same definition: nothing downstream runs.
+	d.post("/v1/jobs/prep/restart")
+	// (Were train to run after it, the next wait would see it.)
+	d.waitOrder("prep to run again", "prep-broken", "prep", "train", "eval", "prep")
+	d.waitState("prep", "done")
+
+	// An edit of prep re-runs train and eval after it.
+	d.write("1-prep.lua", step("prep", "prep2", 0, ""))
+	d.waitOrder("the pipeline to run again after prep's edit", "prep-broken", "prep", "train", "eval", "prep", "prep2", "train", "eval")
+	d.waitState("eval", "done")
+
+	// An edit of eval re-runs eval alone.
+	d.write("3-eval.lua", step("eval", "eval2", 0, `, after = { "train" }`))
+	d.waitOrder("eval to run again after its edit", "prep-broken", "prep", "train", "eval", "prep", "prep2", "train", "eval", "eval2")
+	d.waitState("eval", "done")
+	for _, n := range []string{"prep", "train"} {
+		if j, _ := d.job(n); j.State != "done" {
+			t.Errorf("editing eval touched %s: %+v", n, j)
+		}
+	}
+	before := d.order()
+
+	// kill -9 and a new daemon: every job stays done.
+	d.cmd.Process.Signal(syscall.SIGKILL)
+	d.cmd.Wait()
+	d.start(daemonOptions{args: []string{"--cpus", "4"}})
+	// Two reloads: the jobs have looked at their parents (posted at the
+	// first) by the time the second is answered.
+	d.post("/v1/reload")
+	d.post("/v1/reload")
+	for _, n := range []string{"prep", "train", "eval"} {
+		if j, _ := d.job(n); j.State != "done" {
+			t.Errorf("after a kill -9, %s is %s, not done", n, j.State)
+		}
+	}
+	if got := d.order(); strings.Join(got, " ") != strings.Join(before, " ") {
+		t.Errorf("after a kill -9 jobs ran again: %q, was %q", got, before)
+	}
+	d.stop()
+}
+
+// TestDaemonDepsServiceAndIgnore: a service as a parent lets its
+// dependants run once it runs; after_any lets a job run after a parent
+// that failed; berth start --ignore-deps runs a held job once.
+func TestDaemonDepsServiceAndIgnore(t *testing.T) {
+	d := newTestDaemon(t, map[string]string{
+		"svc.lua":    service("db", `, restart = "always"`),
+		"client.lua": step("client", "client", 0, `, after = "db"`),
+		"flaky.lua":  step("flaky", "flaky", 4, ""),
+		"report.lua": step("report", "report", 0, `, after_any = "flaky"`),
+		"off.lua":    step("off", "off", 0, `, enabled = false`),
+		"held.lua":   step("held", "held", 0, `, after = "off"`),
+		"cycle.lua":  step("ping", "ping", 0, `, after = "pong"`) + "\n" + step("pong", "pong", 0, `, after = "ping"`),
+	})
+	d.start(daemonOptions{args: []string{"--cpus", "8"}})
+	// A cycle makes its jobs invalid, saying so with file and line; the
+	// rest of the set runs.
+	for _, n := range []string{"ping", "pong"} {
+		j := d.waitState(n, "invalid")
+		if !strings.Contains(j.Why, "cycle.lua:") || !strings.Contains(j.Why, "after makes a cycle") {
+			t.Errorf("%s: why %q", n, j.Why)
+		}
+	}
+	d.waitState("client", "done")
+	d.waitState("db", "running")
+	d.waitState("report", "done")
+	if f, _ := d.job("flaky"); f.State != "failed" {
+		t.Errorf("flaky: %+v", f)
+	}
+	held := d.waitJob("held", "held by a disabled parent", func(j supervisor.JobStatus) bool {
+		return j.State == "waiting" && len(j.After) == 1 && j.After[0].State == "disabled"
+	})
+	if held.Run != 0 {
+		t.Errorf("held ran: %+v", held)
+	}
+	out, errOut, code := d.cli("start", "held", "--ignore-deps")
+	if code != exitOK {
+		t.Fatalf("berth start --ignore-deps: exit %d: %s%s", code, out, errOut)
+	}
+	d.waitState("held", "done")
+	d.waitLog(`ignore_deps=true`)
+	if strings.Contains(strings.Join(d.order(), " "), "off") {
+		t.Errorf("the disabled parent ran: %q", d.order())
+	}
+	d.stop()
+}
+
+// TestCheckDeps: berth check validates the graph: a cycle is an error on
+// each job in it, with its file and line and the whole cycle, and an
+// unknown name has a suggestion.
+func TestCheckDeps(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "pipe.lua"), []byte(`job "prep" { cmd = "true", after = "eval" }
+job "train" { cmd = "true", after = "prep" }
+job "eval" { cmd = "true", after = { "train" } }
+job "report" { cmd = "true", after_any = "evall" }
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, _, code := berth(t, nil, "check", dir)
+	if code != exitFailed {
+		t.Errorf("exit %d, want %d", code, exitFailed)
+	}
+	for _, want := range []string{
+		dir + `/pipe.lua:1: job "prep": after makes a cycle: prep → eval → train → prep`,
+		dir + `/pipe.lua:2: job "train": after makes a cycle: train → prep → eval → train`,
+		dir + `/pipe.lua:3: job "eval": after makes a cycle: eval → train → prep → eval`,
+		dir + `/pipe.lua:4: job "report": field "after_any": job "evall" does not exist (did you mean "eval"?`,
+		"4 errors",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("berth check does not say %q:\n%s", want, out)
+		}
+	}
+}
+
+// TestCheckPersonsDeps: in a person's file a bare name is their own job,
+// else an administrator's; berth check resolves them as the daemon does.
+func TestCheckPersonsDeps(t *testing.T) {
+	needPeople(t)
+	dir := t.TempDir()
+	admin, spool := filepath.Join(dir, "jobs.d"), filepath.Join(dir, "spool")
+	mine := filepath.Join(spool, alice)
+	for _, p := range []string{admin, mine} {
+		if err := os.MkdirAll(p, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(admin, "fetch.lua"), []byte(`job "fetch" { cmd = "true" }`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	u, _ := user.Lookup(alice)
+	uid, _ := strconv.Atoi(u.Uid)
+	path := filepath.Join(mine, "p.lua")
+	if err := os.WriteFile(path, []byte(`job "prep" { cmd = "true", after = "fetch" }
+job "a" { cmd = "true", after = { "prep", "b" } }
+job "b" { cmd = "true", after = "a" }
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{path, mine} {
+		if err := os.Chown(p, uid, -1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out, _, code := berth(t, map[string]string{"BERTH_USER_JOBS": spool}, "check", admin, mine)
+	if code != exitFailed {
+		t.Fatalf("exit %d:\n%s", code, out)
+	}
+	for _, want := range []string{
+		path + `:2: job "` + alice + `/a": after makes a cycle: ` + alice + `/a → ` + alice + `/b → ` + alice + `/a`,
+		path + `:3: job "` + alice + `/b": after makes a cycle: ` + alice + `/b → ` + alice + `/a → ` + alice + `/b`,
+		"2 errors",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("berth check does not say %q:\n%s", want, out)
+		}
+	}
+}

@@ -1,0 +1,269 @@
+package supervisor
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/berthd/berth/luaapi"
+	"github.com/berthd/berth/supervisor/store"
+)
+
+// Dependencies between jobs (after, after_any) are a gate in front of the
+// placer: a job whose parents are not satisfied stays waiting, outside the
+// placer's queue, and holds nothing. It is looked at again whenever one of
+// its parents changes state. A job without dependencies never meets the
+// gate: its waits go straight to the placer, as before.
+
+// Dependency kinds, as the JSON says them.
+const (
+	depAfter    = "after"
+	depAfterAny = "after_any"
+)
+
+// Dependency is one edge of the graph, as facts: a parent of a job (in
+// `after` of its status while it waits, and in `parents` of berth show),
+// or a dependant (in `dependants` of berth show).
+type Dependency struct {
+	Job   string    `json:"job"`
+	Kind  string    `json:"kind"` // "after" or "after_any"
+	State string    `json:"state"`
+	Since time.Time `json:"since"`
+	// Service: the parent is restart = "always"; it satisfies the edge
+	// while it runs.
+	Service bool `json:"service,omitempty"`
+	// ExitCode, Signal and Reason are how the parent's last run ended,
+	// where it has ended and that is known.
+	ExitCode *int   `json:"exit_code,omitempty"`
+	Signal   string `json:"signal,omitempty"`
+	Reason   string `json:"reason,omitempty"`
+	// Satisfied: the parent lets the dependant run.
+	Satisfied bool `json:"satisfied"`
+}
+
+// satisfied is the gate's rule for one parent. For after, its latest run
+// of its current definition ended done (its state is done: any edit of
+// what it runs takes it out of done); for after_any, that run ended in any
+// way. A service parent satisfies either while it runs.
+func satisfied(kind string, parent store.State, service bool) bool {
+	if service {
+		return parent == store.StateRunning
+	}
+	switch parent {
+	case store.StateDone:
+		return true
+	case store.StateFailed, store.StateStopped:
+		return kind == depAfterAny
+	}
+	return false
+}
+
+// lastEnd is how a job's last run ended, for its dependants' reasons.
+type lastEnd struct {
+	known  bool
+	code   int
+	signal string
+	reason store.Reason
+}
+
+// depGraph is the graph of the set in force, rebuilt at each reload that
+// has dependencies in it, and read without a lock (Daemon.deps). Never
+// written once published.
+type depGraph struct {
+	jobs       map[string]*job     // every job, by name
+	dependants map[string][]string // parent → the jobs that name it, sorted
+}
+
+// buildDeps makes the graph of a set; nil when no job has dependencies.
+// The caller holds d.mu.
+func (d *Daemon) buildDeps(set *luaapi.Set) *depGraph {
+	var g *depGraph
+	for i := range set.Jobs {
+		def := &set.Jobs[i]
+		if !def.HasDeps() {
+			continue
+		}
+		if g == nil {
+			g = &depGraph{jobs: make(map[string]*job, len(d.jobs)), dependants: map[string][]string{}}
+		}
+		for _, p := range slices.Concat(def.After, def.AfterAny) {
+			if !slices.Contains(g.dependants[p], def.Name) {
+				g.dependants[p] = append(g.dependants[p], def.Name)
+			}
+		}
+	}
+	if g == nil {
+		return nil
+	}
+	for name, j := range d.jobs {
+		g.jobs[name] = j
+	}
+	for _, kids := range g.dependants {
+		slices.Sort(kids)
+	}
+	return g
+}
+
+// factOf is what a dependant knows of parent name, seen in v.
+func factOf(name, kind string, v jobView) Dependency {
+	f := Dependency{Job: name, Kind: kind, State: v.State.String(), Since: v.Since}
+	if v.Def != nil {
+		f.Service = v.Def.Restart == luaapi.RestartAlways
+	}
+	if e := v.LastEnd; e.known && (v.State == store.StateFailed || v.State == store.StateStopped || v.State == store.StateDone) {
+		f.Reason = e.reason.String()
+		if e.signal != "" {
+			f.Signal = e.signal
+		} else if e.reason == store.ReasonExited || e.reason == store.ReasonFailed {
+			code := e.code
+			f.ExitCode = &code
+		}
+	}
+	f.Satisfied = satisfied(kind, v.State, f.Service)
+	return f
+}
+
+// parentsOf are the facts about each parent that def names, in the order
+// it names them. A parent not in the graph (yet) is "unknown".
+func parentsOf(g *depGraph, def *luaapi.Job) []Dependency {
+	var out []Dependency
+	for _, e := range []struct {
+		kind  string
+		names []string
+	}{{depAfter, def.After}, {depAfterAny, def.AfterAny}} {
+		for _, n := range e.names {
+			var p *job
+			if g != nil {
+				p = g.jobs[n]
+			}
+			if p == nil {
+				out = append(out, Dependency{Job: n, Kind: e.kind, State: "unknown"})
+				continue
+			}
+			out = append(out, factOf(n, e.kind, p.view()))
+		}
+	}
+	return out
+}
+
+// gate says whether a job of definition def may enter the placer, and the
+// facts about its parents.
+func gate(facts []Dependency) bool {
+	for _, f := range facts {
+		if !f.Satisfied {
+			return false
+		}
+	}
+	return true
+}
+
+// The record of what a batch job was run after. A job is done once per
+// definition; for a dependant, the definition includes, for each batch
+// parent in `after`, the definition of that parent whose run it followed:
+// a parent that runs a changed definition to done makes its dependants
+// run again after it. The record is the process fingerprint, then
+// "|name=record" for each such parent, sorted; with none it is the process
+// fingerprint alone, as it was before dependencies.
+
+// doneMark is the record for process fingerprint fp run after parents
+// (name → the parent's own done record).
+func doneMark(fp string, parents map[string]string) string {
+	if len(parents) == 0 {
+		return fp
+	}
+	var b strings.Builder
+	b.WriteString(fp)
+	for _, n := range slices.Sorted(maps.Keys(parents)) {
+		b.WriteString("|")
+		b.WriteString(n)
+		b.WriteString("=")
+		b.WriteString(digest(parents[n]))
+	}
+	return b.String()
+}
+
+// stillDone reports whether a job done as recorded is still done for
+// process fingerprint fp and parents as they are now (name → the parent's
+// done record), and the record to keep. A parent the record names with
+// another record ran a new definition since: not done. A parent it does
+// not name was added to after since the run, and a parent no longer named
+// was removed: after is policy, an edit applies in place, so the job stays
+// done, and the record follows the parents now named.
+func stillDone(recorded, fp string, parents map[string]string) (bool, string) {
+	parts := strings.Split(recorded, "|")
+	if parts[0] != fp {
+		return false, recorded
+	}
+	was := map[string]string{}
+	for _, p := range parts[1:] {
+		n, r, _ := strings.Cut(p, "=")
+		was[n] = r
+	}
+	for n, r := range parents {
+		if old, ok := was[n]; ok && old != digest(r) {
+			return false, recorded
+		}
+	}
+	return true, doneMark(fp, parents)
+}
+
+// digest is a parent's done record as a dependant's record holds it: a
+// hash, so that records do not nest (a parent's own record names its
+// parents).
+func digest(record string) string {
+	if record == "" {
+		return ""
+	}
+	sum := sha256.Sum256([]byte(record))
+	return hex.EncodeToString(sum[:16])
+}
+
+// batchAfter are the parents of def that count in its done record: those
+// in after that are batch jobs (a service never ends done). isService
+// tells which parent is a service.
+func batchAfter(def *luaapi.Job, isService func(string) bool) []string {
+	var out []string
+	for _, n := range def.After {
+		if !isService(n) {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// relatives are the parents of job name (of definition def) and its
+// dependants, for berth show. For a dependant, Kind is how it names this
+// job and Satisfied whether this job lets it run.
+func (d *Daemon) relatives(name string, def *luaapi.Job) (parents, dependants []Dependency) {
+	g := d.deps.Load()
+	parents, dependants = parentsOf(g, def), []Dependency{}
+	if parents == nil {
+		parents = []Dependency{}
+	}
+	if g == nil {
+		return parents, dependants
+	}
+	var me jobView
+	if j := g.jobs[name]; j != nil {
+		me = j.view()
+	}
+	for _, k := range g.dependants[name] {
+		dj := g.jobs[k]
+		if dj == nil {
+			continue
+		}
+		v := dj.view()
+		kind := depAfter
+		if v.Def != nil && !slices.Contains(v.Def.After, name) {
+			kind = depAfterAny
+		}
+		f := factOf(k, kind, v)
+		f.Satisfied = me.Def != nil && factOf(name, kind, me).Satisfied
+		f.ExitCode, f.Signal, f.Reason = nil, "", ""
+		dependants = append(dependants, f)
+	}
+	return parents, dependants
+}

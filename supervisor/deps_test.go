@@ -1,0 +1,131 @@
+package supervisor
+
+import (
+	"testing"
+
+	"github.com/berthd/berth/luaapi"
+	"github.com/berthd/berth/supervisor/store"
+)
+
+// TestSatisfied walks every state of a parent, batch and service, for
+// after and after_any.
+func TestSatisfied(t *testing.T) {
+	type want struct{ after, afterAny, service bool }
+	table := map[store.State]want{
+		store.StateDone:    {after: true, afterAny: true},
+		store.StateFailed:  {afterAny: true},
+		store.StateStopped: {afterAny: true},
+		store.StateRunning: {service: true},
+	}
+	for _, s := range allStates {
+		w := table[s]
+		if got := satisfied(depAfter, s, false); got != w.after {
+			t.Errorf("after a batch job %s: %v, want %v", s, got, w.after)
+		}
+		if got := satisfied(depAfterAny, s, false); got != w.afterAny {
+			t.Errorf("after_any a batch job %s: %v, want %v", s, got, w.afterAny)
+		}
+		for _, kind := range []string{depAfter, depAfterAny} {
+			if got := satisfied(kind, s, true); got != w.service {
+				t.Errorf("%s a service %s: %v, want %v", kind, s, got, w.service)
+			}
+		}
+	}
+}
+
+// TestGate: one unsatisfied parent holds the job.
+func TestGate(t *testing.T) {
+	for _, c := range []struct {
+		facts []Dependency
+		want  bool
+	}{
+		{nil, true},
+		{[]Dependency{{Job: "a", Satisfied: true}}, true},
+		{[]Dependency{{Job: "a", Satisfied: true}, {Job: "b"}}, false},
+		{[]Dependency{{Job: "a", State: "unknown"}}, false},
+	} {
+		if got := gate(c.facts); got != c.want {
+			t.Errorf("gate(%+v) = %v", c.facts, got)
+		}
+	}
+}
+
+// TestDoneRecord: a job without batch parents records its process
+// fingerprint alone, as before dependencies; a parent that ran a new
+// definition undoes done; parents added or removed apply in place.
+func TestDoneRecord(t *testing.T) {
+	if got := doneMark("fp", nil); got != "fp" {
+		t.Errorf("no parents: %q", got)
+	}
+	rec := doneMark("fp", map[string]string{"prep": "p1", "fetch": "f1"})
+	if again := doneMark("fp", map[string]string{"fetch": "f1", "prep": "p1"}); again != rec {
+		t.Errorf("the record depends on map order: %q, %q", rec, again)
+	}
+	// A parent's record that names parents of its own does not nest.
+	nested := doneMark("fp", map[string]string{"train": doneMark("t", map[string]string{"prep": "p"})})
+	if ok, _ := stillDone(nested, "fp", map[string]string{"train": doneMark("t", map[string]string{"prep": "p"})}); !ok {
+		t.Errorf("a nested record %q is not still done", nested)
+	}
+
+	for _, c := range []struct {
+		name    string
+		fp      string
+		parents map[string]string
+		done    bool
+		keep    string
+	}{
+		{"unchanged", "fp", map[string]string{"prep": "p1", "fetch": "f1"}, true, rec},
+		{"own edit", "fp2", map[string]string{"prep": "p1", "fetch": "f1"}, false, rec},
+		{"parent ran a new definition", "fp", map[string]string{"prep": "p2", "fetch": "f1"}, false, rec},
+		{"parent not done yet", "fp", map[string]string{"prep": "", "fetch": "f1"}, false, rec},
+		{"parent removed", "fp", map[string]string{"prep": "p1"}, true, doneMark("fp", map[string]string{"prep": "p1"})},
+		{"parent added", "fp", map[string]string{"prep": "p1", "fetch": "f1", "more": "m1"}, true,
+			doneMark("fp", map[string]string{"prep": "p1", "fetch": "f1", "more": "m1"})},
+		{"all removed", "fp", nil, true, "fp"},
+	} {
+		done, keep := stillDone(rec, c.fp, c.parents)
+		if done != c.done || keep != c.keep {
+			t.Errorf("%s: (%v, %q), want (%v, %q)", c.name, done, keep, c.done, c.keep)
+		}
+	}
+	// A record from before dependencies, and a job that gains after.
+	if ok, keep := stillDone("fp", "fp", map[string]string{"prep": "p1"}); !ok || keep != doneMark("fp", map[string]string{"prep": "p1"}) {
+		t.Errorf("gaining after: (%v, %q)", ok, keep)
+	}
+}
+
+// TestFactOf: what a dependant is told of a parent: how its last run
+// ended only where it has ended, and whether it lets the dependant run.
+func TestFactOf(t *testing.T) {
+	batch := &luaapi.Job{Restart: luaapi.RestartNo}
+	svc := &luaapi.Job{Restart: luaapi.RestartAlways}
+	exit3 := lastEnd{known: true, code: 3, reason: store.ReasonFailed}
+	for _, c := range []struct {
+		name      string
+		kind      string
+		v         jobView
+		exit      int // -1: none
+		signal    string
+		satisfied bool
+	}{
+		{"failed, after", depAfter, jobView{Def: batch, State: store.StateFailed, LastEnd: exit3}, 3, "", false},
+		{"failed, after_any", depAfterAny, jobView{Def: batch, State: store.StateFailed, LastEnd: exit3}, 3, "", true},
+		{"killed", depAfter, jobView{Def: batch, State: store.StateFailed,
+			LastEnd: lastEnd{known: true, signal: "SIGKILL", reason: store.ReasonFailed}}, -1, "SIGKILL", false},
+		{"running again after a failure", depAfter, jobView{Def: batch, State: store.StateRunning, LastEnd: exit3}, -1, "", false},
+		{"done", depAfter, jobView{Def: batch, State: store.StateDone, LastEnd: lastEnd{known: true, reason: store.ReasonExited}}, 0, "", true},
+		{"failed, end unknown", depAfter, jobView{Def: batch, State: store.StateFailed}, -1, "", false},
+		{"service running", depAfter, jobView{Def: svc, State: store.StateRunning}, -1, "", true},
+		{"service in backoff", depAfterAny, jobView{Def: svc, State: store.StateBackoff, LastEnd: exit3}, -1, "", false},
+	} {
+		f := factOf("prep", c.kind, c.v)
+		exit := -1
+		if f.ExitCode != nil {
+			exit = *f.ExitCode
+		}
+		if exit != c.exit || f.Signal != c.signal || f.Satisfied != c.satisfied || f.Job != "prep" || f.Kind != c.kind ||
+			f.State != c.v.State.String() || f.Service != (c.v.Def == svc) {
+			t.Errorf("%s: %+v (exit %d)", c.name, f, exit)
+		}
+	}
+}
