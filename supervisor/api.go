@@ -31,6 +31,7 @@ type APIError struct {
 func (d *Daemon) api() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET "+APIVersion+"/status", func(w http.ResponseWriter, r *http.Request) {
+		d.checkBinary() // a person asking is told of an upgrade at once
 		writeJSON(w, http.StatusOK, d.readerOf(r).status(d.Status()))
 	})
 	mux.HandleFunc("GET "+APIVersion+"/jobs", func(w http.ResponseWriter, r *http.Request) {

@@ -170,11 +170,6 @@ type Daemon struct {
 	problems []Problem // every configuration problem in force, as shown
 }
 
-// binaryCheckEvery is how often, under systemd, the daemon looks whether
-// its binary was replaced: a stat, so that the unit's status text says so
-// within this long of an upgrade.
-const binaryCheckEvery = 10 * time.Second
-
 // settleAfter is how long after a reload the daemon hands memory back.
 const settleAfter = 2 * time.Second
 
@@ -327,6 +322,10 @@ func (d *Daemon) Run(ctx context.Context) error {
 		}
 	})
 
+	if d.bin != nil {
+		bg.Go(func() { d.lookForUpgrades(watchCtx) })
+	}
+
 	jobsCtx, stopJobs := context.WithCancel(context.Background())
 	d.jobsCtx = jobsCtx
 	sweepCtx, stopSweeper := context.WithCancel(context.Background())
@@ -421,15 +420,6 @@ func (d *Daemon) loop(ctx context.Context) (lost bool) {
 		defer t.Stop()
 		watchdog = t.C
 	}
-	// Under systemd the unit's status text says when the binary was
-	// replaced, though nothing else changes; elsewhere berth status
-	// looks when it is asked.
-	var binaryCheck <-chan time.Time
-	if d.cfg.Notify != nil && d.bin != nil {
-		t := time.NewTicker(binaryCheckEvery)
-		defer t.Stop()
-		binaryCheck = t.C
-	}
 	// STATUS= is sent, and GET /v1/events told, at most every
 	// statusEvery, so a storm of job events costs systemd one message and
 	// each watching client a few a second.
@@ -472,16 +462,14 @@ func (d *Daemon) loop(ctx context.Context) (lost bool) {
 			// idles for hours. One collection hands it back: 28 → 22 MB of
 			// RSS with 1 000 jobs declared.
 			debug.FreeOSMemory()
-		case <-binaryCheck:
-			if d.binaryReplaced() {
-				binaryCheck = nil
-			}
 		case <-watchdog:
 			d.activity.begin(loopWatchdog)
 			// Sent from the loop itself: a wedged loop stops the pings and
 			// systemd restarts the daemon.
-			d.notify("WATCHDOG=1")
+			// Noted first: whoever hears the ping may stop the daemon at
+			// once (a test, with SIGSTOP), and then asks when it was.
 			d.activity.lastPing.Store(time.Now().UnixNano())
+			d.notify("WATCHDOG=1")
 		}
 		d.activity.end()
 	}

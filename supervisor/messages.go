@@ -210,9 +210,9 @@ func msgStateGoneShort(g *store.GoneError) string {
 // stops the jobs only where they are the daemon's own children.
 func msgBinaryReplacedShort(runner string) string {
 	if runner == "units" {
-		return "binary upgraded: systemctl restart berth runs it; the jobs go on"
+		return "binary replaced: systemctl restart berth runs the new one; the jobs go on"
 	}
-	return "binary upgraded: a restart runs it, and stops the jobs"
+	return "binary replaced: systemctl restart berth runs the new one, and stops the jobs"
 }
 
 // MsgShort says what a waiting job is short of, from what it asks and its

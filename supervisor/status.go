@@ -145,9 +145,9 @@ func (d *Daemon) Status() Status {
 			Cards:    []CardStatus{},
 		},
 	}
-	s.Daemon = DaemonStatus{Version: d.cfg.Version, PID: os.Getpid(), Started: d.started, BinaryReplaced: d.binaryReplaced()}
+	s.Daemon = DaemonStatus{Version: d.cfg.Version, PID: os.Getpid(), Started: d.started}
 	if d.bin != nil {
-		s.Daemon.Binary = d.bin.path
+		s.Daemon.Binary, s.Daemon.BinaryReplaced = d.bin.path, d.bin.replaced.Load()
 	}
 	if d.cfg.JournalSocket != "" {
 		s.Logs = "journal"

@@ -77,9 +77,14 @@ const stacksFile = "abort-goroutines.txt"
 // rather than hundreds of lines into the journal at err, where they would
 // bury everything else. The caller exits after it, so log must not lose
 // the line when the process is gone before journald has looked at it.
+//
+// The line comes first: a loop stuck on a disk that hangs would hang the
+// file's write too, and systemd kills the daemon TimeoutAbortSec later.
+// The file gets stacksWithin; past it the daemon goes without it.
 func (d *Daemon) ReportAbort(log hclog.Logger, sig string) {
 	now := time.Now()
 	task := loopTask(d.activity.task.Load())
+	path := filepath.Join(d.cfg.StateDir, stacksFile)
 	kv := []any{"signal", sig, "loop", task.String()}
 	if since := d.activity.since.Load(); since != 0 {
 		kv = append(kv, "for_ms", now.Sub(time.Unix(0, since)).Milliseconds())
@@ -87,20 +92,28 @@ func (d *Daemon) ReportAbort(log hclog.Logger, sig string) {
 	if last := d.activity.lastPing.Load(); last != 0 {
 		kv = append(kv, "last_watchdog_ping_ms_ago", now.Sub(time.Unix(0, last)).Milliseconds())
 	}
-	path := filepath.Join(d.cfg.StateDir, stacksFile)
-	if err := writeStacks(path); err != nil {
-		kv = append(kv, "stacks_error", err)
-	} else {
-		kv = append(kv, "stacks", path)
-	}
 	msg := "aborted: the event loop was stuck"
 	if task == loopIdle {
 		// Idle in its select: the whole process was held (SIGSTOP, a
 		// machine too loaded to schedule it), or someone sent the signal.
 		msg = "aborted while the event loop was waiting"
 	}
-	log.Error(msg, kv...)
+	log.Error(msg, append(kv, "stacks", path)...)
+
+	written := make(chan error, 1)
+	go func() { written <- writeStacks(path) }() // abandoned, with the process, if the disk hangs
+	select {
+	case err := <-written:
+		if err != nil {
+			log.Warn("cannot write the goroutines' stacks", "path", path, "error", err)
+		}
+	case <-time.After(stacksWithin):
+		log.Warn("cannot write the goroutines' stacks: the disk does not answer", "path", path, "waited_ms", stacksWithin.Milliseconds())
+	}
 }
+
+// stacksWithin bounds the write of the stacks at an abort.
+const stacksWithin = 5 * time.Second
 
 func writeStacks(path string) error {
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)

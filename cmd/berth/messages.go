@@ -123,7 +123,7 @@ func msgBinaryReplaced(d supervisor.DaemonStatus, runner, client string) string 
 	}
 	restart := "sudo systemctl restart berth; the jobs go on, as units"
 	if runner != "units" {
-		restart = "restarting it stops the jobs it runs: sudo systemctl restart berth when they may stop"
+		restart = "restarting it stops the jobs it runs: restart it (sudo systemctl restart berth, or as it was started) when they may stop"
 	}
 	return fmt.Sprintf("the daemon's binary %s was replaced since it started%s: the upgrade is in force once the daemon restarts (%s)",
 		d.Binary, versions, restart)
