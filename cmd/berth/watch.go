@@ -62,15 +62,18 @@ func runStatus(c *cli, argv []string) int {
 }
 
 // watchSignals are what ends a watch: Ctrl-C, a stop, the terminal gone.
-var watchSignals = []os.Signal{os.Interrupt, syscall.SIGTERM, syscall.SIGHUP}
+var watchSignals = []os.Signal{os.Interrupt, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT}
 
 // Control sequences of the watch. The alternate screen keeps the shell's
 // screen as it was, and gives it back whole when the watch ends.
 const (
 	enterScreen = "\x1b[?1049h\x1b[?25l\x1b[H\x1b[2J" // alternate screen, cursor hidden, cleared
 	leaveScreen = "\x1b[?25h\x1b[?1049l"              // cursor shown, main screen back
-	clearLine   = "\x1b[K"                            // from the cursor to the line's end
-	clearBelow  = "\x1b[J"                            // from the cursor to the screen's end
+	// Each row is cleared whole before it is written: clearing after a
+	// line that fills the row would erase its last column, where the
+	// cursor waits to wrap.
+	clearRow   = "\x1b[2K"
+	clearBelow = "\x1b[J" // from the cursor to the screen's end
 )
 
 const (
@@ -88,7 +91,6 @@ const (
 type watchNote struct {
 	change *supervisor.Change
 	lost   bool
-	err    error
 	fatal  error
 }
 
@@ -113,7 +115,7 @@ func follow(ctx context.Context, cl *client, notes chan<- watchNote) {
 			send(watchNote{fatal: err})
 			return
 		}
-		if !send(watchNote{lost: true, err: err}) {
+		if !send(watchNote{lost: true}) {
 			return
 		}
 		t := time.NewTimer(retryEvery)
@@ -163,6 +165,11 @@ func (c *cli) watchStatus(cl *client, out *os.File, keep func(supervisor.Status)
 	winch := make(chan os.Signal, 1)
 	signal.Notify(winch, syscall.SIGWINCH)
 	defer signal.Stop(winch)
+	// Ctrl-Z: the shell's screen back while stopped, the watch's again
+	// after fg.
+	suspend := make(chan os.Signal, 1)
+	signal.Notify(suspend, syscall.SIGTSTP)
+	defer signal.Stop(suspend)
 
 	notes := make(chan watchNote)
 	followCtx, stopFollow := context.WithCancel(ctx)
@@ -172,14 +179,19 @@ func (c *cli) watchStatus(cl *client, out *os.File, keep func(supervisor.Status)
 	defer stopFollow()
 
 	out.WriteString(enterScreen)
+	// Whatever ends the watch, a panic included, gives the screen back.
+	defer out.WriteString(leaveScreen)
 	v.draw()
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	for {
 		select {
 		case <-ctx.Done():
-			out.WriteString(leaveScreen)
 			return exitOK
+		case <-suspend:
+			out.WriteString(leaveScreen)
+			_ = unix.Kill(0, unix.SIGSTOP) // the process group, as the terminal's own SIGTSTP would
+			out.WriteString(enterScreen)
 		case <-winch:
 		case <-tick.C:
 			// Ages are redrawn from the last picture; the daemon is not asked.
@@ -187,7 +199,7 @@ func (c *cli) watchStatus(cl *client, out *os.File, keep func(supervisor.Status)
 			switch {
 			case n.fatal != nil:
 				out.WriteString(leaveScreen)
-				return c.fail(n.fatal)
+				return c.fail(n.fatal) // the main screen is back first, for the sentence
 			case n.lost:
 				v.fail(msgWatchNoAnswer(cl.socket, v.since()))
 			case n.change.Kind == supervisor.ChangeStopping:
@@ -252,24 +264,30 @@ func (v *watchView) draw() {
 		lines = wrapWords(v.trouble, width, "", "  ", sgrRed)
 	}
 	lines = append(lines, layoutStatus(v.status, o).fit(height-len(lines))...)
-	v.out.WriteString(screenText(lines[:min(len(lines), height)], o))
+	v.out.WriteString(screenText(lines[:min(len(lines), height)], height, o))
 }
 
-// screenText is lines written from the top left of the screen, each
-// clearing what an earlier picture left on its row, and the rows below
-// the last cleared. No line ends in a newline: the last row must not
-// scroll the screen.
-func screenText(lines []textLine, o renderOptions) string {
+// screenText is lines written from the top left of a screen of height
+// rows, each row cleared before it is written, and the rows below the last
+// cleared. No line ends in a newline: the last row must not scroll the
+// screen.
+func screenText(lines []textLine, height int, o renderOptions) string {
 	var b strings.Builder
 	b.WriteString("\x1b[H")
 	for i, l := range lines {
 		if i > 0 {
 			b.WriteString("\r\n")
 		}
+		b.WriteString(clearRow)
 		b.WriteString(o.lineText(l, o.columns()))
-		b.WriteString(clearLine)
 	}
-	b.WriteString(clearBelow)
+	switch {
+	case len(lines) == 0:
+		b.WriteString(clearBelow)
+	case len(lines) < height:
+		// To the next row, which exists, and from there down.
+		b.WriteString("\r\n" + clearBelow)
+	}
 	return b.String()
 }
 
