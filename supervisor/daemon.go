@@ -118,7 +118,7 @@ type Daemon struct {
 	good     map[string]*luaapi.File // the version of each file in force
 	refused  map[string]string       // files refused for their owner or mode, and why
 	fileErrs map[string][]Problem    // why a file's latest version is not in force
-	logged   map[Problem]bool        // the problems in force, each logged once when it appeared
+	logged   map[loggedProblem]bool  // the problems in force, each logged once per version of its file
 	set      *luaapi.Set
 	requests chan request
 	// reloading is the reload whose files are being evaluated, nil when

@@ -252,8 +252,8 @@ func (d *Daemon) finishReload(r *reloadRun, files []*luaapi.File) {
 	// A file is refused anew when a problem of its own appears: saved
 	// with a new error, not merely still broken at another file's reload.
 	refusedAnew := 0
-	for _, errs := range d.fileErrs {
-		if slices.ContainsFunc(errs, func(p Problem) bool { return !d.logged[p] }) {
+	for path, errs := range d.fileErrs {
+		if slices.ContainsFunc(errs, func(p Problem) bool { return !d.logged[loggedProblem{p, d.versionOf(path)}] }) {
 			refusedAnew++
 		}
 	}
@@ -274,18 +274,20 @@ func (d *Daemon) finishReload(r *reloadRun, files []*luaapi.File) {
 	d.reply(r, res)
 }
 
-// logProblems logs each configuration problem once, when it appears, and
-// says when a file that had problems has none left. A problem in force is
-// not logged again at every reload: an editor's save can make two, and
-// every other file's change makes one, and the log would repeat the same
-// error until it is fixed. berth status shows what is in force.
+// logProblems logs each configuration problem once per version of its
+// file: when it appears, and again when its file is saved with the problem
+// still in it, but not at every other reload while it stands (an editor's
+// save can make two, and every other file's change makes one). It says
+// when a file that had problems has none left. berth status shows what is
+// in force.
 func (d *Daemon) logProblems(problems []Problem) {
-	now := make(map[Problem]bool, len(problems))
+	now := make(map[loggedProblem]bool, len(problems))
 	files := map[string]bool{}
 	for _, p := range problems {
-		now[p] = true
+		k := loggedProblem{p, d.versionOf(p.File)}
+		now[k] = true
 		files[p.File] = true
-		if d.logged[p] {
+		if d.logged[k] {
 			continue
 		}
 		kv := []any{"file", p.File}
@@ -298,15 +300,31 @@ func (d *Daemon) logProblems(problems []Problem) {
 		d.log.Error("configuration error", append(kv, "code", p.Code, "error", p.Text)...)
 	}
 	fixed := map[string]bool{}
-	for p := range d.logged {
-		if !files[p.File] {
-			fixed[p.File] = true
+	for k := range d.logged {
+		if !files[k.File] {
+			fixed[k.File] = true
 		}
 	}
 	for _, file := range slices.Sorted(maps.Keys(fixed)) {
 		d.log.Info("a file's configuration errors are gone", "file", file)
 	}
 	d.logged = now
+}
+
+// loggedProblem is a problem as it was logged: with the version (hash) of
+// the file it is in, "" where it is in none evaluated.
+type loggedProblem struct {
+	Problem
+	version string
+}
+
+// versionOf is the hash of the latest version of the job file at path, ""
+// when none was evaluated (a refused file, a directory).
+func (d *Daemon) versionOf(path string) string {
+	if f, ok := d.latest[path]; ok {
+		return f.Hash
+	}
+	return ""
 }
 
 // nothingNew reports whether a scan changes nothing the daemon knows: no

@@ -1,12 +1,10 @@
 package supervisor
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/hashicorp/go-hclog"
 
@@ -15,8 +13,8 @@ import (
 
 // TestProblemsLoggedOnce: a broken file's error is logged once when it
 // appears, not again at each reload while it stands (another file's change,
-// an editor's second write), and once more when it changes; its fix is
-// said once.
+// the same bytes saved again), and once more for each change of the file;
+// its fix is said once.
 func TestProblemsLoggedOnce(t *testing.T) {
 	logs := &testkit.Buffer{}
 	d, jobsDir := runDaemon(t, `job "a" { cmd = "sleep 600" }`, func(cfg *Config) {
@@ -28,26 +26,20 @@ func TestProblemsLoggedOnce(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	reload := func(want int) {
+	reloaded := func(want int) {
 		t.Helper()
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
-		res, err := d.Reload(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(res.Errors) != want {
+		if res := reload(t, d); len(res.Errors) != want {
 			t.Fatalf("reload: errors %q, want %d", res.Errors, want)
 		}
 	}
 	count := func(text string) int { return strings.Count(logs.String(), text) }
 
 	write("broken.lua", `job "b" { cmd = "true", cpus = "x" }`)
-	reload(1)
+	reloaded(1)
 	write("other.lua", `job "c" { cmd = "sleep 600" }`)
-	reload(1)
+	reloaded(1)
 	write("broken.lua", `job "b" { cmd = "true", cpus = "x" }`) // saved again, unchanged
-	reload(1)
+	reloaded(1)
 	if n := count("[ERROR] configuration error"); n != 1 {
 		t.Errorf("the error was logged %d times over three reloads, want once:\n%s", n, logs)
 	}
@@ -55,19 +47,26 @@ func TestProblemsLoggedOnce(t *testing.T) {
 		t.Errorf("the error's line names no file and line:\n%s", logs)
 	}
 
-	write("broken.lua", `job "b" { cmd = "true", gpus = "y" }`)
-	reload(1)
+	// Saved again with the same error, but changed: a change, so one line.
+	write("broken.lua", `job "b" { cmd = "true", cpus = "x" } -- still broken`)
+	reloaded(1)
 	if n := count("[ERROR] configuration error"); n != 2 {
-		t.Errorf("a changed error was logged %d times in all, want 2:\n%s", n, logs)
+		t.Errorf("a changed file with the same error: logged %d times in all, want 2:\n%s", n, logs)
+	}
+
+	write("broken.lua", `job "b" { cmd = "true", gpus = "y" }`)
+	reloaded(1)
+	if n := count("[ERROR] configuration error"); n != 3 {
+		t.Errorf("a changed error was logged %d times in all, want 3:\n%s", n, logs)
 	}
 
 	write("broken.lua", `job "b" { cmd = "true" }`)
-	reload(0)
-	reload(0)
+	reloaded(0)
+	reloaded(0)
 	if n := count("configuration errors are gone"); n != 1 {
 		t.Errorf("the fix was said %d times, want once:\n%s", n, logs)
 	}
-	if n := count("[ERROR] configuration error"); n != 2 {
-		t.Errorf("errors logged after the fix: %d in all, want 2:\n%s", n, logs)
+	if n := count("[ERROR] configuration error"); n != 3 {
+		t.Errorf("errors logged after the fix: %d in all, want 3:\n%s", n, logs)
 	}
 }

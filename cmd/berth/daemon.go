@@ -12,6 +12,7 @@ import (
 	"runtime/pprof"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -161,15 +162,17 @@ func runDaemon(c *cli, args []string) int {
 	signal.Notify(aborts, syscall.SIGABRT)
 	defer signal.Stop(aborts)
 	running := make(chan struct{})
+	var aborter sync.WaitGroup
+	defer aborter.Wait()
 	defer close(running)
-	go func() {
+	aborter.Go(func() {
 		select {
 		case <-aborts:
 			d.ReportAbort(abortLog, "SIGABRT")
 			os.Exit(exitAborted)
 		case <-running:
 		}
-	}()
+	})
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

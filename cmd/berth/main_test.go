@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"slices"
 	"strings"
@@ -124,38 +125,32 @@ func TestMachineJSON(t *testing.T) {
 func TestMachineOverrideProblems(t *testing.T) {
 	tests := []struct {
 		name    string
+		root    string // the fixture machine; "" is testdata/box
 		environ map[string]string
 		args    []string
 		code    int
 		stderr  string
 	}{
-		{"oversubscribed cores warn", nil, []string{"--cpus", "64"}, exitOK,
+		{"oversubscribed cores warn", "", nil, []string{"--cpus", "64"}, exitOK,
 			"berth: warning: --cpus 64 is more than 4 times the 8 cores this machine has; jobs will be oversubscribed"},
-		{"ram without a unit", nil, []string{"--ram", "32"}, exitFailed,
+		{"ram without a unit", "", nil, []string{"--ram", "32"}, exitFailed,
 			`berth: --ram: size "32" has no unit; write it with one of K, M, G or T (base 1024, optionally followed by "B" or "iB"), e.g. "32G"`},
-		{"one core, oversubscribed", nil, []string{"--cpus", "8"}, exitOK,
+		{"one core, oversubscribed", "testdata/onecore", nil, []string{"--cpus", "8"}, exitOK,
 			"berth: warning: --cpus 8 is more than 4 times the 1 core this machine has; jobs will be oversubscribed"},
 		// An override out of range is not a machine that cannot be
 		// probed: its sentence says what is accepted, and no more.
-		{"more cards than the mask names", map[string]string{"CUDA_VISIBLE_DEVICES": "2,3"}, []string{"--gpus", "3"}, exitFailed,
+		{"more cards than the mask names", "", map[string]string{"CUDA_VISIBLE_DEVICES": "2,3"}, []string{"--gpus", "3"}, exitFailed,
 			"berth: --gpus 3 asks for more cards than the daemon may use: its CUDA_VISIBLE_DEVICES names only 2 cards (2,3); give --gpus 2 or fewer, or change CUDA_VISIBLE_DEVICES in the daemon's environment (systemctl edit berth)"},
-		{"no cores", nil, []string{"--cpus", "0"}, exitFailed,
+		{"no cores", "", nil, []string{"--cpus", "0"}, exitFailed,
 			"berth: --cpus 0 is not accepted: give 1 to 65536 cores, or leave --cpus out to use what this machine has (berth machine shows it)"},
-		{"no memory", nil, []string{"--ram", "0G"}, exitFailed,
+		{"no memory", "", nil, []string{"--ram", "0G"}, exitFailed,
 			"berth: --ram of 0 bytes is not accepted: give a size above 0, or leave --ram out to use what this machine has (berth machine shows it)"},
-		{"cores that cannot be counted", nil, nil, exitFailed,
+		{"cores that cannot be counted", "testdata/nocores", nil, nil, exitFailed,
 			"berth: cannot tell what this machine has: probe cores under testdata/nocores: cannot determine the number of cores: open testdata/nocores/sys/devices/system/cpu/online: no such file or directory; open testdata/nocores/proc/cpuinfo: no such file or directory (give --cpus N to say it)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			root := "testdata/box"
-			switch tt.name {
-			case "one core, oversubscribed":
-				root = "testdata/onecore"
-			case "cores that cannot be counted":
-				root = "testdata/nocores"
-			}
-			_, errOut, code := berthOn(t, root, tt.environ, append([]string{"machine"}, tt.args...)...)
+			_, errOut, code := berthOn(t, cmp.Or(tt.root, "testdata/box"), tt.environ, append([]string{"machine"}, tt.args...)...)
 			if code != tt.code {
 				t.Errorf("exit %d, want %d", code, tt.code)
 			}
@@ -170,7 +165,7 @@ func TestMachineOverrideProblems(t *testing.T) {
 // message asks; the rest of the machine is still probed.
 func TestMachineCoresGiven(t *testing.T) {
 	out, errOut, code := berthOn(t, "testdata/nocores", nil, "machine", "--json", "--cpus", "4")
-	if code != exitOK {
+	if code != exitOK || errOut != "" {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
 	var compact bytes.Buffer
@@ -180,6 +175,10 @@ func TestMachineCoresGiven(t *testing.T) {
 	want := `{"cpus":4,"cpu_ids":[0,1,2,3],"gpus":["0","1"],"ram_bytes":16106127360,"hostname":"gpubox","daemon":null}`
 	if compact.String() != want {
 		t.Errorf("got  %s\nwant %s", compact.String(), want)
+	}
+	out, _, _ = berthOn(t, "testdata/nocores", nil, "machine", "--cpus", "4")
+	if !strings.Contains(out, "cores could not be counted") {
+		t.Errorf("berth machine does not say the cores could not be counted:\n%s", out)
 	}
 }
 

@@ -84,6 +84,9 @@ func printMachine(w io.Writer, inv probes.Inventory) {
 
 func describeCores(inv probes.Inventory) string {
 	ids := "IDs " + formatIDs(inv.CPUIDs)
+	if inv.OnlineCPUs == 0 {
+		return ids + "; from --cpus: this machine's cores could not be counted, so no job is pinned to them"
+	}
 	if inv.CPUs > inv.OnlineCPUs {
 		return fmt.Sprintf("%s; overridden, this machine has %d online", ids, inv.OnlineCPUs)
 	}
