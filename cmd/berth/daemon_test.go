@@ -57,8 +57,8 @@ type testDaemon struct {
 	socket string
 	out    string // where jobs in these tests write what they saw
 	cmd    *exec.Cmd
-	logs   *lockedBuffer // this life's
-	lives  int           // daemons started so far
+	logs   *testkit.Buffer // this life's
+	lives  int             // daemons started so far
 
 	mu       sync.Mutex // guards notified and httpc
 	notified []string
@@ -150,7 +150,7 @@ func (d *testDaemon) start(opts daemonOptions) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: opts.cred}
 	cmd.Env = append(os.Environ(), "BERTH_TEST_BE_BERTH=1", "NOTIFY_SOCKET="+notifyPath, "JOURNAL_STREAM=")
 	cmd.Env = append(cmd.Env, opts.env...)
-	logs := &lockedBuffer{}
+	logs := &testkit.Buffer{}
 	d.logs = logs
 	d.lives++
 	life := d.lives
@@ -357,23 +357,6 @@ func (d *testDaemon) waitLog(text string) {
 	testkit.WaitFor(d.t, waitLong, fmt.Sprintf("the daemon to log %q", text), func() bool {
 		return strings.Contains(d.logs.String(), text)
 	})
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex // guards b
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // writeEnv is a job command that records the environment it was started with.

@@ -2,7 +2,6 @@ package ctlsock
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -36,7 +35,7 @@ type harness struct {
 	dir  string
 	sock string
 	l    *Listener
-	logs *syncBuffer
+	logs *testkit.Buffer
 	clk  *fakeClock
 	seq  int
 }
@@ -51,7 +50,7 @@ func serve(t *testing.T, lim Limits, privileged ...uint32) *harness {
 func serveWith(t *testing.T, lim Limits, opts Options) *harness {
 	t.Helper()
 	dir := t.TempDir()
-	h := &harness{t: t, dir: dir, sock: filepath.Join(dir, "s"), logs: &syncBuffer{},
+	h := &harness{t: t, dir: dir, sock: filepath.Join(dir, "s"), logs: &testkit.Buffer{},
 		clk: &fakeClock{now: time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)}}
 	inner, err := net.Listen("unix", h.sock)
 	if err != nil {
@@ -485,23 +484,4 @@ func (c *fakeClock) Advance(d time.Duration) {
 	c.mu.Lock()
 	c.now = c.now.Add(d)
 	c.mu.Unlock()
-}
-
-// syncBuffer is a log's output that the test reads while the listener
-// writes.
-type syncBuffer struct {
-	mu  sync.Mutex // guards buf
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
