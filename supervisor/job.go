@@ -73,8 +73,10 @@ type job struct {
 	// placer), is what it knows of its parents; nil otherwise.
 	held []Dependency
 	// pass lets the wait being entered past the gate once (berth start
-	// --ignore-deps).
-	pass bool
+	// --ignore-deps); passed says the wait in the placer's queue was let
+	// past it, so that a parent's change does not take it out again.
+	pass   bool
+	passed bool
 	// runMark is the done record of the run in progress or last run
 	// (doneMark): what the job was run after.
 	runMark string
@@ -284,6 +286,11 @@ func (j *job) receive(m jobMessage) {
 		}); ok {
 			j.apply(e)
 		}
+		if j.held != nil && !j.removed {
+			// Held at the gate: the edit may have changed what it waits
+			// for (after is policy: no event of its own), or removed it.
+			j.depsChanged()
+		}
 		if m.def.Pos.File != old.Pos.File && !j.removed {
 			// Moved to another file, and recorded nowhere else: the file
 			// on record is the one that wins the name after a restart.
@@ -295,6 +302,7 @@ func (j *job) receive(m jobMessage) {
 		if m.ignoreDeps && j.life.state == store.StateWaiting && j.held != nil {
 			j.log.Info("started past its dependencies")
 			j.held = nil
+			j.passed = true
 			if e, ok := j.enter(); ok {
 				j.apply(e)
 			}
@@ -316,6 +324,7 @@ func (j *job) receive(m jobMessage) {
 // apply runs an event, and the events its actions produce, through step.
 func (j *job) apply(e event) {
 	queue := []event{e}
+	was := j.life.state
 	for len(queue) > 0 {
 		e := queue[0]
 		queue = queue[1:]
@@ -331,6 +340,11 @@ func (j *job) apply(e event) {
 			j.log.Debug("state changed", "from", before.String(), "to", j.life.state.String(), "event", e.kind.String())
 			j.persist()
 		}
+	}
+	if j.life.state == store.StateDone && was != store.StateDone && j.def.HasDeps() {
+		// Its run followed its parents as they were when it started; one
+		// may have run a new definition to done since: look again.
+		j.in.post(jobMessage{deps: true})
 	}
 	j.publish()
 }
@@ -387,6 +401,7 @@ func (j *job) wait() (event, bool) {
 			return event{}, false
 		}
 	}
+	j.passed = j.pass && j.def.HasDeps()
 	j.pass = false
 	return j.enter()
 }
@@ -419,7 +434,7 @@ func (j *job) enter() (event, bool) {
 // the withdrawal is already in the mailbox, and is given back when it is
 // read: its generation is no longer current.
 func (j *job) cancelWait() {
-	j.held = nil
+	j.held, j.passed = nil, false
 	if j.ticket != nil {
 		j.ticket.Cancel()
 		j.ticket = nil
@@ -711,45 +726,64 @@ func (j *job) tellDependants() {
 }
 
 // depsChanged looks at the parents again: a job waiting for them enters
-// the placer once they are satisfied; a done job whose parents ran a new
-// definition since its run runs again after them.
+// the placer once they are satisfied, and one in the placer's queue that
+// they no longer let run leaves it; a done or failed job whose parents ran
+// a new definition since its run runs again after them (a person's stop
+// stays).
 func (j *job) depsChanged() {
-	if !j.def.HasDeps() {
+	if !j.def.HasDeps() && j.held == nil {
 		return
 	}
+	again := false
 	switch j.life.state {
 	case store.StateWaiting:
-		if j.held == nil {
-			return // in the placer already
-		}
 		facts := parentsOf(j.d.deps.Load(), j.def)
+		if j.held == nil {
+			if j.ticket == nil || j.passed || gate(facts) {
+				break // in the placer, and may stay there
+			}
+			j.log.Info("a parent no longer lets it run: out of the placer's queue")
+			j.cancelWait()
+			j.held = facts
+			break
+		}
 		if !gate(facts) {
 			j.held = facts
-			return
+			break
 		}
 		j.held = nil
 		j.log.Info("dependencies satisfied")
 		if e, ok := j.enter(); ok {
 			j.apply(e)
 		}
-	case store.StateDone:
+	case store.StateDone, store.StateFailed:
 		parents, known := j.parentRecords()
 		if !known {
-			return
+			break
 		}
-		ok, rec := stillDone(j.doneFP, j.defFP, parents)
+		recorded := j.doneFP
+		if j.life.state == store.StateFailed {
+			// What its failed run followed; unknown after a restart.
+			recorded = j.runMark
+			if recorded == "" || recordFP(recorded) != j.defFP {
+				break
+			}
+		}
+		ok, rec := stillDone(recorded, j.defFP, parents)
 		if !ok {
 			j.log.Info("a parent ran a new definition: running again after it")
+			again = true
 			j.apply(event{kind: evStart})
-			return
+			break
 		}
-		if rec != j.doneFP {
+		if j.life.state == store.StateDone && rec != j.doneFP {
 			// Parents added to after, or removed, since the run:
 			// recorded as they are now, in place.
 			j.runMark = rec
 			j.persist()
 		}
 	}
+	j.log.Debug("parents looked at", "state", j.life.state.String(), "runs_again", again)
 }
 
 // parentRecords are the done records of the batch parents in after, by

@@ -390,7 +390,7 @@ func jobWhy(j supervisor.JobStatus) string {
 // what it is short of; otherwise as the daemon says it.
 func reason(j supervisor.JobStatus) string {
 	if len(j.After) > 0 {
-		return msgAfter(j.After)
+		return msgAfter(j.Name, j.File, j.After)
 	}
 	if j.Quota != nil {
 		return supervisor.MsgQuotaWait(j.Owner, *j.Quota, j.Asked)
