@@ -381,3 +381,58 @@ func TestDaemonDepsQueueAndEdit(t *testing.T) {
 	}
 	d.stop()
 }
+
+// TestDaemonDepsParentGone: a parent whose file goes away holds its
+// dependants rather than making them invalid: a run keeps running, a done
+// job stays done, a waiting one says the parent is not declared; the
+// same file back runs nothing again.
+func TestDaemonDepsParentGone(t *testing.T) {
+	d := newTestDaemon(t, map[string]string{
+		"1-prep.lua":  step("prep", "prep", 0, ""),
+		"2-train.lua": gated("train", "train", "go", `, after = "prep"`),
+	})
+	d.start(daemonOptions{args: []string{"--cpus", "4"}})
+	d.waitState("train", "running")
+	if err := os.Remove(filepath.Join(d.jobs, "1-prep.lua")); err != nil {
+		t.Fatal(err)
+	}
+	d.write("3-eval.lua", step("eval", "eval", 0, `, after = "prep"`))
+	eval := d.waitJob("eval", "eval held by a parent not declared", func(j supervisor.JobStatus) bool {
+		return j.State == "waiting" && len(j.After) == 1 && j.After[0].State == "unknown"
+	})
+	if eval.Run != 0 {
+		t.Errorf("eval ran: %+v", eval)
+	}
+	st := d.status()
+	found := false
+	for _, p := range st.Problems {
+		if p.Code == "unknown_job" && p.Job == "train" && strings.HasSuffix(p.File, "2-train.lua") && p.Line > 0 {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("no unknown_job problem for train with file and line: %+v", st.Problems)
+	}
+	if j, _ := d.job("train"); j.State != "running" {
+		t.Fatalf("train, its parent gone: %+v", j)
+	}
+	out, _, _ := d.cli("status")
+	if !strings.Contains(out, "after prep, which is not declared (berth check") {
+		t.Errorf("berth status does not say prep is not declared:\n%s", out)
+	}
+	d.open("go")
+	d.waitState("train", "done")
+
+	// The same file back: prep is done as it was, eval runs, train not.
+	looked := d.looked("train")
+	d.write("1-prep.lua", step("prep", "prep", 0, ""))
+	d.waitState("eval", "done")
+	d.waitLooked("train", looked+1)
+	if got := strings.Join(d.order(), " "); got != "prep train eval" {
+		t.Errorf("ran %q", got)
+	}
+	if j, _ := d.job("train"); j.State != "done" {
+		t.Errorf("train: %+v", j)
+	}
+	d.stop()
+}
