@@ -33,9 +33,9 @@ job "person" { cmd = "x", after = "alice/train" }`)
 	}
 }
 
-// TestDepsResolve: in a person's file a bare name is their own job where
-// they declare one, else the administrators'; an administrator's bare name
-// is an administrator's job, and OWNER/NAME a person's.
+// TestDepsResolve: in a person's file a bare name is their own job, and
+// OWNER/NAME may name only their own; an administrator's bare name is an
+// administrator's job, and OWNER/NAME a person's.
 func TestDepsResolve(t *testing.T) {
 	settle(t)
 	admin := Eval("/etc/berth/jobs.d/a.lua", []byte(`
@@ -46,9 +46,11 @@ job "report" { cmd = "x", after = { "prep", "alice/train" } }`), testOptions())
 	opts.Owner = "alice"
 	alice := Eval("/var/spool/berth/alice/a.lua", []byte(`
 job "prep" { cmd = "x" }
-job "train" { cmd = "x", after = { "prep", "fetch" }, after_any = "bob/sweep" }`), opts)
+job "fetch" { cmd = "x" }
+job "train" { cmd = "x", after = { "prep", "alice/fetch" }, after_any = "fetch" }`), opts)
 	opts.Owner = "bob"
 	bob := Eval("/var/spool/berth/bob/a.lua", []byte(`
+job "prep" { cmd = "x" }
 job "sweep" { cmd = "x", after = "prep" }`), opts)
 	set := Combine([]*File{admin, alice, bob})
 	if len(set.Errors)+len(set.Problems) > 0 {
@@ -62,15 +64,41 @@ job "sweep" { cmd = "x", after = "prep" }`), opts)
 	}
 	want := map[string][2][]string{
 		"report":      {{"prep", "alice/train"}, {}},
-		"alice/train": {{"alice/prep", "fetch"}, {"bob/sweep"}},
-		"bob/sweep":   {{"prep"}, {}},
+		"alice/train": {{"alice/prep", "alice/fetch"}, {"alice/fetch"}},
+		"bob/sweep":   {{"bob/prep"}, {}},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("got %q\nwant %q", got, want)
 	}
 	// The files evaluated are left as they were.
-	if alice.Jobs[1].After[0] != "prep" {
-		t.Errorf("Combine changed a file's job: %q", alice.Jobs[1].After)
+	if alice.Jobs[2].After[0] != "prep" {
+		t.Errorf("Combine changed a file's job: %q", alice.Jobs[2].After)
+	}
+}
+
+// TestDepsNotOwn: a bare name in a person's file never falls back to an
+// administrator's job of that name (their own gone, it is unknown), and a
+// person's file cannot name another person's job.
+func TestDepsNotOwn(t *testing.T) {
+	settle(t)
+	admin := Eval("/etc/berth/jobs.d/a.lua", []byte(`job "fetch" { cmd = "x" }`), testOptions())
+	opts := testOptions()
+	opts.Owner = "bob"
+	bob := Eval("/var/spool/berth/bob/a.lua", []byte(`job "sweep" { cmd = "x" }`), opts)
+	opts.Owner = "alice"
+	alice := Eval("/var/spool/berth/alice/a.lua", []byte(`job "train" { cmd = "x", after = "fetch" }
+job "eval" { cmd = "x", after_any = "bob/sweep" }`), opts)
+	set := Combine([]*File{admin, bob, alice})
+	var got []string
+	for _, e := range set.Problems {
+		got = append(got, fmt.Sprintf("%s %s %s: %s", e.Name, e.Problem, e.Field, e.Detail))
+	}
+	want := []string{
+		`alice/eval not own job after_any: field "after_any": job "bob/sweep" is bob's; a person's job may wait only for their own jobs, named bare (an administrator's file may name "bob/sweep")`,
+		`alice/train unknown job after: field "after": job "fetch" does not exist (berth jobs lists them)`,
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
 

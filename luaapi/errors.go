@@ -47,6 +47,7 @@ const (
 	EvalFailed    Problem = 21 // the evaluating process failed, not for a limit the file crossed
 	UnknownJob    Problem = 22 // after or after_any names a job that no accepted file declares, or the job itself
 	Cycle         Problem = 23 // after and after_any make a cycle
+	NotOwnJob     Problem = 24 // a person's after or after_any names a job that is not theirs
 )
 
 var problemNames = map[Problem]string{
@@ -73,6 +74,7 @@ var problemNames = map[Problem]string{
 	EvalFailed:    "eval failed",
 	UnknownJob:    "unknown job",
 	Cycle:         "cycle",
+	NotOwnJob:     "not own job",
 }
 
 func (p Problem) String() string {
@@ -410,6 +412,11 @@ func errUnknownJob(s subject, field, name string, known []string) *Error {
 		hint = fmt.Sprintf("did you mean %s? berth jobs lists them", quote(near))
 	}
 	return s.err(UnknownJob, field, fmt.Sprintf("field %s: job %s does not exist (%s)", quote(field), quote(name), hint))
+}
+
+func errAfterOthers(s subject, field, name, owner string) *Error {
+	return s.err(NotOwnJob, field, fmt.Sprintf("field %s: job %s is %s's; a person's job may wait only for their own jobs, named bare (an administrator's file may name %s)",
+		quote(field), quote(name), owner, quote(name)))
 }
 
 func errAfterSelf(s subject, field string) *Error {

@@ -206,8 +206,9 @@ job "report" { cmd = "true", after_any = "evall" }
 	}
 }
 
-// TestCheckPersonsDeps: in a person's file a bare name is their own job,
-// else an administrator's; berth check resolves them as the daemon does.
+// TestCheckPersonsDeps: in a person's file a bare name is their own job
+// only (never an administrator's of that name); berth check resolves them
+// as the daemon does.
 func TestCheckPersonsDeps(t *testing.T) {
 	needPeople(t)
 	dir := t.TempDir()
@@ -240,9 +241,10 @@ job "b" { cmd = "true", after = "a" }
 		t.Fatalf("exit %d:\n%s", code, out)
 	}
 	for _, want := range []string{
+		path + `:1: job "` + alice + `/prep": field "after": job "fetch" does not exist`,
 		path + `:2: job "` + alice + `/a": after makes a cycle: ` + alice + `/a → ` + alice + `/b → ` + alice + `/a`,
 		path + `:3: job "` + alice + `/b": after makes a cycle: ` + alice + `/b → ` + alice + `/a → ` + alice + `/b`,
-		"2 errors",
+		"3 errors",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("berth check does not say %q:\n%s", want, out)
