@@ -1,6 +1,7 @@
 package luaapi
 
 import (
+	"cmp"
 	"slices"
 	"sort"
 	"strings"
@@ -172,8 +173,19 @@ func resolveDeps(jobs []Job) []*Error {
 		}
 		j.After = resolve("after", j.After)
 		j.AfterAny = resolve("after_any", j.AfterAny)
+		for _, n := range j.AfterAny {
+			if slices.Contains(j.After, n) && !bad[j.Name] {
+				problems = append(problems, errAfterBoth(s, n))
+				bad[j.Name] = true
+			}
+		}
 	}
-	return append(problems, cycles(jobs, byName, bad)...)
+	problems = append(problems, cycles(jobs, byName, bad)...)
+	// In the order a person reads the files.
+	slices.SortStableFunc(problems, func(a, b *Error) int {
+		return cmp.Or(strings.Compare(a.Pos.File, b.Pos.File), cmp.Compare(a.Pos.Line, b.Pos.Line))
+	})
+	return problems
 }
 
 // cycles finds the jobs that wait for themselves through others, and
@@ -234,7 +246,13 @@ func cycles(jobs []Job, byName map[string]*Job, skip map[string]bool) []*Error {
 		slices.Reverse(path[1:])
 		path = append(path, start.Name)
 		s := subject{pos: start.Pos, kind: "job", name: start.Name}
-		problems = append(problems, errCycle(s, field(start, path[1]), path))
+		var fields []string
+		for k := 0; k+1 < len(path); k++ {
+			if f := field(byName[path[k]], path[k+1]); !slices.Contains(fields, f) {
+				fields = append(fields, f)
+			}
+		}
+		problems = append(problems, errCycle(s, field(start, path[1]), fields, path))
 	}
 	return problems
 }

@@ -424,10 +424,22 @@ func errAfterSelf(s subject, field string) *Error {
 }
 
 // errCycle is about one job of a cycle; path is the cycle from that job
-// back to it.
-func errCycle(s subject, field string, path []string) *Error {
-	return s.err(Cycle, field, fmt.Sprintf("after makes a cycle: %s; none of them could ever run, so remove one of the dependencies",
-		strings.Join(path, " → ")))
+// back to it, and fields the fields its edges are made of.
+func errCycle(s subject, field string, fields, path []string) *Error {
+	made := "after makes"
+	switch {
+	case len(fields) > 1:
+		made = "after and after_any make"
+	case len(fields) == 1 && fields[0] == "after_any":
+		made = "after_any makes"
+	}
+	return s.err(Cycle, field, fmt.Sprintf("%s a cycle: %s; none of them could ever run, so remove one of the dependencies",
+		made, strings.Join(path, " → ")))
+}
+
+func errAfterBoth(s subject, name string) *Error {
+	return s.err(Conflict, "after_any", fmt.Sprintf("job %s is in both after and after_any; name it in one: after waits for its success, after_any for its end",
+		quote(name)))
 }
 
 // --- fields ----------------------------------------------------------------
