@@ -57,8 +57,13 @@ func TestDaemonPipeline(t *testing.T) {
 		t.Errorf("a job held by its parents is in the placer: %+v", train)
 	}
 	out, _, code := d.cli("status")
-	if code != exitOK || !strings.Contains(out, "after prep, which failed (exit 3); runs when prep succeeds") {
+	if code != exitOK || !strings.Contains(out, "after prep, which failed (exit 3); runs when prep succeeds (berth logs prep shows why; berth start train --ignore-deps runs it anyway)") {
 		t.Errorf("berth status does not say why train waits (exit %d):\n%s", code, out)
+	}
+	// A plain start of a held job says what holds it, and what runs it.
+	out, _, code = d.cli("start", "train")
+	if code != exitOK || !strings.Contains(out, "train is held by prep, and a start does not change that") || !strings.Contains(out, "--ignore-deps") {
+		t.Errorf("berth start train, held (exit %d):\n%s", code, out)
 	}
 	out, _, _ = d.cli("status", "--json")
 	if !strings.Contains(out, `"exit_code": 3`) && !strings.Contains(out, `"exit_code":3`) {
@@ -155,6 +160,11 @@ func TestDaemonDepsServiceAndIgnore(t *testing.T) {
 	}
 	d.waitState("client", "done")
 	d.waitState("db", "running")
+	// From history: the client's run started once the service's had.
+	db, client := d.detail("db"), d.detail("client")
+	if len(db.Runs) != 1 || len(client.Runs) != 1 || client.Runs[0].Start.Before(db.Runs[0].Start) || client.Runs[0].ID < db.Runs[0].ID {
+		t.Errorf("runs of db %+v, of client %+v", db.Runs, client.Runs)
+	}
 	d.waitState("report", "done")
 	if f, _ := d.job("flaky"); f.State != "failed" {
 		t.Errorf("flaky: %+v", f)
@@ -250,6 +260,20 @@ job "b" { cmd = "true", after = "a" }
 			t.Errorf("berth check does not say %q:\n%s", want, out)
 		}
 	}
+}
+
+// detail is berth show NAME --json.
+func (d *testDaemon) detail(name string) supervisor.JobDetail {
+	d.t.Helper()
+	out, errOut, code := d.cli("show", name, "--json")
+	var detail supervisor.JobDetail
+	if code != exitOK {
+		d.t.Fatalf("berth show %s: exit %d: %s", name, code, errOut)
+	}
+	if err := json.Unmarshal([]byte(out), &detail); err != nil {
+		d.t.Fatal(err)
+	}
+	return detail
 }
 
 // gated is a pipeline job that appends its tag to OUT/order, then runs

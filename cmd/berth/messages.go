@@ -292,6 +292,21 @@ func msgAfterOne(job, file string, p supervisor.Dependency) string {
 	return fmt.Sprintf("after %s (%s)", name, p.State)
 }
 
+// msgStartHeld answers a plain start of a job that waits for its parents.
+func msgStartHeld(job, file string, parents []supervisor.Dependency) string {
+	var names []string
+	for _, p := range parents {
+		if !p.Satisfied {
+			names = append(names, p.Job)
+		}
+	}
+	why := msgAfter(job, file, parents)
+	if !strings.Contains(why, "--ignore-deps") {
+		why += " (berth start " + quoteArg(job) + " --ignore-deps runs it anyway)"
+	}
+	return fmt.Sprintf("%s is held by %s, and a start does not change that: %s", job, strings.Join(names, " and "), why)
+}
+
 // stateWords is a state as a sentence says it: "in backoff", "waiting".
 func stateWords(state string) string {
 	if state == "backoff" {

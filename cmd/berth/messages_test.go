@@ -90,6 +90,8 @@ func TestMessages(t *testing.T) {
 		msgAfter("eval", "/etc/berth/jobs.d/eval.lua", []supervisor.Dependency{{Job: "prep", Kind: "after", State: "done", Satisfied: true},
 			{Job: "train", Kind: "after", State: "done", Behind: "train"}}),
 		msgAfter("eval", "/etc/berth/jobs.d/eval.lua", []supervisor.Dependency{{Job: "train", Kind: "after", State: "done", Behind: "prep"}}),
+		msgStartHeld("train", "/etc/berth/jobs.d/train.lua", afterFacts),
+		msgStartHeld("train", "/etc/berth/jobs.d/train.lua", afterFacts[:1]),
 		msgDependency(afterFacts[0]),
 		msgDependency(afterFacts[1]),
 		msgDependency(supervisor.Dependency{Job: "prep", Kind: "after", State: "done", Satisfied: true}),
