@@ -299,17 +299,25 @@ func digest(record string) string {
 	return hex.EncodeToString(sum[:16])
 }
 
-// batchAfter are the parents of def that count in its done record: those
-// in after that are batch jobs (a service never ends done). isService
-// tells which parent is a service.
-func batchAfter(def *luaapi.Job, isService func(string) bool) []string {
-	var out []string
+// parentRecords are the done records of the batch parents in def's after,
+// by name (a service never ends done: it is not in the record). lookup
+// says, for a parent, its done record, whether it is a service, and
+// whether it is known at all; known is false when one of them is not.
+func parentRecords(def *luaapi.Job, lookup func(name string) (record string, service, known bool)) (map[string]string, bool) {
+	if len(def.After) == 0 {
+		return nil, true
+	}
+	parents := make(map[string]string, len(def.After))
 	for _, n := range def.After {
-		if !isService(n) {
-			out = append(out, n)
+		record, service, known := lookup(n)
+		if !known {
+			return nil, false
+		}
+		if !service {
+			parents[n] = record
 		}
 	}
-	return out
+	return parents, true
 }
 
 // relatives are the parents of job name (of definition def) and its

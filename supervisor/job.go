@@ -190,15 +190,23 @@ func (d *Daemon) newJob(def *luaapi.Job, invalid string, initial life, doneFP st
 	if initial.state == store.StateDone {
 		j.runMark = doneFP
 	}
-	if initial.state == store.StateFailed {
-		// How it failed, for its dependants' reasons: read once, here.
-		if runs, err := d.store.Runs(def.Name, 1); err == nil && len(runs) == 1 && !runs[0].End.IsZero() {
-			r := runs[0]
-			j.end = lastEnd{known: true, code: r.ExitCode, signal: r.Signal, reason: r.Reason}
-		}
-	}
 	j.publish()
 	return j
+}
+
+// readLastEnd reads how a job that starts failed last ended, for its
+// dependants' reasons. Called by the loop for a job some job names, before
+// its goroutine starts: a job nobody names never pays the read.
+func (j *job) readLastEnd() {
+	runs, err := j.d.store.Runs(j.name, 1)
+	if err != nil || len(runs) != 1 || runs[0].End.IsZero() {
+		return
+	}
+	r := runs[0]
+	j.end = lastEnd{known: true, code: r.ExitCode, signal: r.Signal, reason: r.Reason}
+	j.mu.Lock()
+	j.v.LastEnd = j.end
+	j.mu.Unlock()
 }
 
 func (j *job) view() jobView {
@@ -786,29 +794,18 @@ func (j *job) depsChanged() {
 	j.log.Debug("parents looked at", "state", j.life.state.String(), "runs_again", again)
 }
 
-// parentRecords are the done records of the batch parents in after, by
-// name; known is false while one of them is not in the graph.
+// parentRecords are the done records of the batch parents in after, as
+// they are now, by name; known is false while one of them is not in the
+// graph.
 func (j *job) parentRecords() (map[string]string, bool) {
-	if len(j.def.After) == 0 {
-		return nil, true
-	}
 	g := j.d.deps.Load()
-	if g == nil {
-		return nil, false
-	}
-	parents := map[string]string{}
-	for _, n := range j.def.After {
-		p := g.jobs[n]
-		if p == nil {
-			return nil, false
+	return parentRecords(j.def, func(n string) (string, bool, bool) {
+		if g == nil || g.jobs[n] == nil {
+			return "", false, false
 		}
-		v := p.view()
-		if v.Def != nil && v.Def.Restart == luaapi.RestartAlways {
-			continue
-		}
-		parents[n] = v.DoneFP
-	}
-	return parents, true
+		v := g.jobs[n].view()
+		return v.DoneFP, v.Def != nil && v.Def.Restart == luaapi.RestartAlways, true
+	})
 }
 
 // mark is the done record of a run started now (doneMark).

@@ -639,6 +639,13 @@ func (d *Daemon) apply(set *luaapi.Set, first bool) ReloadResult {
 			}
 		}
 	}
+	if g := d.deps.Load(); g != nil {
+		for _, j := range born {
+			if j.life.state == store.StateFailed && len(g.dependants[j.name]) > 0 {
+				j.readLastEnd()
+			}
+		}
+	}
 	for _, j := range born {
 		d.jobsWG.Go(func() { j.loop(d.jobsCtx) })
 	}
@@ -704,24 +711,19 @@ func (d *Daemon) remembered(def *luaapi.Job, set *luaapi.Set) (initial life, don
 
 // storedParents are the done records, as stored, of the batch parents in
 // def's after: a dependant stays done across a restart only if none of
-// them ran a new definition since its run.
+// them ran a new definition since its run. A parent with no record has
+// none ("").
 func (d *Daemon) storedParents(def *luaapi.Job, set *luaapi.Set) map[string]string {
-	if len(def.After) == 0 {
-		return nil
-	}
-	parents := map[string]string{}
-	for _, n := range def.After {
+	parents, _ := parentRecords(def, func(n string) (string, bool, bool) {
 		i, found := slices.BinarySearchFunc(set.Jobs, n, func(j luaapi.Job, n string) int { return strings.Compare(j.Name, n) })
 		if found && set.Jobs[i].Restart == luaapi.RestartAlways {
-			continue
+			return "", true, true
 		}
-		rec, ok, err := d.store.Job(n)
-		if err == nil && ok {
-			parents[n] = rec.DoneFingerprint
-		} else {
-			parents[n] = ""
+		if rec, ok, err := d.store.Job(n); err == nil && ok {
+			return rec.DoneFingerprint, false, true
 		}
-	}
+		return "", false, true
+	})
 	return parents
 }
 
