@@ -73,6 +73,14 @@ func TestDaemonPipeline(t *testing.T) {
 		t.Errorf("eval: %+v", e)
 	}
 
+	// A new daemon knows how prep failed, from its history.
+	d.cmd.Process.Signal(syscall.SIGKILL)
+	d.cmd.Wait()
+	d.start(daemonOptions{args: []string{"--cpus", "4"}})
+	d.waitJob("train", "held by prep's failure, told how it ended", func(j supervisor.JobStatus) bool {
+		return j.State == "waiting" && len(j.After) == 1 && j.After[0].ExitCode != nil && *j.After[0].ExitCode == 3
+	})
+
 	// The fix: prep succeeds, then train, then eval, in that order.
 	d.write("1-prep.lua", step("prep", "prep", 0, ""))
 	d.waitState("eval", "done")
