@@ -194,19 +194,26 @@ func (d *Daemon) newJob(def *luaapi.Job, invalid string, initial life, doneFP st
 	return j
 }
 
-// readLastEnd reads how a job that starts failed last ended, for its
-// dependants' reasons. Called by the loop for a job some job names, before
-// its goroutine starts: a job nobody names never pays the read.
-func (j *job) readLastEnd() {
+// readLastRun reads the last run of a job that starts failed: how it
+// ended, for its dependants' reasons (named: some job names it), and what
+// it was run after, to run it again once a parent runs a new definition
+// (it has dependencies). Called by the loop before the job's goroutine
+// starts, and only for such jobs: the others never pay the read.
+func (j *job) readLastRun(named bool) {
 	runs, err := j.d.store.Runs(j.name, 1)
 	if err != nil || len(runs) != 1 || runs[0].End.IsZero() {
 		return
 	}
 	r := runs[0]
-	j.end = lastEnd{known: true, code: r.ExitCode, signal: r.Signal, reason: r.Reason}
-	j.mu.Lock()
-	j.v.LastEnd = j.end
-	j.mu.Unlock()
+	if j.def.HasDeps() {
+		j.runMark = cmp.Or(r.Mark, r.Fingerprint)
+	}
+	if named {
+		j.end = lastEnd{known: true, code: r.ExitCode, signal: r.Signal, reason: r.Reason}
+		j.mu.Lock()
+		j.v.LastEnd = j.end
+		j.mu.Unlock()
+	}
 }
 
 func (j *job) view() jobView {
@@ -492,8 +499,15 @@ func (j *job) spawn() (event, bool) {
 	now := j.d.now()
 	j.d.meters.runsStarted.Inc()
 	gpus := j.d.cardNames(j.grant.GPUs)
+	j.runMark = j.mark()
+	mark := ""
+	if j.runMark != j.defFP {
+		// Run after batch parents: kept with the run, for a next daemon
+		// that takes it back or finds it failed.
+		mark = j.runMark
+	}
 	rec, err := j.d.store.BeginRun(store.RunRecord{
-		Job: j.name, Fingerprint: j.defFP,
+		Job: j.name, Fingerprint: j.defFP, Mark: mark,
 		CPUIDs: j.grant.CPUIDs, GPUs: gpus, RAMBytes: j.grant.RAMBytes, Start: now,
 	})
 	if err != nil {
@@ -501,7 +515,6 @@ func (j *job) spawn() (event, bool) {
 		j.d.notRecorded(j.log, "cannot record the run; running it anyway", "run", rec.ID, "error", err)
 	}
 	j.run = runState{id: rec.ID, gpus: gpus, ram: j.grant.RAMBytes, start: now}
-	j.runMark = j.mark()
 
 	proc, after, err := j.d.start(j, rec.ID)
 	if err != nil {

@@ -641,8 +641,8 @@ func (d *Daemon) apply(set *luaapi.Set, first bool) ReloadResult {
 	}
 	if g := d.deps.Load(); g != nil {
 		for _, j := range born {
-			if j.life.state == store.StateFailed && len(g.dependants[j.name]) > 0 {
-				j.readLastEnd()
+			if named := len(g.dependants[j.name]) > 0; j.life.state == store.StateFailed && (named || j.def.HasDeps()) {
+				j.readLastRun(named)
 			}
 		}
 	}

@@ -470,3 +470,28 @@ func TestDaemonDepsParentGone(t *testing.T) {
 	}
 	d.stop()
 }
+
+// TestDaemonDepsFailedAcrossRestart: what a failed run was run after is
+// kept with the run, so that after a daemon restart it still runs again
+// once its parent runs a new definition to done.
+func TestDaemonDepsFailedAcrossRestart(t *testing.T) {
+	d := newTestDaemon(t, map[string]string{
+		"1-prep.lua":  step("prep", "prep", 0, ""),
+		"3-check.lua": `job "check" { cmd = { "sh", "-c", "echo check >> OUT/order; test -e OUT/good" }, cpus = 1, after = "prep" }`,
+	})
+	d.start(daemonOptions{args: []string{"--cpus", "4"}})
+	d.waitState("check", "failed")
+	d.cmd.Process.Signal(syscall.SIGKILL)
+	d.cmd.Wait()
+	d.start(daemonOptions{args: []string{"--cpus", "4"}})
+	d.waitLooked("check", 1)
+	if j, _ := d.job("check"); j.State != "failed" {
+		t.Fatalf("check after a restart: %+v", j)
+	}
+	d.write("1-prep.lua", `job "prep" { cmd = { "sh", "-c", "echo prep2 >> OUT/order; touch OUT/good" }, cpus = 1 }`)
+	d.waitState("check", "done")
+	if got := strings.Join(d.order(), " "); got != "prep check prep2 check" {
+		t.Errorf("ran %q", got)
+	}
+	d.stop()
+}
