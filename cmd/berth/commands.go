@@ -234,7 +234,7 @@ func control(verb string) func(c *cli, args []string) int {
 			return c.fail(err)
 		}
 		if len(ans.HeldBy) > 0 {
-			fmt.Fprintln(c.stdout, msgStartHeld(ans.Job, ans.File, ans.HeldBy))
+			fmt.Fprintln(c.stdout, msgStartHeld(ans.Job, ans.File, ans.HeldBy, time.Now()))
 			return exitOK
 		}
 		fmt.Fprintf(c.stdout, "%s: %s requested (berth status shows it)\n", rest[0], verb)

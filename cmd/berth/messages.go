@@ -250,17 +250,17 @@ func msgWatchEnded(socket string) string {
 // parent that does not let it run yet, e.g. "after prep (running, started
 // 14:02)" or "after prep, which failed (exit 3); runs when prep succeeds
 // (…)".
-func msgAfter(job, file string, parents []supervisor.Dependency) string {
+func msgAfter(job, file string, parents []supervisor.Dependency, now time.Time) string {
 	var parts []string
 	for _, p := range parents {
 		if !p.Satisfied {
-			parts = append(parts, msgAfterOne(job, file, p))
+			parts = append(parts, msgAfterOne(job, file, p, now))
 		}
 	}
 	return strings.Join(parts, "; ")
 }
 
-func msgAfterOne(job, file string, p supervisor.Dependency) string {
+func msgAfterOne(job, file string, p supervisor.Dependency, now time.Time) string {
 	name := p.Job
 	when := "runs when " + name + " succeeds"
 	if p.Kind == "after_any" {
@@ -272,7 +272,7 @@ func msgAfterOne(job, file string, p supervisor.Dependency) string {
 	}
 	switch p.State {
 	case "running", "starting":
-		return fmt.Sprintf("after %s (%s, started %s)", name, p.State, clockTime(p.Since))
+		return fmt.Sprintf("after %s (%s, started %s)", name, p.State, clockTime(p.Since, now))
 	case "failed":
 		return fmt.Sprintf("after %s, which failed%s; %s (berth logs %s shows why; %s)", name, endedHow(p), when, quoteArg(name), anyway)
 	case "stopped":
@@ -293,14 +293,14 @@ func msgAfterOne(job, file string, p supervisor.Dependency) string {
 }
 
 // msgStartHeld answers a plain start of a job that waits for its parents.
-func msgStartHeld(job, file string, parents []supervisor.Dependency) string {
+func msgStartHeld(job, file string, parents []supervisor.Dependency, now time.Time) string {
 	var names []string
 	for _, p := range parents {
 		if !p.Satisfied {
 			names = append(names, p.Job)
 		}
 	}
-	why := msgAfter(job, file, parents)
+	why := msgAfter(job, file, parents, now)
 	if !strings.Contains(why, "--ignore-deps") {
 		why += " (berth start " + quoteArg(job) + " --ignore-deps runs it anyway)"
 	}
@@ -317,11 +317,11 @@ func stateWords(state string) string {
 
 // msgDependency is one parent or dependant as berth show lists it:
 // "prep (failed, exit 3)", "serve (running, started 14:02)".
-func msgDependency(p supervisor.Dependency) string {
+func msgDependency(p supervisor.Dependency, now time.Time) string {
 	s := p.Job + " (" + p.State
 	switch {
 	case p.State == "running" || p.State == "starting":
-		s += ", started " + clockTime(p.Since)
+		s += ", started " + clockTime(p.Since, now)
 	case p.State == "failed":
 		s += strings.TrimSuffix(strings.Replace(endedHow(p), " (", ", ", 1), ")")
 	}
@@ -343,10 +343,10 @@ func endedHow(p supervisor.Dependency) string {
 }
 
 // clockTime is a time of day in the client's zone, with the date when it
-// is not today.
-func clockTime(t time.Time) string {
+// is not the day of now.
+func clockTime(t, now time.Time) string {
 	t = t.In(renderZone)
-	if y, m, d := t.Date(); time.Now().In(renderZone).Format("2006-01-02") != fmt.Sprintf("%04d-%02d-%02d", y, m, d) {
+	if t.Format("2006-01-02") != now.In(renderZone).Format("2006-01-02") {
 		return t.Format("2006-01-02 15:04")
 	}
 	return t.Format("15:04")
