@@ -1,6 +1,7 @@
 package luaapi
 
 import (
+	"cmp"
 	"slices"
 	"sort"
 	"strings"
@@ -118,9 +119,12 @@ func Combine(files []*File) *Set {
 // flavor does not exist is: its file stands, the job cannot run. jobs are
 // sorted by name, so the problems come in a stable order.
 //
-// A bare name in a person's file means their own job of that name where
-// they declare one, else an administrator's; in an administrator's file,
-// an administrator's job. OWNER/NAME names a person's job from anywhere.
+// A bare name in a person's file means their own job of that name, and
+// only that: were it to fall back to an administrator's job of the name,
+// removing their own would silently make them wait for another job.
+// OWNER/NAME in a person's file may name only their own jobs: another
+// person's edits must never re-run theirs. In an administrator's file a
+// bare name is an administrator's job and OWNER/NAME a person's.
 func resolveDeps(jobs []Job) []*Error {
 	names := make([]string, len(jobs))
 	byName := make(map[string]*Job, len(jobs))
@@ -141,11 +145,15 @@ func resolveDeps(jobs []Job) []*Error {
 			for _, n := range given {
 				full := n
 				if !strings.Contains(n, "/") && j.Owner != "" {
-					if _, own := byName[j.Owner+"/"+n]; own {
-						full = j.Owner + "/" + n
-					}
+					full = j.Owner + "/" + n
 				}
+				owner, _, person := strings.Cut(full, "/")
 				switch _, known := byName[full]; {
+				case j.Owner != "" && person && owner != j.Owner:
+					if !bad[j.Name] {
+						problems = append(problems, errAfterOthers(s, field, n, owner))
+					}
+					bad[j.Name] = true
 				case full == j.Name:
 					if !bad[j.Name] {
 						problems = append(problems, errAfterSelf(s, field))
@@ -165,8 +173,19 @@ func resolveDeps(jobs []Job) []*Error {
 		}
 		j.After = resolve("after", j.After)
 		j.AfterAny = resolve("after_any", j.AfterAny)
+		for _, n := range j.AfterAny {
+			if slices.Contains(j.After, n) && !bad[j.Name] {
+				problems = append(problems, errAfterBoth(s, n))
+				bad[j.Name] = true
+			}
+		}
 	}
-	return append(problems, cycles(jobs, byName, bad)...)
+	problems = append(problems, cycles(jobs, byName, bad)...)
+	// In the order a person reads the files.
+	slices.SortStableFunc(problems, func(a, b *Error) int {
+		return cmp.Or(strings.Compare(a.Pos.File, b.Pos.File), cmp.Compare(a.Pos.Line, b.Pos.Line))
+	})
+	return problems
 }
 
 // cycles finds the jobs that wait for themselves through others, and
@@ -227,20 +246,28 @@ func cycles(jobs []Job, byName map[string]*Job, skip map[string]bool) []*Error {
 		slices.Reverse(path[1:])
 		path = append(path, start.Name)
 		s := subject{pos: start.Pos, kind: "job", name: start.Name}
-		problems = append(problems, errCycle(s, field(start, path[1]), path))
+		var fields []string
+		for k := 0; k+1 < len(path); k++ {
+			if f := field(byName[path[k]], path[k+1]); !slices.Contains(fields, f) {
+				fields = append(fields, f)
+			}
+		}
+		problems = append(problems, errCycle(s, field(start, path[1]), fields, path))
 	}
 	return problems
 }
 
 // asWritten is how a file of owner's ("" for the administrators') would
-// write each of names: a person's own jobs bare.
+// write each of the names it may name: a person's own jobs, bare.
 func asWritten(names []string, owner string) []string {
 	if owner == "" {
 		return names
 	}
-	out := make([]string, len(names))
-	for i, n := range names {
-		out[i] = strings.TrimPrefix(n, owner+"/")
+	var out []string
+	for _, n := range names {
+		if own, ok := strings.CutPrefix(n, owner+"/"); ok {
+			out = append(out, own)
+		}
 	}
 	return out
 }

@@ -47,6 +47,7 @@ const (
 	EvalFailed    Problem = 21 // the evaluating process failed, not for a limit the file crossed
 	UnknownJob    Problem = 22 // after or after_any names a job that no accepted file declares, or the job itself
 	Cycle         Problem = 23 // after and after_any make a cycle
+	NotOwnJob     Problem = 24 // a person's after or after_any names a job that is not theirs
 )
 
 var problemNames = map[Problem]string{
@@ -73,6 +74,7 @@ var problemNames = map[Problem]string{
 	EvalFailed:    "eval failed",
 	UnknownJob:    "unknown job",
 	Cycle:         "cycle",
+	NotOwnJob:     "not own job",
 }
 
 func (p Problem) String() string {
@@ -412,15 +414,32 @@ func errUnknownJob(s subject, field, name string, known []string) *Error {
 	return s.err(UnknownJob, field, fmt.Sprintf("field %s: job %s does not exist (%s)", quote(field), quote(name), hint))
 }
 
+func errAfterOthers(s subject, field, name, owner string) *Error {
+	return s.err(NotOwnJob, field, fmt.Sprintf("field %s: job %s is %s's; a person's job may wait only for their own jobs, named bare (an administrator's file may name %s)",
+		quote(field), quote(name), owner, quote(name)))
+}
+
 func errAfterSelf(s subject, field string) *Error {
 	return s.err(UnknownJob, field, fmt.Sprintf("field %s names the job itself; a job cannot wait for its own run", quote(field)))
 }
 
 // errCycle is about one job of a cycle; path is the cycle from that job
-// back to it.
-func errCycle(s subject, field string, path []string) *Error {
-	return s.err(Cycle, field, fmt.Sprintf("after makes a cycle: %s; none of them could ever run, so remove one of the dependencies",
-		strings.Join(path, " → ")))
+// back to it, and fields the fields its edges are made of.
+func errCycle(s subject, field string, fields, path []string) *Error {
+	made := "after makes"
+	switch {
+	case len(fields) > 1:
+		made = "after and after_any make"
+	case len(fields) == 1 && fields[0] == "after_any":
+		made = "after_any makes"
+	}
+	return s.err(Cycle, field, fmt.Sprintf("%s a cycle: %s; none of them could ever run, so remove one of the dependencies",
+		made, strings.Join(path, " → ")))
+}
+
+func errAfterBoth(s subject, name string) *Error {
+	return s.err(Conflict, "after_any", fmt.Sprintf("job %s is in both after and after_any; name it in one: after waits for its success, after_any for its end",
+		quote(name)))
 }
 
 // --- fields ----------------------------------------------------------------

@@ -1,6 +1,7 @@
 package supervisor
 
 import (
+	"cmp"
 	"context"
 	"slices"
 	"strconv"
@@ -189,6 +190,11 @@ func (j *job) takeAdopted(a adoptedRun) {
 	j.run = runState{id: a.rec.ID, proc: a.run, gpus: a.rec.GPUs, ram: a.rec.RAMBytes, start: a.rec.Start}
 	j.book, j.grant = a.book, a.grant
 	j.life = life{state: store.StateRunning, since: a.rec.Start, started: a.rec.Start}
+	if j.def.HasDeps() {
+		// What it was run after, as its daemon recorded it: its end is
+		// done for that, not for the parents as they are now.
+		j.runMark = cmp.Or(a.rec.Mark, a.rec.Fingerprint)
+	}
 	j.exitC = a.run.Done()
 	if j.def.Timeout > 0 {
 		j.timeout = j.d.clock.NewTimer(max(0, a.rec.Start.Add(j.def.Timeout).Sub(j.d.now())))

@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/berthd/berth/supervisor/ctlsock"
+	"github.com/berthd/berth/supervisor/store"
 )
 
 // APIVersion is the path prefix of the control socket's API. A client that
@@ -141,7 +142,13 @@ func (d *Daemon) api() http.Handler {
 				return
 			}
 			j.in.post(jobMessage{ev: &event{kind: verb.ev}, ignoreDeps: ignoreDeps})
-			writeJSON(w, http.StatusOK, map[string]string{"job": name, "requested": verb.name})
+			ans := ControlAnswer{Job: name, Requested: verb.name}
+			if verb.ev == evStart && !ignoreDeps && v.State == store.StateWaiting && v.After != nil {
+				// Held at the gate: the start changes nothing, and the
+				// client says what does.
+				ans.HeldBy, ans.File = v.After, v.Def.Pos.File
+			}
+			writeJSON(w, http.StatusOK, ans)
 		})
 	}
 	mux.HandleFunc("GET "+APIVersion+"/debug/runtime", func(w http.ResponseWriter, r *http.Request) {

@@ -31,7 +31,7 @@ type Dependency struct {
 	Job   string    `json:"job"`
 	Kind  string    `json:"kind"` // "after" or "after_any"
 	State string    `json:"state"`
-	Since time.Time `json:"since"`
+	Since time.Time `json:"since,omitzero"`
 	// Service: the parent is restart = "always"; it satisfies the edge
 	// while it runs.
 	Service bool `json:"service,omitempty"`
@@ -40,6 +40,12 @@ type Dependency struct {
 	ExitCode *int   `json:"exit_code,omitempty"`
 	Signal   string `json:"signal,omitempty"`
 	Reason   string `json:"reason,omitempty"`
+	// Behind, for an after parent that is done, names the job (the
+	// parent itself or one upstream of it, through after) whose done
+	// record no longer matches its own parents': it is to run again, and
+	// the parent's output is not yet up to date. The parent does not
+	// satisfy the edge meanwhile.
+	Behind string `json:"behind,omitempty"`
 	// Satisfied: the parent lets the dependant run.
 	Satisfied bool `json:"satisfied"`
 }
@@ -127,9 +133,13 @@ func factOf(name, kind string, v jobView) Dependency {
 }
 
 // parentsOf are the facts about each parent that def names, in the order
-// it names them. A parent not in the graph (yet) is "unknown".
+// it names them. A parent not in the graph (yet) is "unknown". An after
+// parent that is done satisfies the edge only while it is up to date with
+// its own parents, all the way up (behind): in a diamond, the dependant
+// of prep and train must not run after prep's new run and train's old one.
 func parentsOf(g *depGraph, def *luaapi.Job) []Dependency {
 	var out []Dependency
+	var memo map[string]string
 	for _, e := range []struct {
 		kind  string
 		names []string
@@ -143,10 +153,59 @@ func parentsOf(g *depGraph, def *luaapi.Job) []Dependency {
 				out = append(out, Dependency{Job: n, Kind: e.kind, State: "unknown"})
 				continue
 			}
-			out = append(out, factOf(n, e.kind, p.view()))
+			f := factOf(n, e.kind, p.view())
+			if f.Satisfied && e.kind == depAfter && !f.Service {
+				if memo == nil {
+					memo = map[string]string{}
+				}
+				if f.Behind = g.behind(n, memo); f.Behind != "" {
+					f.Satisfied = false
+				}
+			}
+			out = append(out, f)
 		}
 	}
 	return out
+}
+
+// behind is the job at or upstream of name, through after, that is to run
+// again because a parent of its ran a new definition to done since its
+// own run; "" when name is up to date. Upstream is looked at first: the
+// job named is the first of the chain to run again. memo keeps what was
+// found for each name (the graph is acyclic: cycles are refused).
+func (g *depGraph) behind(name string, memo map[string]string) string {
+	if b, ok := memo[name]; ok {
+		return b
+	}
+	memo[name] = ""
+	j := g.jobs[name]
+	if j == nil {
+		return ""
+	}
+	v := j.view()
+	if v.Def == nil || len(v.Def.After) == 0 {
+		return ""
+	}
+	was := recordParents(v.DoneFP)
+	for _, p := range v.Def.After {
+		pj := g.jobs[p]
+		if pj == nil {
+			continue
+		}
+		pv := pj.view()
+		if pv.Def != nil && pv.Def.Restart == luaapi.RestartAlways {
+			continue
+		}
+		if b := g.behind(p, memo); b != "" {
+			memo[name] = b
+			return b
+		}
+		if r, ok := was[p]; ok && r != digest(pv.DoneFP) {
+			memo[name] = name
+			return name
+		}
+	}
+	return ""
 }
 
 // gate says whether a job of definition def may enter the placer, and the
@@ -193,21 +252,40 @@ func doneMark(fp string, parents map[string]string) string {
 // was removed: after is policy, an edit applies in place, so the job stays
 // done, and the record follows the parents now named.
 func stillDone(recorded, fp string, parents map[string]string) (bool, string) {
-	parts := strings.Split(recorded, "|")
-	if parts[0] != fp {
+	if recordFP(recorded) != fp || parentsMoved(recorded, parents) {
 		return false, recorded
 	}
-	was := map[string]string{}
+	return true, doneMark(fp, parents)
+}
+
+// parentsMoved reports whether a parent that record names has another
+// done record now (parents: name → its done record).
+func parentsMoved(record string, parents map[string]string) bool {
+	was := recordParents(record)
+	for n, r := range parents {
+		if old, ok := was[n]; ok && old != digest(r) {
+			return true
+		}
+	}
+	return false
+}
+
+// recordFP is the process fingerprint in a done record.
+func recordFP(record string) string {
+	fp, _, _ := strings.Cut(record, "|")
+	return fp
+}
+
+// recordParents are the parents a done record names, with the digest of
+// the done record of each that the run followed.
+func recordParents(record string) map[string]string {
+	parts := strings.Split(record, "|")
+	was := make(map[string]string, len(parts)-1)
 	for _, p := range parts[1:] {
 		n, r, _ := strings.Cut(p, "=")
 		was[n] = r
 	}
-	for n, r := range parents {
-		if old, ok := was[n]; ok && old != digest(r) {
-			return false, recorded
-		}
-	}
-	return true, doneMark(fp, parents)
+	return was
 }
 
 // digest is a parent's done record as a dependant's record holds it: a
@@ -221,17 +299,25 @@ func digest(record string) string {
 	return hex.EncodeToString(sum[:16])
 }
 
-// batchAfter are the parents of def that count in its done record: those
-// in after that are batch jobs (a service never ends done). isService
-// tells which parent is a service.
-func batchAfter(def *luaapi.Job, isService func(string) bool) []string {
-	var out []string
+// parentRecords are the done records of the batch parents in def's after,
+// by name (a service never ends done: it is not in the record). lookup
+// says, for a parent, its done record, whether it is a service, and
+// whether it is known at all; known is false when one of them is not.
+func parentRecords(def *luaapi.Job, lookup func(name string) (record string, service, known bool)) (map[string]string, bool) {
+	if len(def.After) == 0 {
+		return nil, true
+	}
+	parents := make(map[string]string, len(def.After))
 	for _, n := range def.After {
-		if !isService(n) {
-			out = append(out, n)
+		record, service, known := lookup(n)
+		if !known {
+			return nil, false
+		}
+		if !service {
+			parents[n] = record
 		}
 	}
-	return out
+	return parents, true
 }
 
 // relatives are the parents of job name (of definition def) and its

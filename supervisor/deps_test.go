@@ -129,3 +129,65 @@ func TestFactOf(t *testing.T) {
 		}
 	}
 }
+
+// TestParentsBehind: an after parent that is done satisfies the edge only
+// while it is up to date with its own parents, all the way up. a → b → c
+// → d with d after { a, c }: when a has run a new definition and b has
+// not run again since, c is behind (through b) although c's own record
+// matches b, and d is held; once b and c have run again, d may run.
+func TestParentsBehind(t *testing.T) {
+	defs := map[string]*luaapi.Job{
+		"a": {Name: "a"},
+		"b": {Name: "b", After: []string{"a"}},
+		"c": {Name: "c", After: []string{"b"}},
+		"d": {Name: "d", After: []string{"a", "c"}},
+	}
+	g := &depGraph{jobs: map[string]*job{}, dependants: map[string][]string{}}
+	done := func(name, record string) {
+		g.jobs[name] = &job{name: name, v: jobView{Def: defs[name], State: store.StateDone, DoneFP: record}}
+	}
+	a1 := doneMark("fa", nil)
+	b1 := doneMark("fb", map[string]string{"a": a1})
+	c1 := doneMark("fc", map[string]string{"b": b1})
+	done("a", a1)
+	done("b", b1)
+	done("c", c1)
+	if facts := parentsOf(g, defs["d"]); !gate(facts) {
+		t.Fatalf("all up to date, d is held: %+v", facts)
+	}
+
+	// a runs a new definition to done: b and c are behind it.
+	a2 := doneMark("fa2", nil)
+	done("a", a2)
+	facts := parentsOf(g, defs["d"])
+	if gate(facts) {
+		t.Fatalf("c is behind a new run of a, d is let run: %+v", facts)
+	}
+	if !facts[0].Satisfied || facts[0].Behind != "" {
+		t.Errorf("a: %+v", facts[0])
+	}
+	if facts[1].Satisfied || facts[1].Behind != "b" {
+		t.Errorf("c: %+v, want behind b", facts[1])
+	}
+
+	// b has run again after a; c not yet: c itself is behind.
+	b2 := doneMark("fb", map[string]string{"a": a2})
+	done("b", b2)
+	if facts := parentsOf(g, defs["d"]); gate(facts) || facts[1].Behind != "c" {
+		t.Errorf("b ran again, c not: %+v", facts)
+	}
+
+	// c has run again: d may run.
+	done("c", doneMark("fc", map[string]string{"b": b2}))
+	if facts := parentsOf(g, defs["d"]); !gate(facts) {
+		t.Errorf("all ran again, d is held: %+v", facts)
+	}
+
+	// A service upstream never makes anyone behind; after_any is not
+	// looked through.
+	defs["b"].Restart = luaapi.RestartAlways
+	done("a", doneMark("fa3", nil))
+	if facts := parentsOf(g, defs["d"]); !gate(facts) {
+		t.Errorf("a service between a and c: %+v", facts)
+	}
+}

@@ -73,8 +73,10 @@ type job struct {
 	// placer), is what it knows of its parents; nil otherwise.
 	held []Dependency
 	// pass lets the wait being entered past the gate once (berth start
-	// --ignore-deps).
-	pass bool
+	// --ignore-deps); passed says the wait in the placer's queue was let
+	// past it, so that a parent's change does not take it out again.
+	pass   bool
+	passed bool
 	// runMark is the done record of the run in progress or last run
 	// (doneMark): what the job was run after.
 	runMark string
@@ -188,15 +190,30 @@ func (d *Daemon) newJob(def *luaapi.Job, invalid string, initial life, doneFP st
 	if initial.state == store.StateDone {
 		j.runMark = doneFP
 	}
-	if initial.state == store.StateFailed {
-		// How it failed, for its dependants' reasons: read once, here.
-		if runs, err := d.store.Runs(def.Name, 1); err == nil && len(runs) == 1 && !runs[0].End.IsZero() {
-			r := runs[0]
-			j.end = lastEnd{known: true, code: r.ExitCode, signal: r.Signal, reason: r.Reason}
-		}
-	}
 	j.publish()
 	return j
+}
+
+// readLastRun reads the last run of a job that starts failed: how it
+// ended, for its dependants' reasons (named: some job names it), and what
+// it was run after, to run it again once a parent runs a new definition
+// (it has dependencies). Called by the loop before the job's goroutine
+// starts, and only for such jobs: the others never pay the read.
+func (j *job) readLastRun(named bool) {
+	runs, err := j.d.store.Runs(j.name, 1)
+	if err != nil || len(runs) != 1 || runs[0].End.IsZero() {
+		return
+	}
+	r := runs[0]
+	if j.def.HasDeps() {
+		j.runMark = cmp.Or(r.Mark, r.Fingerprint)
+	}
+	if named {
+		j.end = lastEnd{known: true, code: r.ExitCode, signal: r.Signal, reason: r.Reason}
+		j.mu.Lock()
+		j.v.LastEnd = j.end
+		j.mu.Unlock()
+	}
 }
 
 func (j *job) view() jobView {
@@ -284,6 +301,11 @@ func (j *job) receive(m jobMessage) {
 		}); ok {
 			j.apply(e)
 		}
+		if j.held != nil && !j.removed {
+			// Held at the gate: the edit may have changed what it waits
+			// for (after is policy: no event of its own), or removed it.
+			j.depsChanged()
+		}
 		if m.def.Pos.File != old.Pos.File && !j.removed {
 			// Moved to another file, and recorded nowhere else: the file
 			// on record is the one that wins the name after a restart.
@@ -295,6 +317,7 @@ func (j *job) receive(m jobMessage) {
 		if m.ignoreDeps && j.life.state == store.StateWaiting && j.held != nil {
 			j.log.Info("started past its dependencies")
 			j.held = nil
+			j.passed = true
 			if e, ok := j.enter(); ok {
 				j.apply(e)
 			}
@@ -316,6 +339,7 @@ func (j *job) receive(m jobMessage) {
 // apply runs an event, and the events its actions produce, through step.
 func (j *job) apply(e event) {
 	queue := []event{e}
+	was := j.life.state
 	for len(queue) > 0 {
 		e := queue[0]
 		queue = queue[1:]
@@ -331,6 +355,11 @@ func (j *job) apply(e event) {
 			j.log.Debug("state changed", "from", before.String(), "to", j.life.state.String(), "event", e.kind.String())
 			j.persist()
 		}
+	}
+	if j.life.state == store.StateDone && was != store.StateDone && j.def.HasDeps() {
+		// Its run followed its parents as they were when it started; one
+		// may have run a new definition to done since: look again.
+		j.in.post(jobMessage{deps: true})
 	}
 	j.publish()
 }
@@ -387,6 +416,7 @@ func (j *job) wait() (event, bool) {
 			return event{}, false
 		}
 	}
+	j.passed = j.pass && j.def.HasDeps()
 	j.pass = false
 	return j.enter()
 }
@@ -419,7 +449,7 @@ func (j *job) enter() (event, bool) {
 // the withdrawal is already in the mailbox, and is given back when it is
 // read: its generation is no longer current.
 func (j *job) cancelWait() {
-	j.held = nil
+	j.held, j.passed = nil, false
 	if j.ticket != nil {
 		j.ticket.Cancel()
 		j.ticket = nil
@@ -469,8 +499,15 @@ func (j *job) spawn() (event, bool) {
 	now := j.d.now()
 	j.d.meters.runsStarted.Inc()
 	gpus := j.d.cardNames(j.grant.GPUs)
+	j.runMark = j.mark()
+	mark := ""
+	if j.runMark != j.defFP {
+		// Run after batch parents: kept with the run, for a next daemon
+		// that takes it back or finds it failed.
+		mark = j.runMark
+	}
 	rec, err := j.d.store.BeginRun(store.RunRecord{
-		Job: j.name, Fingerprint: j.defFP,
+		Job: j.name, Fingerprint: j.defFP, Mark: mark,
 		CPUIDs: j.grant.CPUIDs, GPUs: gpus, RAMBytes: j.grant.RAMBytes, Start: now,
 	})
 	if err != nil {
@@ -478,7 +515,6 @@ func (j *job) spawn() (event, bool) {
 		j.d.notRecorded(j.log, "cannot record the run; running it anyway", "run", rec.ID, "error", err)
 	}
 	j.run = runState{id: rec.ID, gpus: gpus, ram: j.grant.RAMBytes, start: now}
-	j.runMark = j.mark()
 
 	proc, after, err := j.d.start(j, rec.ID)
 	if err != nil {
@@ -711,70 +747,78 @@ func (j *job) tellDependants() {
 }
 
 // depsChanged looks at the parents again: a job waiting for them enters
-// the placer once they are satisfied; a done job whose parents ran a new
-// definition since its run runs again after them.
+// the placer once they are satisfied, and one in the placer's queue that
+// they no longer let run leaves it; a done or failed job whose parents ran
+// a new definition since its run runs again after them (a person's stop
+// stays).
 func (j *job) depsChanged() {
-	if !j.def.HasDeps() {
+	if !j.def.HasDeps() && j.held == nil {
 		return
 	}
+	again := false
 	switch j.life.state {
 	case store.StateWaiting:
-		if j.held == nil {
-			return // in the placer already
-		}
 		facts := parentsOf(j.d.deps.Load(), j.def)
+		if j.held == nil {
+			if j.ticket == nil || j.passed || gate(facts) {
+				break // in the placer, and may stay there
+			}
+			j.log.Info("a parent no longer lets it run: out of the placer's queue")
+			j.cancelWait()
+			j.held = facts
+			break
+		}
 		if !gate(facts) {
 			j.held = facts
-			return
+			break
 		}
 		j.held = nil
 		j.log.Info("dependencies satisfied")
 		if e, ok := j.enter(); ok {
 			j.apply(e)
 		}
-	case store.StateDone:
+	case store.StateDone, store.StateFailed:
 		parents, known := j.parentRecords()
 		if !known {
-			return
+			break
 		}
-		ok, rec := stillDone(j.doneFP, j.defFP, parents)
+		recorded := j.doneFP
+		if j.life.state == store.StateFailed {
+			// What its failed run followed; unknown after a restart.
+			recorded = j.runMark
+			if recorded == "" || recordFP(recorded) != j.defFP {
+				break
+			}
+		}
+		ok, rec := stillDone(recorded, j.defFP, parents)
 		if !ok {
 			j.log.Info("a parent ran a new definition: running again after it")
+			again = true
 			j.apply(event{kind: evStart})
-			return
+			break
 		}
-		if rec != j.doneFP {
+		if j.life.state == store.StateDone && rec != j.doneFP {
 			// Parents added to after, or removed, since the run:
 			// recorded as they are now, in place.
 			j.runMark = rec
 			j.persist()
 		}
 	}
+	j.log.Debug("parents looked at", "state", j.life.state.String(), "runs_again", again)
 }
 
-// parentRecords are the done records of the batch parents in after, by
-// name; known is false while one of them is not in the graph.
+// parentRecords are the done records of the batch parents in after, as
+// they are now, by name; known is false while one of them is not in the
+// graph.
 func (j *job) parentRecords() (map[string]string, bool) {
-	if len(j.def.After) == 0 {
-		return nil, true
-	}
 	g := j.d.deps.Load()
-	if g == nil {
-		return nil, false
-	}
-	parents := map[string]string{}
-	for _, n := range j.def.After {
-		p := g.jobs[n]
-		if p == nil {
-			return nil, false
+	return parentRecords(j.def, func(n string) (string, bool, bool) {
+		if g == nil || g.jobs[n] == nil {
+			return "", false, false
 		}
-		v := p.view()
-		if v.Def != nil && v.Def.Restart == luaapi.RestartAlways {
-			continue
-		}
-		parents[n] = v.DoneFP
-	}
-	return parents, true
+		v := g.jobs[n].view()
+		return v.DoneFP, v.Def != nil && v.Def.Restart == luaapi.RestartAlways, true
+	})
 }
 
 // mark is the done record of a run started now (doneMark).

@@ -1,6 +1,7 @@
 package supervisor
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"maps"
@@ -232,6 +233,9 @@ func (d *Daemon) finishReload(r *reloadRun, files []*luaapi.File) {
 	for _, path := range slices.Sorted(maps.Keys(d.fileErrs)) {
 		d.problems = append(d.problems, d.fileErrs[path]...)
 	}
+	// A parent not declared holds its dependants rather than making them
+	// invalid: the problem is shown here, with its file and line.
+	d.problems = append(d.problems, heldProblems(set)...)
 	if scan.DirRefused != nil {
 		d.problems = append(d.problems, Problem{Code: ProblemDirRefused, File: d.cfg.JobsDir, Text: scan.DirRefused.Error()})
 	}
@@ -535,10 +539,21 @@ func (d *Daemon) apply(set *luaapi.Set, first bool) ReloadResult {
 	res := ReloadResult{Added: []string{}, Changed: []string{}, Removed: []string{}, Errors: []string{}}
 	problems := map[string]string{}
 	for _, p := range set.Problems {
+		if p.Problem == luaapi.UnknownJob && !waitsForItself(set, p.Name) {
+			// A parent that is not declared (its file removed, refused,
+			// or not written yet) holds the job at the gate, as a parent
+			// that has not run does: a run keeps running, a done job
+			// stays done. The problem is still the files' to show.
+			continue
+		}
 		problems[p.Name] = p.Error()
 	}
 	var unaccounted int64
 	seen := map[string]bool{}
+	// born are the jobs new in this set; their goroutines start once the
+	// graph of the set is in force, so that their first wait looks at
+	// their parents in it.
+	var born []*job
 
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -577,7 +592,7 @@ func (d *Daemon) apply(set *luaapi.Set, first bool) ReloadResult {
 				processChanged = a.rec.Fingerprint != def.ProcessFingerprint()
 			}
 			d.jobs[def.Name] = j
-			d.jobsWG.Go(func() { j.loop(d.jobsCtx) })
+			born = append(born, j)
 			j.in.post(jobMessage{def: def, invalid: invalid, processChanged: processChanged})
 			if !first {
 				res.Added = append(res.Added, def.Name)
@@ -623,6 +638,16 @@ func (d *Daemon) apply(set *luaapi.Set, first bool) ReloadResult {
 				d.jobs[set.Jobs[i].Name].in.post(jobMessage{deps: true})
 			}
 		}
+	}
+	if g := d.deps.Load(); g != nil {
+		for _, j := range born {
+			if named := len(g.dependants[j.name]) > 0; j.life.state == store.StateFailed && (named || j.def.HasDeps()) {
+				j.readLastRun(named)
+			}
+		}
+	}
+	for _, j := range born {
+		d.jobsWG.Go(func() { j.loop(d.jobsCtx) })
 	}
 	slices.Sort(res.Added)
 	slices.Sort(res.Changed)
@@ -686,25 +711,47 @@ func (d *Daemon) remembered(def *luaapi.Job, set *luaapi.Set) (initial life, don
 
 // storedParents are the done records, as stored, of the batch parents in
 // def's after: a dependant stays done across a restart only if none of
-// them ran a new definition since its run.
+// them ran a new definition since its run. A parent with no record has
+// none ("").
 func (d *Daemon) storedParents(def *luaapi.Job, set *luaapi.Set) map[string]string {
-	if len(def.After) == 0 {
-		return nil
-	}
-	parents := map[string]string{}
-	for _, n := range def.After {
+	parents, _ := parentRecords(def, func(n string) (string, bool, bool) {
 		i, found := slices.BinarySearchFunc(set.Jobs, n, func(j luaapi.Job, n string) int { return strings.Compare(j.Name, n) })
 		if found && set.Jobs[i].Restart == luaapi.RestartAlways {
-			continue
+			return "", true, true
 		}
-		rec, ok, err := d.store.Job(n)
-		if err == nil && ok {
-			parents[n] = rec.DoneFingerprint
-		} else {
-			parents[n] = ""
+		if rec, ok, err := d.store.Job(n); err == nil && ok {
+			return rec.DoneFingerprint, false, true
+		}
+		return "", false, true
+	})
+	return parents
+}
+
+// heldProblems are the problems of set that hold a job at the gate
+// rather than make it invalid (a parent not declared), in file and line
+// order.
+func heldProblems(set *luaapi.Set) []Problem {
+	var out []Problem
+	for _, p := range set.Problems {
+		if p.Problem == luaapi.UnknownJob && !waitsForItself(set, p.Name) {
+			out = append(out, ProblemOf(p))
 		}
 	}
-	return parents
+	slices.SortStableFunc(out, func(a, b Problem) int {
+		return cmp.Or(strings.Compare(a.File, b.File), cmp.Compare(a.Line, b.Line))
+	})
+	return out
+}
+
+// waitsForItself reports whether job name of set names itself in after or
+// after_any: a mistake no other file can mend, so the job cannot run.
+func waitsForItself(set *luaapi.Set, name string) bool {
+	i, found := slices.BinarySearchFunc(set.Jobs, name, func(j luaapi.Job, n string) int { return strings.Compare(j.Name, n) })
+	if !found {
+		return false
+	}
+	def := &set.Jobs[i]
+	return slices.Contains(def.After, name) || slices.Contains(def.AfterAny, name)
 }
 
 // reloadingMessage carries MONOTONIC_USEC in the same message as

@@ -154,6 +154,17 @@ type JobDetail struct {
 	Dependants []Dependency `json:"dependants"`
 }
 
+// ControlAnswer is the answer to start, stop and restart.
+type ControlAnswer struct {
+	Job       string `json:"job"`
+	Requested string `json:"requested"`
+	// HeldBy, for a start of a job that waits for its parents, is what it
+	// knows of them: the start changes nothing until they let it run (or
+	// it is started with ignore_deps). File is where the job is declared.
+	HeldBy []Dependency `json:"held_by,omitempty"`
+	File   string       `json:"file,omitempty"`
+}
+
 // previewEnv is the environment a run of def would start with if granted
 // what it asks now, lowest cards and cores first.
 func (d *Daemon) previewEnv(def *luaapi.Job) []string {

@@ -229,8 +229,13 @@ func control(verb string) func(c *cli, args []string) int {
 		if ignoreDeps != nil && *ignoreDeps {
 			q = url.Values{"ignore_deps": {"1"}}
 		}
-		if err := c.client(f).call(http.MethodPost, "/jobs/"+url.PathEscape(rest[0])+"/"+verb, q, nil); err != nil {
+		var ans supervisor.ControlAnswer
+		if err := c.client(f).call(http.MethodPost, "/jobs/"+url.PathEscape(rest[0])+"/"+verb, q, &ans); err != nil {
 			return c.fail(err)
+		}
+		if len(ans.HeldBy) > 0 {
+			fmt.Fprintln(c.stdout, msgStartHeld(ans.Job, ans.File, ans.HeldBy, time.Now()))
+			return exitOK
 		}
 		fmt.Fprintf(c.stdout, "%s: %s requested (berth status shows it)\n", rest[0], verb)
 		return exitOK

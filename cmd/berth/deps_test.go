@@ -57,8 +57,13 @@ func TestDaemonPipeline(t *testing.T) {
 		t.Errorf("a job held by its parents is in the placer: %+v", train)
 	}
 	out, _, code := d.cli("status")
-	if code != exitOK || !strings.Contains(out, "after prep, which failed (exit 3); runs when prep succeeds") {
+	if code != exitOK || !strings.Contains(out, "after prep, which failed (exit 3); runs when prep succeeds (berth logs prep shows why; berth start train --ignore-deps runs it anyway)") {
 		t.Errorf("berth status does not say why train waits (exit %d):\n%s", code, out)
+	}
+	// A plain start of a held job says what holds it, and what runs it.
+	out, _, code = d.cli("start", "train")
+	if code != exitOK || !strings.Contains(out, "train is held by prep, and a start does not change that") || !strings.Contains(out, "--ignore-deps") {
+		t.Errorf("berth start train, held (exit %d):\n%s", code, out)
 	}
 	out, _, _ = d.cli("status", "--json")
 	if !strings.Contains(out, `"exit_code": 3`) && !strings.Contains(out, `"exit_code":3`) {
@@ -67,6 +72,14 @@ func TestDaemonPipeline(t *testing.T) {
 	if e, _ := d.job("eval"); e.State != "waiting" || len(e.After) != 1 || e.After[0].Job != "train" {
 		t.Errorf("eval: %+v", e)
 	}
+
+	// A new daemon knows how prep failed, from its history.
+	d.cmd.Process.Signal(syscall.SIGKILL)
+	d.cmd.Wait()
+	d.start(daemonOptions{args: []string{"--cpus", "4"}})
+	d.waitJob("train", "held by prep's failure, told how it ended", func(j supervisor.JobStatus) bool {
+		return j.State == "waiting" && len(j.After) == 1 && j.After[0].ExitCode != nil && *j.After[0].ExitCode == 3
+	})
 
 	// The fix: prep succeeds, then train, then eval, in that order.
 	d.write("1-prep.lua", step("prep", "prep", 0, ""))
@@ -115,10 +128,11 @@ func TestDaemonPipeline(t *testing.T) {
 	d.cmd.Process.Signal(syscall.SIGKILL)
 	d.cmd.Wait()
 	d.start(daemonOptions{args: []string{"--cpus", "4"}})
-	// Two reloads: the jobs have looked at their parents (posted at the
-	// first) by the time the second is answered.
-	d.post("/v1/reload")
-	d.post("/v1/reload")
+	// The barrier: each dependant has looked at its parents in this life
+	// (the daemon's debug line, written once it has decided); one that
+	// decided to run again is no longer done by then.
+	d.waitLooked("train", 1)
+	d.waitLooked("eval", 1)
 	for _, n := range []string{"prep", "train", "eval"} {
 		if j, _ := d.job(n); j.State != "done" {
 			t.Errorf("after a kill -9, %s is %s, not done", n, j.State)
@@ -154,6 +168,11 @@ func TestDaemonDepsServiceAndIgnore(t *testing.T) {
 	}
 	d.waitState("client", "done")
 	d.waitState("db", "running")
+	// From history: the client's run started once the service's had.
+	db, client := d.detail("db"), d.detail("client")
+	if len(db.Runs) != 1 || len(client.Runs) != 1 || client.Runs[0].Start.Before(db.Runs[0].Start) || client.Runs[0].ID < db.Runs[0].ID {
+		t.Errorf("runs of db %+v, of client %+v", db.Runs, client.Runs)
+	}
 	d.waitState("report", "done")
 	if f, _ := d.job("flaky"); f.State != "failed" {
 		t.Errorf("flaky: %+v", f)
@@ -205,8 +224,9 @@ job "report" { cmd = "true", after_any = "evall" }
 	}
 }
 
-// TestCheckPersonsDeps: in a person's file a bare name is their own job,
-// else an administrator's; berth check resolves them as the daemon does.
+// TestCheckPersonsDeps: in a person's file a bare name is their own job
+// only (never an administrator's of that name); berth check resolves them
+// as the daemon does.
 func TestCheckPersonsDeps(t *testing.T) {
 	needPeople(t)
 	dir := t.TempDir()
@@ -239,12 +259,239 @@ job "b" { cmd = "true", after = "a" }
 		t.Fatalf("exit %d:\n%s", code, out)
 	}
 	for _, want := range []string{
+		path + `:1: job "` + alice + `/prep": field "after": job "fetch" does not exist`,
 		path + `:2: job "` + alice + `/a": after makes a cycle: ` + alice + `/a → ` + alice + `/b → ` + alice + `/a`,
 		path + `:3: job "` + alice + `/b": after makes a cycle: ` + alice + `/b → ` + alice + `/a → ` + alice + `/b`,
-		"2 errors",
+		"3 errors",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("berth check does not say %q:\n%s", want, out)
 		}
 	}
+}
+
+// detail is berth show NAME --json.
+func (d *testDaemon) detail(name string) supervisor.JobDetail {
+	d.t.Helper()
+	out, errOut, code := d.cli("show", name, "--json")
+	var detail supervisor.JobDetail
+	if code != exitOK {
+		d.t.Fatalf("berth show %s: exit %d: %s", name, code, errOut)
+	}
+	if err := json.Unmarshal([]byte(out), &detail); err != nil {
+		d.t.Fatal(err)
+	}
+	return detail
+}
+
+// gated is a pipeline job that appends its tag to OUT/order, then runs
+// until the file OUT/gate exists.
+func gated(name, tag, gate, extra string) string {
+	return fmt.Sprintf(`job %q { cmd = { "sh", "-c", "echo %s >> OUT/order; while [ ! -e OUT/%s ]; do sleep 0.02; done" }, cpus = 1 %s }`, name, tag, gate, extra)
+}
+
+// open creates OUT/name, which a gated job waits for.
+func (d *testDaemon) open(name string) {
+	d.t.Helper()
+	if err := os.WriteFile(filepath.Join(d.out, name), nil, 0o644); err != nil {
+		d.t.Fatal(err)
+	}
+}
+
+// waitRuns waits until the jobs have run at least len(want) times in all,
+// and until each of rest is done, then says whether they ran exactly as
+// want says.
+func (d *testDaemon) waitRuns(what string, want []string, rest ...string) {
+	d.t.Helper()
+	testkit.WaitFor(d.t, waitLong, what, func() bool {
+		if len(d.order()) < len(want) {
+			return false
+		}
+		for _, n := range rest {
+			if j, _ := d.job(n); j.State != "done" {
+				return false
+			}
+		}
+		return true
+	})
+	if got := d.order(); strings.Join(got, " ") != strings.Join(want, " ") {
+		d.t.Errorf("%s: ran %q, want %q", what, got, want)
+	}
+}
+
+// looked is how many times job has looked at its parents in this life of
+// the daemon (the debug line depsChanged writes once it has decided).
+func (d *testDaemon) looked(job string) int {
+	return strings.Count(d.logs.String(), "parents looked at: job="+job+" ")
+}
+
+// waitLooked waits until job has looked at its parents n times in this
+// life of the daemon.
+func (d *testDaemon) waitLooked(job string, n int) {
+	d.t.Helper()
+	testkit.WaitFor(d.t, waitLong, fmt.Sprintf("%s to look at its parents %d times", job, n), func() bool {
+		return d.looked(job) >= n
+	})
+}
+
+// TestDaemonDepsDiamond: eval after { prep, train }, train after prep. An
+// edit of prep runs train and then eval, each once: eval never runs after
+// the new prep and the old train, though prep's end wakes both at once.
+func TestDaemonDepsDiamond(t *testing.T) {
+	d := newTestDaemon(t, map[string]string{
+		"1-prep.lua":  step("prep", "prep", 0, ""),
+		"2-train.lua": step("train", "train", 0, `, after = "prep"`),
+		"3-eval.lua":  step("eval", "eval", 0, `, after = { "prep", "train" }`),
+	})
+	d.start(daemonOptions{args: []string{"--cpus", "4"}})
+	want := []string{"prep", "train", "eval"}
+	d.waitRuns("the pipeline to run", want, "prep", "train", "eval")
+	// The race it guards against is one of timing: three edits.
+	for _, tag := range []string{"prep2", "prep3", "prep4"} {
+		d.write("1-prep.lua", step("prep", tag, 0, ""))
+		want = append(want, tag, "train", "eval")
+		d.waitRuns("the pipeline to run again after "+tag, want, "prep", "train", "eval")
+	}
+	d.stop()
+}
+
+// TestDaemonDepsRunAgain: a dependant running when its parent ends a new
+// definition runs again after it; one that failed runs again once its
+// parent ran a new definition to done; one in the placer's queue whose
+// parent runs again leaves the queue and is held.
+func TestDaemonDepsRunAgain(t *testing.T) {
+	d := newTestDaemon(t, map[string]string{
+		"1-prep.lua":  step("prep", "prep", 0, ""),
+		"2-train.lua": gated("train", "train", "go", `, after = "prep"`),
+		"3-check.lua": `job "check" { cmd = { "sh", "-c", "echo check >> OUT/order; test -e OUT/good" }, cpus = 1, after = "prep" }`,
+	})
+	d.start(daemonOptions{args: []string{"--cpus", "4"}})
+	d.waitState("check", "failed")
+	d.waitState("train", "running")
+
+	// prep runs a new definition to done while train runs, and makes
+	// what check lacked.
+	d.write("1-prep.lua", `job "prep" { cmd = { "sh", "-c", "echo prep2 >> OUT/order; touch OUT/good" }, cpus = 1 }`)
+	d.waitJob("check", "check to run again after prep2", func(j supervisor.JobStatus) bool { return j.State == "done" })
+	if j, _ := d.job("train"); j.State != "running" {
+		t.Fatalf("train: %+v", j)
+	}
+	d.open("go")
+	// The train that ran after the old prep ends, and runs again.
+	testkit.WaitFor(t, waitLong, "train to run again after prep2", func() bool {
+		return strings.Count(strings.Join(d.order(), " "), "train") == 2
+	})
+	d.waitState("train", "done")
+	d.stop()
+}
+
+// TestDaemonDepsQueueAndEdit: a job in the placer's queue whose parent runs again
+// leaves the queue and is held; a held job whose after is removed runs.
+func TestDaemonDepsQueueAndEdit(t *testing.T) {
+	d := newTestDaemon(t, map[string]string{
+		"0-hog.lua":   gated("hog", "hog", "hog", ""),
+		"1-prep.lua":  `job "prep" { cmd = { "sh", "-c", "echo prep >> OUT/order" }, cpus = 0 }`,
+		"2-train.lua": step("train", "train", 0, `, after = "prep"`),
+	})
+	d.start(daemonOptions{args: []string{"--cpus", "1"}})
+	d.waitState("hog", "running")
+	d.waitState("prep", "done")
+	d.waitJob("train", "train in the placer's queue", func(j supervisor.JobStatus) bool {
+		return j.State == "waiting" && len(j.After) == 0 && j.Short != nil
+	})
+	d.write("1-prep.lua", `job "prep" { cmd = { "sh", "-c", "echo prep-broken >> OUT/order; exit 3" }, cpus = 0 }`)
+	d.waitState("prep", "failed")
+	d.waitJob("train", "train out of the queue, held by prep", func(j supervisor.JobStatus) bool {
+		return j.State == "waiting" && len(j.After) == 1 && j.After[0].State == "failed"
+	})
+	d.open("hog")
+	d.waitState("hog", "done")
+	// Its after removed (an edit of policy alone): it runs.
+	d.write("2-train.lua", step("train", "train", 0, ""))
+	d.waitState("train", "done")
+	// hog and the first prep start together, in either order.
+	if got := d.order(); len(got) != 4 || got[2] != "prep-broken" || got[3] != "train" {
+		t.Errorf("ran %q", got)
+	}
+	d.stop()
+}
+
+// TestDaemonDepsParentGone: a parent whose file goes away holds its
+// dependants rather than making them invalid: a run keeps running, a done
+// job stays done, a waiting one says the parent is not declared; the
+// same file back runs nothing again.
+func TestDaemonDepsParentGone(t *testing.T) {
+	d := newTestDaemon(t, map[string]string{
+		"1-prep.lua":  step("prep", "prep", 0, ""),
+		"2-train.lua": gated("train", "train", "go", `, after = "prep"`),
+	})
+	d.start(daemonOptions{args: []string{"--cpus", "4"}})
+	d.waitState("train", "running")
+	if err := os.Remove(filepath.Join(d.jobs, "1-prep.lua")); err != nil {
+		t.Fatal(err)
+	}
+	d.write("3-eval.lua", step("eval", "eval", 0, `, after = "prep"`))
+	eval := d.waitJob("eval", "eval held by a parent not declared", func(j supervisor.JobStatus) bool {
+		return j.State == "waiting" && len(j.After) == 1 && j.After[0].State == "unknown"
+	})
+	if eval.Run != 0 {
+		t.Errorf("eval ran: %+v", eval)
+	}
+	st := d.status()
+	found := false
+	for _, p := range st.Problems {
+		if p.Code == "unknown_job" && p.Job == "train" && strings.HasSuffix(p.File, "2-train.lua") && p.Line > 0 {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("no unknown_job problem for train with file and line: %+v", st.Problems)
+	}
+	if j, _ := d.job("train"); j.State != "running" {
+		t.Fatalf("train, its parent gone: %+v", j)
+	}
+	out, _, _ := d.cli("status")
+	if !strings.Contains(out, "after prep, which is not declared (berth check") {
+		t.Errorf("berth status does not say prep is not declared:\n%s", out)
+	}
+	d.open("go")
+	d.waitState("train", "done")
+
+	// The same file back: prep is done as it was, eval runs, train not.
+	looked := d.looked("train")
+	d.write("1-prep.lua", step("prep", "prep", 0, ""))
+	d.waitState("eval", "done")
+	d.waitLooked("train", looked+1)
+	if got := strings.Join(d.order(), " "); got != "prep train eval" {
+		t.Errorf("ran %q", got)
+	}
+	if j, _ := d.job("train"); j.State != "done" {
+		t.Errorf("train: %+v", j)
+	}
+	d.stop()
+}
+
+// TestDaemonDepsFailedAcrossRestart: what a failed run was run after is
+// kept with the run, so that after a daemon restart it still runs again
+// once its parent runs a new definition to done.
+func TestDaemonDepsFailedAcrossRestart(t *testing.T) {
+	d := newTestDaemon(t, map[string]string{
+		"1-prep.lua":  step("prep", "prep", 0, ""),
+		"3-check.lua": `job "check" { cmd = { "sh", "-c", "echo check >> OUT/order; test -e OUT/good" }, cpus = 1, after = "prep" }`,
+	})
+	d.start(daemonOptions{args: []string{"--cpus", "4"}})
+	d.waitState("check", "failed")
+	d.cmd.Process.Signal(syscall.SIGKILL)
+	d.cmd.Wait()
+	d.start(daemonOptions{args: []string{"--cpus", "4"}})
+	d.waitLooked("check", 1)
+	if j, _ := d.job("check"); j.State != "failed" {
+		t.Fatalf("check after a restart: %+v", j)
+	}
+	d.write("1-prep.lua", `job "prep" { cmd = { "sh", "-c", "echo prep2 >> OUT/order; touch OUT/good" }, cpus = 1 }`)
+	d.waitState("check", "done")
+	if got := strings.Join(d.order(), " "); got != "prep check prep2 check" {
+		t.Errorf("ran %q", got)
+	}
+	d.stop()
 }

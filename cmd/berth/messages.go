@@ -246,50 +246,82 @@ func msgWatchEnded(socket string) string {
 	return fmt.Sprintf("berth: the daemon on %s stopped, and the watch with it (systemctl status berth says why; run the watch again once it is back)", socket)
 }
 
-// msgAfter is why a job waits for other jobs: each parent that does not
-// let it run yet, e.g. "after prep (running, started 14:02)" or "after
-// prep, which failed (exit 3); runs when prep succeeds".
-func msgAfter(parents []supervisor.Dependency) string {
+// msgAfter is why job (declared in file) waits for other jobs: each
+// parent that does not let it run yet, e.g. "after prep (running, started
+// 14:02)" or "after prep, which failed (exit 3); runs when prep succeeds
+// (…)".
+func msgAfter(job, file string, parents []supervisor.Dependency, now time.Time) string {
 	var parts []string
 	for _, p := range parents {
 		if !p.Satisfied {
-			parts = append(parts, msgAfterOne(p))
+			parts = append(parts, msgAfterOne(job, file, p, now))
 		}
 	}
 	return strings.Join(parts, "; ")
 }
 
-func msgAfterOne(p supervisor.Dependency) string {
+func msgAfterOne(job, file string, p supervisor.Dependency, now time.Time) string {
 	name := p.Job
 	when := "runs when " + name + " succeeds"
 	if p.Kind == "after_any" {
 		when = "runs when " + name + " ends"
 	}
-	if p.Service {
-		return fmt.Sprintf("after %s (%s; a service: runs once it runs)", name, p.State)
+	anyway := "berth start " + quoteArg(job) + " --ignore-deps runs it anyway"
+	if p.Service && p.State != "unknown" {
+		return fmt.Sprintf("after %s, a service, which is %s; runs once %s is running (berth logs %s)", name, stateWords(p.State), name, quoteArg(name))
 	}
 	switch p.State {
 	case "running", "starting":
-		return fmt.Sprintf("after %s (%s, started %s)", name, p.State, clockTime(p.Since))
+		return fmt.Sprintf("after %s (%s, started %s)", name, p.State, clockTime(p.Since, now))
 	case "failed":
-		return fmt.Sprintf("after %s, which failed%s; %s", name, endedHow(p), when)
+		return fmt.Sprintf("after %s, which failed%s; %s (berth logs %s shows why; %s)", name, endedHow(p), when, quoteArg(name), anyway)
 	case "stopped":
 		return fmt.Sprintf("after %s, which was stopped; %s (berth start %s)", name, when, quoteArg(name))
 	case "invalid", "unplaceable", "disabled":
-		return fmt.Sprintf("after %s, which is %s; %s (berth show %s says why)", name, p.State, when, quoteArg(name))
+		return fmt.Sprintf("after %s, which is %s; %s (berth show %s says why; %s)", name, p.State, when, quoteArg(name), anyway)
 	case "unknown":
-		return fmt.Sprintf("after %s, which is not declared yet", name)
+		return fmt.Sprintf("after %s, which is not declared (berth check %s / berth status shows the files' errors)", name, quoteArg(file))
+	case "done":
+		if p.Behind == name {
+			return fmt.Sprintf("after %s, which runs again first: a parent of it ran a new definition (berth show %s)", name, quoteArg(name))
+		}
+		if p.Behind != "" {
+			return fmt.Sprintf("after %s, which runs again after %s first: a job upstream ran a new definition (berth show %s)", name, p.Behind, quoteArg(p.Behind))
+		}
 	}
 	return fmt.Sprintf("after %s (%s)", name, p.State)
 }
 
+// msgStartHeld answers a plain start of a job that waits for its parents.
+func msgStartHeld(job, file string, parents []supervisor.Dependency, now time.Time) string {
+	var names []string
+	for _, p := range parents {
+		if !p.Satisfied {
+			names = append(names, p.Job)
+		}
+	}
+	why := msgAfter(job, file, parents, now)
+	if !strings.Contains(why, "--ignore-deps") {
+		why += " (berth start " + quoteArg(job) + " --ignore-deps runs it anyway)"
+	}
+	return fmt.Sprintf("%s is held by %s, and a start does not change that: %s", job, strings.Join(names, " and "), why)
+}
+
+// stateWords is a state as a sentence says it: "in backoff", "waiting".
+func stateWords(state string) string {
+	if state == "backoff" {
+		return "in backoff"
+	}
+	return state
+}
+
 // msgDependency is one parent or dependant as berth show lists it:
 // "prep (failed, exit 3)", "serve (running, started 14:02)".
-func msgDependency(p supervisor.Dependency) string {
+func msgDependency(p supervisor.Dependency, now time.Time) string {
 	s := p.Job + " (" + p.State
 	switch {
 	case p.State == "running" || p.State == "starting":
-		s += ", started " + clockTime(p.Since)
+		s += ", started " + clockTime(p.Since, now)
 	case p.State == "failed":
 		s += strings.TrimSuffix(strings.Replace(endedHow(p), " (", ", ", 1), ")")
 	}
@@ -311,10 +343,10 @@ func endedHow(p supervisor.Dependency) string {
 }
 
 // clockTime is a time of day in the client's zone, with the date when it
-// is not today.
-func clockTime(t time.Time) string {
+// is not the day of now.
+func clockTime(t, now time.Time) string {
 	t = t.In(renderZone)
-	if y, m, d := t.Date(); time.Now().In(renderZone).Format("2006-01-02") != fmt.Sprintf("%04d-%02d-%02d", y, m, d) {
+	if t.Format("2006-01-02") != now.In(renderZone).Format("2006-01-02") {
 		return t.Format("2006-01-02 15:04")
 	}
 	return t.Format("15:04")

@@ -20,12 +20,15 @@ import (
 
 var exit3 = 3
 
-// afterFacts are a job's parents, one running since a day long past (so
-// that the sentence has its date whenever the test runs) and one failed.
+// afterFacts are a job's parents, one running since a day before
+// afterNow (so that the sentence has its date) and one failed.
 var afterFacts = []supervisor.Dependency{
 	{Job: "prep", Kind: "after", State: "running", Since: time.Date(2026, 11, 29, 14, 2, 0, 0, time.UTC)},
 	{Job: "fetch", Kind: "after", State: "failed", ExitCode: &exit3, Reason: "failed"},
 }
+
+// afterNow is the client's clock for the sentences about parents.
+var afterNow = time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)
 
 // TestMessages pins every sentence of the catalog in messages.go.
 func TestMessages(t *testing.T) {
@@ -78,18 +81,24 @@ func TestMessages(t *testing.T) {
 		msgWatchStopping("14:03:05"),
 		msgWatchNoAnswer("/run/berth/berth.sock", "14:03:05"),
 		msgWatchEnded("/run/berth/berth.sock"),
-		msgAfter(afterFacts),
-		msgAfter([]supervisor.Dependency{{Job: "serve", Kind: "after", State: "backoff", Service: true},
+		msgAfter("train", "/etc/berth/jobs.d/train.lua", afterFacts, afterNow),
+		msgAfter("train", "/etc/berth/jobs.d/train.lua", []supervisor.Dependency{{Job: "serve", Kind: "after", State: "backoff", Service: true},
 			{Job: "fetch", Kind: "after_any", State: "failed", ExitCode: &exit3, Reason: "failed", Satisfied: true},
-			{Job: "alice/prep", Kind: "after_any", State: "waiting"}}),
-		msgAfter([]supervisor.Dependency{{Job: "prep", Kind: "after", State: "failed", Signal: "SIGKILL", Reason: "failed"}}),
-		msgAfter([]supervisor.Dependency{{Job: "prep", Kind: "after", State: "failed", ExitCode: &exit3, Reason: "timed out"}}),
-		msgAfter([]supervisor.Dependency{{Job: "prep", Kind: "after", State: "stopped"}}),
-		msgAfter([]supervisor.Dependency{{Job: "prep", Kind: "after_any", State: "invalid"}}),
-		msgAfter([]supervisor.Dependency{{Job: "prep", Kind: "after", State: "unknown"}}),
-		msgDependency(afterFacts[0]),
-		msgDependency(afterFacts[1]),
-		msgDependency(supervisor.Dependency{Job: "prep", Kind: "after", State: "done", Satisfied: true}),
+			{Job: "alice/prep", Kind: "after_any", State: "waiting"}}, afterNow),
+		msgAfter("train", "/etc/berth/jobs.d/train.lua", []supervisor.Dependency{{Job: "prep", Kind: "after", State: "failed", Signal: "SIGKILL", Reason: "failed"}}, afterNow),
+		msgAfter("train", "/etc/berth/jobs.d/train.lua", []supervisor.Dependency{{Job: "prep", Kind: "after", State: "failed", ExitCode: &exit3, Reason: "timed out"}}, afterNow),
+		msgAfter("train", "/etc/berth/jobs.d/train.lua", []supervisor.Dependency{{Job: "prep", Kind: "after", State: "stopped"}}, afterNow),
+		msgAfter("train", "/etc/berth/jobs.d/train.lua", []supervisor.Dependency{{Job: "prep", Kind: "after_any", State: "invalid"}}, afterNow),
+		msgAfter("train", "/etc/berth/jobs.d/train.lua", []supervisor.Dependency{{Job: "prep", Kind: "after", State: "unknown"}}, afterNow),
+		msgAfter("eval", "/etc/berth/jobs.d/eval.lua", []supervisor.Dependency{{Job: "prep", Kind: "after", State: "done", Satisfied: true},
+			{Job: "train", Kind: "after", State: "done", Behind: "train"}}, afterNow),
+		msgAfter("eval", "/etc/berth/jobs.d/eval.lua", []supervisor.Dependency{{Job: "train", Kind: "after", State: "done", Behind: "prep"}}, afterNow),
+		msgStartHeld("train", "/etc/berth/jobs.d/train.lua", afterFacts, afterNow),
+		msgStartHeld("train", "/etc/berth/jobs.d/train.lua", afterFacts[:1], afterNow),
+		msgDependency(afterFacts[0], afterNow),
+		msgDependency(afterFacts[0], afterFacts[0].Since.Add(time.Hour)),
+		msgDependency(afterFacts[1], afterNow),
+		msgDependency(supervisor.Dependency{Job: "prep", Kind: "after", State: "done", Satisfied: true}, afterNow),
 	}
 	testkit.Golden(t, "testdata/messages.golden", []byte(strings.Join(msgs, "\n")+"\n"))
 }

@@ -33,7 +33,7 @@ func renderShow(w io.Writer, d supervisor.JobDetail, o renderOptions) {
 	if st.Owner != "" {
 		kv.add("owner", plainSpan(st.Owner))
 	}
-	if why := reason(st); why != "" {
+	if why := reason(st, now); why != "" {
 		sgr := ""
 		if supervisor.IsProblem(stateOf(st.State)) {
 			sgr = sgrRed
@@ -55,7 +55,7 @@ func renderShow(w io.Writer, d supervisor.JobDetail, o renderOptions) {
 		var names []string
 		for _, p := range d.Parents {
 			if p.Kind == kind {
-				names = append(names, msgDependency(p))
+				names = append(names, msgDependency(p, now))
 			}
 		}
 		if len(names) > 0 {
@@ -65,7 +65,7 @@ func renderShow(w io.Writer, d supervisor.JobDetail, o renderOptions) {
 	if len(d.Dependants) > 0 {
 		names := make([]string, len(d.Dependants))
 		for i, p := range d.Dependants {
-			names[i] = msgDependency(p)
+			names[i] = msgDependency(p, now)
 		}
 		kv.add("dependants", plainSpan(strings.Join(names, ", ")))
 	}

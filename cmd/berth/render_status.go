@@ -212,7 +212,7 @@ func statusTable(s supervisor.Status, jobs []supervisor.JobStatus, width int, no
 		showOwner = showOwner || j.Owner != ""
 		showCards = showCards || len(j.GPUs) > 0
 		showMemory = showMemory || j.RAMBytes > 0
-		showWhy = showWhy || jobWhy(j) != ""
+		showWhy = showWhy || jobWhy(j, now) != ""
 	}
 
 	t := &textTable{gap: 2}
@@ -263,7 +263,7 @@ func statusTable(s supervisor.Status, jobs []supervisor.JobStatus, width int, no
 			if supervisor.IsProblem(stateOf(j.State)) {
 				sgr = sgrRed
 			}
-			row[why] = styledSpan(jobWhy(j), sgr)
+			row[why] = styledSpan(jobWhy(j, now), sgr)
 		}
 		row[age] = plainSpan(compactAge(j.Since, now))
 		t.add(row...)
@@ -367,8 +367,8 @@ func errorsSummary(problems []supervisor.Problem) string {
 
 // jobWhy is the WHY cell: the daemon's reason, and for a job that has been
 // restarted, how often in a row.
-func jobWhy(j supervisor.JobStatus) string {
-	why := reason(j)
+func jobWhy(j supervisor.JobStatus, now time.Time) string {
+	why := reason(j, now)
 	if stateOf(j.State) == store.StateDone {
 		why = "" // done is exit 0, which is all the daemon's reason says
 	}
@@ -388,9 +388,9 @@ func jobWhy(j supervisor.JobStatus) string {
 
 // reason is why a job is where it is: for a waiting job, worded here from
 // what it is short of; otherwise as the daemon says it.
-func reason(j supervisor.JobStatus) string {
+func reason(j supervisor.JobStatus, now time.Time) string {
 	if len(j.After) > 0 {
-		return msgAfter(j.After)
+		return msgAfter(j.Name, j.File, j.After, now)
 	}
 	if j.Quota != nil {
 		return supervisor.MsgQuotaWait(j.Owner, *j.Quota, j.Asked)

@@ -12,14 +12,19 @@ import (
 // new version whose decoder reads the old ones too; a version this build
 // does not know is ErrNewer, never a guess.
 const (
-	runV1 = 1
+	runV1 = 1 // written for a run without a Mark, as before marks existed
+	runV2 = 2 // runV1's fields, then Mark
 	jobV1 = 1 // read only: written before jobs recorded their file
 	jobV2 = 2 // jobV1's fields, then File
 )
 
 func encodeRun(r RunRecord) []byte {
-	b := make([]byte, 0, 96+len(r.Job)+len(r.Fingerprint))
-	b = append(b, runV1)
+	b := make([]byte, 0, 96+len(r.Job)+len(r.Fingerprint)+len(r.Mark))
+	ver := byte(runV1)
+	if r.Mark != "" {
+		ver = runV2
+	}
+	b = append(b, ver)
 	b = binary.AppendUvarint(b, r.ID)
 	b = appendString(b, r.Job)
 	b = appendString(b, r.Fingerprint)
@@ -38,7 +43,11 @@ func encodeRun(r RunRecord) []byte {
 	b = appendTime(b, r.End)
 	b = binary.AppendVarint(b, int64(r.ExitCode))
 	b = appendString(b, r.Signal)
-	return append(b, byte(r.Reason))
+	b = append(b, byte(r.Reason))
+	if ver == runV2 {
+		b = appendString(b, r.Mark)
+	}
+	return b
 }
 
 // decodeRun decodes a run record. It never panics, whatever the bytes:
@@ -48,7 +57,7 @@ func decodeRun(v []byte) (RunRecord, error) {
 	var r RunRecord
 	switch ver := d.readByte(); {
 	case d.err != nil:
-	case ver == runV1:
+	case ver == runV1, ver == runV2:
 		r.ID = d.readUvarint()
 		r.Job = d.readString()
 		r.Fingerprint = d.readString()
@@ -72,6 +81,9 @@ func decodeRun(v []byte) (RunRecord, error) {
 		r.ExitCode = d.readInt()
 		r.Signal = d.readString()
 		r.Reason = Reason(d.readByte())
+		if ver >= runV2 {
+			r.Mark = d.readString()
+		}
 	default:
 		return RunRecord{}, fmt.Errorf("decode run record: version %d: %w", ver, ErrNewer)
 	}

@@ -58,7 +58,7 @@ func TestCodec(t *testing.T) {
 			}
 		}
 	}
-	for _, v := range [][]byte{{runV1 + 1}, {255, 0, 0}} {
+	for _, v := range [][]byte{{runV2 + 1}, {255, 0, 0}} {
 		if _, err := decodeRun(v); !errors.Is(err, ErrNewer) {
 			t.Errorf("decode run %v = %v, want ErrNewer", v, err)
 		}

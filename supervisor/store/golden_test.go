@@ -238,12 +238,26 @@ func TestGoldenBytes(t *testing.T) {
 	jobV2Hex := "02" + jobHex[2:] +
 		"1b" + "2f6574632f62657274682f6a6f62732e642f73776565702e6c7561" // File
 
+	// Version 2 of a run record is version 1 and then the mark; a run
+	// without a mark is still written as version 1.
+	runV2 := run
+	runV2.Mark = "fp-train-1|prep=00ff"
+	runV2Hex := "02" + runHex[2:] +
+		"14" + "66702d747261696e2d317c707265703d30306666" // Mark
+
 	b, _ := hex.DecodeString(runHex)
 	if got, err := decodeRun(b); err != nil || !reflect.DeepEqual(got, run) {
 		t.Errorf("decodeRun(%s) = %+v, %v; want %+v", runHex, got, err, run)
 	}
 	if got := hex.EncodeToString(encodeRun(run)); got != runHex {
 		t.Errorf("encodeRun = %s, want %s", got, runHex)
+	}
+	b, _ = hex.DecodeString(runV2Hex)
+	if got, err := decodeRun(b); err != nil || !reflect.DeepEqual(got, runV2) {
+		t.Errorf("decodeRun(%s) = %+v, %v; want %+v", runV2Hex, got, err, runV2)
+	}
+	if got := hex.EncodeToString(encodeRun(runV2)); got != runV2Hex {
+		t.Errorf("encodeRun = %s, want %s", got, runV2Hex)
 	}
 	// Version 1 is still read, and no longer written.
 	b, _ = hex.DecodeString(jobHex)

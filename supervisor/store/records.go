@@ -19,6 +19,12 @@ type RunRecord struct {
 	ExitCode    int    // meaningful when Reason is ReasonExited or ReasonFailed and Signal == ""
 	Signal      string // "SIGKILL" when it died by a signal, else ""
 	Reason      Reason // 0 while running
+	// Mark is what the run was run after: the job's done record for it
+	// (its process fingerprint and its batch parents' done records), kept
+	// so that a run taken back by the next daemon, or a failed one, can be
+	// compared with its parents as they are then. "" for a job with no
+	// such parents, whose record is its Fingerprint.
+	Mark string
 }
 
 // JobRecord is what survives a daemon restart about a job.
