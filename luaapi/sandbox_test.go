@@ -206,8 +206,10 @@ func TestBudgetAbandonsLongBuiltin(t *testing.T) {
 	opts.Budget = 20 * time.Millisecond
 	opts.grace = 20 * time.Millisecond
 	opts.hold = hold
-	// The budget is the process's CPU time: a collection of what earlier
+	// The budget is the process's CPU time: an evaluation an earlier test
+	// abandoned, still in its builtin, or a collection of what earlier
 	// tests left, running meanwhile, must not be what spends it.
+	settle(t)
 	runtime.GC()
 	f := Eval("slow.lua", []byte(`hold() job "never" { cmd = "x" }`), opts)
 	if len(f.Errors) != 1 || f.Errors[0].Problem != Budget {
