@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 
@@ -19,10 +20,18 @@ func TestProblemsLoggedOnce(t *testing.T) {
 	logs := &testkit.Buffer{}
 	d, jobsDir := runDaemon(t, `job "a" { cmd = "sleep 600" }`, func(cfg *Config) {
 		cfg.Logger = hclog.New(&hclog.LoggerOptions{Output: logs, Level: hclog.Info})
+		// Only the reloads the test asks for, each of a whole file.
+		cfg.Quiet = time.Hour
 	})
 	write := func(name, text string) {
 		t.Helper()
-		if err := os.WriteFile(filepath.Join(jobsDir, name), []byte(text), 0o600); err != nil {
+		// Renamed into place: a reload that read the file half written
+		// (empty) would rightly say its errors were gone, and then back.
+		tmp := filepath.Join(jobsDir, "."+name+".tmp")
+		if err := os.WriteFile(tmp, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(tmp, filepath.Join(jobsDir, name)); err != nil {
 			t.Fatal(err)
 		}
 	}
