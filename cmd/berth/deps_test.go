@@ -229,14 +229,7 @@ job "report" { cmd = "true", after_any = "evall" }
 // as the daemon does.
 func TestCheckPersonsDeps(t *testing.T) {
 	needPeople(t)
-	dir := t.TempDir()
-	admin, spool := filepath.Join(dir, "jobs.d"), filepath.Join(dir, "spool")
-	mine := filepath.Join(spool, alice)
-	for _, p := range []string{admin, mine} {
-		if err := os.MkdirAll(p, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
+	admin, spool, mine := checkDirs(t)
 	if err := os.WriteFile(filepath.Join(admin, "fetch.lua"), []byte(`job "fetch" { cmd = "true" }`), 0o644); err != nil {
 		t.Fatal(err)
 	}

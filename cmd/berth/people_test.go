@@ -297,20 +297,28 @@ func TestPeopleWithoutJobsDir(t *testing.T) {
 	}
 }
 
+// checkDirs makes an administrators' jobs directory and a spool with
+// alice's job directory in it, for berth check.
+func checkDirs(t *testing.T) (admin, spool, mine string) {
+	t.Helper()
+	dir := t.TempDir()
+	admin, spool = filepath.Join(dir, "jobs.d"), filepath.Join(dir, "spool")
+	mine = filepath.Join(spool, alice)
+	for _, p := range []string{admin, mine} {
+		if err := os.MkdirAll(p, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return admin, spool, mine
+}
+
 // TestCheckPersonsFiles: berth check reads a file in a person's job
 // directory as the daemon does: their job (OWNER/NAME), their rules (no
 // user), their quota as the administrators' files checked with it
 // declare it.
 func TestCheckPersonsFiles(t *testing.T) {
 	needPeople(t)
-	dir := t.TempDir()
-	admin, spool := filepath.Join(dir, "jobs.d"), filepath.Join(dir, "spool")
-	mine := filepath.Join(spool, alice)
-	for _, p := range []string{admin, mine} {
-		if err := os.MkdirAll(p, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
+	admin, spool, mine := checkDirs(t)
 	u, _ := user.Lookup(alice)
 	uid, _ := strconv.Atoi(u.Uid)
 	if err := os.WriteFile(filepath.Join(admin, "quotas.lua"), []byte(`quota "`+alice+`" { gpus = 1 }`), 0o644); err != nil {
