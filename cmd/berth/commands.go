@@ -56,7 +56,7 @@ func (c *cli) render(now time.Time) renderOptions {
 		o.width = 80
 		if ws, err := unix.IoctlGetWinsize(int(f.Fd()), unix.TIOCGWINSZ); err == nil && ws.Col > 0 {
 			o.width = int(ws.Col)
-			o.color = c.env.get("NO_COLOR") == "" && c.env.get("TERM") != "dumb"
+			o.color = c.colorWanted()
 		}
 	}
 	if o.width == 80 || o.width == wholeLines {
@@ -65,6 +65,12 @@ func (c *cli) render(now time.Time) renderOptions {
 		}
 	}
 	return o
+}
+
+// colorWanted says whether a terminal may be given colours: not with
+// NO_COLOR, nor on a dumb terminal.
+func (c *cli) colorWanted() bool {
+	return c.env.get("NO_COLOR") == "" && c.env.get("TERM") != "dumb"
 }
 
 // simple parses a client command line that takes exactly want positional

@@ -155,7 +155,7 @@ func (c *cli) watchStatus(cl *client, out *os.File, keep func(supervisor.Status)
 	// that is not there is said as berth status says it, on the shell's
 	// screen.
 	v := &watchView{c: c, cl: cl, out: out, keep: keep,
-		color: c.env.get("NO_COLOR") == "" && c.env.get("TERM") != "dumb"}
+		color: c.colorWanted()}
 	if err := v.fetch(context.Background()); err != nil {
 		return c.fail(err)
 	}
