@@ -253,15 +253,14 @@ func (d *Daemon) finishReload(r *reloadRun, files []*luaapi.File) {
 	for _, p := range res.Problems {
 		res.Errors = append(res.Errors, p.Text)
 	}
-	// A file is refused anew when a problem of its own appears: saved
-	// with a new error, not merely still broken at another file's reload.
+	// A file is refused anew when a problem of its own is logged: saved
+	// with an error, not merely still broken at another file's reload.
 	refusedAnew := 0
-	for path, errs := range d.fileErrs {
-		if slices.ContainsFunc(errs, func(p Problem) bool { return !d.logged[loggedProblem{p, d.versionOf(path)}] }) {
+	for path := range d.logProblems(res.Problems) {
+		if _, ok := d.fileErrs[path]; ok {
 			refusedAnew++
 		}
 	}
-	d.logProblems(res.Problems)
 	if first {
 		d.log.Info("loaded", "files", res.Files, "jobs", len(set.Jobs), "errors", len(res.Errors),
 			"duration_ms", d.now().Sub(began).Milliseconds())
@@ -283,10 +282,11 @@ func (d *Daemon) finishReload(r *reloadRun, files []*luaapi.File) {
 // still in it, but not at every other reload while it stands (an editor's
 // save can make two, and every other file's change makes one). It says
 // when a file that had problems has none left. berth status shows what is
-// in force.
-func (d *Daemon) logProblems(problems []Problem) {
+// in force. It returns the files of the problems it logged.
+func (d *Daemon) logProblems(problems []Problem) (logged map[string]bool) {
 	now := make(map[loggedProblem]bool, len(problems))
 	files := map[string]bool{}
+	logged = map[string]bool{}
 	for _, p := range problems {
 		k := loggedProblem{p, d.versionOf(p.File)}
 		now[k] = true
@@ -294,6 +294,7 @@ func (d *Daemon) logProblems(problems []Problem) {
 		if d.logged[k] {
 			continue
 		}
+		logged[p.File] = true
 		kv := []any{"file", p.File}
 		if p.Line > 0 {
 			kv = append(kv, "line", p.Line)
@@ -313,6 +314,7 @@ func (d *Daemon) logProblems(problems []Problem) {
 		d.log.Info("a file's configuration errors are gone", "file", file)
 	}
 	d.logged = now
+	return logged
 }
 
 // loggedProblem is a problem as it was logged: with the version (hash) of
