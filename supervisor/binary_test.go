@@ -17,15 +17,15 @@ func TestBinaryReplaced(t *testing.T) {
 		upgrade func(t *testing.T, dir string)
 	}{
 		{"renamed over", func(t *testing.T, dir string) {
-			write(t, filepath.Join(dir, "new"))
-			rename(t, filepath.Join(dir, "new"), filepath.Join(dir, "berth"))
+			writeExe(t, filepath.Join(dir, "new"))
+			renameOver(t, filepath.Join(dir, "new"), filepath.Join(dir, "berth"))
 		}},
 		{"link pointed elsewhere", func(t *testing.T, dir string) {
-			write(t, filepath.Join(dir, "v2"))
+			writeExe(t, filepath.Join(dir, "v2"))
 			if err := os.Symlink("v2", filepath.Join(dir, "next")); err != nil {
 				t.Fatal(err)
 			}
-			rename(t, filepath.Join(dir, "next"), filepath.Join(dir, "berth"))
+			renameOver(t, filepath.Join(dir, "next"), filepath.Join(dir, "berth"))
 		}},
 		{"removed", func(t *testing.T, dir string) {
 			if err := os.Remove(filepath.Join(dir, "berth")); err != nil {
@@ -35,7 +35,7 @@ func TestBinaryReplaced(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
-			write(t, filepath.Join(dir, "v1"))
+			writeExe(t, filepath.Join(dir, "v1"))
 			if err := os.Symlink("v1", filepath.Join(dir, "berth")); err != nil {
 				t.Fatal(err)
 			}
@@ -60,14 +60,14 @@ func TestBinaryReplaced(t *testing.T) {
 	}
 }
 
-func write(t *testing.T, path string) {
+func writeExe(t *testing.T, path string) {
 	t.Helper()
 	if err := os.WriteFile(path, []byte("#!/bin/sh\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
 }
 
-func rename(t *testing.T, from, to string) {
+func renameOver(t *testing.T, from, to string) {
 	t.Helper()
 	if err := os.Rename(from, to); err != nil {
 		t.Fatal(err)
