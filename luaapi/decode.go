@@ -35,6 +35,7 @@ var (
 		"cmd", "dir", "flavor", "cpus", "gpus", "ram", "swap", "env", "user", "group",
 		"restart", "max_restarts", "timeout", "stop_signal", "stop_timeout",
 		"priority", "on_change", "enabled", "description", "after", "after_any",
+		"array", "max_parallel",
 	}
 	flavorFields  = []string{"cpus", "gpus", "ram"}
 	quotaFields   = []string{"cpus", "gpus", "ram"}
@@ -48,6 +49,11 @@ const (
 	minPriority    = -1000
 	maxPriority    = 1000
 	maxMaxRestarts = 1_000_000
+	// An array's indices are jobs of their own in the daemon's books and
+	// state: a bound that keeps a slip (an extra zero) from declaring a
+	// million of them.
+	maxArraySize = 100_000
+	maxArrayEnd  = 1_000_000_000
 )
 
 var (
@@ -129,6 +135,11 @@ func (d *decoder) whole(field string, lo, hi int64) (int, bool) {
 	if !ok {
 		return 0, false
 	}
+	return d.wholeOf(field, v, lo, hi)
+}
+
+// wholeOf checks that v, the value of field, is a whole number in [lo, hi].
+func (d *decoder) wholeOf(field string, v lua.LValue, lo, hi int64) (int, bool) {
 	n, isNum := v.(lua.LNumber)
 	f := float64(n)
 	if !isNum || f != math.Trunc(f) || math.IsInf(f, 0) {
@@ -397,7 +408,61 @@ func decodeJob(s subject, tbl *lua.LTable, owner string) (Job, []*Error) {
 	if names, ok := d.jobNames("after_any"); ok {
 		j.AfterAny = names
 	}
+	if r, ok := d.array(); ok {
+		j.Array = &r
+	}
+	if n, ok := d.whole("max_parallel", 1, maxArraySize); ok {
+		if _, isArray := d.get("array"); !isArray {
+			d.add(errMaxParallelAlone(s))
+		} else {
+			j.MaxParallel = n
+		}
+	}
 	return j, d.errs
+}
+
+// array reads the indices of an array: a count N (indices 1 to N), or a
+// range { from = A, to = B }, both ends included.
+func (d *decoder) array() (Range, bool) {
+	v, ok := d.get("array")
+	if !ok {
+		return Range{}, false
+	}
+	switch x := v.(type) {
+	case lua.LNumber:
+		n, ok := d.wholeOf("array", v, 1, maxArraySize)
+		return Range{From: 1, To: n}, ok
+	case *lua.LTable:
+		var from, to lua.LValue
+		odd := false
+		x.ForEach(func(k, v lua.LValue) {
+			switch k {
+			case lua.LString("from"):
+				from = v
+			case lua.LString("to"):
+				to = v
+			default:
+				odd = true
+			}
+		})
+		if odd || from == nil || to == nil {
+			d.add(errArrayForm(d.s, v))
+			return Range{}, false
+		}
+		lo, okFrom := d.wholeOf("array.from", from, 0, maxArrayEnd)
+		hi, okTo := d.wholeOf("array.to", to, 0, maxArrayEnd)
+		if !okFrom || !okTo {
+			return Range{}, false
+		}
+		r := Range{From: lo, To: hi}
+		if hi < lo || r.Size() > maxArraySize {
+			d.add(errArrayRange(d.s, r, maxArraySize))
+			return Range{}, false
+		}
+		return r, true
+	}
+	d.add(errArrayForm(d.s, v))
+	return Range{}, false
 }
 
 // jobNames reads a dependency: a job name, or a list of them. A name is

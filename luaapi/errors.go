@@ -437,6 +437,25 @@ func errCycle(s subject, field string, fields, path []string) *Error {
 		made, strings.Join(path, " → ")))
 }
 
+func errArrayForm(s subject, got lua.LValue) *Error {
+	return errWrongType(s, "array", wantArray, got)
+}
+
+func errArrayRange(s subject, r Range, most int) *Error {
+	if r.To < r.From {
+		return s.err(OutOfRange, "array", fmt.Sprintf("field %s runs from %d down to %d; write the lower index as from, e.g. { from = %d, to = %d }",
+			quote("array"), r.From, r.To, r.To, r.From))
+	}
+	return s.err(OutOfRange, "array", fmt.Sprintf("field %s has %d indices; an array may have at most %d (split the sweep into several arrays)",
+		quote("array"), r.Size(), most))
+}
+
+func errMaxParallelAlone(s subject) *Error {
+	return s.err(Conflict, "max_parallel", fmt.Sprintf(
+		"field %s bounds how many indices of an array run at once, and this job is not an array; add array = N, or remove max_parallel",
+		quote("max_parallel")))
+}
+
 func errAfterBoth(s subject, name string) *Error {
 	return s.err(Conflict, "after_any", fmt.Sprintf("job %s is in both after and after_any; name it in one: after waits for its success, after_any for its end",
 		quote(name)))
@@ -479,6 +498,7 @@ const (
 	wantDuration              = `a duration such as "30s" or "12h"`
 	wantEnv                   = `a table of NAME = "value"`
 	wantJobNames              = `a job name such as "prep", or a list of them such as { "prep", "fetch" }`
+	wantArray                 = `a count such as 100 (indices 1 to 100), or a range such as { from = 0, to = 99 }`
 	insteadNoTimeout          = "leave it out for no time limit"
 	insteadDefaultStopTimeout = "leave it out for the default of 10s"
 )

@@ -52,7 +52,8 @@ func (j *Job) ProcessFingerprint() string {
 
 // PolicyFingerprint identifies the policy that applies in place on an edit:
 // restart, max_restarts, timeout, priority, stop_signal, stop_timeout,
-// on_change, description, enabled, after and after_any.
+// on_change, description, enabled, after, after_any, array and
+// max_parallel.
 func (j *Job) PolicyFingerprint() string {
 	c := newCanon("berth/policy/v1")
 	c.int("restart", int64(j.Restart))
@@ -73,6 +74,12 @@ func (j *Job) PolicyFingerprint() string {
 		// dependencies stay as they were.
 		c.strs("after", j.After)
 		c.strs("after_any", j.AfterAny)
+	}
+	if j.Array != nil {
+		// Likewise: only for an array.
+		c.int("array_from", int64(j.Array.From))
+		c.int("array_to", int64(j.Array.To))
+		c.int("max_parallel", int64(j.MaxParallel))
 	}
 	return c.sum()
 }

@@ -173,7 +173,24 @@ type Job struct {
 	// applies in place.
 	After    []string
 	AfterAny []string
+
+	// Array, when set, makes the job an array: one run of the job per
+	// index, each placed on its own and told its index. MaxParallel
+	// bounds how many of its indices run at once (0: no bound). Policy:
+	// an edit applies in place, and a changed range adds or removes
+	// indices, leaving the others alone.
+	Array       *Range
+	MaxParallel int
 }
+
+// Range is an array's indices, From to To, both included.
+type Range struct {
+	From int
+	To   int
+}
+
+// Size is the number of indices.
+func (r Range) Size() int { return r.To - r.From + 1 }
 
 // The defaults a job declaration starts from.
 const (
@@ -216,6 +233,10 @@ func (j Job) clone() Job {
 	}
 	if j.AfterAny != nil {
 		j.AfterAny = append([]string(nil), j.AfterAny...)
+	}
+	if j.Array != nil {
+		r := *j.Array
+		j.Array = &r
 	}
 	return j
 }
