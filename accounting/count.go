@@ -8,10 +8,13 @@ import "strconv"
 func Count(n int, noun string) string { return strconv.Itoa(n) + " " + Plural(n, noun) }
 
 // Plural is the noun alone, for a label before a list: "card 3", "cards
-// 0,1". Every noun berth counts takes an "s".
+// 0,1". Every noun berth counts takes an "s" but index.
 func Plural(n int, noun string) string {
-	if n == 1 {
+	switch {
+	case n == 1:
 		return noun
+	case noun == "index":
+		return "indices"
 	}
 	return noun + "s"
 }

@@ -24,7 +24,8 @@ var ThreadVars = []string{
 }
 
 // ReservedPrefix starts the names of the variables berth sets on every run
-// (BERTH_JOB, BERTH_RUN, BERTH_CPUS, BERTH_GPUS, and the supervisor's
+// (BERTH_JOB, BERTH_RUN, BERTH_CPUS, BERTH_GPUS, BERTH_ARRAY_INDEX,
+// BERTH_ARRAY_SIZE, and the supervisor's
 // BERTH_INSTANCE). They are how berth finds a run's processes, those that
 // left its process group included, so a job may not set any name with
 // this prefix: the loader refuses it, and Env writes berth's own last.
@@ -40,6 +41,9 @@ type EnvInput struct {
 	Login map[string]string
 	Job   string
 	Run   string
+	// Array, for a run of an index of an array, is the index and the
+	// array's size (BERTH_ARRAY_INDEX, BERTH_ARRAY_SIZE); nil otherwise.
+	Array *ArrayIndex
 	// Grant is what the run was given; ignored when Unaccounted.
 	Grant Grant
 	// Unaccounted runs (cpus = 0) hold nothing and are advised a fair share
@@ -116,7 +120,17 @@ func Env(in EnvInput) map[string]string {
 	env["BERTH_RUN"] = in.Run
 	env["BERTH_CPUS"] = strconv.Itoa(cpus)
 	env["BERTH_GPUS"] = strings.Join(cards, ",")
+	if in.Array != nil {
+		env["BERTH_ARRAY_INDEX"] = strconv.Itoa(in.Array.Index)
+		env["BERTH_ARRAY_SIZE"] = strconv.Itoa(in.Array.Size)
+	}
 	return env
+}
+
+// ArrayIndex is one index of an array, and how many indices it has.
+type ArrayIndex struct {
+	Index int
+	Size  int
 }
 
 func cardName(cards []string, index int) string {

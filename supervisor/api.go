@@ -11,6 +11,7 @@ import (
 	"runtime/metrics"
 	"slices"
 	"strconv"
+	"strings"
 
 	"golang.org/x/sys/unix"
 
@@ -41,13 +42,15 @@ func (d *Daemon) api() http.Handler {
 	mux.HandleFunc("GET "+APIVersion+"/jobs/{name}", func(w http.ResponseWriter, r *http.Request) {
 		name := r.PathValue("name")
 		c := d.callerOf(r)
-		j, ok := d.resolve(c, name)
 		var detail JobDetail
+		j, ok := d.resolve(c, name)
 		if ok {
 			detail, ok = d.detail(j.name)
+		} else if a, isArray := d.resolveArray(c, name); isArray {
+			detail, ok = d.arrayDetail(a)
 		}
 		if !ok {
-			writeError(w, http.StatusNotFound, CodeNoSuchJob, msgNoSuchJob(name))
+			writeError(w, http.StatusNotFound, CodeNoSuchJob, d.msgNoSuch(name))
 			return
 		}
 		detail = d.readerOf(r).detail(detail)
@@ -72,13 +75,19 @@ func (d *Daemon) api() http.Handler {
 				return
 			}
 		}
-		runs, err := d.store.Runs(job, n)
+		var runs []store.RunRecord
+		var err error
+		if _, isArray := d.resolveArray(d.callerOf(r), job); isArray {
+			runs, err = d.store.RunsOfPrefix(job+"[", n)
+		} else {
+			runs, err = d.store.Runs(job, n)
+		}
 		if err != nil {
 			writeError(w, http.StatusInternalServerError, CodeInternal, msgCannotReadHistory(err))
 			return
 		}
 		if _, known := d.jobStatus(job); job != "" && !known && len(runs) == 0 {
-			writeError(w, http.StatusNotFound, CodeNoSuchJob, msgNoSuchJob(job))
+			writeError(w, http.StatusNotFound, CodeNoSuchJob, d.msgNoSuch(job))
 			return
 		}
 		views := make([]RunView, len(runs))
@@ -116,8 +125,12 @@ func (d *Daemon) api() http.Handler {
 			c := d.callerOf(r)
 			j, ok := d.resolve(c, name)
 			if !ok {
+				if a, isArray := d.resolveArray(c, name); isArray {
+					d.controlArray(w, r, c, a, verb.name, verb.ev)
+					return
+				}
 				d.logCaller(r, verb.name, "job", name)
-				writeError(w, http.StatusNotFound, CodeNoSuchJob, msgNoSuchJob(name))
+				writeError(w, http.StatusNotFound, CodeNoSuchJob, d.msgNoSuch(name))
 				return
 			}
 			name = j.name
@@ -165,6 +178,114 @@ func (d *Daemon) api() http.Handler {
 	return d.authorize(mux)
 }
 
+// controlArray is a start, stop or restart of every index of array a;
+// restart with failed=1 restarts its failed indices alone.
+func (d *Daemon) controlArray(w http.ResponseWriter, r *http.Request, c caller, a *array, verb string, ev eventKind) {
+	def := a.snapshot().def
+	if !c.mayControl(def.Owner) {
+		d.log.Warn("control request refused: not the job's owner", "call", verb, "job", a.name, "uid", c.uid)
+		writeError(w, http.StatusForbidden, CodeNotPermitted, msgNotYours(a.name, def.Owner, verb+" it", d.adminGroup()))
+		return
+	}
+	failedOnly := ev == evRestart && r.URL.Query().Get("failed") == "1"
+	ignoreDeps := ev == evStart && r.URL.Query().Get("ignore_deps") == "1"
+	d.logCaller(r, verb, "job", a.name, "failed_only", failedOnly, "ignore_deps", ignoreDeps)
+	ans := ControlAnswer{Job: a.name, Requested: verb}
+	var refused refusal
+	var invalid string
+	for _, j := range a.jobs() {
+		v := j.view()
+		if failedOnly && v.State != store.StateFailed {
+			continue
+		}
+		if rf := admit(ev, v.State, v.Invalid != "", !v.Def.Enabled); rf != refuseNone {
+			refused, invalid = rf, v.Invalid
+			continue
+		}
+		j.in.post(jobMessage{ev: &event{kind: ev}, ignoreDeps: ignoreDeps})
+		ans.Indices++
+		if ev == evStart && !ignoreDeps && v.State == store.StateWaiting && v.After != nil && ans.HeldBy == nil {
+			ans.HeldBy, ans.File = v.After, v.Def.Pos.File
+		}
+	}
+	if ans.Indices == 0 && refused != refuseNone {
+		code := CodeDisabled
+		if refused == refuseInvalid {
+			code = CodeInvalid
+		}
+		writeError(w, http.StatusConflict, code, msgRefused(verb, a.name, refused, invalid))
+		return
+	}
+	if failedOnly {
+		ans.Requested = "restart failed"
+	}
+	writeJSON(w, http.StatusOK, ans)
+}
+
+// msgNoSuch says there is no job of that name, or, for an index of an
+// array that does not have it, which indices the array has.
+func (d *Daemon) msgNoSuch(name string) string {
+	if arr, i, ok := splitMember(name); ok {
+		d.mu.Lock()
+		a := d.arrays[arr]
+		d.mu.Unlock()
+		if a != nil {
+			return msgNoSuchIndex(arr, i, *a.snapshot().def.Array)
+		}
+	}
+	return msgNoSuchJob(name)
+}
+
+// arrayDetail is `berth show ARRAY`: the array's line, its definition, its
+// indices by state, the environment of its first index's next run, and
+// the last runs of its indices.
+func (d *Daemon) arrayDetail(a *array) (JobDetail, bool) {
+	st, ok := d.jobStatus(a.name)
+	if !ok {
+		return JobDetail{}, false
+	}
+	def := a.snapshot().def
+	first := memberName(a.name, def.Array.From)
+	out := JobDetail{Status: st, Definition: DefinitionOf(def), NextEnv: d.previewEnv(first, def, def.Array.From),
+		Logs: d.logsOf(first), Runs: []RunView{}, Indices: map[string]string{}}
+	byState := map[store.State][]int{}
+	for _, j := range a.jobs() {
+		s := j.view().State
+		byState[s] = append(byState[s], j.index)
+	}
+	for s, indices := range byState {
+		out.Indices[s.String()] = indexRanges(indices)
+	}
+	out.Parents, out.Dependants = d.relatives(a.name, def)
+	if runs, err := d.store.RunsOfPrefix(a.name+"[", 10); err == nil {
+		for _, r := range runs {
+			out.Runs = append(out.Runs, runViewOf(r))
+		}
+	}
+	return out, true
+}
+
+// indexRanges writes sorted indices as ranges: "1-37,40,42-50".
+func indexRanges(indices []int) string {
+	var b strings.Builder
+	for i := 0; i < len(indices); {
+		j := i
+		for j+1 < len(indices) && indices[j+1] == indices[j]+1 {
+			j++
+		}
+		if b.Len() > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(strconv.Itoa(indices[i]))
+		if j > i {
+			b.WriteByte('-')
+			b.WriteString(strconv.Itoa(indices[j]))
+		}
+		i = j + 1
+	}
+	return b.String()
+}
+
 // detail is `berth show JOB`.
 func (d *Daemon) detail(name string) (JobDetail, bool) {
 	d.mu.Lock()
@@ -178,7 +299,7 @@ func (d *Daemon) detail(name string) (JobDetail, bool) {
 		return JobDetail{}, false
 	}
 	def := j.view().Def
-	out := JobDetail{Status: st, Definition: DefinitionOf(def), NextEnv: d.previewEnv(def), Logs: d.logsOf(name), Runs: []RunView{}}
+	out := JobDetail{Status: st, Definition: DefinitionOf(def), NextEnv: d.previewEnv(name, def, j.index), Logs: d.logsOf(name), Runs: []RunView{}}
 	out.Parents, out.Dependants = d.relatives(name, def)
 	if runs, err := d.store.Runs(name, 10); err == nil {
 		for _, r := range runs {

@@ -165,8 +165,11 @@ type Daemon struct {
 	// their run, by name; owned by the loop.
 	draining map[string]*job
 
-	mu       sync.Mutex // guards jobs and problems for readers outside the loop
-	jobs     map[string]*job
+	mu   sync.Mutex // guards jobs, arrays and problems for readers outside the loop
+	jobs map[string]*job
+	// arrays are the arrays in force, by name; their indices are jobs, in
+	// jobs by their own names (NAME[INDEX]).
+	arrays   map[string]*array
 	problems []Problem // every configuration problem in force, as shown
 }
 
@@ -242,6 +245,7 @@ func Open(cfg Config) (*Daemon, error) {
 		evaluated: make(chan evaluated, 1),
 		loopDone:  make(chan struct{}),
 		jobs:      map[string]*job{},
+		arrays:    map[string]*array{},
 		draining:  map[string]*job{},
 		settle:    time.NewTimer(time.Hour),
 		sweepKick: make(chan struct{}, 1),
@@ -643,12 +647,19 @@ func (d *Daemon) cardNames(indices []int) []string {
 // runEnv is the environment of a run of def: the derived one, then
 // BERTH_INSTANCE, set after the job's own env, which may not move a run out
 // of reach of reconciliation and of the sweep.
-func (d *Daemon) runEnv(def *luaapi.Job, base, login map[string]string, run string, grant accounting.Grant) map[string]string {
+// name is the job's (NAME[INDEX] for an index of an array, which index
+// is then the index).
+func (d *Daemon) runEnv(name string, def *luaapi.Job, index int, base, login map[string]string, run string, grant accounting.Grant) map[string]string {
+	var arr *accounting.ArrayIndex
+	if def.Array != nil {
+		arr = &accounting.ArrayIndex{Index: index, Size: def.Array.Size()}
+	}
 	env := accounting.Env(accounting.EnvInput{
 		Daemon:          base,
 		Login:           login,
-		Job:             def.Name,
+		Job:             name,
 		Run:             run,
+		Array:           arr,
 		Grant:           grant,
 		Unaccounted:     def.Resources.Unaccounted(),
 		MachineCPUs:     d.cfg.Machine.CPUs,
@@ -671,7 +682,7 @@ func (d *Daemon) start(j *job, run uint64) (process, func(), error) {
 	if d.cfg.Units != nil {
 		return d.startUnit(j, run, login)
 	}
-	out, err := d.output(def.Name)
+	out, err := d.output(j.name)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -682,7 +693,7 @@ func (d *Daemon) start(j *job, run uint64) (process, func(), error) {
 		base = maps.Clone(d.environ)
 		base["JOURNAL_STREAM"] = out.journal
 	}
-	env := d.runEnv(def, base, login, strconv.FormatUint(run, 10), j.grant)
+	env := d.runEnv(j.name, def, j.index, base, login, strconv.FormatUint(run, 10), j.grant)
 	spec := runner.Spec{Argv: def.Cmd, Dir: def.Dir, Env: environList(env), Stdout: out.file, Credential: cred}
 	proc, err := runner.Start(spec)
 	// The child has its own copy of the output; the daemon's must go, or
@@ -695,7 +706,7 @@ func (d *Daemon) start(j *job, run uint64) (process, func(), error) {
 	// The child started at oom_score_adj 0 (Spec.OOMScoreAdj), never at
 	// the daemon's protected value; the daemon took its own back.
 	if err := proc.DaemonOOMScoreAdjErr(); err != nil {
-		d.log.Warn("cannot take back the daemon's oom_score_adj after starting a job", "job", def.Name, "pid", proc.PID(), "error", err)
+		d.log.Warn("cannot take back the daemon's oom_score_adj after starting a job", "job", j.name, "pid", proc.PID(), "error", err)
 	}
 	return proc, out.finish, nil
 }

@@ -79,8 +79,37 @@ type lastEnd struct {
 // has dependencies in it, and read without a lock (Daemon.deps). Never
 // written once published.
 type depGraph struct {
-	jobs       map[string]*job     // every job, by name
+	jobs       map[string]*job     // every job, by name (an array's indices too)
+	arrays     map[string]*array   // every array, by name
 	dependants map[string][]string // parent → the jobs that name it, sorted
+}
+
+// view is what the jobs that name job or array name see of it; false when
+// the graph has no such name.
+func (g *depGraph) view(name string) (jobView, bool) {
+	if g == nil {
+		return jobView{}, false
+	}
+	if j := g.jobs[name]; j != nil {
+		return j.view(), true
+	}
+	if a := g.arrays[name]; a != nil {
+		return a.view(), true
+	}
+	return jobView{}, false
+}
+
+// post hands m to job name, or to every index of array name.
+func (g *depGraph) post(name string, m jobMessage) {
+	if j := g.jobs[name]; j != nil {
+		j.in.post(m)
+		return
+	}
+	if a := g.arrays[name]; a != nil {
+		for _, j := range a.jobs() {
+			j.in.post(m)
+		}
+	}
 }
 
 // buildDeps makes the graph of a set; nil when no job has dependencies.
@@ -107,6 +136,7 @@ func (d *Daemon) buildDeps(set *luaapi.Set) *depGraph {
 	for name, j := range d.jobs {
 		g.jobs[name] = j
 	}
+	g.arrays = maps.Clone(d.arrays)
 	for _, kids := range g.dependants {
 		slices.Sort(kids)
 	}
@@ -145,15 +175,12 @@ func parentsOf(g *depGraph, def *luaapi.Job) []Dependency {
 		names []string
 	}{{depAfter, def.After}, {depAfterAny, def.AfterAny}} {
 		for _, n := range e.names {
-			var p *job
-			if g != nil {
-				p = g.jobs[n]
-			}
-			if p == nil {
+			v, ok := g.view(n)
+			if !ok {
 				out = append(out, Dependency{Job: n, Kind: e.kind, State: "unknown"})
 				continue
 			}
-			f := factOf(n, e.kind, p.view())
+			f := factOf(n, e.kind, v)
 			if f.Satisfied && e.kind == depAfter && !f.Service {
 				if memo == nil {
 					memo = map[string]string{}
@@ -178,21 +205,16 @@ func (g *depGraph) behind(name string, memo map[string]string) string {
 		return b
 	}
 	memo[name] = ""
-	j := g.jobs[name]
-	if j == nil {
-		return ""
-	}
-	v := j.view()
-	if v.Def == nil || len(v.Def.After) == 0 {
+	v, ok := g.view(name)
+	if !ok || v.Def == nil || len(v.Def.After) == 0 {
 		return ""
 	}
 	was := recordParents(v.DoneFP)
 	for _, p := range v.Def.After {
-		pj := g.jobs[p]
-		if pj == nil {
+		pv, ok := g.view(p)
+		if !ok {
 			continue
 		}
-		pv := pj.view()
 		if pv.Def != nil && pv.Def.Restart == luaapi.RestartAlways {
 			continue
 		}
@@ -332,16 +354,12 @@ func (d *Daemon) relatives(name string, def *luaapi.Job) (parents, dependants []
 	if g == nil {
 		return parents, dependants
 	}
-	var me jobView
-	if j := g.jobs[name]; j != nil {
-		me = j.view()
-	}
+	me, _ := g.view(name)
 	for _, k := range g.dependants[name] {
-		dj := g.jobs[k]
-		if dj == nil {
+		v, ok := g.view(k)
+		if !ok {
 			continue
 		}
-		v := dj.view()
 		kind := depAfter
 		if v.Def != nil && !slices.Contains(v.Def.After, name) {
 			kind = depAfterAny

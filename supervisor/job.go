@@ -85,6 +85,13 @@ type job struct {
 	// told is what the dependants were last told of: they look again when
 	// the state or the done record changes.
 	told toldKey
+
+	// arr, for an index of an array, is the array, and index its index;
+	// inLine says the wait waits for the array's gate (outside the
+	// placer, as held is for the parents).
+	arr    *array
+	index  int
+	inLine bool
 }
 
 type toldKey struct {
@@ -135,6 +142,8 @@ type jobMessage struct {
 	ignoreDeps bool
 	// deps: a parent changed, or the graph did; look at the parents again.
 	deps bool
+	// admit: the array's gate lets this index's wait into the placer.
+	admit bool
 }
 
 // placement is the placer's grant for one wait.
@@ -165,17 +174,22 @@ type jobView struct {
 	unit *units.Run
 	// After, while it waits for its parents, is what it knows of them.
 	After []Dependency
+	// InLine, for an index of an array, says it waits for the array's
+	// gate (max_parallel, or another index in the queue).
+	InLine bool
 	// DoneFP is its done record (doneMark), which its dependants' records
 	// name; LastEnd is how its last run ended.
 	DoneFP  string
 	LastEnd lastEnd
 }
 
-func (d *Daemon) newJob(def *luaapi.Job, invalid string, initial life, doneFP string) *job {
+// newJob makes job name of definition def: def.Name, or an index of the
+// array def declares.
+func (d *Daemon) newJob(name string, def *luaapi.Job, invalid string, initial life, doneFP string) *job {
 	j := &job{
-		name:        def.Name,
+		name:        name,
 		d:           d,
-		log:         d.log.Named("job").With("job", def.Name),
+		log:         d.log.Named("job").With("job", name),
 		in:          newMailbox[jobMessage](),
 		done:        make(chan struct{}),
 		def:         def,
@@ -318,7 +332,7 @@ func (j *job) receive(m jobMessage) {
 			j.log.Info("started past its dependencies")
 			j.held = nil
 			j.passed = true
-			if e, ok := j.enter(); ok {
+			if e, ok := j.pastGates(); ok {
 				j.apply(e)
 			}
 		} else {
@@ -328,6 +342,12 @@ func (j *job) receive(m jobMessage) {
 	}
 	if m.deps && !j.removed {
 		j.depsChanged()
+	}
+	if m.admit && j.inLine && j.life.state == store.StateWaiting && !j.removed {
+		j.inLine = false
+		if e, ok := j.pastGates(); ok {
+			j.apply(e)
+		}
 	}
 	if m.remove {
 		j.removed = true
@@ -418,6 +438,17 @@ func (j *job) wait() (event, bool) {
 	}
 	j.passed = j.pass && j.def.HasDeps()
 	j.pass = false
+	return j.pastGates()
+}
+
+// pastGates is a wait past the dependency gate: an index of an array
+// meets the array's gate next, and waits in line there until it is let in
+// (inLine); any other job enters the placer's queue.
+func (j *job) pastGates() (event, bool) {
+	if j.arr != nil && !j.arr.request(j.index) {
+		j.inLine = true
+		return event{}, false
+	}
 	return j.enter()
 }
 
@@ -449,7 +480,7 @@ func (j *job) enter() (event, bool) {
 // the withdrawal is already in the mailbox, and is given back when it is
 // read: its generation is no longer current.
 func (j *job) cancelWait() {
-	j.held, j.passed = nil, false
+	j.held, j.passed, j.inLine = nil, false, false
 	if j.ticket != nil {
 		j.ticket.Cancel()
 		j.ticket = nil
@@ -715,9 +746,13 @@ func (j *job) publish() {
 		j.v.Why = j.invalid
 	}
 	j.v.After = j.held
+	j.v.InLine = j.inLine
 	j.v.DoneFP = j.doneFP
 	j.v.LastEnd = j.end
 	j.mu.Unlock()
+	if j.arr != nil {
+		j.arr.sync(j.index, j.life.state, j.life.since, j.end, j.inLine, j.ticket != nil)
+	}
 	j.tellDependants()
 	j.d.changed.raise()
 }
@@ -730,19 +765,29 @@ func (j *job) tellDependants() {
 	if g == nil {
 		return
 	}
-	kids := g.dependants[j.name]
+	name := j.name
+	if j.arr != nil {
+		// Its dependants name the array, which changes for them only
+		// when the array as a whole does.
+		name = j.arr.name
+	}
+	kids := g.dependants[name]
 	if len(kids) == 0 {
 		return
 	}
-	now := toldKey{state: j.life.state, doneFP: j.doneFP}
-	if now == j.told {
-		return
-	}
-	j.told = now
-	for _, k := range kids {
-		if dj := g.jobs[k]; dj != nil && dj != j {
-			dj.in.post(jobMessage{deps: true})
+	if j.arr != nil {
+		if !j.arr.tell() {
+			return
 		}
+	} else {
+		now := toldKey{state: j.life.state, doneFP: j.doneFP}
+		if now == j.told {
+			return
+		}
+		j.told = now
+	}
+	for _, k := range kids {
+		g.post(k, jobMessage{deps: true})
 	}
 }
 
@@ -752,7 +797,7 @@ func (j *job) tellDependants() {
 // a new definition since its run runs again after them (a person's stop
 // stays).
 func (j *job) depsChanged() {
-	if !j.def.HasDeps() && j.held == nil {
+	if !j.def.HasDeps() && j.held == nil && !j.inLine {
 		return
 	}
 	again := false
@@ -760,8 +805,8 @@ func (j *job) depsChanged() {
 	case store.StateWaiting:
 		facts := parentsOf(j.d.deps.Load(), j.def)
 		if j.held == nil {
-			if j.ticket == nil || j.passed || gate(facts) {
-				break // in the placer, and may stay there
+			if j.ticket == nil && !j.inLine || j.passed || gate(facts) {
+				break // past the gate, and may stay there
 			}
 			j.log.Info("a parent no longer lets it run: out of the placer's queue")
 			j.cancelWait()
@@ -774,7 +819,7 @@ func (j *job) depsChanged() {
 		}
 		j.held = nil
 		j.log.Info("dependencies satisfied")
-		if e, ok := j.enter(); ok {
+		if e, ok := j.pastGates(); ok {
 			j.apply(e)
 		}
 	case store.StateDone, store.StateFailed:
@@ -813,10 +858,10 @@ func (j *job) depsChanged() {
 func (j *job) parentRecords() (map[string]string, bool) {
 	g := j.d.deps.Load()
 	return parentRecords(j.def, func(n string) (string, bool, bool) {
-		if g == nil || g.jobs[n] == nil {
+		v, ok := g.view(n)
+		if !ok {
 			return "", false, false
 		}
-		v := g.jobs[n].view()
 		return v.DoneFP, v.Def != nil && v.Def.Restart == luaapi.RestartAlways, true
 	})
 }

@@ -26,6 +26,10 @@ import (
 func (d *Daemon) serveLogs(w http.ResponseWriter, r *http.Request) {
 	c := d.callerOf(r)
 	name := d.resolveName(c, r.PathValue("name"))
+	if a, isArray := d.resolveArray(c, name); isArray {
+		writeError(w, http.StatusBadRequest, CodeIsArray, msgLogsOfArray(a.name, *a.snapshot().def.Array))
+		return
+	}
 	if _, known := d.jobStatus(name); !known {
 		if runs, err := d.store.Runs(name, 1); err != nil || len(runs) == 0 {
 			writeError(w, http.StatusNotFound, CodeNoSuchJob, msgNoSuchJob(name))

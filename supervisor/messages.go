@@ -33,6 +33,7 @@ const (
 	CodeInvalid      = "invalid"     // a start of a job whose declaration cannot run
 	CodeUnavailable  = "unavailable" // the daemon's loop did not answer in time
 	CodeInternal     = "internal"
+	CodeIsArray      = "is_array" // a call about one job (its logs) names an array: name an index
 	// CodeTooManyConnections: the connection was over the control
 	// socket's caps (429 for the user's own, 503 for all users'), and
 	// was closed after this answer.
@@ -53,6 +54,15 @@ const (
 
 func msgNoSuchJob(name string) string {
 	return fmt.Sprintf("no job named %q (berth jobs lists them)", name)
+}
+
+func msgNoSuchIndex(array string, i int, r luaapi.Range) string {
+	return fmt.Sprintf("array %s has no index %d: its indices are %d to %d (berth show %s lists them)", array, i, r.From, r.To, array)
+}
+
+func msgLogsOfArray(array string, r luaapi.Range) string {
+	return fmt.Sprintf("%s is an array: each index has its own output; name one, e.g. berth logs %s --index %d (its indices are %d to %d; berth show %s lists them by state)",
+		array, array, r.From, r.From, r.To, array)
 }
 
 func msgNoSuchCall(method, path string) string {
@@ -288,3 +298,16 @@ func posString(p luaapi.Pos) string {
 }
 
 func posPrefix(p luaapi.Pos) string { return posString(p) + ": " }
+
+// MsgArrayFull is why an array's next index waits: as many indices as
+// max_parallel hold a place (inLine wait behind them).
+func MsgArrayFull(maxParallel, inLine int) string {
+	return fmt.Sprintf("waits for max_parallel = %d (every place taken); %d more in line until an index ends",
+		maxParallel, inLine)
+}
+
+// MsgArrayFailed is why an array rests failed.
+func MsgArrayFailed(failed, size int, name string) string {
+	return fmt.Sprintf("%d of %s failed; berth restart %s --failed runs them again (berth show %s lists them)",
+		failed, accounting.Count(size, "index"), name, name)
+}

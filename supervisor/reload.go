@@ -556,6 +556,7 @@ func (d *Daemon) apply(set *luaapi.Set, first bool) ReloadResult {
 	// graph of the set is in force, so that their first wait looks at
 	// their parents in it.
 	var born []*job
+	diffs := map[*luaapi.Job]defDiff{}
 
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -574,45 +575,16 @@ func (d *Daemon) apply(set *luaapi.Set, first bool) ReloadResult {
 		// leaves its resources zero) never shares them.
 		if invalid == "" && def.Resources.Unaccounted() {
 			unaccounted++
+			if def.Array != nil {
+				// Each index that may run at once is one.
+				unaccounted += int64(min(def.Array.Size(), cmp.Or(def.MaxParallel, def.Array.Size()))) - 1
+			}
 		}
-		j, ok := d.jobs[def.Name]
-		if !ok {
-			initial, doneFP := d.remembered(def, set)
-			j = d.newJob(def, invalid, initial, doneFP)
-			if old, ok := d.draining[def.Name]; ok {
-				// Declared again while the job of that name removed a
-				// moment ago still stops its run: this one starts once
-				// that one has ended, so that a job never has two runs.
-				j.after = old.done
-			}
-			processChanged := false
-			if a, ok := d.adopted[def.Name]; ok {
-				delete(d.adopted, def.Name)
-				j.takeAdopted(a)
-				// Edited while the daemon was away: a new definition
-				// restarts the run, as an edit would have.
-				processChanged = a.rec.Fingerprint != def.ProcessFingerprint()
-			}
-			d.jobs[def.Name] = j
-			born = append(born, j)
-			j.in.post(jobMessage{def: def, invalid: invalid, processChanged: processChanged})
-			if !first {
-				res.Added = append(res.Added, def.Name)
-			}
+		if def.Array != nil {
+			d.declareArray(def, invalid, first, set, &res, seen, &born)
 			continue
 		}
-		old := j.seenDef
-		processChanged := old.ProcessFingerprint() != def.ProcessFingerprint()
-		if processChanged || old.PolicyFingerprint() != def.PolicyFingerprint() ||
-			old.Resources != def.Resources || old.Pos != def.Pos || invalid != j.seenInvalid {
-			j.seenDef, j.seenInvalid = def, invalid
-			requeue := old.Resources != def.Resources || old.Priority != def.Priority ||
-				old.Timeout != def.Timeout || old.StopTimeout != def.StopTimeout
-			j.in.post(jobMessage{def: def, invalid: invalid, processChanged: processChanged, requeue: requeue})
-			if processChanged || old.PolicyFingerprint() != def.PolicyFingerprint() || old.Resources != def.Resources {
-				res.Changed = append(res.Changed, def.Name)
-			}
-		}
+		d.declare(def.Name, def, invalid, first, set, &res, &born, diffs, nil, 0)
 	}
 	for name, j := range d.draining {
 		select {
@@ -626,24 +598,47 @@ func (d *Daemon) apply(set *luaapi.Set, first bool) ReloadResult {
 			j.in.post(jobMessage{remove: true})
 			delete(d.jobs, name)
 			d.draining[name] = j
-			res.Removed = append(res.Removed, name)
+			if j.arr != nil {
+				j.arr.forget(j.index)
+			}
+			if j.arr == nil || !seen[j.arr.name] {
+				// An array's indices are one job to the reader: the
+				// array is removed, or shrank (changed).
+				res.Removed = append(res.Removed, name)
+			}
 		}
 	}
+	for name := range d.arrays {
+		if !seen[name] {
+			delete(d.arrays, name)
+		}
+	}
+	res.Removed = slices.DeleteFunc(res.Removed, func(n string) bool {
+		_, _, member := splitMember(n)
+		return member
+	})
 	d.unaccounted.Store(unaccounted)
 	d.set = set
 	if g := d.buildDeps(set); g != nil || d.deps.Load() != nil {
 		d.deps.Store(g)
+		if g == nil {
+			g = &depGraph{jobs: d.jobs, arrays: d.arrays}
+		}
 		// The graph may have changed under every job that has
 		// dependencies: each looks at its parents again.
 		for i := range set.Jobs {
 			if set.Jobs[i].HasDeps() {
-				d.jobs[set.Jobs[i].Name].in.post(jobMessage{deps: true})
+				g.post(set.Jobs[i].Name, jobMessage{deps: true})
 			}
 		}
 	}
 	if g := d.deps.Load(); g != nil {
 		for _, j := range born {
-			if named := len(g.dependants[j.name]) > 0; j.life.state == store.StateFailed && (named || j.def.HasDeps()) {
+			name := j.name
+			if j.arr != nil {
+				name = j.arr.name
+			}
+			if named := len(g.dependants[name]) > 0; j.life.state == store.StateFailed && (named || j.def.HasDeps()) {
 				j.readLastRun(named)
 			}
 		}
@@ -655,6 +650,106 @@ func (d *Daemon) apply(set *luaapi.Set, first bool) ReloadResult {
 	slices.Sort(res.Changed)
 	slices.Sort(res.Removed)
 	return res
+}
+
+// declare brings job name of definition def into the set in force: a job
+// new to the daemon is made (taking back a run the previous daemon left,
+// and waiting for a job of that name still stopping); a known one is told
+// what changed. arr, for index i of an array, is the array. diffs keeps
+// the comparisons of definitions made in this reload, which the indices of
+// an array share. The caller holds d.mu.
+func (d *Daemon) declare(name string, def *luaapi.Job, invalid string, first bool, set *luaapi.Set, res *ReloadResult, born *[]*job,
+	diffs map[*luaapi.Job]defDiff, arr *array, i int) *job {
+	j, ok := d.jobs[name]
+	if !ok {
+		initial, doneFP := d.remembered(name, def, set)
+		j = d.newJob(name, def, invalid, initial, doneFP)
+		if arr != nil {
+			// Before it takes a run back: the run holds one of the
+			// array's places.
+			arr.join(i, j)
+		}
+		if old, ok := d.draining[name]; ok {
+			// Declared again while the job of that name removed a
+			// moment ago still stops its run: this one starts once
+			// that one has ended, so that a job never has two runs.
+			j.after = old.done
+		}
+		processChanged := false
+		if a, ok := d.adopted[name]; ok {
+			delete(d.adopted, name)
+			j.takeAdopted(a)
+			// Edited while the daemon was away: a new definition
+			// restarts the run, as an edit would have.
+			processChanged = a.rec.Fingerprint != def.ProcessFingerprint()
+		}
+		d.jobs[name] = j
+		*born = append(*born, j)
+		j.in.post(jobMessage{def: def, invalid: invalid, processChanged: processChanged})
+		if !first && arr == nil {
+			res.Added = append(res.Added, name)
+		}
+		return j
+	}
+	old := j.seenDef
+	if old == def && invalid == j.seenInvalid {
+		return j
+	}
+	diff, ok := diffs[old]
+	if !ok {
+		diff = defDiff{process: old.ProcessFingerprint() != def.ProcessFingerprint(), policy: old.PolicyFingerprint() != def.PolicyFingerprint()}
+		diffs[old] = diff
+	}
+	processChanged, policyChanged := diff.process, diff.policy
+	if processChanged || policyChanged || old.Resources != def.Resources || old.Pos != def.Pos || invalid != j.seenInvalid {
+		j.seenDef, j.seenInvalid = def, invalid
+		requeue := old.Resources != def.Resources || old.Priority != def.Priority ||
+			old.Timeout != def.Timeout || old.StopTimeout != def.StopTimeout
+		j.in.post(jobMessage{def: def, invalid: invalid, processChanged: processChanged, requeue: requeue})
+		if arr == nil && (processChanged || policyChanged || old.Resources != def.Resources) {
+			res.Changed = append(res.Changed, name)
+		}
+	} else {
+		// The same definition anew (another file's reload): kept, so that
+		// the next reload compares pointers first.
+		j.seenDef = def
+	}
+	return j
+}
+
+// defDiff is how a definition differs from the one before it.
+type defDiff struct{ process, policy bool }
+
+// declareArray brings an array into the set in force: an index job for
+// each index of its range, named NAME[INDEX], and the array's gate. The
+// caller holds d.mu.
+func (d *Daemon) declareArray(def *luaapi.Job, invalid string, first bool, set *luaapi.Set, res *ReloadResult, seen map[string]bool, born *[]*job) {
+	a, ok := d.arrays[def.Name]
+	if !ok {
+		a = newArray(def)
+		d.arrays[def.Name] = a
+		if !first {
+			res.Added = append(res.Added, def.Name)
+		}
+	} else if old := a.def; old != def {
+		a.redefine(def)
+		if old.ProcessFingerprint() != def.ProcessFingerprint() || old.PolicyFingerprint() != def.PolicyFingerprint() ||
+			old.Resources != def.Resources {
+			res.Changed = append(res.Changed, def.Name)
+		}
+	}
+	diffs := map[*luaapi.Job]defDiff{}
+	for i := def.Array.From; i <= def.Array.To; i++ {
+		name := memberName(def.Name, i)
+		seen[name] = true
+		j := d.declare(name, def, invalid, first, set, res, born, diffs, a, i)
+		if n := len(*born); n > 0 && (*born)[n-1] == j && j.life.state == 0 {
+			a.expect(i)
+		}
+	}
+	a.mu.Lock()
+	a.admitNext()
+	a.mu.Unlock()
 }
 
 // applyQuotas hands the quotas in force to the placer. Of a person whose
@@ -692,8 +787,8 @@ func (d *Daemon) applyQuotas(set *luaapi.Set) {
 // whose last run of this very definition ended done stays done (a job runs
 // to completion once per definition), and so does one a person stopped or
 // that failed for good; anything else runs.
-func (d *Daemon) remembered(def *luaapi.Job, set *luaapi.Set) (initial life, doneFingerprint string) {
-	rec, ok, err := d.store.Job(def.Name)
+func (d *Daemon) remembered(name string, def *luaapi.Job, set *luaapi.Set) (initial life, doneFingerprint string) {
+	rec, ok, err := d.store.Job(name)
 	if err != nil || !ok {
 		return life{}, ""
 	}

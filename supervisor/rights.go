@@ -84,11 +84,27 @@ func (d *Daemon) resolve(c caller, name string) (*job, bool) {
 	return j, ok
 }
 
+// resolveArray is resolve for an array.
+func (d *Daemon) resolveArray(c caller, name string) (*array, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if c.name != "" && !strings.Contains(name, "/") {
+		if a, ok := d.arrays[c.name+"/"+name]; ok {
+			return a, true
+		}
+	}
+	a, ok := d.arrays[name]
+	return a, ok
+}
+
 // resolveName is resolve for a job that may be gone: the name the caller
 // means, for its history.
 func (d *Daemon) resolveName(c caller, name string) string {
 	if j, ok := d.resolve(c, name); ok {
 		return j.name
+	}
+	if a, ok := d.resolveArray(c, name); ok {
+		return a.name
 	}
 	if c.name != "" && name != "" && !strings.Contains(name, "/") {
 		if runs, err := d.store.Runs(c.name+"/"+name, 1); err == nil && len(runs) > 0 {

@@ -109,6 +109,28 @@ type JobStatus struct {
 	// rather than for the machine, is what it knows of each: it is then
 	// outside the placer's queue, and Short is absent.
 	After []Dependency `json:"after,omitempty"`
+	// Array, for an array, is how its indices stand. The entry is the
+	// whole array: State is running while an index runs, waiting while
+	// one waits, done once all are, else how they rest (failed first);
+	// what it holds is what its indices hold together; Restarts are
+	// theirs together; Why, Short and ExpectedStart are about the index
+	// it has in the queue, or about its max_parallel.
+	Array *ArrayStatus `json:"array,omitempty"`
+}
+
+// ArrayStatus is how an array's indices stand.
+type ArrayStatus struct {
+	From int `json:"from"`
+	To   int `json:"to"`
+	Size int `json:"size"`
+	// MaxParallel bounds how many indices hold a place at once (wait in
+	// the placer's queue, start, run or stop); 0: no bound.
+	MaxParallel int `json:"max_parallel"`
+	// Counts are its indices by state (those with at least one).
+	Counts map[string]int `json:"counts"`
+	// Queued is the index waiting in the placer's queue, if any: an array
+	// queues one index at a time.
+	Queued *int `json:"queued,omitempty"`
 }
 
 // Usage is what a run uses: its memory now, and the CPU time it has spent
@@ -131,8 +153,13 @@ type Problem struct {
 	Text  string `json:"text"`
 }
 
-// Status takes the picture.
-func (d *Daemon) Status() Status {
+// Status takes the picture. An array is one entry; its indices are not
+// listed.
+func (d *Daemon) Status() Status { return d.status(false) }
+
+// status takes the picture; members adds an entry for each index of each
+// array, after the others.
+func (d *Daemon) status(members bool) Status {
 	snap := d.book.Snapshot()
 	s := Status{
 		Host:   d.cfg.Machine.Hostname,
@@ -173,6 +200,10 @@ func (d *Daemon) Status() Status {
 	jobs := make([]*job, 0, len(d.jobs))
 	for _, j := range d.jobs {
 		jobs = append(jobs, j)
+	}
+	arrays := make(map[*array][]JobStatus, len(d.arrays))
+	for _, a := range d.arrays {
+		arrays[a] = nil
 	}
 	s.Problems = slices.Clone(d.problems)
 	d.mu.Unlock()
@@ -241,12 +272,90 @@ func (d *Daemon) Status() Status {
 			}
 		}
 		s.Counts[js.State]++
+		if j.arr != nil {
+			if members, ok := arrays[j.arr]; ok {
+				arrays[j.arr] = append(members, js)
+			}
+			continue
+		}
 		s.Jobs = append(s.Jobs, js)
+	}
+	if len(arrays) > 0 {
+		lines := make([]JobStatus, 0, len(arrays))
+		for a, members := range arrays {
+			lines = append(lines, arrayStatus(a, members))
+		}
+		slices.SortFunc(lines, func(a, b JobStatus) int { return strings.Compare(a.Name, b.Name) })
+		s.Jobs = mergeByName(s.Jobs, lines)
+		if members {
+			for _, m := range arrays {
+				s.Jobs = append(s.Jobs, m...)
+			}
+		}
 	}
 	if s.Problems == nil {
 		s.Problems = []Problem{}
 	}
 	return s
+}
+
+// arrayStatus is array a's line: its indices' lines (in name order) taken
+// together.
+func arrayStatus(a *array, members []JobStatus) JobStatus {
+	c := a.snapshot()
+	def := c.def
+	out := JobStatus{
+		Name: a.name, Owner: def.Owner, State: c.state().String(), Since: c.since,
+		File: def.Pos.File, Line: def.Pos.Line, Asked: sizeOf(def.Resources), Flavor: def.Flavor,
+		CPUIDs: []int{}, GPUs: []string{},
+		Array: &ArrayStatus{From: def.Array.From, To: def.Array.To, Size: def.Array.Size(), MaxParallel: def.MaxParallel,
+			Counts: make(map[string]int, len(c.byState))},
+	}
+	for st, n := range c.byState {
+		out.Array.Counts[st.String()] = n
+	}
+	if c.isQueued {
+		q := c.queued
+		out.Array.Queued = &q
+	}
+	queued := memberName(a.name, c.queued)
+	for _, m := range members {
+		out.CPUs += m.CPUs
+		out.CPUIDs = append(out.CPUIDs, m.CPUIDs...)
+		out.GPUs = append(out.GPUs, m.GPUs...)
+		out.RAMBytes += m.RAMBytes
+		out.Restarts += m.Restarts
+		switch {
+		case c.isQueued && m.Name == queued:
+			out.Why, out.Short, out.Quota, out.ExpectedStart = m.Why, m.Short, m.Quota, m.ExpectedStart
+		case m.After != nil && out.After == nil:
+			out.After = m.After
+		}
+	}
+	slices.Sort(out.CPUIDs)
+	if out.State == store.StateWaiting.String() && out.Why == "" && out.After == nil && def.MaxParallel > 0 && c.slots >= def.MaxParallel {
+		out.Why = MsgArrayFull(def.MaxParallel, c.inLine)
+	}
+	if out.State != store.StateWaiting.String() {
+		out.After = nil
+	}
+	if out.State == store.StateFailed.String() {
+		out.Why = MsgArrayFailed(c.byState[store.StateFailed], c.size, a.name)
+	}
+	return out
+}
+
+// mergeByName merges two lists sorted by name.
+func mergeByName(a, b []JobStatus) []JobStatus {
+	out := make([]JobStatus, 0, len(a)+len(b))
+	for len(a) > 0 && len(b) > 0 {
+		if a[0].Name < b[0].Name {
+			out, a = append(out, a[0]), a[1:]
+		} else {
+			out, b = append(out, b[0]), b[1:]
+		}
+	}
+	return append(append(out, a...), b...)
 }
 
 // noCards and noCores are the empty lists of every job that holds none;
@@ -285,7 +394,8 @@ func shortfall(asked, free accounting.Resources, ramKnown bool) Size {
 
 // jobStatus is one job's part of Status, or false when there is no such job.
 func (d *Daemon) jobStatus(name string) (JobStatus, bool) {
-	for _, j := range d.Status().Jobs {
+	_, _, member := splitMember(name)
+	for _, j := range d.status(member).Jobs {
 		if j.Name == name {
 			return j, true
 		}

@@ -49,6 +49,16 @@ type JobDefinition struct {
 	// After and AfterAny are the jobs it waits for, by full name.
 	After    []string `json:"after,omitempty"`
 	AfterAny []string `json:"after_any,omitempty"`
+	// Array, for an array, is its range of indices, and MaxParallel how
+	// many of them hold a place at once (absent: no bound).
+	Array       *ArrayRange `json:"array,omitempty"`
+	MaxParallel int         `json:"max_parallel,omitempty"`
+}
+
+// ArrayRange is an array's indices, from and to included.
+type ArrayRange struct {
+	From int `json:"from"`
+	To   int `json:"to"`
 }
 
 // DefinitionOf turns a loaded job into its JSON view.
@@ -75,6 +85,10 @@ func DefinitionOf(j *luaapi.Job) JobDefinition {
 	if j.SwapBytes >= 0 {
 		n := j.SwapBytes
 		out.SwapBytes = &n
+	}
+	if j.Array != nil {
+		out.Array = &ArrayRange{From: j.Array.From, To: j.Array.To}
+		out.MaxParallel = j.MaxParallel
 	}
 	return out
 }
@@ -152,6 +166,9 @@ type JobDetail struct {
 	// Dependants those that wait for it, each with its state now.
 	Parents    []Dependency `json:"parents"`
 	Dependants []Dependency `json:"dependants"`
+	// Indices, for an array, are its indices by state, as ranges
+	// ("1-37,40"); each index is a job of its own, named NAME[INDEX].
+	Indices map[string]string `json:"indices,omitempty"`
 }
 
 // ControlAnswer is the answer to start, stop and restart.
@@ -163,11 +180,15 @@ type ControlAnswer struct {
 	// it is started with ignore_deps). File is where the job is declared.
 	HeldBy []Dependency `json:"held_by,omitempty"`
 	File   string       `json:"file,omitempty"`
+	// Indices, for an array, is how many of its indices the request
+	// was taken for.
+	Indices int `json:"indices,omitempty"`
 }
 
-// previewEnv is the environment a run of def would start with if granted
-// what it asks now, lowest cards and cores first.
-func (d *Daemon) previewEnv(def *luaapi.Job) []string {
+// previewEnv is the environment a run of job name (of definition def;
+// index, for an index of an array) would start with if granted what it
+// asks now, lowest cards and cores first.
+func (d *Daemon) previewEnv(name string, def *luaapi.Job, index int) []string {
 	grant := accounting.Grant{RAMBytes: def.Resources.RAMBytes}
 	for i := 0; i < def.Resources.CPUs && i < len(d.cfg.Machine.CPUIDs); i++ {
 		grant.CPUIDs = append(grant.CPUIDs, d.cfg.Machine.CPUIDs[i])
@@ -176,7 +197,7 @@ func (d *Daemon) previewEnv(def *luaapi.Job) []string {
 		grant.GPUs = append(grant.GPUs, i)
 	}
 	_, login, _ := jobCredentials(def.User, def.Group) // a job that cannot run as asked is invalid, and says so
-	return environList(d.runEnv(def, d.environ, login, "next", grant))
+	return environList(d.runEnv(name, def, index, d.environ, login, "next", grant))
 }
 
 // logsOf says where a job's output goes.

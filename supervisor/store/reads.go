@@ -1,9 +1,12 @@
 package store
 
 import (
+	"bytes"
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 
 	"go.etcd.io/bbolt"
 	berrors "go.etcd.io/bbolt/errors"
@@ -92,6 +95,50 @@ func (s *Store) Runs(job string, n int) ([]RunRecord, error) {
 			}
 			if !found {
 				return fmt.Errorf("%w: job %q lists run %d, which does not exist", ErrCorrupt, job, id)
+			}
+			runs = append(runs, r)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read runs: %w", err)
+	}
+	return runs, nil
+}
+
+// RunsOfPrefix returns up to n runs of the jobs whose names begin with
+// prefix (the indices of an array: "sweep["), newest first; n <= 0 means
+// no limit.
+func (s *Store) RunsOfPrefix(prefix string, n int) ([]RunRecord, error) {
+	var ids []uint64
+	var runs []RunRecord
+	err := s.view(func(b buckets) error {
+		c := b.byJob.Cursor()
+		for k, v := c.Seek([]byte(prefix)); k != nil && bytes.HasPrefix(k, []byte(prefix)); k, v = c.Next() {
+			idx := b.byJob.Bucket(k)
+			if v != nil || idx == nil {
+				continue
+			}
+			// Each job's newest n at most: no others can be among the
+			// newest n of them all.
+			ic := idx.Cursor()
+			taken := 0
+			for rk, _ := ic.Last(); rk != nil && (n <= 0 || taken < n); rk, _ = ic.Prev() {
+				ids = append(ids, binary.BigEndian.Uint64(rk))
+				taken++
+			}
+		}
+		slices.SortFunc(ids, func(a, b uint64) int { return cmp.Compare(b, a) })
+		if n > 0 && len(ids) > n {
+			ids = ids[:n]
+		}
+		for _, id := range ids {
+			r, found, err := b.getRun(id)
+			if err != nil {
+				return err
+			}
+			if !found {
+				return fmt.Errorf("%w: a job's index lists run %d, which does not exist", ErrCorrupt, id)
 			}
 			runs = append(runs, r)
 		}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -50,6 +51,33 @@ func TestRunsOrder(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestRunsOfPrefix: the runs of an array's indices, newest first, and
+// none of a job whose name merely begins alike.
+func TestRunsOfPrefix(t *testing.T) {
+	s, _ := openTest(t, Options{})
+	var want []uint64
+	for i, job := range []string{"sweep[1]", "sweep[2]", "sweeper", "sweep[1]", "sweep[10]", "sweep", "sweep[2]"} {
+		r := begin(t, s, job, t0.Add(time.Duration(i)*time.Minute))
+		if strings.HasPrefix(job, "sweep[") {
+			want = append(want, r.ID)
+		}
+	}
+	slices.Reverse(want)
+	for _, n := range []int{0, 2, 5, 100} {
+		runs, err := s.RunsOfPrefix("sweep[", n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := want
+		if n > 0 && n < len(w) {
+			w = w[:n]
+		}
+		if got := runIDs(runs); !slices.Equal(got, w) {
+			t.Errorf("RunsOfPrefix(sweep[, %d) = %v, want %v", n, got, w)
+		}
 	}
 }
 

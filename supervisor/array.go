@@ -1,0 +1,372 @@
+package supervisor
+
+import (
+	"container/heap"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/berthd/berth/luaapi"
+	"github.com/berthd/berth/supervisor/store"
+)
+
+// An array (array = N) is one job per index, named NAME[INDEX]: each has
+// its own life, placement, runs and record, as any job, so that once per
+// definition, a restart's adoption and the logs hold per index. In front
+// of the placer the array has a gate of its own, behind the dependency
+// gate: at most max_parallel of its indices hold a place (wait in the
+// placer's queue, start or run), and only one of them waits in the
+// placer's queue at a time. The array thus takes one job's place in the
+// queue: its next index queues behind the jobs that came meanwhile, the
+// reservation and backfill see one waiter, and 10 000 indices cost the
+// placer what one job does. Indices are let in lowest first.
+
+// memberName is the name of index i of array name.
+func memberName(name string, i int) string {
+	return name + "[" + strconv.Itoa(i) + "]"
+}
+
+// splitMember takes NAME[INDEX] apart; ok is false for a name that is not
+// an index of an array (a job name never holds a bracket).
+func splitMember(name string) (array string, index int, ok bool) {
+	open := strings.IndexByte(name, '[')
+	if open < 0 || !strings.HasSuffix(name, "]") {
+		return "", 0, false
+	}
+	i, err := strconv.Atoi(name[open+1 : len(name)-1])
+	if err != nil {
+		return "", 0, false
+	}
+	return name[:open], i, true
+}
+
+// array is one array's indices and its gate.
+type array struct {
+	name string
+
+	mu  sync.Mutex // guards everything below
+	def *luaapi.Job
+	// members are the index jobs, by index.
+	members map[int]*job
+	// states are the members' states as they last published them, and
+	// counts the same, by state: what status shows without a look at
+	// each member.
+	states map[int]store.State
+	counts map[store.State]int
+	since  time.Time
+	// last is how the index that last ended badly ended.
+	last lastEnd
+	// told is what the dependants were last told of.
+	told toldKey
+
+	// The gate. slots are the indices that hold a place; queued, when
+	// hasQueued, the one in the placer's queue. asking are those that wait
+	// for the gate, lowest first through order (which keeps indices no
+	// longer asking until they are popped). pending are those let in
+	// whose word of it is still in their mailbox.
+	slots     map[int]bool
+	queued    int
+	hasQueued bool
+	asking    map[int]bool
+	order     indexHeap
+	pending   map[int]bool
+}
+
+func newArray(def *luaapi.Job) *array {
+	return &array{
+		name: def.Name, def: def,
+		members: map[int]*job{}, states: map[int]store.State{}, counts: map[store.State]int{},
+		slots: map[int]bool{}, asking: map[int]bool{}, pending: map[int]bool{},
+	}
+}
+
+// indexHeap is a min-heap of indices.
+type indexHeap []int
+
+func (h indexHeap) Len() int           { return len(h) }
+func (h indexHeap) Less(a, b int) bool { return h[a] < h[b] }
+func (h indexHeap) Swap(a, b int)      { h[a], h[b] = h[b], h[a] }
+func (h *indexHeap) Push(x any)        { *h = append(*h, x.(int)) }
+func (h *indexHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
+}
+
+// ask puts index i in line for the gate. The caller holds a.mu.
+func (a *array) ask(i int) {
+	if !a.asking[i] {
+		a.asking[i] = true
+		heap.Push(&a.order, i)
+	}
+}
+
+// firstAsking is the lowest index in line, dropping those no longer in
+// it. The caller holds a.mu.
+func (a *array) firstAsking() (int, bool) {
+	for a.order.Len() > 0 {
+		if i := a.order[0]; a.asking[i] {
+			return i, true
+		}
+		heap.Pop(&a.order)
+	}
+	return 0, false
+}
+
+// room says whether one more index may take a place. The caller holds
+// a.mu.
+func (a *array) room() bool {
+	return !a.hasQueued && (a.def.MaxParallel == 0 || len(a.slots) < a.def.MaxParallel)
+}
+
+// expect puts index i in line before its goroutine starts, so that the
+// indices of a new array are let in lowest first rather than in the
+// order their goroutines happen to run.
+func (a *array) expect(i int) {
+	a.mu.Lock()
+	a.ask(i)
+	a.mu.Unlock()
+}
+
+// request is index i's wait meeting the gate: true lets it into the
+// placer's queue (it then holds a place); false leaves it in line, to be
+// told (admit) when its turn comes.
+func (a *array) request(i int) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	delete(a.pending, i)
+	if a.slots[i] && (!a.hasQueued || a.queued == i) {
+		// Let in already (its word still on its way), or queueing again
+		// from its place in the queue (its request changed).
+		a.queued, a.hasQueued = i, true
+		delete(a.asking, i)
+		return true
+	}
+	if first, ok := a.firstAsking(); ok && first < i || !a.room() {
+		a.ask(i)
+		a.admitNext()
+		return false
+	}
+	delete(a.asking, i)
+	a.slots[i] = true
+	a.queued, a.hasQueued = i, true
+	return true
+}
+
+// admitNext lets the lowest index in line in, when there is room. The
+// caller holds a.mu.
+func (a *array) admitNext() {
+	for a.room() {
+		i, ok := a.firstAsking()
+		if !ok {
+			return
+		}
+		heap.Pop(&a.order)
+		delete(a.asking, i)
+		m := a.members[i]
+		if m == nil {
+			continue
+		}
+		a.slots[i] = true
+		a.queued, a.hasQueued = i, true
+		a.pending[i] = true
+		m.in.post(jobMessage{admit: true})
+	}
+}
+
+// sync is what index i published: its state, whether it waits for the
+// gate (inLine) and whether it waits in the placer's queue (inQueue). A
+// place is held while it waits in the queue, starts, runs or stops; one it
+// no longer needs goes to the next in line.
+func (a *array) sync(i int, st store.State, since time.Time, end lastEnd, inLine, inQueue bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if old, ok := a.states[i]; !ok || old != st {
+		if ok {
+			a.counts[old]--
+		}
+		a.states[i] = st
+		a.counts[st]++
+		a.since = since
+		if st == store.StateFailed && end.known {
+			a.last = end
+		}
+	}
+	if a.members[i] == nil {
+		return // forgotten: its place went with it
+	}
+	if !inLine {
+		delete(a.asking, i)
+	}
+	if a.pending[i] {
+		if inLine {
+			return // let in, and not yet told
+		}
+		delete(a.pending, i)
+	}
+	if inQueue || holdsPlace(st) {
+		a.slots[i] = true
+	} else {
+		delete(a.slots, i)
+	}
+	if a.hasQueued && a.queued == i && !inQueue {
+		a.hasQueued = false
+	}
+	a.admitNext()
+}
+
+// holdsPlace says whether an index in state s holds one of the array's
+// places, besides waiting in the placer's queue.
+func holdsPlace(s store.State) bool {
+	return s == store.StateStarting || s == store.StateRunning || s == store.StateStopping
+}
+
+// join makes j index i of the array. The caller holds d.mu.
+func (a *array) join(i int, j *job) {
+	a.mu.Lock()
+	a.members[i] = j
+	a.mu.Unlock()
+	j.arr, j.index = a, i
+}
+
+// forget takes index i out of the array (the range no longer has it): it
+// counts no more, and the place it held goes to the next in line. Its job
+// stops as a removed job does. The caller holds d.mu.
+func (a *array) forget(i int) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	delete(a.members, i)
+	if st, ok := a.states[i]; ok {
+		a.counts[st]--
+		delete(a.states, i)
+	}
+	delete(a.asking, i)
+	delete(a.pending, i)
+	delete(a.slots, i)
+	if a.hasQueued && a.queued == i {
+		a.hasQueued = false
+	}
+	a.admitNext()
+}
+
+// redefine takes the array's new definition (its max_parallel may have
+// grown). The caller holds d.mu.
+func (a *array) redefine(def *luaapi.Job) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.def = def
+	a.admitNext()
+}
+
+// jobs are the members, lowest index first.
+func (a *array) jobs() []*job {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	out := make([]*job, 0, len(a.members))
+	for _, i := range slices.Sorted(maps.Keys(a.members)) {
+		out = append(out, a.members[i])
+	}
+	return out
+}
+
+// arrayCounts is how an array's indices stand.
+type arrayCounts struct {
+	size     int
+	byState  map[store.State]int
+	slots    int
+	inLine   int
+	since    time.Time
+	last     lastEnd
+	def      *luaapi.Job
+	queued   int
+	isQueued bool
+}
+
+func (a *array) snapshot() arrayCounts {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	c := arrayCounts{size: len(a.members), byState: make(map[store.State]int, len(a.counts)), slots: len(a.slots),
+		inLine: len(a.asking), since: a.since, last: a.last, def: a.def, queued: a.queued, isQueued: a.hasQueued}
+	for s, n := range a.counts {
+		if n > 0 {
+			c.byState[s] = n
+		}
+	}
+	return c
+}
+
+// state is the array's state as one job's: running while an index starts,
+// runs or stops; waiting while one waits (or waits out a restart's delay);
+// done once every index is; otherwise the worst way its indices rest.
+func (c arrayCounts) state() store.State {
+	n := c.byState
+	switch {
+	case n[store.StateRunning]+n[store.StateStarting] > 0:
+		return store.StateRunning
+	case n[store.StateStopping] > 0:
+		return store.StateStopping
+	case n[store.StateWaiting]+n[store.StateBackoff]+n[0] > 0:
+		return store.StateWaiting
+	case n[store.StateDone] == c.size:
+		return store.StateDone
+	}
+	for _, s := range []store.State{store.StateFailed, store.StateUnplaceable, store.StateInvalid, store.StateStopped, store.StateDisabled} {
+		if n[s] > 0 {
+			return s
+		}
+	}
+	return store.StateDone
+}
+
+// view is the array as a dependant sees a parent: one job, done when every
+// index is done, with a done record that changes when any index's does.
+func (a *array) view() jobView {
+	c := a.snapshot()
+	v := jobView{Def: c.def, State: c.state(), Since: c.since, LastEnd: c.last}
+	if v.State == store.StateDone {
+		v.DoneFP = a.doneRecord()
+	}
+	return v
+}
+
+// doneRecord is the done record of an array whose indices are all done:
+// theirs when they agree (they ran one definition after the same
+// parents), else a digest of them all, which changes with any of them.
+func (a *array) doneRecord() string {
+	jobs := a.jobs()
+	first := ""
+	var all strings.Builder
+	same := true
+	for i, j := range jobs {
+		fp := j.view().DoneFP
+		if i == 0 {
+			first = fp
+		} else if fp != first {
+			same = false
+		}
+		all.WriteString(fp)
+		all.WriteByte('\n')
+	}
+	if same {
+		return first
+	}
+	return "array:" + digest(all.String())
+}
+
+// tell says whether the array changed for its dependants since they were
+// last told (its state or its done record), and notes that they are.
+func (a *array) tell() bool {
+	v := a.view()
+	now := toldKey{state: v.State, doneFP: v.DoneFP}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if now == a.told {
+		return false
+	}
+	a.told = now
+	return true
+}
