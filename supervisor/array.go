@@ -219,6 +219,17 @@ func (a *array) sync(i int, st store.State, since time.Time, end lastEnd, inLine
 	a.admitNext()
 }
 
+// placed says index i left the placer's queue with a grant: it keeps its
+// place, and the next in line may queue.
+func (a *array) placed(i int) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.hasQueued && a.queued == i {
+		a.hasQueued = false
+	}
+	a.admitNext()
+}
+
 // holdsPlace says whether an index in state s holds one of the array's
 // places, besides waiting in the placer's queue.
 func holdsPlace(s store.State) bool {

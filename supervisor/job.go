@@ -459,6 +459,9 @@ func (j *job) enter() (event, bool) {
 	if j.def.Resources.Unaccounted() {
 		// Unaccounted jobs never wait and hold nothing.
 		j.placedAt = j.waitingAt
+		if j.arr != nil {
+			j.arr.placed(j.index)
+		}
 		return event{kind: evPlaced}, true
 	}
 	gen := j.waitGen
@@ -507,6 +510,11 @@ func (j *job) placed(p placement) {
 		return
 	}
 	j.ticket = nil
+	if j.arr != nil {
+		// Out of the queue: the array's next index may take its place
+		// there while this one starts.
+		j.arr.placed(j.index)
+	}
 	j.book, j.grant = p.book, p.grant
 	j.placedAt = j.d.now()
 	j.d.meters.placementWait.Observe(j.placedAt.Sub(j.waitingAt).Seconds())

@@ -1,0 +1,154 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/berthd/berth/supervisor"
+	"github.com/berthd/berth/supervisor/testkit"
+)
+
+// TestDaemonArrayKill9: a 1 000-index array with max_parallel = 4 never
+// has more than 4 indices running, and finishes every index exactly once,
+// across a kill -9 of the daemon in the middle.
+func TestDaemonArrayKill9(t *testing.T) {
+	const size, bound = 1000, 4
+	d := newTestDaemon(t, nil)
+	d.write("sweep.lua", `job "sweep" { cmd = { "/bin/sh", "-c", "sleep 0.02; echo $BERTH_ARRAY_INDEX >> OUT/finished" }, cpus = 1, array = `+
+		strconv.Itoa(size)+`, max_parallel = `+strconv.Itoa(bound)+` }`)
+	opts := daemonOptions{args: []string{"--cpus", "16"}, env: []string{d.markEnv()}}
+	d.start(opts)
+
+	finished := func() int {
+		b, _ := os.ReadFile(filepath.Join(d.out, "finished"))
+		return strings.Count(string(b), "\n")
+	}
+	testkit.WaitFor(t, 2*time.Minute, "a third of the indices to finish", func() bool {
+		if st, ok := d.job("sweep"); ok && st.Array != nil && st.Array.Counts["running"] > bound {
+			t.Errorf("status shows %d indices running; max_parallel is %d", st.Array.Counts["running"], bound)
+		}
+		return finished() >= size/3
+	})
+	if err := d.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	d.cmd.Wait()
+	d.start(opts)
+	st := d.waitJobLong("sweep", "done", 3*time.Minute, func(js supervisor.JobStatus) bool { return js.State == "done" })
+	if st.Array == nil || st.Array.Counts["done"] != size || len(st.Array.Counts) != 1 {
+		t.Fatalf("the array ended as %+v", st.Array)
+	}
+
+	// Exactly one successful run per index; any other run of an index was
+	// lost with the killed daemon.
+	runs := d.history("sweep")
+	lost := map[string]bool{}
+	ok := map[string]int{}
+	for _, r := range runs {
+		switch r.Reason {
+		case "exited":
+			ok[r.Job]++
+		case "lost":
+			lost[strconv.FormatUint(r.ID, 10)] = true
+		default:
+			t.Errorf("run %d of %s ended %s", r.ID, r.Job, r.Reason)
+		}
+	}
+	for i := 1; i <= size; i++ {
+		if n := ok["sweep["+strconv.Itoa(i)+"]"]; n != 1 {
+			t.Errorf("index %d succeeded %d times", i, n)
+		}
+	}
+	t.Logf("%d runs, %d lost with the killed daemon", len(runs), len(lost))
+	// The bound, as the runs were recorded: each run's record begins
+	// before its process and ends after it was reaped. A run lost with the
+	// killed daemon ends when the next one found it, before that one
+	// started anything.
+	switch most, at := mostAtOnce(runs); {
+	case most > bound:
+		t.Errorf("%d runs were in progress at once at %v; max_parallel is %d", most, at, bound)
+	case most < bound:
+		// Runs of 20 ms each, let in as soon as a place frees.
+		t.Errorf("at most %d runs were in progress at once: the bound of %d was never met, and so not tested", most, bound)
+	}
+	b, _ := os.ReadFile(filepath.Join(d.out, "finished"))
+	seen := map[string]int{}
+	for _, i := range strings.Fields(string(b)) {
+		seen[i]++
+	}
+	if len(seen) != size {
+		t.Errorf("%d indices ran to the end, want %d", len(seen), size)
+	}
+	d.stop()
+}
+
+// mostAtOnce is the largest number of runs in progress at one moment, and
+// that moment.
+func mostAtOnce(runs []supervisor.RunView) (int, time.Time) {
+	type edge struct {
+		at    time.Time
+		delta int
+	}
+	var edges []edge
+	for _, r := range runs {
+		if r.End == nil {
+			continue
+		}
+		edges = append(edges, edge{r.Start, 1}, edge{*r.End, -1})
+	}
+	// At one instant, an end comes before a start.
+	slices.SortFunc(edges, func(a, b edge) int {
+		if c := a.at.Compare(b.at); c != 0 {
+			return c
+		}
+		return a.delta - b.delta
+	})
+	most, now := 0, 0
+	var at time.Time
+	for _, e := range edges {
+		now += e.delta
+		if now > most {
+			most, at = now, e.at
+		}
+	}
+	return most, at
+}
+
+// waitJobLong is waitJob with a longer bound, for an array of many runs.
+func (d *testDaemon) waitJobLong(name, what string, limit time.Duration, cond func(supervisor.JobStatus) bool) supervisor.JobStatus {
+	d.t.Helper()
+	var js supervisor.JobStatus
+	testkit.WaitFor(d.t, limit, name+" "+what, func() bool {
+		var ok bool
+		js, ok = d.job(name)
+		return ok && cond(js)
+	})
+	return js
+}
+
+func TestMostAtOnce(t *testing.T) {
+	t0 := time.Date(2026, 12, 2, 9, 0, 0, 0, time.UTC)
+	run := func(from, to int) supervisor.RunView {
+		end := t0.Add(time.Duration(to) * time.Second)
+		return supervisor.RunView{Start: t0.Add(time.Duration(from) * time.Second), End: &end}
+	}
+	for _, c := range []struct {
+		runs []supervisor.RunView
+		want int
+	}{
+		{nil, 0},
+		{[]supervisor.RunView{run(0, 1), run(1, 2), run(2, 3)}, 1}, // one ends as the next starts
+		{[]supervisor.RunView{run(0, 10), run(1, 2), run(1, 3), run(5, 6)}, 3},
+		{[]supervisor.RunView{run(0, 4), run(1, 5), run(2, 6), run(3, 7), run(3, 4)}, 5},
+	} {
+		if got, _ := mostAtOnce(c.runs); got != c.want {
+			t.Errorf("mostAtOnce = %d, want %d", got, c.want)
+		}
+	}
+}
