@@ -1,14 +1,18 @@
 package supervisor
 
 import (
+	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/berthd/berth/supervisor/testkit"
+	"github.com/berthd/berth/luaapi"
+	"github.com/berthd/berth/supervisor/store"
 )
 
 func TestMemberName(t *testing.T) {
@@ -71,6 +75,242 @@ rm ` + out + `/running/$BERTH_ARRAY_INDEX
 			t.Errorf("index %d started with %d others running; max_parallel is 3", i, n)
 		}
 	}
-	_ = testkit.WaitFor
-	_ = time.Second
+}
+
+// gateModel drives an array's gate as its index jobs would, without
+// goroutines: each member's mailbox is read when the test says so.
+type gateModel struct {
+	t   *testing.T
+	a   *array
+	max int
+	// Per index: its state, whether it waits in line for the gate, and
+	// whether it waits in the placer's queue.
+	state   map[int]store.State
+	inLine  map[int]bool
+	inQueue map[int]bool
+}
+
+func newGateModel(t *testing.T, n, maxParallel int) *gateModel {
+	def := &luaapi.Job{Name: "sweep", Array: &luaapi.Range{From: 1, To: n}, MaxParallel: maxParallel}
+	m := &gateModel{t: t, a: newArray(def), max: maxParallel,
+		state: map[int]store.State{}, inLine: map[int]bool{}, inQueue: map[int]bool{}}
+	for i := 1; i <= n; i++ {
+		m.a.join(i, &job{name: memberName("sweep", i), in: newMailbox[jobMessage]()})
+		m.a.expect(i)
+	}
+	m.a.mu.Lock()
+	m.a.admitNext()
+	m.a.mu.Unlock()
+	for i := 1; i <= n; i++ {
+		m.wait(i)
+	}
+	return m
+}
+
+func (m *gateModel) publish(i int) {
+	m.a.sync(i, m.state[i], time.Time{}, lastEnd{}, m.inLine[i], m.inQueue[i])
+}
+
+// wait is index i's wait past the dependency gate (pastGates).
+func (m *gateModel) wait(i int) {
+	m.state[i] = store.StateWaiting
+	if m.a.request(i) {
+		m.inLine[i], m.inQueue[i] = false, true
+	} else {
+		m.inLine[i] = true
+	}
+	m.publish(i)
+}
+
+// read delivers what index i's mailbox holds.
+func (m *gateModel) read(i int) {
+	for _, msg := range m.a.members[i].in.drain() {
+		if msg.admit && m.inLine[i] && m.state[i] == store.StateWaiting {
+			m.inLine[i] = false
+			m.wait(i)
+		}
+	}
+	m.publish(i)
+}
+
+func (m *gateModel) place(i int) {
+	if !m.inQueue[i] {
+		return
+	}
+	m.inQueue[i] = false
+	m.a.placed(i)
+	m.state[i] = store.StateRunning
+	m.publish(i)
+}
+
+func (m *gateModel) rest(i int, s store.State) {
+	m.state[i], m.inLine[i], m.inQueue[i] = s, false, false
+	m.publish(i)
+}
+
+func (m *gateModel) check(what string) {
+	m.t.Helper()
+	holding, queued := 0, 0
+	for i := range m.state {
+		if m.inQueue[i] {
+			queued++
+		}
+		if m.inQueue[i] || holdsPlace(m.state[i]) {
+			holding++
+		}
+	}
+	if queued > 1 {
+		m.t.Fatalf("after %s: %d indices in the placer's queue", what, queued)
+	}
+	if m.max > 0 && holding > m.max {
+		m.t.Fatalf("after %s: %d indices hold a place; max_parallel is %d", what, holding, m.max)
+	}
+}
+
+// TestArrayGateModel: whatever order the indices' messages are read and
+// their runs end, stop and start again in, at most max_parallel indices
+// hold a place and one waits in the queue, and every index is let in at
+// last.
+func TestArrayGateModel(t *testing.T) {
+	for seed := uint64(1); seed <= 200; seed++ {
+		rng := rand.New(rand.NewPCG(seed, 9))
+		n, maxParallel := 1+rng.IntN(12), rng.IntN(4)
+		m := newGateModel(t, n, maxParallel)
+		for step := 0; step < 200; step++ {
+			i := 1 + rng.IntN(n)
+			var what string
+			switch rng.IntN(7) {
+			case 6:
+				what = "a publish of something else (an edit)"
+				m.publish(i)
+			case 0, 1:
+				what = "a read"
+				m.read(i)
+			case 2:
+				what = "a placement"
+				m.place(i)
+			case 3:
+				what = "an end"
+				if m.state[i] == store.StateRunning {
+					m.rest(i, store.StateDone)
+				}
+			case 4:
+				what = "a stop"
+				m.rest(i, store.StateStopped)
+			case 5:
+				what = "a start"
+				if resting(m.state[i]) {
+					m.wait(i)
+				}
+			}
+			m.check(fmt.Sprintf("seed %d step %d (%s of %d)", seed, step, what, i))
+		}
+		// Liveness: read, place and end until nothing moves; every index
+		// that waits is let in on the way, and all end done or stopped.
+		for round := 0; round < 10*n+10; round++ {
+			for i := 1; i <= n; i++ {
+				m.read(i)
+				m.place(i)
+				if m.state[i] == store.StateRunning {
+					m.rest(i, store.StateDone)
+				}
+				m.check(fmt.Sprintf("seed %d draining", seed))
+			}
+		}
+		for i := 1; i <= n; i++ {
+			if s := m.state[i]; s != store.StateDone && s != store.StateStopped {
+				t.Fatalf("seed %d: index %d is left %s (in line %v, queued %v); slots %v, queued %d/%v, asking %v",
+					seed, i, s, m.inLine[i], m.inQueue[i], m.a.slots, m.a.queued, m.a.hasQueued, m.a.asking)
+			}
+		}
+	}
+}
+
+// TestArrayGateOrder: indices are let in lowest first.
+func TestArrayGateOrder(t *testing.T) {
+	m := newGateModel(t, 5, 2)
+	var order []int
+	for len(order) < 5 {
+		progressed := false
+		for i := 1; i <= 5; i++ {
+			m.read(i)
+			if m.inQueue[i] {
+				order = append(order, i)
+				m.place(i)
+				m.rest(i, store.StateDone)
+				progressed = true
+			}
+		}
+		if !progressed {
+			t.Fatalf("stuck after %v", order)
+		}
+	}
+	if !slices.IsSorted(order) {
+		t.Errorf("let in in the order %v", order)
+	}
+}
+
+func BenchmarkArrayGate(b *testing.B) {
+	const n = 10000
+	def := &luaapi.Job{Name: "sweep", Array: &luaapi.Range{From: 1, To: n}, MaxParallel: 4}
+	a := newArray(def)
+	for i := 1; i <= n; i++ {
+		a.join(i, &job{name: memberName("sweep", i), in: newMailbox[jobMessage]()})
+		a.expect(i)
+	}
+	for i := 1; i <= n; i++ {
+		a.request(i)
+	}
+	// One index's way through the gate: let in, placed, run, ended; its
+	// end lets the next in. Ended indices wait again, so the line stays
+	// 10 000 long.
+	next := 0
+	for b.Loop() {
+		i := a.queued
+		a.members[i].in.drain()
+		a.request(i)
+		a.placed(i)
+		a.sync(i, store.StateRunning, time.Time{}, lastEnd{}, false, false)
+		a.sync(i, store.StateDone, time.Time{}, lastEnd{}, false, false)
+		a.request(i) // back in line
+		next++
+	}
+}
+
+// TestArrayQueuesAsOneJob: an array's indices do not jump the queue ahead
+// of a job of the same priority that came after the array: the array
+// queues one index at a time, and its next index queues behind that job.
+func TestArrayQueuesAsOneJob(t *testing.T) {
+	out := t.TempDir()
+	order := filepath.Join(out, "order")
+	run := `"/bin/sh", "-c", "echo $BERTH_JOB >> ` + order + `"`
+	d, dir := runDaemon(t, `job "blocker" { cmd = { "/bin/sh", "-c", "while [ ! -e `+out+`/go ]; do sleep 0.01; done" }, cpus = 2 }`, nil)
+	waitJob(t, d, "blocker", "running", func(js JobStatus) bool { return js.State == "running" })
+	declare := func(file, src string) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(dir, file), []byte(src), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := d.Reload(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	declare("sweep.lua", `job "sweep" { cmd = { `+run+` }, cpus = 2, array = 3 }`)
+	waitJob(t, d, "sweep", "with index 1 in the queue", func(js JobStatus) bool {
+		return js.Array != nil && js.Array.Queued != nil && *js.Array.Queued == 1
+	})
+	declare("other.lua", `job "other" { cmd = { `+run+` }, cpus = 2 }`)
+	waitJob(t, d, "other", "waiting", func(js JobStatus) bool { return js.State == "waiting" })
+	if err := os.WriteFile(filepath.Join(out, "go"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	waitJob(t, d, "sweep", "done", func(js JobStatus) bool { return js.State == "done" })
+	waitJob(t, d, "other", "done", func(js JobStatus) bool { return js.State == "done" })
+	b, err := os.ReadFile(order)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := strings.Fields(string(b)), []string{"sweep[1]", "other", "sweep[2]", "sweep[3]"}; !slices.Equal(got, want) {
+		t.Errorf("ran in the order %v, want %v", got, want)
+	}
 }
