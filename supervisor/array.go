@@ -178,13 +178,17 @@ func (a *array) admitNext() {
 	}
 }
 
-// sync is what index i published: its state, whether it waits for the
+// sync is what index j published: its state, whether it waits for the
 // gate (inLine) and whether it waits in the placer's queue (inQueue). A
 // place is held while it waits in the queue, starts, runs or stops; one it
 // no longer needs goes to the next in line.
-func (a *array) sync(i int, st store.State, since time.Time, end lastEnd, inLine, inQueue bool) {
+func (a *array) sync(j *job, st store.State, since time.Time, end lastEnd, inLine, inQueue bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	i := j.index
+	if a.members[i] != j {
+		return // forgotten (the range lost it), or replaced: not counted
+	}
 	if old, ok := a.states[i]; !ok || old != st {
 		if ok {
 			a.counts[old]--
@@ -195,9 +199,6 @@ func (a *array) sync(i int, st store.State, since time.Time, end lastEnd, inLine
 		if st == store.StateFailed && end.known {
 			a.last = end
 		}
-	}
-	if a.members[i] == nil {
-		return // forgotten: its place went with it
 	}
 	if !inLine {
 		delete(a.asking, i)
@@ -240,6 +241,11 @@ func holdsPlace(s store.State) bool {
 func (a *array) join(i int, j *job) {
 	a.mu.Lock()
 	a.members[i] = j
+	// Counted as it starts (new, or as it was left), before it first
+	// publishes: the array is not done while an index has yet to run.
+	st := j.life.state
+	a.states[i] = st
+	a.counts[st]++
 	a.mu.Unlock()
 	j.arr, j.index = a, i
 }
@@ -330,7 +336,7 @@ func (c arrayCounts) state() store.State {
 			return s
 		}
 	}
-	return store.StateDone
+	return store.StateWaiting // no index at all: not done
 }
 
 // view is the array as a dependant sees a parent: one job, done when every
@@ -344,26 +350,33 @@ func (a *array) view() jobView {
 	return v
 }
 
-// doneRecord is the done record of an array whose indices are all done:
-// theirs when they agree (they ran one definition after the same
-// parents), else a digest of them all, which changes with any of them.
+// doneRecord is the done record of an array whose indices are all done.
 func (a *array) doneRecord() string {
 	jobs := a.jobs()
-	first := ""
-	var all strings.Builder
-	same := true
+	records := make([]string, len(jobs))
 	for i, j := range jobs {
-		fp := j.view().DoneFP
-		if i == 0 {
-			first = fp
-		} else if fp != first {
-			same = false
-		}
-		all.WriteString(fp)
+		records[i] = j.view().DoneFP
+	}
+	return arrayRecord(records)
+}
+
+// arrayRecord is the done record of an array whose indices' records are
+// records, lowest index first: theirs when they agree (they ran one
+// definition after the same parents), else a digest of them all, which
+// changes with any of them.
+func arrayRecord(records []string) string {
+	if len(records) == 0 {
+		return ""
+	}
+	same := true
+	var all strings.Builder
+	for _, r := range records {
+		same = same && r == records[0]
+		all.WriteString(r)
 		all.WriteByte('\n')
 	}
 	if same {
-		return first
+		return records[0]
 	}
 	return "array:" + digest(all.String())
 }

@@ -108,7 +108,7 @@ func newGateModel(t *testing.T, n, maxParallel int) *gateModel {
 }
 
 func (m *gateModel) publish(i int) {
-	m.a.sync(i, m.state[i], time.Time{}, lastEnd{}, m.inLine[i], m.inQueue[i])
+	m.a.sync(m.a.members[i], m.state[i], time.Time{}, lastEnd{}, m.inLine[i], m.inQueue[i])
 }
 
 // wait is index i's wait past the dependency gate (pastGates).
@@ -270,8 +270,8 @@ func BenchmarkArrayGate(b *testing.B) {
 		a.members[i].in.drain()
 		a.request(i)
 		a.placed(i)
-		a.sync(i, store.StateRunning, time.Time{}, lastEnd{}, false, false)
-		a.sync(i, store.StateDone, time.Time{}, lastEnd{}, false, false)
+		a.sync(a.members[i], store.StateRunning, time.Time{}, lastEnd{}, false, false)
+		a.sync(a.members[i], store.StateDone, time.Time{}, lastEnd{}, false, false)
 		a.request(i) // back in line
 		next++
 	}

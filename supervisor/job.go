@@ -759,7 +759,7 @@ func (j *job) publish() {
 	j.v.LastEnd = j.end
 	j.mu.Unlock()
 	if j.arr != nil {
-		j.arr.sync(j.index, j.life.state, j.life.since, j.end, j.inLine, j.ticket != nil)
+		j.arr.sync(j, j.life.state, j.life.since, j.end, j.inLine, j.ticket != nil)
 	}
 	j.tellDependants()
 	j.d.changed.raise()

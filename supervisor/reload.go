@@ -816,12 +816,29 @@ func (d *Daemon) storedParents(def *luaapi.Job, set *luaapi.Set) map[string]stri
 		if found && set.Jobs[i].Restart == luaapi.RestartAlways {
 			return "", true, true
 		}
+		if found && set.Jobs[i].Array != nil {
+			return d.storedArrayRecord(&set.Jobs[i]), false, true
+		}
 		if rec, ok, err := d.store.Job(n); err == nil && ok {
 			return rec.DoneFingerprint, false, true
 		}
 		return "", false, true
 	})
 	return parents
+}
+
+// storedArrayRecord is the done record, as stored, of the array def
+// declares: "" unless every index of its range rests done.
+func (d *Daemon) storedArrayRecord(def *luaapi.Job) string {
+	records := make([]string, 0, def.Array.Size())
+	for i := def.Array.From; i <= def.Array.To; i++ {
+		rec, ok, err := d.store.Job(memberName(def.Name, i))
+		if err != nil || !ok || rec.State != store.StateDone {
+			return ""
+		}
+		records = append(records, rec.DoneFingerprint)
+	}
+	return arrayRecord(records)
 }
 
 // heldProblems are the problems of set that hold a job at the gate

@@ -152,3 +152,71 @@ func TestMostAtOnce(t *testing.T) {
 		}
 	}
 }
+
+// sortedOrder is what ran, sorted: the indices of an array run in any
+// order their places allow.
+func (d *testDaemon) sortedOrder() []string {
+	o := d.order()
+	slices.Sort(o)
+	return o
+}
+
+func (d *testDaemon) waitSorted(what string, want ...string) {
+	d.t.Helper()
+	slices.Sort(want)
+	defer func() {
+		if d.t.Failed() {
+			d.t.Logf("ran: %v", d.order())
+		}
+	}()
+	testkit.WaitFor(d.t, waitLong, what, func() bool { return slices.Equal(d.sortedOrder(), want) })
+}
+
+// TestDaemonArrayLife: an array runs each index once per definition: a
+// daemon restart reruns none, a new range runs only the new indices, an
+// edit of what it runs runs them all again. An array as a parent lets its
+// dependant run once every index is done, and again after it reruns.
+func TestDaemonArrayLife(t *testing.T) {
+	sweep := func(cmd, array string) string {
+		return `job "sweep" { cmd = { "sh", "-c", "echo ` + cmd + `$BERTH_ARRAY_INDEX >> OUT/order" }, cpus = 1, array = ` + array + `, max_parallel = 2 }`
+	}
+	d := newTestDaemon(t, map[string]string{
+		"sweep.lua":  sweep("a", "3"),
+		"report.lua": step("report", "report", 0, `, after = "sweep"`),
+	})
+	d.start(daemonOptions{args: []string{"--cpus", "4"}})
+	d.waitSorted("the indices, then report", "a1", "a2", "a3", "report")
+	if o := d.order(); o[len(o)-1] != "report" {
+		t.Errorf("report ran before every index was done: %v", o)
+	}
+	d.waitState("report", "done")
+
+	d.stop()
+	d.start(daemonOptions{args: []string{"--cpus", "4"}})
+	d.waitState("sweep", "done")
+	d.waitState("report", "done")
+
+	// More indices: the new ones run, the done ones stay done; the array
+	// was not done meanwhile, and is again: report runs again after it.
+	d.write("sweep.lua", sweep("a", "{ from = 1, to = 5 }"))
+	d.waitSorted("the new indices, then report", "a1", "a2", "a3", "a4", "a5", "report", "report")
+	d.waitState("report", "done")
+
+	// Fewer: the others are gone, and what is left is done.
+	d.write("sweep.lua", sweep("a", "2"))
+	d.waitJob("sweep", "two indices", func(j supervisor.JobStatus) bool {
+		return j.Array != nil && j.Array.Size == 2 && j.State == "done"
+	})
+	if st, ok := d.job("sweep[3]"); ok {
+		t.Errorf("index 3 is still there: %+v", st)
+	}
+
+	// A new definition runs every index again, and report after them.
+	d.write("sweep.lua", sweep("b", "2"))
+	d.waitSorted("every index again, then report", "a1", "a2", "a3", "a4", "a5", "report", "report", "b1", "b2", "report")
+	d.waitState("report", "done")
+	if detail := d.detail("sweep"); detail.Indices["done"] != "1-2" || len(detail.Indices) != 1 {
+		t.Errorf("berth show sweep lists the indices %v", detail.Indices)
+	}
+	d.stop()
+}
