@@ -202,6 +202,11 @@ func (d *Daemon) controlArray(w http.ResponseWriter, r *http.Request, c caller, 
 			refused, invalid = rf, v.Invalid
 			continue
 		}
+		if ev != evStop && !holdsPlace(v.State) {
+			// In line now, lowest index first: their goroutines read
+			// the start in any order.
+			a.expect(j.index)
+		}
 		j.in.post(jobMessage{ev: &event{kind: ev}, ignoreDeps: ignoreDeps})
 		ans.Indices++
 		if ev == evStart && !ignoreDeps && v.State == store.StateWaiting && v.After != nil && ans.HeldBy == nil {

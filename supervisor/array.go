@@ -132,6 +132,18 @@ func (a *array) expect(i int) {
 	a.mu.Unlock()
 }
 
+// post hands m to every index, lowest first. Those for which wants says
+// m makes them wait are put in line first, so that the gate lets them in
+// lowest first rather than in the order their goroutines read m.
+func (a *array) post(m jobMessage, wants func(jobView) bool) {
+	for _, j := range a.jobs() {
+		if wants(j.view()) {
+			a.expect(j.index)
+		}
+		j.in.post(m)
+	}
+}
+
 // request is index i's wait meeting the gate: true lets it into the
 // placer's queue (it then holds a place); false leaves it in line, to be
 // told (admit) when its turn comes.

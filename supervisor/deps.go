@@ -106,9 +106,8 @@ func (g *depGraph) post(name string, m jobMessage) {
 		return
 	}
 	if a := g.arrays[name]; a != nil {
-		for _, j := range a.jobs() {
-			j.in.post(m)
-		}
+		// The indices held at the dependency gate pass it together.
+		a.post(m, func(v jobView) bool { return v.State == store.StateWaiting && v.After != nil })
 	}
 }
 

@@ -220,3 +220,26 @@ func TestDaemonArrayLife(t *testing.T) {
 	}
 	d.stop()
 }
+
+// TestDaemonArrayAfter: the indices of an array that waits for a parent
+// wait at the dependency gate, the array's line says for what, and they
+// run once the parent is done.
+func TestDaemonArrayAfter(t *testing.T) {
+	d := newTestDaemon(t, map[string]string{
+		"prep.lua":  gated("prep", "prep", "go", ""),
+		"sweep.lua": `job "sweep" { cmd = { "sh", "-c", "echo s$BERTH_ARRAY_INDEX >> OUT/order" }, cpus = 1, array = 3, max_parallel = 1, after = "prep" }`,
+	})
+	d.start(daemonOptions{args: []string{"--cpus", "4"}})
+	st := d.waitJob("sweep", "held by prep", func(j supervisor.JobStatus) bool {
+		return j.State == "waiting" && len(j.After) == 1 && j.After[0].Job == "prep" && j.After[0].State == "running"
+	})
+	if st.Array.Counts["waiting"] != 3 {
+		t.Errorf("counts %v", st.Array.Counts)
+	}
+	d.open("go")
+	d.waitState("sweep", "done")
+	if got := strings.Join(d.order(), " "); got != "prep s1 s2 s3" {
+		t.Errorf("ran %q", got)
+	}
+	d.stop()
+}
