@@ -22,3 +22,14 @@ for i = 1, 3 do
     priority = 10 - i,       -- higher goes first when they must wait
   }
 end
+
+-- The same, as an array: one job of six indices, sweep[1] … sweep[6], at
+-- most two at a time, one line in berth status. Each index sees
+-- BERTH_ARRAY_INDEX and BERTH_ARRAY_SIZE (berth show sweep, berth logs
+-- sweep --index 3).
+job "sweep" {
+  cmd = "echo seed $BERTH_ARRAY_INDEX of $BERTH_ARRAY_SIZE; sleep 1",
+  flavor = "small",
+  array = 6,
+  max_parallel = 2,
+}
