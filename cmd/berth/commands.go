@@ -161,10 +161,7 @@ func statusOwnerFlags(c *cli, fs *flag.FlagSet) func(supervisor.Status) supervis
 		if len(kept) == len(s.Jobs) {
 			return s
 		}
-		s.Jobs, s.Counts = kept, map[string]int{}
-		for _, j := range kept {
-			s.Counts[j.State]++
-		}
+		s.Jobs, s.Counts = kept, countStates(kept)
 		return s
 	}
 }

@@ -55,11 +55,14 @@ func init() {
 			summary: "the machine and every job: who holds what, what waits and why",
 			notes: "On a terminal the picture fits its width; into a pipe or a file its lines are whole\n" +
 				"(COLUMNS=N sets a width there). --watch keeps it on the terminal, redrawn as the\n" +
-				"daemon's jobs change and cut to the screen's height, until Ctrl-C.",
+				"daemon's jobs change and cut to the screen's height, until Ctrl-C.\n" +
+				"An array is one line: STATE array, and how many of its indices are done, running,\n" +
+				"waiting and failed; berth show ARRAY lists them.",
 			example: "berth status\nberth status --watch\nberth status | grep waiting\nberth status --json | jq '.jobs[] | select(.state == \"failed\")'",
 			run:     runStatus},
 		{name: "jobs", args: "[--json]",
 			summary: "one line per job, for scripts",
+			notes:   "An array is one line, its state that of its indices as a whole; INDICES is how many\nit has (\"-\" for a job that is not an array).",
 			example: "berth jobs | awk '$2 == \"running\"'",
 			run:     runJobs},
 		{name: "show", args: "JOB [--json]",

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -203,6 +204,46 @@ func busyBox() supervisor.Status {
 	}
 }
 
+// arraysBox is a box where arrays run beside plain jobs: one running
+// behind its max_parallel, one whose indices all wait for it, one with
+// failed indices, one of a person's with an index that fits nowhere, and
+// one done; a plain job waits for cards, its why in the column while the
+// arrays' may go under them.
+func arraysBox() supervisor.Status {
+	gib := accounting.GiB
+	queued := 42
+	expected := renderNow.Add(10 * time.Minute)
+	return supervisor.Status{
+		Host: "gpubox",
+		Machine: supervisor.MachineStatus{CPUs: 32, CPUsFree: 8, RAMBytes: sizeG(251), RAMFreeBytes: sizeG(91),
+			Cards: cardsHeldBy("sweep[38]", "sweep[39]", "sweep[40]", "sweep[41]")},
+		Jobs: []supervisor.JobStatus{
+			{Name: "alice/grid", Owner: "alice", State: "unplaceable", Since: ago(20 * time.Minute), GPUs: []string{},
+				Why:   `job "alice/grid[3]" asks for 8 GPUs; this machine has 4 (berth machine shows what it has)`,
+				Array: &supervisor.ArrayStatus{From: 0, To: 9, Size: 10, Counts: map[string]int{"done": 8, "unplaceable": 2}}},
+			{Name: "eval", State: "failed", Since: ago(time.Hour), GPUs: []string{},
+				Why:   "3 of 20 indices failed; berth restart eval --failed runs them again (berth show eval lists them)",
+				Array: &supervisor.ArrayStatus{From: 1, To: 20, Size: 20, Counts: map[string]int{"done": 17, "failed": 3}}},
+			{Name: "prep", State: "done", Since: ago(3 * time.Hour), GPUs: []string{},
+				Array: &supervisor.ArrayStatus{From: 1, To: 8, Size: 8, Counts: map[string]int{"done": 8}}},
+			{Name: "render", State: "waiting", Since: ago(5 * time.Minute), GPUs: []string{},
+				Why:   "waits for max_parallel = 2 (every place taken); 4 more in line until an index ends",
+				Array: &supervisor.ArrayStatus{From: 1, To: 6, Size: 6, MaxParallel: 2, Counts: map[string]int{"stopping": 2, "waiting": 4}}},
+			{Name: "sweep", State: "running", Since: ago(90 * time.Minute), CPUs: 16, CPUIDs: []int{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15},
+				GPUs: []string{"0", "1", "2", "3"}, RAMBytes: 128 * gib, Restarts: 1, ExpectedStart: &expected,
+				Asked: supervisor.Size{CPUs: 4, GPUs: 1, RAMBytes: 32 * gib}, Short: &supervisor.Size{GPUs: 1},
+				Array: &supervisor.ArrayStatus{From: 1, To: 100, Size: 100, MaxParallel: 5, Queued: &queued,
+					Counts: map[string]int{"done": 37, "running": 4, "waiting": 59}}},
+			{Name: "train", State: "running", Since: ago(2 * time.Hour), Run: 12, PID: 4100, CPUs: 8, GPUs: []string{}, RAMBytes: 32 * gib},
+			{Name: "tune", State: "waiting", Since: ago(30 * time.Minute), Why: "needs 2 gpus; 0 free", GPUs: []string{},
+				Asked: supervisor.Size{CPUs: 2, GPUs: 2}, Short: &supervisor.Size{GPUs: 2}},
+		},
+		Errors: []string{},
+		Logs:   "journal",
+		Now:    renderNow,
+	}
+}
+
 func emptyBox() supervisor.Status {
 	return supervisor.Status{
 		Host:    "newbox",
@@ -252,6 +293,7 @@ var statusFixtures = []struct {
 	{"units", unitsBox},
 	{"direct", directBox},
 	{"people", peopleBox},
+	{"arrays", arraysBox},
 }
 
 func statusText(s supervisor.Status, width int, color bool) string {
@@ -403,7 +445,7 @@ func TestRenderAge(t *testing.T) {
 func TestRenderJobs(t *testing.T) {
 	pinRenderZone(t)
 	var b bytes.Buffer
-	renderJobs(&b, append(headBox().Jobs, peopleBox().Jobs...), renderOptions{width: 40, color: true, now: renderNow})
+	renderJobs(&b, slices.Concat(headBox().Jobs, peopleBox().Jobs, arraysBox().Jobs[:2]), renderOptions{width: 40, color: true, now: renderNow})
 	if strings.Contains(b.String(), "\x1b") {
 		t.Error("berth jobs is for scripts too: no colour")
 	}
