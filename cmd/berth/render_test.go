@@ -489,7 +489,7 @@ func TestRenderShow(t *testing.T) {
 		Runs:    []supervisor.RunView{},
 		Logs:    "/var/lib/berth/logs/train-llama-7b-lora.log",
 	}
-	for name, d := range map[string]supervisor.JobDetail{"running": running, "waiting": waiting} {
+	for name, d := range map[string]supervisor.JobDetail{"running": running, "waiting": waiting, "array": arrayDetail()} {
 		t.Run(name, func(t *testing.T) {
 			var b bytes.Buffer
 			renderShow(&b, d, renderOptions{width: 80, now: renderNow})
@@ -500,6 +500,46 @@ func TestRenderShow(t *testing.T) {
 				t.Error("stripped of colour, the coloured text differs")
 			}
 		})
+	}
+}
+
+// arrayDetail is berth show of the array sweep of arraysBox: its indices
+// by state, one state's ranges too long for a line of 80, and its last
+// runs, of several indices.
+func arrayDetail() supervisor.JobDetail {
+	var waiting, failed []string
+	for i := 42; i <= 100; i += 2 {
+		waiting = append(waiting, fmt.Sprint(i))
+		if i < 100 {
+			failed = append(failed, fmt.Sprint(i+1))
+		}
+	}
+	var box supervisor.JobStatus
+	for _, j := range arraysBox().Jobs {
+		if j.Name == "sweep" {
+			box = j
+		}
+	}
+	box.Array.Counts = map[string]int{"done": 37, "running": 4, "waiting": 30, "failed": 29}
+	return supervisor.JobDetail{
+		Status: box,
+		Definition: supervisor.JobDefinition{
+			Name: "sweep", File: "jobs.d/sweep.lua", Line: 3, Cmd: []string{"python", "sweep.py", "--seed", "$BERTH_ARRAY_INDEX"},
+			Resources: supervisor.Size{CPUs: 4, GPUs: 1, RAMBytes: 32 * accounting.GiB}, Env: map[string]string{}, Restart: "on-failure",
+			StopSignal: "SIGTERM", StopTimeout: "30s", OnChange: "restart", Enabled: true,
+			Array: &supervisor.ArrayRange{From: 1, To: 100}, MaxParallel: 5,
+		},
+		NextEnv: []string{"BERTH_ARRAY_INDEX=1", "BERTH_ARRAY_SIZE=100", "BERTH_CPUS=4", "BERTH_GPUS=0", "BERTH_JOB=sweep[1]", "BERTH_RUN=next", "CUDA_VISIBLE_DEVICES=0", "OMP_NUM_THREADS=4"},
+		Indices: map[string]string{
+			"done":    "1-37",
+			"running": "38-41",
+			"waiting": strings.Join(waiting, ","),
+			"failed":  strings.Join(failed, ","),
+		},
+		Parents:    []supervisor.Dependency{{Job: "prep", Kind: "after", State: "done", Satisfied: true}},
+		Dependants: []supervisor.Dependency{{Job: "report", Kind: "after", State: "waiting"}},
+		Runs:       historyRuns()[10:],
+		Logs:       "journal",
 	}
 }
 
@@ -517,14 +557,26 @@ func historyRuns() []supervisor.RunView {
 		{ID: 47, Job: "train-resnet", Start: ago(30 * 24 * time.Hour), End: at(29 * 24 * time.Hour), CPUs: 8, GPUs: []string{"0", "1"}, Reason: "lost"},
 		{ID: 48, Job: "train-resnet", Start: ago(2*time.Hour + 5*time.Minute), PID: 4100, CPUs: 8, GPUs: []string{"0", "1"}, RAMBytes: 32 * accounting.GiB},
 		{ID: 49, Job: "eval-nightly", Start: ago(time.Hour), End: at(55 * time.Minute), CPUs: 4, GPUs: []string{}, RAMBytes: 16 * accounting.GiB, Signal: "SIGKILL", Reason: "out of memory"},
+		// The indices of the array sweep, each a job of its own.
+		{ID: 50, Job: "sweep[37]", Start: ago(40 * time.Minute), End: at(10 * time.Minute), CPUs: 4, GPUs: []string{"1"}, ExitCode: code(0), Reason: "exited"},
+		{ID: 51, Job: "sweep[38]", Start: ago(35 * time.Minute), PID: 5001, CPUs: 4, GPUs: []string{"0"}},
+		{ID: 52, Job: "sweep[39]", Start: ago(30 * time.Minute), End: at(29 * time.Minute), CPUs: 4, GPUs: []string{"1"}, ExitCode: code(2), Reason: "failed"},
+		{ID: 53, Job: "sweep[39]", Start: ago(28 * time.Minute), PID: 5003, CPUs: 4, GPUs: []string{"1"}},
+		{ID: 54, Job: "sweep[40]", Start: ago(10 * time.Minute), PID: 5004, CPUs: 4, GPUs: []string{"2"}},
+		{ID: 55, Job: "sweep[41]", Start: ago(9 * time.Minute), PID: 5005, CPUs: 4, GPUs: []string{"3"}},
 	}
 }
 
 func TestRenderHistory(t *testing.T) {
 	pinRenderZone(t)
 	var b bytes.Buffer
-	renderHistory(&b, historyRuns(), renderOptions{width: 80, now: renderNow})
+	renderHistory(&b, historyRuns()[:10], renderOptions{width: 80, now: renderNow})
 	testkit.Golden(t, "testdata/render/history.golden", b.Bytes())
+
+	// An array's: the JOB column says which index each run was.
+	b.Reset()
+	renderHistory(&b, historyRuns()[10:], renderOptions{width: 80, now: renderNow})
+	testkit.Golden(t, "testdata/render/history-array.golden", b.Bytes())
 
 	b.Reset()
 	renderHistory(&b, nil, renderOptions{now: renderNow})
