@@ -434,7 +434,7 @@ func runLogs(c *cli, args []string) int {
 	f := c.clientFlags(fs, false)
 	follow := fs.Bool("f", false, "keep printing what the job writes")
 	run := fs.Uint64("run", 0, "only this run's output (journald only)")
-	raw := fs.Bool("raw", false, "write the output as the job wrote it; on a terminal, control sequences are otherwise shown escaped (\x1b)")
+	raw := fs.Bool("raw", false, "write the output as the job wrote it; on a terminal, control sequences are otherwise shown escaped (\\x1b)")
 	index := c.indexFlag(fs)
 	rest, code, done := c.parse(fs, args)
 	if done {
