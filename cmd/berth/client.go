@@ -90,6 +90,7 @@ func (e *noDaemonError) Error() string { return e.err.Error() }
 // apiError is a daemon's 4xx or 5xx answer.
 type apiError struct {
 	status int
+	code   string // the daemon's code for it (supervisor.Code…), if it sent one
 	msg    string
 }
 
@@ -206,7 +207,7 @@ func (c *client) open(ctx context.Context, hc *http.Client, method, path string,
 		// The call itself is unknown: the daemon predates this client.
 		e.Error = msgDaemonTooOld(c.socket, method+" "+supervisor.APIVersion+path)
 	}
-	return nil, &apiError{status: resp.StatusCode, msg: e.Error}
+	return nil, &apiError{status: resp.StatusCode, code: e.Code, msg: e.Error}
 }
 
 func (c *client) get(path string, query url.Values, out any) error {

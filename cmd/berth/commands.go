@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -11,6 +12,7 @@ import (
 	"os/signal"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -161,10 +163,7 @@ func statusOwnerFlags(c *cli, fs *flag.FlagSet) func(supervisor.Status) supervis
 		if len(kept) == len(s.Jobs) {
 			return s
 		}
-		s.Jobs, s.Counts = kept, map[string]int{}
-		for _, j := range kept {
-			s.Counts[j.State]++
-		}
+		s.Jobs, s.Counts = kept, countStates(kept)
 		return s
 	}
 }
@@ -180,10 +179,87 @@ var (
 		renderShow, wallClock[supervisor.JobDetail], 1, "JOB", nil)
 )
 
+// indexFlag is --index N: one index of an array, for the commands that
+// read one job's runs. berth asks the daemon for the job NAME[N], which is
+// what an index is.
+type indexFlag struct {
+	n   int
+	set bool
+}
+
+func (f *indexFlag) String() string {
+	if f == nil || !f.set {
+		return ""
+	}
+	return strconv.Itoa(f.n)
+}
+
+func (f *indexFlag) Set(s string) error {
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 0 {
+		return errors.New("an index is a whole number, 0 or more")
+	}
+	f.n, f.set = n, true
+	return nil
+}
+
+func (c *cli) indexFlag(fs *flag.FlagSet) *indexFlag {
+	f := &indexFlag{}
+	fs.Var(f, "index", "only index `N` of the array JOB (the same as naming the job JOB[N])")
+	return f
+}
+
+// job is the job that rest names, with the index, if any, given: NAME[N].
+// ok is false, the usage error printed, where an index is given without
+// a job or to a name that already has one.
+func (f *indexFlag) job(c *cli, command string, rest []string) (name string, ok bool) {
+	if len(rest) == 0 {
+		if f.set {
+			fmt.Fprintln(c.stderr, msgIndexWithoutJob(command, f.n))
+			return "", false
+		}
+		return "", true
+	}
+	if !f.set {
+		return rest[0], true
+	}
+	if strings.HasSuffix(rest[0], "]") {
+		fmt.Fprintln(c.stderr, escapeText(msgIndexTwice(command, rest[0], f.n)))
+		return "", false
+	}
+	return memberName(rest[0], f.n), true
+}
+
+// failIndex is fail for a call about index f of the job rest names. Where
+// the daemon knows no job NAME[N], one look at the job says why: it is not
+// an array, or N is not one of its indices; the daemon's "no job named"
+// would send the person to berth jobs, which lists no index.
+func (c *cli) failIndex(cl *client, err error, command string, rest []string, f *indexFlag) int {
+	var ae *apiError
+	if !f.set || len(rest) == 0 || !errors.As(err, &ae) || ae.code != supervisor.CodeNoSuchJob {
+		return c.fail(err)
+	}
+	job := rest[0]
+	var d supervisor.JobDetail
+	if err := cl.get("/jobs/"+url.PathEscape(job), nil, &d); err != nil {
+		return c.fail(err) // no job of that name, said of the name given
+	}
+	switch a := d.Definition.Array; {
+	case !isArray(d):
+		fmt.Fprintln(c.stderr, escapeText(msgIndexOfPlainJob(command, job, f.n)))
+	case a != nil && (f.n < a.From || f.n > a.To):
+		fmt.Fprintln(c.stderr, escapeText(msgNoSuchIndex(command, job, f.n, *a)))
+	default:
+		return c.fail(err)
+	}
+	return exitFailed
+}
+
 func runHistory(c *cli, args []string) int {
 	fs := c.flags("history")
 	f := c.clientFlags(fs, true)
 	n := fs.Int("n", 20, "how many runs, newest first")
+	index := c.indexFlag(fs)
 	rest, code, done := c.parse(fs, args)
 	if done {
 		return code
@@ -196,13 +272,18 @@ func runHistory(c *cli, args []string) int {
 		fmt.Fprintln(c.stderr, msgUsage("berth history", fmt.Errorf("-n %d: give 1 or more runs", *n)))
 		return exitUsage
 	}
-	q := url.Values{"n": {strconv.Itoa(*n)}}
-	if len(rest) == 1 {
-		q.Set("job", rest[0])
+	job, ok := index.job(c, "history", rest)
+	if !ok {
+		return exitUsage
 	}
+	q := url.Values{"n": {strconv.Itoa(*n)}}
+	if job != "" {
+		q.Set("job", job)
+	}
+	cl := c.client(f)
 	var runs []supervisor.RunView
-	if err := c.client(f).get("/history", q, &runs); err != nil {
-		return c.fail(err)
+	if err := cl.get("/history", q, &runs); err != nil {
+		return c.failIndex(cl, err, "history", rest, index)
 	}
 	if f.json {
 		return c.writeJSON(runs)
@@ -219,9 +300,12 @@ func control(verb string) func(c *cli, args []string) int {
 		}
 		fs := c.flags(verb)
 		f := c.clientFlags(fs, false)
-		var ignoreDeps *bool
-		if verb == "start" {
+		var ignoreDeps, failed *bool
+		switch verb {
+		case "start":
 			ignoreDeps = fs.Bool("ignore-deps", false, "run it once now, without waiting for the jobs it runs after (after, after_any)")
+		case "restart":
+			failed = fs.Bool("failed", false, "for an array: restart only its failed indices (refused for a job that is not an array)")
 		}
 		rest, code, done := c.parse(fs, args)
 		if done {
@@ -231,19 +315,38 @@ func control(verb string) func(c *cli, args []string) int {
 			fmt.Fprintln(c.stderr, msgWantArgs(verb, "JOB"))
 			return exitUsage
 		}
+		cl := c.client(f)
 		var q url.Values
 		if ignoreDeps != nil && *ignoreDeps {
 			q = url.Values{"ignore_deps": {"1"}}
 		}
+		if failed != nil && *failed {
+			// The daemon restarts a plain job whole whatever the
+			// query says: one look first, so that --failed never
+			// restarts a job that has not failed.
+			var d supervisor.JobDetail
+			if err := cl.get("/jobs/"+url.PathEscape(rest[0]), nil, &d); err != nil {
+				return c.fail(err)
+			}
+			if !isArray(d) {
+				fmt.Fprintln(c.stderr, escapeText(msgFailedOfPlainJob(rest[0])))
+				return exitFailed
+			}
+			q = url.Values{"failed": {"1"}}
+		}
 		var ans supervisor.ControlAnswer
-		if err := c.client(f).call(http.MethodPost, "/jobs/"+url.PathEscape(rest[0])+"/"+verb, q, &ans); err != nil {
+		if err := cl.call(http.MethodPost, "/jobs/"+url.PathEscape(rest[0])+"/"+verb, q, &ans); err != nil {
 			return c.fail(err)
 		}
-		if len(ans.HeldBy) > 0 {
-			fmt.Fprintln(c.stdout, msgStartHeld(ans.Job, ans.File, ans.HeldBy, time.Now()))
-			return exitOK
+		switch {
+		case len(ans.HeldBy) > 0:
+			fmt.Fprintln(c.stdout, escapeText(msgStartHeld(ans.Job, ans.File, ans.HeldBy, time.Now())))
+		case ans.Requested == "restart failed":
+			// None failed is nothing to do, which is no failure.
+			fmt.Fprintln(c.stdout, escapeText(msgRestartFailed(rest[0], ans.Indices)))
+		default:
+			fmt.Fprintln(c.stdout, escapeText(msgControlled(rest[0], verb, ans.Indices)))
 		}
-		fmt.Fprintf(c.stdout, "%s: %s requested (berth status shows it)\n", rest[0], verb)
 		return exitOK
 	}
 }
@@ -271,18 +374,36 @@ func stopAll(c *cli, args []string) int {
 	}
 	stopped := 0
 	for _, j := range jobs {
-		switch j.State {
-		case "waiting", "starting", "running", "backoff":
-		default:
+		if !stoppable(j.State) {
 			continue
 		}
 		if err := cl.post("/jobs/"+url.PathEscape(j.Name)+"/stop", nil); err != nil {
 			return c.fail(err)
 		}
-		stopped++
+		if j.Array == nil {
+			stopped++
+			continue
+		}
+		// An array's stop stops each of its indices: they are the
+		// jobs counted.
+		for s, n := range j.Array.Counts {
+			if stoppable(s) || stateOf(s) == 0 {
+				stopped += n
+			}
+		}
 	}
 	fmt.Fprintf(c.stdout, "%s: stop requested (berth status shows them)\n", count(stopped, "job"))
 	return exitOK
+}
+
+// stoppable says whether berth stop --all stops a job in state: one that
+// holds or waits for the machine.
+func stoppable(state string) bool {
+	switch state {
+	case "waiting", "starting", "running", "backoff":
+		return true
+	}
+	return false
 }
 
 func runReload(c *cli, args []string) int {
@@ -313,13 +434,18 @@ func runLogs(c *cli, args []string) int {
 	f := c.clientFlags(fs, false)
 	follow := fs.Bool("f", false, "keep printing what the job writes")
 	run := fs.Uint64("run", 0, "only this run's output (journald only)")
-	raw := fs.Bool("raw", false, "write the output as the job wrote it; on a terminal, control sequences are otherwise shown escaped (\x1b)")
+	raw := fs.Bool("raw", false, "write the output as the job wrote it; on a terminal, control sequences are otherwise shown escaped (\\x1b)")
+	index := c.indexFlag(fs)
 	rest, code, done := c.parse(fs, args)
 	if done {
 		return code
 	}
-	if len(rest) != 1 {
+	if len(rest) > 1 || len(rest) == 0 && !index.set {
 		fmt.Fprintln(c.stderr, msgWantArgs("logs", "JOB"))
+		return exitUsage
+	}
+	job, ok := index.job(c, "logs", rest)
+	if !ok {
 		return exitUsage
 	}
 	// A job's output is the job's: on a terminal it may not drive it.
@@ -340,9 +466,10 @@ func runLogs(c *cli, args []string) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	err := c.client(f).stream(ctx, "/jobs/"+url.PathEscape(rest[0])+"/logs", q, out)
+	cl := c.client(f)
+	err := cl.stream(ctx, "/jobs/"+url.PathEscape(job)+"/logs", q, out)
 	if err != nil && ctx.Err() == nil {
-		return c.fail(err)
+		return c.failIndex(cl, err, "logs", rest, index)
 	}
 	return exitOK
 }

@@ -351,3 +351,60 @@ func clockTime(t, now time.Time) string {
 	}
 	return t.Format("15:04")
 }
+
+// msgControlled confirms a start, stop or restart the daemon took: of a
+// job, or of an array's indices (indices > 0).
+func msgControlled(job, verb string, indices int) string {
+	if indices > 0 {
+		them := "them"
+		if indices == 1 {
+			them = "it"
+		}
+		return fmt.Sprintf("%s: %s requested for %s (berth status shows %s)", job, verb, count(indices, "index"), them)
+	}
+	return fmt.Sprintf("%s: %s requested (berth status shows it)", job, verb)
+}
+
+// msgRestartFailed confirms berth restart ARRAY --failed: how many failed
+// indices it restarts, or that none had failed.
+func msgRestartFailed(array string, n int) string {
+	if n == 0 {
+		return fmt.Sprintf("no failed index in %s: nothing to restart (berth show %s lists its indices by state)", array, quoteArg(array))
+	}
+	them := "them"
+	if n == 1 {
+		them = "it"
+	}
+	return fmt.Sprintf("restarting %d failed %s of %s (berth status shows %s)", n, plural(n, "index"), array, them)
+}
+
+// msgFailedOfPlainJob refuses --failed for a job that is not an array.
+func msgFailedOfPlainJob(job string) string {
+	return fmt.Sprintf("berth restart: %s is not an array, and --failed restarts the failed indices of an array; nothing was restarted (berth restart %s restarts the job itself)",
+		job, quoteArg(job))
+}
+
+// msgIndexWithoutJob refuses --index N given without the array it is an
+// index of.
+func msgIndexWithoutJob(command string, n int) string {
+	return fmt.Sprintf("berth %s: --index %d names an index of an array: name the array too, e.g. berth %s ARRAY --index %d (berth jobs lists the arrays: those with a number under INDICES)",
+		command, n, command, n)
+}
+
+// msgIndexTwice refuses --index N for a name that already has an index.
+func msgIndexTwice(command, job string, n int) string {
+	return fmt.Sprintf("berth %s: %s already names an index; give the index once, either as %s or with --index %d (berth %s --help shows the usage)",
+		command, job, job, n, command)
+}
+
+// msgIndexOfPlainJob says that a job given with --index N is not an array.
+func msgIndexOfPlainJob(command, job string, n int) string {
+	return fmt.Sprintf("berth %s: %s is not an array, so it has no index %d; leave out --index (berth %s %s)",
+		command, job, n, command, quoteArg(job))
+}
+
+// msgNoSuchIndex says that an array has no index n, and which it has.
+func msgNoSuchIndex(command, array string, n int, r supervisor.ArrayRange) string {
+	return fmt.Sprintf("berth %s: array %s has no index %d: its indices are %d to %d (berth show %s lists them by state)",
+		command, array, n, r.From, r.To, quoteArg(array))
+}

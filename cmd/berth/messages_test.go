@@ -99,6 +99,17 @@ func TestMessages(t *testing.T) {
 		msgDependency(afterFacts[0], afterFacts[0].Since.Add(time.Hour)),
 		msgDependency(afterFacts[1], afterNow),
 		msgDependency(supervisor.Dependency{Job: "prep", Kind: "after", State: "done", Satisfied: true}, afterNow),
+		msgControlled("train", "restart", 0),
+		msgControlled("sweep", "stop", 100),
+		msgControlled("sweep", "start", 1),
+		msgRestartFailed("sweep", 3),
+		msgRestartFailed("sweep", 1),
+		msgRestartFailed("alice/sweep", 0),
+		msgFailedOfPlainJob("train"),
+		msgIndexWithoutJob("logs", 7),
+		msgIndexTwice("history", "sweep[7]", 7),
+		msgIndexOfPlainJob("logs", "train", 7),
+		msgNoSuchIndex("logs", "sweep", 500, supervisor.ArrayRange{From: 1, To: 100}),
 	}
 	testkit.Golden(t, "testdata/messages.golden", []byte(strings.Join(msgs, "\n")+"\n"))
 }

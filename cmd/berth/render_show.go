@@ -16,10 +16,13 @@ import (
 // renderShow is `berth show JOB`: where the job stands, its definition as
 // loaded, the environment its next run would get, its last runs and where
 // its output is. Nothing is cut: this is the page a person reads to the end.
+// For an array it adds its indices by state; its environment is its first
+// index's, its runs are its indices', and its output is each index's own.
 func renderShow(w io.Writer, d supervisor.JobDetail, o renderOptions) {
 	st, def := d.Status, d.Definition
 	name := cmp.Or(def.Name, st.Name)
 	now := o.clock()
+	array := isArray(d)
 
 	var out []textLine
 	head := ln(styledSpan(name, sgrBold), plainSpan(" — "), styledSpan(cmp.Or(st.State, "unknown"), stateSGR(st.State)))
@@ -34,6 +37,10 @@ func renderShow(w io.Writer, d supervisor.JobDetail, o renderOptions) {
 		kv.add("owner", plainSpan(st.Owner))
 	}
 	if why := reason(st, now); why != "" {
+		if a := st.Array; a != nil && a.Queued != nil && (st.Short != nil || st.Quota != nil) {
+			// An array waits in the placer's queue through one index.
+			why = fmt.Sprintf("index %d, in the queue: %s", *a.Queued, why)
+		}
 		sgr := ""
 		if supervisor.IsProblem(stateOf(st.State)) {
 			sgr = sgrRed
@@ -48,7 +55,13 @@ func renderShow(w io.Writer, d supervisor.JobDetail, o renderOptions) {
 		kv.add("run", plainSpan(run))
 		kv.add("holds", plainSpan(holdsText(st)))
 	}
-	if st.Restarts > 0 {
+	if array && (st.CPUs > 0 || len(st.GPUs) > 0 || st.RAMBytes > 0) {
+		kv.add("holds", plainSpan(holdsText(st)+" (its indices together)"))
+	}
+	switch {
+	case st.Restarts > 0 && array:
+		kv.add("restarts", plainSpan(strconv.Itoa(st.Restarts)+" (the sum of its indices' restarts in a row)"))
+	case st.Restarts > 0:
 		kv.add("restarts", plainSpan(strconv.Itoa(st.Restarts)+" in a row"))
 	}
 	for _, kind := range []string{"after", "after_any"} {
@@ -91,6 +104,14 @@ func renderShow(w io.Writer, d supervisor.JobDetail, o renderOptions) {
 	if def.Group != "" {
 		def2.add("group", plainSpan(def.Group))
 	}
+	if a := def.Array; a != nil {
+		def2.add("array", plainSpan(fmt.Sprintf("%d-%d (%s)", a.From, a.To, count(a.To-a.From+1, "index"))))
+		maxParallel := "no bound"
+		if def.MaxParallel > 0 {
+			maxParallel = strconv.Itoa(def.MaxParallel)
+		}
+		def2.add("max_parallel", plainSpan(maxParallel))
+	}
 	def2.add("resources", plainSpan(resourcesText(def)))
 	def2.add("restart", plainSpan(def.Restart))
 	maxRestarts := "unlimited"
@@ -107,6 +128,13 @@ func renderShow(w io.Writer, d supervisor.JobDetail, o renderOptions) {
 
 	keyWidth := max(kv.keyWidth(), def2.keyWidth())
 	out = append(out, kv.lines(keyWidth)...)
+	if array {
+		out = append(out, nil, ln(plainSpan("indices by state")))
+		if len(d.Indices) == 0 {
+			out = append(out, ln(plainSpan("  none known yet")))
+		}
+		out = append(out, indicesByState(d.Indices, o.columns())...)
+	}
 	out = append(out, nil, ln(plainSpan("declared in "), styledSpan(fileLine(def.File, def.Line), sgrBold)))
 	out = append(out, def2.lines(keyWidth)...)
 
@@ -114,7 +142,15 @@ func renderShow(w io.Writer, d supervisor.JobDetail, o renderOptions) {
 	if def.User != "" {
 		legend = "berth: set from the grant; user: " + def.User + "'s login; job: the job's env"
 	}
-	out = append(out, nil, ln(plainSpan("environment of the next run ("+legend+")")))
+	first := name
+	if a := def.Array; a != nil {
+		first = memberName(name, a.From)
+		// Each index has its own BERTH_ARRAY_INDEX (and grant): the
+		// daemon shows the first's.
+		out = append(out, nil, ln(plainSpan(fmt.Sprintf("environment of the next run of %s, the first index (%s)", first, legend))))
+	} else {
+		out = append(out, nil, ln(plainSpan("environment of the next run ("+legend+")")))
+	}
 	if d.EnvHidden != "" {
 		out = append(out, ln(plainSpan("  ("+d.EnvHidden+")")))
 	} else if len(d.NextEnv) == 0 {
@@ -140,13 +176,20 @@ func renderShow(w io.Writer, d supervisor.JobDetail, o renderOptions) {
 	if len(d.Runs) == 0 {
 		out = append(out, ln(plainSpan("  none yet")))
 	} else {
-		for _, l := range historyTable(d.Runs, false, now) {
+		for _, l := range historyTable(d.Runs, array, now) {
 			out = append(out, append(ln(plainSpan("  ")), l...))
 		}
 	}
 
-	out = append(out, nil, ln(plainSpan("logs  "), styledSpan(logsWhere(name, d.Logs), sgrBold),
-		plainSpan(" (or berth logs "+quoteArg(name)+")")))
+	if a := def.Array; a != nil {
+		// Each index has its own output; the daemon names where the
+		// first index's goes.
+		out = append(out, nil, ln(plainSpan("logs  "), styledSpan(logsWhere(first, d.Logs), sgrBold),
+			plainSpan(fmt.Sprintf(" for index %d (or berth logs %s --index N, one index at a time)", a.From, quoteArg(name)))))
+	} else {
+		out = append(out, nil, ln(plainSpan("logs  "), styledSpan(logsWhere(name, d.Logs), sgrBold),
+			plainSpan(" (or berth logs "+quoteArg(name)+")")))
+	}
 	o.writeLines(w, out, 0)
 }
 

@@ -102,25 +102,10 @@ func statusHeader(s supervisor.Status, jobs []supervisor.JobStatus, width int) [
 	if host == "" {
 		host = "berth"
 	}
-	counts := map[string]int{}
-	for _, j := range jobs {
-		counts[j.State]++
-	}
-	states := stateNames()
-	known := len(states)
-	for state := range counts {
-		if !slices.Contains(states, state) {
-			states = append(states, state)
-		}
-	}
-	slices.Sort(states[known:])
-
+	counts := countStates(jobs)
 	items := []flowItem{{text: ln(styledSpan(host, sgrBold))}}
 	sep := " — "
-	for _, state := range states {
-		if counts[state] == 0 {
-			continue
-		}
+	for _, state := range statesOf(counts) {
 		items = append(items, flowItem{sep: sep, text: ln(styledSpan(fmt.Sprintf("%d %s", counts[state], state), stateSGR(state)))})
 		sep = ", "
 	}
@@ -251,6 +236,11 @@ func statusTable(s supervisor.Status, jobs []supervisor.JobStatus, width int, no
 			row[owner] = plainSpan(cmp.Or(j.Owner, "-"))
 		}
 		row[state] = styledSpan(j.State, stateSGR(j.State))
+		if j.Array != nil {
+			// An array's state is in its colour; how its indices
+			// stand, in words, leads its why.
+			row[state] = styledSpan("array", stateSGR(j.State))
+		}
 		row[cores] = plainSpan(coresUsed(j, now) + coresCell(j.CPUs))
 		if cards >= 0 {
 			row[cards] = plainSpan(cardsCell(j.GPUs))
@@ -283,6 +273,10 @@ func statusTable(s supervisor.Status, jobs []supervisor.JobStatus, width int, no
 	// cut to ten runes; on very narrow terminals what a job holds goes (the
 	// machine line still sums it up), and last the names down to four.
 	below := false
+	// rowBelow are the rows whose why goes under them although the
+	// others' stay in the column: an array's, where the column cannot
+	// hold how its indices stand whole.
+	rowBelow := make([]bool, len(jobs))
 	if why >= 0 {
 		t.shrink(why, min(t.colWidth(why), 24), width)
 		t.shrink(name, nameFloor, width)
@@ -291,6 +285,22 @@ func statusTable(s supervisor.Status, jobs []supervisor.JobStatus, width int, no
 			below = true
 			t.fitContent()
 			t.cols[why].width = 0
+		}
+		inline := false
+		for i, j := range jobs {
+			cell := &t.rows[i][why]
+			switch {
+			case j.Array == nil:
+				inline = inline || !below && cell.text != ""
+			case below || t.cols[why].width < runeLen(arrayCountsText(j.Array)):
+				rowBelow[i], cell.text = true, ""
+			default:
+				cell.text = arrayWhyCut(j, now, t.cols[why].width)
+				inline = true
+			}
+		}
+		if !inline {
+			t.cols[why].width = 0 // every why is under its job
 		}
 	}
 	t.shrink(name, nameFloor, width)
@@ -315,14 +325,41 @@ func statusTable(s supervisor.Status, jobs []supervisor.JobStatus, width int, no
 	rows = make([][]textLine, len(jobs))
 	for i, l := range lines[1:] {
 		rows[i] = []textLine{l}
-		if !below {
+		if why < 0 {
 			continue
 		}
-		if r := t.rows[i][why]; r.text != "" {
+		r := t.rows[i][why]
+		switch {
+		case rowBelow[i]:
+			rows[i] = append(rows[i], ln(plainSpan("    "), styledSpan(arrayWhyCut(jobs[i], now, width-4), r.sgr)))
+		case below && r.text != "":
 			rows[i] = append(rows[i], ln(plainSpan("    "), styledSpan(ellipsizeWhy(r.text, width-4), r.sgr)))
 		}
 	}
 	return lines[:1], rows
+}
+
+// arrayWhyCut is an array's why in at most n runes: how its indices stand
+// kept whole where it fits, and the daemon's reason after it cut as
+// ellipsizeWhy cuts a job's. The text is escaped, as plainSpan escapes
+// it, before it is measured.
+func arrayWhyCut(j supervisor.JobStatus, now time.Time, n int) string {
+	counts := escapeText(arrayCountsText(j.Array))
+	rest := escapeText(singleWhy(j, now))
+	full := counts
+	if rest != "" {
+		full += "; " + rest
+	}
+	room := n - runeLen(counts) - 2
+	switch {
+	case runeLen(full) <= n:
+		return full
+	case room >= 4:
+		return counts + "; " + ellipsizeWhy(rest, room)
+	case runeLen(counts) <= n:
+		return counts // the reason is in berth show
+	}
+	return ellipsize(counts, n)
 }
 
 // compareForStatus orders jobs so the ones a person looks for come first:
@@ -366,8 +403,21 @@ func errorsSummary(problems []supervisor.Problem) string {
 }
 
 // jobWhy is the WHY cell: the daemon's reason, and for a job that has been
-// restarted, how often in a row.
+// restarted, how often in a row. An array's starts with how its indices
+// stand, which its line is read for first and which is cut last.
 func jobWhy(j supervisor.JobStatus, now time.Time) string {
+	why := singleWhy(j, now)
+	if j.Array == nil {
+		return why
+	}
+	if why == "" {
+		return arrayCountsText(j.Array)
+	}
+	return arrayCountsText(j.Array) + "; " + why
+}
+
+// singleWhy is jobWhy without an array's counts.
+func singleWhy(j supervisor.JobStatus, now time.Time) string {
 	why := reason(j, now)
 	if stateOf(j.State) == store.StateDone {
 		why = "" // done is exit 0, which is all the daemon's reason says

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -203,6 +204,46 @@ func busyBox() supervisor.Status {
 	}
 }
 
+// arraysBox is a box where arrays run beside plain jobs: one running
+// behind its max_parallel, one whose indices all wait for it, one with
+// failed indices, one of a person's with an index that fits nowhere, and
+// one done; a plain job waits for cards, its why in the column while the
+// arrays' may go under them.
+func arraysBox() supervisor.Status {
+	gib := accounting.GiB
+	queued := 42
+	expected := renderNow.Add(10 * time.Minute)
+	return supervisor.Status{
+		Host: "gpubox",
+		Machine: supervisor.MachineStatus{CPUs: 32, CPUsFree: 8, RAMBytes: sizeG(251), RAMFreeBytes: sizeG(91),
+			Cards: cardsHeldBy("sweep[38]", "sweep[39]", "sweep[40]", "sweep[41]")},
+		Jobs: []supervisor.JobStatus{
+			{Name: "alice/grid", Owner: "alice", State: "unplaceable", Since: ago(20 * time.Minute), GPUs: []string{},
+				Why:   `job "alice/grid[3]" asks for 8 GPUs; this machine has 4 (berth machine shows what it has)`,
+				Array: &supervisor.ArrayStatus{From: 0, To: 9, Size: 10, Counts: map[string]int{"done": 8, "unplaceable": 2}}},
+			{Name: "eval", State: "failed", Since: ago(time.Hour), GPUs: []string{},
+				Why:   "3 of 20 indices failed; berth restart eval --failed runs them again (berth show eval lists them)",
+				Array: &supervisor.ArrayStatus{From: 1, To: 20, Size: 20, Counts: map[string]int{"done": 17, "failed": 3}}},
+			{Name: "prep", State: "done", Since: ago(3 * time.Hour), GPUs: []string{},
+				Array: &supervisor.ArrayStatus{From: 1, To: 8, Size: 8, Counts: map[string]int{"done": 8}}},
+			{Name: "render", State: "waiting", Since: ago(5 * time.Minute), GPUs: []string{},
+				Why:   "waits for max_parallel = 2 (every place taken); 4 more in line until an index ends",
+				Array: &supervisor.ArrayStatus{From: 1, To: 6, Size: 6, MaxParallel: 2, Counts: map[string]int{"stopping": 2, "waiting": 4}}},
+			{Name: "sweep", State: "running", Since: ago(90 * time.Minute), CPUs: 16, CPUIDs: []int{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15},
+				GPUs: []string{"0", "1", "2", "3"}, RAMBytes: 128 * gib, Restarts: 1, ExpectedStart: &expected,
+				Asked: supervisor.Size{CPUs: 4, GPUs: 1, RAMBytes: 32 * gib}, Short: &supervisor.Size{GPUs: 1},
+				Array: &supervisor.ArrayStatus{From: 1, To: 100, Size: 100, MaxParallel: 5, Queued: &queued,
+					Counts: map[string]int{"done": 37, "running": 4, "waiting": 59}}},
+			{Name: "train", State: "running", Since: ago(2 * time.Hour), Run: 12, PID: 4100, CPUs: 8, GPUs: []string{}, RAMBytes: 32 * gib},
+			{Name: "tune", State: "waiting", Since: ago(30 * time.Minute), Why: "needs 2 gpus; 0 free", GPUs: []string{},
+				Asked: supervisor.Size{CPUs: 2, GPUs: 2}, Short: &supervisor.Size{GPUs: 2}},
+		},
+		Errors: []string{},
+		Logs:   "journal",
+		Now:    renderNow,
+	}
+}
+
 func emptyBox() supervisor.Status {
 	return supervisor.Status{
 		Host:    "newbox",
@@ -252,6 +293,7 @@ var statusFixtures = []struct {
 	{"units", unitsBox},
 	{"direct", directBox},
 	{"people", peopleBox},
+	{"arrays", arraysBox},
 }
 
 func statusText(s supervisor.Status, width int, color bool) string {
@@ -403,7 +445,7 @@ func TestRenderAge(t *testing.T) {
 func TestRenderJobs(t *testing.T) {
 	pinRenderZone(t)
 	var b bytes.Buffer
-	renderJobs(&b, append(headBox().Jobs, peopleBox().Jobs...), renderOptions{width: 40, color: true, now: renderNow})
+	renderJobs(&b, slices.Concat(headBox().Jobs, peopleBox().Jobs, arraysBox().Jobs[:2]), renderOptions{width: 40, color: true, now: renderNow})
 	if strings.Contains(b.String(), "\x1b") {
 		t.Error("berth jobs is for scripts too: no colour")
 	}
@@ -447,7 +489,7 @@ func TestRenderShow(t *testing.T) {
 		Runs:    []supervisor.RunView{},
 		Logs:    "/var/lib/berth/logs/train-llama-7b-lora.log",
 	}
-	for name, d := range map[string]supervisor.JobDetail{"running": running, "waiting": waiting} {
+	for name, d := range map[string]supervisor.JobDetail{"running": running, "waiting": waiting, "array": arrayDetail()} {
 		t.Run(name, func(t *testing.T) {
 			var b bytes.Buffer
 			renderShow(&b, d, renderOptions{width: 80, now: renderNow})
@@ -458,6 +500,46 @@ func TestRenderShow(t *testing.T) {
 				t.Error("stripped of colour, the coloured text differs")
 			}
 		})
+	}
+}
+
+// arrayDetail is berth show of the array sweep of arraysBox: its indices
+// by state, one state's ranges too long for a line of 80, and its last
+// runs, of several indices.
+func arrayDetail() supervisor.JobDetail {
+	var waiting, failed []string
+	for i := 42; i <= 100; i += 2 {
+		waiting = append(waiting, fmt.Sprint(i))
+		if i < 100 {
+			failed = append(failed, fmt.Sprint(i+1))
+		}
+	}
+	var box supervisor.JobStatus
+	for _, j := range arraysBox().Jobs {
+		if j.Name == "sweep" {
+			box = j
+		}
+	}
+	box.Array.Counts = map[string]int{"done": 37, "running": 4, "waiting": 30, "failed": 29}
+	return supervisor.JobDetail{
+		Status: box,
+		Definition: supervisor.JobDefinition{
+			Name: "sweep", File: "jobs.d/sweep.lua", Line: 3, Cmd: []string{"python", "sweep.py", "--seed", "$BERTH_ARRAY_INDEX"},
+			Resources: supervisor.Size{CPUs: 4, GPUs: 1, RAMBytes: 32 * accounting.GiB}, Env: map[string]string{}, Restart: "on-failure",
+			StopSignal: "SIGTERM", StopTimeout: "30s", OnChange: "restart", Enabled: true,
+			Array: &supervisor.ArrayRange{From: 1, To: 100}, MaxParallel: 5,
+		},
+		NextEnv: []string{"BERTH_ARRAY_INDEX=1", "BERTH_ARRAY_SIZE=100", "BERTH_CPUS=4", "BERTH_GPUS=0", "BERTH_JOB=sweep[1]", "BERTH_RUN=next", "CUDA_VISIBLE_DEVICES=0", "OMP_NUM_THREADS=4"},
+		Indices: map[string]string{
+			"done":    "1-37",
+			"running": "38-41",
+			"waiting": strings.Join(waiting, ","),
+			"failed":  strings.Join(failed, ","),
+		},
+		Parents:    []supervisor.Dependency{{Job: "prep", Kind: "after", State: "done", Satisfied: true}},
+		Dependants: []supervisor.Dependency{{Job: "report", Kind: "after", State: "waiting"}},
+		Runs:       historyRuns()[10:],
+		Logs:       "journal",
 	}
 }
 
@@ -475,14 +557,26 @@ func historyRuns() []supervisor.RunView {
 		{ID: 47, Job: "train-resnet", Start: ago(30 * 24 * time.Hour), End: at(29 * 24 * time.Hour), CPUs: 8, GPUs: []string{"0", "1"}, Reason: "lost"},
 		{ID: 48, Job: "train-resnet", Start: ago(2*time.Hour + 5*time.Minute), PID: 4100, CPUs: 8, GPUs: []string{"0", "1"}, RAMBytes: 32 * accounting.GiB},
 		{ID: 49, Job: "eval-nightly", Start: ago(time.Hour), End: at(55 * time.Minute), CPUs: 4, GPUs: []string{}, RAMBytes: 16 * accounting.GiB, Signal: "SIGKILL", Reason: "out of memory"},
+		// The indices of the array sweep, each a job of its own.
+		{ID: 50, Job: "sweep[37]", Start: ago(40 * time.Minute), End: at(10 * time.Minute), CPUs: 4, GPUs: []string{"1"}, ExitCode: code(0), Reason: "exited"},
+		{ID: 51, Job: "sweep[38]", Start: ago(35 * time.Minute), PID: 5001, CPUs: 4, GPUs: []string{"0"}},
+		{ID: 52, Job: "sweep[39]", Start: ago(30 * time.Minute), End: at(29 * time.Minute), CPUs: 4, GPUs: []string{"1"}, ExitCode: code(2), Reason: "failed"},
+		{ID: 53, Job: "sweep[39]", Start: ago(28 * time.Minute), PID: 5003, CPUs: 4, GPUs: []string{"1"}},
+		{ID: 54, Job: "sweep[40]", Start: ago(10 * time.Minute), PID: 5004, CPUs: 4, GPUs: []string{"2"}},
+		{ID: 55, Job: "sweep[41]", Start: ago(9 * time.Minute), PID: 5005, CPUs: 4, GPUs: []string{"3"}},
 	}
 }
 
 func TestRenderHistory(t *testing.T) {
 	pinRenderZone(t)
 	var b bytes.Buffer
-	renderHistory(&b, historyRuns(), renderOptions{width: 80, now: renderNow})
+	renderHistory(&b, historyRuns()[:10], renderOptions{width: 80, now: renderNow})
 	testkit.Golden(t, "testdata/render/history.golden", b.Bytes())
+
+	// An array's: the JOB column says which index each run was.
+	b.Reset()
+	renderHistory(&b, historyRuns()[10:], renderOptions{width: 80, now: renderNow})
+	testkit.Golden(t, "testdata/render/history-array.golden", b.Bytes())
 
 	b.Reset()
 	renderHistory(&b, nil, renderOptions{now: renderNow})
