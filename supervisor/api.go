@@ -135,6 +135,10 @@ func (d *Daemon) api() http.Handler {
 			}
 			name = j.name
 			v := j.view()
+			if verb.ev == evRestart && r.URL.Query().Get("failed") == "1" {
+				writeError(w, http.StatusBadRequest, CodeNotArray, msgNotArray(name))
+				return
+			}
 			if !c.mayControl(v.Def.Owner) {
 				d.log.Warn("control request refused: not the job's owner", "call", verb.name, "job", name, "uid", c.uid)
 				writeError(w, http.StatusForbidden, CodeNotPermitted, msgNotYours(name, v.Def.Owner, verb.name+" it", d.adminGroup()))
@@ -190,13 +194,16 @@ func (d *Daemon) controlArray(w http.ResponseWriter, r *http.Request, c caller, 
 	failedOnly := ev == evRestart && r.URL.Query().Get("failed") == "1"
 	ignoreDeps := ev == evStart && r.URL.Query().Get("ignore_deps") == "1"
 	d.logCaller(r, verb, "job", a.name, "failed_only", failedOnly, "ignore_deps", ignoreDeps)
-	ans := ControlAnswer{Job: a.name, Requested: verb}
+	ans := ControlAnswer{Job: a.name, Requested: verb, Array: true}
 	var refused refusal
 	var invalid string
 	for _, j := range a.jobs() {
 		v := j.view()
-		if failedOnly && v.State != store.StateFailed {
-			continue
+		switch {
+		case failedOnly && v.State != store.StateFailed,
+			ev == evStop && resting(v.State),
+			ev == evStart && !resting(v.State):
+			continue // nothing for this request to do to it
 		}
 		if rf := admit(ev, v.State, v.Invalid != "", !v.Def.Enabled); rf != refuseNone {
 			refused, invalid = rf, v.Invalid
@@ -233,9 +240,13 @@ func (d *Daemon) msgNoSuch(name string) string {
 	if arr, i, ok := splitMember(name); ok {
 		d.mu.Lock()
 		a := d.arrays[arr]
+		_, plain := d.jobs[arr]
 		d.mu.Unlock()
-		if a != nil {
+		switch {
+		case a != nil:
 			return msgNoSuchIndex(arr, i, *a.snapshot().def.Array)
+		case plain:
+			return msgNotArrayIndex(arr, i)
 		}
 	}
 	return msgNoSuchJob(name)

@@ -59,6 +59,8 @@ type array struct {
 	since  time.Time
 	// last is how the index that last ended badly ended.
 	last lastEnd
+	// was is the array's state as a whole when since was set.
+	was store.State
 	// told is what the dependants were last told of.
 	told toldKey
 
@@ -207,9 +209,13 @@ func (a *array) sync(j *job, st store.State, since time.Time, end lastEnd, inLin
 		}
 		a.states[i] = st
 		a.counts[st]++
-		a.since = since
 		if st == store.StateFailed && end.known {
 			a.last = end
+		}
+		if whole := a.countsLocked().state(); whole != a.was {
+			// Since is when the array as a whole came to its state,
+			// not when an index last moved.
+			a.was, a.since = whole, since
 		}
 	}
 	if !inLine {
@@ -318,6 +324,11 @@ type arrayCounts struct {
 func (a *array) snapshot() arrayCounts {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	return a.countsLocked()
+}
+
+// countsLocked is snapshot for a caller that holds a.mu.
+func (a *array) countsLocked() arrayCounts {
 	c := arrayCounts{size: len(a.members), byState: make(map[store.State]int, len(a.counts)), slots: len(a.slots),
 		inLine: len(a.asking), since: a.since, last: a.last, def: a.def, queued: a.queued, isQueued: a.hasQueued}
 	for s, n := range a.counts {

@@ -33,7 +33,8 @@ const (
 	CodeInvalid      = "invalid"     // a start of a job whose declaration cannot run
 	CodeUnavailable  = "unavailable" // the daemon's loop did not answer in time
 	CodeInternal     = "internal"
-	CodeIsArray      = "is_array" // a call about one job (its logs) names an array: name an index
+	CodeIsArray      = "is_array"  // a call about one job (its logs) names an array: name an index
+	CodeNotArray     = "not_array" // a call about an array's indices (restart --failed) names a job that is not one
 	// CodeTooManyConnections: the connection was over the control
 	// socket's caps (429 for the user's own, 503 for all users'), and
 	// was closed after this answer.
@@ -63,6 +64,14 @@ func msgNoSuchIndex(array string, i int, r luaapi.Range) string {
 func msgLogsOfArray(array string, r luaapi.Range) string {
 	return fmt.Sprintf("%s is an array: each index has its own output; name one, e.g. berth logs %s --index %d (its indices are %d to %d; berth show %s lists them by state)",
 		array, array, r.From, r.From, r.To, array)
+}
+
+func msgNotArray(job string) string {
+	return fmt.Sprintf("%s is not an array: only an array's failed indices are restarted alone; nothing was restarted (berth restart %s restarts the job itself)", job, job)
+}
+
+func msgNotArrayIndex(job string, i int) string {
+	return fmt.Sprintf("%s is not an array, so it has no index %d (berth show %s shows the job itself)", job, i, job)
 }
 
 func msgNoSuchCall(method, path string) string {
@@ -302,8 +311,8 @@ func posPrefix(p luaapi.Pos) string { return posString(p) + ": " }
 // MsgArrayFull is why an array's next index waits: as many indices as
 // max_parallel hold a place (inLine wait behind them).
 func MsgArrayFull(maxParallel, inLine int) string {
-	return fmt.Sprintf("waits for max_parallel = %d (every place taken); %d more in line until an index ends",
-		maxParallel, inLine)
+	return fmt.Sprintf("%s in line for max_parallel = %d (every place taken until an index ends)",
+		accounting.Count(inLine, "index"), maxParallel)
 }
 
 // MsgArrayFailed is why an array rests failed.

@@ -333,7 +333,9 @@ func arrayStatus(a *array, members []JobStatus) JobStatus {
 		}
 	}
 	slices.Sort(out.CPUIDs)
-	if out.State == store.StateWaiting.String() && out.Why == "" && out.After == nil && def.MaxParallel > 0 && c.slots >= def.MaxParallel {
+	if out.Why == "" && c.inLine > 0 && def.MaxParallel > 0 && c.slots >= def.MaxParallel {
+		// Indices in line while as many as max_parallel allows hold a
+		// place, the array running or not.
 		out.Why = MsgArrayFull(def.MaxParallel, c.inLine)
 	}
 	if out.State != store.StateWaiting.String() {

@@ -180,9 +180,11 @@ type ControlAnswer struct {
 	// it is started with ignore_deps). File is where the job is declared.
 	HeldBy []Dependency `json:"held_by,omitempty"`
 	File   string       `json:"file,omitempty"`
-	// Indices, for an array, is how many of its indices the request
-	// was taken for.
-	Indices int `json:"indices,omitempty"`
+	// Array says the job is an array, and Indices how many of its
+	// indices the request was taken for: those it changes something for
+	// (a stop, those that run or wait; a start, those at rest).
+	Array   bool `json:"array,omitempty"`
+	Indices int  `json:"indices,omitempty"`
 }
 
 // previewEnv is the environment a run of job name (of definition def;

@@ -321,17 +321,8 @@ func control(verb string) func(c *cli, args []string) int {
 			q = url.Values{"ignore_deps": {"1"}}
 		}
 		if failed != nil && *failed {
-			// The daemon restarts a plain job whole whatever the
-			// query says: one look first, so that --failed never
-			// restarts a job that has not failed.
-			var d supervisor.JobDetail
-			if err := cl.get("/jobs/"+url.PathEscape(rest[0]), nil, &d); err != nil {
-				return c.fail(err)
-			}
-			if !isArray(d) {
-				fmt.Fprintln(c.stderr, escapeText(msgFailedOfPlainJob(rest[0])))
-				return exitFailed
-			}
+			// The daemon refuses it for a job that is not an array
+			// (not_array), and restarts nothing.
 			q = url.Values{"failed": {"1"}}
 		}
 		var ans supervisor.ControlAnswer
@@ -345,7 +336,7 @@ func control(verb string) func(c *cli, args []string) int {
 			// None failed is nothing to do, which is no failure.
 			fmt.Fprintln(c.stdout, escapeText(msgRestartFailed(rest[0], ans.Indices)))
 		default:
-			fmt.Fprintln(c.stdout, escapeText(msgControlled(rest[0], verb, ans.Indices)))
+			fmt.Fprintln(c.stdout, escapeText(msgControlled(rest[0], verb, ans.Array, ans.Indices)))
 		}
 		return exitOK
 	}

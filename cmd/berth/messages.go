@@ -354,7 +354,10 @@ func clockTime(t, now time.Time) string {
 
 // msgControlled confirms a start, stop or restart the daemon took: of a
 // job, or of an array's indices (indices > 0).
-func msgControlled(job, verb string, indices int) string {
+func msgControlled(job, verb string, array bool, indices int) string {
+	if array && indices == 0 {
+		return fmt.Sprintf("%s: no index to %s (berth show %s lists its indices by state)", job, verb, quoteArg(job))
+	}
 	if indices > 0 {
 		them := "them"
 		if indices == 1 {
@@ -376,12 +379,6 @@ func msgRestartFailed(array string, n int) string {
 		them = "it"
 	}
 	return fmt.Sprintf("restarting %d failed %s of %s (berth status shows %s)", n, plural(n, "index"), array, them)
-}
-
-// msgFailedOfPlainJob refuses --failed for a job that is not an array.
-func msgFailedOfPlainJob(job string) string {
-	return fmt.Sprintf("berth restart: %s is not an array, and --failed restarts the failed indices of an array; nothing was restarted (berth restart %s restarts the job itself)",
-		job, quoteArg(job))
 }
 
 // msgIndexWithoutJob refuses --index N given without the array it is an

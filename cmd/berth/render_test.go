@@ -227,7 +227,7 @@ func arraysBox() supervisor.Status {
 			{Name: "prep", State: "done", Since: ago(3 * time.Hour), GPUs: []string{},
 				Array: &supervisor.ArrayStatus{From: 1, To: 8, Size: 8, Counts: map[string]int{"done": 8}}},
 			{Name: "render", State: "waiting", Since: ago(5 * time.Minute), GPUs: []string{},
-				Why:   "waits for max_parallel = 2 (every place taken); 4 more in line until an index ends",
+				Why:   "4 indices in line for max_parallel = 2 (every place taken until an index ends)",
 				Array: &supervisor.ArrayStatus{From: 1, To: 6, Size: 6, MaxParallel: 2, Counts: map[string]int{"stopping": 2, "waiting": 4}}},
 			{Name: "sweep", State: "running", Since: ago(90 * time.Minute), CPUs: 16, CPUIDs: []int{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15},
 				GPUs: []string{"0", "1", "2", "3"}, RAMBytes: 128 * gib, Restarts: 1, ExpectedStart: &expected,
