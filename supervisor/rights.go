@@ -75,26 +75,26 @@ func (c caller) mayControl(owner string) bool {
 func (d *Daemon) resolve(c caller, name string) (*job, bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if c.name != "" && !strings.Contains(name, "/") {
-		if j, ok := d.jobs[c.name+"/"+name]; ok {
-			return j, true
-		}
-	}
-	j, ok := d.jobs[name]
-	return j, ok
+	return ownFirst(d.jobs, c, name)
 }
 
 // resolveArray is resolve for an array.
 func (d *Daemon) resolveArray(c caller, name string) (*array, bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	return ownFirst(d.arrays, c, name)
+}
+
+// ownFirst looks name up in byName as caller c means it: a bare name is
+// their own job of that name first, when they have one.
+func ownFirst[T any](byName map[string]T, c caller, name string) (T, bool) {
 	if c.name != "" && !strings.Contains(name, "/") {
-		if a, ok := d.arrays[c.name+"/"+name]; ok {
-			return a, true
+		if v, ok := byName[c.name+"/"+name]; ok {
+			return v, true
 		}
 	}
-	a, ok := d.arrays[name]
-	return a, ok
+	v, ok := byName[name]
+	return v, ok
 }
 
 // resolveName is resolve for a job that may be gone: the name the caller
