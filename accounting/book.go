@@ -38,6 +38,8 @@ type Book struct {
 // not nil, is called after every Give, outside the Book's lock.
 func NewBook(c Capacity, onRelease func()) *Book {
 	c.CPUIDs = append([]int(nil), c.CPUIDs...)
+	c.CPUNodes = slices.Clone(c.CPUNodes)
+	c.GPUNodes = slices.Clone(c.GPUNodes)
 	b := &Book{
 		capacity:  c,
 		onRelease: onRelease,
@@ -93,31 +95,89 @@ func (b *Book) takeKeeping(req Request, now time.Time, keep Resources) (Grant, b
 	if req.Limit > 0 {
 		g.Until = now.Add(req.Limit)
 	}
-	if req.CPUs > 0 {
-		g.CPUIDs = make([]int, 0, req.CPUs)
-		for i := 0; len(g.CPUIDs) < req.CPUs; i++ {
-			if b.cpuFree[i] {
-				b.cpuFree[i] = false
-				g.CPUIDs = append(g.CPUIDs, b.capacity.CPUIDs[i])
-			}
-		}
-		b.freeCPUs -= req.CPUs
-	}
+	// Cards first: the cores follow them to their nodes.
+	var near []int
 	if req.GPUs > 0 {
-		g.GPUs = make([]int, 0, req.GPUs)
-		for i := 0; len(g.GPUs) < req.GPUs; i++ {
-			if b.gpuHolder[i] == 0 {
-				b.gpuHolder[i] = g.ID
-				g.GPUs = append(g.GPUs, i)
+		g.GPUs = b.chooseCards(req.GPUs)
+		for _, i := range g.GPUs {
+			b.gpuHolder[i] = g.ID
+			if n := b.gpuNode(i); n >= 0 && !slices.Contains(near, n) {
+				near = append(near, n)
 			}
 		}
 		b.freeGPUs -= req.GPUs
+	}
+	if req.CPUs > 0 {
+		g.CPUIDs = make([]int, 0, req.CPUs)
+		// The cores on the cards' nodes, lowest first, then any.
+		for pass := range 2 {
+			for i := 0; i < len(b.cpuFree) && len(g.CPUIDs) < req.CPUs; i++ {
+				if b.cpuFree[i] && (pass == 1 || len(near) == 0 || slices.Contains(near, b.cpuNode(i))) {
+					b.cpuFree[i] = false
+					g.CPUIDs = append(g.CPUIDs, b.capacity.CPUIDs[i])
+				}
+			}
+			if len(near) == 0 {
+				break
+			}
+		}
+		slices.Sort(g.CPUIDs)
+		b.freeCPUs -= req.CPUs
 	}
 	if b.capacity.RAMKnown {
 		b.freeRAM -= req.RAMBytes
 	}
 	b.hold(g)
 	return g, true
+}
+
+// chooseCards picks n free cards, lowest first; where the topology is
+// known, all on one node if any node has n free, the node with the most
+// free cores of those (the lowest on a tie). The caller holds b.mu and has
+// checked that n are free.
+func (b *Book) chooseCards(n int) []int {
+	node := -1
+	if b.capacity.GPUNodes != nil {
+		freeCards, freeCores := map[int]int{}, map[int]int{}
+		for i, holder := range b.gpuHolder {
+			if holder == 0 && b.gpuNode(i) >= 0 {
+				freeCards[b.gpuNode(i)]++
+			}
+		}
+		for i, free := range b.cpuFree {
+			if free {
+				freeCores[b.cpuNode(i)]++
+			}
+		}
+		for nd, cards := range freeCards {
+			if cards >= n && (node < 0 || freeCores[nd] > freeCores[node] || freeCores[nd] == freeCores[node] && nd < node) {
+				node = nd
+			}
+		}
+	}
+	out := make([]int, 0, n)
+	for i := 0; i < len(b.gpuHolder) && len(out) < n; i++ {
+		if b.gpuHolder[i] == 0 && (node < 0 || b.gpuNode(i) == node) {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// cpuNode and gpuNode are the node of the core at place i of CPUIDs and of
+// card i; -1 when unknown.
+func (b *Book) cpuNode(i int) int {
+	if i < len(b.capacity.CPUNodes) {
+		return b.capacity.CPUNodes[i]
+	}
+	return -1
+}
+
+func (b *Book) gpuNode(i int) int {
+	if i < len(b.capacity.GPUNodes) {
+		return b.capacity.GPUNodes[i]
+	}
+	return -1
 }
 
 // hold records g as outstanding. The caller holds b.mu.

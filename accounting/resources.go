@@ -49,6 +49,12 @@ type Capacity struct {
 	// accounted at all, which is different from a machine with none.
 	RAMBytes int64
 	RAMKnown bool
+	// CPUNodes and GPUNodes are the NUMA node of each core (by its place
+	// in CPUIDs) and of each card, -1 where unknown; nil when the machine's
+	// topology is unknown. With them, a job's cards are chosen on one node
+	// where they can be, and its cores on its cards' nodes.
+	CPUNodes []int
+	GPUNodes []int
 }
 
 // CPUs is the number of cores jobs may be given.

@@ -53,6 +53,10 @@ type Inventory struct {
 	// Booted is when the machine booted, the zero time where it could not
 	// be read.
 	Booted time.Time
+	// Topology is the machine's NUMA nodes and the cards the driver
+	// describes (all of them, whichever GPUs names); empty where they
+	// cannot be read.
+	Topology Topology
 
 	// highestOnlineID is where virtual core IDs start after.
 	highestOnlineID int
@@ -93,6 +97,7 @@ func Probe(root string, lookupEnv func(string) (string, bool)) (Inventory, error
 		RAM:       probeMemory(root),
 		Hostname:  probeHostname(root),
 		Booted:    probeBootTime(root),
+		Topology:  probeTopology(root),
 	}
 	cpus, err := probeCPUs(root)
 	if err != nil {

@@ -11,10 +11,10 @@ import (
 	"runtime/metrics"
 	"slices"
 	"strconv"
-	"strings"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/berthd/berth/accounting"
 	"github.com/berthd/berth/supervisor/ctlsock"
 	"github.com/berthd/berth/supervisor/store"
 )
@@ -270,7 +270,7 @@ func (d *Daemon) arrayDetail(a *array) (JobDetail, bool) {
 		byState[s] = append(byState[s], j.index)
 	}
 	for s, indices := range byState {
-		out.Indices[s.String()] = indexRanges(indices)
+		out.Indices[s.String()] = accounting.Ranges(indices)
 	}
 	out.Parents, out.Dependants = d.relatives(a.name, def)
 	if runs, err := d.store.RunsOfPrefix(a.name+"[", 10); err == nil {
@@ -279,27 +279,6 @@ func (d *Daemon) arrayDetail(a *array) (JobDetail, bool) {
 		}
 	}
 	return out, true
-}
-
-// indexRanges writes sorted indices as ranges: "1-37,40,42-50".
-func indexRanges(indices []int) string {
-	var b strings.Builder
-	for i := 0; i < len(indices); {
-		j := i
-		for j+1 < len(indices) && indices[j+1] == indices[j]+1 {
-			j++
-		}
-		if b.Len() > 0 {
-			b.WriteByte(',')
-		}
-		b.WriteString(strconv.Itoa(indices[i]))
-		if j > i {
-			b.WriteByte('-')
-			b.WriteString(strconv.Itoa(indices[j]))
-		}
-		i = j + 1
-	}
-	return b.String()
 }
 
 // detail is `berth show JOB`.

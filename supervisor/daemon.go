@@ -277,10 +277,29 @@ func (d *Daemon) recordFailed(err error) {
 	d.notRecorded(d.log, "cannot record", "error", err)
 }
 
-// capacityOf is the books' view of the probed machine.
+// capacityOf is the books' view of the probed machine: with the NUMA node
+// of each core and card where the topology says it for at least one card
+// (a machine of one node says it for none, and places as before).
 func capacityOf(inv probes.Inventory) accounting.Capacity {
-	return accounting.Capacity{Name: "local", CPUIDs: inv.CPUIDs, GPUs: len(inv.GPUs),
+	c := accounting.Capacity{Name: "local", CPUIDs: inv.CPUIDs, GPUs: len(inv.GPUs),
 		RAMBytes: inv.RAM.Bytes, RAMKnown: inv.RAM.Known}
+	gpuNodes := make([]int, len(inv.GPUs))
+	known := false
+	for i, name := range inv.GPUs {
+		gpuNodes[i] = -1
+		if card, ok := inv.Topology.CardNamed(name); ok && card.NUMANode >= 0 {
+			gpuNodes[i], known = card.NUMANode, true
+		}
+	}
+	if !known {
+		return c
+	}
+	c.GPUNodes = gpuNodes
+	c.CPUNodes = make([]int, len(inv.CPUIDs))
+	for i, id := range inv.CPUIDs {
+		c.CPUNodes[i] = inv.Topology.NodeOfCPU(id)
+	}
+	return c
 }
 
 func environMap(environ []string) map[string]string {

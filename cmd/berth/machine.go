@@ -87,9 +87,31 @@ type machineJSON struct {
 	GPUs     []string `json:"gpus"`
 	RAMBytes *int64   `json:"ram_bytes"`
 	Hostname string   `json:"hostname"`
+	// Cards are the cards of gpus, as the driver describes them: [] where
+	// it says nothing (no driver, or names it cannot match).
+	Cards []cardJSON `json:"cards"`
+	// NUMANodes are the machine's NUMA nodes and their CPUs; [] where
+	// they cannot be read.
+	NUMANodes []nodeJSON `json:"numa_nodes"`
 	// Daemon is the running daemon's view, with who holds each card; null
 	// when no daemon answers.
 	Daemon *supervisor.MachineStatus `json:"daemon"`
+}
+
+// cardJSON is one card of berth machine --json: its name as the books
+// have it, and what the driver says of it (numa_node -1: unknown).
+type cardJSON struct {
+	Name      string `json:"name"`
+	Model     string `json:"model"`
+	UUID      string `json:"uuid"`
+	PCI       string `json:"pci"`
+	NUMANode  int    `json:"numa_node"`
+	LocalCPUs []int  `json:"local_cpus"`
+}
+
+type nodeJSON struct {
+	Node int   `json:"node"`
+	CPUs []int `json:"cpus"`
 }
 
 func runMachine(c *cli, args []string) int {
@@ -119,7 +141,20 @@ func runMachine(c *cli, args []string) int {
 		held = &s
 	}
 	if *asJSON {
-		out := machineJSON{CPUs: inv.CPUs, CPUIDs: inv.CPUIDs, GPUs: inv.GPUs, Hostname: inv.Hostname}
+		out := machineJSON{CPUs: inv.CPUs, CPUIDs: inv.CPUIDs, GPUs: inv.GPUs, Hostname: inv.Hostname,
+			Cards: []cardJSON{}, NUMANodes: []nodeJSON{}}
+		for _, name := range inv.GPUs {
+			if card, ok := inv.Topology.CardNamed(name); ok {
+				cj := cardJSON{Name: name, Model: card.Model, UUID: card.UUID, PCI: card.PCI, NUMANode: card.NUMANode, LocalCPUs: card.LocalCPUs}
+				if cj.LocalCPUs == nil {
+					cj.LocalCPUs = []int{}
+				}
+				out.Cards = append(out.Cards, cj)
+			}
+		}
+		for _, n := range inv.Topology.Nodes {
+			out.NUMANodes = append(out.NUMANodes, nodeJSON{Node: n.ID, CPUs: n.CPUs})
+		}
 		if held != nil {
 			out.Daemon = &held.Machine
 		}

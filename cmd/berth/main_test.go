@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"cmp"
 	"encoding/json"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -101,13 +102,13 @@ func TestMachineJSON(t *testing.T) {
 		want    string
 	}{
 		{"probed", nil, nil,
-			`{"cpus":6,"cpu_ids":[2,3,4,5,6,7],"gpus":["0","1"],"ram_bytes":16106127360,"hostname":"gpubox","daemon":null}`},
+			`{"cpus":6,"cpu_ids":[2,3,4,5,6,7],"gpus":["0","1"],"ram_bytes":16106127360,"hostname":"gpubox","cards":[],"numa_nodes":[],"daemon":null}`},
 		{"daemon's CUDA_VISIBLE_DEVICES", map[string]string{"CUDA_VISIBLE_DEVICES": "GPU-a,GPU-b,GPU-c"}, nil,
-			`{"cpus":6,"cpu_ids":[2,3,4,5,6,7],"gpus":["GPU-a","GPU-b","GPU-c"],"ram_bytes":16106127360,"hostname":"gpubox","daemon":null}`},
+			`{"cpus":6,"cpu_ids":[2,3,4,5,6,7],"gpus":["GPU-a","GPU-b","GPU-c"],"ram_bytes":16106127360,"hostname":"gpubox","cards":[],"numa_nodes":[],"daemon":null}`},
 		{"empty CUDA_VISIBLE_DEVICES: no cards", map[string]string{"CUDA_VISIBLE_DEVICES": ""}, nil,
-			`{"cpus":6,"cpu_ids":[2,3,4,5,6,7],"gpus":[],"ram_bytes":16106127360,"hostname":"gpubox","daemon":null}`},
+			`{"cpus":6,"cpu_ids":[2,3,4,5,6,7],"gpus":[],"ram_bytes":16106127360,"hostname":"gpubox","cards":[],"numa_nodes":[],"daemon":null}`},
 		{"overrides", nil, []string{"--cpus", "2", "--gpus", "4", "--ram", "8G"},
-			`{"cpus":2,"cpu_ids":[2,3],"gpus":["0","1","2","3"],"ram_bytes":8589934592,"hostname":"gpubox","daemon":null}`},
+			`{"cpus":2,"cpu_ids":[2,3],"gpus":["0","1","2","3"],"ram_bytes":8589934592,"hostname":"gpubox","cards":[],"numa_nodes":[],"daemon":null}`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -176,7 +177,7 @@ func TestMachineCoresGiven(t *testing.T) {
 	if err := json.Compact(&compact, []byte(out)); err != nil {
 		t.Fatal(err)
 	}
-	want := `{"cpus":4,"cpu_ids":[0,1,2,3],"gpus":["0","1"],"ram_bytes":16106127360,"hostname":"gpubox","daemon":null}`
+	want := `{"cpus":4,"cpu_ids":[0,1,2,3],"gpus":["0","1"],"ram_bytes":16106127360,"hostname":"gpubox","cards":[],"numa_nodes":[],"daemon":null}`
 	if compact.String() != want {
 		t.Errorf("got  %s\nwant %s", compact.String(), want)
 	}
@@ -229,4 +230,29 @@ func TestDefaultPaths(t *testing.T) {
 
 func lookupIn(m map[string]string) func(string) (string, bool) {
 	return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
+}
+
+// TestMachineNUMA: on a box whose driver and kernel describe the cards,
+// berth machine says each card's model, bus location, NUMA node and local
+// cores, and --json carries them; a MIG instance is named as such.
+func TestMachineNUMA(t *testing.T) {
+	const root = "../../probes/testdata/topology/eight-two-nodes"
+	environ := map[string]string{"CUDA_VISIBLE_DEVICES": "5,GPU-a1000000-1111-2222-3333-444455556666,MIG-a1000006-1111-2222-3333-444455556666"}
+	out, errOut, code := berthOn(t, root, environ, "machine", "--cpus", "8", "--socket", filepath.Join(t.TempDir(), "none.sock"))
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	testkit.Golden(t, "testdata/machine-numa.golden", []byte(out))
+	out, _, _ = berthOn(t, root, environ, "machine", "--json", "--cpus", "8", "--socket", filepath.Join(t.TempDir(), "none.sock"))
+	var m machineJSON
+	if err := json.Unmarshal([]byte(out), &m); err != nil {
+		t.Fatal(err)
+	}
+	if len(m.Cards) != 2 || m.Cards[0].Name != "5" || m.Cards[0].PCI != "0000:90:00.0" || m.Cards[0].NUMANode != 1 ||
+		m.Cards[1].NUMANode != 0 || len(m.Cards[1].LocalCPUs) != 64 || m.Cards[1].Model != "NVIDIA A100-SXM4-80GB" {
+		t.Errorf("cards %+v", m.Cards)
+	}
+	if len(m.NUMANodes) != 2 || m.NUMANodes[1].Node != 1 || len(m.NUMANodes[1].CPUs) != 64 {
+		t.Errorf("nodes %+v", m.NUMANodes)
+	}
 }

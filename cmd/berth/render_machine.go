@@ -71,8 +71,12 @@ func printMachine(w io.Writer, inv probes.Inventory) {
 		fmt.Fprintf(w, "cards   none%s\n", gpuSource(inv))
 	default:
 		fmt.Fprintf(w, "cards   %d%s\n", len(inv.GPUs), gpuSource(inv))
+		width := 0
+		for _, name := range inv.GPUs {
+			width = max(width, len(name))
+		}
 		for i, name := range inv.GPUs {
-			fmt.Fprintf(w, "  card %d  %s\n", i, name)
+			fmt.Fprintf(w, "  card %d  %-*s%s\n", i, width, name, describeCard(inv.Topology, name))
 		}
 	}
 	if inv.RAM.Known {
@@ -80,6 +84,26 @@ func printMachine(w io.Writer, inv probes.Inventory) {
 	} else {
 		fmt.Fprintln(w, "memory  unknown (not accounted: jobs' ram is not checked; give --ram SIZE to account it)")
 	}
+}
+
+// describeCard is what the driver says of the card name means: its model,
+// bus location, NUMA node and local cores; "" where it says nothing.
+func describeCard(t probes.Topology, name string) string {
+	card, ok := t.CardNamed(name)
+	if !ok {
+		if strings.HasPrefix(name, "MIG-") && len(t.Cards) > 0 {
+			return "  (a MIG instance: which card holds it is not known without NVML)"
+		}
+		return ""
+	}
+	out := "  " + card.Model + "  " + card.PCI
+	if card.NUMANode >= 0 {
+		out += fmt.Sprintf("  node %d", card.NUMANode)
+	}
+	if len(card.LocalCPUs) > 0 {
+		out += " (cores " + formatIDs(card.LocalCPUs) + ")"
+	}
+	return out
 }
 
 func describeCores(inv probes.Inventory) string {
@@ -115,23 +139,7 @@ func describeMemory(m probes.Memory) string {
 	return m.Source + ", less 1G kept for the daemon"
 }
 
-// formatIDs writes core IDs as ranges: "2-15", "1,3,5-7".
+// formatIDs writes core IDs as ranges: "2-15", "1,3,5-7"; "none" for none.
 func formatIDs(ids []int) string {
-	if len(ids) == 0 {
-		return "none"
-	}
-	var parts []string
-	for i := 0; i < len(ids); {
-		j := i
-		for j+1 < len(ids) && ids[j+1] == ids[j]+1 {
-			j++
-		}
-		if j == i {
-			parts = append(parts, strconv.Itoa(ids[i]))
-		} else {
-			parts = append(parts, fmt.Sprintf("%d-%d", ids[i], ids[j]))
-		}
-		i = j + 1
-	}
-	return strings.Join(parts, ",")
+	return cmp.Or(accounting.Ranges(ids), "none")
 }

@@ -1,0 +1,142 @@
+package probes
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// TestTopologyTwoNodes: an 8-card box with four cards on each of two
+// nodes; the cards come in bus order whatever their minors, each with its
+// node and its local cores (from local_cpulist, or from its node where
+// the device has none).
+func TestTopologyTwoNodes(t *testing.T) {
+	topo := probeTopology("testdata/topology/eight-two-nodes")
+	if len(topo.Nodes) != 2 || topo.Nodes[0].ID != 0 || topo.Nodes[1].ID != 1 || len(topo.Nodes[0].CPUs) != 64 {
+		t.Fatalf("nodes %+v", topo.Nodes)
+	}
+	if len(topo.Cards) != 8 {
+		t.Fatalf("%d cards", len(topo.Cards))
+	}
+	for i, c := range topo.Cards {
+		want := 0
+		if i >= 4 {
+			want = 1
+		}
+		if c.NUMANode != want || !slices.Equal(c.LocalCPUs, topo.Nodes[want].CPUs) {
+			t.Errorf("card %d (%s): node %d, local cores %d of them; want node %d", i, c.PCI, c.NUMANode, len(c.LocalCPUs), want)
+		}
+		if c.Model != "NVIDIA A100-SXM4-80GB" || !strings.HasPrefix(c.UUID, "GPU-a100") || c.Minor < 0 {
+			t.Errorf("card %d: %+v", i, c)
+		}
+	}
+	if topo.Cards[0].PCI != "0000:07:00.0" || topo.Cards[0].Minor != 2 {
+		t.Errorf("first card by bus: %+v", topo.Cards[0])
+	}
+	if got := topo.NodeOfCPU(70); got != 0 {
+		t.Errorf("core 70 on node %d", got)
+	}
+	if got := topo.NodeOfCPU(100); got != 1 {
+		t.Errorf("core 100 on node %d", got)
+	}
+	if got := topo.NodeOfCPU(500); got != -1 {
+		t.Errorf("core 500 on node %d", got)
+	}
+
+	for _, c := range []struct {
+		name string
+		pci  string
+		ok   bool
+	}{
+		{"0", "0000:07:00.0", true},
+		{"5", "0000:90:00.0", true},
+		{"GPU-a1000006-1111-2222-3333-444455556666", "0000:b7:00.0", true},
+		{"8", "", false},
+		{"GPU-nope", "", false},
+		{"MIG-a1000006-1111-2222-3333-444455556666", "", false},
+	} {
+		card, ok := topo.CardNamed(c.name)
+		if ok != c.ok || card.PCI != c.pci {
+			t.Errorf("CardNamed(%q) = %s, %v; want %s, %v", c.name, card.PCI, ok, c.pci, c.ok)
+		}
+	}
+}
+
+// TestTopologyWorkstation: one node, whose devices say numa_node -1: the
+// cards are there, their node unknown.
+func TestTopologyWorkstation(t *testing.T) {
+	topo := probeTopology("testdata/topology/workstation")
+	if len(topo.Cards) != 4 {
+		t.Fatalf("%d cards", len(topo.Cards))
+	}
+	for _, c := range topo.Cards {
+		if c.NUMANode != -1 || c.LocalCPUs != nil || c.Model != "NVIDIA GeForce RTX 4090" {
+			t.Errorf("%+v", c)
+		}
+	}
+}
+
+// TestTopologyNone: no driver and no nodes read as none of either.
+func TestTopologyNone(t *testing.T) {
+	topo := probeTopology(t.TempDir())
+	if topo.Nodes != nil || topo.Cards != nil {
+		t.Errorf("%+v", topo)
+	}
+}
+
+// TestTopologyOddFiles: an information file that is not a card's, and a
+// bus location that would leave sys/bus/pci/devices, are left out.
+func TestTopologyOddFiles(t *testing.T) {
+	root := t.TempDir()
+	for bus, info := range map[string]string{
+		"0000:01:00.0": "IRQ: 5\n",
+		"0000:02:00.0": "GPU UUID: GPU-x\nBus Location: ../../../../etc\n",
+		"0000:03:00.0": "GPU UUID: GPU-y\nBus Location: 0000:03:00.0\n",
+	} {
+		dir := filepath.Join(root, "proc/driver/nvidia/gpus", bus)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "information"), []byte(info), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	topo := probeTopology(root)
+	if len(topo.Cards) != 1 || topo.Cards[0].UUID != "GPU-y" || topo.Cards[0].NUMANode != -1 {
+		t.Errorf("%+v", topo.Cards)
+	}
+}
+
+func FuzzParseCardInformation(f *testing.F) {
+	for _, p := range []string{"testdata/topology/eight-two-nodes/proc/driver/nvidia/gpus/0000:07:00.0/information"} {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Add([]byte("Bus Location: 0000:01:00.0\nDevice Minor: -3\n"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		c, err := parseCardInformation(strings.NewReader(string(b)))
+		if err != nil {
+			return
+		}
+		if c.UUID == "" && c.PCI == "" || strings.ContainsAny(c.PCI, "/\x00") || c.Minor < -1 || c.NUMANode != -1 {
+			t.Errorf("accepted %q as %+v", b, c)
+		}
+	})
+}
+
+func FuzzParseNUMANode(f *testing.F) {
+	for _, s := range []string{"0\n", "-1\n", "7", "x", ""} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		n, err := parseNUMANode(strings.NewReader(s))
+		if err == nil && (n < -1 || n >= maxCPUs) {
+			t.Errorf("accepted %q as %d", s, n)
+		}
+	})
+}

@@ -1,0 +1,53 @@
+package supervisor
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/berthd/berth/probes"
+)
+
+// numaBox is the 8-card, two-node fixture of probes as the daemon is
+// given it, its cards named by CUDA_VISIBLE_DEVICES = visible, with all
+// its 128 cores for jobs.
+func numaBox(t *testing.T, visible string) probes.Inventory {
+	t.Helper()
+	inv, _ := probes.Probe("../probes/testdata/topology/eight-two-nodes", func(k string) (string, bool) {
+		return visible, k == "CUDA_VISIBLE_DEVICES"
+	})
+	if len(inv.Topology.Cards) != 8 {
+		t.Fatalf("the fixture has %d cards", len(inv.Topology.Cards))
+	}
+	inv.CPUIDs = make([]int, 128)
+	for i := range inv.CPUIDs {
+		inv.CPUIDs[i] = i
+	}
+	inv.CPUs, inv.OnlineCPUs = 128, 128
+	return inv
+}
+
+func TestCapacityNUMA(t *testing.T) {
+	c := capacityOf(numaBox(t, "GPU-a1000006-1111-2222-3333-444455556666,1,MIG-a1000006-1111-2222-3333-444455556666"))
+	if !slices.Equal(c.GPUNodes, []int{1, 0, -1}) {
+		t.Errorf("card nodes %v, want [1 0 -1]: a UUID, an index in bus order, and a MIG instance unknown", c.GPUNodes)
+	}
+	if len(c.CPUNodes) != 128 || c.CPUNodes[0] != 0 || c.CPUNodes[40] != 1 || c.CPUNodes[70] != 0 || c.CPUNodes[100] != 1 {
+		t.Errorf("core nodes %v", c.CPUNodes)
+	}
+	// No card whose node is known: no topology for the books.
+	c = capacityOf(numaBox(t, "MIG-x"))
+	if c.GPUNodes != nil || c.CPUNodes != nil {
+		t.Errorf("with no card placed, nodes %v %v", c.GPUNodes, c.CPUNodes)
+	}
+}
+
+// TestDaemonNUMALocalCores: a job given a card on node 1 is given cores on
+// node 1, not the lowest free ones, and its run is told that card.
+func TestDaemonNUMALocalCores(t *testing.T) {
+	inv := numaBox(t, "5")
+	d, _ := runDaemon(t, `job "train" { cmd = "sleep 1000", cpus = 2, gpus = 1 }`, func(cfg *Config) { cfg.Machine = inv })
+	js := waitJob(t, d, "train", "running", func(js JobStatus) bool { return js.State == "running" })
+	if !slices.Equal(js.CPUIDs, []int{32, 33}) || !slices.Equal(js.GPUs, []string{"5"}) {
+		t.Errorf("granted cores %v and cards %v; want [32 33] (node 1, the card's) and [5]", js.CPUIDs, js.GPUs)
+	}
+}
