@@ -26,6 +26,9 @@ type Book struct {
 	// gpuHolder[i] is the ID of the grant holding card i, 0 when free.
 	gpuHolder []uint64
 	freeGPUs  int
+	// gpuOff[i] says card i may not be granted now (a process berth did
+	// not start uses it): a free card that is off does not count as free.
+	gpuOff []bool
 	freeRAM   int64
 	grants    map[uint64]Grant
 	nextID    uint64
@@ -46,6 +49,7 @@ func NewBook(c Capacity, onRelease func()) *Book {
 		cpuFree:   make([]bool, len(c.CPUIDs)),
 		freeCPUs:  len(c.CPUIDs),
 		gpuHolder: make([]uint64, c.GPUs),
+		gpuOff:    make([]bool, c.GPUs),
 		freeGPUs:  c.GPUs,
 		freeRAM:   c.RAMBytes,
 		grants:    make(map[uint64]Grant),
@@ -140,7 +144,7 @@ func (b *Book) chooseCards(n int) []int {
 	if b.capacity.GPUNodes != nil {
 		freeCards, freeCores := map[int]int{}, map[int]int{}
 		for i, holder := range b.gpuHolder {
-			if holder == 0 && b.gpuNode(i) >= 0 {
+			if holder == 0 && !b.gpuOff[i] && b.gpuNode(i) >= 0 {
 				freeCards[b.gpuNode(i)]++
 			}
 		}
@@ -157,7 +161,7 @@ func (b *Book) chooseCards(n int) []int {
 	}
 	out := make([]int, 0, n)
 	for i := 0; i < len(b.gpuHolder) && len(out) < n; i++ {
-		if b.gpuHolder[i] == 0 && (node < 0 || b.gpuNode(i) == node) {
+		if b.gpuHolder[i] == 0 && !b.gpuOff[i] && (node < 0 || b.gpuNode(i) == node) {
 			out = append(out, i)
 		}
 	}
@@ -290,9 +294,34 @@ func (b *Book) Give(g Grant) error {
 	return nil
 }
 
-// free is what is not granted now. The caller holds b.mu.
+// free is what may be granted now: not granted, and no card that is off.
+// The caller holds b.mu.
 func (b *Book) free() Resources {
-	return Resources{CPUs: b.freeCPUs, GPUs: b.freeGPUs, RAMBytes: b.freeRAM}
+	gpus := b.freeGPUs
+	for i, off := range b.gpuOff {
+		if off && b.gpuHolder[i] == 0 {
+			gpus--
+		}
+	}
+	return Resources{CPUs: b.freeCPUs, GPUs: gpus, RAMBytes: b.freeRAM}
+}
+
+// SetOff says which cards may not be granted now, whatever the books hold:
+// those a process berth did not start uses. A card held by a grant stays
+// held. When a card comes back on, what waits is placed again (as after a
+// Give).
+func (b *Book) SetOff(cards []int) {
+	b.mu.Lock()
+	back := false
+	for i := range b.gpuOff {
+		off := slices.Contains(cards, i)
+		back = back || b.gpuOff[i] && !off
+		b.gpuOff[i] = off
+	}
+	b.mu.Unlock()
+	if back && b.onRelease != nil {
+		b.onRelease()
+	}
 }
 
 // Snapshot is a consistent picture of a Book at one moment.
@@ -301,6 +330,8 @@ type Snapshot struct {
 	Free     Resources
 	// CardHolders[i] is the holder of card i, "" when free.
 	CardHolders []string
+	// CardsOff[i] says card i may not be granted now (SetOff).
+	CardsOff []bool
 	// Grants are the outstanding grants, by ID.
 	Grants []Grant
 }
@@ -313,6 +344,7 @@ func (b *Book) Snapshot() Snapshot {
 		Capacity:    b.capacity,
 		Free:        b.free(),
 		CardHolders: make([]string, len(b.gpuHolder)),
+		CardsOff:    slices.Clone(b.gpuOff),
 		Grants:      make([]Grant, 0, len(b.grants)),
 	}
 	for i, id := range b.gpuHolder {

@@ -81,3 +81,38 @@ func TestBookNUMA(t *testing.T) {
 		})
 	}
 }
+
+// TestBookCardsOff: a card that is off is not granted and not counted
+// free; one held when it goes off stays held; coming back on places what
+// waits.
+func TestBookCardsOff(t *testing.T) {
+	released := 0
+	b := NewBook(machine(8, 4, 0), func() { released++ })
+	held, _ := b.TryTake(ask("a", 1, 1, 0), epoch) // card 0
+	b.SetOff([]int{0, 1})
+	if s := b.Snapshot(); s.Free.GPUs != 2 || !slices.Equal(s.CardsOff, []bool{true, true, false, false}) {
+		t.Fatalf("free %d cards, off %v", s.Free.GPUs, s.CardsOff)
+	}
+	g, ok := b.TryTake(ask("b", 1, 2, 0), epoch)
+	if !ok || !slices.Equal(g.GPUs, []int{2, 3}) {
+		t.Fatalf("took %v, %v; want cards 2 and 3", g.GPUs, ok)
+	}
+	if _, ok := b.TryTake(ask("c", 1, 1, 0), epoch); ok {
+		t.Fatal("a card that is off was granted")
+	}
+	if err := b.Give(held); err != nil {
+		t.Fatal(err)
+	}
+	if b.Snapshot().Free.GPUs != 0 {
+		t.Errorf("card 0, given back while off, counts as free")
+	}
+	released = 0
+	b.SetOff([]int{1})
+	if released != 1 || b.Snapshot().Free.GPUs != 1 {
+		t.Errorf("card 0 back on: %d releases, %d free", released, b.Snapshot().Free.GPUs)
+	}
+	b.SetOff([]int{1})
+	if released != 1 {
+		t.Errorf("nothing came back, yet %d releases", released)
+	}
+}
