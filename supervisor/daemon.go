@@ -79,6 +79,10 @@ type Config struct {
 	Group, AdminGroup string
 	// Version is the daemon's own version, as the status shows it.
 	Version string
+	// Cards, when set, reads what the cards hold now (NVML), every few
+	// seconds: a card a process berth did not start uses is off for the
+	// books (cards.go). Nil: the cards are only as probed.
+	Cards probes.CardReader
 }
 
 // Daemon supervises the jobs of one jobs directory.
@@ -164,6 +168,10 @@ type Daemon struct {
 	// draining are the jobs removed whose goroutine may still be stopping
 	// their run, by name; owned by the loop.
 	draining map[string]*job
+
+	// cards is what the cards held when last read (cards.go), by the
+	// books' index; nil before the first read or without a reader.
+	cards atomic.Pointer[[]cardState]
 
 	mu   sync.Mutex // guards jobs, arrays and problems for readers outside the loop
 	jobs map[string]*job
@@ -347,6 +355,9 @@ func (d *Daemon) Run(ctx context.Context) error {
 
 	if d.bin != nil {
 		bg.Go(func() { d.lookForUpgrades(watchCtx) })
+	}
+	if d.cfg.Cards != nil && len(d.cfg.Machine.GPUs) > 0 {
+		bg.Go(func() { d.watchCards(watchCtx) })
 	}
 
 	jobsCtx, stopJobs := context.WithCancel(context.Background())

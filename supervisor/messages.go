@@ -3,6 +3,8 @@ package supervisor
 import (
 	"cmp"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -307,6 +309,27 @@ func posString(p luaapi.Pos) string {
 }
 
 func posPrefix(p luaapi.Pos) string { return posString(p) + ": " }
+
+// MsgCardsOff says which cards are off for the books, and whose processes
+// hold them: "card 1: 21G used by pid 4242 (python3, carol) — not a berth
+// job".
+func MsgCardsOff(names []string, off map[int]cardState) string {
+	var parts []string
+	for _, i := range slices.Sorted(maps.Keys(off)) {
+		for _, f := range off[i].Foreign {
+			if f.MemoryBytes <= foreignLimit {
+				continue
+			}
+			who := f.Command
+			if f.User != "" {
+				who += ", " + f.User
+			}
+			parts = append(parts, fmt.Sprintf("card %s: %s used by pid %d (%s) — not a berth job",
+				names[i], accounting.FormatSize(f.MemoryBytes), f.PID, who))
+		}
+	}
+	return strings.Join(parts, "; ")
+}
 
 // MsgArrayFull is why an array's next index waits: as many indices as
 // max_parallel hold a place (inLine wait behind them).

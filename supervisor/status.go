@@ -63,6 +63,15 @@ type CardStatus struct {
 	// Owner is the person whose job holds the card; "" when an
 	// administrator's does, or none.
 	Owner string `json:"owner"`
+	// MemoryTotalBytes and MemoryUsedBytes are the card's memory as the
+	// driver last said (NVML); absent without it.
+	MemoryTotalBytes *int64 `json:"memory_total_bytes,omitempty"`
+	MemoryUsedBytes  *int64 `json:"memory_used_bytes,omitempty"`
+	// Foreign are the processes on it that berth did not start; Off says
+	// one of them holds more than 1 GiB, and no job is given the card
+	// meanwhile.
+	Foreign []ForeignUse `json:"foreign,omitempty"`
+	Off     bool         `json:"off,omitempty"`
 }
 
 // QuotaView is what a person's jobs hold and their quota.
@@ -187,9 +196,19 @@ func (d *Daemon) status(members bool) Status {
 		total, free := snap.Capacity.RAMBytes, snap.Free.RAMBytes
 		s.Machine.RAMBytes, s.Machine.RAMFreeBytes = &total, &free
 	}
+	cards := d.cards.Load()
 	for i, holder := range snap.CardHolders {
-		s.Machine.Cards = append(s.Machine.Cards, CardStatus{Name: d.cfg.Machine.GPUs[i], Holder: holder, Owner: ownerOf(holder)})
+		cs := CardStatus{Name: d.cfg.Machine.GPUs[i], Holder: holder, Owner: ownerOf(holder)}
+		if cards != nil && i < len(*cards) {
+			st := (*cards)[i]
+			if st.MemoryTotal > 0 {
+				cs.MemoryTotalBytes, cs.MemoryUsedBytes = &st.MemoryTotal, &st.MemoryUsed
+			}
+			cs.Foreign, cs.Off = st.Foreign, st.Off
+		}
+		s.Machine.Cards = append(s.Machine.Cards, cs)
 	}
+	off := d.offCards()
 	// Only the head of the queue has an expected start.
 	var expected time.Time
 	var expectedOf string
@@ -257,6 +276,11 @@ func (d *Daemon) status(members bool) Status {
 				whys[key] = why
 			}
 			js.Why = why
+			if short.GPUs > 0 && len(off) > 0 {
+				// Cards are short because some are in use outside berth:
+				// which, and whose.
+				js.Why += "; " + MsgCardsOff(d.cfg.Machine.GPUs, off)
+			}
 			if v.Def.Owner != "" {
 				// Past the owner's quota, it waits for their own jobs,
 				// whatever is free: that is its why.

@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/berthd/berth/accounting"
 	"github.com/berthd/berth/luaapi"
 	"github.com/berthd/berth/probes"
 	"github.com/berthd/berth/supervisor"
@@ -379,6 +380,24 @@ func msgRestartFailed(array string, n int) string {
 		them = "it"
 	}
 	return fmt.Sprintf("restarting %d failed %s of %s (berth status shows %s)", n, plural(n, "index"), array, them)
+}
+
+// msgForeignUse is one process on card that berth did not start: "card 1:
+// 21G used by pid 4242 (python3, carol) — not a berth job".
+func msgForeignUse(card string, f supervisor.ForeignUse, off bool) string {
+	used := "memory"
+	if f.MemoryBytes >= 0 {
+		used = accounting.FormatSize(f.MemoryBytes)
+	}
+	who := cmp.Or(f.Command, "?")
+	if f.User != "" {
+		who += ", " + f.User
+	}
+	s := fmt.Sprintf("card %s: %s used by pid %d (%s) — not a berth job", card, used, f.PID, who)
+	if off {
+		s += "; no job is given the card meanwhile"
+	}
+	return s
 }
 
 // msgIndexWithoutJob refuses --index N given without the array it is an

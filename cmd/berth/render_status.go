@@ -37,6 +37,7 @@ func layoutStatus(s supervisor.Status, o renderOptions) statusPicture {
 	p.top = append(p.top, statusHeader(s, jobs, width)...)
 	p.top = append(p.top, machineSummary(s.Machine, width)...)
 	p.top = append(p.top, cardGrid(s.Machine.Cards, width)...)
+	p.top = append(p.top, foreignUse(s.Machine.Cards, width)...)
 	if s.Runner != "" {
 		sgr := sgrDim
 		if s.Runner != "units" {
@@ -176,7 +177,10 @@ func cardGrid(cards []supervisor.CardStatus, width int) []textLine {
 
 func cardCell(c supervisor.CardStatus, width int) textLine {
 	holder, sgr := c.Holder, ""
-	if holder == "" {
+	switch {
+	case holder == "" && c.Off:
+		holder, sgr = "in use", sgrYellow // by a process berth did not start
+	case holder == "":
 		holder, sgr = "free", sgrGreen
 	}
 	room := width - runeLen(c.Name) - 1
@@ -186,6 +190,22 @@ func cardCell(c supervisor.CardStatus, width int) textLine {
 	}
 	holder = ellipsizeMiddle(holder, room)
 	return ln(plainSpan(c.Name+" "), styledSpan(holder, sgr), plainSpan(strings.Repeat(" ", room-runeLen(holder))))
+}
+
+// foreignUse is a line for each process on a card that berth did not
+// start: yellow where it keeps the card from every job.
+func foreignUse(cards []supervisor.CardStatus, width int) []textLine {
+	var out []textLine
+	for _, c := range cards {
+		for _, f := range c.Foreign {
+			sgr := sgrDim
+			if c.Off {
+				sgr = sgrYellow
+			}
+			out = append(out, wrapWords(escapeText(msgForeignUse(c.Name, f, c.Off)), width, "  ", "    ", sgr)...)
+		}
+	}
+	return out
 }
 
 // statusTable is the job table: its title row, and each job's lines.
@@ -446,7 +466,13 @@ func reason(j supervisor.JobStatus, now time.Time) string {
 		return supervisor.MsgQuotaWait(j.Owner, *j.Quota, j.Asked)
 	}
 	if j.Short != nil {
-		return supervisor.MsgShort(j.Asked, *j.Short)
+		// The daemon may say more after the shortfall (which cards are in
+		// use outside berth): kept.
+		short := supervisor.MsgShort(j.Asked, *j.Short)
+		if strings.HasPrefix(j.Why, short) {
+			return j.Why
+		}
+		return short
 	}
 	return j.Why
 }

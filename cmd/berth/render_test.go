@@ -294,6 +294,30 @@ var statusFixtures = []struct {
 	{"direct", directBox},
 	{"people", peopleBox},
 	{"arrays", arraysBox},
+	{"foreign", foreignBox},
+}
+
+// foreignBox is the 4-card workstation of issue 16: a hand-started
+// inference server holds 21G of card 1, a desktop 300M of card 3; a job
+// asking for every card waits, and says for what.
+func foreignBox() supervisor.Status {
+	gib := accounting.GiB
+	cards := cardsHeldBy("notebook", "", "", "")
+	cards[1].Off = true
+	cards[1].Foreign = []supervisor.ForeignUse{{PID: 4242, User: "carol", Command: "python3", MemoryBytes: 21 * gib}}
+	cards[3].Foreign = []supervisor.ForeignUse{{PID: 1830, User: "gdm", Command: "Xorg", MemoryBytes: 300 << 20}}
+	return supervisor.Status{
+		Host:    "workstation",
+		Machine: supervisor.MachineStatus{CPUs: 22, CPUsFree: 14, RAMBytes: sizeG(125), RAMFreeBytes: sizeG(93), Cards: cards},
+		Jobs: []supervisor.JobStatus{
+			{Name: "notebook", State: "running", Since: renderNow.Add(-3 * time.Hour), CPUs: 8, CPUIDs: []int{2, 3, 4, 5, 6, 7, 8, 9}, GPUs: []string{"0"}, RAMBytes: 32 * gib, Asked: supervisor.Size{CPUs: 8, GPUs: 1, RAMBytes: 32 * gib}},
+			{Name: "train", State: "waiting", Since: renderNow.Add(-20 * time.Minute), CPUIDs: []int{}, GPUs: []string{}, Asked: supervisor.Size{CPUs: 8, GPUs: 4, RAMBytes: 64 * gib},
+				Short: &supervisor.Size{GPUs: 2}, Why: "needs 4 gpus; 2 free; card 1: 21G used by pid 4242 (python3, carol) — not a berth job"},
+		},
+		Errors: []string{},
+		Logs:   "journal",
+		Now:    renderNow,
+	}
 }
 
 func statusText(s supervisor.Status, width int, color bool) string {

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"strconv"
+	"strings"
 
 	"golang.org/x/sys/unix"
 )
@@ -161,4 +162,30 @@ func environEntry(env, prefix []byte) (string, bool) {
 		env = rest
 	}
 	return "", false
+}
+
+// EnvOf is the value of key in process pid's environment as it started;
+// false when it has none or the environment cannot be read (another
+// user's, without the rights).
+func EnvOf(pid int, key string) (string, bool) {
+	env, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
+	if err != nil {
+		return "", false
+	}
+	return environEntry(env, []byte(key+"="))
+}
+
+// Describe is process pid's command name and the uid that owns it; ""
+// and -1 where they cannot be read (it ended).
+func Describe(pid int) (comm string, uid int) {
+	dir := "/proc/" + strconv.Itoa(pid)
+	b, err := os.ReadFile(dir + "/comm")
+	if err != nil {
+		return "", -1
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(dir, &st); err != nil {
+		return strings.TrimSpace(string(b)), -1
+	}
+	return strings.TrimSpace(string(b)), int(st.Uid)
 }
