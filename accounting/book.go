@@ -28,10 +28,10 @@ type Book struct {
 	freeGPUs  int
 	// gpuOff[i] says card i may not be granted now (a process berth did
 	// not start uses it): a free card that is off does not count as free.
-	gpuOff []bool
-	freeRAM   int64
-	grants    map[uint64]Grant
-	nextID    uint64
+	gpuOff  []bool
+	freeRAM int64
+	grants  map[uint64]Grant
+	nextID  uint64
 	// byOwner is what each owner's grants hold together; "" is the
 	// administrators' jobs. An owner holding nothing has no entry.
 	byOwner map[string]Resources
