@@ -43,3 +43,11 @@ type errNoNVML struct{}
 func (errNoNVML) Error() string {
 	return "the NVIDIA management library (libnvidia-ml.so.1) is not there"
 }
+
+// wrapNoNVML is ErrNoNVML with why.
+func wrapNoNVML(why string) error { return noNVMLBecause(why) }
+
+type noNVMLBecause string
+
+func (e noNVMLBecause) Error() string { return ErrNoNVML.Error() + ": " + string(e) }
+func (e noNVMLBecause) Unwrap() error { return ErrNoNVML }

@@ -20,6 +20,7 @@ import (
 	"github.com/coreos/go-systemd/v22/journal"
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/berthd/berth/probes"
 	"github.com/berthd/berth/supervisor"
 	"github.com/berthd/berth/supervisor/units"
 )
@@ -102,6 +103,10 @@ func runDaemon(c *cli, args []string) int {
 		UserJobs:  *userJobs, Group: *group, AdminGroup: *adminGroup,
 		Version:         version,
 		MetricsListener: metricsL,
+	}
+	if len(inv.GPUs) > 0 {
+		// What the cards hold now, through NVML where it is there.
+		cfg.Cards = probes.NVML()
 	}
 	if cfg.UserJobs != "" && os.Geteuid() != 0 {
 		// Only root can give each person a directory of their own and run
