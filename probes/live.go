@@ -28,6 +28,43 @@ type CardProcess struct {
 	MemoryBytes int64 // -1 when NVML cannot say
 }
 
+// SourceNVML says the cards were named from NVML: each card by its index,
+// and each MIG instance of a card in MIG mode by its UUID.
+const SourceNVML = "NVML"
+
+// WithNVML is the inventory as NVML shows the cards, when it counted them
+// itself (/dev): a card in MIG mode is not one card but its instances,
+// each named by its MIG UUID, which is how CUDA_VISIBLE_DEVICES takes
+// them; the others keep their index. The instances' card is remembered,
+// for its NUMA node. Cards the operator named (CUDA_VISIBLE_DEVICES,
+// --gpus) are left as named.
+func (inv Inventory) WithNVML(uses []CardUse) Inventory {
+	if inv.GPUSource != SourceDev || len(uses) == 0 {
+		return inv
+	}
+	out := inv
+	out.GPUs = nil
+	out.Topology.MIG = map[string]string{}
+	for i, name := range inv.GPUs {
+		var use *CardUse
+		for k := range uses {
+			if uses[k].Index == i {
+				use = &uses[k]
+			}
+		}
+		if use == nil || len(use.MIG) == 0 {
+			out.GPUs = append(out.GPUs, name)
+			continue
+		}
+		for _, m := range use.MIG {
+			out.GPUs = append(out.GPUs, m.UUID)
+			out.Topology.MIG[m.UUID] = use.PCI
+		}
+	}
+	out.GPUSource, out.CardsSeen = SourceNVML, len(out.GPUs)
+	return out
+}
+
 // CardReader reads what the cards hold now. ErrNoNVML (wrapped) says the
 // library is not there: the machine's cards are then known only as the
 // probes see them, and none is ever off.

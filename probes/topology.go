@@ -47,6 +47,9 @@ type Node struct {
 type Topology struct {
 	Nodes []Node
 	Cards []Card
+	// MIG maps a MIG instance's UUID to its card's bus location, where
+	// NVML told it (WithNVML); nil otherwise.
+	MIG map[string]string
 }
 
 // NodeOfCPU is the node core id belongs to; -1 when no node lists it.
@@ -64,6 +67,14 @@ func (t Topology) NodeOfCPU(id int) int {
 // "MIG-…" instance, or a name no card matches, is not found: which card
 // holds an instance takes NVML to tell.
 func (t Topology) CardNamed(name string) (Card, bool) {
+	if pci, ok := t.MIG[name]; ok {
+		for _, c := range t.Cards {
+			if c.PCI == pci {
+				return c, true
+			}
+		}
+		return Card{}, false
+	}
 	if strings.HasPrefix(name, "GPU-") {
 		for _, c := range t.Cards {
 			if c.UUID == name {

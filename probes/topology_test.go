@@ -140,3 +140,34 @@ func FuzzParseNUMANode(f *testing.F) {
 		}
 	})
 }
+
+// TestWithNVML: cards counted in /dev that NVML shows in MIG mode become
+// their instances, named by UUID and placed on their card's node; cards
+// the operator named are left as named.
+func TestWithNVML(t *testing.T) {
+	inv := Inventory{GPUs: indexNames(8), GPUSource: SourceDev, CardsSeen: 8, Topology: probeTopology("testdata/topology/eight-two-nodes")}
+	var uses []CardUse
+	for i, c := range inv.Topology.Cards {
+		u := CardUse{Index: i, UUID: c.UUID, PCI: c.PCI}
+		if i >= 6 {
+			u.MIG = []CardUse{{UUID: "MIG-" + strings.Repeat(string(rune('a'+i)), 2) + "-0"}, {UUID: "MIG-" + strings.Repeat(string(rune('a'+i)), 2) + "-1"}}
+		}
+		uses = append(uses, u)
+	}
+	got := inv.WithNVML(uses)
+	want := []string{"0", "1", "2", "3", "4", "5", "MIG-gg-0", "MIG-gg-1", "MIG-hh-0", "MIG-hh-1"}
+	if !slices.Equal(got.GPUs, want) || got.GPUSource != SourceNVML || got.CardsSeen != 10 {
+		t.Fatalf("cards %v from %s (%d seen); want %v", got.GPUs, got.GPUSource, got.CardsSeen, want)
+	}
+	if c, ok := got.Topology.CardNamed("MIG-hh-1"); !ok || c.PCI != inv.Topology.Cards[7].PCI || c.NUMANode != 1 {
+		t.Errorf("the instance's card: %+v, %v", c, ok)
+	}
+	if !slices.Equal(inv.GPUs, indexNames(8)) || inv.Topology.MIG != nil {
+		t.Error("WithNVML changed its receiver")
+	}
+	named := inv
+	named.GPUSource = SourceCUDAVisibleDevices
+	if got := named.WithNVML(uses); !slices.Equal(got.GPUs, inv.GPUs) {
+		t.Errorf("cards the operator named became %v", got.GPUs)
+	}
+}

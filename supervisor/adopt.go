@@ -74,10 +74,12 @@ func (d *Daemon) startUnit(j *job, run uint64, login map[string]string) (process
 // use them.
 var cardControlNodes = []string{"/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools", "/dev/nvidia-modeset"}
 
-// cardNodes are the device nodes a run granted cards may open: nil (no
-// device rule) on a machine without cards, or where the cards are named by
-// UUID or MIG name, whose nodes only NVML can tell (then every card stays
-// open to every job: the rule would be a guess).
+// cardNodes are the device nodes a run granted cards may open: each card's
+// /dev/nvidiaN, N its minor as the driver says it (probes' topology) or,
+// where the driver says nothing, the card's index. nil (no device rule)
+// on a machine without cards, or where a card is a MIG instance or a UUID
+// the driver does not describe (then every card stays open to every job:
+// the rule would be a guess).
 func (d *Daemon) cardNodes(granted []int) []string {
 	if len(d.cfg.Machine.GPUs) == 0 {
 		return nil
@@ -85,6 +87,13 @@ func (d *Daemon) cardNodes(granted []int) []string {
 	nodes := slices.Clone(cardControlNodes)
 	for _, i := range granted {
 		name := d.cfg.Machine.GPUs[i]
+		if _, mig := d.cfg.Machine.Topology.MIG[name]; mig {
+			return nil
+		}
+		if card, ok := d.cfg.Machine.Topology.CardNamed(name); ok && card.Minor >= 0 {
+			nodes = append(nodes, "/dev/nvidia"+strconv.Itoa(card.Minor))
+			continue
+		}
 		if _, err := strconv.Atoi(name); err != nil {
 			return nil
 		}

@@ -51,3 +51,22 @@ func TestDaemonNUMALocalCores(t *testing.T) {
 		t.Errorf("granted cores %v and cards %v; want [32 33] (node 1, the card's) and [5]", js.CPUIDs, js.GPUs)
 	}
 }
+
+// TestCardNodes: a unit's device rule names each card's own node, by the
+// minor the driver gives it, not by its place in bus order; a MIG
+// instance leaves every card open (no rule).
+func TestCardNodes(t *testing.T) {
+	d := &Daemon{cfg: Config{Machine: numaBox(t, "0,GPU-a1000006-1111-2222-3333-444455556666,MIG-x")}}
+	if got := d.cardNodes([]int{0, 1}); !slices.Equal(got[len(got)-2:], []string{"/dev/nvidia2", "/dev/nvidia4"}) {
+		t.Errorf("nodes %v; want the minors 2 and 4 (bus order 0 and 6)", got)
+	}
+	d.cfg.Machine.Topology.MIG = map[string]string{"MIG-x": "0000:b7:00.0"}
+	if got := d.cardNodes([]int{2}); got != nil {
+		t.Errorf("a MIG instance's rule: %v", got)
+	}
+	d.cfg.Machine = numaBox(t, "0")
+	d.cfg.Machine.Topology = probes.Topology{}
+	if got := d.cardNodes([]int{0}); got[len(got)-1] != "/dev/nvidia0" {
+		t.Errorf("without the driver's word, by index: %v", got)
+	}
+}

@@ -20,7 +20,6 @@ import (
 	"github.com/coreos/go-systemd/v22/journal"
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/berthd/berth/probes"
 	"github.com/berthd/berth/supervisor"
 	"github.com/berthd/berth/supervisor/units"
 )
@@ -104,9 +103,9 @@ func runDaemon(c *cli, args []string) int {
 		Version:         version,
 		MetricsListener: metricsL,
 	}
-	if len(inv.GPUs) > 0 {
+	if len(inv.GPUs) > 0 && c.cards != nil {
 		// What the cards hold now, through NVML where it is there.
-		cfg.Cards = probes.NVML()
+		cfg.Cards = c.cards
 	}
 	if cfg.UserJobs != "" && os.Geteuid() != 0 {
 		// Only root can give each person a directory of their own and run

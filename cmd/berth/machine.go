@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -33,6 +34,14 @@ func (c *cli) inventory(m *machineFlags) (probes.Inventory, error) {
 	// many there are; that is what the message asking for it promises.
 	if err != nil && !(errors.Is(err, probes.ErrCoresUnknown) && m.cpus.set) {
 		return probes.Inventory{}, err
+	}
+	if c.cards != nil && len(inv.GPUs) > 0 {
+		// NVML, where it is there, says what the cards hold, and which
+		// are in MIG mode: counted in /dev, their instances are the
+		// cards then.
+		if uses, err := c.cards.ReadCards(); err == nil {
+			inv, c.cardUse = inv.WithNVML(uses), uses
+		}
 	}
 	var o probes.Overrides
 	if m.cpus.set {
@@ -107,6 +116,16 @@ type cardJSON struct {
 	PCI       string `json:"pci"`
 	NUMANode  int    `json:"numa_node"`
 	LocalCPUs []int  `json:"local_cpus"`
+	// What it holds now, where NVML answered: its memory and the
+	// processes on it (memory_bytes -1 where NVML cannot say).
+	MemoryTotalBytes *int64        `json:"memory_total_bytes,omitempty"`
+	MemoryUsedBytes  *int64        `json:"memory_used_bytes,omitempty"`
+	Processes        []processJSON `json:"processes,omitempty"`
+}
+
+type processJSON struct {
+	PID         int   `json:"pid"`
+	MemoryBytes int64 `json:"memory_bytes"`
 }
 
 type nodeJSON struct {
@@ -144,13 +163,26 @@ func runMachine(c *cli, args []string) int {
 		out := machineJSON{CPUs: inv.CPUs, CPUIDs: inv.CPUIDs, GPUs: inv.GPUs, Hostname: inv.Hostname,
 			Cards: []cardJSON{}, NUMANodes: []nodeJSON{}}
 		for _, name := range inv.GPUs {
-			if card, ok := inv.Topology.CardNamed(name); ok {
-				cj := cardJSON{Name: name, Model: card.Model, UUID: card.UUID, PCI: card.PCI, NUMANode: card.NUMANode, LocalCPUs: card.LocalCPUs}
-				if cj.LocalCPUs == nil {
-					cj.LocalCPUs = []int{}
-				}
-				out.Cards = append(out.Cards, cj)
+			card, described := inv.Topology.CardNamed(name)
+			use, live := liveCard(c.cardUse, name)
+			if !described && !live {
+				continue
 			}
+			cj := cardJSON{Name: name, Model: cmp.Or(use.Model, card.Model), UUID: cmp.Or(use.UUID, card.UUID), PCI: cmp.Or(card.PCI, use.PCI),
+				NUMANode: -1, LocalCPUs: []int{}}
+			if described {
+				cj.NUMANode = card.NUMANode
+				if card.LocalCPUs != nil {
+					cj.LocalCPUs = card.LocalCPUs
+				}
+			}
+			if live {
+				cj.MemoryTotalBytes, cj.MemoryUsedBytes = &use.MemoryTotal, &use.MemoryUsed
+				for _, p := range use.Processes {
+					cj.Processes = append(cj.Processes, processJSON{PID: p.PID, MemoryBytes: p.MemoryBytes})
+				}
+			}
+			out.Cards = append(out.Cards, cj)
 		}
 		for _, n := range inv.Topology.Nodes {
 			out.NUMANodes = append(out.NUMANodes, nodeJSON{Node: n.ID, CPUs: n.CPUs})
@@ -166,7 +198,7 @@ func runMachine(c *cli, args []string) int {
 		}
 		return c.writeJSON(out)
 	}
-	printMachine(c.stdout, inv)
+	printMachine(c.stdout, inv, c.cardUse)
 	if held != nil {
 		fmt.Fprintln(c.stdout)
 		renderHolders(c.stdout, held.Machine, c.render(held.Now))

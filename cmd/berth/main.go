@@ -10,6 +10,8 @@ import (
 	"io"
 	"os"
 	"strings"
+
+	"github.com/berthd/berth/probes"
 )
 
 // Exit codes, as DESIGN.md fixes them.
@@ -34,6 +36,12 @@ type cli struct {
 	env            env
 	// root is the filesystem the machine is probed under: "/" except in tests.
 	root string
+	// cards reads what the cards hold (NVML); nil in tests, which probe
+	// fixture machines.
+	cards probes.CardReader
+	// cardUse is what cards answered when the inventory was probed; nil
+	// without it.
+	cardUse []probes.CardUse
 }
 
 type command struct {
@@ -127,7 +135,7 @@ func init() {
 }
 
 func main() {
-	c := &cli{stdout: os.Stdout, stderr: os.Stderr, env: processEnv(), root: "/"}
+	c := &cli{stdout: os.Stdout, stderr: os.Stderr, env: processEnv(), root: "/", cards: probes.NVML()}
 	os.Exit(c.main(os.Args[1:]))
 }
 

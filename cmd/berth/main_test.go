@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"cmp"
 	"encoding/json"
+	"fmt"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/berthd/berth/probes"
 	"github.com/berthd/berth/supervisor/testkit"
 )
 
@@ -254,5 +256,54 @@ func TestMachineNUMA(t *testing.T) {
 	}
 	if len(m.NUMANodes) != 2 || m.NUMANodes[1].Node != 1 || len(m.NUMANodes[1].CPUs) != 64 {
 		t.Errorf("nodes %+v", m.NUMANodes)
+	}
+}
+
+// fixedCards is a CardReader with a fixed answer.
+type fixedCards []probes.CardUse
+
+func (f fixedCards) ReadCards() ([]probes.CardUse, error) { return f, nil }
+
+// TestMachineNVML: the 8-card box with MIG on two cards, as NVML shows it:
+// the cards counted in /dev that are in MIG mode are their instances, on
+// their card's node; each card says its memory in use and its processes.
+func TestMachineNVML(t *testing.T) {
+	const root = "../../probes/testdata/topology/eight-two-nodes"
+	topo, _ := probes.Probe(root, nil)
+	var uses fixedCards
+	for i, c := range topo.Topology.Cards {
+		u := probes.CardUse{Index: i, UUID: c.UUID, Model: c.Model, PCI: c.PCI, MemoryTotal: 80 << 30, MemoryUsed: 1 << 30}
+		switch i {
+		case 1:
+			u.MemoryUsed = 22 << 30
+			u.Processes = []probes.CardProcess{{PID: 4242, MemoryBytes: 21 << 30}, {PID: 4243, MemoryBytes: -1}}
+		case 6, 7:
+			for k := range 2 {
+				u.MIG = append(u.MIG, probes.CardUse{Index: k, UUID: fmt.Sprintf("MIG-%d-%d", i, k), Model: "NVIDIA A100-SXM4-80GB MIG 3g.40gb",
+					PCI: c.PCI, MemoryTotal: 40 << 30, MemoryUsed: 2 << 30})
+			}
+		}
+		uses = append(uses, u)
+	}
+	run := func(args ...string) string {
+		var out, errOut bytes.Buffer
+		c := &cli{stdout: &out, stderr: &errOut, root: root, cards: uses,
+			env: env{lookup: func(string) (string, bool) { return "", false }, uid: 1000, home: "/home/someone"}}
+		if code := c.main(append(args, "--cpus", "8", "--socket", filepath.Join(t.TempDir(), "none.sock"))); code != exitOK {
+			t.Fatalf("exit %d: %s", code, errOut.String())
+		}
+		return out.String()
+	}
+	testkit.Golden(t, "testdata/machine-nvml.golden", []byte(run("machine")))
+	var m machineJSON
+	if err := json.Unmarshal([]byte(run("machine", "--json")), &m); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"0", "1", "2", "3", "4", "5", "MIG-6-0", "MIG-6-1", "MIG-7-0", "MIG-7-1"}; !slices.Equal(m.GPUs, want) {
+		t.Fatalf("cards %v, want %v", m.GPUs, want)
+	}
+	if len(m.Cards) != 10 || m.Cards[1].MemoryUsedBytes == nil || *m.Cards[1].MemoryUsedBytes != 22<<30 || len(m.Cards[1].Processes) != 2 ||
+		m.Cards[9].UUID != "MIG-7-1" || m.Cards[9].NUMANode != 1 || *m.Cards[9].MemoryTotalBytes != 40<<30 {
+		t.Errorf("cards %+v", m.Cards)
 	}
 }

@@ -59,7 +59,10 @@ func renderHolders(w io.Writer, m supervisor.MachineStatus, o renderOptions) {
 
 // printMachine is the first part of `berth machine`: what this machine has,
 // as probed and overridden. renderHolders adds what a daemon has handed out.
-func printMachine(w io.Writer, inv probes.Inventory) {
+//
+// uses, where NVML answered, is what the cards hold now: each card's line
+// says its memory in use, and the processes on it follow.
+func printMachine(w io.Writer, inv probes.Inventory, uses []probes.CardUse) {
 	host := inv.Hostname
 	if host == "" {
 		host = "(unknown)"
@@ -76,7 +79,19 @@ func printMachine(w io.Writer, inv probes.Inventory) {
 			width = max(width, len(name))
 		}
 		for i, name := range inv.GPUs {
-			fmt.Fprintf(w, "  card %d  %-*s%s\n", i, width, name, describeCard(inv.Topology, name))
+			use, live := liveCard(uses, name)
+			line := describeCard(inv.Topology, name)
+			if live {
+				line += fmt.Sprintf("  memory %s/%s used", accounting.FormatSize(use.MemoryUsed), accounting.FormatSize(use.MemoryTotal))
+			}
+			fmt.Fprintf(w, "  card %d  %-*s%s\n", i, width, name, line)
+			for _, p := range use.Processes {
+				held := "memory unknown"
+				if p.MemoryBytes >= 0 {
+					held = accounting.FormatSize(p.MemoryBytes)
+				}
+				fmt.Fprintf(w, "    pid %d  %s\n", p.PID, held)
+			}
 		}
 	}
 	if inv.RAM.Known {
@@ -84,6 +99,29 @@ func printMachine(w io.Writer, inv probes.Inventory) {
 	} else {
 		fmt.Fprintln(w, "memory  unknown (not accounted: jobs' ram is not checked; give --ram SIZE to account it)")
 	}
+}
+
+// liveCard is what NVML says card name holds: the card of that UUID or
+// MIG UUID, or the card of that index (NVML's, in bus order).
+func liveCard(uses []probes.CardUse, name string) (probes.CardUse, bool) {
+	for _, u := range uses {
+		if u.UUID == name {
+			return u, true
+		}
+		for _, m := range u.MIG {
+			if m.UUID == name {
+				return m, true
+			}
+		}
+	}
+	if i, err := strconv.Atoi(name); err == nil {
+		for _, u := range uses {
+			if u.Index == i {
+				return u, true
+			}
+		}
+	}
+	return probes.CardUse{}, false
 }
 
 // describeCard is what the driver says of the card name means: its model,
@@ -125,6 +163,8 @@ func gpuSource(inv probes.Inventory) string {
 		return " (from /dev/nvidia*)"
 	case probes.SourceOverride:
 		return " (from --gpus)"
+	case probes.SourceNVML:
+		return " (from /dev/nvidia* and NVML: a card in MIG mode is its instances)"
 	}
 	return ""
 }
