@@ -55,12 +55,21 @@ type cardState struct {
 func (d *Daemon) watchCards(ctx context.Context) {
 	t := time.NewTicker(cardsEvery)
 	defer t.Stop()
+	said := ""
 	for {
-		if err := d.readCards(); errors.Is(err, probes.ErrNoNVML) {
+		err := d.readCards()
+		switch {
+		case errors.Is(err, probes.ErrNoNVML):
 			d.log.Info("cards are known only as probed: no live view of what they hold", "reason", err)
 			return
-		} else if err != nil {
+		case err != nil && err.Error() != said:
+			// Said once until it changes: a driver in a bad state fails
+			// every read alike.
 			d.log.Warn("cannot read what the cards hold; keeping the last view", "error", err)
+			said = err.Error()
+		case err == nil && said != "":
+			d.log.Info("the cards can be read again")
+			said = ""
 		}
 		select {
 		case <-ctx.Done():
