@@ -314,3 +314,18 @@ func TestArrayQueuesAsOneJob(t *testing.T) {
 		t.Errorf("ran in the order %v, want %v", got, want)
 	}
 }
+
+// TestArrayInvalid: an array whose definition cannot run says why on its
+// line, as a job would.
+func TestArrayInvalid(t *testing.T) {
+	d, _ := runDaemon(t, `job "sweep" { cmd = "true", flavor = "nope", array = 3 }
+job "huge" { cmd = "true", cpus = 64, array = 2 }`, nil)
+	js := waitJob(t, d, "sweep", "invalid", func(js JobStatus) bool { return js.State == "invalid" })
+	if !strings.Contains(js.Why, `flavor "nope" does not exist`) || js.Array.Counts["invalid"] != 3 {
+		t.Errorf("sweep: why %q, counts %v", js.Why, js.Array.Counts)
+	}
+	js = waitJob(t, d, "huge", "unplaceable", func(js JobStatus) bool { return js.State == "unplaceable" })
+	if !strings.Contains(js.Why, "64") || js.Array.Counts["unplaceable"] != 2 {
+		t.Errorf("huge: why %q, counts %v", js.Why, js.Array.Counts)
+	}
+}

@@ -365,8 +365,19 @@ func arrayStatus(a *array, members []JobStatus) JobStatus {
 	if out.State != store.StateWaiting.String() {
 		out.After = nil
 	}
-	if out.State == store.StateFailed.String() {
+	switch out.State {
+	case store.StateFailed.String():
 		out.Why = MsgArrayFailed(c.byState[store.StateFailed], c.size, a.name)
+	case store.StateInvalid.String(), store.StateUnplaceable.String():
+		// Every index is as the definition makes it: the first one's why
+		// is the array's (a flavor that does not exist, a size that fits
+		// no machine).
+		for _, m := range members {
+			if m.State == out.State && m.Why != "" {
+				out.Why = m.Why
+				break
+			}
+		}
 	}
 	return out
 }
