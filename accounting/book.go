@@ -82,9 +82,11 @@ func (b *Book) takeKeeping(req Request, now time.Time, keep Resources) (Grant, b
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	avail := b.free()
-	avail.CPUs -= keep.CPUs
-	avail.GPUs -= keep.GPUs
-	avail.RAMBytes -= keep.RAMBytes
+	// What the head keeps is never more than is free: a card turned off
+	// since the placer planned must not refuse jobs that ask for none.
+	avail.CPUs -= min(keep.CPUs, avail.CPUs)
+	avail.GPUs -= min(keep.GPUs, avail.GPUs)
+	avail.RAMBytes -= min(keep.RAMBytes, max(avail.RAMBytes, 0))
 	if !req.fitsIn(avail, b.capacity.RAMKnown) {
 		return Grant{}, false
 	}

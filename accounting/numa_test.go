@@ -116,3 +116,13 @@ func TestBookCardsOff(t *testing.T) {
 		t.Errorf("nothing came back, yet %d releases", released)
 	}
 }
+
+// TestKeepOverFree: a reservation planned before a card went off keeps no
+// more than is free: a job that asks for no card is still placed.
+func TestKeepOverFree(t *testing.T) {
+	b := NewBook(machine(4, 2, 0), nil)
+	b.SetOff([]int{1})
+	if _, ok := b.takeKeeping(ask("cpu-only", 1, 0, 0), epoch, Resources{GPUs: 2}); !ok {
+		t.Error("a job asking for no card was refused for a card that went off")
+	}
+}

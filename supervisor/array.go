@@ -152,6 +152,9 @@ func (a *array) post(m jobMessage, wants func(jobView) bool) {
 func (a *array) request(i int) bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	if a.members[i] == nil {
+		return false // forgotten (the range lost it): it is stopping
+	}
 	delete(a.pending, i)
 	if a.slots[i] && (!a.hasQueued || a.queued == i) {
 		// Let in already (its word still on its way), or queueing again
@@ -243,6 +246,9 @@ func (a *array) sync(j *job, st store.State, since time.Time, end lastEnd, inLin
 func (a *array) placed(i int) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	if a.members[i] == nil {
+		return
+	}
 	if a.hasQueued && a.queued == i {
 		a.hasQueued = false
 	}

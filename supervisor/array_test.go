@@ -329,3 +329,35 @@ job "huge" { cmd = "true", cpus = 64, array = 2 }`, nil)
 		t.Errorf("huge: why %q, counts %v", js.Why, js.Array.Counts)
 	}
 }
+
+// TestArrayForgottenRequest: an index the range lost that still reads its
+// word to go takes no place, and the gate stays free for the others.
+func TestArrayForgottenRequest(t *testing.T) {
+	m := newGateModel(t, 3, 1)
+	gone := m.a.members[3]
+	m.a.forget(3)
+	if m.a.request(3) {
+		t.Fatal("a forgotten index was let in")
+	}
+	m.a.placed(3)
+	m.a.sync(gone, store.StateStopped, time.Time{}, lastEnd{}, false, false)
+	for range 3 {
+		for i := 1; i <= 2; i++ {
+			m.read(i)
+			m.place(i)
+			if m.state[i] == store.StateRunning {
+				m.rest(i, store.StateDone)
+			}
+		}
+	}
+	for i := 1; i <= 2; i++ {
+		m.read(i)
+		m.place(i)
+		if m.state[i] == store.StateRunning {
+			m.rest(i, store.StateDone)
+		}
+	}
+	if m.state[1] != store.StateDone || m.state[2] != store.StateDone {
+		t.Errorf("indices left %v %v; slots %v, queued %d/%v", m.state[1], m.state[2], m.a.slots, m.a.queued, m.a.hasQueued)
+	}
+}

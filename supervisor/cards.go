@@ -102,8 +102,11 @@ func (d *Daemon) readCards() error {
 			if d.isBerths(p.PID) {
 				continue
 			}
-			f := ForeignUse{PID: p.PID, MemoryBytes: p.MemoryBytes}
 			comm, uid := runner.Describe(p.PID)
+			if comm == "" && uid < 0 {
+				continue // ended since the driver answered
+			}
+			f := ForeignUse{PID: p.PID, MemoryBytes: p.MemoryBytes}
 			f.Command, f.User = comm, userName(uid)
 			st.Foreign = append(st.Foreign, f)
 			if p.MemoryBytes > foreignLimit {

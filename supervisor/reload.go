@@ -739,13 +739,19 @@ func (d *Daemon) declareArray(def *luaapi.Job, invalid string, first bool, set *
 		}
 	}
 	diffs := map[*luaapi.Job]defDiff{}
+	var fresh []int
 	for i := def.Array.From; i <= def.Array.To; i++ {
 		name := memberName(def.Name, i)
 		seen[name] = true
 		j := d.declare(name, def, invalid, first, set, res, born, diffs, a, i)
 		if n := len(*born); n > 0 && (*born)[n-1] == j && j.life.state == 0 {
-			a.expect(i)
+			fresh = append(fresh, i)
 		}
+	}
+	// In line only once every index has joined: the runs taken back
+	// after a restart hold their places before a new index is let in.
+	for _, i := range fresh {
+		a.expect(i)
 	}
 	a.mu.Lock()
 	a.admitNext()
