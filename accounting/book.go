@@ -114,20 +114,25 @@ func (b *Book) takeKeeping(req Request, now time.Time, keep Resources) (Grant, b
 		b.freeGPUs -= req.GPUs
 	}
 	if req.CPUs > 0 {
-		g.CPUIDs = make([]int, 0, req.CPUs)
-		// The cores on the cards' nodes, lowest first, then any.
+		// The cores on the cards' nodes, lowest first, then any; the
+		// grant lists them in the books' order, which Give walks.
+		slots := make([]int, 0, req.CPUs)
 		for pass := range 2 {
-			for i := 0; i < len(b.cpuFree) && len(g.CPUIDs) < req.CPUs; i++ {
+			for i := 0; i < len(b.cpuFree) && len(slots) < req.CPUs; i++ {
 				if b.cpuFree[i] && (pass == 1 || len(near) == 0 || slices.Contains(near, b.cpuNode(i))) {
 					b.cpuFree[i] = false
-					g.CPUIDs = append(g.CPUIDs, b.capacity.CPUIDs[i])
+					slots = append(slots, i)
 				}
 			}
 			if len(near) == 0 {
 				break
 			}
 		}
-		slices.Sort(g.CPUIDs)
+		slices.Sort(slots)
+		g.CPUIDs = make([]int, len(slots))
+		for k, i := range slots {
+			g.CPUIDs[k] = b.capacity.CPUIDs[i]
+		}
 		b.freeCPUs -= req.CPUs
 	}
 	if b.capacity.RAMKnown {

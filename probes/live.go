@@ -1,5 +1,10 @@
 package probes
 
+import (
+	"strconv"
+	"strings"
+)
+
 // What the cards hold now, as the driver's management library (NVML) says
 // it: asked again every few seconds, since processes berth did not start
 // come and go. The daemon takes it through a CardReader; tests give it
@@ -63,6 +68,44 @@ func (inv Inventory) WithNVML(uses []CardUse) Inventory {
 	}
 	out.GPUSource, out.CardsSeen = SourceNVML, len(out.GPUs)
 	return out
+}
+
+// UseOf finds card name among what NVML reported: a "GPU-…" or "MIG-…"
+// name by its UUID; an index through the driver's bus location (t) where
+// it describes the card, else as NVML's index (both count in PCI bus
+// order).
+func UseOf(uses []CardUse, t Topology, name string) (CardUse, bool) {
+	if strings.HasPrefix(name, "GPU-") || strings.HasPrefix(name, "MIG-") {
+		for _, u := range uses {
+			if u.UUID == name {
+				return u, true
+			}
+			for _, m := range u.MIG {
+				if m.UUID == name {
+					return m, true
+				}
+			}
+		}
+		return CardUse{}, false
+	}
+	if card, ok := t.CardNamed(name); ok {
+		for _, u := range uses {
+			if u.PCI == card.PCI {
+				return u, true
+			}
+		}
+		return CardUse{}, false
+	}
+	n, err := strconv.Atoi(name)
+	if err != nil {
+		return CardUse{}, false
+	}
+	for _, u := range uses {
+		if u.Index == n {
+			return u, true
+		}
+	}
+	return CardUse{}, false
 }
 
 // CardReader reads what the cards hold now. ErrNoNVML (wrapped) says the

@@ -61,8 +61,6 @@ type array struct {
 	last lastEnd
 	// was is the array's state as a whole when since was set.
 	was store.State
-	// told is what the dependants were last told of.
-	told toldKey
 
 	// The gate. slots are the indices that hold a place; queued, when
 	// hasQueued, the one in the placer's queue. asking are those that wait
@@ -75,6 +73,12 @@ type array struct {
 	asking    map[int]bool
 	order     indexHeap
 	pending   map[int]bool
+
+	// tellMu serialises tell, from looking at the array to noting what
+	// the dependants were told (told): two indices publishing at once
+	// must not leave an older picture noted.
+	tellMu sync.Mutex
+	told   toldKey
 }
 
 func newArray(def *luaapi.Job) *array {
@@ -413,10 +417,10 @@ func arrayRecord(records []string) string {
 // tell says whether the array changed for its dependants since they were
 // last told (its state or its done record), and notes that they are.
 func (a *array) tell() bool {
+	a.tellMu.Lock()
+	defer a.tellMu.Unlock()
 	v := a.view()
 	now := toldKey{state: v.State, doneFP: v.DoneFP}
-	a.mu.Lock()
-	defer a.mu.Unlock()
 	if now == a.told {
 		return false
 	}

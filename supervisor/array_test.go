@@ -361,3 +361,47 @@ func TestArrayForgottenRequest(t *testing.T) {
 		t.Errorf("indices left %v %v; slots %v, queued %d/%v", m.state[1], m.state[2], m.a.slots, m.a.queued, m.a.hasQueued)
 	}
 }
+
+// TestJobBecomesArray: a job turned into an array of the same name is
+// removed (its run stopped), and the array stands alone on the line; an
+// array turned back into a job likewise. A removed array is said removed.
+func TestJobBecomesArray(t *testing.T) {
+	d, dir := runDaemon(t, `job "sweep" { cmd = "sleep 1000", cpus = 0 }`, nil)
+	waitJob(t, d, "sweep", "running", func(js JobStatus) bool { return js.State == "running" && js.Array == nil })
+	write := func(src string) ReloadResult {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(dir, "jobs.lua"), []byte(src), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		res, err := d.Reload(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	lines := func() int {
+		n := 0
+		for _, j := range d.Status().Jobs {
+			if j.Name == "sweep" {
+				n++
+			}
+		}
+		return n
+	}
+	res := write(`job "sweep" { cmd = "true", cpus = 0, array = 2 }`)
+	if !slices.Contains(res.Removed, "sweep") || !slices.Contains(res.Added, "sweep") {
+		t.Errorf("job to array: %+v", res)
+	}
+	waitJob(t, d, "sweep", "an array, done", func(js JobStatus) bool { return js.Array != nil && js.State == "done" })
+	if n := lines(); n != 1 {
+		t.Errorf("%d lines named sweep", n)
+	}
+	res = write(`job "sweep" { cmd = "sleep 1000", cpus = 0 }`)
+	if !slices.Contains(res.Removed, "sweep") || slices.ContainsFunc(res.Removed, func(n string) bool { return strings.Contains(n, "[") }) {
+		t.Errorf("array to job: %+v", res)
+	}
+	waitJob(t, d, "sweep", "a job again, running", func(js JobStatus) bool { return js.Array == nil && js.State == "running" })
+	if n := lines(); n != 1 {
+		t.Errorf("%d lines named sweep", n)
+	}
+}

@@ -6,7 +6,6 @@ import (
 	"os/user"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/berthd/berth/probes"
@@ -89,7 +88,7 @@ func (d *Daemon) readCards() error {
 	states := make([]cardState, len(d.cfg.Machine.GPUs))
 	var off []int
 	for i, name := range d.cfg.Machine.GPUs {
-		use, ok := d.cardUse(uses, i, name)
+		use, ok := probes.UseOf(uses, d.cfg.Machine.Topology, name)
 		if !ok {
 			continue
 		}
@@ -139,44 +138,6 @@ func (d *Daemon) readCards() error {
 
 func sameCardState(a, b cardState) bool {
 	return a.Off == b.Off && a.MemoryUsed == b.MemoryUsed && slices.Equal(a.Foreign, b.Foreign)
-}
-
-// cardUse finds the daemon's card i, named name, among what the driver
-// reported: a "GPU-…" or "MIG-…" name by its UUID, an index through the
-// driver's bus location (probes' topology) or, without one, as NVML's
-// index (both count in PCI bus order).
-func (d *Daemon) cardUse(uses []probes.CardUse, i int, name string) (probes.CardUse, bool) {
-	if strings.HasPrefix(name, "GPU-") || strings.HasPrefix(name, "MIG-") {
-		for _, u := range uses {
-			if u.UUID == name {
-				return u, true
-			}
-			for _, m := range u.MIG {
-				if m.UUID == name {
-					return m, true
-				}
-			}
-		}
-		return probes.CardUse{}, false
-	}
-	if card, ok := d.cfg.Machine.Topology.CardNamed(name); ok {
-		for _, u := range uses {
-			if u.PCI == card.PCI {
-				return u, true
-			}
-		}
-		return probes.CardUse{}, false
-	}
-	n, err := strconv.Atoi(name)
-	if err != nil {
-		return probes.CardUse{}, false
-	}
-	for _, u := range uses {
-		if u.Index == n {
-			return u, true
-		}
-	}
-	return probes.CardUse{}, false
 }
 
 // isBerths says whether process pid is a run of this berth's: every

@@ -551,7 +551,10 @@ func (d *Daemon) apply(set *luaapi.Set, first bool) ReloadResult {
 		problems[p.Name] = p.Error()
 	}
 	var unaccounted int64
-	seen := map[string]bool{}
+	// seen are the jobs of the set, an array's indices included, and
+	// arrays the arrays: a name that turns from a job into an array (or
+	// back) is the old one's removal.
+	seen, arrays := map[string]bool{}, map[string]bool{}
 	// born are the jobs new in this set; their goroutines start once the
 	// graph of the set is in force, so that their first wait looks at
 	// their parents in it.
@@ -563,7 +566,6 @@ func (d *Daemon) apply(set *luaapi.Set, first bool) ReloadResult {
 	d.applyQuotas(set)
 	for i := range set.Jobs {
 		def := &set.Jobs[i]
-		seen[def.Name] = true
 		invalid := problems[def.Name]
 		if invalid == "" && (def.User != "" || def.Group != "") {
 			if _, _, err := jobCredentials(def.User, def.Group); err != nil {
@@ -581,9 +583,11 @@ func (d *Daemon) apply(set *luaapi.Set, first bool) ReloadResult {
 			}
 		}
 		if def.Array != nil {
+			arrays[def.Name] = true
 			d.declareArray(def, invalid, first, set, &res, seen, &born)
 			continue
 		}
+		seen[def.Name] = true
 		d.declare(def.Name, def, invalid, first, set, &res, &born, diffs, nil, 0)
 	}
 	for name, j := range d.draining {
@@ -601,22 +605,19 @@ func (d *Daemon) apply(set *luaapi.Set, first bool) ReloadResult {
 			if j.arr != nil {
 				j.arr.forget(j.index)
 			}
-			if j.arr == nil || !seen[j.arr.name] {
-				// An array's indices are one job to the reader: the
-				// array is removed, or shrank (changed).
+			if j.arr == nil {
+				// An array's indices are one job to the reader: its
+				// removal is the array's, below; a shrink, a change.
 				res.Removed = append(res.Removed, name)
 			}
 		}
 	}
 	for name := range d.arrays {
-		if !seen[name] {
+		if !arrays[name] {
 			delete(d.arrays, name)
+			res.Removed = append(res.Removed, name)
 		}
 	}
-	res.Removed = slices.DeleteFunc(res.Removed, func(n string) bool {
-		_, _, member := splitMember(n)
-		return member
-	})
 	d.unaccounted.Store(unaccounted)
 	d.set = set
 	if g := d.buildDeps(set); g != nil || d.deps.Load() != nil {

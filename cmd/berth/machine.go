@@ -164,7 +164,7 @@ func runMachine(c *cli, args []string) int {
 			Cards: []cardJSON{}, NUMANodes: []nodeJSON{}}
 		for _, name := range inv.GPUs {
 			card, described := inv.Topology.CardNamed(name)
-			use, live := liveCard(c.cardUse, name)
+			use, live := probes.UseOf(c.cardUse, inv.Topology, name)
 			if !described && !live {
 				continue
 			}

@@ -79,7 +79,7 @@ func printMachine(w io.Writer, inv probes.Inventory, uses []probes.CardUse) {
 			width = max(width, len(name))
 		}
 		for i, name := range inv.GPUs {
-			use, live := liveCard(uses, name)
+			use, live := probes.UseOf(uses, inv.Topology, name)
 			line := describeCard(inv.Topology, name)
 			if live {
 				line += fmt.Sprintf("  memory %s/%s used", accounting.FormatSize(use.MemoryUsed), accounting.FormatSize(use.MemoryTotal))
@@ -99,29 +99,6 @@ func printMachine(w io.Writer, inv probes.Inventory, uses []probes.CardUse) {
 	} else {
 		fmt.Fprintln(w, "memory  unknown (not accounted: jobs' ram is not checked; give --ram SIZE to account it)")
 	}
-}
-
-// liveCard is what NVML says card name holds: the card of that UUID or
-// MIG UUID, or the card of that index (NVML's, in bus order).
-func liveCard(uses []probes.CardUse, name string) (probes.CardUse, bool) {
-	for _, u := range uses {
-		if u.UUID == name {
-			return u, true
-		}
-		for _, m := range u.MIG {
-			if m.UUID == name {
-				return m, true
-			}
-		}
-	}
-	if i, err := strconv.Atoi(name); err == nil {
-		for _, u := range uses {
-			if u.Index == i {
-				return u, true
-			}
-		}
-	}
-	return probes.CardUse{}, false
 }
 
 // describeCard is what the driver says of the card name means: its model,
