@@ -153,11 +153,15 @@ func Eval(path string, src []byte, opts Options) *File {
 		case <-tick.C:
 			switch {
 			case ctx.Err() != nil:
+			case time.Since(wallStart) >= WallFactor*budget:
+				// Looked at first: when both bounds have passed, the
+				// file had at most a tenth of a core, and what CPU time
+				// the process spent meanwhile was more the runtime's
+				// and this guard's than the file's.
+				stop(errWallSpent)
+				abandon.Reset(grace)
 			case processCPUTime()-cpuStart >= budget:
 				stop(errBudgetSpent)
-				abandon.Reset(grace)
-			case time.Since(wallStart) >= WallFactor*budget:
-				stop(errWallSpent)
 				abandon.Reset(grace)
 			default:
 				if overHeap(baseline, heapLimit, &collected) {
