@@ -23,15 +23,25 @@ type Book struct {
 	// cpuFree[i] says whether capacity.CPUIDs[i] is free; lowest first.
 	cpuFree  []bool
 	freeCPUs int
-	// gpuHolder[i] is the ID of the grant holding card i, 0 when free.
+	// gpuHolder[i] is the ID of the grant holding card i whole, 0 when
+	// none does.
 	gpuHolder []uint64
-	freeGPUs  int
-	// gpuOff[i] says card i may not be granted now (a process berth did
-	// not start uses it): a free card that is off does not count as free.
-	gpuOff  []bool
-	freeRAM int64
-	grants  map[uint64]Grant
-	nextID  uint64
+	// gpuBooked[i] is the card memory that shares (GPUMemBytes) booked on
+	// card i: a card with any booked is not granted whole.
+	gpuBooked []int64
+	// wholeFree counts the cards neither held whole nor booked, off or
+	// not.
+	wholeFree int
+	// gpuOff[i] says card i may not be granted whole now (a process berth
+	// did not start uses it): a free card that is off does not count as
+	// free. gpuOutside[i] is the memory in use on card i that no share
+	// booked (processes berth did not start, runs beyond their share),
+	// which a share may not be given. Both are the live view (SetCards).
+	gpuOff     []bool
+	gpuOutside []int64
+	freeRAM    int64
+	grants     map[uint64]Grant
+	nextID     uint64
 	// byOwner is what each owner's grants hold together; "" is the
 	// administrators' jobs. An owner holding nothing has no entry.
 	byOwner map[string]Resources
@@ -43,17 +53,20 @@ func NewBook(c Capacity, onRelease func()) *Book {
 	c.CPUIDs = append([]int(nil), c.CPUIDs...)
 	c.CPUNodes = slices.Clone(c.CPUNodes)
 	c.GPUNodes = slices.Clone(c.GPUNodes)
+	c.GPUMem = slices.Clone(c.GPUMem)
 	b := &Book{
-		capacity:  c,
-		onRelease: onRelease,
-		cpuFree:   make([]bool, len(c.CPUIDs)),
-		freeCPUs:  len(c.CPUIDs),
-		gpuHolder: make([]uint64, c.GPUs),
-		gpuOff:    make([]bool, c.GPUs),
-		freeGPUs:  c.GPUs,
-		freeRAM:   c.RAMBytes,
-		grants:    make(map[uint64]Grant),
-		byOwner:   make(map[string]Resources),
+		capacity:   c,
+		onRelease:  onRelease,
+		cpuFree:    make([]bool, len(c.CPUIDs)),
+		freeCPUs:   len(c.CPUIDs),
+		gpuHolder:  make([]uint64, c.GPUs),
+		gpuBooked:  make([]int64, c.GPUs),
+		wholeFree:  c.GPUs,
+		gpuOff:     make([]bool, c.GPUs),
+		gpuOutside: make([]int64, c.GPUs),
+		freeRAM:    c.RAMBytes,
+		grants:     make(map[uint64]Grant),
+		byOwner:    make(map[string]Resources),
 	}
 	for i := range b.cpuFree {
 		b.cpuFree[i] = true
@@ -71,14 +84,27 @@ func (b *Book) Fits(r Resources) bool { return b.capacity.holds(r) }
 
 // TryTake grants req now if it is free, or reports false. now is when the
 // grant starts; with a Limit it fixes the grant's Until. Cores and cards are
-// chosen lowest free first, so grants are predictable and easy to read.
+// chosen lowest free first, so grants are predictable and easy to read; a
+// share goes to the card it fills best.
 func (b *Book) TryTake(req Request, now time.Time) (Grant, bool) {
-	return b.takeKeeping(req, now, Resources{})
+	return b.takeKeeping(req, now, holdBack{})
+}
+
+// holdBack is what the head of the Placer's queue keeps of what is free:
+// cores, whole cards and memory, and for a head that asks a share,
+// GPUMemBytes of card Card (nothing of any card when GPUMemBytes is 0).
+type holdBack struct {
+	Resources
+	Card int
+	// Emptying are cards shared now whose shares all end before the head
+	// can start, and which it then takes whole: no share is booked on
+	// them meanwhile, or the head's start would move.
+	Emptying []int
 }
 
 // takeKeeping grants req if it fits in what is free less keep, the part held
 // back for the head of the Placer's queue.
-func (b *Book) takeKeeping(req Request, now time.Time, keep Resources) (Grant, bool) {
+func (b *Book) takeKeeping(req Request, now time.Time, keep holdBack) (Grant, bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	avail := b.free()
@@ -87,8 +113,22 @@ func (b *Book) takeKeeping(req Request, now time.Time, keep Resources) (Grant, b
 	avail.CPUs -= min(keep.CPUs, avail.CPUs)
 	avail.GPUs -= min(keep.GPUs, avail.GPUs)
 	avail.RAMBytes -= min(keep.RAMBytes, max(avail.RAMBytes, 0))
+	keptCard := -1
+	if keep.GPUMemBytes > 0 {
+		keptCard = keep.Card
+		if b.untouched(keptCard) {
+			// A card the head waits to share is no one's whole.
+			avail.GPUs = max(0, avail.GPUs-1)
+		}
+	}
 	if !req.fitsIn(avail, b.capacity.RAMKnown) {
 		return Grant{}, false
+	}
+	shareOn := -1
+	if req.Shares() {
+		if shareOn = b.chooseShare(req.GPUMemBytes, keep, avail.GPUs); shareOn < 0 {
+			return Grant{}, false
+		}
 	}
 	b.nextID++
 	g := Grant{
@@ -102,16 +142,18 @@ func (b *Book) takeKeeping(req Request, now time.Time, keep Resources) (Grant, b
 		g.Until = now.Add(req.Limit)
 	}
 	// Cards first: the cores follow them to their nodes.
+	switch {
+	case req.GPUs > 0:
+		g.GPUs = b.chooseCards(req.GPUs, func(i int) bool { return b.untouched(i) && !b.gpuOff[i] && i != keptCard })
+	case shareOn >= 0:
+		g.GPUs, g.GPUMemBytes = []int{shareOn}, req.GPUMemBytes
+	}
 	var near []int
-	if req.GPUs > 0 {
-		g.GPUs = b.chooseCards(req.GPUs)
-		for _, i := range g.GPUs {
-			b.gpuHolder[i] = g.ID
-			if n := b.gpuNode(i); n >= 0 && !slices.Contains(near, n) {
-				near = append(near, n)
-			}
+	for _, i := range g.GPUs {
+		b.takeCard(g, i)
+		if n := b.gpuNode(i); n >= 0 && !slices.Contains(near, n) {
+			near = append(near, n)
 		}
-		b.freeGPUs -= req.GPUs
 	}
 	if req.CPUs > 0 {
 		// The cores on the cards' nodes, lowest first, then any; the
@@ -142,16 +184,71 @@ func (b *Book) takeKeeping(req Request, now time.Time, keep Resources) (Grant, b
 	return g, true
 }
 
-// chooseCards picks n free cards, lowest first; where the topology is
-// known, all on one node if any node has n free, the node with the most
-// free cores of those (the lowest on a tie). The caller holds b.mu and has
-// checked that n are free.
-func (b *Book) chooseCards(n int) []int {
+// untouched says card i is neither held whole nor booked by a share. The
+// caller holds b.mu.
+func (b *Book) untouched(i int) bool { return b.gpuHolder[i] == 0 && b.gpuBooked[i] == 0 }
+
+// shareRoom is the memory card i has for a share now: its memory less
+// what shares booked and what is in use outside them; 0 on a card held
+// whole or whose memory is unknown. The caller holds b.mu.
+func (b *Book) shareRoom(i int) int64 {
+	mem := b.capacity.cardMem(i)
+	if b.gpuHolder[i] != 0 || mem <= 0 {
+		return 0
+	}
+	return max(0, mem-b.gpuBooked[i]-b.gpuOutside[i])
+}
+
+// chooseShare picks the card for a share of n bytes, or -1: of the cards
+// already shared (or in use outside berth), the one it fills best, so that
+// untouched cards stay whole for the jobs that ask whole cards; else an
+// untouched one, as a one-card grant would be chosen, when a whole card
+// may be spent (wholeAvail, what is free less what the head keeps). keep
+// is the head's. The caller holds b.mu.
+func (b *Book) chooseShare(n int64, keep holdBack, wholeAvail int) int {
+	best, bestRoom := -1, int64(0)
+	for i := range b.gpuHolder {
+		if b.untouched(i) && !b.gpuOff[i] || slices.Contains(keep.Emptying, i) {
+			continue // for the second pass, or kept
+		}
+		room := b.shareRoom(i)
+		if keep.GPUMemBytes > 0 && i == keep.Card {
+			room -= keep.GPUMemBytes
+		}
+		if room >= n && (best < 0 || room < bestRoom) {
+			best, bestRoom = i, room
+		}
+	}
+	if best >= 0 {
+		return best
+	}
+	fits := func(i int) bool {
+		if !b.untouched(i) || b.gpuOff[i] {
+			return false
+		}
+		room := b.shareRoom(i)
+		if keep.GPUMemBytes > 0 && i == keep.Card {
+			// Already kept from the whole jobs: no whole card is spent.
+			return room-keep.GPUMemBytes >= n
+		}
+		return wholeAvail > 0 && room >= n
+	}
+	if cards := b.chooseCards(1, fits); len(cards) == 1 {
+		return cards[0]
+	}
+	return -1
+}
+
+// chooseCards picks n of the cards that may be given (eligible), lowest
+// first; where the topology is known, all on one node if any node has n
+// of them, the node with the most free cores of those (the lowest on a
+// tie). Fewer than n when fewer are eligible. The caller holds b.mu.
+func (b *Book) chooseCards(n int, eligible func(int) bool) []int {
 	node := -1
 	if b.capacity.GPUNodes != nil {
 		freeCards, freeCores := map[int]int{}, map[int]int{}
-		for i, holder := range b.gpuHolder {
-			if holder == 0 && !b.gpuOff[i] && b.gpuNode(i) >= 0 {
+		for i := range b.gpuHolder {
+			if eligible(i) && b.gpuNode(i) >= 0 {
 				freeCards[b.gpuNode(i)]++
 			}
 		}
@@ -168,7 +265,7 @@ func (b *Book) chooseCards(n int) []int {
 	}
 	out := make([]int, 0, n)
 	for i := 0; i < len(b.gpuHolder) && len(out) < n; i++ {
-		if b.gpuHolder[i] == 0 && !b.gpuOff[i] && (node < 0 || b.gpuNode(i) == node) {
+		if eligible(i) && (node < 0 || b.gpuNode(i) == node) {
 			out = append(out, i)
 		}
 	}
@@ -205,16 +302,19 @@ func (b *Book) Held(owner string) Resources {
 }
 
 // Restore takes back exactly what a run that outlived a previous daemon
-// holds: those cores, those cards and that memory, for holder (of owner),
-// ending by until (zero when unbounded). It is for the daemon's start,
-// before anything is placed; a part that is not free or not on this
-// machine (its capacity was changed meanwhile) fails the whole call and
-// takes nothing.
-func (b *Book) Restore(holder, owner string, cpuIDs, gpus []int, ramBytes int64, until time.Time) (Grant, error) {
+// holds: g's cores, cards (whole, or the share of its one card that
+// g.GPUMemBytes says) and memory, for g.Holder of g.Owner, ending by
+// g.Until (zero when unbounded); g's ID is not kept. It is for the
+// daemon's start, before anything is placed; a part that is not free or not
+// on this machine (its capacity was changed meanwhile) fails the whole call
+// and takes nothing. A share on a card whose memory is not known now is
+// taken back all the same: the run holds it, whatever the books know.
+func (b *Book) Restore(g Grant) (Grant, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	want := make(map[int]bool, len(cpuIDs))
-	for _, id := range cpuIDs {
+	holder := g.Holder
+	want := make(map[int]bool, len(g.CPUIDs))
+	for _, id := range g.CPUIDs {
 		want[id] = true
 	}
 	var slots []int
@@ -227,36 +327,57 @@ func (b *Book) Restore(holder, owner string, cpuIDs, gpus []int, ramBytes int64,
 		}
 	}
 	if len(slots) != len(want) {
-		return Grant{}, fmt.Errorf("restore %s's grant: cores %v are not all among this machine's %v", holder, cpuIDs, b.capacity.CPUIDs)
+		return Grant{}, fmt.Errorf("restore %s's grant: cores %v are not all among this machine's %v", holder, g.CPUIDs, b.capacity.CPUIDs)
 	}
-	for _, card := range gpus {
-		if card < 0 || card >= len(b.gpuHolder) {
+	share := g.GPUMemBytes > 0
+	if share && len(g.GPUs) != 1 {
+		return Grant{}, fmt.Errorf("restore %s's grant: a share of a card names %d cards", holder, len(g.GPUs))
+	}
+	for _, card := range g.GPUs {
+		switch {
+		case card < 0 || card >= len(b.gpuHolder):
 			return Grant{}, fmt.Errorf("restore %s's grant: card %d is not on this machine (it has %d)", holder, card, len(b.gpuHolder))
-		}
-		if b.gpuHolder[card] != 0 {
+		case b.gpuHolder[card] != 0:
 			return Grant{}, fmt.Errorf("restore %s's grant: card %d is held by another grant", holder, card)
+		case !share && b.gpuBooked[card] > 0:
+			return Grant{}, fmt.Errorf("restore %s's grant: card %d is shared by other grants", holder, card)
+		case share && b.capacity.cardMem(card) > 0 && b.gpuBooked[card]+g.GPUMemBytes > b.capacity.cardMem(card):
+			return Grant{}, fmt.Errorf("restore %s's grant: %s of card %d asked, %s of its %s not booked", holder,
+				FormatSize(g.GPUMemBytes), card, FormatSize(b.capacity.cardMem(card)-b.gpuBooked[card]), FormatSize(b.capacity.cardMem(card)))
 		}
 	}
-	if b.capacity.RAMKnown && ramBytes > b.freeRAM {
-		return Grant{}, fmt.Errorf("restore %s's grant: %s of memory asked, %s free", holder, FormatSize(ramBytes), FormatSize(b.freeRAM))
+	if b.capacity.RAMKnown && g.RAMBytes > b.freeRAM {
+		return Grant{}, fmt.Errorf("restore %s's grant: %s of memory asked, %s free", holder, FormatSize(g.RAMBytes), FormatSize(b.freeRAM))
 	}
 	b.nextID++
-	g := Grant{ID: b.nextID, Machine: b.capacity.Name, Holder: holder, Owner: owner, RAMBytes: ramBytes, Until: until}
+	out := Grant{ID: b.nextID, Machine: b.capacity.Name, Holder: holder, Owner: g.Owner, RAMBytes: g.RAMBytes,
+		GPUMemBytes: g.GPUMemBytes, Until: g.Until, GPUs: slices.Clone(g.GPUs)}
 	for _, i := range slots {
 		b.cpuFree[i] = false
-		g.CPUIDs = append(g.CPUIDs, b.capacity.CPUIDs[i])
+		out.CPUIDs = append(out.CPUIDs, b.capacity.CPUIDs[i])
 	}
 	b.freeCPUs -= len(slots)
-	for _, card := range gpus {
+	for _, card := range out.GPUs {
+		b.takeCard(out, card)
+	}
+	if b.capacity.RAMKnown {
+		b.freeRAM -= out.RAMBytes
+	}
+	b.hold(out)
+	return out, nil
+}
+
+// takeCard marks card as g's: held whole, or booked by g's share. The
+// caller holds b.mu and has checked that it may.
+func (b *Book) takeCard(g Grant, card int) {
+	if b.untouched(card) {
+		b.wholeFree--
+	}
+	if g.GPUMemBytes > 0 {
+		b.gpuBooked[card] += g.GPUMemBytes
+	} else {
 		b.gpuHolder[card] = g.ID
 	}
-	g.GPUs = append([]int(nil), gpus...)
-	b.freeGPUs -= len(gpus)
-	if b.capacity.RAMKnown {
-		b.freeRAM -= ramBytes
-	}
-	b.hold(g)
-	return g, nil
 }
 
 // Give returns what a grant held, whatever ended the run. Giving back a grant
@@ -269,11 +390,7 @@ func (b *Book) Give(g Grant) error {
 		return ErrUnknownGrant
 	}
 	delete(b.grants, g.ID)
-	left := b.byOwner[held.Owner]
-	left.CPUs -= len(held.CPUIDs)
-	left.GPUs -= len(held.GPUs)
-	left.RAMBytes -= held.RAMBytes
-	if left == (Resources{}) {
+	if left := b.byOwner[held.Owner].minus(held.Resources()); left == (Resources{}) {
 		delete(b.byOwner, held.Owner)
 	} else {
 		b.byOwner[held.Owner] = left
@@ -287,9 +404,15 @@ func (b *Book) Give(g Grant) error {
 	}
 	b.freeCPUs += len(held.CPUIDs)
 	for _, card := range held.GPUs {
-		b.gpuHolder[card] = 0
+		if held.GPUMemBytes > 0 {
+			b.gpuBooked[card] -= held.GPUMemBytes
+		} else {
+			b.gpuHolder[card] = 0
+		}
+		if b.untouched(card) {
+			b.wholeFree++
+		}
 	}
-	b.freeGPUs += len(held.GPUs)
 	if b.capacity.RAMKnown {
 		b.freeRAM += held.RAMBytes
 	}
@@ -301,32 +424,50 @@ func (b *Book) Give(g Grant) error {
 	return nil
 }
 
-// free is what may be granted now: not granted, and no card that is off.
-// The caller holds b.mu.
+// free is what may be granted now: cores, memory, the whole cards neither
+// held, booked nor off, and as GPUMemBytes the most one card has for a
+// share. The caller holds b.mu.
 func (b *Book) free() Resources {
-	gpus := b.freeGPUs
+	r := Resources{CPUs: b.freeCPUs, GPUs: b.wholeFree, RAMBytes: b.freeRAM}
 	for i, off := range b.gpuOff {
-		if off && b.gpuHolder[i] == 0 {
-			gpus--
+		if off && b.untouched(i) {
+			r.GPUs--
 		}
+		r.GPUMemBytes = max(r.GPUMemBytes, b.shareRoom(i))
 	}
-	return Resources{CPUs: b.freeCPUs, GPUs: gpus, RAMBytes: b.freeRAM}
+	return r
 }
 
-// SetOff says which cards may not be granted now, whatever the books hold:
-// those a process berth did not start uses. A card held by a grant stays
-// held. When a card comes back on, what waits is placed again (as after a
-// Give).
-func (b *Book) SetOff(cards []int) {
+// CardLive is what is on a card now that the books did not grant, as the
+// driver last said.
+type CardLive struct {
+	// Off: a process berth did not start uses the card; it is not granted
+	// whole meanwhile (one granted stays granted).
+	Off bool
+	// OutsideBytes is the card memory in use that no share booked: what
+	// processes berth did not start hold, and what runs hold beyond their
+	// share. A share is given only what is left beside it.
+	OutsideBytes int64
+}
+
+// SetCards says what is on each card now beyond the books, by index (a
+// card not in live has nothing). Whatever changed, what waits is placed
+// again (as after a Give): a card back on or memory freed may let a job
+// start, and a card gone off moves the head's expected start.
+func (b *Book) SetCards(live []CardLive) {
 	b.mu.Lock()
-	back := false
+	changed := false
 	for i := range b.gpuOff {
-		off := slices.Contains(cards, i)
-		back = back || b.gpuOff[i] && !off
-		b.gpuOff[i] = off
+		var l CardLive
+		if i < len(live) {
+			l = live[i]
+		}
+		l.OutsideBytes = max(0, l.OutsideBytes)
+		changed = changed || b.gpuOff[i] != l.Off || b.gpuOutside[i] != l.OutsideBytes
+		b.gpuOff[i], b.gpuOutside[i] = l.Off, l.OutsideBytes
 	}
 	b.mu.Unlock()
-	if back && b.onRelease != nil {
+	if changed && b.onRelease != nil {
 		b.onRelease()
 	}
 }
@@ -335,11 +476,16 @@ func (b *Book) SetOff(cards []int) {
 type Snapshot struct {
 	Capacity Capacity
 	Free     Resources
-	// CardHolders[i] is the holder of card i, "" when free.
+	// CardHolders[i] is the holder of card i whole, "" when none.
 	CardHolders []string
-	// CardsOff[i] says card i may not be granted now (SetOff).
+	// CardsOff[i] says card i may not be granted whole now (SetCards).
 	CardsOff []bool
-	// Grants are the outstanding grants, by ID.
+	// CardBooked[i] is what shares booked of card i, and CardRoom[i] what
+	// it has left for one (its memory less that, and less what is in use
+	// outside the books).
+	CardBooked []int64
+	CardRoom   []int64
+	// Grants are the outstanding grants, by ID; a share's name its card.
 	Grants []Grant
 }
 
@@ -352,12 +498,15 @@ func (b *Book) Snapshot() Snapshot {
 		Free:        b.free(),
 		CardHolders: make([]string, len(b.gpuHolder)),
 		CardsOff:    slices.Clone(b.gpuOff),
+		CardBooked:  slices.Clone(b.gpuBooked),
+		CardRoom:    make([]int64, len(b.gpuHolder)),
 		Grants:      make([]Grant, 0, len(b.grants)),
 	}
 	for i, id := range b.gpuHolder {
 		if id != 0 {
 			s.CardHolders[i] = b.grants[id].Holder
 		}
+		s.CardRoom[i] = b.shareRoom(i)
 	}
 	for _, g := range b.grants {
 		s.Grants = append(s.Grants, g)
@@ -368,24 +517,47 @@ func (b *Book) Snapshot() Snapshot {
 
 // bound is a running grant that will certainly have ended by until (Unix
 // nanoseconds): what the Placer needs to know of it to plan, and no more.
-// Kept free of pointers, since a plan is made at every release.
 type bound struct {
 	until int64
 	r     Resources
+	// cards are the grant's cards (its own list, never written): which
+	// cards its end frees, or whose memory.
+	cards []int
 }
 
-// planningState returns what is free now and the bounded grants, soonest end
-// first: what the Placer needs to work out when the head of its queue can
-// start. The caller holds the Placer's mutex; this takes the Book's.
-func (b *Book) planningState() (Resources, []bound) {
+// plan is a Book's state as the Placer plans the head's start: what is
+// free now, each card's state, and the bounded grants, soonest end first.
+type plan struct {
+	free  Resources
+	ends  []bound
+	cards []cardPlan
+}
+
+// cardPlan is one card as a plan sees it.
+type cardPlan struct {
+	held, off bool  // held whole; off for whole grants
+	booked    int64 // by shares
+	outside   int64 // in use outside the books
+	mem       int64 // its memory, 0 where unknown
+}
+
+// planningState fills st (reusing its lists, so that a decision allocates
+// nothing) with what the Placer needs to work out when the head of its
+// queue can start. The caller holds the Placer's mutex; this takes the
+// Book's.
+func (b *Book) planningState(st *plan) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	var ends []bound
+	st.free = b.free()
+	st.ends, st.cards = st.ends[:0], st.cards[:0]
+	for i, id := range b.gpuHolder {
+		st.cards = append(st.cards, cardPlan{held: id != 0, off: b.gpuOff[i], booked: b.gpuBooked[i],
+			outside: b.gpuOutside[i], mem: b.capacity.cardMem(i)})
+	}
 	for _, g := range b.grants {
 		if !g.Until.IsZero() {
-			ends = append(ends, bound{until: g.Until.UnixNano(), r: g.Resources()})
+			st.ends = append(st.ends, bound{until: g.Until.UnixNano(), r: g.Resources(), cards: g.GPUs})
 		}
 	}
-	slices.SortFunc(ends, func(a, b bound) int { return cmp.Compare(a.until, b.until) })
-	return b.free(), ends
+	slices.SortFunc(st.ends, func(a, b bound) int { return cmp.Compare(a.until, b.until) })
 }

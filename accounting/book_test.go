@@ -182,11 +182,15 @@ func TestBookReleaseOutsideLock(t *testing.T) {
 }
 
 // checkConsistent fails unless a snapshot adds up: free plus everything
-// granted is the capacity, and no core or card is in two grants.
+// granted is the capacity, no core is in two grants, no card is held whole
+// by two or both held whole and shared, and what shares booked of a card
+// is what its shares asked, within its memory.
 func checkConsistent(t *testing.T, s Snapshot) {
 	t.Helper()
 	sum := s.Free
+	sum.GPUMemBytes = 0
 	cores, cards := map[int]uint64{}, map[int]uint64{}
+	booked := make([]int64, len(s.CardHolders))
 	for _, g := range s.Grants {
 		sum = sum.plus(g.Resources())
 		for _, c := range g.CPUIDs {
@@ -196,6 +200,10 @@ func checkConsistent(t *testing.T, s Snapshot) {
 			cores[c] = g.ID
 		}
 		for _, c := range g.GPUs {
+			if g.GPUMemBytes > 0 {
+				booked[c] += g.GPUMemBytes
+				continue
+			}
 			if other, dup := cards[c]; dup {
 				t.Errorf("card %d is in grants %d and %d", c, other, g.ID)
 			}
@@ -203,6 +211,21 @@ func checkConsistent(t *testing.T, s Snapshot) {
 			if s.CardHolders[c] != g.Holder {
 				t.Errorf("card %d shows holder %q, granted to %q", c, s.CardHolders[c], g.Holder)
 			}
+		}
+	}
+	for c := range s.CardHolders {
+		switch {
+		case booked[c] != s.CardBooked[c]:
+			t.Errorf("card %d: shares asked %d bytes, the books say %d booked", c, booked[c], s.CardBooked[c])
+		case booked[c] > 0 && s.CardHolders[c] != "":
+			t.Errorf("card %d is held whole by %q and shared", c, s.CardHolders[c])
+		case booked[c] > 0:
+			sum.GPUs++ // a shared card is no whole card
+			if m := s.Capacity.cardMem(c); m > 0 && booked[c] > m {
+				t.Errorf("card %d: %d bytes booked of its %d", c, booked[c], m)
+			}
+		case s.CardsOff[c] && s.CardHolders[c] == "":
+			sum.GPUs++ // off, and counted free by no one
 		}
 	}
 	c := s.Capacity
@@ -275,7 +298,7 @@ func BenchmarkTakeGive(b *testing.B) {
 
 func TestRestoreTakesExactlyWhatARunHolds(t *testing.T) {
 	b := NewBook(Capacity{Name: "local", CPUIDs: []int{0, 2, 4, 6}, GPUs: 2, RAMBytes: 8 << 30, RAMKnown: true}, nil)
-	g, err := b.Restore("train", "alice", []int{6, 2}, []int{1}, 2<<30, time.Time{})
+	g, err := b.Restore(Grant{Holder: "train", Owner: "alice", CPUIDs: []int{6, 2}, GPUs: []int{1}, RAMBytes: 2 << 30})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -297,14 +320,14 @@ func TestRestoreTakesExactlyWhatARunHolds(t *testing.T) {
 		{nil, []int{1}, 0}, // held
 		{nil, nil, 1},      // no memory left
 	} {
-		if _, err := b.Restore("bad", "", bad.cpus, bad.gpus, bad.ram, time.Time{}); err == nil {
+		if _, err := b.Restore(Grant{Holder: "bad", CPUIDs: bad.cpus, GPUs: bad.gpus, RAMBytes: bad.ram}); err == nil {
 			t.Errorf("restore %+v succeeded", bad)
 		}
 	}
 	if err := b.Give(g); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.Restore("again", "", []int{2, 6}, []int{1}, 2<<30, time.Time{}); err != nil {
+	if _, err := b.Restore(Grant{Holder: "again", CPUIDs: []int{2, 6}, GPUs: []int{1}, RAMBytes: 2 << 30}); err != nil {
 		t.Errorf("after Give: %v", err)
 	}
 }

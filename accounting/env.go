@@ -1,6 +1,7 @@
 package accounting
 
 import (
+	"math"
 	"strconv"
 	"strings"
 )
@@ -23,9 +24,19 @@ var ThreadVars = []string{
 	"BLIS_NUM_THREADS",
 }
 
+// ShareVars are set for a run given a share of a card (Grant.GPUMemBytes),
+// so that the frameworks that would take the whole card at start take no
+// more than the share: JAX preallocates XLA_PYTHON_CLIENT_MEM_FRACTION of
+// the card (the share's part of the card's memory, rounded down to a
+// thousandth), TensorFlow with TF_FORCE_GPU_ALLOW_GROWTH allocates as it
+// needs instead of mapping nearly all of it. PyTorch allocates as it needs
+// already; it has no variable for a bound, and reads BERTH_GPU_MEM from a
+// script (torch.cuda.set_per_process_memory_fraction).
+var ShareVars = []string{"XLA_PYTHON_CLIENT_MEM_FRACTION", "TF_FORCE_GPU_ALLOW_GROWTH"}
+
 // ReservedPrefix starts the names of the variables berth sets on every run
-// (BERTH_JOB, BERTH_RUN, BERTH_CPUS, BERTH_GPUS, BERTH_ARRAY_INDEX,
-// BERTH_ARRAY_SIZE, and the supervisor's
+// (BERTH_JOB, BERTH_RUN, BERTH_CPUS, BERTH_GPUS, BERTH_GPU_MEM for a share,
+// BERTH_ARRAY_INDEX, BERTH_ARRAY_SIZE, and the supervisor's
 // BERTH_INSTANCE). They are how berth finds a run's processes, those that
 // left its process group included, so a job may not set any name with
 // this prefix: the loader refuses it, and Env writes berth's own last.
@@ -58,6 +69,9 @@ type EnvInput struct {
 	// operator gave none of them to berth (--gpus 0), and a job must not
 	// see them either.
 	HasCards bool
+	// CardMem is each card's memory in bytes, by index (0 where unknown):
+	// a share's part of its card.
+	CardMem []int64
 	// Declared is the job's own env; it wins over everything but the
 	// variables named with ReservedPrefix, which are berth's.
 	Declared map[string]string
@@ -109,6 +123,13 @@ func Env(in EnvInput) map[string]string {
 	if len(in.Cards) > 0 || in.HasCards {
 		env["CUDA_VISIBLE_DEVICES"] = strings.Join(cards, ",")
 	}
+	share := !in.Unaccounted && in.Grant.GPUMemBytes > 0 && len(in.Grant.GPUs) == 1
+	if share {
+		if c := in.Grant.GPUs[0]; c < len(in.CardMem) && in.CardMem[c] > 0 {
+			env["XLA_PYTHON_CLIENT_MEM_FRACTION"] = memFraction(in.Grant.GPUMemBytes, in.CardMem[c])
+		}
+		env["TF_FORCE_GPU_ALLOW_GROWTH"] = "true"
+	}
 
 	for k, v := range in.Declared {
 		if !strings.HasPrefix(k, ReservedPrefix) {
@@ -120,6 +141,9 @@ func Env(in EnvInput) map[string]string {
 	env["BERTH_RUN"] = in.Run
 	env["BERTH_CPUS"] = strconv.Itoa(cpus)
 	env["BERTH_GPUS"] = strings.Join(cards, ",")
+	if share {
+		env["BERTH_GPU_MEM"] = strconv.FormatInt(in.Grant.GPUMemBytes, 10)
+	}
 	if in.Array != nil {
 		env["BERTH_ARRAY_INDEX"] = strconv.Itoa(in.Array.Index)
 		env["BERTH_ARRAY_SIZE"] = strconv.Itoa(in.Array.Size)
@@ -131,6 +155,14 @@ func Env(in EnvInput) map[string]string {
 type ArrayIndex struct {
 	Index int
 	Size  int
+}
+
+// memFraction is share's part of a card of mem bytes, rounded down to a
+// thousandth (a framework told more would take more than the share), and
+// at least a thousandth.
+func memFraction(share, mem int64) string {
+	f := math.Floor(float64(share)/float64(mem)*1000) / 1000
+	return strconv.FormatFloat(max(0.001, min(1, f)), 'f', -1, 64)
 }
 
 func cardName(cards []string, index int) string {

@@ -38,6 +38,18 @@ func TestEnv(t *testing.T) {
 		in:   EnvInput{Job: "j", Run: "1", Grant: Grant{CPUIDs: []int{2}, GPUs: []int{0}}, Cards: []string{"2", "3"}},
 		want: with(threads("1"), "CUDA_VISIBLE_DEVICES", "2", "BERTH_JOB", "j", "BERTH_RUN", "1", "BERTH_CPUS", "1", "BERTH_GPUS", "2"),
 	}, {
+		name: "a share of a card: its card, and the frameworks told their part",
+		in: EnvInput{Job: "j", Run: "4", Grant: Grant{CPUIDs: []int{2}, GPUs: []int{1}, GPUMemBytes: 10 * GiB},
+			Cards: []string{"0", "1"}, CardMem: []int64{80 * GiB, 80 * GiB}},
+		want: with(threads("1"), "CUDA_VISIBLE_DEVICES", "1", "XLA_PYTHON_CLIENT_MEM_FRACTION", "0.125", "TF_FORCE_GPU_ALLOW_GROWTH", "true",
+			"BERTH_JOB", "j", "BERTH_RUN", "4", "BERTH_CPUS", "1", "BERTH_GPUS", "1", "BERTH_GPU_MEM", "10737418240"),
+	}, {
+		name: "a share's fraction is rounded down, and its env wins",
+		in: EnvInput{Job: "j", Run: "4", Grant: Grant{CPUIDs: []int{2}, GPUs: []int{0}, GPUMemBytes: 20 * GiB},
+			Cards: []string{"MIG-x"}, CardMem: []int64{78 * GiB}, Declared: map[string]string{"TF_FORCE_GPU_ALLOW_GROWTH": "false"}},
+		want: with(threads("1"), "CUDA_VISIBLE_DEVICES", "MIG-x", "XLA_PYTHON_CLIENT_MEM_FRACTION", "0.256", "TF_FORCE_GPU_ALLOW_GROWTH", "false",
+			"BERTH_JOB", "j", "BERTH_RUN", "4", "BERTH_CPUS", "1", "BERTH_GPUS", "MIG-x", "BERTH_GPU_MEM", "21474836480"),
+	}, {
 		name: "no card asked on a machine with cards sees none",
 		in:   EnvInput{Job: "prep", Run: "2", Grant: Grant{CPUIDs: []int{2, 3}}, Cards: []string{"0", "1"}},
 		want: with(threads("2"), "CUDA_VISIBLE_DEVICES", "", "BERTH_JOB", "prep", "BERTH_RUN", "2", "BERTH_CPUS", "2", "BERTH_GPUS", ""),

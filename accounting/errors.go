@@ -110,6 +110,23 @@ func (e *UnplaceableError) Error() string {
 		has := FormatSize(e.Largest.RAMBytes)
 		short = append(short, part{FormatSize(e.Asked.RAMBytes) + " of memory", has + " of memory", has})
 	}
+	if e.Asked.Shares() && e.Asked.GPUMemBytes > e.Largest.LargestCardMem() {
+		asked := FormatSize(e.Asked.GPUMemBytes) + " of one GPU's memory"
+		switch most := e.Largest.LargestCardMem(); {
+		case e.Largest.GPUs == 0:
+			short = append(short, part{asked, "no GPU", "no GPU"})
+		case most == 0:
+			// Not short: unknown. Said apart, with what tells berth.
+			unknown := "GPUs whose memory berth does not know (it reads it through NVML, libnvidia-ml; or give --gpu-mem SIZE)"
+			short = append(short, part{asked, unknown, unknown})
+		default:
+			has := FormatSize(most)
+			short = append(short, part{asked, "GPUs of at most " + has, "GPUs of at most " + has})
+		}
+	}
+	if e.Asked.Shares() && e.Asked.GPUs > 0 {
+		return "asks for whole GPUs and a share of one (gpus and gpu_mem); ask for one or the other"
+	}
 	switch len(short) {
 	case 0:
 		return "asks for more than any machine has"
@@ -137,6 +154,9 @@ func (e *UnplaceableError) quotaError() string {
 	}
 	if q.RAMBytes >= 0 && e.Asked.RAMBytes > q.RAMBytes {
 		asked, allows = append(asked, FormatSize(e.Asked.RAMBytes)+" of memory"), append(allows, FormatSize(q.RAMBytes))
+	}
+	if q.GPUMemBytes >= 0 && e.Asked.GPUMemBytes > q.GPUMemBytes {
+		asked, allows = append(asked, FormatSize(e.Asked.GPUMemBytes)+" of GPU memory"), append(allows, FormatSize(q.GPUMemBytes))
 	}
 	return fmt.Sprintf("asks for %s; %s's quota allows %s", andList(asked), e.Owner, andList(allows))
 }

@@ -89,7 +89,7 @@ func TestBookCardsOff(t *testing.T) {
 	released := 0
 	b := NewBook(machine(8, 4, 0), func() { released++ })
 	held, _ := b.TryTake(ask("a", 1, 1, 0), epoch) // card 0
-	b.SetOff([]int{0, 1})
+	b.SetCards(off(4, 0, 1))
 	if s := b.Snapshot(); s.Free.GPUs != 2 || !slices.Equal(s.CardsOff, []bool{true, true, false, false}) {
 		t.Fatalf("free %d cards, off %v", s.Free.GPUs, s.CardsOff)
 	}
@@ -107,22 +107,36 @@ func TestBookCardsOff(t *testing.T) {
 		t.Errorf("card 0, given back while off, counts as free")
 	}
 	released = 0
-	b.SetOff([]int{1})
+	b.SetCards(off(4, 1))
 	if released != 1 || b.Snapshot().Free.GPUs != 1 {
 		t.Errorf("card 0 back on: %d releases, %d free", released, b.Snapshot().Free.GPUs)
 	}
-	b.SetOff([]int{1})
+	b.SetCards(off(4, 1))
 	if released != 1 {
-		t.Errorf("nothing came back, yet %d releases", released)
+		t.Errorf("nothing changed, yet %d releases", released)
 	}
+	// A card going off moves the head's plan: the placer looks again.
+	b.SetCards(off(4, 1, 2))
+	if released != 2 {
+		t.Errorf("card 2 went off: %d releases, want 2", released)
+	}
+}
+
+// off is the live view of n cards of which those listed are off.
+func off(n int, cards ...int) []CardLive {
+	live := make([]CardLive, n)
+	for _, c := range cards {
+		live[c].Off = true
+	}
+	return live
 }
 
 // TestKeepOverFree: a reservation planned before a card went off keeps no
 // more than is free: a job that asks for no card is still placed.
 func TestKeepOverFree(t *testing.T) {
 	b := NewBook(machine(4, 2, 0), nil)
-	b.SetOff([]int{1})
-	if _, ok := b.takeKeeping(ask("cpu-only", 1, 0, 0), epoch, Resources{GPUs: 2}); !ok {
+	b.SetCards(off(2, 1))
+	if _, ok := b.takeKeeping(ask("cpu-only", 1, 0, 0), epoch, holdBack{Resources: Resources{GPUs: 2}}); !ok {
 		t.Error("a job asking for no card was refused for a card that went off")
 	}
 }

@@ -1,6 +1,7 @@
 package accounting
 
 import (
+	"cmp"
 	"container/heap"
 	"context"
 	"slices"
@@ -60,6 +61,10 @@ type Placer struct {
 	held map[string]Resources
 	// ownedShapes counts the shape queues of owners' waiters.
 	ownedShapes int
+	// planned and played are a decision's scratch (planAround), kept so
+	// that deciding allocates nothing.
+	planned plan
+	played  []cardPlan
 }
 
 // fairShare reports whether owners' jobs wait, so that what each owner
@@ -421,20 +426,19 @@ func (p *Placer) before(a, b *waiter) bool {
 	return a.before(b)
 }
 
-// compareHeld orders holdings for fair share: fewer cards, then fewer
-// cores, then less memory.
+// compareHeld orders holdings for fair share: fewer cards, then less card
+// memory in shares, then fewer cores, then less memory.
 func compareHeld(a, b Resources) int {
-	switch {
-	case a.GPUs != b.GPUs:
+	if a.GPUs != b.GPUs {
 		return a.GPUs - b.GPUs
-	case a.CPUs != b.CPUs:
-		return a.CPUs - b.CPUs
-	case a.RAMBytes < b.RAMBytes:
-		return -1
-	case a.RAMBytes > b.RAMBytes:
-		return 1
 	}
-	return 0
+	if c := cmp.Compare(a.GPUMemBytes, b.GPUMemBytes); c != 0 {
+		return c
+	}
+	if a.CPUs != b.CPUs {
+		return a.CPUs - b.CPUs
+	}
+	return cmp.Compare(a.RAMBytes, b.RAMBytes)
 }
 
 // quotaAllows says whether w's owner may take what it asks now. The
@@ -447,7 +451,7 @@ func (p *Placer) quotaAllows(w *waiter) bool {
 type headPlan struct {
 	w     *waiter
 	book  *Book     // where the head will start
-	keep  Resources // what it holds back there
+	keep  holdBack  // what it holds back there
 	at    time.Time // its earliest start, when known
 	known bool
 }
@@ -558,10 +562,12 @@ func (p *Placer) planAround(head *waiter, now time.Time) {
 		if !b.Fits(head.req.Resources) {
 			continue
 		}
-		free, bounded := b.planningState()
-		at, known := earliestStart(head.req.Resources, free, bounded, now, b.capacity.RAMKnown)
-		if plan.book == nil || known && (!plan.known || at.Before(plan.at)) {
-			plan = headPlan{w: head, book: b, keep: heldBack(head.req.Resources, free), at: at, known: known}
+		st := &p.planned
+		b.planningState(st)
+		p.played = append(p.played[:0], st.cards...)
+		start := st.earliestStart(head.req.Resources, now, b.capacity.RAMKnown, p.played)
+		if plan.book == nil || start.known && (!plan.known || start.at.Before(plan.at)) {
+			plan = headPlan{w: head, book: b, keep: st.heldBack(head.req.Resources, start), at: start.at, known: start.known}
 		}
 	}
 	p.head = plan
@@ -587,7 +593,7 @@ func (p *Placer) planAround(head *waiter, now time.Time) {
 func (p *Placer) grantAround(w *waiter, now time.Time, plan headPlan) bool {
 	backfill := plan.known && w.req.Limit > 0 && !now.Add(w.req.Limit).After(plan.at)
 	for _, b := range p.books {
-		var keep Resources
+		var keep holdBack
 		if b == plan.book && !backfill {
 			keep = plan.keep
 		}
@@ -599,17 +605,92 @@ func (p *Placer) grantAround(w *waiter, now time.Time, plan headPlan) bool {
 	return false
 }
 
-// earliestStart is when r could start on a machine with free resources now,
-// if every bounded grant ends at its Until and no unbounded one ends at all.
-func earliestStart(r, free Resources, ends []bound, now time.Time, countRAM bool) (time.Time, bool) {
-	avail := free
-	for _, e := range ends {
-		avail = avail.plus(e.r)
-		if r.fitsIn(avail, countRAM) {
-			return later(now, time.Unix(0, e.until)), true
+// start is when the head could start, as a plan works it out.
+type start struct {
+	at    time.Time
+	known bool
+	// card, for a share, is the card it would start on; -1 otherwise.
+	card int
+	// emptied, for whole cards, are the cards shared now and whole by
+	// then, which it would take.
+	emptied []int
+}
+
+// earliestStart is when r could start, if every bounded grant ends at its
+// Until and no unbounded one ends at all. The grants' ends are played card
+// by card, on cards (a copy of st.cards, which it changes): a card held
+// whole is free for a share once its holder ends, and free whole once the
+// last share on it has.
+func (st *plan) earliestStart(r Resources, now time.Time, countRAM bool, cards []cardPlan) start {
+	avail := st.free
+	for _, e := range st.ends {
+		avail.CPUs += e.r.CPUs
+		avail.RAMBytes += e.r.RAMBytes
+		for _, c := range e.cards {
+			if e.r.GPUMemBytes > 0 {
+				cards[c].booked -= e.r.GPUMemBytes
+			} else {
+				cards[c].held = false
+			}
+		}
+		if r.CPUs > avail.CPUs || countRAM && r.RAMBytes > avail.RAMBytes {
+			continue
+		}
+		at := later(now, time.Unix(0, e.until))
+		if r.Shares() {
+			if c := bestRoom(r.GPUMemBytes, cards); c >= 0 {
+				return start{at: at, known: true, card: c}
+			}
+			continue
+		}
+		// The cards whole by then: those whole now, and those held now
+		// (they stay held until given back, when the head goes first),
+		// then those it waits to see emptied of their shares.
+		whole, emptied := 0, 0
+		for c, cp := range cards {
+			if !cp.held && cp.booked == 0 && !cp.off {
+				whole++
+				if st.cards[c].booked > 0 {
+					emptied++
+				}
+			}
+		}
+		if r.GPUs > whole {
+			continue
+		}
+		s := start{at: at, known: true, card: -1}
+		// Only as many emptied ones as it needs beside the others.
+		for c, cp := range cards {
+			if len(s.emptied) == r.GPUs-(whole-emptied) {
+				break
+			}
+			if !cp.held && cp.booked == 0 && !cp.off && st.cards[c].booked > 0 {
+				s.emptied = append(s.emptied, c)
+			}
+		}
+		return s
+	}
+	return start{card: -1}
+}
+
+// room is what a card has for a share.
+func (cp cardPlan) room() int64 {
+	if cp.held || cp.mem <= 0 {
+		return 0
+	}
+	return cp.mem - cp.booked - cp.outside
+}
+
+// bestRoom is the card with the most room for a share, if it has at
+// least n; else -1.
+func bestRoom(n int64, cards []cardPlan) int {
+	best := -1
+	for c, cp := range cards {
+		if room := cp.room(); room >= n && (best < 0 || room > cards[best].room()) {
+			best = c
 		}
 	}
-	return time.Time{}, false
+	return best
 }
 
 func later(a, b time.Time) time.Time {
@@ -619,14 +700,29 @@ func later(a, b time.Time) time.Time {
 	return b
 }
 
-// heldBack is what the head keeps of what is free: in each resource, as much
-// of its request as is free now.
-func heldBack(r, free Resources) Resources {
-	return Resources{
+// heldBack is what the head keeps of what is free: in each resource, as
+// much of its request as is free now, and the shared cards it waits to
+// see emptied; for a share, the room now on the card where it will start
+// (when its start is known), or on the card with the most room.
+func (st *plan) heldBack(r Resources, s start) holdBack {
+	free := st.free
+	keep := holdBack{Resources: Resources{
 		CPUs:     max(0, min(r.CPUs, free.CPUs)),
 		GPUs:     max(0, min(r.GPUs, free.GPUs)),
 		RAMBytes: max(0, min(r.RAMBytes, free.RAMBytes)),
+	}, Emptying: s.emptied}
+	if !r.Shares() {
+		return keep
 	}
+	card := s.card
+	if card < 0 {
+		card = bestRoom(1, st.cards)
+	}
+	if card >= 0 {
+		keep.Card = card
+		keep.GPUMemBytes = max(0, min(r.GPUMemBytes, st.cards[card].room()))
+	}
+	return keep
 }
 
 // shapeQueue holds the waiters of one shape, best first.

@@ -402,6 +402,11 @@ func TestPlacerProperty(t *testing.T) {
 			for i := range 1 + rng.IntN(2) {
 				c := machine(2+rng.IntN(6), rng.IntN(5), int64(4+rng.IntN(8))*GiB)
 				c.Name = fmt.Sprint("m", i)
+				for range c.GPUs {
+					// Cards of known memory (some of unknown), which
+					// shares pack.
+					c.GPUMem = append(c.GPUMem, int64(rng.IntN(5))*16*GiB)
+				}
 				books = append(books, p.AddMachine(c))
 			}
 			var (
@@ -437,6 +442,9 @@ func TestPlacerProperty(t *testing.T) {
 				switch op := rng.IntN(10); {
 				case op < 5: // arrival
 					req := ask(fmt.Sprint("j", step), 1+rng.IntN(3), rng.IntN(3), int64(rng.IntN(4))*GiB)
+					if rng.IntN(3) == 0 {
+						req.GPUs, req.GPUMemBytes = 0, int64(1+rng.IntN(48))*GiB
+					}
 					req.Priority = rng.IntN(2)
 					if rng.IntN(3) > 0 {
 						req.Limit = time.Duration(1+rng.IntN(120)) * time.Minute

@@ -5,17 +5,27 @@ import "time"
 // Resources is what a job asks for. CPUs is a core count: zero means the job
 // is unaccounted (it never waits and holds nothing). RAMBytes zero means memory
 // was not asked for.
+//
+// GPUMemBytes asks for that much memory of one card, shared with other such
+// jobs, instead of whole cards: GPUs is then 0 (a request with both can
+// never be granted). Most jobs use a tenth of a card; counted in whole cards,
+// three of them need three cards.
 type Resources struct {
-	CPUs     int
-	GPUs     int
-	RAMBytes int64
+	CPUs        int
+	GPUs        int
+	RAMBytes    int64
+	GPUMemBytes int64
 }
 
 // Unaccounted reports whether the request bypasses the books altogether.
 func (r Resources) Unaccounted() bool { return r.CPUs == 0 }
 
-// fitsIn reports whether r fits in avail. Memory counts only where the
-// machine knows its memory: unknown memory is not accounted.
+// Shares reports whether the request is for a share of one card's memory.
+func (r Resources) Shares() bool { return r.GPUMemBytes > 0 }
+
+// fitsIn reports whether r's cores, whole cards and memory fit in avail.
+// Memory counts only where the machine knows its memory: unknown memory is
+// not accounted. A share of a card is the caller's to check, card by card.
 func (r Resources) fitsIn(avail Resources, countRAM bool) bool {
 	if r.CPUs > avail.CPUs || r.GPUs > avail.GPUs {
 		return false
@@ -24,12 +34,24 @@ func (r Resources) fitsIn(avail Resources, countRAM bool) bool {
 }
 
 func (r Resources) plus(o Resources) Resources {
-	return Resources{CPUs: r.CPUs + o.CPUs, GPUs: r.GPUs + o.GPUs, RAMBytes: r.RAMBytes + o.RAMBytes}
+	return Resources{CPUs: r.CPUs + o.CPUs, GPUs: r.GPUs + o.GPUs, RAMBytes: r.RAMBytes + o.RAMBytes,
+		GPUMemBytes: r.GPUMemBytes + o.GPUMemBytes}
 }
 
-// String writes "8 cpus, 1 gpu, 32G" for logs and messages.
+func (r Resources) minus(o Resources) Resources {
+	return Resources{CPUs: r.CPUs - o.CPUs, GPUs: r.GPUs - o.GPUs, RAMBytes: r.RAMBytes - o.RAMBytes,
+		GPUMemBytes: r.GPUMemBytes - o.GPUMemBytes}
+}
+
+// String writes "8 cpus, 1 gpu, 32G" (or "8 cpus, 20G of a gpu, 32G") for
+// logs and messages.
 func (r Resources) String() string {
-	s := Count(r.CPUs, "cpu") + ", " + Count(r.GPUs, "gpu")
+	s := Count(r.CPUs, "cpu") + ", "
+	if r.Shares() {
+		s += FormatSize(r.GPUMemBytes) + " of a gpu"
+	} else {
+		s += Count(r.GPUs, "gpu")
+	}
 	if r.RAMBytes > 0 {
 		s += ", " + FormatSize(r.RAMBytes)
 	}
@@ -55,13 +77,37 @@ type Capacity struct {
 	// where they can be, and its cores on its cards' nodes.
 	CPUNodes []int
 	GPUNodes []int
+	// GPUMem is each card's memory in bytes, 0 where unknown; nil where
+	// none is known. Only a card whose memory is known can be shared.
+	GPUMem []int64
 }
 
 // CPUs is the number of cores jobs may be given.
 func (c Capacity) CPUs() int { return len(c.CPUIDs) }
 
+// cardMem is card i's memory, 0 when unknown.
+func (c Capacity) cardMem(i int) int64 {
+	if i < len(c.GPUMem) {
+		return c.GPUMem[i]
+	}
+	return 0
+}
+
+// LargestCardMem is the memory of the machine's largest card, 0 when the
+// memory of none is known: the most one share can ask.
+func (c Capacity) LargestCardMem() int64 {
+	var most int64
+	for _, m := range c.GPUMem {
+		most = max(most, m)
+	}
+	return most
+}
+
 // holds reports whether a machine of this capacity, idle, could grant r.
 func (c Capacity) holds(r Resources) bool {
+	if r.Shares() && (r.GPUs > 0 || r.GPUMemBytes > c.LargestCardMem()) {
+		return false
+	}
 	return r.fitsIn(Resources{CPUs: c.CPUs(), GPUs: c.GPUs, RAMBytes: c.RAMBytes}, c.RAMKnown)
 }
 
@@ -93,14 +139,23 @@ type Grant struct {
 	Holder  string
 	Owner   string
 	CPUIDs  []int
-	// GPUs are card indices into the machine's cards, lowest free first.
+	// GPUs are card indices into the machine's cards, lowest free first;
+	// for a share, its one card.
 	GPUs     []int
 	RAMBytes int64
+	// GPUMemBytes, for a share of a card, is the memory booked on it; 0
+	// for a grant of whole cards.
+	GPUMemBytes int64
 	// Until is when the run will certainly have ended, or zero when unbounded.
 	Until time.Time
 }
 
-// Resources is what the grant holds, as counts.
+// Resources is what the grant holds, as counts: a share holds card memory,
+// and no whole card.
 func (g Grant) Resources() Resources {
-	return Resources{CPUs: len(g.CPUIDs), GPUs: len(g.GPUs), RAMBytes: g.RAMBytes}
+	r := Resources{CPUs: len(g.CPUIDs), RAMBytes: g.RAMBytes, GPUMemBytes: g.GPUMemBytes}
+	if g.GPUMemBytes == 0 {
+		r.GPUs = len(g.GPUs)
+	}
+	return r
 }

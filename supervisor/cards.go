@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/berthd/berth/accounting"
 	"github.com/berthd/berth/probes"
 	"github.com/berthd/berth/supervisor/runner"
 )
@@ -86,7 +87,7 @@ func (d *Daemon) readCards() error {
 		return err
 	}
 	states := make([]cardState, len(d.cfg.Machine.GPUs))
-	var off []int
+	live := make([]accounting.CardLive, len(states))
 	for i, name := range d.cfg.Machine.GPUs {
 		use, ok := probes.UseOf(uses, d.cfg.Machine.Topology, name)
 		if !ok {
@@ -112,9 +113,7 @@ func (d *Daemon) readCards() error {
 				st.Off = true
 			}
 		}
-		if st.Off {
-			off = append(off, i)
-		}
+		live[i].Off = st.Off
 		states[i] = st
 	}
 	old := d.cards.Swap(&states)
@@ -129,7 +128,7 @@ func (d *Daemon) readCards() error {
 			d.log.Info("a card is no longer in use outside berth", "card", d.cfg.Machine.GPUs[i])
 		}
 	}
-	d.book.SetOff(off)
+	d.book.SetCards(live)
 	if old == nil || !slices.EqualFunc(*old, states, sameCardState) {
 		d.changed.raise()
 	}
