@@ -32,13 +32,13 @@ var (
 // jobFields and flavorFields are in the order they are checked and listed.
 var (
 	jobFields = []string{
-		"cmd", "dir", "flavor", "cpus", "gpus", "ram", "swap", "env", "user", "group",
+		"cmd", "dir", "flavor", "cpus", "gpus", "gpu_mem", "ram", "swap", "env", "user", "group",
 		"restart", "max_restarts", "timeout", "stop_signal", "stop_timeout",
 		"priority", "on_change", "enabled", "description", "after", "after_any",
 		"array", "max_parallel",
 	}
-	flavorFields  = []string{"cpus", "gpus", "ram"}
-	quotaFields   = []string{"cpus", "gpus", "ram"}
+	flavorFields  = []string{"cpus", "gpus", "gpu_mem", "ram"}
+	quotaFields   = []string{"cpus", "gpus", "gpu_mem", "ram"}
 	machineFields = []string{"cpus", "gpus", "ram", "hostname"}
 )
 
@@ -282,15 +282,25 @@ func (d *decoder) resources() (r accounting.Resources, given string) {
 	if n, ok := d.whole("gpus", 0, maxGPUs); ok {
 		r.GPUs = n
 	}
+	if n, ok := d.size("gpu_mem"); ok {
+		r.GPUMemBytes = n
+	}
 	if n, ok := d.size("ram"); ok {
 		r.RAMBytes = n
+	}
+	if r.GPUs > 0 && r.GPUMemBytes > 0 {
+		d.add(errGPUsAndShare(d.s, r.GPUs))
+		r.GPUMemBytes = 0
 	}
 	// cpus = 0 means the books never see the job, so it cannot hold cards or
 	// memory either; saying so here beats a job that silently gets neither.
 	if cpusOK && r.CPUs == 0 {
-		if r.GPUs > 0 {
+		switch {
+		case r.GPUs > 0:
 			d.add(errUnaccountedHolds(d.s, "gpus"))
-		} else if r.RAMBytes > 0 {
+		case r.GPUMemBytes > 0:
+			d.add(errUnaccountedHolds(d.s, "gpu_mem"))
+		case r.RAMBytes > 0:
 			d.add(errUnaccountedHolds(d.s, "ram"))
 		}
 	}
@@ -316,6 +326,9 @@ func decodeQuota(s subject, tbl *lua.LTable) (Quota, []*Error) {
 	}
 	if n, ok := d.size("ram"); ok {
 		q.Limits.RAMBytes = n
+	}
+	if n, ok := d.size("gpu_mem"); ok {
+		q.Limits.GPUMemBytes = n
 	}
 	return q, d.errs
 }
@@ -354,7 +367,8 @@ func decodeJob(s subject, tbl *lua.LTable, owner string) (Job, []*Error) {
 		}
 	}
 	if _, hasFlavor := d.get("flavor"); hasFlavor {
-		// Still read cpus/gpus/ram so their own mistakes are reported too.
+		// Still read cpus/gpus/gpu_mem/ram so their own mistakes are
+		// reported too.
 		_, given := d.resources()
 		if given != "" && j.Flavor != "" {
 			d.add(errFlavorAndResources(s, given, j.Flavor))

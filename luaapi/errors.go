@@ -640,7 +640,12 @@ func errChoice(s subject, field string, choices []string, got lua.LValue) *Error
 
 func errFlavorAndResources(s subject, field, flavor string) *Error {
 	return s.err(Conflict, field, fmt.Sprintf(
-		"give either flavor or cpus/gpus/ram, not both (flavor %s sets them)", quote(flavor)))
+		"give either flavor or cpus/gpus/gpu_mem/ram, not both (flavor %s sets them)", quote(flavor)))
+}
+
+func errGPUsAndShare(s subject, gpus int) *Error {
+	return s.err(Conflict, "gpu_mem", fmt.Sprintf(
+		"gpus = %d asks for whole cards and gpu_mem for a share of one card's memory; give one of them (gpu_mem shares a card with other jobs, gpus takes it whole)", gpus))
 }
 
 func errUnaccountedHolds(s subject, field string) *Error {

@@ -41,6 +41,11 @@ func (j *Job) ProcessFingerprint() string {
 		c.int("cpus", int64(j.Resources.CPUs))
 		c.int("gpus", int64(j.Resources.GPUs))
 		c.int("ram", j.Resources.RAMBytes)
+		if j.Resources.GPUMemBytes > 0 {
+			// Only when asked, so that the fingerprints of definitions
+			// from before shares existed stay as they were.
+			c.int("gpu_mem", j.Resources.GPUMemBytes)
+		}
 	}
 	if j.SwapBytes >= 0 {
 		// Only when said, so that the fingerprints of definitions from

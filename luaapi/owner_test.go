@@ -66,11 +66,11 @@ job "fine" { cmd = "true" }`), opts)
 // declare one name.
 func TestQuotas(t *testing.T) {
 	settle(t)
-	f := Eval("a.lua", []byte(`quota "alice" { gpus = 2, cpus = 32, ram = "128G" }
+	f := Eval("a.lua", []byte(`quota "alice" { gpus = 2, cpus = 32, ram = "128G", gpu_mem = "40G" }
 quota "*" { gpus = 1 }`), testOptions())
 	want := []Quota{
-		{Name: "alice", Pos: Pos{"a.lua", 1}, Limits: accounting.Quota{CPUs: 32, GPUs: 2, RAMBytes: 128 * accounting.GiB}},
-		{Name: "*", Pos: Pos{"a.lua", 2}, Limits: accounting.Quota{CPUs: -1, GPUs: 1, RAMBytes: -1}},
+		{Name: "alice", Pos: Pos{"a.lua", 1}, Limits: accounting.Quota{CPUs: 32, GPUs: 2, RAMBytes: 128 * accounting.GiB, GPUMemBytes: 40 * accounting.GiB}},
+		{Name: "*", Pos: Pos{"a.lua", 2}, Limits: accounting.Quota{CPUs: -1, GPUs: 1, RAMBytes: -1, GPUMemBytes: -1}},
 	}
 	if !reflect.DeepEqual(f.Quotas, want) {
 		t.Errorf("quotas %+v, want %+v", f.Quotas, want)
