@@ -14,6 +14,7 @@ import (
 const (
 	runV1 = 1 // written for a run without a Mark, as before marks existed
 	runV2 = 2 // runV1's fields, then Mark
+	runV3 = 3 // runV2's fields, then GPUMemBytes and GPUMemPeakBytes: a run that used a card
 	jobV1 = 1 // read only: written before jobs recorded their file
 	jobV2 = 2 // jobV1's fields, then File
 )
@@ -21,7 +22,10 @@ const (
 func encodeRun(r RunRecord) []byte {
 	b := make([]byte, 0, 96+len(r.Job)+len(r.Fingerprint)+len(r.Mark))
 	ver := byte(runV1)
-	if r.Mark != "" {
+	switch {
+	case r.GPUMemBytes != 0 || r.GPUMemPeakBytes != 0:
+		ver = runV3
+	case r.Mark != "":
 		ver = runV2
 	}
 	b = append(b, ver)
@@ -44,8 +48,12 @@ func encodeRun(r RunRecord) []byte {
 	b = binary.AppendVarint(b, int64(r.ExitCode))
 	b = appendString(b, r.Signal)
 	b = append(b, byte(r.Reason))
-	if ver == runV2 {
+	if ver >= runV2 {
 		b = appendString(b, r.Mark)
+	}
+	if ver >= runV3 {
+		b = binary.AppendVarint(b, r.GPUMemBytes)
+		b = binary.AppendVarint(b, r.GPUMemPeakBytes)
 	}
 	return b
 }
@@ -57,7 +65,7 @@ func decodeRun(v []byte) (RunRecord, error) {
 	var r RunRecord
 	switch ver := d.readByte(); {
 	case d.err != nil:
-	case ver == runV1, ver == runV2:
+	case ver == runV1, ver == runV2, ver == runV3:
 		r.ID = d.readUvarint()
 		r.Job = d.readString()
 		r.Fingerprint = d.readString()
@@ -83,6 +91,10 @@ func decodeRun(v []byte) (RunRecord, error) {
 		r.Reason = Reason(d.readByte())
 		if ver >= runV2 {
 			r.Mark = d.readString()
+		}
+		if ver >= runV3 {
+			r.GPUMemBytes = d.readVarint()
+			r.GPUMemPeakBytes = d.readVarint()
 		}
 	default:
 		return RunRecord{}, fmt.Errorf("decode run record: version %d: %w", ver, ErrNewer)

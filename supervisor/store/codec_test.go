@@ -21,6 +21,8 @@ func TestCodec(t *testing.T) {
 		},
 		{ID: 3, Job: "é ✓", Start: time.Unix(0, 0), End: time.Date(9999, 12, 31, 23, 59, 59, 999999999, time.UTC), Reason: 200},
 		{ID: 4, Job: "early", Start: time.Date(1, 1, 1, 0, 0, 0, 1, time.UTC)},
+		{ID: 5, Job: "share", GPUs: []string{"1"}, GPUMemBytes: 20 << 30, GPUMemPeakBytes: 24 << 30, Mark: "m"},
+		{ID: 6, Job: "seen", GPUs: []string{"0"}, GPUMemPeakBytes: 1},
 	}
 	for _, r := range runs {
 		enc := encodeRun(r)
@@ -58,7 +60,7 @@ func TestCodec(t *testing.T) {
 			}
 		}
 	}
-	for _, v := range [][]byte{{runV2 + 1}, {255, 0, 0}} {
+	for _, v := range [][]byte{{runV3 + 1}, {255, 0, 0}} {
 		if _, err := decodeRun(v); !errors.Is(err, ErrNewer) {
 			t.Errorf("decode run %v = %v, want ErrNewer", v, err)
 		}

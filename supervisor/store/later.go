@@ -1,6 +1,7 @@
 package store
 
 import (
+	"fmt"
 	"time"
 
 	"go.etcd.io/bbolt"
@@ -34,6 +35,13 @@ func (l Later) queue(apply func(tx *bbolt.Tx) error, key string) {
 // SetRunPID records the process of run id once it has been spawned.
 func (l Later) SetRunPID(id uint64, pid int, startTicks uint64) {
 	l.queue(setRunPIDOp(id, pid, startTicks), pidKey(id))
+}
+
+// SetRunGPUMemPeak records the most card memory run id was seen to hold.
+func (l Later) SetRunGPUMemPeak(id uint64, bytes int64) {
+	l.queue(updateRun(id, fmt.Sprintf("set the card memory peak of run %d", id), func(r *RunRecord) {
+		r.GPUMemPeakBytes = max(r.GPUMemPeakBytes, bytes)
+	}), gpuMemKey(id))
 }
 
 // EndRun records how run id ended. It overwrites an earlier end, so the

@@ -32,6 +32,8 @@ func TestLater(t *testing.T) {
 	// With the writer held, none of these can have committed when they
 	// return.
 	later.SetRunPID(r.ID, 4242, 77)
+	later.SetRunGPUMemPeak(r.ID, 2<<30)
+	later.SetRunGPUMemPeak(r.ID, 3<<30)
 	later.PutJob(JobRecord{Name: "a", State: StateRunning})
 	later.EndRun(r.ID, t0.Add(time.Minute), 3, "", ReasonFailed)
 	later.PutJob(JobRecord{Name: "a", State: StateFailed})
@@ -41,7 +43,7 @@ func TestLater(t *testing.T) {
 		t.Fatalf("a deferred write committed before the writer was free: %+v", got)
 	}
 	// A waiting caller's write goes into the same transaction.
-	queued := whenQueued(s, 6)
+	queued := whenQueued(s, 8)
 	waited := make(chan error, 1)
 	go func() { waited <- s.PutJob(JobRecord{Name: "b", State: StateDone}) }()
 	waitFor(t, queued, "the waiting write to queue behind the deferred ones")
@@ -59,7 +61,7 @@ func TestLater(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.PID != 4242 || got.StartTicks != 77 || got.ExitCode != 3 || got.Reason != ReasonFailed {
+	if got.PID != 4242 || got.StartTicks != 77 || got.ExitCode != 3 || got.Reason != ReasonFailed || got.GPUMemPeakBytes != 3<<30 {
 		t.Errorf("run after the deferred writes: %+v", got)
 	}
 	if j, _, _ := s.Job("a"); j.State != StateFailed {

@@ -13,12 +13,19 @@ type RunRecord struct {
 	CPUIDs      []int
 	GPUs        []string // card names as the job saw them
 	RAMBytes    int64
-	PID         int
-	StartTicks  uint64 // /proc/PID/stat field 22: recognises the process after a daemon restart despite PID reuse
-	Start, End  time.Time
-	ExitCode    int    // meaningful when Reason is ReasonExited or ReasonFailed and Signal == ""
-	Signal      string // "SIGKILL" when it died by a signal, else ""
-	Reason      Reason // 0 while running
+	// GPUMemBytes is the share of its card the run was given (gpu_mem), 0
+	// for whole cards or none. GPUMemPeakBytes is the most card memory
+	// its processes were seen to hold (the driver asked every few
+	// seconds), 0 where never seen: how a share is sized, and how one
+	// that went over it is told.
+	GPUMemBytes     int64
+	GPUMemPeakBytes int64
+	PID             int
+	StartTicks      uint64 // /proc/PID/stat field 22: recognises the process after a daemon restart despite PID reuse
+	Start, End      time.Time
+	ExitCode        int    // meaningful when Reason is ReasonExited or ReasonFailed and Signal == ""
+	Signal          string // "SIGKILL" when it died by a signal, else ""
+	Reason          Reason // 0 while running
 	// Mark is what the run was run after: the job's done record for it
 	// (its process fingerprint and its batch parents' done records), kept
 	// so that a run taken back by the next daemon, or a failed one, can be

@@ -39,6 +39,9 @@ type operation struct {
 func jobKey(name string) string { return "job\x00" + name }
 func pidKey(id uint64) string   { return "pid\x00" + strconv.FormatUint(id, 10) }
 func endKey(id uint64) string   { return "end\x00" + strconv.FormatUint(id, 10) }
+func gpuMemKey(id uint64) string {
+	return "gpumem\x00" + strconv.FormatUint(id, 10)
+}
 
 // retryEvery is how often writes kept after a failed commit are tried again
 // when nothing else is written meanwhile. It is timed on the system's
