@@ -291,7 +291,7 @@ func (b *Book) gpuNode(i int) int {
 // hold records g as outstanding. The caller holds b.mu.
 func (b *Book) hold(g Grant) {
 	b.grants[g.ID] = g
-	b.byOwner[g.Owner] = b.byOwner[g.Owner].plus(g.Resources())
+	b.byOwner[g.Owner] = b.byOwner[g.Owner].Plus(g.Resources())
 }
 
 // Held is what owner's grants hold on this machine now.

@@ -192,7 +192,7 @@ func checkConsistent(t *testing.T, s Snapshot) {
 	cores, cards := map[int]uint64{}, map[int]uint64{}
 	booked := make([]int64, len(s.CardHolders))
 	for _, g := range s.Grants {
-		sum = sum.plus(g.Resources())
+		sum = sum.Plus(g.Resources())
 		for _, c := range g.CPUIDs {
 			if other, dup := cores[c]; dup {
 				t.Errorf("core %d is in grants %d and %d", c, other, g.ID)

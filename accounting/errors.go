@@ -115,10 +115,11 @@ func (e *UnplaceableError) Error() string {
 		switch most := e.Largest.LargestCardMem(); {
 		case e.Largest.GPUs == 0:
 			short = append(short, part{asked, "no GPU", "no GPU"})
-		case most == 0:
+		case most == 0 && len(short) == 0:
 			// Not short: unknown. Said apart, with what tells berth.
-			unknown := "GPUs whose memory berth does not know (it reads it through NVML, libnvidia-ml; or give --gpu-mem SIZE)"
-			short = append(short, part{asked, unknown, unknown})
+			return "asks for " + asked + ", and the memory of this machine's GPUs is not known: berth reads it through NVML (libnvidia-ml.so.1), or from --gpu-mem SIZE"
+		case most == 0:
+			short = append(short, part{asked, "GPUs of unknown memory", "GPUs of unknown memory"})
 		default:
 			has := FormatSize(most)
 			short = append(short, part{asked, "GPUs of at most " + has, "GPUs of at most " + has})

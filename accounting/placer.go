@@ -126,7 +126,7 @@ func (p *Placer) QuotaWait(req Request) (QuotaWait, bool) {
 func (p *Placer) heldOver(owner string) Resources {
 	var r Resources
 	for _, b := range p.books {
-		r = r.plus(b.Held(owner))
+		r = r.Plus(b.Held(owner))
 	}
 	return r
 }
@@ -138,7 +138,7 @@ func (p *Placer) refreshHeld() {
 	for _, b := range p.books {
 		b.mu.Lock()
 		for owner, r := range b.byOwner {
-			p.held[owner] = p.held[owner].plus(r)
+			p.held[owner] = p.held[owner].Plus(r)
 		}
 		b.mu.Unlock()
 	}
@@ -516,7 +516,7 @@ func (p *Placer) deliver(w *waiter, b *Book, g Grant) {
 	}
 	if p.fairShare() {
 		// What the owner holds orders the owners' queues: they move.
-		p.held[w.req.Owner] = p.held[w.req.Owner].plus(g.Resources())
+		p.held[w.req.Owner] = p.held[w.req.Owner].Plus(g.Resources())
 		heap.Init(&p.queue)
 	}
 }

@@ -22,7 +22,7 @@ var NoQuota = Quota{CPUs: -1, GPUs: -1, RAMBytes: -1, GPUMemBytes: -1}
 
 // allows reports whether an owner holding held may also take r.
 func (q Quota) allows(held, r Resources) bool {
-	return q.within(held.plus(r))
+	return q.within(held.Plus(r))
 }
 
 // within reports whether holding r stays inside the quota.

@@ -33,7 +33,8 @@ func (r Resources) fitsIn(avail Resources, countRAM bool) bool {
 	return !countRAM || r.RAMBytes <= avail.RAMBytes
 }
 
-func (r Resources) plus(o Resources) Resources {
+// Plus is r and o together.
+func (r Resources) Plus(o Resources) Resources {
 	return Resources{CPUs: r.CPUs + o.CPUs, GPUs: r.GPUs + o.GPUs, RAMBytes: r.RAMBytes + o.RAMBytes,
 		GPUMemBytes: r.GPUMemBytes + o.GPUMemBytes}
 }

@@ -170,7 +170,7 @@ func TestPlacerQuotaProperty(t *testing.T) {
 			var r Resources
 			for _, g := range running {
 				if g.Owner == owner {
-					r = r.plus(g.Resources())
+					r = r.Plus(g.Resources())
 				}
 			}
 			return r
@@ -227,7 +227,7 @@ func TestPlacerQuotaProperty(t *testing.T) {
 			checkConsistent(t, b.Snapshot())
 			held := map[string]Resources{}
 			for _, g := range running {
-				held[g.Owner] = held[g.Owner].plus(g.Resources())
+				held[g.Owner] = held[g.Owner].Plus(g.Resources())
 			}
 			for owner, r := range held {
 				if owner != "" && b.Held(owner) != r {

@@ -14,8 +14,8 @@ var ErrCoresUnknown = errors.New("cannot determine the number of cores")
 // OverrideError is returned by Inventory.Apply when an override is outside
 // the values that flag accepts.
 type OverrideError struct {
-	Flag  string // "--cpus", "--gpus" or "--ram"
-	Value int64  // as given; bytes for --ram
+	Flag  string // "--cpus", "--gpus", "--ram" or "--gpu-mem"
+	Value int64  // as given; bytes for --ram and --gpu-mem
 	Min   int64  // the smallest value accepted
 	Max   int64  // the largest value accepted; 0 for no bound
 }
@@ -29,6 +29,8 @@ func (e *OverrideError) Error() string {
 	switch {
 	case e.Flag == "--ram":
 		return fmt.Sprintf("--ram of %d bytes is not accepted: give a size above 0, or leave --ram out to use what this machine has (berth machine shows it)", e.Value)
+	case e.Flag == "--gpu-mem":
+		return fmt.Sprintf("--gpu-mem of %d bytes is not accepted: give each card's memory as a size above 0, e.g. 80G, or leave --gpu-mem out to use what the driver says (berth machine shows it)", e.Value)
 	case e.Max > 0:
 		accepted = fmt.Sprintf("give %d to %d %s", e.Min, e.Max, unit)
 	default:

@@ -47,6 +47,14 @@ type Inventory struct {
 	// CardsSeen is how many cards the probe found, before any override:
 	// with --gpus 0 jobs are given none of them, and must see none.
 	CardsSeen int
+	// GPUMem is each card's memory in bytes, by its place in GPUs, 0
+	// where unknown; nil where none is known. It is what NVML says
+	// (WithCardMemory), or --gpu-mem for every card. Only a card whose
+	// memory is known is shared by memory (gpu_mem).
+	GPUMem []int64
+	// GPUMemSource says where GPUMem came from: SourceNVML or
+	// SourceOverride; "" where none is known.
+	GPUMemSource string
 	RAM       Memory
 	// Hostname is the host's name, "" where it could not be read.
 	Hostname string
@@ -111,12 +119,15 @@ func Probe(root string, lookupEnv func(string) (string, bool)) (Inventory, error
 	return inv, nil
 }
 
-// Overrides are the daemon's --cpus, --gpus and --ram. A nil field is not
-// overridden.
+// Overrides are the daemon's --cpus, --gpus, --ram and --gpu-mem. A nil
+// field is not overridden.
 type Overrides struct {
 	CPUs     *int
 	GPUs     *int
 	RAMBytes *int64
+	// GPUMemBytes is the memory of every card, where the driver's library
+	// cannot say it (or to share less of each card than it has).
+	GPUMemBytes *int64
 }
 
 // WarningKind says which warning a Warning is. The values are explicit so
@@ -214,10 +225,45 @@ func (inv Inventory) Apply(o Overrides) (Inventory, []Warning, error) {
 		}
 	}
 
+	if o.GPUMemBytes != nil {
+		n := *o.GPUMemBytes
+		if n <= 0 {
+			errs = append(errs, &OverrideError{Flag: "--gpu-mem", Value: n, Min: 1})
+		} else {
+			out.GPUMem, out.GPUMemSource = make([]int64, len(out.GPUs)), SourceOverride
+			for i := range out.GPUMem {
+				out.GPUMem[i] = n
+			}
+		}
+	} else if len(out.GPUs) != len(inv.GPUs) {
+		// Other cards than those whose memory was known.
+		out.GPUMem, out.GPUMemSource = nil, ""
+	}
+
 	if len(errs) > 0 {
 		return Inventory{}, nil, errors.Join(errs...)
 	}
 	return out, warnings, nil
+}
+
+// WithCardMemory is the inventory with each card's memory as NVML reports
+// it (uses), where --gpu-mem did not say it already. A card NVML does not
+// describe keeps 0: unknown.
+func (inv Inventory) WithCardMemory(uses []CardUse) Inventory {
+	if inv.GPUMemSource == SourceOverride || len(uses) == 0 {
+		return inv
+	}
+	out := inv
+	out.GPUMem, out.GPUMemSource = make([]int64, len(inv.GPUs)), ""
+	for i, name := range inv.GPUs {
+		if use, ok := UseOf(uses, inv.Topology, name); ok && use.MemoryTotal > 0 {
+			out.GPUMem[i], out.GPUMemSource = use.MemoryTotal, SourceNVML
+		}
+	}
+	if out.GPUMemSource == "" {
+		out.GPUMem = nil
+	}
+	return out
 }
 
 // Pinnable returns those of ids that are real cores, which a job can be

@@ -171,3 +171,36 @@ func TestWithNVML(t *testing.T) {
 		t.Errorf("cards the operator named became %v", got.GPUs)
 	}
 }
+
+// TestWithCardMemory: each card's memory as NVML says it, instances of
+// MIG by their own; a card NVML does not describe is unknown; --gpu-mem
+// says it for every card, and NVML does not undo it.
+func TestWithCardMemory(t *testing.T) {
+	top := probeTopology("testdata/topology/eight-two-nodes")
+	inv := Inventory{GPUs: []string{"0", "1", "MIG-gg-0"}, GPUSource: SourceNVML, Topology: top}
+	inv.Topology.MIG = map[string]string{"MIG-gg-0": top.Cards[6].PCI}
+	uses := []CardUse{
+		{Index: 0, UUID: top.Cards[0].UUID, PCI: top.Cards[0].PCI, MemoryTotal: 80 << 30},
+		{Index: 6, UUID: top.Cards[6].UUID, PCI: top.Cards[6].PCI, MemoryTotal: 80 << 30,
+			MIG: []CardUse{{UUID: "MIG-gg-0", MemoryTotal: 20 << 30}}},
+	}
+	got := inv.WithCardMemory(uses)
+	if want := []int64{80 << 30, 0, 20 << 30}; !slices.Equal(got.GPUMem, want) || got.GPUMemSource != SourceNVML {
+		t.Errorf("memory %v from %q; want %v from NVML", got.GPUMem, got.GPUMemSource, want)
+	}
+	if got := inv.WithCardMemory(nil); got.GPUMem != nil {
+		t.Errorf("without NVML: %v; want unknown", got.GPUMem)
+	}
+	n := int64(40 << 30)
+	over, _, err := inv.Apply(Overrides{GPUMemBytes: &n})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := over.WithCardMemory(uses); !slices.Equal(got.GPUMem, []int64{n, n, n}) || got.GPUMemSource != SourceOverride {
+		t.Errorf("--gpu-mem 40G, then NVML: %v from %q", got.GPUMem, got.GPUMemSource)
+	}
+	zero := int64(0)
+	if _, _, err := inv.Apply(Overrides{GPUMemBytes: &zero}); err == nil || !strings.Contains(err.Error(), "--gpu-mem") {
+		t.Errorf("--gpu-mem 0: %v", err)
+	}
+}

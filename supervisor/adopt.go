@@ -144,7 +144,7 @@ func (d *Daemon) adopt(open []store.RunRecord) ([]store.RunRecord, error) {
 			continue
 		}
 		a := adoptedRun{rec: rec, run: run}
-		if g, err := d.book.Restore(accounting.Grant{Holder: rec.Job, Owner: ownerOf(rec.Job), CPUIDs: rec.CPUIDs, GPUs: d.cardIndices(rec.GPUs), RAMBytes: rec.RAMBytes}); err == nil {
+		if g, err := d.book.Restore(accounting.Grant{Holder: rec.Job, Owner: ownerOf(rec.Job), CPUIDs: rec.CPUIDs, GPUs: d.cardIndices(rec.GPUs), RAMBytes: rec.RAMBytes, GPUMemBytes: rec.GPUMemBytes}); err == nil {
 			a.book, a.grant = d.book, g
 		} else {
 			d.log.Warn("a run taken back holds what the books cannot grant it again; it runs on, unaccounted", "job", rec.Job, "run", rec.ID, "error", err)

@@ -1,11 +1,13 @@
 package supervisor
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"os/user"
 	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/berthd/berth/accounting"
@@ -17,18 +19,21 @@ import (
 // probes.CardReader, NVML) what each of its cards holds. A process on a
 // card that berth did not start (its environment lacks this berth's
 // BERTH_INSTANCE) is foreign; a card on which a foreign process holds more
-// than foreignLimit is off for the books, so that a job asking for whole
-// cards is not placed where a hand-started server already sits, and its
-// why says which card and whose process. Read off the event loop; the
-// books and the status read the last answer.
+// than the foreign limit (Config.ForeignLimit) is off for whole cards, so
+// that a job asking for whole cards is not placed where a hand-started
+// server already sits, and its why says which card and whose process.
+// What a card holds beyond what its shares booked (foreign processes, runs
+// over their share) is room no share is given. Each run's processes'
+// memory is its use, shown in status and its peak kept in its record. Read
+// off the event loop; the books and the status read the last answer.
 
 // cardsEvery is how often the cards are read.
 const cardsEvery = 5 * time.Second
 
-// foreignLimit is how much memory a foreign process may hold on a card
-// before the card is off: a process of a desktop or a monitor holds a few
-// hundred MiB.
-const foreignLimit = 1 << 30
+// DefaultForeignLimit is how much memory a foreign process may hold on a
+// card before the card is off: a process of a desktop or a monitor holds a
+// few hundred MiB.
+const DefaultForeignLimit = 1 << 30
 
 // ForeignUse is one process on a card that berth did not start.
 type ForeignUse struct {
@@ -45,9 +50,25 @@ type cardState struct {
 	MemoryTotal int64
 	MemoryUsed  int64
 	Foreign     []ForeignUse
-	// Off: a foreign process holds more than foreignLimit; no job is
-	// given the card meanwhile.
+	// Off: a foreign process holds more than the foreign limit; no job is
+	// given the card whole meanwhile.
 	Off bool
+}
+
+// runCards is what a run's processes hold on the cards, as last read.
+type runCards struct {
+	// UsedBytes is their memory on the cards now; PeakBytes the most seen
+	// since the run started.
+	UsedBytes, PeakBytes int64
+}
+
+// cardReads is the state of the reads of the cards; one read at a time.
+type cardReads struct {
+	mu sync.Mutex // one read at a time; guards what follows
+	// peaks is the most card memory each run was seen to hold, by run;
+	// overs the runs said to be over their share, said once each.
+	peaks map[uint64]int64
+	overs map[uint64]bool
 }
 
 // watchCards reads the cards every cardsEvery until ctx ends. A machine
@@ -79,15 +100,26 @@ func (d *Daemon) watchCards(ctx context.Context) {
 	}
 }
 
-// readCards reads the cards once, and turns off the cards that foreign
-// processes hold and on those they left.
+// cardGrant is a run's grant as a read of the cards needs it.
+type cardGrant struct {
+	job   string
+	grant accounting.Grant
+}
+
+// readCards reads the cards once: it turns off the cards that foreign
+// processes hold and on those they left, tells the books what each card
+// holds beyond its shares, and notes what each run holds.
 func (d *Daemon) readCards() error {
+	d.cardReads.mu.Lock()
+	defer d.cardReads.mu.Unlock()
 	uses, err := d.cfg.Cards.ReadCards()
 	if err != nil {
 		return err
 	}
 	states := make([]cardState, len(d.cfg.Machine.GPUs))
 	live := make([]accounting.CardLive, len(states))
+	held := map[uint64]int64{} // by run, its processes' memory on the cards
+	var grants map[uint64]cardGrant
 	for i, name := range d.cfg.Machine.GPUs {
 		use, ok := probes.UseOf(uses, d.cfg.Machine.Topology, name)
 		if !ok {
@@ -98,8 +130,14 @@ func (d *Daemon) readCards() error {
 		for _, m := range use.MIG {
 			procs = append(procs, m.Processes...)
 		}
+		onCard := map[uint64]int64{} // by run, -1 where the driver cannot say
 		for _, p := range procs {
-			if d.isBerths(p.PID) {
+			if run, ours := d.runOfProcess(p.PID); ours {
+				if p.MemoryBytes < 0 || onCard[run] < 0 {
+					onCard[run] = -1
+				} else {
+					onCard[run] += p.MemoryBytes
+				}
 				continue
 			}
 			comm, uid := runner.Describe(p.PID)
@@ -109,13 +147,38 @@ func (d *Daemon) readCards() error {
 			f := ForeignUse{PID: p.PID, MemoryBytes: p.MemoryBytes}
 			f.Command, f.User = comm, userName(uid)
 			st.Foreign = append(st.Foreign, f)
-			if p.MemoryBytes > foreignLimit {
+			if p.MemoryBytes > d.foreignLimit() {
 				st.Off = true
 			}
 		}
-		live[i].Off = st.Off
+		if len(onCard) > 0 && grants == nil {
+			grants = d.cardGrants()
+		}
+		// What the runs holding the card hold on it is theirs, a share's
+		// up to its share; the rest (foreign processes, the driver's own,
+		// a run over its share) is outside the books.
+		var covered int64
+		for run, n := range onCard {
+			g, granted := grants[run]
+			switch {
+			case !granted || !slices.Contains(g.grant.GPUs, i):
+				// A run on a card it was not given (its env set
+				// CUDA_VISIBLE_DEVICES): outside the books.
+			case g.grant.GPUMemBytes > 0 && (n < 0 || n > g.grant.GPUMemBytes):
+				covered += g.grant.GPUMemBytes
+			default:
+				covered += max(n, 0)
+			}
+			if n >= 0 && held[run] >= 0 {
+				held[run] += n
+			} else {
+				held[run] = -1
+			}
+		}
+		live[i] = accounting.CardLive{Off: st.Off, OutsideBytes: max(0, st.MemoryUsed-covered)}
 		states[i] = st
 	}
+	d.noteRunCards(held, grants)
 	old := d.cards.Swap(&states)
 	for i, st := range states {
 		was := old != nil && i < len(*old) && (*old)[i].Off
@@ -135,15 +198,85 @@ func (d *Daemon) readCards() error {
 	return nil
 }
 
+// noteRunCards keeps what each run holds on the cards (held, by run; -1
+// where the driver cannot say) for the status, records a run's new peak,
+// and says once when a run holds more than its share. The caller holds
+// d.cardReads.mu.
+func (d *Daemon) noteRunCards(held map[uint64]int64, grants map[uint64]cardGrant) {
+	r := &d.cardReads
+	if r.peaks == nil {
+		r.peaks, r.overs = map[uint64]int64{}, map[uint64]bool{}
+	}
+	now := make(map[uint64]runCards, len(held))
+	for run, n := range held {
+		peak := r.peaks[run]
+		if n > peak {
+			peak = n
+			r.peaks[run] = n
+			if !isLocalRunID(run) {
+				d.later.SetRunGPUMemPeak(run, n)
+			}
+		}
+		now[run] = runCards{UsedBytes: n, PeakBytes: peak}
+		if g, ok := grants[run]; ok && g.grant.GPUMemBytes > 0 && n > g.grant.GPUMemBytes && !r.overs[run] {
+			r.overs[run] = true
+			d.log.Named("job").With("job", g.job).Warn("a run holds more card memory than its share", "run", run,
+				"gpus", d.cardNames(g.grant.GPUs), "used_bytes", n, "gpu_mem_bytes", g.grant.GPUMemBytes)
+		}
+	}
+	// A run no longer on the cards keeps its peak while it runs: it may
+	// come back to them. One that ended is forgotten.
+	if len(r.peaks) > len(held) {
+		if grants == nil {
+			grants = d.cardGrants()
+		}
+		for run := range r.peaks {
+			_, on := held[run]
+			if _, runs := grants[run]; !on && !runs {
+				delete(r.peaks, run)
+				delete(r.overs, run)
+			}
+		}
+	}
+	d.runCards.Store(&now)
+}
+
+// cardGrants is the grant of every run in progress that holds cards, by run.
+func (d *Daemon) cardGrants() map[uint64]cardGrant {
+	d.mu.Lock()
+	jobs := make([]*job, 0, len(d.jobs))
+	for _, j := range d.jobs {
+		jobs = append(jobs, j)
+	}
+	d.mu.Unlock()
+	out := map[uint64]cardGrant{}
+	for _, j := range jobs {
+		if v := j.view(); v.Run != 0 && len(v.Grant.GPUs) > 0 {
+			out[v.Run] = cardGrant{job: j.name, grant: v.Grant}
+		}
+	}
+	return out
+}
+
 func sameCardState(a, b cardState) bool {
 	return a.Off == b.Off && a.MemoryUsed == b.MemoryUsed && slices.Equal(a.Foreign, b.Foreign)
 }
 
-// isBerths says whether process pid is a run of this berth's: every
-// process of a run carries its BERTH_INSTANCE.
-func (d *Daemon) isBerths(pid int) bool {
-	v, ok := runner.EnvOf(pid, "BERTH_INSTANCE")
-	return ok && v == d.store.Instance()
+// foreignLimit is how much a foreign process may hold on a card before
+// the card is off.
+func (d *Daemon) foreignLimit() int64 {
+	return cmp.Or(d.cfg.ForeignLimit, DefaultForeignLimit)
+}
+
+// runOfProcess says which run of this berth's process pid belongs to: every
+// process of a run carries its BERTH_INSTANCE and BERTH_RUN.
+func (d *Daemon) runOfProcess(pid int) (uint64, bool) {
+	vals, ok := runner.EnvValues(pid, "BERTH_INSTANCE", "BERTH_RUN")
+	if !ok || vals[0] != d.store.Instance() {
+		return 0, false
+	}
+	run, _ := strconv.ParseUint(vals[1], 10, 64)
+	return run, true
 }
 
 // userName is uid's name, or the number where it has none; "" for -1.

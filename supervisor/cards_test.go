@@ -1,15 +1,21 @@
 package supervisor
 
 import (
+	"net"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/berthd/berth/accounting"
 	"github.com/berthd/berth/probes"
+	"github.com/berthd/berth/supervisor/runner"
+	"github.com/berthd/berth/supervisor/testkit"
 )
 
 // fakeCards is a CardReader whose answer the test sets.
@@ -126,4 +132,127 @@ func TestForeignUnderLimit(t *testing.T) {
 	if d.book.Snapshot().Free.GPUs != 4 {
 		t.Errorf("%d cards free", d.book.Snapshot().Free.GPUs)
 	}
+}
+
+// shareBox is the workstation of 24G cards with 8 cores, whose cards'
+// memory is known.
+func shareBox(cards *fakeCards) func(cfg *Config) {
+	return func(cfg *Config) {
+		cfg.Machine.CPUs, cfg.Machine.CPUIDs = 8, []int{0, 1, 2, 3, 4, 5, 6, 7}
+		cfg.Machine.GPUs, cfg.Machine.CardsSeen = []string{"0", "1", "2", "3"}, 4
+		cfg.Machine.GPUMem = []int64{24 * accounting.GiB, 24 * accounting.GiB, 24 * accounting.GiB, 24 * accounting.GiB}
+		cfg.Cards = cards
+	}
+}
+
+// TestDaemonCardShares: jobs asking gpu_mem share a card: two of 10G on
+// card 0, the third on card 1, and a job of two whole cards then takes the
+// untouched ones; each run sees its card and its part of it; a foreign
+// process's memory is room no share is given, and a job that does not fit
+// any card's room waits saying what is most free; a run over its share is
+// shown with what it holds, and its peak is in its run's record.
+func TestDaemonCardShares(t *testing.T) {
+	foreign := exec.Command("sleep", "1000")
+	if err := foreign.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { foreign.Process.Kill(); foreign.Wait() })
+	cards := workstation()
+	sock := filepath.Join(t.TempDir(), "berth.sock")
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, jobsDir := runDaemon(t, `for _, n in ipairs { "a", "b", "c" } do
+  job (n) { cmd = "sleep 1000", gpu_mem = "10G" }
+end`, func(cfg *Config) {
+		shareBox(cards)(cfg)
+		cfg.Listener = l
+	})
+	runs := map[string]JobStatus{}
+	byCard := map[string][]string{}
+	for _, name := range []string{"a", "b", "c"} {
+		js := waitJob(t, d, name, "running", func(js JobStatus) bool { return js.State == "running" })
+		if len(js.GPUs) != 1 || js.GPUMemBytes != 10*accounting.GiB {
+			t.Fatalf("%s: cards %v, share %d; want one card, 10G", name, js.GPUs, js.GPUMemBytes)
+		}
+		env, ok := runner.EnvValues(js.PID, "CUDA_VISIBLE_DEVICES", "XLA_PYTHON_CLIENT_MEM_FRACTION", "BERTH_GPU_MEM")
+		if !ok || !slices.Equal(env, []string{js.GPUs[0], "0.416", "10737418240"}) {
+			t.Errorf("%s's environment: %q", name, env)
+		}
+		runs[name] = js
+		byCard[js.GPUs[0]] = append(byCard[js.GPUs[0]], name)
+	}
+	// Whichever started first: two on card 0, the third on card 1.
+	if len(byCard["0"]) != 2 || len(byCard["1"]) != 1 {
+		t.Fatalf("shares by card: %v; want two on card 0, one on card 1", byCard)
+	}
+	first, third := byCard["0"][0], byCard["1"][0]
+	if err := os.WriteFile(filepath.Join(jobsDir, "whole.lua"), []byte(`job "whole" { cmd = "sleep 1000", gpus = 2 }`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	reload(t, d)
+	if js := waitJob(t, d, "whole", "running", func(js JobStatus) bool { return js.State == "running" }); !slices.Equal(js.GPUs, []string{"2", "3"}) {
+		t.Errorf("whole got cards %v; want the untouched 2 and 3", js.GPUs)
+	}
+	c0 := d.Status().Machine.Cards[0]
+	if len(c0.Shares) != 2 || c0.Shares[0].Bytes != 10*accounting.GiB || c0.RoomBytes == nil || *c0.RoomBytes != 4*accounting.GiB {
+		t.Errorf("card 0: shares %+v, room %v; want two of 10G, 4G left", c0.Shares, c0.RoomBytes)
+	}
+	checkScrape(t, scrapeMetrics(t, unixClient(sock), "http://berth/metrics"), []want{
+		{"berth_job_gpu_mem_bytes", []string{"job", first}, is(10 << 30)},
+		{"berth_job_gpus", []string{"job", first}, is(0)}, // a share is no whole card
+		{"berth_job_gpus", []string{"job", "whole"}, is(2)},
+		{"berth_gpu_mem_bytes", []string{"card", "0"}, is(24 << 30)},
+		{"berth_gpu_mem_booked_bytes", []string{"card", "0"}, is(20 << 30)},
+		{"berth_gpu_mem_booked_bytes", []string{"card", "2"}, is(0)},
+		{"berth_gpus_free", nil, is(0)},
+	})
+
+	// a goes over its share; a foreign process takes 8G of card 1.
+	cards.set(0, probes.CardProcess{PID: runs[first].PID, MemoryBytes: 12 * accounting.GiB})
+	cards.set(1, probes.CardProcess{PID: foreign.Process.Pid, MemoryBytes: 8 * accounting.GiB})
+	if err := d.readCards(); err != nil {
+		t.Fatal(err)
+	}
+	st := d.Status()
+	if room := st.Machine.Cards[0].RoomBytes; room == nil || *room != 2*accounting.GiB {
+		t.Errorf("card 0's room with a over its share by 2G: %v; want 2G", room)
+	}
+	if room := st.Machine.Cards[1].RoomBytes; room == nil || *room != 6*accounting.GiB {
+		t.Errorf("card 1's room beside 8G foreign and c's 10G: %v; want 6G", room)
+	}
+	over, _ := d.jobStatus(first)
+	if over.GPUMemUsedBytes == nil || *over.GPUMemUsedBytes != 12*accounting.GiB || *over.GPUMemPeakBytes != 12*accounting.GiB {
+		t.Errorf("%s's use: %v, peak %v; want 12G", first, over.GPUMemUsedBytes, over.GPUMemPeakBytes)
+	}
+
+	// A share of 8G fits no card's room (2G and 6G): it waits, and says so.
+	if err := os.WriteFile(filepath.Join(jobsDir, "more.lua"), []byte(`job "d" { cmd = "sleep 1000", gpu_mem = "8G" }`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	reload(t, d)
+	waitJob(t, d, "d", "waiting for card memory", func(js JobStatus) bool {
+		return js.State == "waiting" && js.Short != nil && js.Short.GPUMemBytes == 2*accounting.GiB &&
+			js.Why == "needs 8G of one gpu's memory; 6G the most free on one; card 1: 8G used by pid "+
+				strconv.Itoa(foreign.Process.Pid)+" (sleep, "+userName(os.Getuid())+") — not a berth job"
+	})
+	// The foreign process goes: d runs beside the third.
+	cards.set(1)
+	if err := d.readCards(); err != nil {
+		t.Fatal(err)
+	}
+	if js := waitJob(t, d, "d", "running", func(js JobStatus) bool { return js.State == "running" }); !slices.Equal(js.GPUs, []string{"1"}) {
+		t.Errorf("d got %v; want card 1, beside %s", js.GPUs, third)
+	}
+
+	// The peak is kept with the run.
+	if code, body := as(t, d, "root", "POST", jobPath(first)+"/stop"); code != 200 {
+		t.Fatalf("stop %s: %d %s", first, code, body)
+	}
+	waitJob(t, d, first, "stopped", func(js JobStatus) bool { return js.State == "stopped" })
+	testkit.WaitFor(t, 10*time.Second, "the run record to keep its peak", func() bool {
+		recs, err := d.store.Runs(first, 1)
+		return err == nil && len(recs) == 1 && recs[0].GPUMemPeakBytes == 12*accounting.GiB && recs[0].GPUMemBytes == 10*accounting.GiB
+	})
 }

@@ -83,6 +83,10 @@ type Config struct {
 	// seconds: a card a process berth did not start uses is off for the
 	// books (cards.go). Nil: the cards are only as probed.
 	Cards probes.CardReader
+	// ForeignLimit is how much card memory a process berth did not start
+	// may hold before its card is given to no job whole; zero means
+	// DefaultForeignLimit.
+	ForeignLimit int64
 }
 
 // Daemon supervises the jobs of one jobs directory.
@@ -171,7 +175,10 @@ type Daemon struct {
 
 	// cards is what the cards held when last read (cards.go), by the
 	// books' index; nil before the first read or without a reader.
-	cards atomic.Pointer[[]cardState]
+	// runCards is what each run's processes held on them then, by run.
+	cards     atomic.Pointer[[]cardState]
+	runCards  atomic.Pointer[map[uint64]runCards]
+	cardReads cardReads
 
 	mu   sync.Mutex // guards jobs, arrays and problems for readers outside the loop
 	jobs map[string]*job
@@ -263,7 +270,7 @@ func Open(cfg Config) (*Daemon, error) {
 	}
 	d.settle.Stop()
 	d.later = st.Later(d.recordFailed)
-	d.book = d.placer.AddMachine(capacityOf(cfg.Machine))
+	d.book = d.placer.AddMachine(CapacityOf(cfg.Machine))
 	d.scanner = watch.NewScanner(cfg.JobsDir, watch.ScanOptions{DaemonUID: os.Getuid()})
 	meters.reg.MustRegister(stateCollector{d})
 	return d, nil
@@ -285,12 +292,13 @@ func (d *Daemon) recordFailed(err error) {
 	d.notRecorded(d.log, "cannot record", "error", err)
 }
 
-// capacityOf is the books' view of the probed machine: with the NUMA node
-// of each core and card where the topology says it for at least one card
-// (a machine of one node says it for none, and places as before).
-func capacityOf(inv probes.Inventory) accounting.Capacity {
+// CapacityOf is the books' view of the probed machine: with each card's
+// memory where it is known, and the NUMA node of each core and card where
+// the topology says it for at least one card (a machine of one node says
+// it for none, and places as before). berth check places by it too.
+func CapacityOf(inv probes.Inventory) accounting.Capacity {
 	c := accounting.Capacity{Name: "local", CPUIDs: inv.CPUIDs, GPUs: len(inv.GPUs),
-		RAMBytes: inv.RAM.Bytes, RAMKnown: inv.RAM.Known}
+		RAMBytes: inv.RAM.Bytes, RAMKnown: inv.RAM.Known, GPUMem: inv.GPUMem}
 	gpuNodes := make([]int, len(inv.GPUs))
 	known := false
 	for i, name := range inv.GPUs {
@@ -695,6 +703,7 @@ func (d *Daemon) runEnv(name string, def *luaapi.Job, index int, base, login map
 		MachineCPUs:     d.cfg.Machine.CPUs,
 		UnaccountedJobs: int(d.unaccounted.Load()),
 		Cards:           d.cfg.Machine.GPUs,
+		CardMem:         d.cfg.Machine.GPUMem,
 		HasCards:        d.cfg.Machine.CardsSeen > 0,
 		Declared:        def.Env,
 	})

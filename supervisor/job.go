@@ -472,7 +472,8 @@ func (j *job) enter() (event, bool) {
 	var unplaceable *accounting.UnplaceableError
 	if errors.As(err, &unplaceable) {
 		j.setWhy(MsgUnplaceable(j.def.Pos, j.name, unplaceable))
-		j.log.Warn("job fits no machine", "cpus", j.def.Resources.CPUs, "gpus", j.def.Resources.GPUs, "ram_bytes", j.def.Resources.RAMBytes)
+		j.log.Warn("job fits no machine", "cpus", j.def.Resources.CPUs, "gpus", j.def.Resources.GPUs, "ram_bytes", j.def.Resources.RAMBytes,
+			"gpu_mem_bytes", j.def.Resources.GPUMemBytes)
 		return event{kind: evUnplaceable}, true
 	}
 	j.ticket = t
@@ -519,6 +520,7 @@ func (j *job) placed(p placement) {
 	j.placedAt = j.d.now()
 	j.d.meters.placementWait.Observe(j.placedAt.Sub(j.waitingAt).Seconds())
 	j.log.Info("placed", "cpus", len(p.grant.CPUIDs), "gpus", j.d.cardNames(p.grant.GPUs), "ram_bytes", p.grant.RAMBytes,
+		"gpu_mem_bytes", p.grant.GPUMemBytes,
 		"waited_ms", j.d.now().Sub(j.waitingAt).Milliseconds())
 	j.apply(event{kind: evPlaced})
 }
@@ -547,7 +549,7 @@ func (j *job) spawn() (event, bool) {
 	}
 	rec, err := j.d.store.BeginRun(store.RunRecord{
 		Job: j.name, Fingerprint: j.defFP, Mark: mark,
-		CPUIDs: j.grant.CPUIDs, GPUs: gpus, RAMBytes: j.grant.RAMBytes, Start: now,
+		CPUIDs: j.grant.CPUIDs, GPUs: gpus, RAMBytes: j.grant.RAMBytes, GPUMemBytes: j.grant.GPUMemBytes, Start: now,
 	})
 	if err != nil {
 		rec.ID = j.d.localRunID()

@@ -246,6 +246,10 @@ func MsgShort(asked, short Size) string {
 	if short.CPUs > 0 {
 		parts = append(parts, fmt.Sprintf("needs %s; %d free", accounting.Count(asked.CPUs, "cpu"), asked.CPUs-short.CPUs))
 	}
+	if short.GPUMemBytes > 0 {
+		parts = append(parts, fmt.Sprintf("needs %s of one gpu's memory; %s the most free on one", accounting.FormatSize(asked.GPUMemBytes),
+			accounting.FormatSize(asked.GPUMemBytes-short.GPUMemBytes)))
+	}
 	if short.RAMBytes > 0 {
 		parts = append(parts, fmt.Sprintf("needs %s memory; %s free", accounting.FormatSize(asked.RAMBytes),
 			accounting.FormatSize(asked.RAMBytes-short.RAMBytes)))
@@ -266,6 +270,9 @@ func MsgQuotaWait(owner string, q QuotaView, asked Size) string {
 	var parts []string
 	if l := q.Quota.GPUs; l >= 0 && q.Held.GPUs+asked.GPUs > l {
 		parts = append(parts, fmt.Sprintf("%d of their %s", q.Held.GPUs, accounting.Count(l, "card")))
+	}
+	if l := q.Quota.GPUMemBytes; l >= 0 && q.Held.GPUMemBytes+asked.GPUMemBytes > l {
+		parts = append(parts, fmt.Sprintf("%s of their %s of gpu memory", accounting.FormatSize(q.Held.GPUMemBytes), accounting.FormatSize(l)))
 	}
 	if l := q.Quota.CPUs; l >= 0 && q.Held.CPUs+asked.CPUs > l {
 		parts = append(parts, fmt.Sprintf("%d of their %s", q.Held.CPUs, accounting.Count(l, "core")))
@@ -313,11 +320,11 @@ func posPrefix(p luaapi.Pos) string { return posString(p) + ": " }
 // MsgCardsOff says which cards are off for the books, and whose processes
 // hold them: "card 1: 21G used by pid 4242 (python3, carol) — not a berth
 // job".
-func MsgCardsOff(names []string, off map[int]cardState) string {
+func MsgCardsOff(names []string, off map[int]cardState, limit int64) string {
 	var parts []string
 	for _, i := range slices.Sorted(maps.Keys(off)) {
 		for _, f := range off[i].Foreign {
-			if f.MemoryBytes <= foreignLimit {
+			if f.MemoryBytes <= limit {
 				continue
 			}
 			who := f.Command

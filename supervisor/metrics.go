@@ -181,6 +181,9 @@ var (
 	descJobCores  = prometheus.NewDesc("berth_job_cores", "Cores a job holds now; present while it holds a grant.", []string{"job", "owner"}, nil)
 	descJobGPUs   = prometheus.NewDesc("berth_job_gpus", "GPU cards a job holds now; present while it holds a grant.", []string{"job", "owner"}, nil)
 	descJobMemory = prometheus.NewDesc("berth_job_memory_bytes", "Memory a job holds now, in bytes; present while it holds a grant.", []string{"job", "owner"}, nil)
+	descJobGPUMem = prometheus.NewDesc("berth_job_gpu_mem_bytes", "Memory of a card a job's share holds (gpu_mem), in bytes; present while it holds a share.", []string{"job", "owner"}, nil)
+	descCardMem   = prometheus.NewDesc("berth_gpu_mem_bytes", "Memory of each card, in bytes, as shares (gpu_mem) are booked against it; present where it is known.", []string{"card"}, nil)
+	descCardBook  = prometheus.NewDesc("berth_gpu_mem_booked_bytes", "Memory of each card booked by shares (gpu_mem) now, in bytes; present where the card's memory is known.", []string{"card"}, nil)
 
 	descCores     = prometheus.NewDesc("berth_cores", "Cores the books hand out on this machine.", nil, nil)
 	descCoresHeld = prometheus.NewDesc("berth_cores_held", "Cores granted to jobs now.", nil, nil)
@@ -194,7 +197,7 @@ var (
 )
 
 func (stateCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, desc := range []*prometheus.Desc{descJobs, descJobCores, descJobGPUs, descJobMemory,
+	for _, desc := range []*prometheus.Desc{descJobs, descJobCores, descJobGPUs, descJobMemory, descJobGPUMem, descCardMem, descCardBook,
 		descCores, descCoresHeld, descCoresFree, descGPUs, descGPUsHeld, descGPUsFree, descMem, descMemHeld, descMemFree} {
 		ch <- desc
 	}
@@ -243,6 +246,12 @@ func (c stateCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(descMemHeld, float64(snap.Capacity.RAMBytes-snap.Free.RAMBytes))
 		gauge(descMemFree, float64(snap.Free.RAMBytes))
 	}
+	for i, mem := range snap.Capacity.GPUMem {
+		if mem > 0 {
+			gauge(descCardMem, float64(mem), d.cfg.Machine.GPUs[i])
+			gauge(descCardBook, float64(snap.CardBooked[i]), d.cfg.Machine.GPUs[i])
+		}
+	}
 
 	// From the books' grants, which are what is held (a run taken back
 	// from a previous daemon included). Summed by holder: a job removed
@@ -252,15 +261,14 @@ func (c stateCollector) Collect(ch chan<- prometheus.Metric) {
 	held := make(map[holder]accounting.Resources, len(snap.Grants))
 	for _, g := range snap.Grants {
 		k := holder{g.Holder, g.Owner}
-		r := held[k]
-		r.CPUs += len(g.CPUIDs)
-		r.GPUs += len(g.GPUs)
-		r.RAMBytes += g.RAMBytes
-		held[k] = r
+		held[k] = held[k].Plus(g.Resources())
 	}
 	for k, r := range held {
 		gauge(descJobCores, float64(r.CPUs), k.job, k.owner)
 		gauge(descJobGPUs, float64(r.GPUs), k.job, k.owner)
 		gauge(descJobMemory, float64(r.RAMBytes), k.job, k.owner)
+		if r.GPUMemBytes > 0 {
+			gauge(descJobGPUMem, float64(r.GPUMemBytes), k.job, k.owner)
+		}
 	}
 }

@@ -27,7 +27,7 @@ func numaBox(t *testing.T, visible string) probes.Inventory {
 }
 
 func TestCapacityNUMA(t *testing.T) {
-	c := capacityOf(numaBox(t, "GPU-a1000006-1111-2222-3333-444455556666,1,MIG-a1000006-1111-2222-3333-444455556666"))
+	c := CapacityOf(numaBox(t, "GPU-a1000006-1111-2222-3333-444455556666,1,MIG-a1000006-1111-2222-3333-444455556666"))
 	if !slices.Equal(c.GPUNodes, []int{1, 0, -1}) {
 		t.Errorf("card nodes %v, want [1 0 -1]: a UUID, an index in bus order, and a MIG instance unknown", c.GPUNodes)
 	}
@@ -35,7 +35,7 @@ func TestCapacityNUMA(t *testing.T) {
 		t.Errorf("core nodes %v", c.CPUNodes)
 	}
 	// No card whose node is known: no topology for the books.
-	c = capacityOf(numaBox(t, "MIG-x"))
+	c = CapacityOf(numaBox(t, "MIG-x"))
 	if c.GPUNodes != nil || c.CPUNodes != nil {
 		t.Errorf("with no card placed, nodes %v %v", c.GPUNodes, c.CPUNodes)
 	}

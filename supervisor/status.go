@@ -68,10 +68,24 @@ type CardStatus struct {
 	MemoryTotalBytes *int64 `json:"memory_total_bytes,omitempty"`
 	MemoryUsedBytes  *int64 `json:"memory_used_bytes,omitempty"`
 	// Foreign are the processes on it that berth did not start; Off says
-	// one of them holds more than 1 GiB, and no job is given the card
+	// one of them holds more than the foreign limit (1 GiB unless
+	// --foreign-limit says), and no job is given the card whole
 	// meanwhile.
 	Foreign []ForeignUse `json:"foreign,omitempty"`
 	Off     bool         `json:"off,omitempty"`
+	// Shares are the jobs sharing the card by memory (gpu_mem), and
+	// RoomBytes what one more share could be given of it now (its memory
+	// less what its shares booked and what is in use outside them);
+	// absent where the card's memory is unknown or it is held whole.
+	Shares    []CardShare `json:"shares,omitempty"`
+	RoomBytes *int64      `json:"room_bytes,omitempty"`
+}
+
+// CardShare is one job's share of a card.
+type CardShare struct {
+	Holder string `json:"holder"`
+	Owner  string `json:"owner"`
+	Bytes  int64  `json:"bytes"`
 }
 
 // QuotaView is what a person's jobs hold and their quota.
@@ -97,7 +111,16 @@ type JobStatus struct {
 	CPUIDs   []int    `json:"cpu_ids"`
 	GPUs     []string `json:"gpus"`
 	RAMBytes int64    `json:"ram_bytes"`
-	Restarts int      `json:"restarts"`
+	// GPUMemBytes is the share of its card the run was given (gpu_mem),
+	// 0 for whole cards or none. GPUMemUsedBytes is what its processes
+	// hold on its cards as the driver last said (NVML; absent without
+	// it, -1 where the driver cannot say), and GPUMemPeakBytes the most
+	// seen since it started: a share's run over its share is told by
+	// them.
+	GPUMemBytes     int64  `json:"gpu_mem_bytes"`
+	GPUMemUsedBytes *int64 `json:"gpu_mem_used_bytes,omitempty"`
+	GPUMemPeakBytes *int64 `json:"gpu_mem_peak_bytes,omitempty"`
+	Restarts        int    `json:"restarts"`
 	File     string   `json:"file"`
 	Line     int      `json:"line"`
 	// Asked is what the definition asks (a waiting job holds nothing yet).
@@ -206,8 +229,19 @@ func (d *Daemon) status(members bool) Status {
 			}
 			cs.Foreign, cs.Off = st.Foreign, st.Off
 		}
+		if holder == "" && i < len(snap.Capacity.GPUMem) && snap.Capacity.GPUMem[i] > 0 {
+			room := snap.CardRoom[i]
+			cs.RoomBytes = &room
+		}
 		s.Machine.Cards = append(s.Machine.Cards, cs)
 	}
+	for _, g := range snap.Grants {
+		if g.GPUMemBytes > 0 {
+			c := &s.Machine.Cards[g.GPUs[0]]
+			c.Shares = append(c.Shares, CardShare{Holder: g.Holder, Owner: g.Owner, Bytes: g.GPUMemBytes})
+		}
+	}
+	runCards := d.runCards.Load()
 	off := d.offCards()
 	// Only the head of the queue has an expected start.
 	var expected time.Time
@@ -251,6 +285,12 @@ func (d *Daemon) status(members bool) Status {
 			Name: j.name, Owner: v.Def.Owner, State: v.State.String(), Since: v.Since, Why: v.Why, Run: v.Run, PID: v.PID,
 			CPUs: len(v.Grant.CPUIDs), CPUIDs: v.Grant.CPUIDs, GPUs: v.GPUs, RAMBytes: v.Grant.RAMBytes, Restarts: v.Restarts,
 			File: v.Def.Pos.File, Line: v.Def.Pos.Line, Asked: sizeOf(v.Def.Resources), Flavor: v.Def.Flavor,
+			GPUMemBytes: v.Grant.GPUMemBytes,
+		}
+		if runCards != nil && v.Run != 0 && len(v.Grant.GPUs) > 0 {
+			if use, ok := (*runCards)[v.Run]; ok {
+				js.GPUMemUsedBytes, js.GPUMemPeakBytes = &use.UsedBytes, &use.PeakBytes
+			}
 		}
 		// A grant's lists are never written once made: shared, not copied.
 		// Empty ones are [] in the JSON, never null.
@@ -276,16 +316,16 @@ func (d *Daemon) status(members bool) Status {
 				whys[key] = why
 			}
 			js.Why = why
-			if short.GPUs > 0 && len(off) > 0 {
+			if (short.GPUs > 0 || short.GPUMemBytes > 0) && len(off) > 0 {
 				// Cards are short because some are in use outside berth:
 				// which, and whose.
-				js.Why += "; " + MsgCardsOff(d.cfg.Machine.GPUs, off)
+				js.Why += "; " + MsgCardsOff(d.cfg.Machine.GPUs, off, d.foreignLimit())
 			}
 			if v.Def.Owner != "" {
 				// Past the owner's quota, it waits for their own jobs,
 				// whatever is free: that is its why.
 				if qw, over := d.placer.QuotaWait(requestOf(j.name, v.Def)); over {
-					q := QuotaView{Held: sizeOf(qw.Held), Quota: Size{CPUs: qw.Quota.CPUs, GPUs: qw.Quota.GPUs, RAMBytes: qw.Quota.RAMBytes}}
+					q := QuotaView{Held: sizeOf(qw.Held), Quota: quotaSize(qw.Quota)}
 					js.Quota = &q
 					js.Why = MsgQuotaWait(v.Def.Owner, q, js.Asked)
 				}
@@ -348,6 +388,7 @@ func arrayStatus(a *array, members []JobStatus) JobStatus {
 		out.CPUIDs = append(out.CPUIDs, m.CPUIDs...)
 		out.GPUs = append(out.GPUs, m.GPUs...)
 		out.RAMBytes += m.RAMBytes
+		out.GPUMemBytes += m.GPUMemBytes
 		out.Restarts += m.Restarts
 		switch {
 		case c.isQueued && m.Name == queued:
@@ -423,6 +464,7 @@ func shortfall(asked, free accounting.Resources, ramKnown bool) Size {
 	var s Size
 	s.CPUs = max(0, asked.CPUs-free.CPUs)
 	s.GPUs = max(0, asked.GPUs-free.GPUs)
+	s.GPUMemBytes = max(0, asked.GPUMemBytes-free.GPUMemBytes)
 	if ramKnown {
 		s.RAMBytes = max(0, asked.RAMBytes-max(0, free.RAMBytes))
 	}
@@ -454,7 +496,7 @@ func (d *Daemon) statusLine() string {
 		if state == store.StateWaiting {
 			forGPUs := 0
 			for _, j := range s.Jobs {
-				if j.State == state.String() && j.Short != nil && j.Short.GPUs > 0 {
+				if j.State == state.String() && j.Short != nil && (j.Short.GPUs > 0 || j.Short.GPUMemBytes > 0) {
 					forGPUs++
 				}
 			}
@@ -471,7 +513,7 @@ func (d *Daemon) statusLine() string {
 	if n := len(s.Machine.Cards); n > 0 {
 		free := 0
 		for _, c := range s.Machine.Cards {
-			if c.Holder == "" {
+			if c.Holder == "" && len(c.Shares) == 0 {
 				free++
 			}
 		}

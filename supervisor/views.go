@@ -18,10 +18,18 @@ type Size struct {
 	CPUs     int   `json:"cpus"`
 	GPUs     int   `json:"gpus"`
 	RAMBytes int64 `json:"ram_bytes"`
+	// GPUMemBytes is a share of one card's memory (gpu_mem), asked
+	// instead of whole cards.
+	GPUMemBytes int64 `json:"gpu_mem_bytes"`
 }
 
 func sizeOf(r accounting.Resources) Size {
-	return Size{CPUs: r.CPUs, GPUs: r.GPUs, RAMBytes: r.RAMBytes}
+	return Size{CPUs: r.CPUs, GPUs: r.GPUs, RAMBytes: r.RAMBytes, GPUMemBytes: r.GPUMemBytes}
+}
+
+// quotaSize is a quota as a Size, -1 where it bounds nothing.
+func quotaSize(q accounting.Quota) Size {
+	return Size{CPUs: q.CPUs, GPUs: q.GPUs, RAMBytes: q.RAMBytes, GPUMemBytes: q.GPUMemBytes}
 }
 
 // JobDefinition is a job as its file declares it, resources resolved.
@@ -121,14 +129,23 @@ type RunView struct {
 	CPUs     int        `json:"cpus"`
 	GPUs     []string   `json:"gpus"`
 	RAMBytes int64      `json:"ram_bytes"`
-	ExitCode *int       `json:"exit_code,omitempty"`
-	Signal   string     `json:"signal,omitempty"`
-	Reason   string     `json:"reason,omitempty"` // absent while running
+	// GPUMemBytes is the share of its card it was given (gpu_mem), 0 for
+	// whole cards or none; GPUMemPeakBytes the most card memory its
+	// processes were seen to hold (NVML), absent where never seen.
+	GPUMemBytes     int64  `json:"gpu_mem_bytes"`
+	GPUMemPeakBytes *int64 `json:"gpu_mem_peak_bytes,omitempty"`
+	ExitCode        *int   `json:"exit_code,omitempty"`
+	Signal          string `json:"signal,omitempty"`
+	Reason          string `json:"reason,omitempty"` // absent while running
 }
 
 func runViewOf(r store.RunRecord) RunView {
 	v := RunView{ID: r.ID, Job: r.Job, Start: r.Start, PID: r.PID, CPUs: len(r.CPUIDs), GPUs: r.GPUs,
-		RAMBytes: r.RAMBytes, Signal: r.Signal, Reason: r.Reason.String()}
+		RAMBytes: r.RAMBytes, GPUMemBytes: r.GPUMemBytes, Signal: r.Signal, Reason: r.Reason.String()}
+	if r.GPUMemPeakBytes > 0 {
+		peak := r.GPUMemPeakBytes
+		v.GPUMemPeakBytes = &peak
+	}
 	if v.GPUs == nil {
 		v.GPUs = []string{}
 	}
@@ -191,12 +208,15 @@ type ControlAnswer struct {
 // index, for an index of an array) would start with if granted what it
 // asks now, lowest cards and cores first.
 func (d *Daemon) previewEnv(name string, def *luaapi.Job, index int) []string {
-	grant := accounting.Grant{RAMBytes: def.Resources.RAMBytes}
+	grant := accounting.Grant{RAMBytes: def.Resources.RAMBytes, GPUMemBytes: def.Resources.GPUMemBytes}
 	for i := 0; i < def.Resources.CPUs && i < len(d.cfg.Machine.CPUIDs); i++ {
 		grant.CPUIDs = append(grant.CPUIDs, d.cfg.Machine.CPUIDs[i])
 	}
 	for i := 0; i < def.Resources.GPUs; i++ {
 		grant.GPUs = append(grant.GPUs, i)
+	}
+	if def.Resources.Shares() {
+		grant.GPUs = []int{0}
 	}
 	_, login, _ := jobCredentials(def.User, def.Group) // a job that cannot run as asked is invalid, and says so
 	return environList(d.runEnv(name, def, index, d.environ, login, "next", grant))

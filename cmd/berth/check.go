@@ -194,7 +194,7 @@ func personOf(userJobs, target string) (string, int) {
 // exist.
 func feasibility(set *luaapi.Set, inv probes.Inventory) []supervisor.Problem {
 	placer := accounting.NewPlacer(time.Now)
-	placer.AddMachine(capacityOf(inv))
+	placer.AddMachine(supervisor.CapacityOf(inv))
 	placer.SetQuotas(set.QuotaLimits())
 	var out []supervisor.Problem
 	for _, j := range set.Jobs {
@@ -215,17 +215,6 @@ func feasibility(set *luaapi.Set, inv probes.Inventory) []supervisor.Problem {
 		}
 	}
 	return out
-}
-
-// capacityOf is the books' view of the probed machine.
-func capacityOf(inv probes.Inventory) accounting.Capacity {
-	return accounting.Capacity{
-		Name:     "local",
-		CPUIDs:   inv.CPUIDs,
-		GPUs:     len(inv.GPUs),
-		RAMBytes: inv.RAM.Bytes,
-		RAMKnown: inv.RAM.Known,
-	}
 }
 
 func luaMachine(inv probes.Inventory) luaapi.Machine {

@@ -23,7 +23,7 @@ func TestCheckExamples(t *testing.T) {
 	for _, dir := range dirs {
 		t.Run(filepath.Base(dir), func(t *testing.T) {
 			// A box big enough for every example: they must all be valid.
-			out, errOut, code := berth(t, nil, "check", dir, "--cpus", "24", "--gpus", "4", "--ram", "256G")
+			out, errOut, code := berth(t, nil, "check", dir, "--cpus", "24", "--gpus", "4", "--ram", "256G", "--gpu-mem", "80G")
 			if code != exitOK {
 				t.Fatalf("exit %d:\n%s%s", code, out, errOut)
 			}

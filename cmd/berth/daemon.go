@@ -20,6 +20,7 @@ import (
 	"github.com/coreos/go-systemd/v22/journal"
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/berthd/berth/accounting"
 	"github.com/berthd/berth/supervisor"
 	"github.com/berthd/berth/supervisor/units"
 )
@@ -42,6 +43,7 @@ func runDaemon(c *cli, args []string) int {
 	group := fs.String("group", supervisor.DefaultGroup, "the group whose members may use the daemon and declare jobs of their own")
 	adminGroup := fs.String("admin-group", supervisor.DefaultAdminGroup, "the group whose members may start, stop and read every job, as root may")
 	metrics := fs.String("metrics", c.env.get("BERTH_METRICS"), "also serve GET /metrics, and nothing else, on this TCP address, e.g. 127.0.0.1:9465; \"\" for none (env BERTH_METRICS)")
+	foreign := fs.String("foreign-limit", "1G", "a card on which a process berth did not start holds more than this is given to no job whole (shares get what is left of it)")
 	runMode := fs.String("runner", "auto", "how runs are started: units (each a systemd unit, its grant enforced, outliving the daemon), direct (the daemon's own children) or auto (units when systemd started the daemon)")
 	rest, code, done := c.parse(fs, args)
 	if done {
@@ -66,6 +68,14 @@ func runDaemon(c *cli, args []string) int {
 		defer stop()
 	}
 
+	foreignLimit, err := accounting.ParseSize(*foreign)
+	if err == nil && foreignLimit <= 0 {
+		err = errors.New("it must be above 0")
+	}
+	if err != nil {
+		fmt.Fprintln(c.stderr, msgUsage("berth daemon", flagError{flag: "--foreign-limit", err: err}))
+		return exitUsage
+	}
 	if *runMode != "auto" && *runMode != "units" && *runMode != "direct" {
 		fmt.Fprintln(c.stderr, msgUsage("berth daemon", fmt.Errorf("--runner %q is not one of auto, units, direct", *runMode)))
 		return exitUsage
@@ -102,6 +112,7 @@ func runDaemon(c *cli, args []string) int {
 		UserJobs:  *userJobs, Group: *group, AdminGroup: *adminGroup,
 		Version:         version,
 		MetricsListener: metricsL,
+		ForeignLimit:    foreignLimit,
 	}
 	if len(inv.GPUs) > 0 && c.cards != nil {
 		// What the cards hold now, through NVML where it is there.

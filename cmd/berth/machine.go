@@ -16,14 +16,15 @@ import (
 // machineFlags are the overrides of what the machine has, shared by every
 // command that needs the inventory.
 type machineFlags struct {
-	cpus, gpus optionalInt
-	ram        string
+	cpus, gpus  optionalInt
+	ram, gpuMem string
 }
 
 func (m *machineFlags) register(fs *flag.FlagSet) {
 	fs.Var(&m.cpus, "cpus", "cores jobs may use, instead of the online cores less 2")
 	fs.Var(&m.gpus, "gpus", "cards jobs may use, instead of CUDA_VISIBLE_DEVICES or /dev/nvidia*")
 	fs.StringVar(&m.ram, "ram", "", "memory jobs may use, e.g. 64G, instead of the physical or cgroup limit less 1G")
+	fs.StringVar(&m.gpuMem, "gpu-mem", "", "each card's memory, e.g. 80G, for jobs that share a card by memory (gpu_mem), instead of what NVML says")
 }
 
 // inventory probes the machine and applies the overrides. Warnings go to
@@ -57,10 +58,18 @@ func (c *cli) inventory(m *machineFlags) (probes.Inventory, error) {
 		}
 		o.RAMBytes = &n
 	}
+	if m.gpuMem != "" {
+		n, err := accounting.ParseSize(m.gpuMem)
+		if err != nil {
+			return probes.Inventory{}, flagError{flag: "--gpu-mem", err: err}
+		}
+		o.GPUMemBytes = &n
+	}
 	inv, warnings, err := inv.Apply(o)
 	if err != nil {
 		return probes.Inventory{}, err
 	}
+	inv = inv.WithCardMemory(c.cardUse)
 	for _, w := range warnings {
 		fmt.Fprintln(c.stderr, msgWarning(w.String()))
 	}
@@ -96,6 +105,9 @@ type machineJSON struct {
 	GPUs     []string `json:"gpus"`
 	RAMBytes *int64   `json:"ram_bytes"`
 	Hostname string   `json:"hostname"`
+	// GPUMemBytes is each card of gpus's memory as the books count it
+	// for shares (gpu_mem): NVML's, or --gpu-mem; 0 where unknown.
+	GPUMemBytes []int64 `json:"gpu_mem_bytes"`
 	// Cards are the cards of gpus, as the driver describes them: [] where
 	// it says nothing (no driver, or names it cannot match).
 	Cards []cardJSON `json:"cards"`
@@ -193,6 +205,8 @@ func runMachine(c *cli, args []string) int {
 		if out.GPUs == nil {
 			out.GPUs = []string{}
 		}
+		out.GPUMemBytes = make([]int64, len(out.GPUs))
+		copy(out.GPUMemBytes, inv.GPUMem)
 		if inv.RAM.Known {
 			out.RAMBytes = &inv.RAM.Bytes
 		}

@@ -104,13 +104,15 @@ func TestMachineJSON(t *testing.T) {
 		want    string
 	}{
 		{"probed", nil, nil,
-			`{"cpus":6,"cpu_ids":[2,3,4,5,6,7],"gpus":["0","1"],"ram_bytes":16106127360,"hostname":"gpubox","cards":[],"numa_nodes":[],"daemon":null}`},
+			`{"cpus":6,"cpu_ids":[2,3,4,5,6,7],"gpus":["0","1"],"ram_bytes":16106127360,"hostname":"gpubox","gpu_mem_bytes":[0,0],"cards":[],"numa_nodes":[],"daemon":null}`},
 		{"daemon's CUDA_VISIBLE_DEVICES", map[string]string{"CUDA_VISIBLE_DEVICES": "GPU-a,GPU-b,GPU-c"}, nil,
-			`{"cpus":6,"cpu_ids":[2,3,4,5,6,7],"gpus":["GPU-a","GPU-b","GPU-c"],"ram_bytes":16106127360,"hostname":"gpubox","cards":[],"numa_nodes":[],"daemon":null}`},
+			`{"cpus":6,"cpu_ids":[2,3,4,5,6,7],"gpus":["GPU-a","GPU-b","GPU-c"],"ram_bytes":16106127360,"hostname":"gpubox","gpu_mem_bytes":[0,0,0],"cards":[],"numa_nodes":[],"daemon":null}`},
 		{"empty CUDA_VISIBLE_DEVICES: no cards", map[string]string{"CUDA_VISIBLE_DEVICES": ""}, nil,
-			`{"cpus":6,"cpu_ids":[2,3,4,5,6,7],"gpus":[],"ram_bytes":16106127360,"hostname":"gpubox","cards":[],"numa_nodes":[],"daemon":null}`},
+			`{"cpus":6,"cpu_ids":[2,3,4,5,6,7],"gpus":[],"ram_bytes":16106127360,"hostname":"gpubox","gpu_mem_bytes":[],"cards":[],"numa_nodes":[],"daemon":null}`},
+		{"each card's memory", nil, []string{"--gpu-mem", "80G"},
+			`{"cpus":6,"cpu_ids":[2,3,4,5,6,7],"gpus":["0","1"],"ram_bytes":16106127360,"hostname":"gpubox","gpu_mem_bytes":[85899345920,85899345920],"cards":[],"numa_nodes":[],"daemon":null}`},
 		{"overrides", nil, []string{"--cpus", "2", "--gpus", "4", "--ram", "8G"},
-			`{"cpus":2,"cpu_ids":[2,3],"gpus":["0","1","2","3"],"ram_bytes":8589934592,"hostname":"gpubox","cards":[],"numa_nodes":[],"daemon":null}`},
+			`{"cpus":2,"cpu_ids":[2,3],"gpus":["0","1","2","3"],"ram_bytes":8589934592,"hostname":"gpubox","gpu_mem_bytes":[0,0,0,0],"cards":[],"numa_nodes":[],"daemon":null}`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -179,7 +181,7 @@ func TestMachineCoresGiven(t *testing.T) {
 	if err := json.Compact(&compact, []byte(out)); err != nil {
 		t.Fatal(err)
 	}
-	want := `{"cpus":4,"cpu_ids":[0,1,2,3],"gpus":["0","1"],"ram_bytes":16106127360,"hostname":"gpubox","cards":[],"numa_nodes":[],"daemon":null}`
+	want := `{"cpus":4,"cpu_ids":[0,1,2,3],"gpus":["0","1"],"ram_bytes":16106127360,"hostname":"gpubox","gpu_mem_bytes":[0,0],"cards":[],"numa_nodes":[],"daemon":null}`
 	if compact.String() != want {
 		t.Errorf("got  %s\nwant %s", compact.String(), want)
 	}

@@ -400,6 +400,36 @@ func msgForeignUse(card string, f supervisor.ForeignUse, off bool) string {
 	return s
 }
 
+// msgCardShares says who shares card c by memory, and what is left for
+// another share: "card 0 shared: a 10G, b 10G; 4G left for another".
+func msgCardShares(c supervisor.CardStatus) string {
+	parts := make([]string, len(c.Shares))
+	for i, sh := range c.Shares {
+		parts[i] = sh.Holder + " " + accounting.FormatSize(sh.Bytes)
+	}
+	s := fmt.Sprintf("card %s shared: %s", c.Name, strings.Join(parts, ", "))
+	if c.RoomBytes != nil {
+		s += "; " + accounting.FormatSize(*c.RoomBytes) + " left for another"
+	}
+	return s
+}
+
+// msgOverShare says that a run holds more of its card than its share, ""
+// when it does not (or the driver does not say).
+func msgOverShare(j supervisor.JobStatus) string {
+	if j.GPUMemBytes <= 0 || j.GPUMemUsedBytes == nil || *j.GPUMemUsedBytes <= j.GPUMemBytes || len(j.GPUs) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("holds %s of card %s, over its %s share (gpu_mem): the jobs beside it may run out of memory",
+		accounting.FormatSize(*j.GPUMemUsedBytes), j.GPUs[0], accounting.FormatSize(j.GPUMemBytes))
+}
+
+// msgRanOverShare says in history that a run held more of its card than
+// its share.
+func msgRanOverShare(peak, share int64) string {
+	return fmt.Sprintf("held %s of its card, over its %s share", accounting.FormatSize(peak), accounting.FormatSize(share))
+}
+
 // msgIndexWithoutJob refuses --index N given without the array it is an
 // index of.
 func msgIndexWithoutJob(command string, n int) string {

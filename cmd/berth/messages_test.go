@@ -49,6 +49,20 @@ func TestMessages(t *testing.T) {
 		msgCheckTarget("jobs.d", os.ErrPermission),
 		supervisor.MsgUnplaceable(pos, "train", &accounting.UnplaceableError{Asked: accounting.Resources{CPUs: 1, GPUs: 4},
 			Largest: accounting.Capacity{CPUIDs: []int{2, 3}, GPUs: 2}}),
+		supervisor.MsgUnplaceable(pos, "infer", &accounting.UnplaceableError{Asked: accounting.Resources{CPUs: 1, GPUMemBytes: 90 << 30},
+			Largest: accounting.Capacity{CPUIDs: []int{2, 3}, GPUs: 2, GPUMem: []int64{80 << 30, 40 << 30}}}),
+		supervisor.MsgUnplaceable(pos, "infer", &accounting.UnplaceableError{Asked: accounting.Resources{CPUs: 1, GPUMemBytes: 20 << 30},
+			Largest: accounting.Capacity{CPUIDs: []int{2, 3}, GPUs: 2}}),
+		supervisor.MsgUnplaceable(pos, "infer", &accounting.UnplaceableError{Asked: accounting.Resources{CPUs: 4, GPUMemBytes: 20 << 30},
+			Largest: accounting.Capacity{CPUIDs: []int{2, 3}}}),
+		supervisor.MsgUnplaceable(pos, "infer", &accounting.UnplaceableError{Asked: accounting.Resources{CPUs: 1, GPUMemBytes: 50 << 30},
+			Largest: accounting.Capacity{CPUIDs: []int{2, 3}}, Owner: "alice", Quota: &accounting.Quota{CPUs: -1, GPUs: -1, RAMBytes: -1, GPUMemBytes: 40 << 30}}),
+		msgInventory(&probes.OverrideError{Flag: "--gpu-mem", Value: 0, Min: 1}),
+		msgUsage("berth daemon", flagError{flag: "--foreign-limit", err: &accounting.SizeError{Input: "1", Problem: accounting.SizeNoUnit}}),
+		msgCardShares(supervisor.CardStatus{Name: "0", Shares: []supervisor.CardShare{{Holder: "infer", Bytes: 10 << 30}, {Holder: "alice/notebook", Owner: "alice", Bytes: 10 << 30}},
+			RoomBytes: ptr(int64(4 << 30))}),
+		msgOverShare(supervisor.JobStatus{GPUs: []string{"1"}, GPUMemBytes: 10 << 30, GPUMemUsedBytes: ptr(int64(12 << 30))}),
+		msgRanOverShare(12<<30, 10<<30),
 		supervisor.MsgCredentials(pos, "train", &supervisor.UnknownUserError{Kind: "user", Name: "ml"}),
 		msgCheckSummary(3, 12, 2, 1),
 		msgCheckSummary(1, 1, 1, 0),
@@ -115,3 +129,5 @@ func TestMessages(t *testing.T) {
 	}
 	testkit.Golden(t, "testdata/messages.golden", []byte(strings.Join(msgs, "\n")+"\n"))
 }
+
+func ptr[T any](v T) *T { return &v }

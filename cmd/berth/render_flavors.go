@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/berthd/berth/accounting"
 	"github.com/berthd/berth/supervisor"
 )
 
@@ -26,7 +27,11 @@ func renderFlavors(w io.Writer, flavors []supervisor.FlavorView, o renderOptions
 		if len(f.UsedBy) > 0 {
 			usedBy = strings.Join(f.UsedBy, ",")
 		}
-		t.add(plainSpan(f.Name), plainSpan(strconv.Itoa(f.Resources.CPUs)), plainSpan(strconv.Itoa(f.Resources.GPUs)),
+		cards := strconv.Itoa(f.Resources.GPUs)
+		if f.Resources.GPUMemBytes > 0 {
+			cards = accounting.FormatSize(f.Resources.GPUMemBytes) + " of one" // a share (gpu_mem)
+		}
+		t.add(plainSpan(f.Name), plainSpan(strconv.Itoa(f.Resources.CPUs)), plainSpan(cards),
 			plainSpan(memoryCell(f.Resources.RAMBytes)), plainSpan(usedBy), plainSpan(fileLine(f.File, f.Line)))
 	}
 	t.fitContent()

@@ -37,7 +37,7 @@ func historyTable(runs []supervisor.RunView, withJob bool, now time.Time) []text
 		}
 		result, sgr := runResult(r)
 		row = append(row, plainSpan(r.Start.In(renderZone).Format("2006-01-02 15:04:05")),
-			plainSpan(runDuration(r, now)), plainSpan(coresCell(r.CPUs)), plainSpan(cardsCell(r.GPUs)), styledSpan(result, sgr))
+			plainSpan(runDuration(r, now)), plainSpan(coresCell(r.CPUs)), plainSpan(shareCell(r.GPUs, r.GPUMemBytes, r.GPUMemPeakBytes)), styledSpan(result, sgr))
 		t.add(row...)
 	}
 	t.fitContent()
@@ -87,6 +87,13 @@ func runResult(r supervisor.RunView) (string, string) {
 	}
 	if detail != "" {
 		reason += " (" + detail + ")"
+	}
+	if r.GPUMemBytes > 0 && r.GPUMemPeakBytes != nil && *r.GPUMemPeakBytes > r.GPUMemBytes {
+		// Said however it ended: the jobs beside it paid for it.
+		reason += "; " + msgRanOverShare(*r.GPUMemPeakBytes, r.GPUMemBytes)
+		if r.End != nil && (r.Reason == "exited" || r.Reason == "stopped") {
+			return reason, sgrYellow
+		}
 	}
 	switch r.Reason {
 	case "exited", "stopped":

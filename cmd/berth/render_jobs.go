@@ -32,7 +32,7 @@ func renderJobs(w io.Writer, jobs []supervisor.JobStatus, o renderOptions) {
 		if j.Array != nil {
 			indices = strconv.Itoa(j.Array.Size)
 		}
-		t.add(plainSpan(j.Name), plainSpan(j.State), plainSpan(coresCell(j.CPUs)), plainSpan(cardsCell(j.GPUs)),
+		t.add(plainSpan(j.Name), plainSpan(j.State), plainSpan(coresCell(j.CPUs)), plainSpan(shareCell(j.GPUs, j.GPUMemBytes, nil)),
 			plainSpan(memoryCell(j.RAMBytes)), plainSpan(since), plainSpan(cmp.Or(j.Owner, "-")), plainSpan(indices))
 	}
 	t.fitContent()

@@ -81,8 +81,13 @@ func printMachine(w io.Writer, inv probes.Inventory, uses []probes.CardUse) {
 		for i, name := range inv.GPUs {
 			use, live := probes.UseOf(uses, inv.Topology, name)
 			line := describeCard(inv.Topology, name)
-			if live {
+			switch {
+			case live && inv.GPUMemSource != probes.SourceOverride:
 				line += fmt.Sprintf("  memory %s/%s used", accounting.FormatSize(use.MemoryUsed), accounting.FormatSize(use.MemoryTotal))
+			case live:
+				line += fmt.Sprintf("  memory %s used, %s shared (--gpu-mem)", accounting.FormatSize(use.MemoryUsed), accounting.FormatSize(inv.GPUMem[i]))
+			case i < len(inv.GPUMem) && inv.GPUMem[i] > 0:
+				line += fmt.Sprintf("  memory %s (--gpu-mem)", accounting.FormatSize(inv.GPUMem[i]))
 			}
 			fmt.Fprintf(w, "  card %d  %-*s%s\n", i, width, name, line)
 			for _, p := range use.Processes {
@@ -92,6 +97,9 @@ func printMachine(w io.Writer, inv probes.Inventory, uses []probes.CardUse) {
 				}
 				fmt.Fprintf(w, "    pid %d  %s\n", p.PID, held)
 			}
+		}
+		if inv.GPUMem == nil {
+			fmt.Fprintln(w, "  the cards' memory is unknown, so no job shares a card by memory (gpu_mem): NVML (libnvidia-ml.so.1) says it, or --gpu-mem SIZE")
 		}
 	}
 	if inv.RAM.Known {

@@ -206,7 +206,10 @@ func holdsText(st supervisor.JobStatus) string {
 		}
 		parts = append(parts, cores)
 	}
-	if len(st.GPUs) > 0 {
+	switch {
+	case st.GPUMemBytes > 0 && len(st.GPUs) > 0:
+		parts = append(parts, accounting.FormatSize(st.GPUMemBytes)+" of card "+strings.Join(st.GPUs, ","))
+	case len(st.GPUs) > 0:
 		parts = append(parts, plural(len(st.GPUs), "card")+" "+strings.Join(st.GPUs, ","))
 	}
 	if st.RAMBytes > 0 {
@@ -218,6 +221,12 @@ func holdsText(st supervisor.JobStatus) string {
 	held := strings.Join(parts, ", ")
 	if u := st.Used; u != nil && u.MemoryBytes != nil {
 		held += "; uses " + accounting.FormatSize(*u.MemoryBytes) + " memory now"
+	}
+	if u := st.GPUMemUsedBytes; u != nil && *u >= 0 {
+		held += "; its processes hold " + accounting.FormatSize(*u) + " of card memory now"
+		if p := st.GPUMemPeakBytes; p != nil && *p > *u {
+			held += " (" + accounting.FormatSize(*p) + " at most)"
+		}
 	}
 	return held
 }
@@ -235,6 +244,9 @@ func resourcesText(def supervisor.JobDefinition) string {
 		ram = accounting.FormatSize(r.RAMBytes)
 	}
 	s := fmt.Sprintf("cpus %s, gpus %d, ram %s", cpus, r.GPUs, ram)
+	if r.GPUMemBytes > 0 {
+		s = fmt.Sprintf("cpus %s, gpu_mem %s (a share of one card), ram %s", cpus, accounting.FormatSize(r.GPUMemBytes), ram)
+	}
 	if def.Flavor != "" {
 		s += fmt.Sprintf(" (flavor %q)", def.Flavor)
 	}

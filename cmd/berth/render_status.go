@@ -38,6 +38,7 @@ func layoutStatus(s supervisor.Status, o renderOptions) statusPicture {
 	p.top = append(p.top, machineSummary(s.Machine, width)...)
 	p.top = append(p.top, cardGrid(s.Machine.Cards, width)...)
 	p.top = append(p.top, foreignUse(s.Machine.Cards, width)...)
+	p.top = append(p.top, cardShares(s.Machine.Cards, width)...)
 	if s.Runner != "" {
 		sgr := sgrDim
 		if s.Runner != "units" {
@@ -146,7 +147,7 @@ func cardGrid(cards []supervisor.CardStatus, width int) []textLine {
 	room := max(1, width-runeLen(label))
 	natural, names, holders := 0, 0, 0
 	for _, c := range cards {
-		holder := cmp.Or(c.Holder, "free")
+		holder, _ := cardHolder(c)
 		natural = max(natural, runeLen(c.Name)+1+runeLen(holder))
 		names = max(names, runeLen(c.Name))
 		holders = max(holders, runeLen(holder))
@@ -175,14 +176,27 @@ func cardGrid(cards []supervisor.CardStatus, width int) []textLine {
 	return out
 }
 
-func cardCell(c supervisor.CardStatus, width int) textLine {
-	holder, sgr := c.Holder, ""
+// cardHolder is what a card's cell says of who holds it, and its colour:
+// its holder, those who share it ("infer+embed"), "in use" (by a process
+// berth did not start) or "free".
+func cardHolder(c supervisor.CardStatus) (string, string) {
 	switch {
-	case holder == "" && c.Off:
-		holder, sgr = "in use", sgrYellow // by a process berth did not start
-	case holder == "":
-		holder, sgr = "free", sgrGreen
+	case c.Holder != "":
+		return c.Holder, ""
+	case len(c.Shares) > 0:
+		holders := make([]string, len(c.Shares))
+		for i, sh := range c.Shares {
+			holders[i] = sh.Holder
+		}
+		return strings.Join(holders, "+"), ""
+	case c.Off:
+		return "in use", sgrYellow
 	}
+	return "free", sgrGreen
+}
+
+func cardCell(c supervisor.CardStatus, width int) textLine {
+	holder, sgr := cardHolder(c)
 	room := width - runeLen(c.Name) - 1
 	if room < min(4, runeLen(holder)) {
 		text := ellipsize(c.Name+" "+holder, width)
@@ -203,6 +217,18 @@ func foreignUse(cards []supervisor.CardStatus, width int) []textLine {
 				sgr = sgrYellow
 			}
 			out = append(out, wrapWords(escapeText(msgForeignUse(c.Name, f, c.Off)), width, "  ", "    ", sgr)...)
+		}
+	}
+	return out
+}
+
+// cardShares is a line for each card shared by memory: who holds how
+// much, and what is left for another share.
+func cardShares(cards []supervisor.CardStatus, width int) []textLine {
+	var out []textLine
+	for _, c := range cards {
+		if len(c.Shares) > 0 {
+			out = append(out, wrapWords(escapeText(msgCardShares(c)), width, "  ", "    ", sgrDim)...)
 		}
 	}
 	return out
@@ -263,7 +289,7 @@ func statusTable(s supervisor.Status, jobs []supervisor.JobStatus, width int, no
 		}
 		row[cores] = plainSpan(coresUsed(j, now) + coresCell(j.CPUs))
 		if cards >= 0 {
-			row[cards] = plainSpan(cardsCell(j.GPUs))
+			row[cards] = plainSpan(shareCell(j.GPUs, j.GPUMemBytes, j.GPUMemUsedBytes))
 		}
 		if memory >= 0 {
 			row[memory] = plainSpan(memoryUsed(j) + memoryCell(j.RAMBytes))
@@ -441,6 +467,9 @@ func singleWhy(j supervisor.JobStatus, now time.Time) string {
 	why := reason(j, now)
 	if stateOf(j.State) == store.StateDone {
 		why = "" // done is exit 0, which is all the daemon's reason says
+	}
+	if over := msgOverShare(j); over != "" {
+		why = strings.TrimPrefix(why+"; "+over, "; ")
 	}
 	if j.ExpectedStart != nil {
 		why += expectedClause + j.ExpectedStart.In(renderZone).Format("15:04")

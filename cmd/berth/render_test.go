@@ -295,6 +295,38 @@ var statusFixtures = []struct {
 	{"people", peopleBox},
 	{"arrays", arraysBox},
 	{"foreign", foreignBox},
+	{"shares", sharesBox},
+}
+
+// sharesBox is the 4-card workstation with cards shared by memory: two
+// jobs of 10G on card 0, one of 20G on card 2 that holds 22G, over its
+// share; a share of 20G waits for room on one card.
+func sharesBox() supervisor.Status {
+	gib := accounting.GiB
+	cards := cardsHeldBy("", "train", "", "train")
+	cards[0].Shares = []supervisor.CardShare{{Holder: "infer", Bytes: 10 * gib}, {Holder: "alice/notebook", Owner: "alice", Bytes: 10 * gib}}
+	cards[0].RoomBytes = ptr(4 * gib)
+	cards[2].Shares = []supervisor.CardShare{{Holder: "embed", Bytes: 20 * gib}}
+	cards[2].RoomBytes = ptr(2 * gib)
+	share := func(name, owner, card string, share, used int64) supervisor.JobStatus {
+		return supervisor.JobStatus{Name: name, Owner: owner, State: "running", Since: renderNow.Add(-time.Hour), CPUs: 1, CPUIDs: []int{2},
+			GPUs: []string{card}, GPUMemBytes: share, GPUMemUsedBytes: ptr(used), GPUMemPeakBytes: ptr(used), Asked: supervisor.Size{CPUs: 1, GPUMemBytes: share}}
+	}
+	return supervisor.Status{
+		Host:    "workstation",
+		Machine: supervisor.MachineStatus{CPUs: 22, CPUsFree: 11, RAMBytes: sizeG(125), RAMFreeBytes: sizeG(93), Cards: cards},
+		Jobs: []supervisor.JobStatus{
+			share("infer", "", "0", 10*gib, 6*gib),
+			share("alice/notebook", "alice", "0", 10*gib, 9*gib),
+			share("embed", "", "2", 20*gib, 22*gib),
+			{Name: "train", State: "running", Since: renderNow.Add(-3 * time.Hour), CPUs: 8, CPUIDs: []int{3, 4, 5, 6, 7, 8, 9, 10}, GPUs: []string{"1", "3"}, Asked: supervisor.Size{CPUs: 8, GPUs: 2}},
+			{Name: "serve", State: "waiting", Since: renderNow.Add(-20 * time.Minute), CPUIDs: []int{}, GPUs: []string{}, Asked: supervisor.Size{CPUs: 1, GPUMemBytes: 20 * gib},
+				Short: &supervisor.Size{GPUMemBytes: 16 * gib}, Why: "needs 20G of one gpu's memory; 4G the most free on one"},
+		},
+		Errors: []string{},
+		Logs:   "journal",
+		Now:    renderNow,
+	}
 }
 
 // foreignBox is the 4-card workstation of issue 16: a hand-started
@@ -602,6 +634,18 @@ func TestRenderHistory(t *testing.T) {
 	renderHistory(&b, historyRuns()[10:], renderOptions{width: 80, now: renderNow})
 	testkit.Golden(t, "testdata/render/history-array.golden", b.Bytes())
 
+	// Shares of a card: each run's peak beside its share, and the one
+	// that went over it said so.
+	b.Reset()
+	gib := accounting.GiB
+	renderHistory(&b, []supervisor.RunView{
+		{ID: 60, Job: "embed", Start: renderNow.Add(-2 * time.Hour), End: ptr(renderNow.Add(-time.Hour)), CPUs: 1, GPUs: []string{"2"},
+			GPUMemBytes: 20 * gib, GPUMemPeakBytes: ptr(22 * gib), ExitCode: ptr(0), Reason: "exited"},
+		{ID: 61, Job: "infer", Start: renderNow.Add(-time.Hour), PID: 6001, CPUs: 1, GPUs: []string{"0"}, GPUMemBytes: 10 * gib, GPUMemPeakBytes: ptr(6 * gib)},
+		{ID: 62, Job: "train", Start: renderNow.Add(-3 * time.Hour), PID: 6002, CPUs: 8, GPUs: []string{"1", "3"}, GPUMemPeakBytes: ptr(40 * gib)},
+	}, renderOptions{width: 80, now: renderNow})
+	testkit.Golden(t, "testdata/render/history-shares.golden", b.Bytes())
+
 	b.Reset()
 	renderHistory(&b, nil, renderOptions{now: renderNow})
 	if b.String() != "no runs\n" {
@@ -615,6 +659,7 @@ func TestRenderFlavors(t *testing.T) {
 		{Name: "gpu-large", File: "jobs.d/flavors.lua", Line: 9, Resources: supervisor.Size{CPUs: 8, GPUs: 2, RAMBytes: 64 * accounting.GiB}, UsedBy: []string{"train-resnet", "train-llama-7b-lora"}},
 		{Name: "cpu-small", File: "jobs.d/flavors.lua", Line: 1, Resources: supervisor.Size{CPUs: 2}, UsedBy: []string{}},
 		{Name: "gpu-one", File: "jobs.d/flavors.lua", Line: 5, Resources: supervisor.Size{CPUs: 4, GPUs: 1, RAMBytes: 24 * accounting.GiB}, UsedBy: []string{"sweep-1"}},
+		{Name: "gpu-slice", File: "jobs.d/flavors.lua", Line: 13, Resources: supervisor.Size{CPUs: 2, GPUMemBytes: 10 * accounting.GiB}, UsedBy: []string{"infer"}},
 	}, renderOptions{width: 80, now: renderNow})
 	testkit.Golden(t, "testdata/render/flavors.golden", b.Bytes())
 

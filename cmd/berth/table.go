@@ -177,6 +177,20 @@ func cardsCell(cards []string) string {
 	return strings.Join(cards, ",")
 }
 
+// shareCell is cardsCell with a share's size after its card, and what its
+// processes hold before the size where the driver says: "1 12G/10G".
+func shareCell(cards []string, share int64, used *int64) string {
+	s := cardsCell(cards)
+	if share <= 0 {
+		return s
+	}
+	s += " "
+	if used != nil && *used >= 0 {
+		s += accounting.FormatSize(*used) + "/"
+	}
+	return s + accounting.FormatSize(share)
+}
+
 // coresUsed and memoryUsed put what a run uses before what it was granted,
 // "1.7/2" and "120M/256M", where its unit's cgroup says: the cores it kept
 // busy on average over its age, and its memory now.

@@ -175,6 +175,21 @@ func EnvOf(pid int, key string) (string, bool) {
 	return environEntry(env, []byte(key+"="))
 }
 
+// EnvValues is the value of each of keys in process pid's environment as
+// it started ("" where it has none), read once; false when the environment
+// cannot be read.
+func EnvValues(pid int, keys ...string) ([]string, bool) {
+	env, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
+	if err != nil {
+		return nil, false
+	}
+	out := make([]string, len(keys))
+	for i, k := range keys {
+		out[i], _ = environEntry(env, []byte(k+"="))
+	}
+	return out, true
+}
+
 // Describe is process pid's command name and the uid that owns it; ""
 // and -1 where they cannot be read (it ended).
 func Describe(pid int) (comm string, uid int) {
