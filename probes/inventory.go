@@ -55,7 +55,7 @@ type Inventory struct {
 	// GPUMemSource says where GPUMem came from: SourceNVML or
 	// SourceOverride; "" where none is known.
 	GPUMemSource string
-	RAM       Memory
+	RAM          Memory
 	// Hostname is the host's name, "" where it could not be read.
 	Hostname string
 	// Booted is when the machine booted, the zero time where it could not

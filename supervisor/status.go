@@ -121,8 +121,8 @@ type JobStatus struct {
 	GPUMemUsedBytes *int64 `json:"gpu_mem_used_bytes,omitempty"`
 	GPUMemPeakBytes *int64 `json:"gpu_mem_peak_bytes,omitempty"`
 	Restarts        int    `json:"restarts"`
-	File     string   `json:"file"`
-	Line     int      `json:"line"`
+	File            string `json:"file"`
+	Line            int    `json:"line"`
 	// Asked is what the definition asks (a waiting job holds nothing yet).
 	Asked  Size   `json:"asked"`
 	Flavor string `json:"flavor,omitempty"`
