@@ -490,3 +490,25 @@ func TestPeopleLogsFollow(t *testing.T) {
 	for range lines {
 	}
 }
+
+// TestPeopleOwnArrayFirst: a person's bare name is their own first, be
+// it a job or an array: alice's array sweep before the administrators'
+// job sweep, for show and for control.
+func TestPeopleOwnArrayFirst(t *testing.T) {
+	d, spool, _ := peopleDaemon(t, `job "sweep" { cmd = "sleep 600", cpus = 0 }`, nil)
+	writeAs(t, spool, testAlice, "jobs.lua", `job "sweep" { cmd = "sleep 600", cpus = 0, array = 2 }`)
+	reload(t, d)
+	waitJob(t, d, testAlice+"/sweep[2]", "running", func(js JobStatus) bool { return js.State == "running" })
+	code, body := as(t, d, testAlice, "GET", jobPath("sweep"))
+	var detail JobDetail
+	if err := json.Unmarshal([]byte(body), &detail); code != 200 || err != nil || detail.Status.Name != testAlice+"/sweep" || detail.Status.Array == nil {
+		t.Fatalf("alice's show sweep: %d %s %v; want her array", code, detail.Status.Name, err)
+	}
+	if code, body := as(t, d, testAlice, "POST", jobPath("sweep")+"/stop"); code != 200 {
+		t.Fatalf("alice's stop sweep: %d %s; want her array stopped", code, body)
+	}
+	waitJob(t, d, testAlice+"/sweep[1]", "stopped", func(js JobStatus) bool { return js.State == "stopped" })
+	if js, _ := d.jobStatus("sweep"); js.State != "running" {
+		t.Errorf("the administrators' sweep is %s; alice's stop reached it", js.State)
+	}
+}

@@ -71,30 +71,38 @@ func (c caller) mayControl(owner string) bool {
 
 // resolve finds the job a caller names: a person may call their own job
 // by its short name (train for alice/train), which then comes first;
-// otherwise the name is the job's whole name.
+// otherwise the name is the job's whole name. A name that means an array
+// (their own first) is no job.
 func (d *Daemon) resolve(c caller, name string) (*job, bool) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return ownFirst(d.jobs, c, name)
+	j, _ := d.lookup(c, name)
+	return j, j != nil
 }
 
 // resolveArray is resolve for an array.
 func (d *Daemon) resolveArray(c caller, name string) (*array, bool) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return ownFirst(d.arrays, c, name)
+	_, a := d.lookup(c, name)
+	return a, a != nil
 }
 
-// ownFirst looks name up in byName as caller c means it: a bare name is
-// their own job of that name first, when they have one.
-func ownFirst[T any](byName map[string]T, c caller, name string) (T, bool) {
+// lookup finds the job or the array (at most one of them) a caller names:
+// a bare name is their own of that name first, job or array, then the
+// whole name.
+func (d *Daemon) lookup(c caller, name string) (*job, *array) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	names := []string{name}
 	if c.name != "" && !strings.Contains(name, "/") {
-		if v, ok := byName[c.name+"/"+name]; ok {
-			return v, true
+		names = []string{c.name + "/" + name, name}
+	}
+	for _, n := range names {
+		if j, ok := d.jobs[n]; ok {
+			return j, nil
+		}
+		if a, ok := d.arrays[n]; ok {
+			return nil, a
 		}
 	}
-	v, ok := byName[name]
-	return v, ok
+	return nil, nil
 }
 
 // resolveName is resolve for a job that may be gone: the name the caller
