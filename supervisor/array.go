@@ -73,6 +73,10 @@ type array struct {
 	asking    map[int]bool
 	order     indexHeap
 	pending   map[int]bool
+	// leaving are indices the range lost while they held a place: their
+	// jobs keep it until they have stopped (sync), so that the indices
+	// let in meanwhile never make more than max_parallel.
+	leaving map[*job]bool
 
 	// tellMu serialises tell, from looking at the array to noting what
 	// the dependants were told (told): two indices publishing at once
@@ -85,7 +89,7 @@ func newArray(def *luaapi.Job) *array {
 	return &array{
 		name: def.Name, def: def,
 		members: map[int]*job{}, states: map[int]store.State{}, counts: map[store.State]int{},
-		slots: map[int]bool{}, asking: map[int]bool{}, pending: map[int]bool{},
+		slots: map[int]bool{}, asking: map[int]bool{}, pending: map[int]bool{}, leaving: map[*job]bool{},
 	}
 }
 
@@ -126,8 +130,12 @@ func (a *array) firstAsking() (int, bool) {
 // room says whether one more index may take a place. The caller holds
 // a.mu.
 func (a *array) room() bool {
-	return !a.hasQueued && (a.def.MaxParallel == 0 || len(a.slots) < a.def.MaxParallel)
+	return !a.hasQueued && (a.def.MaxParallel == 0 || a.held() < a.def.MaxParallel)
 }
+
+// held is how many places are held, by indices and by those leaving. The
+// caller holds a.mu.
+func (a *array) held() int { return len(a.slots) + len(a.leaving) }
 
 // expect puts index i in line before its goroutine starts, so that the
 // indices of a new array are let in lowest first rather than in the
@@ -208,7 +216,13 @@ func (a *array) sync(j *job, st store.State, since time.Time, end lastEnd, inLin
 	defer a.mu.Unlock()
 	i := j.index
 	if a.members[i] != j {
-		return // forgotten (the range lost it), or replaced: not counted
+		// Forgotten (the range lost it), or replaced: not counted; its
+		// place, if it kept one, goes once it no longer holds it.
+		if a.leaving[j] && !inQueue && !holdsPlace(st) {
+			delete(a.leaving, j)
+			a.admitNext()
+		}
+		return
 	}
 	if old, ok := a.states[i]; !ok || old != st {
 		if ok {
@@ -279,11 +293,15 @@ func (a *array) join(i int, j *job) {
 }
 
 // forget takes index i out of the array (the range no longer has it): it
-// counts no more, and the place it held goes to the next in line. Its job
-// stops as a removed job does. The caller holds d.mu.
+// counts no more, and the place it held goes to the next in line once its
+// job, which stops as a removed job does, has stopped. The caller holds
+// d.mu.
 func (a *array) forget(i int) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	if j := a.members[i]; j != nil && a.slots[i] && holdsPlace(a.states[i]) {
+		a.leaving[j] = true
+	}
 	delete(a.members, i)
 	if st, ok := a.states[i]; ok {
 		a.counts[st]--
@@ -339,7 +357,7 @@ func (a *array) snapshot() arrayCounts {
 
 // countsLocked is snapshot for a caller that holds a.mu.
 func (a *array) countsLocked() arrayCounts {
-	c := arrayCounts{size: len(a.members), byState: make(map[store.State]int, len(a.counts)), slots: len(a.slots),
+	c := arrayCounts{size: len(a.members), byState: make(map[store.State]int, len(a.counts)), slots: a.held(),
 		inLine: len(a.asking), since: a.since, last: a.last, def: a.def, queued: a.queued, isQueued: a.hasQueued}
 	for s, n := range a.counts {
 		if n > 0 {

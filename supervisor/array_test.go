@@ -405,3 +405,30 @@ func TestJobBecomesArray(t *testing.T) {
 		t.Errorf("%d lines named sweep", n)
 	}
 }
+
+// TestArrayForgottenKeepsItsPlace: an index the range lost while it ran
+// keeps its place until its job has stopped: the next in line is not let
+// in beside it past max_parallel.
+func TestArrayForgottenKeepsItsPlace(t *testing.T) {
+	m := newGateModel(t, 3, 1)
+	m.place(1)
+	if m.state[1] != store.StateRunning {
+		t.Fatalf("index 1 is %v", m.state[1])
+	}
+	gone := m.a.members[1]
+	m.a.forget(1)
+	m.read(2)
+	if m.inQueue[2] {
+		t.Fatal("index 2 was let in while the forgotten index 1 still runs")
+	}
+	m.a.sync(gone, store.StateStopping, time.Time{}, lastEnd{}, false, false)
+	m.read(2)
+	if m.inQueue[2] {
+		t.Fatal("index 2 was let in while the forgotten index 1 stops")
+	}
+	m.a.sync(gone, store.StateStopped, time.Time{}, lastEnd{}, false, false)
+	m.read(2)
+	if !m.inQueue[2] {
+		t.Fatal("index 2 is not let in once the forgotten index 1 has stopped")
+	}
+}
