@@ -103,6 +103,14 @@ func TestNVMLDGXA100(t *testing.T) {
 	if m := cards[7].MIG[1]; m.UUID != "MIG-7-1" || m.MemoryTotal != 20<<30 || len(m.Processes) != 1 || m.Processes[0].PID != 7071 {
 		t.Errorf("card 7's second instance: %+v", m)
 	}
+	// As the daemon takes it: counted in /dev, cards 6 and 7 become their
+	// instances, and each card's memory is what NVML says of it (of an
+	// instance, its own).
+	inv := Inventory{GPUs: indexNames(8), GPUSource: SourceDev, CardsSeen: 8}.WithNVML(cards).WithCardMemory(cards)
+	wantMem := []int64{40960 << 20, 40960 << 20, 40960 << 20, 40960 << 20, 40960 << 20, 40960 << 20, 20 << 30, 20 << 30, 20 << 30, 20 << 30}
+	if !slices.Equal(inv.GPUMem, wantMem) || inv.GPUs[9] != "MIG-7-1" {
+		t.Errorf("the daemon's cards %v, their memory %v; want %v", inv.GPUs, inv.GPUMem, wantMem)
+	}
 	// Read again: initialised once, the same answer.
 	again, err := r.ReadCards()
 	if err != nil || len(again) != 8 {
