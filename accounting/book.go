@@ -116,7 +116,7 @@ func (b *Book) takeKeeping(req Request, now time.Time, keep holdBack) (Grant, bo
 	keptCard := -1
 	if keep.GPUMemBytes > 0 {
 		keptCard = keep.Card
-		if b.untouched(keptCard) {
+		if b.untouched(keptCard) && !b.gpuOff[keptCard] {
 			// A card the head waits to share is no one's whole.
 			avail.GPUs = max(0, avail.GPUs-1)
 		}

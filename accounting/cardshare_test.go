@@ -206,6 +206,22 @@ func TestPlacerShares(t *testing.T) {
 			t.Fatalf("after big ended: head %v, small %v", granted(head), granted(small))
 		}
 	})
+	t.Run("the untouched card a share head waits on is no one's whole", func(t *testing.T) {
+		p := NewPlacer(newFakeClock().Now)
+		b := p.AddMachine(sharing(24, 24))
+		queueUp(p, ask("whole", 1, 1, 0)) // card 0
+		b.SetCards([]CardLive{{}, {OutsideBytes: 5 * GiB}}) // card 1: 19G of room
+		head := queueUp(p, share("head", 20))
+		other := queueUp(p, ask("other", 1, 1, 0))
+		small := queueUp(p, share("small", 5))
+		if granted(head) || granted(other) || granted(small) {
+			t.Fatalf("head %v, other %v, small %v: want all waiting for card 1", granted(head), granted(other), granted(small))
+		}
+		b.SetCards(nil) // what was outside is gone
+		if !granted(head) || !slices.Equal(head.grant.GPUs, []int{1}) {
+			t.Fatalf("head %v on %v; want card 1", granted(head), head.grant.GPUs)
+		}
+	})
 	t.Run("a share that ends before the head may start backfills", func(t *testing.T) {
 		clock := newFakeClock()
 		p := NewPlacer(clock.Now)
