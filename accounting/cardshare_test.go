@@ -209,7 +209,7 @@ func TestPlacerShares(t *testing.T) {
 	t.Run("the untouched card a share head waits on is no one's whole", func(t *testing.T) {
 		p := NewPlacer(newFakeClock().Now)
 		b := p.AddMachine(sharing(24, 24))
-		queueUp(p, ask("whole", 1, 1, 0)) // card 0
+		queueUp(p, ask("whole", 1, 1, 0))                   // card 0
 		b.SetCards([]CardLive{{}, {OutsideBytes: 5 * GiB}}) // card 1: 19G of room
 		head := queueUp(p, share("head", 20))
 		other := queueUp(p, ask("other", 1, 1, 0))
