@@ -54,6 +54,9 @@ func renderShow(w io.Writer, d supervisor.JobDetail, o renderOptions) {
 		}
 		kv.add("run", plainSpan(run))
 		kv.add("holds", plainSpan(holdsText(st)))
+		if over := msgOverShare(st); over != "" {
+			kv.add("warning", styledSpan(over, sgrYellow))
+		}
 	}
 	if array && (st.CPUs > 0 || len(st.GPUs) > 0 || st.RAMBytes > 0) {
 		kv.add("holds", plainSpan(holdsText(st)+" (its indices together)"))
@@ -261,7 +264,8 @@ func hasKey(m map[string]string, k string) bool {
 // derivedVar tells the variables berth sets from a grant (DESIGN.md, "The
 // environment a job is started with").
 func derivedVar(key string) bool {
-	return slices.Contains(accounting.ThreadVars, key) || key == "CUDA_VISIBLE_DEVICES" || strings.HasPrefix(key, "BERTH_")
+	return slices.Contains(accounting.ThreadVars, key) || slices.Contains(accounting.ShareVars, key) ||
+		key == "CUDA_VISIBLE_DEVICES" || strings.HasPrefix(key, "BERTH_")
 }
 
 // loginVar tells the variables a job with a user gets from its passwd

@@ -308,8 +308,10 @@ func sharesBox() supervisor.Status {
 	cards[0].RoomBytes = ptr(4 * gib)
 	cards[2].Shares = []supervisor.CardShare{{Holder: "embed", Bytes: 20 * gib}}
 	cards[2].RoomBytes = ptr(2 * gib)
+	run := uint64(59)
 	share := func(name, owner, card string, share, used int64) supervisor.JobStatus {
-		return supervisor.JobStatus{Name: name, Owner: owner, State: "running", Since: renderNow.Add(-time.Hour), CPUs: 1, CPUIDs: []int{2},
+		run++
+		return supervisor.JobStatus{Name: name, Owner: owner, State: "running", Since: renderNow.Add(-time.Hour), Run: run, PID: 6000 + int(run), CPUs: 1, CPUIDs: []int{2},
 			GPUs: []string{card}, GPUMemBytes: share, GPUMemUsedBytes: ptr(used), GPUMemPeakBytes: ptr(used), Asked: supervisor.Size{CPUs: 1, GPUMemBytes: share}}
 	}
 	return supervisor.Status{
@@ -545,7 +547,21 @@ func TestRenderShow(t *testing.T) {
 		Runs:    []supervisor.RunView{},
 		Logs:    "/var/lib/berth/logs/train-llama-7b-lora.log",
 	}
-	for name, d := range map[string]supervisor.JobDetail{"running": running, "waiting": waiting, "array": arrayDetail()} {
+	embed := sharesBox().Jobs[2]
+	share := supervisor.JobDetail{
+		Status: embed,
+		Definition: supervisor.JobDefinition{
+			Name: "embed", File: "jobs.d/serve.lua", Line: 2, Cmd: []string{"python3", "embed.py"},
+			Resources: supervisor.Size{CPUs: 1, GPUMemBytes: 20 * accounting.GiB}, Env: map[string]string{}, Restart: "always",
+			StopSignal: "SIGTERM", StopTimeout: "10s", OnChange: "restart", Enabled: true,
+		},
+		NextEnv: []string{"BERTH_CPUS=1", "BERTH_GPUS=0", "BERTH_GPU_MEM=21474836480", "BERTH_JOB=embed", "BERTH_RUN=next",
+			"CUDA_VISIBLE_DEVICES=0", "TF_FORCE_GPU_ALLOW_GROWTH=true", "XLA_PYTHON_CLIENT_MEM_FRACTION=0.833"},
+		Runs: []supervisor.RunView{{ID: 60, Job: "embed", Start: ago(time.Hour), PID: 6000, CPUs: 1, GPUs: []string{"2"},
+			GPUMemBytes: 20 * accounting.GiB, GPUMemPeakBytes: ptr(22 * accounting.GiB)}},
+		Logs: "journal",
+	}
+	for name, d := range map[string]supervisor.JobDetail{"running": running, "waiting": waiting, "array": arrayDetail(), "share": share} {
 		t.Run(name, func(t *testing.T) {
 			var b bytes.Buffer
 			renderShow(&b, d, renderOptions{width: 80, now: renderNow})
