@@ -91,15 +91,22 @@ func (b *Book) TryTake(req Request, now time.Time) (Grant, bool) {
 }
 
 // holdBack is what the head of the Placer's queue keeps of what is free:
-// cores, whole cards and memory, and for a head that asks a share,
+// cores and memory (Resources.CPUs, RAMBytes); for a head that asks whole
+// cards, those cards by name (Cards); for a head that asks a share,
 // GPUMemBytes of card Card (nothing of any card when GPUMemBytes is 0).
+// Cards are named rather than counted: a card counted free and taken by a
+// share certain to end in time is a shared card, which a share that is not
+// could then take, and the head would wait past its start.
 type holdBack struct {
 	Resources
-	Card int
-	// Emptying are cards shared now whose shares all end before the head
-	// can start, and which it then takes whole: no share is booked on
-	// them meanwhile, or the head's start would move.
-	Emptying []int
+	Card  int
+	Cards []int
+}
+
+// kept says whether card i is one a whole grant may not take: the head's
+// cards, or the card a share at the head waits on.
+func (k holdBack) kept(i int) bool {
+	return k.GPUMemBytes > 0 && i == k.Card || slices.Contains(k.Cards, i)
 }
 
 // takeKeeping grants req if it fits in what is free less keep, the part held
@@ -111,14 +118,10 @@ func (b *Book) takeKeeping(req Request, now time.Time, keep holdBack) (Grant, bo
 	// What the head keeps is never more than is free: a card turned off
 	// since the placer planned must not refuse jobs that ask for none.
 	avail.CPUs -= min(keep.CPUs, avail.CPUs)
-	avail.GPUs -= min(keep.GPUs, avail.GPUs)
 	avail.RAMBytes -= min(keep.RAMBytes, max(avail.RAMBytes, 0))
-	keptCard := -1
-	if keep.GPUMemBytes > 0 {
-		keptCard = keep.Card
-		if b.untouched(keptCard) && !b.gpuOff[keptCard] {
-			// A card the head waits to share is no one's whole.
-			avail.GPUs = max(0, avail.GPUs-1)
+	for i := range b.gpuHolder {
+		if keep.kept(i) && b.untouched(i) && !b.gpuOff[i] {
+			avail.GPUs-- // counted free, and no one's whole
 		}
 	}
 	if !req.fitsIn(avail, b.capacity.RAMKnown) {
@@ -126,7 +129,7 @@ func (b *Book) takeKeeping(req Request, now time.Time, keep holdBack) (Grant, bo
 	}
 	shareOn := -1
 	if req.Shares() {
-		if shareOn = b.chooseShare(req.GPUMemBytes, keep, avail.GPUs); shareOn < 0 {
+		if shareOn = b.chooseShare(req.GPUMemBytes, keep); shareOn < 0 {
 			return Grant{}, false
 		}
 	}
@@ -144,7 +147,7 @@ func (b *Book) takeKeeping(req Request, now time.Time, keep holdBack) (Grant, bo
 	// Cards first: the cores follow them to their nodes.
 	switch {
 	case req.GPUs > 0:
-		g.GPUs = b.chooseCards(req.GPUs, func(i int) bool { return b.untouched(i) && !b.gpuOff[i] && i != keptCard })
+		g.GPUs = b.chooseCards(req.GPUs, func(i int) bool { return b.untouched(i) && !b.gpuOff[i] && !keep.kept(i) })
 	case shareOn >= 0:
 		g.GPUs, g.GPUMemBytes = []int{shareOn}, req.GPUMemBytes
 	}
@@ -202,38 +205,33 @@ func (b *Book) shareRoom(i int) int64 {
 // chooseShare picks the card for a share of n bytes, or -1: of the cards
 // already shared (or in use outside berth), the one it fills best, so that
 // untouched cards stay whole for the jobs that ask whole cards; else an
-// untouched one, as a one-card grant would be chosen, when a whole card
-// may be spent (wholeAvail, what is free less what the head keeps). keep
-// is the head's. The caller holds b.mu.
-func (b *Book) chooseShare(n int64, keep holdBack, wholeAvail int) int {
-	best, bestRoom := -1, int64(0)
+// untouched one, as a one-card grant would be chosen. keep is the head's:
+// its cards are no one's share, and on the card a share at the head waits
+// on, only what it does not keep is room. The caller holds b.mu.
+func (b *Book) chooseShare(n int64, keep holdBack) int {
+	room := func(i int) int64 {
+		r := b.shareRoom(i)
+		if keep.GPUMemBytes > 0 && i == keep.Card {
+			r -= keep.GPUMemBytes
+		}
+		return r
+	}
+	best := -1
 	for i := range b.gpuHolder {
-		if b.untouched(i) && !b.gpuOff[i] || slices.Contains(keep.Emptying, i) {
+		if b.untouched(i) && !b.gpuOff[i] || slices.Contains(keep.Cards, i) {
 			continue // for the second pass, or kept
 		}
-		room := b.shareRoom(i)
-		if keep.GPUMemBytes > 0 && i == keep.Card {
-			room -= keep.GPUMemBytes
-		}
-		if room >= n && (best < 0 || room < bestRoom) {
-			best, bestRoom = i, room
+		if room(i) >= n && (best < 0 || room(i) < room(best)) {
+			best = i
 		}
 	}
 	if best >= 0 {
 		return best
 	}
-	fits := func(i int) bool {
-		if !b.untouched(i) || b.gpuOff[i] {
-			return false
-		}
-		room := b.shareRoom(i)
-		if keep.GPUMemBytes > 0 && i == keep.Card {
-			// Already kept from the whole jobs: no whole card is spent.
-			return room-keep.GPUMemBytes >= n
-		}
-		return wholeAvail > 0 && room >= n
+	fresh := func(i int) bool {
+		return b.untouched(i) && !b.gpuOff[i] && !slices.Contains(keep.Cards, i) && room(i) >= n
 	}
-	if cards := b.chooseCards(1, fits); len(cards) == 1 {
+	if cards := b.chooseCards(1, fresh); len(cards) == 1 {
 		return cards[0]
 	}
 	return -1

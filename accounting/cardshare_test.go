@@ -277,3 +277,119 @@ func TestPlacerShareOrder(t *testing.T) {
 	}
 	checkBalanced(t, b)
 }
+
+// TestPlacerWholeHeadNotStarvedByShares: a head that asks whole cards,
+// whose start cannot be known (the shares are unbounded), keeps the
+// shared card it waits on from new shares: a stream of overlapping
+// shares cannot keep it from the card for ever.
+func TestPlacerWholeHeadNotStarvedByShares(t *testing.T) {
+	p := NewPlacer(newFakeClock().Now)
+	b := p.AddMachine(sharing(80))
+	running := queueUp(p, share("s0", 10))
+	head := queueUp(p, ask("head", 1, 1, 0))
+	next := queueUp(p, share("s1", 10)) // arrives while s0 runs
+	if granted(next) {
+		t.Fatal("a share was booked on the card the head waits to have whole")
+	}
+	if err := b.Give(running.grant); err != nil {
+		t.Fatal(err)
+	}
+	if !granted(head) || granted(next) {
+		t.Fatalf("s0 ended: head %v, s1 %v; want the head first", granted(head), granted(next))
+	}
+}
+
+// TestPlacerBackfilledShareOpensNoKeptCard: a share certain to end before
+// the head's start may take a card the head keeps, but that card, shared
+// now, is not then open to a share that is not: at its start the head
+// starts.
+func TestPlacerBackfilledShareOpensNoKeptCard(t *testing.T) {
+	clock := newFakeClock()
+	p := NewPlacer(clock.Now)
+	b := p.AddMachine(sharing(80, 80))
+	a := queueUp(p, bounded(ask("a", 1, 1, 0), time.Hour))
+	f := queueUp(p, bounded(ask("f", 7, 0, 0), 10*time.Minute))
+	head := queueUp(p, ask("head", 1, 2, 0))
+	short := queueUp(p, bounded(share("short", 10), 30*time.Minute))
+	long := queueUp(p, share("long", 10))
+	if err := b.Give(f.grant); err != nil {
+		t.Fatal(err)
+	}
+	if !granted(short) || granted(long) {
+		t.Fatalf("short %v, long %v (on %v); want only the short share, which ends before the head's start", granted(short), granted(long), long.grant.GPUs)
+	}
+	if w := p.Waiting(); w[0].Holder != "head" || !w[0].ExpectedStart.Equal(epoch.Add(time.Hour)) {
+		t.Fatalf("head %+v; want its start at 1h", w[0])
+	}
+	clock.Set(epoch.Add(time.Hour))
+	for _, g := range []Grant{short.grant, a.grant} {
+		if err := b.Give(g); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !granted(head) {
+		t.Errorf("at its expected start the head still waits: %+v", p.Waiting())
+	}
+}
+
+// TestQuotaBoundsShares: a quota of gpus bounds shares too, a card's
+// worth of memory counting as a card, unless gpu_mem bounds them on its
+// own; one larger than the quota allows at all is unplaceable.
+func TestQuotaBoundsShares(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		quota   Quota
+		granted int // of four shares of 12G on 24G cards
+	}{
+		{"gpus = 1: two shares", Quota{CPUs: -1, GPUs: 1, RAMBytes: -1, GPUMemBytes: -1}, 2},
+		{"gpus = 0: none", Quota{CPUs: -1, GPUs: 0, RAMBytes: -1, GPUMemBytes: -1}, 0},
+		{"gpu_mem = 36G, gpus = 0: three", Quota{CPUs: -1, GPUs: 0, RAMBytes: -1, GPUMemBytes: 36 * GiB}, 3},
+		{"no quota: four", NoQuota, 4},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p := NewPlacer(newFakeClock().Now)
+			p.AddMachine(sharing(24, 24, 24, 24))
+			p.SetQuotas(nil, c.quota)
+			got := 0
+			for range 4 {
+				r := share("s", 12)
+				r.Owner = "guest"
+				if tk, err := p.Submit(r, nil); err == nil && granted(tk.w) {
+					got++
+				}
+			}
+			if got != c.granted {
+				t.Errorf("%d shares granted, want %d", got, c.granted)
+			}
+		})
+	}
+	p := NewPlacer(newFakeClock().Now)
+	p.AddMachine(sharing(24, 24))
+	p.SetQuotas(nil, Quota{CPUs: -1, GPUs: 1, RAMBytes: -1, GPUMemBytes: -1})
+	big := share("big", 20)
+	big.Owner = "guest"
+	if err := p.Placeable(big); err != nil {
+		t.Errorf("a 20G share under a quota of one 24G card: %v", err)
+	}
+	over := Request{Holder: "over", Owner: "guest", Resources: Resources{CPUs: 1, GPUs: 1}}
+	if _, err := p.Submit(over, nil); err != nil {
+		t.Fatal(err)
+	}
+	if w, _ := p.QuotaWait(big); w.Owner != "guest" {
+		t.Error("a share beside a whole card, past one card's worth, is not held back by the quota")
+	}
+}
+
+// TestFairShareCountsShares: among owners, a share counts as its part of
+// a card: one holding three shares of nearly a card each holds more than
+// one holding one card.
+func TestFairShareCountsShares(t *testing.T) {
+	a := Resources{GPUMemBytes: 3 * 23 * GiB}
+	b := Resources{GPUs: 1}
+	if compareHeld(a, b, 24*GiB) <= 0 {
+		t.Error("three shares of 23G on 24G cards hold no more than one card")
+	}
+	if compareHeld(Resources{GPUMemBytes: 12 * GiB}, b, 24*GiB) >= 0 {
+		t.Error("half a card holds no less than a card")
+	}
+}

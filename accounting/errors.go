@@ -159,6 +159,12 @@ func (e *UnplaceableError) quotaError() string {
 	if q.GPUMemBytes >= 0 && e.Asked.GPUMemBytes > q.GPUMemBytes {
 		asked, allows = append(asked, FormatSize(e.Asked.GPUMemBytes)+" of GPU memory"), append(allows, FormatSize(q.GPUMemBytes))
 	}
+	if q.GPUMemBytes < 0 && q.GPUs >= 0 && e.Asked.GPUMemBytes > 0 && len(asked) == 0 {
+		// A share counts against gpus as its part of a card.
+		card := e.Largest.LargestCardMem()
+		asked = append(asked, FormatSize(e.Asked.GPUMemBytes)+" of GPU memory")
+		allows = append(allows, fmt.Sprintf("%s (%s of shares)", Count(q.GPUs, "GPU"), FormatSize(int64(q.GPUs)*card)))
+	}
 	return fmt.Sprintf("asks for %s; %s's quota allows %s", andList(asked), e.Owner, andList(allows))
 }
 

@@ -61,10 +61,15 @@ type Placer struct {
 	held map[string]Resources
 	// ownedShapes counts the shape queues of owners' waiters.
 	ownedShapes int
+	// cardMem is the memory of the largest card of every machine, 0
+	// where none is known: a card's worth of shares, for quotas and fair
+	// share.
+	cardMem int64
 	// planned and played are a decision's scratch (planAround), kept so
 	// that deciding allocates nothing.
 	planned plan
 	played  []cardPlan
+	kept    []int
 }
 
 // fairShare reports whether owners' jobs wait, so that what each owner
@@ -116,7 +121,7 @@ func (p *Placer) QuotaWait(req Request) (QuotaWait, bool) {
 	defer p.mu.Unlock()
 	q := p.quotaOf(req.Owner)
 	held := p.heldOver(req.Owner)
-	if q.allows(held, req.Resources) {
+	if q.allows(held, req.Resources, p.cardMem) {
 		return QuotaWait{}, false
 	}
 	return QuotaWait{Owner: req.Owner, Held: held, Quota: q}, true
@@ -151,6 +156,7 @@ func (p *Placer) AddMachine(c Capacity) *Book {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.books = append(p.books, b)
+	p.cardMem = max(p.cardMem, c.LargestCardMem())
 	p.dispatch()
 	return b
 }
@@ -236,7 +242,7 @@ func (p *Placer) admissible(req Request) error {
 	if err := p.placeable(req.Resources); err != nil {
 		return err
 	}
-	if q := p.quotaOf(req.Owner); !q.within(req.Resources) {
+	if q := p.quotaOf(req.Owner); !q.within(req.Resources, p.cardMem) {
 		return &UnplaceableError{Asked: req.Resources, Largest: p.largest(), Owner: req.Owner, Quota: &q}
 	}
 	return nil
@@ -418,7 +424,7 @@ func (p *Placer) before(a, b *waiter) bool {
 		return ga > gb
 	}
 	if a.req.Owner != b.req.Owner {
-		if c := compareHeld(p.held[a.req.Owner], p.held[b.req.Owner]); c != 0 {
+		if c := compareHeld(p.held[a.req.Owner], p.held[b.req.Owner], p.cardMem); c != 0 {
 			return c < 0
 		}
 		return a.seq < b.seq
@@ -426,14 +432,22 @@ func (p *Placer) before(a, b *waiter) bool {
 	return a.before(b)
 }
 
-// compareHeld orders holdings for fair share: fewer cards, then less card
-// memory in shares, then fewer cores, then less memory.
-func compareHeld(a, b Resources) int {
-	if a.GPUs != b.GPUs {
-		return a.GPUs - b.GPUs
-	}
-	if c := cmp.Compare(a.GPUMemBytes, b.GPUMemBytes); c != 0 {
-		return c
+// compareHeld orders holdings for fair share: fewer cards, a share
+// counting as its part of a card of cardMem bytes (the largest card's;
+// where it is unknown, cards and then card memory), then fewer cores,
+// then less memory.
+func compareHeld(a, b Resources, cardMem int64) int {
+	if cardMem > 0 {
+		if c := cmp.Compare(int64(a.GPUs)*cardMem+a.GPUMemBytes, int64(b.GPUs)*cardMem+b.GPUMemBytes); c != 0 {
+			return c
+		}
+	} else {
+		if a.GPUs != b.GPUs {
+			return a.GPUs - b.GPUs
+		}
+		if c := cmp.Compare(a.GPUMemBytes, b.GPUMemBytes); c != 0 {
+			return c
+		}
 	}
 	if a.CPUs != b.CPUs {
 		return a.CPUs - b.CPUs
@@ -444,7 +458,7 @@ func compareHeld(a, b Resources) int {
 // quotaAllows says whether w's owner may take what it asks now. The
 // caller holds p.mu, with p.held up to date.
 func (p *Placer) quotaAllows(w *waiter) bool {
-	return p.quotaOf(w.req.Owner).allows(p.held[w.req.Owner], w.req.Resources)
+	return p.quotaOf(w.req.Owner).allows(p.held[w.req.Owner], w.req.Resources, p.cardMem)
 }
 
 // headPlan is the head's reservation as the last decision made it.
@@ -567,7 +581,11 @@ func (p *Placer) planAround(head *waiter, now time.Time) {
 		p.played = append(p.played[:0], st.cards...)
 		start := st.earliestStart(head.req.Resources, now, b.capacity.RAMKnown, p.played)
 		if plan.book == nil || start.known && (!plan.known || start.at.Before(plan.at)) {
-			plan = headPlan{w: head, book: b, keep: st.heldBack(head.req.Resources, start), at: start.at, known: start.known}
+			// One machine's plan at a time: the names are kept in a
+			// buffer of the placer's, the last chosen one's.
+			keep := st.heldBack(head.req.Resources, start, p.played, p.kept)
+			p.kept = keep.Cards
+			plan = headPlan{w: head, book: b, keep: keep, at: start.at, known: start.known}
 		}
 	}
 	p.head = plan
@@ -611,16 +629,13 @@ type start struct {
 	known bool
 	// card, for a share, is the card it would start on; -1 otherwise.
 	card int
-	// emptied, for whole cards, are the cards shared now and whole by
-	// then, which it would take.
-	emptied []int
 }
 
 // earliestStart is when r could start, if every bounded grant ends at its
 // Until and no unbounded one ends at all. The grants' ends are played card
-// by card, on cards (a copy of st.cards, which it changes): a card held
-// whole is free for a share once its holder ends, and free whole once the
-// last share on it has.
+// by card, on cards (a copy of st.cards, which it leaves as they are at
+// that start): a card held whole is free for a share once its holder
+// ends, and free whole once the last share on it has.
 func (st *plan) earliestStart(r Resources, now time.Time, countRAM bool, cards []cardPlan) start {
 	avail := st.free
 	for _, e := range st.ends {
@@ -643,35 +658,21 @@ func (st *plan) earliestStart(r Resources, now time.Time, countRAM bool, cards [
 			}
 			continue
 		}
-		// The cards whole by then: those whole now, and those held now
-		// (they stay held until given back, when the head goes first),
-		// then those it waits to see emptied of their shares.
-		whole, emptied := 0, 0
-		for c, cp := range cards {
-			if !cp.held && cp.booked == 0 && !cp.off {
+		whole := 0
+		for _, cp := range cards {
+			if cp.whole() {
 				whole++
-				if st.cards[c].booked > 0 {
-					emptied++
-				}
 			}
 		}
-		if r.GPUs > whole {
-			continue
+		if r.GPUs <= whole {
+			return start{at: at, known: true, card: -1}
 		}
-		s := start{at: at, known: true, card: -1}
-		// Only as many emptied ones as it needs beside the others.
-		for c, cp := range cards {
-			if len(s.emptied) == r.GPUs-(whole-emptied) {
-				break
-			}
-			if !cp.held && cp.booked == 0 && !cp.off && st.cards[c].booked > 0 {
-				s.emptied = append(s.emptied, c)
-			}
-		}
-		return s
 	}
 	return start{card: -1}
 }
+
+// whole says the card is free to be granted whole.
+func (cp cardPlan) whole() bool { return !cp.held && cp.booked == 0 && !cp.off }
 
 // room is what a card has for a share.
 func (cp cardPlan) room() int64 {
@@ -700,29 +701,79 @@ func later(a, b time.Time) time.Time {
 	return b
 }
 
-// heldBack is what the head keeps of what is free: in each resource, as
-// much of its request as is free now, and the shared cards it waits to
-// see emptied; for a share, the room now on the card where it will start
-// (when its start is known), or on the card with the most room.
-func (st *plan) heldBack(r Resources, s start) holdBack {
+// heldBack is what the head keeps of what is free: of cores and memory,
+// as much of its request as is free now; for whole cards, cards by name
+// (pickCards); for a share, the room now on the card where it will start
+// (when its start is known), or on the card with the most room. played
+// is the cards as earliestStart left them; buf is reused for the names.
+func (st *plan) heldBack(r Resources, s start, played []cardPlan, buf []int) holdBack {
 	free := st.free
 	keep := holdBack{Resources: Resources{
 		CPUs:     max(0, min(r.CPUs, free.CPUs)),
-		GPUs:     max(0, min(r.GPUs, free.GPUs)),
 		RAMBytes: max(0, min(r.RAMBytes, free.RAMBytes)),
-	}, Emptying: s.emptied}
-	if !r.Shares() {
-		return keep
-	}
-	card := s.card
-	if card < 0 {
-		card = bestRoom(1, st.cards)
-	}
-	if card >= 0 {
-		keep.Card = card
-		keep.GPUMemBytes = max(0, min(r.GPUMemBytes, st.cards[card].room()))
+	}}
+	switch {
+	case r.GPUs > 0:
+		keep.Cards = st.pickCards(r.GPUs, s, played, buf[:0])
+	case r.Shares():
+		card := s.card
+		if card < 0 {
+			card = bestRoom(1, st.cards)
+		}
+		if card >= 0 {
+			keep.Card = card
+			keep.GPUMemBytes = max(0, min(r.GPUMemBytes, st.cards[card].room()))
+		}
 	}
 	return keep
+}
+
+// pickCards names the n cards a head that asks whole cards keeps: the
+// cards whole now, lowest first; then, where its start is known, the
+// shared ones that are whole by then (played), as many as it needs beside
+// those and the ones held whole now (which stay held until they are given
+// back, when the head goes first); where it is not, the cards off now and
+// then the shared ones, least booked first, so that shares that keep
+// coming cannot keep a card from it for ever.
+func (st *plan) pickCards(n int, s start, played []cardPlan, out []int) []int {
+	for c, cp := range st.cards {
+		if len(out) < n && cp.whole() {
+			out = append(out, c)
+		}
+	}
+	if s.known {
+		need := n - len(out)
+		for c, cp := range st.cards {
+			if cp.held && played[c].whole() {
+				need-- // freed by then, and held till then
+			}
+		}
+		for c, cp := range st.cards {
+			if need > 0 && cp.booked > 0 && played[c].whole() {
+				out = append(out, c)
+				need--
+			}
+		}
+		return out
+	}
+	for c, cp := range st.cards {
+		if len(out) < n && !cp.held && cp.booked == 0 && cp.off {
+			out = append(out, c)
+		}
+	}
+	for len(out) < n {
+		least := -1
+		for c, cp := range st.cards {
+			if !cp.held && cp.booked > 0 && !slices.Contains(out, c) && (least < 0 || cp.booked < st.cards[least].booked) {
+				least = c
+			}
+		}
+		if least < 0 {
+			break
+		}
+		out = append(out, least)
+	}
+	return out
 }
 
 // shapeQueue holds the waiters of one shape, best first.

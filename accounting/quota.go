@@ -8,27 +8,37 @@ package accounting
 // Quota is the most one owner's jobs may hold together; a negative field
 // is no bound on that resource. (Memory is bounded only where the machine
 // knows its own.)
+//
+// GPUs bounds cards: those held whole, and where GPUMemBytes does not say
+// otherwise, the card memory of shares too, a card's worth of memory (the
+// largest card's) counting as a card: quota "*" { gpus = 1 } is one card,
+// whole or in shares. GPUMemBytes, where it is set, bounds the shares'
+// memory on its own instead.
 type Quota struct {
-	CPUs     int
-	GPUs     int
-	RAMBytes int64
-	// GPUMemBytes bounds the card memory of the owner's shares together
-	// (a share is no whole card: GPUs does not count it).
+	CPUs        int
+	GPUs        int
+	RAMBytes    int64
 	GPUMemBytes int64
 }
 
 // NoQuota bounds nothing.
 var NoQuota = Quota{CPUs: -1, GPUs: -1, RAMBytes: -1, GPUMemBytes: -1}
 
-// allows reports whether an owner holding held may also take r.
-func (q Quota) allows(held, r Resources) bool {
-	return q.within(held.Plus(r))
+// allows reports whether an owner holding held may also take r, on
+// machines whose largest card has cardMem bytes (0 where unknown).
+func (q Quota) allows(held, r Resources, cardMem int64) bool {
+	return q.within(held.Plus(r), cardMem)
 }
 
 // within reports whether holding r stays inside the quota.
-func (q Quota) within(r Resources) bool {
-	return (q.CPUs < 0 || r.CPUs <= q.CPUs) && (q.GPUs < 0 || r.GPUs <= q.GPUs) &&
-		(q.RAMBytes < 0 || r.RAMBytes <= q.RAMBytes) && (q.GPUMemBytes < 0 || r.GPUMemBytes <= q.GPUMemBytes)
+func (q Quota) within(r Resources, cardMem int64) bool {
+	if q.CPUs >= 0 && r.CPUs > q.CPUs || q.GPUs >= 0 && r.GPUs > q.GPUs || q.RAMBytes >= 0 && r.RAMBytes > q.RAMBytes {
+		return false
+	}
+	if q.GPUMemBytes >= 0 {
+		return r.GPUMemBytes <= q.GPUMemBytes
+	}
+	return q.GPUs < 0 || r.GPUMemBytes == 0 || cardMem > 0 && int64(r.GPUs)*cardMem+r.GPUMemBytes <= int64(q.GPUs)*cardMem
 }
 
 // Bounded reports whether the quota bounds anything.

@@ -153,12 +153,18 @@ func TestPlacerQuotaProperty(t *testing.T) {
 	for seed := range uint64(40) {
 		rng := rand.New(rand.NewPCG(seed, 7))
 		p := NewPlacer(time.Now)
-		b := p.AddMachine(machine(4+rng.IntN(8), rng.IntN(5), 16*GiB))
+		c := machine(4+rng.IntN(8), rng.IntN(5), 16*GiB)
+		for range c.GPUs {
+			c.GPUMem = append(c.GPUMem, 16*GiB)
+		}
+		b := p.AddMachine(c)
 		owners := []string{"", "alice", "bob", "carol"}
 		quotas := func() map[string]Quota {
 			q := map[string]Quota{}
 			for _, o := range owners[1:] {
-				q[o] = Quota{CPUs: rng.IntN(8) - 1, GPUs: rng.IntN(4) - 1, RAMBytes: int64(rng.IntN(12)-1) * GiB}
+				// gpu_mem bounded, or unbounded (gpus bounds shares then).
+				q[o] = Quota{CPUs: rng.IntN(8) - 1, GPUs: rng.IntN(4) - 1, RAMBytes: int64(rng.IntN(12)-1) * GiB,
+					GPUMemBytes: int64(rng.IntN(3)-1) * 12 * GiB}
 			}
 			return q
 		}
@@ -184,7 +190,7 @@ func TestPlacerQuotaProperty(t *testing.T) {
 					kept = append(kept, w)
 					continue
 				}
-				if o := w.req.Owner; o != "" && !current[o].allows(heldBy(o), w.req.Resources) {
+				if o := w.req.Owner; o != "" && !current[o].allows(heldBy(o), w.req.Resources, c.LargestCardMem()) {
 					t.Fatalf("seed %d: %s was granted %+v holding %+v, past the quota %+v", seed, w.req.Holder, w.req.Resources, heldBy(o), current[o])
 				}
 				running = append(running, w.grant)
@@ -196,6 +202,9 @@ func TestPlacerQuotaProperty(t *testing.T) {
 			case op < 5:
 				owner := owners[rng.IntN(len(owners))]
 				req := ask(fmt.Sprint(owner, "/", step), 1+rng.IntN(3), rng.IntN(3), int64(rng.IntN(4))*GiB)
+				if rng.IntN(2) == 0 {
+					req.GPUs, req.GPUMemBytes = 0, int64(1+rng.IntN(16))*GiB
+				}
 				req.Owner, req.Priority = owner, rng.IntN(3)
 				if tk, err := p.Submit(req, nil); err == nil {
 					waiting = append(waiting, tk.w)
