@@ -55,6 +55,11 @@ type Inventory struct {
 	// GPUMemSource says where GPUMem came from: SourceNVML or
 	// SourceOverride; "" where none is known.
 	GPUMemSource string
+	// GPUMemTotal is each card's memory as NVML says it, by the place of
+	// its name in GPUs (0 where it does not say); nil without NVML. It is
+	// GPUMem but where --gpu-mem books another amount: the part of the
+	// card a share is, for the frameworks, is of this.
+	GPUMemTotal []int64
 	RAM          Memory
 	// Hostname is the host's name, "" where it could not be read.
 	Hostname string
@@ -250,20 +255,36 @@ func (inv Inventory) Apply(o Overrides) (Inventory, []Warning, error) {
 // it (uses), where --gpu-mem did not say it already. A card NVML does not
 // describe keeps 0: unknown.
 func (inv Inventory) WithCardMemory(uses []CardUse) Inventory {
-	if inv.GPUMemSource == SourceOverride || len(uses) == 0 {
+	if len(uses) == 0 {
 		return inv
 	}
 	out := inv
-	out.GPUMem, out.GPUMemSource = make([]int64, len(inv.GPUs)), ""
+	out.GPUMemTotal = make([]int64, len(inv.GPUs))
+	known := false
 	for i, name := range inv.GPUs {
 		if use, ok := UseOf(uses, inv.Topology, name); ok && use.MemoryTotal > 0 {
-			out.GPUMem[i], out.GPUMemSource = use.MemoryTotal, SourceNVML
+			out.GPUMemTotal[i], known = use.MemoryTotal, true
 		}
 	}
-	if out.GPUMemSource == "" {
-		out.GPUMem = nil
+	switch {
+	case !known:
+		out.GPUMemTotal = nil
+	case inv.GPUMemSource != SourceOverride:
+		out.GPUMem, out.GPUMemSource = out.GPUMemTotal, SourceNVML
 	}
 	return out
+}
+
+// CardShareOf is the memory of card i a share is a part of: what NVML
+// says it has, else what the books count; 0 where neither is known.
+func (inv Inventory) CardShareOf(i int) int64 {
+	if i < len(inv.GPUMemTotal) && inv.GPUMemTotal[i] > 0 {
+		return inv.GPUMemTotal[i]
+	}
+	if i < len(inv.GPUMem) {
+		return inv.GPUMem[i]
+	}
+	return 0
 }
 
 // Pinnable returns those of ids that are real cores, which a job can be

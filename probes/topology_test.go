@@ -196,8 +196,13 @@ func TestWithCardMemory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := over.WithCardMemory(uses); !slices.Equal(got.GPUMem, []int64{n, n, n}) || got.GPUMemSource != SourceOverride {
+	got = over.WithCardMemory(uses)
+	if !slices.Equal(got.GPUMem, []int64{n, n, n}) || got.GPUMemSource != SourceOverride {
 		t.Errorf("--gpu-mem 40G, then NVML: %v from %q", got.GPUMem, got.GPUMemSource)
+	}
+	// A share's part of its card is of what the card has.
+	if got.CardShareOf(0) != 80<<30 || got.CardShareOf(1) != n || over.CardShareOf(0) != n {
+		t.Errorf("the memory shares are parts of: %d, %d, without NVML %d", got.CardShareOf(0), got.CardShareOf(1), over.CardShareOf(0))
 	}
 	zero := int64(0)
 	if _, _, err := inv.Apply(Overrides{GPUMemBytes: &zero}); err == nil || !strings.Contains(err.Error(), "--gpu-mem") {

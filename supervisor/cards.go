@@ -119,7 +119,7 @@ func (d *Daemon) readCards() error {
 	states := make([]cardState, len(d.cfg.Machine.GPUs))
 	live := make([]accounting.CardLive, len(states))
 	held := map[uint64]int64{} // by run, its processes' memory on the cards
-	var grants map[uint64]cardGrant
+	grants := d.cardGrants()
 	for i, name := range d.cfg.Machine.GPUs {
 		use, ok := probes.UseOf(uses, d.cfg.Machine.Topology, name)
 		if !ok {
@@ -151,9 +151,6 @@ func (d *Daemon) readCards() error {
 				st.Off = true
 			}
 		}
-		if len(onCard) > 0 && grants == nil {
-			grants = d.cardGrants()
-		}
 		// What the runs holding the card hold on it is theirs, a share's
 		// up to its share; the rest (foreign processes, the driver's own,
 		// a run over its share) is outside the books.
@@ -184,8 +181,8 @@ func (d *Daemon) readCards() error {
 		was := old != nil && i < len(*old) && (*old)[i].Off
 		switch {
 		case st.Off && !was:
-			f := st.Foreign[0]
-			d.log.Warn("a card is in use outside berth: no job is given it meanwhile", "card", d.cfg.Machine.GPUs[i],
+			f := st.Foreign[slices.IndexFunc(st.Foreign, func(f ForeignUse) bool { return f.MemoryBytes > d.foreignLimit() })]
+			d.log.Warn("a card is in use outside berth: no job is given it whole meanwhile", "card", d.cfg.Machine.GPUs[i],
 				"pid", f.PID, "command", f.Command, "user", f.User, "memory_bytes", f.MemoryBytes)
 		case was && !st.Off:
 			d.log.Info("a card is no longer in use outside berth", "card", d.cfg.Machine.GPUs[i])
@@ -199,16 +196,18 @@ func (d *Daemon) readCards() error {
 }
 
 // noteRunCards keeps what each run holds on the cards (held, by run; -1
-// where the driver cannot say) for the status, records a run's new peak,
-// and says once when a run holds more than its share. The caller holds
-// d.cardReads.mu.
+// where the driver cannot say) for the status: every run in progress that
+// holds cards (grants), 0 where none of its processes is on them, and any
+// other run of berth's seen there. It records a run's new peak, says once
+// when a run holds more than its share, and forgets the runs that ended.
+// The caller holds d.cardReads.mu.
 func (d *Daemon) noteRunCards(held map[uint64]int64, grants map[uint64]cardGrant) {
 	r := &d.cardReads
 	if r.peaks == nil {
 		r.peaks, r.overs = map[uint64]int64{}, map[uint64]bool{}
 	}
-	now := make(map[uint64]runCards, len(held))
-	for run, n := range held {
+	now := make(map[uint64]runCards, len(held)+len(grants))
+	note := func(run uint64, n int64) {
 		peak := r.peaks[run]
 		if n > peak {
 			peak = n
@@ -224,18 +223,20 @@ func (d *Daemon) noteRunCards(held map[uint64]int64, grants map[uint64]cardGrant
 				"gpus", d.cardNames(g.grant.GPUs), "used_bytes", n, "gpu_mem_bytes", g.grant.GPUMemBytes)
 		}
 	}
-	// A run no longer on the cards keeps its peak while it runs: it may
-	// come back to them. One that ended is forgotten.
-	if len(r.peaks) > len(held) {
-		if grants == nil {
-			grants = d.cardGrants()
+	for run := range grants {
+		note(run, held[run])
+	}
+	for run, n := range held {
+		if _, granted := grants[run]; !granted {
+			note(run, n)
 		}
-		for run := range r.peaks {
-			_, on := held[run]
-			if _, runs := grants[run]; !on && !runs {
-				delete(r.peaks, run)
-				delete(r.overs, run)
-			}
+	}
+	// A run in progress keeps its peak while it is off the cards: it may
+	// come back to them.
+	for run := range r.peaks {
+		if _, on := now[run]; !on {
+			delete(r.peaks, run)
+			delete(r.overs, run)
 		}
 	}
 	d.runCards.Store(&now)

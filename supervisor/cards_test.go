@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
+
 	"github.com/berthd/berth/accounting"
 	"github.com/berthd/berth/probes"
 	"github.com/berthd/berth/supervisor/runner"
@@ -158,6 +160,7 @@ func TestDaemonCardShares(t *testing.T) {
 	}
 	t.Cleanup(func() { foreign.Process.Kill(); foreign.Wait() })
 	cards := workstation()
+	logs := &testkit.Buffer{}
 	sock := filepath.Join(t.TempDir(), "berth.sock")
 	l, err := net.Listen("unix", sock)
 	if err != nil {
@@ -168,6 +171,7 @@ func TestDaemonCardShares(t *testing.T) {
 end`, func(cfg *Config) {
 		shareBox(cards)(cfg)
 		cfg.Listener = l
+		cfg.Logger = hclog.New(&hclog.LoggerOptions{Output: logs, Level: hclog.Info})
 	})
 	runs := map[string]JobStatus{}
 	byCard := map[string][]string{}
@@ -226,6 +230,17 @@ end`, func(cfg *Config) {
 	if over.GPUMemUsedBytes == nil || *over.GPUMemUsedBytes != 12*accounting.GiB || *over.GPUMemPeakBytes != 12*accounting.GiB {
 		t.Errorf("%s's use: %v, peak %v; want 12G", first, over.GPUMemUsedBytes, over.GPUMemPeakBytes)
 	}
+	// Its neighbour holds nothing on the card yet: 0, not unknown.
+	if idle, _ := d.jobStatus(byCard["0"][1]); idle.GPUMemUsedBytes == nil || *idle.GPUMemUsedBytes != 0 {
+		t.Errorf("a share whose processes hold nothing on its card: %v; want 0", idle.GPUMemUsedBytes)
+	}
+	// Said once, however many reads see it over.
+	if err := d.readCards(); err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(logs.String(), "a run holds more card memory than its share"); n != 1 {
+		t.Errorf("the run over its share was logged %d times; want once:\n%s", n, logs.String())
+	}
 
 	// A share of 8G fits no card's room (2G and 6G): it waits, and says so.
 	if err := os.WriteFile(filepath.Join(jobsDir, "more.lua"), []byte(`job "d" { cmd = "sleep 1000", gpu_mem = "8G" }`), 0o600); err != nil {
@@ -255,4 +270,19 @@ end`, func(cfg *Config) {
 		recs, err := d.store.Runs(first, 1)
 		return err == nil && len(recs) == 1 && recs[0].GPUMemPeakBytes == 12*accounting.GiB && recs[0].GPUMemBytes == 10*accounting.GiB
 	})
+}
+
+// TestShareFractionOfTheCard: under --gpu-mem, which books less of each
+// card than it has, a share is told its part of the card as it is (JAX
+// takes its fraction of the card's whole memory), not of what is booked.
+func TestShareFractionOfTheCard(t *testing.T) {
+	d, _ := runDaemon(t, `job "infer" { cmd = "sleep 1000", gpu_mem = "20G" }`, func(cfg *Config) {
+		cfg.Machine.GPUs, cfg.Machine.CardsSeen = []string{"0"}, 1
+		cfg.Machine.GPUMem, cfg.Machine.GPUMemSource = []int64{40 * accounting.GiB}, probes.SourceOverride
+		cfg.Machine.GPUMemTotal = []int64{80 * accounting.GiB}
+	})
+	js := waitJob(t, d, "infer", "running", func(js JobStatus) bool { return js.State == "running" })
+	if env, ok := runner.EnvValues(js.PID, "XLA_PYTHON_CLIENT_MEM_FRACTION"); !ok || env[0] != "0.25" {
+		t.Errorf("XLA_PYTHON_CLIENT_MEM_FRACTION=%q; want 0.25, 20G of the card's 80G", env)
+	}
 }

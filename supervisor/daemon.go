@@ -117,6 +117,9 @@ type Daemon struct {
 	localRuns atomic.Uint64
 	// activity is what the loop is doing, for an abort's log line.
 	activity loopActivity
+	// shareOf is the memory of each card a share is a part of, for the
+	// frameworks told it (probes.Inventory.CardShareOf).
+	shareOf []int64
 	// bin is the daemon's executable, to see it replaced; nil when unknown.
 	bin     *binary
 	started time.Time
@@ -269,6 +272,9 @@ func Open(cfg Config) (*Daemon, error) {
 		started:   cfg.Clock.Now(),
 	}
 	d.settle.Stop()
+	for i := range cfg.Machine.GPUs {
+		d.shareOf = append(d.shareOf, cfg.Machine.CardShareOf(i))
+	}
 	d.later = st.Later(d.recordFailed)
 	d.book = d.placer.AddMachine(CapacityOf(cfg.Machine))
 	d.scanner = watch.NewScanner(cfg.JobsDir, watch.ScanOptions{DaemonUID: os.Getuid()})
@@ -703,7 +709,7 @@ func (d *Daemon) runEnv(name string, def *luaapi.Job, index int, base, login map
 		MachineCPUs:     d.cfg.Machine.CPUs,
 		UnaccountedJobs: int(d.unaccounted.Load()),
 		Cards:           d.cfg.Machine.GPUs,
-		CardMem:         d.cfg.Machine.GPUMem,
+		CardMem:         d.shareOf,
 		HasCards:        d.cfg.Machine.CardsSeen > 0,
 		Declared:        def.Env,
 	})

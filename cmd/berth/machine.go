@@ -70,6 +70,14 @@ func (c *cli) inventory(m *machineFlags) (probes.Inventory, error) {
 		return probes.Inventory{}, err
 	}
 	inv = inv.WithCardMemory(c.cardUse)
+	if inv.GPUMemSource == probes.SourceOverride {
+		for i, total := range inv.GPUMemTotal {
+			if total > 0 && inv.GPUMem[i] > total {
+				fmt.Fprintln(c.stderr, msgWarning(msgGPUMemOver(inv.GPUMem[i], inv.GPUs[i], total)))
+				break
+			}
+		}
+	}
 	for _, w := range warnings {
 		fmt.Fprintln(c.stderr, msgWarning(w.String()))
 	}
