@@ -299,7 +299,9 @@ func (a *array) join(i int, j *job) {
 func (a *array) forget(i int) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if j := a.members[i]; j != nil && a.slots[i] && holdsPlace(a.states[i]) {
+	if j := a.members[i]; j != nil && a.slots[i] {
+		// Queued, placed or running: its place goes once sync hears
+		// it holds none.
 		a.leaving[j] = true
 	}
 	delete(a.members, i)

@@ -432,3 +432,24 @@ func TestArrayForgottenKeepsItsPlace(t *testing.T) {
 		t.Fatal("index 2 is not let in once the forgotten index 1 has stopped")
 	}
 }
+
+// TestArrayForgottenPlacedKeepsItsPlace: an index the range lost just as
+// it was placed, before it says it starts, keeps its place too.
+func TestArrayForgottenPlacedKeepsItsPlace(t *testing.T) {
+	m := newGateModel(t, 3, 1)
+	if !m.inQueue[1] {
+		t.Fatal("index 1 is not in the queue")
+	}
+	m.a.placed(1) // granted; its goroutine has yet to say starting
+	gone := m.a.members[1]
+	m.a.forget(1)
+	m.read(2)
+	if m.inQueue[2] {
+		t.Fatal("index 2 was let in while the forgotten index 1, placed, starts")
+	}
+	m.a.sync(gone, store.StateStopped, time.Time{}, lastEnd{}, false, false)
+	m.read(2)
+	if !m.inQueue[2] {
+		t.Fatal("index 2 is not let in once the forgotten index 1 has stopped")
+	}
+}

@@ -274,6 +274,11 @@ func MsgQuotaWait(owner string, q QuotaView, asked Size) string {
 	if l := q.Quota.GPUMemBytes; l >= 0 && q.Held.GPUMemBytes+asked.GPUMemBytes > l {
 		parts = append(parts, fmt.Sprintf("%s of their %s of gpu memory", accounting.FormatSize(q.Held.GPUMemBytes), accounting.FormatSize(l)))
 	}
+	if l := q.Quota.GPUs; l >= 0 && q.Quota.GPUMemBytes < 0 && asked.GPUMemBytes > 0 && q.Held.GPUs+asked.GPUs <= l {
+		// Shares count against gpus, a card's worth of memory as a card.
+		parts = append(parts, fmt.Sprintf("%d of their %s, and %s of gpu memory in shares", q.Held.GPUs, accounting.Count(l, "card"),
+			accounting.FormatSize(q.Held.GPUMemBytes)))
+	}
 	if l := q.Quota.CPUs; l >= 0 && q.Held.CPUs+asked.CPUs > l {
 		parts = append(parts, fmt.Sprintf("%d of their %s", q.Held.CPUs, accounting.Count(l, "core")))
 	}

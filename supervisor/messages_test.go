@@ -63,6 +63,8 @@ func TestMessagesGolden(t *testing.T) {
 		MsgQuotaWait("alice", QuotaView{Held: Size{GPUs: 3}, Quota: Size{GPUs: 2, CPUs: -1, RAMBytes: -1}}, Size{CPUs: 1}),
 		MsgQuotaWait("alice", QuotaView{Held: Size{GPUMemBytes: 30 * accounting.GiB}, Quota: Size{GPUs: -1, CPUs: -1, RAMBytes: -1, GPUMemBytes: 40 * accounting.GiB}},
 			Size{CPUs: 1, GPUMemBytes: 20 * accounting.GiB}),
+		MsgQuotaWait("guest", QuotaView{Held: Size{GPUMemBytes: 16 * accounting.GiB}, Quota: Size{GPUs: 1, CPUs: -1, RAMBytes: -1, GPUMemBytes: -1}},
+			Size{CPUs: 1, GPUMemBytes: 16 * accounting.GiB}),
 		msgNotYours("alice/train", "alice", "stop it", "berth-admin"),
 		msgNotYours("shared", "", "read its output", "berth-admin"),
 		msgEnvHidden("alice/train", "alice", "berth-admin"),

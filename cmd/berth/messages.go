@@ -395,9 +395,16 @@ func msgForeignUse(card string, f supervisor.ForeignUse, off bool) string {
 	}
 	s := fmt.Sprintf("card %s: %s used by pid %d (%s) — not a berth job", card, used, f.PID, who)
 	if off {
-		s += "; no job is given the card meanwhile"
+		s += "; no job is given the card whole meanwhile"
 	}
 	return s
+}
+
+// msgGPUMemOver warns that --gpu-mem books more of a card than NVML says
+// it has.
+func msgGPUMemOver(asked int64, card string, has int64) string {
+	return fmt.Sprintf("--gpu-mem %s is more than card %s has (%s, as NVML says): shares booked past what it has may run out of memory; leave --gpu-mem out to book what the cards have",
+		accounting.FormatSize(asked), card, accounting.FormatSize(has))
 }
 
 // msgCardShares says who shares card c by memory, and what is left for

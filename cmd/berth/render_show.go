@@ -210,8 +210,10 @@ func holdsText(st supervisor.JobStatus) string {
 		parts = append(parts, cores)
 	}
 	switch {
+	case st.GPUMemBytes > 0 && len(st.GPUs) == 1:
+		parts = append(parts, accounting.FormatSize(st.GPUMemBytes)+" of card "+st.GPUs[0])
 	case st.GPUMemBytes > 0 && len(st.GPUs) > 0:
-		parts = append(parts, accounting.FormatSize(st.GPUMemBytes)+" of card "+strings.Join(st.GPUs, ","))
+		parts = append(parts, "shares of "+accounting.FormatSize(st.GPUMemBytes)+" together on cards "+strings.Join(st.GPUs, ","))
 	case len(st.GPUs) > 0:
 		parts = append(parts, plural(len(st.GPUs), "card")+" "+strings.Join(st.GPUs, ","))
 	}

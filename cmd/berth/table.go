@@ -181,8 +181,8 @@ func cardsCell(cards []string) string {
 // processes hold before the size where the driver says: "1 12G/10G".
 func shareCell(cards []string, share int64, used *int64) string {
 	s := cardsCell(cards)
-	if share <= 0 {
-		return s
+	if share <= 0 || len(cards) != 1 {
+		return s // an array's shares together are on several cards
 	}
 	s += " "
 	if used != nil && *used >= 0 {
