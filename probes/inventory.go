@@ -60,7 +60,7 @@ type Inventory struct {
 	// GPUMem but where --gpu-mem books another amount: the part of the
 	// card a share is, for the frameworks, is of this.
 	GPUMemTotal []int64
-	RAM          Memory
+	RAM         Memory
 	// Hostname is the host's name, "" where it could not be read.
 	Hostname string
 	// Booted is when the machine booted, the zero time where it could not
