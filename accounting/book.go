@@ -39,6 +39,7 @@ type Book struct {
 	// which a share may not be given. Both are the live view (SetCards).
 	gpuOff     []bool
 	gpuOutside []int64
+	offCards   int // how many of gpuOff are set
 	freeRAM    int64
 	grants     map[uint64]Grant
 	nextID     uint64
@@ -119,10 +120,13 @@ func (b *Book) takeKeeping(req Request, now time.Time, keep holdBack) (Grant, bo
 	// since the placer planned must not refuse jobs that ask for none.
 	avail.CPUs -= min(keep.CPUs, avail.CPUs)
 	avail.RAMBytes -= min(keep.RAMBytes, max(avail.RAMBytes, 0))
-	for i := range b.gpuHolder {
-		if keep.kept(i) && b.untouched(i) && !b.gpuOff[i] {
+	for _, i := range keep.Cards {
+		if b.untouched(i) && !b.gpuOff[i] {
 			avail.GPUs-- // counted free, and no one's whole
 		}
+	}
+	if c := keep.Card; keep.GPUMemBytes > 0 && !slices.Contains(keep.Cards, c) && b.untouched(c) && !b.gpuOff[c] {
+		avail.GPUs--
 	}
 	if !req.fitsIn(avail, b.capacity.RAMKnown) {
 		return Grant{}, false
@@ -427,6 +431,9 @@ func (b *Book) Give(g Grant) error {
 // share. The caller holds b.mu.
 func (b *Book) free() Resources {
 	r := Resources{CPUs: b.freeCPUs, GPUs: b.wholeFree, RAMBytes: b.freeRAM}
+	if b.offCards == 0 && b.capacity.GPUMem == nil {
+		return r // nothing off, nothing shared: the counts say it all
+	}
 	for i, off := range b.gpuOff {
 		if off && b.untouched(i) {
 			r.GPUs--
@@ -462,6 +469,12 @@ func (b *Book) SetCards(live []CardLive) {
 		}
 		l.OutsideBytes = max(0, l.OutsideBytes)
 		changed = changed || b.gpuOff[i] != l.Off || b.gpuOutside[i] != l.OutsideBytes
+		switch {
+		case l.Off && !b.gpuOff[i]:
+			b.offCards++
+		case !l.Off && b.gpuOff[i]:
+			b.offCards--
+		}
 		b.gpuOff[i], b.gpuOutside[i] = l.Off, l.OutsideBytes
 	}
 	b.mu.Unlock()

@@ -638,14 +638,24 @@ type start struct {
 // ends, and free whole once the last share on it has.
 func (st *plan) earliestStart(r Resources, now time.Time, countRAM bool, cards []cardPlan) start {
 	avail := st.free
+	whole := 0 // the cards whole, kept up as the ends free them
+	for _, cp := range cards {
+		if cp.whole() {
+			whole++
+		}
+	}
 	for _, e := range st.ends {
 		avail.CPUs += e.r.CPUs
 		avail.RAMBytes += e.r.RAMBytes
 		for _, c := range e.cards {
+			was := cards[c].whole()
 			if e.r.GPUMemBytes > 0 {
 				cards[c].booked -= e.r.GPUMemBytes
 			} else {
 				cards[c].held = false
+			}
+			if !was && cards[c].whole() {
+				whole++
 			}
 		}
 		if r.CPUs > avail.CPUs || countRAM && r.RAMBytes > avail.RAMBytes {
@@ -657,12 +667,6 @@ func (st *plan) earliestStart(r Resources, now time.Time, countRAM bool, cards [
 				return start{at: at, known: true, card: c}
 			}
 			continue
-		}
-		whole := 0
-		for _, cp := range cards {
-			if cp.whole() {
-				whole++
-			}
 		}
 		if r.GPUs <= whole {
 			return start{at: at, known: true, card: -1}
