@@ -319,7 +319,10 @@ func checkDirs(t *testing.T) (admin, spool, mine string) {
 func TestCheckPersonsFiles(t *testing.T) {
 	needPeople(t)
 	admin, spool, mine := checkDirs(t)
-	u, _ := user.Lookup(alice)
+	u, err := user.Lookup(alice)
+	if err != nil {
+		t.Fatal(err)
+	}
 	uid, _ := strconv.Atoi(u.Uid)
 	if err := os.WriteFile(filepath.Join(admin, "quotas.lua"), []byte(`quota "`+alice+`" { gpus = 1 }`), 0o644); err != nil {
 		t.Fatal(err)
