@@ -286,3 +286,32 @@ func TestShareFractionOfTheCard(t *testing.T) {
 		t.Errorf("XLA_PYTHON_CLIENT_MEM_FRACTION=%q; want 0.25, 20G of the card's 80G", env)
 	}
 }
+
+// TestShareWaitNamesForeign: a share that would fit a card but for what a
+// process berth did not start holds there names that process, under the
+// limit that keeps cards from whole-card jobs too.
+func TestShareWaitNamesForeign(t *testing.T) {
+	desktop := exec.Command("sleep", "1000")
+	if err := desktop.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { desktop.Process.Kill(); desktop.Wait() })
+	cards := workstation()
+	cards.uses = cards.uses[:1]
+	cards.set(0, probes.CardProcess{PID: desktop.Process.Pid, MemoryBytes: 600 << 20})
+	d, jobsDir := runDaemon(t, "", func(cfg *Config) {
+		shareBox(cards)(cfg)
+		cfg.Machine.GPUs, cfg.Machine.GPUMem, cfg.Machine.CardsSeen = []string{"0"}, []int64{24 * accounting.GiB}, 1
+	})
+	// The cards read before the job is declared: it is never placed.
+	if err := d.readCards(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(jobsDir, "big.lua"), []byte(`job "big" { cmd = "sleep 1000", gpu_mem = "24G" }`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	reload(t, d)
+	waitJob(t, d, "big", "waiting, naming the desktop", func(js JobStatus) bool {
+		return js.State == "waiting" && strings.Contains(js.Why, "card 0: 600M used by pid "+strconv.Itoa(desktop.Process.Pid)+" (sleep, ")
+	})
+}

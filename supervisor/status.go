@@ -316,10 +316,18 @@ func (d *Daemon) status(members bool) Status {
 				whys[key] = why
 			}
 			js.Why = why
-			if (short.GPUs > 0 || short.GPUMemBytes > 0) && len(off) > 0 {
+			switch {
+			case short.GPUs > 0 && len(off) > 0:
 				// Cards are short because some are in use outside berth:
 				// which, and whose.
 				js.Why += "; " + MsgCardsOff(d.cfg.Machine.GPUs, off, d.foreignLimit())
+			case short.GPUMemBytes > 0:
+				// A share is short of room where processes berth did not
+				// start hold what it would fit in: those, whatever their
+				// size.
+				if in := d.foreignInTheWay(snap, v.Def.Resources.GPUMemBytes); len(in) > 0 {
+					js.Why += "; " + MsgCardsOff(d.cfg.Machine.GPUs, in, -1)
+				}
 			}
 			if v.Def.Owner != "" {
 				// Past the owner's quota, it waits for their own jobs,
@@ -434,6 +442,30 @@ func mergeByName(a, b []JobStatus) []JobStatus {
 		}
 	}
 	return append(append(out, a...), b...)
+}
+
+// foreignInTheWay are the cards on which a share of n bytes would fit
+// but for the memory processes berth did not start hold there, with
+// their use; nil when there is none.
+func (d *Daemon) foreignInTheWay(snap accounting.Snapshot, n int64) map[int]cardState {
+	states := d.cards.Load()
+	if states == nil {
+		return nil
+	}
+	var out map[int]cardState
+	for i, st := range *states {
+		var foreign int64
+		for _, f := range st.Foreign {
+			foreign += max(0, f.MemoryBytes)
+		}
+		if i < len(snap.CardRoom) && snap.CardHolders[i] == "" && snap.CardRoom[i] < n && snap.CardRoom[i]+foreign >= n {
+			if out == nil {
+				out = map[int]cardState{}
+			}
+			out[i] = st
+		}
+	}
+	return out
 }
 
 // noCards and noCores are the empty lists of every job that holds none;
