@@ -183,9 +183,10 @@ func (d *daemon) waitReady(timeout time.Duration) (time.Time, error) {
 // status is the part of GET /v1/status the benchmarks read.
 type status struct {
 	Jobs []struct {
-		Name  string `json:"name"`
-		State string `json:"state"`
-		PID   int    `json:"pid"`
+		Name  string    `json:"name"`
+		State string    `json:"state"`
+		PID   int       `json:"pid"`
+		Since time.Time `json:"since"`
 	} `json:"jobs"`
 	Counts map[string]int `json:"counts"`
 }
