@@ -56,6 +56,9 @@ type Store struct {
 	// that concurrent operations share transactions.
 	commits atomic.Uint64
 
+	// ids are the run ids reserved on disk, handed out by NextRunID.
+	ids idBlocks
+
 	// health is whether the state is being recorded, as the writer
 	// decides it.
 	health health
@@ -217,7 +220,8 @@ func openWith(path string, opts Options, tune func(*bbolt.Options)) (_ *Store, e
 		}
 		return nil, fmt.Errorf("open state %s: %w", path, err)
 	}
-	instance, err := prepare(db)
+	var ids idBlocks
+	instance, err := prepare(db, &ids)
 	if err != nil {
 		_ = db.Close()
 		if errors.Is(err, errNoMeta) {
@@ -236,6 +240,7 @@ func openWith(path string, opts Options, tune func(*bbolt.Options)) (_ *Store, e
 		lingerFor:  defaultLinger,
 		onCommit:   opts.OnCommit,
 	}
+	s.ids.next, s.ids.limit = ids.next, ids.limit
 	s.clock = opts.Clock
 	if s.clock == nil {
 		s.clock = clock.Real
@@ -403,12 +408,12 @@ func boltOpen(path string, bo *bbolt.Options) (db *bbolt.DB, opened fileID, err 
 // with its metadata in one transaction before the file is at its path.
 var errNoMeta = errors.New("no meta bucket with a format")
 
-// prepare checks the whole file, that it is berth's, and creates what is
-// missing. The check reads every page (75 ms for 100 000 runs, a 35 MB
+// prepare checks the whole file, that it is berth's, creates what is
+// missing, and reserves the first block of run ids into ids. The check reads every page (75 ms for 100 000 runs, a 35 MB
 // file, on a slow VM), paid once per daemon start so that a damaged file
 // is refused here, with its path, instead of making bbolt panic in the
 // writer later and the daemon crash in a loop under systemd.
-func prepare(db *bbolt.DB) (instance string, err error) {
+func prepare(db *bbolt.DB, ids *idBlocks) (instance string, err error) {
 	defer func() {
 		// bbolt panics on some kinds of damage (a page of the wrong type)
 		// rather than returning an error.
@@ -446,6 +451,9 @@ func prepare(db *bbolt.DB) (instance string, err error) {
 			return fmt.Errorf("%w: format key is %d bytes", ErrCorrupt, len(v))
 		case v[0] > format:
 			return fmt.Errorf("format %d: %w", v[0], ErrNewer)
+		}
+		if err := ids.reserveAtOpen(tx); err != nil {
+			return err
 		}
 		if v := meta.Get(keyInstance); v != nil {
 			instance = string(v)

@@ -27,6 +27,11 @@ type operation struct {
 	// the writer calls with the error (and not at all on success).
 	done   chan error
 	failed func(error)
+	// after, when set, is called on the writer's goroutine with the
+	// outcome, success (nil) included, once the operation's transaction has
+	// committed or failed to; it must not block or write to the store. An
+	// operation with after and no done is a deferred write.
+	after func(error)
 	// key, when set, names what the operation writes (a job's record, a
 	// run's pid or end) so that it may be written again: one whose commit
 	// failed (disk full) is kept, the last of each key, and put before
@@ -37,6 +42,7 @@ type operation struct {
 
 // Keys of the writes that are kept for another try when their commit fails.
 func jobKey(name string) string { return "job\x00" + name }
+func beginKey(id uint64) string { return "run\x00" + strconv.FormatUint(id, 10) }
 func pidKey(id uint64) string   { return "pid\x00" + strconv.FormatUint(id, 10) }
 func endKey(id uint64) string   { return "end\x00" + strconv.FormatUint(id, 10) }
 
@@ -52,6 +58,9 @@ func (op *operation) finish(err error) {
 		op.done <- err
 	case err != nil && op.failed != nil:
 		op.failed(err)
+	}
+	if op.after != nil {
+		op.after(err)
 	}
 }
 

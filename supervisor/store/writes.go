@@ -1,6 +1,7 @@
 package store
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"time"
@@ -9,23 +10,78 @@ import (
 )
 
 // BeginRun records a new run and returns it with its id, once committed.
-// The daemon spawns only after this returns, so a run is on disk as started
-// before its process can have exited. r.ID is ignored.
+// The daemon spawns a run as a unit only after this returns, so that a
+// unit is on record before it exists. r.ID is ignored.
 func (s *Store) BeginRun(r RunRecord) (RunRecord, error) {
 	if r.Job == "" {
 		return RunRecord{}, errors.New("begin run: job name is empty")
 	}
-	err := s.submit(func(tx *bbolt.Tx) error {
+	id, err := s.NextRunID()
+	if err != nil {
+		return RunRecord{}, fmt.Errorf("begin run of job %q: %w", r.Job, err)
+	}
+	r.ID = id
+	if err := s.submit(beginRunOp(r, s.keepRuns)); err != nil {
+		return RunRecord{}, fmt.Errorf("begin run of job %q: %w", r.Job, err)
+	}
+	return r, nil
+}
+
+func beginRunOp(r RunRecord, keep int) func(tx *bbolt.Tx) error {
+	return func(tx *bbolt.Tx) error {
 		b, err := bucketsOf(tx)
 		if err != nil {
 			return err
 		}
-		return b.addRun(&r, s.keepRuns)
+		return b.addRun(r, keep)
+	}
+}
+
+// RecordLost records, ended now with ReasonLost, the runs among runs that
+// the state has no record of: runs a previous daemon numbered (r.ID, from
+// a block it reserved) and started, and that it was killed before it
+// recorded, found by the processes they left. A run on record is left as
+// it is, and so is one older than what its job's history keeps (it was
+// recorded, then trimmed). It returns the ids it recorded. An id beyond
+// the ones ever reserved is refused: no daemon handed it out.
+func (s *Store) RecordLost(runs []RunRecord, end time.Time) ([]uint64, error) {
+	if end.IsZero() {
+		return nil, errors.New("record lost runs: end time is zero")
+	}
+	var recorded []uint64
+	err := s.submit(func(tx *bbolt.Tx) error {
+		recorded = recorded[:0]
+		b, err := bucketsOf(tx)
+		if err != nil {
+			return err
+		}
+		for _, r := range runs {
+			if r.Job == "" {
+				return fmt.Errorf("run %d: job name is empty", r.ID)
+			}
+			if b.runs.Get(runKey(r.ID)) != nil {
+				continue
+			}
+			if idx := b.byJob.Bucket([]byte(r.Job)); idx != nil && idx.Stats().KeyN >= s.keepRuns {
+				if first, _ := idx.Cursor().First(); first != nil && binary.BigEndian.Uint64(first) > r.ID {
+					continue // trimmed
+				}
+			}
+			r.End, r.Reason = end, ReasonLost
+			if r.Start.IsZero() || r.Start.After(end) {
+				r.Start = end
+			}
+			if err := b.addRun(r, s.keepRuns); err != nil {
+				return err
+			}
+			recorded = append(recorded, r.ID)
+		}
+		return nil
 	})
 	if err != nil {
-		return RunRecord{}, fmt.Errorf("begin run of job %q: %w", r.Job, err)
+		return nil, fmt.Errorf("record lost runs: %w", err)
 	}
-	return r, nil
+	return recorded, nil
 }
 
 // updateRun is the operation that applies change to run id; what names the
