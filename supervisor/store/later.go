@@ -33,7 +33,8 @@ func (l Later) queue(apply func(tx *bbolt.Tx) error, key string) {
 }
 
 // BeginRun records the new run r, whose id the caller took from
-// NextRunID, with the next commit, and calls recorded with the outcome on
+// NextRunID, with the next commit, which does not linger for company (the
+// run is shown once it is on disk), and calls recorded with the outcome on
 // the writer's goroutine (it must not block or write to the store). A
 // record whose commit fails is kept and written with a later one, as a
 // job's resting state is (see Store.commit), though recorded hears of the
@@ -43,7 +44,7 @@ func (l Later) BeginRun(r RunRecord, recorded func(error)) {
 		recorded(fmt.Errorf("begin run %d of job %q: a run needs an id and a job", r.ID, r.Job))
 		return
 	}
-	op := &operation{apply: beginRunOp(r, l.s.keepRuns), key: beginKey(r.ID), after: recorded}
+	op := &operation{apply: beginRunOp(r, l.s.keepRuns), key: beginKey(r.ID), after: recorded, awaited: true}
 	if err := l.s.enqueue(op); err != nil {
 		recorded(err)
 	}

@@ -184,20 +184,29 @@ func TestRecordLost(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := s.RecordLost([]RunRecord{
+	found := []RunRecord{
 		{ID: known.ID, Job: "a"},
 		{ID: old.ID, Job: "b"},
 		{ID: unrecorded, Job: "c", PID: 99, Start: t0.Add(time.Minute)},
-	}, end)
+		{ID: 1 << 40, Job: "c"}, // no daemon reserved it
+	}
+	un, err := s.Unrecorded(found)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := runIDs(un); !slices.Equal(got, []uint64{unrecorded}) {
+		t.Errorf("unrecorded %v, want [%d]", got, unrecorded)
+	}
+	got, err := s.RecordLost(found[:3], end)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !slices.Equal(got, []uint64{unrecorded}) {
 		t.Errorf("recorded %v, want [%d]", got, unrecorded)
 	}
-	r, found, err := s.run(unrecorded)
-	if err != nil || !found {
-		t.Fatalf("run %d: %v, %v", unrecorded, found, err)
+	r, ok, err := s.run(unrecorded)
+	if err != nil || !ok {
+		t.Fatalf("run %d: %v, %v", unrecorded, ok, err)
 	}
 	want := RunRecord{ID: unrecorded, Job: "c", PID: 99, Start: t0.Add(time.Minute), End: end, Reason: ReasonLost}
 	if !equalRun(r, want) {

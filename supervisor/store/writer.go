@@ -32,6 +32,9 @@ type operation struct {
 	// committed or failed to; it must not block or write to the store. An
 	// operation with after and no done is a deferred write.
 	after func(error)
+	// awaited: someone waits to hear of it through after (to show the run
+	// it records), so it does not linger for company (see linger).
+	awaited bool
 	// key, when set, names what the operation writes (a job's record, a
 	// run's pid or end) so that it may be written again: one whose commit
 	// failed (disk full) is kept, the last of each key, and put before
@@ -195,7 +198,7 @@ func (s *Store) take(n int) (group []*operation, closing bool, hook func(*bbolt.
 
 func deferredOnly(group []*operation) bool {
 	for _, op := range group {
-		if op.done != nil {
+		if op.done != nil || op.awaited {
 			return false
 		}
 	}

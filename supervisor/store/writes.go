@@ -37,13 +37,44 @@ func beginRunOp(r RunRecord, keep int) func(tx *bbolt.Tx) error {
 	}
 }
 
-// RecordLost records, ended now with ReasonLost, the runs among runs that
-// the state has no record of: runs a previous daemon numbered (r.ID, from
-// a block it reserved) and started, and that it was killed before it
-// recorded, found by the processes they left. A run on record is left as
-// it is, and so is one older than what its job's history keeps (it was
-// recorded, then trimmed). It returns the ids it recorded. An id beyond
-// the ones ever reserved is refused: no daemon handed it out.
+// Unrecorded returns the runs among runs that the state has no record of:
+// runs a previous daemon numbered (r.ID, from a block it reserved) and
+// started, and was killed before it recorded, found by the processes they
+// left. A run on record is not among them, nor one older than what its
+// job's history keeps (it was recorded, then trimmed), nor one whose id
+// no daemon reserved.
+func (s *Store) Unrecorded(runs []RunRecord) ([]RunRecord, error) {
+	var out []RunRecord
+	err := s.view(func(b buckets) error {
+		for _, r := range runs {
+			if b.unrecorded(r, s.keepRuns) {
+				out = append(out, r)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read runs: %w", err)
+	}
+	return out, nil
+}
+
+// unrecorded reports whether r is a run no record has, nor ever had.
+func (b buckets) unrecorded(r RunRecord, keep int) bool {
+	if r.ID == 0 || r.ID > b.runs.Sequence() || b.runs.Get(runKey(r.ID)) != nil {
+		return false
+	}
+	if idx := b.byJob.Bucket([]byte(r.Job)); idx != nil && idx.Stats().KeyN >= keep {
+		if first, _ := idx.Cursor().First(); first != nil && binary.BigEndian.Uint64(first) > r.ID {
+			return false // trimmed
+		}
+	}
+	return true
+}
+
+// RecordLost records the runs among runs that Unrecorded would return,
+// ended at end with ReasonLost, and returns their ids. A run with no
+// start (or one after end) starts at end.
 func (s *Store) RecordLost(runs []RunRecord, end time.Time) ([]uint64, error) {
 	if end.IsZero() {
 		return nil, errors.New("record lost runs: end time is zero")
@@ -59,13 +90,11 @@ func (s *Store) RecordLost(runs []RunRecord, end time.Time) ([]uint64, error) {
 			if r.Job == "" {
 				return fmt.Errorf("run %d: job name is empty", r.ID)
 			}
-			if b.runs.Get(runKey(r.ID)) != nil {
-				continue
+			if r.ID > b.runs.Sequence() {
+				return fmt.Errorf("run %d: not among the ids reserved", r.ID)
 			}
-			if idx := b.byJob.Bucket([]byte(r.Job)); idx != nil && idx.Stats().KeyN >= s.keepRuns {
-				if first, _ := idx.Cursor().First(); first != nil && binary.BigEndian.Uint64(first) > r.ID {
-					continue // trimmed
-				}
+			if !b.unrecorded(r, s.keepRuns) {
+				continue
 			}
 			r.End, r.Reason = end, ReasonLost
 			if r.Start.IsZero() || r.Start.After(end) {
