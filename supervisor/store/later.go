@@ -33,8 +33,9 @@ func (l Later) queue(apply func(tx *bbolt.Tx) error, key string) {
 }
 
 // BeginRun records the new run r, whose id the caller took from
-// NextRunID, with the next commit, which does not linger for company (the
-// run is shown once it is on disk), and calls recorded with the outcome on
+// NextRunID, with the next commit, which waits for company no longer than
+// a write someone waits for does (the run is shown once it is on disk),
+// and calls recorded with the outcome on
 // the writer's goroutine (it must not block or write to the store). A
 // record whose commit fails is kept and written with a later one, as a
 // job's resting state is (see Store.commit), though recorded hears of the

@@ -66,8 +66,9 @@ type Store struct {
 	// writer decides it.
 	watch pathWatch
 
-	lingerFor time.Duration                       // defaultLinger; tests lengthen it
-	onCommit  func(took time.Duration, err error) // Options.OnCommit
+	lingerFor  time.Duration                       // defaultLinger; tests lengthen it
+	companyFor time.Duration                       // defaultCompany; tests shorten it
+	onCommit   func(took time.Duration, err error) // Options.OnCommit
 
 	// clock times the retries of kept writes (the health's too).
 	clock clock.Clock
@@ -238,6 +239,7 @@ func openWith(path string, opts Options, tune func(*bbolt.Options)) (_ *Store, e
 		kick:       make(chan struct{}, 1),
 		writerDone: make(chan struct{}),
 		lingerFor:  defaultLinger,
+		companyFor: defaultCompany,
 		onCommit:   opts.OnCommit,
 	}
 	s.ids.next, s.ids.limit = ids.next, ids.limit

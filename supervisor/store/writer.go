@@ -33,7 +33,8 @@ type operation struct {
 	// operation with after and no done is a deferred write.
 	after func(error)
 	// awaited: someone waits to hear of it through after (to show the run
-	// it records), so it does not linger for company (see linger).
+	// it records), so it waits for company as briefly as a write someone
+	// waits for does (see linger).
 	awaited bool
 	// key, when set, names what the operation writes (a job's record, a
 	// run's pid or end) so that it may be written again: one whose commit
@@ -150,7 +151,7 @@ func (s *Store) write() {
 				}
 				break
 			}
-			if !closing && deferredOnly(group) {
+			if !closing {
 				group = s.linger(group)
 			}
 			s.commit(group, hook)
@@ -164,10 +165,29 @@ func (s *Store) write() {
 // for one commit, not for the previous run's end and then its own.
 const defaultLinger = 20 * time.Millisecond
 
-// linger holds a group of deferred writes until a waited-for write joins
-// it, the group fills, Close begins, or defaultLinger passes.
+// defaultCompany is how long a write someone waits for waits for company
+// before it commits. Short runs each bring two such writes, their record
+// and where their job comes to rest, a millisecond or so apart; committed
+// one by one they cost a commit each (two fdatasyncs, a quarter of the
+// daemon's CPU per run), while gathered for a moment a commit carries the
+// writes of several runs. The wait delays when a run, or a job at rest,
+// is shown, by as much.
+const defaultCompany = 2 * time.Millisecond
+
+// linger holds group for company before it commits: a group of deferred
+// writes until a waited-for write joins it or defaultLinger passes, one
+// with a waited-for write until defaultCompany passes; either until the
+// group fills or Close begins.
 func (s *Store) linger(group []*operation) []*operation {
-	t := time.NewTimer(s.lingerFor)
+	waited := !deferredOnly(group)
+	wait := s.lingerFor
+	if waited {
+		wait = s.companyFor
+	}
+	if wait <= 0 {
+		return group
+	}
+	t := time.NewTimer(wait)
 	defer t.Stop()
 	for {
 		select {
@@ -176,8 +196,14 @@ func (s *Store) linger(group []*operation) []*operation {
 		case <-s.kick:
 			more, closing, _ := s.take(maxGroup - len(group))
 			group = append(group, more...)
-			if closing || !deferredOnly(more) || len(group) >= maxGroup {
+			if closing || len(group) >= maxGroup {
 				return group
+			}
+			if !waited && !deferredOnly(more) {
+				// A waited-for write joined: from now on it is the
+				// company window that counts.
+				waited = true
+				t.Reset(s.companyFor)
 			}
 		}
 	}
