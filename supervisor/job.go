@@ -597,10 +597,10 @@ func (j *job) spawn() (event, bool) {
 	proc, after, err := j.d.start(j, rec.ID)
 	if child && !isLocalRunID(rec.ID) {
 		if err == nil {
+			// Its start ticks, which tell it from a later process of the
+			// same pid, follow if it is still there once shown (reveal):
+			// a short run never pays for reading them.
 			rec.PID = proc.PID()
-			if p, ok := proc.(*runner.Process); ok {
-				rec.StartTicks, _ = p.StartTicks()
-			}
 		}
 		rc := &runRecord{done: make(chan struct{})}
 		j.run.record = rc
@@ -650,6 +650,11 @@ func (j *job) reveal() {
 		}
 	}
 	j.d.meters.runsStarted.Inc()
+	if child, ok := j.run.proc.(*runner.Process); ok && j.run.record != nil && j.run.record.err == nil {
+		if ticks, err := child.StartTicks(); err == nil {
+			j.d.later.SetRunPID(j.run.id, child.PID(), ticks)
+		}
+	}
 	if j.run.proc != nil {
 		j.log.Info("started", "run", j.run.id, "pid", j.run.proc.PID(), "gpus", j.run.gpus, "cpus", j.run.cpus,
 			"grant_to_running_us", j.run.toRunning.Microseconds())

@@ -104,11 +104,20 @@ func openLog(dir, job string, maxBytes int64, slowDisk func()) (*LogSink, error)
 	if err := syscall.Access(dir, unix.W_OK|unix.X_OK); err != nil {
 		return nil, fmt.Errorf("open log for job %s: %w", job, &os.PathError{Op: "access", Path: dir, Err: err})
 	}
-	r, w, err := os.Pipe()
-	if err != nil {
+	// The write end is the job's, blocking as a program expects its
+	// output to be; the read end is the copier's, in Go's poller. (os.Pipe
+	// makes both non-blocking, and the job's end would then be switched
+	// back at every start.)
+	var fds [2]int
+	if err := unix.Pipe2(fds[:], unix.O_CLOEXEC); err != nil {
 		return nil, fmt.Errorf("open log for job %s: pipe: %w", job, err)
 	}
-	s.r, s.w = r, w
+	if err := unix.SetNonblock(fds[0], true); err != nil {
+		unix.Close(fds[0])
+		unix.Close(fds[1])
+		return nil, fmt.Errorf("open log for job %s: pipe: %w", job, err)
+	}
+	s.r, s.w = os.NewFile(uintptr(fds[0]), "|0"), os.NewFile(uintptr(fds[1]), "|1")
 	go s.copy()
 	return s, nil
 }
