@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -70,7 +71,10 @@ func newDaemon(dir string) (*daemon, error) {
 		Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 			var dialer net.Dialer
 			return dialer.DialContext(ctx, "unix", d.socket)
-		}, IdleConnTimeout: 10 * time.Second}, // below the daemon's 30 s
+		}, IdleConnTimeout: 10 * time.Second, // below the daemon's 30 s
+			// GET /metrics would be gzipped for the asking, which costs the
+			// daemon more than counting its jobs.
+			DisableCompression: true},
 		Timeout: 30 * time.Second,
 	}
 	return d, nil
@@ -242,6 +246,74 @@ func (d *daemon) poll(interval, timeout time.Duration, done func(status) bool, b
 		select {
 		case <-d.exited:
 			return at, 0, d.failure(fmt.Errorf("the daemon exited (%v)", d.cmd.ProcessState))
+		case <-time.After(interval):
+		}
+	}
+}
+
+// counts are the jobs by state of GET /metrics (berth_jobs): what the
+// status counts, for the price of a count.
+func (d *daemon) counts() (map[string]int, error) {
+	resp, err := d.client.Get("http://berth/metrics")
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET /metrics: %s", resp.Status)
+	}
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	c := map[string]int{}
+	for line := range strings.SplitSeq(string(body), "\n") {
+		rest, ok := strings.CutPrefix(line, `berth_jobs{state="`)
+		if !ok {
+			continue
+		}
+		state, value, ok := strings.Cut(rest, `"} `)
+		if !ok {
+			continue
+		}
+		n, err := strconv.ParseFloat(value, 64)
+		if err != nil {
+			return nil, fmt.Errorf("GET /metrics: %q: %w", line, err)
+		}
+		c[state] = int(n)
+	}
+	if len(c) == 0 {
+		return nil, errors.New("GET /metrics: no berth_jobs")
+	}
+	return c, nil
+}
+
+// pollCounts is poll over counts: it returns the time of the answer that
+// satisfied done.
+func (d *daemon) pollCounts(interval, timeout time.Duration, done func(map[string]int) bool, bad func(map[string]int) error) (time.Time, error) {
+	deadline := time.Now().Add(timeout)
+	var last map[string]int
+	for {
+		c, err := d.counts()
+		at := time.Now()
+		if err != nil {
+			return at, d.failure(err)
+		}
+		last = c
+		if done(c) {
+			return at, nil
+		}
+		if bad != nil {
+			if err := bad(c); err != nil {
+				return at, d.failure(err)
+			}
+		}
+		if at.After(deadline) {
+			return at, d.failure(fmt.Errorf("not there within %v; counts %v", timeout, last))
+		}
+		select {
+		case <-d.exited:
+			return at, d.failure(fmt.Errorf("the daemon exited (%v)", d.cmd.ProcessState))
 		case <-time.After(interval):
 		}
 	}
