@@ -423,11 +423,14 @@ func (d *Daemon) Run(ctx context.Context) error {
 	} else {
 		d.log.Info("stopping every job")
 	}
-	stopJobs()
-	d.jobsWG.Wait()
+	// The sweeper goes first: each stop would wake it for a scan of
+	// /proc, and a hundred stops at once cost several, where one scan
+	// once they are over finds what every one of them left.
 	stopSweeper()
 	sweeper.Wait()
-	d.sweep() // what the jobs' last stops left
+	stopJobs()
+	d.jobsWG.Wait()
+	d.sweep() // what the jobs' stops left
 	stopWatch()
 	// Shutdown waits for requests to end: the events streams end first.
 	d.feed.end()
