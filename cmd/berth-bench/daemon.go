@@ -427,19 +427,22 @@ func procStat(pid int) (stat, error) {
 }
 
 // rssKiB is VmRSS of /proc/PID/status.
-func rssKiB(pid int) (int, error) {
+func rssKiB(pid int) (int, error) { return statusKiB(pid, "VmRSS") }
+
+// statusKiB is a "kB" field of /proc/PID/status.
+func statusKiB(pid int, field string) (int, error) {
 	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
 	if err != nil {
 		return 0, err
 	}
 	for line := range strings.SplitSeq(string(data), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+		if v, ok := strings.CutPrefix(line, field+":"); ok {
 			if f := strings.Fields(v); len(f) > 0 {
 				return strconv.Atoi(f[0])
 			}
 		}
 	}
-	return 0, errors.New("no VmRSS")
+	return 0, fmt.Errorf("no %s", field)
 }
 
 // clockTicks is the unit of /proc's CPU times: getconf CLK_TCK, else 100.

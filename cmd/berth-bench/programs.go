@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -204,22 +205,33 @@ func runChurn(b *bencher, dir string) ([]sample, error) {
 		return nil, err
 	}
 	type figures struct {
-		rss   int
-		rt    runtimeFigures
-		ticks uint64
+		rss, anon  int
+		stateBytes int64
+		rt         runtimeFigures
+		ticks      uint64
 	}
+	// Each measure is taken just after a collection, so that the two are
+	// at the same point of the heap's cycle.
 	measure := func() (figures, error) {
 		d.client.CloseIdleConnections()
-		kib, err := rssKiB(d.cmd.Process.Pid)
-		if err != nil {
-			return figures{}, err
-		}
 		rt, err := d.runtime()
 		if err != nil {
 			return figures{}, err
 		}
+		kib, err := rssKiB(d.cmd.Process.Pid)
+		if err != nil {
+			return figures{}, err
+		}
+		anon, err := statusKiB(d.cmd.Process.Pid, "RssAnon")
+		if err != nil {
+			return figures{}, err
+		}
+		fi, err := os.Stat(filepath.Join(d.state, "state.db"))
+		if err != nil {
+			return figures{}, err
+		}
 		st, err := procStat(d.cmd.Process.Pid)
-		return figures{rss: kib, rt: rt, ticks: st.utime + st.stime}, err
+		return figures{rss: kib, anon: anon, stateBytes: fi.Size(), rt: rt, ticks: st.utime + st.stime}, err
 	}
 	var atSettled figures
 	for round := 1; round < churnRounds; round++ {
@@ -245,6 +257,10 @@ func runChurn(b *bencher, dir string) ([]sample, error) {
 	return []sample{
 		{"churn/rss-2000", float64(atSettled.rss) / 1024},
 		{"churn/rss-10000", float64(end.rss) / 1024},
+		{"churn/anon-2000", float64(atSettled.anon) / 1024},
+		{"churn/anon-10000", float64(end.anon) / 1024},
+		{"churn/state-2000", float64(atSettled.stateBytes) / (1 << 20)},
+		{"churn/state-10000", float64(end.stateBytes) / (1 << 20)},
 		{"churn/heap-2000", float64(atSettled.rt.HeapBytes) / (1 << 20)},
 		{"churn/heap-10000", float64(end.rt.HeapBytes) / (1 << 20)},
 		{"churn/goroutines-2000", float64(atSettled.rt.Goroutines)},
