@@ -103,7 +103,9 @@ type Daemon struct {
 	scanner *watch.Scanner
 	watcher *watch.Watcher
 	environ map[string]string
-	changed signal
+	// environKV is environ's entries as "KEY=value", by key, made once.
+	environKV map[string]string
+	changed   signal
 	// feed tells GET /v1/events readers that changed was raised, at the
 	// pace STATUS= is sent.
 	feed   *changeFeed
@@ -274,6 +276,10 @@ func Open(cfg Config) (*Daemon, error) {
 		started:   cfg.Clock.Now(),
 	}
 	d.settle.Stop()
+	d.environKV = make(map[string]string, len(d.environ))
+	for k, v := range d.environ {
+		d.environKV[k] = k + "=" + v
+	}
 	d.later = st.Later(d.recordFailed)
 	d.book = d.placer.AddMachine(capacityOf(cfg.Machine))
 	d.scanner = watch.NewScanner(cfg.JobsDir, watch.ScanOptions{DaemonUID: os.Getuid()})
@@ -813,7 +819,7 @@ func (d *Daemon) start(j *job, run uint64) (process, func(), error) {
 		base["JOURNAL_STREAM"] = out.journal
 	}
 	env := d.runEnv(j.name, def, j.index, base, login, strconv.FormatUint(run, 10), j.grant)
-	spec := runner.Spec{Argv: def.Cmd, Dir: def.Dir, Env: environList(env), Stdout: out.file, Credential: cred}
+	spec := runner.Spec{Argv: def.Cmd, Dir: def.Dir, Env: d.environOf(env), Stdout: out.file, Credential: cred}
 	proc, err := runner.Start(spec)
 	// The child has its own copy of the output; the daemon's must go, or
 	// the log's reader never sees the end of it.
@@ -886,6 +892,23 @@ func environList(env map[string]string) []string {
 	out := make([]string, len(keys))
 	for i, k := range keys {
 		out[i] = k + "=" + env[k]
+	}
+	return out
+}
+
+// environOf is environList for a run's environment, which is mostly the
+// daemon's own: its entries are taken from the daemon's list, made once,
+// rather than made again for every run.
+func (d *Daemon) environOf(env map[string]string) []string {
+	keys := slices.Sorted(maps.Keys(env))
+	out := make([]string, len(keys))
+	for i, k := range keys {
+		v := env[k]
+		if kv, ok := d.environKV[k]; ok && len(kv) == len(k)+1+len(v) && kv[len(k)+1:] == v {
+			out[i] = kv
+			continue
+		}
+		out[i] = k + "=" + v
 	}
 	return out
 }

@@ -653,3 +653,24 @@ func TestWithoutSharedReaper(t *testing.T) {
 	}
 	waitGone(t, fd, gc)
 }
+
+// TestDedupEnv: where a key repeats the last wins, in the order of first
+// appearance of what is kept; a list of unique keys in order is used as it
+// is.
+func TestDedupEnv(t *testing.T) {
+	for _, c := range []struct{ env, want []string }{
+		{nil, nil},
+		{[]string{"A=1", "B=2", "C=3"}, []string{"A=1", "B=2", "C=3"}},
+		{[]string{"A=1", "A=2"}, []string{"A=2"}},
+		{[]string{"B=1", "A=2", "B=3"}, []string{"A=2", "B=3"}},
+		{[]string{"B=1", "A=2"}, []string{"B=1", "A=2"}},
+	} {
+		if got := dedupEnv(c.env); !slices.Equal(got, c.want) {
+			t.Errorf("dedupEnv(%q) = %q, want %q", c.env, got, c.want)
+		}
+	}
+	sorted := []string{"A=1", "B=2"}
+	if got := dedupEnv(sorted); &got[0] != &sorted[0] {
+		t.Error("a list of unique keys in order was copied")
+	}
+}
