@@ -48,7 +48,9 @@ type job struct {
 	defFP   string // def.ProcessFingerprint(), kept: a hash of the definition
 	invalid string // why the definition cannot run, "" when it can
 	// doneFP is the definition whose last run ended done, as stored.
-	doneFP  string
+	doneFP string
+	// wrote is the record persist last wrote, or queued.
+	wrote   store.JobRecord
 	life    life
 	removed bool
 	waitGen uint64
@@ -797,7 +799,17 @@ func (j *job) persist() {
 	}
 	rec := store.JobRecord{Name: j.name, State: j.life.state, Fingerprint: fp, DoneFingerprint: j.doneFP,
 		Restarts: j.life.restarts, Changed: j.life.since, File: j.def.Pos.File}
+	last := j.wrote
+	j.wrote = rec
 	if !resting(j.life.state) {
+		// Every passing state means the same to the next daemon (the job
+		// runs again), which reads no more of the record than its
+		// fingerprints, its file and, at rest, its restarts and since: a
+		// run's way from waiting to running writes the record once.
+		if last.State != 0 && !resting(last.State) && last.Fingerprint == rec.Fingerprint &&
+			last.DoneFingerprint == rec.DoneFingerprint && last.File == rec.File && last.Restarts == rec.Restarts {
+			return
+		}
 		j.d.later.PutJob(rec)
 		return
 	}
