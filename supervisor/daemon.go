@@ -900,7 +900,11 @@ func environList(env map[string]string) []string {
 // daemon's own: its entries are taken from the daemon's list, made once,
 // rather than made again for every run.
 func (d *Daemon) environOf(env map[string]string) []string {
-	keys := slices.Sorted(maps.Keys(env))
+	keys := make([]string, 0, len(env)) // made at its size: no growing
+	for k := range env {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
 	out := make([]string, len(keys))
 	for i, k := range keys {
 		v := env[k]

@@ -401,7 +401,9 @@ func (j *job) apply(e event) {
 			}
 		}
 		if j.life.state != before {
-			j.log.Debug("state changed", "from", before.String(), "to", j.life.state.String(), "event", e.kind.String())
+			if j.log.IsDebug() { // its arguments cost allocations even when not logged
+				j.log.Debug("state changed", "from", before.String(), "to", j.life.state.String(), "event", e.kind.String())
+			}
 			j.persist()
 		}
 	}
