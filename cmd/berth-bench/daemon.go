@@ -54,7 +54,9 @@ func stopAll() {
 func newDaemon(dir string) (*daemon, error) {
 	d := &daemon{
 		dir:     dir,
-		jobs:    filepath.Join(dir, "jobs.d"),
+		// One level down: the daemon watches the jobs directory's parent
+		// too, and its log, written beside, would wake it at every line.
+		jobs:    filepath.Join(dir, "etc", "jobs.d"),
 		state:   filepath.Join(dir, "state"),
 		socket:  filepath.Join(dir, "berth.sock"),
 		out:     filepath.Join(dir, "out"),
