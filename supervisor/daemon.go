@@ -584,6 +584,12 @@ func (d *Daemon) reconcile() error {
 			return err
 		}
 	}
+	if len(open) == 0 && d.store.LeftNothing() {
+		// The state is new, or its last daemon closed it, its runs ended
+		// and recorded (or, as units, taken back): nothing to look for,
+		// and a scan of every process is not paid at each start.
+		return nil
+	}
 	// Every process of a run carries BERTH_RUN: this finds a run whose pid
 	// was never recorded, descendants that outlived their leader, and runs
 	// never recorded at all.

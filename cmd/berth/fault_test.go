@@ -924,7 +924,17 @@ func TestFaultUnrecordedRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	instance := s.Instance()
+	// What the disk holds if that daemon is killed now: closed, the file
+	// would say its daemon left nothing unrecorded.
+	path := filepath.Join(d.state, "state.db")
+	killed, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, killed, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	// What each left: a process in a session of its own, carrying its run.

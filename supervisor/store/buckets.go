@@ -33,6 +33,10 @@ var (
 	bucketRunsOpen  = []byte("runs_open")   // id → empty, for every run with no End
 	keyFormat       = []byte("format")
 	keyInstance     = []byte("instance") // random hex, made with the file
+	// keyClosed is there while no daemon has the file open and the last
+	// one closed it (Close), so that none of its runs can be running
+	// without a record: a daemon killed outright leaves it out.
+	keyClosed = []byte("closed")
 )
 
 // buckets gives an operation its buckets with this transaction's fill

@@ -2,6 +2,7 @@ package store
 
 import (
 	"errors"
+	"os"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -231,4 +232,50 @@ func TestRecordLost(t *testing.T) {
 func equalRun(a, b RunRecord) bool {
 	a, b = normRun(a), normRun(b)
 	return a.ID == b.ID && a.Job == b.Job && a.PID == b.PID && a.Start.Equal(b.Start) && a.End.Equal(b.End) && a.Reason == b.Reason
+}
+
+// TestLeftNothing: a file says whether a daemon before can have left runs
+// running unrecorded. A new file cannot; one closed says so, once, to the
+// daemon that opens it next; one whose daemon died with it open (here: a
+// copy taken while it was open, which is what the disk holds then) can.
+func TestLeftNothing(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "state.db")
+	s, err := Open(path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !s.LeftNothing() {
+		t.Error("a new file says a daemon may have left runs")
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s, err = Open(path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !s.LeftNothing() {
+		t.Error("a file whose daemon closed it says it may have left runs")
+	}
+	begin(t, s, "a", t0)
+	// What the disk holds if this daemon is killed now.
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	killed := filepath.Join(t.TempDir(), "state.db")
+	if err := os.WriteFile(killed, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s = openTestAt(t, killed, Options{})
+	if s.LeftNothing() {
+		t.Error("a file whose daemon died with it open says it left nothing")
+	}
+	if runs, err := s.Runs("a", 0); err != nil || len(runs) != 1 {
+		t.Errorf("the killed daemon's run: %v, %v", runs, err)
+	}
 }
