@@ -53,7 +53,7 @@ func stopAll() {
 
 func newDaemon(dir string) (*daemon, error) {
 	d := &daemon{
-		dir:     dir,
+		dir: dir,
 		// One level down: the daemon watches the jobs directory's parent
 		// too, and its log, written beside, would wake it at every line.
 		jobs:    filepath.Join(dir, "etc", "jobs.d"),
