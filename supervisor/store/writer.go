@@ -160,9 +160,9 @@ func (s *Store) write() {
 }
 
 // defaultLinger is how long deferred writes wait for a write someone waits
-// for, to share its commit: the commit that records a run (BeginRun) then
-// also carries the previous run's end, and a job's way to running waits
-// for one commit, not for the previous run's end and then its own.
+// for, to share its commit: a run's end and its job's passing states then
+// go with the next run's record or resting state, rather than costing a
+// commit of their own.
 const defaultLinger = 20 * time.Millisecond
 
 // defaultCompany is how long a write someone waits for waits for company
