@@ -87,6 +87,11 @@ type Config struct {
 	// may hold before its card is given to no job whole; zero means
 	// DefaultForeignLimit.
 	ForeignLimit int64
+
+	// afterCommit, set by tests, runs on the store's writer after each
+	// commit, before the writes of the commit are told they are on disk:
+	// one that blocks holds the news of every write back.
+	afterCommit func()
 }
 
 // Daemon supervises the jobs of one jobs directory.
@@ -102,7 +107,9 @@ type Daemon struct {
 	scanner *watch.Scanner
 	watcher *watch.Watcher
 	environ map[string]string
-	changed signal
+	// environKV is environ's entries as "KEY=value", by key, made once.
+	environKV map[string]string
+	changed   signal
 	// feed tells GET /v1/events readers that changed was raised, at the
 	// pace STATUS= is sent.
 	feed   *changeFeed
@@ -221,7 +228,14 @@ func Open(cfg Config) (*Daemon, error) {
 	log := cfg.Logger
 	changed := newSignal()
 	meters := newMeters()
-	st, err := store.Open(filepath.Join(cfg.StateDir, "state.db"), store.Options{Clock: cfg.Clock, OnCommit: meters.committed, OnHealth: func(err error) {
+	onCommit := meters.committed
+	if cfg.afterCommit != nil {
+		onCommit = func(took time.Duration, err error) {
+			meters.committed(took, err)
+			cfg.afterCommit()
+		}
+	}
+	st, err := store.Open(filepath.Join(cfg.StateDir, "state.db"), store.Options{Clock: cfg.Clock, OnCommit: onCommit, OnHealth: func(err error) {
 		if err != nil {
 			log.Error("cannot record the state: jobs go on, but their runs and states are not kept until it can", "error", err)
 		} else {
@@ -274,6 +288,10 @@ func Open(cfg Config) (*Daemon, error) {
 	d.settle.Stop()
 	for i := range cfg.Machine.GPUs {
 		d.shareOf = append(d.shareOf, cfg.Machine.CardShareOf(i))
+	}
+	d.environKV = make(map[string]string, len(d.environ))
+	for k, v := range d.environ {
+		d.environKV[k] = k + "=" + v
 	}
 	d.later = st.Later(d.recordFailed)
 	d.book = d.placer.AddMachine(CapacityOf(cfg.Machine))
@@ -425,12 +443,18 @@ func (d *Daemon) Run(ctx context.Context) error {
 	} else {
 		d.log.Info("stopping every job")
 	}
-	stopJobs()
-	d.jobsWG.Wait()
+	// The watcher and the sweeper go first. Closing inotify waits for the
+	// kernel to let go of its watches (tens of milliseconds here), which
+	// is better spent while the jobs stop than after. Each stop would wake
+	// the sweeper for a scan of /proc, and a hundred stops at once cost
+	// several, where one scan once they are over finds what every one of
+	// them left.
+	stopWatch()
 	stopSweeper()
 	sweeper.Wait()
-	d.sweep() // what the jobs' last stops left
-	stopWatch()
+	stopJobs()
+	d.jobsWG.Wait()
+	d.sweep() // what the jobs' stops left
 	// Shutdown waits for requests to end: the events streams end first.
 	d.feed.end()
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), time.Second)
@@ -561,7 +585,9 @@ func (d *Daemon) logf(msg string, kv ...any) { d.log.Info(msg, kv...) }
 // reconcile deals with the runs a previous daemon left open. Under systemd
 // a run whose unit is still there is taken back (adopt); whatever else of
 // them still runs is killed, and each is recorded as lost: their jobs run
-// again.
+// again. So are the runs it started and was killed before it recorded,
+// found by the processes they left (a child that escaped its group, or
+// survived its leader): killed, then recorded lost.
 func (d *Daemon) reconcile() error {
 	open, err := d.store.OpenRuns()
 	if err != nil {
@@ -572,21 +598,26 @@ func (d *Daemon) reconcile() error {
 			return err
 		}
 	}
-	if len(open) == 0 {
+	if len(open) == 0 && d.store.LeftNothing() {
+		// The state is new, or its last daemon closed it, its runs ended
+		// and recorded (or, as units, taken back): nothing to look for,
+		// and a scan of every process is not paid at each start.
 		return nil
 	}
 	// Every process of a run carries BERTH_RUN: this finds a run whose pid
-	// was never recorded, and descendants that outlived their leader.
-	wanted := map[string]bool{}
-	for _, r := range open {
-		wanted[strconv.FormatUint(r.ID, 10)] = true
-	}
-	byRun, err := runner.FindByEnv(d.runMark(), "BERTH_RUN", wanted)
+	// was never recorded, descendants that outlived their leader, and runs
+	// never recorded at all.
+	tagged, err := runner.FindTagged(d.runMark(), "BERTH_RUN", "BERTH_JOB")
 	if err != nil {
 		d.log.Warn("cannot look for what lost runs left running", "error", err)
 	}
+	byRun := map[string][]runner.Tagged{}
+	for _, p := range tagged {
+		byRun[p.Values[0]] = append(byRun[p.Values[0]], p)
+	}
 	var ids []uint64
 	for _, r := range open {
+		run := strconv.FormatUint(r.ID, 10)
 		ids = append(ids, r.ID)
 		killed := 0
 		if r.PID > 0 && r.StartTicks > 0 {
@@ -598,11 +629,12 @@ func (d *Daemon) reconcile() error {
 				killed++
 			}
 		}
-		for _, pid := range byRun[strconv.FormatUint(r.ID, 10)] {
-			if unix.Kill(pid, unix.SIGKILL) == nil {
+		for _, p := range byRun[run] {
+			if unix.Kill(p.PID, unix.SIGKILL) == nil {
 				killed++
 			}
 		}
+		delete(byRun, run)
 		d.log.Warn("run lost: the daemon went away while it ran", "job", r.Job, "run", r.ID, "pid", r.PID, "killed_leftovers", killed)
 	}
 	if len(ids) > 0 {
@@ -613,7 +645,79 @@ func (d *Daemon) reconcile() error {
 			return fmt.Errorf("record lost runs: %w", err)
 		}
 	}
+	return d.reconcileUnrecorded(byRun)
+}
+
+// reconcileUnrecorded stops the processes of runs that no record has, and
+// records those runs lost: a previous daemon numbered and started them, and
+// was killed before their records were on disk (never shown, then, but
+// their processes outlived it). byRun are the processes left of runs
+// neither open nor taken back, by BERTH_RUN; those of runs on record, which
+// ended before the daemon went away, are left alone, as they would have
+// been by the daemon that ran them.
+func (d *Daemon) reconcileUnrecorded(byRun map[string][]runner.Tagged) error {
+	var found []store.RunRecord
+	for run, procs := range byRun {
+		id, err := strconv.ParseUint(run, 10, 64)
+		if err != nil || id == 0 {
+			continue
+		}
+		r := store.RunRecord{ID: id, Job: procs[0].Values[1], PID: procs[0].PID}
+		for _, p := range procs {
+			if p.StartTicks == 0 || d.cfg.Machine.Booted.IsZero() {
+				continue
+			}
+			// Clock ticks are USER_HZ, 100 a second on every Linux berth
+			// runs on.
+			at := d.cfg.Machine.Booted.Add(time.Duration(p.StartTicks) * 10 * time.Millisecond)
+			if r.Start.IsZero() || at.Before(r.Start) {
+				r.Start, r.PID = at, p.PID
+			}
+		}
+		if isLocalRunID(id) {
+			// A run the state could not record in the previous life: its
+			// id is not one to record under. Stopped all the same.
+			d.killTagged(procs)
+			d.log.Warn("killed what a run that was never recorded left running", "job", r.Job, "run", id, "pids", len(procs))
+			continue
+		}
+		if r.Job != "" {
+			found = append(found, r)
+		}
+	}
+	if len(found) == 0 {
+		return nil
+	}
+	lost, err := d.store.Unrecorded(found)
+	if err != nil {
+		return fmt.Errorf("read the runs a previous daemon left: %w", err)
+	}
+	if len(lost) == 0 {
+		return nil
+	}
+	// Killed before they are recorded: a run recorded lost with its
+	// processes alive would be left to them by the next daemon, if this
+	// one died in between.
+	for _, r := range lost {
+		killed := d.killTagged(byRun[strconv.FormatUint(r.ID, 10)])
+		d.log.Warn("run lost before it was recorded: the daemon went away as it started", "job", r.Job, "run", r.ID, "pid", r.PID, "killed_leftovers", killed)
+		d.meters.ended(store.ReasonLost)
+	}
+	if _, err := d.store.RecordLost(lost, d.now()); err != nil {
+		return fmt.Errorf("record lost runs: %w", err)
+	}
 	return nil
+}
+
+// killTagged sends SIGKILL to each of procs and counts those it reached.
+func (d *Daemon) killTagged(procs []runner.Tagged) int {
+	killed := 0
+	for _, p := range procs {
+		if unix.Kill(p.PID, unix.SIGKILL) == nil {
+			killed++
+		}
+	}
+	return killed
 }
 
 // runMark is what, besides BERTH_RUN, every process of this berth's runs
@@ -739,7 +843,7 @@ func (d *Daemon) start(j *job, run uint64) (process, func(), error) {
 		base["JOURNAL_STREAM"] = out.journal
 	}
 	env := d.runEnv(j.name, def, j.index, base, login, strconv.FormatUint(run, 10), j.grant)
-	spec := runner.Spec{Argv: def.Cmd, Dir: def.Dir, Env: environList(env), Stdout: out.file, Credential: cred}
+	spec := runner.Spec{Argv: def.Cmd, Dir: def.Dir, Env: d.environOf(env), Stdout: out.file, Credential: cred}
 	proc, err := runner.Start(spec)
 	// The child has its own copy of the output; the daemon's must go, or
 	// the log's reader never sees the end of it.
@@ -812,6 +916,27 @@ func environList(env map[string]string) []string {
 	out := make([]string, len(keys))
 	for i, k := range keys {
 		out[i] = k + "=" + env[k]
+	}
+	return out
+}
+
+// environOf is environList for a run's environment, which is mostly the
+// daemon's own: its entries are taken from the daemon's list, made once,
+// rather than made again for every run.
+func (d *Daemon) environOf(env map[string]string) []string {
+	keys := make([]string, 0, len(env)) // made at its size: no growing
+	for k := range env {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	out := make([]string, len(keys))
+	for i, k := range keys {
+		v := env[k]
+		if kv, ok := d.environKV[k]; ok && len(kv) == len(k)+1+len(v) && kv[len(k)+1:] == v {
+			out[i] = kv
+			continue
+		}
+		out[i] = k + "=" + v
 	}
 	return out
 }

@@ -48,7 +48,9 @@ type job struct {
 	defFP   string // def.ProcessFingerprint(), kept: a hash of the definition
 	invalid string // why the definition cannot run, "" when it can
 	// doneFP is the definition whose last run ended done, as stored.
-	doneFP  string
+	doneFP string
+	// wrote is the record persist last wrote, or queued.
+	wrote   store.JobRecord
 	life    life
 	removed bool
 	waitGen uint64
@@ -113,11 +115,31 @@ type runState struct {
 	id    uint64
 	proc  process
 	gpus  []string
+	cpus  int   // the cores granted
 	ram   int64 // the memory granted, which a unit may not go over
 	start time.Time
 	exit  runner.Exit
 	// after is called once the run was reaped (closes the output sink).
 	after func()
+	// record is the run's record on its way to disk, for a run that is
+	// the daemon's child: its process starts while the record commits.
+	// nil where the record was written before the start (a unit), or
+	// could not be begun.
+	record *runRecord
+	// shown: the run has been shown (its started line, the metrics, the
+	// status), which it is only once its record is on disk, so that a run
+	// anyone saw started is in the history after a crash.
+	shown bool
+	// toRunning is how long the start took, from the grant to the
+	// process running, for the started line.
+	toRunning time.Duration
+}
+
+// runRecord is a run's record being committed: done is closed, err set
+// first, by the store's writer once the commit is over.
+type runRecord struct {
+	done chan struct{}
+	err  error
 }
 
 // jobMessage is what the daemon's loop posts to a job.
@@ -254,8 +276,12 @@ func (j *job) loop(ctx context.Context) {
 	}
 	for {
 		var timeoutC, backoffC <-chan time.Time
+		var recordC <-chan struct{}
 		if j.timeout != nil {
 			timeoutC = j.timeout.C()
+		}
+		if !j.run.shown && j.run.record != nil {
+			recordC = j.run.record.done
 		}
 		if j.backoff != nil {
 			backoffC = j.backoff.C()
@@ -271,6 +297,9 @@ func (j *job) loop(ctx context.Context) {
 			for _, m := range j.in.drain() {
 				j.receive(m)
 			}
+		case <-recordC:
+			j.reveal()
+			j.publish()
 		case <-j.exitC:
 			j.exitC = nil
 			j.reaped(j.run.proc.Wait())
@@ -372,7 +401,9 @@ func (j *job) apply(e event) {
 			}
 		}
 		if j.life.state != before {
-			j.log.Debug("state changed", "from", before.String(), "to", j.life.state.String(), "event", e.kind.String())
+			if j.log.IsDebug() { // its arguments cost allocations even when not logged
+				j.log.Debug("state changed", "from", before.String(), "to", j.life.state.String(), "event", e.kind.String())
+			}
 			j.persist()
 		}
 	}
@@ -534,11 +565,13 @@ func (j *job) give() {
 	j.book, j.grant = nil, accounting.Grant{}
 }
 
-// spawn records the run, then starts it: a run is on record before its
-// process can have exited.
+// spawn starts a run, and records it: a unit once its record is on disk,
+// so that the next daemon knows every unit it finds; the daemon's own
+// child while its record commits, the run shown only once it has (reveal).
+// A crash in between leaves a process that carries a run id no record
+// has; the next daemon stops it and records it (reconcile).
 func (j *job) spawn() (event, bool) {
 	now := j.d.now()
-	j.d.meters.runsStarted.Inc()
 	gpus := j.d.cardNames(j.grant.GPUs)
 	j.runMark = j.mark()
 	mark := ""
@@ -547,40 +580,91 @@ func (j *job) spawn() (event, bool) {
 		// that takes it back or finds it failed.
 		mark = j.runMark
 	}
-	rec, err := j.d.store.BeginRun(store.RunRecord{
+	rec := store.RunRecord{
 		Job: j.name, Fingerprint: j.defFP, Mark: mark,
-		CPUIDs: j.grant.CPUIDs, GPUs: gpus, RAMBytes: j.grant.RAMBytes, GPUMemBytes: j.grant.GPUMemBytes, Start: now,
-	})
+		// A copy: the record may be encoded after the grant went back.
+		CPUIDs: slices.Clone(j.grant.CPUIDs), GPUs: gpus, RAMBytes: j.grant.RAMBytes, GPUMemBytes: j.grant.GPUMemBytes, Start: now,
+	}
+	child := j.d.cfg.Units == nil
+	var err error
+	if child {
+		// From a block reserved on disk: no other run has had it, or
+		// will, whatever happens to this one's record.
+		rec.ID, err = j.d.store.NextRunID()
+	} else {
+		rec, err = j.d.store.BeginRun(rec)
+	}
 	if err != nil {
 		rec.ID = j.d.localRunID()
 		j.d.notRecorded(j.log, "cannot record the run; running it anyway", "run", rec.ID, "error", err)
 	}
-	j.run = runState{id: rec.ID, gpus: gpus, ram: j.grant.RAMBytes, start: now}
+	j.run = runState{id: rec.ID, gpus: gpus, cpus: len(j.grant.CPUIDs), ram: j.grant.RAMBytes, start: now}
 
 	proc, after, err := j.d.start(j, rec.ID)
+	if child && !isLocalRunID(rec.ID) {
+		if err == nil {
+			// Its start ticks, which tell it from a later process of the
+			// same pid, follow if it is still there once shown (reveal):
+			// a short run never pays for reading them.
+			rec.PID = proc.PID()
+		}
+		rc := &runRecord{done: make(chan struct{})}
+		j.run.record = rc
+		j.d.later.BeginRun(rec, func(err error) {
+			rc.err = err
+			close(rc.done)
+		})
+	}
 	if err != nil {
+		j.reveal()
 		j.setWhy(msgCannotStart(j.name, err))
 		j.log.Error("cannot start", "run", rec.ID, "error", err)
 		return event{kind: evSpawnFailed}, true
 	}
 	j.run.proc, j.run.after = proc, after
-	if !isLocalRunID(rec.ID) {
-		// A unit is found again by its name; a child, by its pid and its
-		// start time.
-		var ticks uint64
-		if child, ok := proc.(*runner.Process); ok {
-			ticks, _ = child.StartTicks()
-		}
-		j.d.later.SetRunPID(rec.ID, proc.PID(), ticks)
+	j.run.toRunning = j.d.now().Sub(j.placedAt)
+	if !child && !isLocalRunID(rec.ID) {
+		// A unit is found again by its name.
+		j.d.later.SetRunPID(rec.ID, proc.PID(), 0)
 	}
-	j.log.Info("started", "run", rec.ID, "pid", proc.PID(), "gpus", gpus, "cpus", len(j.grant.CPUIDs),
-		"grant_to_running_us", j.d.now().Sub(j.placedAt).Microseconds())
+	if j.run.record == nil {
+		// On record already (a unit), or never to be: shown now.
+		j.reveal()
+	}
 	if j.def.Timeout > 0 {
 		j.timeout = j.d.clock.NewTimer(j.def.Timeout)
 	}
 	j.exitC = proc.Done()
 	j.setWhy("")
 	return event{kind: evSpawned}, true
+}
+
+// reveal shows the run in progress, once its record is on disk: its
+// started line and the metrics here, the status at the next publish. It
+// waits for the commit where it is not over: whatever is about to show
+// the run (its end, its stop) calls it first. A record that could not be
+// written is shown all the same, as a run the state could not record.
+func (j *job) reveal() {
+	if j.run.shown {
+		return
+	}
+	j.run.shown = true
+	if rc := j.run.record; rc != nil {
+		<-rc.done
+		if rc.err != nil {
+			j.d.notRecorded(j.log, "cannot record the run; running it anyway", "run", j.run.id, "error", rc.err)
+		}
+	}
+	j.d.meters.runsStarted.Inc()
+	if child, ok := j.run.proc.(*runner.Process); ok && j.run.record != nil && j.run.record.err == nil {
+		if ticks, err := child.StartTicks(); err == nil {
+			j.d.later.SetRunPID(j.run.id, child.PID(), ticks)
+		}
+	}
+	if j.run.proc != nil {
+		j.log.Info("started", "run", j.run.id, "pid", j.run.proc.PID(), "gpus", j.run.gpus, "cpus", j.run.cpus,
+			"grant_to_running_us", j.run.toRunning.Microseconds())
+	}
 }
 
 // rearmTimeout applies an edited timeout to the run in progress, counted
@@ -600,6 +684,7 @@ func (j *job) stop() {
 	if proc == nil {
 		return
 	}
+	j.reveal()
 	sig, timeout := j.def.StopSignal, j.def.StopTimeout
 	j.log.Info("stopping", "run", j.run.id, "pid", proc.PID(), "signal", signalName(sig), "stop_timeout_ms", timeout.Milliseconds())
 	go func() { j.stopped <- proc.Stop(sig, timeout) }()
@@ -626,6 +711,7 @@ func (j *job) reaped(exit runner.Exit) {
 }
 
 func (j *job) recordEnd(reason store.Reason) {
+	j.reveal()
 	now := j.d.now()
 	j.d.meters.ended(reason)
 	exit := j.run.exit
@@ -717,7 +803,17 @@ func (j *job) persist() {
 	}
 	rec := store.JobRecord{Name: j.name, State: j.life.state, Fingerprint: fp, DoneFingerprint: j.doneFP,
 		Restarts: j.life.restarts, Changed: j.life.since, File: j.def.Pos.File}
+	last := j.wrote
+	j.wrote = rec
 	if !resting(j.life.state) {
+		// Every passing state means the same to the next daemon (the job
+		// runs again), which reads no more of the record than its
+		// fingerprints, its file and, at rest, its restarts and since: a
+		// run's way from waiting to running writes the record once.
+		if last.State != 0 && !resting(last.State) && last.Fingerprint == rec.Fingerprint &&
+			last.DoneFingerprint == rec.DoneFingerprint && last.File == rec.File && last.Restarts == rec.Restarts {
+			return
+		}
 		j.d.later.PutJob(rec)
 		return
 	}
@@ -748,6 +844,11 @@ func (j *job) publish() {
 		j.v.PID = j.run.proc.PID()
 		j.v.unit, _ = j.run.proc.(*units.Run)
 	}
+	if j.run.id != 0 && !j.run.shown {
+		// Its record is not on disk yet: the run is not shown, and the
+		// job shows as starting until it is.
+		j.v.State, j.v.Run, j.v.PID = store.StateStarting, 0, 0
+	}
 	j.v.Grant = j.grant
 	j.v.GPUs = slices.Clone(j.run.gpus)
 	j.v.WaitingSince = j.waitingAt
@@ -759,18 +860,21 @@ func (j *job) publish() {
 	j.v.InLine = j.inLine
 	j.v.DoneFP = j.doneFP
 	j.v.LastEnd = j.end
+	// The array and the dependants go by the state shown, as everyone
+	// else does: a run not yet on record runs for nobody.
+	shown := j.v.State
 	j.mu.Unlock()
 	if j.arr != nil {
-		j.arr.sync(j, j.life.state, j.life.since, j.end, j.inLine, j.ticket != nil)
+		j.arr.sync(j, shown, j.life.since, j.end, j.inLine, j.ticket != nil)
 	}
-	j.tellDependants()
+	j.tellDependants(shown)
 	j.d.changed.raise()
 }
 
 // tellDependants asks the jobs that wait for this one to look again, when
-// what they look at changed: its state or its done record. A job nobody
-// names pays a map lookup.
-func (j *job) tellDependants() {
+// what they look at changed: its state as shown, or its done record. A
+// job nobody names pays a map lookup.
+func (j *job) tellDependants(shown store.State) {
 	g := j.d.deps.Load()
 	if g == nil {
 		return
@@ -790,7 +894,7 @@ func (j *job) tellDependants() {
 			return
 		}
 	} else {
-		now := toldKey{state: j.life.state, doneFP: j.doneFP}
+		now := toldKey{state: shown, doneFP: j.doneFP}
 		if now == j.told {
 			return
 		}

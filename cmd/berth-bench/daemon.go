@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -52,8 +53,10 @@ func stopAll() {
 
 func newDaemon(dir string) (*daemon, error) {
 	d := &daemon{
-		dir:     dir,
-		jobs:    filepath.Join(dir, "jobs.d"),
+		dir: dir,
+		// One level down: the daemon watches the jobs directory's parent
+		// too, and its log, written beside, would wake it at every line.
+		jobs:    filepath.Join(dir, "etc", "jobs.d"),
 		state:   filepath.Join(dir, "state"),
 		socket:  filepath.Join(dir, "berth.sock"),
 		out:     filepath.Join(dir, "out"),
@@ -70,7 +73,10 @@ func newDaemon(dir string) (*daemon, error) {
 		Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 			var dialer net.Dialer
 			return dialer.DialContext(ctx, "unix", d.socket)
-		}, IdleConnTimeout: 10 * time.Second}, // below the daemon's 30 s
+		}, IdleConnTimeout: 10 * time.Second, // below the daemon's 30 s
+			// GET /metrics would be gzipped for the asking, which costs the
+			// daemon more than counting its jobs.
+			DisableCompression: true},
 		Timeout: 30 * time.Second,
 	}
 	return d, nil
@@ -183,9 +189,10 @@ func (d *daemon) waitReady(timeout time.Duration) (time.Time, error) {
 // status is the part of GET /v1/status the benchmarks read.
 type status struct {
 	Jobs []struct {
-		Name  string `json:"name"`
-		State string `json:"state"`
-		PID   int    `json:"pid"`
+		Name  string    `json:"name"`
+		State string    `json:"state"`
+		PID   int       `json:"pid"`
+		Since time.Time `json:"since"`
 	} `json:"jobs"`
 	Counts map[string]int `json:"counts"`
 }
@@ -241,6 +248,74 @@ func (d *daemon) poll(interval, timeout time.Duration, done func(status) bool, b
 		select {
 		case <-d.exited:
 			return at, 0, d.failure(fmt.Errorf("the daemon exited (%v)", d.cmd.ProcessState))
+		case <-time.After(interval):
+		}
+	}
+}
+
+// counts are the jobs by state of GET /metrics (berth_jobs): what the
+// status counts, for the price of a count.
+func (d *daemon) counts() (map[string]int, error) {
+	resp, err := d.client.Get("http://berth/metrics")
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET /metrics: %s", resp.Status)
+	}
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	c := map[string]int{}
+	for line := range strings.SplitSeq(string(body), "\n") {
+		rest, ok := strings.CutPrefix(line, `berth_jobs{state="`)
+		if !ok {
+			continue
+		}
+		state, value, ok := strings.Cut(rest, `"} `)
+		if !ok {
+			continue
+		}
+		n, err := strconv.ParseFloat(value, 64)
+		if err != nil {
+			return nil, fmt.Errorf("GET /metrics: %q: %w", line, err)
+		}
+		c[state] = int(n)
+	}
+	if len(c) == 0 {
+		return nil, errors.New("GET /metrics: no berth_jobs")
+	}
+	return c, nil
+}
+
+// pollCounts is poll over counts: it returns the time of the answer that
+// satisfied done.
+func (d *daemon) pollCounts(interval, timeout time.Duration, done func(map[string]int) bool, bad func(map[string]int) error) (time.Time, error) {
+	deadline := time.Now().Add(timeout)
+	var last map[string]int
+	for {
+		c, err := d.counts()
+		at := time.Now()
+		if err != nil {
+			return at, d.failure(err)
+		}
+		last = c
+		if done(c) {
+			return at, nil
+		}
+		if bad != nil {
+			if err := bad(c); err != nil {
+				return at, d.failure(err)
+			}
+		}
+		if at.After(deadline) {
+			return at, d.failure(fmt.Errorf("not there within %v; counts %v", timeout, last))
+		}
+		select {
+		case <-d.exited:
+			return at, d.failure(fmt.Errorf("the daemon exited (%v)", d.cmd.ProcessState))
 		case <-time.After(interval):
 		}
 	}
@@ -354,19 +429,22 @@ func procStat(pid int) (stat, error) {
 }
 
 // rssKiB is VmRSS of /proc/PID/status.
-func rssKiB(pid int) (int, error) {
+func rssKiB(pid int) (int, error) { return statusKiB(pid, "VmRSS") }
+
+// statusKiB is a "kB" field of /proc/PID/status.
+func statusKiB(pid int, field string) (int, error) {
 	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
 	if err != nil {
 		return 0, err
 	}
 	for line := range strings.SplitSeq(string(data), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+		if v, ok := strings.CutPrefix(line, field+":"); ok {
 			if f := strings.Fields(v); len(f) > 0 {
 				return strconv.Atoi(f[0])
 			}
 		}
 	}
-	return 0, errors.New("no VmRSS")
+	return 0, fmt.Errorf("no %s", field)
 }
 
 // clockTicks is the unit of /proc's CPU times: getconf CLK_TCK, else 100.

@@ -3,14 +3,20 @@
 // a plain loop, how soon a saved job file has its child running, what the
 // daemon costs while a thousand jobs run, and how long it takes to be ready.
 //
-//	go run ./cmd/berth-bench [-only NAME[,NAME]] [-runs N] [-idle 30s] [-storm 30s] [-tmp DIR] [-cpuprofile DIR] [-v]
+//	go run ./cmd/berth-bench [-only NAME[,NAME]] [-runs N] [-idle 30s] [-storm 30s] [-tmp DIR] [-cpuprofile DIR] [-against OLD] [-v]
 //
-// The benchmarks are throughput, reload, footprint, startup and storm. -tmp puts
+// The benchmarks are throughput, reload, footprint, startup, storm, programs
+// and churn. -tmp puts
 // the runs' directories, the daemon's state among them, elsewhere: on tmpfs
 // (-tmp /dev/shm) the state's fsyncs cost nothing, which shows their share.
 //
 // -cpuprofile DIR has every daemon write a CPU profile there, one file per
 // daemon (go tool pprof DIR/throughput-1.pprof).
+//
+// -against OLD is an A/B: each run of a benchmark is made with the berth
+// binary OLD (A) and then with the one under test (B), A B A B…, so that
+// both meet the same moments of a noisy machine; each figure is shown for
+// both, with the median of the runs' B/A ratios.
 //
 // It builds the berth binary once, then runs each benchmark N times, each
 // run with fresh temporary directories and its own daemon, which it stops at
@@ -48,6 +54,8 @@ var benchmarks = []benchmark{
 	{"footprint", runFootprint},
 	{"startup", runStartup},
 	{"storm", runStorm},
+	{"programs", runPrograms},
+	{"churn", runChurn},
 }
 
 // sample is one figure of one run.
@@ -69,15 +77,15 @@ var figures = map[string]figure{
 	"throughput/loop":          {unit: "s", goal: "the limit: 1 000 spawns of /bin/true from Go, 2 workers"},
 	"throughput/berth":         {unit: "s", limit: "throughput/loop", goal: "goal ≤ 1.4× the loop; daemon start to 1 000 done"},
 	"throughput/ready-to-done": {unit: "s", limit: "throughput/loop", goal: "READY=1 to 1 000 done"},
-	"throughput/daemon-cpu":    {unit: "ms", goal: "the daemon's CPU time (user + system) per run, READY=1 to 1 000 done, its status calls included"},
+	"throughput/daemon-cpu":    {unit: "ms", goal: "goal ≤ 0.3 ms; the daemon's CPU time (user + system) per run, READY=1 to 1 000 done (seen in GET /metrics every 20 ms; a GET /v1/status every 200 ms included)"},
 	"throughput/daemon-sys":    {unit: "ms", goal: "of which system time"},
-	"throughput/status-call":   {unit: "ms", goal: "one GET /v1/status while it runs (polled every 20 ms)"},
+	"throughput/status-call":   {unit: "ms", goal: "one GET /v1/status of the 1 000 jobs while they run (median; asked every 200 ms)"},
 	"throughput/start-p50":     {unit: "ms", goal: "a grant to its process running (the daemon's started lines)"},
 	"throughput/start-p99":     {unit: "ms", goal: "the same, 99th percentile"},
 	"reload/floor-p50":         {unit: "ms", goal: "the limit: the same child spawned from Go"},
 	"reload/p50":               {unit: "ms", limit: "reload/floor-p50", goal: "goal < 50 ms; save to child running, 1 000 jobs loaded"},
 	"reload/p99":               {unit: "ms", goal: "goal < 200 ms"},
-	"footprint/rss":            {unit: "MiB", goal: "goal < 25 MB; 1 000 jobs running, end of idle"},
+	"footprint/rss":            {unit: "MiB", goal: "goal < 20 MiB; 1 000 jobs running, end of idle"},
 	"footprint/rss-peak":       {unit: "MiB", goal: "highest sample over the idle window"},
 	"footprint/cpu":            {unit: "% of one core", goal: "goal < 0.5 %; over the idle window"},
 	"footprint/threads":        {unit: "threads", goal: "the daemon's, end of idle"},
@@ -94,6 +102,21 @@ var figures = map[string]figure{
 	"storm/heap-after":         {unit: "MiB", goal: "live heap after (after a GC)"},
 	"storm/goroutines-before":  {unit: "goroutines", goal: "before the storm"},
 	"storm/goroutines-after":   {unit: "goroutines", goal: "after it"},
+	"programs/start-loop":      {unit: "ms", goal: "the limit: 100 long-running children (sleep) started one after the other from Go, each in its own process group"},
+	"programs/start":           {unit: "ms", limit: "programs/start-loop", goal: "goal ≤ 1.5× the loop; exec of `berth daemon` to all 100 shown running (its last started line)"},
+	"programs/stop-loop":       {unit: "ms", goal: "the limit: SIGTERM to those 100 from Go, until every one was waited for"},
+	"programs/stop":            {unit: "ms", limit: "programs/stop-loop", goal: "goal ≤ 3× the loop; SIGTERM to the daemon to its exit, its 100 stopped"},
+	"churn/rss-2000":           {unit: "MiB", goal: "20 jobs of /bin/true, after 2 000 runs (the history full: 100 runs a job)"},
+	"churn/rss-10000":          {unit: "MiB", goal: "goal: no growth from the 2 000th; after 10 000 runs"},
+	"churn/anon-2000":          {unit: "MiB", goal: "of which anonymous (the daemon's own memory, not the binary's and the state file's pages)"},
+	"churn/anon-10000":         {unit: "MiB", goal: "of which anonymous, after 10 000 runs"},
+	"churn/state-2000":         {unit: "MiB", goal: "state.db's size after 2 000 runs (the daemon maps it)"},
+	"churn/state-10000":        {unit: "MiB", goal: "state.db's size after 10 000 runs"},
+	"churn/heap-2000":          {unit: "MiB", goal: "live heap after 2 000 runs (after a GC)"},
+	"churn/heap-10000":         {unit: "MiB", goal: "live heap after 10 000 runs (after a GC)"},
+	"churn/goroutines-2000":    {unit: "goroutines", goal: "after 2 000 runs"},
+	"churn/goroutines-10000":   {unit: "goroutines", goal: "after 10 000 runs"},
+	"churn/daemon-cpu":         {unit: "ms", goal: "the daemon's CPU time per run over the last 8 000, 20 at a time, the rounds' starts and status calls included"},
 }
 
 // bencher holds what every run shares.
@@ -105,7 +128,7 @@ type bencher struct {
 }
 
 func main() {
-	only := flag.String("only", "", "run only these benchmarks (comma-separated): throughput, reload, footprint, startup, storm")
+	only := flag.String("only", "", "run only these benchmarks (comma-separated): throughput, reload, footprint, startup, storm, programs, churn")
 	runs := flag.Int("runs", 3, "runs of each benchmark")
 	idle := flag.Duration("idle", 30*time.Second, "footprint: how long to watch the idle daemon")
 	storm := flag.Duration("storm", 30*time.Second, "storm: how long the edits go on")
@@ -114,6 +137,7 @@ func main() {
 	flag.StringVar(&profileDir, "cpuprofile", "", "write each daemon's CPU profile into this directory")
 	prebuilt := flag.String("berth", "", "run this berth binary instead of building one (on a machine without Go, such as a container)")
 	flag.StringVar(&runnerMode, "runner", "", "start each daemon with --runner MODE (units: each run a systemd unit; needs systemd)")
+	against := flag.String("against", "", "A/B: interleave each run with one of this berth binary (A) before the one under test (B)")
 	flag.Parse()
 	if flag.NArg() > 0 || *runs < 1 || *idle <= 0 || *storm <= 0 {
 		flag.Usage()
@@ -125,7 +149,7 @@ func main() {
 		for name := range strings.SplitSeq(*only, ",") {
 			i := slices.IndexFunc(benchmarks, func(b benchmark) bool { return b.name == strings.TrimSpace(name) })
 			if i < 0 {
-				fmt.Fprintf(os.Stderr, "berth-bench: no benchmark %q (throughput, reload, footprint, startup, storm)\n", name)
+				fmt.Fprintf(os.Stderr, "berth-bench: no benchmark %q (throughput, reload, footprint, startup, storm, programs, churn)\n", name)
 				os.Exit(2)
 			}
 			selected = append(selected, benchmarks[i])
@@ -181,43 +205,44 @@ func main() {
 				continue
 			}
 		}
-		var order []string
-		vals := map[string][]float64{}
-		var perRun []map[string]float64
-		var errs []string
+		sides := []side{{berth: b.berth}}
+		if *against != "" {
+			sides = []side{{label: "A", berth: *against}, {label: "B", berth: b.berth}}
+		}
 		for i := range *runs {
-			dir := filepath.Join(top, fmt.Sprintf("%s-%d", bm.name, i+1))
-			if err := os.Mkdir(dir, 0o755); err != nil {
-				cleanup()
-				fatal(err)
+			for k := range sides {
+				sd := &sides[k]
+				dir := filepath.Join(top, fmt.Sprintf("%s-%d%s", bm.name, i+1, sd.label))
+				if err := os.Mkdir(dir, 0o755); err != nil {
+					cleanup()
+					fatal(err)
+				}
+				b.berth = sd.berth
+				samples, err := bm.run(b, dir)
+				os.RemoveAll(dir)
+				if err != nil {
+					first, _, _ := strings.Cut(err.Error(), "\n")
+					sd.errs = append(sd.errs, fmt.Sprintf("run %d%s: %s", i+1, sd.label, first))
+					fmt.Fprintf(os.Stderr, "%s: run %d%s failed: %v\n", bm.name, i+1, sd.label, err)
+					sd.perRun = append(sd.perRun, nil)
+					continue
+				}
+				sd.add(samples, b.verbose, bm.name, i+1)
 			}
-			samples, err := bm.run(b, dir)
-			os.RemoveAll(dir)
-			if err != nil {
-				first, _, _ := strings.Cut(err.Error(), "\n")
-				errs = append(errs, fmt.Sprintf("run %d: %s", i+1, first))
-				fmt.Fprintf(os.Stderr, "%s: run %d failed: %v\n", bm.name, i+1, err)
+		}
+		b.berth = sides[len(sides)-1].berth
+		for _, name := range sides[0].order {
+			if len(sides) == 1 {
+				fmt.Println(summary(name, sides[0].vals[name], sides[0].perRun))
 				continue
 			}
-			m := map[string]float64{}
-			for _, s := range samples {
-				if _, seen := vals[s.name]; !seen {
-					order = append(order, s.name)
-				}
-				vals[s.name] = append(vals[s.name], s.value)
-				m[s.name] = s.value
-				if b.verbose {
-					fmt.Fprintf(os.Stderr, "  %s run %d: %s %s\n", s.name, i+1, num(s.value), figures[s.name].unit)
-				}
+			fmt.Println(abSummary(name, sides[0], sides[1]))
+		}
+		for _, sd := range sides {
+			if len(sd.errs) > 0 {
+				failed = true
+				fmt.Printf("%s: %d of %d runs%s failed: %s\n", bm.name, len(sd.errs), *runs, sd.label, strings.Join(sd.errs, "; "))
 			}
-			perRun = append(perRun, m)
-		}
-		for _, name := range order {
-			fmt.Println(summary(name, vals[name], perRun))
-		}
-		if len(errs) > 0 {
-			failed = true
-			fmt.Printf("%s: %d of %d runs failed: %s\n", bm.name, len(errs), *runs, strings.Join(errs, "; "))
 		}
 	}
 	cleanup()
@@ -229,6 +254,60 @@ func main() {
 	}
 }
 
+// side is the figures of one binary's runs of a benchmark: label is "" or,
+// in an A/B, "A" or "B".
+type side struct {
+	label, berth string
+	order        []string
+	vals         map[string][]float64
+	// perRun are each run's figures by name, nil for a run that failed,
+	// so that the runs of two sides pair up by index.
+	perRun []map[string]float64
+	errs   []string
+}
+
+func (sd *side) add(samples []sample, verbose bool, bench string, run int) {
+	if sd.vals == nil {
+		sd.vals = map[string][]float64{}
+	}
+	m := map[string]float64{}
+	for _, s := range samples {
+		if _, seen := sd.vals[s.name]; !seen {
+			sd.order = append(sd.order, s.name)
+		}
+		sd.vals[s.name] = append(sd.vals[s.name], s.value)
+		m[s.name] = s.value
+		if verbose {
+			fmt.Fprintf(os.Stderr, "  %s run %d%s: %s %s\n", s.name, run, sd.label, num(s.value), figures[s.name].unit)
+		}
+	}
+	sd.perRun = append(sd.perRun, m)
+}
+
+// abSummary is one figure's lines in an A/B: each side's summary, then the
+// median of the B/A ratios of the runs made one after the other.
+func abSummary(name string, a, b side) string {
+	var ratios []float64
+	for i := range min(len(a.perRun), len(b.perRun)) {
+		va, ok1 := a.perRun[i][name]
+		vb, ok2 := b.perRun[i][name]
+		if ok1 && ok2 && va != 0 {
+			ratios = append(ratios, vb/va)
+		}
+	}
+	var out strings.Builder
+	if vals := a.vals[name]; len(vals) > 0 {
+		fmt.Fprintf(&out, "  A %s\n", summary(name, vals, a.perRun))
+	}
+	if vals := b.vals[name]; len(vals) > 0 {
+		fmt.Fprintf(&out, "  B %s\n", summary(name, vals, b.perRun))
+	}
+	if len(ratios) > 0 {
+		fmt.Fprintf(&out, "%s: B/A %s (min %s, max %s) over %d pairs", name, num(median(ratios)), num(slices.Min(ratios)), num(slices.Max(ratios)), len(ratios))
+	}
+	return strings.TrimSuffix(out.String(), "\n")
+}
+
 // summary is one figure's line.
 func summary(name string, vals []float64, perRun []map[string]float64) string {
 	f := figures[name]
@@ -238,6 +317,9 @@ func summary(name string, vals []float64, perRun []map[string]float64) string {
 	if f.limit != "" {
 		var ratios []float64
 		for _, m := range perRun {
+			if m == nil {
+				continue
+			}
 			v, ok1 := m[name]
 			l, ok2 := m[f.limit]
 			if ok1 && ok2 && l > 0 {

@@ -19,6 +19,7 @@ import (
 	"go.etcd.io/bbolt"
 
 	"github.com/berthd/berth/supervisor"
+	"github.com/berthd/berth/supervisor/store"
 	"github.com/berthd/berth/supervisor/testkit"
 )
 
@@ -189,8 +190,13 @@ func checkState(t *testing.T, dir string) {
 // busy run — jobs starting, ending, restarting, a file being edited — and
 // checks after each restart that no run of an earlier life is left running
 // (in the history or as a process), that no job has two live runs, that the
-// books balance, and that every run that started is in the history. The
-// state file passes bbolt's check at the end.
+// books balance, that every run the daemon showed started (its started
+// line) is in the history, that so is every run whose processes outlived
+// the daemon (recorded by the next one even where the killed one had not
+// recorded it yet), and that no run id was handed out twice. A run that
+// started and was never shown may be missing: its record was on its way
+// to disk when the daemon died, and its process with it. The state file
+// passes bbolt's check at the end.
 func TestFaultKill9(t *testing.T) {
 	d := newTestDaemon(t, nil)
 	// Every run appends its id to OUT/started-JOB before anything else.
@@ -218,10 +224,19 @@ end`,
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7))
 	t.Logf("seed %d", rng.Uint64()) // the moments differ per run; the checks must hold at any
 
+	// What each life showed, and what outlived it, by job: runs the
+	// history must hold from then on.
+	must := map[string]map[string]bool{}
+	note := func(job, run string) {
+		if must[job] == nil {
+			must[job] = map[string]bool{}
+		}
+		must[job][run] = true
+	}
 	for round := range 20 {
 		d.start(opts)
 		// A check of the life that just began, against what the last one left.
-		d.checkAfterRestart(names)
+		d.checkAfterRestart(names, must)
 		// Keep it busy: an edit that restarts the steady job, then a kill
 		// at a random moment within the next 300 ms.
 		if round%3 == 1 {
@@ -229,21 +244,35 @@ end`,
 		}
 		wait := time.Duration(rng.IntN(300)) * time.Millisecond
 		time.Sleep(wait) // a random moment to kill at, not a synchronisation
+		// The runs' grandchildren that sleep for good: they outlive the
+		// daemon (its SIGKILL on death reaches its children only), and the
+		// next daemon must find them, kill them, and have their runs on
+		// record.
+		survivors := d.survivors()
 		if err := d.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 			t.Fatal(err)
 		}
 		d.cmd.Wait()
+		for _, p := range survivors {
+			note(p.job, p.run)
+		}
+		for job, runs := range startedLines(d.logs.String()) {
+			for _, run := range runs {
+				note(job, run)
+			}
+		}
 	}
 	d.start(opts)
-	d.checkAfterRestart(names)
+	d.checkAfterRestart(names, must)
 	d.stop()
 	d.waitLeftovers("after the last stop", func(p []liveProc) bool { return len(p) == 0 })
 	checkState(t, d.state)
 }
 
 // checkAfterRestart checks a daemon that has just reported READY after its
-// predecessor was killed.
-func (d *testDaemon) checkAfterRestart(names []string) {
+// predecessor was killed; must are the runs of each job that the history
+// must hold.
+func (d *testDaemon) checkAfterRestart(names []string, must map[string]map[string]bool) {
 	t := d.t
 	t.Helper()
 	// What the killed daemon left running is killed before READY; its
@@ -283,10 +312,19 @@ func (d *testDaemon) checkAfterRestart(names []string) {
 		return cores-free == used
 	})
 	held = true
+	// Every run's process writes its id first: an id written twice was
+	// handed out twice.
+	ids := map[string]string{}
 	for _, name := range names {
-		// The runs that started before the history is read, then the
-		// history: every one of them must be in it.
 		started, _ := os.ReadFile(filepath.Join(d.out, "started-"+name))
+		for _, id := range strings.Fields(string(started)) {
+			if other, ok := ids[id]; ok {
+				t.Errorf("run id %s was handed out twice: to %s and to %s", id, other, name)
+			}
+			ids[id] = name
+		}
+	}
+	for _, name := range names {
 		j, _ := d.job(name) // before the history: a run it lists open and older than j.Run is stale
 		runs := d.history(name)
 		have := map[string]bool{}
@@ -303,12 +341,54 @@ func (d *testDaemon) checkAfterRestart(names []string) {
 		if open > 1 {
 			t.Errorf("job %s: %d runs open in the history", name, open)
 		}
-		for _, id := range strings.Fields(string(started)) {
+		for id := range must[name] {
 			if !have[id] && len(runs) < 100 {
-				t.Errorf("job %s: run %s started but is not in the history", name, id)
+				t.Errorf("job %s: run %s was shown started, or outlived its daemon, but is not in the history", name, id)
 			}
 		}
 	}
+}
+
+// survivors are the live processes of the daemon's runs that are not its
+// children and sleep for good: what a SIGKILL of the daemon leaves running.
+func (d *testDaemon) survivors() []liveProc {
+	d.t.Helper()
+	var out []liveProc
+	for _, p := range d.leftovers() {
+		stat, err1 := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.pid))
+		cmdline, err2 := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", p.pid))
+		if err1 != nil || err2 != nil {
+			continue
+		}
+		fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+		if len(fields) > 1 && fields[1] != strconv.Itoa(d.cmd.Process.Pid) && string(cmdline) == "sleep\x001000\x00" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// startedLines are the runs a daemon's log says started, by job.
+func startedLines(log string) map[string][]string {
+	out := map[string][]string{}
+	for _, line := range strings.Split(log, "\n") {
+		_, rest, ok := strings.Cut(line, " started: ")
+		if !ok {
+			continue
+		}
+		var job, run string
+		for _, kv := range strings.Fields(rest) {
+			if v, ok := strings.CutPrefix(kv, "job="); ok {
+				job = v
+			} else if v, ok := strings.CutPrefix(kv, "run="); ok {
+				run = v
+			}
+		}
+		if job != "" && run != "" {
+			out[job] = append(out[job], run)
+		}
+	}
+	return out
 }
 
 // waitSettled waits until the daemon holds no more goroutines and open files
@@ -812,5 +892,88 @@ func TestFaultHostileFilesRemoved(t *testing.T) {
 	if j, _ := d.job("good"); j.State != "running" || j.Restarts != 0 {
 		t.Errorf("the good job was disturbed: %+v", j)
 	}
+	d.stop()
+}
+
+// TestFaultUnrecordedRun: a daemon killed after it started a run and before
+// the run's record was on disk leaves a process carrying a run id no record
+// has (a child that left its group, as `setsid` does, outlives the daemon).
+// The next daemon kills it and records the run lost; a process of a run
+// on record that ended before the daemon went away is left alone, as the
+// daemon that ran it would have left it.
+func TestFaultUnrecordedRun(t *testing.T) {
+	d := newTestDaemon(t, nil)
+	if err := os.MkdirAll(d.state, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	// The previous daemon: an id handed out and never recorded, and a run
+	// on record that ended.
+	s, err := store.Open(filepath.Join(d.state, "state.db"), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	unrecorded, err := s.NextRunID()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ended, err := s.BeginRun(store.RunRecord{Job: "done-job", Start: time.Now()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.EndRun(ended.ID, time.Now(), 0, "", store.ReasonExited); err != nil {
+		t.Fatal(err)
+	}
+	instance := s.Instance()
+	// What the disk holds if that daemon is killed now: closed, the file
+	// would say its daemon left nothing unrecorded.
+	path := filepath.Join(d.state, "state.db")
+	killed, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, killed, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// What each left: a process in a session of its own, carrying its run.
+	leave := func(job string, run uint64) *exec.Cmd {
+		cmd := exec.Command("sleep", "1000")
+		cmd.Env = append(os.Environ(), d.markEnv(), "BERTH_INSTANCE="+instance, "BERTH_JOB="+job, "BERTH_RUN="+strconv.FormatUint(run, 10))
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+		})
+		return cmd
+	}
+	lost := leave("lost-job", unrecorded)
+	kept := leave("done-job", ended.ID)
+	// Its environment shows once the program runs: wait for it.
+	testkit.WaitFor(t, waitLong, "the leftovers to carry their runs", func() bool { return len(d.leftovers()) == 2 })
+	gone := make(chan error, 1)
+	go func() { gone <- lost.Wait() }()
+
+	d.start(daemonOptions{args: []string{"--cpus", "2"}, env: []string{d.markEnv()}})
+	select {
+	case <-gone:
+	case <-time.After(waitLong):
+		t.Fatal("the process of the run never recorded is still running after the next daemon started")
+	}
+	if st, ok := lost.ProcessState.Sys().(syscall.WaitStatus); !ok || st.Signal() != syscall.SIGKILL {
+		t.Errorf("the unrecorded run's process ended %v, want killed", lost.ProcessState)
+	}
+	runs := d.history("lost-job")
+	if len(runs) != 1 || runs[0].ID != unrecorded || runs[0].Reason != "lost" || runs[0].End == nil {
+		t.Errorf("history of lost-job: %+v, want run %d, lost", runs, unrecorded)
+	}
+	if kept.ProcessState != nil || syscall.Kill(kept.Process.Pid, 0) != nil {
+		t.Error("the process of a run on record that had ended was killed")
+	}
+	d.waitLog("run lost before it was recorded")
 	d.stop()
 }

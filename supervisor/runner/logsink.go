@@ -46,8 +46,8 @@ func returnBuffer(b *copyBuffer) {
 }
 
 // LogSink is a job's output when journald is absent: a pipe whose write
-// end the job gets as Stdout, and a goroutine that copies what comes out
-// of the read end into DIR/JOB.log. When the file would grow past its cap
+// end the job gets as Stdout, and the copier (copier_linux.go), which
+// copies what comes out of the read end into DIR/JOB.log. When the file would grow past its cap
 // it is renamed to JOB.log.1, replacing the one before, and a new JOB.log
 // begins: a job's output on disk never exceeds twice the cap.
 //
@@ -55,17 +55,24 @@ func returnBuffer(b *copyBuffer) {
 // each other's files.
 type LogSink struct {
 	w *os.File
-	r *os.File
+	// rfd is the read end, in the shared copier's set; r is the read end
+	// where the sink copies on a goroutine of its own instead (no shared
+	// copier), and then rfd is not used.
+	rfd int
+	r   *os.File
 
 	path     string
 	maxBytes int64
 
-	// f, size and err belong to the copier goroutine until done is closed;
-	// err is read only after that.
+	// f, size, err and abandoned belong to the copier until done is
+	// closed; they are read only after that.
 	f    *os.File
 	size int64
 	err  error // the first error; later ones are alike and dropped
-	done chan struct{}
+	// abandoned: CloseContext gave up on the output, and the read end was
+	// closed under its writers.
+	abandoned bool
+	done      chan struct{}
 
 	closeW   sync.Once
 	closeErr error // from closing w, set inside closeW
@@ -104,12 +111,25 @@ func openLog(dir, job string, maxBytes int64, slowDisk func()) (*LogSink, error)
 	if err := syscall.Access(dir, unix.W_OK|unix.X_OK); err != nil {
 		return nil, fmt.Errorf("open log for job %s: %w", job, &os.PathError{Op: "access", Path: dir, Err: err})
 	}
-	r, w, err := os.Pipe()
-	if err != nil {
+	// The write end is the job's, blocking as a program expects its
+	// output to be; the read end is the copier's, in Go's poller. (os.Pipe
+	// makes both non-blocking, and the job's end would then be switched
+	// back at every start.)
+	var fds [2]int
+	if err := unix.Pipe2(fds[:], unix.O_CLOEXEC); err != nil {
 		return nil, fmt.Errorf("open log for job %s: pipe: %w", job, err)
 	}
-	s.r, s.w = r, w
-	go s.copy()
+	if err := unix.SetNonblock(fds[0], true); err != nil {
+		unix.Close(fds[0])
+		unix.Close(fds[1])
+		return nil, fmt.Errorf("open log for job %s: pipe: %w", job, err)
+	}
+	s.w = os.NewFile(uintptr(fds[1]), "|1")
+	s.rfd = fds[0]
+	if c := sharedCopier(); c == nil || !c.add(s) {
+		s.r = os.NewFile(uintptr(fds[0]), "|0")
+		go s.copy()
+	}
 	return s, nil
 }
 
@@ -144,8 +164,15 @@ func (s *LogSink) CloseContext(ctx context.Context) error {
 		select {
 		case <-s.done: // drained just in time
 		default:
-			s.r.Close() // the copier's Read returns os.ErrClosed
-			<-s.done
+			if s.r != nil {
+				s.r.Close() // the copier's Read returns os.ErrClosed
+				<-s.done
+			} else {
+				theCopier.abandon(s)
+				if <-s.done; !s.abandoned {
+					break // it reached the end first
+				}
+			}
 			return fmt.Errorf("close log %s: output still open after the job ended: %w", s.path, ctx.Err())
 		}
 	}
@@ -155,6 +182,7 @@ func (s *LogSink) CloseContext(ctx context.Context) error {
 	return s.err
 }
 
+// copy is the goroutine of a sink that has no shared copier.
 func (s *LogSink) copy() {
 	defer close(s.done)
 	if rc, err := s.r.SyscallConn(); err == nil {
@@ -163,10 +191,16 @@ func (s *LogSink) copy() {
 		s.copyFrom(s.r)
 	}
 	s.r.Close()
+	s.closeFile()
+}
+
+// closeFile closes the log file, if the job wrote any.
+func (s *LogSink) closeFile() {
 	if s.f != nil {
 		if err := s.f.Close(); err != nil {
 			s.fail(fmt.Errorf("close %s: %w", s.path, err))
 		}
+		s.f = nil
 	}
 }
 

@@ -3,6 +3,7 @@ package runner
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -237,5 +238,77 @@ func TestLogSinkCloseContextUnderFlood(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("CloseContext still waiting 10 s past its 100 ms bound")
+	}
+}
+
+// TestLogSinksShareOneCopier: the output of many jobs at once is copied by
+// one goroutine, not one each, and each job's output reaches its own file.
+// Not parallel: it counts the test process's goroutines.
+func TestLogSinksShareOneCopier(t *testing.T) {
+	const n = 50
+	dir := t.TempDir()
+	before := runtime.NumGoroutine()
+	sinks := make([]*LogSink, n)
+	procs := make([]*Process, n)
+	for i := range sinks {
+		s, err := OpenLog(dir, fmt.Sprintf("job-%d", i), 1<<20)
+		if err != nil {
+			t.Fatal(err)
+		}
+		spec := helperSpec(t, "print", fmt.Sprintf("line of job %d", i))
+		spec.Stdout = s.File()
+		p, err := Start(spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sinks[i], procs[i] = s, p
+	}
+	// Every sink is open until its write end is closed here: none can
+	// have reached the end of its pipe and let go of a goroutine.
+	if grown := runtime.NumGoroutine() - before; grown >= n/2 {
+		t.Errorf("%d goroutines more with %d sinks open, want about one", grown, n)
+	}
+	for i := range sinks {
+		sinks[i].CloseWriter()
+		wait(t, procs[i])
+		if err := sinks[i].Close(); err != nil {
+			t.Errorf("Close %d: %v", i, err)
+		}
+		b, err := os.ReadFile(filepath.Join(dir, fmt.Sprintf("job-%d.log", i)))
+		if want := fmt.Sprintf("line of job %d\n", i); err != nil || string(b) != want {
+			t.Errorf("job %d logged %q, %v; want %q", i, b, err, want)
+		}
+	}
+}
+
+// TestLogSinkWithoutSharedCopier copies on a goroutine of the sink's own,
+// as where epoll cannot be had: output rotates as usual, and CloseContext
+// still gives up on a write end held elsewhere. Not parallel: it switches
+// the shared copier off for the package while it runs.
+func TestLogSinkWithoutSharedCopier(t *testing.T) {
+	noCopier.Store(true)
+	defer noCopier.Store(false)
+	const maxBytes, n = 4 << 10, 20 << 10
+	dir := t.TempDir()
+	runToLog(t, dir, maxBytes, helperSpec(t, "spew", strconv.Itoa(n)))
+	if cur, old := readLogs(t, dir); len(cur)+len(old) == 0 || len(cur) > maxBytes || len(old) > maxBytes {
+		t.Errorf("sizes %d and %d, want some, each at most %d", len(cur), len(old), maxBytes)
+	}
+	s, err := OpenLog(t.TempDir(), "job", 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.r == nil {
+		t.Fatal("the sink is in the shared copier while it is switched off")
+	}
+	held, err := syscall.Dup(int(s.File().Fd()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Close(held)
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	if err := s.CloseContext(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("CloseContext = %v, want DeadlineExceeded", err)
 	}
 }

@@ -68,6 +68,11 @@ func envValue(env []string, key string) (string, bool) {
 // the C library's getenv would see the first and the lookup of Argv[0] the
 // last, and the two must agree.
 func dedupEnv(env []string) []string {
+	if uniqueSorted(env) {
+		// The daemon's environments come sorted from a map: nothing to
+		// drop, and no map to build for each start.
+		return env
+	}
 	seen := make(map[string]bool, len(env))
 	out := make([]string, 0, len(env))
 	for i := len(env) - 1; i >= 0; i-- {
@@ -82,6 +87,20 @@ func dedupEnv(env []string) []string {
 		out[i], out[j] = out[j], out[i]
 	}
 	return out
+}
+
+// uniqueSorted reports whether env's keys are in increasing order, each
+// once.
+func uniqueSorted(env []string) bool {
+	prev := ""
+	for i, kv := range env {
+		k, _, _ := strings.Cut(kv, "=")
+		if i > 0 && k <= prev {
+			return false
+		}
+		prev = k
+	}
+	return true
 }
 
 // Program is the file that Start would execute for argv0 with env and dir:

@@ -69,7 +69,17 @@ func helper(mode string, args []string) int {
 		}
 		gc := exec.Command(exe)
 		gc.Env = append(os.Environ(), helperEnv+"=sleep")
+		out, err := gc.StdoutPipe()
+		if err != nil {
+			return fail(err)
+		}
 		if err := gc.Start(); err != nil {
+			return fail(err)
+		}
+		// Its pid once it runs: Start returns at the exec's point of no
+		// return, before the kernel has set up the new program's
+		// environment, which /proc shows empty until then.
+		if _, err := bufio.NewReader(out).ReadString('\n'); err != nil {
 			return fail(err)
 		}
 		fmt.Println(gc.Process.Pid)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"strconv"
 	"sync"
 	"syscall"
@@ -42,23 +43,27 @@ type Spec struct {
 
 // Process is one started process and, through it, its process group.
 type Process struct {
-	pid      int
-	proc     *os.Process
-	ticks    uint64
-	ticksErr error
-	oomErr   error
+	pid int
+	// pidfd is the process's pidfd from its clone, -1 where the kernel
+	// gives none; the reaper closes it.
+	pidfd  int
+	oomErr error
 
 	// done is closed by reap once exit is written; exit is read only
 	// after done is closed.
 	done chan struct{}
 	exit Exit
 
-	// mu guards reaped, and is held across every signal sent by PID:
+	// mu guards reaped, ticks and ticksRead, and is held across every
+	// signal sent by PID and every read of the process's /proc entry:
 	// while it is held and reaped is false, the leader is alive or a
 	// zombie, so its PID, which is also the group's ID, cannot have been
 	// handed to another process.
 	mu     sync.Mutex
 	reaped bool
+	// ticks is StartTicks's answer once read (ticksRead).
+	ticks     uint64
+	ticksRead bool
 }
 
 // Exit is how a process ended.
@@ -95,9 +100,8 @@ func (e Exit) String() string {
 // /dev/null and no descriptors but 0, 1 and 2, and returns once the
 // program has been executed. The process has spec.OOMScoreAdj from before
 // it executes (see the package doc). A start that fails says why with a
-// *DirError, a *ProgramError or an *OOMScoreAdjError. A goroutine reaps
-// it, holding an OS thread in waitid(2) while the process runs, as
-// os/exec's Wait does; Wait and Done report the end.
+// *DirError, a *ProgramError or an *OOMScoreAdjError. The shared reaper
+// (reaper_linux.go) waits for its exit; Wait and Done report the end.
 //
 // The process gets SIGKILL if the daemon dies (Pdeathsig), so a crashed
 // daemon does not leave jobs running unaccounted. The kernel ties that
@@ -106,6 +110,10 @@ func (e Exit) String() string {
 // without unlocking, or the thread's end kills the job. The signal reaches
 // the leader only, and executing a set-user-ID program clears it; what it
 // misses is for KillLeftover and, beyond that, the daemon unit's cgroup.
+//
+// It forks with syscall.ForkExec rather than os.StartProcess: the clone's
+// own pidfd is the reaper's, instead of one for os.Process and another
+// opened for the reaper, and stdin is a /dev/null kept open.
 func Start(spec Spec) (*Process, error) {
 	if len(spec.Argv) == 0 {
 		return nil, fmt.Errorf("start: %w", ErrNoCommand)
@@ -123,35 +131,36 @@ func Start(spec Spec) (*Process, error) {
 		return nil, err
 	}
 
-	stdin, err := os.Open(os.DevNull)
+	null, err := devNull()
 	if err != nil {
-		return nil, fmt.Errorf("start %s: open stdin: %w", path, err)
+		return nil, fmt.Errorf("start %s: open %s: %w", path, os.DevNull, err)
 	}
-	defer stdin.Close()
-	out := spec.Stdout
-	if out == nil {
-		out, err = os.OpenFile(os.DevNull, os.O_WRONLY, 0)
-		if err != nil {
-			return nil, fmt.Errorf("start %s: open stdout: %w", path, err)
-		}
-		defer out.Close()
+	out := uintptr(null)
+	if spec.Stdout != nil {
+		// Fd puts a descriptor in Go's poller back into blocking mode, as
+		// a child expects its output to be; it stays open until the fork
+		// is done.
+		out = spec.Stdout.Fd()
+		defer runtime.KeepAlive(spec.Stdout)
 	}
 
 	markCloseOnExec()
-	attr := &os.ProcAttr{
+	pidfd := -1
+	attr := &syscall.ProcAttr{
 		Dir:   spec.Dir,
 		Env:   env,
-		Files: []*os.File{stdin, out, out},
+		Files: []uintptr{uintptr(null), out, out},
 		Sys: &syscall.SysProcAttr{
 			Setpgid:    true,
 			Pdeathsig:  syscall.SIGKILL,
 			Credential: spec.Credential,
+			PidFD:      &pidfd,
 		},
 	}
-	var proc *os.Process
+	var pid int
 	var startErr error
 	restoreErr, err := startAtScore(spec.OOMScoreAdj, func() {
-		proc, startErr = os.StartProcess(path, spec.Argv, attr)
+		pid, startErr = syscall.ForkExec(path, spec.Argv, attr)
 	})
 	var scoreErr *OOMScoreAdjError
 	switch {
@@ -165,19 +174,22 @@ func Start(spec Spec) (*Process, error) {
 	case startErr != nil:
 		return nil, explain(spec, path, startErr)
 	}
-	p := &Process{pid: proc.Pid, proc: proc, done: make(chan struct{}), oomErr: restoreErr}
-	// Read before the reaper exists: until then the process cannot have
-	// been reaped, so its /proc entry is there even if it already exited.
-	st, err := readStat(proc.Pid)
-	if err != nil {
-		p.ticksErr = fmt.Errorf("start ticks of pid %d: %w", proc.Pid, err)
-	}
-	p.ticks = st.startTicks
+	p := &Process{pid: pid, pidfd: pidfd, done: make(chan struct{}), oomErr: restoreErr}
 	if r := sharedReaper(); r == nil || !r.watch(p) {
+		if p.pidfd >= 0 {
+			unix.Close(p.pidfd)
+			p.pidfd = -1
+		}
 		go p.reap()
 	}
 	return p, nil
 }
+
+// devNull is /dev/null, open for reading and writing for the daemon's
+// life: every job's stdin, and its output where it has none.
+var devNull = sync.OnceValues(func() (int, error) {
+	return unix.Open(os.DevNull, unix.O_RDWR|unix.O_CLOEXEC, 0)
+})
 
 // markCloseOnExec makes every descriptor above 2 close-on-exec. Go opens
 // its own descriptors that way, but not those the daemon inherited or a C
@@ -224,13 +236,13 @@ func (p *Process) exited(err error) {
 		// ESRCH: nothing left. EPERM: what is left changed credentials,
 		// and no signal of ours reaches it.
 		_ = unix.Kill(-p.pid, unix.SIGKILL)
-		state, werr := p.proc.Wait()
-		exit = exitOf(p.pid, state, werr)
+		var ws syscall.WaitStatus
+		_, werr := ignoringEINTRPid(func() (int, error) { return syscall.Wait4(p.pid, &ws, 0, nil) })
+		exit = exitOf(p.pid, ws, werr)
 	} else {
 		// ECHILD: something else reaped it (SIGCHLD ignored by the daemon
 		// makes the kernel do so), and the group may no longer be ours.
 		exit = Exit{Code: -1, Err: fmt.Errorf("wait for pid %d: %w", p.pid, err)}
-		p.proc.Release()
 	}
 	p.reaped = true
 	p.mu.Unlock()
@@ -239,14 +251,18 @@ func (p *Process) exited(err error) {
 	close(p.done)
 }
 
-func exitOf(pid int, state *os.ProcessState, err error) Exit {
-	if err != nil {
-		return Exit{Code: -1, Err: fmt.Errorf("wait for pid %d: %w", pid, err)}
+func ignoringEINTRPid(fn func() (int, error)) (int, error) {
+	for {
+		if n, err := fn(); err != unix.EINTR {
+			return n, err
+		}
 	}
-	ws, ok := state.Sys().(syscall.WaitStatus)
+}
+
+func exitOf(pid int, ws syscall.WaitStatus, err error) Exit {
 	switch {
-	case !ok:
-		return Exit{Code: state.ExitCode()}
+	case err != nil:
+		return Exit{Code: -1, Err: fmt.Errorf("wait for pid %d: %w", pid, err)}
 	case ws.Signaled():
 		return Exit{Code: -1, Signal: ws.Signal()}
 	default:
@@ -266,10 +282,27 @@ func (p *Process) DaemonOOMScoreAdjErr() error { return p.oomErr }
 func (p *Process) PID() int { return p.pid }
 
 // StartTicks is field 22 of /proc/PID/stat, the process's start time in
-// clock ticks since boot, read when it was started. With the PID it
-// recognises the process after a daemon restart (KillLeftover); the PID
-// alone may have been reused.
-func (p *Process) StartTicks() (uint64, error) { return p.ticks, p.ticksErr }
+// clock ticks since boot. With the PID it recognises the process after a
+// daemon restart (KillLeftover); the PID alone may have been reused. It
+// is read when first asked for, which a run that ends at once never is,
+// and only while the process is alive or a zombie: once reaped its PID is
+// no longer its own, and the answer is an error.
+func (p *Process) StartTicks() (uint64, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.ticksRead {
+		return p.ticks, nil
+	}
+	if p.reaped {
+		return 0, fmt.Errorf("start ticks of pid %d: %w", p.pid, errReaped)
+	}
+	st, err := readStat(p.pid)
+	if err != nil {
+		return 0, fmt.Errorf("start ticks of pid %d: %w", p.pid, err)
+	}
+	p.ticks, p.ticksRead = st.startTicks, true
+	return p.ticks, nil
+}
 
 // Wait blocks until the process has been reaped, and the rest of its
 // group sent SIGKILL, and returns how it ended. Any number of goroutines

@@ -573,6 +573,47 @@ func TestFindByEnv(t *testing.T) {
 	waitGone(t, fd, gc)
 }
 
+// FindTagged finds every process carrying the key, whatever its value,
+// with the values of the other keys asked for and its start ticks.
+func TestFindTagged(t *testing.T) {
+	t.Parallel()
+	also := fmt.Sprintf("tagged-%d-%d", os.Getpid(), time.Now().UnixNano())
+	spec := helperSpec(t, "fork-grandchild", "block")
+	spec.Env = append(spec.Env, "BERTH_TEST_TAG=17", "BERTH_TEST_JOB=j", "BERTH_TEST_ALSO="+also)
+	c := startChild(t, spec)
+	gc, err := strconv.Atoi(c.line(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fd := pidfd(t, gc)
+	found, err := FindTagged(map[string]string{"BERTH_TEST_ALSO": also}, "BERTH_TEST_TAG", "BERTH_TEST_JOB", "BERTH_TEST_NONE")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pids []int
+	for _, f := range found {
+		pids = append(pids, f.PID)
+		if !slices.Equal(f.Values, []string{"17", "j", ""}) || f.StartTicks == 0 {
+			t.Errorf("pid %d: values %q, start ticks %d", f.PID, f.Values, f.StartTicks)
+		}
+	}
+	slices.Sort(pids)
+	want := []int{c.PID(), gc}
+	slices.Sort(want)
+	if !slices.Equal(pids, want) {
+		t.Errorf("found %v, want %v", pids, want)
+	}
+	ticks, _ := c.StartTicks()
+	if i := slices.IndexFunc(found, func(f Tagged) bool { return f.PID == c.PID() }); i >= 0 && found[i].StartTicks != ticks {
+		t.Errorf("the leader's start ticks %d differ from Start's %d", found[i].StartTicks, ticks)
+	}
+	if err := syscall.Kill(-c.PID(), syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	wait(t, c.Process)
+	waitGone(t, fd, gc)
+}
+
 func TestEnvironEntry(t *testing.T) {
 	env := []byte("A=1\x00BERTH_RUN=42\x00BERTH_RUNX=7\x00")
 	if v, ok := environEntry(env, []byte("BERTH_RUN=")); !ok || v != "42" {
@@ -611,4 +652,25 @@ func TestWithoutSharedReaper(t *testing.T) {
 		t.Errorf("exit = %v, want signal: terminated", got)
 	}
 	waitGone(t, fd, gc)
+}
+
+// TestDedupEnv: where a key repeats the last wins, in the order of first
+// appearance of what is kept; a list of unique keys in order is used as it
+// is.
+func TestDedupEnv(t *testing.T) {
+	for _, c := range []struct{ env, want []string }{
+		{nil, nil},
+		{[]string{"A=1", "B=2", "C=3"}, []string{"A=1", "B=2", "C=3"}},
+		{[]string{"A=1", "A=2"}, []string{"A=2"}},
+		{[]string{"B=1", "A=2", "B=3"}, []string{"A=2", "B=3"}},
+		{[]string{"B=1", "A=2"}, []string{"B=1", "A=2"}},
+	} {
+		if got := dedupEnv(c.env); !slices.Equal(got, c.want) {
+			t.Errorf("dedupEnv(%q) = %q, want %q", c.env, got, c.want)
+		}
+	}
+	sorted := []string{"A=1", "B=2"}
+	if got := dedupEnv(sorted); &got[0] != &sorted[0] {
+		t.Error("a list of unique keys in order was copied")
+	}
 }

@@ -115,9 +115,60 @@ func findByEnv(proc string, also map[string]string, key string, values map[strin
 	if len(values) == 0 {
 		return found, nil
 	}
+	err := scanEnv(proc, also, key, func(pid int, v string, _ []byte) {
+		if values[v] {
+			found[v] = append(found[v], pid)
+		}
+	})
+	return found, err
+}
+
+// Tagged is a process FindTagged found: its PID, its start time in clock
+// ticks since boot (0 where it ended meanwhile), and the values of the keys
+// asked for, in their order ("" for a key it lacks).
+type Tagged struct {
+	PID        int
+	StartTicks uint64
+	Values     []string
+}
+
+// FindTagged returns every process whose environment holds the first of
+// keys and every pair of also, with the values of keys: every process of
+// every run of this daemon's state still alive, whether its run is on
+// record or not. The daemon's own process is never returned; processes
+// whose environment cannot be read are skipped, as by FindByEnv.
+func FindTagged(also map[string]string, keys ...string) ([]Tagged, error) {
+	return findTagged("/proc", also, keys...)
+}
+
+func findTagged(proc string, also map[string]string, keys ...string) ([]Tagged, error) {
+	if len(keys) == 0 {
+		return nil, nil
+	}
+	var out []Tagged
+	err := scanEnv(proc, also, keys[0], func(pid int, first string, env []byte) {
+		t := Tagged{PID: pid, Values: []string{first}}
+		for _, k := range keys[1:] {
+			v, _ := environEntry(env, []byte(k+"="))
+			t.Values = append(t.Values, v)
+		}
+		if b, err := os.ReadFile(proc + "/" + strconv.Itoa(pid) + "/stat"); err == nil {
+			if st, err := parseStat(b); err == nil {
+				t.StartTicks = st.startTicks
+			}
+		}
+		out = append(out, t)
+	})
+	return out, err
+}
+
+// scanEnv calls found for every process but the daemon's own whose
+// environment holds key and every pair of also, with key's value and the
+// whole environment.
+func scanEnv(proc string, also map[string]string, key string, found func(pid int, value string, env []byte)) error {
 	entries, err := os.ReadDir(proc)
 	if err != nil {
-		return nil, fmt.Errorf("find leftover processes: %w", err)
+		return fmt.Errorf("find leftover processes: %w", err)
 	}
 	prefix := []byte(key + "=")
 	self := os.Getpid()
@@ -131,14 +182,12 @@ func findByEnv(proc string, also map[string]string, key string, values map[strin
 			continue
 		}
 		v, ok := environEntry(env, prefix)
-		if !ok || !values[v] {
+		if !ok || !matchesAll(env, also) {
 			continue
 		}
-		if matchesAll(env, also) {
-			found[v] = append(found[v], pid)
-		}
+		found(pid, v, env)
 	}
-	return found, nil
+	return nil
 }
 
 // matchesAll reports whether env holds every pair of want.

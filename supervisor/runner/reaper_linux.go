@@ -46,13 +46,17 @@ func sharedReaper() *reaper {
 }
 
 // watch hands p to the reaper, which calls p.exited once the leader has
-// exited. false: it cannot (no pidfds before Linux 5.3), and the caller
-// waits another way. A child that exited already is reported at once: a
-// pidfd is readable from the exit on.
+// exited, and closes its pidfd. false: it cannot (no pidfds before Linux
+// 5.3), and the caller waits another way. A child that exited already is
+// reported at once: a pidfd is readable from the exit on.
 func (r *reaper) watch(p *Process) bool {
-	fd, err := unix.PidfdOpen(p.pid, 0) // close-on-exec by default
-	if err != nil {
-		return false
+	fd := p.pidfd
+	if fd < 0 {
+		var err error
+		if fd, err = unix.PidfdOpen(p.pid, 0); err != nil { // close-on-exec by default
+			return false
+		}
+		p.pidfd = fd
 	}
 	r.mu.Lock()
 	r.waiting[int32(fd)] = p
@@ -62,7 +66,6 @@ func (r *reaper) watch(p *Process) bool {
 		r.mu.Lock()
 		delete(r.waiting, int32(fd))
 		r.mu.Unlock()
-		unix.Close(fd)
 		return false
 	}
 	return true

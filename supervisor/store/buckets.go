@@ -3,6 +3,7 @@ package store
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
 
 	"go.etcd.io/bbolt"
@@ -27,11 +28,15 @@ const (
 var (
 	bucketMeta      = []byte("meta")        // "format" → format, "instance" → Instance
 	bucketJobs      = []byte("jobs")        // name → encoded JobRecord
-	bucketRuns      = []byte("runs")        // id → encoded RunRecord; its sequence assigns ids
+	bucketRuns      = []byte("runs")        // id → encoded RunRecord; its sequence is the highest id reserved (runids.go)
 	bucketRunsByJob = []byte("runs_by_job") // one nested bucket per job name: id → empty
 	bucketRunsOpen  = []byte("runs_open")   // id → empty, for every run with no End
 	keyFormat       = []byte("format")
 	keyInstance     = []byte("instance") // random hex, made with the file
+	// keyClosed is there while no daemon has the file open and the last
+	// one closed it (Close), so that none of its runs can be running
+	// without a record: a daemon killed outright leaves it out.
+	keyClosed = []byte("closed")
 )
 
 // buckets gives an operation its buckets with this transaction's fill
@@ -87,23 +92,29 @@ func (b buckets) putRun(r RunRecord) error {
 	return b.open.Delete(k)
 }
 
-// addRun assigns r an id, writes it and its index entries, and trims the
-// job's history to keep runs, all in the caller's transaction.
-func (b buckets) addRun(r *RunRecord, keep int) error {
-	id, err := b.runs.NextSequence()
-	if err != nil {
-		return err
+// addRun writes a new run, r.ID given (NextRunID), and its index entries,
+// and trims the job's history to keep runs, all in the caller's
+// transaction.
+func (b buckets) addRun(r RunRecord, keep int) error {
+	if r.ID == 0 {
+		return errors.New("add run: no id")
 	}
-	r.ID = id
+	if b.runs.Get(runKey(r.ID)) != nil {
+		return fmt.Errorf("add run %d: the id is taken", r.ID)
+	}
+	if seq := b.runs.Sequence(); r.ID > seq {
+		// An id not reserved would be handed out again after a restart.
+		return fmt.Errorf("add run %d: not among the ids reserved (up to %d)", r.ID, seq)
+	}
 	idx, err := b.byJob.CreateBucketIfNotExists([]byte(r.Job))
 	if err != nil {
 		return fmt.Errorf("index for job %q: %w", r.Job, err)
 	}
 	idx.FillPercent = indexFill
-	if err := b.putRun(*r); err != nil {
+	if err := b.putRun(r); err != nil {
 		return err
 	}
-	if err := idx.Put(runKey(id), nil); err != nil {
+	if err := idx.Put(runKey(r.ID), nil); err != nil {
 		return err
 	}
 	return b.trim(idx, keep)

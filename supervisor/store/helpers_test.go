@@ -158,13 +158,15 @@ func hold(s *Store, then func(*bbolt.Tx) error) (entered <-chan struct{}, releas
 	return in, sync.OnceFunc(func() { close(out) })
 }
 
-// whenQueued returns a channel closed once n operations are waiting.
+// whenQueued returns a channel closed once n operations are waiting (the
+// first time: the queue may come back to n after the writer took some).
 func whenQueued(s *Store, n int) <-chan struct{} {
 	ch := make(chan struct{})
+	once := sync.OnceFunc(func() { close(ch) })
 	s.mu.Lock()
 	s.onQueued = func(q int) {
 		if q == n {
-			close(ch)
+			once()
 		}
 	}
 	s.mu.Unlock()

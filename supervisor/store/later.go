@@ -8,14 +8,14 @@ import (
 )
 
 // Later is the store's deferred writes: each goes into the writer's next
-// transaction, in the order given, and returns at once. The daemon waits for
-// one write on a job's way to running, its run's record (BeginRun), so that
-// a run is on record before its process exists; the pid, the end and the
-// job's passing states follow without holding the job up (where it comes to
-// rest is waited for: see the supervisor's job.persist). A daemon killed
-// outright loses what it had not yet handed to bbolt, at most the writes of
-// one commit: reconciliation finds a run's process without its pid, and a
-// run with no recorded end is marked lost.
+// transaction, in the order given, and returns at once. A run's record
+// (BeginRun) commits while its process starts, and is told committed: the
+// daemon shows the run only then. The pid, the end and the job's passing
+// states follow without holding the job up (where it comes to rest is
+// waited for: see the supervisor's job.persist). A daemon killed outright
+// loses what it had not yet handed to bbolt, at most the writes of one
+// commit: reconciliation finds processes of runs never recorded by their
+// BERTH_RUN (RecordLost), and marks lost a run with no recorded end.
 type Later struct {
 	s      *Store
 	failed func(error)
@@ -29,6 +29,25 @@ func (s *Store) Later(failed func(error)) Later { return Later{s: s, failed: fai
 func (l Later) queue(apply func(tx *bbolt.Tx) error, key string) {
 	if err := l.s.enqueue(&operation{apply: apply, failed: l.failed, key: key}); err != nil {
 		l.failed(err)
+	}
+}
+
+// BeginRun records the new run r, whose id the caller took from
+// NextRunID, with the next commit, which waits for company no longer than
+// a write someone waits for does (the run is shown once it is on disk),
+// and calls recorded with the outcome on
+// the writer's goroutine (it must not block or write to the store). A
+// record whose commit fails is kept and written with a later one, as a
+// job's resting state is (see Store.commit), though recorded hears of the
+// failure.
+func (l Later) BeginRun(r RunRecord, recorded func(error)) {
+	if r.Job == "" || r.ID == 0 {
+		recorded(fmt.Errorf("begin run %d of job %q: a run needs an id and a job", r.ID, r.Job))
+		return
+	}
+	op := &operation{apply: beginRunOp(r, l.s.keepRuns), key: beginKey(r.ID), after: recorded, awaited: true}
+	if err := l.s.enqueue(op); err != nil {
+		recorded(err)
 	}
 }
 

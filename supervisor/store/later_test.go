@@ -5,6 +5,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/berthd/berth/supervisor/testkit"
 )
 
 // TestLater checks the deferred writes: they return before anything is
@@ -115,5 +117,52 @@ func TestLaterLingers(t *testing.T) {
 	later.PutJob(JobRecord{Name: "a", State: StateStopped})
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestCompany: a write someone waits for waits a moment for company before
+// it commits, so that the writes of several short runs share a commit;
+// what ends the moment early (here, Close) commits them together.
+func TestCompany(t *testing.T) {
+	s, _ := openTest(t, Options{})
+	s.companyFor = time.Hour // only Close can end the wait
+	before := s.commits.Load()
+	taken := func(what string) {
+		t.Helper()
+		testkit.WaitFor(t, 10*time.Second, what, func() bool {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			return len(s.queue) == 0
+		})
+	}
+	first := make(chan error, 1)
+	go func() { first <- s.PutJob(JobRecord{Name: "a", State: StateDone}) }()
+	taken("the writer to take the first write")
+	id, err := s.NextRunID()
+	if err != nil {
+		t.Fatal(err)
+	}
+	recorded := make(chan error, 1)
+	s.Later(func(err error) { t.Errorf("deferred write failed: %v", err) }).
+		BeginRun(RunRecord{ID: id, Job: "b", Start: t0}, func(err error) { recorded <- err })
+	// Taken into the first one's group, which has not committed: had the
+	// first committed alone, the writer would take the second only after.
+	taken("the writer to take the run's record")
+	if got := s.commits.Load() - before; got != 0 {
+		t.Fatalf("%d commits while the first write waited for company, want none", got)
+	}
+	closed := make(chan error, 1)
+	go func() { closed <- s.Close() }()
+	if err := waitFor(t, first, "the first write, once Close ends the wait"); err != nil {
+		t.Fatal(err)
+	}
+	if err := waitFor(t, recorded, "the run's record"); err != nil {
+		t.Fatal(err)
+	}
+	if err := waitFor(t, closed, "Close"); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.commits.Load() - before; got != 1 {
+		t.Errorf("%d commits, want 1: the two writes together", got)
 	}
 }

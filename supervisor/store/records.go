@@ -7,7 +7,7 @@ import (
 
 // RunRecord is one spawn of a job.
 type RunRecord struct {
-	ID          uint64 // unique across the store, increasing; assigned by BeginRun
+	ID          uint64 // unique across the store, increasing; from NextRunID's blocks, reserved on disk
 	Job         string
 	Fingerprint string // the job definition's process fingerprint when it ran
 	CPUIDs      []int

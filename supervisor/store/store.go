@@ -56,6 +56,12 @@ type Store struct {
 	// that concurrent operations share transactions.
 	commits atomic.Uint64
 
+	// ids are the run ids reserved on disk, handed out by NextRunID.
+	ids idBlocks
+	// leftNothing: the file is new, or the daemon that had it before
+	// closed it (LeftNothing).
+	leftNothing bool
+
 	// health is whether the state is being recorded, as the writer
 	// decides it.
 	health health
@@ -63,8 +69,9 @@ type Store struct {
 	// writer decides it.
 	watch pathWatch
 
-	lingerFor time.Duration                       // defaultLinger; tests lengthen it
-	onCommit  func(took time.Duration, err error) // Options.OnCommit
+	lingerFor  time.Duration                       // defaultLinger; tests lengthen it
+	companyFor time.Duration                       // defaultCompany; tests shorten it
+	onCommit   func(took time.Duration, err error) // Options.OnCommit
 
 	// clock times the retries of kept writes (the health's too).
 	clock clock.Clock
@@ -217,7 +224,8 @@ func openWith(path string, opts Options, tune func(*bbolt.Options)) (_ *Store, e
 		}
 		return nil, fmt.Errorf("open state %s: %w", path, err)
 	}
-	instance, err := prepare(db)
+	var ids idBlocks
+	instance, closedBefore, err := prepare(db, &ids)
 	if err != nil {
 		_ = db.Close()
 		if errors.Is(err, errNoMeta) {
@@ -234,8 +242,11 @@ func openWith(path string, opts Options, tune func(*bbolt.Options)) (_ *Store, e
 		kick:       make(chan struct{}, 1),
 		writerDone: make(chan struct{}),
 		lingerFor:  defaultLinger,
+		companyFor: defaultCompany,
 		onCommit:   opts.OnCommit,
 	}
+	s.ids.next, s.ids.limit = ids.next, ids.limit
+	s.leftNothing = missing || closedBefore
 	s.clock = opts.Clock
 	if s.clock == nil {
 		s.clock = clock.Real
@@ -403,12 +414,14 @@ func boltOpen(path string, bo *bbolt.Options) (db *bbolt.DB, opened fileID, err 
 // with its metadata in one transaction before the file is at its path.
 var errNoMeta = errors.New("no meta bucket with a format")
 
-// prepare checks the whole file, that it is berth's, and creates what is
-// missing. The check reads every page (75 ms for 100 000 runs, a 35 MB
+// prepare checks the whole file, that it is berth's, creates what is
+// missing, reserves the first block of run ids into ids, and takes away
+// the mark of a daemon that closed it (closedBefore says it was there).
+// The check reads every page (75 ms for 100 000 runs, a 35 MB
 // file, on a slow VM), paid once per daemon start so that a damaged file
 // is refused here, with its path, instead of making bbolt panic in the
 // writer later and the daemon crash in a loop under systemd.
-func prepare(db *bbolt.DB) (instance string, err error) {
+func prepare(db *bbolt.DB, ids *idBlocks) (instance string, closedBefore bool, err error) {
 	defer func() {
 		// bbolt panics on some kinds of damage (a page of the wrong type)
 		// rather than returning an error.
@@ -432,7 +445,7 @@ func prepare(db *bbolt.DB) (instance string, err error) {
 		return nil
 	})
 	if err != nil {
-		return "", err
+		return "", false, err
 	}
 	err = db.Update(func(tx *bbolt.Tx) error {
 		for _, name := range [][]byte{bucketJobs, bucketRuns, bucketRunsByJob, bucketRunsOpen} {
@@ -447,6 +460,13 @@ func prepare(db *bbolt.DB) (instance string, err error) {
 		case v[0] > format:
 			return fmt.Errorf("format %d: %w", v[0], ErrNewer)
 		}
+		if err := ids.reserveAtOpen(tx); err != nil {
+			return err
+		}
+		closedBefore = meta.Get(keyClosed) != nil
+		if err := meta.Delete(keyClosed); err != nil {
+			return err
+		}
 		if v := meta.Get(keyInstance); v != nil {
 			instance = string(v)
 			return nil
@@ -458,18 +478,34 @@ func prepare(db *bbolt.DB) (instance string, err error) {
 		instance = hex.EncodeToString(id[:])
 		return meta.Put(keyInstance, []byte(instance))
 	})
-	return instance, err
+	return instance, closedBefore, err
 }
+
+// LeftNothing reports whether no daemon before this one can have left a
+// run of this state running without a record: the file is new, or the
+// daemon that had it before closed it (Close), rather than being killed
+// or losing the machine. A file a berth before this mark had says false.
+func (s *Store) LeftNothing() bool { return s.leftNothing }
 
 // Instance names this state file for as long as it exists: run ids count
 // from 1 in every state file, and the instance tells one berth's runs from
 // another's (two users' daemons, or tests side by side).
 func (s *Store) Instance() string { return s.instance }
 
-// Close waits for submitted writes to commit, then closes the file and
-// releases its lock. Later calls return the first call's result.
+// Close waits for submitted writes to commit, marks the file closed
+// (LeftNothing) in the same commit, then closes the file and releases
+// its lock. Later calls return the first call's result.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
+		// The mark goes with the last commit, after every write queued
+		// before it.
+		_ = s.enqueue(&operation{apply: func(tx *bbolt.Tx) error {
+			b, err := bucketsOf(tx)
+			if err != nil {
+				return err
+			}
+			return b.meta.Put(keyClosed, []byte{1})
+		}})
 		s.mu.Lock()
 		s.closing = true
 		s.mu.Unlock()

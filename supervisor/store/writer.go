@@ -27,6 +27,15 @@ type operation struct {
 	// the writer calls with the error (and not at all on success).
 	done   chan error
 	failed func(error)
+	// after, when set, is called on the writer's goroutine with the
+	// outcome, success (nil) included, once the operation's transaction has
+	// committed or failed to; it must not block or write to the store. An
+	// operation with after and no done is a deferred write.
+	after func(error)
+	// awaited: someone waits to hear of it through after (to show the run
+	// it records), so it waits for company as briefly as a write someone
+	// waits for does (see linger).
+	awaited bool
 	// key, when set, names what the operation writes (a job's record, a
 	// run's pid or end) so that it may be written again: one whose commit
 	// failed (disk full) is kept, the last of each key, and put before
@@ -37,6 +46,7 @@ type operation struct {
 
 // Keys of the writes that are kept for another try when their commit fails.
 func jobKey(name string) string { return "job\x00" + name }
+func beginKey(id uint64) string { return "run\x00" + strconv.FormatUint(id, 10) }
 func pidKey(id uint64) string   { return "pid\x00" + strconv.FormatUint(id, 10) }
 func endKey(id uint64) string   { return "end\x00" + strconv.FormatUint(id, 10) }
 func gpuMemKey(id uint64) string {
@@ -55,6 +65,9 @@ func (op *operation) finish(err error) {
 		op.done <- err
 	case err != nil && op.failed != nil:
 		op.failed(err)
+	}
+	if op.after != nil {
+		op.after(err)
 	}
 }
 
@@ -141,7 +154,7 @@ func (s *Store) write() {
 				}
 				break
 			}
-			if !closing && deferredOnly(group) {
+			if !closing {
 				group = s.linger(group)
 			}
 			s.commit(group, hook)
@@ -150,15 +163,34 @@ func (s *Store) write() {
 }
 
 // defaultLinger is how long deferred writes wait for a write someone waits
-// for, to share its commit: the commit that records a run (BeginRun) then
-// also carries the previous run's end, and a job's way to running waits
-// for one commit, not for the previous run's end and then its own.
+// for, to share its commit: a run's end and its job's passing states then
+// go with the next run's record or resting state, rather than costing a
+// commit of their own.
 const defaultLinger = 20 * time.Millisecond
 
-// linger holds a group of deferred writes until a waited-for write joins
-// it, the group fills, Close begins, or defaultLinger passes.
+// defaultCompany is how long a write someone waits for waits for company
+// before it commits. Short runs each bring two such writes, their record
+// and where their job comes to rest, a millisecond or so apart; committed
+// one by one they cost a commit each (two fdatasyncs, a quarter of the
+// daemon's CPU per run), while gathered for a moment a commit carries the
+// writes of several runs. The wait delays when a run, or a job at rest,
+// is shown, by as much.
+const defaultCompany = 2 * time.Millisecond
+
+// linger holds group for company before it commits: a group of deferred
+// writes until a waited-for write joins it or defaultLinger passes, one
+// with a waited-for write until defaultCompany passes; either until the
+// group fills or Close begins.
 func (s *Store) linger(group []*operation) []*operation {
-	t := time.NewTimer(s.lingerFor)
+	waited := !deferredOnly(group)
+	wait := s.lingerFor
+	if waited {
+		wait = s.companyFor
+	}
+	if wait <= 0 {
+		return group
+	}
+	t := time.NewTimer(wait)
 	defer t.Stop()
 	for {
 		select {
@@ -167,8 +199,14 @@ func (s *Store) linger(group []*operation) []*operation {
 		case <-s.kick:
 			more, closing, _ := s.take(maxGroup - len(group))
 			group = append(group, more...)
-			if closing || !deferredOnly(more) || len(group) >= maxGroup {
+			if closing || len(group) >= maxGroup {
 				return group
+			}
+			if !waited && !deferredOnly(more) {
+				// A waited-for write joined: from now on it is the
+				// company window that counts.
+				waited = true
+				t.Reset(s.companyFor)
 			}
 		}
 	}
@@ -189,7 +227,7 @@ func (s *Store) take(n int) (group []*operation, closing bool, hook func(*bbolt.
 
 func deferredOnly(group []*operation) bool {
 	for _, op := range group {
-		if op.done != nil {
+		if op.done != nil || op.awaited {
 			return false
 		}
 	}

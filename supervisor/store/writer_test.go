@@ -177,17 +177,23 @@ func TestBadOperationInGroup(t *testing.T) {
 // that the setup does not dominate the benchmark.
 func benchRuns(b *testing.B, s *Store, n int) []uint64 {
 	ids := make([]uint64, n)
+	for i := range ids {
+		id, err := s.NextRunID()
+		if err != nil {
+			b.Fatal(err)
+		}
+		ids[i] = id
+	}
 	err := s.submit(func(tx *bbolt.Tx) error {
 		bk, err := bucketsOf(tx)
 		if err != nil {
 			return err
 		}
 		for i := range ids {
-			r := RunRecord{Job: fmt.Sprintf("job-%d", i%100), Fingerprint: "fp", CPUIDs: []int{0, 1}, GPUs: []string{"0"}, Start: t0}
-			if err := bk.addRun(&r, s.keepRuns); err != nil {
+			r := RunRecord{ID: ids[i], Job: fmt.Sprintf("job-%d", i%100), Fingerprint: "fp", CPUIDs: []int{0, 1}, GPUs: []string{"0"}, Start: t0}
+			if err := bk.addRun(r, s.keepRuns); err != nil {
 				return err
 			}
-			ids[i] = r.ID
 		}
 		return nil
 	})

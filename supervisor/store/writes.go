@@ -1,6 +1,7 @@
 package store
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"time"
@@ -9,23 +10,107 @@ import (
 )
 
 // BeginRun records a new run and returns it with its id, once committed.
-// The daemon spawns only after this returns, so a run is on disk as started
-// before its process can have exited. r.ID is ignored.
+// The daemon spawns a run as a unit only after this returns, so that a
+// unit is on record before it exists. r.ID is ignored.
 func (s *Store) BeginRun(r RunRecord) (RunRecord, error) {
 	if r.Job == "" {
 		return RunRecord{}, errors.New("begin run: job name is empty")
 	}
-	err := s.submit(func(tx *bbolt.Tx) error {
+	id, err := s.NextRunID()
+	if err != nil {
+		return RunRecord{}, fmt.Errorf("begin run of job %q: %w", r.Job, err)
+	}
+	r.ID = id
+	if err := s.submit(beginRunOp(r, s.keepRuns)); err != nil {
+		return RunRecord{}, fmt.Errorf("begin run of job %q: %w", r.Job, err)
+	}
+	return r, nil
+}
+
+func beginRunOp(r RunRecord, keep int) func(tx *bbolt.Tx) error {
+	return func(tx *bbolt.Tx) error {
 		b, err := bucketsOf(tx)
 		if err != nil {
 			return err
 		}
-		return b.addRun(&r, s.keepRuns)
+		return b.addRun(r, keep)
+	}
+}
+
+// Unrecorded returns the runs among runs that the state has no record of:
+// runs a previous daemon numbered (r.ID, from a block it reserved) and
+// started, and was killed before it recorded, found by the processes they
+// left. A run on record is not among them, nor one older than what its
+// job's history keeps (it was recorded, then trimmed), nor one whose id
+// no daemon reserved.
+func (s *Store) Unrecorded(runs []RunRecord) ([]RunRecord, error) {
+	var out []RunRecord
+	err := s.view(func(b buckets) error {
+		for _, r := range runs {
+			if b.unrecorded(r, s.keepRuns) {
+				out = append(out, r)
+			}
+		}
+		return nil
 	})
 	if err != nil {
-		return RunRecord{}, fmt.Errorf("begin run of job %q: %w", r.Job, err)
+		return nil, fmt.Errorf("read runs: %w", err)
 	}
-	return r, nil
+	return out, nil
+}
+
+// unrecorded reports whether r is a run no record has, nor ever had.
+func (b buckets) unrecorded(r RunRecord, keep int) bool {
+	if r.ID == 0 || r.ID > b.runs.Sequence() || b.runs.Get(runKey(r.ID)) != nil {
+		return false
+	}
+	if idx := b.byJob.Bucket([]byte(r.Job)); idx != nil && idx.Stats().KeyN >= keep {
+		if first, _ := idx.Cursor().First(); first != nil && binary.BigEndian.Uint64(first) > r.ID {
+			return false // trimmed
+		}
+	}
+	return true
+}
+
+// RecordLost records the runs among runs that Unrecorded would return,
+// ended at end with ReasonLost, and returns their ids. A run with no
+// start (or one after end) starts at end.
+func (s *Store) RecordLost(runs []RunRecord, end time.Time) ([]uint64, error) {
+	if end.IsZero() {
+		return nil, errors.New("record lost runs: end time is zero")
+	}
+	var recorded []uint64
+	err := s.submit(func(tx *bbolt.Tx) error {
+		recorded = recorded[:0]
+		b, err := bucketsOf(tx)
+		if err != nil {
+			return err
+		}
+		for _, r := range runs {
+			if r.Job == "" {
+				return fmt.Errorf("run %d: job name is empty", r.ID)
+			}
+			if r.ID > b.runs.Sequence() {
+				return fmt.Errorf("run %d: not among the ids reserved", r.ID)
+			}
+			if !b.unrecorded(r, s.keepRuns) {
+				continue
+			}
+			r.End, r.Reason = end, ReasonLost
+			if r.Start.IsZero() || r.Start.After(end) {
+				r.Start = end
+			}
+			if err := b.addRun(r, s.keepRuns); err != nil {
+				return err
+			}
+			recorded = append(recorded, r.ID)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("record lost runs: %w", err)
+	}
+	return recorded, nil
 }
 
 // updateRun is the operation that applies change to run id; what names the

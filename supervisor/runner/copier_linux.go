@@ -1,0 +1,174 @@
+package runner
+
+import (
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"golang.org/x/sys/unix"
+)
+
+// copier copies the output of every LogSink into its file, on one
+// goroutine: the pipes' read ends are in one epoll set, and the goroutine
+// copies a chunk from each that is readable in turn. A running job then
+// costs the daemon no goroutine, and no stack, for its output; with a
+// thousand jobs running, a copier each was a goroutine for every job.
+//
+// The sinks' files, sizes and errors belong to this goroutine. A sink
+// leaves the set at the end of its pipe, or when CloseContext gives up on
+// it (abandon): the goroutine then closes the read end, under whoever
+// still writes.
+type copier struct {
+	epfd int
+	// wake is an eventfd in the epoll set: abandon rings it.
+	wake int
+	buf  copyBuffer // the goroutine's
+
+	mu sync.Mutex // guards sinks and abandoned
+	// sinks are the sinks in the epoll set, by read end.
+	sinks map[int32]*LogSink
+	// abandoned are the sinks CloseContext gave up on, for the goroutine
+	// to take out of the set.
+	abandoned []*LogSink
+}
+
+var (
+	copierOnce sync.Once
+	theCopier  *copier // nil where epoll or eventfd cannot be had
+
+	// noCopier makes each sink copy on a goroutine of its own, as where
+	// the shared copier cannot be had; tests set it.
+	noCopier atomic.Bool
+
+	// copierWakeN is what abandon adds to the eventfd: any count but
+	// zero wakes the goroutine.
+	copierWakeN = [8]byte{1}
+)
+
+// sharedCopier starts the copier on first use; nil means each sink
+// copies on a goroutine of its own.
+func sharedCopier() *copier {
+	if noCopier.Load() {
+		return nil
+	}
+	copierOnce.Do(func() {
+		epfd, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
+		if err != nil {
+			return
+		}
+		wake, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+		if err != nil {
+			unix.Close(epfd)
+			return
+		}
+		ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(wake)}
+		if err := unix.EpollCtl(epfd, unix.EPOLL_CTL_ADD, wake, &ev); err != nil {
+			unix.Close(wake)
+			unix.Close(epfd)
+			return
+		}
+		theCopier = &copier{epfd: epfd, wake: wake, sinks: map[int32]*LogSink{}}
+		go theCopier.run()
+	})
+	return theCopier
+}
+
+// add puts s, whose read end is s.rfd, in the set; false: it could not.
+func (c *copier) add(s *LogSink) bool {
+	c.mu.Lock()
+	c.sinks[int32(s.rfd)] = s
+	c.mu.Unlock()
+	ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(s.rfd)}
+	if err := unix.EpollCtl(c.epfd, unix.EPOLL_CTL_ADD, s.rfd, &ev); err != nil {
+		c.mu.Lock()
+		delete(c.sinks, int32(s.rfd))
+		c.mu.Unlock()
+		return false
+	}
+	return true
+}
+
+// abandon asks the goroutine to take s out of the set and close its read
+// end, whatever is still written to it; s.done is closed once it has.
+func (c *copier) abandon(s *LogSink) {
+	c.mu.Lock()
+	c.abandoned = append(c.abandoned, s)
+	c.mu.Unlock()
+	_, _ = unix.Write(c.wake, copierWakeN[:])
+}
+
+// run is the copier's goroutine, for the life of the process.
+func (c *copier) run() {
+	events := make([]unix.EpollEvent, 64)
+	for {
+		n, err := unix.EpollWait(c.epfd, events, -1)
+		if err != nil {
+			// EINTR; nothing else can happen to a valid epoll descriptor
+			// and a valid buffer.
+			continue
+		}
+		for _, ev := range events[:n] {
+			if int(ev.Fd) == c.wake {
+				var b [8]byte
+				_, _ = unix.Read(c.wake, b[:])
+				c.mu.Lock()
+				gone := c.abandoned
+				c.abandoned = nil
+				c.mu.Unlock()
+				for _, s := range gone {
+					c.finish(s, errAbandoned)
+				}
+				continue
+			}
+			c.mu.Lock()
+			s := c.sinks[ev.Fd]
+			c.mu.Unlock()
+			if s != nil {
+				c.copyChunk(s)
+			}
+		}
+	}
+}
+
+// errAbandoned ends a sink that CloseContext gave up on.
+var errAbandoned = fmt.Errorf("output abandoned")
+
+// copyChunk copies one chunk of s's output, at most a buffer: the others
+// get their turn before s gets another, however much it writes.
+func (c *copier) copyChunk(s *LogSink) {
+	for {
+		n, err := unix.Read(s.rfd, c.buf[:])
+		switch {
+		case err == unix.EINTR:
+			continue
+		case err == unix.EAGAIN:
+			return // another turn will come
+		case err != nil:
+			s.fail(fmt.Errorf("read job output for %s: %w", s.path, err))
+			c.finish(s, nil)
+		case n == 0:
+			c.finish(s, nil)
+		default:
+			s.write(c.buf[:n])
+		}
+		return
+	}
+}
+
+// finish takes s out of the set, if it is still there, closes its read
+// end and its file, and tells its Close (s.done). why is errAbandoned
+// when CloseContext gave up on it, else nil.
+func (c *copier) finish(s *LogSink, why error) {
+	c.mu.Lock()
+	_, in := c.sinks[int32(s.rfd)]
+	delete(c.sinks, int32(s.rfd))
+	c.mu.Unlock()
+	if !in {
+		return // ended already
+	}
+	_ = unix.EpollCtl(c.epfd, unix.EPOLL_CTL_DEL, s.rfd, nil)
+	unix.Close(s.rfd)
+	s.closeFile()
+	s.abandoned = why != nil
+	close(s.done)
+}
