@@ -104,6 +104,7 @@ func FuzzDecodeRun(f *testing.F) {
 	f.Add([]byte{runV1})
 	f.Add(encodeRun(RunRecord{ID: 1, Job: "a"}))
 	f.Add(encodeRun(RunRecord{ID: 7, Job: "train", CPUIDs: []int{1, 2}, GPUs: []string{"0"}, Start: t0, End: t0, Signal: "SIGKILL", Reason: ReasonFailed}))
+	f.Add(encodeRun(RunRecord{ID: 8, Job: "infer", GPUs: []string{"1"}, GPUMemBytes: 20 << 30, GPUMemPeakBytes: 22 << 30, Mark: "m", Start: t0}))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		fuzzRoundTrip(t, data, decodeRun, encodeRun)
 	})
