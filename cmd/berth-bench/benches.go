@@ -67,26 +67,7 @@ func runThroughput(b *bencher, dir string) ([]sample, error) {
 	// with 1 000 jobs costs it several milliseconds of CPU, is asked every
 	// 200 ms beside, for its own figure, so that the daemon's CPU per run
 	// is the runs', not the observer's.
-	stop := make(chan struct{})
-	calls := make(chan []float64, 1)
-	go func() {
-		var took []float64
-		defer func() { calls <- took }()
-		tick := time.NewTicker(200 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-tick.C:
-			}
-			t0 := time.Now()
-			if _, err := d.status(); err != nil {
-				return
-			}
-			took = append(took, ms(time.Since(t0)))
-		}
-	}()
+	stopCalls := d.timeStatus(200 * time.Millisecond)
 	doneAt, err := d.pollCounts(pollEvery, 5*time.Minute,
 		func(c map[string]int) bool { return c["done"] == jobsPerRun },
 		func(c map[string]int) error {
@@ -95,8 +76,7 @@ func runThroughput(b *bencher, dir string) ([]sample, error) {
 			}
 			return nil
 		})
-	close(stop)
-	statusCalls := <-calls
+	statusCalls, _ := stopCalls()
 	if err != nil {
 		return nil, err
 	}
@@ -407,27 +387,7 @@ func runStorm(b *bencher, dir string) ([]sample, error) {
 	if _, err := d.put("churn.lua", churn.String()); err != nil {
 		return nil, err
 	}
-	stop := make(chan struct{})
-	var lat []float64
-	var statusErr error
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		tick := time.NewTicker(10 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-tick.C:
-			}
-			t0 := time.Now()
-			if _, err := d.status(); err != nil {
-				statusErr = err
-				return
-			}
-			lat = append(lat, ms(time.Since(t0)))
-		}
-	})
+	stopCalls := d.timeStatus(10 * time.Millisecond)
 	began := time.Now()
 	edits := 0
 	tick := time.NewTicker(10 * time.Millisecond)
@@ -439,16 +399,14 @@ func runStorm(b *bencher, dir string) ([]sample, error) {
 		}
 		if _, err := d.put(fmt.Sprintf("storm-%d.lua", edits%2), src); err != nil {
 			tick.Stop()
-			close(stop)
-			wg.Wait()
+			stopCalls()
 			return nil, err
 		}
 		edits++
 	}
 	tick.Stop()
 	length := time.Since(began)
-	close(stop)
-	wg.Wait()
+	lat, statusErr := stopCalls()
 	if statusErr != nil {
 		return nil, d.failure(statusErr)
 	}
@@ -477,4 +435,37 @@ func runStorm(b *bencher, dir string) ([]sample, error) {
 		{"storm/goroutines-before", float64(rt0.Goroutines)},
 		{"storm/goroutines-after", float64(rt1.Goroutines)},
 	}, nil
+}
+
+// timeStatus asks the daemon for GET /v1/status every interval, and times
+// each answer, until the function it returns is called: that returns the
+// times, in milliseconds, and the error that ended the calls early, if
+// one did.
+func (d *daemon) timeStatus(every time.Duration) (stop func() ([]float64, error)) {
+	quit := make(chan struct{})
+	var took []float64
+	var failed error
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		tick := time.NewTicker(every)
+		defer tick.Stop()
+		for {
+			select {
+			case <-quit:
+				return
+			case <-tick.C:
+			}
+			t0 := time.Now()
+			if _, err := d.status(); err != nil {
+				failed = err
+				return
+			}
+			took = append(took, ms(time.Since(t0)))
+		}
+	})
+	return func() ([]float64, error) {
+		close(quit)
+		wg.Wait()
+		return took, failed
+	}
 }
