@@ -244,6 +244,9 @@ func (inv Inventory) Apply(o Overrides) (Inventory, []Warning, error) {
 		// Other cards than those whose memory was known.
 		out.GPUMem, out.GPUMemSource = nil, ""
 	}
+	if len(out.GPUs) != len(inv.GPUs) {
+		out.GPUMemTotal = nil
+	}
 
 	if len(errs) > 0 {
 		return Inventory{}, nil, errors.Join(errs...)

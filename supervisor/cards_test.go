@@ -47,6 +47,18 @@ func (f *fakeCards) set(card int, procs ...probes.CardProcess) {
 	}
 }
 
+// notBerths starts a process berth did not start, for the test's life:
+// one that holds memory on a card, as the fake driver says.
+func notBerths(t *testing.T) *exec.Cmd {
+	t.Helper()
+	p := exec.Command("sleep", "1000")
+	if err := p.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Process.Kill(); p.Wait() })
+	return p
+}
+
 // workstation is the 4-card workstation of the issue: 24 GiB cards.
 func workstation() *fakeCards {
 	f := &fakeCards{}
@@ -62,11 +74,7 @@ func workstation() *fakeCards {
 // whose process, and status shows it; once the process is gone the job
 // runs on every card. A run of berth's own on a card is not foreign.
 func TestDaemonForeignCardUse(t *testing.T) {
-	server := exec.Command("sleep", "1000")
-	if err := server.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { server.Process.Kill(); server.Wait() })
+	server := notBerths(t)
 	cards := workstation()
 	cards.set(1, probes.CardProcess{PID: server.Process.Pid, MemoryBytes: 21 * accounting.GiB})
 
@@ -154,11 +162,7 @@ func shareBox(cards *fakeCards) func(cfg *Config) {
 // any card's room waits saying what is most free; a run over its share is
 // shown with what it holds, and its peak is in its run's record.
 func TestDaemonCardShares(t *testing.T) {
-	foreign := exec.Command("sleep", "1000")
-	if err := foreign.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { foreign.Process.Kill(); foreign.Wait() })
+	foreign := notBerths(t)
 	cards := workstation()
 	logs := &testkit.Buffer{}
 	sock := filepath.Join(t.TempDir(), "berth.sock")
@@ -291,11 +295,7 @@ func TestShareFractionOfTheCard(t *testing.T) {
 // process berth did not start holds there names that process, under the
 // limit that keeps cards from whole-card jobs too.
 func TestShareWaitNamesForeign(t *testing.T) {
-	desktop := exec.Command("sleep", "1000")
-	if err := desktop.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { desktop.Process.Kill(); desktop.Wait() })
+	desktop := notBerths(t)
 	cards := workstation()
 	cards.uses = cards.uses[:1]
 	cards.set(0, probes.CardProcess{PID: desktop.Process.Pid, MemoryBytes: 600 << 20})

@@ -629,11 +629,7 @@ func (d *Daemon) reconcile() error {
 				killed++
 			}
 		}
-		for _, p := range byRun[run] {
-			if unix.Kill(p.PID, unix.SIGKILL) == nil {
-				killed++
-			}
-		}
+		killed += d.killTagged(byRun[run])
 		delete(byRun, run)
 		d.log.Warn("run lost: the daemon went away while it ran", "job", r.Job, "run", r.ID, "pid", r.PID, "killed_leftovers", killed)
 	}

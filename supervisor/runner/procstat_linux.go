@@ -213,17 +213,6 @@ func environEntry(env, prefix []byte) (string, bool) {
 	return "", false
 }
 
-// EnvOf is the value of key in process pid's environment as it started;
-// false when it has none or the environment cannot be read (another
-// user's, without the rights).
-func EnvOf(pid int, key string) (string, bool) {
-	env, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
-	if err != nil {
-		return "", false
-	}
-	return environEntry(env, []byte(key+"="))
-}
-
 // EnvValues is the value of each of keys in process pid's environment as
 // it started ("" where it has none), read once; false when the environment
 // cannot be read.
