@@ -10,8 +10,11 @@ import (
 // runBlock is how many run ids are reserved on disk at a time. A daemon
 // hands out ids from the block in memory, so that a run can be numbered,
 // and its process started, before its record commits; a crash wastes what
-// is left of the block, never hands an id out twice.
-const runBlock = 64
+// is left of the block, never hands an id out twice, and a clean close
+// gives it back (giveBack). It is large enough for a daemon that starts a
+// few hundred jobs at once not to wait for a block: the commit that
+// reserves the next one competes with their forks for the cores.
+const runBlock = 256
 
 // idBlocks are the ids reserved on disk and not yet handed out: next to
 // limit. The runs bucket's sequence is the highest id reserved (before
@@ -25,6 +28,9 @@ type idBlocks struct {
 	// reserving says a reservation of the next block is queued, so that
 	// another is not queued behind it.
 	reserving bool
+	// givenBack: the store closed, and what was left of the block went
+	// back to the file (giveBack): none is handed out or reserved again.
+	givenBack bool
 }
 
 // reserveOp raises the runs bucket's sequence to at least to. Raising
@@ -64,6 +70,10 @@ func (ids *idBlocks) reserveAtOpen(tx *bbolt.Tx) error {
 func (s *Store) NextRunID() (uint64, error) {
 	for {
 		s.ids.mu.Lock()
+		if s.ids.givenBack {
+			s.ids.mu.Unlock()
+			return 0, fmt.Errorf("reserve run ids: %w", ErrClosed)
+		}
 		if s.ids.next <= s.ids.limit {
 			id := s.ids.next
 			s.ids.next++
@@ -106,9 +116,27 @@ func (s *Store) queueReserve(to uint64) {
 	}
 }
 
+// giveBack lowers the runs bucket's sequence, in the last commit of a
+// clean close, to the last id handed out: the next daemon goes on from
+// there, where a crash leaves the gap of the block it had reserved. Any
+// later NextRunID finds no id left, and the store no longer commits.
+func (s *Store) giveBack(tx *bbolt.Tx) error {
+	s.ids.mu.Lock()
+	defer s.ids.mu.Unlock()
+	used := s.ids.next - 1
+	s.ids.limit, s.ids.givenBack = used, true
+	runs := tx.Bucket(bucketRuns)
+	if runs == nil || runs.Sequence() <= used {
+		return nil
+	}
+	return runs.SetSequence(used)
+}
+
 // reserved notes that ids up to to are reserved on disk.
 func (s *Store) reserved(to uint64) {
 	s.ids.mu.Lock()
 	defer s.ids.mu.Unlock()
-	s.ids.limit = max(s.ids.limit, to)
+	if !s.ids.givenBack {
+		s.ids.limit = max(s.ids.limit, to)
+	}
 }

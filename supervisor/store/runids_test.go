@@ -98,6 +98,31 @@ func TestRunIDsNeverTwice(t *testing.T) {
 	}
 }
 
+// TestRunIDsGivenBackAtClose: a clean close gives back what is left of
+// the block, so that the next daemon's runs follow the last one handed
+// out, and nothing is handed out after the close.
+func TestRunIDsGivenBackAtClose(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state.db")
+	s := openTestAt(t, path, Options{})
+	var last uint64
+	for range 3 {
+		last = begin(t, s, "a", t0).ID
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if seq := sequenceOf(t, path); seq != last {
+		t.Errorf("the sequence after a clean close is %d, want the last id handed out, %d", seq, last)
+	}
+	if id, err := s.NextRunID(); !errors.Is(err, ErrClosed) {
+		t.Errorf("NextRunID after Close = %d, %v; want ErrClosed", id, err)
+	}
+	s = openTestAt(t, path, Options{})
+	if r := begin(t, s, "a", t0); r.ID != last+1 {
+		t.Errorf("the next life's first run is %d, want %d", r.ID, last+1)
+	}
+}
+
 // TestLaterBeginRun: a run recorded without waiting is told recorded once
 // its commit is done, and not before; a record whose commit fails is told
 // so, kept, and written with a later commit.

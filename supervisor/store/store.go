@@ -504,6 +504,9 @@ func (s *Store) Close() error {
 			if err != nil {
 				return err
 			}
+			if err := s.giveBack(tx); err != nil {
+				return err
+			}
 			return b.meta.Put(keyClosed, []byte{1})
 		}})
 		s.mu.Lock()
