@@ -23,7 +23,11 @@ import (
 type EvalRequest struct {
 	Machine Machine       `json:"machine"`
 	Budget  time.Duration `json:"budget"` // per file, CPU time; zero means DefaultBudget
-	Files   []Source      `json:"files"`  // evaluated in this order
+	// CPUSeconds is the kernel's bound on the child's CPU time for the
+	// whole request (RLIMIT_CPU), set by Serve's confine before the first
+	// file; zero leaves the child's limit as it is.
+	CPUSeconds uint64   `json:"cpu_seconds,omitempty"`
+	Files      []Source `json:"files"` // evaluated in this order
 }
 
 // Source is one job file's path, as messages name it, and its bytes, read
@@ -52,17 +56,24 @@ type EvalReply struct {
 var ErrAbandoned = errors.New("an evaluation was stopped at a limit")
 
 // Serve is the evaluating child's work: it reads one request from in,
-// evaluates each file, and writes the replies to out as it goes, so that
-// what was evaluated survives the child being killed for a later file.
-func Serve(in io.Reader, out io.Writer, logger hclog.Logger) error {
-	return serveWith(in, out, logger, nil)
+// hands it to confine (if not nil), which sets the limits the request
+// asks for, evaluates each file, and writes the replies to out as it goes,
+// so that what was evaluated survives the child being killed for a later
+// file.
+func Serve(in io.Reader, out io.Writer, logger hclog.Logger, confine func(EvalRequest) error) error {
+	return serveWith(in, out, logger, confine, nil)
 }
 
 // serveWith is Serve with the tests' hold builtin.
-func serveWith(in io.Reader, out io.Writer, logger hclog.Logger, hold <-chan struct{}) error {
+func serveWith(in io.Reader, out io.Writer, logger hclog.Logger, confine func(EvalRequest) error, hold <-chan struct{}) error {
 	var req EvalRequest
 	if err := json.NewDecoder(in).Decode(&req); err != nil {
 		return fmt.Errorf("read the evaluation request: %w", err)
+	}
+	if confine != nil {
+		if err := confine(req); err != nil {
+			return err
+		}
 	}
 	w := bufio.NewWriter(out)
 	enc := json.NewEncoder(w)

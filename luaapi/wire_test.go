@@ -17,7 +17,7 @@ func serveRequest(t *testing.T, req EvalRequest) []EvalReply {
 		t.Fatal(err)
 	}
 	var out bytes.Buffer
-	if err := Serve(bytes.NewReader(in), &out, hclog.NewNullLogger()); err != nil {
+	if err := Serve(bytes.NewReader(in), &out, hclog.NewNullLogger(), nil); err != nil {
 		t.Fatalf("Serve: %v", err)
 	}
 	var replies []EvalReply
@@ -30,6 +30,33 @@ func serveRequest(t *testing.T, req EvalRequest) []EvalReply {
 		replies = append(replies, r)
 	}
 	return replies
+}
+
+// TestServeConfines: confine is handed the request, its CPU limit
+// included, before any file is evaluated, and its error ends Serve with
+// nothing evaluated.
+func TestServeConfines(t *testing.T) {
+	in, err := json.Marshal(EvalRequest{Machine: testMachine, Budget: time.Second, CPUSeconds: 17,
+		Files: []Source{{Path: "a.lua", Src: []byte(`job "a" { cmd = "true" }`)}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused := errors.New("cannot set the cpu limit")
+	var seen EvalRequest
+	var out bytes.Buffer
+	err = Serve(bytes.NewReader(in), &out, hclog.NewNullLogger(), func(req EvalRequest) error {
+		seen = req
+		return refused
+	})
+	if !errors.Is(err, refused) {
+		t.Errorf("Serve = %v, want confine's error", err)
+	}
+	if seen.CPUSeconds != 17 || len(seen.Files) != 1 {
+		t.Errorf("confine was handed %+v, want the request with cpu_seconds 17", seen)
+	}
+	if out.Len() != 0 {
+		t.Errorf("a refused confine let Serve answer: %q", out.String())
+	}
 }
 
 // TestServeRoundTrip: what crosses from the child is what Eval returned,
@@ -68,7 +95,7 @@ func TestServeEndsAfterAbandoning(t *testing.T) {
 	var out bytes.Buffer
 	in, _ := json.Marshal(EvalRequest{Budget: 10 * time.Millisecond,
 		Files: []Source{{Path: "held.lua", Src: []byte(`hold()`)}, {Path: "next.lua", Src: []byte(`job "n" { cmd = "x" }`)}}})
-	err := serveWith(bytes.NewReader(in), &out, hclog.NewNullLogger(), hold)
+	err := serveWith(bytes.NewReader(in), &out, hclog.NewNullLogger(), nil, hold)
 	if !errors.Is(err, ErrAbandoned) {
 		t.Fatalf("Serve = %v, want ErrAbandoned", err)
 	}
@@ -84,7 +111,7 @@ func TestServeEndsAfterALimit(t *testing.T) {
 	var out bytes.Buffer
 	in, _ := json.Marshal(EvalRequest{Budget: 10 * time.Millisecond,
 		Files: []Source{{Path: "loop.lua", Src: []byte(`while true do end`)}, {Path: "next.lua", Src: []byte(`job "n" { cmd = "x" }`)}}})
-	err := Serve(bytes.NewReader(in), &out, hclog.NewNullLogger())
+	err := Serve(bytes.NewReader(in), &out, hclog.NewNullLogger(), nil)
 	if !errors.Is(err, ErrAbandoned) {
 		t.Fatalf("Serve = %v, want ErrAbandoned", err)
 	}

@@ -2,7 +2,6 @@ package supervisor
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -51,6 +50,17 @@ type Evaluator struct {
 	Deadline time.Duration
 	// Log receives the child's log: print from job files, warnings.
 	Log hclog.Logger
+
+	spareMu sync.Mutex
+	spare   *evalChild // Prestart's, for the next Evaluate's first batch
+}
+
+// evalChild is a started child and its pipes, waiting for its request.
+type evalChild struct {
+	cmd            *exec.Cmd
+	stdin          io.WriteCloser
+	stdout, stderr io.ReadCloser
+	uid, gid       int
 }
 
 // Defaults for an Evaluator's limits.
@@ -94,6 +104,10 @@ func (e *Evaluator) Evaluate(ctx context.Context, m luaapi.Machine, srcs []luaap
 	calledOff := ctx
 	ctx, cancel := context.WithTimeout(ctx, deadline)
 	defer cancel()
+	// Prestart's child serves the first batch if it is theirs; it serves
+	// no later one.
+	spare := e.takeSpare()
+	defer func() { spare.discard() }()
 	out := make([]*luaapi.File, 0, len(srcs))
 	for rest := srcs; len(rest) > 0; {
 		if calledOff.Err() != nil {
@@ -122,7 +136,14 @@ func (e *Evaluator) Evaluate(ctx context.Context, m luaapi.Machine, srcs []luaap
 			rest = rest[len(b):]
 			continue
 		}
-		done, broken := e.child(ctx, m, budget, uid, gid, b)
+		var started *evalChild
+		if spare != nil && spare.uid == uid && spare.gid == gid {
+			started = spare
+		} else {
+			spare.discard()
+		}
+		spare = nil
+		done, broken := e.child(ctx, m, budget, started, uid, gid, b)
 		out = append(out, done...)
 		rest = rest[len(done):]
 		if broken != "" {
@@ -160,45 +181,106 @@ func batch(srcs []luaapi.Source) []luaapi.Source {
 	return srcs[:n]
 }
 
-// child runs one child over srcs and returns the files it dealt with, in
-// order: every file it answered, then, if it died during one, that file
-// refused with the cause. It returns at least one file unless ctx ended, or
-// broken: why no child can evaluate anything (it cannot start, or dies
-// before its first file).
-func (e *Evaluator) child(ctx context.Context, m luaapi.Machine, budget time.Duration, uid, gid int, srcs []luaapi.Source) (done []*luaapi.File, broken string) {
-	req, err := json.Marshal(luaapi.EvalRequest{Machine: m, Budget: budget, Files: srcs})
+// Prestart starts the child that is to evaluate the administrators' files
+// (owner "") in the next Evaluate, so that its start, which is mostly the
+// Go runtime's start in a large binary, overlaps the caller's own: the
+// daemon's probes and state. The child takes its limits and its user at
+// once, then waits for its request; an Evaluate whose first batch is
+// someone else's, and Discard, end it.
+func (e *Evaluator) Prestart() {
+	c, err := e.start(e.UID, e.GID)
 	if err != nil {
-		return nil, err.Error()
+		return // Evaluate starts its own, and says why it cannot
 	}
-	// The kernel's CPU limit is for the whole batch, with room to spare:
-	// each file is held to its own budget by the child, and to a wall
-	// bound by the timer below.
-	cpuSeconds := int64((time.Duration(len(srcs))*budget*3/2)/time.Second) + 2
+	e.spareMu.Lock()
+	old := e.spare
+	e.spare = c
+	e.spareMu.Unlock()
+	old.discard()
+}
+
+// Discard ends Prestart's child if no Evaluate has taken it.
+func (e *Evaluator) Discard() { e.takeSpare().discard() }
+
+func (e *Evaluator) takeSpare() *evalChild {
+	e.spareMu.Lock()
+	defer e.spareMu.Unlock()
+	c := e.spare
+	e.spare = nil
+	return c
+}
+
+// start starts a child that becomes uid and gid under the Evaluator's
+// limits; its request follows on its stdin.
+func (e *Evaluator) start(uid, gid int) (*evalChild, error) {
 	argv := append(append([]string(nil), e.Command...),
 		"--memory", strconv.FormatInt(e.memory(), 10),
-		"--cpu-seconds", strconv.FormatInt(cpuSeconds, 10),
 		"--uid", strconv.Itoa(uid), "--gid", strconv.Itoa(gid),
 		"--parent", strconv.Itoa(os.Getpid()))
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = e.Env
 	cmd.Dir = "/"
-	cmd.Stdin = bytes.NewReader(req)
 	// Its own group, so that a kill reaches anything it became; and it
 	// dies with the daemon.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, err.Error()
+	c := &evalChild{cmd: cmd, uid: uid, gid: gid}
+	var err error
+	if c.stdin, err = cmd.StdinPipe(); err != nil {
+		return nil, err
 	}
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		return nil, err.Error()
+	if c.stdout, err = cmd.StdoutPipe(); err != nil {
+		return nil, err
+	}
+	if c.stderr, err = cmd.StderrPipe(); err != nil {
+		return nil, err
 	}
 	if err := cmd.Start(); err != nil {
-		return nil, "cannot start it: " + err.Error()
+		return nil, fmt.Errorf("cannot start it: %w", err)
 	}
+	return c, nil
+}
+
+// discard kills a child that was never handed a request, and waits for it.
+func (c *evalChild) discard() {
+	if c == nil {
+		return
+	}
+	_ = syscall.Kill(-c.cmd.Process.Pid, syscall.SIGKILL)
+	_ = c.cmd.Wait()
+}
+
+// child runs one child over srcs, started (Prestart's, for uid and gid)
+// or a new one, and returns the files it dealt with, in order: every file
+// it answered, then, if it died during one, that file refused with the
+// cause. It returns at least one file unless ctx ended, or broken: why no
+// child can evaluate anything (it cannot start, or dies before its first
+// file).
+func (e *Evaluator) child(ctx context.Context, m luaapi.Machine, budget time.Duration, started *evalChild, uid, gid int, srcs []luaapi.Source) (done []*luaapi.File, broken string) {
+	// The kernel's CPU limit is for the whole batch, with room to spare:
+	// each file is held to its own budget by the child, and to a wall
+	// bound by the timer below. The child sets it once it has read the
+	// request, before it evaluates a byte.
+	cpuSeconds := int64((time.Duration(len(srcs))*budget*3/2)/time.Second) + 2
+	req, err := json.Marshal(luaapi.EvalRequest{Machine: m, Budget: budget, CPUSeconds: uint64(cpuSeconds), Files: srcs})
+	if err != nil {
+		started.discard()
+		return nil, err.Error()
+	}
+	c := started
+	if c == nil {
+		if c, err = e.start(uid, gid); err != nil {
+			return nil, err.Error()
+		}
+	}
+	cmd, stdout, stderr := c.cmd, c.stdout, c.stderr
 
 	var relay sync.WaitGroup
+	relay.Go(func() {
+		// Ends with an error once the child is gone, if it did not read
+		// it all: Wait closes the pipe.
+		_, _ = c.stdin.Write(req)
+		_ = c.stdin.Close()
+	})
 	tail := &stderrTail{}
 	relay.Go(func() { e.relayLog(stderr, tail) })
 	replies := make(chan luaapi.EvalReply)

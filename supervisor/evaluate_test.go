@@ -113,6 +113,72 @@ func TestEvaluatorOwnersApart(t *testing.T) {
 	}
 }
 
+// TestEvaluatorPrestart: the child Prestart started serves the next
+// Evaluate's first batch, the administrators', and no later one; one
+// started as another user than the batch's is killed, not handed it; and
+// Discard kills one no Evaluate took.
+func TestEvaluatorPrestart(t *testing.T) {
+	newEvaluator := func() *Evaluator {
+		return &Evaluator{Command: []string{os.Args[0]}, Env: append(os.Environ(), "BERTH_TEST_EVAL=1"), UID: -1, GID: -1,
+			Budget: time.Second}
+	}
+	good := func(name string) luaapi.Source {
+		return luaapi.Source{Path: "/etc/berth/jobs.d/" + name + ".lua", Src: []byte(`job "` + name + `" { cmd = "true" }`)}
+	}
+	evaluated := func(files []*luaapi.File, n int) {
+		t.Helper()
+		if len(files) != n {
+			t.Fatalf("%d files back for %d", len(files), n)
+		}
+		for _, f := range files {
+			if len(f.Errors) > 0 || len(f.Jobs) != 1 {
+				t.Errorf("%s: %v, want evaluated", f.Path, f.Errors)
+			}
+		}
+	}
+	// How the child ended: 0 once it served its request, killed when it
+	// was never handed one.
+	ended := func(c *evalChild) string {
+		if c.cmd.ProcessState == nil {
+			return "still running"
+		}
+		return c.cmd.ProcessState.String()
+	}
+
+	e := newEvaluator()
+	e.Prestart()
+	spare := e.spare
+	if spare == nil {
+		t.Fatal("Prestart started no child")
+	}
+	evaluated(e.Evaluate(context.Background(), luaapi.Machine{CPUs: 2}, []luaapi.Source{good("a"), good("b")}), 2)
+	if got := ended(spare); got != "exit status 0" {
+		t.Errorf("Prestart's child: %s, want exit status 0, having served the batch", got)
+	}
+	if e.spare != nil {
+		t.Error("the child is still kept for another Evaluate")
+	}
+	evaluated(e.Evaluate(context.Background(), luaapi.Machine{CPUs: 2}, []luaapi.Source{good("c")}), 1)
+
+	e = newEvaluator()
+	e.Prestart()
+	spare = e.spare
+	spare.uid = 4242 // as if started as someone the batch is not
+	evaluated(e.Evaluate(context.Background(), luaapi.Machine{CPUs: 2}, []luaapi.Source{good("d")}), 1)
+	if got := ended(spare); got != "signal: killed" {
+		t.Errorf("a child of another user: %s, want killed, not handed the batch", got)
+	}
+
+	e = newEvaluator()
+	e.Prestart()
+	spare = e.spare
+	e.Discard()
+	if got := ended(spare); got != "signal: killed" {
+		t.Errorf("after Discard: %s, want killed", got)
+	}
+	e.Discard() // and again, with none left
+}
+
 // TestEvaluatorCalledOff: an evaluation called off returns at once the
 // files done so far, and kills the child.
 func TestEvaluatorCalledOff(t *testing.T) {

@@ -23,7 +23,7 @@ import (
 func TestMain(m *testing.M) {
 	switch os.Getenv("BERTH_TEST_EVAL") {
 	case "1":
-		if err := luaapi.Serve(os.Stdin, os.Stdout, hclog.New(&hclog.LoggerOptions{JSONFormat: true, Output: os.Stderr})); err != nil {
+		if err := luaapi.Serve(os.Stdin, os.Stdout, hclog.New(&hclog.LoggerOptions{JSONFormat: true, Output: os.Stderr}), nil); err != nil {
 			os.Exit(EvalExitAbandoned)
 		}
 		os.Exit(0)

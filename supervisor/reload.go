@@ -128,6 +128,10 @@ func (d *Daemon) reload(first, asked bool, waiters ...chan<- ReloadResult) {
 		srcs = append(srcs, src)
 	}
 	if len(srcs) == 0 {
+		if first {
+			// The child started for the first files has none to read.
+			d.cfg.Evaluator.Discard()
+		}
 		d.finishReload(r, nil)
 		return
 	}

@@ -67,6 +67,11 @@ func runDaemon(c *cli, args []string) int {
 		}
 		defer stop()
 	}
+	// The first job files' child starts now: its start overlaps the
+	// probes and the state's.
+	evaluator := newEvaluator(log.Named("lua"), budget.d)
+	evaluator.Prestart()
+	defer evaluator.Discard()
 
 	foreignLimit, err := accounting.ParseSize(*foreign)
 	if err == nil && foreignLimit <= 0 {
@@ -108,7 +113,7 @@ func runDaemon(c *cli, args []string) int {
 		Machine:   inv,
 		Logger:    log,
 		Environ:   jobsEnviron(os.Environ()),
-		Evaluator: newEvaluator(log.Named("lua"), budget.d),
+		Evaluator: evaluator,
 		UserJobs:  *userJobs, Group: *group, AdminGroup: *adminGroup,
 		Version:         version,
 		MetricsListener: metricsL,

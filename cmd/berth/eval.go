@@ -83,7 +83,7 @@ func runEval(c *cli, args []string) int {
 	fs := flag.NewFlagSet(evalCommand, flag.ContinueOnError)
 	fs.SetOutput(c.stderr)
 	memory := fs.Int64("memory", supervisor.DefaultEvalMemory, "bytes of data the process may have (RLIMIT_DATA)")
-	cpu := fs.Uint64("cpu-seconds", 60, "CPU seconds the process may use (RLIMIT_CPU)")
+	cpu := fs.Uint64("cpu-seconds", 0, "CPU seconds the process may use (RLIMIT_CPU); 0: what the request says (cpu_seconds), or 60")
 	uid := fs.Int("uid", -1, "user to become before reading a file, when root; -1 stays")
 	gid := fs.Int("gid", -1, "group to become before reading a file, when root; -1 stays")
 	parent := fs.Int("parent", 0, "the pid of the process that started it: it ends if that one is gone")
@@ -95,7 +95,19 @@ func runEval(c *cli, args []string) int {
 		return exitFailed
 	}
 	logger := hclog.New(&hclog.LoggerOptions{JSONFormat: true, Output: c.stderr, Level: hclog.Info})
-	err := luaapi.Serve(os.Stdin, c.stdout, logger)
+	err := luaapi.Serve(os.Stdin, c.stdout, logger, func(req luaapi.EvalRequest) error {
+		// A child may be started before the daemon knows what it will
+		// evaluate (Evaluator.Prestart): the request brings the CPU
+		// limit for its files, set before the first of them.
+		n := req.CPUSeconds
+		if n == 0 && *cpu == 0 {
+			n = defaultEvalCPUSeconds
+		}
+		if n == 0 {
+			return nil
+		}
+		return limitCPU(n)
+	})
 	switch {
 	case errors.Is(err, luaapi.ErrAbandoned):
 		return supervisor.EvalExitAbandoned
@@ -106,7 +118,23 @@ func runEval(c *cli, args []string) int {
 	return exitOK
 }
 
-// confine applies the evaluating child's limits to this process.
+// defaultEvalCPUSeconds bounds a child's CPU time where neither its
+// command line nor its request says.
+const defaultEvalCPUSeconds = 60
+
+// limitCPU bounds this process's CPU time. At the soft limit the kernel
+// sends SIGXCPU, which the Go runtime ignores; SIGKILL follows at the hard
+// limit, a second later. Lowering needs no privilege, so a child that
+// became another user may still set it.
+func limitCPU(seconds uint64) error {
+	if err := unix.Setrlimit(unix.RLIMIT_CPU, &unix.Rlimit{Cur: seconds, Max: seconds + 1}); err != nil {
+		return fmt.Errorf("set the cpu limit: %w", err)
+	}
+	return nil
+}
+
+// confine applies the evaluating child's limits to this process; the CPU
+// limit only where cpu is not 0 (else limitCPU follows the request).
 func confine(memory int64, cpu uint64, uid, gid, parent int) error {
 	limits := []struct {
 		name     string
@@ -116,16 +144,17 @@ func confine(memory int64, cpu uint64, uid, gid, parent int) error {
 		// Data, not address space: the Go runtime reserves address space
 		// it never touches, and RLIMIT_DATA counts what it maps writable.
 		{"data", unix.RLIMIT_DATA, uint64(memory), uint64(memory)},
-		// At the soft limit the kernel sends SIGXCPU, which the Go
-		// runtime ignores; SIGKILL follows at the hard limit, a second
-		// later.
-		{"cpu", unix.RLIMIT_CPU, cpu, cpu + 1},
 		{"file size", unix.RLIMIT_FSIZE, 0, 0},
 		{"core", unix.RLIMIT_CORE, 0, 0},
 	}
 	for _, l := range limits {
 		if err := unix.Setrlimit(l.resource, &unix.Rlimit{Cur: l.cur, Max: l.max}); err != nil {
 			return fmt.Errorf("set the %s limit: %w", l.name, err)
+		}
+	}
+	if cpu > 0 {
+		if err := limitCPU(cpu); err != nil {
+			return err
 		}
 	}
 	// Under memory pressure the kernel takes this process first: it

@@ -110,15 +110,17 @@ func TestEvaluatorHostileFiles(t *testing.T) {
 }
 
 // TestEvalConfines: the child takes its limits and its user before it reads
-// a file, as the kernel shows them.
+// a file, as the kernel shows them; the CPU limit comes with the request
+// (a child may be started before the daemon knows its files), and is set
+// after the user changed, before the first file.
 func TestEvalConfines(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to become another user")
 	}
-	req, _ := json.Marshal(luaapi.EvalRequest{Budget: 30 * time.Second,
+	req, _ := json.Marshal(luaapi.EvalRequest{Budget: 30 * time.Second, CPUSeconds: 40,
 		Files: []luaapi.Source{{Path: "spin.lua", Src: []byte(`while true do end`)}}})
 	argv, env := evalBinary(t)
-	cmd := exec.Command(argv[0], append(argv[1:], "--memory", strconv.Itoa(300<<20), "--cpu-seconds", "40", "--uid", "65534", "--gid", "65534")...)
+	cmd := exec.Command(argv[0], append(argv[1:], "--memory", strconv.Itoa(300<<20), "--uid", "65534", "--gid", "65534")...)
 	cmd.Env = env
 	cmd.Stdin = bytes.NewReader(req)
 	if err := cmd.Start(); err != nil {
@@ -145,8 +147,11 @@ func TestEvalConfines(t *testing.T) {
 	if b, _ := os.ReadFile(proc + "/oom_score_adj"); strings.TrimSpace(string(b)) != "1000" {
 		t.Errorf("oom_score_adj %q, want 1000: the evaluating child goes first", b)
 	}
-	b, _ := os.ReadFile(proc + "/limits")
-	limits = string(b)
+	testkit.WaitFor(t, 10*time.Second, "the child to take the request's CPU limit", func() bool {
+		b, _ := os.ReadFile(proc + "/limits")
+		limits = string(b)
+		return strings.Contains(limits, "Max cpu time              40 ")
+	})
 	for _, want := range []string{"Max cpu time              40                   41", "Max data size             314572800            314572800", "Max file size             0"} {
 		if !strings.Contains(limits, want) {
 			t.Errorf("%s lacks %q:\n%s", proc+"/limits", want, limits)
