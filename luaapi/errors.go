@@ -352,7 +352,7 @@ func errFormTwice(s subject) *Error {
 
 func errBadJobName(s subject) *Error {
 	d := `bad name: a job name is 1 to 64 characters of a-z, 0-9, "_", "." and "-", starting with a letter or a digit (^[a-z0-9][a-z0-9_.-]{0,63}$)`
-	if l := strings.ToLower(s.name); l != s.name && jobNameRE.MatchString(l) {
+	if l := strings.ToLower(s.name); l != s.name && jobNameShape.MatchString(l) {
 		d += fmt.Sprintf(" (did you mean %s?)", quote(l))
 	}
 	return s.err(BadName, "", d)
@@ -360,7 +360,7 @@ func errBadJobName(s subject) *Error {
 
 func errBadFlavorName(s subject) *Error {
 	d := `bad name: a flavor name is 1 to 64 characters of a-z, 0-9, "_" and "-", starting with a letter (^[a-z][a-z0-9_-]{0,63}$)`
-	if l := strings.ToLower(s.name); l != s.name && flavorNameRE.MatchString(l) {
+	if l := strings.ToLower(s.name); l != s.name && flavorNameShape.MatchString(l) {
 		d += fmt.Sprintf(" (did you mean %s?)", quote(l))
 	}
 	return s.err(BadName, "", d)

@@ -522,13 +522,13 @@ func (ev *evaluator) declare(kind string) lua.LGFunction {
 func (ev *evaluator) checkName(d *decl) {
 	s := d.subject()
 	switch {
-	case d.kind == "flavor" && !flavorNameRE.MatchString(d.name):
+	case d.kind == "flavor" && !flavorNameShape.MatchString(d.name):
 		ev.add(errBadFlavorName(s))
 		return
-	case d.kind == "quota" && d.name != "*" && !userNameRE.MatchString(d.name):
+	case d.kind == "quota" && d.name != "*" && !userNameShape.MatchString(d.name):
 		ev.add(errBadQuotaName(s))
 		return
-	case d.kind == "job" && !jobNameRE.MatchString(d.name):
+	case d.kind == "job" && !jobNameShape.MatchString(d.name):
 		ev.add(errBadJobName(s))
 		return
 	}
