@@ -327,7 +327,12 @@ func (j *job) receive(m jobMessage) {
 	}
 	if m.def != nil {
 		old := j.def
-		j.def, j.defFP, j.invalid = m.def, m.def.ProcessFingerprint(), m.invalid
+		if m.def != old {
+			// A definition is not changed once evaluated: the same one
+			// (a new job's first message) has the same fingerprint.
+			j.defFP = m.def.ProcessFingerprint()
+		}
+		j.def, j.invalid = m.def, m.invalid
 		if j.life.state == store.StateRunning && m.def.Timeout != old.Timeout &&
 			m.def.Timeout > 0 && (old.Timeout == 0 || m.def.Timeout < old.Timeout) {
 			// Only a shorter limit applies to the run in progress: its grant
