@@ -276,8 +276,8 @@ func (e *Evaluator) child(ctx context.Context, m luaapi.Machine, budget time.Dur
 
 	var relay sync.WaitGroup
 	relay.Go(func() {
-		// Ends with an error once the child is gone, if it did not read
-		// it all: Wait closes the pipe.
+		// A child that does not read it all ends this write when it dies
+		// (EPIPE): it is killed below before the relay is waited for.
 		_, _ = c.stdin.Write(req)
 		_ = c.stdin.Close()
 	})

@@ -10,6 +10,7 @@ import (
 	"os/user"
 	"path/filepath"
 	"runtime/pprof"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -23,6 +24,7 @@ import (
 	"github.com/berthd/berth/accounting"
 	"github.com/berthd/berth/supervisor"
 	"github.com/berthd/berth/supervisor/units"
+	"github.com/berthd/berth/supervisor/watch"
 )
 
 // journalStdout is where journald takes stream connections.
@@ -67,11 +69,13 @@ func runDaemon(c *cli, args []string) int {
 		}
 		defer stop()
 	}
-	// The first job files' child starts now: its start overlaps the
-	// probes and the state's.
+	// Where there are job files, the child that evaluates the first of
+	// them starts now: its start overlaps the probes and the state's.
 	evaluator := newEvaluator(log.Named("lua"), budget.d)
-	evaluator.Prestart()
-	defer evaluator.Discard()
+	if hasJobFiles(*jobs) {
+		evaluator.Prestart()
+		defer evaluator.Discard()
+	}
 
 	foreignLimit, err := accounting.ParseSize(*foreign)
 	if err == nil && foreignLimit <= 0 {
@@ -218,6 +222,16 @@ func runDaemon(c *cli, args []string) int {
 		return exitFailed
 	}
 	return exitOK
+}
+
+// hasJobFiles says whether dir holds a job file. A daemon without one
+// would only pay for a child started for it.
+func hasJobFiles(dir string) bool {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return false
+	}
+	return slices.ContainsFunc(entries, func(e os.DirEntry) bool { return watch.IsJobFile(e.Name()) })
 }
 
 // startCPUProfile profiles the daemon into path; stop ends the profile and

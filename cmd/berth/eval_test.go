@@ -186,3 +186,26 @@ func TestEvaluatorMemoryLimit(t *testing.T) {
 		t.Errorf("the file after it: %+v", good)
 	}
 }
+
+// TestHasJobFiles: the daemon starts a child for the first job files only
+// where there are some, by the rule the watcher reads them by.
+func TestHasJobFiles(t *testing.T) {
+	dir := t.TempDir()
+	if hasJobFiles(filepath.Join(dir, "missing")) {
+		t.Error("a missing directory has job files")
+	}
+	for _, name := range []string{"README", ".f.lua.tmp", "f.lua~", "notes.txt"} {
+		if err := os.WriteFile(filepath.Join(dir, name), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if hasJobFiles(dir) {
+		t.Error("a directory of leftovers and notes has job files")
+	}
+	if err := os.WriteFile(filepath.Join(dir, "train.lua"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if !hasJobFiles(dir) {
+		t.Error("a directory with train.lua has no job files")
+	}
+}
