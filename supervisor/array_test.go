@@ -415,21 +415,31 @@ func TestArrayForgottenKeepsItsPlace(t *testing.T) {
 	if m.state[1] != store.StateRunning {
 		t.Fatalf("index 1 is %v", m.state[1])
 	}
-	gone := m.a.members[1]
-	m.a.forget(1)
-	m.read(2)
-	if m.inQueue[2] {
-		t.Fatal("index 2 was let in while the forgotten index 1 still runs")
+	m.forgetKeepsPlace(1, 2, "runs", store.StateStopping)
+}
+
+// forgetKeepsPlace has the range forget index gone and checks that index
+// next is not let in beside it while it is as it was (as) and then passes
+// through states, and is once it has stopped.
+func (m *gateModel) forgetKeepsPlace(gone, next int, as string, states ...store.State) {
+	m.t.Helper()
+	j := m.a.members[gone]
+	m.a.forget(gone)
+	m.read(next)
+	if m.inQueue[next] {
+		m.t.Fatalf("index %d was let in while the forgotten index %d %s", next, gone, as)
 	}
-	m.a.sync(gone, store.StateStopping, time.Time{}, lastEnd{}, false, false)
-	m.read(2)
-	if m.inQueue[2] {
-		t.Fatal("index 2 was let in while the forgotten index 1 stops")
+	for _, st := range states {
+		m.a.sync(j, st, time.Time{}, lastEnd{}, false, false)
+		m.read(next)
+		if m.inQueue[next] {
+			m.t.Fatalf("index %d was let in while the forgotten index %d is %v", next, gone, st)
+		}
 	}
-	m.a.sync(gone, store.StateStopped, time.Time{}, lastEnd{}, false, false)
-	m.read(2)
-	if !m.inQueue[2] {
-		t.Fatal("index 2 is not let in once the forgotten index 1 has stopped")
+	m.a.sync(j, store.StateStopped, time.Time{}, lastEnd{}, false, false)
+	m.read(next)
+	if !m.inQueue[next] {
+		m.t.Fatalf("index %d is not let in once the forgotten index %d has stopped", next, gone)
 	}
 }
 
@@ -441,15 +451,5 @@ func TestArrayForgottenPlacedKeepsItsPlace(t *testing.T) {
 		t.Fatal("index 1 is not in the queue")
 	}
 	m.a.placed(1) // granted; its goroutine has yet to say starting
-	gone := m.a.members[1]
-	m.a.forget(1)
-	m.read(2)
-	if m.inQueue[2] {
-		t.Fatal("index 2 was let in while the forgotten index 1, placed, starts")
-	}
-	m.a.sync(gone, store.StateStopped, time.Time{}, lastEnd{}, false, false)
-	m.read(2)
-	if !m.inQueue[2] {
-		t.Fatal("index 2 is not let in once the forgotten index 1 has stopped")
-	}
+	m.forgetKeepsPlace(1, 2, "is placed and starts")
 }
