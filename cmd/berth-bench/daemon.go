@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -316,6 +317,55 @@ func (d *daemon) pollCounts(interval, timeout time.Duration, done func(map[strin
 		select {
 		case <-d.exited:
 			return at, d.failure(fmt.Errorf("the daemon exited (%v)", d.cmd.ProcessState))
+		case <-time.After(interval):
+		}
+	}
+}
+
+// waitLog returns once the daemon's log holds n lines containing marker,
+// looking every interval at what was appended since the last look. It
+// costs the daemon nothing, where each GET /metrics costs it a
+// collection; bad, when set, is asked every second (a GET /metrics) so that
+// a failing benchmark stops early.
+func (d *daemon) waitLog(marker string, n int, interval, timeout time.Duration, bad func() error) error {
+	f, err := os.Open(d.logPath)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	deadline := time.Now().Add(timeout)
+	lastCheck := time.Now()
+	var partial []byte // a line not yet ended
+	seen := 0
+	buf := make([]byte, 64<<10)
+	for {
+		for {
+			k, err := f.Read(buf)
+			partial = append(partial, buf[:k]...)
+			if i := bytes.LastIndexByte(partial, '\n'); i >= 0 {
+				seen += bytes.Count(partial[:i], []byte(marker))
+				partial = append(partial[:0], partial[i+1:]...)
+			}
+			if err != nil || k < len(buf) {
+				break // io.EOF: all there is for now
+			}
+		}
+		if seen >= n {
+			return nil
+		}
+		now := time.Now()
+		if now.After(deadline) {
+			return d.failure(fmt.Errorf("%d of %d %q lines in the log within %v", seen, n, marker, timeout))
+		}
+		if bad != nil && now.Sub(lastCheck) >= time.Second {
+			lastCheck = now
+			if err := bad(); err != nil {
+				return d.failure(err)
+			}
+		}
+		select {
+		case <-d.exited:
+			return d.failure(fmt.Errorf("the daemon exited (%v)", d.cmd.ProcessState))
 		case <-time.After(interval):
 		}
 	}
