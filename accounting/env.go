@@ -1,6 +1,7 @@
 package accounting
 
 import (
+	"maps"
 	"math"
 	"strconv"
 	"strings"
@@ -89,10 +90,20 @@ type EnvInput struct {
 // on the library's version, and writing them would silently replace what the
 // author put there. They travel in the job's env, where they are visible.
 func Env(in EnvInput) map[string]string {
-	env := make(map[string]string, len(in.Daemon)+len(in.Login)+len(ThreadVars)+8+len(in.Declared))
-	for k, v := range in.Daemon {
-		env[k] = v
-	}
+	over := EnvOver(in)
+	env := make(map[string]string, len(in.Daemon)+len(over))
+	maps.Copy(env, in.Daemon)
+	maps.Copy(env, over)
+	return env
+}
+
+// EnvOver is what Env lays over the daemon's environment: Env less the
+// daemon's entries that nothing replaces. The daemon's environment is the
+// same for every run, and most of a run's: a caller that keeps it, made
+// once, merges it with EnvOver's few entries rather than copying it into a
+// map for every run.
+func EnvOver(in EnvInput) map[string]string {
+	env := make(map[string]string, len(in.Login)+len(ThreadVars)+8+len(in.Declared))
 	for k, v := range in.Login {
 		env[k] = v
 	}
@@ -105,7 +116,7 @@ func Env(in EnvInput) map[string]string {
 		// An unaccounted job's share is only advice: a thread count the
 		// operator set on the daemon is an answer, and the share a default.
 		if _, set := in.Daemon[name]; in.Unaccounted && set {
-			continue
+			continue // the daemon's entry stands
 		}
 		env[name] = strconv.Itoa(cpus)
 	}
