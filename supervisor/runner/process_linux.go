@@ -294,7 +294,10 @@ func (p *Process) StartTicks() (uint64, error) {
 		return p.ticks, nil
 	}
 	if p.reaped {
-		return 0, fmt.Errorf("start ticks of pid %d: %w", p.pid, errReaped)
+		// The usual case for a short run, asked once it is shown: an
+		// error made for every one of them was a percent of the daemon's
+		// CPU in a stream of short runs.
+		return 0, errReaped
 	}
 	st, err := readStat(p.pid)
 	if err != nil {
