@@ -311,13 +311,21 @@ func runFootprint(b *bencher, dir string) ([]sample, error) {
 	if err != nil {
 		return nil, err
 	}
+	anon, err := statusKiB(pid, "RssAnon")
+	if err != nil {
+		return nil, err
+	}
 	cpu := float64(st1.utime+st1.stime-st0.utime-st0.stime) / tick / elapsed * 100
-	return []sample{
+	samples := []sample{
 		{"footprint/rss", float64(kib) / 1024},
 		{"footprint/rss-peak", float64(peak) / 1024},
-		{"footprint/cpu", cpu},
-		{"footprint/threads", float64(st1.threads)},
-	}, nil
+		{"footprint/anon", float64(anon) / 1024},
+	}
+	// Where the anonymous part goes, asked once the window is over.
+	if m, err := d.metrics("go_memstats_heap_inuse_bytes", "go_memstats_stack_inuse_bytes"); err == nil {
+		samples = append(samples, sample{"footprint/heap", m[0] / (1 << 20)}, sample{"footprint/stacks", m[1] / (1 << 20)})
+	}
+	return append(samples, sample{"footprint/cpu", cpu}, sample{"footprint/threads", float64(st1.threads)}), nil
 }
 
 // runStartup: exec of `berth daemon` to READY=1, with no job files and with

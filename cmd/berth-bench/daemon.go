@@ -254,23 +254,54 @@ func (d *daemon) poll(interval, timeout time.Duration, done func(status) bool, b
 	}
 }
 
-// counts are the jobs by state of GET /metrics (berth_jobs): what the
-// status counts, for the price of a count.
-func (d *daemon) counts() (map[string]int, error) {
+// getMetrics is the body of GET /metrics.
+func (d *daemon) getMetrics() (string, error) {
 	resp, err := d.client.Get("http://berth/metrics")
 	if err != nil {
-		return nil, err
+		return "", err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("GET /metrics: %s", resp.Status)
+		return "", fmt.Errorf("GET /metrics: %s", resp.Status)
 	}
 	body, err := io.ReadAll(resp.Body)
+	return string(body), err
+}
+
+// metrics are the values of the unlabelled metrics names in GET /metrics.
+func (d *daemon) metrics(names ...string) ([]float64, error) {
+	body, err := d.getMetrics()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]float64, len(names))
+	for i, name := range names {
+		found := false
+		for line := range strings.SplitSeq(body, "\n") {
+			if v, ok := strings.CutPrefix(line, name+" "); ok {
+				if out[i], err = strconv.ParseFloat(v, 64); err != nil {
+					return nil, fmt.Errorf("GET /metrics: %q: %w", line, err)
+				}
+				found = true
+				break
+			}
+		}
+		if !found {
+			return nil, fmt.Errorf("GET /metrics: no %s", name)
+		}
+	}
+	return out, nil
+}
+
+// counts are the jobs by state of GET /metrics (berth_jobs): what the
+// status counts, for the price of a count.
+func (d *daemon) counts() (map[string]int, error) {
+	body, err := d.getMetrics()
 	if err != nil {
 		return nil, err
 	}
 	c := map[string]int{}
-	for line := range strings.SplitSeq(string(body), "\n") {
+	for line := range strings.SplitSeq(body, "\n") {
 		rest, ok := strings.CutPrefix(line, `berth_jobs{state="`)
 		if !ok {
 			continue
