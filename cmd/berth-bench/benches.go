@@ -63,7 +63,7 @@ func runThroughput(b *bencher, dir string) ([]sample, error) {
 		return nil, err
 	}
 	// The end is the jobs' counts of GET /metrics showing all done. Each
-	// GET /metrics costs the daemon a collection (about 0.5 ms of CPU, the
+	// GET /metrics costs the daemon a collection (nearly 1 ms of CPU, the
 	// process's figures read from /proc), and asked every 20 ms through
 	// the runs they were 8 % of its CPU: the counts are asked only once
 	// the daemon's log has its 1 000th exited line, which comes a commit
