@@ -64,6 +64,10 @@ type Process struct {
 	// ticks is StartTicks's answer once read (ticksRead).
 	ticks     uint64
 	ticksRead bool
+	// onExit are OnExit's calls still to make; told is set, under mu,
+	// once done is closed, from when OnExit calls at once.
+	onExit []func()
+	told   bool
 }
 
 // Exit is how a process ended.
@@ -249,6 +253,27 @@ func (p *Process) exited(err error) {
 
 	p.exit = exit
 	close(p.done)
+	p.mu.Lock()
+	calls := p.onExit
+	p.onExit, p.told = nil, true
+	p.mu.Unlock()
+	for _, f := range calls {
+		f()
+	}
+}
+
+// OnExit has f called once the process has been reaped and Done is
+// closed: on the goroutine that reaped it, or at once on the caller's if
+// that was before. f must not block: the reaper waits for every child.
+func (p *Process) OnExit(f func()) {
+	p.mu.Lock()
+	if !p.told {
+		p.onExit = append(p.onExit, f)
+		p.mu.Unlock()
+		return
+	}
+	p.mu.Unlock()
+	f()
 }
 
 func ignoringEINTRPid(fn func() (int, error)) (int, error) {

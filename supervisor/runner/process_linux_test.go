@@ -674,3 +674,48 @@ func TestDedupEnv(t *testing.T) {
 		t.Error("a list of unique keys in order was copied")
 	}
 }
+
+// TestOnExit: a call asked for before the exit is made once the process is
+// reaped, Done closed already; one asked for after is made at once. Both
+// by the shared reaper and by the fallback.
+func TestOnExit(t *testing.T) {
+	check := func(t *testing.T) {
+		c := startChild(t, helperSpec(t, "sleep"))
+		c.ready(t)
+		called := make(chan bool, 2)
+		c.OnExit(func() {
+			select {
+			case <-c.Done():
+				called <- true
+			default:
+				called <- false // Done not closed yet
+			}
+		})
+		select {
+		case <-called:
+			t.Fatal("OnExit called while the process runs")
+		default:
+		}
+		c.Stop(syscall.SIGKILL, 0)
+		select {
+		case closed := <-called:
+			if !closed {
+				t.Error("OnExit called before Done was closed")
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("OnExit not called 10 s after the kill")
+		}
+		c.OnExit(func() { called <- true })
+		select {
+		case <-called:
+		default:
+			t.Error("OnExit after the exit not called at once")
+		}
+	}
+	t.Run("shared reaper", check)
+	t.Run("fallback", func(t *testing.T) {
+		noSharedReaper.Store(true)
+		defer noSharedReaper.Store(false)
+		check(t)
+	})
+}
