@@ -34,6 +34,10 @@ type job struct {
 	// after, when set, is the done of the job of the same name that was
 	// removed before this one was declared: this one waits for it.
 	after <-chan struct{}
+	// ctx is the daemon's jobsCtx, which ends the job's goroutine at
+	// shutdown; unwatch stops its waking a sleeping job (start).
+	ctx     context.Context
+	unwatch func() bool
 
 	mu sync.Mutex // guards v
 	v  jobView
@@ -59,9 +63,11 @@ type job struct {
 	grant   accounting.Grant
 	run     runState
 	// exitC is the running process's Done, nil when there is none or its
-	// exit has been taken.
-	exitC   <-chan struct{}
-	stopped chan bool
+	// exit has been taken. exitWakes: the process wakes the job when it
+	// ends (runner.Process.OnExit), so that the job may sleep meanwhile.
+	exitC     <-chan struct{}
+	exitWakes bool
+	stopped   chan bool
 	// timeout and backoff are the run's limit and the restart delay, on
 	// the daemon's clock; nil when not armed.
 	timeout   clock.Timer
@@ -223,6 +229,7 @@ func (d *Daemon) newJob(name string, def *luaapi.Job, invalid string, initial li
 		doneFP:      doneFP,
 		stopped:     make(chan bool, 1),
 	}
+	j.in.resume = func() { go j.loop() }
 	if initial.state == store.StateDone {
 		j.runMark = doneFP
 	}
@@ -262,15 +269,36 @@ func (j *job) policy() restartPolicy {
 	return restartPolicy{mode: j.def.Restart, maxRestarts: j.def.MaxRestarts}
 }
 
-// loop is the job's goroutine. It returns when ctx ends (after stopping any
-// run) or when the job was removed and is at rest.
-func (j *job) loop(ctx context.Context) {
-	defer close(j.done)
+// start starts the job's goroutine (loop) for the life of the job, which
+// ends when ctx does or when the job was removed and is at rest. The
+// goroutine may sleep meanwhile (canSleep), ending until something happens
+// to the job: jobsWG counts jobs, not goroutines.
+func (j *job) start(ctx context.Context) {
+	j.ctx = ctx
+	j.d.jobsWG.Add(1)
+	j.unwatch = context.AfterFunc(ctx, j.in.wakeUp)
+	go j.loop()
+}
+
+// finish ends the job, on its goroutine's way out for good.
+func (j *job) finish() {
+	j.unwatch()
+	close(j.done)
+	j.d.jobsWG.Done()
+}
+
+// loop is the job's goroutine, started by start, and again by its mailbox
+// after it slept. It returns when ctx ends (after stopping any run), when
+// the job was removed and is at rest, or to sleep.
+func (j *job) loop() {
+	ctx := j.ctx
 	if j.after != nil {
 		select {
 		case <-j.after:
+			j.after = nil
 		case <-ctx.Done():
 			j.giveBackPlacements()
+			j.finish()
 			return
 		}
 	}
@@ -292,6 +320,7 @@ func (j *job) loop(ctx context.Context) {
 				// Shutting down: a grant handed over now is given back
 				// rather than started and killed.
 				j.shutdown()
+				j.finish()
 				return
 			}
 			for _, m := range j.in.drain() {
@@ -311,13 +340,35 @@ func (j *job) loop(ctx context.Context) {
 			j.apply(event{kind: evBackoffDone})
 		case <-ctx.Done():
 			j.shutdown()
+			j.finish()
 			return
 		}
 		if j.removed && !j.life.active() {
 			j.cancelWait()
 			j.giveBackPlacements()
+			j.finish()
 			return
 		}
+		if j.in.sleep(j.canSleep) {
+			return
+		}
+	}
+}
+
+// canSleep says whether the job's goroutine may end until a message, the
+// end of its run or of ctx starts it again: all it waits for is one of
+// those. That is so of a run of the daemon's own that is shown and has no
+// timeout; a run in any other state, or with a timer, keeps its goroutine.
+func (j *job) canSleep() bool {
+	if j.life.state != store.StateRunning || j.exitC == nil || !j.exitWakes || !j.run.shown ||
+		j.timeout != nil || j.backoff != nil || j.removed || j.ctx.Err() != nil {
+		return false
+	}
+	select {
+	case <-j.exitC:
+		return false // ended meanwhile: its end is to be taken now
+	default:
+		return true
 	}
 }
 
@@ -640,6 +691,11 @@ func (j *job) spawn() (event, bool) {
 		j.timeout = j.d.clock.NewTimer(j.def.Timeout)
 	}
 	j.exitC = proc.Done()
+	j.exitWakes = false
+	if child, ok := proc.(*runner.Process); ok {
+		child.OnExit(j.in.wakeUp)
+		j.exitWakes = true
+	}
 	j.setWhy("")
 	return event{kind: evSpawned}, true
 }

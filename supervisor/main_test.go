@@ -88,6 +88,19 @@ func testEvaluator() *Evaluator {
 // sets what a test needs (a clock, a socket). It is stopped at cleanup.
 func runDaemon(t *testing.T, jobs string, tune func(cfg *Config)) (d *Daemon, jobsDir string) {
 	t.Helper()
+	d, jobsDir, stop := startDaemon(t, jobs, tune)
+	t.Cleanup(func() {
+		if err := stop(); err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+	return d, jobsDir
+}
+
+// startDaemon is runDaemon for a test that stops the daemon itself: stop
+// ends its Run and returns Run's error; it must be called, once.
+func startDaemon(t *testing.T, jobs string, tune func(cfg *Config)) (d *Daemon, jobsDir string, stop func() error) {
+	t.Helper()
 	dir := t.TempDir()
 	jobsDir, stateDir := filepath.Join(dir, "jobs.d"), filepath.Join(dir, "state")
 	for _, p := range []string{jobsDir, stateDir} {
@@ -116,11 +129,8 @@ func runDaemon(t *testing.T, jobs string, tune func(cfg *Config)) (d *Daemon, jo
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- d.Run(ctx) }()
-	t.Cleanup(func() {
+	return d, jobsDir, func() error {
 		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	})
-	return d, jobsDir
+		return <-done
+	}
 }

@@ -649,7 +649,7 @@ func (d *Daemon) apply(set *luaapi.Set, first bool) ReloadResult {
 		}
 	}
 	for _, j := range born {
-		d.jobsWG.Go(func() { j.loop(d.jobsCtx) })
+		j.start(d.jobsCtx)
 	}
 	slices.Sort(res.Added)
 	slices.Sort(res.Changed)
