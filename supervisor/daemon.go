@@ -159,7 +159,8 @@ type Daemon struct {
 	// settle fires a little after a reload, once the jobs it touched have
 	// moved, to hand memory back to the system (see loop).
 	settle *time.Timer
-	// jobsCtx ends every job's goroutine at shutdown; jobsWG waits for them.
+	// jobsCtx ends every job at shutdown; jobsWG waits for them (it counts
+	// jobs, whose goroutines may sleep meanwhile: job.start).
 	jobsCtx context.Context
 	jobsWG  sync.WaitGroup
 

@@ -20,9 +20,11 @@ import (
 	"github.com/berthd/berth/supervisor/units"
 )
 
-// job is one declared job and the goroutine that owns its life. The
-// daemon's loop talks to it only through its mailbox, and reads it only
-// through view; everything else belongs to the goroutine.
+// job is one declared job and the goroutine that owns its life: one at a
+// time, for a running job's may end while it sleeps and another start when
+// it wakes (canSleep). The daemon's loop talks to it only through its
+// mailbox, and reads it only through view; everything else belongs to the
+// goroutine.
 type job struct {
 	name string
 	d    *Daemon
