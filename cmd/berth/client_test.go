@@ -15,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/berthd/berth/supervisor"
+	"github.com/berthd/berth/supervisor/testkit"
 )
 
 // cli runs a client command in-process against the test daemon.
@@ -174,7 +175,7 @@ func TestClientForeignUIDRefused(t *testing.T) {
 		os.Chmod(p, 0o755)
 	}
 	bin := filepath.Join(d.dir, "berth")
-	copyFile(t, os.Args[0], bin)
+	testkit.CopyExecutable(t, os.Args[0], bin, 0o755)
 	asNobody := func() ([]byte, error) {
 		cmd := exec.Command(bin, "status")
 		cmd.Env = []string{"BERTH_TEST_BE_BERTH=1", "BERTH_SOCKET=" + d.socket}
@@ -196,25 +197,6 @@ func TestClientForeignUIDRefused(t *testing.T) {
 		t.Errorf("refusal says: %s", out)
 	}
 	d.stop()
-}
-
-func copyFile(t *testing.T, from, to string) {
-	t.Helper()
-	src, err := os.Open(from)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer src.Close()
-	dst, err := os.OpenFile(to, os.O_CREATE|os.O_WRONLY, 0o755)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := io.Copy(dst, src); err != nil {
-		t.Fatal(err)
-	}
-	if err := dst.Close(); err != nil {
-		t.Fatal(err)
-	}
 }
 
 func TestDaemonSocketIsGuarded(t *testing.T) {

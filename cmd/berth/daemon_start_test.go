@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/berthd/berth/supervisor"
+	"github.com/berthd/berth/supervisor/testkit"
 )
 
 // TestDaemonStartErrorsNameTheCause: a job that cannot start says what is
@@ -143,13 +144,7 @@ func TestDaemonRunByAPerson(t *testing.T) {
 		t.Fatal(err)
 	}
 	exe := filepath.Join(tree, "berth")
-	src, err := os.ReadFile(os.Args[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(exe, src, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	testkit.CopyExecutable(t, os.Args[0], exe, 0o755)
 	d.write("person.lua", `
 job "own-group" { cmd = `+writeIDs("own-group")+`, group = "nogroup" }
 job "itself" { cmd = `+writeEnv("itself")+`, user = "nobody" }

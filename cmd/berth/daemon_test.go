@@ -612,7 +612,7 @@ func TestDaemonNotifySequence(t *testing.T) {
 func TestDaemonBinaryReplaced(t *testing.T) {
 	exe := filepath.Join(t.TempDir(), "berth")
 	if err := os.Link(os.Args[0], exe); err != nil {
-		copyFile(t, os.Args[0], exe) // another filesystem
+		testkit.CopyExecutable(t, os.Args[0], exe, 0o755) // another filesystem
 	}
 	d := newTestDaemon(t, map[string]string{"a.lua": service("a", "")})
 	d.start(daemonOptions{exe: exe, args: []string{"--cpus", "2"}})

@@ -158,7 +158,7 @@ quota "` + alice + `" { cpus = 1 }`})
 		}
 	}
 	bin := filepath.Join(d.dir, "berth")
-	copyFile(t, os.Args[0], bin)
+	testkit.CopyExecutable(t, os.Args[0], bin, 0o755)
 	a, b, admin := newPerson(t, d, bin, alice), newPerson(t, d, bin, bob), newPerson(t, d, bin, dave)
 	d.waitState("shared", "running")
 
@@ -285,7 +285,7 @@ func TestPeopleWithoutJobsDir(t *testing.T) {
 		}
 	}
 	bin := filepath.Join(d.dir, "berth")
-	copyFile(t, os.Args[0], bin)
+	testkit.CopyExecutable(t, os.Args[0], bin, 0o755)
 	a := newPerson(t, d, bin, alice)
 	file := filepath.Join(d.dir, "train.lua")
 	writeReadable(t, file, `job "train" { cmd = "true" }`)

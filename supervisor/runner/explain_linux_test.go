@@ -36,13 +36,13 @@ func openTree(t *testing.T) string {
 		}
 	}
 	must(os.WriteFile(filepath.Join(dir, "file"), []byte("not a directory\n"), 0o644))
-	must(os.WriteFile(filepath.Join(dir, "plain.sh"), []byte("#!/bin/sh\nexit 0\n"), 0o644))
-	must(os.WriteFile(filepath.Join(dir, "py4.sh"), []byte("#! /nonexistent/python4 -u\nprint(1)\n"), 0o755))
+	testkit.WriteExecutable(t, filepath.Join(dir, "plain.sh"), []byte("#!/bin/sh\nexit 0\n"), 0o644)
+	testkit.WriteExecutable(t, filepath.Join(dir, "py4.sh"), []byte("#! /nonexistent/python4 -u\nprint(1)\n"), 0o755)
 	must(os.Mkdir(filepath.Join(dir, "bin"), 0o755))
 	must(os.Mkdir(filepath.Join(dir, "private"), 0o700))
 	must(os.Mkdir(filepath.Join(dir, "private", "work"), 0o755))
-	must(os.WriteFile(filepath.Join(dir, "private", "prog"), []byte("#!/bin/sh\nexit 0\n"), 0o755))
-	must(os.WriteFile(filepath.Join(dir, "mine.sh"), []byte("#!/bin/sh\nexit 0\n"), 0o700))
+	testkit.WriteExecutable(t, filepath.Join(dir, "private", "prog"), []byte("#!/bin/sh\nexit 0\n"), 0o755)
+	testkit.WriteExecutable(t, filepath.Join(dir, "mine.sh"), []byte("#!/bin/sh\nexit 0\n"), 0o700)
 	return dir
 }
 

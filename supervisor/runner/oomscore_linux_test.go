@@ -260,7 +260,7 @@ func TestOOMScoreAdjUnprivilegedDaemon(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	copyFile(t, exe, filepath.Join(dir, "helper"))
+	testkit.CopyExecutable(t, exe, filepath.Join(dir, "helper"), 0o755)
 	daemon := func(t *testing.T, score int, args ...string) *child {
 		t.Helper()
 		spec := helperSpec(t, "oom-start", args...)

@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/berthd/berth/supervisor/testkit"
 )
 
 func TestExitCode(t *testing.T) {
@@ -371,7 +373,7 @@ func TestCredential(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	copyFile(t, exe, filepath.Join(dir, "helper"))
+	testkit.CopyExecutable(t, exe, filepath.Join(dir, "helper"), 0o755)
 
 	spec := helperSpec(t, "describe")
 	spec.Argv[0] = filepath.Join(dir, "helper")
@@ -401,25 +403,6 @@ func TestCredential(t *testing.T) {
 	}
 	if d.UID != 65534 || d.GID != 65534 || !slices.Equal(d.Groups, []int{4242}) {
 		t.Errorf("uid %d gid %d groups %v, want 65534 65534 [4242]", d.UID, d.GID, d.Groups)
-	}
-}
-
-func copyFile(t *testing.T, from, to string) {
-	t.Helper()
-	src, err := os.Open(from)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer src.Close()
-	dst, err := os.OpenFile(to, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o755)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := io.Copy(dst, src); err != nil {
-		t.Fatal(err)
-	}
-	if err := dst.Close(); err != nil {
-		t.Fatal(err)
 	}
 }
 
