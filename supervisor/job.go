@@ -21,8 +21,8 @@ import (
 )
 
 // job is one declared job and the goroutine that owns its life: one at a
-// time, for a running job's may end while it sleeps and another start when
-// it wakes (canSleep). The daemon's loop talks to it only through its
+// time, for it ends while the job sleeps and another starts when it wakes
+// (canSleep). The daemon's loop talks to it only through its
 // mailbox, and reads it only through view; everything else belongs to the
 // goroutine.
 type job struct {
@@ -357,21 +357,30 @@ func (j *job) loop() {
 	}
 }
 
-// canSleep says whether the job's goroutine may end until a message, the
-// end of its run or of ctx starts it again: all it waits for is one of
-// those. That is so of a run of the daemon's own that is shown and has no
-// timeout; a run in any other state, or with a timer, keeps its goroutine.
+// canSleep says whether the job's goroutine may end until something
+// starts it again: a message, the end of its run or of ctx. That is so
+// where it waits for nothing else: no timer is armed (a run's timeout, a
+// restart's delay), no run's record is still to commit, and a run in
+// progress is the daemon's own child, which calls back when it ends. A run
+// as a unit, or with a timeout, keeps its goroutine.
 func (j *job) canSleep() bool {
-	if j.life.state != store.StateRunning || j.exitC == nil || !j.exitWakes || !j.run.shown ||
-		j.timeout != nil || j.backoff != nil || j.removed || j.ctx.Err() != nil {
+	if j.timeout != nil || j.backoff != nil || j.removed || j.ctx.Err() != nil {
 		return false
 	}
-	select {
-	case <-j.exitC:
-		return false // ended meanwhile: its end is to be taken now
-	default:
-		return true
+	if !j.run.shown && j.run.record != nil {
+		return false // its record's commit is waited for
 	}
+	if j.exitC != nil {
+		if !j.exitWakes {
+			return false
+		}
+		select {
+		case <-j.exitC:
+			return false // ended meanwhile: its end is to be taken now
+		default:
+		}
+	}
+	return true
 }
 
 func (j *job) receive(m jobMessage) {
