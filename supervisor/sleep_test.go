@@ -11,16 +11,19 @@ import (
 	"github.com/berthd/berth/supervisor/testkit"
 )
 
-// TestRunningJobsSleep: the goroutine of a job whose run is under way
-// ends while all it waits for is the run's end, a message or the daemon's
-// end, and each of those wakes it as before: a stop is seen through, a
-// run that ends by itself is restarted, and the daemon's end stops every
-// run.
-func TestRunningJobsSleep(t *testing.T) {
+// TestJobsSleep: the goroutine of a job ends while all it waits for is its
+// run's end, a message or the daemon's end (a job at rest, or running),
+// and each of those wakes it as before: a start and a stop are seen
+// through, a run that ends by itself is restarted, and the daemon's end
+// stops every run.
+func TestJobsSleep(t *testing.T) {
 	const n = 40
 	var b strings.Builder
 	for i := range n {
 		fmt.Fprintf(&b, "job \"s%02d\" { cmd = \"sleep 1000\", cpus = 0 }\n", i)
+	}
+	for i := range n {
+		fmt.Fprintf(&b, "job \"d%02d\" { cmd = \"true\", cpus = 0, restart = \"no\" }\n", i)
 	}
 	b.WriteString(`job "again" { cmd = "sleep 1000", cpus = 0, restart = "always" }` + "\n")
 	d, _, stop := startDaemon(t, b.String(), nil)
@@ -36,13 +39,25 @@ func TestRunningJobsSleep(t *testing.T) {
 		pids = append(pids, waitJob(t, d, fmt.Sprintf("s%02d", i), "running", running).PID)
 	}
 	first := waitJob(t, d, "again", "running", running)
+	isDone := func(js JobStatus) bool { return js.State == "done" }
+	for i := range n {
+		waitJob(t, d, fmt.Sprintf("d%02d", i), "done", isDone)
+	}
+	done := waitJob(t, d, "d00", "done", isDone)
 
-	// The daemon's own goroutines are a dozen or so: fewer than the runs.
-	testkit.WaitFor(t, 20*time.Second, "the running jobs' goroutines to end", func() bool {
+	// The daemon's own goroutines are a dozen or so: fewer than the runs,
+	// or than the jobs at rest.
+	testkit.WaitFor(t, 20*time.Second, "the jobs' goroutines to end", func() bool {
 		return runtime.NumGoroutine() < n
 	})
 
-	// A message wakes one: it stops.
+	// A message wakes one at rest: it runs again.
+	if code, body := as(t, d, "root", "POST", jobPath("d00")+"/start"); code != 200 {
+		t.Fatalf("start d00: %d %s", code, body)
+	}
+	waitJob(t, d, "d00", "done again", func(js JobStatus) bool { return isDone(js) && js.Since.After(done.Since) })
+
+	// A message wakes one running: it stops.
 	if code, body := as(t, d, "root", "POST", jobPath("s00")+"/stop"); code != 200 {
 		t.Fatalf("stop s00: %d %s", code, body)
 	}
