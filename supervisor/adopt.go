@@ -32,7 +32,7 @@ type adoptedRun struct {
 // the unit's cgroup, its output its own journal stream.
 func (d *Daemon) startUnit(j *job, run uint64, login map[string]string) (process, func(), error) {
 	def := j.def
-	env := environList(d.runEnv(j.name, def, j.index, d.environ, login, strconv.FormatUint(run, 10), j.grant))
+	env := d.runEnv(j.name, def, j.index, login, strconv.FormatUint(run, 10), j.grant)
 	path, err := runner.Program(def.Cmd[0], env, def.Dir)
 	if err != nil {
 		return nil, nil, err

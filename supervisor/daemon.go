@@ -790,32 +790,24 @@ func (d *Daemon) cardNames(indices []int) []string {
 	return names
 }
 
-// runEnv is the environment of a run of def: the derived one, then
-// BERTH_INSTANCE, set after the job's own env, which may not move a run out
-// of reach of reconciliation and of the sweep.
+// runEnv is the environment of a run of def, as the list a process
+// starts with: the daemon's own, then what the run lays over it (runOver).
+func (d *Daemon) runEnv(name string, def *luaapi.Job, index int, login map[string]string, run string, grant accounting.Grant) []string {
+	return d.environOver(d.runOver(name, def, index, login, run, grant))
+}
+
+// runOver is what a run of def lays over the daemon's environment
+// (accounting.EnvOver), then BERTH_INSTANCE, set after the job's own env,
+// which may not move a run out of reach of reconciliation and of the sweep.
 // name is the job's (NAME[INDEX] for an index of an array, which index
 // is then the index).
-func (d *Daemon) runEnv(name string, def *luaapi.Job, index int, base, login map[string]string, run string, grant accounting.Grant) map[string]string {
-	env := accounting.Env(d.envInput(name, def, index, base, login, run, grant))
-	env["BERTH_INSTANCE"] = d.store.Instance()
-	return env
-}
-
-// runEnvOver is what runEnv lays over the daemon's environment
-// (accounting.EnvOver), for environOver.
-func (d *Daemon) runEnvOver(name string, def *luaapi.Job, index int, login map[string]string, run string, grant accounting.Grant) map[string]string {
-	env := accounting.EnvOver(d.envInput(name, def, index, d.environ, login, run, grant))
-	env["BERTH_INSTANCE"] = d.store.Instance()
-	return env
-}
-
-func (d *Daemon) envInput(name string, def *luaapi.Job, index int, base, login map[string]string, run string, grant accounting.Grant) accounting.EnvInput {
+func (d *Daemon) runOver(name string, def *luaapi.Job, index int, login map[string]string, run string, grant accounting.Grant) map[string]string {
 	var arr *accounting.ArrayIndex
 	if def.Array != nil {
 		arr = &accounting.ArrayIndex{Index: index, Size: def.Array.Size()}
 	}
-	return accounting.EnvInput{
-		Daemon:          base,
+	env := accounting.EnvOver(accounting.EnvInput{
+		Daemon:          d.environ,
 		Login:           login,
 		Job:             name,
 		Run:             run,
@@ -828,7 +820,9 @@ func (d *Daemon) envInput(name string, def *luaapi.Job, index int, base, login m
 		CardMem:         d.shareOf,
 		HasCards:        d.cfg.Machine.CardsSeen > 0,
 		Declared:        def.Env,
-	}
+	})
+	env["BERTH_INSTANCE"] = d.store.Instance()
+	return env
 }
 
 // start spawns a run of j with the environment its grant implies.
@@ -845,7 +839,7 @@ func (d *Daemon) start(j *job, run uint64) (process, func(), error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	over := d.runEnvOver(j.name, def, j.index, login, strconv.FormatUint(run, 10), j.grant)
+	over := d.runOver(j.name, def, j.index, login, strconv.FormatUint(run, 10), j.grant)
 	if _, set := over["JOURNAL_STREAM"]; !set && out.journal != "" {
 		// The child's own stream, so that a journald-aware program sees
 		// its stderr is the journal (sd_journal_stream_fd's contract).

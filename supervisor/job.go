@@ -65,11 +65,9 @@ type job struct {
 	grant   accounting.Grant
 	run     runState
 	// exitC is the running process's Done, nil when there is none or its
-	// exit has been taken. exitWakes: the process wakes the job when it
-	// ends (runner.Process.OnExit), so that the job may sleep meanwhile.
-	exitC     <-chan struct{}
-	exitWakes bool
-	stopped   chan bool
+	// exit has been taken.
+	exitC   <-chan struct{}
+	stopped chan bool
 	// timeout and backoff are the run's limit and the restart delay, on
 	// the daemon's clock; nil when not armed.
 	timeout   clock.Timer
@@ -371,8 +369,8 @@ func (j *job) canSleep() bool {
 		return false // its record's commit is waited for
 	}
 	if j.exitC != nil {
-		if !j.exitWakes {
-			return false
+		if _, wakes := j.run.proc.(*runner.Process); !wakes {
+			return false // only the daemon's own child calls back (spawn)
 		}
 		select {
 		case <-j.exitC:
@@ -702,10 +700,8 @@ func (j *job) spawn() (event, bool) {
 		j.timeout = j.d.clock.NewTimer(j.def.Timeout)
 	}
 	j.exitC = proc.Done()
-	j.exitWakes = false
 	if child, ok := proc.(*runner.Process); ok {
-		child.OnExit(j.in.wakeUp)
-		j.exitWakes = true
+		child.OnExit(j.in.wakeUp) // the job may sleep meanwhile (canSleep)
 	}
 	j.setWhy("")
 	return event{kind: evSpawned}, true

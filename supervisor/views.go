@@ -219,7 +219,7 @@ func (d *Daemon) previewEnv(name string, def *luaapi.Job, index int) []string {
 		grant.GPUs = []int{0}
 	}
 	_, login, _ := jobCredentials(def.User, def.Group) // a job that cannot run as asked is invalid, and says so
-	return environList(d.runEnv(name, def, index, d.environ, login, "next", grant))
+	return d.runEnv(name, def, index, login, "next", grant)
 }
 
 // logsOf says where a job's output goes.

@@ -64,10 +64,8 @@ type Process struct {
 	// ticks is StartTicks's answer once read (ticksRead).
 	ticks     uint64
 	ticksRead bool
-	// onExit are OnExit's calls still to make; told is set, under mu,
-	// once done is closed, from when OnExit calls at once.
+	// onExit are OnExit's calls still to make, until done is closed.
 	onExit []func()
-	told   bool
 }
 
 // Exit is how a process ended.
@@ -255,7 +253,7 @@ func (p *Process) exited(err error) {
 	close(p.done)
 	p.mu.Lock()
 	calls := p.onExit
-	p.onExit, p.told = nil, true
+	p.onExit = nil
 	p.mu.Unlock()
 	for _, f := range calls {
 		f()
@@ -267,13 +265,16 @@ func (p *Process) exited(err error) {
 // that was before. f must not block: the reaper waits for every child.
 func (p *Process) OnExit(f func()) {
 	p.mu.Lock()
-	if !p.told {
+	select {
+	case <-p.done:
+		p.mu.Unlock()
+		f()
+	default:
+		// exited takes the calls under mu after closing done: this one
+		// is among them.
 		p.onExit = append(p.onExit, f)
 		p.mu.Unlock()
-		return
 	}
-	p.mu.Unlock()
-	f()
 }
 
 func ignoringEINTRPid(fn func() (int, error)) (int, error) {
