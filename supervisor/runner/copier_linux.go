@@ -19,7 +19,7 @@ import (
 // it (abandon): the goroutine then closes the read end, under whoever
 // still writes.
 type copier struct {
-	epfd int
+	set *epollSet
 	// wake is an eventfd in the epoll set: abandon rings it.
 	wake int
 	buf  copyBuffer // the goroutine's
@@ -52,22 +52,21 @@ func sharedCopier() *copier {
 		return nil
 	}
 	copierOnce.Do(func() {
-		epfd, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
+		set, err := newEpollSet()
 		if err != nil {
 			return
 		}
 		wake, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
 		if err != nil {
-			unix.Close(epfd)
+			unix.Close(set.fd)
 			return
 		}
-		ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(wake)}
-		if err := unix.EpollCtl(epfd, unix.EPOLL_CTL_ADD, wake, &ev); err != nil {
+		if err := set.add(wake, unix.EPOLLIN); err != nil {
 			unix.Close(wake)
-			unix.Close(epfd)
+			unix.Close(set.fd)
 			return
 		}
-		theCopier = &copier{epfd: epfd, wake: wake, sinks: map[int32]*LogSink{}}
+		theCopier = &copier{set: set, wake: wake, sinks: map[int32]*LogSink{}}
 		go theCopier.run()
 	})
 	return theCopier
@@ -78,8 +77,7 @@ func (c *copier) add(s *LogSink) bool {
 	c.mu.Lock()
 	c.sinks[int32(s.rfd)] = s
 	c.mu.Unlock()
-	ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(s.rfd)}
-	if err := unix.EpollCtl(c.epfd, unix.EPOLL_CTL_ADD, s.rfd, &ev); err != nil {
+	if err := c.set.add(s.rfd, unix.EPOLLIN); err != nil {
 		c.mu.Lock()
 		delete(c.sinks, int32(s.rfd))
 		c.mu.Unlock()
@@ -98,34 +96,28 @@ func (c *copier) abandon(s *LogSink) {
 }
 
 // run is the copier's goroutine, for the life of the process.
-func (c *copier) run() {
-	events := make([]unix.EpollEvent, 64)
-	for {
-		n, err := unix.EpollWait(c.epfd, events, -1)
-		if err != nil {
-			// EINTR; nothing else can happen to a valid epoll descriptor
-			// and a valid buffer.
+func (c *copier) run() { c.set.serve(c.copy) }
+
+// copy serves the sinks whose read ends turned readable, and the wake-up.
+func (c *copier) copy(events []unix.EpollEvent) {
+	for _, ev := range events {
+		if int(ev.Fd) == c.wake {
+			var b [8]byte
+			_, _ = unix.Read(c.wake, b[:])
+			c.mu.Lock()
+			gone := c.abandoned
+			c.abandoned = nil
+			c.mu.Unlock()
+			for _, s := range gone {
+				c.finish(s, errAbandoned)
+			}
 			continue
 		}
-		for _, ev := range events[:n] {
-			if int(ev.Fd) == c.wake {
-				var b [8]byte
-				_, _ = unix.Read(c.wake, b[:])
-				c.mu.Lock()
-				gone := c.abandoned
-				c.abandoned = nil
-				c.mu.Unlock()
-				for _, s := range gone {
-					c.finish(s, errAbandoned)
-				}
-				continue
-			}
-			c.mu.Lock()
-			s := c.sinks[ev.Fd]
-			c.mu.Unlock()
-			if s != nil {
-				c.copyChunk(s)
-			}
+		c.mu.Lock()
+		s := c.sinks[ev.Fd]
+		c.mu.Unlock()
+		if s != nil {
+			c.copyChunk(s)
 		}
 	}
 }
@@ -166,7 +158,7 @@ func (c *copier) finish(s *LogSink, why error) {
 	if !in {
 		return // ended already
 	}
-	_ = unix.EpollCtl(c.epfd, unix.EPOLL_CTL_DEL, s.rfd, nil)
+	c.set.remove(s.rfd)
 	unix.Close(s.rfd)
 	s.closeFile()
 	s.abandoned = why != nil

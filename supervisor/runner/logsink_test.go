@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/berthd/berth/supervisor/testkit"
 )
 
 // runToLog runs spec with its output in a LogSink for job in dir, and
@@ -308,4 +310,41 @@ func TestLogSinkWithoutSharedCopier(t *testing.T) {
 		t.Fatal("the sink is in the shared copier while it is switched off")
 	}
 	closeGivesUp(t, s)
+}
+
+// TestLogSinkCopiesAllWithoutNewWrites: output that is more than one
+// chunk, written and then followed by nothing (no more writes, the write
+// end still open), is all copied. The copier's set is waited on for edges:
+// what is still ready after a chunk must be taken then.
+func TestLogSinkCopiesAllWithoutNewWrites(t *testing.T) {
+	const n = 5*copyBufferSize + 100
+	dir := t.TempDir()
+	s, err := OpenLog(dir, "job", 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		// Bounded: a copier that missed the output never sees its end.
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = s.CloseContext(ctx)
+	}()
+	if s.r != nil {
+		t.Skip("no shared copier here")
+	}
+	// Past the pipe's capacity: the write waits for the copier, and where
+	// the copier stalls it waits until the sink gives up.
+	wrote := make(chan error, 1)
+	go func() {
+		_, err := s.File().Write([]byte(strings.Repeat("x", n-1) + "\n"))
+		wrote <- err
+	}()
+	path := filepath.Join(dir, "job.log")
+	testkit.WaitFor(t, 10*time.Second, fmt.Sprintf("%d bytes in %s", n, path), func() bool {
+		fi, err := os.Stat(path)
+		return err == nil && fi.Size() == n
+	})
+	if err := <-wrote; err != nil {
+		t.Fatal(err)
+	}
 }

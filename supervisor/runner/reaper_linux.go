@@ -8,12 +8,11 @@ import (
 )
 
 // reaper waits for the exits of every child at once: each child's pidfd is
-// in one epoll set, and one goroutine, on one thread, waits on the set. A
-// running job then costs the daemon no goroutine and no thread of its own
-// for its exit; with a thousand jobs running, threads blocked in waitid
+// in one epoll set, and one goroutine waits on the set. A running job then
+// costs the daemon no goroutine and no thread of its own for its exit; with a thousand jobs running, threads blocked in waitid
 // were most of the daemon's memory.
 type reaper struct {
-	epfd int
+	set *epollSet
 
 	mu      sync.Mutex
 	waiting map[int32]*Process // by pidfd
@@ -35,11 +34,11 @@ func sharedReaper() *reaper {
 		return nil
 	}
 	reaperOnce.Do(func() {
-		epfd, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
+		set, err := newEpollSet()
 		if err != nil {
 			return
 		}
-		theReaper = &reaper{epfd: epfd, waiting: make(map[int32]*Process)}
+		theReaper = &reaper{set: set, waiting: make(map[int32]*Process)}
 		go theReaper.run()
 	})
 	return theReaper
@@ -61,8 +60,7 @@ func (r *reaper) watch(p *Process) bool {
 	r.mu.Lock()
 	r.waiting[int32(fd)] = p
 	r.mu.Unlock()
-	ev := unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLONESHOT, Fd: int32(fd)}
-	if err := unix.EpollCtl(r.epfd, unix.EPOLL_CTL_ADD, fd, &ev); err != nil {
+	if err := r.set.add(fd, unix.EPOLLIN|unix.EPOLLONESHOT); err != nil {
 		r.mu.Lock()
 		delete(r.waiting, int32(fd))
 		r.mu.Unlock()
@@ -72,35 +70,29 @@ func (r *reaper) watch(p *Process) bool {
 }
 
 // run is the reaper's goroutine, for the life of the process.
-func (r *reaper) run() {
-	events := make([]unix.EpollEvent, 64)
-	for {
-		n, err := unix.EpollWait(r.epfd, events, -1)
-		if err != nil {
-			// EINTR; nothing else can happen to a valid epoll descriptor
-			// and a valid buffer.
-			continue
+func (r *reaper) run() { r.set.serve(r.reap) }
+
+// reap reaps the leaders whose pidfds turned readable.
+func (r *reaper) reap(events []unix.EpollEvent) {
+	for _, ev := range events {
+		r.mu.Lock()
+		p := r.waiting[ev.Fd]
+		delete(r.waiting, ev.Fd)
+		r.mu.Unlock()
+		// The leader is a zombie now unless something else reaped it
+		// (SIGCHLD ignored): then its group may no longer be ours, and
+		// exited must not signal it. waitid says which.
+		var info unix.Siginfo
+		err := ignoringEINTR(func() error {
+			return unix.Waitid(unix.P_PIDFD, int(ev.Fd), &info, unix.WEXITED|unix.WNOWAIT|unix.WNOHANG, nil)
+		})
+		if err == nil && info.Signo == 0 {
+			err = unix.ECHILD // readable, yet nothing to wait for
 		}
-		for _, ev := range events[:n] {
-			r.mu.Lock()
-			p := r.waiting[ev.Fd]
-			delete(r.waiting, ev.Fd)
-			r.mu.Unlock()
-			// The leader is a zombie now unless something else reaped it
-			// (SIGCHLD ignored): then its group may no longer be ours, and
-			// exited must not signal it. waitid says which.
-			var info unix.Siginfo
-			err := ignoringEINTR(func() error {
-				return unix.Waitid(unix.P_PIDFD, int(ev.Fd), &info, unix.WEXITED|unix.WNOWAIT|unix.WNOHANG, nil)
-			})
-			if err == nil && info.Signo == 0 {
-				err = unix.ECHILD // readable, yet nothing to wait for
-			}
-			_ = unix.EpollCtl(r.epfd, unix.EPOLL_CTL_DEL, int(ev.Fd), nil)
-			unix.Close(int(ev.Fd))
-			if p != nil {
-				p.exited(err)
-			}
+		r.set.remove(int(ev.Fd))
+		unix.Close(int(ev.Fd))
+		if p != nil {
+			p.exited(err)
 		}
 	}
 }
