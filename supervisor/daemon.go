@@ -163,6 +163,8 @@ type Daemon struct {
 	// jobs, whose goroutines may sleep meanwhile: job.start).
 	jobsCtx context.Context
 	jobsWG  sync.WaitGroup
+	// workers run the jobs' goroutines.
+	workers *workers
 
 	// stoppedRuns are runs berth stopped whose escapees are still to be
 	// looked for; sweepKick wakes the sweeper, which looks for all of them
@@ -285,6 +287,7 @@ func Open(cfg Config) (*Daemon, error) {
 		draining:  map[string]*job{},
 		settle:    time.NewTimer(time.Hour),
 		sweepKick: make(chan struct{}, 1),
+		workers:   newWorkers(),
 		checks:    make(chan struct{}, concurrentChecks),
 		bin:       runningBinary(),
 		started:   cfg.Clock.Now(),
@@ -456,6 +459,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	sweeper.Wait()
 	stopJobs()
 	d.jobsWG.Wait()
+	d.workers.stop()
 	d.sweep() // what the jobs' stops left
 	// Shutdown waits for requests to end: the events streams end first.
 	d.feed.end()

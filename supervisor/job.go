@@ -229,7 +229,7 @@ func (d *Daemon) newJob(name string, def *luaapi.Job, invalid string, initial li
 		doneFP:      doneFP,
 		stopped:     make(chan bool, 1),
 	}
-	j.in.resume = func() { go j.loop() }
+	j.in.resume = func() { d.workers.run(j.loop) }
 	if initial.state == store.StateDone {
 		j.runMark = doneFP
 	}
@@ -277,7 +277,7 @@ func (j *job) start(ctx context.Context) {
 	j.ctx = ctx
 	j.d.jobsWG.Add(1)
 	j.unwatch = context.AfterFunc(ctx, j.in.wakeUp)
-	go j.loop()
+	j.d.workers.run(j.loop)
 }
 
 // finish ends the job, on its goroutine's way out for good.
