@@ -220,8 +220,8 @@ func markCloseOnExec() {
 // and holding its share of the machine after the books gave it back.
 //
 // The first step is the shared reaper's (reaper_linux.go), which waits for
-// every child on one thread; reap is the fallback where it cannot, a
-// thread blocked in waitid for each child.
+// every child at once; reap is the fallback where it cannot, a thread
+// blocked in waitid for each child.
 func (p *Process) reap() {
 	var info unix.Siginfo
 	p.exited(ignoringEINTR(func() error {

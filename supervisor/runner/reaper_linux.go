@@ -9,8 +9,9 @@ import (
 
 // reaper waits for the exits of every child at once: each child's pidfd is
 // in one epoll set, and one goroutine waits on the set. A running job then
-// costs the daemon no goroutine and no thread of its own for its exit; with a thousand jobs running, threads blocked in waitid
-// were most of the daemon's memory.
+// costs the daemon no goroutine and no thread of its own for its exit;
+// with a thousand jobs running, threads blocked in waitid were most of the
+// daemon's memory.
 type reaper struct {
 	set *epollSet
 
