@@ -1,6 +1,9 @@
 package supervisor
 
-import "sync/atomic"
+import (
+	"sync/atomic"
+	"time"
+)
 
 // workers runs the jobs' goroutines (a job's loop, each time it wakes from
 // sleep) on goroutines it keeps: one that is done waits for the next loop,
@@ -11,17 +14,23 @@ import "sync/atomic"
 // CPU. The runtime still shrinks the stacks of those that wait (at a GC),
 // but one that is used again grows once per GC, not once per wake-up.
 type workers struct {
-	loops chan func() // unbuffered: a send is taken only by a waiting worker
-	quit  chan struct{}
-	idle  atomic.Int32
+	loops   chan func() // unbuffered: a send is taken only by a waiting worker
+	quit    chan struct{}
+	idle    atomic.Int32 // waiting for a loop
+	alive   atomic.Int32 // waiting or running one
+	idleFor time.Duration
 }
 
-// maxIdle bounds the workers kept waiting. Jobs wake a few at a time: two
-// per core at once is plenty, and each waiting worker costs its stack.
-const maxIdle = 8
+// maxIdle bounds the workers kept waiting, and defaultIdleFor how long one
+// waits before it ends: jobs wake a few at a time, each waiting worker
+// costs its stack, and a daemon at rest keeps none.
+const (
+	maxIdle        = 8
+	defaultIdleFor = time.Second
+)
 
 func newWorkers() *workers {
-	return &workers{loops: make(chan func()), quit: make(chan struct{})}
+	return &workers{loops: make(chan func()), quit: make(chan struct{}), idleFor: defaultIdleFor}
 }
 
 // run runs f on a waiting worker, or on a new goroutine that then stays
@@ -35,15 +44,31 @@ func (w *workers) run(f func()) {
 }
 
 func (w *workers) work(f func()) {
+	w.alive.Add(1)
+	defer w.alive.Add(-1)
+	var timer *time.Timer // made at the first wait, reset at each
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
 	for {
 		f()
 		if w.idle.Add(1) > maxIdle {
 			w.idle.Add(-1)
 			return
 		}
+		if timer == nil {
+			timer = time.NewTimer(w.idleFor)
+		} else {
+			timer.Reset(w.idleFor)
+		}
 		select {
 		case f = <-w.loops:
 			w.idle.Add(-1)
+		case <-timer.C:
+			w.idle.Add(-1)
+			return
 		case <-w.quit:
 			w.idle.Add(-1)
 			return

@@ -19,32 +19,38 @@ func goroutineID() uint64 {
 	return id
 }
 
+// runOne runs a function on w and returns the goroutine it ran on.
+func runOne(t *testing.T, w *workers) uint64 {
+	t.Helper()
+	ids := make(chan uint64, 1)
+	w.run(func() { ids <- goroutineID() })
+	select {
+	case id := <-ids:
+		return id
+	case <-time.After(10 * time.Second):
+		t.Fatal("the function did not run in 10s")
+		return 0
+	}
+}
+
+// waitIdle waits for n of w's workers to be waiting.
+func waitIdle(t *testing.T, w *workers, n int32) {
+	t.Helper()
+	testkit.WaitFor(t, 10*time.Second, strconv.Itoa(int(n))+" waiting workers", func() bool { return w.idle.Load() == n })
+}
+
 // TestWorkersReuse: a function run once a worker waits runs on that
 // worker; at most maxIdle wait; after stop none does, and run still runs.
 func TestWorkersReuse(t *testing.T) {
 	w := newWorkers()
-	ids := make(chan uint64, 1)
-	runOne := func() uint64 {
-		w.run(func() { ids <- goroutineID() })
-		select {
-		case id := <-ids:
-			return id
-		case <-time.After(10 * time.Second):
-			t.Fatal("the function did not run in 10s")
-			return 0
-		}
-	}
-	idle := func(n int32) {
-		t.Helper()
-		testkit.WaitFor(t, 10*time.Second, strconv.Itoa(int(n))+" waiting workers", func() bool { return w.idle.Load() == n })
-	}
-	first := runOne()
-	idle(1)
+	w.idleFor = time.Hour // none leaves on its own here
+	first := runOne(t, w)
+	waitIdle(t, w, 1)
 	for i := range 5 {
-		if id := runOne(); id != first {
+		if id := runOne(t, w); id != first {
 			t.Fatalf("run %d went to goroutine %d, not to the waiting worker %d", i, id, first)
 		}
-		idle(1)
+		waitIdle(t, w, 1)
 	}
 
 	// Many at once: each on a goroutine, and no more than maxIdle stay.
@@ -64,11 +70,24 @@ func TestWorkersReuse(t *testing.T) {
 		t.Errorf("%d functions that block ran on %d goroutines", 3*maxIdle, len(seen))
 	}
 	close(release)
-	idle(maxIdle)
+	waitIdle(t, w, maxIdle)
 
 	w.stop()
-	idle(0)
-	if id := runOne(); id == first {
+	waitIdle(t, w, 0)
+	if id := runOne(t, w); id == first {
 		t.Errorf("a run after stop went to a worker that should have left")
+	}
+}
+
+// TestWorkersLeaveWhenIdle: a worker that waited idleFor for nothing ends,
+// so that a daemon at rest keeps none.
+func TestWorkersLeaveWhenIdle(t *testing.T) {
+	w := newWorkers()
+	defer w.stop()
+	w.idleFor = 10 * time.Millisecond
+	runOne(t, w)
+	testkit.WaitFor(t, 10*time.Second, "the worker to leave", func() bool { return w.alive.Load() == 0 })
+	if n := w.idle.Load(); n != 0 {
+		t.Errorf("%d workers waiting with none alive", n)
 	}
 }
