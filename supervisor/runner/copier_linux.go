@@ -58,12 +58,12 @@ func sharedCopier() *copier {
 		}
 		wake, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
 		if err != nil {
-			unix.Close(set.fd)
+			set.close()
 			return
 		}
 		if err := set.add(wake, unix.EPOLLIN); err != nil {
 			unix.Close(wake)
-			unix.Close(set.fd)
+			set.close()
 			return
 		}
 		theCopier = &copier{set: set, wake: wake, sinks: map[int32]*LogSink{}}

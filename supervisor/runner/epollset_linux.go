@@ -40,6 +40,17 @@ func (s *epollSet) add(fd int, events uint32) error {
 	return unix.EpollCtl(s.fd, unix.EPOLL_CTL_ADD, fd, &ev)
 }
 
+// close closes the set, through its File where it has one: a File closes
+// its descriptor once more when it is collected, by when the number may
+// be another's.
+func (s *epollSet) close() {
+	if s.file != nil {
+		s.file.Close()
+		return
+	}
+	unix.Close(s.fd)
+}
+
 // remove stops watching fd.
 func (s *epollSet) remove(fd int) { _ = unix.EpollCtl(s.fd, unix.EPOLL_CTL_DEL, fd, nil) }
 
