@@ -2,6 +2,7 @@ package runner
 
 import (
 	"os"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -16,10 +17,11 @@ import (
 // to its job running, in 1 000 short runs whose cycle is about 1.6 ms.
 type epollSet struct {
 	fd int
-	// file is fd as Go's poller knows it; nil where the poller could not
-	// take it, and serve waits in epoll_wait. Kept: a File that is
-	// collected closes its descriptor.
-	file *os.File
+	// file is fd as a File, kept: one that is collected closes its
+	// descriptor. polled: Go's poller has it; where it has not, serve
+	// waits in epoll_wait.
+	file   *os.File
+	polled bool
 }
 
 func newEpollSet() (*epollSet, error) {
@@ -30,6 +32,8 @@ func newEpollSet() (*epollSet, error) {
 	s := &epollSet{fd: fd}
 	if unix.SetNonblock(fd, true) == nil {
 		s.file = os.NewFile(uintptr(fd), "epoll")
+		// A deadline is had only on a descriptor in Go's poller.
+		s.polled = s.file.SetReadDeadline(time.Time{}) == nil
 	}
 	return s, nil
 }
@@ -55,42 +59,51 @@ func (s *epollSet) close() {
 func (s *epollSet) remove(fd int) { _ = unix.EpollCtl(s.fd, unix.EPOLL_CTL_DEL, fd, nil) }
 
 // serve hands each batch of ready events to handle, on the calling
-// goroutine, for the life of the process.
+// goroutine, until the set is closed: for the life of the process, for the
+// reaper's and the copier's.
 func (s *epollSet) serve(handle func([]unix.EpollEvent)) {
 	events := make([]unix.EpollEvent, 64)
-	take := func(timeout int) int {
+	// take reports how many events it handed over. An error is the set
+	// closed (EBADF): nothing else can happen to a valid epoll descriptor
+	// and a valid buffer.
+	take := func(timeout int) (int, error) {
 		n, err := unix.EpollWait(s.fd, events, timeout)
-		if err != nil {
-			// EINTR; nothing else can happen to a valid epoll descriptor
-			// and a valid buffer.
-			return 0
+		switch {
+		case err == unix.EINTR:
+			return 0, nil
+		case err != nil:
+			return 0, err
 		}
 		handle(events[:n])
-		return n
+		return n, nil
 	}
-	if s.file != nil {
-		if conn, err := s.file.SyscallConn(); err == nil {
-			// Read calls back until the callback says it is done, and
-			// between calls waits for the set to turn readable. It is
-			// never done: false is "nothing more for now", once the set
-			// has nothing ready. The poller hears of the set only when
-			// one of its descriptors signals anew (it waits for edges),
-			// so what is still ready after a batch (a pipe with more to
-			// read than a chunk) is taken now, not left for a signal
-			// that may not come.
-			err = conn.Read(func(uintptr) bool {
-				for take(0) > 0 {
-				}
-				return false
-			})
-			if err == nil {
-				return // unreachable: the set is never closed
+	if !s.polled {
+		for {
+			if _, err := take(-1); err != nil {
+				return
 			}
-			// Not a descriptor the poller takes ("waiting for
-			// unsupported file type"): wait in the system call.
 		}
 	}
-	for {
-		take(-1)
+	conn, err := s.file.SyscallConn()
+	if err != nil {
+		return // closed
 	}
+	// Read calls back until the callback says it is done, and between
+	// calls waits for the set to turn readable; it returns once the set is
+	// closed. false is "nothing more for now", once the set has nothing
+	// ready. The poller hears of the set only when one of its descriptors
+	// signals anew (it waits for edges), so what is still ready after a
+	// batch (a pipe with more to read than a chunk) is taken now, not left
+	// for a signal that may not come.
+	_ = conn.Read(func(uintptr) bool {
+		for {
+			n, err := take(0)
+			if err != nil {
+				return true
+			}
+			if n == 0 {
+				return false
+			}
+		}
+	})
 }

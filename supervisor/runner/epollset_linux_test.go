@@ -16,17 +16,18 @@ func TestEpollSetServes(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if poller {
-			// A deadline is had only on a descriptor in Go's poller.
-			if s.file == nil || s.file.SetReadDeadline(time.Now().Add(time.Hour)) != nil {
-				t.Fatal("the poller did not take the epoll set")
-			}
-			if err := s.file.SetReadDeadline(time.Time{}); err != nil {
+		if !poller {
+			// A set of its own, never in a File: one taken out of its
+			// File would be closed when the File is collected.
+			s.close()
+			fd, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
+			if err != nil {
 				t.Fatal(err)
 			}
+			s = &epollSet{fd: fd}
 		}
-		if !poller {
-			s.file = nil
+		if poller && !s.polled {
+			t.Fatal("the poller did not take the epoll set")
 		}
 		efd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
 		if err != nil {
@@ -36,13 +37,17 @@ func TestEpollSetServes(t *testing.T) {
 			t.Fatal(err)
 		}
 		got := make(chan int32, 64)
-		go s.serve(func(evs []unix.EpollEvent) {
-			for _, ev := range evs {
-				var b [8]byte
-				_, _ = unix.Read(int(ev.Fd), b[:])
-				got <- ev.Fd
-			}
-		})
+		served := make(chan struct{})
+		go func() {
+			defer close(served)
+			s.serve(func(evs []unix.EpollEvent) {
+				for _, ev := range evs {
+					var b [8]byte
+					_, _ = unix.Read(int(ev.Fd), b[:])
+					got <- ev.Fd
+				}
+			})
+		}()
 		for range 3 {
 			if _, err := unix.Write(efd, []byte{1, 0, 0, 0, 0, 0, 0, 0}); err != nil {
 				t.Fatal(err)
@@ -56,9 +61,19 @@ func TestEpollSetServes(t *testing.T) {
 				t.Fatalf("poller %v: no event in 10s", poller)
 			}
 		}
-		// The goroutine serves the set for the life of the process, as
-		// the reaper's and the copier's do; the set is left open.
-		s.remove(efd)
+		if poller {
+			// Closed, the set is served no more.
+			s.close()
+			select {
+			case <-served:
+			case <-time.After(10 * time.Second):
+				t.Fatal("serve did not return in 10s after its set was closed")
+			}
+		}
+		// The set of epoll_wait is left open, its goroutine blocked for
+		// the life of the process as the reaper's and the copier's are:
+		// closed under a blocked epoll_wait, its number could be another
+		// set's by the time the goroutine waits again.
 		unix.Close(efd)
 	}
 }
