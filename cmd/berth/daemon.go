@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/signal"
@@ -254,10 +255,14 @@ func startCPUProfile(path string) (stop func(), err error) {
 func (c *cli) logger(level hclog.Level) hclog.Logger {
 	opts := &hclog.LoggerOptions{Name: "berth", Level: level, Output: c.stderr, Color: hclog.ColorOff}
 	if ok, _ := journal.StderrIsJournalStream(); ok {
-		opts.Output = journalWriter{fallback: c.stderr}
-		opts.JSONFormat = true
-		opts.DisableTime = true
-	} else if c.env.get("NO_COLOR") == "" {
+		// The entries go to the journal from the sink; the logger's own
+		// output, which its level still filters, is thrown away.
+		opts.Output = io.Discard
+		l := hclog.NewInterceptLogger(opts)
+		l.RegisterSink(&journalSink{level: level, fallback: c.stderr, send: journal.Send})
+		return l
+	}
+	if c.env.get("NO_COLOR") == "" {
 		opts.Color = hclog.AutoColor // colour only when stderr is a terminal
 	}
 	return hclog.New(opts)
