@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"net"
 	"slices"
@@ -30,14 +31,10 @@ func (s *sent) send(msg string, prio journal.Priority, vars map[string]string) e
 
 // journalLogger is the daemon's logger under journald, its entries sent to s.
 func journalLogger(level hclog.Level, s *sent) hclog.Logger {
-	l := hclog.NewInterceptLogger(&hclog.LoggerOptions{Name: "berth", Level: level, Output: discard{}})
-	l.RegisterSink(&journalSink{level: level, fallback: discard{}, send: s.send})
+	l := hclog.NewInterceptLogger(&hclog.LoggerOptions{Name: "berth", Level: level, Output: io.Discard})
+	l.RegisterSink(&journalSink{level: level, fallback: io.Discard, send: s.send})
 	return l
 }
-
-type discard struct{}
-
-func (discard) Write(p []byte) (int, error) { return len(p), nil }
 
 func TestJournalEntry(t *testing.T) {
 	var s sent
@@ -185,8 +182,8 @@ func TestJournalField(t *testing.T) {
 // BenchmarkJournalLine is one of a run's log lines under journald, up to
 // the datagram (not sent).
 func BenchmarkJournalLine(b *testing.B) {
-	l := hclog.NewInterceptLogger(&hclog.LoggerOptions{Name: "berth", Level: hclog.Info, Output: discard{}})
-	l.RegisterSink(&journalSink{level: hclog.Info, fallback: discard{}, send: func(string, journal.Priority, map[string]string) error { return nil }})
+	l := hclog.NewInterceptLogger(&hclog.LoggerOptions{Name: "berth", Level: hclog.Info, Output: io.Discard})
+	l.RegisterSink(&journalSink{level: hclog.Info, fallback: io.Discard, send: func(string, journal.Priority, map[string]string) error { return nil }})
 	log := l.Named("job").With("job", "true-03-042")
 	b.ReportAllocs()
 	for b.Loop() {

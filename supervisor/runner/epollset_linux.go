@@ -14,7 +14,7 @@ import (
 // epoll_wait instead, it held its thread in a system call, and whatever it
 // woke (the job of a run that ended) waited behind that call for the
 // scheduler to take its processor back: 0.17 ms (p50) from an exit seen
-// to its job running, in 1 000 short runs whose cycle is about 1.6 ms.
+// to its job running, in 1 000 short runs whose cycle is about 1.5 ms.
 type epollSet struct {
 	fd int
 	// file is fd as a File, kept: one that is collected closes its
