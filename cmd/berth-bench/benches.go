@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -38,10 +39,14 @@ func jobFiles(d *daemon, files, perFile int, decl func(f, i int) string) error {
 // runThroughput: 1 000 runs of /bin/true, one job each (cpus = 1, two cores),
 // against the same 1 000 spawns from a plain Go loop with two workers.
 func runThroughput(b *bencher, dir string) ([]sample, error) {
+	var before, after syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_CHILDREN, &before)
 	loop, err := spawnLoop(jobsPerRun, 2, "/bin/true")
 	if err != nil {
 		return nil, err
 	}
+	_ = syscall.Getrusage(syscall.RUSAGE_CHILDREN, &after)
+	loopChildren := float64(after.Utime.Nano()+after.Stime.Nano()-before.Utime.Nano()-before.Stime.Nano()) / 1e6 / jobsPerRun
 
 	d, err := newDaemon(dir)
 	if err != nil {
@@ -58,6 +63,8 @@ func runThroughput(b *bencher, dir string) ([]sample, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Asked before the CPU is, so that its collection is not counted.
+	commits0, commitsErr := d.metrics(commitsMetric, commitsMetricSum)
 	st0, err := procStat(d.cmd.Process.Pid)
 	if err != nil {
 		return nil, err
@@ -104,9 +111,18 @@ func runThroughput(b *bencher, dir string) ([]sample, error) {
 		{"throughput/ready-to-done", doneAt.Sub(ready).Seconds()},
 		{"throughput/daemon-cpu", float64(st1.utime+st1.stime-st0.utime-st0.stime) / clockTicks() * 1000 / jobsPerRun},
 		{"throughput/daemon-sys", float64(st1.stime-st0.stime) / clockTicks() * 1000 / jobsPerRun},
+		{"throughput/loop-child-cpu", loopChildren},
+		{"throughput/child-cpu", float64(st1.children-st0.children) / clockTicks() * 1000 / jobsPerRun},
 	}
 	if len(statusCalls) > 0 {
 		samples = append(samples, sample{"throughput/status-call", percentile(statusCalls, 50)})
+	}
+	if commits1, err := d.metrics(commitsMetric, commitsMetricSum); err == nil && commitsErr == nil {
+		n := commits1[0] - commits0[0]
+		samples = append(samples, sample{"throughput/commits", n / jobsPerRun})
+		if n > 0 {
+			samples = append(samples, sample{"throughput/commit-ms", (commits1[1] - commits0[1]) / n * 1000})
+		}
 	}
 	// A berth older than the figure does not log it: left out.
 	if starts := startTimes(d.logPath); len(starts) > 0 {
@@ -115,6 +131,12 @@ func runThroughput(b *bencher, dir string) ([]sample, error) {
 	}
 	return samples, nil
 }
+
+// The state file's write transactions: how many, and how long in all.
+const (
+	commitsMetric    = "berth_store_commit_seconds_count"
+	commitsMetricSum = "berth_store_commit_seconds_sum"
+)
 
 // startTimes reads, from a daemon's log, how long each run took from its
 // grant to its process running (grant_to_running_us of "started").

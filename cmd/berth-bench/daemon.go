@@ -481,6 +481,7 @@ type stat struct {
 	ppid       int
 	utime      uint64 // clock ticks
 	stime      uint64
+	children   uint64 // cutime + cstime: the children it has waited for
 	threads    int
 	startTicks uint64
 }
@@ -504,6 +505,9 @@ func procStat(pid int) (stat, error) {
 	st.ppid, _ = strconv.Atoi(f[1])
 	st.utime, _ = strconv.ParseUint(f[11], 10, 64)
 	st.stime, _ = strconv.ParseUint(f[12], 10, 64)
+	cutime, _ := strconv.ParseUint(f[13], 10, 64)
+	cstime, _ := strconv.ParseUint(f[14], 10, 64)
+	st.children = cutime + cstime
 	st.threads, _ = strconv.Atoi(f[17])
 	st.startTicks, _ = strconv.ParseUint(f[19], 10, 64)
 	return st, nil
