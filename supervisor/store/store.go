@@ -31,9 +31,11 @@ import (
 // writer then applies all of them in the next single transaction. The
 // cost of durability is an fsync pair per transaction (1–2 ms on the
 // machines measured), so 100 runs ending at once cost a handful of fsyncs
-// rather than 100, while a lone caller waits for one commit and no more.
-// bbolt's own Batch is not used: it waits up to MaxBatchDelay for company,
-// which made a lone caller several times slower (notes/libraries.md).
+// rather than 100. A write someone waits for also waits a moment for
+// company (defaultCompany, 5 ms) before its commit, and writes no one waits
+// for wait longer, for a write someone does (see linger). bbolt's own
+// Batch is not used: it knows no writes that no one waits for, and keeps
+// no failed write for a later commit (see commit).
 //
 // Reads are bbolt read-only transactions, taken directly by the caller; they
 // run concurrently with each other and with the writer.
