@@ -112,3 +112,37 @@ func TestJournalAvailable(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkJournalStream is the daemon's side of a run's journal stream:
+// connecting, the header, and the file a child is given, closed again as
+// the daemon closes its copy once the child has it. The listener stands
+// in for journald and reads each connection to its end.
+func BenchmarkJournalStream(b *testing.B) {
+	path := filepath.Join(b.TempDir(), "stdout")
+	l, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	go func() {
+		for {
+			c, err := l.AcceptUnix()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				_, _ = io.Copy(io.Discard, c)
+			}()
+		}
+	}()
+	b.ReportAllocs()
+	for b.Loop() {
+		f, err := JournalStream(path, "train", 6)
+		if err != nil {
+			b.Fatal(err)
+		}
+		_ = f.Fd() // as Start does: the child's end must block
+		f.Close()
+	}
+}
