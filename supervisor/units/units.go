@@ -792,8 +792,8 @@ type Events struct {
 
 // Connect opens the manager this process runs under: the system's, or
 // with user the user's own. The system's is reached on systemd's own
-// socket, so that no bus daemon is needed, and on the system bus where
-// that socket cannot be used (not root).
+// socket, so that no bus daemon is needed (see systemdConnection), and on
+// the system bus where that socket cannot be used (not root).
 func Connect(ctx context.Context, user bool) (*sd.Conn, Events, error) {
 	var conn *sd.Conn
 	var err error
@@ -801,7 +801,7 @@ func Connect(ctx context.Context, user bool) (*sd.Conn, Events, error) {
 	case user:
 		conn, err = sd.NewUserConnectionContext(ctx)
 	default:
-		if conn, err = sd.NewSystemdConnectionContext(ctx); err != nil {
+		if conn, err = systemdConnection(ctx); err != nil {
 			conn, err = sd.NewSystemConnectionContext(ctx)
 		}
 	}
@@ -816,6 +816,39 @@ func Connect(ctx context.Context, user bool) (*sd.Conn, Events, error) {
 	errs := make(chan error, 1)
 	conn.SetPropertiesSubscriber(updates, errs)
 	return conn, Events{Updates: updates, Errors: errs}, nil
+}
+
+// systemdSocket is systemd's own socket, where it answers without a bus.
+const systemdSocket = "unix:path=/run/systemd/private"
+
+// systemdConnection connects to systemd's own socket, once. go-systemd
+// would connect twice, for its calls and for its signals, and systemd
+// sends every signal to every connection on that socket, asked for or
+// not: each signal was read and decoded twice, once for nothing, where
+// reading D-Bus messages was 57 % of the daemon's CPU with runs as units.
+// So both of go-systemd's connections are this one. That suits how it
+// uses them: it closes both together, says it is connected only while
+// both are, and its signal handler gets signals without holding up
+// replies (godbus hands on a signal from a goroutine of its own when the
+// handler's channel is full).
+func systemdConnection(ctx context.Context) (*sd.Conn, error) {
+	var shared *dbus.Conn
+	return sd.NewConnection(func() (*dbus.Conn, error) {
+		if shared != nil {
+			return shared, nil
+		}
+		conn, err := dbus.Dial(systemdSocket, dbus.WithContext(ctx))
+		if err != nil {
+			return nil, err
+		}
+		// EXTERNAL, by uid, as go-systemd does; no Hello, as there is no bus.
+		if err := conn.Auth([]dbus.Auth{dbus.AuthExternal(strconv.Itoa(os.Getuid()))}); err != nil {
+			conn.Close()
+			return nil, err
+		}
+		shared = conn
+		return conn, nil
+	})
 }
 
 // logFields are the fields journald adds to each line of a run's output:
