@@ -72,7 +72,7 @@ type Store struct {
 	watch pathWatch
 
 	lingerFor  time.Duration                       // defaultLinger; tests lengthen it
-	companyFor time.Duration                       // defaultCompany; tests shorten it
+	companyFor time.Duration                       // defaultCompany; tests lengthen it
 	onCommit   func(took time.Duration, err error) // Options.OnCommit
 
 	// clock times the retries of kept writes (the health's too).

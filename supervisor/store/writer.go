@@ -174,12 +174,13 @@ const defaultLinger = 20 * time.Millisecond
 // one by one they cost a commit each (two fdatasyncs, a quarter of the
 // daemon's CPU per run), while gathered for a moment a commit carries the
 // writes of several runs. The wait delays when a run, or a job at rest,
-// is shown, by as much. With runs of /bin/true two at a time, a commit
-// takes about 2 ms here and 400 µs of CPU: a wait of 2 ms gave a commit
-// for every 5–6 runs, 5 ms one for every 9–12 (berth-bench's
-// throughput/commits), and took the daemon's CPU per run to 0.95 of what
-// it was, the wall time to 0.93 (11 interleaved pairs); 10 ms halved the
-// commits again without a gain that showed.
+// is shown, by as much. With runs of /bin/true two at a time, a wait of
+// 2 ms gave a commit for every 5–6 runs, about 2 ms and 0.4 ms of CPU
+// each; 5 ms one for every 9–12, about 2.3 ms and 0.6 ms of CPU each
+// (berth-bench's throughput/commits and commit-ms, A/Bs of 11 and 15
+// interleaved pairs). The daemon's CPU per run went to 0.95 and 0.85 of
+// what it was, the wall time to 0.93 and 0.92; 10 ms halved the commits
+// again without a gain that showed (5 pairs).
 const defaultCompany = 5 * time.Millisecond
 
 // linger holds group for company before it commits: a group of deferred
