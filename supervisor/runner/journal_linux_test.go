@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // fakeJournal listens where journald would, and hands over everything one
@@ -44,6 +46,18 @@ func TestJournalStream(t *testing.T) {
 	f, err := JournalStream(path, "train-resnet", 6)
 	if err != nil {
 		t.Fatal(err)
+	}
+	// Blocking as it comes, as a child expects its output to be, and so
+	// never in Go's poller (os.NewFile decides by the flag). Read through
+	// Control: Fd would make it blocking itself.
+	rc, err := f.SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fl int
+	var flErr error
+	if err := rc.Control(func(fd uintptr) { fl, flErr = unix.FcntlInt(fd, unix.F_GETFL, 0) }); err != nil || flErr != nil || fl&unix.O_NONBLOCK != 0 {
+		t.Errorf("stream flags %#x (%v, %v): want blocking", fl, err, flErr)
 	}
 	// Checked while the stream is still open, before the job ends it.
 	// The read side is shut down: journald writing back would fail.
