@@ -63,14 +63,15 @@ func (w *workers) work(f func()) {
 		} else {
 			timer.Reset(w.idleFor)
 		}
+		more := false
 		select {
 		case f = <-w.loops:
-			w.idle.Add(-1)
+			more = true
 		case <-timer.C:
-			w.idle.Add(-1)
-			return
 		case <-w.quit:
-			w.idle.Add(-1)
+		}
+		w.idle.Add(-1)
+		if !more {
 			return
 		}
 	}
