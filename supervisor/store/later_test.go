@@ -2,10 +2,12 @@ package store
 
 import (
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/berthd/berth/supervisor/clock"
 	"github.com/berthd/berth/supervisor/testkit"
 )
 
@@ -122,22 +124,16 @@ func TestLaterLingers(t *testing.T) {
 
 // TestCompany: a write someone waits for waits a moment for company before
 // it commits, so that the writes of several short runs share a commit;
-// what ends the moment early (here, Close) commits them together.
+// what ends the moment early (here, Close) commits them together. A write
+// that joins the wait leaves the writer asleep and is taken at the end.
 func TestCompany(t *testing.T) {
 	s, _ := openTest(t, Options{})
 	s.companyFor = time.Hour // only Close can end the wait
+	s.quietFor = time.Hour
 	before := s.commits.Load()
-	taken := func(what string) {
-		t.Helper()
-		testkit.WaitFor(t, 10*time.Second, what, func() bool {
-			s.mu.Lock()
-			defer s.mu.Unlock()
-			return len(s.queue) == 0
-		})
-	}
 	first := make(chan error, 1)
 	go func() { first <- s.PutJob(JobRecord{Name: "a", State: StateDone}) }()
-	taken("the writer to take the first write")
+	holdsOne(t, s)
 	id, err := s.NextRunID()
 	if err != nil {
 		t.Fatal(err)
@@ -145,9 +141,12 @@ func TestCompany(t *testing.T) {
 	recorded := make(chan error, 1)
 	s.Later(func(err error) { t.Errorf("deferred write failed: %v", err) }).
 		BeginRun(RunRecord{ID: id, Job: "b", Start: t0}, func(err error) { recorded <- err })
-	// Taken into the first one's group, which has not committed: had the
-	// first committed alone, the writer would take the second only after.
-	taken("the writer to take the run's record")
+	s.mu.Lock()
+	queued, kicked := len(s.queue), len(s.kick)
+	s.mu.Unlock()
+	if queued != 1 || kicked != 0 {
+		t.Errorf("the run's record: %d queued, %d wakes pending; want it queued, the writer left asleep", queued, kicked)
+	}
 	if got := s.commits.Load() - before; got != 0 {
 		t.Fatalf("%d commits while the first write waited for company, want none", got)
 	}
@@ -164,5 +163,144 @@ func TestCompany(t *testing.T) {
 	}
 	if got := s.commits.Load() - before; got != 1 {
 		t.Errorf("%d commits, want 1: the two writes together", got)
+	}
+}
+
+// holdsOne waits until the writer holds one write for company.
+func holdsOne(t *testing.T, s *Store) {
+	t.Helper()
+	testkit.WaitFor(t, 10*time.Second, "the writer to hold the first write", func() bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.holding.n == 1 && len(s.queue) == 0
+	})
+}
+
+// lingerSteps makes s time its waits for company on a fake clock. armed
+// waits until the writer has armed its next look, so that what the test
+// writes then is new to that look; look reaches it.
+func lingerSteps(t *testing.T, s *Store) (fake *clock.Fake, armed, look func()) {
+	fake = clock.NewFake(t0)
+	s.lingerClock = fake
+	armed = func() {
+		t.Helper()
+		select {
+		case <-fake.Armed():
+		case <-time.After(10 * time.Second):
+			t.Fatal("timed out waiting for the writer to arm its next look")
+		}
+	}
+	return fake, armed, func() { fake.Advance(s.quietFor) }
+}
+
+// TestCompanyWhileWritesCome: the wait goes on while writes keep joining
+// it, and ends at the first look that finds none new.
+func TestCompanyWhileWritesCome(t *testing.T) {
+	s, _ := openTest(t, Options{})
+	s.quietFor, s.companyFor = 2*time.Millisecond, time.Hour
+	_, armed, look := lingerSteps(t, s)
+	before := s.commits.Load()
+	later := s.Later(func(err error) { t.Errorf("deferred write failed: %v", err) })
+	first := make(chan error, 1)
+	go func() { first <- s.PutJob(JobRecord{Name: "a", State: StateDone}) }()
+	holdsOne(t, s)
+	for i := range 3 {
+		armed()
+		later.PutJob(JobRecord{Name: fmt.Sprintf("b%d", i), State: StateDone})
+		look()
+	}
+	// Each look found a new write and armed the next; this one finds none.
+	armed()
+	look()
+	if err := waitFor(t, first, "the write, at the first quiet look"); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.commits.Load() - before; got != 1 {
+		t.Errorf("%d commits, want 1: the four writes together", got)
+	}
+	for _, name := range []string{"a", "b0", "b1", "b2"} {
+		if _, found, err := s.Job(name); !found || err != nil {
+			t.Errorf("job %s not on file (%v)", name, err)
+		}
+	}
+}
+
+// TestCompanyHasItsTime: however busy the writes, one someone waits for
+// waits no longer than companyFor.
+func TestCompanyHasItsTime(t *testing.T) {
+	s, _ := openTest(t, Options{})
+	s.quietFor, s.companyFor = 2*time.Millisecond, 10*time.Millisecond
+	fake, armed, look := lingerSteps(t, s)
+	before := s.commits.Load()
+	later := s.Later(func(err error) { t.Errorf("deferred write failed: %v", err) })
+	first := make(chan error, 1)
+	go func() { first <- s.PutJob(JobRecord{Name: "a", State: StateDone}) }()
+	holdsOne(t, s)
+	for i := range 5 {
+		select {
+		case err := <-first:
+			t.Fatalf("committed (%v) after %d looks, before the company's 10 ms", err, i)
+		default:
+		}
+		armed()
+		later.PutJob(JobRecord{Name: fmt.Sprintf("b%d", i), State: StateDone})
+		look()
+	}
+	if err := waitFor(t, first, "the write, at the company's end"); err != nil {
+		t.Fatal(err)
+	}
+	// At the look that reached the end, with a write new to it.
+	select {
+	case <-fake.Armed():
+		t.Error("the writer looked again after the company's end")
+	default:
+	}
+	if got := s.commits.Load() - before; got != 1 {
+		t.Errorf("%d commits, want 1", got)
+	}
+}
+
+// TestCompanyFull: a group grown full wakes the writer and commits at once,
+// whatever is left of the wait.
+func TestCompanyFull(t *testing.T) {
+	s, _ := openTest(t, Options{})
+	s.quietFor, s.companyFor = time.Hour, time.Hour
+	first := make(chan error, 1)
+	go func() { first <- s.PutJob(JobRecord{Name: "a", State: StateDone}) }()
+	holdsOne(t, s)
+	later := s.Later(func(err error) { t.Errorf("deferred write failed: %v", err) })
+	for i := range maxGroup - 1 {
+		later.PutJob(JobRecord{Name: fmt.Sprintf("b%04d", i), State: StateDone})
+	}
+	if err := waitFor(t, first, "the write, once its group is full"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestMustWake: while the writer holds a group for company, a write wakes
+// it only when it changes the wait.
+func TestMustWake(t *testing.T) {
+	waited := &operation{done: make(chan error, 1)}
+	shown := &operation{awaited: true}
+	deferred := &operation{}
+	for _, c := range []struct {
+		what    string
+		holding held
+		queued  int
+		op      *operation
+		want    bool
+	}{
+		{"nothing held", held{}, 1, deferred, true},
+		{"deferred joining deferred", held{n: 3}, 1, deferred, false},
+		{"waited-for joining deferred", held{n: 3}, 1, waited, true},
+		{"shown joining deferred", held{n: 3}, 1, shown, true},
+		{"waited-for joining company", held{n: 3, waited: true}, 1, waited, false},
+		{"deferred joining company", held{n: 3, waited: true}, 1, deferred, false},
+		{"the group full", held{n: maxGroup - 1, waited: true}, 1, deferred, true},
+	} {
+		s := &Store{holding: c.holding, queue: make([]*operation, c.queued)}
+		if got := s.mustWake(c.op); got != c.want {
+			t.Errorf("%s: mustWake = %v, want %v", c.what, got, c.want)
+		}
 	}
 }

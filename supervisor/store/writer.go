@@ -102,9 +102,30 @@ func (s *Store) enqueue(op *operation) error {
 	if s.onQueued != nil {
 		s.onQueued(len(s.queue))
 	}
+	wake := s.mustWake(op)
 	s.mu.Unlock()
-	s.wake()
+	if wake {
+		s.wake()
+	}
 	return nil
+}
+
+// mustWake says whether op, just queued, must wake the writer; mu is held.
+// A writer that holds a group for company takes what has queued at each
+// look (linger), so only what changes the wait wakes it: a group grown
+// full, or the first write someone waits for joining deferred ones.
+// Woken for every write instead, a writer waiting out a longer company
+// spent on the wakes what the fewer commits saved.
+func (s *Store) mustWake(op *operation) bool {
+	h := s.holding
+	switch {
+	case h.n == 0:
+		return true
+	case h.n+len(s.queue) >= maxGroup:
+		return true
+	default:
+		return !h.waited && (op.done != nil || op.awaited)
+	}
 }
 
 // write is the writer goroutine: it takes whatever has queued up and commits
@@ -168,54 +189,96 @@ func (s *Store) write() {
 // commit of their own.
 const defaultLinger = 20 * time.Millisecond
 
-// defaultCompany is how long a write someone waits for waits for company
-// before it commits. Short runs each bring two such writes, their record
-// and where their job comes to rest, a millisecond or so apart; committed
-// one by one they cost a commit each (two fdatasyncs, a quarter of the
-// daemon's CPU per run), while gathered for a moment a commit carries the
-// writes of several runs. The wait delays when a run, or a job at rest,
-// is shown, by as much. With runs of /bin/true two at a time, a wait of
-// 2 ms gave a commit for every 5–6 runs, about 2 ms and 0.4 ms of CPU
-// each; 5 ms one for every 9–12, about 2.3 ms and 0.6 ms of CPU each
-// (berth-bench's throughput/commits and commit-ms, A/Bs of 11 and 15
-// interleaved pairs). The daemon's CPU per run went to 0.95 and 0.85 of
-// what it was, the wall time to 0.93 and 0.92; 10 ms halved the commits
-// again without a gain that showed (5 pairs).
-const defaultCompany = 5 * time.Millisecond
+// defaultCompany is the longest a write someone waits for waits for
+// company before it commits, and defaultQuiet how long a pause in the
+// writes ends that wait early. Short runs each bring two such writes,
+// their record and where their job comes to rest, a millisecond or so
+// apart; committed one by one they cost a commit each (two fdatasyncs, a
+// quarter of the daemon's CPU per run), while gathered for a moment a
+// commit carries the writes of several runs. The wait delays when a run,
+// or a job at rest, is shown: by 2 ms after the last write of a burst
+// (the start of a hundred programs) or a lone one, by 10 ms at most in a
+// stream of short runs.
+//
+// With runs of /bin/true two at a time (berth-bench's throughput, A/Bs of
+// interleaved pairs), a fixed wait of 2 ms gave a commit for every 5–6
+// runs and 5 ms one for every 9–12, the daemon's CPU per run 0.95 and 0.85
+// of what 2 ms cost (11 and 15 pairs). A fixed 10 ms halved the commits again and gained
+// nothing (25 pairs: CPU 0.97, wall 1.00): the writer was woken for each
+// write that joined the wait. Taking those at each look instead
+// (mustWake), this wait gives a commit for every 17–20 runs, the CPU per
+// run 0.930 and 0.925 of the fixed 5 ms, the wall time 0.962 and 1.00 (two
+// A/Bs of 25 pairs); the start of 100 programs took 0.98 and 1.00 of the
+// time (two A/Bs of 12 pairs), a reload's p50 0.96 (5 pairs).
+const (
+	defaultCompany = 10 * time.Millisecond
+	defaultQuiet   = 2 * time.Millisecond
+)
 
-// linger holds group for company before it commits: a group of deferred
-// writes until a waited-for write joins it or defaultLinger passes, one
-// with a waited-for write until defaultCompany passes; either until the
-// group fills or Close begins.
+// linger holds group for company before it commits. A group of deferred
+// writes waits until a write someone waits for joins it, or lingerFor
+// passes. One with such a write then waits as long as company keeps
+// coming: until quietFor passes with nothing new, or companyFor since the
+// wait began. Either ends early when the group fills or Close begins.
+// Writes that change none of this do not wake the writer (mustWake); what
+// has queued meanwhile is taken at each look.
 func (s *Store) linger(group []*operation) []*operation {
 	waited := !deferredOnly(group)
-	wait := s.lingerFor
-	if waited {
-		wait = s.companyFor
-	}
-	if wait <= 0 {
+	if (waited && s.companyFor <= 0) || (!waited && s.lingerFor <= 0) {
 		return group
 	}
-	t := time.NewTimer(wait)
-	defer t.Stop()
+	c := s.lingerClock
+	var deadline time.Time
+	first := s.lingerFor
+	if waited {
+		deadline = c.Now().Add(s.companyFor)
+		first = min(s.quietFor, s.companyFor)
+	}
+	look := c.NewTimer(first)
+	defer func() { look.Stop() }()
+	s.hold(len(group), waited)
+	defer s.hold(0, false)
 	for {
+		woken := false
 		select {
-		case <-t.C:
-			return group
+		case <-look.C():
 		case <-s.kick:
-			more, closing, _ := s.take(maxGroup - len(group))
-			group = append(group, more...)
-			if closing || len(group) >= maxGroup {
+			woken = true
+		}
+		more, closing, _ := s.take(maxGroup - len(group))
+		group = append(group, more...)
+		if closing || len(group) >= maxGroup {
+			return group
+		}
+		now := c.Now()
+		switch {
+		case !waited && !deferredOnly(more):
+			// A waited-for write joined: from now on it is company that
+			// counts.
+			if s.companyFor <= 0 {
 				return group
 			}
-			if !waited && !deferredOnly(more) {
-				// A waited-for write joined: from now on it is the
-				// company window that counts.
-				waited = true
-				t.Reset(s.companyFor)
-			}
+			waited, deadline = true, now.Add(s.companyFor)
+		case woken:
+			// A wake from before the hold: the look is still to come.
+			s.hold(len(group), waited)
+			continue
+		case !waited:
+			return group // lingerFor is over
+		case len(more) == 0 || !now.Before(deadline):
+			return group // quiet, or the company's time is over
 		}
+		look.Stop()
+		look = c.NewTimer(min(s.quietFor, deadline.Sub(now)))
+		s.hold(len(group), waited)
 	}
+}
+
+// hold tells enqueue of the group the writer holds (see mustWake).
+func (s *Store) hold(n int, waited bool) {
+	s.mu.Lock()
+	s.holding = held{n: n, waited: waited}
+	s.mu.Unlock()
 }
 
 // take removes up to n operations from the queue.
