@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"os/signal"
@@ -251,21 +250,16 @@ func startCPUProfile(path string) (stop func(), err error) {
 
 // logger builds the one root logger. Under journald each entry becomes a
 // native journal entry with its priority and fields; elsewhere it is text on
-// stderr, coloured only on a terminal and never with NO_COLOR.
+// stderr, coloured only on a terminal and never with NO_COLOR. Uncoloured,
+// the lines are written by lineLogger, hclog's format without hclog's cost.
 func (c *cli) logger(level hclog.Level) hclog.Logger {
-	opts := &hclog.LoggerOptions{Name: "berth", Level: level, Output: c.stderr, Color: hclog.ColorOff}
 	if ok, _ := journal.StderrIsJournalStream(); ok {
-		// The entries go to the journal from the sink; the logger's own
-		// output, which its level still filters, is thrown away.
-		opts.Output = io.Discard
-		l := hclog.NewInterceptLogger(opts)
-		l.RegisterSink(&journalSink{level: level, fallback: c.stderr, send: journal.Send})
-		return l
+		return journalLogger(level, &journalSink{level: level, fallback: c.stderr, send: journal.Send})
 	}
-	if c.env.get("NO_COLOR") == "" {
-		opts.Color = hclog.AutoColor // colour only when stderr is a terminal
+	if c.env.get("NO_COLOR") == "" && isTerminal(c.stderr) {
+		return hclog.New(&hclog.LoggerOptions{Name: "berth", Level: level, Output: c.stderr, Color: hclog.AutoColor})
 	}
-	return hclog.New(opts)
+	return plainLogger(level, c.stderr, time.Now)
 }
 
 // listen binds the control socket: mode 0660, group berth where that group

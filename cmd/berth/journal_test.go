@@ -29,16 +29,14 @@ func (s *sent) send(msg string, prio journal.Priority, vars map[string]string) e
 	return nil
 }
 
-// journalLogger is the daemon's logger under journald, its entries sent to s.
-func journalLogger(level hclog.Level, s *sent) hclog.Logger {
-	l := hclog.NewInterceptLogger(&hclog.LoggerOptions{Name: "berth", Level: level, Output: io.Discard})
-	l.RegisterSink(&journalSink{level: level, fallback: io.Discard, send: s.send})
-	return l
+// sentLogger is the daemon's logger under journald, its entries sent to s.
+func sentLogger(level hclog.Level, s *sent) hclog.Logger {
+	return journalLogger(level, &journalSink{level: level, fallback: io.Discard, send: s.send})
 }
 
 func TestJournalEntry(t *testing.T) {
 	var s sent
-	journalLogger(hclog.Info, &s).Named("job").With("job", "train").Warn("exited", "run", 7, "exit_code", 3, "reason", "failed", "gpus", []string{"GPU-a"}, "pid", 2345678)
+	sentLogger(hclog.Info, &s).Named("job").With("job", "train").Warn("exited", "run", 7, "exit_code", 3, "reason", "failed", "gpus", []string{"GPU-a"}, "pid", 2345678)
 	if len(s.msgs) != 1 {
 		t.Fatalf("%d entries sent, want 1", len(s.msgs))
 	}
@@ -67,7 +65,7 @@ func TestJournalEntry(t *testing.T) {
 // goes to the fallback.
 func TestJournalEntryLevels(t *testing.T) {
 	var s sent
-	l := journalLogger(hclog.Info, &s)
+	l := sentLogger(hclog.Info, &s)
 	l.Debug("not sent")
 	l.Error("sent", "n", 1)
 	l.StandardLogger(&hclog.StandardLoggerOptions{ForceLevel: hclog.Warn}).Print("from the standard logger")
@@ -148,7 +146,7 @@ func TestJournalEntryAsJSON(t *testing.T) {
 		hclog.New(&hclog.LoggerOptions{Name: "berth", Output: &buf, JSONFormat: true, DisableTime: true}).Named("job").Info("an entry", args...)
 		wantMsg, wantVars := jsonEntry(buf.Bytes())
 		var s sent
-		journalLogger(hclog.Info, &s).Named("job").Info("an entry", args...)
+		sentLogger(hclog.Info, &s).Named("job").Info("an entry", args...)
 		if len(s.msgs) != 1 {
 			t.Fatalf("%v: %d entries sent, want 1", args, len(s.msgs))
 		}
@@ -182,8 +180,7 @@ func TestJournalField(t *testing.T) {
 // BenchmarkJournalLine is one of a run's log lines under journald, up to
 // the datagram (not sent).
 func BenchmarkJournalLine(b *testing.B) {
-	l := hclog.NewInterceptLogger(&hclog.LoggerOptions{Name: "berth", Level: hclog.Info, Output: io.Discard})
-	l.RegisterSink(&journalSink{level: hclog.Info, fallback: io.Discard, send: func(string, journal.Priority, map[string]string) error { return nil }})
+	l := journalLogger(hclog.Info, &journalSink{level: hclog.Info, fallback: io.Discard, send: func(string, journal.Priority, map[string]string) error { return nil }})
 	log := l.Named("job").With("job", "true-03-042")
 	b.ReportAllocs()
 	for b.Loop() {
