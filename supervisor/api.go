@@ -34,10 +34,10 @@ func (d *Daemon) api() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET "+APIVersion+"/status", func(w http.ResponseWriter, r *http.Request) {
 		d.checkBinary() // a person asking is told of an upgrade at once
-		writeJSON(w, http.StatusOK, d.readerOf(r).status(d.Status()))
+		writeStatus(w, d.readerOf(r).status(d.Status()))
 	})
 	mux.HandleFunc("GET "+APIVersion+"/jobs", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, d.readerOf(r).jobs(d.Status().Jobs))
+		writeJobs(w, d.readerOf(r).jobs(d.Status().Jobs))
 	})
 	mux.HandleFunc("GET "+APIVersion+"/jobs/{name}", func(w http.ResponseWriter, r *http.Request) {
 		name := r.PathValue("name")

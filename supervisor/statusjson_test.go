@@ -1,0 +1,136 @@
+package supervisor
+
+import (
+	"bytes"
+	"fmt"
+	"net/http/httptest"
+	"testing"
+	"time"
+)
+
+// oracle is what writeJSON, encoding/json, answers with v.
+func oracle(v any) string {
+	rec := httptest.NewRecorder()
+	writeJSON(rec, 200, v)
+	return rec.Body.String()
+}
+
+func appended(write func(*httptest.ResponseRecorder)) (string, string) {
+	rec := httptest.NewRecorder()
+	write(rec)
+	return rec.Body.String(), rec.Header().Get("Content-Type")
+}
+
+// oddStrings are strings encoding/json escapes, each its own way.
+var oddStrings = []string{
+	"", "plain", `quo"te`, `back\slash`, "<b>&amp;</b>", "tab\tnl\ncr\rbs\bff\f", "\x00\x01\x1f\x7f",
+	"zürich ✓ 漢字", "bad \xff utf8 \xc3", "line\u2028para\u2029end", "\u00a0nbsp", "emoji 🚀",
+}
+
+func sampleJobs() []JobStatus {
+	i64 := func(n int64) *int64 { return &n }
+	n := 3
+	exit := 2
+	start := time.Date(2026, 12, 4, 9, 1, 2, 345_678_901, time.FixedZone("", 5*3600+30*60))
+	jobs := []JobStatus{
+		{}, // every field zero: the omitempty ones left out, the lists null
+		{
+			Name: "alice/train", Owner: "alice", State: "running", Since: time.Date(2026, 12, 4, 8, 0, 0, 0, time.UTC),
+			Why: "waits for 2 cores", Run: 1 << 63, PID: 4194304, CPUs: 4, CPUIDs: []int{0, 1, 2, 3},
+			GPUs: []string{"0", "GPU-4f2a"}, RAMBytes: 1 << 40, GPUMemBytes: 8 << 30,
+			GPUMemUsedBytes: i64(-1), GPUMemPeakBytes: i64(1 << 33), Restarts: 7, File: "/etc/berth/jobs.d/a.lua", Line: 12,
+			Asked: Size{CPUs: 4, GPUs: 2, RAMBytes: -1, GPUMemBytes: 3}, Flavor: "big",
+			ExpectedStart: &start, Short: &Size{CPUs: 1}, Quota: &QuotaView{Held: Size{CPUs: 2}, Quota: Size{CPUs: -1}},
+			Used: &Usage{MemoryBytes: i64(5)}, After: []Dependency{{Job: "prep", Kind: "after", State: "done", ExitCode: &exit, Satisfied: true}},
+			Array: &ArrayStatus{From: 1, To: 10, Size: 10, MaxParallel: 2, Counts: map[string]int{"done": 3, "waiting": 7}, Queued: &n},
+		},
+		{Name: "empty-lists", CPUIDs: []int{}, GPUs: []string{}, After: []Dependency{}, Short: &Size{}},
+	}
+	for _, s := range oddStrings {
+		jobs = append(jobs, JobStatus{Name: s, Owner: s, State: s, Why: s, GPUs: []string{s}, File: s, Flavor: s, Since: start})
+	}
+	return jobs
+}
+
+// TestStatusJSONMatches: the answers of GET /v1/status and /v1/jobs are
+// encoding/json's, byte for byte.
+func TestStatusJSONMatches(t *testing.T) {
+	mem := int64(1 << 34)
+	statuses := []Status{
+		{}, // nothing at all: lists and maps null
+		{
+			Host: "gpu<1>&co", Machine: MachineStatus{CPUs: 64, CPUsFree: 3, RAMBytes: &mem, Cards: []CardStatus{{Name: "0", Holder: "a", Off: true, Foreign: []ForeignUse{{PID: 1, User: "bob", Command: "python <x>", MemoryBytes: -1}}}}},
+			Jobs: sampleJobs(), Errors: []string{"a <b>"}, Problems: []Problem{{Code: "bad_field", File: "x.lua", Line: 3, Text: "t"}},
+			Counts: map[string]int{"running": 1, "done": 2}, Logs: "journal", Runner: "units", Now: time.Now(),
+			Daemon: DaemonStatus{Version: "1.0", PID: 42, Started: time.Now().Add(-time.Hour), Binary: "/usr/bin/berth", BinaryReplaced: true},
+		},
+		{Jobs: []JobStatus{}, Errors: []string{}, Problems: []Problem{}, Counts: map[string]int{}},
+	}
+	for i, s := range statuses {
+		got, ctype := appended(func(w *httptest.ResponseRecorder) { writeStatus(w, s) })
+		if want := oracle(s); got != want {
+			t.Errorf("status %d:\n got %s\nwant %s", i, got, want)
+		}
+		if ctype != "application/json" {
+			t.Errorf("status %d: Content-Type %q", i, ctype)
+		}
+		got, _ = appended(func(w *httptest.ResponseRecorder) { writeJobs(w, s.Jobs) })
+		if want := oracle(s.Jobs); got != want {
+			t.Errorf("jobs %d:\n got %s\nwant %s", i, got, want)
+		}
+	}
+}
+
+// TestStatusJSONTimeOutOfRange: a time encoding/json refuses is left to
+// encoding/json, whatever it makes of it.
+func TestStatusJSONTimeOutOfRange(t *testing.T) {
+	jobs := []JobStatus{{Name: "far", Since: time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)}}
+	got, _ := appended(func(w *httptest.ResponseRecorder) { writeJobs(w, jobs) })
+	if want := oracle(jobs); got != want {
+		t.Errorf("got %q, want encoding/json's %q", got, want)
+	}
+}
+
+// FuzzJobStatusJSON: whatever the strings and numbers, a job is written
+// as encoding/json writes it.
+func FuzzJobStatusJSON(f *testing.F) {
+	for _, s := range oddStrings {
+		f.Add(s, s, uint64(1), int64(-5), int64(1_700_000_000), int64(999))
+	}
+	f.Fuzz(func(t *testing.T, name, gpu string, run uint64, n, sec, nsec int64) {
+		at := time.Unix(sec%(1<<36), nsec).In(time.FixedZone("", int(n%(14*3600))))
+		jobs := []JobStatus{{Name: name, Owner: gpu, State: name, Since: at, Why: gpu, Run: run, PID: int(n), CPUs: int(n),
+			CPUIDs: []int{int(n)}, GPUs: []string{gpu, name}, RAMBytes: n, GPUMemUsedBytes: &n, Asked: Size{RAMBytes: n}, ExpectedStart: &at}}
+		got, _ := appended(func(w *httptest.ResponseRecorder) { writeJobs(w, jobs) })
+		if want := oracle(jobs); got != want {
+			t.Errorf("got  %q\nwant %q", got, want)
+		}
+	})
+}
+
+// BenchmarkStatusJSON is the answer of GET /v1/status with 1 000 jobs,
+// written here and by encoding/json.
+func BenchmarkStatusJSON(b *testing.B) {
+	s := Status{Host: "h", Counts: map[string]int{"running": 1000}, Now: time.Now()}
+	for i := range 1000 {
+		s.Jobs = append(s.Jobs, JobStatus{Name: fmt.Sprintf("true-%02d-%03d", i/100, i%100), State: "running", Since: time.Now(),
+			Run: uint64(i), PID: 1000 + i, CPUs: 1, CPUIDs: []int{i % 2}, GPUs: []string{}, File: "/etc/berth/jobs.d/f.lua", Line: i,
+			Asked: Size{CPUs: 1}})
+	}
+	for _, c := range []struct {
+		name  string
+		write func(*httptest.ResponseRecorder)
+	}{
+		{"appended", func(w *httptest.ResponseRecorder) { writeStatus(w, s) }},
+		{"encoding-json", func(w *httptest.ResponseRecorder) { writeJSON(w, 200, s) }},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				w := httptest.NewRecorder()
+				w.Body = bytes.NewBuffer(make([]byte, 0, 300<<10))
+				c.write(w)
+			}
+		})
+	}
+}
