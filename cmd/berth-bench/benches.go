@@ -39,14 +39,19 @@ func jobFiles(d *daemon, files, perFile int, decl func(f, i int) string) error {
 // runThroughput: 1 000 runs of /bin/true, one job each (cpus = 1, two cores),
 // against the same 1 000 spawns from a plain Go loop with two workers.
 func runThroughput(b *bencher, dir string) ([]sample, error) {
-	var before, after syscall.Rusage
+	var before, after, selfBefore, selfAfter syscall.Rusage
 	_ = syscall.Getrusage(syscall.RUSAGE_CHILDREN, &before)
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &selfBefore)
 	loop, err := spawnLoop(jobsPerRun, 2, "/bin/true")
 	if err != nil {
 		return nil, err
 	}
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &selfAfter)
 	_ = syscall.Getrusage(syscall.RUSAGE_CHILDREN, &after)
-	loopChildren := float64(after.Utime.Nano()+after.Stime.Nano()-before.Utime.Nano()-before.Stime.Nano()) / 1e6 / jobsPerRun
+	loopChildren := cpuMs(after, before) / jobsPerRun
+	// The loop's own CPU, the forks' and the waits' in the parent: what
+	// the daemon's CPU per run has to pay before any of its own work.
+	loopSelf := cpuMs(selfAfter, selfBefore) / jobsPerRun
 
 	d, err := newDaemon(dir)
 	if err != nil {
@@ -111,6 +116,7 @@ func runThroughput(b *bencher, dir string) ([]sample, error) {
 		{"throughput/ready-to-done", doneAt.Sub(ready).Seconds()},
 		{"throughput/daemon-cpu", float64(st1.utime+st1.stime-st0.utime-st0.stime) / clockTicks() * 1000 / jobsPerRun},
 		{"throughput/daemon-sys", float64(st1.stime-st0.stime) / clockTicks() * 1000 / jobsPerRun},
+		{"throughput/loop-cpu", loopSelf},
 		{"throughput/loop-child-cpu", loopChildren},
 	}
 	if st1.children > st0.children {
@@ -182,6 +188,11 @@ func spawnLoop(n, workers int, argv ...string) (time.Duration, error) {
 	took := time.Since(start)
 	close(errs)
 	return took, <-errs
+}
+
+// cpuMs is the CPU time, user and system, from before to after, in ms.
+func cpuMs(after, before syscall.Rusage) float64 {
+	return float64(after.Utime.Nano()+after.Stime.Nano()-before.Utime.Nano()-before.Stime.Nano()) / 1e6
 }
 
 // probeCmd is a command that writes the clock, in ns, to path once it runs.
