@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"net/http/httptest"
+	"reflect"
 	"testing"
 	"time"
 )
@@ -132,5 +133,64 @@ func BenchmarkStatusJSON(b *testing.B) {
 				c.write(w)
 			}
 		})
+	}
+}
+
+// TestStatusJSONEveryField: a Status with every field of every type in it
+// set, its jobs' included, is written as encoding/json writes it, so that
+// a field added to JobStatus, Size or Status without its line in
+// statusjson.go fails here.
+func TestStatusJSONEveryField(t *testing.T) {
+	var s Status
+	fill(reflect.ValueOf(&s).Elem(), 0)
+	if len(s.Jobs) == 0 || s.Jobs[0].Array == nil || s.Jobs[0].Short == nil {
+		t.Fatalf("fill left the jobs' fields out: %+v", s.Jobs)
+	}
+	got, _ := appended(func(w *httptest.ResponseRecorder) { writeStatus(w, s) })
+	if want := oracle(s); got != want {
+		t.Errorf("status:\n got %s\nwant %s", got, want)
+	}
+}
+
+// fill sets every field it can reach to something not zero: one element
+// in each list and map, a value behind each pointer.
+func fill(v reflect.Value, depth int) {
+	if depth > 8 {
+		return
+	}
+	switch v.Kind() {
+	case reflect.String:
+		v.SetString("x<" + v.Type().Name() + ">")
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		v.SetInt(int64(7 + depth))
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		v.SetUint(uint64(9 + depth))
+	case reflect.Float32, reflect.Float64:
+		v.SetFloat(1.5)
+	case reflect.Bool:
+		v.SetBool(true)
+	case reflect.Pointer:
+		v.Set(reflect.New(v.Type().Elem()))
+		fill(v.Elem(), depth+1)
+	case reflect.Slice:
+		v.Set(reflect.MakeSlice(v.Type(), 1, 1))
+		fill(v.Index(0), depth+1)
+	case reflect.Map:
+		m := reflect.MakeMap(v.Type())
+		k, e := reflect.New(v.Type().Key()).Elem(), reflect.New(v.Type().Elem()).Elem()
+		fill(k, depth+1)
+		fill(e, depth+1)
+		m.SetMapIndex(k, e)
+		v.Set(m)
+	case reflect.Struct:
+		if v.Type() == reflect.TypeFor[time.Time]() {
+			v.Set(reflect.ValueOf(time.Date(2026, 12, 4, 10, 11, 12, 13, time.UTC)))
+			return
+		}
+		for i := range v.NumField() {
+			if v.Type().Field(i).IsExported() {
+				fill(v.Field(i), depth+1)
+			}
+		}
 	}
 }

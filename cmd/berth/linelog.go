@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"io"
 	"log"
 	"slices"
@@ -278,7 +279,7 @@ func (l *lineLogger) With(args ...any) hclog.Logger {
 		for i := 0; i < len(kv); i += 2 {
 			k, ok := kv[i].(string)
 			if !ok {
-				k = hclog.MissingKey // hclog would panic; a line is not worth that
+				k = fmt.Sprint(kv[i]) // where hclog would panic
 			}
 			if _, seen := values[k]; !seen {
 				keys = append(keys, k)

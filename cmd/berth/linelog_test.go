@@ -260,3 +260,13 @@ func BenchmarkLogLine(b *testing.B) {
 		})
 	}
 }
+
+// TestLineLoggerWithKeyNotString: a key that is not a string, on which
+// hclog's With panics, is named by its text.
+func TestLineLoggerWithKeyNotString(t *testing.T) {
+	var out bytes.Buffer
+	plainLogger(hclog.Info, &out, func() time.Time { return lineTimes[0] }).With(7, "v").Info("x")
+	if want := "2026-12-04T07:57:03.238Z [INFO]  berth: x: 7=v\n"; out.String() != want {
+		t.Errorf("got %q, want %q", out.String(), want)
+	}
+}
