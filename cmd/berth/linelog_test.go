@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+
+	"github.com/berthd/berth/supervisor/testkit"
 )
 
 // loggerPair is the daemon's plain logger and hclog's own, at the same
@@ -201,7 +203,7 @@ func TestLineLoggerJournal(t *testing.T) {
 // TestLineLoggerConcurrent: lines written from many goroutines at once
 // come out whole, one write each.
 func TestLineLoggerConcurrent(t *testing.T) {
-	var out lockedBuffer
+	var out testkit.Buffer
 	l := plainLogger(hclog.Info, &out, time.Now)
 	var wg sync.WaitGroup
 	for g := range 8 {
@@ -222,23 +224,6 @@ func TestLineLoggerConcurrent(t *testing.T) {
 			t.Fatalf("a line not whole: %q", line)
 		}
 	}
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
 }
 
 // BenchmarkLogLine is a run's started line written as plain text, by the
