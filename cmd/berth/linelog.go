@@ -30,18 +30,24 @@ type lineLogger struct {
 	core *lineCore
 	name string
 	// implied are With's key/values, in hclog's order (sorted by key, a
-	// key given again replacing the value), and impliedText their plain
-	// form, " k=v…"; plain is false where a value needs hclog's format.
-	implied     []any
+	// key given again replacing the value). withs are the arguments of
+	// each With that made them, in order, for the hclog logger that
+	// StandardLogger gives.
+	implied []any
+	withs   [][]any
+	// fixed: implied's values are written once, impliedText, " k=v…":
+	// each is a string, a number or a truth value, which cannot change.
+	// Otherwise they are written at each line, as hclog writes them then.
+	fixed       bool
 	impliedText string
-	plain       bool
 }
 
 // lineCore is what a root logger and every logger named or made With from
 // it share.
 type lineCore struct {
 	level atomic.Int32 // an hclog.Level
-	// sink, under journald, takes every entry instead of out.
+	// sink, under journald, takes every entry at or above its own level
+	// instead of out, as it took them from hclog's intercept logger.
 	sink *journalSink
 	out  io.Writer
 	// slow is hclog's own logger over the same output, at the same level:
@@ -49,7 +55,9 @@ type lineCore struct {
 	slow hclog.Logger
 	now  func() time.Time
 
-	mu sync.Mutex // guards buf and stamp, and orders the writes to out
+	// mu guards buf and stamp, and every write to out: slow takes it too
+	// (plainLogger), and is never called with it held.
+	mu sync.Mutex
 	// buf is the line being formatted, kept for the next.
 	buf   []byte
 	stamp timeStamp
@@ -58,8 +66,9 @@ type lineCore struct {
 // plainLogger is the root logger writing plain lines to out, each with
 // the time now gives.
 func plainLogger(level hclog.Level, out io.Writer, now func() time.Time) *lineLogger {
-	slow := hclog.New(&hclog.LoggerOptions{Name: "berth", Level: level, Output: out, Color: hclog.ColorOff, TimeFn: now})
-	return newLineLogger(level, out, nil, slow, now)
+	l := newLineLogger(level, out, nil, nil, now)
+	l.core.slow = hclog.New(&hclog.LoggerOptions{Name: "berth", Level: level, Output: out, Color: hclog.ColorOff, TimeFn: now, Mutex: &l.core.mu})
+	return l
 }
 
 // journalLogger is the root logger handing every entry to sink. hclog's
@@ -72,9 +81,12 @@ func journalLogger(level hclog.Level, sink *journalSink) *lineLogger {
 }
 
 func newLineLogger(level hclog.Level, out io.Writer, sink *journalSink, slow hclog.Logger, now func() time.Time) *lineLogger {
+	if level == hclog.NoLevel {
+		level = hclog.DefaultLevel // as hclog.New does
+	}
 	c := &lineCore{out: out, sink: sink, slow: slow, now: now}
 	c.level.Store(int32(level))
-	return &lineLogger{core: c, name: "berth", plain: true}
+	return &lineLogger{core: c, name: "berth", fixed: true}
 }
 
 // bracket is each level as hclog's plain format shows it.
@@ -95,15 +107,17 @@ func (l *lineLogger) Error(msg string, args ...any)                  { l.log(hcl
 
 func (l *lineLogger) log(level hclog.Level, msg string, args []any) {
 	c := l.core
+	if c.sink != nil {
+		if level >= c.sink.level && level != hclog.Off {
+			all := make([]any, 0, len(l.implied)+len(args))
+			c.sink.Accept(l.name, level, msg, append(append(all, l.implied...), args...)...)
+		}
+		return
+	}
 	if level < c.GetLevel() {
 		return
 	}
-	if c.sink != nil {
-		all := make([]any, 0, len(l.implied)+len(args))
-		c.sink.Accept(l.name, level, msg, append(append(all, l.implied...), args...)...)
-		return
-	}
-	if l.plain && int(level) < len(bracket) && bracket[level] != "" && c.write(l, level, msg, args) {
+	if level > hclog.NoLevel && int(level) < len(bracket) && c.write(l, level, msg, args) {
 		return
 	}
 	all := make([]any, 0, len(l.implied)+len(args))
@@ -132,9 +146,16 @@ func (c *lineCore) write(l *lineLogger, level hclog.Level, msg string, args []an
 	}
 	if len(l.implied) > 0 || len(args) > 0 {
 		b = append(b, ':')
-		b = append(b, l.impliedText...)
-		var ok bool
-		if b, ok = appendPairs(b, args); !ok {
+		ok := true
+		if l.fixed {
+			b = append(b, l.impliedText...)
+		} else {
+			b, ok = appendPairs(b, l.implied)
+		}
+		if ok {
+			b, ok = appendPairs(b, args)
+		}
+		if !ok {
 			c.buf = b
 			return false
 		}
@@ -239,12 +260,13 @@ func appendString(b []byte, s string) ([]byte, bool) {
 // formatting the date, the time and the zone once a second.
 type timeStamp struct {
 	sec          int64
+	loc          *time.Location
 	second, zone []byte
 }
 
 func (s *timeStamp) append(b []byte, t time.Time) []byte {
-	if sec := t.Unix(); sec != s.sec || s.second == nil {
-		s.sec = sec
+	if sec := t.Unix(); sec != s.sec || t.Location() != s.loc || s.second == nil {
+		s.sec, s.loc = sec, t.Location()
 		s.second = t.AppendFormat(s.second[:0], "2006-01-02T15:04:05")
 		s.zone = t.AppendFormat(s.zone[:0], "Z0700")
 	}
@@ -254,7 +276,7 @@ func (s *timeStamp) append(b []byte, t time.Time) []byte {
 	return append(b, s.zone...)
 }
 
-func (l *lineLogger) IsTrace() bool { return l.core.GetLevel() <= hclog.Trace }
+func (l *lineLogger) IsTrace() bool { return l.core.GetLevel() == hclog.Trace } // as hclog's
 func (l *lineLogger) IsDebug() bool { return l.core.GetLevel() <= hclog.Debug }
 func (l *lineLogger) IsInfo() bool  { return l.core.GetLevel() <= hclog.Info }
 func (l *lineLogger) IsWarn() bool  { return l.core.GetLevel() <= hclog.Warn }
@@ -268,6 +290,7 @@ func (l *lineLogger) Name() string       { return l.name }
 // again replacing the value, a last value without a key kept under
 // hclog.MissingKey.
 func (l *lineLogger) With(args ...any) hclog.Logger {
+	withs := append(slices.Clip(l.withs), args)
 	var extra any
 	if len(args)%2 != 0 {
 		extra = args[len(args)-1]
@@ -275,28 +298,44 @@ func (l *lineLogger) With(args ...any) hclog.Logger {
 	}
 	values := make(map[string]any, len(l.implied)/2+len(args)/2)
 	keys := make([]string, 0, len(l.implied)/2+len(args)/2)
-	for _, kv := range [][]any{l.implied, args} {
-		for i := 0; i < len(kv); i += 2 {
-			k, ok := kv[i].(string)
-			if !ok {
-				k = fmt.Sprint(kv[i]) // where hclog would panic
-			}
-			if _, seen := values[k]; !seen {
-				keys = append(keys, k)
-			}
-			values[k] = kv[i+1]
+	for i := 0; i < len(l.implied); i += 2 {
+		// A key these hold twice (a MissingKey from two Withs) stays
+		// twice, as in hclog.
+		k := l.implied[i].(string)
+		keys = append(keys, k)
+		values[k] = l.implied[i+1]
+	}
+	for i := 0; i < len(args); i += 2 {
+		k, ok := args[i].(string)
+		if !ok {
+			k = fmt.Sprint(args[i]) // where hclog would panic
 		}
+		if _, seen := values[k]; !seen {
+			keys = append(keys, k)
+		}
+		values[k] = args[i+1]
 	}
 	slices.Sort(keys)
-	sub := &lineLogger{core: l.core, name: l.name, implied: make([]any, 0, 2*len(keys)+2)}
+	sub := &lineLogger{core: l.core, name: l.name, withs: withs, implied: make([]any, 0, 2*len(keys)+2)}
 	for _, k := range keys {
 		sub.implied = append(sub.implied, k, values[k])
 	}
 	if extra != nil {
 		sub.implied = append(sub.implied, hclog.MissingKey, extra)
 	}
-	text, ok := appendPairs(nil, sub.implied)
-	sub.impliedText, sub.plain = string(text), ok
+	sub.fixed = true
+	for i := 1; i < len(sub.implied); i += 2 {
+		switch sub.implied[i].(type) {
+		case string, int, int64, int32, uint, uint64, uint32, bool:
+		default:
+			sub.fixed = false // a list may change before a line
+		}
+	}
+	if sub.fixed {
+		// A value the fast path cannot write leaves every line to hclog.
+		text, ok := appendPairs(nil, sub.implied)
+		sub.impliedText, sub.fixed = string(text), ok
+	}
 	return sub
 }
 
@@ -338,8 +377,8 @@ func (l *lineLogger) StandardWriter(opts *hclog.StandardLoggerOptions) io.Writer
 
 func (l *lineLogger) hclog() hclog.Logger {
 	h := l.core.slow.ResetNamed(l.name)
-	if len(l.implied) > 0 {
-		h = h.With(l.implied...)
+	for _, args := range l.withs {
+		h = h.With(args...)
 	}
 	return h
 }

@@ -11,24 +11,23 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
-
-	"github.com/berthd/berth/supervisor/testkit"
 )
 
 // loggerPair is the daemon's plain logger and hclog's own, at the same
 // level and time: what one writes, the other must. slow is what the
-// lineLogger handed to hclog, for the cases that must not need it.
+// lineLogger handed to hclog, for the cases that must not need it; it
+// reaches out too, in its place among the lines.
 type loggerPair struct {
 	line, hclog hclog.Logger
-	fast, slow  bytes.Buffer
+	out, slow   bytes.Buffer
 	want        bytes.Buffer
 }
 
 func newLoggerPair(level hclog.Level, at time.Time) *loggerPair {
 	p := &loggerPair{}
 	now := func() time.Time { return at }
-	slow := hclog.New(&hclog.LoggerOptions{Name: "berth", Level: level, Output: &p.slow, Color: hclog.ColorOff, TimeFn: now})
-	p.line = newLineLogger(level, &p.fast, nil, slow, now)
+	slow := hclog.New(&hclog.LoggerOptions{Name: "berth", Level: level, Output: io.MultiWriter(&p.out, &p.slow), Color: hclog.ColorOff, TimeFn: now})
+	p.line = newLineLogger(level, &p.out, nil, slow, now)
 	p.hclog = hclog.New(&hclog.LoggerOptions{Name: "berth", Level: level, Output: &p.want, Color: hclog.ColorOff, TimeFn: now})
 	return p
 }
@@ -39,7 +38,7 @@ func (p *loggerPair) both(f func(hclog.Logger)) {
 	f(p.hclog)
 }
 
-func (p *loggerPair) got() string { return p.fast.String() + p.slow.String() }
+func (p *loggerPair) got() string { return p.out.String() }
 
 var lineTimes = []time.Time{
 	time.Date(2026, 12, 4, 7, 57, 3, 238_999_999, time.UTC),
@@ -113,12 +112,26 @@ func TestLineLoggerMatchesHclog(t *testing.T) {
 		{"implied values hclog formats", false, func(l hclog.Logger) {
 			l.With("err", errors.New("e"), "k", "v").Info("x", "n", 1)
 		}},
+		{"a list given to With, written as it is at the line", true, func(l hclog.Logger) {
+			gpus := []string{"0"}
+			w := l.With("gpus", gpus, "job", "a")
+			gpus[0] = "changed"
+			w.Info("x")
+		}},
+		{"a key With holds twice", true, func(l hclog.Logger) {
+			l.With(hclog.MissingKey, 1, 2).With("a", 3).Info("x")
+		}},
+		{"the standard library's logger", false, func(l hclog.Logger) {
+			l.With("z", 1, "odd").StandardLogger(&hclog.StandardLoggerOptions{ForceLevel: hclog.Info}).Print("std")
+			l.Named("http").With("k", "v").StandardWriter(&hclog.StandardLoggerOptions{InferLevels: true}).Write([]byte("[WARN] from a writer\n"))
+		}},
 		{"a value without a key in With", true, func(l hclog.Logger) {
 			l.With("odd").Info("y")
 			l.With("k", "v", "odd").Info("z")
 		}},
 		{"levels hclog formats", false, func(l hclog.Logger) {
 			l.Log(hclog.Off, "off is above error")
+			l.Log(hclog.Level(99), "and this")
 		}},
 	}
 	for _, at := range lineTimes {
@@ -140,23 +153,49 @@ func TestLineLoggerMatchesHclog(t *testing.T) {
 	}
 }
 
-// FuzzLineLogger: whatever the message, key and values, the line logger
-// writes what hclog does.
+// FuzzLineLogger: whatever the message, key, values, time and level, the
+// line logger writes what hclog does.
 func FuzzLineLogger(f *testing.F) {
-	f.Add("started", "job", "train-01", int64(12), true)
-	f.Add("a b", "k", `x "y" z`, int64(-1), false)
-	f.Add("", "", "", int64(0), false)
-	f.Add("msg\n", "k=", "é\n\t", int64(1<<62), true)
-	f.Fuzz(func(t *testing.T, msg, key, val string, n int64, b bool) {
-		p := newLoggerPair(hclog.Info, lineTimes[0])
+	f.Add("started", "job", "train-01", int64(12), true, int64(1_764_835_023), int64(238_999_999), int32(0), uint8(3))
+	f.Add("a b", "k", `x "y" z`, int64(-1), false, int64(0), int64(0), int32(3600), uint8(1))
+	f.Add("", "", "", int64(0), false, int64(-1), int64(999_999_999), int32(-34200), uint8(0))
+	f.Add("msg\n", "k=", "é\n\t", int64(1<<62), true, int64(253_402_300_799), int64(1), int32(86399), uint8(6))
+	f.Fuzz(func(t *testing.T, msg, key, val string, n int64, b bool, sec, nsec int64, zone int32, level uint8) {
+		at := time.Unix(sec%(1<<40), nsec).In(time.FixedZone("", int(zone%(48*3600))))
+		p := newLoggerPair(hclog.Info, at)
+		lvl := hclog.Level(level % 8)
 		p.both(func(l hclog.Logger) {
-			l.Info(msg, key, val, "n", n, "b", b, "l", []string{val, key})
+			l.Log(lvl, msg, key, val, "n", n, "b", b, "l", []string{val, key})
 			l.Named(key).With(key, val).Warn(msg, "v", val)
 		})
 		if p.got() != p.want.String() {
 			t.Errorf("the line logger wrote\n%q\nhclog\n%q", p.got(), p.want.String())
 		}
 	})
+}
+
+// TestLineLoggerLevels: at every level, the same lines are written, and
+// IsTrace… say the same, as hclog's; no level at all is hclog's default.
+func TestLineLoggerLevels(t *testing.T) {
+	for _, level := range []hclog.Level{hclog.NoLevel, hclog.Trace, hclog.Debug, hclog.Info, hclog.Warn, hclog.Error, hclog.Off} {
+		p := newLoggerPair(level, lineTimes[0])
+		var is [2][]bool
+		for i, l := range []hclog.Logger{p.line, p.hclog} {
+			is[i] = []bool{l.IsTrace(), l.IsDebug(), l.IsInfo(), l.IsWarn(), l.IsError()}
+			if l.GetLevel() != p.hclog.GetLevel() {
+				t.Errorf("level %v: GetLevel %v, hclog's %v", level, l.GetLevel(), p.hclog.GetLevel())
+			}
+			for _, at := range []hclog.Level{hclog.NoLevel, hclog.Trace, hclog.Debug, hclog.Info, hclog.Warn, hclog.Error, hclog.Off} {
+				l.Log(at, "at", "level", int(at))
+			}
+		}
+		if fmt.Sprint(is[0]) != fmt.Sprint(is[1]) {
+			t.Errorf("level %v: Is… %v, hclog's %v", level, is[0], is[1])
+		}
+		if p.got() != p.want.String() {
+			t.Errorf("level %v: the line logger wrote\n%s\nhclog\n%s", level, p.got(), p.want.String())
+		}
+	}
 }
 
 // TestLineLoggerSetLevel: a level set on any logger holds for all that
@@ -191,26 +230,34 @@ func TestLineLoggerJournal(t *testing.T) {
 		lg.Debug("below the level")
 		lg.StandardLogger(&hclog.StandardLoggerOptions{ForceLevel: hclog.Error}).Print("from the standard logger")
 		lg.With("odd").Info("x", "k")
+		// The sink's level decides, not the logger's.
+		lg.SetLevel(hclog.Error)
+		lg.Warn("after SetLevel")
 	}
 	if fmt.Sprint(got.msgs) != fmt.Sprint(want.msgs) || fmt.Sprint(got.prios) != fmt.Sprint(want.prios) || fmt.Sprint(got.vars) != fmt.Sprint(want.vars) {
 		t.Errorf("sent\n%q %v %v\nwant\n%q %v %v", got.msgs, got.prios, got.vars, want.msgs, want.prios, want.vars)
 	}
-	if len(got.msgs) != 3 {
-		t.Errorf("%d entries, want 3: %q", len(got.msgs), got.msgs)
+	if len(got.msgs) != 4 {
+		t.Errorf("%d entries, want 4: %q", len(got.msgs), got.msgs)
 	}
 }
 
-// TestLineLoggerConcurrent: lines written from many goroutines at once
-// come out whole, one write each.
+// TestLineLoggerConcurrent: lines written from many goroutines at once,
+// some by hclog, come out whole, one write each, to a writer that is not
+// safe for concurrent use: hclog takes the line logger's lock.
 func TestLineLoggerConcurrent(t *testing.T) {
-	var out testkit.Buffer
+	var out bytes.Buffer
 	l := plainLogger(hclog.Info, &out, time.Now)
 	var wg sync.WaitGroup
 	for g := range 8 {
 		wg.Go(func() {
 			job := l.Named("job").With("job", fmt.Sprintf("j%d", g))
 			for i := range 200 {
-				job.Info("started", "run", i, "gpus", []string{"0"})
+				if i%2 == 0 {
+					job.Info("started", "run", i, "gpus", []string{"0"})
+				} else {
+					job.Info("started", "run", i, "gpus", []string{"0"}, "share", 0.5) // hclog's
+				}
 			}
 		})
 	}
@@ -220,7 +267,7 @@ func TestLineLoggerConcurrent(t *testing.T) {
 		t.Fatalf("%d lines, want %d", len(lines), 8*200)
 	}
 	for _, line := range lines {
-		if !strings.Contains(line, " [INFO]  berth.job: started: job=j") || !strings.HasSuffix(line, ` gpus=["0"]`) {
+		if !strings.Contains(line, " [INFO]  berth.job: started: job=j") || !strings.Contains(line, ` gpus=["0"]`) {
 			t.Fatalf("a line not whole: %q", line)
 		}
 	}
