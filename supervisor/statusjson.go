@@ -50,32 +50,32 @@ type jsonAppender struct {
 }
 
 func (e *jsonAppender) status(s *Status) {
-	e.key(`{"host":`)
+	e.raw(`{"host":`)
 	e.string(s.Host)
-	e.key(`,"machine":`)
+	e.raw(`,"machine":`)
 	e.marshal(s.Machine)
-	e.key(`,"jobs":`)
+	e.raw(`,"jobs":`)
 	e.jobs(s.Jobs)
-	e.key(`,"errors":`)
+	e.raw(`,"errors":`)
 	e.marshal(s.Errors)
-	e.key(`,"problems":`)
+	e.raw(`,"problems":`)
 	e.marshal(s.Problems)
-	e.key(`,"counts":`)
+	e.raw(`,"counts":`)
 	e.marshal(s.Counts)
-	e.key(`,"logs":`)
+	e.raw(`,"logs":`)
 	e.string(s.Logs)
-	e.key(`,"runner":`)
+	e.raw(`,"runner":`)
 	e.string(s.Runner)
-	e.key(`,"now":`)
+	e.raw(`,"now":`)
 	e.time(s.Now)
-	e.key(`,"daemon":`)
+	e.raw(`,"daemon":`)
 	e.marshal(s.Daemon)
 	e.b = append(e.b, '}')
 }
 
 func (e *jsonAppender) jobs(jobs []JobStatus) {
 	if jobs == nil {
-		e.key("null")
+		e.raw("null")
 		return
 	}
 	e.b = append(e.b, '[')
@@ -91,31 +91,31 @@ func (e *jsonAppender) jobs(jobs []JobStatus) {
 // job is a JobStatus in the order of its fields, each omitempty field
 // left out where encoding/json leaves it out.
 func (e *jsonAppender) job(j *JobStatus) {
-	e.key(`{"name":`)
+	e.raw(`{"name":`)
 	e.string(j.Name)
-	e.key(`,"owner":`)
+	e.raw(`,"owner":`)
 	e.string(j.Owner)
-	e.key(`,"state":`)
+	e.raw(`,"state":`)
 	e.string(j.State)
-	e.key(`,"since":`)
+	e.raw(`,"since":`)
 	e.time(j.Since)
 	if j.Why != "" {
-		e.key(`,"why":`)
+		e.raw(`,"why":`)
 		e.string(j.Why)
 	}
 	if j.Run != 0 {
-		e.key(`,"run":`)
+		e.raw(`,"run":`)
 		e.b = strconv.AppendUint(e.b, j.Run, 10)
 	}
 	if j.PID != 0 {
-		e.key(`,"pid":`)
+		e.raw(`,"pid":`)
 		e.int(int64(j.PID))
 	}
-	e.key(`,"cpus":`)
+	e.raw(`,"cpus":`)
 	e.int(int64(j.CPUs))
-	e.key(`,"cpu_ids":`)
+	e.raw(`,"cpu_ids":`)
 	if j.CPUIDs == nil {
-		e.key("null")
+		e.raw("null")
 	} else {
 		e.b = append(e.b, '[')
 		for i, id := range j.CPUIDs {
@@ -126,9 +126,9 @@ func (e *jsonAppender) job(j *JobStatus) {
 		}
 		e.b = append(e.b, ']')
 	}
-	e.key(`,"gpus":`)
+	e.raw(`,"gpus":`)
 	if j.GPUs == nil {
-		e.key("null")
+		e.raw("null")
 	} else {
 		e.b = append(e.b, '[')
 		for i, g := range j.GPUs {
@@ -139,70 +139,71 @@ func (e *jsonAppender) job(j *JobStatus) {
 		}
 		e.b = append(e.b, ']')
 	}
-	e.key(`,"ram_bytes":`)
+	e.raw(`,"ram_bytes":`)
 	e.int(j.RAMBytes)
-	e.key(`,"gpu_mem_bytes":`)
+	e.raw(`,"gpu_mem_bytes":`)
 	e.int(j.GPUMemBytes)
 	if j.GPUMemUsedBytes != nil {
-		e.key(`,"gpu_mem_used_bytes":`)
+		e.raw(`,"gpu_mem_used_bytes":`)
 		e.int(*j.GPUMemUsedBytes)
 	}
 	if j.GPUMemPeakBytes != nil {
-		e.key(`,"gpu_mem_peak_bytes":`)
+		e.raw(`,"gpu_mem_peak_bytes":`)
 		e.int(*j.GPUMemPeakBytes)
 	}
-	e.key(`,"restarts":`)
+	e.raw(`,"restarts":`)
 	e.int(int64(j.Restarts))
-	e.key(`,"file":`)
+	e.raw(`,"file":`)
 	e.string(j.File)
-	e.key(`,"line":`)
+	e.raw(`,"line":`)
 	e.int(int64(j.Line))
-	e.key(`,"asked":`)
+	e.raw(`,"asked":`)
 	e.size(&j.Asked)
 	if j.Flavor != "" {
-		e.key(`,"flavor":`)
+		e.raw(`,"flavor":`)
 		e.string(j.Flavor)
 	}
 	if j.ExpectedStart != nil {
-		e.key(`,"expected_start":`)
+		e.raw(`,"expected_start":`)
 		e.time(*j.ExpectedStart)
 	}
 	if j.Short != nil {
-		e.key(`,"short":`)
+		e.raw(`,"short":`)
 		e.size(j.Short)
 	}
 	if j.Quota != nil {
-		e.key(`,"quota":`)
+		e.raw(`,"quota":`)
 		e.marshal(j.Quota)
 	}
 	if j.Used != nil {
-		e.key(`,"used":`)
+		e.raw(`,"used":`)
 		e.marshal(j.Used)
 	}
 	if len(j.After) > 0 {
-		e.key(`,"after":`)
+		e.raw(`,"after":`)
 		e.marshal(j.After)
 	}
 	if j.Array != nil {
-		e.key(`,"array":`)
+		e.raw(`,"array":`)
 		e.marshal(j.Array)
 	}
 	e.b = append(e.b, '}')
 }
 
 func (e *jsonAppender) size(s *Size) {
-	e.key(`{"cpus":`)
+	e.raw(`{"cpus":`)
 	e.int(int64(s.CPUs))
-	e.key(`,"gpus":`)
+	e.raw(`,"gpus":`)
 	e.int(int64(s.GPUs))
-	e.key(`,"ram_bytes":`)
+	e.raw(`,"ram_bytes":`)
 	e.int(s.RAMBytes)
-	e.key(`,"gpu_mem_bytes":`)
+	e.raw(`,"gpu_mem_bytes":`)
 	e.int(s.GPUMemBytes)
 	e.b = append(e.b, '}')
 }
 
-func (e *jsonAppender) key(s string) { e.b = append(e.b, s...) }
+// raw appends s as it is: a key with its punctuation, or null.
+func (e *jsonAppender) raw(s string) { e.b = append(e.b, s...) }
 
 func (e *jsonAppender) int(n int64) { e.b = strconv.AppendInt(e.b, n, 10) }
 

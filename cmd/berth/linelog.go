@@ -206,25 +206,23 @@ func appendValue(b []byte, v any) ([]byte, bool) {
 	case bool:
 		return strconv.AppendBool(b, v), true
 	case []string:
-		b = append(b, '[')
-		for i, s := range v {
-			if i > 0 {
-				b = append(b, ", "...)
-			}
-			b = strconv.AppendQuote(b, s)
-		}
-		return append(b, ']'), true
+		return appendList(b, v, strconv.AppendQuote), true
 	case []int:
-		b = append(b, '[')
-		for i, n := range v {
-			if i > 0 {
-				b = append(b, ", "...)
-			}
-			b = strconv.AppendInt(b, int64(n), 10)
-		}
-		return append(b, ']'), true
+		return appendList(b, v, func(b []byte, n int) []byte { return strconv.AppendInt(b, int64(n), 10) }), true
 	}
 	return b, false
+}
+
+// appendList is a list as hclog writes one: [a, b].
+func appendList[T any](b []byte, v []T, elem func([]byte, T) []byte) []byte {
+	b = append(b, '[')
+	for i, x := range v {
+		if i > 0 {
+			b = append(b, ", "...)
+		}
+		b = elem(b, x)
+	}
+	return append(b, ']')
 }
 
 // appendString is a string value: hclog quotes one with a byte outside
