@@ -561,7 +561,7 @@ func (d *Daemon) loop(ctx context.Context) (lost bool) {
 // hold that memory for minutes; the daemon then idles for hours. One
 // collection hands it back: 28 → 22 MB of RSS with 1 000 jobs declared. But
 // while runs keep starting, the memory is wanted again at once, and the
-// collection, a whole one (15 ms of CPU with 1 000 jobs), would be paid for
+// collection, a whole one (16 ms of CPU with 1 000 jobs here), would be paid for
 // nothing: the timer is armed again, until settleAfter passes with no run
 // started. Called by the loop when settle fires.
 func (d *Daemon) settled() {
