@@ -32,7 +32,7 @@ import (
 // cost of durability is an fsync pair per transaction (1–2 ms on the
 // machines measured), so 100 runs ending at once cost a handful of fsyncs
 // rather than 100. A write someone waits for also waits a moment for
-// company before its commit, while other writes keep coming (2 ms after
+// company before its commit, while other writes keep coming (4 ms after
 // the last, 10 ms at most: defaultQuiet, defaultCompany), and writes no
 // one waits for wait longer, for a write someone does (see linger). bbolt's own
 // Batch is not used: it knows no writes that no one waits for, and keeps

@@ -196,7 +196,7 @@ const defaultLinger = 20 * time.Millisecond
 // apart; committed one by one they cost a commit each (two fdatasyncs, a
 // quarter of the daemon's CPU per run), while gathered for a moment a
 // commit carries the writes of several runs. The wait delays when a run,
-// or a job at rest, is shown: by 2 ms after the last write of a burst
+// or a job at rest, is shown: by 4 ms after the last write of a burst
 // (the start of a hundred programs) or a lone one, by 10 ms at most in a
 // stream of short runs.
 //
@@ -210,9 +210,17 @@ const defaultLinger = 20 * time.Millisecond
 // run 0.930 and 0.925 of the fixed 5 ms, the wall time 0.962 and 1.00 (two
 // A/Bs of 25 pairs); the start of 100 programs took 0.98 and 1.00 of the
 // time (two A/Bs of 12 pairs), a reload's p50 0.96 (5 pairs).
+//
+// The quiet was 2 ms. On a machine where a fork cost 4–5× as much (each
+// /bin/true 3.3 ms of CPU, not 0.7), runs came further apart, and 2 ms
+// without a write ended the wait at one commit every 4 runs. At 4 ms
+// (two A/Bs of 8 and 10 pairs against 2 ms) a commit came every 5 runs
+// (0.834 and 0.820 of the commits), the daemon's CPU per run 0.934 and
+// 0.972 of what it was, the wall time 0.977 and 0.969; the start of 100
+// programs, which waits for the quiet once, 1.02 (9 pairs).
 const (
 	defaultCompany = 10 * time.Millisecond
-	defaultQuiet   = 2 * time.Millisecond
+	defaultQuiet   = 4 * time.Millisecond
 )
 
 // linger holds group for company before it commits. A group of deferred
