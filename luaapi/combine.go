@@ -90,7 +90,7 @@ func Combine(files []*File) *Set {
 	sort.Slice(set.Flavors, func(i, j int) bool { return set.Flavors[i].Name < set.Flavors[j].Name })
 
 	// Sized at once: the daemon keeps the set for as long as it is in force,
-	// and appending would leave up to a quarter of it unused.
+	// and appending would leave a fifth to a half of it unused.
 	n := 0
 	for _, f := range accepted {
 		n += len(f.Jobs)

@@ -559,11 +559,11 @@ func (d *Daemon) loop(ctx context.Context) (lost bool) {
 // reload. A reload allocates briefly and heavily (evaluating a file costs
 // ~150 KiB, and every job it starts grows a stack), and the runtime would
 // hold that memory for minutes; the daemon then idles for hours. One
-// collection hands it back: 28 → 22 MB of RSS with 1 000 jobs declared. But
-// while runs keep starting, the memory is wanted again at once, and the
-// collection, a whole one (16 ms of CPU with 1 000 jobs here), would be paid for
-// nothing: the timer is armed again, until settleAfter passes with no run
-// started. Called by the loop when settle fires.
+// collection hands it back: 28 → 22 MB of RSS with 1 000 jobs declared.
+// But while runs keep starting, the memory is wanted again at once, and the
+// collection, a whole one (16 ms of CPU with 1 000 jobs here), would be
+// paid for nothing: the timer is armed again, until settleAfter passes
+// with no run started. Called by the loop when settle fires.
 func (d *Daemon) settled() {
 	if n := d.starts.Load(); n != d.settleStarts {
 		d.settleStarts = n
