@@ -724,7 +724,7 @@ func (j *job) reveal() {
 		}
 	}
 	j.d.meters.runsStarted.Inc()
-	j.d.starts.Add(1)
+	j.d.worked()
 	if child, ok := j.run.proc.(*runner.Process); ok && j.run.record != nil && j.run.record.err == nil {
 		if ticks, err := child.StartTicks(); err == nil {
 			j.d.later.SetRunPID(j.run.id, child.PID(), ticks)

@@ -277,8 +277,7 @@ func (d *Daemon) finishReload(r *reloadRun, files []*luaapi.File) {
 	}
 	d.meters.reloaded(d.now().Sub(began), len(d.fileErrs), refusedAnew)
 	d.changed.raise()
-	d.settle.Reset(settleAfter)
-	d.settleStarts = d.starts.Load()
+	d.worked()
 	d.reply(r, res)
 }
 
