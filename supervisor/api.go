@@ -179,12 +179,7 @@ func (d *Daemon) api() http.Handler {
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, CodeNoSuchCall, msgNoSuchCall(r.Method, r.URL.Path))
 	})
-	// Every request let in is work: what it leaves is handed back once
-	// the daemon is quiet (settled).
-	return d.authorize(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		d.worked()
-		mux.ServeHTTP(w, r)
-	}))
+	return d.authorize(d.asWork(mux))
 }
 
 // controlArray is a start, stop or restart of every index of array a;

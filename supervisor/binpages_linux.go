@@ -2,11 +2,13 @@ package supervisor
 
 import (
 	"bufio"
+	"debug/elf"
 	"fmt"
 	"io"
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 
 	"golang.org/x/sys/unix"
 )
@@ -17,41 +19,62 @@ import (
 // start-up touches them all over: every package's init, the Lua compiler,
 // the first evaluation. The kernel maps 64 KiB around each page faulted in,
 // so a daemon that has started has 12 MB of its binary mapped, and counted
-// in its RSS, of which it then uses a small part: an idle daemon with
-// 1 000 jobs runs a few hundred KiB of code. Unmapping the rest when the
-// daemon is quiet (settled) takes it out of the RSS and leaves it in the
-// page cache, which is shared and which the kernel reclaims first when
-// memory is short; a page wanted again is mapped back by a minor fault.
+// in its RSS, of which it then uses a part: a quiet daemon with 1 000 jobs
+// maps 2 MB of it again. Unmapping the rest when the daemon is quiet
+// (settled) takes it out of the RSS; the pages stay in the page cache, and
+// a page wanted again is mapped back by a minor fault. What this does not
+// change: the page cache stays charged to the daemon's cgroup (systemd's
+// MemoryCurrent), and once unmapped the pages lose the kernel's preference
+// for keeping mapped code, so under memory pressure they are reclaimed
+// sooner and the next work reads them back from disk.
 //
-// Only pages that are the file's own content may be dropped: a private
-// mapping can hold pages written since (the relocations the dynamic loader
-// made read-only again), and MADV_DONTNEED would replace those with the
-// file's bytes. So only mappings with no anonymous page are touched, and
-// only the executable's, which stays mapped for the process's life: a
-// library could be unloaded (dlclose) between reading smaps and the
-// madvise, and its addresses reused for the heap.
+// Only pages that are the file's own bytes may be dropped: a private
+// mapping can hold pages written since, and MADV_DONTNEED would replace
+// those with the file's bytes. The dynamic loader writes relocations into
+// the data segment and then makes part of it read-only (RELRO), and a
+// debugger or uprobe writes breakpoints into the code. So a mapping is
+// dropped only if it has no page written, resident (Anonymous) or swapped
+// out (Swap), and only where it lies outside every writable segment of
+// the file. A
+// breakpoint set between the reading of smaps and the madvise would be
+// lost. And only the executable's mappings, which stay for the process's
+// life: a library could be unloaded (dlclose) between the two, and its
+// addresses reused for the heap.
 
-// fileMapping is one mapping of /proc/self/smaps that may be dropped.
+// fileMapping is the part of a mapping of /proc/self/smaps that may be
+// dropped. rssKiB is the whole mapping's, on its first part.
 type fileMapping struct {
 	start, end uintptr
 	rssKiB     int
 }
 
-// cleanMappings reads smaps and returns the private, read-only mappings of
-// path that have resident pages and no anonymous page.
-func cleanMappings(r io.Reader, path string) ([]fileMapping, error) {
+// fileRange is a range of offsets in a file, [off, end).
+type fileRange struct{ off, end uint64 }
+
+// cleanMappings reads smaps and returns what of path's mappings may be
+// dropped: those private and read-only, with pages resident and none
+// written (no Anonymous, no Swap), less what of them maps the file's
+// writable ranges. (A read-only segment's last page may be a writable
+// one's first in the file.)
+func cleanMappings(r io.Reader, path string, writable []fileRange) ([]fileMapping, error) {
 	var (
 		out []fileMapping
-		cur fileMapping
-		// in: the current mapping is path's, private and read-only;
-		// anon: it has an anonymous page.
-		in, anon bool
+		// The current mapping, when in: it is path's, private and
+		// read-only; written: it has a page written.
+		start, end uintptr
+		off        uint64
+		rssKiB     int
+		in         bool
+		written    bool
 	)
 	flush := func() {
-		if in && !anon && cur.rssKiB > 0 {
-			out = append(out, cur)
+		if in && !written && rssKiB > 0 {
+			for _, p := range outside(fileRange{off, off + uint64(end-start)}, writable) {
+				out = append(out, fileMapping{start + uintptr(p.off-off), start + uintptr(p.end-off), rssKiB})
+				rssKiB = 0
+			}
 		}
-		in, anon = false, false
+		in, written = false, false
 	}
 	sc := bufio.NewScanner(r)
 	for sc.Scan() {
@@ -63,15 +86,15 @@ func cleanMappings(r io.Reader, path string) ([]fileMapping, error) {
 				continue
 			}
 			switch key {
-			case "Rss", "Anonymous":
+			case "Rss", "Anonymous", "Swap":
 				n, err := kiB(rest)
 				if err != nil {
 					return nil, fmt.Errorf("smaps: %s: %w", line, err)
 				}
 				if key == "Rss" {
-					cur.rssKiB = n
-				} else {
-					anon = n > 0
+					rssKiB = n
+				} else if n > 0 {
+					written = true
 				}
 			}
 			continue
@@ -90,19 +113,41 @@ func cleanMappings(r io.Reader, path string) ([]fileMapping, error) {
 			continue
 		}
 		lo, hi, _ := strings.Cut(f[0], "-")
-		start, err1 := strconv.ParseUint(lo, 16, 64)
-		end, err2 := strconv.ParseUint(hi, 16, 64)
-		if err1 != nil || err2 != nil || end <= start {
+		s, err1 := strconv.ParseUint(lo, 16, 64)
+		e, err2 := strconv.ParseUint(hi, 16, 64)
+		o, err3 := strconv.ParseUint(f[2], 16, 64)
+		if err1 != nil || err2 != nil || err3 != nil || e <= s {
 			return nil, fmt.Errorf("smaps: bad range in %q", line)
 		}
-		cur = fileMapping{start: uintptr(start), end: uintptr(end)}
-		in = true
+		start, end, off, rssKiB, in = uintptr(s), uintptr(e), o, 0, true
 	}
 	flush()
 	if err := sc.Err(); err != nil {
 		return nil, fmt.Errorf("smaps: %w", err)
 	}
 	return out, nil
+}
+
+// outside returns the parts of r that no range of in covers.
+func outside(r fileRange, in []fileRange) []fileRange {
+	parts := []fileRange{r}
+	for _, w := range in {
+		var next []fileRange
+		for _, p := range parts {
+			if w.end <= p.off || p.end <= w.off {
+				next = append(next, p)
+				continue
+			}
+			if p.off < w.off {
+				next = append(next, fileRange{p.off, w.off})
+			}
+			if w.end < p.end {
+				next = append(next, fileRange{w.end, p.end})
+			}
+		}
+		parts = next
+	}
+	return parts
 }
 
 // mappedPath is the rest of a header after its fifth field (the inode):
@@ -124,6 +169,25 @@ func kiB(s string) (int, error) {
 	return strconv.Atoi(n)
 }
 
+// writableSegments returns the file ranges of the ELF file's writable
+// loaded segments, widened to whole pages: whatever of the file may be
+// mapped writable, RELRO included, which the loader makes read-only only
+// once it has written it.
+func writableSegments(r io.ReaderAt) ([]fileRange, error) {
+	f, err := elf.NewFile(r)
+	if err != nil {
+		return nil, err
+	}
+	page := uint64(os.Getpagesize())
+	var out []fileRange
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_LOAD && p.Flags&elf.PF_W != 0 {
+			out = append(out, fileRange{p.Off &^ (page - 1), (p.Off + p.Filesz + page - 1) &^ (page - 1)})
+		}
+	}
+	return out, nil
+}
+
 // releaseBinaryPages unmaps the daemon's binary's clean pages (see above)
 // and returns how many KiB were resident.
 func releaseBinaryPages() (int, error) {
@@ -131,19 +195,35 @@ func releaseBinaryPages() (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	return releaseCleanPages(exe)
+	writable, err := exeWritable()
+	if err != nil {
+		return 0, fmt.Errorf("read the segments of %s: %w", exe, err)
+	}
+	return releaseCleanPages(exe, writable)
 }
+
+// exeWritable is writableSegments of the file this process runs, read
+// once: opened through /proc, it is that file even if its path now names
+// another or none.
+var exeWritable = sync.OnceValues(func() ([]fileRange, error) {
+	f, err := os.Open("/proc/self/exe")
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return writableSegments(f)
+})
 
 // releaseCleanPages unmaps the pages of path's clean mappings
 // (cleanMappings) and returns how many KiB were resident. path must stay
 // mapped meanwhile.
-func releaseCleanPages(path string) (int, error) {
+func releaseCleanPages(path string, writable []fileRange) (int, error) {
 	f, err := os.Open("/proc/self/smaps")
 	if err != nil {
 		return 0, err
 	}
 	defer f.Close()
-	ms, err := cleanMappings(f, path)
+	ms, err := cleanMappings(f, path, writable)
 	if err != nil {
 		return 0, err
 	}

@@ -10,8 +10,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"runtime/debug"
-	"runtime/metrics"
 	"slices"
 	"strconv"
 	"strings"
@@ -96,7 +94,7 @@ type Config struct {
 	afterCommit func()
 	// handBack and settleAfter, set by tests, stand in for handing memory
 	// back when the daemon is quiet (settled), and for how long it waits.
-	handBack    func()
+	handBack    func() (again time.Duration)
 	settleAfter time.Duration
 }
 
@@ -166,13 +164,13 @@ type Daemon struct {
 	// hand memory back to the system (settled). work counts what was done
 	// (worked); settleArmed says settle is armed, and settleWork is what
 	// work counted when it was last armed. settleAfter is defaultSettle,
-	// and freeMemory is handBackMemory's, but in tests.
+	// and freeMemory a handBack's run, but in tests.
 	settle      *time.Timer
 	settleAfter time.Duration
 	settleArmed atomic.Bool
 	settleWork  atomic.Uint64
 	work        atomic.Uint64
-	freeMemory  func()
+	freeMemory  func() (again time.Duration)
 	// jobsCtx ends every job at shutdown; jobsWG waits for them (it counts
 	// jobs, whose goroutines may sleep meanwhile: job.start).
 	jobsCtx context.Context
@@ -217,10 +215,6 @@ type Daemon struct {
 	arrays   map[string]*array
 	problems []Problem // every configuration problem in force, as shown
 }
-
-// defaultSettle is how long the daemon waits with no work done before it
-// hands memory back.
-const defaultSettle = 2 * time.Second
 
 // request is a call into the loop from another goroutine.
 type request struct {
@@ -301,7 +295,7 @@ func Open(cfg Config) (*Daemon, error) {
 		arrays:     map[string]*array{},
 		draining:   map[string]*job{},
 		settle:     time.NewTimer(time.Hour),
-		freeMemory: handBackMemory(cfg.Logger),
+		freeMemory: newHandBack(cfg.Logger).run,
 		sweepKick:  make(chan struct{}, 1),
 		workers:    newWorkers(),
 		checks:     make(chan struct{}, concurrentChecks),
@@ -572,70 +566,6 @@ func (d *Daemon) loop(ctx context.Context) (lost bool) {
 		d.activity.end()
 	}
 }
-
-// worked notes that the daemon did some work: a reload, a request, a run
-// started. Once it has done none for settleAfter, settled hands back the
-// memory the work left. Any goroutine.
-func (d *Daemon) worked() {
-	n := d.work.Add(1)
-	if !d.settleArmed.Load() && d.settleArmed.CompareAndSwap(false, true) {
-		d.settleWork.Store(n)
-		d.settle.Reset(d.settleAfter)
-	}
-}
-
-// settled hands memory back to the system once the daemon is quiet. Work
-// allocates briefly and heavily (evaluating a file costs ~150 KiB, a
-// status of 1 000 jobs a few MB, every job a reload starts grows a stack)
-// and touches code all over the binary, and the daemon then idles for
-// hours holding both: 1 000 running jobs kept 26.5 MiB of RSS where
-// 16.3 MiB do (berth-bench -only footprint).
-// But while work goes on, the memory is wanted again at once, and the
-// collection (a whole one, 6–16 ms of CPU with 1 000 jobs here) would be
-// paid for nothing: the timer is armed again, until settleAfter passes
-// with no work. Called by the loop when settle fires.
-func (d *Daemon) settled() {
-	n := d.work.Load()
-	if n != d.settleWork.Load() {
-		d.settleWork.Store(n)
-		d.settle.Reset(d.settleAfter)
-		return
-	}
-	d.settleArmed.Store(false)
-	d.freeMemory()
-	// Work done while the timer was being disarmed did not arm it.
-	if d.work.Load() != n {
-		d.worked()
-	}
-}
-
-// handBackMemory returns what settled calls: it collects and hands the
-// heap's free pages back to the system, and unmaps the pages of the binary
-// that the work touched (binpages_linux.go). A collection is a whole one,
-// paid for only when collectWorth was allocated since the last: a reload
-// that found nothing new, every 30 s (watch.DefaultRescan), allocates a few
-// KiB.
-func handBackMemory(log hclog.Logger) func() {
-	allocs := []metrics.Sample{{Name: "/gc/heap/allocs:bytes"}}
-	var collectedAt uint64
-	return func() {
-		metrics.Read(allocs)
-		collect := allocs[0].Value.Uint64()-collectedAt >= collectWorth
-		if collect {
-			debug.FreeOSMemory()
-			collectedAt = allocs[0].Value.Uint64()
-		}
-		kib, err := releaseBinaryPages()
-		if err != nil {
-			log.Debug("could not unmap the binary's pages", "error", err)
-		}
-		log.Debug("memory handed back", "collected", collect, "binary_unmapped_kib", kib)
-	}
-}
-
-// collectWorth is how much the daemon must have allocated since its last
-// collection for settled to collect again.
-const collectWorth = 1 << 20
 
 // call runs f on the loop and returns its result; ctx bounds the wait.
 // A loop that has ended answers ErrStopping.

@@ -160,7 +160,7 @@ func (l metricsErrorLog) Println(v ...any) {
 func (d *Daemon) serveMetrics(l net.Listener, wait func(func())) *http.Server {
 	mux := http.NewServeMux()
 	// Anything else is the mux's own 404 (405 for another method).
-	mux.Handle("GET /metrics", d.meters.handler(d))
+	mux.Handle("GET /metrics", d.asWork(d.meters.handler(d)))
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, IdleTimeout: 30 * time.Second}
 	wait(func() {
 		if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {

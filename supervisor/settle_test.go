@@ -5,13 +5,15 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/hashicorp/go-hclog"
 )
 
 // Work arms the timer; memory is handed back once a whole settleAfter has
 // passed with no work: while work goes on, the timer is armed again.
 func TestSettleWaitsForQuiet(t *testing.T) {
 	freed := 0
-	d := &Daemon{settle: time.NewTimer(time.Hour), settleAfter: time.Hour, freeMemory: func() { freed++ }}
+	d := &Daemon{settle: time.NewTimer(time.Hour), settleAfter: time.Hour, freeMemory: func() time.Duration { freed++; return 0 }}
 	d.settle.Stop()
 
 	d.worked()
@@ -49,18 +51,70 @@ func TestSettleWaitsForQuiet(t *testing.T) {
 	// itself: settled arms it.
 	d.worked()
 	d.settle.Stop()
-	d.freeMemory = func() { freed++; d.work.Add(1) }
+	d.freeMemory = func() time.Duration { freed++; d.work.Add(1); return 0 }
 	d.settled()
 	if freed != 3 || !d.settle.Stop() {
 		t.Fatalf("work came while memory was handed back: handed back %d times (want 3), the timer not armed again", freed)
+	}
+
+	// A collection put off keeps the timer armed until it is due.
+	d.freeMemory = func() time.Duration { freed++; return 20 * time.Second }
+	d.settled()
+	if freed != 4 || !d.settle.Stop() || !d.settleArmed.Load() {
+		t.Fatalf("a collection put off: handed back %d times (want 4), the timer not kept armed", freed)
+	}
+}
+
+// handBack unmaps the binary's pages at most every releaseEvery and
+// collects at most every collectEvery, and only when a MiB was allocated
+// since its last collection, telling settled when to come back for what
+// it put off.
+func TestHandBack(t *testing.T) {
+	now := time.Date(2026, 12, 4, 9, 0, 0, 0, time.UTC)
+	var allocated uint64
+	collections, releases := 0, 0
+	h := &handBack{
+		log:       hclog.NewNullLogger(),
+		now:       func() time.Time { return now },
+		allocated: func() uint64 { return allocated },
+		collect:   func() { collections++ },
+		release:   func() (int, error) { releases++; return 0, nil },
+	}
+	steps := []struct {
+		what      string
+		allocate  uint64
+		pass      time.Duration
+		collected bool
+		released  bool
+		again     time.Duration
+	}{
+		{"the first quiet, after the start's work", 8 << 20, 0, true, true, 0},
+		{"a status 5 s later", 3 << 20, 5 * time.Second, false, false, 5 * time.Second},
+		{"back 5 s later: a collection still put off", 0, 5 * time.Second, false, true, 20 * time.Second},
+		{"back 20 s later", 0, 20 * time.Second, true, true, 0},
+		{"a reload that found nothing new, 30 s later", 4 << 10, 30 * time.Second, false, true, 0},
+		{"a status a minute later", 3 << 20, time.Minute, true, true, 0},
+	}
+	for _, st := range steps {
+		allocated += st.allocate
+		now = now.Add(st.pass)
+		c, r := collections, releases
+		again := h.run()
+		collected, released := collections > c, releases > r
+		if collected != st.collected || released != st.released || again != st.again {
+			t.Errorf("%s: collected %v, released %v, again %v; want %v, %v, %v",
+				st.what, collected, released, again, st.collected, st.released, st.again)
+		}
 	}
 }
 
 // A running daemon hands memory back after its first reload and after a
 // request on its socket, and not again with no work between: its own
-// upkeep is not work.
+// upkeep, a watchdog ping every 50 ms here, is not work. The quiet it
+// waits for is longer than the loop's 250 ms between a change and its
+// status, which is work.
 func TestQuietDaemonHandsMemoryBack(t *testing.T) {
-	const settle = 200 * time.Millisecond
+	const settle = 500 * time.Millisecond
 	sock := filepath.Join(t.TempDir(), "berth.sock")
 	l, err := net.Listen("unix", sock)
 	if err != nil {
@@ -68,8 +122,8 @@ func TestQuietDaemonHandsMemoryBack(t *testing.T) {
 	}
 	handed := make(chan struct{}, 8)
 	runDaemon(t, `job "idle" { cmd = "sleep 600", cpus = 0 }`, func(cfg *Config) {
-		cfg.Listener = l
-		cfg.handBack = func() { handed <- struct{}{} }
+		cfg.Listener, cfg.Watchdog = l, 50*time.Millisecond
+		cfg.handBack = func() time.Duration { handed <- struct{}{}; return 0 }
 		cfg.settleAfter = settle
 	})
 	handedBack := func(after string) {
