@@ -203,16 +203,32 @@ func releaseBinaryPages() (int, error) {
 }
 
 // exeWritable is writableSegments of the file this process runs, read
-// once: opened through /proc, it is that file even if its path now names
-// another or none.
-var exeWritable = sync.OnceValues(func() ([]fileRange, error) {
+// once it could be: opened through /proc, it is that file even if its path
+// now names another or none.
+func exeWritable() ([]fileRange, error) {
+	exeSegments.mu.Lock()
+	defer exeSegments.mu.Unlock()
+	if exeSegments.read {
+		return exeSegments.writable, nil
+	}
 	f, err := os.Open("/proc/self/exe")
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	return writableSegments(f)
-})
+	w, err := writableSegments(f)
+	if err != nil {
+		return nil, err
+	}
+	exeSegments.writable, exeSegments.read = w, true
+	return w, nil
+}
+
+var exeSegments struct {
+	mu       sync.Mutex // guards what follows
+	read     bool
+	writable []fileRange
+}
 
 // releaseCleanPages unmaps the pages of path's clean mappings
 // (cleanMappings) and returns how many KiB were resident. path must stay

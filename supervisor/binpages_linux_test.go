@@ -134,7 +134,12 @@ func TestWritableSegments(t *testing.T) {
 // writable is left alone.
 func TestReleaseCleanPages(t *testing.T) {
 	page := os.Getpagesize()
-	path := filepath.Join(t.TempDir(), "lib")
+	// As the kernel names it in smaps: with no link in the way.
+	dir, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "lib")
 	content := bytes.Repeat([]byte("berth"), 4*page/5)
 	if err := os.WriteFile(path, content, 0o644); err != nil {
 		t.Fatal(err)

@@ -558,9 +558,11 @@ func (d *Daemon) loop(ctx context.Context) (lost bool) {
 			d.activity.lastPing.Store(time.Now().UnixNano())
 			d.notify("WATCHDOG=1")
 		}
-		// Anything but the loop's own upkeep is work (the idle case:
-		// a change noted).
-		if t := loopTask(d.activity.task.Load()); t != loopSettle && t != loopWatchdog {
+		// Work is counted where it starts: a reload, a call, files
+		// evaluated. Not a change noted and its status, which the cards'
+		// reads make every 5 s while jobs use them, nor the loop's upkeep.
+		switch loopTask(d.activity.task.Load()) {
+		case loopReload, loopCall, loopEvaluated:
 			d.worked()
 		}
 		d.activity.end()

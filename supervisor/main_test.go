@@ -15,6 +15,7 @@ import (
 	"github.com/berthd/berth/accounting"
 	"github.com/berthd/berth/luaapi"
 	"github.com/berthd/berth/probes"
+	"time"
 )
 
 // TestMain lets the test binary be the evaluating child, as berth's hidden
@@ -118,6 +119,9 @@ func startDaemon(t *testing.T, jobs string, tune func(cfg *Config)) (d *Daemon, 
 		Machine: probes.Inventory{CPUs: 2, CPUIDs: []int{0, 1}, OnlineCPUs: 2,
 			RAM: probes.Memory{Bytes: 4 * accounting.GiB, Known: true}},
 		Environ: []string{"PATH=/usr/bin:/bin"},
+		// The test process is shared: no test's daemon collects it or
+		// unmaps its code but one that asks to.
+		handBack: func() time.Duration { return 0 },
 	}
 	if tune != nil {
 		tune(&cfg)

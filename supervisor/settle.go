@@ -71,9 +71,10 @@ func (d *Daemon) settled() {
 // a scrape of 1 000 jobs: 7 MB of the binary). So the binary's pages are
 // unmapped at most every releaseEvery and a collection is made at most
 // every collectEvery: a client that asks for a status every few seconds
-// costs one of each every 10 and 30 s, not one each time. And a collection
-// is made only when collectWorth was allocated since the hand-back's last:
-// a reload that found nothing new, every 30 s, allocates a few KiB.
+// costs at most one of each every 10 and 30 s, not one each time (every
+// 2 s or less, none: the daemon is never quiet). And a collection is made
+// only when collectWorth was allocated since the hand-back's last: a
+// reload that found nothing new, every 30 s, allocates a few KiB.
 const (
 	releaseEvery = 10 * time.Second
 	collectEvery = 30 * time.Second
@@ -110,7 +111,9 @@ func newHandBack(log hclog.Logger) *handBack {
 }
 
 // run hands memory back; again > 0 is how long until it may hand back
-// what it could not now.
+// what it could not now. A collection put off is come back for after
+// releaseEvery at most, so that the pages of work done meanwhile are not
+// kept for longer.
 func (h *handBack) run() (again time.Duration) {
 	now := h.now()
 	if wait := h.released.Add(releaseEvery).Sub(now); wait > 0 {
@@ -119,7 +122,7 @@ func (h *handBack) run() (again time.Duration) {
 	collected := false
 	if allocated := h.allocated(); allocated-h.collectedAt >= collectWorth {
 		if wait := h.collected.Add(collectEvery).Sub(now); wait > 0 {
-			again = wait
+			again = min(wait, releaseEvery)
 		} else {
 			h.collect()
 			h.collected, h.collectedAt, collected = now, allocated, true
@@ -129,8 +132,8 @@ func (h *handBack) run() (again time.Duration) {
 	if err != nil {
 		h.log.Debug("could not unmap the binary's pages", "error", err)
 	}
-	h.released = h.now()
+	h.released = now
 	h.log.Debug("memory handed back", "collected", collected, "binary_unmapped_kib", kib,
-		"duration_us", h.released.Sub(now).Microseconds())
+		"duration_us", h.now().Sub(now).Microseconds())
 	return again
 }

@@ -90,8 +90,9 @@ func TestHandBack(t *testing.T) {
 	}{
 		{"the first quiet, after the start's work", 8 << 20, 0, true, true, 0},
 		{"a status 5 s later", 3 << 20, 5 * time.Second, false, false, 5 * time.Second},
-		{"back 5 s later: a collection still put off", 0, 5 * time.Second, false, true, 20 * time.Second},
-		{"back 20 s later", 0, 20 * time.Second, true, true, 0},
+		{"back 5 s later: a collection still put off", 0, 5 * time.Second, false, true, 10 * time.Second},
+		{"back 10 s later: still put off", 0, 10 * time.Second, false, true, 10 * time.Second},
+		{"back 10 s later", 0, 10 * time.Second, true, true, 0},
 		{"a reload that found nothing new, 30 s later", 4 << 10, 30 * time.Second, false, true, 0},
 		{"a status a minute later", 3 << 20, time.Minute, true, true, 0},
 	}
@@ -110,9 +111,7 @@ func TestHandBack(t *testing.T) {
 
 // A running daemon hands memory back after its first reload and after a
 // request on its socket, and not again with no work between: its own
-// upkeep, a watchdog ping every 50 ms here, is not work. The quiet it
-// waits for is longer than the loop's 250 ms between a change and its
-// status, which is work.
+// upkeep, a watchdog ping every 50 ms here, is not work.
 func TestQuietDaemonHandsMemoryBack(t *testing.T) {
 	const settle = 500 * time.Millisecond
 	sock := filepath.Join(t.TempDir(), "berth.sock")
@@ -121,7 +120,7 @@ func TestQuietDaemonHandsMemoryBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	handed := make(chan struct{}, 8)
-	runDaemon(t, `job "idle" { cmd = "sleep 600", cpus = 0 }`, func(cfg *Config) {
+	runDaemon(t, "", func(cfg *Config) {
 		cfg.Listener, cfg.Watchdog = l, 50*time.Millisecond
 		cfg.handBack = func() time.Duration { handed <- struct{}{}; return 0 }
 		cfg.settleAfter = settle
@@ -130,7 +129,7 @@ func TestQuietDaemonHandsMemoryBack(t *testing.T) {
 		t.Helper()
 		select {
 		case <-handed:
-		case <-time.After(settle + answerWithin):
+		case <-time.After(20 * time.Second): // the first evaluation's child included
 			t.Fatalf("no memory handed back after %s", after)
 		}
 	}

@@ -63,9 +63,10 @@ func BenchmarkDaemonRSS(b *testing.B) {
 		thousandJobs(d)
 		d.start(daemonOptions{args: []string{"--cpus", "2"}})
 		testkit.WaitFor(b, 30*time.Second, "998 jobs to be waiting", func() bool { return d.status().Counts["waiting"] == 998 })
-		// Measured once the daemon has settled (it hands memory back
-		// 2–4 s after its last work, here the wait's last status): a
-		// pause that belongs to the measurement, not a synchronisation.
+		// Measured once the daemon has settled (it first hands memory
+		// back 2–4 s after its last work, here the wait's last status;
+		// later, at most every 10 s): a pause that belongs to the
+		// measurement, not a synchronisation.
 		time.Sleep(5 * time.Second)
 		b.ReportMetric(float64(rssKiB(b, d.cmd.Process.Pid))/1024, "rss-MiB")
 		d.stop()
