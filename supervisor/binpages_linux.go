@@ -35,11 +35,10 @@ import (
 // debugger or uprobe writes breakpoints into the code. So a mapping is
 // dropped only if it has no page written, resident (Anonymous) or swapped
 // out (Swap), and only where it lies outside every writable segment of
-// the file. A
-// breakpoint set between the reading of smaps and the madvise would be
-// lost. And only the executable's mappings, which stay for the process's
-// life: a library could be unloaded (dlclose) between the two, and its
-// addresses reused for the heap.
+// the file. A breakpoint set between the reading of smaps and the madvise
+// would be lost. And only the executable's mappings, which stay for the
+// process's life: a library could be unloaded (dlclose) between the two,
+// and its addresses reused for the heap.
 
 // fileMapping is the part of a mapping of /proc/self/smaps that may be
 // dropped. rssKiB is the whole mapping's, on its first part.
