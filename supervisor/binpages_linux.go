@@ -20,7 +20,7 @@ import (
 // the first evaluation. The kernel maps 64 KiB around each page faulted in,
 // so a daemon that has started has 12 MB of its binary mapped, and counted
 // in its RSS, of which it then uses a part: a quiet daemon with 1 000 jobs
-// maps 2 MB of it again. Unmapping the rest when the daemon is quiet
+// maps 2–3 MB of it again. Unmapping the rest when the daemon is quiet
 // (settled) takes it out of the RSS; the pages stay in the page cache, and
 // a page wanted again is mapped back by a minor fault. What this does not
 // change: the page cache stays charged to the daemon's cgroup (systemd's

@@ -9,13 +9,13 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/berthd/berth/accounting"
 	"github.com/berthd/berth/luaapi"
 	"github.com/berthd/berth/probes"
-	"time"
 )
 
 // TestMain lets the test binary be the evaluating child, as berth's hidden

@@ -74,7 +74,8 @@ func (d *Daemon) settled() {
 // costs at most one of each every 10 and 30 s, not one each time (every
 // 2 s or less, none: the daemon is never quiet). And a collection is made
 // only when collectWorth was allocated since the hand-back's last: a
-// reload that found nothing new, every 30 s, allocates a few KiB.
+// reload that found nothing new, every 30 s, allocates 90–180 KiB with
+// 1 000 jobs (the debug line's allocated_kib).
 const (
 	releaseEvery = 10 * time.Second
 	collectEvery = 30 * time.Second
@@ -119,8 +120,9 @@ func (h *handBack) run() (again time.Duration) {
 	if wait := h.released.Add(releaseEvery).Sub(now); wait > 0 {
 		return wait
 	}
-	collected := false
-	if allocated := h.allocated(); allocated-h.collectedAt >= collectWorth {
+	collected, allocated := false, h.allocated()
+	since := allocated - h.collectedAt
+	if since >= collectWorth {
 		if wait := h.collected.Add(collectEvery).Sub(now); wait > 0 {
 			again = min(wait, releaseEvery)
 		} else {
@@ -133,7 +135,7 @@ func (h *handBack) run() (again time.Duration) {
 		h.log.Debug("could not unmap the binary's pages", "error", err)
 	}
 	h.released = now
-	h.log.Debug("memory handed back", "collected", collected, "binary_unmapped_kib", kib,
-		"duration_us", h.now().Sub(now).Microseconds())
+	h.log.Debug("memory handed back", "allocated_kib", since>>10, "collected", collected,
+		"binary_unmapped_kib", kib, "duration_us", h.now().Sub(now).Microseconds())
 	return again
 }

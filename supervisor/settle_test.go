@@ -15,53 +15,44 @@ func TestSettleWaitsForQuiet(t *testing.T) {
 	freed := 0
 	d := &Daemon{settle: time.NewTimer(time.Hour), settleAfter: time.Hour, freeMemory: func() time.Duration { freed++; return 0 }}
 	d.settle.Stop()
+	// work notes work done, which must arm the timer; settled stands in
+	// for its firing, after which memory was handed back wantFreed times
+	// in all, and the timer is armed again or not.
+	work := func() {
+		t.Helper()
+		d.worked()
+		if !d.settle.Stop() {
+			t.Fatal("work did not arm the timer")
+		}
+	}
+	settled := func(what string, wantFreed int, wantArmed bool) {
+		t.Helper()
+		d.settled()
+		if armed := d.settle.Stop(); freed != wantFreed || armed != wantArmed {
+			t.Fatalf("%s: memory handed back %d times, the timer armed again: %v; want %d, %v", what, freed, armed, wantFreed, wantArmed)
+		}
+	}
 
-	d.worked()
-	if !d.settle.Stop() {
-		t.Fatal("work did not arm the timer")
-	}
-	d.settled()
-	if freed != 1 {
-		t.Fatalf("no work since the timer was armed: memory handed back %d times, want 1", freed)
-	}
-	if d.settle.Stop() {
-		t.Fatal("memory handed back, yet the timer was armed again")
-	}
+	work()
+	settled("no work since the timer was armed", 1, false)
 
+	work()
 	d.worked()
-	d.settle.Stop()
 	d.worked()
-	d.worked()
-	d.settled()
-	if freed != 1 {
-		t.Fatalf("work went on since the timer was armed: memory handed back %d times, want still 1", freed)
-	}
-	if !d.settle.Stop() {
-		t.Fatal("work went on since the timer was armed: the timer was not armed again")
-	}
-	d.settled()
-	if freed != 2 {
-		t.Fatalf("a quiet settleAfter followed: memory handed back %d times, want 2", freed)
-	}
-	if d.settle.Stop() {
-		t.Fatal("memory handed back, yet the timer was armed again")
-	}
+	settled("work went on since the timer was armed", 1, true)
+	settled("a quiet settleAfter followed", 2, false)
 
 	// Work noted just as the timer is disarmed, too late to arm it
 	// itself: settled arms it.
-	d.worked()
-	d.settle.Stop()
+	work()
 	d.freeMemory = func() time.Duration { freed++; d.work.Add(1); return 0 }
-	d.settled()
-	if freed != 3 || !d.settle.Stop() {
-		t.Fatalf("work came while memory was handed back: handed back %d times (want 3), the timer not armed again", freed)
-	}
+	settled("work came while memory was handed back", 3, true)
 
-	// A collection put off keeps the timer armed until it is due.
+	// A hand-back put off keeps the timer armed until it may be.
 	d.freeMemory = func() time.Duration { freed++; return 20 * time.Second }
-	d.settled()
-	if freed != 4 || !d.settle.Stop() || !d.settleArmed.Load() {
-		t.Fatalf("a collection put off: handed back %d times (want 4), the timer not kept armed", freed)
+	settled("a hand-back put off", 4, true)
+	if !d.settleArmed.Load() {
+		t.Fatal("a hand-back put off: the timer is not marked armed, so work would arm it again")
 	}
 }
 
