@@ -164,13 +164,15 @@ type Daemon struct {
 	// hand memory back to the system (settled). work counts what was done
 	// (worked); settleArmed says settle is armed, and settleWork is what
 	// work counted when it was last armed. settleAfter is defaultSettle,
-	// and freeMemory a handBack's run, but in tests.
+	// and freeMemory a handBack's run, but in tests. gcs counts the Go
+	// runtime's own collections as work while the loop runs.
 	settle      *time.Timer
 	settleAfter time.Duration
 	settleArmed atomic.Bool
 	settleWork  atomic.Uint64
 	work        atomic.Uint64
 	freeMemory  func() (again time.Duration)
+	gcs         *gcWatch
 	// jobsCtx ends every job at shutdown; jobsWG waits for them (it counts
 	// jobs, whose goroutines may sleep meanwhile: job.start).
 	jobsCtx context.Context
@@ -295,7 +297,8 @@ func Open(cfg Config) (*Daemon, error) {
 		arrays:     map[string]*array{},
 		draining:   map[string]*job{},
 		settle:     time.NewTimer(time.Hour),
-		freeMemory: newHandBack(cfg.Logger).run,
+		freeMemory: cfg.handBack,
+		gcs:        new(gcWatch),
 		sweepKick:  make(chan struct{}, 1),
 		workers:    newWorkers(),
 		checks:     make(chan struct{}, concurrentChecks),
@@ -303,8 +306,13 @@ func Open(cfg Config) (*Daemon, error) {
 		started:    cfg.Clock.Now(),
 	}
 	d.settle.Stop()
-	if cfg.handBack != nil {
-		d.freeMemory = cfg.handBack
+	d.gcs.seen = func(own bool) {
+		if !own {
+			d.worked()
+		}
+	}
+	if d.freeMemory == nil {
+		d.freeMemory = newHandBack(cfg.Logger, d.gcs.collect).run
 	}
 	d.settleAfter = cmp.Or(cfg.settleAfter, defaultSettle)
 	for i := range cfg.Machine.GPUs {
@@ -446,7 +454,9 @@ func (d *Daemon) Run(ctx context.Context) error {
 	// The first reload; its end says READY=1 (finishReload).
 	d.reload(true, true)
 
+	d.gcs.start()
 	lost := d.loop(ctx)
+	d.gcs.stop()
 	close(d.loopDone)
 	d.feed.publish(ChangeStopping)
 	if lost {

@@ -3,6 +3,8 @@ package supervisor
 import (
 	"net"
 	"path/filepath"
+	"runtime"
+	"runtime/debug"
 	"testing"
 	"time"
 
@@ -100,11 +102,48 @@ func TestHandBack(t *testing.T) {
 	}
 }
 
-// A running daemon hands memory back after its first reload and after a
-// request on its socket, and not again with no work between: its own
-// upkeep, a watchdog ping every 50 ms here, is not work.
+// gcWatch reports every collection, again and again, and the hand-back's
+// own as its own. A collection the test process makes meanwhile, in
+// another test, is reported too, so each step waits for the report it
+// must see and passes over others.
+func TestGCWatch(t *testing.T) {
+	seen := make(chan bool, 64)
+	w := &gcWatch{seen: func(own bool) { seen <- own }}
+	w.start()
+	defer w.stop()
+	saw := func(step string, want bool) {
+		t.Helper()
+		timeout := time.After(20 * time.Second)
+		for {
+			select {
+			case own := <-seen:
+				if own == want {
+					return
+				}
+			case <-timeout:
+				t.Fatalf("%s: no collection reported with own %v", step, want)
+			}
+		}
+	}
+	runtime.GC()
+	saw("a collection", false)
+	w.collect()
+	saw("the hand-back's collection", true)
+	runtime.GC()
+	saw("a collection after the hand-back's", false)
+	runtime.GC()
+	saw("another collection", false)
+}
+
+// A running daemon hands memory back after its first reload, after a
+// request on its socket and after a collection the runtime made, and not
+// again with no work between: its own upkeep, a watchdog ping every 50 ms
+// here, is not work.
 func TestQuietDaemonHandsMemoryBack(t *testing.T) {
 	const settle = 500 * time.Millisecond
+	// No collection but the test's own: one the test process made
+	// meanwhile would be work.
+	defer debug.SetGCPercent(debug.SetGCPercent(-1))
 	sock := filepath.Join(t.TempDir(), "berth.sock")
 	l, err := net.Listen("unix", sock)
 	if err != nil {
@@ -132,6 +171,9 @@ func TestQuietDaemonHandsMemoryBack(t *testing.T) {
 	}
 	resp.Body.Close()
 	handedBack("a request")
+
+	runtime.GC()
+	handedBack("a collection")
 
 	select {
 	case <-handed:
