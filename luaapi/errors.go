@@ -276,6 +276,15 @@ func errForbidden(s subject, name string) *Error {
 		name))
 }
 
+func errUndefined(s subject, name string, defined []string) *Error {
+	if near := Suggest(name, defined); near != "" {
+		return s.err(Sandbox, "", fmt.Sprintf("%s is not defined (did you mean %s?)", name, near))
+	}
+	return s.err(Sandbox, "", fmt.Sprintf(
+		"%s is not defined: a value in a job file is written in quotes (%s), or set before it is read (local %s = ...)",
+		name, quote(name), name))
+}
+
 func errStringTooLong(s subject, builtin string, size int64) *Error {
 	return s.err(Sandbox, "", fmt.Sprintf(
 		"%s would build a string of %s; in a job file the string builtins build strings of at most %s",

@@ -78,9 +78,16 @@ func (ev *evaluator) newState() *lua.LState {
 		forbidden[name] = true
 	}
 	gmt := L.NewTable()
+	// Reading a name nothing defined is an error too: Lua would read nil,
+	// and `flavor = small` (the quotes forgotten) would declare a job with
+	// no flavor, one core and no card, without a word.
 	gmt.RawSetString("__index", L.NewFunction(func(L *lua.LState) int {
-		if k, ok := L.Get(2).(lua.LString); ok && forbidden[string(k)] {
+		k, ok := L.Get(2).(lua.LString)
+		switch {
+		case ok && forbidden[string(k)]:
 			ev.fail(L, errForbidden(ev.here(L), string(k)))
+		case ok:
+			ev.fail(L, errUndefined(ev.here(L), string(k), apiNames))
 		}
 		return 0
 	}))
@@ -101,6 +108,11 @@ func (ev *evaluator) newState() *lua.LState {
 	}
 	return L
 }
+
+// apiNames are the globals a reading of an undefined name is compared
+// with for a suggestion: berth's own and the libraries'. (Not every
+// builtin: "small" is as near to "pcall" as "jbo" is to "job".)
+var apiNames = []string{"job", "flavor", "quota", "machine", "print", "string", "table", "math"}
 
 func (ev *evaluator) here(L *lua.LState) subject { return fileSubject(ev.path, callerLine(L)) }
 

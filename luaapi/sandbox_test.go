@@ -14,7 +14,7 @@ import (
 // returns it through a job's description.
 func luaResult(t *testing.T, src string) string {
 	t.Helper()
-	f := mustEval(t, src+"\njob \"r\" { cmd = \"x\", description = tostring(result) }\n")
+	f := mustEval(t, src+"\njob \"r\" { cmd = \"x\", description = tostring(rawget(_G, \"result\")) }\n")
 	if len(f.Jobs) != 1 {
 		t.Fatalf("no result")
 	}

@@ -1,0 +1,1 @@
+jbo "x" { cmd = "true" }
