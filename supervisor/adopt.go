@@ -199,7 +199,8 @@ func (j *job) takeAdopted(a adoptedRun) {
 	j.run = runState{id: a.rec.ID, proc: a.run, gpus: a.rec.GPUs, ram: a.rec.RAMBytes, start: a.rec.Start,
 		cpus: len(a.rec.CPUIDs), shown: true} // shown: on record before its unit began
 	j.book, j.grant = a.book, a.grant
-	j.life = life{state: store.StateRunning, since: a.rec.Start, started: a.rec.Start}
+	// The restarts in a row so far (remembered) go on.
+	j.life = life{state: store.StateRunning, since: a.rec.Start, started: a.rec.Start, restarts: j.life.restarts, delay: j.life.delay}
 	if j.def.HasDeps() {
 		// What it was run after, as its daemon recorded it: its end is
 		// done for that, not for the parents as they are now.

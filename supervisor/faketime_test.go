@@ -1,6 +1,8 @@
 package supervisor
 
 import (
+	"net"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -71,5 +73,74 @@ func TestFakeTimeTimeout(t *testing.T) {
 	}
 	if got := runs[0].End.Sub(runs[0].Start); got != 2*time.Hour {
 		t.Errorf("the run lasted %v on the daemon's clock, want 2h", got)
+	}
+}
+
+// TestRestartsOutliveTheDaemon: the restarts in a row a job has used go on
+// in the next daemon, so max_restarts bounds a job that fails at once
+// however often the daemon starts; and a job at rest is shown why it
+// rests after a restart of the daemon as before it.
+func TestRestartsOutliveTheDaemon(t *testing.T) {
+	const jobs = `job "flaky" { cmd = "exit 3", restart = "on-failure", max_restarts = 2 }
+job "held" { cmd = "exit 4", restart = "on-failure" }`
+	clk := clock.NewFake(time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC))
+	sock := filepath.Join(t.TempDir(), "berth.sock")
+	var jobsDir, stateDir string
+	start := func() (*Daemon, func() error) {
+		l, err := net.Listen("unix", sock)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, dir, stop := startDaemon(t, jobs, func(cfg *Config) {
+			cfg.Clock, cfg.Listener = clk, l
+			if jobsDir != "" {
+				cfg.JobsDir, cfg.StateDir = jobsDir, stateDir
+			}
+		})
+		jobsDir, stateDir = dir, d.cfg.StateDir
+		return d, stop
+	}
+	stopped := func(stop func() error) {
+		t.Helper()
+		if err := stop(); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	d, stop := start()
+	waitJob(t, d, "flaky", "backed off", func(js JobStatus) bool { return js.State == "backoff" && js.Restarts == 1 })
+	waitJob(t, d, "held", "backed off", func(js JobStatus) bool { return js.State == "backoff" })
+	clk.Advance(time.Second)
+	waitJob(t, d, "flaky", "backed off again", func(js JobStatus) bool { return js.State == "backoff" && js.Restarts == 2 })
+	// Stopped between restarts: the last run's end is not why it rests.
+	resp, err := unixClient(sock).Post("http://berth"+APIVersion+"/jobs/held/stop", "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if js := waitJob(t, d, "held", "stopped", func(js JobStatus) bool { return js.State == "stopped" }); js.Why != "stopped" {
+		t.Errorf("held, stopped in backoff: why %q, want stopped", js.Why)
+	}
+	stopped(stop)
+
+	// Two restarts used: its next failure is its last.
+	d, stop = start()
+	js := waitJob(t, d, "flaky", "ended", func(js JobStatus) bool { return js.State == "failed" || js.State == "backoff" })
+	if js.State != "failed" || js.Restarts != 2 || js.Why != "exit 3" {
+		t.Errorf("after the daemon's restart: %s, %d restarts, why %q; want failed, 2, exit 3", js.State, js.Restarts, js.Why)
+	}
+	if runs, err := d.store.Runs("flaky", 10); err != nil || len(runs) != 3 {
+		t.Errorf("%d runs (%v), want 3: the first and max_restarts more", len(runs), err)
+	}
+	stopped(stop)
+
+	d, stop = start()
+	defer stopped(stop)
+	js = waitJob(t, d, "flaky", "failed", func(js JobStatus) bool { return js.State == "failed" })
+	if js.Why != "exit 3" || js.Restarts != 2 {
+		t.Errorf("failed, after another restart of the daemon: why %q, %d restarts; want exit 3, 2", js.Why, js.Restarts)
+	}
+	if js := waitJob(t, d, "held", "stopped", func(js JobStatus) bool { return js.State == "stopped" }); js.Why != "stopped" {
+		t.Errorf("held, after a restart of the daemon: why %q, want stopped", js.Why)
 	}
 }

@@ -259,6 +259,29 @@ func (j *job) readLastRun(named bool) {
 	}
 }
 
+// restoreWhy says again why a job that a previous daemon left failed or
+// stopped did, from its last run: the reason is not kept with the job.
+// Before its goroutine starts.
+func (j *job) restoreWhy() {
+	why := store.ReasonStopped.String()
+	runs, err := j.d.store.Runs(j.name, 1)
+	if err == nil && len(runs) == 1 && !runs[0].End.IsZero() {
+		r := runs[0]
+		switch {
+		case j.life.state == store.StateStopped && r.Reason != store.ReasonStopped && r.Reason != store.ReasonKilled:
+			// Stopped after that run had ended (waiting, or between
+			// restarts): that run's end is not why.
+		case r.Reason == store.ReasonSpawnError:
+			why = msgSpawnErrorGone(j.name)
+		default:
+			why = MsgEnded(r.Reason, r.ExitCode, r.Signal, j.def.Timeout, r.RAMBytes)
+		}
+	} else if j.life.state == store.StateFailed {
+		return
+	}
+	j.setWhy(why)
+}
+
 func (j *job) view() jobView {
 	j.mu.Lock()
 	defer j.mu.Unlock()
@@ -464,6 +487,10 @@ func (j *job) apply(e event) {
 			if next, ok := j.do(a); ok {
 				queue = append(queue, next)
 			}
+		}
+		if j.life.state == store.StateStopped && (before == store.StateWaiting || before == store.StateBackoff) {
+			// Stopped with no run: the last run's end is not why.
+			j.setWhy(store.ReasonStopped.String())
 		}
 		if j.life.state != before {
 			if j.log.IsDebug() { // its arguments cost allocations even when not logged

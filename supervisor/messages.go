@@ -178,6 +178,12 @@ func msgCannotStart(job string, err error) string {
 	return fmt.Sprintf("cannot start: %v (berth show %s shows its command, directory and user)", err, job)
 }
 
+// msgSpawnErrorGone is a failed job's why after a restart of the daemon,
+// when its last run could not be started: the error itself was not kept.
+func msgSpawnErrorGone(job string) string {
+	return fmt.Sprintf("could not be started; the daemon's log says why (berth show %s shows its command, directory and user)", job)
+}
+
 func msgNameTaken(at luaapi.Pos, kind, name string, other luaapi.Pos) string {
 	return fmt.Sprintf("%s%s %q is already declared in %s, which is in force; this file is not loaded until one of them is renamed",
 		posPrefix(at), kind, name, posString(other))

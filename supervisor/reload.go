@@ -649,6 +649,9 @@ func (d *Daemon) apply(set *luaapi.Set, first bool) ReloadResult {
 		}
 	}
 	for _, j := range born {
+		if j.life.state == store.StateFailed || j.life.state == store.StateStopped {
+			j.restoreWhy()
+		}
 		j.start(d.jobsCtx)
 	}
 	slices.Sort(res.Added)
@@ -813,6 +816,11 @@ func (d *Daemon) remembered(name string, def *luaapi.Job, set *luaapi.Set) (init
 		return life{state: store.StateDone, since: rec.Changed}, rec.DoneFingerprint
 	case rec.Fingerprint == fp && (rec.State == store.StateFailed || rec.State == store.StateStopped):
 		return life{state: rec.State, since: rec.Changed, restarts: rec.Restarts}, rec.DoneFingerprint
+	case rec.Fingerprint == fp && !resting(rec.State) && rec.Restarts > 0:
+		// Between restarts: the count goes on where it was, or a job
+		// that fails at once would run for ever, max_restarts afresh at
+		// every start of the daemon.
+		return life{restarts: rec.Restarts, delay: delayAfter(rec.Restarts)}, rec.DoneFingerprint
 	}
 	return life{}, rec.DoneFingerprint
 }

@@ -34,6 +34,18 @@ type restartDecision struct {
 // decideRestart applies the policy to a run that ended on its own (or by its
 // timeout). failed is a non-zero exit, a signal, a timeout or a spawn error;
 // ran is how long it was up; restarts and delay are the job's counters.
+// delayAfter is the delay before the restart that follows restarts of
+// them in a row (decideRestart's, doubled at each).
+func delayAfter(restarts int) time.Duration {
+	d := firstDelay
+	for range restarts {
+		if d = 2 * d; d >= lastDelay {
+			return lastDelay
+		}
+	}
+	return d
+}
+
 func decideRestart(p restartPolicy, failed bool, ran time.Duration, restarts int, delay time.Duration) restartDecision {
 	if ran >= healthyRun || delay == 0 {
 		restarts, delay = 0, firstDelay

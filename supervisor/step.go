@@ -182,7 +182,11 @@ func step(l life, p restartPolicy, e event, now time.Time) (life, []action) {
 		case store.StateDisabled:
 			// evEnable is the way out; a start or an edit does not undo it.
 		default: // done, failed, stopped, invalid, unplaceable, or new
-			fresh()
+			if l.state != 0 {
+				// New, it keeps the restarts in a row that a previous
+				// daemon counted (Daemon.remembered).
+				fresh()
+			}
 			to(store.StateWaiting, do(actWait))
 		}
 
