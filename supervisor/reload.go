@@ -41,6 +41,10 @@ type reloadRun struct {
 	people  peopleScan
 	scanErr error
 	waiters []chan<- ReloadResult
+	// earlier is what the reload before this one did, when this one's
+	// waiters asked while that one was being evaluated: it was applied
+	// after they asked, so what they are told covers both.
+	earlier *ReloadResult
 	// evaluating are the files handed to the Evaluator, in order; stop
 	// calls it off. partial: it was called off before the last of them.
 	evaluating []string
@@ -89,6 +93,12 @@ type evaluated struct {
 // every job. A reload asked for while another is being evaluated runs once
 // that one is done, for everyone who asked meanwhile.
 func (d *Daemon) reload(first, asked bool, waiters ...chan<- ReloadResult) {
+	d.reloadAfter(nil, first, asked, waiters)
+}
+
+// reloadAfter is reload, for waiters who asked while the reload that did
+// earlier was being evaluated.
+func (d *Daemon) reloadAfter(earlier *ReloadResult, first, asked bool, waiters []chan<- ReloadResult) {
 	if d.reloading != nil {
 		d.again.pending = true
 		d.again.asked = d.again.asked || asked
@@ -103,7 +113,7 @@ func (d *Daemon) reload(first, asked bool, waiters ...chan<- ReloadResult) {
 		}
 		return
 	}
-	r := &reloadRun{first: first, began: d.now(), waiters: waiters}
+	r := &reloadRun{first: first, began: d.now(), waiters: waiters, earlier: earlier}
 	gone, peopleErr := d.refreshPeople()
 	r.scan, r.people, r.scanErr = d.scan(gone)
 	if peopleErr != nil && r.scanErr == nil {
@@ -159,10 +169,10 @@ func (d *Daemon) evaluatedFiles(ev evaluated) {
 		d.again.pending = true
 		ev.r.partial = true
 	}
-	d.finishReload(ev.r, ev.files)
+	res := d.finishReload(ev.r, ev.files)
 	if again := d.again; again.pending {
 		d.again = reloadAgain{}
-		d.reload(false, again.asked, again.waiters...)
+		d.reloadAfter(&res, false, again.asked, again.waiters)
 	}
 }
 
@@ -180,13 +190,60 @@ type reloadAgain struct {
 
 // reply hands a reload's result to those who asked for it.
 func (d *Daemon) reply(r *reloadRun, res ReloadResult) {
+	if r.earlier != nil && len(r.waiters) > 0 {
+		res = r.earlier.then(res)
+	}
 	for _, w := range r.waiters {
 		w <- res
 	}
 }
 
-// finishReload applies a reload whose files have been evaluated.
-func (d *Daemon) finishReload(r *reloadRun, files []*luaapi.File) {
+// then is what r and then next did, as one reload: a job added by one
+// and removed by the other was neither; one removed and added again was
+// changed. The rest (files, errors) is as next left it.
+func (r *ReloadResult) then(next ReloadResult) ReloadResult {
+	in := func(names []string) map[string]bool {
+		m := make(map[string]bool, len(names))
+		for _, n := range names {
+			m[n] = true
+		}
+		return m
+	}
+	added, changed, removed := in(r.Added), in(r.Changed), in(r.Removed)
+	for _, n := range next.Added {
+		if removed[n] {
+			delete(removed, n)
+			changed[n] = true
+		} else {
+			added[n] = true
+		}
+	}
+	for _, n := range next.Changed {
+		if !added[n] {
+			changed[n] = true
+		}
+	}
+	for _, n := range next.Removed {
+		if added[n] {
+			delete(added, n)
+		} else {
+			delete(changed, n)
+			removed[n] = true
+		}
+	}
+	sorted := func(m map[string]bool) []string {
+		if len(m) == 0 {
+			return nil
+		}
+		return slices.Sorted(maps.Keys(m))
+	}
+	next.Added, next.Changed, next.Removed = sorted(added), sorted(changed), sorted(removed)
+	return next
+}
+
+// finishReload applies a reload whose files have been evaluated, and
+// returns what it did.
+func (d *Daemon) finishReload(r *reloadRun, files []*luaapi.File) ReloadResult {
 	scan, began, first := r.scan, r.began, r.first
 	for _, f := range files {
 		d.latest[f.Path] = f
@@ -279,6 +336,7 @@ func (d *Daemon) finishReload(r *reloadRun, files []*luaapi.File) {
 	d.changed.raise()
 	d.worked()
 	d.reply(r, res)
+	return res
 }
 
 // logProblems logs each configuration problem once per version of its

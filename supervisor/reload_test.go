@@ -1,0 +1,67 @@
+package supervisor
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"reflect"
+	"testing"
+	"time"
+)
+
+// then merges two reloads' results as one.
+func TestReloadResultThen(t *testing.T) {
+	earlier := ReloadResult{Files: 2, Added: []string{"a", "b"}, Changed: []string{"c", "d"}, Removed: []string{"e", "f"}, Errors: []string{"old"}}
+	next := ReloadResult{Files: 3, Added: []string{"e", "g"}, Changed: []string{"a", "h"}, Removed: []string{"b", "d"}, Errors: []string{"new"}}
+	got := earlier.then(next)
+	want := ReloadResult{Files: 3,
+		Added:   []string{"a", "g"},      // b added, then removed: neither
+		Changed: []string{"c", "e", "h"}, // e removed, then added again
+		Removed: []string{"d", "f"},      // d changed, then removed
+		Errors:  []string{"new"}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("got  %+v\nwant %+v", got, want)
+	}
+	if got := (&ReloadResult{}).then(ReloadResult{Files: 1}); got.Added != nil || got.Changed != nil || got.Removed != nil {
+		t.Errorf("nothing then nothing: %+v", got)
+	}
+}
+
+// A reload asked for while another is being evaluated answers what both
+// did: the one under way applied its files after the call, and a person
+// who saved a file and ran berth reload is told it was added, not that
+// nothing changed.
+func TestReloadAskedDuringAnother(t *testing.T) {
+	d, jobsDir := runDaemon(t, "", func(cfg *Config) { cfg.Evaluator.Budget = time.Minute })
+	ctx := context.Background()
+	// Past the daemon's first reload, which would take the file in.
+	if _, err := d.Reload(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Long enough to evaluate that the second call comes while it is.
+	slow := `local n = 0
+for i = 1, 3e6 do n = n + i end
+job "slow" { cmd = "true" }
+`
+	if err := os.WriteFile(filepath.Join(jobsDir, "slow.lua"), []byte(slow), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	evaluating := false
+	if _, err := d.call(ctx, func() any {
+		d.reload(false, true)
+		evaluating = d.reloading != nil
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if !evaluating {
+		t.Fatal("the first reload is not being evaluated")
+	}
+	res, err := d.Reload(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(res.Added, []string{"slow"}) {
+		t.Errorf("berth reload during another: added %v, want [slow]; %+v", res.Added, res)
+	}
+}
