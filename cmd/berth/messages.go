@@ -180,9 +180,26 @@ func msgWantArgs(command, what string) string {
 	return fmt.Sprintf("berth %s: takes %s (berth %s --help shows the usage)", command, what, command)
 }
 
+// msgReloaded says what a reload did: the counts, then the jobs added,
+// changed and removed (twenty of each at most).
 func msgReloaded(r supervisor.ReloadResult) string {
-	return fmt.Sprintf("reloaded %s: %d added, %d changed, %d removed, %s",
+	const most = 20
+	var b strings.Builder
+	fmt.Fprintf(&b, "reloaded %s: %d added, %d changed, %d removed, %s",
 		count(r.Files, "file"), len(r.Added), len(r.Changed), len(r.Removed), count(len(r.Errors), "error"))
+	for _, l := range []struct {
+		what  string
+		names []string
+	}{{"added", r.Added}, {"changed", r.Changed}, {"removed", r.Removed}} {
+		if len(l.names) == 0 {
+			continue
+		}
+		fmt.Fprintf(&b, "\n  %s: %s", l.what, strings.Join(l.names[:min(len(l.names), most)], ", "))
+		if len(l.names) > most {
+			fmt.Fprintf(&b, " and %d more", len(l.names)-most)
+		}
+	}
+	return b.String()
 }
 
 func msgInternal(err error) string {

@@ -83,6 +83,7 @@ func TestMessages(t *testing.T) {
 		msgDaemonTooOld("/run/berth/berth.sock", "GET /v1/flavors"),
 		msgWantArgs("show", "JOB"),
 		msgReloaded(supervisor.ReloadResult{Files: 3, Added: []string{"a"}, Errors: []string{"x"}}),
+		msgReloaded(supervisor.ReloadResult{Files: 40, Changed: []string{"train", "eval"}, Removed: strings.Split("a b c d e f g h i j k l m n o p q r s t u v", " ")}),
 		msgMetricsListen("127.0.0.1:9465", &net.OpError{Op: "listen", Net: "tcp", Err: &os.SyscallError{Syscall: "bind", Err: syscall.EADDRINUSE}}),
 		msgMetricsListen("0.0.0.0:80", &net.OpError{Op: "listen", Net: "tcp", Err: &os.SyscallError{Syscall: "bind", Err: syscall.EACCES}}),
 		msgMetricsListen("10.9.9.9:9465", &net.OpError{Op: "listen", Net: "tcp", Err: &os.SyscallError{Syscall: "bind", Err: syscall.EADDRNOTAVAIL}}),
