@@ -6,6 +6,7 @@ package luaapi
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -472,7 +473,25 @@ func errAfterBoth(s subject, name string) *Error {
 
 // --- fields ----------------------------------------------------------------
 
+// otherSpellings are the names other supervisors and schedulers give a
+// field (supervisord, systemd, Slurm, Docker), which are not near misses
+// of berth's own: "cwd" is nearer to "cmd" than to "dir".
+var otherSpellings = map[string]string{
+	"command": "cmd", "exec": "cmd", "args": "cmd", "argv": "cmd",
+	"cwd": "dir", "directory": "dir", "workdir": "dir", "working_dir": "dir", "workingdirectory": "dir", "chdir": "dir",
+	"environment": "env", "environ": "env",
+	"memory": "ram", "mem": "ram", "memory_limit": "ram",
+	"cores": "cpus", "threads": "cpus", "ncpus": "cpus", "cpus_per_task": "cpus",
+	"gres": "gpus", "cards": "gpus", "ngpus": "gpus",
+	"retries": "max_restarts", "startretries": "max_restarts",
+	"autorestart": "restart", "stopsignal": "stop_signal", "stopwaitsecs": "stop_timeout",
+	"depends_on": "after", "requires": "after",
+}
+
 func errUnknownField(s subject, key string, accepted []string) *Error {
+	if other, ok := otherSpellings[strings.ToLower(key)]; ok && slices.Contains(accepted, other) {
+		return s.err(UnknownField, key, fmt.Sprintf("unknown field %s (berth calls it %s)", quote(key), quote(other)))
+	}
 	return s.err(UnknownField, key, fmt.Sprintf("unknown field %s%s",
 		quote(key), suggestOrList(key, accepted, "a "+s.kind+" takes")))
 }
@@ -612,9 +631,16 @@ func errEnvNUL(s subject, key string) *Error {
 }
 
 func errSizeNumber(s subject, field string, got float64) *Error {
+	if n := math.Abs(got); n >= 1<<20 {
+		// Bytes, most likely, as machine.ram is: the same size in MiB.
+		return s.err(WrongType, field, fmt.Sprintf(
+			`field %s must be a size with a unit, got the number %s; if it is bytes (as machine.ram is), write %s = %s, or from a number of bytes x, %s = math.floor(x / 2^20) .. "M"`,
+			quote(field), formatNumber(got), field, quote(formatNumber(math.Floor(n/(1<<20)))+"M"), field))
+	}
+	n := formatNumber(math.Abs(got))
 	return s.err(WrongType, field, fmt.Sprintf(
-		`field %s must be a size with a unit, got the number %s; write it with a unit, e.g. %s = %s`,
-		quote(field), formatNumber(got), field, quote(formatNumber(math.Abs(got))+"G")))
+		`field %s must be a size with a unit, got the number %s; write it with a unit, e.g. %s = %s or %s`,
+		quote(field), formatNumber(got), field, quote(n+"G"), quote(n+"M")))
 }
 
 func errSize(s subject, field string, cause error) *Error {

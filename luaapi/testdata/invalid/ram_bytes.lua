@@ -1,0 +1,1 @@
+job "half" { cmd = "true", ram = machine.ram / 2 }
