@@ -151,11 +151,7 @@ func (d *Daemon) api() http.Handler {
 				d.logCaller(r, verb.name, "job", name)
 			}
 			if r := admit(verb.ev, v.State, v.Invalid != "", !v.Def.Enabled); r != refuseNone {
-				code := CodeDisabled
-				if r == refuseInvalid {
-					code = CodeInvalid
-				}
-				writeError(w, http.StatusConflict, code, msgRefused(verb.name, name, r, v.Invalid))
+				writeError(w, http.StatusConflict, r.code(), msgRefused(verb.name, name, r, refusedWhy(r, v)))
 				return
 			}
 			j.in.post(jobMessage{ev: &event{kind: verb.ev}, ignoreDeps: ignoreDeps})
@@ -182,6 +178,25 @@ func (d *Daemon) api() http.Handler {
 	return d.authorize(d.asWork(mux))
 }
 
+// code is the API's error code for a refusal.
+func (r refusal) code() string {
+	switch r {
+	case refuseInvalid:
+		return CodeInvalid
+	case refuseUnplaceable:
+		return CodeUnplaceable
+	}
+	return CodeDisabled
+}
+
+// refusedWhy is what msgRefused says of a job in view v refused for r.
+func refusedWhy(r refusal, v jobView) string {
+	if r == refuseUnplaceable {
+		return v.Why
+	}
+	return v.Invalid
+}
+
 // controlArray is a start, stop or restart of every index of array a;
 // restart with failed=1 restarts its failed indices alone.
 func (d *Daemon) controlArray(w http.ResponseWriter, r *http.Request, c caller, a *array, verb string, ev eventKind) {
@@ -206,7 +221,7 @@ func (d *Daemon) controlArray(w http.ResponseWriter, r *http.Request, c caller, 
 			continue // nothing for this request to do to it
 		}
 		if rf := admit(ev, v.State, v.Invalid != "", !v.Def.Enabled); rf != refuseNone {
-			refused, invalid = rf, v.Invalid
+			refused, invalid = rf, refusedWhy(rf, v)
 			continue
 		}
 		if ev != evStop && !holdsPlace(v.State) {
@@ -221,11 +236,7 @@ func (d *Daemon) controlArray(w http.ResponseWriter, r *http.Request, c caller, 
 		}
 	}
 	if ans.Indices == 0 && refused != refuseNone {
-		code := CodeDisabled
-		if refused == refuseInvalid {
-			code = CodeInvalid
-		}
-		writeError(w, http.StatusConflict, code, msgRefused(verb, a.name, refused, invalid))
+		writeError(w, http.StatusConflict, refused.code(), msgRefused(verb, a.name, refused, invalid))
 		return
 	}
 	if failedOnly {

@@ -33,6 +33,7 @@ const (
 	CodeBadRequest   = "bad_request"
 	CodeDisabled     = "disabled"    // a start of a job its file disables
 	CodeInvalid      = "invalid"     // a start of a job whose declaration cannot run
+	CodeUnplaceable  = "unplaceable" // a start of a job that fits no machine
 	CodeUnavailable  = "unavailable" // the daemon's loop did not answer in time
 	CodeInternal     = "internal"
 	CodeIsArray      = "is_array"  // a call about one job (its logs) names an array: name an index
@@ -155,10 +156,15 @@ func msgTooManyConnections(r ctlsock.Refusal) string {
 	return fmt.Sprintf("too many connections: uid %d holds %d open to the berth daemon, the most one user may; a program keeps them open (ss -xp | grep berth finds it): try again once it has closed some", r.UID, r.Open)
 }
 
-func msgRefused(verb, job string, r refusal, invalid string) string {
+// msgRefused says why a start or restart was refused; detail is what
+// makes the job invalid, or how it fits no machine.
+func msgRefused(verb, job string, r refusal, detail string) string {
 	why := "it is disabled in its file (set enabled = true there, then berth reload)"
-	if r == refuseInvalid {
-		why = "its declaration cannot run: " + invalid
+	switch r {
+	case refuseInvalid:
+		why = "its declaration cannot run: " + detail
+	case refuseUnplaceable:
+		why = "it cannot be placed, and would be found so again at once: " + detail
 	}
 	return fmt.Sprintf("cannot %s job %q: %s", verb, job, why)
 }

@@ -368,6 +368,9 @@ const (
 	refuseNone     refusal = 0
 	refuseDisabled refusal = 1 // enabled = false in its file
 	refuseInvalid  refusal = 2 // its declaration cannot run
+	// refuseUnplaceable: it fits no machine; started again, it would be
+	// found so again at once.
+	refuseUnplaceable refusal = 3
 )
 
 // admit decides whether a person's start, stop or restart (k) of a job in
@@ -385,6 +388,8 @@ func admit(k eventKind, s store.State, invalid, disabled bool) refusal {
 		return refuseInvalid
 	case disabled || s == store.StateDisabled:
 		return refuseDisabled
+	case s == store.StateUnplaceable:
+		return refuseUnplaceable
 	}
 	return refuseNone
 }

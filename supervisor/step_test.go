@@ -368,7 +368,8 @@ func TestRedefinedEveryState(t *testing.T) {
 
 // TestAdmitEveryState: a person may stop any job, and start or restart any
 // job whose definition can run and is enabled, whatever state it is in
-// (a job being stopped because it was just disabled included).
+// (a job being stopped because it was just disabled included), but one
+// found to fit no machine.
 func TestAdmitEveryState(t *testing.T) {
 	type def struct{ invalid, disabled bool }
 	refusals := map[def]refusal{
@@ -385,6 +386,8 @@ func TestAdmitEveryState(t *testing.T) {
 				want = refuseInvalid
 			case s == store.StateDisabled && want == refuseNone:
 				want = refuseDisabled
+			case s == store.StateUnplaceable && want == refuseNone:
+				want = refuseUnplaceable
 			}
 			for _, k := range []eventKind{evStart, evRestart} {
 				if got := admit(k, s, d.invalid, d.disabled); got != want {
