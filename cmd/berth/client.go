@@ -11,6 +11,9 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
+	"os/user"
+	"strconv"
 	"sync"
 	"syscall"
 	"time"
@@ -76,7 +79,30 @@ func (cl *client) pick(ctx context.Context) net.Conn {
 }
 
 // noDaemonError is returned when nothing answers on the socket.
-type deniedError struct{ socket string }
+type deniedError struct {
+	socket string
+	group  string // the socket's group, "" where it cannot be read
+}
+
+// socketGroup names the group that owns socket, which the daemon answers
+// (--group), or "" where it cannot be told.
+func socketGroup(socket string) string {
+	fi, err := os.Stat(socket)
+	if err != nil {
+		return ""
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok || st.Gid == 0 {
+		return ""
+	}
+	if g, err := user.LookupGroupId(strconv.FormatUint(uint64(st.Gid), 10)); err == nil {
+		return g.Name
+	}
+	return ""
+}
+
+// errDaemonGone: the daemon ended a stream (a followed log) by going away.
+var errDaemonGone = errors.New("the daemon stopped")
 
 func (e *deniedError) Error() string { return "permission denied on " + e.socket }
 
@@ -140,6 +166,10 @@ func (c *client) stream(ctx context.Context, path string, query url.Values, w io
 	}
 	defer resp.Body.Close()
 	_, err = io.Copy(w, resp.Body)
+	if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) {
+		// The daemon closed the connection mid-stream: it stopped.
+		return errDaemonGone
+	}
 	return err
 }
 
@@ -187,7 +217,7 @@ func (c *client) open(ctx context.Context, hc *http.Client, method, path string,
 	if err != nil {
 		var op *net.OpError
 		if errors.Is(err, syscall.EACCES) {
-			return nil, &deniedError{socket: c.socket}
+			return nil, &deniedError{socket: c.socket, group: socketGroup(c.socket)}
 		}
 		if errors.As(err, &op) && op.Op == "dial" {
 			return nil, &noDaemonError{sockets: c.sockets, err: err}
@@ -225,8 +255,11 @@ func (c *cli) fail(err error) int {
 	var de *deniedError
 	switch {
 	case errors.As(err, &de):
-		fmt.Fprintln(c.stderr, msgSocketDenied(de.socket))
+		fmt.Fprintln(c.stderr, msgSocketDenied(de.socket, de.group))
 		return exitFailed
+	case errors.Is(err, errDaemonGone):
+		fmt.Fprintln(c.stderr, msgDaemonGone())
+		return exitNoDaemon
 	case errors.As(err, &nd):
 		fmt.Fprintln(c.stderr, msgNoDaemon(nd.sockets...))
 		return exitNoDaemon

@@ -168,8 +168,15 @@ func msgNoDaemon(sockets ...string) string {
 	return fmt.Sprintf("berth: no daemon answers on %s; start one with systemctl start berth, or berth daemon (give --socket PATH or set BERTH_SOCKET if it listens elsewhere)", where)
 }
 
-func msgSocketDenied(socket string) string {
-	return fmt.Sprintf("berth: permission denied on %s: the daemon answers root, its own user and the group berth (sudo usermod -aG berth $USER, then log in again)", socket)
+// msgSocketDenied: group is the socket's, the one the daemon answers, or
+// "" where it cannot be told (berth, the package's).
+func msgSocketDenied(socket, group string) string {
+	group = cmp.Or(group, "berth")
+	return fmt.Sprintf("berth: permission denied on %s: the daemon answers root, its own user and the group %s (sudo usermod -aG %s $USER, then log in again)", socket, group, group)
+}
+
+func msgDaemonGone() string {
+	return "berth: the daemon stopped while its answer came (berth status says whether it is back; systemctl status berth says why it stopped)"
 }
 
 func msgDaemonTooOld(socket, call string) string {
