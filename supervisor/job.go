@@ -53,6 +53,9 @@ type job struct {
 	def     *luaapi.Job
 	defFP   string // def.ProcessFingerprint(), kept: a hash of the definition
 	invalid string // why the definition cannot run, "" when it can
+	// cause is the event being applied, whose actions are being done:
+	// the log line of a stop says what asked for it.
+	cause eventKind
 	// doneFP is the definition whose last run ended done, as stored.
 	doneFP string
 	// wrote is the record persist last wrote, or queued.
@@ -483,6 +486,7 @@ func (j *job) apply(e event) {
 		before := j.life.state
 		var acts []action
 		j.life, acts = step(j.life, j.policy(), e, j.d.now())
+		j.cause = e.kind
 		for _, a := range acts {
 			if next, ok := j.do(a); ok {
 				queue = append(queue, next)
@@ -491,6 +495,9 @@ func (j *job) apply(e event) {
 		if j.life.state == store.StateStopped && (before == store.StateWaiting || before == store.StateBackoff) {
 			// Stopped with no run: the last run's end is not why.
 			j.setWhy(store.ReasonStopped.String())
+		}
+		if j.life.state == store.StateInvalid && before != store.StateInvalid {
+			j.log.Warn("cannot run", "why", j.invalid)
 		}
 		if j.life.state != before {
 			if j.log.IsDebug() { // its arguments cost allocations even when not logged
@@ -782,8 +789,34 @@ func (j *job) stop() {
 	}
 	j.reveal()
 	sig, timeout := j.def.StopSignal, j.def.StopTimeout
-	j.log.Info("stopping", "run", j.run.id, "pid", proc.PID(), "signal", signalName(sig), "stop_timeout_ms", timeout.Milliseconds())
+	j.log.Info("stopping", "run", j.run.id, "pid", proc.PID(), "signal", signalName(sig), "stop_timeout_ms", timeout.Milliseconds(),
+		"why", j.stopWhy())
 	go func() { j.stopped <- proc.Stop(sig, timeout) }()
+}
+
+// stopWhy says what asked for the stop of the run: the event being
+// applied.
+func (j *job) stopWhy() string {
+	switch j.cause {
+	case evStop:
+		if j.removed {
+			return "no job file declares it any more"
+		}
+		return "stopped on request (berth stop)"
+	case evRestart:
+		return "restarted on request (berth restart)"
+	case evRedefine:
+		return "its definition changed"
+	case evDisable:
+		return "its file disables it"
+	case evInvalid:
+		return "its declaration cannot run: " + j.invalid
+	case evTimeout:
+		return "it ran past its timeout of " + accounting.FormatDuration(j.def.Timeout)
+	case evShutdown:
+		return "the daemon is stopping"
+	}
+	return j.cause.String()
 }
 
 func (j *job) reaped(exit runner.Exit) {

@@ -3,6 +3,7 @@ package supervisor
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -77,5 +78,44 @@ func TestProblemsLoggedOnce(t *testing.T) {
 	}
 	if n := count("[ERROR] configuration error"); n != 3 {
 		t.Errorf("errors logged after the fix: %d in all, want 3:\n%s", n, logs)
+	}
+}
+
+// TestStopsSayWhy: the log line of each stop says what asked for it, and
+// a job whose declaration cannot run says so in the log once, not only in
+// berth status.
+func TestStopsSayWhy(t *testing.T) {
+	logs := &testkit.Buffer{}
+	d, jobsDir := runDaemon(t, `job "edited" { cmd = "sleep 600", cpus = 0 }
+job "gone" { cmd = "sleep 600", cpus = 0 }
+job "flavored" { cmd = "sleep 600", flavor = "small" }
+flavor "small" { cpus = 1 }`, func(cfg *Config) {
+		cfg.Logger = hclog.New(&hclog.LoggerOptions{Output: logs, Level: hclog.Info})
+		cfg.Quiet = time.Hour
+	})
+	for _, name := range []string{"edited", "gone", "flavored"} {
+		waitJob(t, d, name, "running", func(js JobStatus) bool { return js.State == "running" })
+	}
+	if err := os.WriteFile(filepath.Join(jobsDir, "jobs.lua"), []byte(`job "edited" { cmd = "sleep 601", cpus = 0 }
+job "flavored" { cmd = "sleep 600", flavor = "small" }`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	reload(t, d)
+	waitJob(t, d, "flavored", "invalid", func(js JobStatus) bool { return js.State == "invalid" })
+	testkit.WaitFor(t, 20*time.Second, "three stops logged", func() bool { return strings.Count(logs.String(), "stopping:") == 3 })
+	lines := strings.Split(logs.String(), "\n")
+	for job, want := range map[string]string{
+		"edited":   `why="its definition changed"`,
+		"gone":     `why="no job file declares it any more"`,
+		"flavored": `why="its declaration cannot run: `,
+	} {
+		if !slices.ContainsFunc(lines, func(l string) bool {
+			return strings.Contains(l, "stopping: job="+job+" ") && strings.Contains(l, want)
+		}) {
+			t.Errorf("no line says %s stops with %s:\n%s", job, want, logs)
+		}
+	}
+	if !strings.Contains(logs.String(), `cannot run: job=flavored why=`) {
+		t.Errorf("the log does not say flavored cannot run:\n%s", logs)
 	}
 }
