@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -345,7 +346,9 @@ func control(verb string) func(c *cli, args []string) int {
 // stopAll is `berth stop --all`: every job that holds or waits for the
 // machine is stopped, each with its own stop_signal and stop_timeout, and
 // stays stopped. Under systemd the jobs outlive the daemon, so this (or
-// `systemctl stop berth.slice`) is how every job is stopped at once.
+// `systemctl stop berth.slice`) is how every job is stopped at once. A
+// person stops the jobs they may stop, their own, as scancel -u does, and
+// is told how many others' were left.
 func stopAll(c *cli, args []string) int {
 	fs := c.flags("stop")
 	f := c.clientFlags(fs, false)
@@ -363,12 +366,18 @@ func stopAll(c *cli, args []string) int {
 	if err := cl.get("/jobs", nil, &jobs); err != nil {
 		return c.fail(err)
 	}
-	stopped := 0
+	stopped, others, firstRefusal := 0, 0, ""
 	for _, j := range jobs {
 		if !stoppable(j.State) {
 			continue
 		}
 		if err := cl.post("/jobs/"+url.PathEscape(j.Name)+"/stop", nil); err != nil {
+			var ae *apiError
+			if errors.As(err, &ae) && ae.code == supervisor.CodeNotPermitted {
+				others++
+				firstRefusal = cmp.Or(firstRefusal, ae.msg)
+				continue
+			}
 			return c.fail(err)
 		}
 		if j.Array == nil {
@@ -384,6 +393,9 @@ func stopAll(c *cli, args []string) int {
 		}
 	}
 	fmt.Fprintf(c.stdout, "%s: stop requested (berth status shows them)\n", count(stopped, "job"))
+	if others > 0 {
+		fmt.Fprintln(c.stdout, escapeText(msgOthersLeft(others, firstRefusal)))
+	}
 	return exitOK
 }
 

@@ -175,6 +175,12 @@ func msgSocketDenied(socket, group string) string {
 	return fmt.Sprintf("berth: permission denied on %s: the daemon answers root, its own user and the group %s (sudo usermod -aG %s $USER, then log in again)", socket, group, group)
 }
 
+// msgOthersLeft: berth stop --all left others' jobs running; refusal is
+// what the daemon said of the first.
+func msgOthersLeft(n int, refusal string) string {
+	return fmt.Sprintf("%s of other people left as they are, which you may not stop; the first: %s", count(n, "job"), refusal)
+}
+
 func msgDaemonGone() string {
 	return "berth: the daemon stopped while its answer came (berth status says whether it is back; systemctl status berth says why it stopped)"
 }
