@@ -47,6 +47,8 @@ job "hello" { cmd = { "sh", "-c", "echo hello from the job" }, flavor = "small" 
 		{[]string{"history"}, "hello", &[]supervisor.RunView{}},
 		{[]string{"history", "hello", "-n", "1"}, "hello", &[]supervisor.RunView{}},
 		{[]string{"flavors"}, "small", &[]supervisor.FlavorView{}},
+		// Its books are not this machine's probe: it says which it places against.
+		{[]string{"machine"}, "the daemon's books differ from what is found above: 4 cores, 2 cards", &machineJSON{}},
 	} {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
 			out, errOut, code := d.cli(tt.args...)

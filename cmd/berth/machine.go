@@ -223,6 +223,11 @@ func runMachine(c *cli, args []string) int {
 	printMachine(c.stdout, inv, c.cardUse)
 	if held != nil {
 		fmt.Fprintln(c.stdout)
+		if m := held.Machine; m.CPUs != inv.CPUs || len(m.Cards) != len(inv.GPUs) || !sameRAM(m.RAMBytes, inv.RAM) {
+			// The daemon was told otherwise (--cpus, --gpus, --ram): its
+			// books are what a job is placed against.
+			fmt.Fprintln(c.stdout, msgBooksDiffer(m))
+		}
 		renderHolders(c.stdout, held.Machine, c.render(held.Now))
 	}
 	return exitOK
@@ -236,4 +241,13 @@ func (c *cli) writeJSON(v any) int {
 		return exitFailed
 	}
 	return exitOK
+}
+
+// sameRAM reports whether the daemon's memory (nil: unknown) is the
+// probe's.
+func sameRAM(daemon *int64, probed probes.Memory) bool {
+	if daemon == nil || !probed.Known {
+		return daemon == nil && !probed.Known
+	}
+	return *daemon == probed.Bytes
 }

@@ -181,6 +181,16 @@ func msgOthersLeft(n int, refusal string) string {
 	return fmt.Sprintf("%s of other people left as they are, which you may not stop; the first: %s", count(n, "job"), refusal)
 }
 
+// msgBooksDiffer: the daemon's books are not what berth machine probed.
+func msgBooksDiffer(m supervisor.MachineStatus) string {
+	ram := "memory unknown"
+	if m.RAMBytes != nil {
+		ram = accounting.FormatSize(*m.RAMBytes) + " of memory"
+	}
+	return fmt.Sprintf("the daemon's books differ from what is found above: %s, %s and %s (its --cpus, --gpus or --ram); jobs are placed against its books",
+		count(m.CPUs, "core"), count(len(m.Cards), "card"), ram)
+}
+
 func msgDaemonGone() string {
 	return "berth: the daemon stopped while its answer came (berth status says whether it is back; systemctl status berth says why it stopped)"
 }
