@@ -41,7 +41,7 @@ func runCheck(c *cli, args []string) int {
 	inv, err := c.inventory(&m)
 	if err != nil {
 		fmt.Fprintln(c.stderr, msgInventory(err))
-		return exitFailed
+		return inventoryExit(err)
 	}
 
 	// The rules of a daemon that runs as the caller: root's for root, a

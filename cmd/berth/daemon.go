@@ -93,7 +93,7 @@ func runDaemon(c *cli, args []string) int {
 	inv, err := c.inventory(&m)
 	if err != nil {
 		fmt.Fprintln(c.stderr, msgInventory(err))
-		return exitFailed
+		return inventoryExit(err)
 	}
 	l, err := listen(*socket, *group)
 	if err != nil {

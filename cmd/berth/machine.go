@@ -170,7 +170,7 @@ func runMachine(c *cli, args []string) int {
 	inv, err := c.inventory(&m)
 	if err != nil {
 		fmt.Fprintln(c.stderr, msgInventory(err))
-		return exitFailed
+		return inventoryExit(err)
 	}
 	// With a daemon running, say who holds what; without one, the
 	// inventory is the whole answer.

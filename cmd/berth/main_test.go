@@ -142,17 +142,18 @@ func TestMachineOverrideProblems(t *testing.T) {
 	}{
 		{"oversubscribed cores warn", "", nil, []string{"--cpus", "64"}, exitOK,
 			"berth: warning: --cpus 64 is more than 4 times the 8 cores this machine has; jobs will be oversubscribed"},
-		{"ram without a unit", "", nil, []string{"--ram", "32"}, exitFailed,
+		{"ram without a unit", "", nil, []string{"--ram", "32"}, exitUsage,
 			`berth: --ram: size "32" has no unit; write it with one of K, M, G or T (base 1024, optionally followed by "B" or "iB"), e.g. "32G"`},
 		{"one core, oversubscribed", "testdata/onecore", nil, []string{"--cpus", "8"}, exitOK,
 			"berth: warning: --cpus 8 is more than 4 times the 1 core this machine has; jobs will be oversubscribed"},
 		// An override out of range is not a machine that cannot be
-		// probed: its sentence says what is accepted, and no more.
+		// probed: its sentence says what is accepted, and no more, and
+		// it is a usage error (exit 2).
 		{"more cards than the mask names", "", map[string]string{"CUDA_VISIBLE_DEVICES": "2,3"}, []string{"--gpus", "3"}, exitFailed,
 			"berth: --gpus 3 asks for more cards than the daemon may use: its CUDA_VISIBLE_DEVICES names only 2 cards (2,3); give --gpus 2 or fewer, or change CUDA_VISIBLE_DEVICES in the daemon's environment (systemctl edit berth)"},
-		{"no cores", "", nil, []string{"--cpus", "0"}, exitFailed,
+		{"no cores", "", nil, []string{"--cpus", "0"}, exitUsage,
 			"berth: --cpus 0 is not accepted: give 1 to 65536 cores, or leave --cpus out to use what this machine has (berth machine shows it)"},
-		{"no memory", "", nil, []string{"--ram", "0G"}, exitFailed,
+		{"no memory", "", nil, []string{"--ram", "0G"}, exitUsage,
 			"berth: --ram of 0 bytes is not accepted: give a size above 0, or leave --ram out to use what this machine has (berth machine shows it)"},
 		{"cores that cannot be counted", "testdata/nocores", nil, nil, exitFailed,
 			"berth: cannot tell what this machine has: probe cores under testdata/nocores: cannot determine the number of cores: open testdata/nocores/sys/devices/system/cpu/online: no such file or directory; open testdata/nocores/proc/cpuinfo: no such file or directory (give --cpus N to say it)"},

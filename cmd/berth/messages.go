@@ -49,6 +49,17 @@ func msgUnexpectedArgs(command string, args []string) string {
 
 func msgWarning(s string) string { return "berth: warning: " + s }
 
+// inventoryExit is the exit code for an inventory that err refused: a
+// flag's value is a usage error.
+func inventoryExit(err error) int {
+	var fe flagError
+	var oe *probes.OverrideError
+	if errors.As(err, &fe) || errors.As(err, &oe) {
+		return exitUsage
+	}
+	return exitFailed
+}
+
 func msgInventory(err error) string {
 	var fe flagError
 	if errors.As(err, &fe) {
