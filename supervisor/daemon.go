@@ -865,7 +865,7 @@ func (d *Daemon) start(j *job, run uint64) (process, func(), error) {
 	if d.cfg.Units != nil {
 		return d.startUnit(j, run, login)
 	}
-	out, err := d.output(j.name)
+	out, err := d.output(j.name, runner.RunHeader(run, d.now()))
 	if err != nil {
 		return nil, nil, err
 	}
@@ -903,8 +903,9 @@ type output struct {
 }
 
 // output opens a run's output: its own journal stream, named after the job,
-// or a size-capped file under the state directory.
-func (d *Daemon) output(name string) (output, error) {
+// or a size-capped file under the state directory, where the run's output
+// starts with header (runner.RunHeader).
+func (d *Daemon) output(name, header string) (output, error) {
 	if d.cfg.JournalSocket != "" {
 		f, err := runner.JournalStream(d.cfg.JournalSocket, name, 6)
 		if err == nil {
@@ -925,7 +926,7 @@ func (d *Daemon) output(name string) (output, error) {
 			return output{}, fmt.Errorf("open log for job %s: %w", name, err)
 		}
 	}
-	sink, err := runner.OpenLog(dir, short, d.cfg.LogBytes)
+	sink, err := runner.OpenLog(dir, short, d.cfg.LogBytes, header)
 	if err != nil {
 		return output{}, err
 	}

@@ -2,6 +2,7 @@ package supervisor
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"io"
 	"net/http"
@@ -12,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/berthd/berth/supervisor/runner"
 	"github.com/berthd/berth/supervisor/store"
 	"github.com/berthd/berth/supervisor/units"
 )
@@ -20,8 +22,8 @@ import (
 // caller entitled to it (its owner, root, the admin group), from journald
 // or from its log file. The daemon reads it for them: a person needs no
 // journal group (which would open the whole system journal to them) and
-// no right on the state directory. ?run=N gives one run's output
-// (journald only); ?follow=1 keeps sending what the job writes until the
+// no right on the state directory. ?run=N gives one run's output (from a
+// file, the lines after its header); ?follow=1 keeps sending what the job writes until the
 // caller hangs up.
 func (d *Daemon) serveLogs(w http.ResponseWriter, r *http.Request) {
 	c := d.callerOf(r)
@@ -53,11 +55,15 @@ func (d *Daemon) serveLogs(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if d.logsOf(name) != "journal" {
+		var only *runLines
 		if run != 0 {
-			writeError(w, http.StatusBadRequest, CodeBadRequest, msgRunNeedsJournal(d.logPath(name)))
-			return
+			if _, ok := d.runOf(name, run); !ok {
+				writeError(w, http.StatusNotFound, CodeNoSuchRun, msgNoSuchRun(name, run))
+				return
+			}
+			only = &runLines{run: run}
 		}
-		d.streamFile(w, r, d.logPath(name), follow)
+		d.streamFile(w, r, d.logPath(name), follow, only)
 		return
 	}
 	args := []string{"--no-pager", "--all", "-o", "short-iso", "SYSLOG_IDENTIFIER=" + name}
@@ -126,12 +132,25 @@ func (d *Daemon) runOf(job string, id uint64) (store.RunRecord, bool) {
 	return store.RunRecord{}, false
 }
 
-// streamFile sends a log file and, with follow, what is appended to it
-// (and to the file that replaces it when it is rotated) until the caller
-// hangs up. A file not written yet is empty.
-func (d *Daemon) streamFile(w http.ResponseWriter, r *http.Request, path string, follow bool) {
+// streamFile sends a log file, after the one it rotated to (PATH.1),
+// and, with follow, what is appended to it (and to the file that replaces
+// it when it is rotated) until the caller hangs up. A file not written yet
+// is empty. With only, just the lines of that run are sent.
+func (d *Daemon) streamFile(w http.ResponseWriter, r *http.Request, path string, follow bool, only *runLines) {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	out := &flushWriter{w: w, rc: http.NewResponseController(w)}
+	flushed := &flushWriter{w: w, rc: http.NewResponseController(w)}
+	var out io.Writer = flushed
+	if only != nil {
+		only.w = flushed
+		out = only
+	}
+	if old, err := os.Open(path + ".1"); err == nil {
+		_, err := io.Copy(out, old)
+		old.Close()
+		if err != nil {
+			return
+		}
+	}
 	var file *os.File
 	var br *bufio.Reader
 	open := func() bool {
@@ -158,13 +177,16 @@ func (d *Daemon) streamFile(w http.ResponseWriter, r *http.Request, path string,
 			return
 		}
 	}
-	if !follow {
-		if !out.wrote {
+	if !follow || only != nil && only.past {
+		if only != nil {
+			only.end()
+		}
+		if !flushed.wrote {
 			w.WriteHeader(http.StatusOK)
 		}
 		return
 	}
-	out.Flush()
+	flushed.Flush()
 	tick := time.NewTicker(250 * time.Millisecond)
 	defer tick.Stop()
 	for {
@@ -178,8 +200,8 @@ func (d *Daemon) streamFile(w http.ResponseWriter, r *http.Request, path string,
 				continue
 			}
 		}
-		if _, err := io.Copy(out, br); err != nil {
-			return
+		if _, err := io.Copy(out, br); err != nil || only != nil && only.past {
+			return // with only, the run's output ended with the next's header
 		}
 		// The daemon rotates a full log to PATH.1: what was written to it
 		// before the rename is read to its end, then the new file.
@@ -191,6 +213,53 @@ func (d *Daemon) streamFile(w http.ResponseWriter, r *http.Request, path string,
 				open()
 			}
 		}
+	}
+}
+
+// runLines passes on to w the lines of one run's output in a log file:
+// those after its header (runner.RunHeader) and before the next run's.
+// A line cut by a write is held until its end comes.
+type runLines struct {
+	w    io.Writer
+	run  uint64
+	in   bool   // between the run's header and the next
+	past bool   // a later run's header came after the run's: it is over
+	line []byte // the start of a line whose end has not come
+}
+
+func (l *runLines) Write(p []byte) (int, error) {
+	n := len(p)
+	for len(p) > 0 {
+		i := bytes.IndexByte(p, '\n')
+		if i < 0 {
+			l.line = append(l.line, p...)
+			break
+		}
+		line := p[:i+1]
+		if len(l.line) > 0 {
+			line = append(l.line, line...)
+			l.line = l.line[:0]
+		}
+		p = p[i+1:]
+		if run, ok := runner.ParseRunHeader(line); ok {
+			l.past = l.past || l.in && run != l.run
+			l.in = run == l.run
+			continue
+		}
+		if l.in {
+			if _, err := l.w.Write(line); err != nil {
+				return 0, err
+			}
+		}
+	}
+	return n, nil
+}
+
+// end passes on the run's last line, if the file ends without its
+// newline.
+func (l *runLines) end() {
+	if l.in && len(l.line) > 0 {
+		_, _ = l.w.Write(l.line)
 	}
 }
 

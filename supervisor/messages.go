@@ -106,10 +106,6 @@ func msgBadRun(v string) string {
 	return fmt.Sprintf("run %q is not a run number (berth history JOB lists them)", v)
 }
 
-func msgRunNeedsJournal(path string) string {
-	return fmt.Sprintf("--run needs journald; without it every run's output is in one file, %s (berth history shows when each run started)", path)
-}
-
 func msgNoSuchRun(job string, run uint64) string {
 	return fmt.Sprintf("job %s has no run %d among its last 100 (berth history %s lists them)", job, run, job)
 }

@@ -76,7 +76,6 @@ func TestMessagesGolden(t *testing.T) {
 		msgBadFileName("../x.lua"),
 		msgNoJobsDir("carol", "berth"),
 		msgBadCheck(errors.New("unexpected EOF")),
-		msgRunNeedsJournal("/var/lib/berth/logs/alice/train.log"),
 		msgNoSuchRun("alice/train", 42),
 		msgNoJournalctl(errors.New(`exec: "journalctl": executable file not found in $PATH`)),
 		msgJournalctlFailed(errors.New("exit status 1"), "Failed to open journal: Permission denied\nmore"),

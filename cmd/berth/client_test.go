@@ -80,8 +80,16 @@ job "hello" { cmd = { "sh", "-c", "echo hello from the job" }, flavor = "small" 
 	if code != exitOK || !strings.Contains(out, "hello from the job") {
 		t.Errorf("logs: exit %d:\n%s", code, out)
 	}
-	if _, errOut, code := d.cli("logs", "hello", "--run", "1"); code != exitFailed || !strings.Contains(errOut, "--run needs journald") {
-		t.Errorf("logs --run without journald: exit %d %q", code, errOut)
+	// Each run's output starts with its header; --run N gives that run's.
+	if !strings.HasPrefix(out, "--- berth: run ") {
+		t.Errorf("logs: no run's header first:\n%s", out)
+	}
+	run := strconv.FormatUint(detail.Runs[0].ID, 10)
+	if out, errOut, code := d.cli("logs", "hello", "--run", run); code != exitOK || out != "hello from the job\n" {
+		t.Errorf("logs --run %s: exit %d %q %q", run, code, out, errOut)
+	}
+	if _, errOut, code := d.cli("logs", "hello", "--run", "999999"); code != exitFailed || !strings.Contains(errOut, "has no run 999999") {
+		t.Errorf("logs --run of no run: exit %d %q", code, errOut)
 	}
 
 	// Control.

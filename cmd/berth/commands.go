@@ -436,7 +436,7 @@ func runLogs(c *cli, args []string) int {
 	fs := c.flags("logs")
 	f := c.clientFlags(fs, false)
 	follow := fs.Bool("f", false, "keep printing what the job writes")
-	run := fs.Uint64("run", 0, "only this run's output (journald only)")
+	run := fs.Uint64("run", 0, "only this run's output (berth history lists the runs)")
 	raw := fs.Bool("raw", false, "write the output as the job wrote it; on a terminal, control sequences are otherwise shown escaped (\\x1b)")
 	index := c.indexFlag(fs)
 	rest, code, done := c.parse(fs, args)

@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/berthd/berth/supervisor"
+	"github.com/berthd/berth/supervisor/runner"
 	"github.com/berthd/berth/supervisor/testkit"
 )
 
@@ -153,6 +154,17 @@ func (p *pty) read() string {
 // TestLogsEscapedOnATerminal: berth logs on a terminal shows what the job
 // wrote to drive it (clear the screen, retitle the window, overwrite a
 // line) escaped; --raw, or output that is not a terminal, gets the bytes.
+// withoutHeader is a run's output less the header line the log file gives
+// it (runner.RunHeader), which must be there.
+func withoutHeader(t *testing.T, out string) string {
+	t.Helper()
+	header, rest, _ := strings.Cut(out, "\n")
+	if _, ok := runner.ParseRunHeader([]byte(header)); !ok {
+		t.Fatalf("the output does not start with its run's header: %q", out)
+	}
+	return rest
+}
+
 func TestLogsEscapedOnATerminal(t *testing.T) {
 	d := newTestDaemon(t, map[string]string{
 		"noisy.lua": `job "noisy" { cmd = { "printf", "%s", "\27[2Jcleared\27]0;pwned\7 50%\r100%\r\nnext\n" } }`,
@@ -175,7 +187,7 @@ func TestLogsEscapedOnATerminal(t *testing.T) {
 		if code := c.main(args); code != exitOK {
 			t.Fatalf("berth %v: exit %d, %s", args, code, errOut.String())
 		}
-		return p.read()
+		return withoutHeader(t, p.read())
 	}
 	if got := onTerminal("logs", "noisy"); got != escaped {
 		t.Errorf("berth logs on a terminal wrote %q, want %q", got, escaped)
@@ -183,7 +195,7 @@ func TestLogsEscapedOnATerminal(t *testing.T) {
 	if got := onTerminal("logs", "noisy", "--raw"); got != raw {
 		t.Errorf("berth logs --raw on a terminal wrote %q, want %q", got, raw)
 	}
-	if got, _, _ := d.cli("logs", "noisy"); got != raw {
+	if got, _, _ := d.cli("logs", "noisy"); withoutHeader(t, got) != raw {
 		t.Errorf("berth logs into a pipe wrote %q, want %q", got, raw)
 	}
 	d.stop()

@@ -8,9 +8,11 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -80,6 +82,9 @@ type LogSink struct {
 	// slowDisk, given by tests, runs before each chunk is written: a disk
 	// slower than the job's output.
 	slowDisk func()
+	// header is written before the first output, then dropped (the
+	// copier's).
+	header []byte
 }
 
 // OpenLog prepares dir/job.log, capped at maxBytes, and starts the copier.
@@ -87,11 +92,38 @@ type LogSink struct {
 // prints nothing costs no file (creating one is the dearest step of a short
 // job's start on some filesystems). Pass File to Start as the job's Stdout,
 // then call CloseWriter; after the job has ended, Close.
-func OpenLog(dir, job string, maxBytes int64) (*LogSink, error) {
-	return openLog(dir, job, maxBytes, nil)
+//
+// header, when not "", is written before the job's first output (RunHeader):
+// a run that prints nothing leaves no trace in the file.
+func OpenLog(dir, job string, maxBytes int64, header string) (*LogSink, error) {
+	return openLog(dir, job, maxBytes, header, nil)
 }
 
-func openLog(dir, job string, maxBytes int64, slowDisk func()) (*LogSink, error) {
+// RunHeader is the line a run's output starts with in its job's log file,
+// so that the runs can be told apart there and one run's output found
+// (berth logs --run N): `--- berth: run 42 started 2026-12-04T09:00:00Z ---`.
+func RunHeader(run uint64, start time.Time) string {
+	return runHeaderPrefix + strconv.FormatUint(run, 10) + " started " + start.UTC().Format(time.RFC3339) + " ---\n"
+}
+
+const runHeaderPrefix = "--- berth: run "
+
+// ParseRunHeader returns the run of a RunHeader line, and whether line is
+// one.
+func ParseRunHeader(line []byte) (run uint64, ok bool) {
+	rest, found := bytes.CutPrefix(line, []byte(runHeaderPrefix))
+	if !found {
+		return 0, false
+	}
+	digits, tail, found := bytes.Cut(rest, []byte(" started "))
+	if !found || !bytes.HasSuffix(bytes.TrimRight(tail, "\n"), []byte(" ---")) {
+		return 0, false
+	}
+	run, err := strconv.ParseUint(string(digits), 10, 64)
+	return run, err == nil
+}
+
+func openLog(dir, job string, maxBytes int64, header string, slowDisk func()) (*LogSink, error) {
 	// Job names are checked long before this, but a name that reached
 	// here by another path must still not climb out of dir or hide.
 	if job == "" || strings.ContainsAny(job, "/\x00") || strings.HasPrefix(job, ".") {
@@ -105,6 +137,9 @@ func openLog(dir, job string, maxBytes int64, slowDisk func()) (*LogSink, error)
 		maxBytes: maxBytes,
 		done:     make(chan struct{}),
 		slowDisk: slowDisk,
+	}
+	if header != "" {
+		s.header = []byte(header)
 	}
 	// What would stop the file being created later is caught now, when it
 	// can still fail the start: a missing or unwritable directory.
@@ -262,6 +297,10 @@ func (s *LogSink) copyFrom(r io.Reader) {
 // written are dropped, the error kept for Close, and the next chunk tries
 // again, so a full disk loses output but never stops the job.
 func (s *LogSink) write(p []byte) {
+	if h := s.header; h != nil {
+		s.header = nil
+		s.write(h)
+	}
 	if s.slowDisk != nil {
 		s.slowDisk()
 	}

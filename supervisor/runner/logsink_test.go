@@ -22,7 +22,13 @@ import (
 // returns once the sink is closed.
 func runToLog(t *testing.T, dir string, maxBytes int64, spec Spec) {
 	t.Helper()
-	s, err := OpenLog(dir, "job", maxBytes)
+	runToLogAs(t, dir, maxBytes, "", spec)
+}
+
+// runToLogAs is runToLog for a run whose output starts with header.
+func runToLogAs(t *testing.T, dir string, maxBytes int64, header string, spec Spec) {
+	t.Helper()
+	s, err := OpenLog(dir, "job", maxBytes, header)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,7 +142,7 @@ func TestLogSinkMemoryBounded(t *testing.T) {
 // descriptor of the test process from its fork to its exec, the pipe's
 // read end included, and a write meanwhile would succeed.
 func TestLogSinkCloseContext(t *testing.T) {
-	s, err := OpenLog(t.TempDir(), "job", 1<<20)
+	s, err := OpenLog(t.TempDir(), "job", 1<<20, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,14 +173,14 @@ func TestOpenLogRefuses(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	for _, job := range []string{"", "a/b", "../x", ".hidden", "..", "nul\x00"} {
-		if _, err := OpenLog(dir, job, 1<<20); !errors.Is(err, ErrBadName) {
+		if _, err := OpenLog(dir, job, 1<<20, ""); !errors.Is(err, ErrBadName) {
 			t.Errorf("OpenLog(%q) = %v, want ErrBadName", job, err)
 		}
 	}
-	if _, err := OpenLog(dir, "job", 0); err == nil {
+	if _, err := OpenLog(dir, "job", 0, ""); err == nil {
 		t.Error("a cap of 0 accepted")
 	}
-	if _, err := OpenLog(filepath.Join(dir, "missing"), "job", 1<<20); !errors.Is(err, fs.ErrNotExist) {
+	if _, err := OpenLog(filepath.Join(dir, "missing"), "job", 1<<20, ""); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("OpenLog in a missing directory = %v, want ErrNotExist", err)
 	}
 
@@ -187,7 +193,7 @@ func TestOpenLogRefuses(t *testing.T) {
 	if err := os.Symlink(target, filepath.Join(dir, "link.log")); err != nil {
 		t.Fatal(err)
 	}
-	s, err := OpenLog(dir, "link", 1<<20)
+	s, err := OpenLog(dir, "link", 1<<20, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -202,11 +208,42 @@ func TestOpenLogRefuses(t *testing.T) {
 	}
 }
 
+// Each run's output starts with its header, and a run that prints nothing
+// leaves none: the runs can be told apart in the file, and a header is
+// found again by ParseRunHeader.
+func TestLogSinkRunHeaders(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	start := time.Date(2026, 12, 4, 9, 0, 0, 0, time.UTC)
+	for _, r := range []struct {
+		run uint64
+		cmd string
+	}{{1, "echo one"}, {2, "true"}, {3, "echo two; echo three"}} {
+		runToLogAs(t, dir, 1<<20, RunHeader(r.run, start), Spec{Argv: []string{"sh", "-c", r.cmd}})
+	}
+	cur, _ := readLogs(t, dir)
+	want := "--- berth: run 1 started 2026-12-04T09:00:00Z ---\none\n--- berth: run 3 started 2026-12-04T09:00:00Z ---\ntwo\nthree\n"
+	if cur != want {
+		t.Errorf("the log:\n%s\nwant:\n%s", cur, want)
+	}
+	for line, want := range map[string]uint64{
+		RunHeader(42, start):                                42,
+		strings.TrimSuffix(RunHeader(7, start), "\n"):       7,
+		"--- berth: run x started 2026-12-04T09:00:00Z ---": 0,
+		"--- berth: run 5 began ---":                        0,
+		"two":                                               0,
+	} {
+		if run, ok := ParseRunHeader([]byte(line)); run != want || ok != (want != 0) {
+			t.Errorf("ParseRunHeader(%q) = %d, %v; want %d", line, run, ok, want)
+		}
+	}
+}
+
 // A job that prints nothing leaves no file.
 func TestLogSinkNoOutputNoFile(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	s, err := OpenLog(dir, "quiet", 1<<20)
+	s, err := OpenLog(dir, "quiet", 1<<20, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -223,7 +260,7 @@ func TestLogSinkNoOutputNoFile(t *testing.T) {
 // Close in between chunks, not copy for as long as there is output).
 func TestLogSinkCloseContextUnderFlood(t *testing.T) {
 	t.Parallel()
-	s, err := openLog(t.TempDir(), "job", 1<<20, func() { time.Sleep(time.Millisecond) })
+	s, err := openLog(t.TempDir(), "job", 1<<20, "", func() { time.Sleep(time.Millisecond) })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -259,7 +296,7 @@ func TestLogSinksShareOneCopier(t *testing.T) {
 	sinks := make([]*LogSink, n)
 	procs := make([]*Process, n)
 	for i := range sinks {
-		s, err := OpenLog(dir, fmt.Sprintf("job-%d", i), 1<<20)
+		s, err := OpenLog(dir, fmt.Sprintf("job-%d", i), 1<<20, "")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -302,7 +339,7 @@ func TestLogSinkWithoutSharedCopier(t *testing.T) {
 	if cur, old := readLogs(t, dir); len(cur)+len(old) == 0 || len(cur) > maxBytes || len(old) > maxBytes {
 		t.Errorf("sizes %d and %d, want some, each at most %d", len(cur), len(old), maxBytes)
 	}
-	s, err := OpenLog(t.TempDir(), "job", 1<<20)
+	s, err := OpenLog(t.TempDir(), "job", 1<<20, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -319,7 +356,7 @@ func TestLogSinkWithoutSharedCopier(t *testing.T) {
 func TestLogSinkCopiesAllWithoutNewWrites(t *testing.T) {
 	const n = 5*copyBufferSize + 100
 	dir := t.TempDir()
-	s, err := OpenLog(dir, "job", 1<<20)
+	s, err := OpenLog(dir, "job", 1<<20, "")
 	if err != nil {
 		t.Fatal(err)
 	}
