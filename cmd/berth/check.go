@@ -67,9 +67,15 @@ func runCheck(c *cli, args []string) int {
 		srcs = append(srcs, got...)
 		problems = append(problems, refused...)
 	}
+	// Files named outside the jobs directory are checked against the
+	// flavors it declares, as the daemon would load them beside them.
+	checked := len(srcs)
+	srcs = append(srcs, flavorContext(targets, defaultJobsDir(c.env), rules, srcs)...)
 	// Evaluated as the daemon evaluates them: in a child the kernel
 	// bounds, so that checking a hostile file is as safe as loading it.
+	// (One File per source, in order.)
 	files := newEvaluator(hclog.NewNullLogger(), budget.d).Evaluate(context.Background(), luaMachine(inv), srcs)
+	files = append(slices.Clip(files[:checked]), flavorsOnly(files[checked:], files[:checked])...)
 	set := luaapi.Combine(files)
 	for _, e := range set.Errors {
 		problems = append(problems, supervisor.ProblemOf(e))
@@ -83,6 +89,15 @@ func runCheck(c *cli, args []string) int {
 		return cmp.Or(strings.Compare(a.File, b.File), cmp.Compare(a.Line, b.Line))
 	})
 
+	if lent := files[checked:]; len(lent) > 0 {
+		// What the jobs directory lent is not what was checked.
+		isLent := func(path string) bool {
+			return slices.ContainsFunc(lent, func(f *luaapi.File) bool { return f.Path == path })
+		}
+		set.Files = slices.DeleteFunc(set.Files, func(f *luaapi.File) bool { return isLent(f.Path) })
+		set.Flavors = slices.DeleteFunc(set.Flavors, func(f luaapi.Flavor) bool { return !slices.ContainsFunc(files[:checked], declares(f.Name)) })
+		problems = slices.DeleteFunc(problems, func(p supervisor.Problem) bool { return isLent(p.File) })
+	}
 	if *asJSON {
 		if code := c.writeJSON(checkReport(set, problems)); code != exitOK {
 			return code
@@ -97,6 +112,61 @@ func runCheck(c *cli, args []string) int {
 		return exitFailed
 	}
 	return exitOK
+}
+
+// flavorContext reads the jobs directory's files when no target is it,
+// nor in it, nor a directory at all: a file checked on its own may name a
+// flavor declared there. Nothing of them is reported; one that cannot be
+// read is passed over.
+func flavorContext(targets []string, jobsDir string, rules watch.ScanOptions, checked []luaapi.Source) []luaapi.Source {
+	for _, t := range targets {
+		if info, err := os.Stat(t); err != nil || info.IsDir() {
+			return nil
+		}
+	}
+	got, _, err := readTarget(jobsDir, rules)
+	if err != nil {
+		return nil
+	}
+	return slices.DeleteFunc(got, func(src luaapi.Source) bool {
+		return slices.ContainsFunc(checked, func(c luaapi.Source) bool { return sameFile(c.Path, src.Path) })
+	})
+}
+
+// flavorsOnly keeps of the jobs directory's files (context) their
+// flavors, but those a checked file declares itself: the checked file is
+// a new version of them, say.
+func flavorsOnly(context, checked []*luaapi.File) []*luaapi.File {
+	var out []*luaapi.File
+	for _, f := range context {
+		if len(f.Errors) > 0 {
+			continue
+		}
+		lent := &luaapi.File{Path: f.Path, Hash: f.Hash}
+		for _, fl := range f.Flavors {
+			if !slices.ContainsFunc(checked, declares(fl.Name)) {
+				lent.Flavors = append(lent.Flavors, fl)
+			}
+		}
+		if len(lent.Flavors) > 0 {
+			out = append(out, lent)
+		}
+	}
+	return out
+}
+
+// declares is whether a file declares flavor name.
+func declares(name string) func(*luaapi.File) bool {
+	return func(f *luaapi.File) bool {
+		return slices.ContainsFunc(f.Flavors, func(fl luaapi.Flavor) bool { return fl.Name == name })
+	}
+}
+
+// sameFile reports whether two paths name one file.
+func sameFile(a, b string) bool {
+	ia, errA := os.Stat(a)
+	ib, errB := os.Stat(b)
+	return errA == nil && errB == nil && os.SameFile(ia, ib)
 }
 
 // readTarget reads one argument of `berth check`: a directory's job

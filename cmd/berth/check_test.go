@@ -76,6 +76,39 @@ func TestCheckMissingPath(t *testing.T) {
 	}
 }
 
+// A file checked on its own may name a flavor the jobs directory declares,
+// as it may once it is dropped there; one it declares itself is its own.
+// Nothing of the directory's files is reported or counted.
+func TestCheckBorrowsTheJobsDirsFlavors(t *testing.T) {
+	dir := t.TempDir()
+	jobs, home := filepath.Join(dir, "jobs.d"), filepath.Join(dir, "home")
+	for path, src := range map[string]string{
+		filepath.Join(jobs, "flavors.lua"): `flavor "zf" { cpus = 1 }`,
+		filepath.Join(jobs, "broken.lua"):  `job "b" {`,
+		filepath.Join(home, "mine.lua"):    `job "mine" { cmd = "true", flavor = "zf" }`,
+		filepath.Join(home, "own.lua"):     `flavor "zf" { cpus = 64 }` + "\n" + `job "own" { cmd = "true", flavor = "zf" }`,
+	} {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	env := map[string]string{"BERTH_JOBS": jobs}
+	if out, _, code := berth(t, env, "check", filepath.Join(home, "mine.lua")); code != exitOK || out != "1 file, 1 job, 0 flavors, 0 errors\n" {
+		t.Errorf("a file naming the directory's flavor: exit %d\n%s", code, out)
+	}
+	out, _, code := berth(t, env, "check", filepath.Join(home, "own.lua"))
+	if code != exitFailed || !strings.Contains(out, `job "own" asks for 64 cores`) || !strings.HasSuffix(out, "1 file, 1 job, 1 flavor, 1 error\n") {
+		t.Errorf("a file with a flavor of the same name: exit %d\n%s", code, out)
+	}
+	// A directory checked is checked alone.
+	if out, _, code := berth(t, env, "check", home, "--cpus", "64"); code != exitOK || out != "2 files, 2 jobs, 1 flavor, 0 errors\n" {
+		t.Errorf("the directory: exit %d\n%s", code, out)
+	}
+}
+
 // TestCheckAppliesTheDaemonsRules: berth check refuses what the daemon
 // would refuse (owner and mode, regular file, size), in the daemon's
 // words, whether it is given a directory or a file; it never waits for a
