@@ -156,6 +156,10 @@ func (d *Daemon) api() http.Handler {
 			}
 			j.in.post(jobMessage{ev: &event{kind: verb.ev}, ignoreDeps: ignoreDeps})
 			ans := ControlAnswer{Job: name, Requested: verb.name}
+			if verb.ev == evStart && (v.State == store.StateStarting || v.State == store.StateRunning) ||
+				verb.ev == evStop && resting(v.State) {
+				ans.Already = v.State.String()
+			}
 			if verb.ev == evStart && !ignoreDeps && v.State == store.StateWaiting && v.After != nil {
 				// Held at the gate: the start changes nothing, and the
 				// client says what does.

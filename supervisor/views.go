@@ -202,6 +202,10 @@ type ControlAnswer struct {
 	// (a stop, those that run or wait; a start, those at rest).
 	Array   bool `json:"array,omitempty"`
 	Indices int  `json:"indices,omitempty"`
+	// Already is the state of a job the request finds as it asks
+	// already ("running" for a start, "stopped", "done"… for a stop): it
+	// changes nothing.
+	Already string `json:"already,omitempty"`
 }
 
 // previewEnv is the environment a run of job name (of definition def;

@@ -97,10 +97,16 @@ job "hello" { cmd = { "sh", "-c", "echo hello from the job" }, flavor = "small" 
 		t.Fatalf("stop: exit %d", code)
 	}
 	d.waitState("svc", "stopped")
+	if out, _, code := d.cli("stop", "svc"); code != exitOK || out != "svc: already stopped (berth status shows it)\n" {
+		t.Errorf("stop of a stopped job: exit %d %q", code, out)
+	}
 	if _, _, code := d.cli("start", "svc"); code != exitOK {
 		t.Fatalf("start: exit %d", code)
 	}
 	d.waitState("svc", "running")
+	if out, _, code := d.cli("start", "svc"); code != exitOK || out != "svc: already running (berth status shows it)\n" {
+		t.Errorf("start of a running job: exit %d %q", code, out)
+	}
 	before, _ := d.job("svc")
 	if _, _, code := d.cli("restart", "svc"); code != exitOK {
 		t.Fatalf("restart: exit %d", code)
@@ -117,10 +123,16 @@ job "hello" { cmd = { "sh", "-c", "echo hello from the job" }, flavor = "small" 
 	if _, _, code := d.cli("stop", "--all", "svc"); code != exitUsage {
 		t.Errorf("stop --all svc: exit %d", code)
 	}
+	if out, _, code := d.cli("stop", "svc"); code != exitOK || out != "svc: already stopped (berth status shows it)\n" {
+		t.Errorf("stop of a stopped job: exit %d %q", code, out)
+	}
 	if _, _, code := d.cli("start", "svc"); code != exitOK {
 		t.Fatalf("start: exit %d", code)
 	}
 	d.waitState("svc", "running")
+	if out, _, code := d.cli("start", "svc"); code != exitOK || out != "svc: already running (berth status shows it)\n" {
+		t.Errorf("start of a running job: exit %d %q", code, out)
+	}
 
 	// Things that do not exist, and a broken reload.
 	for _, args := range [][]string{{"show", "nope"}, {"stop", "nope"}, {"history", "nope"}} {

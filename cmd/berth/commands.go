@@ -333,6 +333,8 @@ func control(verb string) func(c *cli, args []string) int {
 		switch {
 		case len(ans.HeldBy) > 0:
 			fmt.Fprintln(c.stdout, escapeText(msgStartHeld(ans.Job, ans.File, ans.HeldBy, time.Now())))
+		case ans.Already != "" && !ans.Array:
+			fmt.Fprintln(c.stdout, escapeText(msgAlready(ans.Job, ans.Already)))
 		case ans.Requested == "restart failed":
 			// None failed is nothing to do, which is no failure.
 			fmt.Fprintln(c.stdout, escapeText(msgRestartFailed(rest[0], ans.Indices)))

@@ -406,6 +406,11 @@ func clockTime(t, now time.Time) string {
 
 // msgControlled confirms a start, stop or restart the daemon took: of a
 // job, or of an array's indices (indices > 0).
+// msgAlready: a start or stop found the job as it asked (state).
+func msgAlready(job, state string) string {
+	return fmt.Sprintf("%s: already %s (berth status shows it)", job, state)
+}
+
 func msgControlled(job, verb string, array bool, indices int) string {
 	if array && indices == 0 {
 		return fmt.Sprintf("%s: no index to %s (berth show %s lists its indices by state)", job, verb, quoteArg(job))

@@ -81,6 +81,8 @@ func TestMessages(t *testing.T) {
 		msgSocketDenied("/run/berth/berth.sock", ""),
 		msgSocketDenied("/run/berth/berth.sock", "ml-team"),
 		msgDaemonGone(),
+		msgAlready("train", "running"),
+		msgAlready("train", "done"),
 		msgBooksDiffer(supervisor.MachineStatus{CPUs: 4, Cards: make([]supervisor.CardStatus, 4), RAMBytes: new(int64(8 << 30))}),
 		msgOthersLeft(3, `svc is an administrators' job; only root or a member of berth-admin can stop it (berth status shows each job's owner)`),
 		msgSocket("/run/berth/berth.sock", errNotSocket),
