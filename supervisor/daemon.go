@@ -173,6 +173,9 @@ type Daemon struct {
 	work        atomic.Uint64
 	freeMemory  func() (again time.Duration)
 	gcs         *gcWatch
+	// kept keeps a copy of each job file's version in force (kept.go);
+	// nil where its directory could not be made.
+	kept *keptFiles
 	// jobsCtx ends every job at shutdown; jobsWG waits for them (it counts
 	// jobs, whose goroutines may sleep meanwhile: job.start).
 	jobsCtx context.Context
@@ -306,6 +309,9 @@ func Open(cfg Config) (*Daemon, error) {
 		started:    cfg.Clock.Now(),
 	}
 	d.settle.Stop()
+	if d.kept, err = openKept(cfg.StateDir); err != nil {
+		d.log.Warn("cannot keep copies of the job files in force: a file broken at the daemon's next start will have its jobs missing until it is fixed", "error", err)
+	}
 	d.gcs.seen = func(own bool) {
 		if !own {
 			d.worked()
@@ -451,6 +457,13 @@ func (d *Daemon) Run(ctx context.Context) error {
 	}
 	evalCtx, stopEval := context.WithCancel(context.Background())
 	d.evalCtx = evalCtx
+	if d.kept != nil {
+		bg.Go(func() {
+			d.kept.run(func(path string, err error) {
+				d.log.Warn("cannot keep a copy of a job file in force; were it broken at the daemon's next start, its jobs would be missing until it is fixed", "file", path, "error", err)
+			})
+		})
+	}
 	// The first reload; its end says READY=1 (finishReload).
 	d.reload(true, true)
 
@@ -496,6 +509,9 @@ func (d *Daemon) Run(ctx context.Context) error {
 		_ = metricsSrv.Close()
 	}
 	cancel()
+	if d.kept != nil {
+		d.kept.end() // what the last reload asked to keep is on disk
+	}
 	bg.Wait()
 	d.log.Info("stopped")
 	if lost {

@@ -2,7 +2,9 @@ package supervisor
 
 import (
 	"net"
+	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -91,13 +93,13 @@ job "held" { cmd = "exit 4", restart = "on-failure" }`
 		if err != nil {
 			t.Fatal(err)
 		}
-		d, dir, stop := startDaemon(t, jobs, func(cfg *Config) {
+		d, _, stop := startDaemon(t, jobs, func(cfg *Config) {
 			cfg.Clock, cfg.Listener = clk, l
 			if jobsDir != "" {
 				cfg.JobsDir, cfg.StateDir = jobsDir, stateDir
 			}
 		})
-		jobsDir, stateDir = dir, d.cfg.StateDir
+		jobsDir, stateDir = d.cfg.JobsDir, d.cfg.StateDir
 		return d, stop
 	}
 	stopped := func(stop func() error) {
@@ -142,5 +144,56 @@ job "held" { cmd = "exit 4", restart = "on-failure" }`
 	}
 	if js := waitJob(t, d, "held", "stopped", func(js JobStatus) bool { return js.State == "stopped" }); js.Why != "stopped" {
 		t.Errorf("held, after a restart of the daemon: why %q, want stopped", js.Why)
+	}
+}
+
+// TestBrokenFileAtStartKeepsItsVersion: a file broken while the daemon was
+// down keeps the version that was in force, as it would have had it been
+// broken while the daemon ran; its error is shown; fixed, the new version
+// is in force; removed, its copy goes.
+func TestBrokenFileAtStartKeepsItsVersion(t *testing.T) {
+	var jobsDir, stateDir string
+	start := func() (*Daemon, func() error) {
+		d, _, stop := startDaemon(t, `job "persist" { cmd = "sleep 600", cpus = 0 }`, func(cfg *Config) {
+			if jobsDir != "" {
+				cfg.JobsDir, cfg.StateDir = jobsDir, stateDir
+			}
+		})
+		jobsDir, stateDir = d.cfg.JobsDir, d.cfg.StateDir
+		return d, stop
+	}
+	stopped := func(stop func() error) {
+		t.Helper()
+		if err := stop(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	file := func(src string) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(jobsDir, "jobs.lua"), []byte(src), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	d, stop := start()
+	waitJob(t, d, "persist", "running", func(js JobStatus) bool { return js.State == "running" })
+	stopped(stop)
+
+	file(`job "persist" { cmd = "sleep 600", cpus = 0 `) // the brace forgotten
+	d, stop = start()
+	waitJob(t, d, "persist", "running on the version kept", func(js JobStatus) bool { return js.State == "running" })
+	if st := d.Status(); len(st.Errors) != 1 || !strings.Contains(st.Errors[0], "jobs.lua") {
+		t.Errorf("the broken file's error is not shown: %q", st.Errors)
+	}
+	file(`job "fixed" { cmd = "sleep 600", cpus = 0 }`)
+	reload(t, d)
+	waitJob(t, d, "fixed", "running", func(js JobStatus) bool { return js.State == "running" })
+	if err := os.Remove(filepath.Join(jobsDir, "jobs.lua")); err != nil {
+		t.Fatal(err)
+	}
+	reload(t, d)
+	stopped(stop)
+	if kept, err := os.ReadDir(filepath.Join(stateDir, keptDir)); err != nil || len(kept) != 0 {
+		t.Errorf("copies kept of a removed file: %v %v", kept, err)
 	}
 }

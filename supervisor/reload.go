@@ -41,6 +41,9 @@ type reloadRun struct {
 	people  peopleScan
 	scanErr error
 	waiters []chan<- ReloadResult
+	// previous are the versions in force of files that failed at the
+	// daemon's first reload (evaluated.previous).
+	previous []*luaapi.File
 	// earlier is what the reload before this one did, when this one's
 	// waiters asked while that one was being evaluated: it was applied
 	// after they asked, so what they are told covers both.
@@ -78,6 +81,9 @@ func (r *reloadRun) dirRefused(path string) bool {
 type evaluated struct {
 	r     *reloadRun
 	files []*luaapi.File
+	// previous, at the first reload, are the kept copies (kept.go) of the
+	// files that failed, evaluated: their versions in force.
+	previous []*luaapi.File
 }
 
 // reload rescans the jobs directory, has the files that changed evaluated,
@@ -152,9 +158,15 @@ func (d *Daemon) reloadAfter(earlier *ReloadResult, first, asked bool, waiters [
 	for _, s := range srcs {
 		r.evaluating = append(r.evaluating, s.Path)
 	}
+	kept := d.kept
 	d.evaluations.Go(func() {
 		defer stop()
-		d.evaluated <- evaluated{r: r, files: d.cfg.Evaluator.Evaluate(ctx, machine, srcs)}
+		files := d.cfg.Evaluator.Evaluate(ctx, machine, srcs)
+		var previous []*luaapi.File
+		if first && kept != nil {
+			previous = d.cfg.Evaluator.Evaluate(ctx, machine, previousVersions(kept, srcs, files))
+		}
+		d.evaluated <- evaluated{r: r, files: files, previous: previous}
 	})
 }
 
@@ -169,6 +181,7 @@ func (d *Daemon) evaluatedFiles(ev evaluated) {
 		d.again.pending = true
 		ev.r.partial = true
 	}
+	ev.r.previous = ev.previous
 	res := d.finishReload(ev.r, ev.files)
 	if again := d.again; again.pending {
 		d.again = reloadAgain{}
@@ -284,7 +297,13 @@ func (d *Daemon) finishReload(r *reloadRun, files []*luaapi.File) ReloadResult {
 	for path, err := range scan.Refused {
 		d.refused[path] = err.Error()
 	}
+	for _, f := range r.previous {
+		if len(f.Errors) == 0 {
+			d.good[f.Path] = f
+		}
+	}
 	set := d.inForce()
+	d.keep(scan.Changed)
 	res := d.apply(set, first)
 	res.Files = len(set.Files)
 	res.Duration = d.now().Sub(began).Round(time.Microsecond).String()
@@ -415,6 +434,43 @@ func (d *Daemon) forget(path string) {
 	delete(d.latest, path)
 	delete(d.good, path)
 	delete(d.refused, path)
+	if d.kept != nil {
+		d.kept.do([]keptOp{{path: path, forget: true}})
+	}
+}
+
+// keep keeps a copy of each changed file whose latest version is in force
+// now (kept.go).
+func (d *Daemon) keep(changed map[string][]byte) {
+	if d.kept == nil {
+		return
+	}
+	var ops []keptOp
+	for path, src := range changed {
+		if f := d.latest[path]; f != nil && d.good[path] == f {
+			ops = append(ops, keptOp{path: path, hash: f.Hash, src: src})
+		}
+	}
+	d.kept.do(ops)
+}
+
+// previousVersions are the kept copies of the files that failed (files,
+// evaluated from srcs), as sources to evaluate: what was in force of each
+// before. A file refused for a cause not its own (its turn did not come,
+// the evaluation itself failed) is read again anyway.
+func previousVersions(kept *keptFiles, srcs []luaapi.Source, files []*luaapi.File) []luaapi.Source {
+	var out []luaapi.Source
+	for i, f := range files {
+		if len(f.Errors) == 0 || refusedBy(f, luaapi.NotEvaluated) || refusedBy(f, luaapi.EvalFailed) {
+			continue
+		}
+		if src, ok := kept.previous(f.Path, f.Hash); ok {
+			prev := srcs[i]
+			prev.Src = src
+			out = append(out, prev)
+		}
+	}
+	return out
 }
 
 // inForce decides which version of each file is in force, and why any
