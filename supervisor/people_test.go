@@ -477,6 +477,9 @@ func TestPeopleLogsFollow(t *testing.T) {
 		}
 		return ""
 	}
+	if l := next(); !strings.HasPrefix(l, "--- berth: run ") {
+		t.Fatalf("the run's header: %q", l)
+	}
 	if l := next(); l != "first" {
 		t.Fatalf("first line %q", l)
 	}
