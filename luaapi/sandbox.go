@@ -78,16 +78,27 @@ func (ev *evaluator) newState() *lua.LState {
 		forbidden[name] = true
 	}
 	gmt := L.NewTable()
-	// Reading a name nothing defined is an error too: Lua would read nil,
-	// and `flavor = small` (the quotes forgotten) would declare a job with
-	// no flavor, one core and no card, without a word.
+	// Reading a name the file never set is an error too: Lua would read
+	// nil, and `flavor = small` (the quotes forgotten) would declare a job
+	// with no flavor, one core and no card, without a word. A name set,
+	// even to nil, reads as Lua reads it (strict.lua's rule), and the
+	// error is raised, not recorded: a file may probe a name under pcall.
+	set := map[string]bool{}
+	gmt.RawSetString("__newindex", L.NewFunction(func(L *lua.LState) int {
+		t, k, v := L.CheckTable(1), L.Get(2), L.Get(3)
+		if s, ok := k.(lua.LString); ok {
+			set[string(s)] = true
+		}
+		t.RawSet(k, v)
+		return 0
+	}))
 	gmt.RawSetString("__index", L.NewFunction(func(L *lua.LState) int {
 		k, ok := L.Get(2).(lua.LString)
 		switch {
 		case ok && forbidden[string(k)]:
 			ev.fail(L, errForbidden(ev.here(L), string(k)))
-		case ok:
-			ev.fail(L, errUndefined(ev.here(L), string(k), apiNames))
+		case ok && !set[string(k)]:
+			ev.raise(L, errUndefined(ev.here(L), string(k), apiNames))
 		}
 		return 0
 	}))

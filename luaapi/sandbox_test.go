@@ -281,3 +281,26 @@ func TestErrorsUnwrapToCause(t *testing.T) {
 		t.Errorf("%v: no *DurationError", f.Errors[1])
 	}
 }
+
+// A name the file never set is an error to read, which a file may catch
+// under pcall; one set, even to nil, reads as Lua reads it.
+func TestUndefinedNames(t *testing.T) {
+	for src, want := range map[string]string{
+		`last = nil; result = tostring(last)`:                                                  "nil",
+		`x = 1; x = nil; result = tostring(x)`:                                                 "nil",
+		`result = tostring((pcall(function() return DEBUG end)))`:                              "false",
+		`local ok, err = pcall(function() return jbo end); result = err`:                       `jbo is not defined (did you mean job?)`,
+		`function f() return later end; later = 3; result = tostring(f())`:                     "3",
+		`result = tostring(rawget(_G, "never"))`:                                               "nil",
+		`for i = 1, 3 do count = (rawget(_G, "count") or 0) + i end; result = tostring(count)`: "6",
+	} {
+		got := luaResult(t, src)
+		if !strings.Contains(got, want) {
+			t.Errorf("%s: %q, want %q", src, got, want)
+		}
+	}
+	f := evalString(t, `job "x" { cmd = "true", flavor = small }`)
+	if len(f.Errors) != 1 || f.Errors[0].Problem != Sandbox || !strings.Contains(f.Errors[0].Error(), `small is not defined`) {
+		t.Errorf("an unquoted value: %v", f.Errors)
+	}
+}
