@@ -83,8 +83,10 @@ func TestFakeTimeTimeout(t *testing.T) {
 // however often the daemon starts; and a job at rest is shown why it
 // rests after a restart of the daemon as before it.
 func TestRestartsOutliveTheDaemon(t *testing.T) {
-	const jobs = `job "flaky" { cmd = "exit 3", restart = "on-failure", max_restarts = 2 }
-job "held" { cmd = "exit 4", restart = "on-failure" }`
+	mark := filepath.Join(t.TempDir(), "ran")
+	jobs := `job "flaky" { cmd = "exit 3", restart = "on-failure", max_restarts = 2 }
+job "held" { cmd = "exit 4", restart = "on-failure" }
+job "steady" { cmd = "if [ -e ` + mark + ` ]; then exec sleep 600; fi; touch ` + mark + `; exit 1", restart = "on-failure", cpus = 0 }`
 	clk := clock.NewFake(time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC))
 	sock := filepath.Join(t.TempDir(), "berth.sock")
 	var jobsDir, stateDir string
@@ -112,8 +114,10 @@ job "held" { cmd = "exit 4", restart = "on-failure" }`
 	d, stop := start()
 	waitJob(t, d, "flaky", "backed off", func(js JobStatus) bool { return js.State == "backoff" && js.Restarts == 1 })
 	waitJob(t, d, "held", "backed off", func(js JobStatus) bool { return js.State == "backoff" })
+	waitJob(t, d, "steady", "backed off", func(js JobStatus) bool { return js.State == "backoff" && js.Restarts == 1 })
 	clk.Advance(time.Second)
 	waitJob(t, d, "flaky", "backed off again", func(js JobStatus) bool { return js.State == "backoff" && js.Restarts == 2 })
+	waitJob(t, d, "steady", "running", func(js JobStatus) bool { return js.State == "running" })
 	// Stopped between restarts: the last run's end is not why it rests.
 	resp, err := unixClient(sock).Post("http://berth"+APIVersion+"/jobs/held/stop", "", nil)
 	if err != nil {
@@ -134,10 +138,19 @@ job "held" { cmd = "exit 4", restart = "on-failure" }`
 	if runs, err := d.store.Runs("flaky", 10); err != nil || len(runs) != 3 {
 		t.Errorf("%d runs (%v), want 3: the first and max_restarts more", len(runs), err)
 	}
+	// steady, between two restarts of the daemon, runs as long as a
+	// healthy run: its restart in a row is forgotten.
+	if js := waitJob(t, d, "steady", "running", func(js JobStatus) bool { return js.State == "running" }); js.Restarts != 1 {
+		t.Errorf("steady, restarted once in a row: %d restarts", js.Restarts)
+	}
+	clk.Advance(healthyRun)
 	stopped(stop)
 
 	d, stop = start()
 	defer stopped(stop)
+	if js := waitJob(t, d, "steady", "running", func(js JobStatus) bool { return js.State == "running" }); js.Restarts != 0 {
+		t.Errorf("a job whose run had lasted comes back with %d restarts, want 0", js.Restarts)
+	}
 	js = waitJob(t, d, "flaky", "failed", func(js JobStatus) bool { return js.State == "failed" })
 	if js.Why != "exit 3" || js.Restarts != 2 {
 		t.Errorf("failed, after another restart of the daemon: why %q, %d restarts; want exit 3, 2", js.Why, js.Restarts)

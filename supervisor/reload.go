@@ -930,10 +930,12 @@ func (d *Daemon) remembered(name string, def *luaapi.Job, set *luaapi.Set) (init
 		return life{state: store.StateDone, since: rec.Changed}, rec.DoneFingerprint
 	case rec.Fingerprint == fp && (rec.State == store.StateFailed || rec.State == store.StateStopped):
 		return life{state: rec.State, since: rec.Changed, restarts: rec.Restarts}, rec.DoneFingerprint
-	case rec.Fingerprint == fp && !resting(rec.State) && rec.Restarts > 0:
-		// Between restarts: the count goes on where it was, or a job
+	case rec.Fingerprint == fp && rec.Restarts > 0 && !resting(rec.State) && d.now().Sub(rec.Changed) < healthyRun:
+		// In a crash loop (its record, written at each restart, younger
+		// than a healthy run): the count goes on where it was, or a job
 		// that fails at once would run for ever, max_restarts afresh at
-		// every start of the daemon.
+		// every start of the daemon. A run that had lasted resets it, as
+		// its end would have.
 		return life{restarts: rec.Restarts, delay: delayAfter(rec.Restarts)}, rec.DoneFingerprint
 	}
 	return life{}, rec.DoneFingerprint
