@@ -163,7 +163,7 @@ job "steady" { cmd = "if [ -e ` + mark + ` ]; then exec sleep 600; fi; touch ` +
 // TestBrokenFileAtStartKeepsItsVersion: a file broken while the daemon was
 // down keeps the version that was in force, as it would have had it been
 // broken while the daemon ran; its error is shown; fixed, the new version
-// is in force; removed, its copy goes.
+// is in force and kept; removed while the daemon is down, its copy goes.
 func TestBrokenFileAtStartKeepsItsVersion(t *testing.T) {
 	var jobsDir, stateDir string
 	start := func() (*Daemon, func() error) {
@@ -201,9 +201,15 @@ func TestBrokenFileAtStartKeepsItsVersion(t *testing.T) {
 	file(`job "fixed" { cmd = "sleep 600", cpus = 0 }`)
 	reload(t, d)
 	waitJob(t, d, "fixed", "running", func(js JobStatus) bool { return js.State == "running" })
+	stopped(stop)
+	if kept, err := os.ReadDir(filepath.Join(stateDir, keptDir)); err != nil || len(kept) != 1 {
+		t.Errorf("copies kept of the one file: %v %v", kept, err)
+	}
+	// Removed while the daemon is down: its copy goes at the next start.
 	if err := os.Remove(filepath.Join(jobsDir, "jobs.lua")); err != nil {
 		t.Fatal(err)
 	}
+	d, stop = start()
 	reload(t, d)
 	stopped(stop)
 	if kept, err := os.ReadDir(filepath.Join(stateDir, keptDir)); err != nil || len(kept) != 0 {

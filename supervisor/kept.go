@@ -34,11 +34,13 @@ type keptFiles struct {
 	done chan struct{}
 }
 
-// keptOp is a copy to keep (src) or, with forget, to remove.
+// keptOp is a copy to keep (src), or, with forget, to remove; or, with
+// only, to remove every copy but those of the paths only holds.
 type keptOp struct {
 	path, hash string
 	src        []byte
 	forget     bool
+	only       map[string]bool
 }
 
 const keptDir = "kept"
@@ -61,6 +63,14 @@ func openKept(stateDir string) (*keptFiles, error) {
 			_ = os.Remove(filepath.Join(k.dir, e.Name())) // a write cut short
 			continue
 		}
+		if was, twice := k.have[pathHash]; twice {
+			// A crash between a new copy's rename and the old one's
+			// removal: neither is known to be the newer.
+			_ = os.Remove(k.keptName(pathHash, was))
+			_ = os.Remove(filepath.Join(k.dir, e.Name()))
+			delete(k.have, pathHash)
+			continue
+		}
 		k.have[pathHash] = content
 	}
 	return k, nil
@@ -81,10 +91,18 @@ func (k *keptFiles) run(warn func(path string, err error)) {
 	defer close(k.done)
 	for ops := range k.ops {
 		for _, op := range ops {
-			if op.forget {
+			switch {
+			case op.only != nil:
+				k.prune(op.only)
+			case op.forget:
 				k.forget(op.path)
-			} else if err := k.keep(op.path, op.hash, op.src); err != nil {
-				warn(op.path, err)
+			case sha256Hex(op.src) != op.hash:
+				// The version in force is not these bytes (their
+				// evaluation was called off): nothing to keep.
+			default:
+				if err := k.keep(op.path, op.hash, op.src); err != nil {
+					warn(op.path, err)
+				}
 			}
 		}
 	}
@@ -141,6 +159,28 @@ func (k *keptFiles) forget(path string) {
 	if ok {
 		_ = os.Remove(k.keptName(ph, old))
 	}
+}
+
+// prune removes the copies of every path but those of paths: the files
+// removed while the daemon was down, whose copies no removal reached.
+func (k *keptFiles) prune(paths map[string]bool) {
+	hashes := make(map[string]bool, len(paths))
+	for p := range paths {
+		hashes[keptPathHash(p)] = true
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for ph, short := range k.have {
+		if !hashes[ph] {
+			_ = os.Remove(k.keptName(ph, short))
+			delete(k.have, ph)
+		}
+	}
+}
+
+func sha256Hex(b []byte) string {
+	h := sha256.Sum256(b)
+	return hex.EncodeToString(h[:])
 }
 
 // previous returns the copy of path, if one is kept and it is not the

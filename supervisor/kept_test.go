@@ -47,3 +47,48 @@ func TestKeptFiles(t *testing.T) {
 		t.Errorf("%d files kept, want other.lua's alone: %v", len(entries), entries)
 	}
 }
+
+// At a start the copies of files no longer there go, two copies of one
+// file (a crash between a new one's rename and the old one's removal) are
+// both dropped, and the writer keeps only bytes that are the version in
+// force.
+func TestKeptFilesPruned(t *testing.T) {
+	state := t.TempDir()
+	k, err := openKept(state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { k.run(func(path string, err error) { t.Errorf("%s: %v", path, err) }); close(done) }()
+	a, b := "/etc/berth/jobs.d/a.lua", "/etc/berth/jobs.d/b.lua"
+	k.do([]keptOp{
+		{path: a, hash: sha256Hex([]byte("a")), src: []byte("a")},
+		{path: b, hash: sha256Hex([]byte("b")), src: []byte("b")},
+		{path: "/etc/berth/jobs.d/c.lua", hash: sha256Hex([]byte("old")), src: []byte("new")},
+	})
+	k.do([]keptOp{{only: map[string]bool{a: true, "/etc/berth/jobs.d/c.lua": true}}})
+	k.end()
+	<-done
+	if _, ok := k.previous(b, ""); ok {
+		t.Error("the copy of a file gone at the start is kept")
+	}
+	if src, ok := k.previous(a, ""); !ok || string(src) != "a" {
+		t.Errorf("a's copy: %q %v", src, ok)
+	}
+	if _, ok := k.previous("/etc/berth/jobs.d/c.lua", ""); ok {
+		t.Error("bytes that are not the version in force were kept")
+	}
+	ph := keptPathHash(a)
+	if err := os.WriteFile(k.keptName(ph, "ffffffffffffffff"), []byte("a2"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if k, err = openKept(state); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := k.previous(a, ""); ok {
+		t.Error("one of two copies of a file is offered")
+	}
+	if entries, _ := os.ReadDir(filepath.Join(state, keptDir)); len(entries) != 0 {
+		t.Errorf("copies left: %v", entries)
+	}
+}

@@ -303,6 +303,19 @@ func (d *Daemon) finishReload(r *reloadRun, files []*luaapi.File) ReloadResult {
 		}
 	}
 	set := d.inForce()
+	if first && d.kept != nil && r.scanErr == nil {
+		// A fresh scan reports as changed or refused every file there is:
+		// the copies of the others, removed while the daemon was down,
+		// go, or a file of that name written later could fall back on them.
+		there := map[string]bool{}
+		for path := range scan.Changed {
+			there[path] = true
+		}
+		for path := range scan.Refused {
+			there[path] = true
+		}
+		d.kept.do([]keptOp{{only: there}})
+	}
 	d.keep(scan.Changed)
 	res := d.apply(set, first)
 	res.Files = len(set.Files)
