@@ -57,11 +57,14 @@ func (d *Daemon) serveLogs(w http.ResponseWriter, r *http.Request) {
 	if d.logsOf(name) != "journal" {
 		var only *runLines
 		if run != 0 {
-			if _, ok := d.runOf(name, run); !ok {
+			rec, ok := d.runOf(name, run)
+			if !ok {
 				writeError(w, http.StatusNotFound, CodeNoSuchRun, msgNoSuchRun(name, run))
 				return
 			}
 			only = &runLines{run: run}
+			// A run that has ended writes nothing more: nothing to follow.
+			follow = follow && rec.End.IsZero()
 		}
 		d.streamFile(w, r, d.logPath(name), follow, only)
 		return

@@ -299,6 +299,11 @@ func (s *LogSink) copyFrom(r io.Reader) {
 func (s *LogSink) write(p []byte) {
 	if h := s.header; h != nil {
 		s.header = nil
+		if s.f == nil && !endsLine(s.path) {
+			// The run before ended its output mid-line: the header
+			// starts a line of its own, or it would not be found.
+			h = append([]byte{'\n'}, h...)
+		}
 		s.write(h)
 	}
 	if s.slowDisk != nil {
@@ -338,6 +343,23 @@ func (s *LogSink) write(p []byte) {
 			return
 		}
 	}
+}
+
+// endsLine reports whether the file at path is empty, missing, or ends
+// with a newline.
+func endsLine(path string) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return true
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil || fi.Size() == 0 {
+		return true
+	}
+	var last [1]byte
+	_, err = f.ReadAt(last[:], fi.Size()-1)
+	return err != nil || last[0] == '\n'
 }
 
 // rotate moves the full file aside and starts an empty one. If the rename

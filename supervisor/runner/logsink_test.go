@@ -218,11 +218,13 @@ func TestLogSinkRunHeaders(t *testing.T) {
 	for _, r := range []struct {
 		run uint64
 		cmd string
-	}{{1, "echo one"}, {2, "true"}, {3, "echo two; echo three"}} {
+	}{{1, "echo one"}, {2, "true"}, {3, "echo two; echo three"}, {4, "printf cut"}, {5, "echo five"}} {
 		runToLogAs(t, dir, 1<<20, RunHeader(r.run, start), Spec{Argv: []string{"sh", "-c", r.cmd}})
 	}
 	cur, _ := readLogs(t, dir)
-	want := "--- berth: run 1 started 2026-12-04T09:00:00Z ---\none\n--- berth: run 3 started 2026-12-04T09:00:00Z ---\ntwo\nthree\n"
+	// Run 4 ended mid-line: run 5's header starts a line all the same.
+	want := "--- berth: run 1 started 2026-12-04T09:00:00Z ---\none\n--- berth: run 3 started 2026-12-04T09:00:00Z ---\ntwo\nthree\n" +
+		"--- berth: run 4 started 2026-12-04T09:00:00Z ---\ncut\n--- berth: run 5 started 2026-12-04T09:00:00Z ---\nfive\n"
 	if cur != want {
 		t.Errorf("the log:\n%s\nwant:\n%s", cur, want)
 	}
