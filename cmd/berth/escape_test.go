@@ -151,9 +151,6 @@ func (p *pty) read() string {
 	return p.got.String()
 }
 
-// TestLogsEscapedOnATerminal: berth logs on a terminal shows what the job
-// wrote to drive it (clear the screen, retitle the window, overwrite a
-// line) escaped; --raw, or output that is not a terminal, gets the bytes.
 // withoutHeader is a run's output less the header line the log file gives
 // it (runner.RunHeader), which must be there.
 func withoutHeader(t *testing.T, out string) string {
@@ -165,6 +162,9 @@ func withoutHeader(t *testing.T, out string) string {
 	return rest
 }
 
+// TestLogsEscapedOnATerminal: berth logs on a terminal shows what the job
+// wrote to drive it (clear the screen, retitle the window, overwrite a
+// line) escaped; --raw, or output that is not a terminal, gets the bytes.
 func TestLogsEscapedOnATerminal(t *testing.T) {
 	d := newTestDaemon(t, map[string]string{
 		"noisy.lua": `job "noisy" { cmd = { "printf", "%s", "\27[2Jcleared\27]0;pwned\7 50%\r100%\r\nnext\n" } }`,

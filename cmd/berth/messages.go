@@ -189,7 +189,7 @@ func msgSocketDenied(socket, group string) string {
 // msgOthersLeft: berth stop --all left others' jobs running; refusal is
 // what the daemon said of the first.
 func msgOthersLeft(n int, refusal string) string {
-	return fmt.Sprintf("%s of other people left as they are, which you may not stop; the first: %s", count(n, "job"), refusal)
+	return fmt.Sprintf("%s left as they are, not yours to stop; the first: %s", count(n, "job"), refusal)
 }
 
 // msgBooksDiffer: the daemon's books are not what berth machine probed.
@@ -198,7 +198,7 @@ func msgBooksDiffer(m supervisor.MachineStatus) string {
 	if m.RAMBytes != nil {
 		ram = accounting.FormatSize(*m.RAMBytes) + " of memory"
 	}
-	return fmt.Sprintf("the daemon's books differ from what is found above: %s, %s and %s (its --cpus, --gpus or --ram); jobs are placed against its books",
+	return fmt.Sprintf("the daemon's books differ from what is found above: %s, %s and %s (its --cpus, --gpus or --ram, or its own CUDA_VISIBLE_DEVICES, CPU set or memory limit); jobs are placed against its books",
 		count(m.CPUs, "core"), count(len(m.Cards), "card"), ram)
 }
 
@@ -404,13 +404,13 @@ func clockTime(t, now time.Time) string {
 	return t.Format("15:04")
 }
 
-// msgControlled confirms a start, stop or restart the daemon took: of a
-// job, or of an array's indices (indices > 0).
 // msgAlready: a start or stop found the job as it asked (state).
 func msgAlready(job, state string) string {
 	return fmt.Sprintf("%s: already %s (berth status shows it)", job, state)
 }
 
+// msgControlled confirms a start, stop or restart the daemon took: of a
+// job, or of an array's indices (indices > 0).
 func msgControlled(job, verb string, array bool, indices int) string {
 	if array && indices == 0 {
 		return fmt.Sprintf("%s: no index to %s (berth show %s lists its indices by state)", job, verb, quoteArg(job))
