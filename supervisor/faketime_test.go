@@ -78,6 +78,37 @@ func TestFakeTimeTimeout(t *testing.T) {
 	}
 }
 
+// daemonLives starts daemons one after another over the same jobs and
+// state directories, as systemd starts berth again: the first over a jobs
+// directory holding jobs.lua, tune setting what the test needs.
+type daemonLives struct {
+	t                 *testing.T
+	jobs              string
+	tune              func(cfg *Config)
+	jobsDir, stateDir string // the first daemon's
+}
+
+// start starts the next daemon; stopped must stop it before the next.
+func (l *daemonLives) start() (*Daemon, func() error) {
+	d, _, stop := startDaemon(l.t, l.jobs, func(cfg *Config) {
+		if l.tune != nil {
+			l.tune(cfg)
+		}
+		if l.jobsDir != "" {
+			cfg.JobsDir, cfg.StateDir = l.jobsDir, l.stateDir
+		}
+	})
+	l.jobsDir, l.stateDir = d.cfg.JobsDir, d.cfg.StateDir
+	return d, stop
+}
+
+func (l *daemonLives) stopped(stop func() error) {
+	l.t.Helper()
+	if err := stop(); err != nil {
+		l.t.Fatal(err)
+	}
+}
+
 // TestRestartsOutliveTheDaemon: the restarts in a row a job has used go on
 // in the next daemon, so max_restarts bounds a job that fails at once
 // however often the daemon starts; and a job at rest is shown why it
@@ -89,27 +120,14 @@ job "held" { cmd = "exit 4", restart = "on-failure" }
 job "steady" { cmd = "if [ -e ` + mark + ` ]; then exec sleep 600; fi; touch ` + mark + `; exit 1", restart = "on-failure", cpus = 0 }`
 	clk := clock.NewFake(time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC))
 	sock := filepath.Join(t.TempDir(), "berth.sock")
-	var jobsDir, stateDir string
-	start := func() (*Daemon, func() error) {
+	lives := daemonLives{t: t, jobs: jobs, tune: func(cfg *Config) {
 		l, err := net.Listen("unix", sock)
 		if err != nil {
 			t.Fatal(err)
 		}
-		d, _, stop := startDaemon(t, jobs, func(cfg *Config) {
-			cfg.Clock, cfg.Listener = clk, l
-			if jobsDir != "" {
-				cfg.JobsDir, cfg.StateDir = jobsDir, stateDir
-			}
-		})
-		jobsDir, stateDir = d.cfg.JobsDir, d.cfg.StateDir
-		return d, stop
-	}
-	stopped := func(stop func() error) {
-		t.Helper()
-		if err := stop(); err != nil {
-			t.Fatal(err)
-		}
-	}
+		cfg.Clock, cfg.Listener = clk, l
+	}}
+	start, stopped := lives.start, lives.stopped
 
 	d, stop := start()
 	waitJob(t, d, "flaky", "backed off", func(js JobStatus) bool { return js.State == "backoff" && js.Restarts == 1 })
@@ -165,25 +183,11 @@ job "steady" { cmd = "if [ -e ` + mark + ` ]; then exec sleep 600; fi; touch ` +
 // broken while the daemon ran; its error is shown; fixed, the new version
 // is in force and kept; removed while the daemon is down, its copy goes.
 func TestBrokenFileAtStartKeepsItsVersion(t *testing.T) {
-	var jobsDir, stateDir string
-	start := func() (*Daemon, func() error) {
-		d, _, stop := startDaemon(t, `job "persist" { cmd = "sleep 600", cpus = 0 }`, func(cfg *Config) {
-			if jobsDir != "" {
-				cfg.JobsDir, cfg.StateDir = jobsDir, stateDir
-			}
-		})
-		jobsDir, stateDir = d.cfg.JobsDir, d.cfg.StateDir
-		return d, stop
-	}
-	stopped := func(stop func() error) {
-		t.Helper()
-		if err := stop(); err != nil {
-			t.Fatal(err)
-		}
-	}
+	lives := daemonLives{t: t, jobs: `job "persist" { cmd = "sleep 600", cpus = 0 }`}
+	start, stopped := lives.start, lives.stopped
 	file := func(src string) {
 		t.Helper()
-		if err := os.WriteFile(filepath.Join(jobsDir, "jobs.lua"), []byte(src), 0o600); err != nil {
+		if err := os.WriteFile(filepath.Join(lives.jobsDir, "jobs.lua"), []byte(src), 0o600); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -202,17 +206,17 @@ func TestBrokenFileAtStartKeepsItsVersion(t *testing.T) {
 	reload(t, d)
 	waitJob(t, d, "fixed", "running", func(js JobStatus) bool { return js.State == "running" })
 	stopped(stop)
-	if kept, err := os.ReadDir(filepath.Join(stateDir, keptDir)); err != nil || len(kept) != 1 {
+	if kept, err := os.ReadDir(filepath.Join(lives.stateDir, keptDir)); err != nil || len(kept) != 1 {
 		t.Errorf("copies kept of the one file: %v %v", kept, err)
 	}
 	// Removed while the daemon is down: its copy goes at the next start.
-	if err := os.Remove(filepath.Join(jobsDir, "jobs.lua")); err != nil {
+	if err := os.Remove(filepath.Join(lives.jobsDir, "jobs.lua")); err != nil {
 		t.Fatal(err)
 	}
 	d, stop = start()
 	reload(t, d)
 	stopped(stop)
-	if kept, err := os.ReadDir(filepath.Join(stateDir, keptDir)); err != nil || len(kept) != 0 {
+	if kept, err := os.ReadDir(filepath.Join(lives.stateDir, keptDir)); err != nil || len(kept) != 0 {
 		t.Errorf("copies kept of a removed file: %v %v", kept, err)
 	}
 }
