@@ -17,11 +17,15 @@ import (
 // concatenations, since the replacement's `..` call it too.
 const concatGlobal = "(concat)"
 
+// utf8BOM is the mark some editors write at the start of a UTF-8 file.
+var utf8BOM = []byte("\xef\xbb\xbf")
+
 // load parses and compiles the file with its concatenations rewritten.
 // Its errors are the parser's and the compiler's own, as syntaxError
-// expects them.
+// expects them. A leading byte order mark is passed over, as Lua 5.2 and
+// later pass it over; the parser would take it for a bad token.
 func (ev *evaluator) load(L *lua.LState) (*lua.LFunction, error) {
-	chunk, err := parse.Parse(bytes.NewReader(ev.src), ev.path)
+	chunk, err := parse.Parse(bytes.NewReader(bytes.TrimPrefix(ev.src, utf8BOM)), ev.path)
 	if err != nil {
 		return nil, err
 	}

@@ -127,3 +127,22 @@ func TestEvalConcurrently(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// A byte order mark, which some editors write at the start of a UTF-8
+// file, is not part of the program: the file reads as without it, and
+// lines are counted as before.
+func TestByteOrderMark(t *testing.T) {
+	f := mustEval(t, "\xef\xbb\xbfjob \"bom\" { cmd = \"echo hi\" }\n")
+	if len(f.Jobs) != 1 || f.Jobs[0].Name != "bom" || f.Jobs[0].Pos.Line != 1 {
+		t.Errorf("jobs: %+v", f.Jobs)
+	}
+	f = evalString(t, "\xef\xbb\xbfx = 1\ny = = 2\n")
+	if len(f.Errors) != 1 || f.Errors[0].Problem != Syntax || f.Errors[0].Pos.Line != 2 {
+		t.Errorf("errors: %v", f.Errors)
+	}
+	// Only a leading mark is passed over.
+	f = evalString(t, "x = 1\n\xef\xbb\xbfy = 2\n")
+	if len(f.Errors) != 1 || f.Errors[0].Problem != Syntax {
+		t.Errorf("errors: %v", f.Errors)
+	}
+}
