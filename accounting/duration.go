@@ -5,13 +5,15 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 )
 
 // ParseDuration reads a duration the way Go's time.ParseDuration does ("90m",
-// "1h30m", "500ms") and also accepts days ("2d", "1d12h"), because job time
-// limits are naturally written in days. A bare number is refused: "30" could be
-// seconds or minutes, and guessing wrong stops a two-day run after 30 seconds.
-// Negative durations are refused; whether zero is allowed is the caller's rule.
+// "1h30m", "1.5h", "500ms") and also accepts days ("2d", "1d12h", "1.5d"),
+// because job time limits are naturally written in days. A bare number is
+// refused: "30" could be seconds or minutes, and guessing wrong stops a
+// two-day run after 30 seconds. Negative durations are refused; whether zero
+// is allowed is the caller's rule.
 //
 // The error is a *DurationError.
 func ParseDuration(s string) (time.Duration, error) {
@@ -28,22 +30,44 @@ func ParseDuration(s string) (time.Duration, error) {
 	if _, err := strconv.ParseFloat(t, 64); err == nil {
 		return fail(DurationNoUnit)
 	}
-
-	// Days are only accepted as a leading whole number ("2d", "2d6h"), which is
-	// how people write them and keeps the rest for time.ParseDuration.
-	var days int64
-	if i := strings.IndexByte(t, 'd'); i >= 0 {
-		n, err := strconv.ParseInt(t[:i], 10, 64)
-		if err != nil || n < 0 {
+	if strings.ContainsFunc(t, unicode.IsSpace) {
+		// "1h 30m" is meant as 1h30m, and the message says so; "1 h"
+		// and "1 2h" are not so clear.
+		for _, part := range strings.Fields(t) {
+			if _, err := ParseDuration(part); err != nil {
+				return fail(DurationMalformed)
+			}
+		}
+		if _, err := ParseDuration(strings.Join(strings.Fields(t), "")); err != nil {
 			return fail(DurationMalformed)
 		}
-		if n > math.MaxInt64/int64(24*time.Hour) {
+		return fail(DurationSpaced)
+	}
+
+	// Days are only accepted at the front ("2d", "2d6h", "1.5d"), which is
+	// how people write them and keeps the rest for time.ParseDuration.
+	var days time.Duration
+	if i := strings.IndexByte(t, 'd'); i >= 0 {
+		n := t[:i]
+		if n == "" || strings.Trim(n, "0123456789.") != "" {
+			return fail(DurationMalformed)
+		}
+		// A day is 24 hours, so n days are 24 × n hours, which Go reads
+		// with its own rules for the fraction.
+		hours, err := time.ParseDuration(n + "h")
+		if err != nil {
+			if strings.Count(n, ".") <= 1 && n != "." {
+				return fail(DurationTooLarge)
+			}
+			return fail(DurationMalformed)
+		}
+		if hours > math.MaxInt64/24 {
 			return fail(DurationTooLarge)
 		}
-		days = n
+		days = 24 * hours
 		t = t[i+1:]
 		if t == "" {
-			return time.Duration(days) * 24 * time.Hour, nil
+			return days, nil
 		}
 	}
 	d, err := time.ParseDuration(t)
@@ -53,11 +77,10 @@ func ParseDuration(s string) (time.Duration, error) {
 	if d < 0 {
 		return fail(DurationNegative)
 	}
-	total := time.Duration(days) * 24 * time.Hour
-	if d > math.MaxInt64-total {
+	if d > math.MaxInt64-days {
 		return fail(DurationTooLarge)
 	}
-	return total + d, nil
+	return days + d, nil
 }
 
 // FormatDuration writes d compactly with days: "2d", "1d12h", "90m", "1.5s".

@@ -2,6 +2,7 @@ package accounting
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 )
@@ -17,6 +18,10 @@ func TestParseDuration(t *testing.T) {
 		{"10s", 10 * time.Second},
 		{"2d", 48 * time.Hour},
 		{"1d12h", 36 * time.Hour},
+		{"1.5d", 36 * time.Hour},
+		{".5d", 12 * time.Hour},
+		{"0.25d1h", 7 * time.Hour},
+		{"1.5h", 90 * time.Minute},
 		{"0d", 0},
 		{"0s", 0},
 		{" 12h ", 12 * time.Hour},
@@ -44,7 +49,15 @@ func TestParseDurationErrors(t *testing.T) {
 		{"1.5", DurationNoUnit, `duration "1.5" has no unit; write e.g. "1.5s" or "1.5m"`},
 		{"soon", DurationMalformed, `duration "soon" is not a duration; write a number with a unit: ms, s, m, h or d, e.g. "90s", "1h30m", "2d"`},
 		{"", DurationMalformed, `duration "" is not a duration; write a number with a unit: ms, s, m, h or d, e.g. "90s", "1h30m", "2d"`},
-		{"1.5d", DurationMalformed, `duration "1.5d" is not a duration; write a number with a unit: ms, s, m, h or d, e.g. "90s", "1h30m", "2d"`},
+		{"1.5.5d", DurationMalformed, `duration "1.5.5d" is not a duration; write a number with a unit: ms, s, m, h or d, e.g. "90s", "1h30m", "2d"`},
+		{"1e3d", DurationMalformed, `duration "1e3d" is not a duration; write a number with a unit: ms, s, m, h or d, e.g. "90s", "1h30m", "2d"`},
+		{"d", DurationMalformed, `duration "d" is not a duration; write a number with a unit: ms, s, m, h or d, e.g. "90s", "1h30m", "2d"`},
+		{"1h 30m", DurationSpaced, `duration "1h 30m" has spaces in it; write it without: "1h30m"`},
+		{"2d\t6h", DurationSpaced, `duration "2d\t6h" has spaces in it; write it without: "2d6h"`},
+		{"1 h", DurationMalformed, `duration "1 h" is not a duration; write a number with a unit: ms, s, m, h or d, e.g. "90s", "1h30m", "2d"`},
+		{"1 2h", DurationMalformed, `duration "1 2h" is not a duration; write a number with a unit: ms, s, m, h or d, e.g. "90s", "1h30m", "2d"`},
+		{"99999999999999999999d", DurationTooLarge, `duration "99999999999999999999d" is too long (at most about 290 years)`},
+		{"106752.5d", DurationTooLarge, `duration "106752.5d" is too long (at most about 290 years)`},
 		{"2dd", DurationMalformed, `duration "2dd" is not a duration; write a number with a unit: ms, s, m, h or d, e.g. "90s", "1h30m", "2d"`},
 		{"-5m", DurationNegative, `duration "-5m" is negative; write a number with a unit: ms, s, m, h or d, e.g. "90s", "1h30m", "2d"`},
 		{"200000d", DurationTooLarge, `duration "200000d" is too long (at most about 290 years)`},
@@ -87,7 +100,7 @@ func TestFormatDuration(t *testing.T) {
 }
 
 func FuzzParseDuration(f *testing.F) {
-	for _, s := range []string{"90m", "1h30m", "2d", "1d12h", "30", "-5m", "soon", "200000d", "1.5h", "0s"} {
+	for _, s := range []string{"90m", "1h30m", "2d", "1d12h", "30", "-5m", "soon", "200000d", "1.5h", "0s", "1.5d", "1h 30m"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
@@ -96,6 +109,12 @@ func FuzzParseDuration(f *testing.F) {
 			var de *DurationError
 			if !errors.As(err, &de) {
 				t.Fatalf("ParseDuration(%q) error %T, want *DurationError", s, err)
+			}
+			// What the message suggests is itself a duration.
+			if de.Problem == DurationSpaced {
+				if _, err := ParseDuration(strings.Join(strings.Fields(s), "")); err != nil {
+					t.Fatalf("ParseDuration(%q) suggests a duration that is refused: %v", s, err)
+				}
 			}
 			return
 		}

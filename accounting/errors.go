@@ -57,6 +57,7 @@ const (
 	DurationMalformed DurationProblem = 2 // "soon", "1x", ""
 	DurationNegative  DurationProblem = 3 // "-5m"
 	DurationTooLarge  DurationProblem = 4 // beyond about 290 years
+	DurationSpaced    DurationProblem = 5 // "1h 30m": a duration, once its spaces go
 )
 
 // DurationError is returned when a duration string cannot be read.
@@ -76,6 +77,8 @@ func (e *DurationError) Error() string {
 		return fmt.Sprintf("duration %q is negative; write %s", e.Input, DurationUnits)
 	case DurationTooLarge:
 		return fmt.Sprintf("duration %q is too long (at most about 290 years)", e.Input)
+	case DurationSpaced:
+		return fmt.Sprintf("duration %q has spaces in it; write it without: %q", e.Input, strings.Join(strings.Fields(e.Input), ""))
 	default:
 		return fmt.Sprintf("duration %q is not a duration; write %s", e.Input, DurationUnits)
 	}
