@@ -128,6 +128,8 @@ type runState struct {
 	ram   int64 // the memory granted, which a unit may not go over
 	start time.Time
 	exit  runner.Exit
+	// spawnErr is why the process could not be started, nil once it was.
+	spawnErr error
 	// after is called once the run was reaped (closes the output sink).
 	after func()
 	// record is the run's record on its way to disk, for a run that is
@@ -274,6 +276,8 @@ func (j *job) restoreWhy() {
 		case j.life.state == store.StateStopped && r.Reason != store.ReasonStopped && r.Reason != store.ReasonKilled:
 			// Stopped after that run had ended (waiting, or between
 			// restarts): that run's end is not why.
+		case r.Reason == store.ReasonSpawnError && r.Cause != "":
+			why = msgCannotStart(j.name, r.Cause)
 		case r.Reason == store.ReasonSpawnError:
 			why = msgSpawnErrorGone(j.name)
 		default:
@@ -715,8 +719,9 @@ func (j *job) spawn() (event, bool) {
 		})
 	}
 	if err != nil {
+		j.run.spawnErr = err
 		j.reveal()
-		j.setWhy(msgCannotStart(j.name, err))
+		j.setWhy(msgCannotStart(j.name, err.Error()))
 		j.log.Error("cannot start", "run", rec.ID, "error", err)
 		return event{kind: evSpawnFailed}, true
 	}
@@ -861,7 +866,11 @@ func (j *job) recordEnd(reason store.Reason) {
 			go j.d.cfg.Units.Release(unit)
 		}
 	} else if j.run.id != 0 && !isLocalRunID(j.run.id) {
-		j.d.later.EndRun(j.run.id, now, exit.Code, sig, reason)
+		if reason == store.ReasonSpawnError && j.run.spawnErr != nil {
+			j.d.later.EndSpawnError(j.run.id, now, j.run.spawnErr.Error())
+		} else {
+			j.d.later.EndRun(j.run.id, now, exit.Code, sig, reason)
+		}
 	}
 	j.end = lastEnd{known: true, code: exit.Code, signal: sig, reason: reason}
 	kv := []any{"run", j.run.id, "reason", reason.String(), "duration_ms", now.Sub(j.run.start).Milliseconds()}

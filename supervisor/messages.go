@@ -176,12 +176,15 @@ func MsgCredentials(pos luaapi.Pos, job string, err error) string {
 	return posPrefix(pos) + "job " + strconv.Quote(job) + ": " + err.Error()
 }
 
-func msgCannotStart(job string, err error) string {
-	return fmt.Sprintf("cannot start: %v (berth show %s shows its command, directory and user)", err, job)
+// msgCannotStart is the why of a job whose last run could not be started;
+// cause is the spawn's error, as the run's record keeps it.
+func msgCannotStart(job, cause string) string {
+	return fmt.Sprintf("cannot start: %s (berth show %s shows its command, directory and user)", cause, job)
 }
 
 // msgSpawnErrorGone is a failed job's why after a restart of the daemon,
-// when its last run could not be started: the error itself was not kept.
+// when its last run could not be started and its record has no cause: one
+// written before causes were kept.
 func msgSpawnErrorGone(job string) string {
 	return fmt.Sprintf("could not be started; the daemon's log says why (berth show %s shows its command, directory and user)", job)
 }

@@ -33,7 +33,7 @@ func TestMessagesGolden(t *testing.T) {
 		MsgCredentials(pos, "train", &UnknownUserError{Kind: "group", Name: "ml"}),
 		MsgCredentials(pos, "train", &NeedsRootError{Kind: "user", Name: "ml", UID: 1000, GID: 1000}),
 		MsgCredentials(pos, "train", &NeedsRootError{Kind: "group", Name: "video", UID: 1000, GID: 1000}),
-		msgCannotStart("train", errors.New("dir /srv/x does not exist")),
+		msgCannotStart("train", "dir /srv/x does not exist"),
 		msgSpawnErrorGone("train"),
 		msgNameTaken(pos, "job", "train", luaapi.Pos{File: "/etc/berth/jobs.d/a.lua", Line: 2}),
 		MsgNotRecording("/var/lib/berth", errors.New("commit state: no space left on device")),

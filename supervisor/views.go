@@ -137,11 +137,13 @@ type RunView struct {
 	ExitCode        *int   `json:"exit_code,omitempty"`
 	Signal          string `json:"signal,omitempty"`
 	Reason          string `json:"reason,omitempty"` // absent while running
+	// Cause is why a run that ended "spawn error" could not be started.
+	Cause string `json:"cause,omitempty"`
 }
 
 func runViewOf(r store.RunRecord) RunView {
 	v := RunView{ID: r.ID, Job: r.Job, Start: r.Start, PID: r.PID, CPUs: len(r.CPUIDs), GPUs: r.GPUs,
-		RAMBytes: r.RAMBytes, GPUMemBytes: r.GPUMemBytes, Signal: r.Signal, Reason: r.Reason.String()}
+		RAMBytes: r.RAMBytes, GPUMemBytes: r.GPUMemBytes, Signal: r.Signal, Reason: r.Reason.String(), Cause: r.Cause}
 	if r.GPUMemPeakBytes > 0 {
 		peak := r.GPUMemPeakBytes
 		v.GPUMemPeakBytes = &peak

@@ -47,6 +47,23 @@ job "no-program" { cmd = { "no-such-program-berth", "--flag" }, env = { PATH = "
 			t.Errorf("job %s: why\n  %s\nwant\n  %s", name, j.Why, why)
 		}
 	}
+	// The run keeps its cause: history shows it, and the next daemon
+	// says it again.
+	cause := d.lua("dir OUT/missing does not exist")
+	out, _, code := d.cli("history", "no-dir")
+	if code != 0 || !strings.Contains(out, "spawn error: "+cause) {
+		t.Errorf("berth history no-dir (exit %d):\n%s\nwant the cause, %q", code, out, cause)
+	}
+	var runs []supervisor.RunView
+	out, _, _ = d.cli("history", "no-dir", "--json")
+	if err := json.Unmarshal([]byte(out), &runs); err != nil || len(runs) != 1 || runs[0].Reason != "spawn error" || runs[0].Cause != cause {
+		t.Errorf("berth history no-dir --json: %+v, %v", runs, err)
+	}
+	d.stop()
+	d.start(daemonOptions{args: []string{"--cpus", "4"}})
+	if j := d.waitState("no-dir", "failed"); j.Why != d.lua(want["no-dir"]) {
+		t.Errorf("after a restart of the daemon, job no-dir: why\n  %s\nwant\n  %s", j.Why, d.lua(want["no-dir"]))
+	}
 	d.stop()
 }
 

@@ -80,6 +80,8 @@ func runResult(r supervisor.RunView) (string, string) {
 	case r.Reason == store.ReasonOOM.String():
 		// What it went over says more than the kernel's SIGKILL.
 		reason = supervisor.MsgEnded(store.ReasonOOM, 0, "", 0, r.RAMBytes)
+	case r.Cause != "":
+		reason += ": " + r.Cause
 	case r.Signal != "":
 		detail = r.Signal
 	case r.ExitCode != nil:

@@ -15,14 +15,17 @@ const (
 	runV1 = 1 // written for a run without a Mark, as before marks existed
 	runV2 = 2 // runV1's fields, then Mark
 	runV3 = 3 // runV2's fields, then GPUMemBytes and GPUMemPeakBytes: a run that used a card
+	runV4 = 4 // runV3's fields, then Cause: a run that could not be started
 	jobV1 = 1 // read only: written before jobs recorded their file
 	jobV2 = 2 // jobV1's fields, then File
 )
 
 func encodeRun(r RunRecord) []byte {
-	b := make([]byte, 0, 96+len(r.Job)+len(r.Fingerprint)+len(r.Mark))
+	b := make([]byte, 0, 96+len(r.Job)+len(r.Fingerprint)+len(r.Mark)+len(r.Cause))
 	ver := byte(runV1)
 	switch {
+	case r.Cause != "":
+		ver = runV4
 	case r.GPUMemBytes != 0 || r.GPUMemPeakBytes != 0:
 		ver = runV3
 	case r.Mark != "":
@@ -55,6 +58,9 @@ func encodeRun(r RunRecord) []byte {
 		b = binary.AppendVarint(b, r.GPUMemBytes)
 		b = binary.AppendVarint(b, r.GPUMemPeakBytes)
 	}
+	if ver >= runV4 {
+		b = appendString(b, r.Cause)
+	}
 	return b
 }
 
@@ -65,7 +71,7 @@ func decodeRun(v []byte) (RunRecord, error) {
 	var r RunRecord
 	switch ver := d.readByte(); {
 	case d.err != nil:
-	case ver == runV1, ver == runV2, ver == runV3:
+	case ver == runV1, ver == runV2, ver == runV3, ver == runV4:
 		r.ID = d.readUvarint()
 		r.Job = d.readString()
 		r.Fingerprint = d.readString()
@@ -95,6 +101,9 @@ func decodeRun(v []byte) (RunRecord, error) {
 		if ver >= runV3 {
 			r.GPUMemBytes = d.readVarint()
 			r.GPUMemPeakBytes = d.readVarint()
+		}
+		if ver >= runV4 {
+			r.Cause = d.readString()
 		}
 	default:
 		return RunRecord{}, fmt.Errorf("decode run record: version %d: %w", ver, ErrNewer)

@@ -23,6 +23,8 @@ func TestCodec(t *testing.T) {
 		{ID: 4, Job: "early", Start: time.Date(1, 1, 1, 0, 0, 0, 1, time.UTC)},
 		{ID: 5, Job: "share", GPUs: []string{"1"}, GPUMemBytes: 20 << 30, GPUMemPeakBytes: 24 << 30, Mark: "m"},
 		{ID: 6, Job: "seen", GPUs: []string{"0"}, GPUMemPeakBytes: 1},
+		{ID: 7, Job: "broken", Start: t0, End: t0, Reason: ReasonSpawnError, Cause: "program /opt/x does not exist"},
+		{ID: 8, Job: "broken", GPUs: []string{"0"}, GPUMemBytes: 1 << 30, Reason: ReasonSpawnError, Cause: "é"},
 	}
 	for _, r := range runs {
 		enc := encodeRun(r)
@@ -60,7 +62,7 @@ func TestCodec(t *testing.T) {
 			}
 		}
 	}
-	for _, v := range [][]byte{{runV3 + 1}, {255, 0, 0}} {
+	for _, v := range [][]byte{{runV4 + 1}, {255, 0, 0}} {
 		if _, err := decodeRun(v); !errors.Is(err, ErrNewer) {
 			t.Errorf("decode run %v = %v, want ErrNewer", v, err)
 		}

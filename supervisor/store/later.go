@@ -67,7 +67,18 @@ func (l Later) SetRunGPUMemPeak(id uint64, bytes int64) {
 // last word wins. reason must not be zero and end must be set: both mean
 // "still running".
 func (l Later) EndRun(id uint64, end time.Time, exitCode int, signal string, reason Reason) {
-	apply, err := endRunOp(id, end, exitCode, signal, reason)
+	apply, err := endRunOp(id, end, exitCode, signal, reason, "")
+	if err != nil {
+		l.failed(err)
+		return
+	}
+	l.queue(apply, endKey(id))
+}
+
+// EndSpawnError records that run id could not be started, and why (the
+// spawn's error, kept with the run as its Cause).
+func (l Later) EndSpawnError(id uint64, end time.Time, cause string) {
+	apply, err := endRunOp(id, end, 0, "", ReasonSpawnError, cause)
 	if err != nil {
 		l.failed(err)
 		return

@@ -3,9 +3,11 @@ package store
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/berthd/berth/supervisor/clock"
 	"github.com/berthd/berth/supervisor/testkit"
@@ -302,5 +304,28 @@ func TestMustWake(t *testing.T) {
 		if got := s.mustWake(c.op); got != c.want {
 			t.Errorf("%s: mustWake = %v, want %v", c.what, got, c.want)
 		}
+	}
+}
+
+// TestSpawnErrorCause: a run that could not be started keeps why, across a
+// reopening of the file, bounded in size.
+func TestSpawnErrorCause(t *testing.T) {
+	s, path := openTest(t, Options{})
+	later := s.Later(func(err error) { t.Errorf("deferred write failed: %v", err) })
+	a := begin(t, s, "a", t0)
+	b := begin(t, s, "b", t0)
+	later.EndSpawnError(a.ID, t0.Add(time.Millisecond), "program /opt/x does not exist")
+	later.EndSpawnError(b.ID, t0.Add(time.Millisecond), strings.Repeat("é", maxCauseBytes))
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = openTestAt(t, path, Options{})
+	got, _, err := s.run(a.ID)
+	if err != nil || got.Reason != ReasonSpawnError || got.Cause != "program /opt/x does not exist" || got.End.IsZero() {
+		t.Errorf("run a: %+v, %v", got, err)
+	}
+	got, _, err = s.run(b.ID)
+	if err != nil || len(got.Cause) > maxCauseBytes+len("…") || !utf8.ValidString(got.Cause) || !strings.HasSuffix(got.Cause, "…") {
+		t.Errorf("run b: cause of %d bytes %q, %v", len(got.Cause), got.Cause, err)
 	}
 }

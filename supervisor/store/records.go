@@ -26,6 +26,9 @@ type RunRecord struct {
 	ExitCode        int    // meaningful when Reason is ReasonExited or ReasonFailed and Signal == ""
 	Signal          string // "SIGKILL" when it died by a signal, else ""
 	Reason          Reason // 0 while running
+	// Cause is why a run could not be started (ReasonSpawnError), as the
+	// spawn said it: "program /opt/x does not exist". "" for other runs.
+	Cause string
 	// Mark is what the run was run after: the job's done record for it
 	// (its process fingerprint and its batch parents' done records), kept
 	// so that a run taken back by the next daemon, or a failed one, can be

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"go.etcd.io/bbolt"
@@ -147,19 +148,26 @@ func setRunPIDOp(id uint64, pid int, startTicks uint64) func(tx *bbolt.Tx) error
 // EndRun is Later.EndRun, waited for: a run whose result is kept until it
 // is recorded (a systemd unit's) is let go only once it is.
 func (s *Store) EndRun(id uint64, end time.Time, exitCode int, signal string, reason Reason) error {
-	apply, err := endRunOp(id, end, exitCode, signal, reason)
+	apply, err := endRunOp(id, end, exitCode, signal, reason, "")
 	if err != nil {
 		return err
 	}
 	return s.submit(apply, endKey(id))
 }
 
-func endRunOp(id uint64, end time.Time, exitCode int, signal string, reason Reason) (func(tx *bbolt.Tx) error, error) {
+// maxCauseBytes bounds a stored spawn error: it quotes paths, which are
+// at most 4 KiB each, and a record is read whole with every history.
+const maxCauseBytes = 1024
+
+func endRunOp(id uint64, end time.Time, exitCode int, signal string, reason Reason, cause string) (func(tx *bbolt.Tx) error, error) {
 	if reason == 0 || end.IsZero() {
 		return nil, fmt.Errorf("end run %d: an ended run needs a reason and an end time", id)
 	}
+	if len(cause) > maxCauseBytes {
+		cause = strings.ToValidUTF8(cause[:maxCauseBytes], "") + "…"
+	}
 	return updateRun(id, fmt.Sprintf("end run %d", id), func(r *RunRecord) {
-		r.End, r.ExitCode, r.Signal, r.Reason = end, exitCode, signal, reason
+		r.End, r.ExitCode, r.Signal, r.Reason, r.Cause = end, exitCode, signal, reason, cause
 	}), nil
 }
 
