@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"os/user"
+	"slices"
 	"strconv"
 	"syscall"
 	"time"
@@ -54,6 +55,14 @@ func (d *Daemon) serveLogs(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	lines := -1 // all
+	if v := q.Get("lines"); v != "" {
+		var err error
+		if lines, err = strconv.Atoi(v); err != nil || lines < 0 {
+			writeError(w, http.StatusBadRequest, CodeBadRequest, msgBadLineCount(v))
+			return
+		}
+	}
 	if d.logsOf(name) != "journal" {
 		var only *runLines
 		if run != 0 {
@@ -66,7 +75,7 @@ func (d *Daemon) serveLogs(w http.ResponseWriter, r *http.Request) {
 			// A run that has ended writes nothing more: nothing to follow.
 			follow = follow && rec.End.IsZero()
 		}
-		d.streamFile(w, r, d.logPath(name), follow, only)
+		d.streamFile(w, r, d.logPath(name), follow, only, lines)
 		return
 	}
 	args := []string{"--no-pager", "--all", "-o", "short-iso", "SYSLOG_IDENTIFIER=" + name}
@@ -96,6 +105,9 @@ func (d *Daemon) serveLogs(w http.ResponseWriter, r *http.Request) {
 				args = append(args, "--until", rec.End.Add(time.Second).Local().Format("2006-01-02 15:04:05"))
 			}
 		}
+	}
+	if lines >= 0 {
+		args = append(args, "--lines="+strconv.Itoa(lines))
 	}
 	if follow {
 		args = append(args, "--follow")
@@ -138,13 +150,22 @@ func (d *Daemon) runOf(job string, id uint64) (store.RunRecord, bool) {
 // streamFile sends a log file, after the one it rotated to (PATH.1),
 // and, with follow, what is appended to it (and to the file that replaces
 // it when it is rotated) until the caller hangs up. A file not written yet
-// is empty. With only, just the lines of that run are sent.
-func (d *Daemon) streamFile(w http.ResponseWriter, r *http.Request, path string, follow bool, only *runLines) {
+// is empty. With only, just the lines of that run are sent; with lines 0
+// or more, only that many of the last lines of what is there already.
+func (d *Daemon) streamFile(w http.ResponseWriter, r *http.Request, path string, follow bool, only *runLines, lines int) {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	flushed := &flushWriter{w: w, rc: http.NewResponseController(w)}
-	var out io.Writer = flushed
+	// What is there already goes through the filter of a run, then the
+	// tail; what comes later, past the tail.
+	var sink io.Writer = flushed
+	var tail *lastLines
+	if lines >= 0 {
+		tail = &lastLines{n: lines}
+		sink = tail
+	}
+	out := sink
 	if only != nil {
-		only.w = flushed
+		only.w = sink
 		out = only
 	}
 	if old, err := os.Open(path + ".1"); err == nil {
@@ -180,10 +201,21 @@ func (d *Daemon) streamFile(w http.ResponseWriter, r *http.Request, path string,
 			return
 		}
 	}
-	if !follow || only != nil && only.past {
-		if only != nil {
-			only.end()
+	over := !follow || only != nil && only.past
+	if over && only != nil {
+		only.end()
+	}
+	if tail != nil {
+		if _, err := tail.writeTo(flushed); err != nil {
+			return
 		}
+		if only != nil {
+			only.w = flushed
+		} else {
+			out = flushed
+		}
+	}
+	if over {
 		if !flushed.wrote {
 			w.WriteHeader(http.StatusOK)
 		}
@@ -264,6 +296,59 @@ func (l *runLines) end() {
 	if l.in && len(l.line) > 0 {
 		_, _ = l.w.Write(l.line)
 	}
+}
+
+// lastLines keeps the last n lines written to it, and a line whose end has
+// not come yet, until writeTo.
+type lastLines struct {
+	n     int
+	lines [][]byte // a ring of at most n, oldest at next once full
+	next  int
+	part  []byte // the start of a line whose end has not come
+}
+
+func (l *lastLines) Write(p []byte) (int, error) {
+	n := len(p)
+	for len(p) > 0 {
+		i := bytes.IndexByte(p, '\n')
+		if i < 0 {
+			l.part = append(l.part, p...)
+			break
+		}
+		line := append(l.part, p[:i+1]...) // a copy: p is the caller's
+		l.part = nil
+		p = p[i+1:]
+		switch {
+		case l.n == 0:
+		case len(l.lines) < l.n:
+			l.lines = append(l.lines, line)
+		default:
+			l.lines[l.next] = line
+			l.next = (l.next + 1) % l.n
+		}
+	}
+	return n, nil
+}
+
+// writeTo writes the lines kept, oldest first; a last line without its
+// end yet counts as one of them.
+func (l *lastLines) writeTo(w io.Writer) (int64, error) {
+	lines := append(slices.Clone(l.lines[l.next:]), l.lines[:l.next]...)
+	if len(l.part) > 0 && l.n > 0 {
+		if len(lines) == l.n {
+			lines = lines[1:]
+		}
+		lines = append(lines, l.part)
+	}
+	var written int64
+	for _, line := range lines {
+		n, err := w.Write(line)
+		written += int64(n)
+		if err != nil {
+			return written, err
+		}
+	}
+	return written, nil
 }
 
 // flushWriter sends each write to the caller at once.

@@ -1,6 +1,7 @@
 package supervisor
 
 import (
+	"context"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -27,11 +28,12 @@ func TestStreamFileRuns(t *testing.T) {
 		t.Fatal(err)
 	}
 	d := &Daemon{log: hclog.NewNullLogger()}
-	read := func(only *runLines) string {
+	readLast := func(only *runLines, lines int) string {
 		rec := httptest.NewRecorder()
-		d.streamFile(rec, httptest.NewRequest("GET", "/", nil), path, false, only)
+		d.streamFile(rec, httptest.NewRequest("GET", "/", nil), path, false, only, lines)
 		return rec.Body.String()
 	}
+	read := func(only *runLines) string { return readLast(only, -1) }
 	if got, want := read(nil), h(1)+"a\n"+h(2)+"b1\nb2\n"+h(3)+"c1\nc2"; got != want {
 		t.Errorf("the whole log:\n%q\nwant\n%q", got, want)
 	}
@@ -43,8 +45,78 @@ func TestStreamFileRuns(t *testing.T) {
 	// Followed, a run whose output is over (a later run's header came)
 	// ends the stream: the request has no deadline to end it.
 	rec := httptest.NewRecorder()
-	d.streamFile(rec, httptest.NewRequest("GET", "/", nil), path, true, &runLines{run: 2})
+	d.streamFile(rec, httptest.NewRequest("GET", "/", nil), path, true, &runLines{run: 2}, -1)
 	if got := rec.Body.String(); got != "b1\nb2\n" {
 		t.Errorf("run 2 followed: %q", got)
 	}
+
+	// The last lines: across the rotated file, of one run, a last line
+	// without its newline counted as one.
+	for _, tt := range []struct {
+		only  *runLines
+		lines int
+		want  string
+	}{
+		{nil, 0, ""},
+		{nil, 1, "c2"},
+		{nil, 2, "c1\nc2"},
+		{nil, 4, "b2\n" + h(3) + "c1\nc2"},
+		{nil, 8, h(1) + "a\n" + h(2) + "b1\nb2\n" + h(3) + "c1\nc2"},
+		{nil, 100, h(1) + "a\n" + h(2) + "b1\nb2\n" + h(3) + "c1\nc2"},
+		{&runLines{run: 2}, 1, "b2\n"},
+		{&runLines{run: 2}, 2, "b1\nb2\n"},
+		{&runLines{run: 2}, 3, "b1\nb2\n"},
+		{&runLines{run: 3}, 1, "c2"},
+		{&runLines{run: 1}, 0, ""},
+	} {
+		if got := readLast(tt.only, tt.lines); got != tt.want {
+			t.Errorf("last %d lines (run %v): %q, want %q", tt.lines, tt.only, got, tt.want)
+		}
+	}
+}
+
+// Followed with a number of lines, the stream starts with the last of
+// them, then passes on what is written after.
+func TestStreamFileFollowLast(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "svc.log")
+	if err := os.WriteFile(path, []byte("1\n2\n3\n4"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	d := &Daemon{log: hclog.NewNullLogger()}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	body := &watchedBody{ResponseRecorder: httptest.NewRecorder(), wrote: make(chan string, 16)}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		d.streamFile(body, httptest.NewRequest("GET", "/", nil).WithContext(ctx), path, true, nil, 2)
+	}()
+	got := ""
+	for got != "3\n4" {
+		got += <-body.wrote
+	}
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString("5\n6\n"); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	for got != "3\n45\n6\n" {
+		got += <-body.wrote
+	}
+	cancel()
+	<-done
+}
+
+// watchedBody reports each write of a response as it is made.
+type watchedBody struct {
+	*httptest.ResponseRecorder
+	wrote chan string
+}
+
+func (b *watchedBody) Write(p []byte) (int, error) {
+	b.wrote <- string(p)
+	return len(p), nil
 }

@@ -102,6 +102,10 @@ func msgNotYours(job, owner, act, adminGroup string) string {
 	return fmt.Sprintf("%s belongs to %s; only %s or a member of %s can %s", job, owner, owner, adminGroup, act)
 }
 
+func msgBadLineCount(v string) string {
+	return "lines must be a whole number, 0 or more, got " + strconv.Quote(v)
+}
+
 func msgBadRun(v string) string {
 	return fmt.Sprintf("run %q is not a run number (berth history JOB lists them)", v)
 }

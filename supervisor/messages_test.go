@@ -22,6 +22,7 @@ func TestMessagesGolden(t *testing.T) {
 		msgNoSuchJob("train"),
 		msgNoSuchCall("GET", "/v2/status"),
 		msgBadRunCount("-1"),
+		msgBadLineCount("-1"),
 		msgCannotReadHistory(errors.New("read state: input/output error")),
 		msgNoAnswer(errors.New("context deadline exceeded")),
 		msgNotPermitted(1001, "berth"),

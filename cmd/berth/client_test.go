@@ -91,6 +91,16 @@ job "hello" { cmd = { "sh", "-c", "echo hello from the job" }, flavor = "small" 
 	if _, errOut, code := d.cli("logs", "hello", "--run", "999999"); code != exitFailed || !strings.Contains(errOut, "has no run 999999") {
 		t.Errorf("logs --run of no run: exit %d %q", code, errOut)
 	}
+	// -n N: the last N lines, as tail's.
+	if out, errOut, code := d.cli("logs", "hello", "-n", "1"); code != exitOK || out != "hello from the job\n" {
+		t.Errorf("logs -n 1: exit %d %q %q", code, out, errOut)
+	}
+	if out, errOut, code := d.cli("logs", "hello", "-n", "0"); code != exitOK || out != "" {
+		t.Errorf("logs -n 0: exit %d %q %q", code, out, errOut)
+	}
+	if _, errOut, code := d.cli("logs", "hello", "-n", "-3"); code != exitUsage || !strings.Contains(errOut, `invalid value "-3" for flag -n: not a number of lines, 0 or more`) {
+		t.Errorf("logs -n -3: exit %d %q", code, errOut)
+	}
 
 	// Control.
 	if _, _, code := d.cli("stop", "svc"); code != exitOK {

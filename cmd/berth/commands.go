@@ -440,6 +440,14 @@ func runLogs(c *cli, args []string) int {
 	follow := fs.Bool("f", false, "keep printing what the job writes")
 	run := fs.Uint64("run", 0, "only this run's output (berth history lists the runs)")
 	raw := fs.Bool("raw", false, "write the output as the job wrote it; on a terminal, control sequences are otherwise shown escaped (\\x1b)")
+	lines := ""
+	fs.Func("n", "only the last `N` lines (with -f, then what comes; -n 0: only what comes)", func(v string) error {
+		if n, err := strconv.Atoi(v); err != nil || n < 0 {
+			return errors.New("not a number of lines, 0 or more")
+		}
+		lines = v
+		return nil
+	})
 	index := c.indexFlag(fs)
 	rest, code, done := c.parse(fs, args)
 	if done {
@@ -468,6 +476,9 @@ func runLogs(c *cli, args []string) int {
 	}
 	if *run != 0 {
 		q.Set("run", strconv.FormatUint(*run, 10))
+	}
+	if lines != "" {
+		q.Set("lines", lines)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
