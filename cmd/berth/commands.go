@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
+	"os/user"
 	"slices"
 	"strconv"
 	"strings"
@@ -99,11 +100,11 @@ func (c *cli) simple(name string, args []string, listing bool, want int, what st
 // listing makes a command that shows one answer of the daemon: as JSON
 // with --json, else through its renderer. filter, when not nil, adds the
 // command's own flags and returns what it keeps of the answer.
-func listing[T any](name string, path func(args []string) string, render func(io.Writer, T, renderOptions), now func(T) time.Time, args int, what string, filter func(*cli, *flag.FlagSet) func(T) T) func(*cli, []string) int {
+func listing[T any](name string, path func(args []string) string, render func(io.Writer, T, renderOptions), now func(T) time.Time, args int, what string, filter func(*cli, *flag.FlagSet) func(*client, T) T) func(*cli, []string) int {
 	return func(c *cli, argv []string) int {
 		fs := c.flags(name)
 		f := c.clientFlags(fs, true)
-		keep := func(v T) T { return v }
+		keep := func(_ *client, v T) T { return v }
 		if filter != nil {
 			keep = filter(c, fs)
 		}
@@ -120,10 +121,11 @@ func listing[T any](name string, path func(args []string) string, render func(io
 			return exitUsage
 		}
 		var v T
-		if err := c.client(f).get(path(rest), nil, &v); err != nil {
+		cl := c.client(f)
+		if err := cl.get(path(rest), nil, &v); err != nil {
 			return c.fail(err)
 		}
-		v = keep(v)
+		v = keep(cl, v)
 		if f.json {
 			return c.writeJSON(v)
 		}
@@ -132,40 +134,75 @@ func listing[T any](name string, path func(args []string) string, render func(io
 	}
 }
 
-// ownerFlags are --mine and --owner NAME: only the jobs of one person.
-// The returned function keeps those of jobs; with neither flag, all.
-func ownerFlags(c *cli, fs *flag.FlagSet) func([]supervisor.JobStatus) []supervisor.JobStatus {
-	mine := fs.Bool("mine", false, "only your own jobs")
-	owner := fs.String("owner", "", "only the jobs of this person")
-	return func(jobs []supervisor.JobStatus) []supervisor.JobStatus {
-		who := *owner
-		if *mine {
-			who = c.env.user
-		}
-		if !*mine && who == "" {
-			return jobs
-		}
-		kept := []supervisor.JobStatus{}
-		for _, j := range jobs {
-			if j.Owner == who {
-				kept = append(kept, j)
-			}
-		}
-		return kept
-	}
+// ownerFilter is --mine and --owner NAME: only the jobs of one person.
+// A job without an owner (an administrators', or any job of a person's
+// own daemon) is the job of the account the daemon runs as.
+type ownerFilter struct {
+	c     *cli
+	mine  *bool
+	owner *string
+	total int // how many jobs there were before the last filtering
 }
 
-// statusOwnerFlags are ownerFlags for berth status: the counts follow the
-// jobs kept; the machine stays whole.
-func statusOwnerFlags(c *cli, fs *flag.FlagSet) func(supervisor.Status) supervisor.Status {
-	keep := ownerFlags(c, fs)
-	return func(s supervisor.Status) supervisor.Status {
-		kept := keep(s.Jobs)
-		if len(kept) == len(s.Jobs) {
-			return s
+func newOwnerFilter(c *cli, fs *flag.FlagSet) *ownerFilter {
+	return &ownerFilter{c: c,
+		mine:  fs.Bool("mine", false, "only your own jobs"),
+		owner: fs.String("owner", "", "only the jobs of this person")}
+}
+
+// ownerFlags is the filter of berth jobs.
+func ownerFlags(c *cli, fs *flag.FlagSet) func(*client, []supervisor.JobStatus) []supervisor.JobStatus {
+	return newOwnerFilter(c, fs).jobs
+}
+
+// jobs keeps those of jobs that are the person's, as cl's daemon tells
+// them; with neither flag, all.
+func (f *ownerFilter) jobs(cl *client, jobs []supervisor.JobStatus) []supervisor.JobStatus {
+	if !*f.mine && *f.owner == "" {
+		return jobs
+	}
+	f.total = len(jobs)
+	who := *f.owner
+	// Whether the jobs without an owner are who's: the daemon's.
+	ownerless := false
+	if uid, ok := cl.daemonUID(); ok {
+		if *f.mine {
+			who, ownerless = f.c.env.user, uid == f.c.env.uid
+		} else if u, err := user.LookupId(strconv.Itoa(uid)); err == nil {
+			ownerless = u.Username == who
 		}
-		s.Jobs, s.Counts = kept, countStates(kept)
+	} else if *f.mine {
+		who = f.c.env.user
+	}
+	kept := []supervisor.JobStatus{}
+	for _, j := range jobs {
+		if j.Owner == "" && ownerless || j.Owner != "" && j.Owner == who {
+			kept = append(kept, j)
+		}
+	}
+	return kept
+}
+
+// status keeps the jobs of s as jobs does; the counts follow the jobs
+// kept, and the machine stays whole.
+func (f *ownerFilter) status(cl *client, s supervisor.Status) supervisor.Status {
+	kept := f.jobs(cl, s.Jobs)
+	if len(kept) == len(s.Jobs) {
 		return s
+	}
+	s.Jobs, s.Counts = kept, countStates(kept)
+	return s
+}
+
+// none is what berth status says where the filter kept no job.
+func (f *ownerFilter) none() string {
+	switch {
+	case f.total == 0:
+		return ""
+	case *f.mine:
+		return msgNoneKept(f.total, "yours")
+	default:
+		return msgNoneKept(f.total, *f.owner+"'s")
 	}
 }
 

@@ -20,6 +20,9 @@ type renderOptions struct {
 	width int       // terminal columns; 0 = 80; wholeLines: no limit
 	color bool      // ANSI colours: the caller decides (a terminal and no NO_COLOR)
 	now   time.Time // for ages ("3m", "2h", "5d"); the caller passes status.Now
+	// noJobs is what berth status says when it lists no job, where that
+	// is not "no jobs declared" (--mine kept none).
+	noJobs string
 }
 
 // renderZone is where wall-clock times are written for a person: local

@@ -39,6 +39,15 @@ func msgUnknownCommand(name string, known []string) string {
 	return fmt.Sprintf("berth: unknown command %q; berth help lists the commands", name)
 }
 
+// msgNoneKept is berth status --mine (whose is "yours") or --owner NAME
+// ("NAME's") where none of the daemon's total jobs is that person's.
+func msgNoneKept(total int, whose string) string {
+	if total == 1 {
+		return "the daemon's one job is not " + whose + " (berth status without --mine or --owner shows it)"
+	}
+	return fmt.Sprintf("none of the daemon's %d jobs is %s (berth status without --mine or --owner shows them)", total, whose)
+}
+
 func msgUsage(command string, err error) string {
 	return fmt.Sprintf("%s: %v (%s --help shows the usage)", command, err, command)
 }

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -222,6 +223,17 @@ quota "` + alice + `" { cpus = 1 }`})
 	})
 	if out, _, _ := a.run("", nil, "status", "--mine"); !strings.Contains(out, mine) || strings.Contains(out, "shared") {
 		t.Errorf("alice's status --mine:\n%s", out)
+	}
+	// The jobs without an owner are those of the account the daemon runs
+	// as (root's, here); bob has none.
+	if out, _, _ := newPerson(t, d, a.bin, "root").run("", nil, "status", "--mine"); !strings.Contains(out, "shared") || strings.Contains(out, mine) {
+		t.Errorf("root's status --mine:\n%s", out)
+	}
+	if out, _, _ := a.run("", nil, "jobs", "--owner", "root"); !strings.Contains(out, "shared") || strings.Contains(out, mine) {
+		t.Errorf("alice's jobs --owner root:\n%s", out)
+	}
+	if out, _, _ := b.run("", nil, "status", "--mine"); !regexp.MustCompile(`none of the daemon's \d+ jobs is yours \(berth status without --mine or --owner shows them\)`).MatchString(out) {
+		t.Errorf("bob's status --mine, with no job of his:\n%s", out)
 	}
 
 	// Bob may not stop it, nor read its output or environment.

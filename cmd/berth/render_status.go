@@ -51,7 +51,7 @@ func layoutStatus(s supervisor.Status, o renderOptions) statusPicture {
 	}
 	p.top = append(p.top, nil)
 	if len(jobs) == 0 {
-		p.head = []textLine{ln(plainSpan("no jobs declared"))}
+		p.head = []textLine{ln(plainSpan(cmp.Or(o.noJobs, "no jobs declared")))}
 	} else {
 		p.head, p.jobs = statusTable(s, jobs, width, o.clock())
 	}

@@ -27,7 +27,7 @@ import (
 func runStatus(c *cli, argv []string) int {
 	fs := c.flags("status")
 	f := c.clientFlags(fs, true)
-	keep := statusOwnerFlags(c, fs)
+	owners := newOwnerFilter(c, fs)
 	watch := fs.Bool("watch", false, "keep the picture on the terminal, redrawn as it changes, until Ctrl-C; with --json, print one status a line at each change")
 	rest, code, done := c.parse(fs, argv)
 	if done {
@@ -39,7 +39,7 @@ func runStatus(c *cli, argv []string) int {
 	}
 	cl := c.client(f)
 	if *watch && f.json {
-		return c.watchJSON(cl, keep)
+		return c.watchJSON(cl, owners)
 	}
 	if *watch {
 		out, ok := c.stdout.(*os.File)
@@ -47,17 +47,19 @@ func runStatus(c *cli, argv []string) int {
 			fmt.Fprintln(c.stderr, msgWatchNotTerminal())
 			return exitUsage
 		}
-		return c.watchStatus(cl, out, keep)
+		return c.watchStatus(cl, out, owners)
 	}
 	var s supervisor.Status
 	if err := cl.get("/status", nil, &s); err != nil {
 		return c.fail(err)
 	}
-	s = keep(s)
+	s = owners.status(cl, s)
 	if f.json {
 		return c.writeJSON(s)
 	}
-	renderStatus(c.stdout, s, c.render(s.Now))
+	o := c.render(s.Now)
+	o.noJobs = owners.none()
+	renderStatus(c.stdout, s, o)
 	return exitOK
 }
 
@@ -134,7 +136,7 @@ type watchView struct {
 	c      *cli
 	cl     *client
 	out    *os.File
-	keep   func(supervisor.Status) supervisor.Status
+	owners *ownerFilter
 	color  bool
 	status supervisor.Status
 	// fetched is when status came (with the monotonic clock): ages are
@@ -150,11 +152,11 @@ type watchView struct {
 // watchStatus is berth status --watch on the terminal out. It ends, with
 // the main screen and the cursor given back, on SIGINT, SIGTERM or SIGHUP
 // (exit 0), or when the daemon lacks /v1/events (exit 1).
-func (c *cli) watchStatus(cl *client, out *os.File, keep func(supervisor.Status) supervisor.Status) int {
+func (c *cli) watchStatus(cl *client, out *os.File, owners *ownerFilter) int {
 	// The first picture is asked for before the screen is taken: a daemon
 	// that is not there is said as berth status says it, on the shell's
 	// screen.
-	v := &watchView{c: c, cl: cl, out: out, keep: keep,
+	v := &watchView{c: c, cl: cl, out: out, owners: owners,
 		color: c.colorWanted()}
 	if err := v.fetch(context.Background()); err != nil {
 		return c.fail(err)
@@ -223,7 +225,7 @@ func (v *watchView) fetch(ctx context.Context) error {
 	if err := v.cl.doContext(ctx, http.MethodGet, "/status", nil, nil, &s); err != nil {
 		return err
 	}
-	v.status, v.fetched = v.keep(s), time.Now()
+	v.status, v.fetched = v.owners.status(v.cl, s), time.Now()
 	v.trouble, v.troubleAt = "", time.Time{}
 	return nil
 }
@@ -258,7 +260,7 @@ func (v *watchView) now() time.Time {
 // height, in one write.
 func (v *watchView) draw() {
 	width, height := terminalSize(v.out, v.c.env)
-	o := renderOptions{width: width, color: v.color, now: v.now()}
+	o := renderOptions{width: width, color: v.color, now: v.now(), noJobs: v.owners.none()}
 	var lines []textLine
 	if v.trouble != "" {
 		lines = wrapWords(v.trouble, width, "", "  ", sgrRed)
@@ -310,7 +312,7 @@ func terminalSize(out *os.File, e env) (width, height int) {
 // watchJSON is berth status --watch --json: one status a line (compact
 // JSON), at once and then at each change, until SIGINT or SIGTERM (exit
 // 0) or until the daemon stops (exit 3).
-func (c *cli) watchJSON(cl *client, keep func(supervisor.Status) supervisor.Status) int {
+func (c *cli) watchJSON(cl *client, owners *ownerFilter) int {
 	sig, stop := signal.NotifyContext(context.Background(), watchSignals...)
 	defer stop()
 	ctx, cancel := context.WithCancel(sig)
@@ -323,7 +325,7 @@ func (c *cli) watchJSON(cl *client, keep func(supervisor.Status) supervisor.Stat
 		}
 		var s supervisor.Status
 		if failed = cl.doContext(ctx, http.MethodGet, "/status", nil, nil, &s); failed == nil {
-			failed = enc.Encode(keep(s))
+			failed = enc.Encode(owners.status(cl, s))
 		}
 		if failed != nil {
 			cancel()
