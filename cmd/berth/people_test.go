@@ -184,6 +184,10 @@ quota "` + alice + `" { cpus = 1 }`})
 	if code != exitFailed || !strings.Contains(errOut, `"user"`) || !strings.Contains(errOut, "not written") {
 		t.Errorf("alice's submit of a file that sets user: exit %d\n%s", code, errOut)
 	}
+	// The error names the file she gave, with its line.
+	if !strings.HasPrefix(errOut, filepath.Join(src, "evil.lua")+":1: ") {
+		t.Errorf("alice's submit of a file that sets user does not name her file first:\n%s", errOut)
+	}
 	if _, err := os.Stat(filepath.Join(spool, alice, "evil.lua")); err == nil {
 		t.Error("the refused file was written")
 	}

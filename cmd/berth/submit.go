@@ -42,6 +42,7 @@ func runSubmit(c *cli, args []string) int {
 		return code
 	}
 	files := make([]supervisor.CheckFile, 0, len(rest))
+	given := map[string]string{} // the path each will have → the one given
 	for _, path := range rest {
 		name := filepath.Base(path)
 		if !watch.IsJobFile(name) {
@@ -54,8 +55,9 @@ func runSubmit(c *cli, args []string) int {
 			return exitFailed
 		}
 		files = append(files, supervisor.CheckFile{Name: name, Src: b})
+		given[filepath.Join(me.JobsDir, name)] = path
 	}
-	if _, code := c.checkFiles(cl, files); code != exitOK {
+	if _, code := c.checkFiles(cl, files, given); code != exitOK {
 		return code
 	}
 	for _, file := range files {
@@ -136,7 +138,7 @@ func runEdit(c *cli, args []string) int {
 			return exitOK
 		}
 		file := supervisor.CheckFile{Name: name, Src: edited}
-		refused, code := c.checkFiles(cl, []supervisor.CheckFile{file})
+		refused, code := c.checkFiles(cl, []supervisor.CheckFile{file}, nil)
 		if code == exitOK {
 			if err := writeJobFile(me.JobsDir, file); err != nil {
 				fmt.Fprintln(c.stderr, msgCannotWriteJobFile(me.JobsDir, err))
@@ -163,8 +165,10 @@ func runEdit(c *cli, args []string) int {
 
 // checkFiles asks the daemon what it would make of files. It prints each
 // problem and returns refused and exitFailed if there is one; if the daemon
-// could not say, it prints why and returns that exit code.
-func (c *cli) checkFiles(cl *client, files []supervisor.CheckFile) (refused bool, code int) {
+// could not say, it prints why and returns that exit code. A problem that
+// starts with the path a file would have is said of the path in given, if
+// there is one: the file the person gave.
+func (c *cli) checkFiles(cl *client, files []supervisor.CheckFile, given map[string]string) (refused bool, code int) {
 	body, err := json.Marshal(supervisor.CheckRequest{Files: files})
 	if err != nil {
 		fmt.Fprintln(c.stderr, "berth: "+err.Error())
@@ -178,7 +182,11 @@ func (c *cli) checkFiles(cl *client, files []supervisor.CheckFile) (refused bool
 		return false, exitOK
 	}
 	for _, p := range res.Problems {
-		fmt.Fprintln(c.stderr, escapeText(p.Text))
+		text := p.Text
+		if path, ok := given[p.File]; ok && strings.HasPrefix(text, p.File+":") {
+			text = path + strings.TrimPrefix(text, p.File)
+		}
+		fmt.Fprintln(c.stderr, escapeText(text))
 	}
 	fmt.Fprintln(c.stderr, msgNotWritten(len(res.Problems)))
 	return true, exitFailed
