@@ -314,6 +314,9 @@ func (d *Daemon) detail(name string) (JobDetail, bool) {
 	if runs, err := d.store.Runs(name, 10); err == nil {
 		for _, r := range runs {
 			out.Runs = append(out.Runs, runViewOf(r))
+			if r.ID == st.Run && r.End.IsZero() && r.Fingerprint != "" {
+				out.Outdated = r.Fingerprint != def.ProcessFingerprint()
+			}
 		}
 	}
 	return out, true

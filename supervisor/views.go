@@ -178,6 +178,10 @@ type JobDetail struct {
 	// and description, and the next run's environment, are left out: the
 	// caller may not read the job's file.
 	Hidden string `json:"hidden,omitempty"`
+	// Outdated: the run in progress started from an earlier definition
+	// than the one shown (on_change = "finish", or a flavor edited since),
+	// which applies from the next run.
+	Outdated bool `json:"outdated,omitempty"`
 	// EnvHidden, when set, says why the environments are left out: they
 	// are the job's owner's (and the admins') to see.
 	EnvHidden string `json:"env_hidden,omitempty"`

@@ -325,3 +325,27 @@ func TestCommandFirst(t *testing.T) {
 		}
 	}
 }
+
+// TestShowRunOfEarlierDefinition: with on_change = "finish", an edit
+// leaves the run in progress as it was; berth show shows the new
+// definition, and says the run is of an earlier one.
+func TestShowRunOfEarlierDefinition(t *testing.T) {
+	d := newTestDaemon(t, map[string]string{"svc.lua": service("svc", `, on_change = "finish"`)})
+	d.start(daemonOptions{args: []string{"--cpus", "2"}})
+	d.waitFile("svc.pid")
+	if detail := d.detail("svc"); detail.Outdated {
+		t.Errorf("a run of the definition shown is said to be of an earlier one: %+v", detail)
+	}
+	d.write("svc.lua", service("svc", `, on_change = "finish", env = { EDITED = "1" }`))
+	testkit.WaitFor(t, waitLong, "the edit to be in force", func() bool {
+		return d.detail("svc").Definition.Env["EDITED"] == "1"
+	})
+	detail := d.detail("svc")
+	if !detail.Outdated || detail.Status.State != "running" {
+		t.Errorf("after the edit: outdated %v, state %s", detail.Outdated, detail.Status.State)
+	}
+	if out, _, _ := d.cli("show", "svc"); !strings.Contains(out, "this run started from an earlier definition") {
+		t.Errorf("berth show svc says nothing of the run's earlier definition:\n%s", out)
+	}
+	d.stop()
+}

@@ -39,6 +39,12 @@ func msgUnknownCommand(name string, known []string) string {
 	return fmt.Sprintf("berth: unknown command %q; berth help lists the commands", name)
 }
 
+// msgRunOutdated is said in berth show of a run started from an earlier
+// definition than the one shown (on_change = "finish").
+func msgRunOutdated() string {
+	return "this run started from an earlier definition; the one shown applies from the next run"
+}
+
 // msgNoneKept is berth status --mine (whose is "yours") or --owner NAME
 // ("NAME's") where none of the daemon's total jobs is that person's.
 func msgNoneKept(total int, whose string) string {

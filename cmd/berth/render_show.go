@@ -53,6 +53,9 @@ func renderShow(w io.Writer, d supervisor.JobDetail, o renderOptions) {
 			run += ", pid " + strconv.Itoa(st.PID)
 		}
 		kv.add("run", plainSpan(run))
+		if d.Outdated {
+			kv.add("note", styledSpan(msgRunOutdated(), sgrYellow))
+		}
 		kv.add("holds", plainSpan(holdsText(st)))
 		if over := msgOverShare(st); over != "" {
 			kv.add("warning", styledSpan(over, sgrYellow))
