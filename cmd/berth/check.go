@@ -70,7 +70,7 @@ func runCheck(c *cli, args []string) int {
 	// Files named outside the jobs directory are checked against the
 	// flavors it declares, as the daemon would load them beside them.
 	checked := len(srcs)
-	srcs = append(srcs, flavorContext(targets, defaultJobsDir(c.env), rules, srcs)...)
+	srcs = append(srcs, flavorContext(targets, c.flavorLender(), rules, srcs)...)
 	// Evaluated as the daemon evaluates them: in a child the kernel
 	// bounds, so that checking a hostile file is as safe as loading it.
 	// (One File per source, in order.)
@@ -112,6 +112,20 @@ func runCheck(c *cli, args []string) int {
 		return exitFailed
 	}
 	return exitOK
+}
+
+// flavorLender is the jobs directory whose flavors a file checked on its
+// own may name: the caller's own daemon's; for a person who has none, the
+// system daemon's, which their submitted files are loaded beside.
+func (c *cli) flavorLender() string {
+	dir := defaultJobsDir(c.env)
+	if c.env.uid == 0 || c.env.get("BERTH_JOBS") != "" || c.adminJobs == "" {
+		return dir
+	}
+	if _, err := os.Stat(dir); os.IsNotExist(err) {
+		return c.adminJobs
+	}
+	return dir
 }
 
 // flavorContext reads the jobs directory's files when no target is it,

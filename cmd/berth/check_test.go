@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -95,17 +96,37 @@ func TestCheckBorrowsTheJobsDirsFlavors(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	env := map[string]string{"BERTH_JOBS": jobs}
-	if out, _, code := berth(t, env, "check", filepath.Join(home, "mine.lua")); code != exitOK || out != "1 file, 1 job, 0 flavors, 0 errors\n" {
+	environ := map[string]string{"BERTH_JOBS": jobs}
+	if out, _, code := berth(t, environ, "check", filepath.Join(home, "mine.lua")); code != exitOK || out != "1 file, 1 job, 0 flavors, 0 errors\n" {
 		t.Errorf("a file naming the directory's flavor: exit %d\n%s", code, out)
 	}
-	out, _, code := berth(t, env, "check", filepath.Join(home, "own.lua"))
+	out, _, code := berth(t, environ, "check", filepath.Join(home, "own.lua"))
 	if code != exitFailed || !strings.Contains(out, `job "own" asks for 64 cores`) || !strings.HasSuffix(out, "1 file, 1 job, 1 flavor, 1 error\n") {
 		t.Errorf("a file with a flavor of the same name: exit %d\n%s", code, out)
 	}
 	// A directory checked is checked alone.
-	if out, _, code := berth(t, env, "check", home, "--cpus", "64"); code != exitOK || out != "2 files, 2 jobs, 1 flavor, 0 errors\n" {
+	if out, _, code := berth(t, environ, "check", home, "--cpus", "64"); code != exitOK || out != "2 files, 2 jobs, 1 flavor, 0 errors\n" {
 		t.Errorf("the directory: exit %d\n%s", code, out)
+	}
+
+	// A person with no jobs directory of their own borrows the system
+	// daemon's, which their submitted files load beside; one with their
+	// own, theirs.
+	asPerson := func() (string, int) {
+		var out bytes.Buffer
+		c := &cli{stdout: &out, stderr: io.Discard, root: "testdata/box", adminJobs: jobs,
+			env: env{lookup: func(string) (string, bool) { return "", false }, uid: 1000, home: home}}
+		code := c.main([]string{"check", filepath.Join(home, "mine.lua")})
+		return out.String(), code
+	}
+	if out, code := asPerson(); code != exitOK || out != "1 file, 1 job, 0 flavors, 0 errors\n" {
+		t.Errorf("a person with no jobs directory: exit %d\n%s", code, out)
+	}
+	if err := os.MkdirAll(filepath.Join(home, ".config", "berth", "jobs.d"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if out, code := asPerson(); code != exitFailed || !strings.Contains(out, `flavor "zf" does not exist`) {
+		t.Errorf("a person with a jobs directory of their own that has no flavor zf: exit %d\n%s", code, out)
 	}
 }
 

@@ -42,6 +42,10 @@ type cli struct {
 	// cardUse is what cards answered when the inventory was probed; nil
 	// without it.
 	cardUse []probes.CardUse
+	// adminJobs is the system daemon's jobs directory, whose flavors a
+	// person's berth check borrows when they have no jobs directory of
+	// their own; "" for none (tests).
+	adminJobs string
 }
 
 type command struct {
@@ -135,7 +139,7 @@ func init() {
 }
 
 func main() {
-	c := &cli{stdout: os.Stdout, stderr: os.Stderr, env: processEnv(), root: "/", cards: probes.NVML()}
+	c := &cli{stdout: os.Stdout, stderr: os.Stderr, env: processEnv(), root: "/", cards: probes.NVML(), adminJobs: adminJobsDir}
 	os.Exit(c.main(os.Args[1:]))
 }
 

@@ -40,12 +40,15 @@ func processEnv() env {
 	return e
 }
 
+// adminJobsDir is the system daemon's jobs directory.
+const adminJobsDir = "/etc/berth/jobs.d"
+
 func defaultJobsDir(e env) string {
 	if v := e.get("BERTH_JOBS"); v != "" {
 		return v
 	}
 	if e.uid == 0 {
-		return "/etc/berth/jobs.d"
+		return adminJobsDir
 	}
 	if v := e.get("XDG_CONFIG_HOME"); v != "" {
 		return filepath.Join(v, "berth", "jobs.d")
