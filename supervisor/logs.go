@@ -263,31 +263,22 @@ type runLines struct {
 }
 
 func (l *runLines) Write(p []byte) (int, error) {
-	n := len(p)
-	for len(p) > 0 {
-		i := bytes.IndexByte(p, '\n')
-		if i < 0 {
-			l.line = append(l.line, p...)
-			break
-		}
-		line := p[:i+1]
-		if len(l.line) > 0 {
-			line = append(l.line, line...)
-			l.line = l.line[:0]
-		}
-		p = p[i+1:]
+	err := eachLine(&l.line, p, func(line []byte) error {
 		if run, ok := runner.ParseRunHeader(line); ok {
 			l.past = l.past || l.in && run != l.run
 			l.in = run == l.run
-			continue
+			return nil
 		}
 		if l.in {
-			if _, err := l.w.Write(line); err != nil {
-				return 0, err
-			}
+			_, err := l.w.Write(line)
+			return err
 		}
+		return nil
+	})
+	if err != nil {
+		return 0, err
 	}
-	return n, nil
+	return len(p), nil
 }
 
 // end passes on the run's last line, if the file ends without its
@@ -308,26 +299,18 @@ type lastLines struct {
 }
 
 func (l *lastLines) Write(p []byte) (int, error) {
-	n := len(p)
-	for len(p) > 0 {
-		i := bytes.IndexByte(p, '\n')
-		if i < 0 {
-			l.part = append(l.part, p...)
-			break
-		}
-		line := append(l.part, p[:i+1]...) // a copy: p is the caller's
-		l.part = nil
-		p = p[i+1:]
+	_ = eachLine(&l.part, p, func(line []byte) error {
 		switch {
 		case l.n == 0:
 		case len(l.lines) < l.n:
-			l.lines = append(l.lines, line)
+			l.lines = append(l.lines, slices.Clone(line))
 		default:
-			l.lines[l.next] = line
+			l.lines[l.next] = append(l.lines[l.next][:0], line...)
 			l.next = (l.next + 1) % l.n
 		}
-	}
-	return n, nil
+		return nil
+	})
+	return len(p), nil
 }
 
 // writeTo writes the lines kept, oldest first; a last line without its
@@ -349,6 +332,29 @@ func (l *lastLines) writeTo(w io.Writer) (int64, error) {
 		}
 	}
 	return written, nil
+}
+
+// eachLine calls each with the whole lines of p, the start of one held
+// from the last write joined to its end; the start of a line whose end has
+// not come yet is held. A line is each's only for the call.
+func eachLine(held *[]byte, p []byte, each func(line []byte) error) error {
+	for len(p) > 0 {
+		i := bytes.IndexByte(p, '\n')
+		if i < 0 {
+			*held = append(*held, p...)
+			return nil
+		}
+		line := p[:i+1]
+		if len(*held) > 0 {
+			line = append(*held, line...)
+			*held = (*held)[:0]
+		}
+		p = p[i+1:]
+		if err := each(line); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // flushWriter sends each write to the caller at once.
