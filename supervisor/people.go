@@ -47,6 +47,15 @@ func (d *Daemon) group() string {
 	return DefaultGroup
 }
 
+// account is the name of the user the daemon runs as, "" where it has
+// none.
+func (d *Daemon) account() string {
+	if u, err := user.LookupId(strconv.Itoa(os.Getuid())); err == nil {
+		return u.Username
+	}
+	return ""
+}
+
 func (d *Daemon) adminGroup() string {
 	if d.cfg.AdminGroup != "" {
 		return d.cfg.AdminGroup

@@ -31,6 +31,9 @@ type Me struct {
 	Owner string `json:"owner"`
 	// Group is the daemon's group: its members have a job directory.
 	Group string `json:"group"`
+	// DaemonUser is the account the daemon runs as, "" where it has no
+	// name: the jobs without an owner are that account's.
+	DaemonUser string `json:"daemon_user"`
 }
 
 // CheckRequest is POST /v1/check: job files to check as the caller's, as
@@ -65,7 +68,7 @@ const concurrentChecks = 2
 // me is the caller as the daemon sees them. Runs on the loop, which owns
 // the people.
 func (d *Daemon) me(c caller) Me {
-	m := Me{User: c.name, Admin: c.admin, Group: d.group()}
+	m := Me{User: c.name, Admin: c.admin, Group: d.group(), DaemonUser: d.account()}
 	switch {
 	case c.uid == 0 || int(c.uid) == os.Getuid():
 		m.JobsDir = d.cfg.JobsDir

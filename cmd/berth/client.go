@@ -15,11 +15,8 @@ import (
 	"os/user"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/berthd/berth/supervisor"
 )
@@ -32,9 +29,6 @@ type client struct {
 	once    sync.Once
 	socket  string
 	http    *http.Client
-	// peer is the uid the daemon runs as, as the kernel says it of the
-	// last connection (SO_PEERCRED), plus one; 0 until known.
-	peer atomic.Uint64
 }
 
 // newClient talks to the daemon on the first of sockets that answers, in
@@ -48,14 +42,9 @@ func newClient(sockets ...string) *client {
 				var first net.Conn
 				cl.once.Do(func() { first = cl.pick(ctx) })
 				if first != nil {
-					cl.notePeer(first)
 					return first, nil
 				}
-				conn, err := d.DialContext(ctx, "unix", cl.socket)
-				if err == nil {
-					cl.notePeer(conn)
-				}
-				return conn, err
+				return d.DialContext(ctx, "unix", cl.socket)
 			},
 			// Below the daemon's idle timeout (30 s), so that a request
 			// never goes out on a connection the daemon is closing.
@@ -87,30 +76,6 @@ func (cl *client) pick(ctx context.Context) net.Conn {
 		cl.socket = denied
 	}
 	return nil
-}
-
-// notePeer keeps the uid the daemon on conn runs as.
-func (cl *client) notePeer(conn net.Conn) {
-	uc, ok := conn.(*net.UnixConn)
-	if !ok {
-		return
-	}
-	raw, err := uc.SyscallConn()
-	if err != nil {
-		return
-	}
-	_ = raw.Control(func(fd uintptr) {
-		if cred, err := unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED); err == nil {
-			cl.peer.Store(uint64(cred.Uid) + 1)
-		}
-	})
-}
-
-// daemonUID is the uid the daemon runs as, once the client has talked to
-// it; false before, or where the kernel did not say.
-func (cl *client) daemonUID() (int, bool) {
-	v := cl.peer.Load()
-	return int(v) - 1, v != 0
 }
 
 // noDaemonError is returned when nothing answers on the socket.

@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"os/user"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -63,6 +64,16 @@ job "hello" { cmd = { "sh", "-c", "echo hello from the job" }, flavor = "small" 
 				t.Fatalf("--json is not JSON: %v\n%s", err, out)
 			}
 		})
+	}
+
+	// The jobs without an owner are the daemon's account's.
+	if me, err := user.Current(); err == nil {
+		if out, _, code := d.cli("jobs", "--owner", me.Username); code != exitOK || !strings.Contains(out, "hello") || !strings.Contains(out, "svc") {
+			t.Errorf("jobs --owner %s, the daemon's account: exit %d\n%s", me.Username, code, out)
+		}
+	}
+	if out, _, code := d.cli("status", "--owner", "nobody-here"); code != exitOK || !strings.Contains(out, "none of the daemon's 2 jobs is nobody-here's (berth status without --mine or --owner shows them)") {
+		t.Errorf("status --owner of someone with no jobs: exit %d\n%s", code, out)
 	}
 
 	var detail supervisor.JobDetail

@@ -11,7 +11,6 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
-	"os/user"
 	"slices"
 	"strconv"
 	"strings"
@@ -142,6 +141,8 @@ type ownerFilter struct {
 	mine  *bool
 	owner *string
 	total int // how many jobs there were before the last filtering
+	// me is what the daemon says of the caller and itself, asked once.
+	me *supervisor.Me
 }
 
 func newOwnerFilter(c *cli, fs *flag.FlagSet) *ownerFilter {
@@ -156,27 +157,32 @@ func ownerFlags(c *cli, fs *flag.FlagSet) func(*client, []supervisor.JobStatus) 
 }
 
 // jobs keeps those of jobs that are the person's, as cl's daemon tells
-// them; with neither flag, all.
+// whose they are; with neither flag, all.
 func (f *ownerFilter) jobs(cl *client, jobs []supervisor.JobStatus) []supervisor.JobStatus {
 	if !*f.mine && *f.owner == "" {
 		return jobs
 	}
 	f.total = len(jobs)
-	who := *f.owner
-	// Whether the jobs without an owner are who's: the daemon's.
-	ownerless := false
-	if uid, ok := cl.daemonUID(); ok {
-		if *f.mine {
-			who, ownerless = f.c.env.user, uid == f.c.env.uid
-		} else if u, err := user.LookupId(strconv.Itoa(uid)); err == nil {
-			ownerless = u.Username == who
+	if f.me == nil {
+		f.me = &supervisor.Me{}
+		if err := cl.get("/me", nil, f.me); err != nil {
+			// A daemon that cannot say: each job's owner as written.
+			*f.me = supervisor.Me{User: f.c.env.user, Owner: f.c.env.user, JobsDir: "unknown"}
 		}
-	} else if *f.mine {
-		who = f.c.env.user
+	}
+	var mine func(owner string) bool
+	switch {
+	case *f.mine && f.me.JobsDir == "":
+		mine = func(string) bool { return false } // the caller declares none
+	case *f.mine:
+		mine = func(owner string) bool { return owner == f.me.Owner }
+	default:
+		who := *f.owner
+		mine = func(owner string) bool { return owner == who || owner == "" && who == f.me.DaemonUser }
 	}
 	kept := []supervisor.JobStatus{}
 	for _, j := range jobs {
-		if j.Owner == "" && ownerless || j.Owner != "" && j.Owner == who {
+		if mine(j.Owner) {
 			kept = append(kept, j)
 		}
 	}
