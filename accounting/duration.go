@@ -1,6 +1,7 @@
 package accounting
 
 import (
+	"errors"
 	"math"
 	"strconv"
 	"strings"
@@ -39,6 +40,10 @@ func ParseDuration(s string) (time.Duration, error) {
 			}
 		}
 		if _, err := ParseDuration(strings.Join(strings.Fields(t), "")); err != nil {
+			var de *DurationError
+			if errors.As(err, &de) && de.Problem == DurationTooLarge {
+				return fail(DurationTooLarge)
+			}
 			return fail(DurationMalformed)
 		}
 		return fail(DurationSpaced)
@@ -48,7 +53,7 @@ func ParseDuration(s string) (time.Duration, error) {
 	// how people write them and keeps the rest for time.ParseDuration.
 	var days time.Duration
 	if i := strings.IndexByte(t, 'd'); i >= 0 {
-		n := t[:i]
+		n := strings.TrimPrefix(t[:i], "+") // as Go takes "+2h"
 		if n == "" || strings.Trim(n, "0123456789.") != "" {
 			return fail(DurationMalformed)
 		}
