@@ -245,6 +245,32 @@ func TestGoldenBytes(t *testing.T) {
 	runV2Hex := "02" + runHex[2:] +
 		"14" + "66702d747261696e2d317c707265703d30306666" // Mark
 
+	// Version 3 is version 2 and then the card memory (zigzag varints);
+	// version 4 is version 3 and then why the run could not start.
+	runV3 := runV2
+	runV3.GPUMemBytes = 1 << 30
+	runV3Hex := "03" + runV2Hex[2:] +
+		"8080808008" + // GPUMemBytes
+		"00" // GPUMemPeakBytes
+	runV4 := run
+	runV4.Cause = "no such file"
+	runV4Hex := "04" + runHex[2:] +
+		"00" + // Mark
+		"00" + "00" + // GPUMemBytes, GPUMemPeakBytes
+		"0c" + "6e6f20737563682066696c65" // Cause
+	for _, tt := range []struct {
+		r   RunRecord
+		hex string
+	}{{runV3, runV3Hex}, {runV4, runV4Hex}} {
+		b, _ := hex.DecodeString(tt.hex)
+		if got, err := decodeRun(b); err != nil || !reflect.DeepEqual(got, tt.r) {
+			t.Errorf("decodeRun(%s) = %+v, %v; want %+v", tt.hex, got, err, tt.r)
+		}
+		if got := hex.EncodeToString(encodeRun(tt.r)); got != tt.hex {
+			t.Errorf("encodeRun = %s, want %s", got, tt.hex)
+		}
+	}
+
 	b, _ := hex.DecodeString(runHex)
 	if got, err := decodeRun(b); err != nil || !reflect.DeepEqual(got, run) {
 		t.Errorf("decodeRun(%s) = %+v, %v; want %+v", runHex, got, err, run)
