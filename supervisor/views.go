@@ -179,8 +179,8 @@ type JobDetail struct {
 	// caller may not read the job's file.
 	Hidden string `json:"hidden,omitempty"`
 	// Outdated: the run in progress started from an earlier definition
-	// than the one shown (on_change = "finish", or a flavor edited since),
-	// which applies from the next run.
+	// than the one shown (an edit with on_change = "finish"), which
+	// applies from the next run. Not said of an array's indices.
 	Outdated bool `json:"outdated,omitempty"`
 	// EnvHidden, when set, says why the environments are left out: they
 	// are the job's owner's (and the admins') to see.
