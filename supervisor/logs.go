@@ -91,6 +91,9 @@ func (d *Daemon) serveLogs(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
+	// A run is its entries (a unit's carry BERTH_RUN), or, for the
+	// daemon's own children, its time window.
+	var window []string
 	if run != 0 {
 		rec, ok := d.runOf(name, run)
 		if !ok {
@@ -100,36 +103,70 @@ func (d *Daemon) serveLogs(w http.ResponseWriter, r *http.Request) {
 		if d.cfg.Units != nil {
 			args = append(args, "BERTH_RUN="+strconv.FormatUint(run, 10))
 		} else {
-			args = append(args, "--since", rec.Start.Local().Format("2006-01-02 15:04:05"))
+			window = append(window, "--since", rec.Start.Local().Format("2006-01-02 15:04:05"))
 			if !rec.End.IsZero() {
-				args = append(args, "--until", rec.End.Add(time.Second).Local().Format("2006-01-02 15:04:05"))
+				window = append(window, "--until", rec.End.Add(time.Second).Local().Format("2006-01-02 15:04:05"))
 			}
 		}
-	}
-	if lines >= 0 {
-		args = append(args, "--lines="+strconv.Itoa(lines))
-	}
-	if follow {
-		args = append(args, "--follow")
 	}
 	journalctl, err := exec.LookPath("journalctl")
 	if err != nil {
 		writeError(w, http.StatusInternalServerError, CodeInternal, msgNoJournalctl(err))
 		return
 	}
-	cmd := exec.CommandContext(r.Context(), journalctl, args...)
-	// It ends with the caller's connection, and with the daemon.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	out := &flushWriter{w: w, rc: http.NewResponseController(w)}
-	cmd.Stdout = out
-	var stderr limitedBuffer
-	cmd.Stderr = &stderr
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	if err := cmd.Run(); err != nil && r.Context().Err() == nil {
-		d.log.Warn("journalctl failed reading a job's output", "job", name, "error", err, "stderr", stderr.String())
-		if !out.wrote {
-			writeError(w, http.StatusInternalServerError, CodeInternal, msgJournalctlFailed(err, stderr.String()))
+	out := &flushWriter{w: w, rc: http.NewResponseController(w)}
+	read := func(args []string, stdout io.Writer) bool {
+		cmd := exec.CommandContext(r.Context(), journalctl, args...)
+		// It ends with the caller's connection, and with the daemon.
+		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+		cmd.Stdout = stdout
+		var stderr limitedBuffer
+		cmd.Stderr = &stderr
+		err := cmd.Run()
+		if err != nil && r.Context().Err() == nil {
+			d.log.Warn("journalctl failed reading a job's output", "job", name, "error", err, "stderr", stderr.String())
+			if !out.wrote {
+				writeError(w, http.StatusInternalServerError, CodeInternal, msgJournalctlFailed(err, stderr.String()))
+			}
 		}
+		return err == nil
+	}
+	switch {
+	case lines >= 0 && window != nil:
+		// journalctl before 254 counts --lines from --since, or gives
+		// nothing with --until: the last lines are taken here. Followed,
+		// what comes is read after the last entry shown.
+		tail := &lastLines{n: lines + 1} // and the cursor's line
+		if !read(append(append(slices.Clip(args), window...), "--show-cursor"), tail) {
+			return
+		}
+		shown, cursor := tail.kept(), ""
+		if n := len(shown); n > 0 {
+			if c, ok := bytes.CutPrefix(shown[n-1], []byte("-- cursor: ")); ok {
+				shown, cursor = shown[:n-1], string(bytes.TrimSpace(c))
+			}
+		}
+		if err := writeLines(out, shown[max(0, len(shown)-lines):]); err != nil || !follow {
+			return
+		}
+		if cursor != "" {
+			read(append(args, "--after-cursor="+cursor, "--follow"), out)
+		} else {
+			read(append(append(args, window...), "--follow"), out)
+		}
+	default:
+		args = append(args, window...)
+		switch {
+		case lines >= 0:
+			args = append(args, "--lines="+strconv.Itoa(lines))
+		case follow:
+			args = append(args, "--lines=all") // as from a file: all of it, then what comes
+		}
+		if follow {
+			args = append(args, "--follow")
+		}
+		read(args, out)
 	}
 }
 
@@ -168,8 +205,12 @@ func (d *Daemon) streamFile(w http.ResponseWriter, r *http.Request, path string,
 		only.w = sink
 		out = only
 	}
+	// Of what is there, none is shown: not read (-n 0).
+	none := lines == 0 && only == nil
 	if old, err := os.Open(path + ".1"); err == nil {
-		_, err := io.Copy(out, old)
+		if !none {
+			_, err = io.Copy(out, old)
+		}
 		old.Close()
 		if err != nil {
 			return
@@ -197,7 +238,11 @@ func (d *Daemon) streamFile(w http.ResponseWriter, r *http.Request, path string,
 		}
 	}()
 	if open() {
-		if _, err := io.Copy(out, br); err != nil {
+		if none {
+			if _, err := file.Seek(0, io.SeekEnd); err != nil {
+				return
+			}
+		} else if _, err := io.Copy(out, br); err != nil {
 			return
 		}
 	}
@@ -206,7 +251,7 @@ func (d *Daemon) streamFile(w http.ResponseWriter, r *http.Request, path string,
 		only.end()
 	}
 	if tail != nil {
-		if _, err := tail.writeTo(flushed); err != nil {
+		if err := tail.writeTo(flushed); err != nil {
 			return
 		}
 		if only != nil {
@@ -313,9 +358,9 @@ func (l *lastLines) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// writeTo writes the lines kept, oldest first; a last line without its
-// end yet counts as one of them.
-func (l *lastLines) writeTo(w io.Writer) (int64, error) {
+// kept returns the lines kept, oldest first; a last line without its end
+// yet counts as one of them.
+func (l *lastLines) kept() [][]byte {
 	lines := append(slices.Clone(l.lines[l.next:]), l.lines[:l.next]...)
 	if len(l.part) > 0 && l.n > 0 {
 		if len(lines) == l.n {
@@ -323,15 +368,19 @@ func (l *lastLines) writeTo(w io.Writer) (int64, error) {
 		}
 		lines = append(lines, l.part)
 	}
-	var written int64
+	return lines
+}
+
+// writeTo writes the lines kept, oldest first.
+func (l *lastLines) writeTo(w io.Writer) error { return writeLines(w, l.kept()) }
+
+func writeLines(w io.Writer, lines [][]byte) error {
 	for _, line := range lines {
-		n, err := w.Write(line)
-		written += int64(n)
-		if err != nil {
-			return written, err
+		if _, err := w.Write(line); err != nil {
+			return err
 		}
 	}
-	return written, nil
+	return nil
 }
 
 // eachLine calls each with the whole lines of p, the start of one held

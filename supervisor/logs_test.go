@@ -5,6 +5,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -78,45 +79,77 @@ func TestStreamFileRuns(t *testing.T) {
 // Followed with a number of lines, the stream starts with the last of
 // them, then passes on what is written after.
 func TestStreamFileFollowLast(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "svc.log")
-	if err := os.WriteFile(path, []byte("1\n2\n3\n4"), 0o600); err != nil {
-		t.Fatal(err)
+	for _, tt := range []struct {
+		lines         int
+		before, after string // what is streamed before the file grows, and after
+	}{
+		{2, "3\n4", "3\n45\n6\n"},
+		{0, "", "5\n6\n"}, // only what comes
+	} {
+		path := filepath.Join(t.TempDir(), "svc.log")
+		if err := os.WriteFile(path, []byte("1\n2\n3\n4"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		d := &Daemon{log: hclog.NewNullLogger()}
+		ctx, cancel := context.WithCancel(context.Background())
+		body := &watchedBody{ResponseRecorder: httptest.NewRecorder(), wrote: make(chan string, 16), flushed: make(chan struct{}, 1)}
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			d.streamFile(body, httptest.NewRequest("GET", "/", nil).WithContext(ctx), path, true, nil, tt.lines)
+		}()
+		got := ""
+		deadline := time.After(time.Minute)
+		until := func(want string) {
+			t.Helper()
+			for got != want {
+				if !strings.HasPrefix(want, got) {
+					t.Fatalf("-n %d: the stream so far: %q, want %q", tt.lines, got, want)
+				}
+				select {
+				case p := <-body.wrote:
+					got += p
+				case <-deadline:
+					t.Fatalf("-n %d: the stream so far: %q, want %q", tt.lines, got, want)
+				}
+			}
+		}
+		until(tt.before)
+		select { // the stream follows from here
+		case <-body.flushed:
+		case <-deadline:
+			t.Fatalf("-n %d: the stream never started to follow", tt.lines)
+		}
+		f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.WriteString("5\n6\n"); err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+		until(tt.after)
+		cancel()
+		<-done
 	}
-	d := &Daemon{log: hclog.NewNullLogger()}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	body := &watchedBody{ResponseRecorder: httptest.NewRecorder(), wrote: make(chan string, 16)}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		d.streamFile(body, httptest.NewRequest("GET", "/", nil).WithContext(ctx), path, true, nil, 2)
-	}()
-	got := ""
-	for got != "3\n4" {
-		got += <-body.wrote
-	}
-	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.WriteString("5\n6\n"); err != nil {
-		t.Fatal(err)
-	}
-	f.Close()
-	for got != "3\n45\n6\n" {
-		got += <-body.wrote
-	}
-	cancel()
-	<-done
 }
 
-// watchedBody reports each write of a response as it is made.
+// watchedBody reports each write of a response as it is made, and that a
+// flush was.
 type watchedBody struct {
 	*httptest.ResponseRecorder
-	wrote chan string
+	wrote   chan string
+	flushed chan struct{}
 }
 
 func (b *watchedBody) Write(p []byte) (int, error) {
 	b.wrote <- string(p)
 	return len(p), nil
+}
+
+func (b *watchedBody) Flush() {
+	select {
+	case b.flushed <- struct{}{}:
+	default:
+	}
 }
