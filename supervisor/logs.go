@@ -103,10 +103,7 @@ func (d *Daemon) serveLogs(w http.ResponseWriter, r *http.Request) {
 		if d.cfg.Units != nil {
 			args = append(args, "BERTH_RUN="+strconv.FormatUint(run, 10))
 		} else {
-			window = append(window, "--since", rec.Start.Local().Format("2006-01-02 15:04:05"))
-			if !rec.End.IsZero() {
-				window = append(window, "--until", rec.End.Add(time.Second).Local().Format("2006-01-02 15:04:05"))
-			}
+			window = journalWindow(rec, d.nextRunStart(name, run))
 		}
 	}
 	journalctl, err := exec.LookPath("journalctl")
@@ -168,6 +165,39 @@ func (d *Daemon) serveLogs(w http.ResponseWriter, r *http.Request) {
 		}
 		read(args, out)
 	}
+}
+
+// journalWindow is the time a run's output has in the journal: from its
+// start to a second past its end, which journald may take to read the
+// run's last lines, but not into the next run (next, zero if none).
+// Microseconds, as journalctl reads them.
+func journalWindow(rec store.RunRecord, next time.Time) []string {
+	const stamp = "2006-01-02 15:04:05.000000"
+	w := []string{"--since", rec.Start.Local().Format(stamp)}
+	if !rec.End.IsZero() {
+		until := rec.End.Add(time.Second)
+		if !next.IsZero() && next.Before(until) {
+			until = next
+		}
+		w = append(w, "--until", until.Local().Format(stamp))
+	}
+	return w
+}
+
+// nextRunStart is when the run of job after run id started, zero if none
+// has.
+func (d *Daemon) nextRunStart(job string, id uint64) time.Time {
+	runs, err := d.store.Runs(job, 100)
+	if err != nil {
+		return time.Time{}
+	}
+	var next time.Time
+	for _, r := range runs {
+		if r.ID > id && (next.IsZero() || r.Start.Before(next)) {
+			next = r.Start
+		}
+	}
+	return next
 }
 
 // runOf finds run id among job's last hundred.

@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/berthd/berth/supervisor/runner"
+	"github.com/berthd/berth/supervisor/store"
 )
 
 // A job's log file is read after the file it was rotated to, and --run
@@ -151,5 +152,22 @@ func (b *watchedBody) Flush() {
 	select {
 	case b.flushed <- struct{}{}:
 	default:
+	}
+}
+
+// A run's window in the journal: microseconds, a second past its end for
+// what journald reads late, but not into the next run.
+func TestJournalWindow(t *testing.T) {
+	start := time.Date(2026, 12, 4, 9, 0, 0, 123456000, time.Local)
+	rec := store.RunRecord{Start: start}
+	if got := strings.Join(journalWindow(rec, time.Time{}), " "); got != "--since 2026-12-04 09:00:00.123456" {
+		t.Errorf("a run in progress: %s", got)
+	}
+	rec.End = start.Add(time.Minute)
+	if got := strings.Join(journalWindow(rec, time.Time{}), " "); got != "--since 2026-12-04 09:00:00.123456 --until 2026-12-04 09:01:01.123456" {
+		t.Errorf("an ended run: %s", got)
+	}
+	if got := strings.Join(journalWindow(rec, rec.End.Add(200*time.Millisecond)), " "); got != "--since 2026-12-04 09:00:00.123456 --until 2026-12-04 09:01:00.323456" {
+		t.Errorf("a run the next followed at once: %s", got)
 	}
 }
