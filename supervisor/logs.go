@@ -19,13 +19,17 @@ import (
 	"github.com/berthd/berth/supervisor/units"
 )
 
+// HeaderLines is the header of a job's output sent as its last lines
+// (?lines=N): a daemon that sends the whole output lacks it.
+const HeaderLines = "Berth-Lines"
+
 // serveLogs is GET /v1/jobs/{name}/logs: the job's output, streamed to a
 // caller entitled to it (its owner, root, the admin group), from journald
 // or from its log file. The daemon reads it for them: a person needs no
 // journal group (which would open the whole system journal to them) and
 // no right on the state directory. ?run=N gives one run's output (from a
-// file, the lines after its header); ?follow=1 keeps sending what the job writes until the
-// caller hangs up.
+// file, the lines after its header); ?lines=N only its last N lines;
+// ?follow=1 keeps sending what the job writes until the caller hangs up.
 func (d *Daemon) serveLogs(w http.ResponseWriter, r *http.Request) {
 	c := d.callerOf(r)
 	name := d.resolveName(c, r.PathValue("name"))
@@ -62,6 +66,7 @@ func (d *Daemon) serveLogs(w http.ResponseWriter, r *http.Request) {
 			writeError(w, http.StatusBadRequest, CodeBadRequest, msgBadLineCount(v))
 			return
 		}
+		w.Header().Set(HeaderLines, strconv.Itoa(lines))
 	}
 	if d.logsOf(name) != "journal" {
 		var only *runLines

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"os/user"
@@ -359,4 +360,28 @@ func TestShowRunOfEarlierDefinition(t *testing.T) {
 		t.Errorf("berth show svc says nothing of the run's earlier definition:\n%s", out)
 	}
 	d.stop()
+}
+
+// TestLogsLinesOldDaemon: a daemon that predates ?lines= sends the whole
+// output; berth logs -n says it is older than the client, and prints none
+// of it.
+func TestLogsLinesOldDaemon(t *testing.T) {
+	socket := filepath.Join(t.TempDir(), "old.sock")
+	l, err := net.Listen("unix", socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Write([]byte("1\n2\n3\n"))
+	})}
+	go srv.Serve(l)
+	t.Cleanup(func() { srv.Close() })
+	out, errOut, code := berth(t, map[string]string{"BERTH_SOCKET": socket}, "logs", "svc", "-n", "1")
+	if want := msgDaemonTooOld(socket, "GET /v1/jobs/svc/logs with Berth-Lines"); code != exitFailed || out != "" || !strings.Contains(errOut, want) {
+		t.Errorf("exit %d, %q, %q; want %d, nothing, and %q", code, out, errOut, exitFailed, want)
+	}
+	// Without -n, all of it, as ever.
+	if out, _, code := berth(t, map[string]string{"BERTH_SOCKET": socket}, "logs", "svc"); code != exitOK || out != "1\n2\n3\n" {
+		t.Errorf("logs without -n: exit %d, %q", code, out)
+	}
 }

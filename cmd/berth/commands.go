@@ -526,7 +526,11 @@ func runLogs(c *cli, args []string) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	cl := c.client(f)
-	err := cl.stream(ctx, "/jobs/"+url.PathEscape(job)+"/logs", q, out)
+	needs := ""
+	if lines != "" {
+		needs = supervisor.HeaderLines
+	}
+	err := cl.stream(ctx, "/jobs/"+url.PathEscape(job)+"/logs", q, out, needs)
 	if err != nil && ctx.Err() == nil {
 		return c.failIndex(cl, err, "logs", rest, index)
 	}
