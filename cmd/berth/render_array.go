@@ -20,7 +20,13 @@ import (
 func memberName(name string, i int) string { return name + "[" + strconv.Itoa(i) + "]" }
 
 // isArray tells the detail of an array from a job's.
-func isArray(d supervisor.JobDetail) bool { return d.Definition.Array != nil || d.Status.Array != nil }
+func isArray(d supervisor.JobDetail) bool {
+	return (d.Definition.Array != nil || d.Status.Array != nil) && !isIndex(d)
+}
+
+// isIndex is whether d is one index of an array (sweep[7]), which has the
+// array's definition but is a job of its own. No job's name has a "]".
+func isIndex(d supervisor.JobDetail) bool { return strings.HasSuffix(d.Status.Name, "]") }
 
 // arrayStates are the states an array's counts always name, zeros
 // included, in the order they are read: how far it got, what runs, what

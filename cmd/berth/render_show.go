@@ -21,6 +21,9 @@ import (
 func renderShow(w io.Writer, d supervisor.JobDetail, o renderOptions) {
 	st, def := d.Status, d.Definition
 	name := cmp.Or(def.Name, st.Name)
+	if isIndex(d) {
+		name = st.Name
+	}
 	now := o.clock()
 	array := isArray(d)
 
@@ -149,7 +152,7 @@ func renderShow(w io.Writer, d supervisor.JobDetail, o renderOptions) {
 		legend = "berth: set from the grant; user: " + def.User + "'s login; job: the job's env"
 	}
 	first := name
-	if a := def.Array; a != nil {
+	if a := def.Array; a != nil && array {
 		first = memberName(name, a.From)
 		// Each index has its own BERTH_ARRAY_INDEX (and grant): the
 		// daemon shows the first's.
@@ -187,7 +190,7 @@ func renderShow(w io.Writer, d supervisor.JobDetail, o renderOptions) {
 		}
 	}
 
-	if a := def.Array; a != nil {
+	if a := def.Array; a != nil && array {
 		// Each index has its own output; the daemon names where the
 		// first index's goes.
 		out = append(out, nil, ln(plainSpan("logs  "), styledSpan(logsWhere(first, d.Logs), sgrBold),

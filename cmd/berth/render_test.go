@@ -561,7 +561,14 @@ func TestRenderShow(t *testing.T) {
 			GPUMemBytes: 20 * accounting.GiB, GPUMemPeakBytes: ptr(22 * accounting.GiB)}},
 		Logs: "journal",
 	}
-	for name, d := range map[string]supervisor.JobDetail{"running": running, "waiting": waiting, "array": arrayDetail(), "share": share} {
+	// One index of the array: a job of its own, with the array's
+	// definition.
+	index := arrayDetail()
+	index.Status = supervisor.JobStatus{Name: "sweep[3]", State: "failed", Since: ago(20 * time.Minute), Why: "failed (exit 2)"}
+	index.NextEnv = []string{"BERTH_ARRAY_INDEX=3", "BERTH_ARRAY_SIZE=100", "BERTH_CPUS=4", "BERTH_GPUS=0", "BERTH_JOB=sweep[3]", "BERTH_RUN=next", "CUDA_VISIBLE_DEVICES=0", "OMP_NUM_THREADS=4"}
+	index.Indices, index.Parents, index.Dependants = nil, nil, nil
+	index.Runs = historyRuns()[12:13]
+	for name, d := range map[string]supervisor.JobDetail{"running": running, "waiting": waiting, "array": arrayDetail(), "index": index, "share": share} {
 		t.Run(name, func(t *testing.T) {
 			var b bytes.Buffer
 			renderShow(&b, d, renderOptions{width: 80, now: renderNow})
