@@ -453,3 +453,29 @@ func TestArrayForgottenPlacedKeepsItsPlace(t *testing.T) {
 	m.a.placed(1) // granted; its goroutine has yet to say starting
 	m.forgetKeepsPlace(1, 2, "is placed and starts")
 }
+
+// TestArrayIndicesBroughtBack: a range that shrinks and grows again brings
+// back indices that had finished; they are not new, and stay done, as a
+// job whose file comes back does.
+func TestArrayIndicesBroughtBack(t *testing.T) {
+	d, dir := runDaemon(t, `job "ga" { cmd = "true", cpus = 0, array = 3 }`, nil)
+	done := func(n int) func(JobStatus) bool {
+		return func(js JobStatus) bool { return js.Array != nil && js.Array.Counts["done"] == n && js.State == "done" }
+	}
+	waitJob(t, d, "ga", "3 indices done", done(3))
+	for _, size := range []int{1, 3} {
+		src := fmt.Sprintf(`job "ga" { cmd = "true", cpus = 0, array = %d }`, size)
+		if err := os.WriteFile(filepath.Join(dir, "jobs.lua"), []byte(src), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := d.Reload(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		waitJob(t, d, "ga", fmt.Sprintf("%d indices done", size), done(size))
+	}
+	for i := 1; i <= 3; i++ {
+		if runs := runsOf(t, d, fmt.Sprintf("ga[%d]", i)); len(runs) != 1 {
+			t.Errorf("index %d has %d runs, want its first alone", i, len(runs))
+		}
+	}
+}
