@@ -522,7 +522,14 @@ func (j *job) apply(e event) {
 func (j *job) do(a action) (event, bool) {
 	switch a.kind {
 	case actWait:
-		return j.wait()
+		since := j.waitingAt
+		e, ok := j.wait()
+		if a.again && !since.IsZero() {
+			// The same wait, queued again with what the job now asks:
+			// how long it waited counts from its start.
+			j.waitingAt = since
+		}
+		return e, ok
 	case actCancelWait:
 		j.cancelWait()
 	case actSpawn:

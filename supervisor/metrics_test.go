@@ -231,10 +231,19 @@ job "off"    { cmd = "true", enabled = false }
 		}
 	}
 
-	// An hour on: the holder times out, which lets the waiting job run and
-	// end, after an hour in the placer; the flaky job restarts and fails
-	// for good.
-	clk.Advance(time.Hour)
+	// Half an hour on, the waiting job's priority is edited: queued again,
+	// its wait goes on. Another half hour: the holder times out, which
+	// lets the waiting job run and end, after an hour in the placer; the
+	// flaky job restarts and fails for good.
+	clk.Advance(30 * time.Minute)
+	if err := os.WriteFile(filepath.Join(jobsDir, "after.lua"), []byte(`job "after" { cmd = "exit 0", cpus = 1, priority = 5 }`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Reload(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	waitJob(t, d, "after", "waiting", func(js JobStatus) bool { return js.State == "waiting" })
+	clk.Advance(30 * time.Minute)
 	waitJob(t, d, "after", "done", func(js JobStatus) bool { return js.State == "done" })
 	waitJob(t, d, "holder", "failed", func(js JobStatus) bool { return js.State == "failed" })
 	waitJob(t, d, "flaky", "failed", func(js JobStatus) bool { return js.State == "failed" })
@@ -264,8 +273,8 @@ job "off"    { cmd = "true", enabled = false }
 	if n, sum, ok := s.histogram("berth_placement_wait_seconds"); !ok || n != 2 || sum != 3600 {
 		t.Errorf("berth_placement_wait_seconds: %d observed, sum %v (%v); want 2, sum 3600 (the hour the second job waited)", n, sum, ok)
 	}
-	if n, _, ok := s.histogram("berth_reload_duration_seconds"); !ok || n != 3 {
-		t.Errorf("berth_reload_duration_seconds: %d observed (%v), want 3 reloads", n, ok)
+	if n, _, ok := s.histogram("berth_reload_duration_seconds"); !ok || n != 4 {
+		t.Errorf("berth_reload_duration_seconds: %d observed (%v), want 4 reloads", n, ok)
 	}
 }
 

@@ -73,6 +73,7 @@ type action struct {
 	kind   actionKind
 	delay  time.Duration // actArmBackoff
 	reason store.Reason  // actRecordEnd
+	again  bool          // actWait: queued again, its wait goes on (waited since it began)
 }
 
 // then is what the end of the run in progress leads to. In memory only.
@@ -156,7 +157,7 @@ func step(l life, p restartPolicy, e event, now time.Time) (life, []action) {
 		case store.StateWaiting:
 			if e.kind == evRedefine {
 				// What it asked may have changed: queue again.
-				to(store.StateWaiting, do(actCancelWait), do(actWait))
+				to(store.StateWaiting, do(actCancelWait), action{kind: actWait, again: true})
 			}
 		case store.StateStarting, store.StateRunning:
 			switch {
