@@ -3,6 +3,7 @@ package accounting
 import (
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 )
@@ -42,7 +43,7 @@ func (e *SizeError) Error() string {
 	case SizeNegative:
 		return fmt.Sprintf("size %q is negative; a size is zero or more, e.g. \"512M\"", e.Input)
 	case SizeTooLarge:
-		return fmt.Sprintf("size %q is too large", e.Input)
+		return fmt.Sprintf("size %q is too large; a size is at most %dT", e.Input, math.MaxInt64>>40)
 	default:
 		return fmt.Sprintf("size %q is not a number with a unit; write e.g. \"512M\", \"32G\" or \"1.5T\"", e.Input)
 	}

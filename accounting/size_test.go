@@ -52,8 +52,8 @@ func TestParseSizeErrors(t *testing.T) {
 		{"1.2.3G", SizeNoNumber, `size "1.2.3G" is not a number with a unit; write e.g. "512M", "32G" or "1.5T"`},
 		{".G", SizeNoNumber, `size ".G" is not a number with a unit; write e.g. "512M", "32G" or "1.5T"`},
 		{"-1G", SizeNegative, `size "-1G" is negative; a size is zero or more, e.g. "512M"`},
-		{"8388608T", SizeTooLarge, `size "8388608T" is too large`},
-		{"99999999999999999999K", SizeTooLarge, `size "99999999999999999999K" is too large`},
+		{"8388608T", SizeTooLarge, `size "8388608T" is too large; a size is at most 8388607T`},
+		{"99999999999999999999K", SizeTooLarge, `size "99999999999999999999K" is too large; a size is at most 8388607T`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.in, func(t *testing.T) {
