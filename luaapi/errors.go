@@ -396,12 +396,22 @@ func errOwnerRuns(s subject, field, owner string) *Error {
 }
 
 func errDuplicateInFile(s subject, firstLine int) *Error {
+	if s.kind == "quota" {
+		// A quota's name is the person it bounds: there is one per person.
+		return s.err(Duplicate, "", fmt.Sprintf(
+			"declared twice in this file (first at line %d); a person has one quota, so merge the two", firstLine))
+	}
 	return s.err(Duplicate, "", fmt.Sprintf(
 		"declared twice in this file (first at line %d); %s names are global, so give each %s its own name",
 		firstLine, s.kind, s.kind))
 }
 
 func errDuplicateAcross(s subject, first Pos) *Error {
+	if s.kind == "quota" {
+		return s.err(Duplicate, "", fmt.Sprintf(
+			"already declared at %s:%d; a person has one quota, so this file is not loaded until one of them is removed",
+			first.File, first.Line))
+	}
 	return s.err(Duplicate, "", fmt.Sprintf(
 		"already declared at %s:%d; %s names are global across files, so this file is not loaded until one of them is renamed",
 		first.File, first.Line, s.kind))

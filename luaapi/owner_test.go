@@ -78,6 +78,13 @@ quota "*" { gpus = 1 }`), testOptions())
 	set := Combine([]*File{f, Eval("other.lua", []byte(`quota "alice" { gpus = 4 }`), testOptions())})
 	if len(set.Errors) != 1 || set.Errors[0].Problem != Duplicate || len(set.Quotas) != 2 || set.Quotas[0].Name != "*" {
 		t.Errorf("a quota declared twice: %v; quotas %+v", set.Errors, set.Quotas)
+	} else if !strings.Contains(set.Errors[0].Error(), "a person has one quota, so this file is not loaded until one of them is removed") {
+		t.Errorf("a quota declared in two files: %v", set.Errors[0])
+	}
+	// In one file: merge them.
+	twice := Eval("a.lua", []byte("quota \"bob\" { gpus = 1 }\nquota \"bob\" { cpus = 4 }"), testOptions())
+	if len(twice.Errors) != 1 || !strings.Contains(twice.Errors[0].Error(), "declared twice in this file (first at line 1); a person has one quota, so merge the two") {
+		t.Errorf("a quota declared twice in a file: %v", twice.Errors)
 	}
 	byOwner, others := set.QuotaLimits()
 	if !reflect.DeepEqual(byOwner, map[string]accounting.Quota{"alice": want[0].Limits}) || others != want[1].Limits {
