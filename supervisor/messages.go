@@ -49,6 +49,7 @@ const (
 const (
 	ProblemFileRefused  = "file_refused"  // owner, mode or type of a file
 	ProblemDirRefused   = "dir_refused"   // the jobs directory itself
+	ProblemDirMissing   = "dir_missing"   // no jobs directory (yet)
 	ProblemNameTaken    = "name_taken"    // a name another file in force declares
 	ProblemNotRecording = "not_recording" // the state cannot be written
 	ProblemCredentials  = "credentials"   // an unknown user or group
@@ -100,6 +101,12 @@ func msgNotYours(job, owner, act, adminGroup string) string {
 		return fmt.Sprintf("%s is an administrators' job; only root or a member of %s can %s (berth status shows each job's owner)", job, adminGroup, act)
 	}
 	return fmt.Sprintf("%s belongs to %s; only %s or a member of %s can %s", job, owner, owner, adminGroup, act)
+}
+
+// msgJobsDirMissing says the jobs directory does not exist: a typo in
+// --jobs, or one not made yet.
+func msgJobsDirMissing(dir string) string {
+	return fmt.Sprintf("jobs directory %s does not exist; berth reads it as soon as it does (mkdir %s, or give the daemon --jobs DIR)", dir, dir)
 }
 
 func msgBadLineCount(v string) string {

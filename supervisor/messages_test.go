@@ -23,6 +23,7 @@ func TestMessagesGolden(t *testing.T) {
 		msgNoSuchCall("GET", "/v2/status"),
 		msgBadRunCount("-1"),
 		msgBadLineCount("-1"),
+		msgJobsDirMissing("/srv/berth/jobs.d"),
 		msgCannotReadHistory(errors.New("read state: input/output error")),
 		msgNoAnswer(errors.New("context deadline exceeded")),
 		msgNotPermitted(1001, "berth"),

@@ -130,7 +130,7 @@ func (rd *reader) problems(ps []Problem) []Problem {
 	}
 	out := make([]Problem, len(ps))
 	for i, p := range ps {
-		if !rd.canRead(p.File) && p.Code != ProblemNotRecording && p.Code != ProblemDirRefused {
+		if !rd.canRead(p.File) && p.Code != ProblemNotRecording && p.Code != ProblemDirRefused && p.Code != ProblemDirMissing {
 			p.Text = msgHidden(p)
 		}
 		out[i] = p

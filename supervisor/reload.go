@@ -329,8 +329,11 @@ func (d *Daemon) finishReload(r *reloadRun, files []*luaapi.File) ReloadResult {
 	// A parent not declared holds its dependants rather than making them
 	// invalid: the problem is shown here, with its file and line.
 	d.problems = append(d.problems, heldProblems(set)...)
-	if scan.DirRefused != nil {
+	switch {
+	case scan.DirRefused != nil:
 		d.problems = append(d.problems, Problem{Code: ProblemDirRefused, File: d.cfg.JobsDir, Text: scan.DirRefused.Error()})
+	case scan.DirMissing && d.cfg.JobsDir != "" && r.scanErr == nil:
+		d.problems = append(d.problems, Problem{Code: ProblemDirMissing, File: d.cfg.JobsDir, Text: msgJobsDirMissing(d.cfg.JobsDir)})
 	}
 	for _, dir := range slices.Sorted(maps.Keys(r.people.refused)) {
 		d.problems = append(d.problems, Problem{Code: ProblemDirRefused, File: dir, Text: r.people.refused[dir].Error()})

@@ -65,3 +65,32 @@ job "slow" { cmd = "true" }
 		t.Errorf("berth reload during another: added %v, want [slow]; %+v", res.Added, res)
 	}
 }
+
+// TestJobsDirMissing: a jobs directory that does not exist (a typo in
+// --jobs) is a problem berth status shows, until it is made.
+func TestJobsDirMissing(t *testing.T) {
+	var missing string
+	d, _ := runDaemon(t, "", func(cfg *Config) {
+		missing = filepath.Join(filepath.Dir(cfg.JobsDir), "jobs.d-typo")
+		cfg.JobsDir = missing
+	})
+	if _, err := d.Reload(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if ps := d.Status().Problems; len(ps) != 1 || ps[0].Code != ProblemDirMissing || ps[0].File != missing || ps[0].Text != msgJobsDirMissing(missing) {
+		t.Fatalf("problems with no jobs directory: %+v", ps)
+	}
+	if err := os.Mkdir(missing, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(missing, "a.lua"), []byte(`job "a" { cmd = "true", cpus = 0 }`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Reload(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	waitJob(t, d, "a", "declared", func(JobStatus) bool { return true })
+	if ps := d.Status().Problems; len(ps) != 0 {
+		t.Errorf("problems once the directory is there: %+v", ps)
+	}
+}
