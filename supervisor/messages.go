@@ -103,6 +103,12 @@ func msgNotYours(job, owner, act, adminGroup string) string {
 	return fmt.Sprintf("%s belongs to %s; only %s or a member of %s can %s", job, owner, owner, adminGroup, act)
 }
 
+// msgFirstInLine names the job first in the placer's queue, which a job
+// that would fit waits behind: its start is held for it.
+func msgFirstInLine(job string) string {
+	return fmt.Sprintf("%s is first in line (berth show %s says what it waits for)", job, job)
+}
+
 // msgJobsDirMissing says the jobs directory does not exist: a typo in
 // --jobs, or one not made yet.
 func msgJobsDirMissing(dir string) string {

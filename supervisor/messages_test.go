@@ -24,6 +24,7 @@ func TestMessagesGolden(t *testing.T) {
 		msgBadRunCount("-1"),
 		msgBadLineCount("-1"),
 		msgJobsDirMissing("/srv/berth/jobs.d"),
+		msgFirstInLine("train"),
 		msgCannotReadHistory(errors.New("read state: input/output error")),
 		msgNoAnswer(errors.New("context deadline exceeded")),
 		msgNotPermitted(1001, "berth"),

@@ -2,9 +2,11 @@ package supervisor
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 )
@@ -92,5 +94,30 @@ func TestJobsDirMissing(t *testing.T) {
 	waitJob(t, d, "a", "declared", func(JobStatus) bool { return true })
 	if ps := d.Status().Problems; len(ps) != 0 {
 		t.Errorf("problems once the directory is there: %+v", ps)
+	}
+}
+
+// TestWhyNamesTheFirstInLine: a job that would fit, but waits because the
+// first in line holds its place, names that job.
+func TestWhyNamesTheFirstInLine(t *testing.T) {
+	d, dir := runDaemon(t, `job "holder" { cmd = "sleep 1000", cpus = 1 }`, nil)
+	waitJob(t, d, "holder", "running", func(js JobStatus) bool { return js.State == "running" })
+	for i, src := range []string{
+		`job "big" { cmd = "true", cpus = 2 }`,
+		`job "small" { cmd = "true", cpus = 1 }`,
+	} {
+		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("w%d.lua", i)), []byte(src), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := d.Reload(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	js := waitJob(t, d, "small", "waiting", func(js JobStatus) bool { return js.State == "waiting" })
+	if want := "queued behind a job ahead of it; " + msgFirstInLine("big"); js.Why != want {
+		t.Errorf("small waits: %q, want %q", js.Why, want)
+	}
+	if js := waitJob(t, d, "big", "waiting", func(js JobStatus) bool { return js.State == "waiting" }); strings.Contains(js.Why, "first in line") {
+		t.Errorf("big, itself first in line: %q", js.Why)
 	}
 }

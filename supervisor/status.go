@@ -245,9 +245,12 @@ func (d *Daemon) status(members bool) Status {
 	off := d.offCards()
 	// Only the head of the queue has an expected start.
 	var expected time.Time
-	var expectedOf string
-	if head, ok := d.placer.Head(); ok && !head.ExpectedStart.IsZero() {
-		expected, expectedOf = head.ExpectedStart, head.Holder
+	var expectedOf, first string
+	if head, ok := d.placer.Head(); ok {
+		first = head.Holder
+		if !head.ExpectedStart.IsZero() {
+			expected, expectedOf = head.ExpectedStart, head.Holder
+		}
 	}
 	d.mu.Lock()
 	jobs := make([]*job, 0, len(d.jobs))
@@ -317,6 +320,9 @@ func (d *Daemon) status(members bool) Status {
 			}
 			js.Why = why
 			switch {
+			case short == (Size{}) && first != "" && first != j.name:
+				// It would fit, but the first in line holds its place.
+				js.Why += "; " + msgFirstInLine(first)
 			case short.GPUs > 0 && len(off) > 0:
 				// Cards are short because some are in use outside berth:
 				// which, and whose.
