@@ -366,16 +366,9 @@ func TestShowRunOfEarlierDefinition(t *testing.T) {
 // output; berth logs -n says it is older than the client, and prints none
 // of it.
 func TestLogsLinesOldDaemon(t *testing.T) {
-	socket := filepath.Join(t.TempDir(), "old.sock")
-	l, err := net.Listen("unix", socket)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	socket := fakeDaemon(t, func(w http.ResponseWriter, r *http.Request) {
 		w.Write([]byte("1\n2\n3\n"))
-	})}
-	go srv.Serve(l)
-	t.Cleanup(func() { srv.Close() })
+	})
 	out, errOut, code := berth(t, map[string]string{"BERTH_SOCKET": socket}, "logs", "svc", "-n", "1")
 	if want := msgDaemonTooOld(socket, "GET /v1/jobs/svc/logs with Berth-Lines"); code != exitFailed || out != "" || !strings.Contains(errOut, want) {
 		t.Errorf("exit %d, %q, %q; want %d, nothing, and %q", code, out, errOut, exitFailed, want)
@@ -384,4 +377,19 @@ func TestLogsLinesOldDaemon(t *testing.T) {
 	if out, _, code := berth(t, map[string]string{"BERTH_SOCKET": socket}, "logs", "svc"); code != exitOK || out != "1\n2\n3\n" {
 		t.Errorf("logs without -n: exit %d, %q", code, out)
 	}
+}
+
+// fakeDaemon serves h on a control socket of its own, as a daemon of
+// another version would answer, and returns the socket's path.
+func fakeDaemon(t *testing.T, h http.HandlerFunc) string {
+	t.Helper()
+	socket := filepath.Join(t.TempDir(), "old.sock")
+	l, err := net.Listen("unix", socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: h}
+	go srv.Serve(l)
+	t.Cleanup(func() { srv.Close() })
+	return socket
 }

@@ -3,11 +3,9 @@ package main
 import (
 	"bytes"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -236,21 +234,14 @@ func TestStatusWatchOnATerminal(t *testing.T) {
 // TestStatusWatchOldDaemon: a daemon that predates /v1/events answers 404
 // for it; the watch says the daemon is older than the client, exit 1.
 func TestStatusWatchOldDaemon(t *testing.T) {
-	socket := filepath.Join(t.TempDir(), "old.sock")
-	l, err := net.Listen("unix", socket)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	socket := fakeDaemon(t, func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/v1/status" {
 			w.Write([]byte(`{"jobs":[]}`))
 			return
 		}
 		w.WriteHeader(http.StatusNotFound)
 		w.Write([]byte(`{"code":"no_such_call","error":"no such call"}`))
-	})}
-	go srv.Serve(l)
-	t.Cleanup(func() { srv.Close() })
+	})
 	_, errOut, code := berth(t, map[string]string{"BERTH_SOCKET": socket}, "status", "--watch", "--json")
 	if want := msgDaemonTooOld(socket, "GET /v1/events"); code != exitFailed || !strings.Contains(errOut, want) {
 		t.Errorf("exit %d, %q; want %d and %q", code, errOut, exitFailed, want)
