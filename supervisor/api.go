@@ -94,6 +94,10 @@ func (d *Daemon) api() http.Handler {
 		for i, run := range runs {
 			views[i] = runViewOf(run)
 		}
+		views = d.readerOf(r).runs(views, func(job string) string {
+			st, _ := d.jobStatus(job)
+			return st.File
+		})
 		writeJSON(w, http.StatusOK, views)
 	})
 	mux.HandleFunc("GET "+APIVersion+"/me", d.serveMe)

@@ -193,10 +193,20 @@ func MsgCredentials(pos luaapi.Pos, job string, err error) string {
 	return posPrefix(pos) + "job " + strconv.Quote(job) + ": " + err.Error()
 }
 
+// cannotStart begins the why of a job whose last run could not be
+// started; what follows quotes its definition (a program, a directory).
+const cannotStart = "cannot start: "
+
 // msgCannotStart is the why of a job whose last run could not be started;
 // cause is the spawn's error, as the run's record keeps it.
 func msgCannotStart(job, cause string) string {
-	return fmt.Sprintf("cannot start: %s (berth show %s shows its command, directory and user)", cause, job)
+	return fmt.Sprintf("%s%s (berth show %s shows its command, directory and user)", cannotStart, cause, job)
+}
+
+// msgStartHidden stands for why a job could not start, to one who may not
+// read the file that declares it: the cause quotes it.
+func msgStartHidden(file string) string {
+	return fmt.Sprintf("cannot start; the cause quotes %s, which you may not read (its owner sees it: berth status)", file)
 }
 
 // msgSpawnErrorGone is a failed job's why after a restart of the daemon,

@@ -38,6 +38,7 @@ func TestMessagesGolden(t *testing.T) {
 		MsgCredentials(pos, "train", &NeedsRootError{Kind: "group", Name: "video", UID: 1000, GID: 1000}),
 		msgCannotStart("train", "dir /srv/x does not exist"),
 		msgSpawnErrorGone("train"),
+		msgStartHidden("/etc/berth/jobs.d/secret.lua"),
 		msgNameTaken(pos, "job", "train", luaapi.Pos{File: "/etc/berth/jobs.d/a.lua", Line: 2}),
 		MsgNotRecording("/var/lib/berth", errors.New("commit state: no space left on device")),
 		msgHidden(Problem{Code: "bad_value", File: "/etc/berth/jobs.d/secret.lua", Line: 3, Job: "train"}),

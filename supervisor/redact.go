@@ -1,6 +1,7 @@
 package supervisor
 
 import (
+	"cmp"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -119,7 +120,25 @@ func (rd *reader) detail(jd JobDetail) JobDetail {
 	jd.Definition.Env = nil
 	jd.Definition.Description = ""
 	jd.NextEnv = []string{}
+	jd.Runs = rd.runs(jd.Runs, func(string) string { return jd.Definition.File })
 	return jd
+}
+
+// runs hides the cause of each run that could not start, where the
+// reader may not read the file of its job (fileOf): the cause quotes it.
+func (rd *reader) runs(rs []RunView, fileOf func(job string) string) []RunView {
+	if rd.all {
+		return rs
+	}
+	for i := range rs {
+		if rs[i].Cause == "" {
+			continue
+		}
+		if file := fileOf(rs[i].Job); file == "" || !rd.canRead(file) {
+			rs[i].Cause = msgStartHidden(cmp.Or(file, "its job file"))
+		}
+	}
+	return rs
 }
 
 // problems returns ps with the sentences about files the reader cannot
@@ -160,8 +179,11 @@ func (rd *reader) jobs(js []JobStatus) []JobStatus {
 	}
 	out := make([]JobStatus, len(js))
 	for i, j := range js {
-		if (j.State == store.StateInvalid.String() || j.State == store.StateUnplaceable.String()) && !rd.canRead(j.File) {
+		switch {
+		case (j.State == store.StateInvalid.String() || j.State == store.StateUnplaceable.String()) && !rd.canRead(j.File):
 			j.Why = msgHidden(Problem{Code: j.State, File: j.File, Line: j.Line, Job: j.Name})
+		case strings.HasPrefix(j.Why, cannotStart) && !rd.canRead(j.File):
+			j.Why = msgStartHidden(j.File)
 		}
 		out[i] = j
 	}

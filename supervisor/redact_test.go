@@ -3,10 +3,12 @@ package supervisor
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/berthd/berth/supervisor/store"
 	"github.com/berthd/berth/supervisor/testkit"
 )
 
@@ -88,5 +90,33 @@ func TestReaderHidesDefinitions(t *testing.T) {
 	}
 	if shown := (&reader{all: true}).detail(jd); shown.Hidden != "" || shown.Definition.Env["HF_TOKEN"] != "hf_secret" {
 		t.Errorf("hidden from the daemon's own reader: %+v", shown)
+	}
+}
+
+// TestReaderHidesWhyItCannotStart: why a job could not start quotes its
+// definition (a program, a directory), in its status and in its runs; one
+// who may not read its file is told only that it could not.
+func TestReaderHidesWhyItCannotStart(t *testing.T) {
+	d, _ := runDaemon(t, `job "hid" { cmd = { "/opt/secret-tool/run" }, cpus = 0 }`, nil)
+	js := waitJob(t, d, "hid", "failed to start", func(js JobStatus) bool { return js.State == "failed" })
+	other := &reader{uid: uint32(os.Getuid()) + 54321, gids: map[uint32]bool{}, seen: map[string]bool{}}
+	if all := (&reader{all: true}).jobs([]JobStatus{js})[0]; !strings.Contains(all.Why, "/opt/secret-tool/run") {
+		t.Fatalf("the daemon's own reader is not told why: %q", all.Why)
+	}
+	if hidden := other.jobs([]JobStatus{js})[0]; hidden.Why != msgStartHidden(js.File) {
+		t.Errorf("why, to a reader who may not read %s: %q", js.File, hidden.Why)
+	}
+	var runs []store.RunRecord
+	testkit.WaitFor(t, 10*time.Second, "the run's end on record", func() bool {
+		runs, _ = d.store.Runs("hid", 1)
+		return len(runs) == 1 && runs[0].Cause != ""
+	})
+	views := []RunView{runViewOf(runs[0])}
+	fileOf := func(string) string { return js.File }
+	if shown := (&reader{all: true}).runs(slices.Clone(views), fileOf); !strings.Contains(shown[0].Cause, "/opt/secret-tool/run") {
+		t.Errorf("the run's cause, to the daemon's own reader: %q", shown[0].Cause)
+	}
+	if hidden := other.runs(slices.Clone(views), fileOf); hidden[0].Cause != msgStartHidden(js.File) {
+		t.Errorf("the run's cause, to a reader who may not read %s: %q", js.File, hidden[0].Cause)
 	}
 }
