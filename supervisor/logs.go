@@ -71,7 +71,7 @@ func (d *Daemon) serveLogs(w http.ResponseWriter, r *http.Request) {
 	if d.logsOf(name) != "journal" {
 		var only *runLines
 		if run != 0 {
-			rec, ok := d.runOf(name, run)
+			rec, _, ok := d.runOf(name, run)
 			if !ok {
 				writeError(w, http.StatusNotFound, CodeNoSuchRun, msgNoSuchRun(name, run))
 				return
@@ -100,7 +100,7 @@ func (d *Daemon) serveLogs(w http.ResponseWriter, r *http.Request) {
 	// daemon's own children, its time window.
 	var window []string
 	if run != 0 {
-		rec, ok := d.runOf(name, run)
+		rec, next, ok := d.runOf(name, run)
 		if !ok {
 			writeError(w, http.StatusNotFound, CodeNoSuchRun, msgNoSuchRun(name, run))
 			return
@@ -108,7 +108,7 @@ func (d *Daemon) serveLogs(w http.ResponseWriter, r *http.Request) {
 		if d.cfg.Units != nil {
 			args = append(args, "BERTH_RUN="+strconv.FormatUint(run, 10))
 		} else {
-			window = journalWindow(rec, d.nextRunStart(name, run))
+			window = journalWindow(rec, next)
 		}
 	}
 	journalctl, err := exec.LookPath("journalctl")
@@ -189,34 +189,22 @@ func journalWindow(rec store.RunRecord, next time.Time) []string {
 	return w
 }
 
-// nextRunStart is when the run of job after run id started, zero if none
-// has.
-func (d *Daemon) nextRunStart(job string, id uint64) time.Time {
+// runOf finds run id among job's last hundred, and when the job's next
+// run started (zero if none has).
+func (d *Daemon) runOf(job string, id uint64) (rec store.RunRecord, next time.Time, ok bool) {
 	runs, err := d.store.Runs(job, 100)
 	if err != nil {
-		return time.Time{}
+		return store.RunRecord{}, time.Time{}, false
 	}
-	var next time.Time
 	for _, r := range runs {
-		if r.ID > id && (next.IsZero() || r.Start.Before(next)) {
+		switch {
+		case r.ID == id:
+			rec, ok = r, true
+		case r.ID > id && (next.IsZero() || r.Start.Before(next)):
 			next = r.Start
 		}
 	}
-	return next
-}
-
-// runOf finds run id among job's last hundred.
-func (d *Daemon) runOf(job string, id uint64) (store.RunRecord, bool) {
-	runs, err := d.store.Runs(job, 100)
-	if err != nil {
-		return store.RunRecord{}, false
-	}
-	for _, r := range runs {
-		if r.ID == id {
-			return r, true
-		}
-	}
-	return store.RunRecord{}, false
+	return rec, next, ok
 }
 
 // streamFile sends a log file, after the one it rotated to (PATH.1),
