@@ -158,24 +158,25 @@ func (c *client) doContext(ctx context.Context, method, path string, query url.V
 // stream makes a GET whose answer is a stream (a job's output), copying it
 // to w as it comes, until the daemon ends it or ctx does. A daemon whose
 // answer lacks the header needs (when not "") did not do what was asked:
-// it is older than the client, and nothing is copied.
-func (c *client) stream(ctx context.Context, path string, query url.Values, w io.Writer, needs string) error {
+// it is older than the client, and nothing is copied. It returns how many
+// bytes it copied.
+func (c *client) stream(ctx context.Context, path string, query url.Values, w io.Writer, needs string) (int64, error) {
 	// No overall timeout: a followed log lasts as long as the person wants.
 	hc := &http.Client{Transport: c.http.Transport}
 	resp, err := c.open(ctx, hc, http.MethodGet, path, query, nil)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	defer resp.Body.Close()
 	if needs != "" && resp.Header.Get(needs) == "" {
-		return &apiError{status: http.StatusNotImplemented, msg: msgDaemonTooOld(c.socket, "GET "+supervisor.APIVersion+path+" with "+needs)}
+		return 0, &apiError{status: http.StatusNotImplemented, msg: msgDaemonTooOld(c.socket, "GET "+supervisor.APIVersion+path+" with "+needs)}
 	}
-	_, err = io.Copy(w, resp.Body)
+	n, err := io.Copy(w, resp.Body)
 	if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) {
 		// The daemon closed the connection mid-stream: it stopped.
-		return errDaemonGone
+		return n, errDaemonGone
 	}
-	return err
+	return n, err
 }
 
 // changes follows GET /v1/events, calling each for every change the

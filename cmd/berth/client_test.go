@@ -362,6 +362,30 @@ func TestShowRunOfEarlierDefinition(t *testing.T) {
 	d.stop()
 }
 
+// TestLogsOfNothing: berth logs of a job that has written nothing says
+// so on stderr, rather than printing nothing at all; once it has written,
+// only its output is printed.
+func TestLogsOfNothing(t *testing.T) {
+	d := newTestDaemon(t, map[string]string{"a.lua": `
+job "idle" { cmd = { "/bin/true" }, enabled = false }
+job "says" { cmd = "echo hello" }
+`})
+	d.start(daemonOptions{args: []string{"--cpus", "2"}})
+	out, errOut, code := d.cli("logs", "idle")
+	if want := msgNoOutput("idle", 0); code != exitOK || out != "" || strings.TrimSpace(errOut) != want {
+		t.Errorf("logs of a job never run: exit %d, %q, %q; want %d, nothing, and %q", code, out, errOut, exitOK, want)
+	}
+	testkit.WaitFor(t, waitLong, "says to be done", func() bool { return d.detail("says").Status.State == "done" })
+	out, errOut, code = d.cli("logs", "says")
+	if code != exitOK || !strings.Contains(out, "hello") || errOut != "" {
+		t.Errorf("logs of a job that wrote: exit %d, %q, %q", code, out, errOut)
+	}
+	if _, errOut, _ := d.cli("logs", "says", "-n", "0"); errOut != "" {
+		t.Errorf("logs -n 0 asks for nothing, yet says %q", errOut)
+	}
+	d.stop()
+}
+
 // TestLogsLinesOldDaemon: a daemon that predates ?lines= sends the whole
 // output; berth logs -n says it is older than the client, and prints none
 // of it.

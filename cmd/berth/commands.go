@@ -530,9 +530,13 @@ func runLogs(c *cli, args []string) int {
 	if lines != "" {
 		needs = supervisor.HeaderLines
 	}
-	err := cl.stream(ctx, "/jobs/"+url.PathEscape(job)+"/logs", q, out, needs)
+	n, err := cl.stream(ctx, "/jobs/"+url.PathEscape(job)+"/logs", q, out, needs)
 	if err != nil && ctx.Err() == nil {
 		return c.failIndex(cl, err, "logs", rest, index)
+	}
+	if n == 0 && !*follow && lines != "0" {
+		// Silence would leave the person guessing whether it worked.
+		fmt.Fprintln(c.stderr, msgNoOutput(job, *run))
 	}
 	return exitOK
 }

@@ -225,6 +225,14 @@ func msgDaemonTooOld(socket, call string) string {
 	return fmt.Sprintf("the daemon on %s does not know %s: it is older than this client (berth version shows the client's; restart the daemon after an upgrade: systemctl restart berth)", socket, call)
 }
 
+// msgNoOutput says that a job, or one of its runs, has written nothing.
+func msgNoOutput(job string, run uint64) string {
+	if run != 0 {
+		return fmt.Sprintf("berth: run %d of %s wrote nothing", run, job)
+	}
+	return fmt.Sprintf("berth: no output from %s yet (berth history %s lists its runs)", job, job)
+}
+
 func msgWantArgs(command, what string) string {
 	return fmt.Sprintf("berth %s: takes %s (berth %s --help shows the usage)", command, what, command)
 }

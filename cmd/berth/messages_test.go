@@ -91,6 +91,8 @@ func TestMessages(t *testing.T) {
 		msgSocket("/run/berth/berth.sock", errNotSocket),
 		msgDaemonTooOld("/run/berth/berth.sock", "GET /v1/flavors"),
 		msgWantArgs("show", "JOB"),
+		msgNoOutput("train", 0),
+		msgNoOutput("train", 7),
 		msgReloaded(supervisor.ReloadResult{Files: 3, Added: []string{"a"}, Errors: []string{"x"}}),
 		msgReloaded(supervisor.ReloadResult{Files: 40, Changed: []string{"train", "eval"}, Removed: strings.Split("a b c d e f g h i j k l m n o p q r s t u v", " ")}),
 		msgMetricsListen("127.0.0.1:9465", &net.OpError{Op: "listen", Net: "tcp", Err: &os.SyscallError{Syscall: "bind", Err: syscall.EADDRINUSE}}),
