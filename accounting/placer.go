@@ -18,7 +18,8 @@ type Clock func() time.Time
 //   - A request that no machine could grant even when idle fails at once with
 //     an *UnplaceableError: a silent wait for a card that does not exist is
 //     the failure this package exists to prevent.
-//   - Waiters are ordered by priority (higher first), then by arrival. A
+//   - Waiters are ordered by priority (higher first), then by arrival
+//     (Request.Arrived, where a request is queued again). A
 //     person's jobs (Request.Owner) are at priority 0 among everyone's, and
 //     their own priorities order them among themselves; between the jobs of
 //     different owners at equal priority, the owner holding least (cards,
@@ -403,6 +404,15 @@ func (w *waiter) before(o *waiter) bool {
 	if w.req.Priority != o.req.Priority {
 		return w.req.Priority > o.req.Priority
 	}
+	return w.arrivedBefore(o)
+}
+
+// arrivedBefore says whether w arrived before o: by when each began to
+// wait, then, for two at one instant, by the order the Placer took them.
+func (w *waiter) arrivedBefore(o *waiter) bool {
+	if !w.since.Equal(o.since) {
+		return w.since.Before(o.since)
+	}
 	return w.seq < o.seq
 }
 
@@ -427,7 +437,7 @@ func (p *Placer) before(a, b *waiter) bool {
 		if c := compareHeld(p.held[a.req.Owner], p.held[b.req.Owner], p.cardMem); c != 0 {
 			return c < 0
 		}
-		return a.seq < b.seq
+		return a.arrivedBefore(b)
 	}
 	return a.before(b)
 }
@@ -473,7 +483,10 @@ type headPlan struct {
 // enqueue adds a waiter and lets the queue move. The caller holds p.mu.
 func (p *Placer) enqueue(req Request, granted func(*Book, Grant)) *waiter {
 	p.seq++
-	w := &waiter{req: req, seq: p.seq, since: p.now(), granted: granted}
+	w := &waiter{req: req, seq: p.seq, since: req.Arrived, granted: granted}
+	if w.since.IsZero() {
+		w.since = p.now()
+	}
 	key := shape{Resources: req.Resources, Limit: req.Limit, Owner: req.Owner}
 	q := p.shapes[key]
 	if q == nil {

@@ -136,6 +136,69 @@ func TestPlacerOrder(t *testing.T) {
 	}
 }
 
+// TestPlacerRequeueKeepsPlace: a request queued again with what its job
+// now asks (an edit while it waited), arriving when it first did, keeps
+// its place among waiters of its priority, also in another shape; one
+// with a new priority moves among the others of that priority by when it
+// arrived.
+func TestPlacerRequeueKeepsPlace(t *testing.T) {
+	clock := newFakeClock()
+	p := NewPlacer(clock.Now)
+	b := p.AddMachine(machine(2, 0, 8*GiB))
+	if _, ok := b.TryTake(ask("busy", 2, 0, 0), epoch); !ok {
+		t.Fatal("the machine refused its first job")
+	}
+	arrived := map[string]time.Time{}
+	for i, holder := range []string{"first", "second", "third"} {
+		clock.Set(epoch.Add(time.Duration(i) * time.Second))
+		arrived[holder] = clock.Now()
+		queueUp(p, ask(holder, 1, 0, 0))
+	}
+	order := func() []string {
+		var out []string
+		for _, w := range p.Waiting() {
+			out = append(out, w.Holder)
+		}
+		return out
+	}
+	requeue := func(holder string, req Request) {
+		t.Helper()
+		var found *waiter
+		for _, q := range p.shapes {
+			for _, w := range q.waiters {
+				if w.req.Holder == holder {
+					found = w
+				}
+			}
+		}
+		if found == nil || !(&Ticket{p: p, w: found}).Cancel() {
+			t.Fatalf("%s could not be withdrawn", holder)
+		}
+		req.Arrived = arrived[holder]
+		queueUp(p, req)
+	}
+	clock.Set(epoch.Add(time.Minute))
+	requeue("first", ask("first", 1, 0, GiB)) // another shape now
+	if got, want := fmt.Sprint(order()), "[first second third]"; got != want {
+		t.Errorf("after first's edit, the queue is %s, want %s", got, want)
+	}
+	if w := p.Waiting()[0]; !w.Since.Equal(arrived["first"]) {
+		t.Errorf("first waits since %v, want %v", w.Since, arrived["first"])
+	}
+	high := ask("third", 1, 0, 0)
+	high.Priority = 1
+	requeue("third", high)
+	requeue("second", ask("second", 1, 0, 2*GiB))
+	if got, want := fmt.Sprint(order()), "[third first second]"; got != want {
+		t.Errorf("after third's priority and second's size, the queue is %s, want %s", got, want)
+	}
+	// Without Arrived, a request arrives now: last among its equals.
+	queueUp(p, ask("fourth", 1, 0, 0))
+	if got, want := fmt.Sprint(order()), "[third first second fourth]"; got != want {
+		t.Errorf("after a new request, the queue is %s, want %s", got, want)
+	}
+}
+
 func TestPlacerHeadIsNotStarved(t *testing.T) {
 	clock := newFakeClock()
 	p := NewPlacer(clock.Now)

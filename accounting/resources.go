@@ -129,6 +129,10 @@ type Request struct {
 	// limit plus the time it is given to stop), or zero when unbounded. Only
 	// bounded requests can backfill ahead of the head of the queue.
 	Limit time.Duration
+	// Arrived is when the request began to wait, for one queued again with
+	// what its job now asks (the job was edited while it waited): it keeps
+	// its place among waiters of its priority. Zero: it arrives now.
+	Arrived time.Time
 }
 
 // Grant is what a Book handed out: exactly which cores and cards, and how much

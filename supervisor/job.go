@@ -456,7 +456,7 @@ func (j *job) receive(m jobMessage) {
 			j.log.Info("started past its dependencies")
 			j.held = nil
 			j.passed = true
-			if e, ok := j.pastGates(); ok {
+			if e, ok := j.pastGates(time.Time{}); ok {
 				j.apply(e)
 			}
 		} else {
@@ -469,7 +469,7 @@ func (j *job) receive(m jobMessage) {
 	}
 	if m.admit && j.inLine && j.life.state == store.StateWaiting && !j.removed {
 		j.inLine = false
-		if e, ok := j.pastGates(); ok {
+		if e, ok := j.pastGates(time.Time{}); ok {
 			j.apply(e)
 		}
 	}
@@ -522,14 +522,14 @@ func (j *job) apply(e event) {
 func (j *job) do(a action) (event, bool) {
 	switch a.kind {
 	case actWait:
-		since := j.waitingAt
-		e, ok := j.wait()
-		if a.again && !since.IsZero() {
-			// The same wait, queued again with what the job now asks:
-			// how long it waited counts from its start.
-			j.waitingAt = since
+		var since time.Time
+		if a.again {
+			// The same wait, queued again with what the job now asks: it
+			// keeps its place in line, and how long it waited counts from
+			// its start.
+			since = j.waitingAt
 		}
-		return e, ok
+		return j.wait(since)
 	case actCancelWait:
 		j.cancelWait()
 	case actSpawn:
@@ -566,9 +566,15 @@ func requestOf(name string, def *luaapi.Job) accounting.Request {
 	return req
 }
 
-func (j *job) wait() (event, bool) {
+// wait makes the job wait: for its parents, its array's line, then the
+// machine. since is when it began to wait, where it waits again; zero:
+// now.
+func (j *job) wait(since time.Time) (event, bool) {
 	j.cancelWait()
-	j.waitingAt = j.d.now()
+	if since.IsZero() {
+		since = j.d.now()
+	}
+	j.waitingAt = since
 	if j.def.HasDeps() && !j.pass {
 		if facts := parentsOf(j.d.deps.Load(), j.def); !gate(facts) {
 			// Waits for its parents, outside the placer; depsChanged
@@ -579,24 +585,29 @@ func (j *job) wait() (event, bool) {
 	}
 	j.passed = j.pass && j.def.HasDeps()
 	j.pass = false
-	return j.pastGates()
+	return j.pastGates(since)
 }
 
 // pastGates is a wait past the dependency gate: an index of an array
 // meets the array's gate next, and waits in line there until it is let in
-// (inLine); any other job enters the placer's queue.
-func (j *job) pastGates() (event, bool) {
+// (inLine); any other job enters the placer's queue, as having waited
+// since then (zero: now).
+func (j *job) pastGates(since time.Time) (event, bool) {
 	if j.arr != nil && !j.arr.request(j.index) {
 		j.inLine = true
 		return event{}, false
 	}
-	return j.enter()
+	return j.enter(since)
 }
 
-// enter puts the job in the placer's queue, past the dependency gate.
-func (j *job) enter() (event, bool) {
+// enter puts the job in the placer's queue, past the dependency gate, as
+// having waited since then (zero: now).
+func (j *job) enter(since time.Time) (event, bool) {
 	j.waitGen++
-	j.waitingAt = j.d.now()
+	if since.IsZero() {
+		since = j.d.now()
+	}
+	j.waitingAt = since
 	if j.def.Resources.Unaccounted() {
 		// Unaccounted jobs never wait and hold nothing.
 		j.placedAt = j.waitingAt
@@ -606,7 +617,9 @@ func (j *job) enter() (event, bool) {
 		return event{kind: evPlaced}, true
 	}
 	gen := j.waitGen
-	t, err := j.d.placer.Submit(j.request(), func(b *accounting.Book, g accounting.Grant) {
+	req := j.request()
+	req.Arrived = j.waitingAt
+	t, err := j.d.placer.Submit(req, func(b *accounting.Book, g accounting.Grant) {
 		// Under the placer's lock: hand it over, nothing more.
 		j.in.post(jobMessage{placed: &placement{gen: gen, book: b, grant: g}})
 	})
@@ -1078,7 +1091,7 @@ func (j *job) depsChanged() {
 		}
 		j.held = nil
 		j.log.Info("dependencies satisfied")
-		if e, ok := j.pastGates(); ok {
+		if e, ok := j.pastGates(time.Time{}); ok {
 			j.apply(e)
 		}
 	case store.StateDone, store.StateFailed:

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/berthd/berth/supervisor/testkit"
 )
 
 // then merges two reloads' results as one.
@@ -94,6 +96,50 @@ func TestJobsDirMissing(t *testing.T) {
 	waitJob(t, d, "a", "declared", func(JobStatus) bool { return true })
 	if ps := d.Status().Problems; len(ps) != 0 {
 		t.Errorf("problems once the directory is there: %+v", ps)
+	}
+}
+
+// TestEditedWaiterKeepsItsPlace: a waiting job edited to ask for another
+// size is queued again with it, and keeps its place in line: the jobs that
+// came after it are still behind it.
+func TestEditedWaiterKeepsItsPlace(t *testing.T) {
+	d, dir := runDaemon(t, `job "holder" { cmd = "sleep 1000", cpus = 2 }`, nil)
+	waitJob(t, d, "holder", "running", func(js JobStatus) bool { return js.State == "running" })
+	write := func(file, src string) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(dir, file), []byte(src), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := d.Reload(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("w0.lua", `job "first" { cmd = "true", cpus = 1 }`)
+	write("w1.lua", `job "second" { cmd = "true", cpus = 1 }`)
+	order := func() string {
+		var out []string
+		for _, w := range d.placer.Waiting() {
+			out = append(out, w.Holder)
+		}
+		return strings.Join(out, " ")
+	}
+	testkit.WaitFor(t, 20*time.Second, "both to wait in the placer's queue", func() bool {
+		return len(d.placer.Waiting()) == 2
+	})
+	if got := order(); got != "first second" {
+		t.Fatalf("queue before the edit: %s", got)
+	}
+	write("w0.lua", `job "first" { cmd = "true", cpus = 1, ram = "64M" }`)
+	testkit.WaitFor(t, 20*time.Second, "first to be queued again with its new size", func() bool {
+		for _, w := range d.placer.Waiting() {
+			if w.Holder == "first" && w.RAMBytes == 64<<20 {
+				return true
+			}
+		}
+		return false
+	})
+	if got := order(); got != "first second" {
+		t.Errorf("queue after first's edit: %s, want first still ahead of second", got)
 	}
 }
 
