@@ -288,6 +288,13 @@ func (a *array) join(i int, j *job) {
 	st := j.life.state
 	a.states[i] = st
 	a.counts[st]++
+	if since := j.life.since; !since.IsZero() {
+		// Restored as the last daemon left it: the array came to its
+		// state when the last of its indices in that state did.
+		if whole := a.countsLocked().state(); whole != a.was || st == whole && since.After(a.since) {
+			a.was, a.since = whole, since
+		}
+	}
 	a.mu.Unlock()
 	j.arr, j.index = a, i
 }

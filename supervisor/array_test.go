@@ -12,7 +12,9 @@ import (
 	"time"
 
 	"github.com/berthd/berth/luaapi"
+	"github.com/berthd/berth/supervisor/clock"
 	"github.com/berthd/berth/supervisor/store"
+	"github.com/berthd/berth/supervisor/testkit"
 )
 
 func TestMemberName(t *testing.T) {
@@ -477,5 +479,36 @@ func TestArrayIndicesBroughtBack(t *testing.T) {
 		if runs := runsOf(t, d, fmt.Sprintf("ga[%d]", i)); len(runs) != 1 {
 			t.Errorf("index %d has %d runs, want its first alone", i, len(runs))
 		}
+	}
+}
+
+// TestArraySinceOutlivesTheDaemon: an array at rest, as the next daemon
+// finds it, is as old as it was: since its last index came to rest, not
+// unknown.
+func TestArraySinceOutlivesTheDaemon(t *testing.T) {
+	clk := clock.NewFake(time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC))
+	lives := daemonLives{t: t, jobs: `job "sweep" { cmd = "true", array = 3, max_parallel = 1 }`,
+		tune: func(cfg *Config) { cfg.Clock = clk }}
+	arrayStatus := func(d *Daemon) JobStatus {
+		for _, js := range d.Status().Jobs {
+			if js.Name == "sweep" {
+				return js
+			}
+		}
+		return JobStatus{}
+	}
+	d, stop := lives.start()
+	testkit.WaitFor(t, 20*time.Second, "the array to be done", func() bool { return arrayStatus(d).State == "done" })
+	was := arrayStatus(d).Since
+	if was.IsZero() {
+		t.Fatal("the done array has no since")
+	}
+	lives.stopped(stop)
+	clk.Advance(time.Hour)
+	d, stop = lives.start()
+	defer lives.stopped(stop)
+	testkit.WaitFor(t, 20*time.Second, "the array to be done again", func() bool { return arrayStatus(d).State == "done" })
+	if got := arrayStatus(d).Since; !got.Equal(was) {
+		t.Errorf("after a restart the array is done since %v, want %v as before", got, was)
 	}
 }
