@@ -143,7 +143,11 @@ func (d *Daemon) serveLogs(w http.ResponseWriter, r *http.Request) {
 		if !read(append(append(slices.Clip(args), window...), "--show-cursor"), tail) {
 			return
 		}
-		shown, cursor := tail.kept(), ""
+		var shown [][]byte
+		for _, k := range tail.kept() {
+			shown = append(shown, k.text)
+		}
+		cursor := ""
 		if n := len(shown); n > 0 {
 			if c, ok := bytes.CutPrefix(shown[n-1], []byte("-- cursor: ")); ok {
 				shown, cursor = shown[:n-1], string(bytes.TrimSpace(c))
@@ -220,7 +224,8 @@ func (d *Daemon) streamFile(w http.ResponseWriter, r *http.Request, path string,
 	var sink io.Writer = flushed
 	var tail *lastLines
 	if lines >= 0 {
-		tail = &lastLines{n: lines}
+		// The runs' headers are not lines (a run's filter drops them).
+		tail = &lastLines{n: lines, runs: only == nil}
 		sink = tail
 	}
 	out := sink
@@ -360,20 +365,43 @@ func (l *runLines) end() {
 // lastLines keeps the last n lines written to it, and a line whose end has
 // not come yet, until writeTo.
 type lastLines struct {
-	n     int
-	lines [][]byte // a ring of at most n, oldest at next once full
-	next  int
-	part  []byte // the start of a line whose end has not come
+	n int
+	// runs says the lines are a log file's: its runs' headers
+	// (runner.RunHeader) are not counted as lines, and are written as they
+	// are in the file, before the first line of their run.
+	runs   bool
+	header []byte     // with runs, the header of the run the lines now come from
+	fresh  bool       // no line of that run has come yet
+	lines  []keptLine // a ring of at most n, oldest at next once full
+	next   int
+	part   []byte // the start of a line whose end has not come
+}
+
+// keptLine is a line kept, and the header of its run (nil: none known),
+// which is written before it if it is the run's first (first).
+type keptLine struct {
+	header, text []byte
+	first        bool
 }
 
 func (l *lastLines) Write(p []byte) (int, error) {
 	_ = eachLine(&l.part, p, func(line []byte) error {
+		if l.runs {
+			if _, ok := runner.ParseRunHeader(line); ok {
+				l.header, l.fresh = slices.Clone(line), true
+				return nil
+			}
+		}
+		k := keptLine{header: l.header, first: l.fresh}
+		l.fresh = false
 		switch {
 		case l.n == 0:
 		case len(l.lines) < l.n:
-			l.lines = append(l.lines, slices.Clone(line))
+			k.text = slices.Clone(line)
+			l.lines = append(l.lines, k)
 		default:
-			l.lines[l.next] = append(l.lines[l.next][:0], line...)
+			k.text = append(l.lines[l.next].text[:0], line...)
+			l.lines[l.next] = k
 			l.next = (l.next + 1) % l.n
 		}
 		return nil
@@ -383,19 +411,32 @@ func (l *lastLines) Write(p []byte) (int, error) {
 
 // kept returns the lines kept, oldest first; a last line without its end
 // yet counts as one of them.
-func (l *lastLines) kept() [][]byte {
+func (l *lastLines) kept() []keptLine {
 	lines := append(slices.Clone(l.lines[l.next:]), l.lines[:l.next]...)
 	if len(l.part) > 0 && l.n > 0 {
 		if len(lines) == l.n {
 			lines = lines[1:]
 		}
-		lines = append(lines, l.part)
+		lines = append(lines, keptLine{header: l.header, text: l.part, first: l.fresh})
 	}
 	return lines
 }
 
-// writeTo writes the lines kept, oldest first.
-func (l *lastLines) writeTo(w io.Writer) error { return writeLines(w, l.kept()) }
+// writeTo writes the lines kept, oldest first, with runs each under its
+// run's header where the run's first line is among them.
+func (l *lastLines) writeTo(w io.Writer) error {
+	for _, k := range l.kept() {
+		if l.runs && k.first && k.header != nil {
+			if _, err := w.Write(k.header); err != nil {
+				return err
+			}
+		}
+		if _, err := w.Write(k.text); err != nil {
+			return err
+		}
+	}
+	return nil
+}
 
 func writeLines(w io.Writer, lines [][]byte) error {
 	for _, line := range lines {

@@ -53,7 +53,8 @@ func TestStreamFileRuns(t *testing.T) {
 	}
 
 	// The last lines: across the rotated file, of one run, a last line
-	// without its newline counted as one.
+	// without its newline counted as one. The runs' headers are not
+	// counted, and are shown before their run's first line.
 	for _, tt := range []struct {
 		only  *runLines
 		lines int
@@ -61,8 +62,10 @@ func TestStreamFileRuns(t *testing.T) {
 	}{
 		{nil, 0, ""},
 		{nil, 1, "c2"},
-		{nil, 2, "c1\nc2"},
-		{nil, 4, "b2\n" + h(3) + "c1\nc2"},
+		{nil, 2, h(3) + "c1\nc2"},
+		{nil, 3, "b2\n" + h(3) + "c1\nc2"},
+		{nil, 4, h(2) + "b1\nb2\n" + h(3) + "c1\nc2"},
+		{nil, 5, h(1) + "a\n" + h(2) + "b1\nb2\n" + h(3) + "c1\nc2"},
 		{nil, 8, h(1) + "a\n" + h(2) + "b1\nb2\n" + h(3) + "c1\nc2"},
 		{nil, 100, h(1) + "a\n" + h(2) + "b1\nb2\n" + h(3) + "c1\nc2"},
 		{&runLines{run: 2}, 1, "b2\n"},

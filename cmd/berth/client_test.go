@@ -103,8 +103,9 @@ job "hello" { cmd = { "sh", "-c", "echo hello from the job" }, flavor = "small" 
 	if _, errOut, code := d.cli("logs", "hello", "--run", "999999"); code != exitFailed || !strings.Contains(errOut, "has no run 999999") {
 		t.Errorf("logs --run of no run: exit %d %q", code, errOut)
 	}
-	// -n N: the last N lines, as tail's.
-	if out, errOut, code := d.cli("logs", "hello", "-n", "1"); code != exitOK || out != "hello from the job\n" {
+	// -n N: the last N lines, as tail's; the run's header, its first
+	// line's, is shown and not counted.
+	if out, errOut, code := d.cli("logs", "hello", "-n", "1"); code != exitOK || !strings.HasPrefix(out, "--- berth: run "+run+" started ") || !strings.HasSuffix(out, " ---\nhello from the job\n") {
 		t.Errorf("logs -n 1: exit %d %q %q", code, out, errOut)
 	}
 	if out, errOut, code := d.cli("logs", "hello", "-n", "0"); code != exitOK || out != "" {
