@@ -49,6 +49,7 @@ job "hello" { cmd = { "sh", "-c", "echo hello from the job" }, flavor = "small" 
 		{[]string{"history"}, "hello", &[]supervisor.RunView{}},
 		{[]string{"history", "hello", "-n", "1"}, "hello", &[]supervisor.RunView{}},
 		{[]string{"flavors"}, "small", &[]supervisor.FlavorView{}},
+		{[]string{"version"}, "\ndaemon " + version + " (pid ", &versionJSON{}},
 		// Its books are not this machine's probe: it says which it places against.
 		{[]string{"machine"}, "the daemon's books differ from what is found above: 4 cores, 2 cards", &machineJSON{}},
 	} {
@@ -65,6 +66,15 @@ job "hello" { cmd = { "sh", "-c", "echo hello from the job" }, flavor = "small" 
 				t.Fatalf("--json is not JSON: %v\n%s", err, out)
 			}
 		})
+	}
+
+	var v versionJSON
+	if out, _, _ := d.cli("version", "--json"); json.Unmarshal([]byte(out), &v) != nil || v.Daemon == nil || v.Daemon.PID != d.cmd.Process.Pid {
+		t.Errorf("version --json does not give the daemon's pid %d:\n%s", d.cmd.Process.Pid, out)
+	}
+	// Without a daemon, the client's alone.
+	if out, _, code := berth(t, map[string]string{"BERTH_SOCKET": filepath.Join(t.TempDir(), "none.sock")}, "version"); code != exitOK || out != "berth "+version+"\n" {
+		t.Errorf("version without a daemon: exit %d\n%s", code, out)
 	}
 
 	// The jobs without an owner are the daemon's account's.

@@ -10,8 +10,10 @@ import (
 	"io"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/berthd/berth/probes"
+	"github.com/berthd/berth/supervisor"
 )
 
 // Exit codes, as DESIGN.md fixes them.
@@ -131,8 +133,8 @@ func init() {
 			summary: "run the supervisor (systemd runs it as berth.service)",
 			example: "berth daemon --jobs ./examples/quickstart --state /tmp/berth-state",
 			run:     runDaemon},
-		{name: "version", args: "",
-			summary: "print berth's version",
+		{name: "version", args: "[--json]",
+			summary: "print berth's version, and the version of the daemon that answers",
 			example: "berth version",
 			run:     runVersion},
 	}
@@ -279,11 +281,51 @@ func (c *cli) parse(fs *flag.FlagSet, args []string) (positional []string, code 
 	}
 }
 
+// versionJSON is what berth version --json prints: the client's version,
+// and the daemon's where one answers.
+type versionJSON struct {
+	Version string         `json:"version"`
+	Daemon  *daemonVersion `json:"daemon,omitempty"`
+}
+
+type daemonVersion struct {
+	Version string    `json:"version"`
+	PID     int       `json:"pid"`
+	Started time.Time `json:"started"`
+	Socket  string    `json:"socket"`
+	// Replaced: its binary was replaced since it started (an upgrade not
+	// yet in force).
+	Replaced bool `json:"binary_replaced"`
+}
+
 func runVersion(c *cli, args []string) int {
 	fs := c.flags("version")
-	if _, code, done := c.parse(fs, args); done {
+	f := c.clientFlags(fs, true)
+	rest, code, done := c.parse(fs, args)
+	if done {
 		return code
 	}
+	if len(rest) > 0 {
+		fmt.Fprintln(c.stderr, msgUnexpectedArgs("version", rest))
+		return exitUsage
+	}
+	// The daemon's is a help, not the answer: none may run.
+	out := versionJSON{Version: version}
+	cl := c.client(f)
+	var s supervisor.Status
+	if err := cl.get("/status", nil, &s); err == nil {
+		out.Daemon = &daemonVersion{Version: s.Daemon.Version, PID: s.Daemon.PID, Started: s.Daemon.Started,
+			Socket: cl.socket, Replaced: s.Daemon.BinaryReplaced}
+	}
+	if f.json {
+		return c.writeJSON(out)
+	}
 	fmt.Fprintln(c.stdout, "berth", version)
+	if d := out.Daemon; d != nil {
+		fmt.Fprintf(c.stdout, "daemon %s (pid %d on %s, started %s)\n", d.Version, d.PID, d.Socket, d.Started.Local().Format(time.DateTime))
+		if d.Replaced {
+			fmt.Fprintln(c.stdout, msgBinaryReplaced(s.Daemon, s.Runner, version))
+		}
+	}
 	return exitOK
 }
