@@ -220,3 +220,39 @@ func TestBrokenFileAtStartKeepsItsVersion(t *testing.T) {
 		t.Errorf("copies kept of a removed file: %v %v", kept, err)
 	}
 }
+
+// TestRefusedFileAtStartKeepsItsVersion: a file refused at the daemon's
+// start (made writable by others while it was down) keeps the version
+// last accepted, from its kept copy, as it would in a running daemon; the
+// refusal is shown, and once the file is fixed, it is read again.
+func TestRefusedFileAtStartKeepsItsVersion(t *testing.T) {
+	lives := daemonLives{t: t, jobs: `job "persist" { cmd = "sleep 600", cpus = 0 }`}
+	d, stop := lives.start()
+	waitJob(t, d, "persist", "running", func(js JobStatus) bool { return js.State == "running" })
+	lives.stopped(stop)
+
+	path := filepath.Join(lives.jobsDir, "jobs.lua")
+	if err := os.WriteFile(path, []byte(`job "other" { cmd = "sleep 600", cpus = 0 }`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(path, 0o666); err != nil {
+		t.Fatal(err)
+	}
+	d, stop = lives.start()
+	defer lives.stopped(stop)
+	waitJob(t, d, "persist", "running on the version kept", func(js JobStatus) bool { return js.State == "running" })
+	if _, ok := d.jobStatus("other"); ok {
+		t.Error("the refused file's new version is in force")
+	}
+	if st := d.Status(); len(st.Errors) != 1 || !strings.Contains(st.Errors[0], "writable by others") {
+		t.Errorf("the refusal is not shown: %q", st.Errors)
+	}
+	if err := os.Chmod(path, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	reload(t, d)
+	waitJob(t, d, "other", "running once its file is fixed", func(js JobStatus) bool { return js.State == "running" })
+	if _, ok := d.jobStatus("persist"); ok {
+		t.Error("the kept version is still in force once the file is fixed")
+	}
+}

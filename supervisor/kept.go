@@ -186,11 +186,30 @@ func sha256Hex(b []byte) string {
 // previous returns the copy of path, if one is kept and it is not the
 // version of content hash.
 func (k *keptFiles) previous(path, hash string) ([]byte, bool) {
+	k.mu.Lock()
+	short, ok := k.have[keptPathHash(path)]
+	k.mu.Unlock()
+	if ok && short == hash[:min(len(hash), 16)] {
+		return nil, false
+	}
+	return k.copyOf(path)
+}
+
+// has says whether a copy of path is kept.
+func (k *keptFiles) has(path string) bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	_, ok := k.have[keptPathHash(path)]
+	return ok
+}
+
+// copyOf returns the copy of path, if one is kept.
+func (k *keptFiles) copyOf(path string) ([]byte, bool) {
 	ph := keptPathHash(path)
 	k.mu.Lock()
 	short, ok := k.have[ph]
 	k.mu.Unlock()
-	if !ok || short == hash[:min(len(hash), 16)] {
+	if !ok {
 		return nil, false
 	}
 	src, err := os.ReadFile(k.keptName(ph, short))

@@ -143,7 +143,22 @@ func (d *Daemon) reloadAfter(earlier *ReloadResult, first, asked bool, waiters [
 		}
 		srcs = append(srcs, src)
 	}
-	if len(srcs) == 0 {
+	// At the first reload, a file refused falls back on its kept copy: what
+	// was in force of it when the last daemon stopped.
+	var refused []luaapi.Source
+	if first && d.kept != nil {
+		for _, path := range slices.Sorted(maps.Keys(r.scan.Refused)) {
+			if !d.kept.has(path) {
+				continue
+			}
+			src := luaapi.Source{Path: path}
+			if p := d.personOf(path); p != nil {
+				src.Owner = p.name
+			}
+			refused = append(refused, src)
+		}
+	}
+	if len(srcs) == 0 && len(refused) == 0 {
 		if first {
 			// The child started for the first files has none to read.
 			d.cfg.Evaluator.Discard()
@@ -164,7 +179,8 @@ func (d *Daemon) reloadAfter(earlier *ReloadResult, first, asked bool, waiters [
 		files := d.cfg.Evaluator.Evaluate(ctx, machine, srcs)
 		var previous []*luaapi.File
 		if first && kept != nil {
-			previous = d.cfg.Evaluator.Evaluate(ctx, machine, previousVersions(kept, srcs, files))
+			prev := append(previousVersions(kept, srcs, files), keptVersions(kept, refused)...)
+			previous = d.cfg.Evaluator.Evaluate(ctx, machine, prev)
 		}
 		d.evaluated <- evaluated{r: r, files: files, previous: previous}
 	})
@@ -484,6 +500,20 @@ func previousVersions(kept *keptFiles, srcs []luaapi.Source, files []*luaapi.Fil
 			prev := srcs[i]
 			prev.Src = src
 			out = append(out, prev)
+		}
+	}
+	return out
+}
+
+// keptVersions are the kept copies of files refused as they are now
+// (their mode, their owner): what was in force of each before, when the
+// daemon last accepted them.
+func keptVersions(kept *keptFiles, refused []luaapi.Source) []luaapi.Source {
+	var out []luaapi.Source
+	for _, src := range refused {
+		if copied, ok := kept.copyOf(src.Path); ok {
+			src.Src = copied
+			out = append(out, src)
 		}
 	}
 	return out
