@@ -150,6 +150,12 @@ func (e *UnplaceableError) Error() string {
 // 4 GPUs; alice's quota allows 2".
 func (e *UnplaceableError) quotaError() string {
 	q := *e.Quota
+	switch {
+	case q.Bounded() && e.Asked.Unaccounted():
+		return fmt.Sprintf("asks for no cores (cpus = 0: unaccounted, it would hold nothing and escape %s's quota); ask for cores, cpus = 1 or more", e.Owner)
+	case q.RAMBytes >= 0 && e.Asked.RAMBytes == 0:
+		return fmt.Sprintf("asks for no memory, and %s's quota bounds their jobs' memory (%s): say how much it needs, as ram = \"512M\"", e.Owner, FormatSize(q.RAMBytes))
+	}
 	var asked, allows []string
 	if q.CPUs >= 0 && e.Asked.CPUs > q.CPUs {
 		asked, allows = append(asked, Count(e.Asked.CPUs, "core")), append(allows, strconv.Itoa(q.CPUs))

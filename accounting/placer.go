@@ -26,7 +26,9 @@ type Clock func() time.Time
 //     then cores, then memory) goes first: fair share.
 //   - An owner's quota bounds what their jobs hold together: a job that would
 //     take its owner past it waits, and holds nothing back for itself; one
-//     larger than the quota fails at once, as one larger than any machine.
+//     larger than the quota fails at once, as one larger than any machine,
+//     and so does one that would escape it by asking for none of what it
+//     bounds (no cores: unaccounted; no memory, where memory is bounded).
 //   - The head of the queue holds back, on the machine where it can start
 //     soonest, the free part of what it asked for. Everyone behind it may only
 //     use what remains, so a stream of 1-card jobs cannot starve a 4-card one.
@@ -243,7 +245,7 @@ func (p *Placer) admissible(req Request) error {
 	if err := p.placeable(req.Resources); err != nil {
 		return err
 	}
-	if q := p.quotaOf(req.Owner); !q.within(req.Resources, p.cardMem) {
+	if q := p.quotaOf(req.Owner); !q.within(req.Resources, p.cardMem) || q.escapedBy(req.Resources) {
 		return &UnplaceableError{Asked: req.Resources, Largest: p.largest(), Owner: req.Owner, Quota: &q}
 	}
 	return nil

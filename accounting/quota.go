@@ -41,6 +41,14 @@ func (q Quota) within(r Resources, cardMem int64) bool {
 	return q.GPUs < 0 || r.GPUMemBytes == 0 || cardMem > 0 && int64(r.GPUs)*cardMem+r.GPUMemBytes <= int64(q.GPUs)*cardMem
 }
 
+// escapedBy reports whether r would escape the quota by asking for none of
+// what it bounds: an unaccounted request (no cores) holds nothing at all,
+// one that asks no memory holds none of it, and either may then use as
+// much as it likes. Such a request is refused, not let through.
+func (q Quota) escapedBy(r Resources) bool {
+	return q.Bounded() && r.Unaccounted() || q.RAMBytes >= 0 && r.RAMBytes == 0
+}
+
 // Bounded reports whether the quota bounds anything.
 func (q Quota) Bounded() bool {
 	return q.CPUs >= 0 || q.GPUs >= 0 || q.RAMBytes >= 0 || q.GPUMemBytes >= 0

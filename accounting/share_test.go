@@ -69,6 +69,9 @@ func TestPlacerQuotaUnplaceable(t *testing.T) {
 		{"alice", Resources{CPUs: 1, GPUs: 3}, "asks for 3 GPUs; alice's quota allows 2"},
 		{"alice", Resources{CPUs: 6, GPUs: 3}, "asks for 6 cores and 3 GPUs; alice's quota allows 4 and 2"},
 		{"carol", Resources{CPUs: 1, GPUs: 2, RAMBytes: 16 * GiB}, "asks for 2 GPUs and 16G of memory; carol's quota allows 1 and 8G"},
+		// Asking for none of what a quota bounds would escape it.
+		{"alice", Resources{}, "asks for no cores (cpus = 0: unaccounted, it would hold nothing and escape alice's quota); ask for cores, cpus = 1 or more"},
+		{"carol", Resources{CPUs: 1}, `asks for no memory, and carol's quota bounds their jobs' memory (8G): say how much it needs, as ram = "512M"`},
 	} {
 		req := Request{Holder: tt.owner + "/big", Owner: tt.owner, Resources: tt.r}
 		_, err := p.Submit(req, nil)
@@ -85,6 +88,13 @@ func TestPlacerQuotaUnplaceable(t *testing.T) {
 	}
 	if _, err := p.Submit(Request{Holder: "admin", Resources: Resources{CPUs: 1, GPUs: 4}}, nil); err != nil {
 		t.Errorf("an administrator's job met a quota: %v", err)
+	}
+	if err := p.Placeable(Request{Holder: "admin", Resources: Resources{}}); err != nil {
+		t.Errorf("an administrator's unaccounted job met a quota: %v", err)
+	}
+	p.SetQuotas(nil, NoQuota)
+	if err := p.Placeable(Request{Owner: "alice", Resources: Resources{}}); err != nil {
+		t.Errorf("without a quota, a person's unaccounted job was refused: %v", err)
 	}
 }
 

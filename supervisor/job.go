@@ -608,8 +608,16 @@ func (j *job) enter(since time.Time) (event, bool) {
 		since = j.d.now()
 	}
 	j.waitingAt = since
+	req := j.request()
+	req.Arrived = j.waitingAt
 	if j.def.Resources.Unaccounted() {
-		// Unaccounted jobs never wait and hold nothing.
+		// Unaccounted jobs never wait and hold nothing; a person's quota
+		// may refuse them (they would escape it).
+		if req.Owner != "" {
+			if e, ok := j.unplaceable(j.d.placer.Placeable(req)); ok {
+				return e, true
+			}
+		}
 		j.placedAt = j.waitingAt
 		if j.arr != nil {
 			j.arr.placed(j.index)
@@ -617,21 +625,28 @@ func (j *job) enter(since time.Time) (event, bool) {
 		return event{kind: evPlaced}, true
 	}
 	gen := j.waitGen
-	req := j.request()
-	req.Arrived = j.waitingAt
 	t, err := j.d.placer.Submit(req, func(b *accounting.Book, g accounting.Grant) {
 		// Under the placer's lock: hand it over, nothing more.
 		j.in.post(jobMessage{placed: &placement{gen: gen, book: b, grant: g}})
 	})
-	var unplaceable *accounting.UnplaceableError
-	if errors.As(err, &unplaceable) {
-		j.setWhy(MsgUnplaceable(j.def.Pos, j.name, unplaceable))
-		j.log.Warn("job fits no machine", "cpus", j.def.Resources.CPUs, "gpus", j.def.Resources.GPUs, "ram_bytes", j.def.Resources.RAMBytes,
-			"gpu_mem_bytes", j.def.Resources.GPUMemBytes)
-		return event{kind: evUnplaceable}, true
+	if e, ok := j.unplaceable(err); ok {
+		return e, true
 	}
 	j.ticket = t
 	return event{}, false
+}
+
+// unplaceable is the event of a job the placer refused (err, an
+// *accounting.UnplaceableError); false where it did not.
+func (j *job) unplaceable(err error) (event, bool) {
+	var unplaceable *accounting.UnplaceableError
+	if !errors.As(err, &unplaceable) {
+		return event{}, false
+	}
+	j.setWhy(MsgUnplaceable(j.def.Pos, j.name, unplaceable))
+	j.log.Warn("job fits no machine", "cpus", j.def.Resources.CPUs, "gpus", j.def.Resources.GPUs, "ram_bytes", j.def.Resources.RAMBytes,
+		"gpu_mem_bytes", j.def.Resources.GPUMemBytes)
+	return event{kind: evUnplaceable}, true
 }
 
 // cancelWait withdraws the job from the placer's queue. A grant that raced

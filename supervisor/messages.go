@@ -184,6 +184,11 @@ func msgRefused(verb, job string, r refusal, detail string) string {
 
 // MsgUnplaceable says a job fits no machine; berth check says it too.
 func MsgUnplaceable(pos luaapi.Pos, job string, err *accounting.UnplaceableError) string {
+	if err.Quota != nil {
+		// Not the machine: the owner's quota, which the administrators set.
+		return fmt.Sprintf("%sjob %q %v (quotas are the administrators', declared in their job files; berth status --owner %s shows what %s's jobs hold)",
+			posPrefix(pos), job, err, err.Owner, err.Owner)
+	}
 	return fmt.Sprintf("%sjob %q %v (berth machine shows what it has)", posPrefix(pos), job, err)
 }
 
