@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/berthd/berth/accounting"
 	"github.com/berthd/berth/supervisor/clock"
 	"github.com/berthd/berth/supervisor/store"
 	"github.com/berthd/berth/supervisor/testkit"
@@ -254,5 +255,44 @@ func TestRefusedFileAtStartKeepsItsVersion(t *testing.T) {
 	waitJob(t, d, "other", "running once its file is fixed", func(js JobStatus) bool { return js.State == "running" })
 	if _, ok := d.jobStatus("persist"); ok {
 		t.Error("the kept version is still in force once the file is fixed")
+	}
+}
+
+// TestWaitOutlivesTheDaemon: a job that waited when the daemon stopped
+// waits on from when it began in the next one, and keeps its place in
+// line, rather than arriving anew.
+func TestWaitOutlivesTheDaemon(t *testing.T) {
+	clk := clock.NewFake(time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC))
+	t0 := clk.Now()
+	lives := daemonLives{t: t, jobs: `job "holder" { cmd = "sleep 600", cpus = 2 }`, tune: func(cfg *Config) { cfg.Clock = clk }}
+	d, stop := lives.start()
+	waitJob(t, d, "holder", "running", func(js JobStatus) bool { return js.State == "running" })
+	clk.Advance(time.Minute)
+	if err := os.WriteFile(filepath.Join(lives.jobsDir, "late.lua"), []byte(`job "late" { cmd = "sleep 600", cpus = 2 }`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	reload(t, d)
+	if js := waitJob(t, d, "late", "waiting", func(js JobStatus) bool { return js.State == "waiting" }); !js.Since.Equal(t0.Add(time.Minute)) {
+		t.Fatalf("late waits since %v, want %v", js.Since, t0.Add(time.Minute))
+	}
+	lives.stopped(stop)
+
+	// Both need the whole machine: whichever the next daemon places first,
+	// the other waits, and from when it began to wait in the last one.
+	clk.Advance(time.Minute)
+	d, stop = lives.start()
+	defer lives.stopped(stop)
+	began := map[string]time.Time{"holder": t0, "late": t0.Add(time.Minute)}
+	var waiting []accounting.Waiter
+	testkit.WaitFor(t, 20*time.Second, "one of them to wait", func() bool {
+		waiting = d.placer.Waiting()
+		return len(waiting) == 1
+	})
+	w := waiting[0]
+	if !w.Since.Equal(began[w.Holder]) {
+		t.Errorf("%s waits in the placer's queue since %v, want %v, when it began in the last daemon", w.Holder, w.Since, began[w.Holder])
+	}
+	if js, _ := d.jobStatus(w.Holder); !js.Since.Equal(began[w.Holder]) {
+		t.Errorf("%s is shown waiting since %v, want %v", w.Holder, js.Since, began[w.Holder])
 	}
 }

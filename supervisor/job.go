@@ -76,6 +76,10 @@ type job struct {
 	timeout   clock.Timer
 	backoff   clock.Timer
 	waitingAt time.Time
+	// waitedBefore is when the job began the wait it was in when the
+	// last daemon stopped (zero: none): its first wait here goes on from
+	// then.
+	waitedBefore time.Time
 	// placedAt is when the current grant was made, for how long a start
 	// takes.
 	placedAt time.Time
@@ -520,14 +524,20 @@ func (j *job) apply(e event) {
 
 // do performs one action; it may produce the next event.
 func (j *job) do(a action) (event, bool) {
+	// The last daemon's wait goes on only as the job's first action here.
+	waited := j.waitedBefore
+	j.waitedBefore = time.Time{}
 	switch a.kind {
 	case actWait:
 		var since time.Time
-		if a.again {
+		switch {
+		case a.again:
 			// The same wait, queued again with what the job now asks: it
 			// keeps its place in line, and how long it waited counts from
 			// its start.
 			since = j.waitingAt
+		case !waited.IsZero():
+			since = waited // the last daemon's, going on
 		}
 		return j.wait(since)
 	case actCancelWait:
@@ -1010,6 +1020,9 @@ func (j *job) publish() {
 	j.v.Def = j.def
 	j.v.State = j.life.state
 	j.v.Since = j.life.since
+	if j.life.state == store.StateWaiting && !j.waitingAt.IsZero() && j.waitingAt.Before(j.v.Since) {
+		j.v.Since = j.waitingAt // a wait that began in the last daemon
+	}
 	j.v.Restarts = j.life.restarts
 	j.v.Run = j.run.id
 	j.v.PID, j.v.unit = 0, nil

@@ -830,8 +830,9 @@ func (d *Daemon) declare(name string, def *luaapi.Job, invalid string, first boo
 	diffs map[*luaapi.Job]defDiff, arr *array, i int) *job {
 	j, ok := d.jobs[name]
 	if !ok {
-		initial, doneFP := d.remembered(name, def, set)
+		initial, doneFP, waited := d.remembered(name, def, set)
 		j = d.newJob(name, def, invalid, initial, doneFP)
+		j.waitedBefore = waited
 		if arr != nil {
 			// Before it takes a run back: the run holds one of the
 			// array's places.
@@ -960,11 +961,16 @@ func (d *Daemon) applyQuotas(set *luaapi.Set) {
 // remembered is where a job starts its life in this daemon: a batch job
 // whose last run of this very definition ended done stays done (a job runs
 // to completion once per definition), and so does one a person stopped or
-// that failed for good; anything else runs.
-func (d *Daemon) remembered(name string, def *luaapi.Job, set *luaapi.Set) (initial life, doneFingerprint string) {
+// that failed for good; anything else runs. One that waited when the last
+// daemon stopped waits on from when it began (waited): it keeps its place
+// in line.
+func (d *Daemon) remembered(name string, def *luaapi.Job, set *luaapi.Set) (initial life, doneFingerprint string, waited time.Time) {
 	rec, ok, err := d.store.Job(name)
 	if err != nil || !ok {
-		return life{}, ""
+		return life{}, "", time.Time{}
+	}
+	if rec.State == store.StateWaiting {
+		waited = rec.Changed
 	}
 	fp := def.ProcessFingerprint()
 	stillDone := func() bool {
@@ -973,18 +979,18 @@ func (d *Daemon) remembered(name string, def *luaapi.Job, set *luaapi.Set) (init
 	}
 	switch {
 	case rec.State == store.StateDone && stillDone():
-		return life{state: store.StateDone, since: rec.Changed}, rec.DoneFingerprint
+		return life{state: store.StateDone, since: rec.Changed}, rec.DoneFingerprint, time.Time{}
 	case rec.Fingerprint == fp && (rec.State == store.StateFailed || rec.State == store.StateStopped):
-		return life{state: rec.State, since: rec.Changed, restarts: rec.Restarts}, rec.DoneFingerprint
+		return life{state: rec.State, since: rec.Changed, restarts: rec.Restarts}, rec.DoneFingerprint, time.Time{}
 	case rec.Fingerprint == fp && rec.Restarts > 0 && !resting(rec.State) && d.now().Sub(rec.Changed) < healthyRun:
 		// In a crash loop (its record, written at each restart, younger
 		// than a healthy run): the count goes on where it was, or a job
 		// that fails at once would run for ever, max_restarts afresh at
 		// every start of the daemon. A run that had lasted resets it, as
 		// its end would have.
-		return life{restarts: rec.Restarts, delay: delayAfter(rec.Restarts)}, rec.DoneFingerprint
+		return life{restarts: rec.Restarts, delay: delayAfter(rec.Restarts)}, rec.DoneFingerprint, waited
 	}
-	return life{}, rec.DoneFingerprint
+	return life{}, rec.DoneFingerprint, waited
 }
 
 // storedParents are the done records, as stored, of the batch parents in
