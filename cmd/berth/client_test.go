@@ -83,8 +83,17 @@ job "hello" { cmd = { "sh", "-c", "echo hello from the job" }, flavor = "small" 
 			t.Errorf("jobs --owner %s, the daemon's account: exit %d\n%s", me.Username, code, out)
 		}
 	}
-	if out, _, code := d.cli("status", "--owner", "nobody-here"); code != exitOK || !strings.Contains(out, "none of the daemon's 2 jobs is nobody-here's (berth status without --mine or --owner shows them)") {
+	if out, _, code := d.cli("status", "--owner", "nobody"); code != exitOK || !strings.Contains(out, "none of the daemon's 2 jobs is nobody's (berth status without --mine or --owner shows them)") {
 		t.Errorf("status --owner of someone with no jobs: exit %d\n%s", code, out)
+	}
+	// A name no account has is a typo, not a person without jobs.
+	if _, errOut, code := d.cli("jobs", "--owner", "nobody-here"); code != exitUsage || !strings.Contains(errOut, `no account is named "nobody-here"`) {
+		t.Errorf("jobs --owner of no account: exit %d\n%s", code, errOut)
+	}
+	for _, args := range [][]string{{"--mine", "--owner", "nobody"}, {"--owner", "nobody", "--mine"}} {
+		if _, errOut, code := d.cli(append([]string{"status"}, args...)...); code != exitUsage || !strings.Contains(errOut, errMineAndOwner.Error()) {
+			t.Errorf("status %s: exit %d\n%s", strings.Join(args, " "), code, errOut)
+		}
 	}
 
 	var detail supervisor.JobDetail

@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
+	"os/user"
 	"slices"
 	"strconv"
 	"strings"
@@ -146,10 +147,32 @@ type ownerFilter struct {
 }
 
 func newOwnerFilter(c *cli, fs *flag.FlagSet) *ownerFilter {
-	return &ownerFilter{c: c,
-		mine:  fs.Bool("mine", false, "only your own jobs"),
-		owner: fs.String("owner", "", "only the jobs of this person")}
+	f := &ownerFilter{c: c, mine: new(false), owner: new("")}
+	fs.BoolFunc("mine", "only your own jobs", func(v string) error {
+		on, err := strconv.ParseBool(v)
+		if err != nil {
+			return err
+		}
+		if on && *f.owner != "" {
+			return errMineAndOwner
+		}
+		*f.mine = on
+		return nil
+	})
+	fs.Func("owner", "only the jobs of this `person`", func(v string) error {
+		if *f.mine {
+			return errMineAndOwner
+		}
+		if _, err := user.Lookup(v); err != nil {
+			return fmt.Errorf("no account is named %q (berth status shows each job's owner)", v)
+		}
+		*f.owner = v
+		return nil
+	})
+	return f
 }
+
+var errMineAndOwner = errors.New("--mine and --owner each name whose jobs to show: give one of them")
 
 // ownerFlags is the filter of berth jobs.
 func ownerFlags(c *cli, fs *flag.FlagSet) func(*client, []supervisor.JobStatus) []supervisor.JobStatus {
