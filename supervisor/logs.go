@@ -83,7 +83,9 @@ func (d *Daemon) serveLogs(w http.ResponseWriter, r *http.Request) {
 		d.streamFile(w, r, d.logPath(name), follow, only, lines)
 		return
 	}
-	args := []string{"--no-pager", "--all", "-o", "short-iso", "SYSLOG_IDENTIFIER=" + name}
+	// --quiet: journalctl's own notes ("-- No entries --") are not the
+	// job's output; the client says when there is none.
+	args := []string{"--no-pager", "--quiet", "--all", "-o", "short-iso", "SYSLOG_IDENTIFIER=" + name}
 	if d.cfg.Units != nil {
 		// Only what the job units wrote: a process elsewhere may log under
 		// any identifier it likes; _SYSTEMD_SLICE and _UID are journald's

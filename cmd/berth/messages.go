@@ -263,6 +263,20 @@ func msgInternal(err error) string {
 	return "berth: " + err.Error()
 }
 
+// msgCannotReadSubmitted says why berth submit cannot read a file it was
+// given.
+func msgCannotReadSubmitted(path string, err error) string {
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return fmt.Sprintf("berth submit: %s does not exist; name the job file to submit (berth submit FILE.lua)", path)
+	case errors.Is(err, os.ErrPermission):
+		return fmt.Sprintf("berth submit: %s cannot be read by you (permission denied); submit a file you may read (ls -l %s shows its owner and mode)", path, path)
+	case errors.Is(err, syscall.EISDIR):
+		return fmt.Sprintf("berth submit: %s is a directory; name the job files in it (berth submit %s/*.lua)", path, strings.TrimSuffix(path, "/"))
+	}
+	return "berth submit: " + err.Error()
+}
+
 func msgNotJobFileName(path string) string {
 	return fmt.Sprintf("berth: %s is not a job file's name: the daemon reads only files ending in .lua that do not start with a dot (rename it)", path)
 }

@@ -194,6 +194,9 @@ quota "` + alice + `" { cpus = 1 }`})
 
 	// The check before writing knows her quota.
 	writeReadable(t, filepath.Join(src, "big.lua"), `job "big" { cmd = "true", cpus = 2 }`)
+	if _, errOut, code := a.run("", nil, "submit", filepath.Join(src, "nosuch.lua")); code != exitFailed || !strings.Contains(errOut, msgCannotReadSubmitted(filepath.Join(src, "nosuch.lua"), os.ErrNotExist)) {
+		t.Errorf("alice's submit of a file that does not exist: exit %d\n%s", code, errOut)
+	}
 	if _, errOut, code := a.run("", nil, "submit", filepath.Join(src, "big.lua")); code != exitFailed || !strings.Contains(errOut, alice+"'s quota allows 1") {
 		t.Errorf("alice's submit of a job larger than her quota: exit %d\n%s", code, errOut)
 	}

@@ -51,7 +51,7 @@ func runSubmit(c *cli, args []string) int {
 		}
 		b, err := os.ReadFile(path)
 		if err != nil {
-			fmt.Fprintln(c.stderr, "berth submit: "+err.Error())
+			fmt.Fprintln(c.stderr, msgCannotReadSubmitted(path, err))
 			return exitFailed
 		}
 		files = append(files, supervisor.CheckFile{Name: name, Src: b})
