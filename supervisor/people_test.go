@@ -315,6 +315,11 @@ func TestPeopleRights(t *testing.T) {
 		return code == 200 && strings.Contains(body, "hello from alice")
 	})
 
+	// Dave, of the admin group, sees its definition and environment, as
+	// the one who may act on it, though alice's directory is hers alone.
+	if code, body := as(t, d, testDave, "GET", jobPath(alices)); code != 200 || !strings.Contains(body, "alice-secret") {
+		t.Errorf("dave's show of alice's job: %d, env shown %v\n%s", code, strings.Contains(body, "alice-secret"), body)
+	}
 	// Dave, of the admin group, may stop it; alice starts it again.
 	if code, body := as(t, d, testDave, "POST", jobPath(alices)+"/stop"); code != 200 {
 		t.Fatalf("dave's stop: %d %s", code, body)

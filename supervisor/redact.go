@@ -24,7 +24,10 @@ import (
 
 // reader is who asks, as far as reading job files goes.
 type reader struct {
-	all  bool // root, or the daemon's own user: reads what the daemon reads
+	// all: root, the daemon's own user, or a member of the admin group
+	// (who acts on every job, and is shown what it is): reads what the
+	// daemon reads.
+	all  bool
 	uid  uint32
 	gids map[uint32]bool
 	// seen caches each file's answer for one request.
@@ -39,7 +42,7 @@ func (d *Daemon) readerOf(r *http.Request) *reader {
 	if !ok {
 		return &reader{uid: ^uint32(0), gids: map[uint32]bool{}, seen: map[string]bool{}}
 	}
-	if cred.Uid == 0 || int(cred.Uid) == os.Getuid() {
+	if cred.Uid == 0 || int(cred.Uid) == os.Getuid() || d.inAdminGroup(cred, nameOf(cred.Uid)) {
 		return &reader{all: true}
 	}
 	return &reader{uid: cred.Uid, gids: groupsOf(cred), seen: map[string]bool{}}
@@ -149,7 +152,15 @@ func (rd *reader) problems(ps []Problem) []Problem {
 	}
 	out := make([]Problem, len(ps))
 	for i, p := range ps {
-		if !rd.canRead(p.File) && p.Code != ProblemNotRecording && p.Code != ProblemDirRefused && p.Code != ProblemDirMissing {
+		readable := p.File
+		if p.Code == ProblemFileRefused {
+			// Why a file is refused (its mode, its owner, where a link
+			// leads) is what a listing of its directory shows: whoever
+			// may list it sees why, though the file itself may be
+			// unreadable (a link to /etc/shadow).
+			readable = filepath.Dir(p.File)
+		}
+		if !rd.canRead(readable) && p.Code != ProblemNotRecording && p.Code != ProblemDirRefused && p.Code != ProblemDirMissing {
 			p.Text = msgHidden(p)
 		}
 		out[i] = p

@@ -120,3 +120,34 @@ func TestReaderHidesWhyItCannotStart(t *testing.T) {
 		t.Errorf("the run's cause, to a reader who may not read %s: %q", js.File, hidden[0].Cause)
 	}
 }
+
+// TestReaderSeesWhyAFileIsRefused: why a file is refused (its mode, its
+// owner, where a link leads) is shown to whoever may list its directory,
+// though the file itself may be one they cannot read: a person's link to
+// /etc/shadow in their own directory. Others learn only where it is.
+func TestReaderSeesWhyAFileIsRefused(t *testing.T) {
+	dir, elsewhere := t.TempDir(), t.TempDir()
+	target := filepath.Join(elsewhere, "shadow")
+	if err := os.WriteFile(target, nil, 0o000); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(dir, "shadow.lua")
+	if err := os.Symlink(target, link); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	refused := []Problem{{Code: ProblemFileRefused, File: link, Text: link + " is a symbolic link to " + target}}
+	owner := &reader{uid: uint32(os.Getuid()), gids: map[uint32]bool{}, seen: map[string]bool{}}
+	if owner.canRead(link) {
+		t.Fatal("the link's target is readable: the test proves nothing")
+	}
+	if got := owner.problems(refused)[0].Text; got != refused[0].Text {
+		t.Errorf("the directory's owner is shown %q, want %q", got, refused[0].Text)
+	}
+	other := &reader{uid: uint32(os.Getuid()) + 54321, gids: map[uint32]bool{54321: true}, seen: map[string]bool{}}
+	if got := other.problems(refused)[0].Text; strings.Contains(got, target) {
+		t.Errorf("one who may not list the directory is shown where the link leads: %q", got)
+	}
+}

@@ -35,12 +35,17 @@ func (d *Daemon) callerOf(r *http.Request) caller {
 	if !ok {
 		return caller{uid: ^uint32(0)}
 	}
-	c := caller{uid: cred.Uid}
-	if u, err := user.LookupId(strconv.Itoa(int(cred.Uid))); err == nil {
-		c.name = u.Username
-	}
+	c := caller{uid: cred.Uid, name: nameOf(cred.Uid)}
 	c.admin = cred.Uid == 0 || int(cred.Uid) == os.Getuid() || d.inAdminGroup(cred, c.name)
 	return c
+}
+
+// nameOf is the login name of uid; "" when it cannot be found.
+func nameOf(uid uint32) string {
+	if u, err := user.LookupId(strconv.Itoa(int(uid))); err == nil {
+		return u.Username
+	}
+	return ""
 }
 
 // inAdminGroup reports whether the caller is in the admin group: by the
