@@ -192,6 +192,15 @@ func MsgUnplaceable(pos luaapi.Pos, job string, err *accounting.UnplaceableError
 	return fmt.Sprintf("%sjob %q %v (berth machine shows what it has)", posPrefix(pos), job, err)
 }
 
+// MsgQuotaNoAccount says a quota names no account: the person it was
+// meant for has none (suggest: a person it may have meant, or "").
+func MsgQuotaNoAccount(pos luaapi.Pos, name, suggest string) string {
+	if suggest != "" {
+		return fmt.Sprintf("%squota %q names no account (did you mean %q?); a quota names a person by their login, or \"*\" for everyone else", posPrefix(pos), name, suggest)
+	}
+	return fmt.Sprintf("%squota %q names no account (getent passwd %s finds none); a quota names a person by their login, or \"*\" for everyone else", posPrefix(pos), name, name)
+}
+
 // MsgCredentials says a job names a user or group that does not exist;
 // berth check says it too.
 func MsgCredentials(pos luaapi.Pos, job string, err error) string {

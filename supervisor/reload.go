@@ -6,6 +6,7 @@ import (
 	"errors"
 	"maps"
 	"os"
+	"os/user"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -345,6 +346,7 @@ func (d *Daemon) finishReload(r *reloadRun, files []*luaapi.File) ReloadResult {
 	// A parent not declared holds its dependants rather than making them
 	// invalid: the problem is shown here, with its file and line.
 	d.problems = append(d.problems, heldProblems(set)...)
+	d.problems = append(d.problems, QuotaProblems(set, slices.Sorted(maps.Keys(d.people)))...)
 	switch {
 	case scan.DirRefused != nil:
 		d.problems = append(d.problems, Problem{Code: ProblemDirRefused, File: d.cfg.JobsDir, Text: scan.DirRefused.Error()})
@@ -1041,6 +1043,24 @@ func heldProblems(set *luaapi.Set) []Problem {
 	slices.SortStableFunc(out, func(a, b Problem) int {
 		return cmp.Or(strings.Compare(a.File, b.File), cmp.Compare(a.Line, b.Line))
 	})
+	return out
+}
+
+// QuotaProblems are the problems of the quotas of set that name no
+// account: the person an administrator meant would be left unbounded, and
+// nothing else would say so. people are the names to suggest.
+func QuotaProblems(set *luaapi.Set, people []string) []Problem {
+	var out []Problem
+	for _, q := range set.Quotas {
+		if q.Name == "*" {
+			continue
+		}
+		if _, err := user.Lookup(q.Name); err == nil {
+			continue
+		}
+		out = append(out, Problem{Code: ProblemCredentials, File: q.Pos.File, Line: q.Pos.Line,
+			Text: MsgQuotaNoAccount(q.Pos, q.Name, luaapi.Suggest(q.Name, people))})
+	}
 	return out
 }
 

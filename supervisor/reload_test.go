@@ -167,3 +167,15 @@ func TestWhyNamesTheFirstInLine(t *testing.T) {
 		t.Errorf("big, itself first in line: %q", js.Why)
 	}
 }
+
+// TestQuotaOfNoAccount: a quota that names no account is shown as a
+// problem of its file and line, and the file stays in force.
+func TestQuotaOfNoAccount(t *testing.T) {
+	d, _ := runDaemon(t, `quota "nobody-here" { cpus = 1 }
+job "fine" { cmd = "sleep 100", cpus = 0 }`, nil)
+	waitJob(t, d, "fine", "running", func(js JobStatus) bool { return js.State == "running" })
+	ps := d.Status().Problems
+	if len(ps) != 1 || ps[0].Code != ProblemCredentials || ps[0].Line != 1 || !strings.Contains(ps[0].Text, `quota "nobody-here" names no account`) {
+		t.Errorf("problems: %+v", ps)
+	}
+}

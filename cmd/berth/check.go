@@ -282,8 +282,8 @@ func feasibility(set *luaapi.Set, inv probes.Inventory) []supervisor.Problem {
 	placer.SetQuotas(set.QuotaLimits())
 	var out []supervisor.Problem
 	for _, j := range set.Jobs {
-		if j.Resources.Unaccounted() {
-			// never waits, holds nothing
+		if j.Resources.Unaccounted() && j.Owner == "" {
+			// never waits, holds nothing (a person's may escape a quota)
 		} else if err := placer.Placeable(accounting.Request{Holder: j.Name, Owner: j.Owner, Resources: j.Resources}); err != nil {
 			var ue *accounting.UnplaceableError
 			if errors.As(err, &ue) {
@@ -298,7 +298,22 @@ func feasibility(set *luaapi.Set, inv probes.Inventory) []supervisor.Problem {
 			}
 		}
 	}
-	return out
+	return append(out, supervisor.QuotaProblems(set, groupMembers(supervisor.DefaultGroup))...)
+}
+
+// groupMembers are the members of group as listed, for suggestions; none
+// where it cannot be read.
+func groupMembers(group string) []string {
+	g, err := user.LookupGroup(group)
+	if err != nil {
+		return nil
+	}
+	gid, err := strconv.Atoi(g.Gid)
+	if err != nil {
+		return nil
+	}
+	_, names, _ := watch.SystemAccounts{}.Group(gid)
+	return names
 }
 
 func luaMachine(inv probes.Inventory) luaapi.Machine {

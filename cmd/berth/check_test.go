@@ -77,6 +77,20 @@ func TestCheckMissingPath(t *testing.T) {
 	}
 }
 
+// A quota that names no account is an error: the person it was meant for
+// would be left unbounded, and nothing else would say so.
+func TestCheckQuotaOfNoAccount(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "quotas.lua")
+	if err := os.WriteFile(file, []byte("quota \"root\" { cpus = 1 }\nquota \"nobody-here\" { cpus = 1 }\nquota \"*\" { cpus = 1 }\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, _, code := berth(t, nil, "check", file)
+	if want := file + `:2: quota "nobody-here" names no account`; code != exitFailed || !strings.Contains(out, want) || strings.Contains(out, `quota "root"`) {
+		t.Errorf("exit %d, want %d and %q alone:\n%s", code, exitFailed, want, out)
+	}
+}
+
 // A file checked on its own may name a flavor the jobs directory declares,
 // as it may once it is dropped there; one it declares itself is its own.
 // Nothing of the directory's files is reported or counted.

@@ -98,6 +98,8 @@ func TestMessages(t *testing.T) {
 		msgCannotReadSubmitted("train.lua", &os.PathError{Op: "open", Path: "train.lua", Err: syscall.ENOENT}),
 		msgCannotReadSubmitted("train.lua", &os.PathError{Op: "open", Path: "train.lua", Err: syscall.EACCES}),
 		msgCannotReadSubmitted("jobs.lua", &os.PathError{Op: "read", Path: "jobs.lua", Err: syscall.EISDIR}),
+		supervisor.MsgQuotaNoAccount(pos, "alcie", "alice"),
+		supervisor.MsgQuotaNoAccount(pos, "nobody-here", ""),
 		msgNoOutput("train", 0),
 		msgNoOutput("train", 7),
 		msgReloaded(supervisor.ReloadResult{Files: 3, Added: []string{"a"}, Errors: []string{"x"}}),
