@@ -358,22 +358,29 @@ func (d *Daemon) authorize(next http.Handler) http.Handler {
 		}
 		if !d.allowed(cred) {
 			d.log.Warn("control request refused", "uid", cred.Uid, "pid", cred.Pid, "path", r.URL.Path)
-			writeError(w, http.StatusForbidden, CodeNotPermitted, msgNotPermitted(cred.Uid, d.group()))
+			writeError(w, http.StatusForbidden, CodeNotPermitted, msgNotPermitted(cred.Uid, d.group(), d.adminGroup()))
 			return
 		}
 		next.ServeHTTP(w, r)
 	})
 }
 
+// allowed says whether the caller may use the daemon at all: root, its
+// own user, the members of its group and of the admin group.
 func (d *Daemon) allowed(c unix.Ucred) bool {
 	if c.Uid == 0 || int(c.Uid) == os.Getuid() {
 		return true
 	}
-	g, err := user.LookupGroup(d.group())
-	if err != nil {
+	var gids []string
+	for _, name := range []string{d.group(), d.adminGroup()} {
+		if g, err := user.LookupGroup(name); err == nil {
+			gids = append(gids, g.Gid)
+		}
+	}
+	if len(gids) == 0 {
 		return false
 	}
-	if strconv.Itoa(int(c.Gid)) == g.Gid {
+	if slices.Contains(gids, strconv.Itoa(int(c.Gid))) {
 		return true
 	}
 	u, err := user.LookupId(strconv.Itoa(int(c.Uid)))
@@ -381,7 +388,7 @@ func (d *Daemon) allowed(c unix.Ucred) bool {
 		return false
 	}
 	groups, err := u.GroupIds()
-	return err == nil && slices.Contains(groups, g.Gid)
+	return err == nil && slices.ContainsFunc(groups, func(g string) bool { return slices.Contains(gids, g) })
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {

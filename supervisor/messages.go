@@ -90,8 +90,8 @@ func msgCannotReadHistory(err error) string { return "cannot read the history: "
 
 func msgNoAnswer(err error) string { return "the daemon did not answer: " + err.Error() }
 
-func msgNotPermitted(uid uint32, group string) string {
-	return fmt.Sprintf("uid %d may not use this berth daemon: it answers root, its own user and the group %s (sudo usermod -aG %s $USER, then log in again)", uid, group, group)
+func msgNotPermitted(uid uint32, group, adminGroup string) string {
+	return fmt.Sprintf("uid %d may not use this berth daemon: it answers root, its own user and the groups %s and %s (sudo usermod -aG %s $USER, then log in again)", uid, group, adminGroup, group)
 }
 
 // msgNotYours refuses what a caller asked of a job that is not theirs:

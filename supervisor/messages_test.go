@@ -27,7 +27,7 @@ func TestMessagesGolden(t *testing.T) {
 		msgFirstInLine("train"),
 		msgCannotReadHistory(errors.New("read state: input/output error")),
 		msgNoAnswer(errors.New("context deadline exceeded")),
-		msgNotPermitted(1001, "berth"),
+		msgNotPermitted(1001, "berth", "berth-admin"),
 		msgRefused("start", "train", refuseDisabled, ""),
 		msgRefused("start", "train", refuseUnplaceable, `/etc/berth/jobs.d/train.lua:3: job "train" asks for 64 cores; this machine has 4 (berth machine shows what it has)`),
 		msgRefused("restart", "train", refuseInvalid, `/etc/berth/jobs.d/train.lua:3: job "train": flavor "gpu-huge" does not exist (berth flavors lists them)`),

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
@@ -20,6 +21,7 @@ import (
 	"github.com/coreos/go-systemd/v22/daemon"
 	"github.com/coreos/go-systemd/v22/journal"
 	"github.com/hashicorp/go-hclog"
+	"golang.org/x/sys/unix"
 
 	"github.com/berthd/berth/accounting"
 	"github.com/berthd/berth/supervisor"
@@ -101,6 +103,9 @@ func runDaemon(c *cli, args []string) int {
 		return exitFailed
 	}
 	defer l.Close()
+	if err := openToGroup(*socket, *adminGroup); err != nil {
+		log.Warn("the admin group may not open the control socket, for want of an ACL: its members must be in the socket's group too", "socket", *socket, "group", *adminGroup, "error", err)
+	}
 	var metricsL net.Listener
 	if *metrics != "" {
 		if metricsL, err = listenMetrics(*metrics, log); err != nil {
@@ -296,6 +301,55 @@ func listen(path, group string) (net.Listener, error) {
 		}
 	}
 	return l, nil
+}
+
+// openToGroup lets the members of group open the socket at path as its
+// own group may, with a POSIX ACL (group:NAME:rw-): the admin group acts on
+// every job without being in the socket's group as well. Nothing to do
+// where the group does not exist or is the socket's own.
+func openToGroup(path, group string) error {
+	g, err := user.LookupGroup(group)
+	if err != nil {
+		return nil
+	}
+	gid, err := strconv.ParseUint(g.Gid, 10, 32)
+	if err != nil {
+		return err
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(path, &st); err != nil {
+		return err
+	}
+	if st.Gid == uint32(gid) {
+		return nil
+	}
+	return unix.Setxattr(path, "system.posix_acl_access", socketACL(uint32(gid)), 0)
+}
+
+// socketACL is the extended attribute of the ACL user::rw- group::rw-
+// group:GID:rw- mask::rw- other::---, as the kernel reads it: a version,
+// then (tag, permissions, id) entries in tag order.
+func socketACL(gid uint32) []byte {
+	const (
+		version  = 2
+		userObj  = 0x01
+		groupObj = 0x04
+		groupTag = 0x08
+		mask     = 0x10
+		other    = 0x20
+		rw       = 0x6
+		noID     = 0xffffffff
+	)
+	b := binary.LittleEndian.AppendUint32(nil, version)
+	for _, e := range []struct {
+		tag, perm uint16
+		id        uint32
+	}{{userObj, rw, noID}, {groupObj, rw, noID}, {groupTag, rw, gid}, {mask, rw, noID}, {other, 0, noID}} {
+		b = binary.LittleEndian.AppendUint16(b, e.tag)
+		b = binary.LittleEndian.AppendUint16(b, e.perm)
+		b = binary.LittleEndian.AppendUint32(b, e.id)
+	}
+	return b
 }
 
 var (

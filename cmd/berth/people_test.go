@@ -28,6 +28,7 @@ const (
 	alice       = "btcalice"
 	bob         = "btcbob"
 	dave        = "btcdave" // of the admin group
+	erin        = "btcerin" // of the admin group alone
 )
 
 var peopleAccounts struct {
@@ -44,7 +45,7 @@ func needPeople(t *testing.T) {
 	peopleAccounts.once.Do(func() {
 		peopleAccounts.remove, peopleAccounts.err = testkit.MakeAccounts([]string{peopleGroup, peopleAdmin}, []testkit.Account{
 			{Name: alice, Groups: []string{peopleGroup}}, {Name: bob, Groups: []string{peopleGroup}},
-			{Name: dave, Groups: []string{peopleGroup, peopleAdmin}},
+			{Name: dave, Groups: []string{peopleGroup, peopleAdmin}}, {Name: erin, Groups: []string{peopleAdmin}},
 		})
 	})
 	if peopleAccounts.err != nil {
@@ -162,6 +163,11 @@ quota "` + alice + `" { cpus = 1 }`})
 	testkit.CopyExecutable(t, os.Args[0], bin, 0o755)
 	a, b, admin := newPerson(t, d, bin, alice), newPerson(t, d, bin, bob), newPerson(t, d, bin, dave)
 	d.waitState("shared", "running")
+	// The admin group may use the daemon, its members in the socket's
+	// group or not (an ACL lets them open it).
+	if out, errOut, code := newPerson(t, d, bin, erin).run("", nil, "stop", "shared"); code != exitOK {
+		t.Errorf("erin, of the admin group alone, stops shared: exit %d\n%s%s", code, out, errOut)
+	}
 
 	src := filepath.Join(d.dir, "src")
 	if err := os.Mkdir(src, 0o755); err != nil {
