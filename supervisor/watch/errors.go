@@ -150,6 +150,11 @@ func (e *RefusedError) Error() string {
 		return fmt.Sprintf("%s is %d bytes, more than the %s a job file may be; berth refuses it (split it into several files)",
 			s, e.Size, formatBytes(e.MaxBytes))
 	case Unreadable:
+		if e.Named && e.At == "" && errors.Is(e.Err, fs.ErrPermission) {
+			// berth check, by someone the file is not open to: the
+			// file is fine for the daemon, which reads it as root.
+			return fmt.Sprintf("%s cannot be read by you (permission denied); berth check reads files as the one who runs it (sudo berth check %s)", s, p)
+		}
 		var how string
 		switch {
 		case e.At != "" && e.Target != "":
@@ -157,9 +162,9 @@ func (e *RefusedError) Error() string {
 		case e.At != "":
 			how = "ls -ld " + fix
 		case errors.Is(e.Err, fs.ErrPermission) && e.Dir:
-			how = "chmod a+rx " + p
+			how = "chmod u+rx " + p
 		case errors.Is(e.Err, fs.ErrPermission):
-			how = "chmod a+r " + p
+			how = "chmod u+r " + p
 		default:
 			how = "ls -lL " + p // shows the error again, and what is there
 		}

@@ -36,6 +36,7 @@ func TestMessagesGolden(t *testing.T) {
 		{Path: f, Reason: TooBig, Size: 1048577, MaxBytes: 1 << 20},
 		{Path: f, Reason: TooBig, Size: 3000, MaxBytes: 2500},
 		{Path: f, Reason: Unreadable, Err: perm},
+		{Path: f, Named: true, Reason: Unreadable, Err: perm},
 		{Path: "jobs.d", Dir: true, Reason: Unreadable, Err: perm},
 		{Path: f, Reason: Unreadable, Err: &fs.PathError{Op: "read", Path: f, Err: syscall.EIO}},
 		{Path: f, Reason: DanglingLink, Target: "..data/x.lua"},
