@@ -891,9 +891,10 @@ func (j *job) reaped(exit runner.Exit) {
 
 func (j *job) recordEnd(reason store.Reason) {
 	j.reveal()
-	now := j.d.now()
-	j.d.meters.ended(reason)
 	exit := j.run.exit
+	// A run that ended while no daemon watched ended when its unit says.
+	now := exit.EndedAt(j.run.start, j.d.now())
+	j.d.meters.ended(reason)
 	sig := ""
 	if exit.Signal != 0 {
 		sig = signalName(exit.Signal)

@@ -164,6 +164,50 @@ job "batch" { cmd = { "/bin/sleep", "1000" }, cpus = 1 }
 	}
 }
 
+// TestUnitsEndedWhileAway: a run whose unit ended while no daemon ran is
+// recorded as ending when its unit says, not when the next daemon found
+// it; and so is one whose job is no longer declared.
+func TestUnitsEndedWhileAway(t *testing.T) {
+	b := newUnitsBox(t, `job "batch" { cmd = { "/bin/sleep", "1000" } }
+job "gone" { cmd = { "/bin/sleep", "1000" } }`)
+	d, stop := b.start()
+	started := map[string]JobStatus{}
+	for _, job := range []string{"batch", "gone"} {
+		started[job] = waitJob(t, d, job, "running", func(js JobStatus) bool { return js.State == "running" })
+	}
+	starts := map[string]time.Time{"batch": runsOf(t, d, "batch")[0].Start, "gone": runsOf(t, d, "gone")[0].Start}
+	stop()
+	if err := os.WriteFile(filepath.Join(b.jobsDir, "jobs.lua"), []byte(`job "batch" { cmd = { "/bin/sleep", "1000" } }`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// Each ends half way between its start and now.
+	ended := map[string]time.Time{}
+	for job, js := range started {
+		now := time.Now()
+		ago := now.Sub(starts[job]) / 2
+		ended[job] = now.Add(-ago)
+		result, status := "success", int32(0)
+		if job == "gone" {
+			result, status = "exit-code", 3
+		}
+		b.manager.EndedAgo(units.Name(job, js.Run), result, unitstest.CLDExited, status, ago)
+	}
+	d, _ = b.start()
+	waitJob(t, d, "batch", "done", func(js JobStatus) bool { return js.State == "done" })
+	testkit.WaitFor(t, 20*time.Second, "gone's run recorded", func() bool {
+		runs := runsOf(t, d, "gone")
+		return len(runs) == 1 && !runs[0].End.IsZero()
+	})
+	for job, want := range ended {
+		run := runsOf(t, d, job)[0]
+		// Within a quarter of its run of when its unit ended (the clocks
+		// are read apart); the next daemon came a quarter later than that.
+		if off := run.End.Sub(want).Abs(); off > want.Sub(run.Start)/2 {
+			t.Errorf("%s's run ended %v, want %v, when its unit ended (its start %v)", job, run.End, want, run.Start)
+		}
+	}
+}
+
 // TestUnitsStoppedOutside: a unit stopped with systemctl rests its job
 // stopped; a unit no run accounts for is stopped at start; a job whose file
 // went away while the daemon was down has its run stopped.

@@ -82,6 +82,19 @@ type Exit struct {
 	// StoppedOutside: systemd stopped its unit, asked by someone else than
 	// the daemon. Only runs as systemd units (package units) know these.
 	OutOfMemory, TimedOut, StoppedOutside bool
+	// At is when it ended, where the runner knows it apart from when the
+	// end was seen (a unit's exit timestamp: a run that ended while no
+	// daemon watched); zero otherwise.
+	At time.Time
+}
+
+// EndedAt is when the run that started at start ended, as best known at
+// now: At where it lies between the two, else now.
+func (e Exit) EndedAt(start, now time.Time) time.Time {
+	if e.At.IsZero() || e.At.Before(start) || e.At.After(now) {
+		return now
+	}
+	return e.At
 }
 
 // Success reports whether the process exited with status 0.

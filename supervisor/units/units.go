@@ -29,6 +29,7 @@ import (
 
 	sd "github.com/coreos/go-systemd/v22/dbus"
 	"github.com/godbus/dbus/v5"
+	"golang.org/x/sys/unix"
 
 	"github.com/berthd/berth/supervisor/runner"
 )
@@ -483,7 +484,8 @@ type unitState struct {
 	result      string
 	pid         int
 	cgroup      string
-	exited      bool // the main process has ended
+	exited      bool   // the main process has ended
+	exitTS      uint64 // when, on CLOCK_MONOTONIC in µs
 	code        int32
 	status      int32
 	loaded      bool
@@ -555,11 +557,27 @@ func (r *Runner) state(name string) (unitState, error) {
 	if pid, ok := s["ExecMainPID"].(uint32); ok {
 		st.pid = int(pid)
 	}
-	exitTS, _ := s["ExecMainExitTimestampMonotonic"].(uint64)
-	st.exited = exitTS != 0
+	st.exitTS, _ = s["ExecMainExitTimestampMonotonic"].(uint64)
+	st.exited = st.exitTS != 0
 	st.code, _ = s["ExecMainCode"].(int32)
 	st.status, _ = s["ExecMainStatus"].(int32)
 	return st, nil
+}
+
+// wallOfMonotonic is the wall time of usec on CLOCK_MONOTONIC, the clock
+// of systemd's *TimestampMonotonic properties (one clock for the whole
+// machine); zero where usec is not a time past.
+func wallOfMonotonic(usec uint64) time.Time {
+	var ts unix.Timespec
+	if usec == 0 || unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts) != nil {
+		return time.Time{}
+	}
+	now := time.Now()
+	ago := time.Duration(ts.Nano()) - time.Duration(usec)*time.Microsecond
+	if ago < 0 {
+		return time.Time{}
+	}
+	return now.Add(-ago)
 }
 
 // ended reports whether the run is over and its result settled: the main
@@ -591,7 +609,7 @@ func (st unitState) exit() runner.Exit {
 	// or failed, RemainAfterExit keeping it; only a stop job makes it
 	// inactive, and berth stops its runs by signalling them, never so.
 	e := runner.Exit{Code: int(st.status), OutOfMemory: st.result == "oom-kill", TimedOut: st.result == "timeout",
-		StoppedOutside: st.active == "inactive"}
+		StoppedOutside: st.active == "inactive", At: wallOfMonotonic(st.exitTS)}
 	if st.code == cldKilled || st.code == cldDumped {
 		e.Code, e.Signal = -1, syscall.Signal(st.status)
 	}

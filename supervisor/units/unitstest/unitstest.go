@@ -8,9 +8,11 @@ import (
 	"errors"
 	"sync"
 	"syscall"
+	"time"
 
 	sd "github.com/coreos/go-systemd/v22/dbus"
 	"github.com/godbus/dbus/v5"
+	"golang.org/x/sys/unix"
 )
 
 // ExecMainCode values (siginfo's si_code).
@@ -165,9 +167,18 @@ func (f *Manager) ListUnitsByPatternsContext(_ context.Context, states, patterns
 // timeout), code and status the main process's (CLDExited and its exit
 // status, or CLDKilled and the signal).
 func (f *Manager) End(name, result string, code, status int32) {
+	f.EndedAgo(name, result, code, status, 0)
+}
+
+// EndedAgo is End of a main process that ended ago: its exit timestamp is
+// that long before now, on CLOCK_MONOTONIC as systemd's.
+func (f *Manager) EndedAgo(name, result string, code, status int32, ago time.Duration) {
+	var ts unix.Timespec
+	_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
+	exitTS := uint64(max(1, (time.Duration(ts.Nano())-ago)/time.Microsecond))
 	f.mu.Lock()
 	u := f.units[name]
-	u.result, u.code, u.status, u.exitTS = result, code, status, 1
+	u.result, u.code, u.status, u.exitTS = result, code, status, exitTS
 	u.active, u.sub = "active", "exited"
 	if result != "success" {
 		u.active, u.sub = "failed", "failed"
