@@ -137,8 +137,15 @@ func TestRunEndsAsItsUnitSays(t *testing.T) {
 				t.Fatal("done before its unit ended")
 			default:
 			}
-			f.End(run.Unit(), tt.result, tt.code, tt.status)
-			if got := run.Wait(); got != tt.want {
+			before := time.Now()
+			f.EndedAgo(run.Unit(), tt.result, tt.code, tt.status, time.Second)
+			got := run.Wait()
+			// When it ended, from the unit's exit timestamp: a second
+			// ago, to the clocks' reading apart.
+			if off := got.At.Sub(before.Add(-time.Second)).Abs(); off > 100*time.Millisecond {
+				t.Errorf("ended at %v, want a second before %v", got.At, before)
+			}
+			if got.At = (time.Time{}); got != tt.want {
 				t.Errorf("exit %+v, want %+v", got, tt.want)
 			}
 			r.Release(run)
