@@ -47,7 +47,7 @@ func runCheck(c *cli, args []string) int {
 	// The rules of a daemon that runs as the caller: root's for root, a
 	// person's own daemon's for a person.
 	rules := watch.ScanOptions{DaemonUID: os.Getuid()}
-	userJobs := defaultUserJobs(c.env)
+	userJobs := peoplesJobs(c.env)
 	var srcs []luaapi.Source
 	var problems []supervisor.Problem
 	for _, target := range targets {

@@ -204,7 +204,7 @@ func TestDefaultPaths(t *testing.T) {
 			"XDG_CONFIG_HOME": "/x/config", "XDG_STATE_HOME": "/x/state", "XDG_RUNTIME_DIR": "/run/user/1000"})},
 			"/x/config/berth/jobs.d", "/x/state/berth", "/run/user/1000/berth.sock"},
 		{"BERTH_*", env{uid: 0, lookup: lookupIn(map[string]string{
-			"BERTH_JOBS": "/j", "BERTH_STATE": "/s", "BERTH_SOCKET": "/s.sock"})},
+			"BERTH_JOBS": "/j", "BERTH_STATE": "/s", "BERTH_SOCKET": "/s.sock", "BERTH_USER_JOBS": "/u"})},
 			"/j", "/s", "/s.sock"},
 	}
 	for _, tt := range tests {
@@ -228,6 +228,11 @@ func TestDefaultPaths(t *testing.T) {
 			}
 			if got := clientSockets(tt.e); !slices.Equal(got, want) {
 				t.Errorf("client sockets %q, want %q", got, want)
+			}
+			// berth check reads the people's files where the system
+			// daemon does, whoever checks.
+			if got, want := peoplesJobs(tt.e), cmp.Or(tt.e.get("BERTH_USER_JOBS"), "/var/spool/berth"); got != want {
+				t.Errorf("people's jobs for check %q, want %q", got, want)
 			}
 		})
 	}

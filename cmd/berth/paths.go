@@ -77,9 +77,23 @@ func defaultUserJobs(e env) string {
 		return v
 	}
 	if e.uid == 0 {
-		return "/var/spool/berth"
+		return systemUserJobs
 	}
 	return ""
+}
+
+// systemUserJobs is the system daemon's directory of the people's job
+// directories.
+const systemUserJobs = "/var/spool/berth"
+
+// peoplesJobs is where berth check finds the people's job directories:
+// the system daemon's, whoever checks (a person checks their own files
+// there as the system daemon reads them).
+func peoplesJobs(e env) string {
+	if v, ok := e.lookup("BERTH_USER_JOBS"); ok {
+		return v
+	}
+	return systemUserJobs
 }
 
 // systemSocket is the system daemon's control socket.
