@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"path/filepath"
 	"strconv"
 	"strings"
 )
@@ -118,8 +119,21 @@ func (e *RefusedError) Error() string {
 		if e.AtLink {
 			chown = "chown -h " // chown follows a link: -h changes the link itself
 		}
-		return fmt.Sprintf("%s %s %s, not root or the daemon's user%s; %s (%s%s %s)",
-			s, owned, who(e.Owner, "uid", e.UID), e.daemonUserNote(), e.refuses(), chown, e.chownTo(), fix)
+		copyInstead := ""
+		if e.Target != "" && !e.AtLink {
+			// On the way to a link's target: the owner of that
+			// directory may be no one whom chown should dispossess.
+			target := e.Target
+			switch {
+			case e.AtTarget:
+				target = e.At // resolved
+			case !filepath.IsAbs(target):
+				target = filepath.Join(filepath.Dir(p), target) // as the link reads it
+			}
+			copyInstead = fmt.Sprintf(", or put a copy in place of the link: cp --remove-destination %s %s", target, p)
+		}
+		return fmt.Sprintf("%s %s %s, not root or the daemon's user%s; %s (%s%s %s%s)",
+			s, owned, who(e.Owner, "uid", e.UID), e.daemonUserNote(), e.refuses(), chown, e.chownTo(), fix, copyInstead)
 	case WritableByOthers:
 		return fmt.Sprintf("%s is writable by others; %s (chmod o-w %s)", s, e.refuses(), fix)
 	case WritableByGroup:

@@ -110,6 +110,10 @@ const (
 	// write (/tmp) is accepted: there only an entry's owner (who is
 	// checked next) and the directory's owner may rename it.
 	ruleOnTheWay
+	// ruleLinkWay is a directory on the way to a link's target, past the
+	// link: as ruleOnTheWay, but in a person's directory (a link of
+	// theirs) it may be theirs too, who could re-point the link anyway.
+	ruleLinkWay
 )
 
 // check applies the rule to a file or directory with this owner and mode.
@@ -126,9 +130,9 @@ func (m *strictModes) check(what subject, uid, gid int, mode fs.FileMode, acl []
 			DaemonUID: m.daemonUID, DaemonUser: m.daemonUser}
 	}
 	perm := mode.Perm()
-	sticky := what == ruleOnTheWay && mode&fs.ModeSticky != 0
+	sticky := (what == ruleOnTheWay || what == ruleLinkWay) && mode&fs.ModeSticky != 0
 	switch {
-	case !m.trusted(uid) && !(what != ruleOnTheWay && m.ownerUID != 0 && uid == m.ownerUID):
+	case !m.trusted(uid) && !(what != ruleOnTheWay && m.owns(uid)):
 		e := refuse(NotOwned)
 		e.Owner = m.user(uid).name
 		return e
@@ -203,13 +207,19 @@ func (m *strictModes) othersIn(g groupAnswer, owner userAnswer) []string {
 // daemon's own user.
 func (m *strictModes) trusted(uid int) bool { return uid == 0 || uid == m.daemonUID }
 
+// owns reports whether uid is the person whose directory is read (the
+// Owner of ScanOptions): what they own in it, links included, and the
+// directories on the way to a link's target that they own, only they can
+// change, as they can change their job files themselves.
+func (m *strictModes) owns(uid int) bool { return m.ownerUID != 0 && uid == m.ownerUID }
+
 // checkLink applies the rule to a symbolic link that a walk is about to
 // follow. A link's own mode means nothing, and only its owner or the
 // owner of its directory can replace it; the directory is checked already,
 // so the owner is what is left (it matters in a sticky directory, where
 // anyone may create a link and then re-point it at will).
 func (m *strictModes) checkLink(uid, gid int) *RefusedError {
-	if m.trusted(uid) {
+	if m.trusted(uid) || m.owns(uid) {
 		return nil
 	}
 	return &RefusedError{Reason: NotOwned, UID: uid, GID: gid, Mode: fs.ModeSymlink | 0o777,

@@ -558,3 +558,68 @@ func TestStrictModesPersonsDir(t *testing.T) {
 		})
 	}
 }
+
+// TestStrictModesPersonsLink: in a person's directory, a link of theirs to
+// a file of theirs is read, through directories of theirs (they could
+// re-point the link anyway); through a directory of someone else's, or as
+// someone else's link, it is refused.
+func TestStrictModesPersonsLink(t *testing.T) {
+	x := testIDs()
+	if !x.root {
+		t.Skip("needs root to give files to other uids")
+	}
+	const alice, bob = 4242, 4243
+	accounts := fakeAccounts{
+		users:  map[int]string{0: "root", x.daemon: "berth", alice: "alice", bob: "bob"},
+		groups: map[int]fakeGroup{0: {name: "root", members: []string{"root"}}, alice: {name: "alice"}, bob: {name: "bob"}},
+	}
+	for _, tc := range []struct {
+		name             string
+		link, home, file int // the uids of the link, the directory it leads into, its target
+		want             Reason
+	}{
+		{name: "alice's link to her own file", link: alice, home: alice, file: alice},
+		{name: "alice's link into bob's directory", link: alice, home: bob, file: alice, want: NotOwned},
+		{name: "bob's link in alice's directory", link: bob, home: alice, file: alice, want: NotOwned},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			top := t.TempDir()
+			// A link is followed only to what anyone may read.
+			for _, p := range []string{top, filepath.Dir(top)} {
+				if err := os.Chmod(p, 0o755); err != nil {
+					t.Fatal(err)
+				}
+			}
+			dir, home := filepath.Join(top, "spool", "alice"), filepath.Join(top, "home")
+			mkdir(t, dir)
+			mkdir(t, home)
+			target := filepath.Join(home, "x.lua")
+			writeFile(t, target, "job")
+			link := filepath.Join(dir, "x.lua")
+			if err := os.Symlink(target, link); err != nil {
+				t.Fatal(err)
+			}
+			for p, uid := range map[string]int{dir: alice, home: tc.home, target: tc.file} {
+				if err := os.Chown(p, uid, uid); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := os.Lchown(link, tc.link, tc.link); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chmod(dir, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			got := scan(t, NewScanner(dir, ScanOptions{DaemonUID: x.daemon, Owner: alice, Accounts: accounts}))
+			var re *RefusedError
+			switch {
+			case tc.want != 0:
+				if !errors.As(got.Refused[link], &re) || re.Reason != tc.want {
+					t.Fatalf("scan says %q, refused %v; want x.lua refused, %s", summary(dir, got), got.Refused, tc.want)
+				}
+			case got.DirRefused != nil || string(got.Changed[link]) != "job":
+				t.Fatalf("scan says %q, DirRefused %v, refused %v; want x.lua read", summary(dir, got), got.DirRefused, got.Refused)
+			}
+		})
+	}
+}

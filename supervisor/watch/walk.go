@@ -125,7 +125,7 @@ func (w *walk) enter(path string, fd int, what subject) error {
 	}
 	if r := w.m.check(what, int(st.Uid), int(st.Gid), mode, acl); r != nil {
 		unix.Close(fd)
-		if what == ruleOnTheWay {
+		if what == ruleOnTheWay || what == ruleLinkWay {
 			r.At = path
 		}
 		return r
@@ -230,6 +230,9 @@ func (w *walk) resolve(path string, last want) (string, unix.Stat_t, error) {
 				return "", st, &fs.PathError{Op: "open", Path: here, Err: err}
 			}
 			what := ruleOnTheWay
+			if w.links > 0 {
+				what = ruleLinkWay // past a link: on the way to its target
+			}
 			if final && last == wantJobsDir {
 				what = ruleJobsDir
 			}
