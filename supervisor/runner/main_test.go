@@ -34,6 +34,8 @@ func TestMain(m *testing.M) {
 //	wait-term               print "ready", print "terminated" and exit 0 on SIGTERM
 //	group-term              ignore SIGTERM, start a wait-term grandchild, sleep
 //	ignore-term             ignore SIGTERM, print "ready", sleep until killed
+//	group-save              start a save-term grandchild, sleep (SIGTERM ends it)
+//	save-term               print "ready"; on SIGTERM, take a while, print "saved", exit 0
 //	fork-grandchild block   start a sleeping grandchild, print its pid, sleep
 //	fork-grandchild FIFO    ... print its pid, then exit 0 once FIFO is closed
 //	list-fds                print "self N" (the fd listing), then "N target" per fd
@@ -57,6 +59,26 @@ func helper(mode string, args []string) int {
 		fmt.Println("ready")
 		<-c
 		fmt.Println("terminated")
+		return 0
+	case "group-save":
+		exe, err := os.Executable()
+		if err != nil {
+			return fail(err)
+		}
+		gc := exec.Command(exe)
+		gc.Env = append(os.Environ(), helperEnv+"=save-term")
+		gc.Stdout = os.Stdout
+		if err := gc.Start(); err != nil {
+			return fail(err)
+		}
+		sleepForever()
+	case "save-term":
+		c := make(chan os.Signal, 1)
+		signal.Notify(c, syscall.SIGTERM)
+		fmt.Println("ready")
+		<-c
+		time.Sleep(200 * time.Millisecond) // a checkpoint being written
+		fmt.Println("saved")
 		return 0
 	case "ignore-term":
 		signal.Ignore(syscall.SIGTERM)

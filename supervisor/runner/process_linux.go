@@ -61,6 +61,9 @@ type Process struct {
 	// handed to another process.
 	mu     sync.Mutex
 	reaped bool
+	// stopping: Stop was called, and waits for the group itself; the
+	// leader's end does not SIGKILL what is left of it.
+	stopping bool
 	// ticks is StartTicks's answer once read (ticksRead).
 	ticks     uint64
 	ticksRead bool
@@ -249,8 +252,11 @@ func (p *Process) exited(err error) {
 	var exit Exit
 	if err == nil {
 		// ESRCH: nothing left. EPERM: what is left changed credentials,
-		// and no signal of ours reaches it.
-		_ = unix.Kill(-p.pid, unix.SIGKILL)
+		// and no signal of ours reaches it. Under a Stop, what is left
+		// has the rest of its time (awaitGroup).
+		if !p.stopping {
+			_ = unix.Kill(-p.pid, unix.SIGKILL)
+		}
 		var ws syscall.WaitStatus
 		_, werr := ignoringEINTRPid(func() (int, error) { return syscall.Wait4(p.pid, &ws, 0, nil) })
 		exit = exitOf(p.pid, ws, werr)
@@ -363,9 +369,15 @@ func (p *Process) Done() <-chan struct{} { return p.done }
 var errReaped = errors.New("process already reaped")
 
 // Stop sends sig to the whole process group, waits up to timeout for the
-// leader to be reaped, then sends SIGKILL to the group. It returns only
-// once the leader has been reaped; killed reports whether SIGKILL had to be
-// sent. Calling it again, concurrently, or after the process ended is safe.
+// group to end, then sends SIGKILL to the group. It returns only once the
+// leader has been reaped and nothing is left of the group; killed reports
+// whether SIGKILL had to be sent. Calling it again, concurrently, or after
+// the process ended is safe.
+//
+// The leader may end first: a launcher (torchrun, a shell) that exits on
+// sig while its workers, which got sig too, still save their work. They
+// get the rest of timeout, as under systemd, whose stop waits for the
+// unit's whole cgroup.
 //
 // Which signal and how long to wait are the caller's policy; a timeout of
 // zero or less means SIGKILL straight after sig.
@@ -375,6 +387,9 @@ func (p *Process) Stop(sig syscall.Signal, timeout time.Duration) (killed bool) 
 		return false
 	default:
 	}
+	p.mu.Lock()
+	p.stopping = true
+	p.mu.Unlock()
 	if p.signal(sig) == nil && sig != unix.SIGKILL && sig != unix.SIGCONT {
 		// A stopped process cannot act on sig until it is continued;
 		// systemd follows its stop signal with SIGCONT for the same reason.
@@ -384,13 +399,52 @@ func (p *Process) Stop(sig syscall.Signal, timeout time.Duration) (killed bool) 
 	defer t.Stop()
 	select {
 	case <-p.done:
-		return false
+		return p.awaitGroup(t.C)
 	case <-t.C:
 	}
 	killed = p.signal(unix.SIGKILL) == nil
 	<-p.done
+	p.awaitGroup(nil)
 	return killed
 }
+
+// groupPoll is how often Stop looks whether the rest of a group has ended
+// once its leader has: no event says so.
+const groupPoll = 20 * time.Millisecond
+
+// awaitGroup waits until nothing is left of the process group whose
+// leader has been reaped, SIGKILLing it when deadline comes (nil: at
+// once), and reports whether it had to. The group's ID is not reused while
+// the group has a member, and once it has none, nothing is signalled.
+func (p *Process) awaitGroup(deadline <-chan time.Time) (killed bool) {
+	alive := func() bool { return unix.Kill(-p.pid, 0) != unix.ESRCH }
+	if deadline == nil && alive() {
+		killed = unix.Kill(-p.pid, unix.SIGKILL) == nil
+	}
+	tick := time.NewTicker(groupPoll)
+	defer tick.Stop()
+	// Once SIGKILLed, what is left ends at once but for its reaping, by
+	// whoever inherited it: not waited for past a bound, should that be
+	// an init that never reaps.
+	var reaped <-chan time.Time
+	if deadline == nil {
+		reaped = time.After(killedGroupWait)
+	}
+	for alive() {
+		select {
+		case <-deadline:
+			killed = unix.Kill(-p.pid, unix.SIGKILL) == nil || killed
+			deadline, reaped = nil, time.After(killedGroupWait)
+		case <-reaped:
+			return killed
+		case <-tick.C:
+		}
+	}
+	return killed
+}
+
+// killedGroupWait bounds the wait for a SIGKILLed group's end.
+const killedGroupWait = time.Second
 
 // signal sends sig to the process group, or to the leader alone if it has
 // left its group (setpgid), so that Stop can always end the leader.

@@ -286,6 +286,22 @@ func TestStopSignalsGroup(t *testing.T) {
 	}
 }
 
+// TestStopWaitsForGroup: a leader that ends on the stop signal (a
+// launcher) leaves its workers, which got it too, the rest of the stop's
+// time to save their work; Stop returns once they have ended, without
+// SIGKILL.
+func TestStopWaitsForGroup(t *testing.T) {
+	t.Parallel()
+	c := startChild(t, helperSpec(t, "group-save"))
+	c.ready(t) // the grandchild's
+	if killed := c.Stop(syscall.SIGTERM, 10*time.Second); killed {
+		t.Error("Stop reported SIGKILL for a group that ended on SIGTERM")
+	}
+	if out := c.rest(t); out != "saved\n" {
+		t.Errorf("grandchild's output after Stop = %q, want \"saved\\n\"", out)
+	}
+}
+
 func TestLeaderExitKillsGroup(t *testing.T) {
 	t.Parallel()
 	fifo := filepath.Join(t.TempDir(), "fifo")
