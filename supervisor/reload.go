@@ -343,9 +343,11 @@ func (d *Daemon) finishReload(r *reloadRun, files []*luaapi.File) ReloadResult {
 	for _, path := range slices.Sorted(maps.Keys(d.fileErrs)) {
 		d.problems = append(d.problems, d.fileErrs[path]...)
 	}
-	// A parent not declared holds its dependants rather than making them
-	// invalid: the problem is shown here, with its file and line.
-	d.problems = append(d.problems, heldProblems(set)...)
+	// A job's mistakes that leave its file in force (a parent or a flavor
+	// not declared, a cycle, after and after_any naming one job) hold the
+	// job or make it invalid; each is shown here too, with its file and
+	// line, as the file's errors are.
+	d.problems = append(d.problems, jobProblems(set)...)
 	d.problems = append(d.problems, QuotaProblems(set, slices.Sorted(maps.Keys(d.people)))...)
 	switch {
 	case scan.DirRefused != nil:
@@ -1030,15 +1032,12 @@ func (d *Daemon) storedArrayRecord(def *luaapi.Job) string {
 	return arrayRecord(records)
 }
 
-// heldProblems are the problems of set that hold a job at the gate
-// rather than make it invalid (a parent not declared), in file and line
-// order.
-func heldProblems(set *luaapi.Set) []Problem {
+// jobProblems are the job-level mistakes of set that leave their files in
+// force, in file and line order.
+func jobProblems(set *luaapi.Set) []Problem {
 	var out []Problem
 	for _, p := range set.Problems {
-		if p.Problem == luaapi.UnknownJob && !waitsForItself(set, p.Name) {
-			out = append(out, ProblemOf(p))
-		}
+		out = append(out, ProblemOf(p))
 	}
 	slices.SortStableFunc(out, func(a, b Problem) int {
 		return cmp.Or(strings.Compare(a.File, b.File), cmp.Compare(a.Line, b.Line))

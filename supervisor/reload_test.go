@@ -179,3 +179,22 @@ job "fine" { cmd = "sleep 100", cpus = 0 }`, nil)
 		t.Errorf("problems: %+v", ps)
 	}
 }
+
+// TestJobProblemsShown: a job's mistakes that leave its file in force (a
+// cycle, a job in both after and after_any, a flavor not declared) are
+// shown among the problems, with file and line, as a file's are.
+func TestJobProblemsShown(t *testing.T) {
+	d, _ := runDaemon(t, `job "a" { cmd = "true", after = "b" }
+job "b" { cmd = "true", after = "a" }
+job "prep" { cmd = "true" }
+job "both" { cmd = "true", after = "prep", after_any = "prep" }
+job "sized" { cmd = "true", flavor = "nosuch" }`, nil)
+	waitJob(t, d, "sized", "invalid", func(js JobStatus) bool { return js.State == "invalid" })
+	codes := map[string][]int{}
+	for _, p := range d.Status().Problems {
+		codes[p.Code] = append(codes[p.Code], p.Line)
+	}
+	if want := map[string][]int{"cycle": {1, 2}, "conflict": {4}, "unknown_flavor": {5}}; !reflect.DeepEqual(codes, want) {
+		t.Errorf("problems by code and line: %v, want %v", codes, want)
+	}
+}
