@@ -274,7 +274,10 @@ func step(l life, p restartPolicy, e event, now time.Time) (life, []action) {
 		case e.stoppedOutside:
 			reason, pending.then, pending.rest = store.ReasonStopped, thenRest, store.StateStopped
 		case e.oom:
-			reason = store.ReasonOOM
+			// A process of the run went over its memory, the main one or
+			// another: the run failed even where the main one exited 0,
+			// as its unit did.
+			reason, failed = store.ReasonOOM, true
 		case e.timedOut:
 			reason, failed = store.ReasonTimedOut, true
 		case e.failed:

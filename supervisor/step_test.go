@@ -169,6 +169,7 @@ func TestStepStoppingDestinations(t *testing.T) {
 
 		// What a run's systemd unit says of its end.
 		{"out of memory restarts on failure", []event{{kind: evExited, failed: true, oom: true}}, store.StateBackoff, store.ReasonOOM},
+		{"out of memory of another process than the main one, which exits 0, is a failure too", []event{{kind: evExited, oom: true}}, store.StateBackoff, store.ReasonOOM},
 		{"its unit's runtime bound", []event{{kind: evExited, failed: true, timedOut: true}}, store.StateBackoff, store.ReasonTimedOut},
 		{"its unit stopped by a person rests stopped", []event{{kind: evExited, failed: true, stoppedOutside: true}}, store.StateStopped, store.ReasonStopped},
 		{"berth's own stop wins over its unit's", []event{{kind: evRestart}, {kind: evExited, failed: true, stoppedOutside: true}}, store.StateWaiting, store.ReasonStopped},
