@@ -879,6 +879,12 @@ func (d *Daemon) start(j *job, run uint64) (process, func(), error) {
 		return nil, nil, err
 	}
 	if d.cfg.Units != nil {
+		// systemd would start the unit and fail it at its chdir, saying
+		// why only in its journal: a directory that is not there is said
+		// here, as the direct runner says it.
+		if err := runner.MissingDir(def.Dir, cred); err != nil {
+			return nil, nil, err
+		}
 		return d.startUnit(j, run, login)
 	}
 	out, err := d.output(j.name, runner.RunHeader(run, d.now()))

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -205,6 +206,20 @@ job "gone" { cmd = { "/bin/sleep", "1000" } }`)
 		if off := run.End.Sub(want).Abs(); off > want.Sub(run.Start)/2 {
 			t.Errorf("%s's run ended %v, want %v, when its unit ended (its start %v)", job, run.End, want, run.Start)
 		}
+	}
+}
+
+// TestUnitsDirMissing: a job whose directory is not there is not started
+// as a unit to fail in it: its run is a spawn error that says why.
+func TestUnitsDirMissing(t *testing.T) {
+	b := newUnitsBox(t, `job "nodir" { cmd = { "/bin/true" }, dir = "/nonexistent-berth-dir" }`)
+	d, _ := b.start()
+	js := waitJob(t, d, "nodir", "failed", func(js JobStatus) bool { return js.State == "failed" })
+	if want := "dir /nonexistent-berth-dir does not exist"; !strings.Contains(js.Why, want) {
+		t.Errorf("nodir's why: %q, want it to say %q", js.Why, want)
+	}
+	if names := b.manager.Names(); len(names) != 0 {
+		t.Errorf("units started for it: %v", names)
 	}
 }
 

@@ -58,6 +58,20 @@ func explain(spec Spec, path string, err error) error {
 	return pe
 }
 
+// MissingDir returns the *DirError of a working directory dir (absolute,
+// or "" for none) that does not exist, or is no directory, as the daemon
+// sees it; nil otherwise. Whether the job's user may enter it is left to
+// the kernel, which reads ACLs where the walk reads mode bits.
+func MissingDir(dir string, cred *syscall.Credential) error {
+	if dir == "" {
+		return nil
+	}
+	if b, ok := walk(dir, identityOf(cred), true); !ok && (b.Problem == PathMissing || b.Problem == PathNotDir) {
+		return &DirError{Dir: dir, Blocked: b, Who: identityOf(cred), Err: syscall.ENOENT}
+	}
+	return nil
+}
+
 // identityOf is who a process started with cred runs as: cred's IDs, or the
 // daemon's own.
 func identityOf(cred *syscall.Credential) Identity {

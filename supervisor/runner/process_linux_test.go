@@ -718,3 +718,24 @@ func TestOnExit(t *testing.T) {
 		check(t)
 	})
 }
+
+// TestMissingDir: a working directory that is not there, or is no
+// directory, is said before any start; one there is left to the kernel.
+func TestMissingDir(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "file")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct{ dir, want string }{
+		{"", ""},
+		{dir, ""},
+		{filepath.Join(dir, "nosuch"), "dir " + filepath.Join(dir, "nosuch") + " does not exist"},
+		{file, "dir " + file + " is not a directory"},
+	} {
+		err := MissingDir(tt.dir, nil)
+		if got := fmt.Sprint(err); tt.want == "" && err != nil || tt.want != "" && got != tt.want {
+			t.Errorf("MissingDir(%q) = %v, want %q", tt.dir, err, tt.want)
+		}
+	}
+}
