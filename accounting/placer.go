@@ -54,6 +54,9 @@ type Placer struct {
 	seq    uint64
 	count  int
 	head   headPlan // what the last decision worked out for the head
+	// holds counts the Holds not yet released: while any is, nothing is
+	// placed.
+	holds int
 	// quotas bound each owner's jobs; others have fallback. The
 	// administrators' jobs (owner "") have none.
 	quotas   map[string]Quota
@@ -550,8 +553,31 @@ func (p *Placer) deliver(w *waiter, b *Book, g Grant) {
 	}
 }
 
+// Hold stops the placing of anyone until the returned release is called
+// (once; later calls do nothing): requests that arrive together, each from
+// its own goroutine, are placed in the queue's order (priority, then
+// arrival) rather than in the order they happened to reach the Placer.
+func (p *Placer) Hold() (release func()) {
+	p.mu.Lock()
+	p.holds++
+	p.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			p.mu.Lock()
+			defer p.mu.Unlock()
+			if p.holds--; p.holds == 0 {
+				p.dispatch()
+			}
+		})
+	}
+}
+
 // dispatch starts whoever can start now, in order. The caller holds p.mu.
 func (p *Placer) dispatch() {
+	if p.holds > 0 {
+		return // Hold: the release decides
+	}
 	p.head = headPlan{}
 	if len(p.books) == 0 {
 		return

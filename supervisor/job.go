@@ -76,6 +76,9 @@ type job struct {
 	timeout   clock.Timer
 	backoff   clock.Timer
 	waitingAt time.Time
+	// looked, when set, is called once the job has acted on its first
+	// messages: it was born with others, which hold the placer till then.
+	looked func()
 	// waitedBefore is when the job began the wait it was in when the
 	// last daemon stopped (zero: none): its first wait here goes on from
 	// then.
@@ -359,6 +362,10 @@ func (j *job) loop() {
 			}
 			for _, m := range j.in.drain() {
 				j.receive(m)
+			}
+			if looked := j.looked; looked != nil {
+				j.looked = nil
+				looked()
 			}
 		case <-recordC:
 			j.reveal()

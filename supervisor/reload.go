@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -812,6 +813,27 @@ func (d *Daemon) apply(set *luaapi.Set, first bool) ReloadResult {
 			}
 		}
 	}
+	if len(born) > 1 {
+		// Born together (the daemon's start, a new file of several jobs),
+		// they queue together: none is placed until each has had its
+		// first look at what it should do, so that the placer's order
+		// (priority, then how long each has waited, in the last daemon
+		// too) decides, not the order their goroutines ran in. Bounded,
+		// should one be slow to look (it waits for a job of its name
+		// still stopping).
+		release := d.placer.Hold()
+		bound := time.AfterFunc(bornHoldBound, release)
+		var left atomic.Int64
+		left.Store(int64(len(born)))
+		for _, j := range born {
+			j.looked = func() {
+				if left.Add(-1) == 0 {
+					bound.Stop()
+					release()
+				}
+			}
+		}
+	}
 	for _, j := range born {
 		if j.life.state == store.StateFailed || j.life.state == store.StateStopped {
 			j.restoreWhy()
@@ -823,6 +845,9 @@ func (d *Daemon) apply(set *luaapi.Set, first bool) ReloadResult {
 	slices.Sort(res.Removed)
 	return res
 }
+
+// bornHoldBound bounds how long jobs born together hold the placer.
+const bornHoldBound = time.Second
 
 // declare brings job name of definition def into the set in force: a job
 // new to the daemon is made (taking back a run the previous daemon left,

@@ -198,3 +198,20 @@ job "sized" { cmd = "true", flavor = "nosuch" }`, nil)
 		t.Errorf("problems by code and line: %v, want %v", codes, want)
 	}
 }
+
+// TestBornTogetherQueueInOrder: jobs that arrive in one reload are placed
+// in the queue's order, priority first, not in the order their goroutines
+// happened to reach the placer.
+func TestBornTogetherQueueInOrder(t *testing.T) {
+	for range 5 {
+		d, _ := runDaemon(t, `job "lo" { cmd = "sleep 600", cpus = 2 }
+job "mid" { cmd = "sleep 600", cpus = 2, priority = 5 }
+job "hi" { cmd = "sleep 600", cpus = 2, priority = 10 }`, nil)
+		waitJob(t, d, "hi", "running", func(js JobStatus) bool { return js.State == "running" })
+		for _, name := range []string{"lo", "mid"} {
+			if js, _ := d.jobStatus(name); js.State != "waiting" {
+				t.Errorf("%s is %s, want waiting behind hi", name, js.State)
+			}
+		}
+	}
+}
