@@ -832,6 +832,8 @@ func (d *Daemon) apply(set *luaapi.Set, first bool) ReloadResult {
 					release()
 				}
 			}
+			// One that was told nothing (at rest, done) looks too.
+			j.in.post(jobMessage{})
 		}
 	}
 	for _, j := range born {

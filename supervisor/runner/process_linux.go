@@ -410,14 +410,14 @@ func (p *Process) Stop(sig syscall.Signal, timeout time.Duration) (killed bool) 
 
 // groupPoll is how often Stop looks whether the rest of a group has ended
 // once its leader has: no event says so.
-const groupPoll = 20 * time.Millisecond
+const groupPoll = 50 * time.Millisecond
 
 // awaitGroup waits until nothing is left of the process group whose
 // leader has been reaped, SIGKILLing it when deadline comes (nil: at
 // once), and reports whether it had to. The group's ID is not reused while
 // the group has a member, and once it has none, nothing is signalled.
 func (p *Process) awaitGroup(deadline <-chan time.Time) (killed bool) {
-	alive := func() bool { return unix.Kill(-p.pid, 0) != unix.ESRCH }
+	alive := func() bool { return groupLive(p.pid) }
 	if deadline == nil && alive() {
 		killed = unix.Kill(-p.pid, unix.SIGKILL) == nil
 	}

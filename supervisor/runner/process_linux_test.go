@@ -7,6 +7,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -498,8 +499,9 @@ func TestParseStat(t *testing.T) {
 		want     procStat
 		err      bool
 	}{
-		{"plain", "4242 (sleep)" + tail, procStat{pgrp: 4242, startTicks: 987654}, false},
-		{"parens and spaces in comm", "4242 (a) S 9 9 (b c))" + tail, procStat{pgrp: 4242, startTicks: 987654}, false},
+		{"plain", "4242 (sleep)" + tail, procStat{state: 'S', pgrp: 4242, startTicks: 987654}, false},
+		{"parens and spaces in comm", "4242 (a) S 9 9 (b c))" + tail, procStat{state: 'S', pgrp: 4242, startTicks: 987654}, false},
+		{"a zombie", "4242 (sleep)" + strings.Replace(tail, " S ", " Z ", 1), procStat{state: 'Z', pgrp: 4242, startTicks: 987654}, false},
 		{"no paren", "4242 sleep" + tail, procStat{}, true},
 		{"short", "4242 (sleep) S 1 4242", procStat{}, true},
 		{"not a number", "4242 (sleep) S 1 x 4242 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 y", procStat{}, true},
@@ -737,5 +739,31 @@ func TestMissingDir(t *testing.T) {
 		if got := fmt.Sprint(err); tt.want == "" && err != nil || tt.want != "" && got != tt.want {
 			t.Errorf("MissingDir(%q) = %v, want %q", tt.dir, err, tt.want)
 		}
+	}
+}
+
+// TestGroupLiveIgnoresZombies: a group whose only member has ended, but
+// is not reaped yet, is over, though kill(-pgid, 0) still finds it.
+func TestGroupLiveIgnoresZombies(t *testing.T) {
+	cmd := exec.Command("/bin/sh", "-c", "exit 0")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pid := cmd.Process.Pid
+	defer cmd.Wait()
+	// WNOWAIT: waits for its end and leaves it a zombie.
+	var info unix.Siginfo
+	if err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT, nil); err != nil {
+		t.Fatal(err)
+	}
+	if unix.Kill(-pid, 0) != nil {
+		t.Fatal("kill(-pgid, 0) does not find the zombie: the test proves nothing")
+	}
+	if groupLive(pid) {
+		t.Error("a group of a zombie alone is live")
+	}
+	if !groupLive(os.Getpid()) && unix.Getpgrp() == os.Getpid() {
+		t.Error("the test's own group is not live")
 	}
 }

@@ -14,6 +14,7 @@ import (
 
 // procStat is the part of /proc/PID/stat that identifies a process.
 type procStat struct {
+	state      byte   // field 3: R, S, … Z for a zombie
 	pgrp       int    // field 5
 	startTicks uint64 // field 22
 }
@@ -46,7 +47,34 @@ func parseStat(b []byte) (procStat, error) {
 	if err != nil {
 		return procStat{}, fmt.Errorf("parse /proc stat: starttime: %w", err)
 	}
-	return procStat{pgrp: pgrp, startTicks: ticks}, nil
+	var state byte
+	if len(f[0]) > 0 {
+		state = f[0][0]
+	}
+	return procStat{state: state, pgrp: pgrp, startTicks: ticks}, nil
+}
+
+// groupLive reports whether process group pgid has a member that has not
+// ended: kill(-pgid, 0) also counts the zombies, which whoever inherited
+// them may be slow to reap (or, as some container inits, never).
+func groupLive(pgid int) bool {
+	if unix.Kill(-pgid, 0) == unix.ESRCH {
+		return false
+	}
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return true // cannot tell: as kill says
+	}
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if st, err := readStat(pid); err == nil && st.pgrp == pgid && st.state != 'Z' && st.state != 'X' {
+			return true
+		}
+	}
+	return false
 }
 
 // KillLeftover sends SIGKILL to the process group of a run that a previous
