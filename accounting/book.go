@@ -426,6 +426,30 @@ func (b *Book) Give(g Grant) error {
 	return nil
 }
 
+// Shorten moves the end of outstanding grant g forward to until, where
+// that is earlier than its Until (or it had none): its run's limit was
+// shortened. The Placer plans the head's start on it again. Later ends are
+// refused (ErrNotEarlier): the queue was planned around the old one.
+func (b *Book) Shorten(g Grant, until time.Time) error {
+	b.mu.Lock()
+	held, ok := b.grants[g.ID]
+	switch {
+	case !ok:
+		b.mu.Unlock()
+		return ErrUnknownGrant
+	case !held.Until.IsZero() && !until.Before(held.Until):
+		b.mu.Unlock()
+		return ErrNotEarlier
+	}
+	held.Until = until
+	b.grants[g.ID] = held
+	b.mu.Unlock()
+	if b.onRelease != nil {
+		b.onRelease()
+	}
+	return nil
+}
+
 // free is what may be granted now: cores, memory, the whole cards neither
 // held, booked nor off, and as GPUMemBytes the most one card has for a
 // share. The caller holds b.mu.

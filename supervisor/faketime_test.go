@@ -296,3 +296,32 @@ func TestWaitOutlivesTheDaemon(t *testing.T) {
 		t.Errorf("%s is shown waiting since %v, want %v", w.Holder, js.Since, began[w.Holder])
 	}
 }
+
+// TestShorterTimeoutMovesTheHeadsStart: a running job's timeout edited
+// shorter applies to its run in progress, and so to the end of its grant:
+// the head's expected start, and the backfill planned on it, follow.
+func TestShorterTimeoutMovesTheHeadsStart(t *testing.T) {
+	d, clk := fakeTimeDaemon(t, `job "holder" { cmd = "sleep 600", cpus = 2, timeout = "10m" }`)
+	t0 := clk.Now()
+	waitJob(t, d, "holder", "running", func(js JobStatus) bool { return js.State == "running" })
+	write := func(file, src string) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(d.cfg.JobsDir, file), []byte(src), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		reload(t, d)
+	}
+	write("head.lua", `job "head" { cmd = "true", cpus = 2 }`)
+	expected := func() time.Time {
+		h, _ := d.placer.Head()
+		return h.ExpectedStart
+	}
+	stop := 10 * time.Second // the default stop_timeout, which the grant's end includes
+	testkit.WaitFor(t, 20*time.Second, "head's expected start at holder's timeout", func() bool {
+		return expected().Equal(t0.Add(10*time.Minute + stop))
+	})
+	write("jobs.lua", `job "holder" { cmd = "sleep 600", cpus = 2, timeout = "1m" }`)
+	testkit.WaitFor(t, 20*time.Second, "head's expected start at holder's shorter timeout", func() bool {
+		return expected().Equal(t0.Add(time.Minute + stop))
+	})
+}

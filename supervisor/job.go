@@ -438,8 +438,12 @@ func (j *job) receive(m jobMessage) {
 			m.def.Timeout > 0 && (old.Timeout == 0 || m.def.Timeout < old.Timeout) {
 			// Only a shorter limit applies to the run in progress: its grant
 			// was placed as ending by the old one, and the placer plans the
-			// head's start on that.
+			// head's start on that; it ends earlier now, and the plan
+			// follows.
 			j.rearmTimeout()
+			if j.book != nil {
+				_ = j.book.Shorten(j.grant, j.run.start.Add(m.def.Timeout+m.def.StopTimeout))
+			}
 		}
 		if e, ok := redefined(j.life, redefinition{
 			invalid:  m.invalid != "",
