@@ -404,38 +404,36 @@ func (p *Process) Stop(sig syscall.Signal, timeout time.Duration) (killed bool) 
 	}
 	killed = p.signal(unix.SIGKILL) == nil
 	<-p.done
-	p.awaitGroup(nil)
+	p.awaitGroup(expired) // SIGKILLed with its leader: only its end is left
 	return killed
 }
+
+// expired is a deadline that has passed.
+var expired = func() <-chan time.Time {
+	c := make(chan time.Time)
+	close(c)
+	return c
+}()
 
 // groupPoll is how often Stop looks whether the rest of a group has ended
 // once its leader has: no event says so.
 const groupPoll = 50 * time.Millisecond
 
-// awaitGroup waits until nothing is left of the process group whose
-// leader has been reaped, SIGKILLing it when deadline comes (nil: at
-// once), and reports whether it had to. The group's ID is not reused while
-// the group has a member, and once it has none, nothing is signalled.
+// awaitGroup waits until nothing live is left of the process group whose
+// leader has been reaped, SIGKILLing it when deadline comes, and reports
+// whether it had to. The group's ID is not reused while the group has a
+// member, and once it has none, nothing is signalled.
 func (p *Process) awaitGroup(deadline <-chan time.Time) (killed bool) {
-	alive := func() bool { return groupLive(p.pid) }
-	if deadline == nil && alive() {
-		killed = unix.Kill(-p.pid, unix.SIGKILL) == nil
-	}
 	tick := time.NewTicker(groupPoll)
 	defer tick.Stop()
-	// Once SIGKILLed, what is left ends at once but for its reaping, by
-	// whoever inherited it: not waited for past a bound, should that be
-	// an init that never reaps.
-	var reaped <-chan time.Time
-	if deadline == nil {
-		reaped = time.After(killedGroupWait)
-	}
-	for alive() {
+	// Once SIGKILLed, a process stuck in the kernel is not waited for long.
+	var bound <-chan time.Time
+	for groupLive(p.pid) {
 		select {
 		case <-deadline:
-			killed = unix.Kill(-p.pid, unix.SIGKILL) == nil || killed
-			deadline, reaped = nil, time.After(killedGroupWait)
-		case <-reaped:
+			killed = unix.Kill(-p.pid, unix.SIGKILL) == nil
+			deadline, bound = nil, time.After(killedGroupWait)
+		case <-bound:
 			return killed
 		case <-tick.C:
 		}

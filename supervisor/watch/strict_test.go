@@ -498,19 +498,30 @@ func TestStrictModesLinkOnTheWay(t *testing.T) {
 	}
 }
 
-// TestStrictModesPersonsDir: a person's job directory and the files in it
-// may be the person's own (ScanOptions.Owner), but not someone else's, and
-// the directories above it must still be root's or the daemon's.
-func TestStrictModesPersonsDir(t *testing.T) {
+// The uids of two people, alice and bob, in the tests of their job
+// directories.
+const alice, bob = 4242, 4243
+
+// personsAccounts are root, the daemon's user, alice and bob, each with
+// a private group; the test is skipped where files cannot be given to
+// them.
+func personsAccounts(t *testing.T) (ids, fakeAccounts) {
+	t.Helper()
 	x := testIDs()
 	if !x.root {
 		t.Skip("needs root to give files to other uids")
 	}
-	const alice, bob = 4242, 4243
-	accounts := fakeAccounts{
+	return x, fakeAccounts{
 		users:  map[int]string{0: "root", x.daemon: "berth", alice: "alice", bob: "bob"},
 		groups: map[int]fakeGroup{0: {name: "root", members: []string{"root"}}, alice: {name: "alice"}, bob: {name: "bob"}},
 	}
+}
+
+// TestStrictModesPersonsDir: a person's job directory and the files in it
+// may be the person's own (ScanOptions.Owner), but not someone else's, and
+// the directories above it must still be root's or the daemon's.
+func TestStrictModesPersonsDir(t *testing.T) {
+	x, accounts := personsAccounts(t)
 	cases := []struct {
 		name              string
 		owner             int // ScanOptions.Owner
@@ -564,15 +575,7 @@ func TestStrictModesPersonsDir(t *testing.T) {
 // re-point the link anyway); through a directory of someone else's, or as
 // someone else's link, it is refused.
 func TestStrictModesPersonsLink(t *testing.T) {
-	x := testIDs()
-	if !x.root {
-		t.Skip("needs root to give files to other uids")
-	}
-	const alice, bob = 4242, 4243
-	accounts := fakeAccounts{
-		users:  map[int]string{0: "root", x.daemon: "berth", alice: "alice", bob: "bob"},
-		groups: map[int]fakeGroup{0: {name: "root", members: []string{"root"}}, alice: {name: "alice"}, bob: {name: "bob"}},
-	}
+	x, accounts := personsAccounts(t)
 	for _, tc := range []struct {
 		name             string
 		link, home, file int // the uids of the link, the directory it leads into, its target
