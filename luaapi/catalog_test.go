@@ -20,6 +20,7 @@ func TestParentCatalog(t *testing.T) {
 		ErrMemoryLimit(path, 512<<20),
 		ErrReloadDeadline(path, time.Minute),
 		ErrNotEvaluated(path, time.Minute),
+		ErrShareSpent("/var/spool/berth/alice/x.lua", "alice", 2*time.Second),
 		ErrEvaluator(path, "it answered out of turn"),
 		ErrDeclaresTooMuch(path, 8<<20),
 	} {

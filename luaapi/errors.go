@@ -257,6 +257,15 @@ func ErrNotEvaluated(path string, deadline time.Duration) *Error {
 			accounting.FormatDuration(deadline), path))
 }
 
+// ErrShareSpent is a person's file whose turn had not come when that
+// person's files had taken their share of a reload; the reload after it,
+// which follows at once, goes on with it.
+func ErrShareSpent(path, owner string, share time.Duration) *Error {
+	return fileSubject(path, 0).err(NotEvaluated, "",
+		fmt.Sprintf("not evaluated yet: %s's files took their share of this reload (%s), so it waits for the next one, which follows at once; its previous version stays in force meanwhile (berth check %s tries it alone)",
+			owner, accounting.FormatDuration(share), path))
+}
+
 // ErrEvaluator is a file during which the evaluating process failed in a
 // way none of the limits explains.
 func ErrEvaluator(path, how string) *Error {

@@ -2,6 +2,7 @@ package supervisor
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -48,6 +49,14 @@ type Evaluator struct {
 	// Deadline bounds one Evaluate; the files whose turn has not come by
 	// then are refused as not evaluated.
 	Deadline time.Duration
+	// Share bounds the wall-clock time one person's files take in one
+	// Evaluate, so that nobody's files hold back everyone else's reload:
+	// once a person's files have taken it, their child stops after the
+	// file in hand (at least one is always evaluated), and the rest of
+	// theirs are refused as not evaluated yet, for the next Evaluate. Zero
+	// bounds them by Deadline alone; the administrators' files (owner "")
+	// have no share.
+	Share time.Duration
 	// Log receives the child's log: print from job files, warnings.
 	Log hclog.Logger
 
@@ -72,6 +81,10 @@ const (
 	// daemon keeps answering meanwhile; it bounds how stale a reload's
 	// view can get when many hostile files arrive at once.
 	DefaultEvalDeadline = 60 * time.Second
+	// DefaultEvalShare is the daemon's Share: far more than hundreds of
+	// ordinary files take, and short enough that one person's looping
+	// files delay another person's submit by seconds, not the Deadline.
+	DefaultEvalShare = 2 * time.Second
 )
 
 // Exit codes of the eval command that the parent tells apart.
@@ -89,10 +102,16 @@ const evalWallSlack = 2 * time.Second
 
 // Evaluate evaluates srcs, in order, and returns one File per source, in
 // the same order. It never fails: what went wrong is in the files' errors.
-// Once ctx is done (the caller called it off) it returns at once the files
-// evaluated so far, the first of srcs, and kills the child evaluating the
-// next.
+// Each owner's files come together in srcs (evalOrder), as Share counts
+// an owner's time from their first file on. Once ctx is done (the caller
+// called it off) it returns at once the files evaluated so far, the first
+// of srcs, and kills the child evaluating the next.
 func (e *Evaluator) Evaluate(ctx context.Context, m luaapi.Machine, srcs []luaapi.Source) []*luaapi.File {
+	return e.evaluate(ctx, m, srcs, e.Share)
+}
+
+// evaluate is Evaluate, each person's files held to share (none if zero).
+func (e *Evaluator) evaluate(ctx context.Context, m luaapi.Machine, srcs []luaapi.Source, share time.Duration) []*luaapi.File {
 	budget := e.Budget
 	if budget <= 0 {
 		budget = luaapi.DefaultBudget
@@ -109,6 +128,7 @@ func (e *Evaluator) Evaluate(ctx context.Context, m luaapi.Machine, srcs []luaap
 	spare := e.takeSpare()
 	defer func() { spare.discard() }()
 	out := make([]*luaapi.File, 0, len(srcs))
+	shareBegan := map[string]time.Time{} // each person's first batch
 	for rest := srcs; len(rest) > 0; {
 		if calledOff.Err() != nil {
 			break
@@ -126,7 +146,29 @@ func (e *Evaluator) Evaluate(ctx context.Context, m luaapi.Machine, srcs []luaap
 			break
 		}
 		b := batch(rest)
-		uid, gid, err := e.credentialsOf(b[0].Owner)
+		owner := b[0].Owner
+		var shareLeft time.Duration
+		if owner != "" && share > 0 {
+			began, seen := shareBegan[owner]
+			if !seen {
+				began = time.Now()
+				shareBegan[owner] = began
+			}
+			shareLeft = share - time.Since(began)
+			if seen && shareLeft <= 0 {
+				// Theirs had their turn (a file at least): the rest wait
+				// for the next Evaluate, after everyone else's.
+				n := 0
+				for n < len(rest) && rest[n].Owner == owner {
+					out = append(out, &luaapi.File{Path: rest[n].Path, Errors: []*luaapi.Error{luaapi.ErrShareSpent(rest[n].Path, owner, share)}})
+					n++
+				}
+				rest = rest[n:]
+				continue
+			}
+			shareLeft = max(shareLeft, time.Nanosecond) // their first file is evaluated all the same
+		}
+		uid, gid, err := e.credentialsOf(owner)
 		if err != nil {
 			// Theirs cannot be evaluated as anyone else: refused until
 			// the account is fixed.
@@ -143,7 +185,7 @@ func (e *Evaluator) Evaluate(ctx context.Context, m luaapi.Machine, srcs []luaap
 			spare.discard()
 		}
 		spare = nil
-		done, broken := e.child(ctx, m, budget, started, uid, gid, b)
+		done, broken := e.child(ctx, m, budget, shareLeft, started, uid, gid, b)
 		out = append(out, done...)
 		rest = rest[len(done):]
 		if broken != "" {
@@ -151,14 +193,14 @@ func (e *Evaluator) Evaluate(ctx context.Context, m luaapi.Machine, srcs []luaap
 			// its owner. A person's child may have been killed by that
 			// person (it runs as them): the others' files go on.
 			upTo := len(rest)
-			if b[0].Owner != "" {
+			if owner != "" {
 				upTo = len(b) - len(done)
 			}
 			for _, s := range rest[:upTo] {
 				out = append(out, failed(s.Path, luaapi.ErrEvaluator(s.Path, broken)))
 			}
 			rest = rest[upTo:]
-			if b[0].Owner == "" {
+			if owner == "" {
 				break
 			}
 		}
@@ -179,6 +221,30 @@ func batch(srcs []luaapi.Source) []luaapi.Source {
 		n++
 	}
 	return srcs[:n]
+}
+
+// evalOrder orders a reload's sources for Evaluate: the administrators'
+// first, then each person's together, the person with the fewest first
+// (by name among equals), each owner's in their path order. A person's
+// many files, or slow ones, come after everyone else's, and their Share
+// sends what is left of them to the next reload.
+func evalOrder(srcs []luaapi.Source) {
+	count := map[string]int{}
+	for _, s := range srcs {
+		count[s.Owner]++
+	}
+	slices.SortStableFunc(srcs, func(a, b luaapi.Source) int {
+		if a.Owner == b.Owner {
+			return 0
+		}
+		if a.Owner == "" {
+			return -1
+		}
+		if b.Owner == "" {
+			return 1
+		}
+		return cmp.Or(cmp.Compare(count[a.Owner], count[b.Owner]), strings.Compare(a.Owner, b.Owner))
+	})
 }
 
 // Prestart starts the child that is to evaluate the administrators' files
@@ -254,8 +320,9 @@ func (c *evalChild) discard() {
 // it answered, then, if it died during one, that file refused with the
 // cause. It returns at least one file unless ctx ended, or broken: why no
 // child can evaluate anything (it cannot start, or dies before its first
-// file).
-func (e *Evaluator) child(ctx context.Context, m luaapi.Machine, budget time.Duration, started *evalChild, uid, gid int, srcs []luaapi.Source) (done []*luaapi.File, broken string) {
+// file). Once share has passed (if above zero) it stops the child after
+// the file in hand.
+func (e *Evaluator) child(ctx context.Context, m luaapi.Machine, budget, share time.Duration, started *evalChild, uid, gid int, srcs []luaapi.Source) (done []*luaapi.File, broken string) {
 	// The kernel's CPU limit is for the whole batch, with room to spare:
 	// each file is held to its own budget by the child, and to a wall
 	// bound by the timer below. The child sets it once it has read the
@@ -314,6 +381,10 @@ func (e *Evaluator) child(ctx context.Context, m luaapi.Machine, budget time.Dur
 	defer timer.Stop()
 	killed := ""
 	ended := ctx.Done()
+	var shareEnds time.Time
+	if share > 0 {
+		shareEnds = time.Now().Add(share)
+	}
 	kill := func(why string) {
 		if killed == "" {
 			killed = why
@@ -327,7 +398,7 @@ func (e *Evaluator) child(ctx context.Context, m luaapi.Machine, budget time.Dur
 			switch {
 			case !ok:
 				replies = nil
-			case killed != "" && killed != "deadline":
+			case killed != "" && killed != calledOff:
 				// Past trusting: what it says now is not taken. (Called
 				// off, it did nothing wrong: what it wrote before the kill
 				// and the daemon has not read yet is still taken, in turn.)
@@ -337,7 +408,10 @@ func (e *Evaluator) child(ctx context.Context, m luaapi.Machine, budget time.Dur
 			case r.File != nil && r.File.Path == current && len(done) < len(srcs) && srcs[len(done)].Path == current:
 				done = append(done, r.File)
 				current = ""
-			case killed == "deadline":
+				if !shareEnds.IsZero() && !time.Now().Before(shareEnds) {
+					kill(calledOff)
+				}
+			case killed == calledOff:
 				killed = "it answered out of turn" // and nothing more is taken
 			default:
 				kill("it answered out of turn")
@@ -347,7 +421,7 @@ func (e *Evaluator) child(ctx context.Context, m luaapi.Machine, budget time.Dur
 				kill("wall")
 			}
 		case <-ended:
-			kill("deadline")
+			kill(calledOff)
 		}
 	}
 	// The reader sends its error before it closes replies.
@@ -378,7 +452,7 @@ func (e *Evaluator) child(ctx context.Context, m luaapi.Machine, budget time.Dur
 	switch {
 	case tooLarge:
 		return append(done, failed(path, luaapi.ErrDeclaresTooMuch(path, evalReplyLimit))), ""
-	case killed == "deadline":
+	case killed == calledOff:
 		return done, "" // Evaluate refuses the rest as not evaluated
 	case killed == "wall":
 		return append(done, failed(path, luaapi.ErrWallLimit(path, wall, budget))), ""
@@ -406,6 +480,11 @@ func (e *Evaluator) child(ctx context.Context, m luaapi.Machine, budget time.Dur
 	}
 	return append(done, failed(path, e.cause(path, cmd.ProcessState, tail.String(), budget, cpuSeconds))), ""
 }
+
+// calledOff is why a child was stopped that did nothing wrong: its
+// Evaluate's deadline came, its caller called it off, or its owner's share
+// was spent.
+const calledOff = "called off"
 
 // credentialsOf is who the child evaluating owner's files becomes: the
 // person themselves (so that their file can reach nothing they could not),

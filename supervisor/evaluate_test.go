@@ -5,6 +5,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -202,5 +203,80 @@ func TestEvaluatorCalledOff(t *testing.T) {
 	files := <-done
 	if len(files) != 1 || files[0].Path != "good.lua" || len(files[0].Jobs) != 1 {
 		t.Errorf("called off, it returned %+v, want good.lua alone", files)
+	}
+}
+
+// TestEvaluatorShare: once a person's files have taken their Share, the
+// rest of theirs wait for the next Evaluate, saying so; the file in hand
+// when the share ran out is done, another person's files are not held
+// back, and the administrators' have no share. Without a share, every file
+// is evaluated.
+func TestEvaluatorShare(t *testing.T) {
+	good := func(path string) luaapi.Source {
+		name := strings.TrimSuffix(filepath.Base(path), ".lua")
+		return luaapi.Source{Path: path, Src: []byte(`job "` + name + `" { cmd = "true" }`), Owner: strings.Split(path, "/")[2]}
+	}
+	srcs := []luaapi.Source{
+		{Path: "/etc/berth/jobs.d/slow.lua", Src: []byte(`job "admin" { cmd = "true" }`)},
+		{Path: "/etc/berth/jobs.d/after.lua", Src: []byte(`job "admin2" { cmd = "true" }`)},
+		good("/spool/alice/slow.lua"), good("/spool/alice/b/slow.lua"), good("/spool/alice/c/slow.lua"),
+		good("/spool/bob/slow.lua"), good("/spool/bob/d/slow.lua"),
+	}
+	// The share is less than one slow file takes (slowFile), so that the
+	// child cannot have answered for the second before the first is done.
+	e := &Evaluator{Command: []string{os.Args[0]}, Env: append(os.Environ(), "BERTH_TEST_EVAL=script"), UID: -1, GID: -1,
+		Budget: 10 * time.Second, Share: slowFile / 3}
+	files := e.Evaluate(context.Background(), luaapi.Machine{CPUs: 2}, srcs)
+	if len(files) != len(srcs) {
+		t.Fatalf("%d files back for %d", len(files), len(srcs))
+	}
+	waiting := map[string]bool{"/spool/alice/b/slow.lua": true, "/spool/alice/c/slow.lua": true, "/spool/bob/d/slow.lua": true}
+	for i, f := range files {
+		if f.Path != srcs[i].Path {
+			t.Fatalf("file %d is %s, want %s", i, f.Path, srcs[i].Path)
+		}
+		owner := srcs[i].Owner
+		switch {
+		case waiting[f.Path]:
+			if len(f.Errors) != 1 || f.Errors[0].Problem != luaapi.NotEvaluated ||
+				!strings.Contains(f.Errors[0].Error(), owner+"'s files took their share of this reload") {
+				t.Errorf("%s: %v, want not evaluated yet, %s's share spent", f.Path, f.Errors, owner)
+			}
+		case len(f.Errors) > 0 || len(f.Jobs) != 1:
+			t.Errorf("%s: %v, want evaluated", f.Path, f.Errors)
+		}
+	}
+
+	// However little is left of it, a person's first file is evaluated.
+	e.Share = time.Nanosecond
+	files = e.Evaluate(context.Background(), luaapi.Machine{CPUs: 2}, []luaapi.Source{good("/spool/carol/a.lua"), good("/spool/carol/b.lua")})
+	if len(files) != 2 || len(files[0].Jobs) != 1 || len(files[1].Errors) != 1 || files[1].Errors[0].Problem != luaapi.NotEvaluated {
+		t.Errorf("a share spent before the first file: %+v, want the first evaluated, the second not yet", files)
+	}
+
+	e.Share = 0
+	for _, f := range e.Evaluate(context.Background(), luaapi.Machine{CPUs: 2}, srcs) {
+		if len(f.Errors) > 0 || len(f.Jobs) != 1 {
+			t.Errorf("without a share, %s: %v, want evaluated", f.Path, f.Errors)
+		}
+	}
+}
+
+// TestEvalOrder: the administrators' files first, then each person's
+// together, the one with the fewest first, each owner's in their order.
+func TestEvalOrder(t *testing.T) {
+	var srcs []luaapi.Source
+	for _, p := range []string{"alice/1", "/etc/a", "bob/1", "alice/2", "carol/1", "/etc/b", "alice/3", "bob/2"} {
+		owner, _, _ := strings.Cut(p, "/")
+		srcs = append(srcs, luaapi.Source{Path: p, Owner: owner})
+	}
+	evalOrder(srcs)
+	var got []string
+	for _, s := range srcs {
+		got = append(got, s.Path)
+	}
+	want := []string{"/etc/a", "/etc/b", "carol/1", "bob/1", "bob/2", "alice/1", "alice/2", "alice/3"}
+	if !slices.Equal(got, want) {
+		t.Errorf("order %q, want %q", got, want)
 	}
 }

@@ -70,6 +70,8 @@ func scriptedChild() {
 		case "outofturn": // answers for another file
 			_ = enc.Encode(luaapi.EvalReply{File: &luaapi.File{Path: "other.lua"}})
 			select {}
+		case "slow": // takes longer than a test's Share, and is done
+			time.Sleep(slowFile)
 		case "crash": // a runtime crash: neither a limit nor a kill
 			fmt.Fprintln(os.Stderr, "panic: something broke")
 			os.Exit(2)
@@ -78,6 +80,9 @@ func scriptedChild() {
 	}
 	os.Exit(0)
 }
+
+// slowFile is how long the scripted child takes over a file named slow.
+const slowFile = 300 * time.Millisecond
 
 // testEvaluator evaluates in this test binary.
 func testEvaluator() *Evaluator {

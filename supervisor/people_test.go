@@ -441,6 +441,39 @@ func TestPeopleFairShare(t *testing.T) {
 	}
 }
 
+// TestPeopleEvalShare: one person's slow files hold back no one else's
+// reload: the files of the person with fewer go first, and the slow
+// person's beyond their share wait for the reloads that follow at once.
+func TestPeopleEvalShare(t *testing.T) {
+	d, spool, _ := peopleDaemon(t, "", func(cfg *Config) {
+		cfg.Evaluator.Budget = 200 * time.Millisecond
+		cfg.Evaluator.Share = 100 * time.Millisecond // less than one looping file's budget
+	})
+	reload(t, d)
+	for _, name := range []string{"a.lua", "b.lua", "c.lua"} {
+		writeAs(t, spool, testAlice, name, "while true do end\n")
+	}
+	writeAs(t, spool, testBob, "z.lua", `job "one" { cmd = "sleep 600" }`)
+	res := reload(t, d)
+	if _, ok := d.jobStatus(testBob + "/one"); !ok {
+		t.Errorf("bob's job is not declared after the reload: %q", res.Errors)
+	}
+	all := strings.Join(res.Errors, "\n")
+	if !strings.Contains(all, "/a.lua:1: still running after its CPU time budget") ||
+		!strings.Contains(all, "/c.lua: not evaluated yet: "+testAlice+"'s files took their share of this reload") {
+		t.Errorf("the reload's errors: %q, want a.lua over its budget and c.lua not evaluated yet", res.Errors)
+	}
+	testkit.WaitFor(t, 30*time.Second, "every file of alice's evaluated by the reloads that follow", func() bool {
+		n := 0
+		for _, p := range d.Status().Problems {
+			if strings.Contains(p.Text, "still running after its CPU time budget") {
+				n++
+			}
+		}
+		return n == 3
+	})
+}
+
 // TestPeopleLogsFollow: berth logs -f streams what the job writes as it
 // writes it, to its owner, until the caller hangs up.
 func TestPeopleLogsFollow(t *testing.T) {

@@ -145,6 +145,7 @@ func (d *Daemon) reloadAfter(earlier *ReloadResult, first, asked bool, waiters [
 		}
 		srcs = append(srcs, src)
 	}
+	evalOrder(srcs)
 	// At the first reload, a file refused falls back on its kept copy: what
 	// was in force of it when the last daemon stopped.
 	var refused []luaapi.Source
@@ -181,8 +182,11 @@ func (d *Daemon) reloadAfter(earlier *ReloadResult, first, asked bool, waiters [
 		files := d.cfg.Evaluator.Evaluate(ctx, machine, srcs)
 		var previous []*luaapi.File
 		if first && kept != nil {
+			// They were in force before: each is evaluated, whoever's
+			// share it takes.
 			prev := append(previousVersions(kept, srcs, files), keptVersions(kept, refused)...)
-			previous = d.cfg.Evaluator.Evaluate(ctx, machine, prev)
+			evalOrder(prev)
+			previous = d.cfg.Evaluator.evaluate(ctx, machine, prev, 0)
 		}
 		d.evaluated <- evaluated{r: r, files: files, previous: previous}
 	})
