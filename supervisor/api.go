@@ -77,9 +77,14 @@ func (d *Daemon) api() http.Handler {
 		}
 		var runs []store.RunRecord
 		var err error
-		if _, isArray := d.resolveArray(d.callerOf(r), job); isArray {
+		owners, byOwner := r.URL.Query()["owner"]
+		switch _, isArray := d.resolveArray(d.callerOf(r), job); {
+		case isArray:
 			runs, err = d.store.RunsOfPrefix(job+"[", n)
-		} else {
+		case job == "" && byOwner:
+			// Only the runs of these owners' jobs ("" the administrators').
+			runs, err = d.store.RunsWhere(func(job string) bool { return slices.Contains(owners, ownerOf(job)) }, n)
+		default:
 			runs, err = d.store.Runs(job, n)
 		}
 		if err != nil {

@@ -172,20 +172,23 @@ func newOwnerFilter(c *cli, fs *flag.FlagSet) *ownerFilter {
 	return f
 }
 
-var errMineAndOwner = errors.New("--mine and --owner each name whose jobs to show: give one of them")
+var (
+	errMineAndOwner = errors.New("--mine and --owner each name whose jobs to show: give one of them")
+	errJobAndOwner  = errors.New("a JOB names the job whose runs to show, and so do --mine and --owner: give one or the other")
+)
 
 // ownerFlags is the filter of berth jobs.
 func ownerFlags(c *cli, fs *flag.FlagSet) func(*client, []supervisor.JobStatus) []supervisor.JobStatus {
 	return newOwnerFilter(c, fs).jobs
 }
 
-// jobs keeps those of jobs that are the person's, as cl's daemon tells
-// whose they are; with neither flag, all.
-func (f *ownerFilter) jobs(cl *client, jobs []supervisor.JobStatus) []supervisor.JobStatus {
-	if !*f.mine && *f.owner == "" {
-		return jobs
-	}
-	f.total = len(jobs)
+// on reports whether --mine or --owner was given.
+func (f *ownerFilter) on() bool { return *f.mine || *f.owner != "" }
+
+// owners are the owners of the jobs the filter keeps ("" for the
+// administrators'), as cl's daemon tells who the caller is and whose the
+// jobs without an owner are.
+func (f *ownerFilter) owners(cl *client) []string {
 	if f.me == nil {
 		f.me = &supervisor.Me{}
 		if err := cl.get("/me", nil, f.me); err != nil {
@@ -193,19 +196,28 @@ func (f *ownerFilter) jobs(cl *client, jobs []supervisor.JobStatus) []supervisor
 			*f.me = supervisor.Me{User: f.c.env.user, Owner: f.c.env.user, JobsDir: "unknown"}
 		}
 	}
-	var mine func(owner string) bool
 	switch {
 	case *f.mine && f.me.JobsDir == "":
-		mine = func(string) bool { return false } // the caller declares none
+		return nil // the caller declares none
 	case *f.mine:
-		mine = func(owner string) bool { return owner == f.me.Owner }
+		return []string{f.me.Owner}
+	case *f.owner == f.me.DaemonUser:
+		return []string{*f.owner, ""}
 	default:
-		who := *f.owner
-		mine = func(owner string) bool { return owner == who || owner == "" && who == f.me.DaemonUser }
+		return []string{*f.owner}
 	}
+}
+
+// jobs keeps those of jobs that are the person's; with neither flag, all.
+func (f *ownerFilter) jobs(cl *client, jobs []supervisor.JobStatus) []supervisor.JobStatus {
+	if !f.on() {
+		return jobs
+	}
+	f.total = len(jobs)
+	owners := f.owners(cl)
 	kept := []supervisor.JobStatus{}
 	for _, j := range jobs {
-		if mine(j.Owner) {
+		if slices.Contains(owners, j.Owner) {
 			kept = append(kept, j)
 		}
 	}
@@ -327,12 +339,17 @@ func runHistory(c *cli, args []string) int {
 	f := c.clientFlags(fs, true)
 	n := fs.Int("n", 20, "how many runs, newest first")
 	index := c.indexFlag(fs)
+	whose := newOwnerFilter(c, fs)
 	rest, code, done := c.parse(fs, args)
 	if done {
 		return code
 	}
 	if len(rest) > 1 {
 		fmt.Fprintln(c.stderr, msgWantArgs("history", "at most one JOB"))
+		return exitUsage
+	}
+	if len(rest) == 1 && whose.on() {
+		fmt.Fprintln(c.stderr, msgUsage("berth history", errJobAndOwner))
 		return exitUsage
 	}
 	if *n < 1 {
@@ -348,9 +365,14 @@ func runHistory(c *cli, args []string) int {
 		q.Set("job", job)
 	}
 	cl := c.client(f)
-	var runs []supervisor.RunView
-	if err := cl.get("/history", q, &runs); err != nil {
-		return c.failIndex(cl, err, "history", rest, index)
+	runs := []supervisor.RunView{}
+	if whose.on() {
+		q["owner"] = whose.owners(cl) // none: the caller declares no job
+	}
+	if !whose.on() || len(q["owner"]) > 0 {
+		if err := cl.get("/history", q, &runs); err != nil {
+			return c.failIndex(cl, err, "history", rest, index)
+		}
 	}
 	if f.json {
 		return c.writeJSON(runs)

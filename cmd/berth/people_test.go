@@ -248,6 +248,19 @@ quota "` + alice + `" { cpus = 1 }`})
 	if out, _, _ := b.run("", nil, "status", "--mine"); !regexp.MustCompile(`none of the daemon's \d+ jobs is yours \(berth status without --mine or --owner shows them\)`).MatchString(out) {
 		t.Errorf("bob's status --mine, with no job of his:\n%s", out)
 	}
+	// So does history: the runs of those jobs alone.
+	if out, _, code := a.run("", nil, "history", "--mine"); code != exitOK || !strings.Contains(out, mine) || strings.Contains(out, "shared") {
+		t.Errorf("alice's history --mine: exit %d\n%s", code, out)
+	}
+	if out, _, code := a.run("", nil, "history", "--owner", "root"); code != exitOK || !strings.Contains(out, "shared") || strings.Contains(out, mine) {
+		t.Errorf("alice's history --owner root: exit %d\n%s", code, out)
+	}
+	if out, _, code := b.run("", nil, "history", "--mine"); code != exitOK || out != "no runs\n" {
+		t.Errorf("bob's history --mine, with no job of his: exit %d\n%s", code, out)
+	}
+	if _, errOut, code := a.run("", nil, "history", "train", "--mine"); code != exitUsage || !strings.Contains(errOut, errJobAndOwner.Error()) {
+		t.Errorf("alice's history train --mine: exit %d\n%s", code, errOut)
+	}
 
 	// Bob may not stop it, nor read its output or environment.
 	want := mine + " belongs to " + alice + "; only " + alice + " or a member of " + peopleAdmin + " can "

@@ -69,19 +69,11 @@ func (s *Store) Job(name string) (j JobRecord, found bool, err error) {
 // Runs returns up to n runs of job, newest first; job "" means every job,
 // n <= 0 means no limit.
 func (s *Store) Runs(job string, n int) ([]RunRecord, error) {
+	if job == "" {
+		return s.RunsWhere(nil, n)
+	}
 	var runs []RunRecord
 	err := s.view(func(b buckets) error {
-		if job == "" {
-			c := b.runs.Cursor()
-			for k, v := c.Last(); k != nil && (n <= 0 || len(runs) < n); k, v = c.Prev() {
-				r, err := decodeRun(v)
-				if err != nil {
-					return fmt.Errorf("run %d: %w", binary.BigEndian.Uint64(k), err)
-				}
-				runs = append(runs, r)
-			}
-			return nil
-		}
 		idx := b.byJob.Bucket([]byte(job))
 		if idx == nil {
 			return nil
@@ -97,6 +89,29 @@ func (s *Store) Runs(job string, n int) ([]RunRecord, error) {
 				return fmt.Errorf("%w: job %q lists run %d, which does not exist", ErrCorrupt, job, id)
 			}
 			runs = append(runs, r)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read runs: %w", err)
+	}
+	return runs, nil
+}
+
+// RunsWhere returns up to n runs, newest first, of the jobs keep keeps
+// (nil keeps all); n <= 0 means no limit.
+func (s *Store) RunsWhere(keep func(job string) bool, n int) ([]RunRecord, error) {
+	var runs []RunRecord
+	err := s.view(func(b buckets) error {
+		c := b.runs.Cursor()
+		for k, v := c.Last(); k != nil && (n <= 0 || len(runs) < n); k, v = c.Prev() {
+			r, err := decodeRun(v)
+			if err != nil {
+				return fmt.Errorf("run %d: %w", binary.BigEndian.Uint64(k), err)
+			}
+			if keep == nil || keep(r.Job) {
+				runs = append(runs, r)
+			}
 		}
 		return nil
 	})

@@ -81,6 +81,34 @@ func TestRunsOfPrefix(t *testing.T) {
 	}
 }
 
+// TestRunsWhere: the newest n runs of the jobs kept, however many runs of
+// other jobs are newer.
+func TestRunsWhere(t *testing.T) {
+	s, _ := openTest(t, Options{})
+	var want []uint64
+	for i, job := range []string{"alice/a", "bob/b", "alice/a[2]", "c", "bob/b", "alice/d", "bob/b"} {
+		r := begin(t, s, job, t0.Add(time.Duration(i)*time.Minute))
+		if strings.HasPrefix(job, "alice/") {
+			want = append(want, r.ID)
+		}
+	}
+	slices.Reverse(want)
+	alices := func(job string) bool { return strings.HasPrefix(job, "alice/") }
+	for _, n := range []int{0, 2, 100} {
+		runs, err := s.RunsWhere(alices, n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := want
+		if n > 0 && n < len(w) {
+			w = w[:n]
+		}
+		if got := runIDs(runs); !slices.Equal(got, w) {
+			t.Errorf("RunsWhere(alice's, %d) = %v, want %v", n, got, w)
+		}
+	}
+}
+
 // TestConcurrent runs readers against the writer, for the race
 // detector, and checks that Close lets in-flight writes finish.
 func TestConcurrent(t *testing.T) {
