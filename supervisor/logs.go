@@ -3,6 +3,7 @@ package supervisor
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"errors"
 	"io"
 	"net/http"
@@ -101,11 +102,21 @@ func (d *Daemon) serveLogs(w http.ResponseWriter, r *http.Request) {
 	// A run is its entries (a unit's carry BERTH_RUN), or, for the
 	// daemon's own children, its time window.
 	var window []string
+	ctx := r.Context()
 	if run != 0 {
 		rec, next, ok := d.runOf(name, run)
 		if !ok {
 			writeError(w, http.StatusNotFound, CodeNoSuchRun, msgNoSuchRun(name, run))
 			return
+		}
+		switch {
+		case !rec.End.IsZero():
+			follow = false // it writes nothing more, as with a log file
+		case follow:
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithCancel(ctx)
+			defer cancel()
+			go d.endWithRun(ctx, cancel, name, run)
 		}
 		if d.cfg.Units != nil {
 			args = append(args, "BERTH_RUN="+strconv.FormatUint(run, 10))
@@ -121,14 +132,14 @@ func (d *Daemon) serveLogs(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	out := &flushWriter{w: w, rc: http.NewResponseController(w)}
 	read := func(args []string, stdout io.Writer) bool {
-		cmd := exec.CommandContext(r.Context(), journalctl, args...)
+		cmd := exec.CommandContext(ctx, journalctl, args...)
 		// It ends with the caller's connection, and with the daemon.
 		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 		cmd.Stdout = stdout
 		var stderr limitedBuffer
 		cmd.Stderr = &stderr
 		err := cmd.Run()
-		if err != nil && r.Context().Err() == nil {
+		if err != nil && ctx.Err() == nil {
 			d.log.Warn("journalctl failed reading a job's output", "job", name, "error", err, "stderr", stderr.String())
 			if !out.wrote {
 				writeError(w, http.StatusInternalServerError, CodeInternal, msgJournalctlFailed(err, stderr.String()))
@@ -186,13 +197,40 @@ func journalWindow(rec store.RunRecord, next time.Time) []string {
 	const stamp = "2006-01-02 15:04:05.000000"
 	w := []string{"--since", rec.Start.Local().Format(stamp)}
 	if !rec.End.IsZero() {
-		until := rec.End.Add(time.Second)
+		until := rec.End.Add(journalLag)
 		if !next.IsZero() && next.Before(until) {
 			until = next
 		}
 		w = append(w, "--until", until.Local().Format(stamp))
 	}
 	return w
+}
+
+// journalLag is how long journald may take to read a run's last lines
+// after its end.
+const journalLag = time.Second
+
+// endWithRun calls cancel once run of job has ended (or the daemon is
+// stopping) and journald has had journalLag to read its last lines: a run
+// followed is followed to its end, not forever. It returns then, or when
+// ctx ends first.
+func (d *Daemon) endWithRun(ctx context.Context, cancel context.CancelFunc, job string, run uint64) {
+	for {
+		_, next, stopping := d.feed.latest()
+		if rec, _, ok := d.runOf(job, run); stopping || !ok || !rec.End.IsZero() {
+			select {
+			case <-time.After(journalLag):
+				cancel()
+			case <-ctx.Done():
+			}
+			return
+		}
+		select {
+		case <-next:
+		case <-ctx.Done():
+			return
+		}
+	}
 }
 
 // runOf finds run id among job's last hundred, and when the job's next
