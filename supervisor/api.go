@@ -286,7 +286,7 @@ func (d *Daemon) arrayDetail(a *array) (JobDetail, bool) {
 	}
 	def := a.snapshot().def
 	first := memberName(a.name, def.Array.From)
-	out := JobDetail{Status: st, Definition: DefinitionOf(def), NextEnv: d.previewEnv(first, def, def.Array.From),
+	out := JobDetail{Status: st, Definition: DefinitionOf(def), NextEnv: d.previewEnv(st, first, def, def.Array.From),
 		Logs: d.logsOf(first), Runs: []RunView{}, Indices: map[string]string{}}
 	byState := map[store.State][]int{}
 	for _, j := range a.jobs() {
@@ -318,7 +318,7 @@ func (d *Daemon) detail(name string) (JobDetail, bool) {
 		return JobDetail{}, false
 	}
 	def := j.view().Def
-	out := JobDetail{Status: st, Definition: DefinitionOf(def), NextEnv: d.previewEnv(name, def, j.index), Logs: d.logsOf(name), Runs: []RunView{}}
+	out := JobDetail{Status: st, Definition: DefinitionOf(def), NextEnv: d.previewEnv(st, name, def, j.index), Logs: d.logsOf(name), Runs: []RunView{}}
 	out.Parents, out.Dependants = d.relatives(name, def)
 	if runs, err := d.store.Runs(name, 10); err == nil {
 		for _, r := range runs {

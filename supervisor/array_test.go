@@ -1,6 +1,7 @@
 package supervisor
 
 import (
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -329,6 +330,28 @@ job "huge" { cmd = "true", cpus = 64, array = 2 }`, nil)
 	js = waitJob(t, d, "huge", "unplaceable", func(js JobStatus) bool { return js.State == "unplaceable" })
 	if !strings.Contains(js.Why, "64") || js.Array.Counts["unplaceable"] != 2 {
 		t.Errorf("huge: why %q, counts %v", js.Why, js.Array.Counts)
+	}
+}
+
+// TestUnplaceableShowsNoEnv: berth show of a job that can never run, a
+// job or an array, gives no environment of a next run: its grant would
+// name cores and cards the machine does not have.
+func TestUnplaceableShowsNoEnv(t *testing.T) {
+	d, _ := runDaemon(t, `job "big" { cmd = "true", cpus = 64, gpus = 3 }
+job "huge" { cmd = "true", cpus = 64, array = 2 }
+job "fits" { cmd = "sleep 600", cpus = 1 }`, nil)
+	for _, name := range []string{"big", "huge"} {
+		waitJob(t, d, name, "unplaceable", func(js JobStatus) bool { return js.State == "unplaceable" })
+	}
+	for _, name := range []string{"big", "huge", "fits"} {
+		code, body := as(t, d, "root", "GET", jobPath(name))
+		var jd JobDetail
+		if err := json.Unmarshal([]byte(body), &jd); code != 200 || err != nil {
+			t.Fatalf("show %s: %d %v %s", name, code, err, body)
+		}
+		if never := name != "fits"; never != (len(jd.NextEnv) == 0) || jd.NextEnv == nil {
+			t.Errorf("show %s (%s): next env %q", name, jd.Status.State, jd.NextEnv)
+		}
 	}
 }
 

@@ -215,9 +215,14 @@ type ControlAnswer struct {
 }
 
 // previewEnv is the environment a run of job name (of definition def;
-// index, for an index of an array) would start with if granted what it
-// asks now, lowest cards and cores first.
-func (d *Daemon) previewEnv(name string, def *luaapi.Job, index int) []string {
+// index, for an index of an array; st, its status or its array's) would
+// start with if granted what it asks now, lowest cards and cores first.
+// A job that can never run has none: its grant would name cores and
+// cards the machine does not have.
+func (d *Daemon) previewEnv(st JobStatus, name string, def *luaapi.Job, index int) []string {
+	if st.State == store.StateUnplaceable.String() {
+		return []string{}
+	}
 	grant := accounting.Grant{RAMBytes: def.Resources.RAMBytes, GPUMemBytes: def.Resources.GPUMemBytes}
 	for i := 0; i < def.Resources.CPUs && i < len(d.cfg.Machine.CPUIDs); i++ {
 		grant.CPUIDs = append(grant.CPUIDs, d.cfg.Machine.CPUIDs[i])

@@ -162,6 +162,8 @@ func renderShow(w io.Writer, d supervisor.JobDetail, o renderOptions) {
 	}
 	if d.EnvHidden != "" {
 		out = append(out, ln(plainSpan("  ("+d.EnvHidden+")")))
+	} else if len(d.NextEnv) == 0 && st.State == "unplaceable" {
+		out = append(out, ln(plainSpan("  (none: it can never run on this machine, as its why says)")))
 	} else if len(d.NextEnv) == 0 {
 		out = append(out, ln(plainSpan("  (empty)")))
 	}
