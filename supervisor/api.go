@@ -57,7 +57,7 @@ func (d *Daemon) api() http.Handler {
 		if owner := detail.Status.Owner; !c.mayControl(owner) {
 			// The environment holds what the job's owner put there
 			// (tokens) and the daemon's own: theirs alone.
-			detail.Definition.Env = nil
+			detail.Definition.Env = map[string]string{}
 			detail.NextEnv = []string{}
 			detail.EnvHidden = msgEnvHidden(detail.Status.Name, owner, d.adminGroup())
 		}

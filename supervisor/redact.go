@@ -120,7 +120,7 @@ func (rd *reader) detail(jd JobDetail) JobDetail {
 	}
 	jd.Hidden = msgDefinitionHidden(jd.Definition.File)
 	jd.Definition.Cmd = []string{}
-	jd.Definition.Env = nil
+	jd.Definition.Env = map[string]string{}
 	jd.Definition.Description = ""
 	jd.NextEnv = []string{}
 	jd.Runs = rd.runs(jd.Runs, func(string) string { return jd.Definition.File })

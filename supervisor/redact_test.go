@@ -84,7 +84,8 @@ func TestReaderHidesDefinitions(t *testing.T) {
 	}
 	other := &reader{uid: uint32(os.Getuid()) + 54321, gids: map[uint32]bool{}, seen: map[string]bool{}}
 	hidden := other.detail(jd)
-	if hidden.Hidden == "" || len(hidden.Definition.Cmd) != 0 || hidden.Definition.Env != nil ||
+	// Left empty, as a definition without them is: JSON's [] and {}, not null.
+	if hidden.Hidden == "" || hidden.Definition.Cmd == nil || len(hidden.Definition.Cmd) != 0 || hidden.Definition.Env == nil || len(hidden.Definition.Env) != 0 ||
 		hidden.Definition.Description != "" || len(hidden.NextEnv) != 0 {
 		t.Errorf("shown to a reader who may not read the file: %+v", hidden)
 	}
