@@ -149,6 +149,12 @@ func reload(t *testing.T, d *Daemon) ReloadResult {
 // as calls the daemon's API as the user name would over the socket.
 func as(t *testing.T, d *Daemon, name, method, path string) (int, string) {
 	t.Helper()
+	return asWith(t, d, name, method, path, "")
+}
+
+// asWith is as, with a request body.
+func asWith(t *testing.T, d *Daemon, name, method, path, body string) (int, string) {
+	t.Helper()
 	u, err := user.Lookup(name)
 	if err != nil {
 		t.Fatal(err)
@@ -158,7 +164,7 @@ func as(t *testing.T, d *Daemon, name, method, path string) (int, string) {
 	// Our own pid stands for the caller's process: its groups (root's)
 	// hold none of the test groups.
 	cred := unix.Ucred{Uid: uint32(uid), Gid: uint32(gid), Pid: int32(os.Getpid())}
-	req := httptest.NewRequest(method, "http://berth"+APIVersion+path, nil)
+	req := httptest.NewRequest(method, "http://berth"+APIVersion+path, strings.NewReader(body))
 	req = req.WithContext(context.WithValue(req.Context(), peerKey{}, cred))
 	rec := httptest.NewRecorder()
 	d.api().ServeHTTP(rec, req)
@@ -472,6 +478,26 @@ func TestPeopleEvalShare(t *testing.T) {
 		}
 		return n == 3
 	})
+}
+
+// TestPeopleCheckHasNoShare: the check before a submit evaluates every
+// file it is given, however long they take together: a reload's share is
+// for a reload.
+func TestPeopleCheckHasNoShare(t *testing.T) {
+	d, _, _ := peopleDaemon(t, "", func(cfg *Config) { cfg.Evaluator.Share = time.Nanosecond })
+	var req CheckRequest
+	for _, name := range []string{"a", "b", "c"} {
+		// Each takes a while: no child answers for the next file before
+		// the daemon has read its answer for this one.
+		req.Files = append(req.Files, CheckFile{Name: name + ".lua", Src: []byte(`for i = 1, 2e6 do end
+job "` + name + `" { cmd = "true" }`)})
+	}
+	body, _ := json.Marshal(req)
+	code, answer := asWith(t, d, testAlice, "POST", "/check", string(body))
+	var res CheckResult
+	if code != 200 || json.Unmarshal([]byte(answer), &res) != nil || len(res.Jobs) != 3 || len(res.Problems) != 0 {
+		t.Errorf("alice's check of 3 files: %d %s, want their 3 jobs and no problem", code, answer)
+	}
 }
 
 // TestPeopleLogsFollow: berth logs -f streams what the job writes as it

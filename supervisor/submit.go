@@ -130,7 +130,9 @@ func (d *Daemon) serveCheck(w http.ResponseWriter, r *http.Request) {
 	case <-r.Context().Done():
 		return
 	}
-	files := d.cfg.Evaluator.Evaluate(r.Context(), luaMachine(d.cfg), srcs)
+	// All of them, whatever a reload's share (Evaluator.Share): the
+	// person waits for their own files alone.
+	files := d.cfg.Evaluator.evaluate(r.Context(), luaMachine(d.cfg), srcs, 0)
 	v, err = d.call(r.Context(), func() any { return d.checkInForce(files) })
 	if err != nil {
 		writeError(w, http.StatusServiceUnavailable, CodeUnavailable, msgNoAnswer(err))
