@@ -518,6 +518,9 @@ func (j *job) apply(e event) {
 		if j.life.state == store.StateInvalid && before != store.StateInvalid {
 			j.log.Warn("cannot run", "why", j.invalid)
 		}
+		if e.kind == evInvalid && j.life.finishingInvalid() {
+			j.log.Warn("cannot run again; its run goes on, and it rests once that ends", "why", j.invalid)
+		}
 		if j.life.state != before {
 			if j.log.IsDebug() { // its arguments cost allocations even when not logged
 				j.log.Debug("state changed", "from", before.String(), "to", j.life.state.String(), "event", e.kind.String())

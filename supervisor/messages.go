@@ -211,6 +211,17 @@ func MsgCredentials(pos luaapi.Pos, job string, err error) string {
 // started; what follows quotes its definition (a program, a directory).
 const cannotStart = "cannot start: "
 
+// runsOn begins the why of a running job whose declaration stopped
+// being runnable: what follows quotes its file.
+const runsOn = "its run goes on, but it will not run again: "
+
+// msgRunsOn is the why of a running job whose declaration cannot run any
+// more (invalid: a flavor or a parent removed, a user gone): its run,
+// placed and started while it could, is not killed for it.
+func msgRunsOn(invalid string) string {
+	return runsOn + invalid
+}
+
 // msgCannotStart is the why of a job whose last run could not be started;
 // cause is the spawn's error, as the run's record keeps it.
 func msgCannotStart(job, cause string) string {

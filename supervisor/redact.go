@@ -193,6 +193,8 @@ func (rd *reader) jobs(js []JobStatus) []JobStatus {
 		switch {
 		case (j.State == store.StateInvalid.String() || j.State == store.StateUnplaceable.String()) && !rd.canRead(j.File):
 			j.Why = msgHidden(Problem{Code: j.State, File: j.File, Line: j.Line, Job: j.Name})
+		case strings.HasPrefix(j.Why, runsOn) && !rd.canRead(j.File):
+			j.Why = runsOn + msgHidden(Problem{Code: store.StateInvalid.String(), File: j.File, Line: j.Line, Job: j.Name})
 		case strings.HasPrefix(j.Why, cannotStart) && !rd.canRead(j.File):
 			j.Why = msgStartHidden(j.File)
 		}

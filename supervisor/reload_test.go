@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/berthd/berth/supervisor/store"
 	"github.com/berthd/berth/supervisor/testkit"
 )
 
@@ -214,4 +215,47 @@ job "hi" { cmd = "sleep 600", cpus = 2, priority = 10 }`, nil)
 			}
 		}
 	}
+}
+
+// TestInvalidRunGoesOn: a running job whose flavor is removed is not
+// killed for it: its run goes on, saying why it will not run again, and
+// the job rests invalid once the run ends, whatever its restart policy;
+// the flavor back, it runs again.
+func TestInvalidRunGoesOn(t *testing.T) {
+	dir := t.TempDir()
+	mark := filepath.Join(dir, "end")
+	d, jobsDir := runDaemon(t, "", nil)
+	write := func(name, src string) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(jobsDir, name), []byte(src), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		reload(t, d)
+	}
+	write("flavors.lua", `flavor "small" { cpus = 1 }`)
+	write("train.lua", fmt.Sprintf(`job "train" { cmd = "while [ ! -e %s ]; do sleep 0.05; done; echo ran >> %s", flavor = "small", restart = "always" }`,
+		mark, filepath.Join(dir, "runs")))
+	running := waitJob(t, d, "train", "running", func(js JobStatus) bool { return js.State == "running" })
+
+	write("flavors.lua", `-- small went away`)
+	js := waitJob(t, d, "train", "running on, saying why", func(js JobStatus) bool { return js.Why != "" })
+	if js.State != "running" || js.Run != running.Run || !strings.HasPrefix(js.Why, runsOn) || !strings.Contains(js.Why, `flavor "small" does not exist`) {
+		t.Fatalf("after its flavor went: %s, run %d (was %d), why %q", js.State, js.Run, running.Run, js.Why)
+	}
+	if err := os.WriteFile(mark, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	js = waitJob(t, d, "train", "invalid once its run ended", func(js JobStatus) bool { return js.State != "running" })
+	if js.State != "invalid" {
+		t.Errorf("once its run ended: %s, want invalid (its restart policy does not apply)", js.State)
+	}
+	if runs, _ := d.store.Runs("train", 0); len(runs) != 1 || runs[0].Reason != store.ReasonExited {
+		t.Errorf("its runs: %+v, want the one, exited on its own", runs)
+	}
+
+	if err := os.Remove(mark); err != nil {
+		t.Fatal(err)
+	}
+	write("flavors.lua", `flavor "small" { cpus = 1 }`)
+	waitJob(t, d, "train", "running again with its flavor back", func(js JobStatus) bool { return js.State == "running" && js.Run != running.Run })
 }

@@ -306,6 +306,9 @@ func (d *Daemon) status(members bool) Status {
 		if v.unit != nil {
 			js.Used = usageOf(v.unit)
 		}
+		if v.State == store.StateRunning && v.Invalid != "" {
+			js.Why = msgRunsOn(v.Invalid)
+		}
 		if v.State == store.StateWaiting && v.After != nil {
 			// Its parents first: the client words the facts.
 			js.After, js.Why = v.After, ""

@@ -124,6 +124,12 @@ func (l life) active() bool {
 	return l.state == store.StateStarting || l.state == store.StateRunning || l.state == store.StateStopping
 }
 
+// finishingInvalid reports whether the run in progress goes on while its
+// job's definition cannot run, the job to rest invalid once it ends.
+func (l life) finishingInvalid() bool {
+	return l.state == store.StateRunning && l.pending.why == 0 && l.pending.then == thenRest && l.pending.rest == store.StateInvalid
+}
+
 // restAfter maps the events that put a job to rest to where it rests.
 var restAfter = map[eventKind]store.State{evStop: store.StateStopped, evDisable: store.StateDisabled, evInvalid: store.StateInvalid}
 
@@ -162,6 +168,11 @@ func step(l life, p restartPolicy, e event, now time.Time) (life, []action) {
 		case store.StateStarting, store.StateRunning:
 			switch {
 			case e.kind == evStart:
+				if l.finishingInvalid() {
+					// Its definition can run again: the policy judges the
+					// end of its run, as before.
+					next.pending = pendingStop{}
+				}
 			case e.kind == evRedefine && e.finish:
 				next.pending.then = thenRerun
 			default:
@@ -197,6 +208,14 @@ func step(l life, p restartPolicy, e event, now time.Time) (life, []action) {
 		case store.StateWaiting:
 			to(rest, do(actCancelWait))
 		case store.StateStarting, store.StateRunning:
+			if e.kind == evInvalid && l.state == store.StateRunning {
+				// What made it invalid (a flavor or a parent removed, a
+				// user gone) is no reason to kill a run placed and
+				// started while it was fine: as an edited flavor keeps
+				// running grants, it runs on, and rests once it ends.
+				next.pending.then, next.pending.rest = thenRest, rest
+				break
+			}
 			stopping(store.ReasonStopped, thenRest)
 			next.pending.rest = rest
 		case store.StateStopping:
@@ -298,6 +317,11 @@ func step(l life, p restartPolicy, e event, now time.Time) (life, []action) {
 
 	case evTimeout:
 		if l.state == store.StateRunning {
+			if l.finishingInvalid() {
+				stopping(store.ReasonTimedOut, thenRest) // and no restart
+				next.pending.rest = store.StateInvalid
+				break
+			}
 			stopping(store.ReasonTimedOut, thenPolicy)
 		}
 
@@ -354,6 +378,8 @@ func redefined(l life, r redefinition) (e event, ok bool) {
 		return event{kind: evStart}, true
 	case r.process:
 		return event{kind: evRedefine, finish: r.finish}, true
+	case l.finishingInvalid():
+		return event{kind: evStart}, true // fine again while its run went on
 	case l.state == store.StateWaiting && r.requeue:
 		// A flavor was edited, or the priority changed: queue again with
 		// what the job now asks.

@@ -60,9 +60,10 @@ func TestStepEveryPair(t *testing.T) {
 		{store.StateRunning, evRedefine}: {store.StateStopping, acts(actStop)},
 		{store.StateRunning, evStop}:     {store.StateStopping, acts(actStop)},
 		{store.StateRunning, evDisable}:  {store.StateStopping, acts(actStop)},
-		{store.StateRunning, evInvalid}:  {store.StateStopping, acts(actStop)},
-		{store.StateRunning, evExited}:   {store.StateDone, acts(actGive, actRecordEnd)},
-		{store.StateRunning, evTimeout}:  {store.StateStopping, acts(actStop)},
+		// {Running, evInvalid}: the run goes on, and the job rests invalid
+		// once it ends (TestStepStoppingDestinations).
+		{store.StateRunning, evExited}:  {store.StateDone, acts(actGive, actRecordEnd)},
+		{store.StateRunning, evTimeout}: {store.StateStopping, acts(actStop)},
 
 		// A stopping job records its destination (tested below); only the
 		// reaping moves it.
@@ -156,7 +157,13 @@ func TestStepStoppingDestinations(t *testing.T) {
 		{"stop", []event{{kind: evStop}, {kind: evExited, failed: true}}, store.StateStopped, store.ReasonStopped},
 		{"stop, then killed", []event{{kind: evStop}, {kind: evExited, killed: true, failed: true}}, store.StateStopped, store.ReasonKilled},
 		{"disable", []event{{kind: evDisable}, {kind: evExited}}, store.StateDisabled, store.ReasonStopped},
-		{"invalid", []event{{kind: evInvalid}, {kind: evExited}}, store.StateInvalid, store.ReasonStopped},
+		{"invalid lets the run end, then rests", []event{{kind: evInvalid}, {kind: evExited}}, store.StateInvalid, store.ReasonExited},
+		{"invalid, the run fails: no restart", []event{{kind: evInvalid}, {kind: evExited, failed: true}}, store.StateInvalid, store.ReasonFailed},
+		{"invalid, then fine again: the policy judges the end", []event{{kind: evInvalid}, {kind: evStart}, {kind: evExited, failed: true}}, store.StateBackoff, store.ReasonFailed},
+		{"invalid, then a timeout: no restart", []event{{kind: evInvalid}, {kind: evTimeout}, {kind: evExited, failed: true}}, store.StateInvalid, store.ReasonTimedOut},
+		{"invalid, then stop", []event{{kind: evInvalid}, {kind: evStop}, {kind: evExited}}, store.StateStopped, store.ReasonStopped},
+		{"invalid, then redefined", []event{{kind: evInvalid}, {kind: evRedefine}, {kind: evExited}}, store.StateWaiting, store.ReasonStopped},
+		{"invalid, then redefined with finish", []event{{kind: evInvalid}, {kind: evRedefine, finish: true}, {kind: evExited}}, store.StateWaiting, store.ReasonExited},
 		{"restart", []event{{kind: evRestart}, {kind: evExited, failed: true}}, store.StateWaiting, store.ReasonStopped},
 		{"redefine", []event{{kind: evRedefine}, {kind: evExited}}, store.StateWaiting, store.ReasonStopped},
 		{"stop, then start before reaped", []event{{kind: evStop}, {kind: evStart}, {kind: evExited}}, store.StateWaiting, store.ReasonStopped},
@@ -356,6 +363,15 @@ func TestRedefinedEveryState(t *testing.T) {
 				}
 			})
 		}
+	}
+	// A run left to end while its definition could not run goes on as
+	// before once it can; edited, it is redefined.
+	finishing := life{state: store.StateRunning, pending: pendingStop{then: thenRest, rest: store.StateInvalid}}
+	if got, _ := redefined(finishing, redefinition{}); got.kind != evStart {
+		t.Errorf("running to rest invalid, fine again: %v, want start", got.kind)
+	}
+	if got, _ := redefined(finishing, redefinition{process: true, finish: true}); got != (event{kind: evRedefine, finish: true}) {
+		t.Errorf("running to rest invalid, fine again and edited: %v, want redefine", got.kind)
 	}
 	// A run being stopped because it was disabled or invalid runs again
 	// once reaped when the definition is fine again; a person's stop holds.
