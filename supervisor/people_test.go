@@ -484,12 +484,15 @@ func TestPeopleEvalShare(t *testing.T) {
 // file it is given, however long they take together: a reload's share is
 // for a reload.
 func TestPeopleCheckHasNoShare(t *testing.T) {
-	d, _, _ := peopleDaemon(t, "", func(cfg *Config) { cfg.Evaluator.Share = time.Nanosecond })
+	d, _, _ := peopleDaemon(t, "", func(cfg *Config) {
+		cfg.Evaluator.Share = time.Nanosecond
+		cfg.Evaluator.Budget = 10 * time.Second // a busy machine, a race-detecting child
+	})
 	var req CheckRequest
 	for _, name := range []string{"a", "b", "c"} {
 		// Each takes a while: no child answers for the next file before
 		// the daemon has read its answer for this one.
-		req.Files = append(req.Files, CheckFile{Name: name + ".lua", Src: []byte(`for i = 1, 2e6 do end
+		req.Files = append(req.Files, CheckFile{Name: name + ".lua", Src: []byte(`for i = 1, 2e5 do end
 job "` + name + `" { cmd = "true" }`)})
 	}
 	body, _ := json.Marshal(req)
