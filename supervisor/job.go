@@ -506,11 +506,19 @@ func (j *job) apply(e event) {
 		var acts []action
 		j.life, acts = step(j.life, j.policy(), e, j.d.now())
 		j.cause = e.kind
+		release := func() {}
+		if slices.ContainsFunc(acts, func(a action) bool { return a.kind == actWait && a.again }) {
+			// Out of the queue and back in with what it now asks: no one
+			// is placed in between, or a job behind the head would take
+			// what the head's reservation held back the moment it left.
+			release = j.d.placer.Hold()
+		}
 		for _, a := range acts {
 			if next, ok := j.do(a); ok {
 				queue = append(queue, next)
 			}
 		}
+		release()
 		if j.life.state == store.StateStopped && (before == store.StateWaiting || before == store.StateBackoff) {
 			// Stopped with no run: the last run's end is not why.
 			j.setWhy(store.ReasonStopped.String())

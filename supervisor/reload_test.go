@@ -144,6 +144,36 @@ func TestEditedWaiterKeepsItsPlace(t *testing.T) {
 	}
 }
 
+// TestEditedHeadKeepsItsReservation: the head of the queue edited (its
+// priority here) leaves the queue and comes back in one step: a job behind
+// it is not placed on what its reservation held back in between.
+func TestEditedHeadKeepsItsReservation(t *testing.T) {
+	d, dir := runDaemon(t, `job "hog" { cmd = "sleep 1000", cpus = 1, gpus = 3 }`, func(cfg *Config) {
+		cfg.Machine.GPUs, cfg.Machine.CardsSeen = []string{"0", "1", "2", "3"}, 4
+	})
+	waitJob(t, d, "hog", "running", func(js JobStatus) bool { return js.State == "running" })
+	write := func(file, src string) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(dir, file), []byte(src), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		reload(t, d)
+	}
+	write("head.lua", `job "head" { cmd = "true", cpus = 1, gpus = 4 }`)
+	write("later.lua", `job "later" { cmd = "sleep 1000", cpus = 1, gpus = 1 }`)
+	testkit.WaitFor(t, 20*time.Second, "head and later in the queue", func() bool { return len(d.placer.Waiting()) == 2 })
+	for round := range 5 {
+		write("head.lua", fmt.Sprintf(`job "head" { cmd = "true", cpus = 1, gpus = 4, priority = %d }`, round+1))
+		testkit.WaitFor(t, 20*time.Second, "head queued again with its new priority", func() bool {
+			w := d.placer.Waiting()
+			return len(w) > 0 && w[0].Holder == "head" && w[0].Priority == round+1
+		})
+		if w := d.placer.Waiting(); len(w) != 2 || w[1].Holder != "later" {
+			t.Fatalf("after head's edit %d, the queue is %+v: later took a card head's reservation held back", round+1, w)
+		}
+	}
+}
+
 // TestWhyNamesTheFirstInLine: a job that would fit, but waits because the
 // first in line holds its place, names that job.
 func TestWhyNamesTheFirstInLine(t *testing.T) {
