@@ -502,7 +502,7 @@ func (j *job) apply(e event) {
 	for len(queue) > 0 {
 		e := queue[0]
 		queue = queue[1:]
-		before := j.life.state
+		before, beforeRecorded := j.life.state, j.life.recorded()
 		var acts []action
 		j.life, acts = step(j.life, j.policy(), e, j.d.now())
 		j.cause = e.kind
@@ -534,6 +534,8 @@ func (j *job) apply(e event) {
 				j.log.Debug("state changed", "from", before.String(), "to", j.life.state.String(), "event", e.kind.String())
 			}
 			j.persist()
+		} else if j.life.recorded() != beforeRecorded {
+			j.persist() // a stop under way now ends otherwise (a start)
 		}
 	}
 	if j.life.state == store.StateDone && was != store.StateDone && j.def.HasDeps() {
@@ -1007,11 +1009,11 @@ func (j *job) persist() {
 	if j.life.state == store.StateDone {
 		j.doneFP = cmp.Or(j.runMark, j.mark())
 	}
-	rec := store.JobRecord{Name: j.name, State: j.life.state, Fingerprint: fp, DoneFingerprint: j.doneFP,
+	rec := store.JobRecord{Name: j.name, State: j.life.recorded(), Fingerprint: fp, DoneFingerprint: j.doneFP,
 		Restarts: j.life.restarts, Changed: j.life.since, File: j.def.Pos.File}
 	last := j.wrote
 	j.wrote = rec
-	if !resting(j.life.state) {
+	if !resting(rec.State) {
 		// Every passing state means the same to the next daemon (the job
 		// runs again), which reads no more of the record than its
 		// fingerprints, its file and, at rest, its restarts and since: a

@@ -130,6 +130,17 @@ func (l life) finishingInvalid() bool {
 	return l.state == store.StateRunning && l.pending.why == 0 && l.pending.then == thenRest && l.pending.rest == store.StateInvalid
 }
 
+// recorded is the state kept for the next daemon: the state, but for a
+// person's stop under way, where the job rests once its run is reaped, so
+// that a daemon gone meanwhile leaves it stopped (the next one sees the
+// stop through, Daemon.declare).
+func (l life) recorded() store.State {
+	if l.state == store.StateStopping && l.pending.then == thenRest && l.pending.rest == store.StateStopped {
+		return store.StateStopped
+	}
+	return l.state
+}
+
 // restAfter maps the events that put a job to rest to where it rests.
 var restAfter = map[eventKind]store.State{evStop: store.StateStopped, evDisable: store.StateDisabled, evInvalid: store.StateInvalid}
 
@@ -372,6 +383,10 @@ func redefined(l life, r redefinition) (e event, ok bool) {
 		return event{kind: evDisable}, true
 	case l.state == store.StateDisabled:
 		return event{kind: evEnable}, true
+	case l.state == store.StateStopped, restingAs(store.StateStopped):
+		// A person stopped it: an edit applies from its next start, which
+		// is theirs to ask for (berth start), as with a stopped unit.
+		return event{}, false
 	case restingAs(store.StateDisabled), restingAs(store.StateInvalid):
 		// Disabled or invalid a moment ago, fine again before its run was
 		// reaped: run it again once it is.

@@ -340,6 +340,7 @@ func TestRedefinedEveryState(t *testing.T) {
 		{"disabled", redefinition{disabled: true, process: true}, nil, event{kind: evDisable}},
 		{"process", redefinition{process: true, finish: true}, map[store.State]event{
 			store.StateDisabled: {kind: evEnable},
+			store.StateStopped:  none, // a person's stop holds; berth start runs the new definition
 		}, event{kind: evRedefine, finish: true}},
 		{"requeue", redefinition{requeue: true}, map[store.State]event{
 			store.StateDisabled: {kind: evEnable}, store.StateWaiting: {kind: evRedefine},
@@ -379,6 +380,9 @@ func TestRedefinedEveryState(t *testing.T) {
 		l := life{state: store.StateStopping, pending: pendingStop{why: store.ReasonStopped, then: thenRest, rest: rest}}
 		if got, _ := redefined(l, redefinition{}); got.kind != want {
 			t.Errorf("stopping to rest %v, fine again: %v, want %v", rest, got.kind, want)
+		}
+		if got, _ := redefined(l, redefinition{process: true}); rest == store.StateStopped && got.kind != 0 {
+			t.Errorf("stopping to rest stopped, edited: %v, want nothing", got.kind)
 		}
 	}
 }

@@ -345,6 +345,46 @@ func TestUnitsStopSeenThroughAtShutdown(t *testing.T) {
 	}
 }
 
+// TestUnitsStopUnderWayAtCrash: a daemon killed while a person's stop was
+// under way left the job recorded as resting stopped (life.recorded); the
+// next one finds its unit still running, and sees the stop through rather
+// than taking the run back.
+func TestUnitsStopUnderWayAtCrash(t *testing.T) {
+	b := newUnitsBox(t, `job "svc" { cmd = { "/bin/sleep", "1000" }, restart = "always" }`)
+	d, stop := b.start()
+	svc := waitJob(t, d, "svc", "running", func(js JobStatus) bool { return js.State == "running" })
+	stop() // its unit goes on
+	// What the killed daemon's stop had written.
+	st, err := store.Open(filepath.Join(b.stateDir, "state.db"), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, _, err := st.Job("svc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec.State = store.StateStopped
+	if err := st.PutJob(rec); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	d, _ = b.start()
+	waitJob(t, d, "svc", "stopped", func(js JobStatus) bool { return js.State == "stopped" })
+	testkit.WaitFor(t, 20*time.Second, "svc's run recorded as over", func() bool {
+		runs := runsOf(t, d, "svc")
+		return len(runs) == 1 && !runs[0].End.IsZero()
+	})
+	if b.manager.Active(units.Name("svc", svc.Run)) {
+		t.Error("svc's unit still runs")
+	}
+	if js, _ := d.jobStatus("svc"); js.Run != 0 {
+		t.Errorf("svc after the restart: %+v, want stopped, no run", js)
+	}
+}
+
 // TestRedeclaredWhileStopping: a job removed while its run takes a while to
 // stop, then declared again, starts its new run only once the old one has
 // ended: a job never has two runs, nor a daemon two open runs of one job.

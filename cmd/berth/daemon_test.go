@@ -713,6 +713,33 @@ func TestDaemonSurvivesKill9(t *testing.T) {
 	d.stop()
 }
 
+// TestStopUnderWayOutlivesKill9: a person's stop under way when the
+// daemon is killed is seen through by the next one: the job rests
+// stopped, and is not run again.
+func TestStopUnderWayOutlivesKill9(t *testing.T) {
+	d := newTestDaemon(t, map[string]string{
+		"stk.lua": `job "stk" { cmd = { "sh", "-c", "trap '' TERM; while true; do sleep 0.2; done" }, cpus = 1, stop_timeout = "60s" }`,
+	})
+	d.start(daemonOptions{args: []string{"--cpus", "2"}})
+	first := d.waitState("stk", "running")
+	if resp := d.post("/v1/jobs/stk/stop"); resp.StatusCode != 200 {
+		t.Fatalf("stop: %s", resp.Status)
+	}
+	d.waitState("stk", "stopping")
+	d.cmd.Process.Signal(syscall.SIGKILL)
+	d.cmd.Wait()
+
+	d.start(daemonOptions{args: []string{"--cpus", "2"}})
+	if j := d.waitState("stk", "stopped"); j.Run != 0 {
+		t.Errorf("stk after the restart: %+v, want stopped with no run", j)
+	}
+	runs := d.history("stk")
+	if len(runs) != 1 || runs[0].ID != first.Run || runs[0].End == nil {
+		t.Errorf("stk's runs: %+v, want its one run, ended", runs)
+	}
+	d.stop()
+}
+
 func TestDaemonShutdownStopsEveryJob(t *testing.T) {
 	d := newTestDaemon(t, map[string]string{
 		"jobs.lua": service("polite", "") + "\n" + `job "stubborn" { cmd = { "sh", "-c", "trap '' TERM; echo $$ > OUT/stubborn.pid.tmp; mv OUT/stubborn.pid.tmp OUT/stubborn.pid; while true; do sleep 1; done" },
