@@ -426,20 +426,16 @@ func (b *Book) Give(g Grant) error {
 	return nil
 }
 
-// Shorten moves the end of outstanding grant g forward to until, where
-// that is earlier than its Until (or it had none): its run's limit was
-// shortened. The Placer plans the head's start on it again. Later ends are
-// refused (ErrNotEarlier): the queue was planned around the old one.
-func (b *Book) Shorten(g Grant, until time.Time) error {
+// Reschedule moves the end of outstanding grant g to until (zero: none):
+// its run's limit was edited. The Placer plans the head's start on it
+// again. A later end may delay the head behind what was backfilled on the
+// earlier one: the edit's cost, which its author chose.
+func (b *Book) Reschedule(g Grant, until time.Time) error {
 	b.mu.Lock()
 	held, ok := b.grants[g.ID]
-	switch {
-	case !ok:
+	if !ok {
 		b.mu.Unlock()
 		return ErrUnknownGrant
-	case !held.Until.IsZero() && !until.Before(held.Until):
-		b.mu.Unlock()
-		return ErrNotEarlier
 	}
 	held.Until = until
 	b.grants[g.ID] = held

@@ -332,27 +332,26 @@ func TestRestoreTakesExactlyWhatARunHolds(t *testing.T) {
 	}
 }
 
-// TestBookShorten: a grant's end moves earlier, never later, and only for
+// TestBookReschedule: a grant's end moves earlier or later, and only for
 // a grant the book holds.
-func TestBookShorten(t *testing.T) {
+func TestBookReschedule(t *testing.T) {
 	b := NewBook(machine(2, 0, 0), nil)
 	g, ok := b.TryTake(bounded(ask("a", 1, 0, 0), time.Hour), epoch)
 	if !ok {
 		t.Fatal("the book refused its first grant")
 	}
-	if err := b.Shorten(g, epoch.Add(2*time.Hour)); !errors.Is(err, ErrNotEarlier) {
-		t.Errorf("Shorten later = %v, want ErrNotEarlier", err)
-	}
-	if err := b.Shorten(g, epoch.Add(time.Minute)); err != nil {
-		t.Fatal(err)
-	}
-	if got := b.grants[g.ID].Until; !got.Equal(epoch.Add(time.Minute)) {
-		t.Errorf("Until after Shorten: %v", got)
+	for _, until := range []time.Time{epoch.Add(time.Minute), epoch.Add(2 * time.Hour), {}} {
+		if err := b.Reschedule(g, until); err != nil {
+			t.Fatal(err)
+		}
+		if got := b.grants[g.ID].Until; !got.Equal(until) {
+			t.Errorf("Until after Reschedule to %v: %v", until, got)
+		}
 	}
 	if err := b.Give(g); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.Shorten(g, epoch); !errors.Is(err, ErrUnknownGrant) {
-		t.Errorf("Shorten of a grant given back = %v, want ErrUnknownGrant", err)
+	if err := b.Reschedule(g, epoch); !errors.Is(err, ErrUnknownGrant) {
+		t.Errorf("Reschedule of a grant given back = %v, want ErrUnknownGrant", err)
 	}
 }

@@ -12,9 +12,6 @@ import (
 // that book, or was already given back.
 var ErrUnknownGrant = errors.New("grant is not held in this book")
 
-// ErrNotEarlier is Book.Shorten's refusal of an end that is not earlier.
-var ErrNotEarlier = errors.New("a grant's end may only move earlier")
-
 // SizeProblem says what is wrong with a size string.
 type SizeProblem uint8
 

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/berthd/berth/accounting"
+	"github.com/berthd/berth/luaapi"
 	"github.com/berthd/berth/supervisor/runner"
 	"github.com/berthd/berth/supervisor/store"
 	"github.com/berthd/berth/supervisor/units"
@@ -57,12 +58,7 @@ func (d *Daemon) startUnit(j *job, run uint64, login map[string]string) (process
 		}
 	}
 	spec.Devices = d.cardNodes(j.grant.GPUs)
-	if def.Timeout > 0 {
-		// The daemon's own timer ends the run at its timeout; the unit's
-		// bound is for while the daemon is away, and comes later so that
-		// the two never race.
-		spec.RuntimeMax = def.Timeout + def.StopTimeout + time.Minute
-	}
+	spec.RuntimeMax = unitRuntimeMax(def)
 	proc, err := d.cfg.Units.Start(context.Background(), spec)
 	if err != nil {
 		return nil, nil, err
@@ -100,6 +96,16 @@ func (d *Daemon) cardNodes(granted []int) []string {
 		nodes = append(nodes, "/dev/nvidia"+name)
 	}
 	return nodes
+}
+
+// unitRuntimeMax is the bound of a run's unit (zero: none). The daemon's
+// own timer ends the run at its timeout; the unit's bound is for while the
+// daemon is away, and comes later so that the two never race.
+func unitRuntimeMax(def *luaapi.Job) time.Duration {
+	if def.Timeout <= 0 {
+		return 0
+	}
+	return def.Timeout + def.StopTimeout + time.Minute
 }
 
 // adopt takes back the open runs whose units are still there, their grants

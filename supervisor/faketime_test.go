@@ -324,4 +324,21 @@ func TestShorterTimeoutMovesTheHeadsStart(t *testing.T) {
 	testkit.WaitFor(t, 20*time.Second, "head's expected start at holder's shorter timeout", func() bool {
 		return expected().Equal(t0.Add(time.Minute + stop))
 	})
+	// Longer again: the run goes on to the new limit, and the head's
+	// start moves with it.
+	write("jobs.lua", `job "holder" { cmd = "sleep 600", cpus = 2, timeout = "20m" }`)
+	testkit.WaitFor(t, 20*time.Second, "head's expected start at holder's longer timeout", func() bool {
+		return expected().Equal(t0.Add(20*time.Minute + stop))
+	})
+	clk.Advance(19 * time.Minute)
+	clk.Advance(2 * time.Minute)
+	var runs []store.RunRecord
+	var err error
+	testkit.WaitFor(t, 20*time.Second, "holder's run to end", func() bool {
+		runs, err = d.store.Runs("holder", 1)
+		return err != nil || len(runs) == 1 && !runs[0].End.IsZero()
+	})
+	if err != nil || len(runs) != 1 || runs[0].Reason != store.ReasonTimedOut || runs[0].End.Before(t0.Add(20*time.Minute)) {
+		t.Errorf("holder's run: %+v (%v), want timed out at its longer limit, 20m after its start", runs, err)
+	}
 }

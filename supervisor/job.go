@@ -434,16 +434,8 @@ func (j *job) receive(m jobMessage) {
 			j.defFP = m.def.ProcessFingerprint()
 		}
 		j.def, j.invalid = m.def, m.invalid
-		if j.life.state == store.StateRunning && m.def.Timeout != old.Timeout &&
-			m.def.Timeout > 0 && (old.Timeout == 0 || m.def.Timeout < old.Timeout) {
-			// Only a shorter limit applies to the run in progress: its grant
-			// was placed as ending by the old one, and the placer plans the
-			// head's start on that; it ends earlier now, and the plan
-			// follows.
-			j.rearmTimeout()
-			if j.book != nil {
-				_ = j.book.Shorten(j.grant, j.run.start.Add(m.def.Timeout+m.def.StopTimeout))
-			}
+		if j.life.state == store.StateRunning && (m.def.Timeout != old.Timeout || m.def.StopTimeout != old.StopTimeout) {
+			j.retime()
 		}
 		if e, ok := redefined(j.life, redefinition{
 			invalid:  m.invalid != "",
@@ -846,6 +838,28 @@ func (j *job) reveal() {
 
 // rearmTimeout applies an edited timeout to the run in progress, counted
 // from the run's start: policy edits apply in place.
+// retime applies an edited timeout to the run in progress, shorter or
+// longer: its timer, its grant's end (on which the placer plans the head's
+// start) and its unit's own bound.
+func (j *job) retime() {
+	j.rearmTimeout()
+	if j.book != nil {
+		var until time.Time
+		if j.def.Timeout > 0 {
+			until = j.run.start.Add(j.def.Timeout + j.def.StopTimeout)
+		}
+		_ = j.book.Reschedule(j.grant, until)
+	}
+	if unit, ok := j.run.proc.(*units.Run); ok {
+		limit, log := unitRuntimeMax(j.def), j.log
+		go func() {
+			if err := unit.SetRuntimeMax(limit); err != nil {
+				log.Warn("cannot move its unit's runtime bound to its new timeout", "unit", unit.Unit(), "error", err)
+			}
+		}()
+	}
+}
+
 func (j *job) rearmTimeout() {
 	if j.timeout != nil {
 		j.timeout.Stop()

@@ -345,6 +345,30 @@ func TestUnitsStopSeenThroughAtShutdown(t *testing.T) {
 	}
 }
 
+// TestUnitsTimeoutEdited: a running job's timeout edited moves its unit's
+// own bound too (set for while no daemon watches), which would otherwise
+// end the run at the old limit.
+func TestUnitsTimeoutEdited(t *testing.T) {
+	b := newUnitsBox(t, `job "train" { cmd = { "/bin/sleep", "1000" }, timeout = "5m", stop_timeout = "10s" }`)
+	d, _ := b.start()
+	train := waitJob(t, d, "train", "running", func(js JobStatus) bool { return js.State == "running" })
+	unit := units.Name("train", train.Run)
+	if got := b.manager.Props(unit)["RuntimeMaxUSec"]; got != uint64((5*time.Minute + 10*time.Second + time.Minute).Microseconds()) {
+		t.Fatalf("its unit's bound at its start: %v", got)
+	}
+	if err := os.WriteFile(filepath.Join(b.jobsDir, "jobs.lua"), []byte(`job "train" { cmd = { "/bin/sleep", "1000" }, timeout = "2h", stop_timeout = "10s" }`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	reload(t, d)
+	want := uint64((2*time.Hour + 10*time.Second + time.Minute).Microseconds())
+	testkit.WaitFor(t, 20*time.Second, "its unit's bound moved to the new timeout", func() bool {
+		return b.manager.Props(unit)["RuntimeMaxUSec"] == want
+	})
+	if js, _ := d.jobStatus("train"); js.Run != train.Run {
+		t.Errorf("train's run %d, want %d going on", js.Run, train.Run)
+	}
+}
+
 // TestUnitsStopUnderWayAtCrash: a daemon killed while a person's stop was
 // under way left the job recorded as resting stopped (life.recorded); the
 // next one finds its unit still running, and sees the stop through rather

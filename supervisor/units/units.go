@@ -19,6 +19,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -42,6 +43,7 @@ type Manager interface {
 	KillUnitWithTarget(ctx context.Context, name string, target sd.Who, signal int32) error
 	ResetFailedUnitContext(ctx context.Context, name string) error
 	GetUnitTypePropertyContext(ctx context.Context, unit, unitType, propertyName string) (*sd.Property, error)
+	SetUnitPropertiesContext(ctx context.Context, name string, runtime bool, properties ...sd.Property) error
 	ListUnitsByPatternsContext(ctx context.Context, states, patterns []string) ([]sd.UnitStatus, error)
 }
 
@@ -654,6 +656,18 @@ func (run *Run) Done() <-chan struct{} { return run.done }
 func (run *Run) Wait() runner.Exit {
 	<-run.done
 	return run.exit
+}
+
+// SetRuntimeMax moves the unit's own bound (Spec.RuntimeMax) to d from
+// its start: its run's timeout was edited. Zero lifts it.
+func (run *Run) SetRuntimeMax(d time.Duration) error {
+	usec := uint64(math.MaxUint64) // infinity
+	if d > 0 {
+		usec = uint64(d.Microseconds())
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+	defer cancel()
+	return run.r.m.SetUnitPropertiesContext(ctx, run.name, true, prop("RuntimeMaxUSec", usec))
 }
 
 // Stop sends sig to every process of the unit, waits up to timeout for the

@@ -6,6 +6,7 @@ package unitstest
 import (
 	"context"
 	"errors"
+	"maps"
 	"sync"
 	"syscall"
 	"time"
@@ -83,6 +84,19 @@ func (f *Manager) StartTransientUnitContext(_ context.Context, name, mode string
 	}
 	ch <- "done"
 	return 1, nil
+}
+
+func (f *Manager) SetUnitPropertiesContext(_ context.Context, name string, _ bool, props ...sd.Property) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	u, ok := f.units[name]
+	if !ok {
+		return errors.New("no such unit")
+	}
+	for _, p := range props {
+		u.props[p.Name] = p.Value.Value()
+	}
+	return nil
 }
 
 func (f *Manager) StopUnitContext(_ context.Context, name, mode string, ch chan<- string) (int, error) {
@@ -190,10 +204,11 @@ func (f *Manager) EndedAgo(name, result string, code, status int32, ago time.Dur
 		"ActiveState": dbus.MakeVariant(active), "SubState": dbus.MakeVariant(sub)}}
 }
 
+// Props are the unit's properties as started, and as set since: a copy.
 func (f *Manager) Props(name string) map[string]any {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.units[name].props
+	return maps.Clone(f.units[name].props)
 }
 
 // Updates are the manager's signals, for units.Events.
