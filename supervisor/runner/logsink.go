@@ -85,6 +85,12 @@ type LogSink struct {
 	// header is written before the first output, then dropped (the
 	// copier's).
 	header []byte
+	// continued is the header's line for the top of each file a rotation
+	// starts while the run writes, so that the run's output is found in
+	// it (berth logs --run N) once the first file is gone; midLine: the
+	// last byte written ended no line.
+	continued []byte
+	midLine   bool
 }
 
 // OpenLog prepares dir/job.log, capped at maxBytes, and starts the copier.
@@ -140,6 +146,7 @@ func openLog(dir, job string, maxBytes int64, header string, slowDisk func()) (*
 	}
 	if header != "" {
 		s.header = []byte(header)
+		s.continued = []byte(strings.TrimSuffix(header, " ---\n") + ", continued ---\n")
 	}
 	// What would stop the file being created later is caught now, when it
 	// can still fail the start: a missing or unwritable directory.
@@ -334,6 +341,9 @@ func (s *LogSink) write(p []byte) {
 		}
 		w, err := s.f.Write(p[:n])
 		s.size += int64(w)
+		if w > 0 {
+			s.midLine = p[w-1] != '\n'
+		}
 		if err != nil {
 			s.fail(fmt.Errorf("write %s: %w", s.path, err))
 			return
@@ -376,6 +386,18 @@ func (s *LogSink) rotate() bool {
 	if err := s.open(os.O_TRUNC); err != nil {
 		s.fail(err)
 		return false
+	}
+	if s.continued != nil && int64(len(s.continued)) < s.maxBytes/2 {
+		line := s.continued
+		if s.midLine {
+			line = append([]byte{'\n'}, line...) // it starts a line of its own
+		}
+		w, err := s.f.Write(line)
+		s.size += int64(w)
+		if err != nil {
+			s.fail(fmt.Errorf("write %s: %w", s.path, err))
+		}
+		s.midLine = false
 	}
 	return true
 }

@@ -241,6 +241,27 @@ func TestLogSinkRunHeaders(t *testing.T) {
 	}
 }
 
+// TestLogSinkRotatedRunContinues: a file a rotation starts while a run
+// writes begins with the run's header, continued, so that the run's output
+// is found there once the file its header began is gone.
+func TestLogSinkRotatedRunContinues(t *testing.T) {
+	t.Parallel()
+	const maxBytes, lines, width = 300, 60, 30
+	dir := t.TempDir()
+	start := time.Date(2026, 12, 4, 9, 0, 0, 0, time.UTC)
+	runToLogAs(t, dir, maxBytes, RunHeader(9, start), helperSpec(t, "lines", strconv.Itoa(lines), strconv.Itoa(width)))
+	cur, old := readLogs(t, dir)
+	for name, text := range map[string]string{"job.log": cur, "job.log.1": old} {
+		first, rest, _ := strings.Cut(text, "\n")
+		if run, ok := ParseRunHeader([]byte(first)); !ok || run != 9 || !strings.HasSuffix(first, ", continued ---") {
+			t.Errorf("%s begins %q, want run 9's header, continued", name, first)
+		}
+		if len(text) > maxBytes || len(rest)%width != 0 {
+			t.Errorf("%s: %d bytes, want at most %d, its lines whole", name, len(text), maxBytes)
+		}
+	}
+}
+
 // A job that prints nothing leaves no file.
 func TestLogSinkNoOutputNoFile(t *testing.T) {
 	t.Parallel()
