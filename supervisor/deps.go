@@ -35,6 +35,8 @@ type Dependency struct {
 	// Service: the parent is restart = "always"; it satisfies the edge
 	// while it runs.
 	Service bool `json:"service,omitempty"`
+	// Array: the parent is an array; its state is its indices' together.
+	Array bool `json:"array,omitempty"`
 	// ExitCode, Signal and Reason are how the parent's last run ended,
 	// where it has ended and that is known.
 	ExitCode *int   `json:"exit_code,omitempty"`
@@ -147,6 +149,7 @@ func factOf(name, kind string, v jobView) Dependency {
 	f := Dependency{Job: name, Kind: kind, State: v.State.String(), Since: v.Since}
 	if v.Def != nil {
 		f.Service = v.Def.Restart == luaapi.RestartAlways
+		f.Array = v.Def.Array != nil
 	}
 	if e := v.LastEnd; e.known && (v.State == store.StateFailed || v.State == store.StateStopped || v.State == store.StateDone) {
 		f.Reason = e.reason.String()

@@ -363,6 +363,11 @@ func msgAfterOne(job, file string, p supervisor.Dependency, now time.Time) strin
 	case "running", "starting":
 		return fmt.Sprintf("after %s (%s, started %s)", name, p.State, clockTime(p.Since, now))
 	case "failed":
+		if p.Array {
+			// Its indices have the output: show lists which failed.
+			return fmt.Sprintf("after %s, whose indices failed; %s (berth show %s lists them, berth restart %s --failed runs them again; %s)",
+				name, when, quoteArg(name), quoteArg(name), anyway)
+		}
 		return fmt.Sprintf("after %s, which failed%s; %s (berth logs %s shows why; %s)", name, endedHow(p), when, quoteArg(name), anyway)
 	case "stopped":
 		return fmt.Sprintf("after %s, which was stopped; %s (berth start %s)", name, when, quoteArg(name))
