@@ -337,7 +337,14 @@ func (c *cli) failIndex(cl *client, err error, command string, rest []string, f 
 func runHistory(c *cli, args []string) int {
 	fs := c.flags("history")
 	f := c.clientFlags(fs, true)
-	n := fs.Int("n", 20, "how many runs, newest first")
+	n := 20
+	fs.Func("n", "the newest `N` runs (default 20)", func(v string) error {
+		var err error
+		if n, err = strconv.Atoi(v); err != nil || n < 1 {
+			return errors.New("not a number of runs, 1 or more")
+		}
+		return nil
+	})
 	index := c.indexFlag(fs)
 	whose := newOwnerFilter(c, fs)
 	rest, code, done := c.parse(fs, args)
@@ -352,15 +359,11 @@ func runHistory(c *cli, args []string) int {
 		fmt.Fprintln(c.stderr, msgUsage("berth history", errJobAndOwner))
 		return exitUsage
 	}
-	if *n < 1 {
-		fmt.Fprintln(c.stderr, msgUsage("berth history", fmt.Errorf("-n %d: give 1 or more runs", *n)))
-		return exitUsage
-	}
 	job, ok := index.job(c, "history", rest)
 	if !ok {
 		return exitUsage
 	}
-	q := url.Values{"n": {strconv.Itoa(*n)}}
+	q := url.Values{"n": {strconv.Itoa(n)}}
 	if job != "" {
 		q.Set("job", job)
 	}
@@ -526,7 +529,14 @@ func runLogs(c *cli, args []string) int {
 	fs := c.flags("logs")
 	f := c.clientFlags(fs, false)
 	follow := fs.Bool("f", false, "keep printing what the job writes")
-	run := fs.Uint64("run", 0, "only this run's output (berth history lists the runs)")
+	var run uint64
+	fs.Func("run", "only run `N`'s output (berth history lists the runs)", func(v string) error {
+		var err error
+		if run, err = strconv.ParseUint(v, 10, 64); err != nil || run == 0 {
+			return errors.New("not a run id (berth history lists them)")
+		}
+		return nil
+	})
 	raw := fs.Bool("raw", false, "write the output as the job wrote it; on a terminal, control sequences are otherwise shown escaped (\\x1b)")
 	lines := ""
 	fs.Func("n", "only the last `N` lines (with -f, then what comes; -n 0: only what comes)", func(v string) error {
@@ -562,8 +572,8 @@ func runLogs(c *cli, args []string) int {
 	if *follow {
 		q.Set("follow", "1")
 	}
-	if *run != 0 {
-		q.Set("run", strconv.FormatUint(*run, 10))
+	if run != 0 {
+		q.Set("run", strconv.FormatUint(run, 10))
 	}
 	if lines != "" {
 		q.Set("lines", lines)
@@ -581,7 +591,7 @@ func runLogs(c *cli, args []string) int {
 	}
 	if n == 0 && !*follow && lines != "0" {
 		// Silence would leave the person guessing whether it worked.
-		fmt.Fprintln(c.stderr, msgNoOutput(job, *run))
+		fmt.Fprintln(c.stderr, msgNoOutput(job, run))
 	}
 	return exitOK
 }
