@@ -46,6 +46,9 @@ func TestFakeTimeRestartDelays(t *testing.T) {
 		if js.Why != "exit 3" {
 			t.Errorf("backoff %d: why %q, want exit 3", i+1, js.Why)
 		}
+		if js.RetryAt == nil || !js.RetryAt.Equal(clk.Now().Add(delay)) {
+			t.Errorf("backoff %d: retry_at %v, want %v", i+1, js.RetryAt, clk.Now().Add(delay))
+		}
 		// The restart delay is the one timer on the fake clock: it has
 		// not fired a millisecond early, and fires on time.
 		clk.Advance(delay - time.Millisecond)

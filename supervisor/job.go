@@ -75,6 +75,7 @@ type job struct {
 	// the daemon's clock; nil when not armed.
 	timeout   clock.Timer
 	backoff   clock.Timer
+	retryAt   time.Time // when backoff fires
 	waitingAt time.Time
 	// looked, when set, is called once the job has acted on its first
 	// messages: it was born with others, which hold the placer till then.
@@ -209,6 +210,8 @@ type jobView struct {
 	GPUs    []string
 	// Waiting since, for ordering and status.
 	WaitingSince time.Time
+	// RetryAt, in backoff, is when it runs again.
+	RetryAt time.Time
 	// unit is the run's systemd unit, whose cgroup says what it uses; nil
 	// for a run that is the daemon's child, or none.
 	unit *units.Run
@@ -570,6 +573,7 @@ func (j *job) do(a action) (event, bool) {
 		j.d.meters.restarts.Inc()
 		j.log.Info("restarting after a delay", "delay_ms", a.delay.Milliseconds(), "restarts", j.life.restarts)
 		j.backoff = j.d.clock.NewTimer(a.delay)
+		j.retryAt = j.d.now().Add(a.delay)
 	case actCancelBackoff:
 		if j.backoff != nil {
 			j.backoff.Stop()
@@ -1077,6 +1081,10 @@ func (j *job) publish() {
 	j.v.Grant = j.grant
 	j.v.GPUs = slices.Clone(j.run.gpus)
 	j.v.WaitingSince = j.waitingAt
+	j.v.RetryAt = time.Time{}
+	if j.life.state == store.StateBackoff {
+		j.v.RetryAt = j.retryAt
+	}
 	j.v.Invalid = j.invalid
 	if j.invalid != "" && j.life.state == store.StateInvalid {
 		j.v.Why = j.invalid

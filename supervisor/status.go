@@ -128,6 +128,8 @@ type JobStatus struct {
 	Flavor string `json:"flavor,omitempty"`
 	// ExpectedStart is set for the head of the queue when it can be known.
 	ExpectedStart *time.Time `json:"expected_start,omitempty"`
+	// RetryAt, for a job in backoff, is when it runs again.
+	RetryAt *time.Time `json:"retry_at,omitempty"`
 	// Short is what a waiting job lacks now: how much more of each
 	// resource it asks than is free (all zero: it waits its turn).
 	Short *Size `json:"short,omitempty"`
@@ -308,6 +310,10 @@ func (d *Daemon) status(members bool) Status {
 		}
 		if v.State == store.StateRunning && v.Invalid != "" {
 			js.Why = msgRunsOn(v.Invalid)
+		}
+		if v.State == store.StateBackoff && !v.RetryAt.IsZero() {
+			at := v.RetryAt
+			js.RetryAt = &at
 		}
 		if v.State == store.StateWaiting && v.After != nil {
 			// Its parents first: the client words the facts.

@@ -559,3 +559,11 @@ func msgNoSuchIndex(command, array string, n int, r supervisor.ArrayRange) strin
 	return fmt.Sprintf("berth %s: array %s has no index %d: its indices are %d to %d (berth show %s lists them by state)",
 		command, array, n, r.From, r.To, quoteArg(array))
 }
+
+// msgRetryIn is when a job in backoff runs again, d from now.
+func msgRetryIn(d time.Duration) string {
+	if d < time.Second {
+		return "runs again now"
+	}
+	return "runs again in " + accounting.FormatDuration(d.Round(time.Second))
+}

@@ -474,6 +474,9 @@ func singleWhy(j supervisor.JobStatus, now time.Time) string {
 	if j.ExpectedStart != nil {
 		why += expectedClause + j.ExpectedStart.In(renderZone).Format("15:04")
 	}
+	if j.RetryAt != nil {
+		why = strings.TrimPrefix(why+"; "+msgRetryIn(j.RetryAt.Sub(now)), "; ")
+	}
 	if j.Restarts > 0 && stateOf(j.State) != store.StateWaiting {
 		r := count(j.Restarts, "restart")
 		if why != "" {

@@ -166,7 +166,7 @@ func busyBox() supervisor.Status {
 			Why: "needs 4 cpus; 0 free", Asked: supervisor.Size{CPUs: 4, RAMBytes: 8 * gib}, Short: &supervisor.Size{CPUs: 4}})
 	}
 	// Restarting, and ended badly.
-	add(supervisor.JobStatus{Name: "data-sync", State: "backoff", Since: ago(20 * time.Second), Why: "exit 1", Restarts: 3})
+	add(supervisor.JobStatus{Name: "data-sync", State: "backoff", Since: ago(20 * time.Second), Why: "exit 1", Restarts: 3, RetryAt: new(renderNow.Add(8 * time.Second))})
 	add(supervisor.JobStatus{Name: "label-server", State: "backoff", Since: ago(5 * time.Second), Why: "killed by SIGSEGV", Restarts: 1})
 	add(supervisor.JobStatus{Name: "eval-imagenet-c", State: "failed", Since: ago(35 * time.Minute), Why: "exit 3"})
 	add(supervisor.JobStatus{Name: "train-gan", State: "failed", Since: ago(3 * time.Hour), Why: "timed out after 12h"})
