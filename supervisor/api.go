@@ -273,7 +273,17 @@ func (d *Daemon) msgNoSuch(name string) string {
 			return msgNotArrayIndex(arr, i)
 		}
 	}
-	return msgNoSuchJob(name)
+	d.mu.Lock()
+	files := map[string]bool{}
+	for _, p := range d.problems {
+		switch p.Code {
+		case ProblemNotRecording, ProblemStateGone, ProblemDirMissing, ProblemDirRefused:
+		default:
+			files[p.File] = true // a file's, which may declare it
+		}
+	}
+	d.mu.Unlock()
+	return msgNoSuchJob(name, len(files))
 }
 
 // arrayDetail is `berth show ARRAY`: the array's line, its definition, its

@@ -57,8 +57,16 @@ const (
 	ProblemUnplaceable  = "unplaceable"   // a job that fits no machine (berth check; the daemon says it as the job's state)
 )
 
-func msgNoSuchJob(name string) string {
-	return fmt.Sprintf("no job named %q (berth jobs lists them)", name)
+// msgNoSuchJob says no job is named name; brokenFiles, how many job files
+// have problems now (one of them may declare it).
+func msgNoSuchJob(name string, brokenFiles int) string {
+	switch brokenFiles {
+	case 0:
+		return fmt.Sprintf("no job named %q (berth jobs lists them)", name)
+	case 1:
+		return fmt.Sprintf("no job named %q (berth jobs lists them; a job file has errors, and what it declares anew is not in force until they are fixed: berth status shows them)", name)
+	}
+	return fmt.Sprintf("no job named %q (berth jobs lists them; %d job files have errors, and what they declare anew is not in force until they are fixed: berth status shows them)", name, brokenFiles)
 }
 
 func msgNoSuchIndex(array string, i int, r luaapi.Range) string {

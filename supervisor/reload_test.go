@@ -228,6 +228,10 @@ job "sized" { cmd = "true", flavor = "nosuch" }`, nil)
 	if want := map[string][]int{"cycle": {1, 2}, "conflict": {4}, "unknown_flavor": {5}}; !reflect.DeepEqual(codes, want) {
 		t.Errorf("problems by code and line: %v, want %v", codes, want)
 	}
+	// A name asked for that no job has may be in a file with errors.
+	if got := d.msgNoSuch("nosuch"); got != msgNoSuchJob("nosuch", 1) {
+		t.Errorf("no such job, a file with errors in force: %q", got)
+	}
 }
 
 // TestBornTogetherQueueInOrder: jobs that arrive in one reload are placed
