@@ -167,6 +167,10 @@ func (e *jsonAppender) job(j *JobStatus) {
 		e.raw(`,"expected_start":`)
 		e.time(*j.ExpectedStart)
 	}
+	if j.RetryAt != nil {
+		e.raw(`,"retry_at":`)
+		e.time(*j.RetryAt)
+	}
 	if j.Short != nil {
 		e.raw(`,"short":`)
 		e.size(j.Short)
