@@ -3,6 +3,9 @@ package supervisor
 import (
 	"cmp"
 	"context"
+	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -29,6 +32,30 @@ type adoptedRun struct {
 	grant accounting.Grant
 }
 
+// unitEnvDir is where a run's environment is written for its unit to read
+// (units.Spec.EnvDir): the state directory's env, root's alone, made at
+// the first start, and emptied then of what a daemon killed between a
+// write and its removal left.
+func (d *Daemon) unitEnvDir() (string, error) {
+	d.envDirOnce.Do(func() {
+		dir := filepath.Join(d.cfg.StateDir, "env")
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			d.envDirErr = fmt.Errorf("the directory for the runs' environments: %w", err)
+			return
+		}
+		if err := os.Chmod(dir, 0o700); err != nil {
+			d.envDirErr = fmt.Errorf("the directory for the runs' environments: %w", err)
+			return
+		}
+		left, _ := filepath.Glob(filepath.Join(dir, "*.env"))
+		for _, f := range left {
+			os.Remove(f)
+		}
+		d.envDir = dir
+	})
+	return d.envDir, d.envDirErr
+}
+
 // startUnit starts a run of j as a transient unit: its grant enforced by
 // the unit's cgroup, its output its own journal stream.
 func (d *Daemon) startUnit(j *job, run uint64, login map[string]string) (process, func(), error) {
@@ -38,9 +65,13 @@ func (d *Daemon) startUnit(j *job, run uint64, login map[string]string) (process
 	if err != nil {
 		return nil, nil, err
 	}
+	envDir, err := d.unitEnvDir()
+	if err != nil {
+		return nil, nil, err
+	}
 	spec := units.Spec{
 		Job: j.name, Run: run, Owner: def.Owner,
-		Path: path, Argv: def.Cmd, Dir: def.Dir, Env: env,
+		Path: path, Argv: def.Cmd, Dir: def.Dir, Env: env, EnvDir: envDir,
 		User: def.User, Group: def.Group,
 		MemoryMax:   j.grant.RAMBytes,
 		StopSignal:  def.StopSignal,

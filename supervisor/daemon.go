@@ -100,6 +100,11 @@ type Config struct {
 
 // Daemon supervises the jobs of one jobs directory.
 type Daemon struct {
+	// envDir is unitEnvDir's, made once.
+	envDirOnce sync.Once
+	envDir     string
+	envDirErr  error
+
 	cfg     Config
 	log     hclog.Logger
 	clock   clock.Clock

@@ -121,6 +121,10 @@ job "batch" { cmd = { "/bin/sleep", "1000" }, cpus = 1 }
 		t.Errorf("train's unit: MemoryMax %v AllowedCPUs %v Slice %v, want 268435456 [%d] %s",
 			p["MemoryMax"], p["AllowedCPUs"], p["Slice"], mask, units.Slice)
 	}
+	// Its environment is not the unit's Environment=, which anyone may read.
+	if env, ok := p["Environment"]; ok || p["EnvironmentFiles"] == nil {
+		t.Errorf("train's unit: Environment %v, EnvironmentFiles %v; want the file alone", env, p["EnvironmentFiles"])
+	}
 	if s := d.Status(); s.Runner != "units" {
 		t.Errorf("status runner %q", s.Runner)
 	}

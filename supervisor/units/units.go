@@ -75,6 +75,11 @@ type Spec struct {
 	Argv []string
 	Dir  string
 	Env  []string
+	// EnvDir, where set, is a directory only root may read, where Start
+	// writes Env for systemd to read as the unit starts (EnvironmentFile),
+	// then removes it. Without it Env is the unit's Environment=, which
+	// any local user may read (systemctl show): a job's tokens with it.
+	EnvDir string
 	// User and Group run it as someone else; systemd then sets HOME, USER,
 	// LOGNAME and SHELL.
 	User, Group string
@@ -339,7 +344,17 @@ func (r *Runner) Start(ctx context.Context, spec Spec) (*Run, error) {
 	ctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
 	done := make(chan string, 1)
-	if _, err := r.m.StartTransientUnitContext(ctx, name, "fail", properties(spec), done); err != nil {
+	envFile := ""
+	if spec.EnvDir != "" {
+		var err error
+		if envFile, err = writeEnvFile(spec.EnvDir, name, spec.Env); err != nil {
+			return nil, fmt.Errorf("start unit %s: %w", name, err)
+		}
+		// Read as the unit started (Type=exec: before its start job is
+		// done), and of no use after.
+		defer os.Remove(envFile)
+	}
+	if _, err := r.m.StartTransientUnitContext(ctx, name, "fail", properties(spec, envFile), done); err != nil {
 		return fail(fmt.Errorf("start unit %s: %w", name, err))
 	}
 	select {
@@ -713,15 +728,55 @@ func (run *Run) Stop(sig syscall.Signal, timeout time.Duration) (killed bool) {
 	}
 }
 
-// properties is spec as a transient unit's properties.
-func properties(spec Spec) []sd.Property {
+// writeEnvFile writes env into dir/NAME.env, 0600, as systemd's
+// EnvironmentFile= reads it: each value in double quotes, where a
+// backslash keeps ", \, ` and $ as they are (and a newline is itself).
+func writeEnvFile(dir, name string, env []string) (string, error) {
+	var b []byte
+	for _, kv := range env {
+		k, v, _ := strings.Cut(kv, "=")
+		b = append(b, k...)
+		b = append(b, '=', '"')
+		for i := 0; i < len(v); i++ {
+			if strings.IndexByte("\"\\`$", v[i]) >= 0 {
+				b = append(b, '\\')
+			}
+			b = append(b, v[i])
+		}
+		b = append(b, '"', '\n')
+	}
+	path := filepath.Join(dir, name+".env")
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|syscall.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return "", err
+	}
+	_, err = f.Write(b)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(path)
+		return "", err
+	}
+	return path, nil
+}
+
+// envFileProp is one of EnvironmentFiles as D-Bus carries it: (sb), the
+// boolean saying a missing file is no error.
+type envFileProp struct {
+	Path     string
+	Optional bool
+}
+
+// properties is spec as a transient unit's properties; its environment
+// is the file envFile where that is not "" (writeEnvFile).
+func properties(spec Spec, envFile string) []sd.Property {
 	props := []sd.Property{
 		sd.PropDescription(fmt.Sprintf("berth job %s, run %d", spec.Job, spec.Run)),
 		sd.PropType("exec"),
-		prop("ExecStart", []execStart{{Path: spec.Path, Args: literalArgs(spec.Argv), UncleanIsFailure: true}}),
+		prop("ExecStart", []execStart{{Path: spec.Path, Args: literalArgs(spec.Argv)}}),
 		sd.PropRemainAfterExit(true),
 		sd.PropSlice(Slice),
-		prop("Environment", spec.Env),
 		prop("KillMode", "control-group"),
 		prop("OOMPolicy", "stop"),
 		prop("OOMScoreAdjust", int32(0)),
@@ -736,6 +791,11 @@ func properties(spec Spec) []sd.Property {
 		// What berth status shows beside the grant.
 		prop("MemoryAccounting", true),
 		prop("CPUAccounting", true),
+	}
+	if envFile != "" {
+		props = append(props, prop("EnvironmentFiles", []envFileProp{{Path: envFile}}))
+	} else {
+		props = append(props, prop("Environment", spec.Env))
 	}
 	if spec.Dir != "" {
 		props = append(props, prop("WorkingDirectory", spec.Dir))
@@ -787,10 +847,14 @@ func literalArgs(argv []string) []string {
 	return out
 }
 
+// execStart is one command of ExecStart, as D-Bus carries it: (sasb).
+// The boolean is systemd's ignore_failure, the "-" of "ExecStart=-…" (its
+// failure, a program missing included, is skipped as a success), which
+// go-systemd names UncleanIsFailure: berth never sets it.
 type execStart struct {
-	Path             string
-	Args             []string
-	UncleanIsFailure bool
+	Path          string
+	Args          []string
+	IgnoreFailure bool
 }
 
 type deviceAllow struct {

@@ -64,7 +64,7 @@ func TestStartSetsTheGrantOnTheUnit(t *testing.T) {
 		t.Errorf("LogExtraFields = %q", fields)
 	}
 	exec := p["ExecStart"].([]execStart)
-	if len(exec) != 1 || exec[0].Path != "/usr/bin/python3" || !slices.Equal(exec[0].Args, []string{"python3", "train.py", "--tag=$$USER $${HOME} $$$$"}) {
+	if len(exec) != 1 || exec[0].Path != "/usr/bin/python3" || exec[0].IgnoreFailure || !slices.Equal(exec[0].Args, []string{"python3", "train.py", "--tag=$$USER $${HOME} $$$$"}) {
 		// systemd expands $ in ExecStart: the job must get its argv as is.
 		t.Errorf("ExecStart = %+v", exec)
 	}
@@ -391,5 +391,44 @@ func TestMayHaveEnded(t *testing.T) {
 		if got := mayHaveEnded(v(tt.active, tt.sub)); got != tt.want {
 			t.Errorf("%s/%s: %v, want %v", tt.active, tt.sub, got, tt.want)
 		}
+	}
+}
+
+// TestStartEnvironmentFile: with an EnvDir, a unit's environment is a file
+// only root may read, written for systemd's EnvironmentFile= and removed
+// once the unit has started, not its Environment=, which every local user
+// may read over D-Bus.
+func TestStartEnvironmentFile(t *testing.T) {
+	f, r := startRunner(t)
+	dir := t.TempDir()
+	run, err := r.Start(context.Background(), Spec{Job: "a", Run: 7, Path: "/bin/true", Argv: []string{"true"},
+		Env: []string{"TOKEN=secret"}, EnvDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := f.Props(run.Unit())
+	if _, ok := p["Environment"]; ok {
+		t.Errorf("the unit has an Environment= too: %v", p["Environment"])
+	}
+	files, _ := p["EnvironmentFiles"].([]envFileProp)
+	if len(files) != 1 || filepath.Dir(files[0].Path) != dir || files[0].Optional {
+		t.Errorf("EnvironmentFiles = %+v", p["EnvironmentFiles"])
+	}
+	if left, _ := os.ReadDir(dir); len(left) != 0 {
+		t.Errorf("left in the directory once started: %v", left)
+	}
+
+	// What systemd reads back as the values they are.
+	path, err := writeEnvFile(dir, "x", []string{`A=plain`, `B=a "quoted" \ back $HOME ` + "`tick` 'single'", "C=two\nlines", "D="})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(path)
+	want := "A=\"plain\"\nB=\"a \\\"quoted\\\" \\\\ back \\$HOME \\`tick\\` 'single'\"\nC=\"two\nlines\"\nD=\"\"\n"
+	if string(b) != want {
+		t.Errorf("the file:\n%s\nwant:\n%s", b, want)
+	}
+	if fi, _ := os.Stat(path); fi.Mode().Perm() != 0o600 {
+		t.Errorf("mode %v", fi.Mode())
 	}
 }
