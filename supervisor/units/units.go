@@ -347,7 +347,9 @@ func (r *Runner) Start(ctx context.Context, spec Spec) (*Run, error) {
 	envFile := ""
 	if spec.EnvDir != "" {
 		var err error
-		if envFile, err = writeEnvFile(spec.EnvDir, name, spec.Env); err != nil {
+		// Named by the run alone: systemd reads C escapes in the path, and
+		// a unit's name has them (\x2f for a person's job).
+		if envFile, err = writeEnvFile(spec.EnvDir, "run-"+strconv.FormatUint(spec.Run, 10), spec.Env); err != nil {
 			return nil, fmt.Errorf("start unit %s: %w", name, err)
 		}
 		// Read as the unit started (Type=exec: before its start job is
@@ -360,6 +362,13 @@ func (r *Runner) Start(ctx context.Context, spec Spec) (*Run, error) {
 	select {
 	case result := <-done:
 		if result != "done" {
+			if st, err := r.state(name); err == nil && st.ranAndEnded() {
+				// It started and ended before its start job was done: a
+				// run that failed fast, not one that could not start.
+				run := newRun(r, name)
+				r.track(run, st)
+				return run, nil
+			}
 			return fail(r.startError(name, spec, result))
 		}
 	case <-ctx.Done():
@@ -506,6 +515,17 @@ type unitState struct {
 	code        int32
 	status      int32
 	loaded      bool
+}
+
+// ranAndEnded reports whether the unit's program was executed and has
+// ended: it exited with a status of its own, or a signal ended it. The
+// statuses 200 to 243 are systemd's EXIT_* codes for a step before the
+// program (its directory, its user, the exec itself).
+func (st unitState) ranAndEnded() bool {
+	if !st.exited || st.pid == 0 {
+		return false
+	}
+	return st.code != cldExited || st.status < 200 || st.status > 243
 }
 
 // Codes of ExecMainCode (siginfo's si_code).

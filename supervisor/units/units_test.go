@@ -272,6 +272,21 @@ func TestStartFailureSaysWhy(t *testing.T) {
 	}
 }
 
+// TestStartOfAFastFailure: a program that ran and exited non-zero before
+// its unit's start job was done (which systemd then reports failed) is a
+// run that ended so, not a start that failed.
+func TestStartOfAFastFailure(t *testing.T) {
+	f, r := startRunner(t)
+	f.FailNextStarts("failed", 3)
+	run, err := r.Start(context.Background(), Spec{Job: "j", Run: 1, Path: "/bin/sh", Argv: []string{"sh", "-c", "exit 3"}})
+	if err != nil {
+		t.Fatalf("a run that exited 3 at once: %v", err)
+	}
+	if e := run.Wait(); e.Code != 3 || e.Success() {
+		t.Errorf("its end: %+v, want exit 3", e)
+	}
+}
+
 func TestListAndAdopt(t *testing.T) {
 	f, r := startRunner(t)
 	for run := uint64(1); run <= 2; run++ {
@@ -401,7 +416,7 @@ func TestMayHaveEnded(t *testing.T) {
 func TestStartEnvironmentFile(t *testing.T) {
 	f, r := startRunner(t)
 	dir := t.TempDir()
-	run, err := r.Start(context.Background(), Spec{Job: "a", Run: 7, Path: "/bin/true", Argv: []string{"true"},
+	run, err := r.Start(context.Background(), Spec{Job: "alice/a[1]", Run: 7, Path: "/bin/true", Argv: []string{"true"},
 		Env: []string{"TOKEN=secret"}, EnvDir: dir})
 	if err != nil {
 		t.Fatal(err)
@@ -411,7 +426,8 @@ func TestStartEnvironmentFile(t *testing.T) {
 		t.Errorf("the unit has an Environment= too: %v", p["Environment"])
 	}
 	files, _ := p["EnvironmentFiles"].([]envFileProp)
-	if len(files) != 1 || filepath.Dir(files[0].Path) != dir || files[0].Optional {
+	// No escapes in its name, which systemd would read (the unit's has \x2f).
+	if len(files) != 1 || files[0].Path != filepath.Join(dir, "run-7.env") || files[0].Optional {
 		t.Errorf("EnvironmentFiles = %+v", p["EnvironmentFiles"])
 	}
 	if left, _ := os.ReadDir(dir); len(left) != 0 {
