@@ -437,3 +437,26 @@ func fakeDaemon(t *testing.T, h http.HandlerFunc) string {
 	t.Cleanup(func() { srv.Close() })
 	return socket
 }
+
+// TestStopAllStartsNothing: berth stop --all stops what waits before what
+// runs, so that no waiting job starts on what a stopped run gave back.
+func TestStopAllStartsNothing(t *testing.T) {
+	d := newTestDaemon(t, map[string]string{
+		// a, first by name, runs: it comes first in the list.
+		"jobs.lua": `job "a" { cmd = "sleep 600", cpus = 1, priority = 1 }
+for i = 1, 30 do job("w" .. i) { cmd = "sleep 600", cpus = 1 } end`,
+	})
+	d.start(daemonOptions{args: []string{"--cpus", "1"}})
+	testkit.WaitFor(t, waitLong, "one running, 30 waiting", func() bool {
+		s := d.status()
+		return s.Counts["running"] == 1 && s.Counts["waiting"] == 30
+	})
+	if _, errOut, code := d.cli("stop", "--all"); code != exitOK {
+		t.Fatalf("stop --all: exit %d %s", code, errOut)
+	}
+	testkit.WaitFor(t, waitLong, "every job stopped", func() bool { return d.status().Counts["stopped"] == 31 })
+	if runs := d.history(""); len(runs) != 1 || runs[0].Job != "a" {
+		t.Errorf("the runs: %+v, want a's alone", runs)
+	}
+	d.stop()
+}

@@ -442,6 +442,16 @@ func control(verb string) func(c *cli, args []string) int {
 // `systemctl stop berth.slice`) is how every job is stopped at once. A
 // person stops the jobs they may stop, their own, as scancel -u does, and
 // is told how many others' were left.
+// holds is 1 for the states in which a job may hold a grant (an array's:
+// while an index runs), 0 for the others.
+func holds(state string) int {
+	switch state {
+	case "starting", "running", "stopping":
+		return 1
+	}
+	return 0
+}
+
 func stopAll(c *cli, args []string) int {
 	fs := c.flags("stop")
 	f := c.clientFlags(fs, false)
@@ -460,6 +470,12 @@ func stopAll(c *cli, args []string) int {
 		return c.fail(err)
 	}
 	stopped, others, firstRefusal := 0, 0, ""
+	// What waits first, then what runs: a run stopped first gives back
+	// what it held, and a job still waiting would start on it before its
+	// own stop came.
+	slices.SortStableFunc(jobs, func(a, b supervisor.JobStatus) int {
+		return cmp.Compare(holds(a.State), holds(b.State))
+	})
 	for _, j := range jobs {
 		if !stoppable(j.State) {
 			continue
