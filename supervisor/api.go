@@ -274,16 +274,9 @@ func (d *Daemon) msgNoSuch(name string) string {
 		}
 	}
 	d.mu.Lock()
-	files := map[string]bool{}
-	for _, p := range d.problems {
-		switch p.Code {
-		case ProblemNotRecording, ProblemStateGone, ProblemDirMissing, ProblemDirRefused:
-		default:
-			files[p.File] = true // a file's, which may declare it
-		}
-	}
+	files := problemFiles(d.problems) // one of them may declare it
 	d.mu.Unlock()
-	return msgNoSuchJob(name, len(files))
+	return msgNoSuchJob(name, files)
 }
 
 // arrayDetail is `berth show ARRAY`: the array's line, its definition, its

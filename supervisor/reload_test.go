@@ -209,6 +209,10 @@ job "fine" { cmd = "sleep 100", cpus = 0 }`, nil)
 	if len(ps) != 1 || ps[0].Code != ProblemCredentials || ps[0].Line != 1 || !strings.Contains(ps[0].Text, `quota "nobody-here" names no account`) {
 		t.Errorf("problems: %+v", ps)
 	}
+	// systemd's status line counts its file, as berth status does.
+	if line := d.statusLine(); !strings.HasSuffix(line, "; 1 file with errors") {
+		t.Errorf("the status line: %q", line)
+	}
 }
 
 // TestJobProblemsShown: a job's mistakes that leave its file in force (a

@@ -568,7 +568,7 @@ func (d *Daemon) statusLine() string {
 	} else {
 		line += fmt.Sprintf("; cpus %d/%d free", s.Machine.CPUsFree, s.Machine.CPUs)
 	}
-	if files := len(d.fileErrs); files > 0 { // on the loop, which owns fileErrs
+	if files := problemFiles(s.Problems); files > 0 {
 		line += "; " + accounting.Count(files, "file") + " with errors"
 	}
 	if g := d.store.Gone(); g != nil {
@@ -578,4 +578,21 @@ func (d *Daemon) statusLine() string {
 		line += "; " + msgBinaryReplacedShort(s.Runner)
 	}
 	return line
+}
+
+// problemFiles is how many job files the problems are about: a file's own
+// errors, its jobs' and its quotas'; not the state's, nor the jobs
+// directory's.
+func problemFiles(problems []Problem) int {
+	files := map[string]bool{}
+	for _, p := range problems {
+		switch p.Code {
+		case ProblemNotRecording, ProblemStateGone, ProblemDirMissing, ProblemDirRefused:
+		default:
+			if p.File != "" {
+				files[p.File] = true
+			}
+		}
+	}
+	return len(files)
 }
