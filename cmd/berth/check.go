@@ -38,6 +38,11 @@ func runCheck(c *cli, args []string) int {
 	if len(targets) == 0 {
 		targets = []string{defaultJobsDir(c.env)}
 	}
+	// A daemon that answers places against its books (its --cpus, --gpus,
+	// --ram), which the jobs must fit, not against the probe.
+	if !m.given() && m.fromDaemon(c) {
+		fmt.Fprintln(c.stderr, msgCheckAgainstDaemon())
+	}
 	inv, err := c.inventory(&m)
 	if err != nil {
 		fmt.Fprintln(c.stderr, msgInventory(err))
@@ -70,7 +75,13 @@ func runCheck(c *cli, args []string) int {
 	// Files named outside the jobs directory are checked against the
 	// flavors it declares, as the daemon would load them beside them.
 	checked := len(srcs)
-	srcs = append(srcs, flavorContext(targets, c.flavorLender(), rules, srcs)...)
+	// A person's directory is read beside the administrators' files as a
+	// file is: it declares no flavor of its own.
+	lentTo := slices.DeleteFunc(slices.Clone(targets), func(t string) bool {
+		owner, _ := personOf(userJobs, t)
+		return owner != ""
+	})
+	srcs = append(srcs, flavorContext(lentTo, c.flavorLender(), rules, srcs)...)
 	// Evaluated as the daemon evaluates them: in a child the kernel
 	// bounds, so that checking a hostile file is as safe as loading it.
 	// (One File per source, in order.)

@@ -460,3 +460,23 @@ for i = 1, 30 do job("w" .. i) { cmd = "sleep 600", cpus = 1 } end`,
 	}
 	d.stop()
 }
+
+// TestCheckAgainstTheDaemonsBooks: with a daemon answering and no --cpus,
+// berth check measures jobs against the daemon's books, which they must
+// fit, not against the machine as probed here.
+func TestCheckAgainstTheDaemonsBooks(t *testing.T) {
+	d := newTestDaemon(t, nil)
+	d.start(daemonOptions{args: []string{"--cpus", "40"}})
+	file := filepath.Join(t.TempDir(), "wide.lua")
+	if err := os.WriteFile(file, []byte(`job "wide" { cmd = "true", cpus = 30 }`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, code := d.cli("check", file)
+	if code != exitOK || !strings.Contains(errOut, msgCheckAgainstDaemon()) {
+		t.Errorf("check of a 30-core job beside a 40-core daemon: exit %d\n%s%s", code, out, errOut)
+	}
+	if out, _, code := d.cli("check", "--cpus", "8", file); code != exitFailed || !strings.Contains(out, "this machine has 8") {
+		t.Errorf("check --cpus 8: exit %d\n%s", code, out)
+	}
+	d.stop()
+}

@@ -27,6 +27,27 @@ func (m *machineFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&m.gpuMem, "gpu-mem", "", "each card's memory, e.g. 80G, for jobs that share a card by memory (gpu_mem), instead of what NVML says")
 }
 
+// given reports whether any of the flags was given.
+func (m *machineFlags) given() bool {
+	return m.cpus.set || m.gpus.set || m.ram != "" || m.gpuMem != ""
+}
+
+// fromDaemon sets the flags to the books of the daemon that answers the
+// caller (their own, else the system's), as berth status shows them; ok
+// is false where none answers.
+func (m *machineFlags) fromDaemon(c *cli) (ok bool) {
+	var s supervisor.Status
+	if err := newClient(c.sockets("")...).get("/status", nil, &s); err != nil {
+		return false
+	}
+	m.cpus = optionalInt{n: s.Machine.CPUs, set: true}
+	m.gpus = optionalInt{n: len(s.Machine.Cards), set: true}
+	if s.Machine.RAMBytes != nil {
+		m.ram = strconv.FormatInt(*s.Machine.RAMBytes>>10, 10) + "K"
+	}
+	return true
+}
+
 // inventory probes the machine and applies the overrides. Warnings go to
 // stderr; an error is returned as the sentence to print.
 func (c *cli) inventory(m *machineFlags) (probes.Inventory, error) {

@@ -567,3 +567,9 @@ func msgRetryIn(d time.Duration) string {
 	}
 	return "runs again in " + accounting.FormatDuration(d.Round(time.Second))
 }
+
+// msgCheckAgainstDaemon says what berth check measures the jobs against
+// when a daemon answers.
+func msgCheckAgainstDaemon() string {
+	return "checking against the running daemon's books (berth machine shows them; --cpus, --gpus, --ram check against others)"
+}

@@ -406,3 +406,33 @@ func TestCheckPersonsFiles(t *testing.T) {
 		t.Errorf("jobs %q, problems:\n%s\nwant %s/fine loaded, train over her quota, evil refused for user", names, all, alice)
 	}
 }
+
+// TestCheckPersonsDirBorrowsFlavors: a person's directory checked as a
+// whole names the administrators' flavors, as its files do one by one:
+// people declare none.
+func TestCheckPersonsDirBorrowsFlavors(t *testing.T) {
+	needPeople(t)
+	admin, spool, mine := checkDirs(t)
+	uid := 0
+	if u, err := user.Lookup(alice); err == nil {
+		uid, _ = strconv.Atoi(u.Uid)
+	}
+	if err := os.WriteFile(filepath.Join(admin, "flavors.lua"), []byte(`flavor "card" { cpus = 1, gpus = 1 }`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(mine, "train.lua")
+	if err := os.WriteFile(path, []byte(`job "train" { cmd = "true", flavor = "card" }`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{path, mine} {
+		if err := os.Chown(p, uid, -1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, target := range []string{mine, path} {
+		out, errOut, code := berth(t, map[string]string{"BERTH_USER_JOBS": spool, "BERTH_JOBS": admin}, "check", "--gpus", "2", target)
+		if code != exitOK || !strings.Contains(out, "1 file, 1 job") {
+			t.Errorf("check %s: exit %d\n%s%s", target, code, out, errOut)
+		}
+	}
+}

@@ -36,7 +36,14 @@ func ReadJobFile(path string, opts ScanOptions) ([]byte, error) {
 	}
 	defer w.close()
 	var refused *RefusedError
-	switch _, _, err := w.resolve(dir, wantDir); {
+	// A person's file (Owner set) is in their job directory, which is
+	// theirs, as the daemon reads it; any other file's directory is one on
+	// the way to it.
+	last := wantDir
+	if opts.Owner != 0 {
+		last = wantJobsDir
+	}
+	switch _, _, err := w.resolve(dir, last); {
 	case err == nil:
 	case errors.Is(err, errMissing):
 		return nil, &fs.PathError{Op: "open", Path: path, Err: fs.ErrNotExist}
