@@ -16,7 +16,7 @@ func Suggest(word string, candidates []string) string {
 		if w == lc {
 			return c // differs only in case
 		}
-		d := levenshtein(w, lc)
+		d := editDistance(w, lc)
 		if d < bestDist && d < len(w) {
 			best, bestDist = c, d
 		}
@@ -34,14 +34,13 @@ func Suggest(word string, candidates []string) string {
 	return ""
 }
 
-// levenshtein is the edit distance between a and b, in bytes (field names are
-// ASCII).
-func levenshtein(a, b string) int {
-	if len(a) < len(b) {
-		a, b = b, a
-	}
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
+// editDistance is the edit distance between a and b, in bytes (field names
+// are ASCII), a swap of two neighbours counting as one edit, as in a typo:
+// "rma" is one from "ram", two from "cmd" (the optimal string alignment
+// distance).
+func editDistance(a, b string) int {
+	// Rows i-2, i-1 and i of the table, each len(b)+1 long.
+	before, prev, cur := make([]int, len(b)+1), make([]int, len(b)+1), make([]int, len(b)+1)
 	for j := range prev {
 		prev[j] = j
 	}
@@ -53,8 +52,11 @@ func levenshtein(a, b string) int {
 				cost = 0
 			}
 			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+			if i > 1 && j > 1 && a[i-1] == b[j-2] && a[i-2] == b[j-1] {
+				cur[j] = min(cur[j], before[j-2]+1)
+			}
 		}
-		prev, cur = cur, prev
+		before, prev, cur = prev, cur, before
 	}
 	return prev[len(b)]
 }
