@@ -291,9 +291,7 @@ func TestArrayQueuesAsOneJob(t *testing.T) {
 	waitJob(t, d, "blocker", "running", func(js JobStatus) bool { return js.State == "running" })
 	declare := func(file, src string) {
 		t.Helper()
-		if err := os.WriteFile(filepath.Join(dir, file), []byte(src), 0o600); err != nil {
-			t.Fatal(err)
-		}
+		testkit.PutFile(t, filepath.Join(dir, file), src)
 		if _, err := d.Reload(t.Context()); err != nil {
 			t.Fatal(err)
 		}

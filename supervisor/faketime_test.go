@@ -309,9 +309,7 @@ func TestShorterTimeoutMovesTheHeadsStart(t *testing.T) {
 	waitJob(t, d, "holder", "running", func(js JobStatus) bool { return js.State == "running" })
 	write := func(file, src string) {
 		t.Helper()
-		if err := os.WriteFile(filepath.Join(d.cfg.JobsDir, file), []byte(src), 0o600); err != nil {
-			t.Fatal(err)
-		}
+		testkit.PutFile(t, filepath.Join(d.cfg.JobsDir, file), src)
 		reload(t, d)
 	}
 	write("head.lua", `job "head" { cmd = "true", cpus = 2 }`)

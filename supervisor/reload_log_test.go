@@ -26,15 +26,9 @@ func TestProblemsLoggedOnce(t *testing.T) {
 	})
 	write := func(name, text string) {
 		t.Helper()
-		// Renamed into place: a reload that read the file half written
-		// (empty) would rightly say its errors were gone, and then back.
-		tmp := filepath.Join(jobsDir, "."+name+".tmp")
-		if err := os.WriteFile(tmp, []byte(text), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Rename(tmp, filepath.Join(jobsDir, name)); err != nil {
-			t.Fatal(err)
-		}
+		// A reload that read the file half written (empty) would rightly
+		// say its errors were gone, and then back.
+		testkit.PutFile(t, filepath.Join(jobsDir, name), text)
 	}
 	reloaded := func(want int) {
 		t.Helper()

@@ -108,9 +108,7 @@ func TestEditedWaiterKeepsItsPlace(t *testing.T) {
 	waitJob(t, d, "holder", "running", func(js JobStatus) bool { return js.State == "running" })
 	write := func(file, src string) {
 		t.Helper()
-		if err := os.WriteFile(filepath.Join(dir, file), []byte(src), 0o600); err != nil {
-			t.Fatal(err)
-		}
+		testkit.PutFile(t, filepath.Join(dir, file), src)
 		if _, err := d.Reload(t.Context()); err != nil {
 			t.Fatal(err)
 		}
@@ -154,9 +152,7 @@ func TestEditedHeadKeepsItsReservation(t *testing.T) {
 	waitJob(t, d, "hog", "running", func(js JobStatus) bool { return js.State == "running" })
 	write := func(file, src string) {
 		t.Helper()
-		if err := os.WriteFile(filepath.Join(dir, file), []byte(src), 0o600); err != nil {
-			t.Fatal(err)
-		}
+		testkit.PutFile(t, filepath.Join(dir, file), src)
 		reload(t, d)
 	}
 	write("head.lua", `job "head" { cmd = "true", cpus = 1, gpus = 4 }`)
@@ -265,9 +261,7 @@ func TestInvalidRunGoesOn(t *testing.T) {
 	d, jobsDir := runDaemon(t, "", nil)
 	write := func(name, src string) {
 		t.Helper()
-		if err := os.WriteFile(filepath.Join(jobsDir, name), []byte(src), 0o600); err != nil {
-			t.Fatal(err)
-		}
+		testkit.PutFile(t, filepath.Join(jobsDir, name), src)
 		reload(t, d)
 	}
 	write("flavors.lua", `flavor "small" { cpus = 1 }`)

@@ -360,9 +360,7 @@ func TestUnitsTimeoutEdited(t *testing.T) {
 	if got := b.manager.Props(unit)["RuntimeMaxUSec"]; got != uint64((5*time.Minute + 10*time.Second + time.Minute).Microseconds()) {
 		t.Fatalf("its unit's bound at its start: %v", got)
 	}
-	if err := os.WriteFile(filepath.Join(b.jobsDir, "jobs.lua"), []byte(`job "train" { cmd = { "/bin/sleep", "1000" }, timeout = "2h", stop_timeout = "10s" }`), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	testkit.PutFile(t, filepath.Join(b.jobsDir, "jobs.lua"), `job "train" { cmd = { "/bin/sleep", "1000" }, timeout = "2h", stop_timeout = "10s" }`)
 	reload(t, d)
 	want := uint64((2*time.Hour + 10*time.Second + time.Minute).Microseconds())
 	testkit.WaitFor(t, 20*time.Second, "its unit's bound moved to the new timeout", func() bool {
@@ -423,9 +421,7 @@ func TestRedeclaredWhileStopping(t *testing.T) {
 	first := waitJob(t, d, "x", "running", func(js JobStatus) bool { return js.State == "running" })
 	reload := func(src string) {
 		t.Helper()
-		if err := os.WriteFile(filepath.Join(b.jobsDir, "jobs.lua"), []byte(src), 0o600); err != nil {
-			t.Fatal(err)
-		}
+		testkit.PutFile(t, filepath.Join(b.jobsDir, "jobs.lua"), src)
 		if _, err := d.Reload(context.Background()); err != nil {
 			t.Fatal(err)
 		}

@@ -57,45 +57,34 @@ func TestRunsOrder(t *testing.T) {
 // TestRunsOfPrefix: the runs of an array's indices, newest first, and
 // none of a job whose name merely begins alike.
 func TestRunsOfPrefix(t *testing.T) {
-	s, _ := openTest(t, Options{})
-	var want []uint64
-	for i, job := range []string{"sweep[1]", "sweep[2]", "sweeper", "sweep[1]", "sweep[10]", "sweep", "sweep[2]"} {
-		r := begin(t, s, job, t0.Add(time.Duration(i)*time.Minute))
-		if strings.HasPrefix(job, "sweep[") {
-			want = append(want, r.ID)
-		}
-	}
-	slices.Reverse(want)
-	for _, n := range []int{0, 2, 5, 100} {
-		runs, err := s.RunsOfPrefix("sweep[", n)
-		if err != nil {
-			t.Fatal(err)
-		}
-		w := want
-		if n > 0 && n < len(w) {
-			w = w[:n]
-		}
-		if got := runIDs(runs); !slices.Equal(got, w) {
-			t.Errorf("RunsOfPrefix(sweep[, %d) = %v, want %v", n, got, w)
-		}
-	}
+	newestOf(t, []string{"sweep[1]", "sweep[2]", "sweeper", "sweep[1]", "sweep[10]", "sweep", "sweep[2]"},
+		func(job string) bool { return strings.HasPrefix(job, "sweep[") },
+		func(s *Store, n int) ([]RunRecord, error) { return s.RunsOfPrefix("sweep[", n) })
 }
 
 // TestRunsWhere: the newest n runs of the jobs kept, however many runs of
 // other jobs are newer.
 func TestRunsWhere(t *testing.T) {
+	alices := func(job string) bool { return strings.HasPrefix(job, "alice/") }
+	newestOf(t, []string{"alice/a", "bob/b", "alice/a[2]", "c", "bob/b", "alice/d", "bob/b"}, alices,
+		func(s *Store, n int) ([]RunRecord, error) { return s.RunsWhere(alices, n) })
+}
+
+// newestOf runs jobs, one run each in turn, and checks that read gives the
+// newest n runs of those kept, for n of none, a few and more than all.
+func newestOf(t *testing.T, jobs []string, kept func(job string) bool, read func(s *Store, n int) ([]RunRecord, error)) {
+	t.Helper()
 	s, _ := openTest(t, Options{})
 	var want []uint64
-	for i, job := range []string{"alice/a", "bob/b", "alice/a[2]", "c", "bob/b", "alice/d", "bob/b"} {
+	for i, job := range jobs {
 		r := begin(t, s, job, t0.Add(time.Duration(i)*time.Minute))
-		if strings.HasPrefix(job, "alice/") {
+		if kept(job) {
 			want = append(want, r.ID)
 		}
 	}
 	slices.Reverse(want)
-	alices := func(job string) bool { return strings.HasPrefix(job, "alice/") }
-	for _, n := range []int{0, 2, 100} {
-		runs, err := s.RunsWhere(alices, n)
+	for _, n := range []int{0, 2, 5, 100} {
+		runs, err := read(s, n)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -104,7 +93,7 @@ func TestRunsWhere(t *testing.T) {
 			w = w[:n]
 		}
 		if got := runIDs(runs); !slices.Equal(got, w) {
-			t.Errorf("RunsWhere(alice's, %d) = %v, want %v", n, got, w)
+			t.Errorf("n %d: runs %v, want %v", n, got, w)
 		}
 	}
 }
