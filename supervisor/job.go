@@ -840,8 +840,6 @@ func (j *job) reveal() {
 	}
 }
 
-// rearmTimeout applies an edited timeout to the run in progress, counted
-// from the run's start: policy edits apply in place.
 // retime applies an edited timeout to the run in progress, shorter or
 // longer: its timer, its grant's end (on which the placer plans the head's
 // start) and its unit's own bound.
@@ -864,6 +862,8 @@ func (j *job) retime() {
 	}
 }
 
+// rearmTimeout sets the run's timer to its timeout, counted from the
+// run's start.
 func (j *job) rearmTimeout() {
 	if j.timeout != nil {
 		j.timeout.Stop()
