@@ -217,7 +217,10 @@ const journalLag = time.Second
 func (d *Daemon) endWithRun(ctx context.Context, cancel context.CancelFunc, job string, run uint64) {
 	for {
 		_, next, stopping := d.feed.latest()
-		if rec, _, ok := d.runOf(job, run); stopping || !ok || !rec.End.IsZero() {
+		d.mu.Lock()
+		j := d.jobs[job]
+		d.mu.Unlock()
+		if stopping || j == nil || j.view().Run != run { // its job runs it no more
 			select {
 			case <-time.After(journalLag):
 				cancel()

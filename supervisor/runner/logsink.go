@@ -87,10 +87,8 @@ type LogSink struct {
 	header []byte
 	// continued is the header's line for the top of each file a rotation
 	// starts while the run writes, so that the run's output is found in
-	// it (berth logs --run N) once the first file is gone; midLine: the
-	// last byte written ended no line.
+	// it (berth logs --run N) once the first file is gone.
 	continued []byte
-	midLine   bool
 }
 
 // OpenLog prepares dir/job.log, capped at maxBytes, and starts the copier.
@@ -341,9 +339,6 @@ func (s *LogSink) write(p []byte) {
 		}
 		w, err := s.f.Write(p[:n])
 		s.size += int64(w)
-		if w > 0 {
-			s.midLine = p[w-1] != '\n'
-		}
 		if err != nil {
 			s.fail(fmt.Errorf("write %s: %w", s.path, err))
 			return
@@ -388,16 +383,12 @@ func (s *LogSink) rotate() bool {
 		return false
 	}
 	if s.continued != nil && int64(len(s.continued)) < s.maxBytes/2 {
-		line := s.continued
-		if s.midLine {
-			line = append([]byte{'\n'}, line...) // it starts a line of its own
-		}
-		w, err := s.f.Write(line)
+		// The file's first line: a line the rotation split goes on below.
+		w, err := s.f.Write(s.continued)
 		s.size += int64(w)
 		if err != nil {
 			s.fail(fmt.Errorf("write %s: %w", s.path, err))
 		}
-		s.midLine = false
 	}
 	return true
 }
