@@ -54,6 +54,10 @@ type Config struct {
 	LogBytes int64
 	// Evaluator evaluates job files, in a child the kernel bounds; required.
 	Evaluator *Evaluator
+	// EvalShare is the wall-clock time one person's files may take in a
+	// reload before the rest of theirs wait for the next (Evaluator's
+	// evaluate); zero takes DefaultEvalShare.
+	EvalShare time.Duration
 	// Quiet is the watcher's debounce; zero takes its default.
 	Quiet time.Duration
 	// Clock is the real clock except in tests: every "since" and every

@@ -49,14 +49,6 @@ type Evaluator struct {
 	// Deadline bounds one Evaluate; the files whose turn has not come by
 	// then are refused as not evaluated.
 	Deadline time.Duration
-	// Share bounds the wall-clock time one person's files take in one
-	// Evaluate, so that nobody's files hold back everyone else's reload:
-	// once a person's files have taken it, their child stops after the
-	// file in hand (at least one is always evaluated), and the rest of
-	// theirs are refused as not evaluated yet, for the next Evaluate. Zero
-	// bounds them by Deadline alone; the administrators' files (owner "")
-	// have no share.
-	Share time.Duration
 	// Log receives the child's log: print from job files, warnings.
 	Log hclog.Logger
 
@@ -81,9 +73,10 @@ const (
 	// daemon keeps answering meanwhile; it bounds how stale a reload's
 	// view can get when many hostile files arrive at once.
 	DefaultEvalDeadline = 60 * time.Second
-	// DefaultEvalShare is the daemon's Share: far more than hundreds of
-	// ordinary files take, and short enough that one person's looping
-	// files delay another person's submit by seconds, not the Deadline.
+	// DefaultEvalShare is a reload's share for each person (Config.
+	// EvalShare): far more than hundreds of ordinary files take, and short
+	// enough that one person's looping files delay another person's submit
+	// by seconds, not the Deadline.
 	DefaultEvalShare = 2 * time.Second
 )
 
@@ -102,15 +95,20 @@ const evalWallSlack = 2 * time.Second
 
 // Evaluate evaluates srcs, in order, and returns one File per source, in
 // the same order. It never fails: what went wrong is in the files' errors.
-// Each owner's files come together in srcs (evalOrder), as Share counts
-// an owner's time from their first file on. Once ctx is done (the caller
-// called it off) it returns at once the files evaluated so far, the first
-// of srcs, and kills the child evaluating the next.
+// Once ctx is done (the caller called it off) it returns at once the files
+// evaluated so far, the first of srcs, and kills the child evaluating the
+// next.
 func (e *Evaluator) Evaluate(ctx context.Context, m luaapi.Machine, srcs []luaapi.Source) []*luaapi.File {
-	return e.evaluate(ctx, m, srcs, e.Share)
+	return e.evaluate(ctx, m, srcs, 0)
 }
 
-// evaluate is Evaluate, each person's files held to share (none if zero).
+// evaluate is Evaluate, each person's files held to share of wall-clock
+// time, so that nobody's files hold back everyone else's reload: once a
+// person's files have taken it, their child stops after the file in hand
+// (at least one is always evaluated), and the rest of theirs are refused
+// as not evaluated yet, for the next reload. Each owner's files come
+// together in srcs (evalOrder), as their time counts from their first
+// file on. Zero: no share; the administrators' files (owner "") have none.
 func (e *Evaluator) evaluate(ctx context.Context, m luaapi.Machine, srcs []luaapi.Source, share time.Duration) []*luaapi.File {
 	budget := e.Budget
 	if budget <= 0 {
@@ -226,8 +224,8 @@ func batch(srcs []luaapi.Source) []luaapi.Source {
 // evalOrder orders a reload's sources for Evaluate: the administrators'
 // first, then each person's together, the person with the fewest first
 // (by name among equals), each owner's in their path order. A person's
-// many files, or slow ones, come after everyone else's, and their Share
-// sends what is left of them to the next reload.
+// many files, or slow ones, come after everyone else's, and their share
+// (Config.EvalShare) sends what is left of them to the next reload.
 func evalOrder(srcs []luaapi.Source) {
 	count := map[string]int{}
 	for _, s := range srcs {

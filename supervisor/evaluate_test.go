@@ -206,11 +206,11 @@ func TestEvaluatorCalledOff(t *testing.T) {
 	}
 }
 
-// TestEvaluatorShare: once a person's files have taken their Share, the
-// rest of theirs wait for the next Evaluate, saying so; the file in hand
+// TestEvaluatorShare: once a person's files have taken their share, the
+// rest of theirs wait for the next reload, saying so; the file in hand
 // when the share ran out is done, another person's files are not held
-// back, and the administrators' have no share. Without a share, every file
-// is evaluated.
+// back, and the administrators' have no share. Evaluate, which has none,
+// evaluates every file.
 func TestEvaluatorShare(t *testing.T) {
 	good := func(path string) luaapi.Source {
 		name := strings.TrimSuffix(filepath.Base(path), ".lua")
@@ -225,8 +225,8 @@ func TestEvaluatorShare(t *testing.T) {
 	// The share is less than one slow file takes (slowFile), so that the
 	// child cannot have answered for the second before the first is done.
 	e := &Evaluator{Command: []string{os.Args[0]}, Env: append(os.Environ(), "BERTH_TEST_EVAL=script"), UID: -1, GID: -1,
-		Budget: 10 * time.Second, Share: slowFile / 3}
-	files := e.Evaluate(context.Background(), luaapi.Machine{CPUs: 2}, srcs)
+		Budget: 10 * time.Second}
+	files := e.evaluate(context.Background(), luaapi.Machine{CPUs: 2}, srcs, slowFile/3)
 	if len(files) != len(srcs) {
 		t.Fatalf("%d files back for %d", len(files), len(srcs))
 	}
@@ -248,13 +248,11 @@ func TestEvaluatorShare(t *testing.T) {
 	}
 
 	// However little is left of it, a person's first file is evaluated.
-	e.Share = time.Nanosecond
-	files = e.Evaluate(context.Background(), luaapi.Machine{CPUs: 2}, []luaapi.Source{good("/spool/carol/a.lua"), good("/spool/carol/b.lua")})
+	files = e.evaluate(context.Background(), luaapi.Machine{CPUs: 2}, []luaapi.Source{good("/spool/carol/a.lua"), good("/spool/carol/b.lua")}, time.Nanosecond)
 	if len(files) != 2 || len(files[0].Jobs) != 1 || len(files[1].Errors) != 1 || files[1].Errors[0].Problem != luaapi.NotEvaluated {
 		t.Errorf("a share spent before the first file: %+v, want the first evaluated, the second not yet", files)
 	}
 
-	e.Share = 0
 	for _, f := range e.Evaluate(context.Background(), luaapi.Machine{CPUs: 2}, srcs) {
 		if len(f.Errors) > 0 || len(f.Jobs) != 1 {
 			t.Errorf("without a share, %s: %v, want evaluated", f.Path, f.Errors)

@@ -70,7 +70,7 @@ func scriptedChild() {
 		case "outofturn": // answers for another file
 			_ = enc.Encode(luaapi.EvalReply{File: &luaapi.File{Path: "other.lua"}})
 			select {}
-		case "slow": // takes longer than a test's Share, and is done
+		case "slow": // takes longer than a test's share, and is done
 			time.Sleep(slowFile)
 		case "crash": // a runtime crash: neither a limit nor a kill
 			fmt.Fprintln(os.Stderr, "panic: something broke")

@@ -453,7 +453,7 @@ func TestPeopleFairShare(t *testing.T) {
 func TestPeopleEvalShare(t *testing.T) {
 	d, spool, _ := peopleDaemon(t, "", func(cfg *Config) {
 		cfg.Evaluator.Budget = 200 * time.Millisecond
-		cfg.Evaluator.Share = 100 * time.Millisecond // less than one looping file's budget
+		cfg.EvalShare = 100 * time.Millisecond // less than one looping file's budget
 	})
 	reload(t, d)
 	for _, name := range []string{"a.lua", "b.lua", "c.lua"} {
@@ -485,7 +485,7 @@ func TestPeopleEvalShare(t *testing.T) {
 // for a reload.
 func TestPeopleCheckHasNoShare(t *testing.T) {
 	d, _, _ := peopleDaemon(t, "", func(cfg *Config) {
-		cfg.Evaluator.Share = time.Nanosecond
+		cfg.EvalShare = time.Nanosecond
 		cfg.Evaluator.Budget = 10 * time.Second // a busy machine, a race-detecting child
 	})
 	var req CheckRequest

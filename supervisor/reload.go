@@ -179,14 +179,14 @@ func (d *Daemon) reloadAfter(earlier *ReloadResult, first, asked bool, waiters [
 	kept := d.kept
 	d.evaluations.Go(func() {
 		defer stop()
-		files := d.cfg.Evaluator.Evaluate(ctx, machine, srcs)
+		files := d.cfg.Evaluator.evaluate(ctx, machine, srcs, cmp.Or(d.cfg.EvalShare, DefaultEvalShare))
 		var previous []*luaapi.File
 		if first && kept != nil {
 			// They were in force before: each is evaluated, whoever's
 			// share it takes.
 			prev := append(previousVersions(kept, srcs, files), keptVersions(kept, refused)...)
 			evalOrder(prev)
-			previous = d.cfg.Evaluator.evaluate(ctx, machine, prev, 0)
+			previous = d.cfg.Evaluator.Evaluate(ctx, machine, prev)
 		}
 		d.evaluated <- evaluated{r: r, files: files, previous: previous}
 	})

@@ -130,9 +130,9 @@ func (d *Daemon) serveCheck(w http.ResponseWriter, r *http.Request) {
 	case <-r.Context().Done():
 		return
 	}
-	// All of them, whatever a reload's share (Evaluator.Share): the
-	// person waits for their own files alone.
-	files := d.cfg.Evaluator.evaluate(r.Context(), luaMachine(d.cfg), srcs, 0)
+	// All of them, with no reload's share (Config.EvalShare): the person
+	// waits for their own files alone.
+	files := d.cfg.Evaluator.Evaluate(r.Context(), luaMachine(d.cfg), srcs)
 	v, err = d.call(r.Context(), func() any { return d.checkInForce(files) })
 	if err != nil {
 		writeError(w, http.StatusServiceUnavailable, CodeUnavailable, msgNoAnswer(err))

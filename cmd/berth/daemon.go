@@ -74,7 +74,6 @@ func runDaemon(c *cli, args []string) int {
 	// Where there are job files, the child that evaluates the first of
 	// them starts now: its start overlaps the probes and the state's.
 	evaluator := newEvaluator(log.Named("lua"), budget.d)
-	evaluator.Share = supervisor.DefaultEvalShare
 	if hasJobFiles(*jobs) {
 		evaluator.Prestart()
 		defer evaluator.Discard()
