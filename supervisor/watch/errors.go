@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -161,8 +162,8 @@ func (e *RefusedError) Error() string {
 		return fmt.Sprintf("%s is a %s, not a regular file; berth refuses it (rename it so that its name does not end in .lua)",
 			s, e.Kind)
 	case TooBig:
-		return fmt.Sprintf("%s is %d bytes, more than the %s a job file may be; berth refuses it (split it into several files)",
-			s, e.Size, formatBytes(e.MaxBytes))
+		return fmt.Sprintf("%s is %s, more than the %s a job file may be; berth refuses it (split it into several files)",
+			s, formatSize(e.Size, e.MaxBytes), formatBytes(e.MaxBytes))
 	case Unreadable:
 		if e.Named && e.At == "" && errors.Is(e.Err, fs.ErrPermission) {
 			// berth check, by someone the file is not open to: the
@@ -306,6 +307,24 @@ func formatBytes(n int64) string {
 		return strconv.FormatInt(n>>10, 10) + " KiB"
 	}
 	return strconv.FormatInt(n, 10) + " bytes"
+}
+
+// formatSize renders a file's size next to the limit it passes: in bytes
+// while that is short enough to read and the difference from the limit
+// could hide in a rounded figure; else in the largest binary unit, with
+// one decimal ("2.0 GiB").
+func formatSize(n, limit int64) string {
+	if n < 10<<20 || n < 2*limit {
+		return strconv.FormatInt(n, 10) + " bytes"
+	}
+	units := []string{"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"}
+	u, v := -1, float64(n)
+	for v >= 1024 && u < len(units)-1 {
+		v /= 1024
+		u++
+	}
+	// Truncated, not rounded: never shown as more than it is.
+	return strconv.FormatFloat(math.Floor(v*10)/10, 'f', 1, 64) + " " + units[u]
 }
 
 // cause is the innermost message of an I/O error: "permission denied"

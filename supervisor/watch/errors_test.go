@@ -35,6 +35,7 @@ func TestMessagesGolden(t *testing.T) {
 		{Path: f, Reason: NotRegular, Kind: "named pipe"},
 		{Path: f, Reason: TooBig, Size: 1048577, MaxBytes: 1 << 20},
 		{Path: f, Reason: TooBig, Size: 3000, MaxBytes: 2500},
+		{Path: f, Reason: TooBig, Size: 2<<30 + 123, MaxBytes: 1 << 20},
 		{Path: f, Reason: Unreadable, Err: perm},
 		{Path: f, Named: true, Reason: Unreadable, Err: perm},
 		{Path: "jobs.d", Dir: true, Reason: Unreadable, Err: perm},
