@@ -269,7 +269,10 @@ func msgHidden(p Problem) string {
 	at := posString(luaapi.Pos{File: p.File, Line: p.Line})
 	what := strings.ReplaceAll(p.Code, "_", " ")
 	if p.Job != "" {
-		return fmt.Sprintf("%s: job %q: a problem (%s) whose details quote a file you may not read (its owner sees them: berth status, or berth check %s)", at, p.Job, what, p.File)
+		// What the name is of: a problem that does not say is taken
+		// to be about a name.
+		return fmt.Sprintf("%s: %s %q: a problem (%s) whose details quote a file you may not read (its owner sees them: berth status, or berth check %s)",
+			at, cmp.Or(p.Kind, "name"), p.Job, what, p.File)
 	}
 	return fmt.Sprintf("%s: a problem (%s) whose details quote a file you may not read (its owner sees them: berth status, or berth check %s)", at, what, p.File)
 }

@@ -192,9 +192,9 @@ func (rd *reader) jobs(js []JobStatus) []JobStatus {
 	for i, j := range js {
 		switch {
 		case (j.State == store.StateInvalid.String() || j.State == store.StateUnplaceable.String()) && !rd.canRead(j.File):
-			j.Why = msgHidden(Problem{Code: j.State, File: j.File, Line: j.Line, Job: j.Name})
+			j.Why = msgHidden(Problem{Code: j.State, File: j.File, Line: j.Line, Kind: "job", Job: j.Name})
 		case strings.HasPrefix(j.Why, runsOn) && !rd.canRead(j.File):
-			j.Why = runsOn + msgHidden(Problem{Code: store.StateInvalid.String(), File: j.File, Line: j.Line, Job: j.Name})
+			j.Why = runsOn + msgHidden(Problem{Code: store.StateInvalid.String(), File: j.File, Line: j.Line, Kind: "job", Job: j.Name})
 		case strings.HasPrefix(j.Why, cannotStart) && !rd.canRead(j.File):
 			j.Why = msgStartHidden(j.File)
 		}

@@ -647,7 +647,7 @@ func (d *Daemon) admit(admitted map[string]*luaapi.File, path string, f *luaapi.
 			}
 			// The other file is blamed for a name f declares too.
 			at := declaredAt(f, e)
-			why = append(why, Problem{Code: ProblemNameTaken, File: at.File, Line: at.Line, Job: e.Name,
+			why = append(why, Problem{Code: ProblemNameTaken, File: at.File, Line: at.Line, Kind: e.Kind, Job: e.Name,
 				Text: msgNameTaken(at, kindOf(e), e.Name, e.Pos)})
 		}
 	}
@@ -692,7 +692,7 @@ func rejectsFiles(set *luaapi.Set) bool {
 // ProblemOf is a job file's mistake as facts.
 func ProblemOf(e *luaapi.Error) Problem {
 	return Problem{Code: strings.ReplaceAll(e.Problem.String(), " ", "_"), File: e.Pos.File, Line: e.Pos.Line,
-		Job: e.Name, Field: e.Field, Text: e.Error()}
+		Kind: e.Kind, Job: e.Name, Field: e.Field, Text: e.Error()}
 }
 
 func problemsOf(errs []*luaapi.Error) []Problem {

@@ -182,7 +182,8 @@ type Problem struct {
 	Code  string `json:"code"`
 	File  string `json:"file,omitempty"`
 	Line  int    `json:"line,omitempty"`
-	Job   string `json:"job,omitempty"` // the job or flavor it is about
+	Kind  string `json:"kind,omitempty"` // what Job names: "job", "flavor" or "quota"
+	Job   string `json:"job,omitempty"`  // the name of the job, flavor or quota it is about
 	Field string `json:"field,omitempty"`
 	Text  string `json:"text"`
 }

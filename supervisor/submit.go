@@ -175,13 +175,13 @@ func (d *Daemon) checkInForce(files []*luaapi.File) CheckResult {
 		}
 		if err := d.placer.Placeable(requestOf(def.Name, def)); err != nil {
 			if ue := (*accounting.UnplaceableError)(nil); errors.As(err, &ue) {
-				res.Problems = append(res.Problems, Problem{Code: ProblemUnplaceable, File: def.Pos.File, Line: def.Pos.Line, Job: def.Name,
+				res.Problems = append(res.Problems, Problem{Code: ProblemUnplaceable, File: def.Pos.File, Line: def.Pos.Line, Kind: "job", Job: def.Name,
 					Text: MsgUnplaceable(def.Pos, def.Name, ue)})
 			}
 		}
 		if def.User != "" || def.Group != "" {
 			if _, _, err := jobCredentials(def.User, def.Group); err != nil {
-				res.Problems = append(res.Problems, Problem{Code: ProblemCredentials, File: def.Pos.File, Line: def.Pos.Line, Job: def.Name,
+				res.Problems = append(res.Problems, Problem{Code: ProblemCredentials, File: def.Pos.File, Line: def.Pos.Line, Kind: "job", Job: def.Name,
 					Text: MsgCredentials(def.Pos, def.Name, err)})
 			}
 		}

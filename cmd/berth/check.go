@@ -298,13 +298,13 @@ func feasibility(set *luaapi.Set, inv probes.Inventory) []supervisor.Problem {
 		} else if err := placer.Placeable(accounting.Request{Holder: j.Name, Owner: j.Owner, Resources: j.Resources}); err != nil {
 			var ue *accounting.UnplaceableError
 			if errors.As(err, &ue) {
-				out = append(out, supervisor.Problem{Code: supervisor.ProblemUnplaceable, File: j.Pos.File, Line: j.Pos.Line, Job: j.Name,
+				out = append(out, supervisor.Problem{Code: supervisor.ProblemUnplaceable, File: j.Pos.File, Line: j.Pos.Line, Kind: "job", Job: j.Name,
 					Text: supervisor.MsgUnplaceable(j.Pos, j.Name, ue)})
 			}
 		}
 		if j.User != "" || j.Group != "" {
 			if _, err := supervisor.LookupCredentials(j.User, j.Group); err != nil {
-				out = append(out, supervisor.Problem{Code: supervisor.ProblemCredentials, File: j.Pos.File, Line: j.Pos.Line, Job: j.Name,
+				out = append(out, supervisor.Problem{Code: supervisor.ProblemCredentials, File: j.Pos.File, Line: j.Pos.Line, Kind: "job", Job: j.Name,
 					Field: credentialsField(j.User, err), Text: supervisor.MsgCredentials(j.Pos, j.Name, err)})
 			}
 		}
@@ -351,6 +351,7 @@ type messageJSON struct {
 	Code    string `json:"code"`
 	File    string `json:"file,omitempty"`
 	Line    int    `json:"line,omitempty"`
+	Kind    string `json:"kind,omitempty"`
 	Job     string `json:"job,omitempty"`
 	Field   string `json:"field,omitempty"`
 	Message string `json:"message"`
@@ -373,7 +374,7 @@ func checkReport(set *luaapi.Set, problems []supervisor.Problem) checkJSON {
 		out.Flavors = append(out.Flavors, supervisor.FlavorOf(f, usedBy[f.Name]))
 	}
 	for _, p := range problems {
-		out.Errors = append(out.Errors, messageJSON{Code: p.Code, File: p.File, Line: p.Line, Job: p.Job, Field: p.Field, Message: p.Text})
+		out.Errors = append(out.Errors, messageJSON{Code: p.Code, File: p.File, Line: p.Line, Kind: p.Kind, Job: p.Job, Field: p.Field, Message: p.Text})
 	}
 	return out
 }
