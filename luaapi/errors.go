@@ -147,13 +147,18 @@ func fileSubject(path string, line int) subject {
 
 // --- the file as a whole ---------------------------------------------------
 
-func errSyntax(path string, line int, message, token string) *Error {
+// errSyntax is the parser's error; hint, where not "", says what is
+// likely missing (syntaxHint).
+func errSyntax(path string, line int, message, token, hint string) *Error {
 	d := "syntax error"
 	if message != "" && message != "syntax error" {
 		d += ": " + clean(message)
 	}
 	if token != "" {
 		d += " near " + quote(token)
+	}
+	if hint != "" {
+		d += " " + hint
 	}
 	return fileSubject(path, line).err(Syntax, "", d)
 }

@@ -368,11 +368,15 @@ func (ev *evaluator) syntaxError(err error) *Error {
 		if c.Pos.Line == parse.EOF {
 			return errSyntaxEOF(ev.path, lastLine(ev.src))
 		}
-		return errSyntax(ev.path, c.Pos.Line, c.Message, c.Token)
+		var hint string
+		if c.Message == "syntax error" {
+			hint = syntaxHint(bytes.TrimPrefix(ev.src, utf8BOM), c.Pos.Line, c.Pos.Column, c.Token)
+		}
+		return errSyntax(ev.path, c.Pos.Line, c.Message, c.Token, hint)
 	case *lua.CompileError:
 		return errCompile(ev.path, c.Line, c.Message)
 	}
-	return errSyntax(ev.path, 0, err.Error(), "")
+	return errSyntax(ev.path, 0, err.Error(), "", "")
 }
 
 func (ev *evaluator) runtimeError(err error) {

@@ -1,0 +1,7 @@
+job "train" {
+  cmd = "./train",
+  cpus = 4
+
+job "eval" {
+  cmd = "./eval",
+}
