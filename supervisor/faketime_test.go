@@ -151,9 +151,20 @@ job "steady" { cmd = "if [ -e ` + mark + ` ]; then exec sleep 600; fi; touch ` +
 	}
 	stopped(stop)
 
-	// Two restarts used: its next failure is its last.
+	// Two restarts used: its next failure is its last. It waits out the
+	// rest of the delay the last daemon began (2 s, begun when the clock
+	// last moved), not a moment less.
 	d, stop = start()
-	js := waitJob(t, d, "flaky", "ended", func(js JobStatus) bool { return js.State == "failed" || js.State == "backoff" })
+	js := waitJob(t, d, "flaky", "ended or backing off", func(js JobStatus) bool { return js.State == "failed" || js.State == "backoff" })
+	if want := clk.Now().Add(2 * time.Second); js.State != "backoff" || js.Restarts != 2 || js.RetryAt == nil || !js.RetryAt.Equal(want) || js.Why != "exit 3" {
+		t.Fatalf("after the daemon's restart: %s, %d restarts, retry at %v, why %q; want backoff, 2, %v, exit 3", js.State, js.Restarts, js.RetryAt, js.Why, want)
+	}
+	clk.Advance(2*time.Second - time.Millisecond)
+	if js, _ := d.jobStatus("flaky"); js.State != "backoff" {
+		t.Fatalf("a millisecond before its delay ends: %s, want backoff", js.State)
+	}
+	clk.Advance(time.Millisecond)
+	js = waitJob(t, d, "flaky", "ended", func(js JobStatus) bool { return js.State == "failed" || js.Restarts > 2 })
 	if js.State != "failed" || js.Restarts != 2 || js.Why != "exit 3" {
 		t.Errorf("after the daemon's restart: %s, %d restarts, why %q; want failed, 2, exit 3", js.State, js.Restarts, js.Why)
 	}
@@ -280,23 +291,26 @@ func TestWaitOutlivesTheDaemon(t *testing.T) {
 	}
 	lives.stopped(stop)
 
-	// Both need the whole machine: whichever the next daemon places first,
-	// the other waits, and from when it began to wait in the last one.
-	clk.Advance(time.Minute)
-	d, stop = lives.start()
-	defer lives.stopped(stop)
-	began := map[string]time.Time{"holder": t0, "late": t0.Add(time.Minute)}
-	var waiting []accounting.Waiter
-	testkit.WaitFor(t, 20*time.Second, "one of them to wait", func() bool {
-		waiting = d.placer.Waiting()
-		return len(waiting) == 1
-	})
-	w := waiting[0]
-	if !w.Since.Equal(began[w.Holder]) {
-		t.Errorf("%s waits in the placer's queue since %v, want %v, when it began in the last daemon", w.Holder, w.Since, began[w.Holder])
-	}
-	if js, _ := d.jobStatus(w.Holder); !js.Since.Equal(began[w.Holder]) {
-		t.Errorf("%s is shown waiting since %v, want %v", w.Holder, js.Since, began[w.Holder])
+	// Both need the whole machine. Each time the daemon starts again,
+	// holder, which began to wait first (its run was cut short by the
+	// daemon going away), is placed, and late waits on from when it
+	// began to wait in the first daemon.
+	for life := 2; life <= 3; life++ {
+		clk.Advance(time.Minute)
+		d, stop = lives.start()
+		var waiting []accounting.Waiter
+		testkit.WaitFor(t, 20*time.Second, "one of them to wait", func() bool {
+			waiting = d.placer.Waiting()
+			return len(waiting) == 1
+		})
+		if w := waiting[0]; w.Holder != "late" || !w.Since.Equal(t0.Add(time.Minute)) {
+			t.Errorf("daemon %d: %s waits in the placer's queue since %v; want late, since %v, when it began in the first daemon",
+				life, w.Holder, w.Since, t0.Add(time.Minute))
+		}
+		if js, _ := d.jobStatus("late"); !js.Since.Equal(t0.Add(time.Minute)) {
+			t.Errorf("daemon %d: late is shown waiting since %v, want %v", life, js.Since, t0.Add(time.Minute))
+		}
+		lives.stopped(stop)
 	}
 }
 

@@ -274,9 +274,9 @@ func (j *job) readLastRun(named bool) {
 	}
 }
 
-// restoreWhy says again why a job that a previous daemon left failed or
-// stopped did, from its last run: the reason is not kept with the job.
-// Before its goroutine starts.
+// restoreWhy says again why a job that a previous daemon left failed,
+// stopped or waiting out a restart's delay is so, from its last run: the
+// reason is not kept with the job. Before its goroutine starts.
 func (j *job) restoreWhy() {
 	why := store.ReasonStopped.String()
 	runs, err := j.d.store.Runs(j.name, 1)
@@ -293,7 +293,7 @@ func (j *job) restoreWhy() {
 		default:
 			why = MsgEnded(r.Reason, r.ExitCode, r.Signal, j.def.Timeout, r.RAMBytes)
 		}
-	} else if j.life.state == store.StateFailed {
+	} else if j.life.state != store.StateStopped {
 		return
 	}
 	j.setWhy(why)
@@ -581,6 +581,16 @@ func (j *job) do(a action) (event, bool) {
 		}
 	}
 	return event{}, false
+}
+
+// resumeBackoff goes on with the restart delay the last daemon began: the
+// job restarts at at, which is to come. Before the job's goroutine starts.
+func (j *job) resumeBackoff(at time.Time) {
+	left := at.Sub(j.d.now())
+	j.log.Info("restarting after what is left of the delay the last daemon began", "delay_ms", left.Milliseconds(), "restarts", j.life.restarts)
+	j.backoff = j.d.clock.NewTimer(left)
+	j.retryAt = at
+	j.publish()
 }
 
 func (j *job) request() accounting.Request { return requestOf(j.name, j.def) }
@@ -1027,8 +1037,17 @@ func (j *job) persist() {
 	if j.life.state == store.StateDone {
 		j.doneFP = cmp.Or(j.runMark, j.mark())
 	}
+	changed := j.life.since
+	if j.life.state == store.StateWaiting && !j.waitingAt.IsZero() && j.waitingAt.Before(changed) {
+		// A wait that began in the last daemon goes on: the next one
+		// takes it up from its start too, and the job keeps its place in
+		// line however often the daemon starts, also where its run is
+		// cut short by the daemon going away (the record of a passing
+		// state is written only when it first passes).
+		changed = j.waitingAt
+	}
 	rec := store.JobRecord{Name: j.name, State: j.life.recorded(), Fingerprint: fp, DoneFingerprint: j.doneFP,
-		Restarts: j.life.restarts, Changed: j.life.since, File: j.def.Pos.File}
+		Restarts: j.life.restarts, Changed: changed, File: j.def.Pos.File}
 	last := j.wrote
 	j.wrote = rec
 	if !resting(rec.State) {

@@ -841,7 +841,7 @@ func (d *Daemon) apply(set *luaapi.Set, first bool) ReloadResult {
 		}
 	}
 	for _, j := range born {
-		if j.life.state == store.StateFailed || j.life.state == store.StateStopped {
+		if st := j.life.state; st == store.StateFailed || st == store.StateStopped || st == store.StateBackoff {
 			j.restoreWhy()
 		}
 		j.start(d.jobsCtx)
@@ -865,9 +865,10 @@ func (d *Daemon) declare(name string, def *luaapi.Job, invalid string, first boo
 	diffs map[*luaapi.Job]defDiff, arr *array, i int) *job {
 	j, ok := d.jobs[name]
 	if !ok {
-		initial, doneFP, waited := d.remembered(name, def, set)
-		j = d.newJob(name, def, invalid, initial, doneFP)
-		j.waitedBefore = waited
+		m := d.remembered(name, def, set)
+		initial := m.initial
+		j = d.newJob(name, def, invalid, initial, m.doneFP)
+		j.waitedBefore = m.waited
 		if arr != nil {
 			// Before it takes a run back: the run holds one of the
 			// array's places.
@@ -893,6 +894,8 @@ func (d *Daemon) declare(name string, def *luaapi.Job, invalid string, first boo
 				// restarts the run, as an edit would have.
 				processChanged = a.rec.Fingerprint != def.ProcessFingerprint()
 			}
+		} else if !m.retryAt.IsZero() {
+			j.resumeBackoff(m.retryAt)
 		}
 		d.jobs[name] = j
 		*born = append(*born, j)
@@ -1000,39 +1003,61 @@ func (d *Daemon) applyQuotas(set *luaapi.Set) {
 	}
 }
 
+// memory is what a job new to this daemon takes from the last one's record.
+type memory struct {
+	initial life
+	doneFP  string // the definition whose last run ended done
+	// waited is when the wait began that the job was in when the last
+	// daemon stopped: it waits on from then, keeping its place in line.
+	waited time.Time
+	// retryAt is when the restart delay that the job was waiting out ends
+	// (initial is then in backoff): the delay goes on, so that a crash
+	// loop is not sped up by a daemon that restarts.
+	retryAt time.Time
+}
+
 // remembered is where a job starts its life in this daemon: a batch job
 // whose last run of this very definition ended done stays done (a job runs
 // to completion once per definition), and so does one a person stopped or
-// that failed for good; anything else runs. One that waited when the last
-// daemon stopped waits on from when it began (waited): it keeps its place
-// in line.
-func (d *Daemon) remembered(name string, def *luaapi.Job, set *luaapi.Set) (initial life, doneFingerprint string, waited time.Time) {
+// that failed for good; anything else runs, after what is left of its
+// restart delay, and a wait goes on.
+func (d *Daemon) remembered(name string, def *luaapi.Job, set *luaapi.Set) memory {
 	rec, ok, err := d.store.Job(name)
 	if err != nil || !ok {
-		return life{}, "", time.Time{}
+		return memory{}
 	}
+	m := memory{doneFP: rec.DoneFingerprint}
 	if rec.State == store.StateWaiting {
-		waited = rec.Changed
+		m.waited = rec.Changed
 	}
 	fp := def.ProcessFingerprint()
 	stillDone := func() bool {
 		done, _ := stillDone(rec.DoneFingerprint, fp, d.storedParents(def, set))
 		return done
 	}
+	now := d.now()
 	switch {
 	case rec.State == store.StateDone && stillDone():
-		return life{state: store.StateDone, since: rec.Changed}, rec.DoneFingerprint, time.Time{}
+		return memory{initial: life{state: store.StateDone, since: rec.Changed}, doneFP: rec.DoneFingerprint}
 	case rec.Fingerprint == fp && (rec.State == store.StateFailed || rec.State == store.StateStopped):
-		return life{state: rec.State, since: rec.Changed, restarts: rec.Restarts}, rec.DoneFingerprint, time.Time{}
-	case rec.Fingerprint == fp && rec.Restarts > 0 && !resting(rec.State) && d.now().Sub(rec.Changed) < healthyRun:
+		return memory{initial: life{state: rec.State, since: rec.Changed, restarts: rec.Restarts}, doneFP: rec.DoneFingerprint}
+	case rec.Fingerprint == fp && rec.Restarts > 0 && !resting(rec.State) && now.Sub(rec.Changed) < healthyRun:
 		// In a crash loop (its record, written at each restart, younger
 		// than a healthy run): the count goes on where it was, or a job
 		// that fails at once would run for ever, max_restarts afresh at
 		// every start of the daemon. A run that had lasted resets it, as
 		// its end would have.
-		return life{restarts: rec.Restarts, delay: delayAfter(rec.Restarts)}, rec.DoneFingerprint, waited
+		m.initial = life{restarts: rec.Restarts, delay: delayAfter(rec.Restarts)}
+		if rec.State == store.StateBackoff {
+			// The delay armed when it entered backoff is the one before
+			// the restart it counted (decideRestart).
+			if at := rec.Changed.Add(delayAfter(rec.Restarts - 1)); at.After(now) {
+				m.initial.state, m.initial.since = store.StateBackoff, rec.Changed
+				m.retryAt = at
+			}
+		}
 	}
-	return life{}, rec.DoneFingerprint, waited
+	return m
 }
 
 // storedParents are the done records, as stored, of the batch parents in
