@@ -24,6 +24,8 @@ import (
 
 // ReloadResult is what one reload did, for the log and `berth reload`.
 type ReloadResult struct {
+	// Files counts the job files there are: those in force, and those
+	// with errors or refused (a version kept in force counted once).
 	Files   int      `json:"files"`
 	Added   []string `json:"added"`
 	Changed []string `json:"changed"`
@@ -341,6 +343,17 @@ func (d *Daemon) finishReload(r *reloadRun, files []*luaapi.File) ReloadResult {
 	d.keep(scan.Changed)
 	res := d.apply(set, first)
 	res.Files = len(set.Files)
+	if len(d.fileErrs) > 0 {
+		inForce := make(map[string]bool, len(set.Files))
+		for _, f := range set.Files {
+			inForce[f.Path] = true
+		}
+		for path := range d.fileErrs {
+			if !inForce[path] {
+				res.Files++ // none of its versions in force
+			}
+		}
+	}
 	res.Duration = d.now().Sub(began).Round(time.Microsecond).String()
 
 	d.mu.Lock()

@@ -291,3 +291,23 @@ func TestInvalidRunGoesOn(t *testing.T) {
 	write("flavors.lua", `flavor "small" { cpus = 1 }`)
 	waitJob(t, d, "train", "running again with its flavor back", func(js JobStatus) bool { return js.State == "running" && js.Run != running.Run })
 }
+
+// TestReloadCountsEveryFile: a reload counts the job files there are, not
+// only those in force: a broken file with a version kept in force once, a
+// file never good and a refused one too.
+func TestReloadCountsEveryFile(t *testing.T) {
+	d, dir := runDaemon(t, `job "kept" { cmd = "true", cpus = 0 }`, nil)
+	testkit.PutFile(t, filepath.Join(dir, "good.lua"), `job "good" { cmd = "true", cpus = 0 }`)
+	if res := reload(t, d); res.Files != 2 || len(res.Errors) != 0 {
+		t.Fatalf("two good files: %d files, errors %q", res.Files, res.Errors)
+	}
+	testkit.PutFile(t, filepath.Join(dir, "jobs.lua"), `job "kept" { cmd = "true" cpus = 0 }`)
+	testkit.PutFile(t, filepath.Join(dir, "broken.lua"), `job "broken" {`)
+	testkit.PutFile(t, filepath.Join(dir, "open.lua"), `job "open" { cmd = "true", cpus = 0 }`)
+	if err := os.Chmod(filepath.Join(dir, "open.lua"), 0o666); err != nil {
+		t.Fatal(err)
+	}
+	if res := reload(t, d); res.Files != 4 || len(res.Errors) != 3 {
+		t.Errorf("a kept version, a file never good, a refused one and a good one: %d files, errors %q; want 4 files, 3 errors", res.Files, res.Errors)
+	}
+}
