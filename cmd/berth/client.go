@@ -261,6 +261,7 @@ func (c *cli) fail(err error) int {
 	var de *deniedError
 	switch {
 	case errors.As(err, &de):
+		c.failCode = "denied"
 		fmt.Fprintln(c.stderr, msgSocketDenied(de.socket, de.group))
 		return exitFailed
 	case errors.Is(err, errDaemonGone):
@@ -270,6 +271,7 @@ func (c *cli) fail(err error) int {
 		fmt.Fprintln(c.stderr, msgNoDaemon(nd.sockets...))
 		return exitNoDaemon
 	case errors.As(err, &ae):
+		c.failCode = ae.code
 		// The daemon's sentence may quote a job file (a refused start
 		// gives the declaration's error): one line, escaped.
 		fmt.Fprintln(c.stderr, "berth: "+escapeText(ae.msg))

@@ -183,6 +183,12 @@ job "hello" { cmd = { "sh", "-c", "echo hello from the job" }, flavor = "small" 
 			t.Errorf("%v: exit %d, %q", args, code, errOut)
 		}
 	}
+	out, _, code = d.cli("show", "nope", "--json")
+	var failure jsonFailure
+	if err := json.Unmarshal([]byte(out), &failure); err != nil || code != exitFailed || failure.Code != supervisor.CodeNoSuchJob ||
+		!strings.HasPrefix(failure.Error, `no job named "nope"`) {
+		t.Errorf("show nope --json: exit %d, %v, stdout:\n%s", code, err, out)
+	}
 	out, _, code = d.cli("reload")
 	if code != exitOK || !strings.HasPrefix(out, "reloaded 1 file: 0 added, 0 changed, 0 removed, 0 errors") {
 		t.Errorf("reload: exit %d %q", code, out)

@@ -4,6 +4,7 @@
 package main
 
 import (
+	"cmp"
 	"errors"
 	"flag"
 	"fmt"
@@ -48,6 +49,9 @@ type cli struct {
 	// person's berth check borrows when they have no jobs directory of
 	// their own; "" for none (tests).
 	adminJobs string
+	// failCode is the code of what failed, where it has one of its own
+	// (the daemon's, a refused socket): a failed --json answers with it.
+	failCode string
 }
 
 type command struct {
@@ -171,7 +175,66 @@ func (c *cli) main(args []string) int {
 		fmt.Fprintln(c.stderr, msgUnknownCommand(args[0], commandNames()))
 		return exitUsage
 	}
+	if asksJSON(args[1:]) {
+		return c.runJSON(cmd, args[1:])
+	}
 	return cmd.run(c, args[1:])
+}
+
+// jsonFailure is what a command asked for --json writes on stdout when it
+// fails without having written anything there: the shape of the daemon's
+// own errors, so that a script reads {code, error} rather than nothing.
+type jsonFailure struct {
+	Code  string `json:"code"`
+	Error string `json:"error"`
+}
+
+// runJSON runs cmd, asked for --json: where it fails and wrote nothing on
+// stdout, its sentence (still on stderr for a person) is also written
+// there as a jsonFailure.
+func (c *cli) runJSON(cmd *command, args []string) int {
+	stdout, stderr := c.stdout, c.stderr
+	out := &countingWriter{w: stdout}
+	var said strings.Builder
+	c.stdout, c.stderr = out, io.MultiWriter(stderr, &said)
+	code := cmd.run(c, args)
+	c.stdout, c.stderr = stdout, stderr
+	if code == exitOK || out.n > 0 {
+		return code
+	}
+	failure := jsonFailure{Code: c.failCode, Error: strings.TrimPrefix(strings.TrimSpace(said.String()), "berth: ")}
+	if failure.Code == "" {
+		failure.Code = map[int]string{exitUsage: "usage", exitNoDaemon: "no_daemon"}[code]
+		failure.Code = cmp.Or(failure.Code, "failed")
+	}
+	c.writeJSON(failure)
+	return code
+}
+
+// asksJSON reports whether a command's arguments ask for --json (flags are
+// read anywhere before a "--").
+func asksJSON(args []string) bool {
+	for _, a := range args {
+		switch a {
+		case "--":
+			return false
+		case "--json", "-json", "--json=true", "-json=true":
+			return true
+		}
+	}
+	return false
+}
+
+// countingWriter counts what goes through it.
+type countingWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (cw *countingWriter) Write(p []byte) (int, error) {
+	n, err := cw.w.Write(p)
+	cw.n += int64(n)
+	return n, err
 }
 
 // commandFirst moves flags given before the command after it: `berth
@@ -260,10 +323,17 @@ func upperFirst(s string) string {
 // when the command should return code at once: help was asked for (0), or
 // the command line is wrong (2, with the message printed).
 func (c *cli) parse(fs *flag.FlagSet, args []string) (positional []string, code int, done bool) {
+	// The flag package prints the usage on a mistake too: the one line
+	// that says what is wrong and where the usage is, on stderr, is
+	// enough there, and keeps stdout for what was asked.
+	usage := fs.Usage
+	fs.Usage = func() {}
+	defer func() { fs.Usage = usage }()
 	for {
 		err := fs.Parse(args)
 		if errors.Is(err, flag.ErrHelp) {
-			return nil, exitOK, true // Parse has printed the usage
+			usage()
+			return nil, exitOK, true
 		}
 		if err != nil {
 			fmt.Fprintln(c.stderr, msgUsage(fs.Name(), err))

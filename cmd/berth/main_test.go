@@ -77,12 +77,59 @@ func TestUsageErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
-			_, errOut, code := berth(t, nil, tt.args...)
+			out, errOut, code := berth(t, nil, tt.args...)
 			if code != exitUsage {
 				t.Errorf("exit %d, want %d", code, exitUsage)
 			}
 			if strings.TrimSpace(errOut) != tt.want {
 				t.Errorf("stderr:\n got %s\nwant %s", strings.TrimSpace(errOut), tt.want)
+			}
+			if out != "" {
+				t.Errorf("a usage error wrote on stdout (the sentence names --help):\n%s", out)
+			}
+		})
+	}
+}
+
+// TestJSONFailures: a command asked for --json that fails without an
+// answer writes {code, error} on stdout, besides its sentence on stderr.
+func TestJSONFailures(t *testing.T) {
+	none := map[string]string{"BERTH_SOCKET": filepath.Join(t.TempDir(), "none.sock")}
+	tests := []struct {
+		args     []string
+		exit     int
+		code     string
+		contains string
+	}{
+		{[]string{"status", "--json"}, exitNoDaemon, "no_daemon", "no daemon answers on"},
+		{[]string{"show", "train", "-json"}, exitNoDaemon, "no_daemon", "no daemon answers on"},
+		{[]string{"history", "--json", "-n", "x"}, exitUsage, "usage", `invalid value "x" for flag -n`},
+		{[]string{"machine", "--json", "--cpus", "many"}, exitUsage, "usage", `"many" is not a whole number`},
+		{[]string{"check", "--json", "/nonexistent/x.lua"}, exitFailed, "", "x.lua"},
+	}
+	for _, tt := range tests {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			out, errOut, code := berth(t, none, tt.args...)
+			if code != tt.exit {
+				t.Errorf("exit %d, want %d", code, tt.exit)
+			}
+			if tt.code == "" {
+				// A command whose answer says what failed (check's
+				// report) gives that answer, not the failure.
+				if strings.Contains(out, `"code": "failed"`) || !strings.Contains(out, tt.contains) {
+					t.Errorf("stdout:\n%s", out)
+				}
+				return
+			}
+			var f jsonFailure
+			if err := json.Unmarshal([]byte(out), &f); err != nil {
+				t.Fatalf("stdout is not JSON (%v):\n%s", err, out)
+			}
+			if f.Code != tt.code || !strings.Contains(f.Error, tt.contains) || strings.HasPrefix(f.Error, "berth: ") {
+				t.Errorf("got %+v, want code %s and an error with %q", f, tt.code, tt.contains)
+			}
+			if !strings.Contains(errOut, tt.contains) {
+				t.Errorf("stderr lost the sentence: %q", errOut)
 			}
 		})
 	}
