@@ -413,10 +413,14 @@ func (w *waiter) before(o *waiter) bool {
 }
 
 // arrivedBefore says whether w arrived before o: by when each began to
-// wait, then, for two at one instant, by the order the Placer took them.
+// wait, then, for two at one instant, by their Order, then by the order the
+// Placer took them.
 func (w *waiter) arrivedBefore(o *waiter) bool {
 	if !w.since.Equal(o.since) {
 		return w.since.Before(o.since)
+	}
+	if w.req.Order != o.req.Order {
+		return w.req.Order < o.req.Order
 	}
 	return w.seq < o.seq
 }

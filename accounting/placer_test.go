@@ -605,3 +605,35 @@ func TestPlacerProperty(t *testing.T) {
 		})
 	}
 }
+
+// TestPlacerOrderBreaksTies: requests that arrive at one instant wait in
+// their Order, whatever order they reached the Placer in, also across
+// shapes; a different arrival still comes first.
+func TestPlacerOrderBreaksTies(t *testing.T) {
+	clock := newFakeClock()
+	p := NewPlacer(clock.Now)
+	b := p.AddMachine(machine(2, 0, 8*GiB))
+	if _, ok := b.TryTake(ask("busy", 2, 0, 0), epoch); !ok {
+		t.Fatal("the machine refused its first job")
+	}
+	together := epoch.Add(time.Second)
+	for _, r := range []struct {
+		holder string
+		order  int
+		ram    int64
+	}{{"third", 3, 0}, {"first", 1, GiB}, {"second", 2, 0}} {
+		req := ask(r.holder, 1, 0, r.ram)
+		req.Arrived, req.Order = together, r.order
+		queueUp(p, req)
+	}
+	early := ask("earlier", 1, 0, 0)
+	early.Arrived, early.Order = epoch, 9
+	queueUp(p, early)
+	var got []string
+	for _, w := range p.Waiting() {
+		got = append(got, w.Holder)
+	}
+	if want := "[earlier first second third]"; fmt.Sprint(got) != want {
+		t.Errorf("the queue is %v, want %s", got, want)
+	}
+}

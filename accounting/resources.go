@@ -133,6 +133,10 @@ type Request struct {
 	// what its job now asks (the job was edited while it waited): it keeps
 	// its place among waiters of its priority. Zero: it arrives now.
 	Arrived time.Time
+	// Order breaks a tie in Arrived, lower first: requests that arrive at
+	// one instant on purpose (jobs declared together) wait in the order
+	// they were declared, not the order they reached the Placer in.
+	Order int
 }
 
 // Grant is what a Book handed out: exactly which cores and cards, and how much

@@ -80,10 +80,15 @@ type job struct {
 	// looked, when set, is called once the job has acted on its first
 	// messages: it was born with others, which hold the placer till then.
 	looked func()
-	// waitedBefore is when the job began the wait it was in when the
-	// last daemon stopped (zero: none): its first wait here goes on from
-	// then.
+	// waitedBefore is when the job's first wait here is taken to begin
+	// (zero: when it does): when it began the wait it was in when the
+	// last daemon stopped, or, for a job new to the line born with others,
+	// the instant they all arrive at.
 	waitedBefore time.Time
+	// order is the job's place among the jobs born with it, in the order
+	// they are declared: the placer's tie-break for those that began to
+	// wait at one instant.
+	order int
 	// placedAt is when the current grant was made, for how long a start
 	// takes.
 	placedAt time.Time
@@ -649,7 +654,7 @@ func (j *job) enter(since time.Time) (event, bool) {
 	}
 	j.waitingAt = since
 	req := j.request()
-	req.Arrived = j.waitingAt
+	req.Arrived, req.Order = j.waitingAt, j.order
 	if j.def.Resources.Unaccounted() {
 		// Unaccounted jobs never wait and hold nothing; a person's quota
 		// may refuse them (they would escape it).

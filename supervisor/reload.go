@@ -838,6 +838,21 @@ func (d *Daemon) apply(set *luaapi.Set, first bool) ReloadResult {
 		// too) decides, not the order their goroutines ran in. Bounded,
 		// should one be slow to look (it waits for a job of its name
 		// still stopping).
+		//
+		// Those new to the line arrive at one instant, in the order they
+		// are declared: a file's jobs of one priority start in the
+		// order the file gives them.
+		inOrder := slices.Clone(born)
+		slices.SortStableFunc(inOrder, func(a, b *job) int {
+			return cmp.Or(strings.Compare(a.def.Pos.File, b.def.Pos.File), cmp.Compare(a.def.Pos.Line, b.def.Pos.Line), cmp.Compare(a.index, b.index))
+		})
+		now := d.now()
+		for i, j := range inOrder {
+			j.order = i
+			if j.life.state == 0 && j.waitedBefore.IsZero() {
+				j.waitedBefore = now
+			}
+		}
 		release := d.placer.Hold()
 		bound := time.AfterFunc(bornHoldBound, release)
 		var left atomic.Int64

@@ -251,6 +251,29 @@ job "hi" { cmd = "sleep 600", cpus = 2, priority = 10 }`, nil)
 	}
 }
 
+// TestBornTogetherInFileOrder: jobs of one priority declared together
+// start, and wait, in the order their file declares them (not by name, nor
+// the order their goroutines reached the placer in).
+func TestBornTogetherInFileOrder(t *testing.T) {
+	for range 5 {
+		d, _ := runDaemon(t, `job "zeta" { cmd = "sleep 600", cpus = 2 }
+job "alpha" { cmd = "sleep 600", cpus = 2 }
+job "mu" { cmd = "sleep 600", cpus = 2 }`, nil)
+		waitJob(t, d, "zeta", "running", func(js JobStatus) bool { return js.State == "running" })
+		var queue []string
+		testkit.WaitFor(t, 20*time.Second, "the others to wait", func() bool {
+			queue = queue[:0]
+			for _, w := range d.placer.Waiting() {
+				queue = append(queue, w.Holder)
+			}
+			return len(queue) == 2
+		})
+		if got := fmt.Sprint(queue); got != "[alpha mu]" {
+			t.Errorf("the queue is %s, want [alpha mu], as declared", got)
+		}
+	}
+}
+
 // TestInvalidRunGoesOn: a running job whose flavor is removed is not
 // killed for it: its run goes on, saying why it will not run again, and
 // the job rests invalid once the run ends, whatever its restart policy;
