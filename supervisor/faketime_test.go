@@ -357,3 +357,78 @@ func TestShorterTimeoutMovesTheHeadsStart(t *testing.T) {
 		t.Errorf("holder's run: %+v (%v), want timed out at its longer limit, 20m after its start", runs, err)
 	}
 }
+
+// TestDoneOutlivesInvalid: a batch job runs to completion once per
+// definition, whatever comes between: done, then invalid (its flavor
+// gone) or disabled, it is done again once its definition is back, in
+// this daemon or the next, and so is its dependant; a run that ended
+// done while its definition could not run counts too. A new definition
+// runs again.
+func TestDoneOutlivesInvalid(t *testing.T) {
+	dir := t.TempDir()
+	gate := filepath.Join(dir, "gate")
+	lives := daemonLives{t: t, jobs: `flavor "small" { cpus = 1 }`}
+	d, stop := lives.start()
+	flavors := filepath.Join(lives.jobsDir, "jobs.lua")
+	put := func(d *Daemon, name, src string) {
+		t.Helper()
+		testkit.PutFile(t, filepath.Join(lives.jobsDir, name), src)
+		reload(t, d)
+	}
+	work := func(prep string) string {
+		return `job "prep" { cmd = "` + prep + `", flavor = "small" }
+job "train" { cmd = "true", flavor = "small", after = "prep" }
+job "slow" { cmd = "while [ ! -e ` + gate + ` ]; do sleep 0.05; done", flavor = "small" }`
+	}
+	put(d, "work.lua", work("true"))
+	runs := func(d *Daemon, want map[string]int, when string) {
+		t.Helper()
+		for job, n := range want {
+			waitJob(t, d, job, "done "+when, func(js JobStatus) bool { return js.State == "done" })
+			if got, err := d.store.Runs(job, 0); err != nil || len(got) != n {
+				t.Errorf("%s: %s has %d runs (%v), want %d", when, job, len(got), err, n)
+			}
+		}
+	}
+	waitJob(t, d, "slow", "running", func(js JobStatus) bool { return js.State == "running" })
+	waitJob(t, d, "train", "done", func(js JobStatus) bool { return js.State == "done" })
+
+	// Its flavor gone while slow runs: slow runs on and ends done.
+	put(d, "jobs.lua", `-- no flavors`)
+	waitJob(t, d, "prep", "invalid", func(js JobStatus) bool { return js.State == "invalid" })
+	if err := os.WriteFile(gate, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	waitJob(t, d, "slow", "invalid once its run ended", func(js JobStatus) bool { return js.State == "invalid" })
+	put(d, "jobs.lua", `flavor "small" { cpus = 1 }`)
+	runs(d, map[string]int{"prep": 1, "train": 1, "slow": 1}, "with the flavor back")
+
+	put(d, "work.lua", strings.Replace(work("true"), `"prep" {`, `"prep" { enabled = false,`, 1))
+	waitJob(t, d, "prep", "disabled", func(js JobStatus) bool { return js.State == "disabled" })
+	put(d, "work.lua", work("true"))
+	runs(d, map[string]int{"prep": 1, "train": 1}, "enabled again")
+
+	// Invalid when the daemon stops; the flavor back while it is away,
+	// or once the next daemon runs.
+	put(d, "jobs.lua", `-- no flavors`)
+	waitJob(t, d, "train", "invalid", func(js JobStatus) bool { return js.State == "invalid" })
+	lives.stopped(stop)
+	d, stop = lives.start()
+	waitJob(t, d, "prep", "invalid in the next daemon", func(js JobStatus) bool { return js.State == "invalid" })
+	put(d, "jobs.lua", `flavor "small" { cpus = 1 }`)
+	runs(d, map[string]int{"prep": 1, "train": 1, "slow": 1}, "with the flavor back in the next daemon")
+	put(d, "jobs.lua", `-- no flavors`)
+	waitJob(t, d, "train", "invalid", func(js JobStatus) bool { return js.State == "invalid" })
+	lives.stopped(stop)
+	testkit.PutFile(t, flavors, `flavor "small" { cpus = 1 }`)
+	d, stop = lives.start()
+	runs(d, map[string]int{"prep": 1, "train": 1, "slow": 1}, "with the flavor back while the daemon was away")
+
+	// A new definition, invalid meanwhile, runs again, and train after it.
+	put(d, "jobs.lua", `-- no flavors`)
+	waitJob(t, d, "prep", "invalid", func(js JobStatus) bool { return js.State == "invalid" })
+	put(d, "work.lua", work("exit 0"))
+	put(d, "jobs.lua", `flavor "small" { cpus = 1 }`)
+	runs(d, map[string]int{"prep": 2, "train": 2, "slow": 1}, "edited while invalid")
+	lives.stopped(stop)
+}

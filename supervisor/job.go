@@ -452,6 +452,11 @@ func (j *job) receive(m jobMessage) {
 			finish:   m.def.OnChange == luaapi.OnChangeFinish,
 			requeue:  m.requeue,
 		}); ok {
+			if j.life.doneBeneath && e.kind != evInvalid && e.kind != evDisable {
+				if parents, known := j.parentRecords(); known {
+					e.stillDone, _ = stillDone(j.doneFP, j.defFP, parents)
+				}
+			}
 			j.apply(e)
 		}
 		if j.held != nil && !j.removed {
@@ -1039,7 +1044,7 @@ func (j *job) persist() {
 		return
 	}
 	fp := j.defFP
-	if j.life.state == store.StateDone {
+	if j.life.state == store.StateDone || j.life.doneBeneath {
 		j.doneFP = cmp.Or(j.runMark, j.mark())
 	}
 	changed := j.life.since

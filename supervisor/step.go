@@ -52,6 +52,10 @@ type event struct {
 	// evExited: systemd stopped its unit (a person stopped the unit or
 	// berth's slice): a stop, where the job then rests.
 	stoppedOutside bool
+	// evStart, evRedefine, evEnable: the definition that can run again
+	// (or is enabled again) already ran to done, so a job that was done
+	// beneath rests done again (life.doneBeneath).
+	stillDone bool
 }
 
 // actionKind is a side effect step asks for; the job's goroutine performs
@@ -117,6 +121,13 @@ type life struct {
 	// pending is what the end of the current run leads to; only ever set
 	// while a run is in progress.
 	pending pendingStop
+	// doneBeneath: invalid or disabled, the job was done beneath, resting
+	// done when its definition became one that cannot run (or its run
+	// ended done while it could not). It is done again once the
+	// definition can run, if that definition already ran to done: a job
+	// runs to completion once per definition, whatever came between.
+	// Only ever set while invalid or disabled.
+	doneBeneath bool
 }
 
 // active reports whether a run is in progress: a grant is held.
@@ -137,6 +148,11 @@ func (l life) finishingInvalid() bool {
 func (l life) recorded() store.State {
 	if l.state == store.StateStopping && l.pending.then == thenRest && l.pending.rest == store.StateStopped {
 		return store.StateStopped
+	}
+	if l.doneBeneath {
+		// Invalid or disabled are said by the definition, which the next
+		// daemon reads again; that the job was done is not, and is kept.
+		return store.StateDone
 	}
 	return l.state
 }
@@ -164,7 +180,11 @@ func step(l life, p restartPolicy, e event, now time.Time) (life, []action) {
 
 	switch e.kind {
 	case evEnable:
-		if l.state == store.StateDisabled {
+		switch {
+		case l.state != store.StateDisabled:
+		case l.doneBeneath && e.stillDone:
+			to(store.StateDone)
+		default:
 			fresh()
 			to(store.StateWaiting, do(actWait))
 		}
@@ -204,7 +224,14 @@ func step(l life, p restartPolicy, e event, now time.Time) (life, []action) {
 			to(store.StateWaiting, do(actCancelBackoff), do(actWait))
 		case store.StateDisabled:
 			// evEnable is the way out; a start or an edit does not undo it.
-		default: // done, failed, stopped, invalid, unplaceable, or new
+		case store.StateInvalid:
+			if l.doneBeneath && e.stillDone && e.kind != evRestart {
+				to(store.StateDone)
+				break
+			}
+			fresh()
+			to(store.StateWaiting, do(actWait))
+		default: // done, failed, stopped, unplaceable, or new
 			if l.state != 0 {
 				// New, it keeps the restarts in a row that a previous
 				// daemon counted (Daemon.remembered).
@@ -240,6 +267,7 @@ func step(l life, p restartPolicy, e event, now time.Time) (life, []action) {
 		case store.StateDisabled:
 		case store.StateDone, store.StateFailed, store.StateStopped, store.StateInvalid, store.StateUnplaceable, 0:
 			if e.kind != evStop {
+				next.doneBeneath = l.doneBeneath || l.state == store.StateDone
 				to(rest)
 			}
 		}
@@ -319,6 +347,12 @@ func step(l life, p restartPolicy, e event, now time.Time) (life, []action) {
 			fresh()
 			to(store.StateWaiting, do(actWait))
 		case thenRest:
+			if pending.rest == store.StateInvalid && pending.why == 0 {
+				// Ran on while its definition could not run, and ended by
+				// itself: done if the policy would call it so.
+				var dropped []action
+				next.doneBeneath = ended(next, p, failed, now, &dropped).state == store.StateDone
+			}
 			to(pending.rest)
 		case thenLeave:
 			// Left where it stood: the next daemon runs it again.
@@ -342,6 +376,9 @@ func step(l life, p restartPolicy, e event, now time.Time) (life, []action) {
 		}
 	}
 
+	if next.state != store.StateInvalid && next.state != store.StateDisabled {
+		next.doneBeneath = false
+	}
 	if next.state != l.state {
 		next.since = now
 	}

@@ -243,6 +243,52 @@ func TestStepRerunDoesNotOutliveItsRun(t *testing.T) {
 	}
 }
 
+// TestStepDoneBeneath: a job done, then invalid or disabled, is done again
+// once its definition can run, if that definition already ran to done;
+// with a new one, or after another end, it runs.
+func TestStepDoneBeneath(t *testing.T) {
+	p := restartPolicy{mode: luaapi.RestartOnFailure, maxRestarts: -1}
+	done := life{state: store.StateDone, since: t0}
+	running := life{state: store.StateRunning, started: t0}
+	again := event{kind: evStart, stillDone: true}
+	tests := []struct {
+		name   string
+		from   life
+		events []event
+		state  store.State
+	}{
+		{"invalid, then fine again", done, []event{{kind: evInvalid}, again}, store.StateDone},
+		{"invalid, then fine again, edited meanwhile", done, []event{{kind: evInvalid}, {kind: evRedefine, stillDone: true}}, store.StateDone},
+		{"invalid, then fine again with a new definition", done, []event{{kind: evInvalid}, {kind: evStart}}, store.StateWaiting},
+		{"disabled, then enabled", done, []event{{kind: evDisable}, {kind: evEnable, stillDone: true}}, store.StateDone},
+		{"disabled, then enabled with a new definition", done, []event{{kind: evDisable}, {kind: evEnable}}, store.StateWaiting},
+		{"invalid, disabled, then enabled and fine", done, []event{{kind: evInvalid}, {kind: evDisable}, {kind: evEnable, stillDone: true}}, store.StateDone},
+		{"failed, then invalid and fine again", life{state: store.StateFailed}, []event{{kind: evInvalid}, again}, store.StateWaiting},
+		{"stopped, then disabled and enabled", life{state: store.StateStopped}, []event{{kind: evDisable}, {kind: evEnable, stillDone: true}}, store.StateWaiting},
+		{"waiting, then invalid and fine again", life{state: store.StateWaiting}, []event{{kind: evInvalid}, again}, store.StateWaiting},
+		{"its run ends done while invalid", running, []event{{kind: evInvalid}, {kind: evExited}, again}, store.StateDone},
+		{"its run fails while invalid", running, []event{{kind: evInvalid}, {kind: evExited, failed: true}, again}, store.StateWaiting},
+		{"disabled while it runs", running, []event{{kind: evDisable}, {kind: evExited}, {kind: evEnable, stillDone: true}}, store.StateWaiting},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			l := tt.from
+			for _, e := range tt.events {
+				l, _ = step(l, p, e, t0)
+				if l.doneBeneath && l.state != store.StateInvalid && l.state != store.StateDisabled {
+					t.Fatalf("done beneath while %v", l.state)
+				}
+				if l.doneBeneath && l.recorded() != store.StateDone {
+					t.Fatalf("done beneath, recorded %v: the next daemon would run it", l.recorded())
+				}
+			}
+			if l.state != tt.state {
+				t.Errorf("→ %v, want %v", l.state, tt.state)
+			}
+		})
+	}
+}
+
 func TestStepRestartBackoff(t *testing.T) {
 	// A job that keeps failing at once: delays double from 1s to 1min.
 	p := restartPolicy{mode: luaapi.RestartOnFailure, maxRestarts: -1}
