@@ -170,8 +170,8 @@ func (d *Daemon) checkInForce(files []*luaapi.File) CheckResult {
 			continue
 		}
 		res.Jobs = append(res.Jobs, def.Name)
-		if def.Resources.Unaccounted() {
-			continue
+		if def.Resources.Unaccounted() && def.Owner == "" {
+			continue // holds nothing, and fits anywhere; a person's may escape their quota
 		}
 		if err := d.placer.Placeable(requestOf(def.Name, def)); err != nil {
 			if ue := (*accounting.UnplaceableError)(nil); errors.As(err, &ue) {

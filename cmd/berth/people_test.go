@@ -206,6 +206,11 @@ quota "` + alice + `" { cpus = 1 }`})
 	if _, errOut, code := a.run("", nil, "submit", filepath.Join(src, "big.lua")); code != exitFailed || !strings.Contains(errOut, alice+"'s quota allows 1") {
 		t.Errorf("alice's submit of a job larger than her quota: exit %d\n%s", code, errOut)
 	}
+	// One that asks for no cores would escape it, as the daemon would say.
+	writeReadable(t, filepath.Join(src, "zero.lua"), `job "zero" { cmd = "true", cpus = 0 }`)
+	if _, errOut, code := a.run("", nil, "submit", filepath.Join(src, "zero.lua")); code != exitFailed || !strings.Contains(errOut, "escape "+alice+"'s quota") {
+		t.Errorf("alice's submit of a job that asks for no cores under her quota: exit %d\n%s", code, errOut)
+	}
 
 	// A file larger than the daemon reads is refused by the check too.
 	writeReadable(t, filepath.Join(src, "huge.lua"), "-- "+strings.Repeat("x", 2<<20)+"\n")
