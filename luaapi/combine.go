@@ -168,6 +168,13 @@ func resolveDeps(jobs []Job) []*Error {
 						problems = append(problems, errAfterSelf(s, field))
 					}
 					bad[j.Name] = true
+				case !known && byName[n] != nil && j.Owner != "":
+					// A bare name is the person's own job: the
+					// administrators' job of that name is not theirs.
+					if !bad[j.Name] {
+						problems = append(problems, errAfterAdmins(s, field, n, j.Owner))
+					}
+					bad[j.Name] = true
 				case !known:
 					if !bad[j.Name] {
 						problems = append(problems, errUnknownJob(s, field, n, asWritten(names, j.Owner)))

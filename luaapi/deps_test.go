@@ -78,8 +78,9 @@ job "sweep" { cmd = "x", after = "prep" }`), opts)
 }
 
 // TestDepsNotOwn: a bare name in a person's file never falls back to an
-// administrator's job of that name (their own gone, it is unknown), and a
-// person's file cannot name another person's job.
+// administrator's job of that name (their own gone, it is not theirs, and
+// the problem says so), and a person's file cannot name another person's
+// job.
 func TestDepsNotOwn(t *testing.T) {
 	settle(t)
 	admin := Eval("/etc/berth/jobs.d/a.lua", []byte(`job "fetch" { cmd = "x" }`), testOptions())
@@ -95,7 +96,7 @@ job "eval" { cmd = "x", after_any = "bob/sweep" }`), opts)
 		got = append(got, fmt.Sprintf("%s %s %s: %s", e.Name, e.Problem, e.Field, e.Detail))
 	}
 	want := []string{
-		`alice/train unknown job after: field "after": job "fetch" does not exist (berth jobs lists them)`,
+		`alice/train not own job after: field "after": alice has no job "fetch" (berth jobs lists them); the job "fetch" is an administrator's, and a person's job may wait only for their own jobs`,
 		`alice/eval not own job after_any: field "after_any": job "bob/sweep" is bob's; a person's job may wait only for their own jobs, named bare (an administrator's file may name "bob/sweep")`,
 	}
 	if !reflect.DeepEqual(got, want) {

@@ -453,6 +453,11 @@ func errAfterOthers(s subject, field, name, owner string) *Error {
 		quote(field), quote(name), owner, quote(name)))
 }
 
+func errAfterAdmins(s subject, field, name, owner string) *Error {
+	return s.err(NotOwnJob, field, fmt.Sprintf("field %s: %s has no job %s (berth jobs lists them); the job %s is an administrator's, and a person's job may wait only for their own jobs",
+		quote(field), owner, quote(name), quote(name)))
+}
+
 func errAfterSelf(s subject, field string) *Error {
 	return s.err(UnknownJob, field, fmt.Sprintf("field %s names the job itself; a job cannot wait for its own run", quote(field)))
 }
