@@ -93,9 +93,12 @@ type RefusedError struct {
 	// name where this machine has one ("uid 1001" otherwise).
 	ACLWriters []string
 
-	// NotOwned only: whom the daemon accepts besides root.
+	// NotOwned only: whom the daemon accepts besides root: its user, and
+	// in a person's directory that person (PersonUID 0: not one).
 	DaemonUID  int
 	DaemonUser string // "" where the uid has no name
+	PersonUID  int
+	Person     string // "" where the uid has no name
 
 	Kind     string // NotRegular and NotDirectory: "directory", "named pipe", "socket", "device", "regular file"…
 	Size     int64  // TooBig: the file's size in bytes
@@ -133,8 +136,12 @@ func (e *RefusedError) Error() string {
 			}
 			copyInstead = fmt.Sprintf(", or put a copy in place of the link: cp --remove-destination %s %s", target, p)
 		}
-		return fmt.Sprintf("%s %s %s, not root or the daemon's user%s; %s (%s%s %s%s)",
-			s, owned, who(e.Owner, "uid", e.UID), e.daemonUserNote(), e.refuses(), chown, e.chownTo(), fix, copyInstead)
+		accepted := "root or the daemon's user" + e.daemonUserNote()
+		if e.PersonUID != 0 {
+			accepted = who(e.Person, "uid", e.PersonUID) + ", whose directory it is"
+		}
+		return fmt.Sprintf("%s %s %s, not %s; %s (%s%s %s%s)",
+			s, owned, who(e.Owner, "uid", e.UID), accepted, e.refuses(), chown, e.chownTo(), fix, copyInstead)
 	case WritableByOthers:
 		return fmt.Sprintf("%s is writable by others; %s (chmod o-w %s)", s, e.refuses(), fix)
 	case WritableByGroup:
@@ -264,6 +271,10 @@ func permString(m fs.FileMode) string {
 // also edit it).
 func (e *RefusedError) chownTo() string {
 	switch {
+	case e.PersonUID != 0 && e.Person != "":
+		return e.Person
+	case e.PersonUID != 0:
+		return strconv.Itoa(e.PersonUID)
 	case e.DaemonUID == 0:
 		return "root"
 	case e.DaemonUser != "":

@@ -21,6 +21,8 @@ func TestMessagesGolden(t *testing.T) {
 		{Path: f, Reason: NotOwned, UID: 1001, GID: 1001, Owner: "bob"},
 		{Path: f, Reason: NotOwned, UID: 1001, GID: 1001, Owner: "bob", DaemonUID: 1000, DaemonUser: "alice"},
 		{Path: f, Reason: NotOwned, UID: 1001, GID: 1001, DaemonUID: 1000},
+		{Path: "/var/spool/berth/carol/x.lua", Reason: NotOwned, UID: 1001, GID: 1001, Owner: "bob", PersonUID: 1003, Person: "carol"},
+		{Path: "/var/spool/berth/carol/x.lua", Reason: NotOwned, UID: 1001, GID: 1001, PersonUID: 1003},
 		{Path: "jobs.d", Dir: true, Reason: NotOwned, UID: 65534, Owner: "nobody"},
 		{Path: f, Reason: WritableByOthers, Mode: 0o666},
 		{Path: "jobs.d", Dir: true, Reason: WritableByOthers, Mode: fs.ModeDir | 0o777},

@@ -135,6 +135,9 @@ func (m *strictModes) check(what subject, uid, gid int, mode fs.FileMode, acl []
 	case !m.trusted(uid) && !(what != ruleOnTheWay && m.owns(uid)):
 		e := refuse(NotOwned)
 		e.Owner = m.user(uid).name
+		if what != ruleOnTheWay {
+			m.personOf(e)
+		}
 		return e
 	case sticky:
 		return nil
@@ -222,6 +225,16 @@ func (m *strictModes) checkLink(uid, gid int) *RefusedError {
 	if m.trusted(uid) || m.owns(uid) {
 		return nil
 	}
-	return &RefusedError{Reason: NotOwned, UID: uid, GID: gid, Mode: fs.ModeSymlink | 0o777,
+	e := &RefusedError{Reason: NotOwned, UID: uid, GID: gid, Mode: fs.ModeSymlink | 0o777,
 		Owner: m.user(uid).name, DaemonUID: m.daemonUID, DaemonUser: m.daemonUser}
+	m.personOf(e)
+	return e
+}
+
+// personOf names, in a refusal of what the person whose directory this is
+// may own, that person: theirs is what it should be.
+func (m *strictModes) personOf(e *RefusedError) {
+	if m.ownerUID != 0 {
+		e.PersonUID, e.Person = m.ownerUID, m.user(m.ownerUID).name
+	}
 }

@@ -527,12 +527,15 @@ func TestStrictModesPersonsDir(t *testing.T) {
 		owner             int // ScanOptions.Owner
 		spool, dir, file  int // the uids of the parent, the person's directory and the file
 		wantDir, wantFile Reason
+		// wantPerson: whom the refusal says should own it instead of
+		// root or the daemon's user.
+		wantPerson string
 	}{
 		{name: "alice's file in alice's directory", owner: alice, dir: alice, file: alice},
 		{name: "root's file in alice's directory", owner: alice, dir: alice, file: 0},
 		{name: "alice's directory scanned as nobody's", dir: alice, file: alice, wantDir: NotOwned},
-		{name: "bob's file in alice's directory", owner: alice, dir: alice, file: bob, wantFile: NotOwned},
-		{name: "alice's directory owned by bob", owner: alice, dir: bob, file: alice, wantDir: NotOwned},
+		{name: "bob's file in alice's directory", owner: alice, dir: alice, file: bob, wantFile: NotOwned, wantPerson: "alice"},
+		{name: "alice's directory owned by bob", owner: alice, dir: bob, file: alice, wantDir: NotOwned, wantPerson: "alice"},
 		{name: "the parent owned by alice", owner: alice, spool: alice, dir: alice, file: alice, wantDir: NotOwned},
 	}
 	for _, tc := range cases {
@@ -557,9 +560,15 @@ func TestStrictModesPersonsDir(t *testing.T) {
 				if !got.DirMissing || !errors.As(got.DirRefused, &re) || re.Reason != tc.wantDir {
 					t.Fatalf("scan says %q, DirRefused %v; want a %s refusal of the directory", summary(dir, got), got.DirRefused, tc.wantDir)
 				}
+				if re.Person != tc.wantPerson {
+					t.Errorf("the refusal names %q as whom it should be, want %q: %v", re.Person, tc.wantPerson, re)
+				}
 			case tc.wantFile != 0:
 				if !errors.As(got.Refused[path], &re) || re.Reason != tc.wantFile || len(got.Changed) != 0 {
 					t.Fatalf("scan says %q, refused %v; want x.lua refused, %s", summary(dir, got), got.Refused, tc.wantFile)
+				}
+				if re.Person != tc.wantPerson {
+					t.Errorf("the refusal names %q as whom it should be, want %q: %v", re.Person, tc.wantPerson, re)
 				}
 			default:
 				if got.DirRefused != nil || string(got.Changed[path]) != "job" {
