@@ -196,7 +196,7 @@ func TestMachineOverrideProblems(t *testing.T) {
 		// An override out of range is not a machine that cannot be
 		// probed: its sentence says what is accepted, and no more, and
 		// it is a usage error (exit 2).
-		{"more cards than the mask names", "", map[string]string{"CUDA_VISIBLE_DEVICES": "2,3"}, []string{"--gpus", "3"}, exitFailed,
+		{"more cards than the mask names", "", map[string]string{"CUDA_VISIBLE_DEVICES": "2,3"}, []string{"--gpus", "3"}, exitUsage,
 			"berth: --gpus 3 asks for more cards than the daemon may use: its CUDA_VISIBLE_DEVICES names only 2 cards (2,3); give --gpus 2 or fewer, or change CUDA_VISIBLE_DEVICES in the daemon's environment (systemctl edit berth)"},
 		{"no cores", "", nil, []string{"--cpus", "0"}, exitUsage,
 			"berth: --cpus 0 is not accepted: give 1 to 65536 cores, or leave --cpus out to use what this machine has (berth machine shows it)"},

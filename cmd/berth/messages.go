@@ -69,7 +69,8 @@ func msgWarning(s string) string { return "berth: warning: " + s }
 func inventoryExit(err error) int {
 	var fe flagError
 	var oe *probes.OverrideError
-	if errors.As(err, &fe) || errors.As(err, &oe) {
+	var ge *probes.GPUListError
+	if errors.As(err, &fe) || errors.As(err, &oe) || errors.As(err, &ge) {
 		return exitUsage
 	}
 	return exitFailed
