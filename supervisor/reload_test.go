@@ -85,6 +85,9 @@ func TestJobsDirMissing(t *testing.T) {
 	if ps := d.Status().Problems; len(ps) != 1 || ps[0].Code != ProblemDirMissing || ps[0].File != missing || ps[0].Text != msgJobsDirMissing(missing) {
 		t.Fatalf("problems with no jobs directory: %+v", ps)
 	}
+	if line := d.statusLine(); !strings.HasSuffix(line, "; no jobs directory") {
+		t.Errorf("status line with no jobs directory: %q", line)
+	}
 	if err := os.Mkdir(missing, 0o700); err != nil {
 		t.Fatal(err)
 	}

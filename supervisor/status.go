@@ -572,6 +572,14 @@ func (d *Daemon) statusLine() string {
 	if files := problemFiles(s.Problems); files > 0 {
 		line += "; " + accounting.Count(files, "file") + " with errors"
 	}
+	for _, p := range s.Problems {
+		switch p.Code {
+		case ProblemDirMissing:
+			line += "; no jobs directory"
+		case ProblemDirRefused:
+			line += "; jobs directory refused"
+		}
+	}
 	if g := d.store.Gone(); g != nil {
 		line += "; " + msgStateGoneShort(g)
 	}

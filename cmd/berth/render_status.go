@@ -440,7 +440,11 @@ func compareForStatus(a, b supervisor.JobStatus) int {
 func errorsSummary(problems []supervisor.Problem) string {
 	files := map[string]bool{}
 	for _, p := range problems {
-		if p.Code == supervisor.ProblemNotRecording || p.Code == supervisor.ProblemStateGone || p.Code == supervisor.ProblemDirRefused || p.File == "" {
+		switch p.Code {
+		case supervisor.ProblemNotRecording, supervisor.ProblemStateGone, supervisor.ProblemDirRefused, supervisor.ProblemDirMissing:
+			return count(len(problems), "configuration error")
+		}
+		if p.File == "" {
 			return count(len(problems), "configuration error")
 		}
 		files[p.File] = true

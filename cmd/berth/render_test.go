@@ -739,6 +739,7 @@ func TestRenderHolds(t *testing.T) {
 		{[]supervisor.Problem{a1, b2, refused}, "3 files with errors"},
 		{[]supervisor.Problem{state, a1}, "2 configuration errors"},
 		{[]supervisor.Problem{state}, "1 configuration error"},
+		{[]supervisor.Problem{{Code: supervisor.ProblemDirMissing, File: "/etc/berth/jobs.d"}}, "1 configuration error"},
 		{[]supervisor.Problem{{Code: supervisor.ProblemStateGone, File: "/var/lib/berth/state.db"}, a1}, "2 configuration errors"},
 	} {
 		if got := errorsSummary(tt.problems); got != tt.want {
