@@ -368,11 +368,17 @@ func (ev *evaluator) syntaxError(err error) *Error {
 		if c.Pos.Line == parse.EOF {
 			return errSyntaxEOF(ev.path, lastLine(ev.src))
 		}
+		line := c.Pos.Line
+		if c.Message == "unterminated string" && endsString(ev.src, line-1, c.Token) {
+			// The lexer counted the newline that ended it: the string
+			// is on the line before.
+			line--
+		}
 		var hint string
 		if c.Message == "syntax error" {
-			hint = syntaxHint(bytes.TrimPrefix(ev.src, utf8BOM), c.Pos.Line, c.Pos.Column, c.Token)
+			hint = syntaxHint(bytes.TrimPrefix(ev.src, utf8BOM), line, c.Pos.Column, c.Token)
 		}
-		return errSyntax(ev.path, c.Pos.Line, c.Message, c.Token, hint)
+		return errSyntax(ev.path, line, c.Message, c.Token, hint)
 	case *lua.CompileError:
 		return errCompile(ev.path, c.Line, c.Message)
 	}
@@ -456,6 +462,20 @@ func (ev *evaluator) splitWhere(msg string) (int, string) {
 		return 0, msg
 	}
 	return line, rest[i+2:]
+}
+
+// endsString reports whether line n of src (from 1) ends in a string
+// opened with a quote whose text so far is text.
+func endsString(src []byte, n int, text string) bool {
+	if n < 1 {
+		return false
+	}
+	lines := bytes.SplitN(src, []byte("\n"), n+1)
+	if len(lines) < n+1 {
+		return false // no newline ends line n
+	}
+	l := bytes.TrimSuffix(lines[n-1], []byte("\r"))
+	return bytes.HasSuffix(l, []byte(`"`+text)) || bytes.HasSuffix(l, []byte(`'`+text))
 }
 
 func lastLine(src []byte) int {

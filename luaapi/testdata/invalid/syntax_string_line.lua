@@ -1,0 +1,4 @@
+job "train" {
+  cmd = "./train --fast,
+  cpus = 1,
+}
