@@ -49,7 +49,7 @@ job "one" { cmd = "y" }`)
 		t.Errorf("one: %v", set.Jobs[0].Resources)
 	}
 	// Every file error first, then the cross-file ones.
-	if got := problems(set.Errors); !reflect.DeepEqual(got, []Problem{UnknownField, Duplicate}) {
+	if got := problems(set.Errors); !reflect.DeepEqual(got, []Problem{UnknownField, NameTaken}) {
 		t.Errorf("errors %v", set.Errors)
 	}
 	dup := set.Errors[1]

@@ -49,6 +49,7 @@ const (
 	UnknownJob    Problem = 22 // after or after_any names a job that no accepted file declares, or the job itself
 	Cycle         Problem = 23 // after and after_any make a cycle
 	NotOwnJob     Problem = 24 // a person's after or after_any names a job that is not theirs
+	NameTaken     Problem = 25 // another file declares the name too
 )
 
 var problemNames = map[Problem]string{
@@ -76,6 +77,7 @@ var problemNames = map[Problem]string{
 	UnknownJob:    "unknown job",
 	Cycle:         "cycle",
 	NotOwnJob:     "not own job",
+	NameTaken:     "name taken",
 }
 
 func (p Problem) String() string {
@@ -422,11 +424,11 @@ func errDuplicateInFile(s subject, firstLine int) *Error {
 
 func errDuplicateAcross(s subject, first Pos) *Error {
 	if s.kind == "quota" {
-		return s.err(Duplicate, "", fmt.Sprintf(
+		return s.err(NameTaken, "", fmt.Sprintf(
 			"already declared at %s:%d; a person has one quota, so this file is not loaded until one of them is removed",
 			first.File, first.Line))
 	}
-	return s.err(Duplicate, "", fmt.Sprintf(
+	return s.err(NameTaken, "", fmt.Sprintf(
 		"already declared at %s:%d; %s names are global across files, so this file is not loaded until one of them is renamed",
 		first.File, first.Line, s.kind))
 }

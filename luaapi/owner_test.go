@@ -76,7 +76,7 @@ quota "*" { gpus = 1 }`), testOptions())
 		t.Errorf("quotas %+v, want %+v", f.Quotas, want)
 	}
 	set := Combine([]*File{f, Eval("other.lua", []byte(`quota "alice" { gpus = 4 }`), testOptions())})
-	if len(set.Errors) != 1 || set.Errors[0].Problem != Duplicate || len(set.Quotas) != 2 || set.Quotas[0].Name != "*" {
+	if len(set.Errors) != 1 || set.Errors[0].Problem != NameTaken || len(set.Quotas) != 2 || set.Quotas[0].Name != "*" {
 		t.Errorf("a quota declared twice: %v; quotas %+v", set.Errors, set.Quotas)
 	} else if !strings.Contains(set.Errors[0].Error(), "a person has one quota, so this file is not loaded until one of them is removed") {
 		t.Errorf("a quota declared in two files: %v", set.Errors[0])

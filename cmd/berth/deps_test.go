@@ -252,7 +252,7 @@ job "b" { cmd = "true", after = "a" }
 		t.Fatalf("exit %d:\n%s", code, out)
 	}
 	for _, want := range []string{
-		path + `:1: job "` + alice + `/prep": field "after": job "fetch" does not exist`,
+		path + `:1: job "` + alice + `/prep": field "after": ` + alice + ` has no job "fetch" (berth jobs lists them); the job "fetch" is an administrator's`,
 		path + `:2: job "` + alice + `/a": after makes a cycle: ` + alice + `/a → ` + alice + `/b → ` + alice + `/a`,
 		path + `:3: job "` + alice + `/b": after makes a cycle: ` + alice + `/b → ` + alice + `/a → ` + alice + `/b`,
 		"3 errors",
