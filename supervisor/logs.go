@@ -86,18 +86,10 @@ func (d *Daemon) serveLogs(w http.ResponseWriter, r *http.Request) {
 	}
 	// --quiet: journalctl's own notes ("-- No entries --") are not the
 	// job's output; the client says when there is none.
-	args := []string{"--no-pager", "--quiet", "--all", "-o", "short-iso", "SYSLOG_IDENTIFIER=" + name}
+	args := []string{"--no-pager", "--quiet", "--all", "-o", "short-iso"}
+	matches := [][]string{{"SYSLOG_IDENTIFIER=" + name}}
 	if d.cfg.Units != nil {
-		// Only what the job units wrote: a process elsewhere may log under
-		// any identifier it likes; _SYSTEMD_SLICE and _UID are journald's
-		// own (systemd opens a unit's stream as the unit's user), so
-		// another person's job cannot write into this one's output.
-		args = append(args, "_SYSTEMD_SLICE="+units.Slice)
-		if owner != "" {
-			if u, err := user.Lookup(owner); err == nil {
-				args = append(args, "_UID="+u.Uid)
-			}
-		}
+		matches = d.journalMatches(name, owner)
 	}
 	// A run is its entries (a unit's carry BERTH_RUN), or, for the
 	// daemon's own children, its time window.
@@ -119,10 +111,18 @@ func (d *Daemon) serveLogs(w http.ResponseWriter, r *http.Request) {
 			go d.endWithRun(ctx, cancel, name, run)
 		}
 		if d.cfg.Units != nil {
-			args = append(args, "BERTH_RUN="+strconv.FormatUint(run, 10))
+			for i := range matches {
+				matches[i] = append(matches[i], "BERTH_RUN="+strconv.FormatUint(run, 10))
+			}
 		} else {
 			window = journalWindow(rec, next)
 		}
+	}
+	for i, m := range matches {
+		if i > 0 {
+			args = append(args, "+") // or
+		}
+		args = append(args, m...)
 	}
 	journalctl, err := exec.LookPath("journalctl")
 	if err != nil {
@@ -187,6 +187,55 @@ func (d *Daemon) serveLogs(w http.ResponseWriter, r *http.Request) {
 		}
 		read(args, out)
 	}
+}
+
+// journalMatches are the journal matches, any one of them, for what job
+// name's units wrote, owner its owner. A process elsewhere may log under any
+// identifier it likes, so the identifier alone is not enough: _SYSTEMD_SLICE
+// and _UID are journald's own (systemd opens a unit's stream as the unit's
+// user), so another person's job cannot write into this one's output.
+//
+// A run whose process has ended before journald reads its first line has no
+// slice: journald then knows its unit from the stream's header, which a
+// process may write as it likes (and end before journald looks at it).
+// Those lines are taken by the user who wrote them, the one the job runs
+// as: only a process of that user could have written them.
+func (d *Daemon) journalMatches(name, owner string) [][]string {
+	ident := "SYSLOG_IDENTIFIER=" + name
+	inSlice := []string{ident, "_SYSTEMD_SLICE=" + units.Slice}
+	uid, known := d.runsAs(name, owner)
+	switch {
+	case !known:
+		return [][]string{inSlice}
+	case owner != "":
+		// Any line of theirs under the name is their job's: its slice
+		// adds nothing.
+		return [][]string{{ident, "_UID=" + uid}}
+	}
+	return [][]string{inSlice, {ident, "_UID=" + uid}}
+}
+
+// runsAs is the user ID that job name's runs run as: its owner's for a
+// person's job, whatever it says, otherwise its user's or the daemon's;
+// known is false for a job removed or an account gone.
+func (d *Daemon) runsAs(name, owner string) (uid string, known bool) {
+	account := owner
+	if account == "" {
+		d.mu.Lock()
+		j, ok := d.jobs[name]
+		d.mu.Unlock()
+		if !ok {
+			return "", false
+		}
+		if account = j.view().Def.User; account == "" {
+			return strconv.Itoa(os.Geteuid()), true
+		}
+	}
+	u, err := user.Lookup(account)
+	if err != nil {
+		return "", false
+	}
+	return u.Uid, true
 }
 
 // journalWindow is the time a run's output has in the journal: from its

@@ -2,9 +2,12 @@ package supervisor
 
 import (
 	"context"
+	"fmt"
 	"net/http/httptest"
 	"os"
+	"os/user"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -172,5 +175,40 @@ func TestJournalWindow(t *testing.T) {
 	}
 	if got := strings.Join(journalWindow(rec, rec.End.Add(200*time.Millisecond)), " "); got != "--since 2026-12-04 09:00:00.123456 --until 2026-12-04 09:01:00.323456" {
 		t.Errorf("a run the next followed at once: %s", got)
+	}
+}
+
+// TestJournalMatches: what berth logs reads of the journal for a job whose
+// runs are units: its lines in berth's slice, or, for a run gone before
+// journald read its lines (which then have no slice), those its user
+// wrote; a person's job's, those they wrote. Where that user is not known,
+// the slice alone.
+func TestJournalMatches(t *testing.T) {
+	d, _ := runDaemon(t, `job "plain" { cmd = "true", cpus = 0 }
+job "as-nobody" { cmd = "true", cpus = 0, user = "nobody" }
+job "as-ghost" { cmd = "true", cpus = 0, user = "berth-no-such-user" }`, nil)
+	for _, name := range []string{"plain", "as-nobody", "as-ghost"} {
+		waitJob(t, d, name, "known", func(JobStatus) bool { return true })
+	}
+	nobody, err := user.Lookup("nobody")
+	if err != nil {
+		t.Skip("no user nobody here")
+	}
+	slice := "_SYSTEMD_SLICE=berth.slice"
+	tests := []struct {
+		name, owner string
+		want        string
+	}{
+		{"plain", "", "[[SYSLOG_IDENTIFIER=plain " + slice + "] [SYSLOG_IDENTIFIER=plain _UID=" + strconv.Itoa(os.Geteuid()) + "]]"},
+		{"as-nobody", "", "[[SYSLOG_IDENTIFIER=as-nobody " + slice + "] [SYSLOG_IDENTIFIER=as-nobody _UID=" + nobody.Uid + "]]"},
+		{"as-ghost", "", "[[SYSLOG_IDENTIFIER=as-ghost " + slice + "]]"},
+		{"removed", "", "[[SYSLOG_IDENTIFIER=removed " + slice + "]]"},
+		{"root/train", "root", "[[SYSLOG_IDENTIFIER=root/train _UID=0]]"},
+		{"berth-no-such-user/train", "berth-no-such-user", "[[SYSLOG_IDENTIFIER=berth-no-such-user/train " + slice + "]]"},
+	}
+	for _, tt := range tests {
+		if got := fmt.Sprint(d.journalMatches(tt.name, tt.owner)); got != tt.want {
+			t.Errorf("%s: %s, want %s", tt.name, got, tt.want)
+		}
 	}
 }
