@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -55,6 +56,14 @@ func TestHelp(t *testing.T) {
 			}
 			if strings.Count(out, "Usage: berth "+cmd.name) != 1 || strings.Count(out, "Example:") != 1 {
 				t.Errorf("help should give the usage and an example once:\n%s", out)
+			}
+			// Every flag is in the usage line, but the client's
+			// --socket, which every command that asks the daemon takes.
+			usage, _, _ := strings.Cut(out, "\n")
+			for _, f := range regexp.MustCompile(`(?m)^  -([a-z-]+)`).FindAllStringSubmatch(out, -1) {
+				if f[1] != "socket" && !regexp.MustCompile(`-`+f[1]+`\b`).MatchString(usage) {
+					t.Errorf("--%s is not in the usage line: %s", f[1], usage)
+				}
 			}
 		})
 	}
