@@ -363,11 +363,13 @@ func TestShorterTimeoutMovesTheHeadsStart(t *testing.T) {
 // gone) or disabled, it is done again once its definition is back, in
 // this daemon or the next, and so is its dependant; a run that ended
 // done while its definition could not run counts too. A new definition
-// runs again.
+// runs again. A job a person stopped stays stopped.
 func TestDoneOutlivesInvalid(t *testing.T) {
 	dir := t.TempDir()
 	gate := filepath.Join(dir, "gate")
-	lives := daemonLives{t: t, jobs: `flavor "small" { cpus = 1 }`}
+	lives := daemonLives{t: t, jobs: `flavor "small" { cpus = 1 }`, tune: func(cfg *Config) {
+		cfg.Machine.CPUs, cfg.Machine.CPUIDs, cfg.Machine.OnlineCPUs = 4, []int{0, 1, 2, 3}, 4
+	}}
 	d, stop := lives.start()
 	flavors := filepath.Join(lives.jobsDir, "jobs.lua")
 	put := func(d *Daemon, name, src string) {
@@ -378,7 +380,8 @@ func TestDoneOutlivesInvalid(t *testing.T) {
 	work := func(prep string) string {
 		return `job "prep" { cmd = "` + prep + `", flavor = "small" }
 job "train" { cmd = "true", flavor = "small", after = "prep" }
-job "slow" { cmd = "while [ ! -e ` + gate + ` ]; do sleep 0.05; done", flavor = "small" }`
+job "slow" { cmd = "while [ ! -e ` + gate + ` ]; do sleep 0.05; done", flavor = "small" }
+job "held" { cmd = "sleep 600", flavor = "small" }`
 	}
 	put(d, "work.lua", work("true"))
 	runs := func(d *Daemon, want map[string]int, when string) {
@@ -392,6 +395,19 @@ job "slow" { cmd = "while [ ! -e ` + gate + ` ]; do sleep 0.05; done", flavor = 
 	}
 	waitJob(t, d, "slow", "running", func(js JobStatus) bool { return js.State == "running" })
 	waitJob(t, d, "train", "done", func(js JobStatus) bool { return js.State == "done" })
+	waitJob(t, d, "held", "running", func(js JobStatus) bool { return js.State == "running" })
+	if code, body := as(t, d, "root", "POST", jobPath("held")+"/stop"); code != 200 {
+		t.Fatalf("stop held: %d %s", code, body)
+	}
+	waitJob(t, d, "held", "stopped", func(js JobStatus) bool { return js.State == "stopped" })
+	// A person's stop holds too.
+	stayedStopped := func(d *Daemon, when string) {
+		t.Helper()
+		js := waitJob(t, d, "held", "back "+when, func(js JobStatus) bool { return js.State != "invalid" && js.State != "disabled" })
+		if runs, _ := d.store.Runs("held", 0); js.State != "stopped" || len(runs) != 1 {
+			t.Errorf("%s: held is %s with %d runs, want stopped after its one run", when, js.State, len(runs))
+		}
+	}
 
 	// Its flavor gone while slow runs: slow runs on and ends done.
 	put(d, "jobs.lua", `-- no flavors`)
@@ -402,6 +418,7 @@ job "slow" { cmd = "while [ ! -e ` + gate + ` ]; do sleep 0.05; done", flavor = 
 	waitJob(t, d, "slow", "invalid once its run ended", func(js JobStatus) bool { return js.State == "invalid" })
 	put(d, "jobs.lua", `flavor "small" { cpus = 1 }`)
 	runs(d, map[string]int{"prep": 1, "train": 1, "slow": 1}, "with the flavor back")
+	stayedStopped(d, "with the flavor back")
 
 	put(d, "work.lua", strings.Replace(work("true"), `"prep" {`, `"prep" { enabled = false,`, 1))
 	waitJob(t, d, "prep", "disabled", func(js JobStatus) bool { return js.State == "disabled" })
@@ -417,12 +434,14 @@ job "slow" { cmd = "while [ ! -e ` + gate + ` ]; do sleep 0.05; done", flavor = 
 	waitJob(t, d, "prep", "invalid in the next daemon", func(js JobStatus) bool { return js.State == "invalid" })
 	put(d, "jobs.lua", `flavor "small" { cpus = 1 }`)
 	runs(d, map[string]int{"prep": 1, "train": 1, "slow": 1}, "with the flavor back in the next daemon")
+	stayedStopped(d, "with the flavor back in the next daemon")
 	put(d, "jobs.lua", `-- no flavors`)
 	waitJob(t, d, "train", "invalid", func(js JobStatus) bool { return js.State == "invalid" })
 	lives.stopped(stop)
 	testkit.PutFile(t, flavors, `flavor "small" { cpus = 1 }`)
 	d, stop = lives.start()
 	runs(d, map[string]int{"prep": 1, "train": 1, "slow": 1}, "with the flavor back while the daemon was away")
+	stayedStopped(d, "with the flavor back while the daemon was away")
 
 	// A new definition, invalid meanwhile, runs again, and train after it.
 	put(d, "jobs.lua", `-- no flavors`)

@@ -452,7 +452,7 @@ func (j *job) receive(m jobMessage) {
 			finish:   m.def.OnChange == luaapi.OnChangeFinish,
 			requeue:  m.requeue,
 		}); ok {
-			if j.life.doneBeneath && e.kind != evInvalid && e.kind != evDisable {
+			if j.life.beneath == store.StateDone && e.kind != evInvalid && e.kind != evDisable {
 				if parents, known := j.parentRecords(); known {
 					e.stillDone, _ = stillDone(j.doneFP, j.defFP, parents)
 				}
@@ -1044,7 +1044,7 @@ func (j *job) persist() {
 		return
 	}
 	fp := j.defFP
-	if j.life.state == store.StateDone || j.life.doneBeneath {
+	if j.life.state == store.StateDone || j.life.beneath == store.StateDone {
 		j.doneFP = cmp.Or(j.runMark, j.mark())
 	}
 	changed := j.life.since

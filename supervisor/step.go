@@ -54,7 +54,7 @@ type event struct {
 	stoppedOutside bool
 	// evStart, evRedefine, evEnable: the definition that can run again
 	// (or is enabled again) already ran to done, so a job that was done
-	// beneath rests done again (life.doneBeneath).
+	// beneath rests done again (life.beneath).
 	stillDone bool
 }
 
@@ -121,13 +121,15 @@ type life struct {
 	// pending is what the end of the current run leads to; only ever set
 	// while a run is in progress.
 	pending pendingStop
-	// doneBeneath: invalid or disabled, the job was done beneath, resting
-	// done when its definition became one that cannot run (or its run
-	// ended done while it could not). It is done again once the
-	// definition can run, if that definition already ran to done: a job
-	// runs to completion once per definition, whatever came between.
-	// Only ever set while invalid or disabled.
-	doneBeneath bool
+	// beneath is where a job invalid or disabled rests beneath: done or
+	// stopped, or 0 (it runs once its definition can). Done: it was
+	// done when its definition became one that cannot run, or its run
+	// ended done while it could not; it is done again once the
+	// definition can run, if that definition already ran to done (a job
+	// runs to completion once per definition, whatever came between).
+	// Stopped: a person stopped it, before or since; it stays stopped
+	// until they start it. Only ever set while invalid or disabled.
+	beneath store.State
 }
 
 // active reports whether a run is in progress: a grant is held.
@@ -149,10 +151,11 @@ func (l life) recorded() store.State {
 	if l.state == store.StateStopping && l.pending.then == thenRest && l.pending.rest == store.StateStopped {
 		return store.StateStopped
 	}
-	if l.doneBeneath {
+	if l.beneath != 0 {
 		// Invalid or disabled are said by the definition, which the next
-		// daemon reads again; that the job was done is not, and is kept.
-		return store.StateDone
+		// daemon reads again; where the job rests beneath is not, and is
+		// kept.
+		return l.beneath
 	}
 	return l.state
 }
@@ -182,8 +185,8 @@ func step(l life, p restartPolicy, e event, now time.Time) (life, []action) {
 	case evEnable:
 		switch {
 		case l.state != store.StateDisabled:
-		case l.doneBeneath && e.stillDone:
-			to(store.StateDone)
+		case l.beneath == store.StateStopped || l.beneath == store.StateDone && e.stillDone:
+			to(l.beneath)
 		default:
 			fresh()
 			to(store.StateWaiting, do(actWait))
@@ -225,8 +228,8 @@ func step(l life, p restartPolicy, e event, now time.Time) (life, []action) {
 		case store.StateDisabled:
 			// evEnable is the way out; a start or an edit does not undo it.
 		case store.StateInvalid:
-			if l.doneBeneath && e.stillDone && e.kind != evRestart {
-				to(store.StateDone)
+			if e.kind != evRestart && (l.beneath == store.StateStopped || l.beneath == store.StateDone && e.stillDone) {
+				to(l.beneath)
 				break
 			}
 			fresh()
@@ -264,10 +267,20 @@ func step(l life, p restartPolicy, e event, now time.Time) (life, []action) {
 			}
 		case store.StateBackoff:
 			to(rest, do(actCancelBackoff))
-		case store.StateDisabled:
-		case store.StateDone, store.StateFailed, store.StateStopped, store.StateInvalid, store.StateUnplaceable, 0:
+		case store.StateDisabled, store.StateInvalid:
+			switch {
+			case e.kind == evStop:
+				// It stays as it is, and stopped beneath: a person's
+				// stop holds once it may run again.
+				next.beneath = store.StateStopped
+			case l.state == store.StateInvalid:
+				to(rest) // and the same beneath
+			}
+		case store.StateDone, store.StateFailed, store.StateStopped, store.StateUnplaceable, 0:
 			if e.kind != evStop {
-				next.doneBeneath = l.doneBeneath || l.state == store.StateDone
+				if l.state == store.StateDone || l.state == store.StateStopped {
+					next.beneath = l.state
+				}
 				to(rest)
 			}
 		}
@@ -351,7 +364,9 @@ func step(l life, p restartPolicy, e event, now time.Time) (life, []action) {
 				// Ran on while its definition could not run, and ended by
 				// itself: done if the policy would call it so.
 				var dropped []action
-				next.doneBeneath = ended(next, p, failed, now, &dropped).state == store.StateDone
+				if ended(next, p, failed, now, &dropped).state == store.StateDone {
+					next.beneath = store.StateDone
+				}
 			}
 			to(pending.rest)
 		case thenLeave:
@@ -377,7 +392,7 @@ func step(l life, p restartPolicy, e event, now time.Time) (life, []action) {
 	}
 
 	if next.state != store.StateInvalid && next.state != store.StateDisabled {
-		next.doneBeneath = false
+		next.beneath = 0
 	}
 	if next.state != l.state {
 		next.since = now

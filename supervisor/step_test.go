@@ -243,10 +243,11 @@ func TestStepRerunDoesNotOutliveItsRun(t *testing.T) {
 	}
 }
 
-// TestStepDoneBeneath: a job done, then invalid or disabled, is done again
+// TestStepBeneath: a job done, then invalid or disabled, is done again
 // once its definition can run, if that definition already ran to done;
-// with a new one, or after another end, it runs.
-func TestStepDoneBeneath(t *testing.T) {
+// with a new one, or after another end, it runs. One a person stopped,
+// before or while it could not run, stays stopped.
+func TestStepBeneath(t *testing.T) {
 	p := restartPolicy{mode: luaapi.RestartOnFailure, maxRestarts: -1}
 	done := life{state: store.StateDone, since: t0}
 	running := life{state: store.StateRunning, started: t0}
@@ -264,7 +265,12 @@ func TestStepDoneBeneath(t *testing.T) {
 		{"disabled, then enabled with a new definition", done, []event{{kind: evDisable}, {kind: evEnable}}, store.StateWaiting},
 		{"invalid, disabled, then enabled and fine", done, []event{{kind: evInvalid}, {kind: evDisable}, {kind: evEnable, stillDone: true}}, store.StateDone},
 		{"failed, then invalid and fine again", life{state: store.StateFailed}, []event{{kind: evInvalid}, again}, store.StateWaiting},
-		{"stopped, then disabled and enabled", life{state: store.StateStopped}, []event{{kind: evDisable}, {kind: evEnable, stillDone: true}}, store.StateWaiting},
+		{"stopped, then disabled and enabled", life{state: store.StateStopped}, []event{{kind: evDisable}, {kind: evEnable}}, store.StateStopped},
+		{"stopped, then invalid and fine again with a new definition", life{state: store.StateStopped}, []event{{kind: evInvalid}, {kind: evRedefine}}, store.StateStopped},
+		{"invalid, stopped by a person, then fine again", life{state: store.StateWaiting}, []event{{kind: evInvalid}, {kind: evStop}, {kind: evStart}}, store.StateStopped},
+		{"done, invalid, then stopped by a person and fine again", done, []event{{kind: evInvalid}, {kind: evStop}, again}, store.StateStopped},
+		{"disabled, stopped by a person, then invalid, and enabled and fine", done, []event{{kind: evDisable}, {kind: evStop}, {kind: evInvalid}, {kind: evEnable}}, store.StateStopped},
+		{"invalid, then disabled, then enabled", done, []event{{kind: evInvalid}, {kind: evDisable}, {kind: evEnable, stillDone: true}}, store.StateDone},
 		{"waiting, then invalid and fine again", life{state: store.StateWaiting}, []event{{kind: evInvalid}, again}, store.StateWaiting},
 		{"its run ends done while invalid", running, []event{{kind: evInvalid}, {kind: evExited}, again}, store.StateDone},
 		{"its run fails while invalid", running, []event{{kind: evInvalid}, {kind: evExited, failed: true}, again}, store.StateWaiting},
@@ -275,11 +281,11 @@ func TestStepDoneBeneath(t *testing.T) {
 			l := tt.from
 			for _, e := range tt.events {
 				l, _ = step(l, p, e, t0)
-				if l.doneBeneath && l.state != store.StateInvalid && l.state != store.StateDisabled {
-					t.Fatalf("done beneath while %v", l.state)
+				if l.beneath != 0 && l.state != store.StateInvalid && l.state != store.StateDisabled {
+					t.Fatalf("%v beneath while %v", l.beneath, l.state)
 				}
-				if l.doneBeneath && l.recorded() != store.StateDone {
-					t.Fatalf("done beneath, recorded %v: the next daemon would run it", l.recorded())
+				if l.beneath != 0 && l.recorded() != l.beneath {
+					t.Fatalf("%v beneath, recorded %v: the next daemon would run it", l.beneath, l.recorded())
 				}
 			}
 			if l.state != tt.state {
