@@ -188,6 +188,16 @@ type Problem struct {
 	Text  string `json:"text"`
 }
 
+// InAJobFile reports whether p is about a job file (its own errors, its
+// jobs', its quotas'), not about the state or the jobs directory.
+func (p Problem) InAJobFile() bool {
+	switch p.Code {
+	case ProblemNotRecording, ProblemStateGone, ProblemDirMissing, ProblemDirRefused:
+		return false
+	}
+	return p.File != ""
+}
+
 // Status takes the picture. An array is one entry; its indices are not
 // listed.
 func (d *Daemon) Status() Status { return d.status(false) }
@@ -595,12 +605,8 @@ func (d *Daemon) statusLine() string {
 func problemFiles(problems []Problem) int {
 	files := map[string]bool{}
 	for _, p := range problems {
-		switch p.Code {
-		case ProblemNotRecording, ProblemStateGone, ProblemDirMissing, ProblemDirRefused:
-		default:
-			if p.File != "" {
-				files[p.File] = true
-			}
+		if p.InAJobFile() {
+			files[p.File] = true
 		}
 	}
 	return len(files)

@@ -132,6 +132,13 @@ type life struct {
 	beneath store.State
 }
 
+// backBeneath reports whether e, which lets an invalid or disabled job
+// run again, puts it back where it rests beneath instead: stopped, or done
+// where its definition already ran to done.
+func (l life) backBeneath(e event) bool {
+	return l.beneath == store.StateStopped || l.beneath == store.StateDone && e.stillDone
+}
+
 // active reports whether a run is in progress: a grant is held.
 func (l life) active() bool {
 	return l.state == store.StateStarting || l.state == store.StateRunning || l.state == store.StateStopping
@@ -185,7 +192,7 @@ func step(l life, p restartPolicy, e event, now time.Time) (life, []action) {
 	case evEnable:
 		switch {
 		case l.state != store.StateDisabled:
-		case l.beneath == store.StateStopped || l.beneath == store.StateDone && e.stillDone:
+		case l.backBeneath(e):
 			to(l.beneath)
 		default:
 			fresh()
@@ -227,14 +234,11 @@ func step(l life, p restartPolicy, e event, now time.Time) (life, []action) {
 			to(store.StateWaiting, do(actCancelBackoff), do(actWait))
 		case store.StateDisabled:
 			// evEnable is the way out; a start or an edit does not undo it.
-		case store.StateInvalid:
-			if e.kind != evRestart && (l.beneath == store.StateStopped || l.beneath == store.StateDone && e.stillDone) {
-				to(l.beneath)
+		default: // done, failed, stopped, invalid, unplaceable, or new
+			if e.kind != evRestart && l.backBeneath(e) {
+				to(l.beneath) // invalid a while, and fine again
 				break
 			}
-			fresh()
-			to(store.StateWaiting, do(actWait))
-		default: // done, failed, stopped, unplaceable, or new
 			if l.state != 0 {
 				// New, it keeps the restarts in a row that a previous
 				// daemon counted (Daemon.remembered).
@@ -363,8 +367,7 @@ func step(l life, p restartPolicy, e event, now time.Time) (life, []action) {
 			if pending.rest == store.StateInvalid && pending.why == 0 {
 				// Ran on while its definition could not run, and ended by
 				// itself: done if the policy would call it so.
-				var dropped []action
-				if ended(next, p, failed, now, &dropped).state == store.StateDone {
+				if d := decideRestart(p, failed, now.Sub(l.started), l.restarts, l.delay); !d.restart && d.final == store.StateDone {
 					next.beneath = store.StateDone
 				}
 			}

@@ -440,11 +440,7 @@ func compareForStatus(a, b supervisor.JobStatus) int {
 func errorsSummary(problems []supervisor.Problem) string {
 	files := map[string]bool{}
 	for _, p := range problems {
-		switch p.Code {
-		case supervisor.ProblemNotRecording, supervisor.ProblemStateGone, supervisor.ProblemDirRefused, supervisor.ProblemDirMissing:
-			return count(len(problems), "configuration error")
-		}
-		if p.File == "" {
+		if !p.InAJobFile() {
 			return count(len(problems), "configuration error")
 		}
 		files[p.File] = true
