@@ -113,10 +113,14 @@ func peopleDaemon(t *testing.T, admin string, tune func(cfg *Config)) (d *Daemon
 			tune(cfg)
 		}
 	})
-	testkit.WaitFor(t, 20*time.Second, "the people's job directories made", func() bool {
-		_, a := os.Stat(filepath.Join(spool, testAlice))
-		_, b := os.Stat(filepath.Join(spool, testBob))
-		return a == nil && b == nil
+	// Made, then given away: the directory is there a moment before it is
+	// theirs.
+	theirs := func(person string) bool {
+		st, err := os.Stat(filepath.Join(spool, person))
+		return err == nil && int(st.Sys().(*syscall.Stat_t).Uid) == uidOf(t, person) && st.Mode().Perm() == 0o700
+	}
+	testkit.WaitFor(t, 20*time.Second, "the people's job directories made and theirs", func() bool {
+		return theirs(testAlice) && theirs(testBob)
 	})
 	return d, spool, out
 }
