@@ -197,28 +197,71 @@ func (d *Daemon) newPerson(name string) (*person, error) {
 	dir := filepath.Join(d.cfg.UserJobs, name)
 	// Made once, then theirs: a directory that is there already is left as
 	// it is, and the scanner refuses it if it is not fit (not theirs, open
-	// to others), saying how to fix it. What was made is given away
-	// through a descriptor of it, never by path: no link put in its place
-	// meanwhile gets anything else chowned.
-	switch err := os.Mkdir(dir, 0o700); {
-	case err == nil:
-		fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-		if err != nil {
-			return nil, &os.PathError{Op: "open", Path: dir, Err: err}
-		}
-		defer unix.Close(fd)
-		if err := unix.Fchown(fd, uid, gid); err != nil {
-			return nil, &os.PathError{Op: "chown", Path: dir, Err: err}
-		}
-		if err := unix.Fchmod(fd, 0o700); err != nil {
-			return nil, &os.PathError{Op: "chmod", Path: dir, Err: err}
-		}
-	case errors.Is(err, fs.ErrExist):
-	default:
+	// to others), saying how to fix it.
+	if err := makePersonDir(dir, uid, gid); err != nil && !errors.Is(err, fs.ErrExist) {
 		return nil, err
 	}
 	return &person{name: name, uid: uid, gid: gid, dir: dir,
 		scanner: watch.NewScanner(dir, watch.ScanOptions{DaemonUID: os.Getuid(), Owner: uid})}, nil
+}
+
+// makePersonDir makes dir, theirs and mode 0700, in one step: it is made
+// under a temporary name beside it, given away through a descriptor of it
+// (never by path: no link put in its place meanwhile gets anything else
+// chowned), then renamed into place unless something is there by then. A
+// daemon killed on the way leaves the temporary directory, which the next
+// try removes, never a person's directory that is root's: the scanner
+// would refuse that one until an administrator chowned it. fs.ErrExist
+// where dir is there already.
+//
+// The temporary name starts with a dot, which no login name does
+// (validUserName), in a parent that only root may write (spoolReady).
+func makePersonDir(dir string, uid, gid int) error {
+	if _, err := os.Lstat(dir); err == nil {
+		return &os.PathError{Op: "mkdir", Path: dir, Err: fs.ErrExist}
+	}
+	temp := filepath.Join(filepath.Dir(dir), ".new-"+filepath.Base(dir))
+	if err := os.RemoveAll(temp); err != nil {
+		return err
+	}
+	if err := os.Mkdir(temp, 0o700); err != nil {
+		return err
+	}
+	given := func() error {
+		fd, err := unix.Open(temp, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return &os.PathError{Op: "open", Path: temp, Err: err}
+		}
+		defer unix.Close(fd)
+		if err := unix.Fchown(fd, uid, gid); err != nil {
+			return &os.PathError{Op: "chown", Path: temp, Err: err}
+		}
+		if err := unix.Fchmod(fd, 0o700); err != nil {
+			return &os.PathError{Op: "chmod", Path: temp, Err: err}
+		}
+		return nil
+	}()
+	if given == nil {
+		given = renameNoReplace(temp, dir)
+	}
+	if given != nil {
+		os.RemoveAll(temp)
+	}
+	return given
+}
+
+// renameNoReplace renames from to to unless to is there (fs.ErrExist). On
+// a file system without RENAME_NOREPLACE it renames as rename(2) does,
+// which for a directory replaces only an empty one.
+func renameNoReplace(from, to string) error {
+	err := unix.Renameat2(unix.AT_FDCWD, from, unix.AT_FDCWD, to, unix.RENAME_NOREPLACE)
+	if errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOSYS) {
+		return os.Rename(from, to)
+	}
+	if err != nil {
+		return &os.LinkError{Op: "rename", Old: from, New: to, Err: err}
+	}
+	return nil
 }
 
 // peopleScan is what one scan found in the people's directories, besides

@@ -4,7 +4,9 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -590,5 +592,74 @@ func TestPeopleOwnArrayFirst(t *testing.T) {
 	waitJob(t, d, testAlice+"/sweep[1]", "stopped", func(js JobStatus) bool { return js.State == "stopped" })
 	if js, _ := d.jobStatus("sweep"); js.State != "running" {
 		t.Errorf("the administrators' sweep is %s; alice's stop reached it", js.State)
+	}
+}
+
+// A person's directory appears theirs or not at all: a daemon killed while
+// making it leaves only a temporary directory beside it, which the next
+// try replaces; one that is there is left as it is.
+func TestMakePersonDir(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("needs root to give a directory away")
+	}
+	const uid, gid = 54321, 54322 // no account is needed to own a directory
+	spool := t.TempDir()
+	dir := filepath.Join(spool, "alice")
+	owned := func(path string) (int, int, os.FileMode) {
+		t.Helper()
+		var st unix.Stat_t
+		if err := unix.Lstat(path, &st); err != nil {
+			t.Fatal(err)
+		}
+		return int(st.Uid), int(st.Gid), os.FileMode(st.Mode & 0o7777)
+	}
+
+	// What a killed daemon left: its temporary directory, still root's,
+	// with something in it.
+	temp := filepath.Join(spool, ".new-alice")
+	if err := os.Mkdir(temp, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(temp, "left.lua"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := makePersonDir(dir, uid, gid); err != nil {
+		t.Fatal(err)
+	}
+	if u, g, mode := owned(dir); u != uid || g != gid || mode != 0o700 {
+		t.Fatalf("made %d:%d mode %o, want %d:%d 0700", u, g, mode, uid, gid)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Fatalf("made with %d entries, want none (the temporary one's were kept)", len(entries))
+	}
+	if entries, _ := os.ReadDir(spool); len(entries) != 1 {
+		t.Fatalf("the spool holds %d entries, want the person's alone", len(entries))
+	}
+
+	// One that is there is theirs to keep as it is, fit or not.
+	bob := filepath.Join(spool, "bob")
+	if err := os.Mkdir(bob, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := makePersonDir(bob, uid, gid); !errors.Is(err, fs.ErrExist) {
+		t.Fatalf("over an existing directory: %v, want ErrExist", err)
+	}
+	if u, _, mode := owned(bob); u != 0 || mode != 0o755 {
+		t.Fatalf("an existing directory was changed: uid %d mode %o", u, mode)
+	}
+	if _, err := os.Lstat(filepath.Join(spool, ".new-bob")); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("a temporary directory stayed: %v", err)
+	}
+
+	// Something that appears in its place meanwhile is not replaced.
+	carol := filepath.Join(spool, "carol")
+	if err := os.Mkdir(carol+".mine", 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(carol+".mine", carol); err != nil {
+		t.Fatal(err)
+	}
+	if err := renameNoReplace(filepath.Join(spool, "alice"), carol); !errors.Is(err, fs.ErrExist) {
+		t.Fatalf("rename over a link: %v, want ErrExist", err)
 	}
 }
