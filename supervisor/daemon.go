@@ -155,6 +155,11 @@ type Daemon struct {
 	logged   map[loggedProblem]bool  // the problems in force, each logged once per version of its file
 	set      *luaapi.Set
 	requests chan request
+	// writing are the files the last scan found being saved, and
+	// writingWait how long the watcher was asked to wait before it
+	// signals again (noteWriting).
+	writing     map[string]bool
+	writingWait time.Duration
 	// reloading is the reload whose files are being evaluated, nil when
 	// none; again is one asked for meanwhile.
 	reloading *reloadRun

@@ -272,6 +272,45 @@ func TestRefusedFileAtStartKeepsItsVersion(t *testing.T) {
 	}
 }
 
+// TestWritingFileAtStartKeepsItsVersion: a file the daemon finds being
+// saved when it starts is one it has not read: the version that was in
+// force stays, from its kept copy, with the save shown, until the writer
+// closes it.
+func TestWritingFileAtStartKeepsItsVersion(t *testing.T) {
+	lives := daemonLives{t: t, jobs: `job "persist" { cmd = "sleep 600", cpus = 0 }`}
+	d, stop := lives.start()
+	waitJob(t, d, "persist", "running", func(js JobStatus) bool { return js.State == "running" })
+	lives.stopped(stop)
+
+	f, err := os.OpenFile(filepath.Join(lives.jobsDir, "jobs.lua"), os.O_WRONLY|os.O_TRUNC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteString(`job "other" { cmd = "sleep 600", cpus = 0 }` + "\n"); err != nil {
+		t.Fatal(err)
+	}
+	d, stop = lives.start()
+	defer lives.stopped(stop)
+	waitJob(t, d, "persist", "running on the version kept", func(js JobStatus) bool { return js.State == "running" })
+	if _, ok := d.jobStatus("other"); ok {
+		t.Error("the version being written is in force")
+	}
+	if st := d.Status(); len(st.Errors) != 1 || !strings.Contains(st.Errors[0], "is open for writing") {
+		t.Errorf("the save is not shown: %q", st.Errors)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	waitJob(t, d, "other", "running once its file is closed", func(js JobStatus) bool { return js.State == "running" })
+	if _, ok := d.jobStatus("persist"); ok {
+		t.Error("the kept version is still in force once the file is closed")
+	}
+	if st := d.Status(); len(st.Errors) != 0 {
+		t.Errorf("errors once the file is closed: %q", st.Errors)
+	}
+}
+
 // TestWaitOutlivesTheDaemon: a job that waited when the daemon stopped
 // waits on from when it began in the next one, and keeps its place in
 // line, rather than arriving anew.

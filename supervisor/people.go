@@ -293,6 +293,9 @@ func (d *Daemon) scan(gone []string) (watch.Scan, peopleScan, error) {
 	if scan.Refused == nil {
 		scan.Refused = map[string]error{}
 	}
+	if scan.Writing == nil {
+		scan.Writing = map[string]error{}
+	}
 	for _, name := range slices.Sorted(maps.Keys(d.people)) {
 		p := d.people[name]
 		ps.dirs[p.dir] = true
@@ -305,6 +308,7 @@ func (d *Daemon) scan(gone []string) (watch.Scan, peopleScan, error) {
 		}
 		maps.Copy(scan.Changed, s.Changed)
 		maps.Copy(scan.Refused, s.Refused)
+		maps.Copy(scan.Writing, s.Writing)
 		scan.Removed = append(scan.Removed, s.Removed...)
 		if s.DirRefused != nil {
 			ps.refused[p.dir] = s.DirRefused

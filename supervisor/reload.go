@@ -129,6 +129,7 @@ func (d *Daemon) reloadAfter(earlier *ReloadResult, first, asked bool, waiters [
 	if peopleErr != nil && r.scanErr == nil {
 		r.scanErr = peopleErr
 	}
+	d.noteWriting(r)
 	if !first && !asked && r.scanErr == nil && d.nothingNew(r) {
 		d.reply(r, ReloadResult{})
 		return
@@ -192,6 +193,37 @@ func (d *Daemon) reloadAfter(earlier *ReloadResult, first, asked bool, waiters [
 		}
 		d.evaluated <- evaluated{r: r, files: files, previous: previous}
 	})
+}
+
+// noteWriting deals with the job files being saved as the scan looked
+// (watch.Scan.Writing): each is left as it was until it is read whole. The
+// scanner keeps what it read of one before; one that was refused stays
+// refused, now for this, and so does one the first reload finds being
+// written, which falls back on its kept copy meanwhile. Closing a file
+// raises no event, so the watcher is asked to signal again soon, at
+// 20 ms, then twice as long each time up to a second, while any stays
+// open.
+func (d *Daemon) noteWriting(r *reloadRun) {
+	for _, path := range slices.Sorted(maps.Keys(r.scan.Writing)) {
+		if !d.writing[path] {
+			d.log.Info("a job file is open for writing: it is read once it is closed", "file", path)
+		}
+		if _, was := d.refused[path]; was || r.first {
+			r.scan.Refused[path] = r.scan.Writing[path]
+		}
+	}
+	d.writing = make(map[string]bool, len(r.scan.Writing))
+	for path := range r.scan.Writing {
+		d.writing[path] = true
+	}
+	if len(r.scan.Writing) == 0 {
+		d.writingWait = 0
+		return
+	}
+	d.writingWait = min(max(2*d.writingWait, 20*time.Millisecond), time.Second)
+	if d.watcher != nil {
+		d.watcher.Recheck(d.writingWait)
+	}
 }
 
 // evaluatedFiles takes a reload's evaluation back on the loop, then runs

@@ -337,3 +337,58 @@ func TestReloadCountsEveryFile(t *testing.T) {
 		t.Errorf("a kept version, a file never good, a refused one and a good one: %d files, errors %q; want 4 files, 3 errors", res.Files, res.Errors)
 	}
 }
+
+// A job file saved in several writes (an editor that writes in place, scp,
+// a script writing line by line) is applied whole: while its writer holds
+// it open, what was in force of it stays, so a save that declares the
+// second job a moment after the first never stops it; once the writer
+// closes it, which raises no event, its new version applies.
+func TestSlowSave(t *testing.T) {
+	s1 := `job "s1" { cmd = "sleep 600", cpus = 0 }` + "\n"
+	s2 := `job "s2" { cmd = "sleep 600", cpus = 0 }` + "\n"
+	s3 := `job "s3" { cmd = "sleep 600", cpus = 0 }` + "\n"
+	d, jobsDir := runDaemon(t, s1+s2, nil)
+	running := func(js JobStatus) bool { return js.State == "running" }
+	run1 := waitJob(t, d, "s1", "running", running).Run
+	run2 := waitJob(t, d, "s2", "running", running).Run
+	ctx := context.Background()
+
+	f, err := os.OpenFile(filepath.Join(jobsDir, "jobs.lua"), os.O_WRONLY|os.O_TRUNC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteString(s1); err != nil {
+		t.Fatal(err)
+	}
+	// berth reload scans now, halfway through the save.
+	res, err := d.Reload(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Removed)+len(res.Added)+len(res.Changed)+len(res.Errors) != 0 {
+		t.Fatalf("a reload halfway through a save did something: %+v", res)
+	}
+	if _, err := f.WriteString(s2 + s3); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := d.Reload(ctx); err != nil || len(res.Added) != 0 {
+		t.Fatalf("a reload before the save's end: %+v, %v", res, err)
+	}
+	// Once the daemon looks again at its slowest, the events of the
+	// writes are long dealt with: only its own looking can see the close.
+	testkit.WaitFor(t, 20*time.Second, "the daemon looking again every second", func() bool {
+		wait, err := d.call(ctx, func() any { return d.writingWait })
+		return err == nil && wait.(time.Duration) == time.Second
+	})
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// No event comes; the daemon looks again by itself.
+	waitJob(t, d, "s3", "running", running)
+	for job, run := range map[string]uint64{"s1": run1, "s2": run2} {
+		if js, _ := d.jobStatus(job); js.State != "running" || js.Run != run {
+			t.Errorf("%s: %s, run %d; want still running run %d", job, js.State, js.Run, run)
+		}
+	}
+}

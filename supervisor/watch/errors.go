@@ -32,6 +32,7 @@ const (
 	NotDirectory     Reason = 8  // the jobs directory is something other than a directory
 	Private          Reason = 9  // a link's target is not for everyone to read, and berth shows what it reads
 	WritableByACL    Reason = 10 // an ACL lets a user or group besides the owner's write it
+	Writing          Reason = 11 // open for writing, and written less than WriteGrace ago: a save in progress
 )
 
 var reasonNames = map[Reason]string{
@@ -45,6 +46,7 @@ var reasonNames = map[Reason]string{
 	NotDirectory:     "not a directory",
 	Private:          "private",
 	WritableByACL:    "writable by ACL",
+	Writing:          "being written",
 }
 
 func (r Reason) String() string {
@@ -191,6 +193,13 @@ func (e *RefusedError) Error() string {
 			how = "ls -lL " + p // shows the error again, and what is there
 		}
 		return fmt.Sprintf("%s cannot be read (%s); berth refuses it (%s)", s, cause(e.Err), how)
+	case Writing:
+		open := p
+		if e.AtTarget {
+			open = e.At
+		}
+		return fmt.Sprintf("%s is open for writing (a save in progress?); berth reads it once it is closed, or once it has not changed for %s, "+
+			"and what was in force of it stays in force meanwhile (fuser -v %s shows who has it open)", s, WriteGrace, open)
 	case DanglingLink:
 		return fmt.Sprintf("%s is a symbolic link to %s, which does not exist; berth refuses it (fix or remove the link: ls -l %s)",
 			p, e.Target, p)

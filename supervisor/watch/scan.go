@@ -30,6 +30,17 @@ const DefaultMaxFileBytes = 1 << 20
 // the cost is reading again only the files written in the last two seconds.
 const racyWindow = 2 * time.Second
 
+// WriteGrace is how long a job file may go unchanged while someone has it
+// open for writing before the scanner reads it all the same. A file is
+// applied whole, so one that is open for writing is a save in progress
+// (an editor that writes in place, scp, a script writing line by line):
+// between two of its writes it may be a valid file that declares half
+// the jobs, and reading it then would stop the other half. Once the
+// writer closes it, it is read. The grace bounds the wait for a writer
+// that never closes it, and for a file system whose leases claim a writer
+// where there is none.
+const WriteGrace = 5 * time.Second
+
 // ScanOptions configure a Scanner.
 type ScanOptions struct {
 	// DaemonUID is the daemon's own uid (os.Getuid()): job files and the
@@ -79,6 +90,13 @@ type Scan struct {
 	// is in Changed.
 	DirMissing bool
 	DirRefused error
+	// Writing holds the job files that someone has open for writing and
+	// wrote less than WriteGrace ago: saves in progress, each with a
+	// *RefusedError (Writing) that says so. Each is neither Changed nor
+	// Removed: what an earlier scan read of it stands, and a later scan
+	// reads it once the writer is done. No event says when that is: scan
+	// again soon.
+	Writing map[string]error
 }
 
 // Scanner keeps what it saw last time and reports what changed since. It
@@ -160,7 +178,7 @@ func NewScanner(dir string, opts ScanOptions) *Scanner {
 // here). A link in it is followed by a walk of its own, from there.
 func (s *Scanner) Scan() (Scan, error) {
 	s.strict.forget()
-	out := Scan{Changed: map[string][]byte{}, Refused: map[string]error{}}
+	out := Scan{Changed: map[string][]byte{}, Refused: map[string]error{}, Writing: map[string]error{}}
 
 	w, err := s.walkToDir()
 	var refused *RefusedError
@@ -196,6 +214,13 @@ func (s *Scanner) Scan() (Scan, error) {
 		// A file to retry is read as if never seen.
 		f, content, refused := s.file(w, name, s.pathOf(name), false, old, had && !old.retry, racySince)
 		switch {
+		case refused != nil && refused.Reason == Writing:
+			// A save in progress: what was read of it before stands, and
+			// it is read once the writer is done.
+			out.Writing[refused.Path] = refused
+			if had {
+				next[name] = old
+			}
 		case refused != nil:
 			out.Refused[refused.Path] = refused
 		case content != nil:
@@ -399,6 +424,17 @@ func (s *Scanner) fileOnce(w *walk, name, path string, named bool, old seenFile,
 	}
 	if st, why = s.accept(&e, &raw, acl); why != nil {
 		return seenFile{}, nil, why, false
+	}
+	if !named {
+		// A read lease is granted only while no one has the file open for
+		// writing, and while it is held, a writer's open waits for it: what
+		// is read is a file no writer held, whole. Closing the file drops
+		// it. A scanner that may not take one (another's file, a file
+		// system without leases) reads as before.
+		_, err := unix.FcntlInt(uintptr(fd), unix.F_SETLEASE, unix.F_RDLCK)
+		if errors.Is(err, unix.EAGAIN) && s.now().UnixNano()-max(st.mtime, st.ctime) < WriteGrace.Nanoseconds() {
+			return seenFile{}, nil, e.refuse(&RefusedError{Reason: Writing}), false
+		}
 	}
 	content := make([]byte, 0, st.size+1) // +1 sees growth without a second allocation
 	content, err = readAtMost(f, content, s.maxBytes+1)

@@ -8,6 +8,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // TestScanLifecycle walks one directory through the changes a person makes,
@@ -290,5 +292,81 @@ func TestScanDirUnreadable(t *testing.T) {
 	var re *RefusedError
 	if !got.DirMissing || !errors.As(got.DirRefused, &re) || re.Reason != Unreadable {
 		t.Fatalf("scan says %q, DirRefused %v; want Unreadable", summary(dir, got), got.DirRefused)
+	}
+}
+
+// A file someone has open for writing is a save in progress: the scan
+// leaves it as it was (what it read before stands, a new one is not there
+// yet) and says so, and reads it once the writer has closed it, or has not
+// written for WriteGrace.
+func TestScanWriting(t *testing.T) {
+	dir := jobsDir(t)
+	p := func(name string) string { return filepath.Join(dir, name) }
+	s := newTestScanner(dir)
+	writeFile(t, p("a.lua"), "s1\ns2\n")
+	if got := scan(t, s); string(got.Changed[p("a.lua")]) != "s1\ns2\n" {
+		t.Fatalf("first scan: %+v", got)
+	}
+	probe, err := os.Open(p("a.lua"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := unix.FcntlInt(probe.Fd(), unix.F_SETLEASE, unix.F_RDLCK); err != nil {
+		t.Skipf("this file system gives no read lease: %v", err)
+	}
+	probe.Close()
+
+	// An editor that writes in place: truncate, then one line at a time.
+	w, err := os.OpenFile(p("a.lua"), os.O_WRONLY|os.O_TRUNC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if _, err := w.WriteString("s1\n"); err != nil {
+		t.Fatal(err)
+	}
+	writing := func(got Scan, path string) {
+		t.Helper()
+		if len(got.Changed) != 0 || len(got.Removed) != 0 || len(got.Refused) != 0 {
+			t.Fatalf("a save in progress changed something: %+v", got)
+		}
+		var r *RefusedError
+		if err := got.Writing[path]; !errors.As(err, &r) || r.Reason != Writing ||
+			!strings.Contains(err.Error(), "is open for writing") || !strings.Contains(err.Error(), "fuser -v "+path) {
+			t.Fatalf("Writing[%s] = %v", path, err)
+		}
+	}
+	writing(scan(t, s), p("a.lua"))
+	// A file named outright (berth check) is read as it is.
+	if got, err := ReadJobFile(p("a.lua"), ScanOptions{DaemonUID: os.Getuid()}); err != nil || string(got) != "s1\n" {
+		t.Fatalf("ReadJobFile while written: %q, %v", got, err)
+	}
+	if _, err := w.WriteString("s2\ns3\n"); err != nil {
+		t.Fatal(err)
+	}
+	writing(scan(t, s), p("a.lua"))
+	// A new file is not there until it is written.
+	n, err := os.OpenFile(p("new.lua"), os.O_WRONLY|os.O_CREATE, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	if got := scan(t, s); len(got.Writing) != 2 || got.Writing[p("new.lua")] == nil || len(got.Changed) != 0 {
+		t.Fatalf("a new file being written: %+v", got)
+	}
+
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	got := scan(t, s)
+	if string(got.Changed[p("a.lua")]) != "s1\ns2\ns3\n" || len(got.Changed) != 1 || len(got.Removed) != 0 || got.Writing[p("a.lua")] != nil {
+		t.Fatalf("closed: %+v", got)
+	}
+
+	// A writer that keeps it open but has not written for WriteGrace
+	// does not hold it back for ever.
+	s.now = func() time.Time { return time.Now().Add(WriteGrace) }
+	if got := scan(t, s); len(got.Writing) != 0 || len(got.Changed) != 1 {
+		t.Fatalf("open, unchanged for WriteGrace: %+v", got)
 	}
 }

@@ -82,6 +82,7 @@ type Watcher struct {
 	// directories), absolute and clean; set through SetDirs, read by Run.
 	more    []string
 	setDirs chan []string
+	recheck chan time.Duration
 	rescan  time.Duration
 	logf    func(msg string, kv ...any)
 	poll    time.Duration
@@ -114,6 +115,18 @@ func (w *Watcher) SetDirs(dirs []string) {
 	w.setDirs <- abs
 }
 
+// Recheck has Changes receive a value after d, whatever happens meanwhile:
+// for what no event will announce, such as a job file the scan found open
+// for writing (Writing), whose closing raises none. It returns at once;
+// only the latest Recheck counts.
+func (w *Watcher) Recheck(d time.Duration) {
+	select {
+	case <-w.recheck:
+	default:
+	}
+	w.recheck <- d
+}
+
 // NewWatcher starts watching dir, which need not exist. Events from this
 // moment on are kept for Run, so the daemon should create the Watcher before
 // its first scan. Run releases the inotify descriptor; a Watcher must be
@@ -133,6 +146,7 @@ func NewWatcher(dir string, opts WatchOptions) (*Watcher, error) {
 		poll:    opts.Poll,
 		changes: make(chan struct{}, 1),
 		setDirs: make(chan []string, 1),
+		recheck: make(chan time.Duration, 1),
 		watched: make(map[string]fileID),
 	}
 	if w.quiet <= 0 {
@@ -179,6 +193,9 @@ func (w *Watcher) Run(ctx context.Context) error {
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	defer timer.Stop()
+	recheck := time.NewTimer(time.Hour)
+	recheck.Stop()
+	defer recheck.Stop()
 	var tick <-chan time.Time
 	if w.rescan > 0 {
 		t := time.NewTicker(w.rescan)
@@ -243,6 +260,12 @@ func (w *Watcher) Run(ctx context.Context) error {
 
 		case <-tick:
 			w.arm()
+			w.signal()
+
+		case d := <-w.recheck:
+			recheck.Reset(d)
+
+		case <-recheck.C:
 			w.signal()
 
 		case dirs := <-w.setDirs:
