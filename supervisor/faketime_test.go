@@ -353,6 +353,72 @@ func TestWaitOutlivesTheDaemon(t *testing.T) {
 	}
 }
 
+// TestRemovedWaitIsForgotten: a waiting job whose file is removed and
+// put back is a new arrival: it waits from when it came back, behind those
+// that came meanwhile, and not from when it first began to wait; so too
+// one removed and put back across a restart of the daemon, and one that
+// had run.
+func TestRemovedWaitIsForgotten(t *testing.T) {
+	clk := clock.NewFake(time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC))
+	lives := daemonLives{t: t, jobs: `job "holder" { cmd = "sleep 600", cpus = 2 }`, tune: func(cfg *Config) { cfg.Clock = clk }}
+	d, stop := lives.start()
+	waitJob(t, d, "holder", "running", func(js JobStatus) bool { return js.State == "running" })
+	put := func(file, src string) {
+		t.Helper()
+		testkit.PutFile(t, filepath.Join(lives.jobsDir, file), src)
+		reload(t, d)
+	}
+	remove := func(file string) {
+		t.Helper()
+		if err := os.Remove(filepath.Join(lives.jobsDir, file)); err != nil {
+			t.Fatal(err)
+		}
+		reload(t, d)
+	}
+	waiting := func(job string, since time.Time) {
+		t.Helper()
+		js := waitJob(t, d, job, "waiting", func(js JobStatus) bool { return js.State == "waiting" })
+		if !js.Since.Equal(since) {
+			t.Errorf("%s waits since %v, want %v", job, js.Since, since)
+		}
+	}
+	rq := `job "rq" { cmd = "sleep 600", cpus = 2 }`
+	put("rq.lua", rq)
+	waiting("rq", clk.Now())
+	clk.Advance(time.Minute)
+	remove("rq.lua")
+	clk.Advance(time.Minute)
+	put("bq.lua", `job "bq" { cmd = "sleep 600", cpus = 2 }`)
+	waiting("bq", clk.Now())
+	clk.Advance(time.Minute)
+	put("rq.lua", rq)
+	waiting("rq", clk.Now())
+	if w := d.placer.Waiting(); len(w) != 2 || w[0].Holder != "bq" {
+		t.Errorf("the placer's line: %+v, want bq first", w)
+	}
+
+	// Removed, then the daemon starts again, then it comes back.
+	clk.Advance(time.Minute)
+	remove("rq.lua")
+	lives.stopped(stop)
+	clk.Advance(time.Minute)
+	d, stop = lives.start()
+	defer func() { lives.stopped(stop) }()
+	waitJob(t, d, "holder", "running", func(js JobStatus) bool { return js.State == "running" })
+	clk.Advance(time.Minute)
+	put("rq.lua", rq)
+	waiting("rq", clk.Now())
+
+	// One that ran: bq, once holder is gone.
+	remove("jobs.lua")
+	waitJob(t, d, "bq", "running", func(js JobStatus) bool { return js.State == "running" })
+	clk.Advance(time.Minute)
+	remove("bq.lua")
+	clk.Advance(time.Minute)
+	put("bq.lua", `job "bq" { cmd = "sleep 600", cpus = 2 }`)
+	waiting("bq", clk.Now())
+}
+
 // TestShorterTimeoutMovesTheHeadsStart: a running job's timeout edited
 // shorter applies to its run in progress, and so to the end of its grant:
 // the head's expected start, and the backfill planned on it, follow.

@@ -494,6 +494,7 @@ func (j *job) receive(m jobMessage) {
 		}
 	}
 	if m.remove {
+		j.forgetWait()
 		j.removed = true
 		j.apply(event{kind: evStop})
 	}
@@ -668,7 +669,7 @@ func (j *job) enter(since time.Time) (event, bool) {
 				return e, true
 			}
 		}
-		j.placedAt = j.waitingAt
+		j.placedAt = j.d.now() // not waitingAt: a wait that goes on from an earlier daemon began long ago
 		if j.arr != nil {
 			j.arr.placed(j.index)
 		}
@@ -1033,6 +1034,23 @@ func (j *job) shutdown() {
 		j.exitC = nil
 		j.reaped(j.run.proc.Wait())
 	}
+}
+
+// forgetWait ends, in the record, the wait of a job whose file went away:
+// one of that name declared again later is a new arrival, at the back of
+// the line, and not one that waits on from when this one began (persist
+// keeps a wait's start for the next daemon in every passing state, and
+// writes nothing once the job is removed). A job declared again while this
+// one is still on its way out starts its goroutine once this one has
+// ended, so its record is written after this.
+func (j *job) forgetWait() {
+	rec := j.wrote
+	if rec.State == 0 || resting(rec.State) || rec.Changed.IsZero() {
+		return
+	}
+	rec.Changed = time.Time{}
+	j.wrote = rec
+	j.d.later.PutJob(rec)
 }
 
 // persist writes what must survive a daemon restart. A removed job writes
