@@ -99,8 +99,9 @@ func Combine(files []*File) *Set {
 		set.Jobs = make([]Job, 0, n)
 	}
 	for _, f := range accepted {
-		for _, j := range f.Jobs {
+		for i, j := range f.Jobs {
 			j = j.clone()
+			j.Order = i
 			if j.Flavor != "" {
 				if fl, ok := flavors[j.Flavor]; ok {
 					j.Resources = fl.Resources

@@ -135,6 +135,9 @@ type Job struct {
 	// Owner is the person whose job it is, "" for an administrator's.
 	Owner string
 	Pos   Pos
+	// Order is the job's place among its file's declarations, from 0
+	// (Combine sets it): jobs that a loop declares share a line.
+	Order int
 
 	// What makes the process what it is; a change restarts a running run
 	// (see ProcessFingerprint).

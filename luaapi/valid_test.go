@@ -131,10 +131,18 @@ func TestLoadValid(t *testing.T) {
 	}
 	for _, want := range tests {
 		t.Run(want.Name, func(t *testing.T) {
-			if got := jobs[want.Name]; !reflect.DeepEqual(got, want) {
+			got := jobs[want.Name]
+			got.Order = 0 // below
+			if !reflect.DeepEqual(got, want) {
 				t.Errorf("\n got %+v\nwant %+v", got, want)
 			}
 		})
+	}
+	// Each job's place among its file's declarations, whatever its name.
+	for name, want := range map[string]int{"finetune": 0, "preprocess": 1, "0-first": 2} {
+		if got := jobs[name].Order; got != want {
+			t.Errorf("%s: Order %d, want %d (shared.lua declares it %s)", name, got, want, []string{"first", "second", "third"}[want])
+		}
 	}
 
 	// math.random is seeded from the file: a port in range, the same on

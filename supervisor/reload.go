@@ -876,7 +876,7 @@ func (d *Daemon) apply(set *luaapi.Set, first bool) ReloadResult {
 		// order the file gives them.
 		inOrder := slices.Clone(born)
 		slices.SortStableFunc(inOrder, func(a, b *job) int {
-			return cmp.Or(strings.Compare(a.def.Pos.File, b.def.Pos.File), cmp.Compare(a.def.Pos.Line, b.def.Pos.Line), cmp.Compare(a.index, b.index))
+			return cmp.Or(strings.Compare(a.def.Pos.File, b.def.Pos.File), cmp.Compare(a.def.Order, b.def.Order), cmp.Compare(a.index, b.index))
 		})
 		now := d.now()
 		for i, j := range inOrder {

@@ -256,12 +256,14 @@ job "hi" { cmd = "sleep 600", cpus = 2, priority = 10 }`, nil)
 
 // TestBornTogetherInFileOrder: jobs of one priority declared together
 // start, and wait, in the order their file declares them (not by name, nor
-// the order their goroutines reached the placer in).
+// the order their goroutines reached the placer in), also those a loop
+// declares on one line.
 func TestBornTogetherInFileOrder(t *testing.T) {
 	for range 5 {
 		d, _ := runDaemon(t, `job "zeta" { cmd = "sleep 600", cpus = 2 }
 job "alpha" { cmd = "sleep 600", cpus = 2 }
-job "mu" { cmd = "sleep 600", cpus = 2 }`, nil)
+job "mu" { cmd = "sleep 600", cpus = 2 }
+for i = 1, 11 do job ("j" .. i) { cmd = "sleep 600", cpus = 2 } end`, nil)
 		waitJob(t, d, "zeta", "running", func(js JobStatus) bool { return js.State == "running" })
 		var queue []string
 		testkit.WaitFor(t, 20*time.Second, "the others to wait", func() bool {
@@ -269,10 +271,10 @@ job "mu" { cmd = "sleep 600", cpus = 2 }`, nil)
 			for _, w := range d.placer.Waiting() {
 				queue = append(queue, w.Holder)
 			}
-			return len(queue) == 2
+			return len(queue) == 13
 		})
-		if got := fmt.Sprint(queue); got != "[alpha mu]" {
-			t.Errorf("the queue is %s, want [alpha mu], as declared", got)
+		if got, want := fmt.Sprint(queue), "[alpha mu j1 j2 j3 j4 j5 j6 j7 j8 j9 j10 j11]"; got != want {
+			t.Errorf("the queue is %s, want %s, as declared", got, want)
 		}
 	}
 }
