@@ -401,21 +401,23 @@ func (c arrayCounts) state() store.State {
 
 // view is the array as a dependant sees a parent: one job, done when every
 // index is done, with a done record that changes when any index's does.
+// As a job's, the record stays while indices run again: a restart of the
+// same definition changes nothing for the dependants, where the record
+// of indices that ran a new one, once all are done, does.
 func (a *array) view() jobView {
 	c := a.snapshot()
-	v := jobView{Def: c.def, State: c.state(), Since: c.since, LastEnd: c.last}
-	if v.State == store.StateDone {
-		v.DoneFP = a.doneRecord()
-	}
-	return v
+	return jobView{Def: c.def, State: c.state(), Since: c.since, LastEnd: c.last, DoneFP: a.doneRecord()}
 }
 
-// doneRecord is the done record of an array whose indices are all done.
+// doneRecord is the done record of an array (arrayRecord): "" until every
+// index has one.
 func (a *array) doneRecord() string {
 	jobs := a.jobs()
 	records := make([]string, len(jobs))
 	for i, j := range jobs {
-		records[i] = j.view().DoneFP
+		if records[i] = j.view().DoneFP; records[i] == "" {
+			return ""
+		}
 	}
 	return arrayRecord(records)
 }

@@ -979,6 +979,13 @@ func (d *Daemon) declare(name string, def *luaapi.Job, invalid string, first boo
 		j.seenDef, j.seenInvalid = def, invalid
 		requeue := old.Resources != def.Resources || old.Priority != def.Priority ||
 			old.Timeout != def.Timeout || old.StopTimeout != def.StopTimeout
+		if arr != nil && processChanged && invalid == "" && def.Enabled {
+			if st := j.view().State; st == store.StateDone || st == store.StateFailed {
+				// It runs the new definition: in line now, lowest index
+				// first, as their goroutines read it in any order.
+				arr.expect(i)
+			}
+		}
 		j.in.post(jobMessage{def: def, invalid: invalid, processChanged: processChanged, requeue: requeue})
 		if arr == nil && (processChanged || policyChanged || old.Resources != def.Resources) {
 			res.Changed = append(res.Changed, name)
@@ -1142,12 +1149,12 @@ func (d *Daemon) storedParents(def *luaapi.Job, set *luaapi.Set) map[string]stri
 }
 
 // storedArrayRecord is the done record, as stored, of the array def
-// declares: "" unless every index of its range rests done.
+// declares (array.doneRecord): "" unless every index of its range has one.
 func (d *Daemon) storedArrayRecord(def *luaapi.Job) string {
 	records := make([]string, 0, def.Array.Size())
 	for i := def.Array.From; i <= def.Array.To; i++ {
 		rec, ok, err := d.store.Job(memberName(def.Name, i))
-		if err != nil || !ok || rec.State != store.StateDone {
+		if err != nil || !ok || rec.DoneFingerprint == "" {
 			return ""
 		}
 		records = append(records, rec.DoneFingerprint)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -241,5 +242,21 @@ func TestDaemonArrayAfter(t *testing.T) {
 	if got := strings.Join(d.order(), " "); got != "prep s1 s2 s3" {
 		t.Errorf("ran %q", got)
 	}
+
+	// A dependant of the array runs once it is done; a restart of one of
+	// its indices, or of all, of the same definition re-runs what is
+	// restarted alone, as a restart of a job does.
+	d.write("summary.lua", step("summary", "summary", 0, `, after = "sweep"`))
+	d.waitOrder("summary to run after sweep", "prep", "s1", "s2", "s3", "summary")
+	d.waitState("summary", "done")
+	d.post("/v1/jobs/" + url.PathEscape("sweep[2]") + "/restart")
+	d.waitOrder("sweep[2] to run again", "prep", "s1", "s2", "s3", "summary", "s2")
+	d.waitState("sweep", "done")
+	d.post("/v1/jobs/sweep/restart")
+	d.waitOrder("sweep to run again", "prep", "s1", "s2", "s3", "summary", "s2", "s1", "s2", "s3")
+	d.waitState("sweep", "done")
+	// (Had summary run again after either, the next wait would see it.)
+	d.write("sweep.lua", `job "sweep" { cmd = { "sh", "-c", "echo t$BERTH_ARRAY_INDEX >> OUT/order" }, cpus = 1, array = 3, max_parallel = 1, after = "prep" }`)
+	d.waitOrder("an edit of sweep to run it, then summary", "prep", "s1", "s2", "s3", "summary", "s2", "s1", "s2", "s3", "t1", "t2", "t3", "summary")
 	d.stop()
 }

@@ -29,7 +29,16 @@ func (d *testDaemon) order() []string {
 // waitOrder waits until the jobs have run, in all, exactly as want says.
 func (d *testDaemon) waitOrder(what string, want ...string) {
 	d.t.Helper()
-	testkit.WaitFor(d.t, waitLong, what, func() bool { return strings.Join(d.order(), " ") == strings.Join(want, " ") })
+	seen := ""
+	defer func() {
+		if got := strings.Join(want, " "); seen != got {
+			d.t.Logf("ran %q, want %q", seen, got)
+		}
+	}()
+	testkit.WaitFor(d.t, waitLong, what, func() bool {
+		seen = strings.Join(d.order(), " ")
+		return seen == strings.Join(want, " ")
+	})
 }
 
 // TestDaemonPipeline: prepare → train → evaluate runs in order; a failing
