@@ -276,6 +276,21 @@ func TestPeopleJobs(t *testing.T) {
 		_, ok := d.jobStatus(testBob + "/train")
 		return !ok
 	})
+
+	// Someone who joins has a job directory by the time they first ask
+	// where it is (berth submit does), with no reload in between.
+	if out, err := exec.Command("gpasswd", "-a", testCarol, testGroup).CombinedOutput(); err != nil {
+		t.Fatalf("gpasswd: %v: %s", err, out)
+	}
+	t.Cleanup(func() { _ = exec.Command("gpasswd", "-d", testCarol, testGroup).Run() })
+	code, body := as(t, d, testCarol, "GET", "/me")
+	var me Me
+	if err := json.Unmarshal([]byte(body), &me); code != http.StatusOK || err != nil || me.JobsDir != filepath.Join(spool, testCarol) {
+		t.Fatalf("GET /me by someone who just joined: %d %s", code, body)
+	}
+	if st, err := os.Stat(me.JobsDir); err != nil || st.Sys().(*syscall.Stat_t).Uid != uint32(uidOf(t, testCarol)) {
+		t.Errorf("the newcomer's directory: %v %v", st, err)
+	}
 }
 
 // TestPeopleRights: everyone sees every job; only its owner, root and the

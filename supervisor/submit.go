@@ -66,9 +66,16 @@ const checkBytes = 12 * watch.DefaultMaxFileBytes
 const concurrentChecks = 2
 
 // me is the caller as the daemon sees them. Runs on the loop, which owns
-// the people.
+// the people. Someone who joined the group since the last reload is
+// taken in by one now, which makes their job directory: they need not
+// know to run berth reload before their first berth submit.
 func (d *Daemon) me(c caller) Me {
 	m := Me{User: c.name, Admin: c.admin, Group: d.group(), DaemonUser: d.account()}
+	if d.cfg.UserJobs != "" && c.uid != 0 && int(c.uid) != os.Getuid() && d.people[c.name] == nil && d.reloading == nil {
+		if names, err := d.members(); err == nil && slices.Contains(names, c.name) {
+			d.reload(false, false)
+		}
+	}
 	switch {
 	case c.uid == 0 || int(c.uid) == os.Getuid():
 		m.JobsDir = d.cfg.JobsDir
