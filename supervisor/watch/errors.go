@@ -141,6 +141,17 @@ func (e *RefusedError) Error() string {
 		accepted := "root or the daemon's user" + e.daemonUserNote()
 		if e.PersonUID != 0 {
 			accepted = who(e.Person, "uid", e.PersonUID) + ", whose directory it is"
+			if e.UID != 0 && e.UID != e.DaemonUID {
+				// Someone else's, in a person's directory: chown would
+				// hand the person what another put there, or took them
+				// through another's directory.
+				if e.Target != "" {
+					return fmt.Sprintf("%s %s %s, not %s; berth refuses it (a link in a job directory may lead only to what is its owner's or root's: rm %s)",
+						s, owned, who(e.Owner, "uid", e.UID), accepted, p)
+				}
+				return fmt.Sprintf("%s %s %s, not %s; berth refuses it (if you did not put it there, remove it: rm %s; if it is yours, %s%s %s)",
+					s, owned, who(e.Owner, "uid", e.UID), accepted, p, chown, e.chownTo(), fix)
+			}
 		}
 		return fmt.Sprintf("%s %s %s, not %s; %s (%s%s %s%s)",
 			s, owned, who(e.Owner, "uid", e.UID), accepted, e.refuses(), chown, e.chownTo(), fix, copyInstead)

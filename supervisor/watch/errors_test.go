@@ -23,6 +23,8 @@ func TestMessagesGolden(t *testing.T) {
 		{Path: f, Reason: NotOwned, UID: 1001, GID: 1001, DaemonUID: 1000},
 		{Path: "/var/spool/berth/carol/x.lua", Reason: NotOwned, UID: 1001, GID: 1001, Owner: "bob", PersonUID: 1003, Person: "carol"},
 		{Path: "/var/spool/berth/carol/x.lua", Reason: NotOwned, UID: 1001, GID: 1001, PersonUID: 1003},
+		{Path: "/var/spool/berth/carol/steal.lua", Reason: NotOwned, UID: 1001, GID: 1001, Owner: "bob", PersonUID: 1003, Person: "carol",
+			Target: "/var/spool/berth/bob/long.lua", At: "/var/spool/berth/bob"},
 		{Path: "jobs.d", Dir: true, Reason: NotOwned, UID: 65534, Owner: "nobody"},
 		{Path: f, Reason: WritableByOthers, Mode: 0o666},
 		{Path: "jobs.d", Dir: true, Reason: WritableByOthers, Mode: fs.ModeDir | 0o777},
@@ -43,6 +45,8 @@ func TestMessagesGolden(t *testing.T) {
 		{Path: "jobs.d", Dir: true, Reason: Unreadable, Err: perm},
 		{Path: f, Reason: Unreadable, Err: &fs.PathError{Op: "read", Path: f, Err: syscall.EIO}},
 		{Path: f, Reason: DanglingLink, Target: "..data/x.lua"},
+		{Path: f, Reason: Writing},
+		{Path: f, Reason: Writing, Target: "..data/x.lua", At: "/etc/berth/jobs.d/..2026/x.lua", AtTarget: true},
 		{Path: "jobs.d", Dir: true, Reason: NotDirectory, Kind: "regular file"},
 		// Something on the way to Path.
 		{Path: "/srv/jobs.d", Dir: true, At: "/srv", Reason: NotOwned, UID: 1001, Owner: "bob"},
