@@ -40,7 +40,8 @@ func runCheck(c *cli, args []string) int {
 	}
 	// A daemon that answers places against its books (its --cpus, --gpus,
 	// --ram), which the jobs must fit, not against the probe.
-	if !m.given() && m.fromDaemon(c) {
+	machineGiven := m.given()
+	if !machineGiven && m.fromDaemon(c) {
 		fmt.Fprintln(c.stderr, msgCheckAgainstDaemon())
 	}
 	inv, err := c.inventory(&m)
@@ -81,7 +82,7 @@ func runCheck(c *cli, args []string) int {
 		owner, _ := personOf(userJobs, t)
 		return owner != ""
 	})
-	srcs = append(srcs, flavorContext(lentTo, c.flavorLender(), rules, srcs)...)
+	srcs = append(srcs, flavorContext(lentTo, c.flavorLender(machineGiven), rules, srcs)...)
 	// Evaluated as the daemon evaluates them: in a child the kernel
 	// bounds, so that checking a hostile file is as safe as loading it.
 	// (One File per source, in order.)
@@ -127,8 +128,17 @@ func runCheck(c *cli, args []string) int {
 
 // flavorLender is the jobs directory whose flavors a file checked on its
 // own may name: the caller's own daemon's; for a person who has none, the
-// system daemon's, which their submitted files are loaded beside.
-func (c *cli) flavorLender() string {
+// system daemon's, which their submitted files are loaded beside. Where
+// BERTH_JOBS does not say which that is, and no machine is given, a
+// daemon that answers the caller as an administrator names its own (its
+// --jobs need not be the default).
+func (c *cli) flavorLender(machineGiven bool) string {
+	if c.env.get("BERTH_JOBS") == "" && !machineGiven {
+		var me supervisor.Me
+		if err := newClient(c.sockets("")...).get("/me", nil, &me); err == nil && me.Owner == "" && me.JobsDir != "" {
+			return me.JobsDir
+		}
+	}
 	dir := defaultJobsDir(c.env)
 	if c.env.uid == 0 || c.env.get("BERTH_JOBS") != "" || c.adminJobs == "" {
 		return dir

@@ -484,5 +484,17 @@ func TestCheckAgainstTheDaemonsBooks(t *testing.T) {
 	if out, _, code := d.cli("check", "--cpus", "8", file); code != exitFailed || !strings.Contains(out, "this machine has 8") {
 		t.Errorf("check --cpus 8: exit %d\n%s", code, out)
 	}
+
+	// A file on its own may name the flavors of the daemon's jobs
+	// directory, wherever its --jobs put it.
+	d.write("flavors.lua", `flavor "wide" { cpus = 30 }`)
+	d.cli("reload")
+	named := filepath.Join(d.jobs, "named.lua")
+	if err := os.WriteFile(named, []byte(`job "named" { cmd = "true", flavor = "wide" }`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, errOut, code := d.cli("check", named); code != exitOK || out != "1 file, 1 job, 0 flavors, 0 errors\n" {
+		t.Errorf("check of a file naming the daemon's flavor: exit %d\n%s%s", code, out, errOut)
+	}
 	d.stop()
 }

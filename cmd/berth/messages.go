@@ -300,7 +300,7 @@ func msgEditorFailed(err error, draft string) string {
 }
 
 func msgNotWritten(problems int) string {
-	return fmt.Sprintf("not written: %s; what is in force stays (berth check FILE checks it alone)", count(problems, "problem"))
+	return fmt.Sprintf("not written: %s; what is in force stays (fix and submit again: the daemon checks files against the flavors, quotas and jobs in force)", count(problems, "problem"))
 }
 
 func msgEditAgain(target string) string {

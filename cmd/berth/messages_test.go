@@ -152,6 +152,11 @@ func TestMessages(t *testing.T) {
 		msgIndexTwice("history", "sweep[7]", 7),
 		msgIndexOfPlainJob("logs", "train", 7),
 		msgNoSuchIndex("logs", "sweep", 500, supervisor.ArrayRange{From: 1, To: 100}),
+		msgNotJobFileName("notes.txt"),
+		msgCannotWriteJobFile("/var/spool/berth/alice", os.ErrPermission),
+		msgNoJobsDirClient("alice", "berth"),
+		msgNotWritten(1),
+		msgNotWritten(2),
 	}
 	testkit.Golden(t, "testdata/messages.golden", []byte(strings.Join(msgs, "\n")+"\n"))
 }
