@@ -178,7 +178,8 @@ func resolveDeps(jobs []Job) []*Error {
 					bad[j.Name] = true
 				case !known:
 					if !bad[j.Name] {
-						problems = append(problems, errUnknownJob(s, field, n, asWritten(names, j.Owner)))
+						others := slices.DeleteFunc(slices.Clone(names), func(o string) bool { return o == j.Name })
+						problems = append(problems, errUnknownJob(s, field, n, asWritten(others, j.Owner)))
 					}
 					bad[j.Name] = true
 				}

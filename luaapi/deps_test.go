@@ -124,7 +124,8 @@ job "y" { cmd = "x", after = "z" }
 job "z" { cmd = "x", after = "x" }
 job "down" { cmd = "x", after = "x" }
 job "p" { cmd = "x", after_any = "q" }
-job "q" { cmd = "x", after_any = "p" }`), opts)
+job "q" { cmd = "x", after_any = "p" }
+job "wxya" { cmd = "x", after = "wxyb" }`), opts)
 	set := Combine([]*File{f})
 	if len(set.Errors) > 0 {
 		t.Fatal(set.Errors)
@@ -150,6 +151,8 @@ job "q" { cmd = "x", after_any = "p" }`), opts)
 		{"alice/z", "after", 9, Cycle, "after makes a cycle: alice/z → alice/x → alice/y → alice/z; none of them could ever run, so remove one of the dependencies"},
 		{"alice/p", "after_any", 11, Cycle, "after_any makes a cycle: alice/p → alice/q → alice/p; none of them could ever run, so remove one of the dependencies"},
 		{"alice/q", "after_any", 12, Cycle, "after_any makes a cycle: alice/q → alice/p → alice/q; none of them could ever run, so remove one of the dependencies"},
+		// Never the job itself as the one meant.
+		{"alice/wxya", "after", 13, UnknownJob, `field "after": job "wxyb" does not exist (berth jobs lists them)`},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("got\n%s\nwant\n%s", rows(got), rows(want))
