@@ -348,8 +348,10 @@ func MsgQuotaWait(owner string, q QuotaView, asked Size) string {
 	if l := q.Quota.GPUMemBytes; l >= 0 && q.Held.GPUMemBytes+asked.GPUMemBytes > l {
 		parts = append(parts, fmt.Sprintf("%s of their %s of gpu memory", accounting.FormatSize(q.Held.GPUMemBytes), accounting.FormatSize(l)))
 	}
-	if l := q.Quota.GPUs; l >= 0 && q.Quota.GPUMemBytes < 0 && asked.GPUMemBytes > 0 && q.Held.GPUs+asked.GPUs <= l {
-		// Shares count against gpus, a card's worth of memory as a card.
+	if l := q.Quota.GPUs; l >= 0 && q.Quota.GPUMemBytes < 0 && (asked.GPUMemBytes > 0 || asked.GPUs > 0 && q.Held.GPUMemBytes > 0) &&
+		q.Held.GPUs+asked.GPUs <= l {
+		// Shares count against gpus, a card's worth of memory as a card:
+		// those asked for, or those held beside whole cards asked for.
 		parts = append(parts, fmt.Sprintf("%d of their %s, and %s of gpu memory in shares", q.Held.GPUs, accounting.Count(l, "card"),
 			accounting.FormatSize(q.Held.GPUMemBytes)))
 	}
