@@ -303,6 +303,10 @@ func msgNotWritten(problems int) string {
 	return fmt.Sprintf("not written: %s; what is in force stays (fix and submit again: the daemon checks files against the flavors, quotas and jobs in force)", count(problems, "problem"))
 }
 
+func msgEditNewFile(name string) string {
+	return fmt.Sprintf("to write a new job file, name it: berth edit %s.lua", quoteArg(name))
+}
+
 func msgEditAgain(target string) string {
 	return fmt.Sprintf("edit %s again? [Y/n] ", target)
 }

@@ -157,6 +157,7 @@ func TestMessages(t *testing.T) {
 		msgNoJobsDirClient("alice", "berth"),
 		msgNotWritten(1),
 		msgNotWritten(2),
+		msgEditNewFile("nonexist"),
 	}
 	testkit.Golden(t, "testdata/messages.golden", []byte(strings.Join(msgs, "\n")+"\n"))
 }

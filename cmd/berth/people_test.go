@@ -318,6 +318,11 @@ quota "` + alice + `" { cpus = 1 }`})
 	if !strings.Contains(strings.Join(jd.Definition.Cmd, " "), "echo edited") {
 		t.Errorf("after the edit the definition is %q", jd.Definition.Cmd)
 	}
+	// A job that is not there: a new file is named as one.
+	if _, errOut, code := a.run("", []string{"EDITOR=" + editor}, "edit", "nonexist"); code != exitFailed ||
+		!strings.Contains(errOut, `no job named "nonexist"`) || !strings.Contains(errOut, "berth edit nonexist.lua") {
+		t.Errorf("berth edit of no job: exit %d\n%s", code, errOut)
+	}
 }
 
 // TestPeopleWithoutJobsDir: a member of the daemon's group, on a daemon

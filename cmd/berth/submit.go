@@ -92,6 +92,13 @@ func runEdit(c *cli, args []string) int {
 	if !watch.IsJobFile(name) {
 		var d supervisor.JobDetail
 		if err := cl.get("/jobs/"+url.PathEscape(name), nil, &d); err != nil {
+			var ae *apiError
+			if errors.As(err, &ae) && ae.code == supervisor.CodeNoSuchJob {
+				c.failCode = ae.code
+				fmt.Fprintln(c.stderr, "berth: "+escapeText(ae.msg))
+				fmt.Fprintln(c.stderr, msgEditNewFile(name))
+				return exitFailed
+			}
 			return c.fail(err)
 		}
 		if filepath.Dir(d.Definition.File) != filepath.Clean(me.JobsDir) {
