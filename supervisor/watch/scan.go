@@ -425,14 +425,17 @@ func (s *Scanner) fileOnce(w *walk, name, path string, named bool, old seenFile,
 	if st, why = s.accept(&e, &raw, acl); why != nil {
 		return seenFile{}, nil, why, false
 	}
-	if !named {
-		// A read lease is granted only while no one has the file open for
-		// writing, and while it is held, a writer's open waits for it: what
-		// is read is a file no writer held, whole. Closing the file drops
-		// it. A scanner that may not take one (another's file, a file
-		// system without leases) reads as before.
+	if !named && s.now().UnixNano()-max(st.mtime, st.ctime) < WriteGrace.Nanoseconds() {
+		// Written lately, it may be a save in progress. A read lease is
+		// granted only while no one has the file open for writing, and
+		// while it is held, a writer's open waits for it: what is read is
+		// a file no writer held, whole. Closing the file drops it. A
+		// scanner that may not take one (another's file, a file system
+		// without leases) reads as before. (A file older than the grace is
+		// read whoever holds it: no lease, no cost, for the thousand files
+		// of a start.)
 		_, err := unix.FcntlInt(uintptr(fd), unix.F_SETLEASE, unix.F_RDLCK)
-		if errors.Is(err, unix.EAGAIN) && s.now().UnixNano()-max(st.mtime, st.ctime) < WriteGrace.Nanoseconds() {
+		if errors.Is(err, unix.EAGAIN) {
 			return seenFile{}, nil, e.refuse(&RefusedError{Reason: Writing}), false
 		}
 	}
