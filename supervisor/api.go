@@ -276,6 +276,9 @@ func (d *Daemon) msgNoSuch(name string) string {
 	d.mu.Lock()
 	files := problemFiles(d.problems) // one of them may declare it
 	d.mu.Unlock()
+	if _, known, err := d.store.Job(name); err == nil && known && files == 0 {
+		return msgJobGone(name)
+	}
 	return msgNoSuchJob(name, files)
 }
 

@@ -69,6 +69,12 @@ func msgNoSuchJob(name string, brokenFiles int) string {
 	return fmt.Sprintf("no job named %q (berth jobs lists them; %d job files have errors, and what they declare anew is not in force until they are fixed: berth status shows them)", name, brokenFiles)
 }
 
+// msgJobGone is msgNoSuchJob for a job the state remembers: its file
+// went away (the job was stopped then), and its runs are still there.
+func msgJobGone(name string) string {
+	return fmt.Sprintf("no job named %q now: no job file declares it any more, and it was stopped when its file went (berth history %s shows its runs)", name, name)
+}
+
 func msgNoSuchIndex(array string, i int, r luaapi.Range) string {
 	return fmt.Sprintf("array %s has no index %d: its indices are %d to %d (berth show %s lists them)", array, i, r.From, r.To, array)
 }

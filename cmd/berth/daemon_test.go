@@ -508,6 +508,11 @@ func TestDaemonReloadIsADiff(t *testing.T) {
 	os.Remove(filepath.Join(d.jobs, "gone.lua"))
 	d.waitJob("edit", "restarted", func(j supervisor.JobStatus) bool { return j.State == "running" && j.Run != runs["edit"] })
 	d.waitGone("gone")
+	// What is left of it is its history, and the answer says so.
+	if _, errOut, code := d.cli("show", "gone"); code != exitFailed ||
+		!strings.Contains(errOut, "no job file declares it any more") || !strings.Contains(errOut, "berth history gone") {
+		t.Errorf("berth show of a job whose file went: exit %d\n%s", code, errOut)
+	}
 	if j, _ := d.job("policy"); j.Run != runs["policy"] || j.State != "running" {
 		t.Errorf("a policy edit restarted the job: %+v", j)
 	}
