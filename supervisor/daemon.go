@@ -81,6 +81,10 @@ type Config struct {
 	// of their own; "" means DefaultGroup. AdminGroup's members have root's
 	// rights over every job; "" means DefaultAdminGroup.
 	Group, AdminGroup string
+	// SocketAccess, when set, gives the control socket to Group and opens
+	// it to AdminGroup as they are now: it runs at each reload, so that a
+	// group made after the daemon started takes effect at the next one.
+	SocketAccess func() error
 	// Version is the daemon's own version, as the status shows it.
 	Version string
 	// Cards, when set, reads what the cards hold now (NVML), every few

@@ -124,6 +124,11 @@ func (d *Daemon) reloadAfter(earlier *ReloadResult, first, asked bool, waiters [
 		return
 	}
 	r := &reloadRun{first: first, began: d.now(), waiters: waiters, earlier: earlier}
+	if d.cfg.SocketAccess != nil {
+		if err := d.cfg.SocketAccess(); err != nil {
+			d.log.Warn("cannot give the control socket to its groups", "group", d.group(), "admin_group", d.adminGroup(), "error", err)
+		}
+	}
 	gone, peopleErr := d.refreshPeople()
 	r.scan, r.people, r.scanErr = d.scan(gone)
 	if peopleErr != nil && r.scanErr == nil {

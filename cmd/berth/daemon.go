@@ -1,9 +1,11 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
+	"flag"
 	"fmt"
 	"net"
 	"os"
@@ -106,6 +108,17 @@ func runDaemon(c *cli, args []string) int {
 	if err := openToGroup(*socket, *adminGroup); err != nil {
 		log.Warn("the admin group may not open the control socket, for want of an ACL: its members must be in the socket's group too", "socket", *socket, "group", *adminGroup, "error", err)
 	}
+	if _, err := user.LookupGroup(*group); err != nil {
+		// A typo in --group would leave everyone but root out, silently.
+		say := log.Info
+		fs.Visit(func(f *flag.Flag) {
+			if f.Name == "group" {
+				say = log.Warn
+			}
+		})
+		say("the daemon's group does not exist: only root and the daemon's user may use berth until it is made (it is taken at the next reload)",
+			"group", *group, "socket", *socket, "hint", "groupadd "+*group+"; berth reload")
+	}
 	var metricsL net.Listener
 	if *metrics != "" {
 		if metricsL, err = listenMetrics(*metrics, log); err != nil {
@@ -124,6 +137,12 @@ func runDaemon(c *cli, args []string) int {
 		Environ:   jobsEnviron(os.Environ()),
 		Evaluator: evaluator,
 		UserJobs:  *userJobs, Group: *group, AdminGroup: *adminGroup,
+		SocketAccess: func() error {
+			if err := giveSocket(*socket, *group); err != nil {
+				return err
+			}
+			return openToGroup(*socket, *adminGroup)
+		},
 		Version:         version,
 		MetricsListener: metricsL,
 		ForeignLimit:    foreignLimit,
@@ -295,12 +314,29 @@ func listen(path, group string) (net.Listener, error) {
 		l.Close()
 		return nil, err
 	}
-	if g, err := user.LookupGroup(group); err == nil {
-		if gid, err := strconv.Atoi(g.Gid); err == nil {
-			_ = os.Chown(path, -1, gid)
-		}
-	}
+	_ = giveSocket(path, group) // a socket the group cannot have is root's and the daemon's alone
 	return l, nil
+}
+
+// giveSocket gives the socket at path to group where that group exists
+// (listen, and again at each reload: a group made later takes effect).
+func giveSocket(path, group string) error {
+	g, err := user.LookupGroup(group)
+	if err != nil {
+		return nil // not there (yet): root and the daemon's user alone
+	}
+	gid, err := strconv.Atoi(g.Gid)
+	if err != nil {
+		return err
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(path, &st); err != nil {
+		return err
+	}
+	if int(st.Gid) == gid {
+		return nil
+	}
+	return os.Chown(path, -1, gid)
 }
 
 // openToGroup lets the members of group open the socket at path as its
@@ -323,7 +359,12 @@ func openToGroup(path, group string) error {
 	if st.Gid == uint32(gid) {
 		return nil
 	}
-	return unix.Setxattr(path, "system.posix_acl_access", socketACL(uint32(gid)), 0)
+	acl := socketACL(uint32(gid))
+	have := make([]byte, len(acl)+1)
+	if n, err := unix.Getxattr(path, "system.posix_acl_access", have); err == nil && bytes.Equal(have[:n], acl) {
+		return nil // as it was at the last reload
+	}
+	return unix.Setxattr(path, "system.posix_acl_access", acl, 0)
 }
 
 // socketACL is the extended attribute of the ACL user::rw- group::rw-

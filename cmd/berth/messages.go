@@ -198,7 +198,13 @@ func msgNoDaemon(sockets ...string) string {
 // msgSocketDenied: group is the socket's, the one the daemon answers, or
 // "" where it cannot be told (berth, the package's).
 func msgSocketDenied(socket, group string) string {
-	group = cmp.Or(group, "berth")
+	if group == "" {
+		// The socket is root's group: the daemon's --group did not exist
+		// when it last looked.
+		return fmt.Sprintf("berth: permission denied on %s: the daemon answers only root and its own user, as its socket has no group "+
+			"(the group the daemon names with --group, berth by default, does not exist: an administrator makes it, sudo groupadd berth, "+
+			"which the daemon takes at its next berth reload; then sudo usermod -aG berth $USER, and log in again)", socket)
+	}
 	return fmt.Sprintf("berth: permission denied on %s: the daemon answers root, its own user and the group %s (sudo usermod -aG %s $USER, then log in again)", socket, group, group)
 }
 

@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/berthd/berth/supervisor"
 	"github.com/berthd/berth/supervisor/testkit"
 )
@@ -445,4 +447,46 @@ func TestCheckPersonsDirBorrowsFlavors(t *testing.T) {
 			t.Errorf("check %s: exit %d\n%s%s", target, code, out, errOut)
 		}
 	}
+}
+
+// TestSocketGroupMadeLater: a daemon whose --group does not exist says so
+// as it starts, and gives its socket to the group once it is made, at the
+// next reload; until then, a client refused says how to make it.
+func TestSocketGroupMadeLater(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to make a group")
+	}
+	const later = "btclater"
+	d := newTestDaemon(t, nil)
+	d.start(daemonOptions{args: []string{"--cpus", "2", "--group", later}})
+	d.waitLog("the daemon's group does not exist")
+	if !strings.Contains(d.logs.String(), "[WARN]") {
+		t.Error("a --group that does not exist is not a warning")
+	}
+	gidOf := func() uint32 {
+		var st unix.Stat_t
+		if err := unix.Stat(d.socket, &st); err != nil {
+			t.Fatal(err)
+		}
+		return st.Gid
+	}
+	if g := gidOf(); g != 0 {
+		t.Fatalf("the socket's group is %d before the group exists", g)
+	}
+	remove, err := testkit.MakeAccounts([]string{later}, nil)
+	if err != nil {
+		t.Skipf("cannot make the group: %v", err)
+	}
+	defer remove()
+	g, err := user.LookupGroup(later)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, errOut, code := d.cli("reload"); code != exitOK {
+		t.Fatalf("reload: exit %d %s", code, errOut)
+	}
+	if got := strconv.FormatUint(uint64(gidOf()), 10); got != g.Gid {
+		t.Errorf("after the group was made and a reload, the socket's group is %s, want %s", got, g.Gid)
+	}
+	d.stop()
 }
