@@ -472,7 +472,7 @@ func singleWhy(j supervisor.JobStatus, now time.Time) string {
 		why = strings.TrimPrefix(why+"; "+over, "; ")
 	}
 	if j.ExpectedStart != nil {
-		why += expectedClause + j.ExpectedStart.In(renderZone).Format("15:04")
+		why += expectedClause + j.ExpectedStart.Round(time.Minute).In(renderZone).Format("15:04") // the nearest minute: ~21:06 for 21:06:55 read as now
 	}
 	if j.RetryAt != nil {
 		why = strings.TrimPrefix(why+"; "+msgRetryIn(j.RetryAt.Sub(now)), "; ")

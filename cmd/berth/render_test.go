@@ -448,6 +448,17 @@ func TestRenderStatusKeepsExpectedStart(t *testing.T) {
 			t.Errorf("at %d columns the head's expected start is cut:\n%s", width, out)
 		}
 	}
+	// To the nearest minute: 14:24:55 is ~14:25, not a minute early.
+	box := busyBox()
+	for i := range box.Jobs {
+		if at := box.Jobs[i].ExpectedStart; at != nil {
+			early := at.Add(-5 * time.Second)
+			box.Jobs[i].ExpectedStart = &early
+		}
+	}
+	if out := statusText(box, 100, false); !strings.Contains(out, "start ~14:25") {
+		t.Errorf("an expected start 5 s before 14:25 is not ~14:25:\n%s", out)
+	}
 }
 
 func TestRenderEllipsize(t *testing.T) {
