@@ -522,6 +522,11 @@ job "` + name + `" { cmd = "true" }`)})
 	if code != 200 || json.Unmarshal([]byte(answer), &res) != nil || len(res.Jobs) != 3 || len(res.Problems) != 0 {
 		t.Errorf("alice's check of 3 files: %d %s, want their 3 jobs and no problem", code, answer)
 	}
+	// More than a check may send: 413, saying so.
+	huge, _ := json.Marshal(CheckRequest{Files: []CheckFile{{Name: "huge.lua", Src: make([]byte, checkBytes)}}})
+	if code, answer := asWith(t, d, testAlice, "POST", "/check", string(huge)); code != http.StatusRequestEntityTooLarge || !strings.Contains(answer, "too large") {
+		t.Errorf("a check of %d bytes: %d %s", len(huge), code, answer)
+	}
 }
 
 // TestPeopleLogsFollow: berth logs -f streams what the job writes as it

@@ -102,7 +102,11 @@ func (d *Daemon) serveCheck(w http.ResponseWriter, r *http.Request) {
 	c := d.callerOf(r)
 	var req CheckRequest
 	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, checkBytes)).Decode(&req); err != nil {
-		writeError(w, http.StatusBadRequest, CodeBadRequest, msgBadCheck(err))
+		status := http.StatusBadRequest
+		if _, tooLarge := errors.AsType[*http.MaxBytesError](err); tooLarge {
+			status = http.StatusRequestEntityTooLarge
+		}
+		writeError(w, status, CodeBadRequest, msgBadCheck(err))
 		return
 	}
 	v, err := d.call(r.Context(), func() any { return d.me(c) })
