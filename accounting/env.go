@@ -43,6 +43,11 @@ var ShareVars = []string{"XLA_PYTHON_CLIENT_MEM_FRACTION", "TF_FORCE_GPU_ALLOW_G
 // this prefix: the loader refuses it, and Env writes berth's own last.
 const ReservedPrefix = "BERTH_"
 
+// RunVars are the names with ReservedPrefix that berth sets on a run, as
+// listed above; the daemon's own environment may hold others (its
+// BERTH_SOCKET), which pass on to the run as they are.
+var RunVars = []string{"BERTH_JOB", "BERTH_RUN", "BERTH_CPUS", "BERTH_GPUS", "BERTH_GPU_MEM", "BERTH_ARRAY_INDEX", "BERTH_ARRAY_SIZE", "BERTH_INSTANCE"}
+
 // EnvInput is everything the environment of a run depends on.
 type EnvInput struct {
 	// Daemon is the daemon's own environment: the base of every job's.

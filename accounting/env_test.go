@@ -2,6 +2,8 @@ package accounting
 
 import (
 	"maps"
+	"slices"
+	"strings"
 	"testing"
 )
 
@@ -117,6 +119,15 @@ func TestEnv(t *testing.T) {
 		in:   EnvInput{Job: "web", Run: "9", Unaccounted: true, MachineCPUs: 6},
 		want: with(threads("6"), "BERTH_JOB", "web", "BERTH_RUN", "9", "BERTH_CPUS", "6", "BERTH_GPUS", ""),
 	}}
+	// What berth sets of its own names is what RunVars lists (berth show
+	// marks those, and no other BERTH_ name, as berth's).
+	for _, tt := range tests {
+		for k := range tt.want {
+			if strings.HasPrefix(k, ReservedPrefix) && !slices.Contains(RunVars, k) {
+				t.Errorf("%s: Env sets %s, which RunVars does not list", tt.name, k)
+			}
+		}
+	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got := Env(tt.in)

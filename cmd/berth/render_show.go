@@ -276,7 +276,7 @@ func hasKey(m map[string]string, k string) bool {
 // environment a job is started with").
 func derivedVar(key string) bool {
 	return slices.Contains(accounting.ThreadVars, key) || slices.Contains(accounting.ShareVars, key) ||
-		key == "CUDA_VISIBLE_DEVICES" || strings.HasPrefix(key, "BERTH_")
+		key == "CUDA_VISIBLE_DEVICES" || slices.Contains(accounting.RunVars, key)
 }
 
 // loginVar tells the variables a job with a user gets from its passwd

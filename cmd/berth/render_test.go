@@ -539,7 +539,7 @@ func TestRenderShow(t *testing.T) {
 		NextEnv: []string{
 			"PATH=/usr/bin:/bin", "OMP_NUM_THREADS=4", "HF_HOME=/data/hf", "BERTH_JOB=train-resnet", "BERTH_RUN=next",
 			"BERTH_CPUS=8", "BERTH_GPUS=0,1", "CUDA_VISIBLE_DEVICES=0,1", "MKL_NUM_THREADS=8", "GOMAXPROCS=8", "LANG=C.UTF-8",
-			"HOME=/home/ana", "USER=ana", "LOGNAME=ana", "SHELL=/bin/zsh",
+			"HOME=/home/ana", "USER=ana", "LOGNAME=ana", "SHELL=/bin/zsh", "BERTH_SOCKET=/run/berth/berth.sock",
 		},
 		Runs: []supervisor.RunView{
 			{ID: 11, Job: "train-resnet", Start: ago(5 * time.Hour), End: &end, CPUs: 8, GPUs: []string{"0", "1"}, ExitCode: &exit1, Reason: "failed"},
