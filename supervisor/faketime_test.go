@@ -107,6 +107,23 @@ func (l *daemonLives) start() (*Daemon, func() error) {
 	return d, stop
 }
 
+// startOnKept starts the next daemon where jobs.lua, which declared
+// "persist", now declares "other" but cannot be read (why says so): the
+// version kept is in force, and why is shown.
+func (l *daemonLives) startOnKept(why string) (*Daemon, func() error) {
+	t := l.t
+	t.Helper()
+	d, stop := l.start()
+	waitJob(t, d, "persist", "running on the version kept", func(js JobStatus) bool { return js.State == "running" })
+	if _, ok := d.jobStatus("other"); ok {
+		t.Error("the new version, which cannot be read, is in force")
+	}
+	if st := d.Status(); len(st.Errors) != 1 || !strings.Contains(st.Errors[0], why) {
+		t.Errorf("%q is not shown: %q", why, st.Errors)
+	}
+	return d, stop
+}
+
 func (l *daemonLives) stopped(stop func() error) {
 	l.t.Helper()
 	if err := stop(); err != nil {
@@ -254,15 +271,8 @@ func TestRefusedFileAtStartKeepsItsVersion(t *testing.T) {
 	if err := os.Chmod(path, 0o666); err != nil {
 		t.Fatal(err)
 	}
-	d, stop = lives.start()
+	d, stop = lives.startOnKept("writable by others")
 	defer lives.stopped(stop)
-	waitJob(t, d, "persist", "running on the version kept", func(js JobStatus) bool { return js.State == "running" })
-	if _, ok := d.jobStatus("other"); ok {
-		t.Error("the refused file's new version is in force")
-	}
-	if st := d.Status(); len(st.Errors) != 1 || !strings.Contains(st.Errors[0], "writable by others") {
-		t.Errorf("the refusal is not shown: %q", st.Errors)
-	}
 	if err := os.Chmod(path, 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -291,15 +301,8 @@ func TestWritingFileAtStartKeepsItsVersion(t *testing.T) {
 	if _, err := f.WriteString(`job "other" { cmd = "sleep 600", cpus = 0 }` + "\n"); err != nil {
 		t.Fatal(err)
 	}
-	d, stop = lives.start()
+	d, stop = lives.startOnKept("is open for writing")
 	defer lives.stopped(stop)
-	waitJob(t, d, "persist", "running on the version kept", func(js JobStatus) bool { return js.State == "running" })
-	if _, ok := d.jobStatus("other"); ok {
-		t.Error("the version being written is in force")
-	}
-	if st := d.Status(); len(st.Errors) != 1 || !strings.Contains(st.Errors[0], "is open for writing") {
-		t.Errorf("the save is not shown: %q", st.Errors)
-	}
 	if err := f.Close(); err != nil {
 		t.Fatal(err)
 	}

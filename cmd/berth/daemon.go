@@ -108,17 +108,6 @@ func runDaemon(c *cli, args []string) int {
 	if err := openToGroup(*socket, *adminGroup); err != nil {
 		log.Warn("the admin group may not open the control socket, for want of an ACL: its members must be in the socket's group too", "socket", *socket, "group", *adminGroup, "error", err)
 	}
-	if _, err := user.LookupGroup(*group); err != nil {
-		// A typo in --group would leave everyone but root out, silently.
-		say := log.Info
-		fs.Visit(func(f *flag.Flag) {
-			if f.Name == "group" {
-				say = log.Warn
-			}
-		})
-		say("the daemon's group does not exist: only root and the daemon's user may use berth until it is made (it is taken at the next reload)",
-			"group", *group, "socket", *socket, "hint", "groupadd "+*group+"; berth reload")
-	}
 	var metricsL net.Listener
 	if *metrics != "" {
 		if metricsL, err = listenMetrics(*metrics, log); err != nil {
@@ -191,6 +180,18 @@ func runDaemon(c *cli, args []string) int {
 	if err != nil {
 		fmt.Fprintln(c.stderr, msgOpenState(err))
 		return exitFailed
+	}
+	if _, err := user.LookupGroup(*group); err != nil {
+		// Said once the daemon will run: a typo in --group would leave
+		// everyone but root out, silently.
+		say := log.Info
+		fs.Visit(func(f *flag.Flag) {
+			if f.Name == "group" {
+				say = log.Warn
+			}
+		})
+		say("the daemon's group does not exist: only root and the daemon's user may use berth until it is made (it is taken at the next reload)",
+			"group", *group, "socket", *socket, "hint", "groupadd "+*group+"; berth reload")
 	}
 
 	// systemd's watchdog aborts a daemon that stopped pinging with SIGABRT.
