@@ -181,18 +181,18 @@ func runDaemon(c *cli, args []string) int {
 		fmt.Fprintln(c.stderr, msgOpenState(err))
 		return exitFailed
 	}
-	if _, err := user.LookupGroup(*group); err != nil {
+	fs.Visit(func(f *flag.Flag) {
 		// Said once the daemon will run: a typo in --group would leave
-		// everyone but root out, silently.
-		say := log.Info
-		fs.Visit(func(f *flag.Flag) {
-			if f.Name == "group" {
-				say = log.Warn
-			}
-		})
-		say("the daemon's group does not exist: only root and the daemon's user may use berth until it is made (it is taken at the next reload)",
-			"group", *group, "socket", *socket, "hint", "groupadd "+*group+"; berth reload")
-	}
+		// everyone but root out, silently. (The default group's absence
+		// is a machine where no one shares berth yet.)
+		if f.Name != "group" {
+			return
+		}
+		if _, err := user.LookupGroup(*group); err != nil {
+			log.Warn("the daemon's group does not exist: only root and the daemon's user may use berth until it is made (it is taken at the next reload)",
+				"group", *group, "socket", *socket, "hint", "groupadd "+*group+"; berth reload")
+		}
+	})
 
 	// systemd's watchdog aborts a daemon that stopped pinging with SIGABRT.
 	// The Go runtime's answer, every goroutine's stack on stderr, would
