@@ -292,6 +292,7 @@ func TestWritingFileAtStartKeepsItsVersion(t *testing.T) {
 	d, stop := lives.start()
 	waitJob(t, d, "persist", "running", func(js JobStatus) bool { return js.State == "running" })
 	lives.stopped(stop)
+	needLeases(t, lives.jobsDir)
 
 	f, err := os.OpenFile(filepath.Join(lives.jobsDir, "jobs.lua"), os.O_WRONLY|os.O_TRUNC, 0)
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"golang.org/x/sys/unix"
 
 	"github.com/berthd/berth/accounting"
 	"github.com/berthd/berth/luaapi"
@@ -141,5 +142,25 @@ func startDaemon(t *testing.T, jobs string, tune func(cfg *Config)) (d *Daemon, 
 	return d, jobsDir, func() error {
 		cancel()
 		return <-done
+	}
+}
+
+// needLeases skips a test that needs the kernel to say whether a job file
+// is open for writing (a read lease, watch.Scan.Writing) where the file
+// system of dir gives none.
+func needLeases(t *testing.T, dir string) {
+	t.Helper()
+	probe := filepath.Join(dir, ".lease-probe") // no job file's name
+	if err := os.WriteFile(probe, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	defer os.Remove(probe)
+	f, err := os.Open(probe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := unix.FcntlInt(f.Fd(), unix.F_SETLEASE, unix.F_RDLCK); err != nil {
+		t.Skipf("the file system of %s gives no read lease: %v", dir, err)
 	}
 }

@@ -350,6 +350,7 @@ func TestSlowSave(t *testing.T) {
 	s2 := `job "s2" { cmd = "sleep 600", cpus = 0 }` + "\n"
 	s3 := `job "s3" { cmd = "sleep 600", cpus = 0 }` + "\n"
 	d, jobsDir := runDaemon(t, s1+s2, nil)
+	needLeases(t, jobsDir)
 	running := func(js JobStatus) bool { return js.State == "running" }
 	run1 := waitJob(t, d, "s1", "running", running).Run
 	run2 := waitJob(t, d, "s2", "running", running).Run
