@@ -67,6 +67,10 @@ type CardStatus struct {
 	// driver last said (NVML); absent without it.
 	MemoryTotalBytes *int64 `json:"memory_total_bytes,omitempty"`
 	MemoryUsedBytes  *int64 `json:"memory_used_bytes,omitempty"`
+	// ShareOfBytes is the memory the books give the card for shares
+	// (gpu_mem): NVML's total, or --gpu-mem; absent where unknown (no
+	// share fits it then).
+	ShareOfBytes *int64 `json:"share_of_bytes,omitempty"`
 	// Foreign are the processes on it that berth did not start; Off says
 	// one of them holds more than the foreign limit (1 GiB unless
 	// --foreign-limit says), and no job is given the card whole
@@ -242,9 +246,12 @@ func (d *Daemon) status(members bool) Status {
 			}
 			cs.Foreign, cs.Off = st.Foreign, st.Off
 		}
-		if holder == "" && i < len(snap.Capacity.GPUMem) && snap.Capacity.GPUMem[i] > 0 {
-			room := snap.CardRoom[i]
-			cs.RoomBytes = &room
+		if i < len(snap.Capacity.GPUMem) && snap.Capacity.GPUMem[i] > 0 {
+			cs.ShareOfBytes = &snap.Capacity.GPUMem[i]
+			if holder == "" {
+				room := snap.CardRoom[i]
+				cs.RoomBytes = &room
+			}
 		}
 		s.Machine.Cards = append(s.Machine.Cards, cs)
 	}

@@ -472,14 +472,17 @@ for i = 1, 30 do job("w" .. i) { cmd = "sleep 600", cpus = 1 } end`,
 // fit, not against the machine as probed here.
 func TestCheckAgainstTheDaemonsBooks(t *testing.T) {
 	d := newTestDaemon(t, nil)
-	d.start(daemonOptions{args: []string{"--cpus", "40"}})
+	d.start(daemonOptions{args: []string{"--cpus", "40", "--gpus", "2", "--gpu-mem", "40G"}})
 	file := filepath.Join(t.TempDir(), "wide.lua")
-	if err := os.WriteFile(file, []byte(`job "wide" { cmd = "true", cpus = 30 }`), 0o644); err != nil {
+	if err := os.WriteFile(file, []byte(`job "wide" { cmd = "true", cpus = 30 }
+job "share" { cmd = "true", gpu_mem = "20G" }`), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// The daemon's books, shares of its cards included, and no warning
+	// about values the person did not give.
 	out, errOut, code := d.cli("check", file)
-	if code != exitOK || !strings.Contains(errOut, msgCheckAgainstDaemon()) {
-		t.Errorf("check of a 30-core job beside a 40-core daemon: exit %d\n%s%s", code, out, errOut)
+	if code != exitOK || errOut != msgCheckAgainstDaemon()+"\n" {
+		t.Errorf("check of a 30-core job and a 20G share beside a 40-core daemon of 40G cards: exit %d\n%s%s", code, out, errOut)
 	}
 	if out, _, code := d.cli("check", "--cpus", "8", file); code != exitFailed || !strings.Contains(out, "this machine has 8") {
 		t.Errorf("check --cpus 8: exit %d\n%s", code, out)

@@ -18,6 +18,10 @@ import (
 type machineFlags struct {
 	cpus, gpus  optionalInt
 	ram, gpuMem string
+	// books says the values are an answering daemon's (fromDaemon), not
+	// given: what they override is not the person's doing, and is not
+	// warned of.
+	books bool
 }
 
 func (m *machineFlags) register(fs *flag.FlagSet) {
@@ -45,6 +49,17 @@ func (m *machineFlags) fromDaemon(c *cli) (ok bool) {
 	if s.Machine.RAMBytes != nil {
 		m.ram = strconv.FormatInt(*s.Machine.RAMBytes>>10, 10) + "K"
 	}
+	// A share fits where it fits the largest card it could be put on.
+	var shareOf int64
+	for _, card := range s.Machine.Cards {
+		if card.ShareOfBytes != nil {
+			shareOf = max(shareOf, *card.ShareOfBytes)
+		}
+	}
+	if shareOf > 0 {
+		m.gpuMem = strconv.FormatInt(shareOf>>10, 10) + "K"
+	}
+	m.books = true
 	return true
 }
 
@@ -91,6 +106,9 @@ func (c *cli) inventory(m *machineFlags) (probes.Inventory, error) {
 		return probes.Inventory{}, err
 	}
 	inv = inv.WithCardMemory(c.cardUse)
+	if m.books {
+		return inv, nil
+	}
 	if inv.GPUMemSource == probes.SourceOverride {
 		for i, total := range inv.GPUMemTotal {
 			if total > 0 && inv.GPUMem[i] > total {
