@@ -24,14 +24,17 @@ func renderHolders(w io.Writer, m supervisor.MachineStatus, o renderOptions) {
 	for _, k := range keys {
 		keyWidth = max(keyWidth, runeLen(k))
 	}
-	holderOf := func(c supervisor.CardStatus) string {
-		if c.Owner != "" {
-			return c.Holder + " (" + c.Owner + "'s)"
+	// As berth status says it: its holder, those who share it, "in use"
+	// by a process berth did not start, or "free".
+	holderOf := func(c supervisor.CardStatus) (string, string) {
+		if c.Holder != "" && c.Owner != "" {
+			return c.Holder + " (" + c.Owner + "'s)", ""
 		}
-		return c.Holder
+		return cardHolder(c)
 	}
 	for _, c := range m.Cards {
-		holderWidth = max(holderWidth, runeLen(cmp.Or(holderOf(c), "free")))
+		text, _ := holderOf(c)
+		holderWidth = max(holderWidth, runeLen(text))
 	}
 	lead := func(key string) textSpan {
 		return plainSpan("  " + key + strings.Repeat(" ", keyWidth-runeLen(key)+2))
@@ -42,10 +45,7 @@ func renderHolders(w io.Writer, m supervisor.MachineStatus, o renderOptions) {
 		ln(lead("memory"), plainSpan(strings.TrimPrefix(memoryUse(m), "memory "))),
 	}
 	for i, c := range m.Cards {
-		holder := styledSpan("free", sgrGreen)
-		if c.Holder != "" {
-			holder = plainSpan(holderOf(c))
-		}
+		holder := styledSpan(holderOf(c))
 		l := ln(lead(keys[2+i]), holder)
 		// A card the daemon names otherwise than by its index (a UUID, a MIG
 		// instance, "2" under CUDA_VISIBLE_DEVICES=2,3) says its name too.

@@ -719,6 +719,11 @@ func TestRenderHolders(t *testing.T) {
 	b.Reset()
 	renderHolders(&b, peopleBox().Machine, renderOptions{width: 80, now: renderNow})
 	testkit.Golden(t, "testdata/render/holders-people.golden", b.Bytes())
+
+	// A card shared by memory is held by its shares, not free.
+	b.Reset()
+	renderHolders(&b, sharesBox().Machine, renderOptions{width: 80, now: renderNow})
+	testkit.Golden(t, "testdata/render/holders-shares.golden", b.Bytes())
 }
 
 // TestRenderHolds: one of a thing is not written as several.
