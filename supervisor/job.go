@@ -53,6 +53,10 @@ type job struct {
 	def     *luaapi.Job
 	defFP   string // def.ProcessFingerprint(), kept: a hash of the definition
 	invalid string // why the definition cannot run, "" when it can
+	// unfit is why a running job's definition, edited since its run was
+	// placed, could never be placed again (MsgUnplaceable); "" otherwise.
+	// Its run goes on, on the grant it has.
+	unfit string
 	// cause is the event being applied, whose actions are being done:
 	// the log line of a stop says what asked for it.
 	cause eventKind
@@ -207,8 +211,10 @@ type jobView struct {
 	Restarts int
 	// Why: why it waits, failed, or cannot run, in words.
 	Why string
-	// Invalid: why its definition cannot run; "" when it can.
+	// Invalid: why its definition cannot run; "" when it can. Unfit: why
+	// a running job's edited definition could never be placed again.
 	Invalid string
+	Unfit   string
 	Run     uint64
 	PID     int
 	Grant   accounting.Grant
@@ -442,6 +448,15 @@ func (j *job) receive(m jobMessage) {
 			j.defFP = m.def.ProcessFingerprint()
 		}
 		j.def, j.invalid = m.def, m.invalid
+		j.unfit = ""
+		if j.life.state == store.StateRunning && m.invalid == "" && m.def.Resources != old.Resources {
+			var ue *accounting.UnplaceableError
+			if errors.As(j.d.placer.Placeable(j.request()), &ue) {
+				j.unfit = MsgUnplaceable(j.def.Pos, j.name, ue)
+				j.log.Warn("its run goes on, but it will not run again: its definition fits no machine now",
+					"file", j.def.Pos.File, "line", j.def.Pos.Line, "why", j.unfit)
+			}
+		}
 		if j.life.state == store.StateRunning && (m.def.Timeout != old.Timeout || m.def.StopTimeout != old.StopTimeout) {
 			j.retime()
 		}
@@ -695,8 +710,8 @@ func (j *job) unplaceable(err error) (event, bool) {
 		return event{}, false
 	}
 	j.setWhy(MsgUnplaceable(j.def.Pos, j.name, unplaceable))
-	j.log.Warn("job fits no machine", "cpus", j.def.Resources.CPUs, "gpus", j.def.Resources.GPUs, "ram_bytes", j.def.Resources.RAMBytes,
-		"gpu_mem_bytes", j.def.Resources.GPUMemBytes)
+	j.log.Warn("job fits no machine", "file", j.def.Pos.File, "line", j.def.Pos.Line, "cpus", j.def.Resources.CPUs, "gpus", j.def.Resources.GPUs,
+		"ram_bytes", j.def.Resources.RAMBytes, "gpu_mem_bytes", j.def.Resources.GPUMemBytes)
 	return event{kind: evUnplaceable}, true
 }
 
@@ -1132,7 +1147,7 @@ func (j *job) publish() {
 	if j.life.state == store.StateBackoff {
 		j.v.RetryAt = j.retryAt
 	}
-	j.v.Invalid = j.invalid
+	j.v.Invalid, j.v.Unfit = j.invalid, j.unfit
 	if j.invalid != "" && j.life.state == store.StateInvalid {
 		j.v.Why = j.invalid
 	}

@@ -317,7 +317,19 @@ func TestInvalidRunGoesOn(t *testing.T) {
 		t.Fatal(err)
 	}
 	write("flavors.lua", `flavor "small" { cpus = 1 }`)
-	waitJob(t, d, "train", "running again with its flavor back", func(js JobStatus) bool { return js.State == "running" && js.Run != running.Run })
+	running = waitJob(t, d, "train", "running again with its flavor back", func(js JobStatus) bool { return js.State == "running" && js.Run != running.Run })
+
+	// Its flavor made larger than the machine: the same, said at once,
+	// not when the run ends.
+	write("flavors.lua", `flavor "small" { cpus = 64 }`)
+	js = waitJob(t, d, "train", "running on, saying it will not fit", func(js JobStatus) bool { return js.Why != "" })
+	if js.State != "running" || js.Run != running.Run || !strings.HasPrefix(js.Why, runsOn) || !strings.Contains(js.Why, "asks for 64 cores") {
+		t.Fatalf("after its flavor grew past the machine: %s, run %d (was %d), why %q", js.State, js.Run, running.Run, js.Why)
+	}
+	if err := os.WriteFile(mark, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	waitJob(t, d, "train", "unplaceable once its run ended", func(js JobStatus) bool { return js.State == "unplaceable" })
 }
 
 // TestReloadCountsEveryFile: a reload counts the job files there are, not

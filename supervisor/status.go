@@ -1,6 +1,7 @@
 package supervisor
 
 import (
+	"cmp"
 	"fmt"
 	"os"
 	"slices"
@@ -326,8 +327,8 @@ func (d *Daemon) status(members bool) Status {
 		if v.unit != nil {
 			js.Used = usageOf(v.unit)
 		}
-		if v.State == store.StateRunning && v.Invalid != "" {
-			js.Why = msgRunsOn(v.Invalid)
+		if v.State == store.StateRunning && cmp.Or(v.Invalid, v.Unfit) != "" {
+			js.Why = msgRunsOn(cmp.Or(v.Invalid, v.Unfit))
 		}
 		if v.State == store.StateBackoff && !v.RetryAt.IsZero() {
 			at := v.RetryAt
