@@ -533,3 +533,21 @@ func TestArraySinceOutlivesTheDaemon(t *testing.T) {
 		t.Errorf("after a restart the array is done since %v, want %v as before", got, was)
 	}
 }
+
+// TestShowNamesFreeCards: the environment of a waiting job's next run
+// names the cards free now, not the lowest ones another job holds.
+func TestShowNamesFreeCards(t *testing.T) {
+	d, _ := runDaemon(t, `job "hold" { cmd = "sleep 600", cpus = 1, gpus = 2 }
+job "next" { cmd = "true", cpus = 1, gpus = 1, enabled = false }`, func(cfg *Config) {
+		cfg.Machine.GPUs = []string{"4", "5", "6", "7"}
+	})
+	waitJob(t, d, "hold", "running", func(js JobStatus) bool { return js.State == "running" })
+	code, body := as(t, d, "root", "GET", jobPath("next"))
+	var jd JobDetail
+	if err := json.Unmarshal([]byte(body), &jd); code != 200 || err != nil {
+		t.Fatalf("show next: %d %v %s", code, err, body)
+	}
+	if !slices.Contains(jd.NextEnv, "CUDA_VISIBLE_DEVICES=6") {
+		t.Errorf("next's next run, with cards 4 and 5 held: %q, want card 6", jd.NextEnv)
+	}
+}

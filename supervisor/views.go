@@ -2,6 +2,7 @@ package supervisor
 
 import (
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/berthd/berth/accounting"
@@ -168,7 +169,8 @@ type JobDetail struct {
 	Status     JobStatus     `json:"status"`
 	Definition JobDefinition `json:"definition"`
 	// NextEnv is the environment of the next run, for a grant of exactly
-	// what the job asks (the cards named as the first free ones would be).
+	// what the job asks (the cards named as the first free ones would be;
+	// previewEnv).
 	NextEnv []string  `json:"next_env"`
 	Runs    []RunView `json:"runs"`
 	// Logs says where the job's output is: "journal" (journalctl -t JOB)
@@ -216,9 +218,11 @@ type ControlAnswer struct {
 
 // previewEnv is the environment a run of job name (of definition def;
 // index, for an index of an array; st, its status or its array's) would
-// start with if granted what it asks now, lowest cards and cores first.
-// A job that can never run has none: its grant would name cores and
-// cards the machine does not have.
+// start with if granted what it asks now: the lowest cores, and the
+// lowest cards free now (no job holds or shares them), then the lowest
+// others; a share on the lowest card with room for it. A job that can
+// never run has none: its grant would name cores and cards the machine
+// does not have.
 func (d *Daemon) previewEnv(st JobStatus, name string, def *luaapi.Job, index int) []string {
 	if st.State == store.StateUnplaceable.String() {
 		return []string{}
@@ -227,11 +231,27 @@ func (d *Daemon) previewEnv(st JobStatus, name string, def *luaapi.Job, index in
 	for i := 0; i < def.Resources.CPUs && i < len(d.cfg.Machine.CPUIDs); i++ {
 		grant.CPUIDs = append(grant.CPUIDs, d.cfg.Machine.CPUIDs[i])
 	}
-	for i := 0; i < def.Resources.GPUs; i++ {
-		grant.GPUs = append(grant.GPUs, i)
-	}
-	if def.Resources.Shares() {
-		grant.GPUs = []int{0}
+	if def.Resources.GPUs > 0 || def.Resources.Shares() {
+		snap := d.book.Snapshot()
+		free := func(i int) bool { return snap.CardHolders[i] == "" && snap.CardBooked[i] == 0 && !snap.CardsOff[i] }
+		var cards []int
+		for _, wanted := range []bool{true, false} {
+			for i := range snap.CardHolders {
+				if free(i) == wanted {
+					cards = append(cards, i)
+				}
+			}
+		}
+		grant.GPUs = slices.Sorted(slices.Values(cards[:min(def.Resources.GPUs, len(cards))]))
+		if def.Resources.Shares() {
+			grant.GPUs = []int{0}
+			for i := range snap.CardHolders {
+				if snap.CardHolders[i] == "" && !snap.CardsOff[i] && snap.CardRoom[i] >= def.Resources.GPUMemBytes {
+					grant.GPUs = []int{i}
+					break
+				}
+			}
+		}
 	}
 	_, login, _ := jobCredentials(def.User, def.Group) // a job that cannot run as asked is invalid, and says so
 	return d.runEnv(name, def, index, login, "next", grant)
