@@ -248,7 +248,8 @@ func (d *Daemon) status(members bool) Status {
 			cs.Foreign, cs.Off = st.Foreign, st.Off
 		}
 		if i < len(snap.Capacity.GPUMem) && snap.Capacity.GPUMem[i] > 0 {
-			cs.ShareOfBytes = &snap.Capacity.GPUMem[i]
+			shareOf := snap.Capacity.GPUMem[i] // a copy: the book may set its cards' memory again
+			cs.ShareOfBytes = &shareOf
 			if holder == "" {
 				room := snap.CardRoom[i]
 				cs.RoomBytes = &room
