@@ -104,6 +104,10 @@ type Config struct {
 	// back when the daemon is quiet (settled), and for how long it waits.
 	handBack    func() (again time.Duration)
 	settleAfter time.Duration
+	// bornHold, set by tests, replaces bornHoldBound: a test that checks
+	// the order jobs born together are placed in does not want a slow
+	// goroutine on a loaded machine to end the hold early.
+	bornHold time.Duration
 }
 
 // Daemon supervises the jobs of one jobs directory.

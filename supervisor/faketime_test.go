@@ -322,7 +322,11 @@ func TestWritingFileAtStartKeepsItsVersion(t *testing.T) {
 func TestWaitOutlivesTheDaemon(t *testing.T) {
 	clk := clock.NewFake(time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC))
 	t0 := clk.Now()
-	lives := daemonLives{t: t, jobs: `job "holder" { cmd = "sleep 600", cpus = 2 }`, tune: func(cfg *Config) { cfg.Clock = clk }}
+	// The hold of jobs born together lasts: the order is the test's, and a
+	// goroutine slow on a loaded machine must not end it early.
+	lives := daemonLives{t: t, jobs: `job "holder" { cmd = "sleep 600", cpus = 2 }`, tune: func(cfg *Config) {
+		cfg.Clock, cfg.bornHold = clk, time.Minute
+	}}
 	d, stop := lives.start()
 	waitJob(t, d, "holder", "running", func(js JobStatus) bool { return js.State == "running" })
 	clk.Advance(time.Minute)

@@ -891,7 +891,7 @@ func (d *Daemon) apply(set *luaapi.Set, first bool) ReloadResult {
 			}
 		}
 		release := d.placer.Hold()
-		bound := time.AfterFunc(bornHoldBound, release)
+		bound := time.AfterFunc(cmp.Or(d.cfg.bornHold, bornHoldBound), release)
 		var left atomic.Int64
 		left.Store(int64(len(born)))
 		for _, j := range born {
