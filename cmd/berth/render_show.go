@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/berthd/berth/accounting"
 	"github.com/berthd/berth/supervisor"
@@ -93,7 +92,7 @@ func renderShow(w io.Writer, d supervisor.JobDetail, o renderOptions) {
 		kv.add("dependants", plainSpan(strings.Join(names, ", ")))
 	}
 	if st.ExpectedStart != nil {
-		kv.add("starts", plainSpan("~"+st.ExpectedStart.Round(time.Minute).In(renderZone).Format("2006-01-02 15:04")+" (expected)"))
+		kv.add("starts", plainSpan("~"+expectedAt(*st.ExpectedStart).Format("2006-01-02 15:04")+" (expected)"))
 	}
 
 	var def2 keyValues

@@ -472,7 +472,7 @@ func singleWhy(j supervisor.JobStatus, now time.Time) string {
 		why = strings.TrimPrefix(why+"; "+over, "; ")
 	}
 	if j.ExpectedStart != nil {
-		why += expectedClause + j.ExpectedStart.Round(time.Minute).In(renderZone).Format("15:04") // the nearest minute: ~21:06 for 21:06:55 read as now
+		why += expectedClause + expectedAt(*j.ExpectedStart).Format("15:04")
 	}
 	if j.RetryAt != nil {
 		why = strings.TrimPrefix(why+"; "+msgRetryIn(j.RetryAt.Sub(now)), "; ")
@@ -508,6 +508,10 @@ func reason(j supervisor.JobStatus, now time.Time) string {
 	}
 	return j.Why
 }
+
+// expectedAt is when a job is expected to start, in the client's zone, to
+// the nearest minute: ~21:06 for 21:06:55 would read as now.
+func expectedAt(t time.Time) time.Time { return t.Round(time.Minute).In(renderZone) }
 
 // expectedClause is how jobWhy ends a waiting head's reason, in the
 // client's time zone.
