@@ -58,6 +58,11 @@ type EnvInput struct {
 	Login map[string]string
 	Job   string
 	Run   string
+	// Dir is the run's working directory, which PWD names as a shell
+	// would set it: a program that reads PWD rather than asking the
+	// kernel (getcwd) is told where it is, not where the daemon was
+	// started. Empty: PWD is left as the daemon's environment has it.
+	Dir string
 	// Array, for a run of an index of an array, is the index and the
 	// array's size (BERTH_ARRAY_INDEX, BERTH_ARRAY_SIZE); nil otherwise.
 	Array *ArrayIndex
@@ -111,6 +116,9 @@ func EnvOver(in EnvInput) map[string]string {
 	env := make(map[string]string, len(in.Login)+len(ThreadVars)+8+len(in.Declared))
 	for k, v := range in.Login {
 		env[k] = v
+	}
+	if in.Dir != "" {
+		env["PWD"] = in.Dir
 	}
 
 	cpus := len(in.Grant.CPUIDs)

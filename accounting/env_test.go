@@ -94,6 +94,14 @@ func TestEnv(t *testing.T) {
 		want: with(threads("1"), "HOME", "/home/ml", "USER", "ml", "LOGNAME", "ml", "SHELL", "/bin/dash", "PATH", "/usr/bin",
 			"BERTH_JOB", "j", "BERTH_RUN", "6", "BERTH_CPUS", "1", "BERTH_GPUS", ""),
 	}, {
+		name: "PWD is the run's dir, not where the daemon was started",
+		in:   EnvInput{Daemon: map[string]string{"PWD": "/home/admin"}, Job: "j", Run: "7", Dir: "/srv/ml", Grant: Grant{CPUIDs: []int{2}}},
+		want: with(threads("1"), "PWD", "/srv/ml", "BERTH_JOB", "j", "BERTH_RUN", "7", "BERTH_CPUS", "1", "BERTH_GPUS", ""),
+	}, {
+		name: "a declared PWD wins over the run's dir",
+		in:   EnvInput{Job: "j", Run: "7", Dir: "/srv/ml", Grant: Grant{CPUIDs: []int{2}}, Declared: map[string]string{"PWD": "/x"}},
+		want: with(threads("1"), "PWD", "/x", "BERTH_JOB", "j", "BERTH_RUN", "7", "BERTH_CPUS", "1", "BERTH_GPUS", ""),
+	}, {
 		// The loader refuses these; should one get through, a job that
 		// renamed its run would hide its escaped processes from the sweep.
 		name: "declared env cannot set berth's own variables",

@@ -879,6 +879,7 @@ func (d *Daemon) runOver(name string, def *luaapi.Job, index int, login map[stri
 		Login:           login,
 		Job:             name,
 		Run:             run,
+		Dir:             def.Dir,
 		Array:           arr,
 		Grant:           grant,
 		Unaccounted:     def.Resources.Unaccounted(),

@@ -414,11 +414,17 @@ var systemdOnly = map[string]bool{
 	"MONITOR_INVOCATION_ID": true, "MONITOR_UNIT": true,
 }
 
-// jobsEnviron is the daemon's environment as its jobs start from it.
+// jobsEnviron is the daemon's environment as its jobs start from it: less
+// what systemd set for the daemon itself (systemdOnly), where it was
+// started (PWD, OLDPWD: a run's PWD is its dir), and berth's run variables
+// (accounting.RunVars), which a daemon started from a run of another berth
+// has: each of its runs gets its own, and a run that is no index of an
+// array, or holds no share of a card, gets none.
 func jobsEnviron(environ []string) []string {
 	out := make([]string, 0, len(environ))
 	for _, kv := range environ {
-		if k, _, _ := strings.Cut(kv, "="); !systemdOnly[k] {
+		k, _, _ := strings.Cut(kv, "=")
+		if !systemdOnly[k] && k != "PWD" && k != "OLDPWD" && !slices.Contains(accounting.RunVars, k) {
 			out = append(out, kv)
 		}
 	}

@@ -372,9 +372,14 @@ job "gpu" { cmd = ` + writeEnv("gpu") + `, cpus = 2, gpus = 2 }
 job "cpu" { cmd = ` + writeEnv("cpu") + `, cpus = 1 }
 job "mine" { cmd = ` + writeEnv("mine") + `, flavor = "one-card", env = { OMP_NUM_THREADS = "1", CUDA_VISIBLE_DEVICES = "all-of-them" } }
 job "shared" { cmd = ` + writeEnv("shared") + `, cpus = 0 }
+job "where" { cmd = { "sh", "-c", "tr '\\0' '\\n' < /proc/$$/environ > OUT/where.tmp && mv OUT/where.tmp OUT/where" }, dir = "OUT" }
 `,
 	})
-	d.start(daemonOptions{args: []string{"--cpus", "4"}, env: []string{"CUDA_VISIBLE_DEVICES=GPU-a,GPU-b,GPU-c", "OMP_NUM_THREADS=64", "MKL_NUM_THREADS=7"}})
+	d.start(daemonOptions{args: []string{"--cpus", "4"}, env: []string{"CUDA_VISIBLE_DEVICES=GPU-a,GPU-b,GPU-c", "OMP_NUM_THREADS=64", "MKL_NUM_THREADS=7",
+		// A daemon started from a shell somewhere, and from a run of
+		// another berth: neither where it was started nor that run's
+		// variables are its jobs'.
+		"PWD=/home/admin", "OLDPWD=/home", "BERTH_ARRAY_INDEX=3", "BERTH_ARRAY_SIZE=8", "BERTH_GPU_MEM=5", "BERTH_SOCKET=/run/other.sock"}})
 
 	gpu := d.readEnv("gpu")
 	for _, v := range []string{"OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "GOMAXPROCS", "BERTH_CPUS"} {
@@ -406,6 +411,21 @@ job "shared" { cmd = ` + writeEnv("shared") + `, cpus = 0 }
 	mine := d.readEnv("mine")
 	if mine["OMP_NUM_THREADS"] != "1" || mine["CUDA_VISIBLE_DEVICES"] != "all-of-them" || mine["OPENBLAS_NUM_THREADS"] != "2" {
 		t.Errorf("declared env must win: OMP=%q CVD=%q OPENBLAS=%q", mine["OMP_NUM_THREADS"], mine["CUDA_VISIBLE_DEVICES"], mine["OPENBLAS_NUM_THREADS"])
+	}
+
+	// The environment the process was given (/proc/PID/environ), before
+	// the shell that reads it puts its own PWD in.
+	where := d.readEnv("where")
+	if where["PWD"] != d.out {
+		t.Errorf("where: PWD=%q, want its dir %s", where["PWD"], d.out)
+	}
+	for _, v := range []string{"OLDPWD", "BERTH_ARRAY_INDEX", "BERTH_ARRAY_SIZE", "BERTH_GPU_MEM"} {
+		if val, ok := where[v]; ok {
+			t.Errorf("where: %s=%q, the daemon's own", v, val)
+		}
+	}
+	if where["BERTH_SOCKET"] != "/run/other.sock" {
+		t.Errorf("where: BERTH_SOCKET=%q; a BERTH_ name berth does not set on a run passes on as it is", where["BERTH_SOCKET"])
 	}
 
 	shared := d.readEnv("shared")
