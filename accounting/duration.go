@@ -10,7 +10,8 @@ import (
 )
 
 // ParseDuration reads a duration the way Go's time.ParseDuration does ("90m",
-// "1h30m", "1.5h", "500ms") and also accepts days ("2d", "1d12h", "1.5d"),
+// "1h30m", "1.5h", "500ms") and also accepts days ("2d", "1d12h", "1.5d",
+// and, as Go takes units in any order, "12h1d"),
 // because job time limits are naturally written in days. A bare number is
 // refused: "30" could be seconds or minutes, and guessing wrong stops a
 // two-day run after 30 seconds. Negative durations are refused; whether zero
@@ -49,44 +50,59 @@ func ParseDuration(s string) (time.Duration, error) {
 		return fail(DurationSpaced)
 	}
 
-	// Days are only accepted at the front ("2d", "2d6h", "1.5d"), which is
-	// how people write them and keeps the rest for time.ParseDuration.
+	// Days may come anywhere, as Go takes its own units in any order
+	// ("1h1d" is "1d1h"): they are added up apart, and the rest is Go's.
+	t = strings.TrimPrefix(t, "+") // as Go takes "+2h"
 	var days time.Duration
-	if i := strings.IndexByte(t, 'd'); i >= 0 {
-		n := strings.TrimPrefix(t[:i], "+") // as Go takes "+2h"
-		if n == "" || strings.Trim(n, "0123456789.") != "" {
+	var rest strings.Builder
+	wellFormed := true // every part a number and a unit Go or berth knows
+	for s := t; s != ""; {
+		numEnd := strings.IndexFunc(s, func(r rune) bool { return !isDurationDigit(r) })
+		if numEnd <= 0 {
+			return fail(DurationMalformed) // no number, or no unit
+		}
+		unitEnd := numEnd + strings.IndexFunc(s[numEnd:], isDurationDigit)
+		if unitEnd < numEnd {
+			unitEnd = len(s)
+		}
+		num, unit := s[:numEnd], s[numEnd:unitEnd]
+		if num == "." || strings.Count(num, ".") > 1 {
 			return fail(DurationMalformed)
+		}
+		if unit != "d" {
+			wellFormed = wellFormed && durationUnits[unit]
+			rest.WriteString(s[:unitEnd])
+			s = s[unitEnd:]
+			continue
 		}
 		// A day is 24 hours, so n days are 24 × n hours, which Go reads
 		// with its own rules for the fraction.
-		hours, err := time.ParseDuration(n + "h")
-		if err != nil {
-			if strings.Count(n, ".") <= 1 && n != "." {
-				return fail(DurationTooLarge)
-			}
-			return fail(DurationMalformed)
-		}
-		if hours > math.MaxInt64/24 {
+		hours, err := time.ParseDuration(num + "h")
+		if err != nil || hours > (math.MaxInt64-days)/24 {
 			return fail(DurationTooLarge)
 		}
-		days = 24 * hours
-		t = t[i+1:]
-		if t == "" {
-			return days, nil
-		}
+		days += 24 * hours
+		s = s[unitEnd:]
 	}
-	d, err := time.ParseDuration(t)
-	if err != nil {
+	if rest.Len() == 0 {
+		return days, nil
+	}
+	d, err := time.ParseDuration(rest.String())
+	switch {
+	case err != nil && wellFormed:
+		return fail(DurationTooLarge) // what Go refuses of a well-formed duration
+	case err != nil:
 		return fail(DurationMalformed)
-	}
-	if d < 0 {
-		return fail(DurationNegative)
-	}
-	if d > math.MaxInt64-days {
+	case d > math.MaxInt64-days:
 		return fail(DurationTooLarge)
 	}
 	return days + d, nil
 }
+
+func isDurationDigit(r rune) bool { return r >= '0' && r <= '9' || r == '.' }
+
+// durationUnits are the units of Go's durations.
+var durationUnits = map[string]bool{"ns": true, "us": true, "µs": true, "μs": true, "ms": true, "s": true, "m": true, "h": true}
 
 // FormatDuration writes d compactly with days: "2d", "1d12h", "90m", "1.5s".
 func FormatDuration(d time.Duration) string {

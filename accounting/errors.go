@@ -37,7 +37,12 @@ const SizeUnits = `K, M, G or T (base 1024, optionally followed by "B" or "iB")`
 func (e *SizeError) Error() string {
 	switch e.Problem {
 	case SizeNoUnit:
-		return fmt.Sprintf("size %q has no unit; write it with one of %s, e.g. %q", e.Input, SizeUnits, strings.TrimSpace(e.Input)+"G")
+		in := strings.TrimSpace(e.Input)
+		if n, err := strconv.ParseInt(in, 10, 64); err == nil && n >= MiB {
+			// Bytes, most likely (machine.ram is): the same size in a unit.
+			return fmt.Sprintf("size %q has no unit; if it is bytes, write %q; the units are %s", e.Input, bytesInUnit(n), SizeUnits)
+		}
+		return fmt.Sprintf("size %q has no unit; write it with one of %s, e.g. %q", e.Input, SizeUnits, in+"G")
 	case SizeBadUnit:
 		return fmt.Sprintf("size %q has an unknown unit; use %s, e.g. \"32G\"", e.Input, SizeUnits)
 	case SizeNegative:
@@ -47,6 +52,20 @@ func (e *SizeError) Error() string {
 	default:
 		return fmt.Sprintf("size %q is not a number with a unit; write e.g. \"512M\", \"32G\" or \"1.5T\"", e.Input)
 	}
+}
+
+// bytesInUnit is n bytes in the largest unit that holds it whole, or in
+// MiB, rounded down, where none does.
+func bytesInUnit(n int64) string {
+	for _, u := range []struct {
+		suffix string
+		size   int64
+	}{{"T", TiB}, {"G", GiB}, {"M", MiB}} {
+		if n%u.size == 0 {
+			return strconv.FormatInt(n/u.size, 10) + u.suffix
+		}
+	}
+	return strconv.FormatInt(n/MiB, 10) + "M"
 }
 
 // DurationProblem says what is wrong with a duration string.
@@ -68,7 +87,7 @@ type DurationError struct {
 }
 
 // DurationUnits is what ParseDuration accepts, for messages.
-const DurationUnits = `a number with a unit: ms, s, m, h or d, e.g. "90s", "1h30m", "2d"`
+const DurationUnits = `a number with a unit: ns, us, ms, s, m, h or d, e.g. "90s", "1h30m", "2d"`
 
 func (e *DurationError) Error() string {
 	switch e.Problem {

@@ -2,6 +2,8 @@ package accounting
 
 import (
 	"errors"
+	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -45,6 +47,8 @@ func TestParseSizeErrors(t *testing.T) {
 		message string
 	}{
 		{"32", SizeNoUnit, `size "32" has no unit; write it with one of K, M, G or T (base 1024, optionally followed by "B" or "iB"), e.g. "32G"`},
+		{"34359738368", SizeNoUnit, `size "34359738368" has no unit; if it is bytes, write "32G"; the units are K, M, G or T (base 1024, optionally followed by "B" or "iB")`},
+		{"1000000000", SizeNoUnit, `size "1000000000" has no unit; if it is bytes, write "953M"; the units are K, M, G or T (base 1024, optionally followed by "B" or "iB")`},
 		{"32X", SizeBadUnit, `size "32X" has an unknown unit; use K, M, G or T (base 1024, optionally followed by "B" or "iB"), e.g. "32G"`},
 		{"32 gigs", SizeBadUnit, `size "32 gigs" has an unknown unit; use K, M, G or T (base 1024, optionally followed by "B" or "iB"), e.g. "32G"`},
 		{"G", SizeNoNumber, `size "G" is not a number with a unit; write e.g. "512M", "32G" or "1.5T"`},
@@ -93,7 +97,7 @@ func TestFormatSize(t *testing.T) {
 }
 
 func FuzzParseSize(f *testing.F) {
-	for _, s := range []string{"512M", "1.5GiB", "32", "-1G", "0.0001T", "9223372036854775807B", "1e9G", " 4 g"} {
+	for _, s := range []string{"512M", "1.5GiB", "32", "34359738368", "-1G", "0.0001T", "9223372036854775807B", "1e9G", " 4 g"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
@@ -105,6 +109,13 @@ func FuzzParseSize(f *testing.F) {
 			}
 			if se.Error() == "" {
 				t.Fatal("empty message")
+			}
+			// A number of bytes is given back in a unit: the same size,
+			// or less by under a MiB.
+			if b, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64); err == nil && b >= MiB {
+				if got, err := ParseSize(bytesInUnit(b)); err != nil || got > b || b-got >= MiB {
+					t.Fatalf("%d bytes suggested as %q: %d, %v", b, bytesInUnit(b), got, err)
+				}
 			}
 			return
 		}
