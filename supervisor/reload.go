@@ -640,12 +640,12 @@ func (d *Daemon) inForce() *luaapi.Set {
 			return 0
 		})
 		for _, path := range changed {
-			why := d.admit(admitted, path, d.latest[path])
+			why := AdmitFile(admitted, path, d.latest[path])
 			if why == nil {
 				continue
 			}
 			fileErrs[path] = why
-			if g := d.good[path]; g != nil && d.admit(admitted, path, g) == nil {
+			if g := d.good[path]; g != nil && AdmitFile(admitted, path, g) == nil {
 				continue
 			}
 			delete(admitted, path)
@@ -682,10 +682,12 @@ func (d *Daemon) heldNames(paths []string) map[string]bool {
 	return held
 }
 
-// admit adds f to the admitted files unless the cross-file rules refuse it;
-// it returns why they do, as sentences about f: Combine blames the file that
-// sorts later, which may be the one already in force.
-func (d *Daemon) admit(admitted map[string]*luaapi.File, path string, f *luaapi.File) []Problem {
+// AdmitFile adds f to the admitted files unless the cross-file rules refuse
+// it; it returns why they do, as sentences about f: Combine blames the file
+// that sorts later, which may be the one already in force. It is the rule
+// of a reload (the file that changed is the one refused, never the one in
+// force), and so of berth check beside a daemon.
+func AdmitFile(admitted map[string]*luaapi.File, path string, f *luaapi.File) []Problem {
 	admitted[path] = f
 	set := luaapi.Combine(slices.Collect(maps.Values(admitted)))
 	var why []Problem

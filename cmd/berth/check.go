@@ -41,8 +41,11 @@ func runCheck(c *cli, args []string) int {
 	// A daemon that answers places against its books (its --cpus, --gpus,
 	// --ram), which the jobs must fit, not against the probe.
 	machineGiven := m.given()
-	if !machineGiven && m.fromDaemon(c) {
-		fmt.Fprintln(c.stderr, msgCheckAgainstDaemon())
+	var daemon *supervisor.Status
+	if !machineGiven {
+		if daemon = m.fromDaemon(c); daemon != nil {
+			fmt.Fprintln(c.stderr, msgCheckAgainstDaemon())
+		}
 	}
 	inv, err := c.inventory(&m)
 	if err != nil {
@@ -88,7 +91,8 @@ func runCheck(c *cli, args []string) int {
 	// (One File per source, in order.)
 	files := newEvaluator(hclog.NewNullLogger(), budget.d).Evaluate(context.Background(), luaMachine(inv), srcs)
 	files = append(slices.Clip(files[:checked]), flavorsOnly(files[checked:], files[:checked])...)
-	set := luaapi.Combine(files)
+	set, taken := combineInForce(files, checked, daemon)
+	problems = append(problems, taken...)
 	for _, e := range set.Errors {
 		problems = append(problems, supervisor.ProblemOf(e))
 	}
@@ -124,6 +128,56 @@ func runCheck(c *cli, args []string) int {
 		return exitFailed
 	}
 	return exitOK
+}
+
+// combineInForce applies the rules that span files to files, the first
+// checked of them those checked and the rest what the jobs directory lends
+// them. Without a daemon, a name declared in two files is an error on the
+// file that sorts later, as at a daemon's first start. Beside a daemon, a
+// name stays where it is in force, as a reload keeps it
+// (supervisor.AdmitFile): what the jobs directory lends, and the files that
+// hold a job in the daemon, are admitted first, and the file that declares
+// one of their names again is the one refused, whichever sorts first. The
+// problems are those of the files refused so.
+func combineInForce(files []*luaapi.File, checked int, daemon *supervisor.Status) (*luaapi.Set, []supervisor.Problem) {
+	set := luaapi.Combine(files)
+	if daemon == nil || !slices.ContainsFunc(set.Errors, func(e *luaapi.Error) bool { return e.Problem == luaapi.NameTaken }) {
+		return set, nil
+	}
+	holds := map[string]bool{}
+	for _, j := range daemon.Jobs {
+		holds[j.File] = true
+	}
+	order := slices.Clone(files)
+	for i := checked; i < len(order); i++ {
+		holds[order[i].Path] = true
+	}
+	slices.SortStableFunc(order, func(a, b *luaapi.File) int {
+		switch {
+		case holds[a.Path] && !holds[b.Path]:
+			return -1
+		case holds[b.Path] && !holds[a.Path]:
+			return 1
+		}
+		return strings.Compare(a.Path, b.Path)
+	})
+	admitted := map[string]*luaapi.File{}
+	var failing, refused []*luaapi.File
+	var taken []supervisor.Problem
+	for _, f := range order {
+		if len(f.Errors) > 0 {
+			failing = append(failing, f) // its own errors, as they are
+			continue
+		}
+		if why := supervisor.AdmitFile(admitted, f.Path, f); why != nil {
+			taken = append(taken, why...)
+			refused = append(refused, &luaapi.File{Path: f.Path, Hash: f.Hash}) // checked all the same
+		}
+	}
+	set = luaapi.Combine(append(slices.Collect(maps.Values(admitted)), failing...))
+	set.Files = append(set.Files, refused...)
+	slices.SortFunc(set.Files, func(a, b *luaapi.File) int { return strings.Compare(a.Path, b.Path) })
+	return set, taken
 }
 
 // flavorLender is the jobs directory whose flavors a file checked on its

@@ -470,6 +470,33 @@ for i = 1, 30 do job("w" .. i) { cmd = "sleep 600", cpus = 1 } end`,
 // TestCheckAgainstTheDaemonsBooks: with a daemon answering and no --cpus,
 // berth check measures jobs against the daemon's books, which they must
 // fit, not against the machine as probed here.
+// TestCheckKeepsNamesWhereInForce: a name declared in two files stays,
+// in the daemon, with the file that holds it in force; berth check beside
+// it refuses the same file, not the one that sorts later.
+func TestCheckKeepsNamesWhereInForce(t *testing.T) {
+	d := newTestDaemon(t, map[string]string{"10-env.lua": `job "plain" { cmd = "sleep 600" }`})
+	d.start(daemonOptions{})
+	d.waitState("plain", "running")
+	d.write("05-early.lua", `job "early" { cmd = "sleep 600" }
+job "plain" { cmd = "echo impostor" }`)
+	d.cli("reload")
+	taken := filepath.Join(d.jobs, "05-early.lua") + `:2: job "plain" is already declared in ` + filepath.Join(d.jobs, "10-env.lua") + ":1, which is in force"
+	if st := d.status(); !slices.ContainsFunc(st.Problems, func(p supervisor.Problem) bool { return strings.HasPrefix(p.Text, taken) }) {
+		t.Fatalf("the daemon refuses the newcomer: %+v", st.Errors)
+	}
+	out, errOut, code := d.cli("check", d.jobs)
+	if code != exitFailed || !strings.HasPrefix(out, taken) || strings.Contains(out, "10-env.lua:1: ") ||
+		!strings.HasSuffix(out, "2 files, 1 job, 0 flavors, 1 error\n") {
+		t.Errorf("check beside the daemon should refuse 05-early.lua, as the daemon does: exit %d\n%s%s", code, out, errOut)
+	}
+	// No daemon: the file that sorts later, as at a first start.
+	d.stop()
+	out, _, code = d.cli("check", d.jobs)
+	if code != exitFailed || !strings.HasPrefix(out, filepath.Join(d.jobs, "10-env.lua")+`:1: job "plain": already declared`) {
+		t.Errorf("check without a daemon should refuse the file that sorts later: exit %d\n%s", code, out)
+	}
+}
+
 func TestCheckAgainstTheDaemonsBooks(t *testing.T) {
 	d := newTestDaemon(t, nil)
 	d.start(daemonOptions{args: []string{"--cpus", "40", "--gpus", "2", "--gpu-mem", "40G"}})

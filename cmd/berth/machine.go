@@ -37,12 +37,12 @@ func (m *machineFlags) given() bool {
 }
 
 // fromDaemon sets the flags to the books of the daemon that answers the
-// caller (their own, else the system's), as berth status shows them; ok
-// is false where none answers.
-func (m *machineFlags) fromDaemon(c *cli) (ok bool) {
+// caller (their own, else the system's), as berth status shows them, and
+// returns that status; nil where none answers.
+func (m *machineFlags) fromDaemon(c *cli) *supervisor.Status {
 	var s supervisor.Status
 	if err := newClient(c.sockets("")...).get("/status", nil, &s); err != nil {
-		return false
+		return nil
 	}
 	m.cpus = optionalInt{n: s.Machine.CPUs, set: true}
 	m.gpus = optionalInt{n: len(s.Machine.Cards), set: true}
@@ -60,7 +60,7 @@ func (m *machineFlags) fromDaemon(c *cli) (ok bool) {
 		m.gpuMem = strconv.FormatInt(shareOf>>10, 10) + "K"
 	}
 	m.books = true
-	return true
+	return &s
 }
 
 // inventory probes the machine and applies the overrides. Warnings go to
