@@ -581,6 +581,32 @@ func TestFaultStateFull(t *testing.T) {
 		return !notRecording(d.status())
 	})
 	d.waitLog("recording the state again")
+	// What could not be written went in once there was room: every run
+	// on record has its end, and every job rests done, so a daemon killed
+	// now would run none of them again.
+	testkit.WaitFor(t, waitLong, "every run on record to have its end", func() bool {
+		for _, name := range names {
+			for _, r := range d.history(name) {
+				if r.End == nil {
+					return false
+				}
+			}
+		}
+		return true
+	})
+	runs := map[string]int{}
+	for _, name := range names {
+		runs[name] = len(d.history(name))
+	}
+	d.cmd.Process.Signal(syscall.SIGKILL)
+	d.cmd.Wait()
+	d.start(daemonOptions{env: []string{d.markEnv()}})
+	// A job that would run again waits or runs at READY, or has run.
+	for _, name := range names {
+		if st, _ := d.job(name); st.State != "done" || len(d.history(name)) != runs[name] {
+			t.Errorf("%s after a kill -9: %s, %d runs; want done, and the %d runs before", name, st.State, len(d.history(name)), runs[name])
+		}
+	}
 	d.stop()
 	checkState(t, d.state)
 }

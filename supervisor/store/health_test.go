@@ -247,3 +247,73 @@ func TestKeptWrites(t *testing.T) {
 		return ok && j.State == StateFailed
 	})
 }
+
+// TestKeptWritesBeforeTheirs: a run that starts and ends while commits
+// fail has its record kept, then its end; tried without the kept writes
+// (which the store does when they fail again), the end finds no run and
+// fails on its own. It must still go in after its record once there is
+// room: a batch job that finished on a full disk is not run again by the
+// next daemon (the daemon's end of a run was lost, the run left open, and
+// marked lost at the next start).
+func TestKeptWritesBeforeTheirs(t *testing.T) {
+	s, _ := openTest(t, Options{})
+	fail := injectFailures(s, errors.New("injected: no space left on device"))
+	fail.Store(true)
+	later := s.Later(func(error) {})
+	id, err := s.NextRunID()
+	if err != nil {
+		t.Fatal(err)
+	}
+	begun := make(chan error, 1)
+	later.BeginRun(RunRecord{ID: id, Job: "batch", Start: t0}, func(err error) { begun <- err })
+	if err := waitFor(t, begun, "the run's record to fail"); err == nil {
+		t.Fatal("a run's record went in while commits fail")
+	}
+	later.EndRun(id, t0.Add(time.Minute), 0, "", ReasonExited)
+	// A write someone waits for: by the time it is answered, the end
+	// has been tried, with the kept record and without it.
+	if err := s.PutJob(JobRecord{Name: "batch", State: StateDone}); err == nil {
+		t.Fatal("PutJob went in while commits fail")
+	}
+	fail.Store(false)
+	testkit.WaitFor(t, 10*time.Second, "the run's record and its end to go in", func() bool {
+		runs, _ := s.Runs("batch", 1)
+		return len(runs) == 1 && runs[0].Reason == ReasonExited
+	})
+	if j, ok, _ := s.Job("batch"); !ok || j.State != StateDone {
+		t.Errorf("batch: %+v %v, want done", j, ok)
+	}
+}
+
+// TestKeptWritesSupersededByTheGroup: a write kept after a failed commit
+// is older than a write of the same key that went in without it (the
+// kept writes failed again, the group alone committed): it must not go
+// in after it. A job seen done, its record written over by its older
+// "waiting", ran again at the next start.
+func TestKeptWritesSupersededByTheGroup(t *testing.T) {
+	s, _ := openTest(t, Options{})
+	var failures atomic.Int32
+	s.mu.Lock()
+	s.beforeCommit = func(*bbolt.Tx) error {
+		if failures.Add(-1) >= 0 {
+			return errors.New("injected: no space left on device")
+		}
+		return nil
+	}
+	s.mu.Unlock()
+	failures.Store(2) // the first alone, then the second with the kept one
+	if err := s.PutJob(JobRecord{Name: "batch", State: StateWaiting}); err == nil {
+		t.Fatal("PutJob went in while commits fail")
+	}
+	// Tried after the kept waiting and failing with it, then alone.
+	if err := s.PutJob(JobRecord{Name: "batch", State: StateDone}); err != nil {
+		t.Fatalf("the newer write, alone: %v", err)
+	}
+	// A later write carries what is still kept, if anything is.
+	if err := s.PutJob(JobRecord{Name: "other", State: StateRunning}); err != nil {
+		t.Fatal(err)
+	}
+	if j, _, _ := s.Job("batch"); j.State != StateDone {
+		t.Errorf("batch: %v, want the newer done", j.State)
+	}
+}

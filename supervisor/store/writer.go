@@ -332,12 +332,13 @@ func (s *Store) hook() func(*bbolt.Tx) error {
 // end) goes in once there is room, and anything newer of the same key,
 // later in the group, still wins. Should the kept writes fail the commit
 // again, the group is tried without them: they never keep newer writes
-// (those that free space among them) out.
+// (those that free space among them) out. A group that goes in so drops
+// what is kept of its keys, which is older.
 func (s *Store) commit(group []*operation, hook func(*bbolt.Tx) error) {
 	if len(s.pending) > 0 {
 		// Its failure is not told to the health yet: the group alone
 		// may commit, and that is what says whether writes go in.
-		rest, err := s.commitOnce(append(s.pendingOps(), group...), hook, false)
+		rest, err := s.commitOnce(append(s.pendingOps(), group...), hook, false, false)
 		if err == nil {
 			s.pending, s.pendingKeys = nil, nil
 			for _, op := range rest {
@@ -350,9 +351,18 @@ func (s *Store) commit(group []*operation, hook func(*bbolt.Tx) error) {
 			return
 		}
 	}
-	rest, err := s.commitOnce(group, hook, true)
+	// Without the kept writes, a write may fail for want of one of them
+	// (a run's end, of its record): it is kept too, to go in after them.
+	rest, err := s.commitOnce(group, hook, true, len(s.pending) > 0)
 	if err != nil {
 		s.keep(rest)
+	} else {
+		// What went in is newer than what is kept of the same key.
+		for _, op := range rest {
+			if op.key != "" {
+				s.dropPending(op.key)
+			}
+		}
 	}
 	for _, op := range rest {
 		op.finish(err)
@@ -361,10 +371,11 @@ func (s *Store) commit(group []*operation, hook func(*bbolt.Tx) error) {
 
 // commitOnce applies ops in one transaction, replaying it without an
 // operation that fails on its own (which is answered, and left out of
-// rest). It returns the operations of the transaction and its outcome; it
-// answers none of them. A success is told to the health; a failure only
-// where tell says.
-func (s *Store) commitOnce(ops []*operation, hook func(*bbolt.Tx) error, tell bool) (rest []*operation, err error) {
+// rest; with keepFailed, kept as well, should it need a kept write). It
+// returns the operations of the transaction and its outcome; it answers
+// none of them. A success is told to the health; a failure only where tell
+// says.
+func (s *Store) commitOnce(ops []*operation, hook func(*bbolt.Tx) error, tell, keepFailed bool) (rest []*operation, err error) {
 	for len(ops) > 0 {
 		failed := -1
 		var opErr error
@@ -386,6 +397,9 @@ func (s *Store) commitOnce(ops []*operation, hook func(*bbolt.Tx) error, tell bo
 			return nil
 		})
 		if failed >= 0 {
+			if keepFailed {
+				s.keep(ops[failed : failed+1])
+			}
 			ops[failed].finish(opErr)
 			ops = append(ops[:failed:failed], ops[failed+1:]...)
 			continue
