@@ -3,6 +3,7 @@ package supervisor
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net"
 	"net/http"
 	"os"
@@ -114,7 +115,7 @@ func (d *Daemon) api() http.Handler {
 		d.logCaller(r, "reload")
 		v, err := d.Reload(r.Context())
 		if err != nil {
-			writeError(w, http.StatusServiceUnavailable, CodeUnavailable, msgNoAnswer(err))
+			writeNoAnswer(w, err)
 			return
 		}
 		// Errors are the problems' sentences (finishReload).
@@ -151,6 +152,9 @@ func (d *Daemon) api() http.Handler {
 			if !c.mayControl(v.Def.Owner) {
 				d.log.Warn("control request refused: not the job's owner", "call", verb.name, "job", name, "uid", c.uid)
 				writeError(w, http.StatusForbidden, CodeNotPermitted, msgNotYours(name, v.Def.Owner, verb.name+" it", d.adminGroup()))
+				return
+			}
+			if d.refuseStopping(w, verb.name, name) {
 				return
 			}
 			ignoreDeps := verb.ev == evStart && r.URL.Query().Get("ignore_deps") == "1"
@@ -191,6 +195,30 @@ func (d *Daemon) api() http.Handler {
 	return d.authorize(d.asWork(mux))
 }
 
+// refuseStopping refuses a start, stop or restart of job name once the
+// daemon is shutting down, and says so: the jobs' goroutines take no
+// request then, and one answered as taken would be lost (a stop that did
+// not hold at the next start, a restart that never ran).
+func (d *Daemon) refuseStopping(w http.ResponseWriter, verb, name string) bool {
+	select {
+	case <-d.loopDone:
+		writeError(w, http.StatusServiceUnavailable, CodeStopping, msgStopping("berth "+verb+" "+name))
+		return true
+	default:
+		return false
+	}
+}
+
+// writeNoAnswer says that the daemon's loop did not answer a call: it is
+// stopping, or did not answer in time.
+func writeNoAnswer(w http.ResponseWriter, err error) {
+	if errors.Is(err, ErrStopping) {
+		writeError(w, http.StatusServiceUnavailable, CodeStopping, msgStopping(""))
+		return
+	}
+	writeError(w, http.StatusServiceUnavailable, CodeUnavailable, msgNoAnswer(err))
+}
+
 // code is the API's error code for a refusal.
 func (r refusal) code() string {
 	switch r {
@@ -217,6 +245,9 @@ func (d *Daemon) controlArray(w http.ResponseWriter, r *http.Request, c caller, 
 	if !c.mayControl(def.Owner) {
 		d.log.Warn("control request refused: not the job's owner", "call", verb, "job", a.name, "uid", c.uid)
 		writeError(w, http.StatusForbidden, CodeNotPermitted, msgNotYours(a.name, def.Owner, verb+" it", d.adminGroup()))
+		return
+	}
+	if d.refuseStopping(w, verb, a.name) {
 		return
 	}
 	failedOnly := ev == evRestart && r.URL.Query().Get("failed") == "1"

@@ -35,6 +35,7 @@ const (
 	CodeInvalid      = "invalid"     // a start of a job whose declaration cannot run
 	CodeUnplaceable  = "unplaceable" // a start of a job that fits no machine
 	CodeUnavailable  = "unavailable" // the daemon's loop did not answer in time
+	CodeStopping     = "stopping"    // the daemon is shutting down and takes no request
 	CodeInternal     = "internal"
 	CodeIsArray      = "is_array"  // a call about one job (its logs) names an array: name an index
 	CodeNotArray     = "not_array" // a call about an array's indices (restart --failed) names a job that is not one
@@ -103,6 +104,15 @@ func msgBadRunCount(v string) string {
 func msgCannotReadHistory(err error) string { return "cannot read the history: " + err.Error() }
 
 func msgNoAnswer(err error) string { return "the daemon did not answer: " + err.Error() }
+
+// msgStopping refuses a request made while the daemon shuts down; what,
+// where known, is the request ("berth stop train").
+func msgStopping(what string) string {
+	if what != "" {
+		what = ": " + what + " was not done"
+	}
+	return "the daemon is stopping, and takes no request now" + what + "; ask again once it has started again (systemctl status berth shows when)"
+}
 
 func msgNotPermitted(uid uint32, group, adminGroup string) string {
 	return fmt.Sprintf("uid %d may not use this berth daemon: it answers root, its own user and the groups %s and %s (sudo usermod -aG %s $USER, then log in again)", uid, group, adminGroup, group)

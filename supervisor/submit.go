@@ -89,7 +89,7 @@ func (d *Daemon) serveMe(w http.ResponseWriter, r *http.Request) {
 	c := d.callerOf(r)
 	v, err := d.call(r.Context(), func() any { return d.me(c) })
 	if err != nil {
-		writeError(w, http.StatusServiceUnavailable, CodeUnavailable, msgNoAnswer(err))
+		writeNoAnswer(w, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, v.(Me))
@@ -111,7 +111,7 @@ func (d *Daemon) serveCheck(w http.ResponseWriter, r *http.Request) {
 	}
 	v, err := d.call(r.Context(), func() any { return d.me(c) })
 	if err != nil {
-		writeError(w, http.StatusServiceUnavailable, CodeUnavailable, msgNoAnswer(err))
+		writeNoAnswer(w, err)
 		return
 	}
 	me := v.(Me)
@@ -146,7 +146,7 @@ func (d *Daemon) serveCheck(w http.ResponseWriter, r *http.Request) {
 	files := d.cfg.Evaluator.Evaluate(r.Context(), luaMachine(d.cfg), srcs)
 	v, err = d.call(r.Context(), func() any { return d.checkInForce(files) })
 	if err != nil {
-		writeError(w, http.StatusServiceUnavailable, CodeUnavailable, msgNoAnswer(err))
+		writeNoAnswer(w, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, v.(CheckResult))

@@ -275,6 +275,9 @@ func (c *cli) fail(err error) int {
 		// The daemon's sentence may quote a job file (a refused start
 		// gives the declaration's error): one line, escaped.
 		fmt.Fprintln(c.stderr, "berth: "+escapeText(ae.msg))
+		if ae.code == supervisor.CodeStopping {
+			return exitNoDaemon // in a moment there is none: what to ask again is the same
+		}
 		return exitFailed
 	default:
 		fmt.Fprintln(c.stderr, "berth: "+err.Error())

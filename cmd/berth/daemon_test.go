@@ -785,6 +785,38 @@ func TestDaemonShutdownStopsEveryJob(t *testing.T) {
 	}
 }
 
+// TestDaemonShuttingDownTakesNoRequest: while the daemon stops its jobs, a
+// start, stop or restart is refused, and says so; taken, it was lost (a
+// job stopped then ran again at the next start).
+func TestDaemonShuttingDownTakesNoRequest(t *testing.T) {
+	d := newTestDaemon(t, map[string]string{
+		"jobs.lua": `job "stubborn" { cmd = { "sh", "-c", "trap '' TERM; echo $$ > OUT/stubborn.pid.tmp; mv OUT/stubborn.pid.tmp OUT/stubborn.pid; while true; do sleep 1; done" },
+			cpus = 0, stop_timeout = "1m" }
+job "work" { cmd = "sleep 600", cpus = 0 }
+job "once" { cmd = "true", cpus = 0 }`,
+	})
+	d.start(daemonOptions{})
+	d.waitFile("stubborn.pid")
+	d.waitState("work", "running")
+	d.waitState("once", "done")
+	if err := d.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	d.waitNotify("STOPPING=1") // sent once the loop has ended
+	for _, verb := range []string{"stop", "restart", "start"} {
+		for _, job := range []string{"work", "once"} {
+			out, errOut, code := d.cli(verb, job)
+			want := "berth: the daemon is stopping, and takes no request now: berth " + verb + " " + job + " was not done; ask again"
+			if code != exitNoDaemon || !strings.HasPrefix(errOut, want) {
+				t.Errorf("berth %s %s while the daemon stops: exit %d\n%s%s", verb, job, code, out, errOut)
+			}
+		}
+	}
+	if _, errOut, code := d.cli("reload"); code != exitNoDaemon || !strings.Contains(errOut, "the daemon is stopping") {
+		t.Errorf("berth reload while the daemon stops: exit %d\n%s", code, errOut)
+	}
+}
+
 func TestDaemonFailingFilesKeepWhatRuns(t *testing.T) {
 	d := newTestDaemon(t, map[string]string{
 		"b.lua": service("x", "") + "\n" + service("y", ""),
