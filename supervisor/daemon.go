@@ -136,7 +136,9 @@ type Daemon struct {
 	changed     signal
 	// feed tells GET /v1/events readers that changed was raised, at the
 	// pace STATUS= is sent.
-	feed   *changeFeed
+	feed *changeFeed
+	// tails are the requests for last lines under way, by caller.
+	tails  tailSlots
 	meters *meters // Prometheus's: counted as things happen (metrics.go)
 
 	// unaccounted is the number of declared jobs with cpus = 0, for the

@@ -12,6 +12,7 @@ import (
 	"os/user"
 	"slices"
 	"strconv"
+	"sync"
 	"syscall"
 	"time"
 
@@ -69,6 +70,15 @@ func (d *Daemon) serveLogs(w http.ResponseWriter, r *http.Request) {
 		}
 		w.Header().Set(HeaderLines, strconv.Itoa(lines))
 	}
+	release := func() {}
+	if lines > 0 {
+		var ok bool
+		if release, ok = d.tails.take(c.uid); !ok {
+			writeError(w, http.StatusTooManyRequests, CodeTooManyTails, msgTooManyTails(maxTailsPerUser))
+			return
+		}
+		defer release()
+	}
 	if d.logsOf(name) != "journal" {
 		var only *runLines
 		if run != 0 {
@@ -81,7 +91,7 @@ func (d *Daemon) serveLogs(w http.ResponseWriter, r *http.Request) {
 			// A run that has ended writes nothing more: nothing to follow.
 			follow = follow && rec.End.IsZero()
 		}
-		d.streamFile(w, r, d.logPath(name), follow, only, lines)
+		d.streamFile(w, r, d.logPath(name), follow, only, lines, release)
 		return
 	}
 	// --quiet: journalctl's own notes ("-- No entries --") are not the
@@ -156,17 +166,21 @@ func (d *Daemon) serveLogs(w http.ResponseWriter, r *http.Request) {
 		if !read(append(append(slices.Clip(args), window...), "--show-cursor"), tail) {
 			return
 		}
+		kept := tail.kept()
 		var shown [][]byte
-		for _, k := range tail.kept() {
-			shown = append(shown, k.text)
+		for _, k := range kept {
+			shown = append(shown, k.shown())
 		}
 		cursor := ""
 		if n := len(shown); n > 0 {
 			if c, ok := bytes.CutPrefix(shown[n-1], []byte("-- cursor: ")); ok {
-				shown, cursor = shown[:n-1], string(bytes.TrimSpace(c))
+				shown, kept, cursor = shown[:n-1], kept[:n-1], string(bytes.TrimSpace(c))
 			}
 		}
-		if err := writeLines(out, shown[max(0, len(shown)-lines):]); err != nil || !follow {
+		tail.leftOut(w.Header(), kept[max(0, len(kept)-lines):])
+		err := writeLines(out, shown[max(0, len(shown)-lines):])
+		release()
+		if err != nil || !follow {
 			return
 		}
 		if cursor != "" {
@@ -308,7 +322,7 @@ func (d *Daemon) runOf(job string, id uint64) (rec store.RunRecord, next time.Ti
 // it when it is rotated) until the caller hangs up. A file not written yet
 // is empty. With only, just the lines of that run are sent; with lines 0
 // or more, only that many of the last lines of what is there already.
-func (d *Daemon) streamFile(w http.ResponseWriter, r *http.Request, path string, follow bool, only *runLines, lines int) {
+func (d *Daemon) streamFile(w http.ResponseWriter, r *http.Request, path string, follow bool, only *runLines, lines int, release func()) {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	flushed := &flushWriter{w: w, rc: http.NewResponseController(w)}
 	// What is there already goes through the filter of a run, then the
@@ -371,7 +385,11 @@ func (d *Daemon) streamFile(w http.ResponseWriter, r *http.Request, path string,
 		only.end()
 	}
 	if tail != nil {
-		if err := tail.writeTo(flushed); err != nil {
+		kept := tail.kept()
+		tail.leftOut(w.Header(), kept)
+		err := tail.writeTo(flushed, kept)
+		release()
+		if err != nil {
 			return
 		}
 		if only != nil {
@@ -382,6 +400,9 @@ func (d *Daemon) streamFile(w http.ResponseWriter, r *http.Request, path string,
 	}
 	if over {
 		if !flushed.wrote {
+			if only != nil && only.gone() {
+				w.Header().Set(HeaderOutputGone, "1")
+			}
 			w.WriteHeader(http.StatusOK)
 		}
 		return
@@ -418,24 +439,46 @@ func (d *Daemon) streamFile(w http.ResponseWriter, r *http.Request, path string,
 
 // runLines passes on to w the lines of one run's output in a log file:
 // those after its header (runner.RunHeader) and before the next run's.
-// A line cut by a write is held until its end comes.
+// A line cut by a write is held until its end comes, or until it is too
+// long to be a header (lineSplitter).
 type runLines struct {
-	w    io.Writer
-	run  uint64
-	in   bool   // between the run's header and the next
-	past bool   // a later run's header came after the run's: it is over
-	line []byte // the start of a line whose end has not come
+	w     io.Writer
+	run   uint64
+	in    bool // between the run's header and the next
+	past  bool // a later run's header came after the run's: it is over
+	found bool // the run's header came
+	// before says the files begin with output of a run older than the
+	// first header, or with a later run's header: an earlier run's
+	// output may have been rotated away.
+	before  bool
+	started bool   // a line or header has come
+	newest  uint64 // the latest run whose header came
+	lines   lineSplitter
+	mid     bool // within a line passed on in pieces
 }
 
+// gone says that the run's output is not in the files, and that the
+// files begin after it: what it wrote, if anything, was rotated away.
+func (l *runLines) gone() bool { return !l.found && l.before && l.run < l.newest }
+
 func (l *runLines) Write(p []byte) (int, error) {
-	err := eachLine(&l.line, p, func(line []byte) error {
-		if run, ok := runner.ParseRunHeader(line); ok {
-			l.past = l.past || l.in && run != l.run
-			l.in = run == l.run
-			return nil
+	err := l.lines.split(p, func(piece []byte, more bool) error {
+		if !l.mid && !more {
+			if run, ok := runner.ParseRunHeader(piece); ok {
+				l.before = l.before || !l.started && run > l.run
+				l.started = true
+				l.newest = max(l.newest, run)
+				l.past = l.past || l.in && run != l.run
+				l.in = run == l.run
+				l.found = l.found || l.in
+				return nil
+			}
 		}
+		l.before = l.before || !l.started
+		l.started = true
+		l.mid = more
 		if l.in {
-			_, err := l.w.Write(line)
+			_, err := l.w.Write(piece)
 			return err
 		}
 		return nil
@@ -449,13 +492,70 @@ func (l *runLines) Write(p []byte) (int, error) {
 // end passes on the run's last line, if the file ends without its
 // newline.
 func (l *runLines) end() {
-	if l.in && len(l.line) > 0 {
-		_, _ = l.w.Write(l.line)
+	if l.in && len(l.lines.held) > 0 {
+		_, _ = l.w.Write(l.lines.held)
 	}
 }
 
+// maxTailBytes bounds what a request for the last lines of a job's output
+// holds in memory, each line counted with lineCost more: the lines asked
+// for past it are left out, the earliest first, and a line longer than it
+// is kept by its end. Streamed whole, output costs no memory; a person
+// asking for the last 10⁸ lines of every job at once otherwise took the
+// daemon's memory to what the logs hold, times the requests.
+var maxTailBytes = 2 << 20
+
+// lineCost is what a line kept costs besides its text.
+const lineCost = 64
+
+// maxTailsPerUser is how many requests for last lines one caller may have
+// under way at once, each holding up to maxTailBytes until its lines are
+// written (a followed one goes on holding nothing).
+const maxTailsPerUser = 4
+
+// tailSlots counts the requests for last lines under way, by caller.
+type tailSlots struct {
+	mu    sync.Mutex
+	taken map[uint32]int
+}
+
+// take takes one of uid's slots; release gives it back (at most once
+// counts). ok is false where uid has none left.
+func (t *tailSlots) take(uid uint32) (release func(), ok bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.taken[uid] >= maxTailsPerUser {
+		return nil, false
+	}
+	if t.taken == nil {
+		t.taken = map[uint32]int{}
+	}
+	t.taken[uid]++
+	return sync.OnceFunc(func() {
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		if t.taken[uid]--; t.taken[uid] == 0 {
+			delete(t.taken, uid)
+		}
+	}), true
+}
+
+// HeaderOutputGone says, in an answer of one run's output from a log file
+// (?run=N) that has none, that the files begin after that run: what it
+// wrote was rotated away, not nothing.
+const HeaderOutputGone = "Berth-Output-Gone"
+
+// HeaderLinesLeftOut and HeaderBytesLeftOut say, in an answer of the last
+// lines (?lines=N), how many of the lines asked for were left out to stay
+// within what the daemon holds of them (the earliest), and how many bytes
+// were left out of the start of the first line shown, longer than that.
+const (
+	HeaderLinesLeftOut = "Berth-Lines-Left-Out"
+	HeaderBytesLeftOut = "Berth-Bytes-Left-Out"
+)
+
 // lastLines keeps the last n lines written to it, and a line whose end has
-// not come yet, until writeTo.
+// not come yet, until writeTo, within maxTailBytes.
 type lastLines struct {
 	n int
 	// runs says the lines are a log file's: its runs' headers
@@ -464,66 +564,126 @@ type lastLines struct {
 	runs   bool
 	header []byte     // with runs, the header of the run the lines now come from
 	fresh  bool       // no line of that run has come yet
-	lines  []keptLine // a ring of at most n, oldest at next once full
-	next   int
-	part   []byte // the start of a line whose end has not come
+	lines  []keptLine // at most n, oldest first
+	cost   int        // of lines: their texts, and lineCost each
+	left   int        // lines left out for maxTailBytes
+	split  lineSplitter
+	mid    bool // the last line kept has not ended yet
 }
 
 // keptLine is a line kept, and the header of its run (nil: none known),
-// which is written before it if it is the run's first (first).
+// which is written before it if it is the run's first (first). Of text,
+// only text[off:] is kept: cut bytes were left out of its start (off of
+// them still in text) for maxTailBytes.
 type keptLine struct {
 	header, text []byte
 	first        bool
+	off, cut     int
 }
 
+func (k *keptLine) shown() []byte { return k.text[k.off:] }
+
 func (l *lastLines) Write(p []byte) (int, error) {
-	_ = eachLine(&l.part, p, func(line []byte) error {
-		if l.runs {
-			if _, ok := runner.ParseRunHeader(line); ok {
-				l.header, l.fresh = slices.Clone(line), true
+	_ = l.split.split(p, l.take)
+	return len(p), nil
+}
+
+// take keeps a line, or a piece of one, which more says has not ended.
+func (l *lastLines) take(piece []byte, more bool) error {
+	if !l.mid {
+		if l.runs && !more {
+			if _, ok := runner.ParseRunHeader(piece); ok {
+				l.header, l.fresh = slices.Clone(piece), true
 				return nil
 			}
 		}
 		k := keptLine{header: l.header, first: l.fresh}
 		l.fresh = false
-		switch {
-		case l.n == 0:
-		case len(l.lines) < l.n:
-			k.text = slices.Clone(line)
+		if l.n > 0 {
 			l.lines = append(l.lines, k)
-		default:
-			k.text = append(l.lines[l.next].text[:0], line...)
-			l.lines[l.next] = k
-			l.next = (l.next + 1) % l.n
+			l.cost += lineCost
+			if len(l.lines) > l.n {
+				l.drop()
+			}
 		}
+	}
+	l.mid = more
+	if l.n == 0 {
 		return nil
-	})
-	return len(p), nil
+	}
+	last := &l.lines[len(l.lines)-1]
+	last.text = append(last.text, piece...)
+	l.cost += len(piece)
+	l.trim()
+	return nil
+}
+
+// trim keeps the lines within maxTailBytes: the earliest go, and the
+// earliest left is cut to its end where less than all of it is over. A line is cut in place, and its bytes moved only once half of it is
+// cut, so that lines coming one by one after a long one do not each copy
+// it.
+func (l *lastLines) trim() {
+	for l.cost > maxTailBytes {
+		first := &l.lines[0]
+		excess := l.cost - maxTailBytes
+		if len(l.lines) > 1 && excess >= len(first.shown()) {
+			l.drop()
+			l.left++
+			continue
+		}
+		n := min(excess, len(first.shown()))
+		if n == 0 {
+			return // a line's own cost, which no cut lowers
+		}
+		first.off += n
+		first.cut += n
+		l.cost -= n
+		if first.off > maxHeldLine && first.off > len(first.text)/2 {
+			first.text = append(first.text[:0], first.text[first.off:]...)
+			first.off = 0
+		}
+	}
+}
+
+// drop forgets the oldest line kept.
+func (l *lastLines) drop() {
+	l.cost -= lineCost + len(l.lines[0].shown())
+	l.lines[0] = keptLine{}
+	l.lines = l.lines[1:]
 }
 
 // kept returns the lines kept, oldest first; a last line without its end
 // yet counts as one of them.
+// It is called once, when nothing more is written.
 func (l *lastLines) kept() []keptLine {
-	lines := append(slices.Clone(l.lines[l.next:]), l.lines[:l.next]...)
-	if len(l.part) > 0 && l.n > 0 {
-		if len(lines) == l.n {
-			lines = lines[1:]
-		}
-		lines = append(lines, keptLine{header: l.header, text: l.part, first: l.fresh})
+	if held := l.split.held; len(held) > 0 {
+		l.split.held = nil
+		_ = l.take(held, true)
 	}
-	return lines
+	return slices.Clone(l.lines)
+}
+
+// leftOut says, in the headers of an answer, what of the last lines asked
+// for was left out for maxTailBytes; it is called before the first write.
+func (l *lastLines) leftOut(h http.Header, kept []keptLine) {
+	if l.left > 0 {
+		h.Set(HeaderLinesLeftOut, strconv.Itoa(l.left))
+	}
+	if len(kept) > 0 && kept[0].cut > 0 {
+		h.Set(HeaderBytesLeftOut, strconv.Itoa(kept[0].cut))
+	}
 }
 
 // writeTo writes the lines kept, oldest first, with runs each under its
 // run's header where the run's first line is among them.
-func (l *lastLines) writeTo(w io.Writer) error {
-	for _, k := range l.kept() {
+func (l *lastLines) writeTo(w io.Writer, kept []keptLine) error {
+	for _, k := range kept {
 		if l.runs && k.first && k.header != nil {
 			if _, err := w.Write(k.header); err != nil {
 				return err
 			}
 		}
-		if _, err := w.Write(k.text); err != nil {
+		if _, err := w.Write(k.shown()); err != nil {
 			return err
 		}
 	}
@@ -539,23 +699,38 @@ func writeLines(w io.Writer, lines [][]byte) error {
 	return nil
 }
 
-// eachLine calls each with the whole lines of p, the start of one held
-// from the last write joined to its end; the start of a line whose end has
-// not come yet is held. A line is each's only for the call.
-func eachLine(held *[]byte, p []byte, each func(line []byte) error) error {
+// maxHeldLine is how much of a line whose end has not come is held before
+// it is passed on in pieces: far more than a run's header.
+const maxHeldLine = 64 << 10
+
+// lineSplitter cuts what is written into lines, holding the start of a
+// line whose end has not come until it comes; a line longer than
+// maxHeldLine is passed on in pieces as it comes, so that no line, however
+// long, is held whole.
+type lineSplitter struct{ held []byte }
+
+// split calls each with the lines of p, the start of one held from the
+// last call joined to its end; more says a piece of a line whose end has
+// not come, whose next piece follows. A piece is each's only for the call.
+func (s *lineSplitter) split(p []byte, each func(piece []byte, more bool) error) error {
 	for len(p) > 0 {
 		i := bytes.IndexByte(p, '\n')
 		if i < 0 {
-			*held = append(*held, p...)
-			return nil
+			s.held = append(s.held, p...)
+			if len(s.held) < maxHeldLine {
+				return nil
+			}
+			piece := s.held
+			s.held = s.held[:0]
+			return each(piece, true)
 		}
 		line := p[:i+1]
-		if len(*held) > 0 {
-			line = append(*held, line...)
-			*held = (*held)[:0]
+		if len(s.held) > 0 {
+			line = append(s.held, line...)
+			s.held = s.held[:0]
 		}
 		p = p[i+1:]
-		if err := each(line); err != nil {
+		if err := each(line, false); err != nil {
 			return err
 		}
 	}

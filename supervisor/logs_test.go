@@ -35,7 +35,7 @@ func TestStreamFileRuns(t *testing.T) {
 	d := &Daemon{log: hclog.NewNullLogger()}
 	readLast := func(only *runLines, lines int) string {
 		rec := httptest.NewRecorder()
-		d.streamFile(rec, httptest.NewRequest("GET", "/", nil), path, false, only, lines)
+		d.streamFile(rec, httptest.NewRequest("GET", "/", nil), path, false, only, lines, func() {})
 		return rec.Body.String()
 	}
 	read := func(only *runLines) string { return readLast(only, -1) }
@@ -47,10 +47,32 @@ func TestStreamFileRuns(t *testing.T) {
 			t.Errorf("run %d: %q, want %q", run, got, want)
 		}
 	}
+	// A run older than what the files begin with: its output, if any, was
+	// rotated away; one later than every header printed nothing.
+	for run, want := range map[uint64]bool{1: false, 2: false, 3: false, 4: false} {
+		rec := httptest.NewRecorder()
+		only := &runLines{run: run}
+		d.streamFile(rec, httptest.NewRequest("GET", "/", nil), path, false, only, -1, func() {})
+		if got := rec.Header().Get(HeaderOutputGone) != ""; got != want {
+			t.Errorf("run %d, both files there: output gone %v, want %v", run, got, want)
+		}
+	}
+	rotated := filepath.Join(dir, "rotated.log")
+	if err := os.WriteFile(rotated, []byte("b2\n"+h(3)+"c1\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for run, want := range map[uint64]bool{1: true, 2: true, 3: false, 4: false} {
+		rec := httptest.NewRecorder()
+		d.streamFile(rec, httptest.NewRequest("GET", "/", nil), rotated, false, &runLines{run: run}, -1, func() {})
+		if got := rec.Header().Get(HeaderOutputGone) != ""; got != want {
+			t.Errorf("run %d, its file rotated away: output gone %v, want %v", run, got, want)
+		}
+	}
+
 	// Followed, a run whose output is over (a later run's header came)
 	// ends the stream: the request has no deadline to end it.
 	rec := httptest.NewRecorder()
-	d.streamFile(rec, httptest.NewRequest("GET", "/", nil), path, true, &runLines{run: 2}, -1)
+	d.streamFile(rec, httptest.NewRequest("GET", "/", nil), path, true, &runLines{run: 2}, -1, func() {})
 	if got := rec.Body.String(); got != "b1\nb2\n" {
 		t.Errorf("run 2 followed: %q", got)
 	}
@@ -83,6 +105,81 @@ func TestStreamFileRuns(t *testing.T) {
 	}
 }
 
+// TestStreamFileTailBound: what is held of the last lines asked for is
+// bounded, whatever was asked and however long a line: the earliest of
+// them are left out, a line longer than the bound is shown by its end, and
+// the answer says what was left out. A run's line longer than what is held
+// of a line whose end has not come is passed on whole, in pieces.
+func TestStreamFileTailBound(t *testing.T) {
+	defer func(was int) { maxTailBytes = was }(maxTailBytes)
+	maxTailBytes = 1 << 10
+	d := &Daemon{log: hclog.NewNullLogger()}
+	path := filepath.Join(t.TempDir(), "train.log")
+	var lines []string
+	for i := range 100 {
+		lines = append(lines, fmt.Sprintf("%-99d\n", i))
+	}
+	if err := os.WriteFile(path, []byte(strings.Join(lines, "")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	rec := httptest.NewRecorder()
+	d.streamFile(rec, httptest.NewRequest("GET", "/", nil), path, false, nil, 1000, func() {})
+	kept := maxTailBytes / (100 + lineCost)
+	if got, want := rec.Body.String(), strings.Join(lines[100-kept:], ""); got != want {
+		t.Errorf("the last 1000 of 100 lines within %d bytes:\n%q\nwant the last %d:\n%q", maxTailBytes, got, kept, want)
+	}
+	if got := rec.Header().Get(HeaderLinesLeftOut); got != strconv.Itoa(100-kept) {
+		t.Errorf("%s: %q, want %d", HeaderLinesLeftOut, got, 100-kept)
+	}
+
+	// A line five times the bound, and longer than a piece, without its
+	// end: its last maxTailBytes, less what a line costs besides.
+	long := strings.Repeat("0123456789", (5*maxHeldLine)/10)
+	if err := os.WriteFile(path, []byte("before\n"+long), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	rec = httptest.NewRecorder()
+	d.streamFile(rec, httptest.NewRequest("GET", "/", nil), path, false, nil, 1, func() {})
+	shown := maxTailBytes - lineCost
+	if got := rec.Body.String(); got != long[len(long)-shown:] {
+		t.Errorf("the last line, of %d bytes: %d bytes shown, want its last %d", len(long), len(got), shown)
+	}
+	if got := rec.Header().Get(HeaderBytesLeftOut); got != strconv.Itoa(len(long)-shown) {
+		t.Errorf("%s: %q, want %d", HeaderBytesLeftOut, got, len(long)-shown)
+	}
+
+	// A long line, then a short one: the long one is cut to what the short
+	// one leaves, not left out.
+	if err := os.WriteFile(path, []byte(long+"\nEND\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	rec = httptest.NewRecorder()
+	d.streamFile(rec, httptest.NewRequest("GET", "/", nil), path, false, nil, 2, func() {})
+	shown = maxTailBytes - 2*lineCost - len("END\n")
+	if got, want := rec.Body.String(), long[len(long)-shown+1:]+"\nEND\n"; got != want {
+		t.Errorf("the last 2 lines, one of %d bytes: %d bytes shown, want %d", len(long)+1, len(got), len(want))
+	}
+	if got := rec.Header().Get(HeaderBytesLeftOut); got != strconv.Itoa(len(long)+1-shown) || rec.Header().Get(HeaderLinesLeftOut) != "" {
+		t.Errorf("left out: %s %q, %s %q", HeaderBytesLeftOut, got, HeaderLinesLeftOut, rec.Header().Get(HeaderLinesLeftOut))
+	}
+
+	// One run's output, a line of it longer than a piece: whole.
+	h := runner.RunHeader(1, time.Date(2026, 12, 4, 9, 0, 0, 0, time.UTC))
+	if err := os.WriteFile(path, []byte(h+long+"\n"+"end\n"+runner.RunHeader(2, time.Now())+"next\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	rec = httptest.NewRecorder()
+	d.streamFile(rec, httptest.NewRequest("GET", "/", nil), path, false, &runLines{run: 1}, -1, func() {})
+	if got := rec.Body.String(); got != long+"\nend\n" {
+		t.Errorf("run 1's output: %d bytes, want its long line and its last (%d bytes)", len(got), len(long)+5)
+	}
+	var held runLines
+	held.Write([]byte(h + long))
+	if n := len(held.lines.held); n >= maxHeldLine {
+		t.Errorf("a line without its end is held by %d bytes; no more than %d", n, maxHeldLine)
+	}
+}
+
 // Followed with a number of lines, the stream starts with the last of
 // them, then passes on what is written after.
 func TestStreamFileFollowLast(t *testing.T) {
@@ -103,7 +200,7 @@ func TestStreamFileFollowLast(t *testing.T) {
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			d.streamFile(body, httptest.NewRequest("GET", "/", nil).WithContext(ctx), path, true, nil, tt.lines)
+			d.streamFile(body, httptest.NewRequest("GET", "/", nil).WithContext(ctx), path, true, nil, tt.lines, func() {})
 		}()
 		got := ""
 		deadline := time.After(time.Minute)
@@ -210,5 +307,34 @@ job "as-ghost" { cmd = "true", cpus = 0, user = "berth-no-such-user" }`, nil)
 		if got := fmt.Sprint(d.journalMatches(tt.name, tt.owner)); got != tt.want {
 			t.Errorf("%s: %s, want %s", tt.name, got, tt.want)
 		}
+	}
+}
+
+// TestTailSlots: a caller has maxTailsPerUser requests for last lines
+// under way at once, another caller's are their own, and a slot given
+// back (once, however often release is called) is there again.
+func TestTailSlots(t *testing.T) {
+	var s tailSlots
+	var releases []func()
+	for i := range maxTailsPerUser {
+		release, ok := s.take(1001)
+		if !ok {
+			t.Fatalf("slot %d of %d refused", i+1, maxTailsPerUser)
+		}
+		releases = append(releases, release)
+	}
+	if _, ok := s.take(1001); ok {
+		t.Fatalf("slot %d taken; at most %d", maxTailsPerUser+1, maxTailsPerUser)
+	}
+	if _, ok := s.take(1002); !ok {
+		t.Fatal("another caller's slot refused")
+	}
+	releases[0]()
+	releases[0]()
+	if _, ok := s.take(1001); !ok {
+		t.Fatal("a slot given back is not there again")
+	}
+	if _, ok := s.take(1001); ok {
+		t.Fatal("a release called twice gave back two slots")
 	}
 }

@@ -31,11 +31,12 @@ const (
 	CodeNoSuchCall   = "no_such_call"
 	CodeNotPermitted = "not_permitted"
 	CodeBadRequest   = "bad_request"
-	CodeDisabled     = "disabled"    // a start of a job its file disables
-	CodeInvalid      = "invalid"     // a start of a job whose declaration cannot run
-	CodeUnplaceable  = "unplaceable" // a start of a job that fits no machine
-	CodeUnavailable  = "unavailable" // the daemon's loop did not answer in time
-	CodeStopping     = "stopping"    // the daemon is shutting down and takes no request
+	CodeDisabled     = "disabled"       // a start of a job its file disables
+	CodeInvalid      = "invalid"        // a start of a job whose declaration cannot run
+	CodeUnplaceable  = "unplaceable"    // a start of a job that fits no machine
+	CodeUnavailable  = "unavailable"    // the daemon's loop did not answer in time
+	CodeStopping     = "stopping"       // the daemon is shutting down and takes no request
+	CodeTooManyTails = "too_many_tails" // a caller's requests for last lines (logs -n) under way are at their bound
 	CodeInternal     = "internal"
 	CodeIsArray      = "is_array"  // a call about one job (its logs) names an array: name an index
 	CodeNotArray     = "not_array" // a call about an array's indices (restart --failed) names a job that is not one
@@ -104,6 +105,10 @@ func msgBadRunCount(v string) string {
 func msgCannotReadHistory(err error) string { return "cannot read the history: " + err.Error() }
 
 func msgNoAnswer(err error) string { return "the daemon did not answer: " + err.Error() }
+
+func msgTooManyTails(limit int) string {
+	return fmt.Sprintf("you have %d requests for the last lines of a job's output under way, as many as one person may; ask again once one has ended (berth logs JOB without -n streams it all)", limit)
+}
 
 // msgStopping refuses a request made while the daemon shuts down; what,
 // where known, is the request ("berth stop train").

@@ -29,6 +29,7 @@ func TestMessagesGolden(t *testing.T) {
 		msgNoAnswer(errors.New("context deadline exceeded")),
 		msgStopping("berth stop train"),
 		msgStopping(""),
+		msgTooManyTails(4),
 		msgNotPermitted(1001, "berth", "berth-admin"),
 		msgRefused("start", "train", refuseDisabled, ""),
 		msgRefused("start", "train", refuseUnplaceable, `/etc/berth/jobs.d/train.lua:3: job "train" asks for 64 cores; this machine has 4 (berth machine shows what it has)`),

@@ -160,7 +160,7 @@ func (c *client) doContext(ctx context.Context, method, path string, query url.V
 // answer lacks the header needs (when not "") did not do what was asked:
 // it is older than the client, and nothing is copied. It returns how many
 // bytes it copied.
-func (c *client) stream(ctx context.Context, path string, query url.Values, w io.Writer, needs string) (int64, error) {
+func (c *client) stream(ctx context.Context, path string, query url.Values, w io.Writer, needs string, head func(http.Header)) (int64, error) {
 	// No overall timeout: a followed log lasts as long as the person wants.
 	hc := &http.Client{Transport: c.http.Transport}
 	resp, err := c.open(ctx, hc, http.MethodGet, path, query, nil)
@@ -170,6 +170,9 @@ func (c *client) stream(ctx context.Context, path string, query url.Values, w io
 	defer resp.Body.Close()
 	if needs != "" && resp.Header.Get(needs) == "" {
 		return 0, &apiError{status: http.StatusNotImplemented, msg: msgDaemonTooOld(c.socket, "GET "+supervisor.APIVersion+path+" with "+needs)}
+	}
+	if head != nil {
+		head(resp.Header)
 	}
 	n, err := io.Copy(w, resp.Body)
 	if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) {

@@ -601,11 +601,23 @@ func runLogs(c *cli, args []string) int {
 	if lines != "" {
 		needs = supervisor.HeaderLines
 	}
-	n, err := cl.stream(ctx, "/jobs/"+url.PathEscape(job)+"/logs", q, out, needs)
+	gone := false
+	n, err := cl.stream(ctx, "/jobs/"+url.PathEscape(job)+"/logs", q, out, needs, func(h http.Header) {
+		gone = h.Get(supervisor.HeaderOutputGone) != ""
+		// Said first: the lines shown then begin later than asked.
+		lines, _ := strconv.Atoi(h.Get(supervisor.HeaderLinesLeftOut))
+		bytes, _ := strconv.Atoi(h.Get(supervisor.HeaderBytesLeftOut))
+		if lines > 0 || bytes > 0 {
+			fmt.Fprintln(c.stderr, msgTailLeftOut(job, lines, bytes))
+		}
+	})
 	if err != nil && ctx.Err() == nil {
 		return c.failIndex(cl, err, "logs", rest, index)
 	}
-	if n == 0 && !*follow && lines != "0" {
+	switch {
+	case n == 0 && gone:
+		fmt.Fprintln(c.stderr, msgRunOutputGone(job, run))
+	case n == 0 && !*follow && lines != "0":
 		// Silence would leave the person guessing whether it worked.
 		fmt.Fprintln(c.stderr, msgNoOutput(job, run))
 	}

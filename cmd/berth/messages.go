@@ -240,6 +240,29 @@ func msgNoOutput(job string, run uint64) string {
 	return fmt.Sprintf("berth: no output from %s yet (berth history %s lists its runs)", job, job)
 }
 
+// msgRunOutputGone: a run's output was rotated out of its job's log
+// files (the daemon's, without journald), which begin after it.
+func msgRunOutputGone(job string, run uint64) string {
+	return fmt.Sprintf("berth: run %d of %s: its output is no longer kept; the job's log files, bounded in size, now begin with later runs' (berth logs %s shows what is kept)", run, job, job)
+}
+
+// msgTailLeftOut: what of the last lines asked for the daemon left out,
+// past what it holds of them for one request.
+func msgTailLeftOut(job string, lines, bytes int) string {
+	var what []string
+	if lines > 0 {
+		earliest := "the earliest line asked for"
+		if lines > 1 {
+			earliest = fmt.Sprintf("the earliest %d lines asked for", lines)
+		}
+		what = append(what, earliest)
+	}
+	if bytes > 0 {
+		what = append(what, fmt.Sprintf("the first %d bytes of the first line shown", bytes))
+	}
+	return fmt.Sprintf("berth: left out, past what the daemon holds of a job's last lines for one request: %s (berth logs %s without -n streams it all)", strings.Join(what, ", and "), job)
+}
+
 func msgWantArgs(command, what string) string {
 	return fmt.Sprintf("berth %s: takes %s (berth %s --help shows the usage)", command, what, command)
 }
