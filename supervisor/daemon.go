@@ -95,6 +95,11 @@ type Config struct {
 	// may hold before its card is given to no job whole; zero means
 	// DefaultForeignLimit.
 	ForeignLimit int64
+	// PersonJobs is how many jobs one person's files may declare in all,
+	// an array's indices counted: each costs the daemon memory, and
+	// nothing else bounds what a person may declare. Zero means
+	// DefaultPersonJobs.
+	PersonJobs int
 
 	// afterCommit, set by tests, runs on the store's writer after each
 	// commit, before the writes of the commit are told they are on disk:

@@ -53,6 +53,7 @@ const (
 	ProblemDirRefused   = "dir_refused"   // the jobs directory itself
 	ProblemDirMissing   = "dir_missing"   // no jobs directory (yet)
 	ProblemNameTaken    = "name_taken"    // a name another file in force declares
+	ProblemTooManyJobs  = "too_many_jobs" // a person's files would declare more jobs than --person-jobs
 	ProblemNotRecording = "not_recording" // the state cannot be written
 	ProblemCredentials  = "credentials"   // an unknown user or group
 	ProblemStateGone    = "state_gone"    // the state file was removed or replaced under the daemon
@@ -273,6 +274,13 @@ func msgSpawnErrorGone(job string) string {
 func msgNameTaken(at luaapi.Pos, kind, name string, other luaapi.Pos) string {
 	return fmt.Sprintf("%s%s %q is already declared in %s, which is in force; this file is not loaded until one of them is renamed",
 		posPrefix(at), kind, name, posString(other))
+}
+
+// msgTooManyJobs refuses a person's file that would make their files
+// declare more jobs than bound.
+func msgTooManyJobs(path, owner string, n, others, bound int) string {
+	return fmt.Sprintf("%s: declares %d jobs (an array counts each index), and %s's other files in force %d; one person's files may declare %d in all, so this file is not loaded until that fits (remove jobs or files, or ask an administrator to raise berth daemon --person-jobs)",
+		path, n, owner, others, bound)
 }
 
 func msgNoCredentials() string {

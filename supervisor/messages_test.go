@@ -30,6 +30,7 @@ func TestMessagesGolden(t *testing.T) {
 		msgStopping("berth stop train"),
 		msgStopping(""),
 		msgTooManyTails(4),
+		msgTooManyJobs("/var/spool/berth/alice/sweep.lua", "alice", 100000, 12, 10000),
 		msgNotPermitted(1001, "berth", "berth-admin"),
 		msgRefused("start", "train", refuseDisabled, ""),
 		msgRefused("start", "train", refuseUnplaceable, `/etc/berth/jobs.d/train.lua:3: job "train" asks for 64 cores; this machine has 4 (berth machine shows what it has)`),

@@ -683,3 +683,37 @@ func TestMakePersonDir(t *testing.T) {
 		t.Fatalf("rename over a link: %v, want ErrExist", err)
 	}
 }
+
+// TestPeopleJobsBound: a person's files may declare so many jobs in all,
+// an array's indices counted; the file that would take them past it is
+// not loaded and says why, and the files in force stay.
+func TestPeopleJobsBound(t *testing.T) {
+	d, spool, _ := peopleDaemon(t, "", func(cfg *Config) { cfg.PersonJobs = 10 })
+	writeAs(t, spool, testAlice, "a.lua", `job "one" { cmd = "sleep 600", cpus = 0 }
+job "sweep" { cmd = "true", array = 5, enabled = false, cpus = 0 }`)
+	reload(t, d)
+	waitJob(t, d, testAlice+"/one", "running", func(js JobStatus) bool { return js.State == "running" })
+	// 6 in force; 5 more make 11.
+	writeAs(t, spool, testAlice, "b.lua", `job "more" { cmd = "true", array = 5, enabled = false, cpus = 0 }`)
+	reload(t, d)
+	path := filepath.Join(spool, testAlice, "b.lua")
+	want := path + ": declares 5 jobs (an array counts each index), and " + testAlice + "'s other files in force 6; one person's files may declare 10 in all"
+	if st := d.Status(); !slices.ContainsFunc(st.Problems, func(p Problem) bool {
+		return p.Code == ProblemTooManyJobs && p.File == path && strings.HasPrefix(p.Text, want)
+	}) {
+		t.Errorf("the file past the bound: problems %+v, want %q…", st.Problems, want)
+	}
+	if _, ok := d.jobStatus(testAlice + "/more[0]"); ok {
+		t.Error("the file past the bound was loaded")
+	}
+	if js, _ := d.jobStatus(testAlice + "/one"); js.State != "running" {
+		t.Errorf("one, in force: %s, want running still", js.State)
+	}
+	// 4 fit.
+	writeAs(t, spool, testAlice, "b.lua", `job "more" { cmd = "true", array = 4, enabled = false, cpus = 0 }`)
+	reload(t, d)
+	waitJob(t, d, testAlice+"/more[3]", "loaded", func(js JobStatus) bool { return js.State == "disabled" })
+	if st := d.Status(); slices.ContainsFunc(st.Problems, func(p Problem) bool { return p.Code == ProblemTooManyJobs }) {
+		t.Errorf("10 jobs of 10: problems %+v", st.Problems)
+	}
+}

@@ -618,7 +618,7 @@ func (d *Daemon) inForce() *luaapi.Set {
 		}
 	}
 	set := luaapi.Combine(slices.Collect(maps.Values(candidates)))
-	if rejectsFiles(set) {
+	if rejectsFiles(set) || overPersonJobs(candidates, d.personJobs()) {
 		// Admit what was in force, then each changed file: first those
 		// that held one of their job names before, then the others in
 		// lexical order. After a restart nothing is in force yet, and
@@ -640,12 +640,12 @@ func (d *Daemon) inForce() *luaapi.Set {
 			return 0
 		})
 		for _, path := range changed {
-			why := AdmitFile(admitted, path, d.latest[path])
+			why := AdmitFile(admitted, path, d.latest[path], d.personJobs())
 			if why == nil {
 				continue
 			}
 			fileErrs[path] = why
-			if g := d.good[path]; g != nil && AdmitFile(admitted, path, g) == nil {
+			if g := d.good[path]; g != nil && AdmitFile(admitted, path, g, d.personJobs()) == nil {
 				continue
 			}
 			delete(admitted, path)
@@ -682,12 +682,63 @@ func (d *Daemon) heldNames(paths []string) map[string]bool {
 	return held
 }
 
+// DefaultPersonJobs is how many jobs one person's files may declare in
+// all, an array's indices counted, unless --person-jobs says otherwise: a
+// declared job costs the daemon a few KiB whether it runs or not, and a
+// person's one-line array of 100 000 indices took it to 900 MiB.
+const DefaultPersonJobs = 10000
+
+func (d *Daemon) personJobs() int { return cmp.Or(d.cfg.PersonJobs, DefaultPersonJobs) }
+
+// declaredBy is whose jobs f declares ("" for an administrator's file, or
+// one that declares none) and how many, an array's indices counted.
+func declaredBy(f *luaapi.File) (owner string, n int) {
+	for i := range f.Jobs {
+		j := &f.Jobs[i]
+		owner = j.Owner
+		if j.Array != nil {
+			n += j.Array.Size()
+		} else {
+			n++
+		}
+	}
+	return owner, n
+}
+
+// overPersonJobs says whether any person's files among files declare more
+// than bound jobs.
+func overPersonJobs(files map[string]*luaapi.File, bound int) bool {
+	count := map[string]int{}
+	for _, f := range files {
+		if owner, n := declaredBy(f); owner != "" {
+			if count[owner] += n; count[owner] > bound {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // AdmitFile adds f to the admitted files unless the cross-file rules refuse
-// it; it returns why they do, as sentences about f: Combine blames the file
-// that sorts later, which may be the one already in force. It is the rule
-// of a reload (the file that changed is the one refused, never the one in
-// force), and so of berth check beside a daemon.
-func AdmitFile(admitted map[string]*luaapi.File, path string, f *luaapi.File) []Problem {
+// it, or it would make its owner's files declare more than personJobs jobs
+// in all (0: no bound); it returns why they do, as sentences about f:
+// Combine blames the file that sorts later, which may be the one already
+// in force. It is the rule of a reload (the file that changed is the one
+// refused, never the one in force), and so of berth check beside a daemon.
+func AdmitFile(admitted map[string]*luaapi.File, path string, f *luaapi.File, personJobs int) []Problem {
+	if owner, n := declaredBy(f); owner != "" && personJobs > 0 {
+		others := 0
+		for p, g := range admitted {
+			if o, m := declaredBy(g); o == owner && p != path {
+				others += m
+			}
+		}
+		if n+others > personJobs {
+			delete(admitted, path)
+			return []Problem{{Code: ProblemTooManyJobs, File: path, Kind: "file",
+				Text: msgTooManyJobs(path, owner, n, others, personJobs)}}
+		}
+	}
 	admitted[path] = f
 	set := luaapi.Combine(slices.Collect(maps.Values(admitted)))
 	var why []Problem

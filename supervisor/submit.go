@@ -167,7 +167,7 @@ func (d *Daemon) checkInForce(files []*luaapi.File) CheckResult {
 			delete(admitted, f.Path)
 			continue
 		}
-		res.Problems = append(res.Problems, AdmitFile(admitted, f.Path, f)...)
+		res.Problems = append(res.Problems, AdmitFile(admitted, f.Path, f, d.personJobs())...)
 	}
 	set := luaapi.Combine(slices.Collect(maps.Values(admitted)))
 	for _, e := range set.Problems {

@@ -169,7 +169,7 @@ func combineInForce(files []*luaapi.File, checked int, daemon *supervisor.Status
 			failing = append(failing, f) // its own errors, as they are
 			continue
 		}
-		if why := supervisor.AdmitFile(admitted, f.Path, f); why != nil {
+		if why := supervisor.AdmitFile(admitted, f.Path, f, 0); why != nil {
 			taken = append(taken, why...)
 			refused = append(refused, &luaapi.File{Path: f.Path, Hash: f.Hash}) // checked all the same
 		}

@@ -50,6 +50,7 @@ func runDaemon(c *cli, args []string) int {
 	adminGroup := fs.String("admin-group", supervisor.DefaultAdminGroup, "the group whose members may start, stop and read every job, as root may")
 	metrics := fs.String("metrics", c.env.get("BERTH_METRICS"), "also serve GET /metrics, and nothing else, on this TCP address, e.g. 127.0.0.1:9465; \"\" for none (env BERTH_METRICS)")
 	foreign := fs.String("foreign-limit", "1G", "a card on which a process berth did not start holds more than this is given to no job whole (shares get what is left of it)")
+	personJobs := fs.Int("person-jobs", supervisor.DefaultPersonJobs, "how many jobs one person's files may declare in all, an array's indices counted; a file past it is not loaded")
 	runMode := fs.String("runner", "auto", "how runs are started: units (each a systemd unit, its grant enforced, outliving the daemon), direct (the daemon's own children) or auto (units when systemd started the daemon)")
 	rest, code, done := c.parse(fs, args)
 	if done {
@@ -57,6 +58,10 @@ func runDaemon(c *cli, args []string) int {
 	}
 	if len(rest) > 0 {
 		fmt.Fprintln(c.stderr, msgUnexpectedArgs("daemon", rest))
+		return exitUsage
+	}
+	if *personJobs < 1 {
+		fmt.Fprintln(c.stderr, msgUsage("berth daemon", fmt.Errorf("--person-jobs %d: a person may declare at least 1 job", *personJobs)))
 		return exitUsage
 	}
 	lvl := hclog.LevelFromString(*level)
@@ -135,6 +140,7 @@ func runDaemon(c *cli, args []string) int {
 		Version:         version,
 		MetricsListener: metricsL,
 		ForeignLimit:    foreignLimit,
+		PersonJobs:      *personJobs,
 	}
 	if len(inv.GPUs) > 0 && c.cards != nil {
 		// What the cards hold now, through NVML where it is there.

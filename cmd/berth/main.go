@@ -133,7 +133,7 @@ func init() {
 			summary: "what this machine offers jobs, and who holds it when a daemon runs",
 			example: "berth machine\nCUDA_VISIBLE_DEVICES=2,3 berth machine --json",
 			run:     runMachine},
-		{name: "daemon", args: "[--jobs DIR] [--user-jobs DIR] [--state DIR] [--socket PATH] [--metrics ADDR] [--cpus N] [--gpus N] [--ram SIZE] [--gpu-mem SIZE] [--foreign-limit SIZE] [--file-budget D] [--group G] [--admin-group G] [--runner units|direct|auto] [--log-level L] [--cpuprofile FILE]",
+		{name: "daemon", args: "[--jobs DIR] [--user-jobs DIR] [--state DIR] [--socket PATH] [--metrics ADDR] [--cpus N] [--gpus N] [--ram SIZE] [--gpu-mem SIZE] [--foreign-limit SIZE] [--file-budget D] [--group G] [--admin-group G] [--person-jobs N] [--runner units|direct|auto] [--log-level L] [--cpuprofile FILE]",
 			summary: "run the supervisor (systemd runs it as berth.service)",
 			example: "berth daemon --jobs ./examples/quickstart --state /tmp/berth-state",
 			run:     runDaemon},
