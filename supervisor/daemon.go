@@ -163,13 +163,16 @@ type Daemon struct {
 	started time.Time
 
 	// Owned by the loop goroutine.
-	latest   map[string]*luaapi.File // the latest version of each file, as evaluated
-	good     map[string]*luaapi.File // the version of each file in force
-	refused  map[string]string       // files refused for their owner or mode, and why
-	fileErrs map[string][]Problem    // why a file's latest version is not in force
-	logged   map[loggedProblem]bool  // the problems in force, each logged once per version of its file
-	set      *luaapi.Set
-	requests chan request
+	latest  map[string]*luaapi.File // the latest version of each file, as evaluated
+	good    map[string]*luaapi.File // the version of each file in force
+	refused map[string]string       // files refused for their owner or mode, and why
+	// refusedDirs are the directories (the administrators', people's)
+	// the last reload's scan refused.
+	refusedDirs map[string]bool
+	fileErrs    map[string][]Problem   // why a file's latest version is not in force
+	logged      map[loggedProblem]bool // the problems in force, each logged once per version of its file
+	set         *luaapi.Set
+	requests    chan request
 	// writing are the files the last scan found being saved, and
 	// writingWait how long the watcher was asked to wait before it
 	// signals again (noteWriting).

@@ -81,6 +81,50 @@ func (r *reloadRun) dirRefused(path string) bool {
 	return r.scan.DirRefused != nil && !r.people.holds(path)
 }
 
+// refusedDirs are the directories the scan refused.
+func (r *reloadRun) refusedDirs(jobsDir string) map[string]bool {
+	dirs := map[string]bool{}
+	if r.scan.DirRefused != nil {
+		dirs[filepath.Clean(jobsDir)] = true
+	}
+	for dir := range r.people.refused {
+		dirs[dir] = true
+	}
+	return dirs
+}
+
+// forgetWhileRefused forgets the files removed from a directory while it
+// was refused: what was in force from it stayed in force, and the scanner
+// reported their removal then (watch.Scan's DirRefused); read again now,
+// every file of the directory is in this scan, and one the daemon holds
+// from it that is not has gone. (A job whose file went while its directory
+// was group-writable for a moment ran on until the daemon's restart.)
+func (d *Daemon) forgetWhileRefused(r *reloadRun) {
+	now := r.refusedDirs(d.cfg.JobsDir)
+	back := map[string]bool{}
+	for dir := range d.refusedDirs {
+		if !now[dir] {
+			back[dir] = true
+		}
+	}
+	d.refusedDirs = now
+	if len(back) == 0 {
+		return
+	}
+	there := func(path string) bool {
+		_, changed := r.scan.Changed[path]
+		_, refused := r.scan.Refused[path]
+		_, writing := r.scan.Writing[path]
+		return changed || refused || writing
+	}
+	known := slices.Concat(slices.Collect(maps.Keys(d.latest)), slices.Collect(maps.Keys(d.good)), slices.Collect(maps.Keys(d.refused)))
+	for _, path := range known {
+		if back[filepath.Dir(path)] && !there(path) {
+			d.forget(path)
+		}
+	}
+}
+
 // evaluated is a reload's evaluation, handed back to the loop.
 type evaluated struct {
 	r     *reloadRun
@@ -335,6 +379,9 @@ func (d *Daemon) finishReload(r *reloadRun, files []*luaapi.File) ReloadResult {
 			// reload tries it again.
 			d.forgetScanned(f.Path)
 		}
+	}
+	if r.scanErr == nil {
+		d.forgetWhileRefused(r)
 	}
 	for _, path := range scan.Removed {
 		// A file that became refused, or a refused directory, is not a

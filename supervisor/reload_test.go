@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -405,5 +406,41 @@ func TestSlowSave(t *testing.T) {
 		if js, _ := d.jobStatus(job); js.State != "running" || js.Run != run {
 			t.Errorf("%s: %s, run %d; want still running run %d", job, js.State, js.Run, run)
 		}
+	}
+}
+
+// TestRemovedWhileDirRefused: a file removed while its directory was
+// refused is removed once the directory is read again: its jobs stop.
+// What was in force stayed in force while the directory was refused, and
+// the scanner reported the removal then; a job so hidden ran on until the
+// daemon's restart.
+func TestRemovedWhileDirRefused(t *testing.T) {
+	d, jobsDir := runDaemon(t, `job "gone" { cmd = "sleep 600", cpus = 0 }`, nil)
+	if err := os.WriteFile(filepath.Join(jobsDir, "stays.lua"), []byte(`job "stays" { cmd = "sleep 600", cpus = 0 }`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	reload(t, d)
+	waitJob(t, d, "gone", "running", func(js JobStatus) bool { return js.State == "running" })
+	waitJob(t, d, "stays", "running", func(js JobStatus) bool { return js.State == "running" })
+	if err := os.Chmod(jobsDir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	reload(t, d)
+	if err := os.Remove(filepath.Join(jobsDir, "jobs.lua")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(jobsDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	res := reload(t, d)
+	if !slices.Contains(res.Removed, "gone") || res.Files != 1 {
+		t.Errorf("the reload once the directory is read again: %+v, want gone removed and 1 file", res)
+	}
+	testkit.WaitFor(t, 20*time.Second, "gone to go", func() bool {
+		_, ok := d.jobStatus("gone")
+		return !ok
+	})
+	if js, _ := d.jobStatus("stays"); js.State != "running" {
+		t.Errorf("stays: %s, want running still", js.State)
 	}
 }
