@@ -105,9 +105,19 @@ func (d *Daemon) refreshPeople() (gone []string, err error) {
 		}
 	}
 	now := make(map[string]*person, len(names))
+	remade := false
 	for _, name := range names {
 		if p, ok := d.people[name]; ok {
 			now[name] = p
+			// Removed, their directory is made again, as at first: it is
+			// theirs to write into, and berth submit writes there.
+			if _, err := os.Lstat(p.dir); errors.Is(err, fs.ErrNotExist) {
+				if err := makePersonDir(p.dir, p.uid, p.gid); err != nil && !errors.Is(err, fs.ErrExist) {
+					return nil, fmt.Errorf("give %s a job directory again: %w", name, err)
+				}
+				d.log.Info("made a person's job directory again: it was removed", "user", name, "dir", p.dir)
+				remade = true
+			}
 			continue
 		}
 		if !validUserName(name) {
@@ -123,7 +133,7 @@ func (d *Daemon) refreshPeople() (gone []string, err error) {
 			now[name] = p
 		}
 	}
-	changed := len(now) != len(d.people)
+	changed := remade || len(now) != len(d.people)
 	for name, p := range d.people {
 		if _, still := now[name]; !still {
 			d.log.Info("no longer a member of the group: their jobs are removed", "user", name, "group", d.group())

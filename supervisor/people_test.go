@@ -717,3 +717,28 @@ job "sweep" { cmd = "true", array = 5, enabled = false, cpus = 0 }`)
 		t.Errorf("10 jobs of 10: problems %+v", st.Problems)
 	}
 }
+
+// TestPeopleDirMadeAgain: a person's directory removed is made again at
+// the next reload, theirs and 0700, and what they put there is read.
+func TestPeopleDirMadeAgain(t *testing.T) {
+	d, spool, _ := peopleDaemon(t, "", nil)
+	dir := filepath.Join(spool, testAlice)
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	reload(t, d)
+	u, err := user.Lookup(testAlice)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st unix.Stat_t
+	if err := unix.Lstat(dir, &st); err != nil {
+		t.Fatalf("alice's directory after its removal and a reload: %v", err)
+	}
+	if strconv.Itoa(int(st.Uid)) != u.Uid || st.Mode&0o7777 != 0o700 {
+		t.Fatalf("alice's directory after its removal and a reload: uid %d, mode %o; want %s and 0700", st.Uid, st.Mode&0o7777, u.Uid)
+	}
+	writeAs(t, spool, testAlice, "back.lua", `job "back" { cmd = "sleep 600", cpus = 0 }`)
+	reload(t, d)
+	waitJob(t, d, testAlice+"/back", "running", func(js JobStatus) bool { return js.State == "running" })
+}
