@@ -184,7 +184,7 @@ func runDaemon(c *cli, args []string) int {
 	}
 	d, err := supervisor.Open(cfg)
 	if err != nil {
-		fmt.Fprintln(c.stderr, msgOpenState(err))
+		fmt.Fprintln(c.stderr, msgOpenState(*state, err))
 		return exitFailed
 	}
 	fs.Visit(func(f *flag.Flag) {

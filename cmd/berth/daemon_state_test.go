@@ -50,7 +50,7 @@ func TestDaemonRefusesAnEmptyState(t *testing.T) {
 		t.Fatal(err)
 	}
 	out, code := d.refused("--socket", d.socket)
-	want := msgOpenState(&store.NotStateError{Path: path, Problem: store.NotStateEmpty})
+	want := msgOpenState(d.state, &store.NotStateError{Path: path, Problem: store.NotStateEmpty})
 	if code != exitFailed || !strings.Contains(out, want) {
 		t.Errorf("exit %d, said:\n%s\nwant exit %d and\n%s", code, out, exitFailed, want)
 	}
@@ -80,7 +80,7 @@ func TestDaemonStateRemovedUnderIt(t *testing.T) {
 	}
 
 	out, code := d.refused("--socket", filepath.Join(d.dir, "second.sock"))
-	want := msgOpenState(&store.LockedError{Path: path, HolderPID: d.cmd.Process.Pid})
+	want := msgOpenState(d.state, &store.LockedError{Path: path, HolderPID: d.cmd.Process.Pid})
 	if code != exitFailed || !strings.Contains(out, want) {
 		t.Errorf("second daemon: exit %d, said:\n%s\nwant exit %d and\n%s", code, out, exitFailed, want)
 	}

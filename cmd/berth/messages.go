@@ -4,8 +4,10 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net"
 	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -157,7 +159,7 @@ func msgBinaryReplaced(d supervisor.DaemonStatus, runner, client string) string 
 		d.Binary, versions, restart)
 }
 
-func msgOpenState(err error) string {
+func msgOpenState(stateDir string, err error) string {
 	var locked *store.LockedError
 	if errors.As(err, &locked) {
 		return "berth: " + locked.Error()
@@ -165,6 +167,14 @@ func msgOpenState(err error) string {
 	var notState *store.NotStateError
 	if errors.As(err, &notState) {
 		return msgNotState(notState)
+	}
+	switch path := filepath.Join(stateDir, "state.db"); {
+	case errors.Is(err, store.ErrCorrupt):
+		return fmt.Sprintf("berth: state %s is damaged, and berth cannot read it (%v): put back a copy if you have one; to start afresh, move it aside (batch jobs done before then run again): mv %s %s.bad",
+			path, err, path, path)
+	case errors.Is(err, fs.ErrPermission):
+		return fmt.Sprintf("berth: cannot open the state: %v: the state directory must be the daemon's to write (ls -ld %s shows whose it is; sudo chown -R $(id -un) %s makes it yours), or give --state DIR, or set BERTH_STATE",
+			err, stateDir, stateDir)
 	}
 	return fmt.Sprintf("berth: cannot open the state: %v (give --state DIR, or set BERTH_STATE)", err)
 }

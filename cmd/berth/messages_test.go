@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"net"
 	"os"
 	"strings"
@@ -76,11 +77,13 @@ func TestMessages(t *testing.T) {
 		msgCheckSummary(1, 1, 1, 0),
 		msgSocket("/run/berth/berth.sock", errSocketLive),
 		msgSocket("/run/berth/berth.sock", os.ErrPermission),
-		msgOpenState(&store.LockedError{Path: "/var/lib/berth/state.db", HolderPID: 1234}),
-		msgOpenState(errors.New("open state /var/lib/berth/state.db: read-only file system")),
-		msgOpenState(&store.NotStateError{Path: "/var/lib/berth/state.db", Problem: store.NotStateEmpty}),
-		msgOpenState(fmt.Errorf("open daemon: %w", &store.NotStateError{Path: "/var/lib/berth/state.db", Problem: store.NotStateNotBolt, Size: 22})),
-		msgOpenState(&store.NotStateError{Path: "/var/lib/berth/state.db", Problem: store.NotStateForeign, Size: 32768}),
+		msgOpenState("/var/lib/berth", &store.LockedError{Path: "/var/lib/berth/state.db", HolderPID: 1234}),
+		msgOpenState("/var/lib/berth", errors.New("open state /var/lib/berth/state.db: read-only file system")),
+		msgOpenState("/var/lib/berth", &store.NotStateError{Path: "/var/lib/berth/state.db", Problem: store.NotStateEmpty}),
+		msgOpenState("/var/lib/berth", fmt.Errorf("open daemon: %w", &store.NotStateError{Path: "/var/lib/berth/state.db", Problem: store.NotStateNotBolt, Size: 22})),
+		msgOpenState("/var/lib/berth", &store.NotStateError{Path: "/var/lib/berth/state.db", Problem: store.NotStateForeign, Size: 32768}),
+		msgOpenState("/var/lib/berth", fmt.Errorf("open state /var/lib/berth/state.db: %w: panic: assertion failed: Page expected to be: 0, but self identifies as 216", store.ErrCorrupt)),
+		msgOpenState("/var/lib/berth", fmt.Errorf("create state directory /var/lib/berth: mkdir /var/lib/berth/logs: %w", fs.ErrPermission)),
 		msgNoDaemon("/run/berth/berth.sock"),
 		msgSocketDenied("/run/berth/berth.sock", ""),
 		msgSocketDenied("/run/berth/berth.sock", "ml-team"),

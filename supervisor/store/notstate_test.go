@@ -3,9 +3,11 @@ package store
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -138,5 +140,37 @@ func TestNotStateErrorIs(t *testing.T) {
 	err := error(&NotStateError{Path: "/var/lib/berth/state.db", Problem: NotStateEmpty})
 	if !errors.Is(err, ErrNotState) || errors.Is(err, ErrCorrupt) {
 		t.Errorf("%v: errors.Is ErrNotState %v, ErrCorrupt %v", err, errors.Is(err, ErrNotState), errors.Is(err, ErrCorrupt))
+	}
+}
+
+// TestOpenTruncated: a state file cut short (a copy that stopped, a full
+// disk in an old bbolt) is refused as corrupt; bbolt itself reads a page
+// past its end through its mapping, and the process dies of SIGBUS.
+func TestOpenTruncated(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state.db") // no check at cleanup: it would read past the end
+	s, err := Open(path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 200 {
+		if err := s.PutJob(JobRecord{Name: fmt.Sprintf("job-%03d", i), Fingerprint: strings.Repeat("f", 200)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, size := range []int64{16384, 8192} {
+		if err := os.Truncate(path, size); err != nil {
+			t.Fatal(err)
+		}
+		_, err := Open(path, Options{})
+		if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "cut short") {
+			t.Errorf("open of the state cut to %d bytes of %d: %v, want it corrupt, cut short", size, fi.Size(), err)
+		}
 	}
 }

@@ -6,7 +6,9 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
 	"sync"
@@ -227,6 +229,11 @@ func openWith(path string, opts Options, tune func(*bbolt.Options)) (_ *Store, e
 			return nil, fmt.Errorf("create state %s: %w", path, err)
 		}
 	}
+	if !missing {
+		if reach, short := truncated(path, size); short {
+			return nil, fmt.Errorf("open state %s: %w: it is %d bytes, and its pages reach %d: it was cut short", path, ErrCorrupt, size, reach)
+		}
+	}
 	db, opened, err := boltOpen(path, bo)
 	if err != nil {
 		if errors.Is(err, berrors.ErrTimeout) {
@@ -376,6 +383,65 @@ func looksBolt(path string) bool {
 		}
 	}
 	return false
+}
+
+// truncated says whether the bbolt file at path, size bytes long, is
+// shorter than its pages, and how far they reach: bbolt maps the file and
+// reads a page past its end, which the kernel answers with SIGBUS, a
+// crash that no recover catches. Of its two meta pages, the valid one of
+// the later transaction says where its pages end (pgid × page size); a
+// file with no valid meta page is left to bbolt, which refuses it.
+func truncated(path string, size int64) (reach int64, short bool) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, false
+	}
+	defer f.Close()
+	type meta struct{ pageSize, pgid, txid uint64 }
+	read := func(off int64) (meta, bool) {
+		var b [64]byte // magic, version, page size, flags, root, sequence, freelist, pgid, txid, checksum
+		if n, _ := f.ReadAt(b[:], off+boltPageHeader); n < len(b) {
+			return meta{}, false
+		}
+		ne := binary.NativeEndian
+		h := fnv.New64a()
+		h.Write(b[:56])
+		if ne.Uint32(b[0:]) != boltMagic || h.Sum64() != ne.Uint64(b[56:]) {
+			return meta{}, false
+		}
+		return meta{pageSize: uint64(ne.Uint32(b[8:])), pgid: ne.Uint64(b[40:]), txid: ne.Uint64(b[48:])}, true
+	}
+	first, ok0 := read(0)
+	var second meta
+	ok1 := false
+	if ok0 {
+		second, ok1 = read(int64(first.pageSize))
+	} else {
+		for _, off := range pageSizesTried() {
+			if second, ok1 = read(off); ok1 {
+				break
+			}
+		}
+	}
+	var m meta
+	switch {
+	case ok0 && ok1:
+		m = first
+		if second.txid > first.txid {
+			m = second
+		}
+	case ok0:
+		m = first
+	case ok1:
+		m = second
+	default:
+		return 0, false
+	}
+	if m.pgid > math.MaxInt64/max(m.pageSize, 1) {
+		return math.MaxInt64, true
+	}
+	reach = int64(m.pgid * m.pageSize)
+	return reach, size < reach
 }
 
 // pageSizesTried are the page sizes bbolt tries for a second meta page:
