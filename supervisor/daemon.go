@@ -233,6 +233,9 @@ type Daemon struct {
 	people map[string]*person
 	// checks holds a token for each POST /v1/check evaluating now.
 	checks chan struct{}
+	// checkers holds each caller to one check evaluating at a time, so
+	// that one person's many checks do not take every place of checks.
+	checkers oneEach
 
 	// draining are the jobs removed whose goroutine may still be stopping
 	// their run, by name; owned by the loop.

@@ -1,6 +1,7 @@
 package supervisor
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"maps"
@@ -9,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/berthd/berth/accounting"
 	"github.com/berthd/berth/luaapi"
@@ -64,6 +66,34 @@ const checkBytes = 12 * watch.DefaultMaxFileBytes
 
 // concurrentChecks is how many checks evaluate at once.
 const concurrentChecks = 2
+
+// oneEach lets each caller do one thing at a time: the others of theirs
+// wait.
+type oneEach struct {
+	mu   sync.Mutex
+	held map[uint32]chan struct{} // by uid; one for each caller seen
+}
+
+// take waits until uid's turn has come, and returns its end; ok is false
+// where ctx ended first.
+func (o *oneEach) take(ctx context.Context, uid uint32) (release func(), ok bool) {
+	o.mu.Lock()
+	if o.held == nil {
+		o.held = map[uint32]chan struct{}{}
+	}
+	turn, seen := o.held[uid]
+	if !seen {
+		turn = make(chan struct{}, 1)
+		o.held[uid] = turn
+	}
+	o.mu.Unlock()
+	select {
+	case turn <- struct{}{}:
+		return func() { <-turn }, true
+	case <-ctx.Done():
+		return nil, false
+	}
+}
 
 // me is the caller as the daemon sees them. Runs on the loop, which owns
 // the people. Someone who joined the group since the last reload is
@@ -133,8 +163,14 @@ func (d *Daemon) serveCheck(w http.ResponseWriter, r *http.Request) {
 		srcs = append(srcs, luaapi.Source{Path: filepath.Join(me.JobsDir, f.Name), Src: f.Src, Owner: me.Owner})
 	}
 	// Each check is a child of up to Evaluator.MemoryBytes: a few at a
-	// time, whoever asks; the others wait their turn (or give up with
-	// their connection).
+	// time, one of each caller's; the others wait their turn (or give up
+	// with their connection). One person's dozen checks of files that
+	// loop to their budget kept everyone's berth submit waiting a minute.
+	mine, ok := d.checkers.take(r.Context(), c.uid)
+	if !ok {
+		return
+	}
+	defer mine()
 	select {
 	case d.checks <- struct{}{}:
 		defer func() { <-d.checks }()
