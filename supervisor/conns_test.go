@@ -212,3 +212,39 @@ func (c *apiConn) closedByDaemon() bool {
 	_, err := c.br.ReadByte()
 	return errors.Is(err, io.EOF) || errors.Is(err, unix.ECONNRESET)
 }
+
+// TestCheckBodyTrickled: a check whose body does not come whole in time
+// is answered, and its connection let go; trickled a byte at a time it
+// held the connection, never idle, for as long as its sender liked.
+func TestCheckBodyTrickled(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "berth.sock")
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runDaemon(t, "", func(cfg *Config) {
+		cfg.Listener, cfg.ControlLimits, cfg.checkBodyTime = l, ctlsock.LimitsFor(1024), 200*time.Millisecond
+	})
+	c, err := dialAPI(sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.SetDeadline(time.Now().Add(answerWithin)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fmt.Fprintf(c, "POST %s/check HTTP/1.1\r\nHost: berth\r\nContent-Length: 1000\r\n\r\n{", APIVersion); err != nil {
+		t.Fatal(err)
+	}
+	// Nothing more comes.
+	resp, err := http.ReadResponse(c.br, nil)
+	switch {
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		t.Fatalf("no answer within %v to a body that stopped coming", answerWithin)
+	case err == nil:
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest {
+			t.Errorf("a body that stopped coming: %s, want 400", resp.Status)
+		}
+	}
+}

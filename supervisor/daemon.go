@@ -113,6 +113,9 @@ type Config struct {
 	// the order jobs born together are placed in does not want a slow
 	// goroutine on a loaded machine to end the hold early.
 	bornHold time.Duration
+	// checkBodyTime, set by tests, is how long a check's request may take
+	// to arrive whole; zero means defaultCheckBodyTime.
+	checkBodyTime time.Duration
 }
 
 // Daemon supervises the jobs of one jobs directory.

@@ -1,6 +1,7 @@
 package supervisor
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -11,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/berthd/berth/accounting"
 	"github.com/berthd/berth/luaapi"
@@ -63,6 +65,10 @@ type CheckResult struct {
 // checkBytes bounds a check's request: a job file is at most
 // watch.DefaultMaxFileBytes, and a few go at once (base64: 4/3 of that).
 const checkBytes = 12 * watch.DefaultMaxFileBytes
+
+// defaultCheckBodyTime is how long a check's request may take to arrive
+// whole.
+const defaultCheckBodyTime = 30 * time.Second
 
 // concurrentChecks is how many checks evaluate at once.
 const concurrentChecks = 2
@@ -131,7 +137,14 @@ func (d *Daemon) serveMe(w http.ResponseWriter, r *http.Request) {
 func (d *Daemon) serveCheck(w http.ResponseWriter, r *http.Request) {
 	c := d.callerOf(r)
 	var req CheckRequest
-	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, checkBytes)).Decode(&req); err != nil {
+	// The body comes at once from berth submit; one trickled in a byte at
+	// a time would hold its connection, never idle, for as long as its
+	// sender liked.
+	rc := http.NewResponseController(w)
+	_ = rc.SetReadDeadline(time.Now().Add(cmp.Or(d.cfg.checkBodyTime, defaultCheckBodyTime)))
+	err := json.NewDecoder(http.MaxBytesReader(w, r.Body, checkBytes)).Decode(&req)
+	if err != nil {
+		w.Header().Set("Connection", "close") // what is left of its body is not waited for
 		status := http.StatusBadRequest
 		if _, tooLarge := errors.AsType[*http.MaxBytesError](err); tooLarge {
 			status = http.StatusRequestEntityTooLarge
@@ -139,6 +152,7 @@ func (d *Daemon) serveCheck(w http.ResponseWriter, r *http.Request) {
 		writeError(w, status, CodeBadRequest, msgBadCheck(err))
 		return
 	}
+	_ = rc.SetReadDeadline(time.Time{})
 	v, err := d.call(r.Context(), func() any { return d.me(c) })
 	if err != nil {
 		writeNoAnswer(w, err)
