@@ -313,6 +313,8 @@ func msgCannotReadSubmitted(path string, err error) string {
 		return fmt.Sprintf("berth submit: %s cannot be read by you (permission denied); submit a file you may read (ls -l %s shows its owner and mode)", path, path)
 	case errors.Is(err, syscall.EISDIR):
 		return fmt.Sprintf("berth submit: %s is a directory; name the job files in it (berth submit %s/*.lua)", path, strings.TrimSuffix(path, "/"))
+	case errors.Is(err, errNotRegular):
+		return fmt.Sprintf("berth submit: %s is not a regular file (ls -l %s says what it is); submit a job file, or copy what it gives into one first", path, path)
 	}
 	return "berth submit: " + err.Error()
 }

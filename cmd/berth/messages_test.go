@@ -101,6 +101,7 @@ func TestMessages(t *testing.T) {
 		msgCannotReadSubmitted("train.lua", &os.PathError{Op: "open", Path: "train.lua", Err: syscall.ENOENT}),
 		msgCannotReadSubmitted("train.lua", &os.PathError{Op: "open", Path: "train.lua", Err: syscall.EACCES}),
 		msgCannotReadSubmitted("jobs.lua", &os.PathError{Op: "read", Path: "jobs.lua", Err: syscall.EISDIR}),
+		msgCannotReadSubmitted("fifo.lua", errNotRegular),
 		supervisor.MsgQuotaNoAccount(pos, "alcie", "alice"),
 		supervisor.MsgQuotaNoAccount(pos, "nobody-here", ""),
 		msgNoOutput("train", 0),

@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 
 	"github.com/berthd/berth/supervisor"
 	"github.com/berthd/berth/supervisor/watch"
@@ -49,7 +50,7 @@ func runSubmit(c *cli, args []string) int {
 			fmt.Fprintln(c.stderr, msgNotJobFileName(path))
 			return exitUsage
 		}
-		b, err := os.ReadFile(path)
+		b, err := readSubmitted(path)
 		if err != nil {
 			fmt.Fprintln(c.stderr, msgCannotReadSubmitted(path, err))
 			return exitFailed
@@ -68,6 +69,31 @@ func runSubmit(c *cli, args []string) int {
 		fmt.Fprintf(c.stdout, "submitted %s\n", filepath.Join(me.JobsDir, file.Name))
 	}
 	return c.reloadAfterWrite(cl)
+}
+
+// errNotRegular: what berth submit was given is not a file of bytes (a
+// FIFO, a device, a directory), which it would wait on or read for ever.
+var errNotRegular = errors.New("not a regular file")
+
+// readSubmitted reads a file given to berth submit: a regular file, of at
+// most what the daemon would read of a job file.
+func readSubmitted(path string) ([]byte, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case fi.IsDir():
+		return nil, syscall.EISDIR
+	case !fi.Mode().IsRegular():
+		return nil, errNotRegular
+	}
+	return io.ReadAll(io.LimitReader(f, watch.DefaultMaxFileBytes+1))
 }
 
 func runEdit(c *cli, args []string) int {
