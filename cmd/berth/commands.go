@@ -387,13 +387,12 @@ func runHistory(c *cli, args []string) int {
 // control makes start, stop and restart.
 func control(verb string) func(c *cli, args []string) int {
 	return func(c *cli, args []string) int {
-		if verb == "stop" && slices.Contains(args, "--all") {
-			return stopAll(c, args)
-		}
 		fs := c.flags(verb)
 		f := c.clientFlags(fs, false)
-		var ignoreDeps, failed *bool
+		var ignoreDeps, failed, all *bool
 		switch verb {
+		case "stop":
+			all = fs.Bool("all", false, "stop every job you may stop")
 		case "start":
 			ignoreDeps = fs.Bool("ignore-deps", false, "run it once now, without waiting for the jobs it runs after (after, after_any)")
 		case "restart":
@@ -402,6 +401,9 @@ func control(verb string) func(c *cli, args []string) int {
 		rest, code, done := c.parse(fs, args)
 		if done {
 			return code
+		}
+		if all != nil && *all {
+			return stopAll(c, args)
 		}
 		if len(rest) != 1 {
 			fmt.Fprintln(c.stderr, msgWantArgs(verb, "JOB"))
