@@ -4,6 +4,7 @@ import (
 	"math"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -590,6 +591,10 @@ func (d *decoder) cmd() ([]string, bool) {
 			d.add(errNUL(d.s, "cmd"))
 			return nil, false
 		}
+		if len(s) > maxArgBytes {
+			d.add(errArgTooLong(d.s, "cmd", "the command", len(s)))
+			return nil, false
+		}
 		return []string{"/bin/sh", "-c", s}, true
 	case *lua.LTable:
 		return d.argv(x)
@@ -635,6 +640,9 @@ func (d *decoder) argv(t *lua.LTable) ([]string, bool) {
 			ok = false
 		case strings.IndexByte(string(s), 0) >= 0:
 			d.add(errNUL(d.s, "cmd"))
+			ok = false
+		case len(s) > maxArgBytes:
+			d.add(errArgTooLong(d.s, "cmd", "argument "+strconv.Itoa(i), len(s)))
 			ok = false
 		default:
 			argv = append(argv, string(s))
@@ -711,6 +719,11 @@ func (d *decoder) env() (map[string]string, bool) {
 		}
 		if r, bad := envValueBad(val); bad {
 			d.add(errEnvControl(d.s, p.k, r))
+			ok = false
+			continue
+		}
+		if n := len(p.k) + 1 + len(val); n > maxArgBytes {
+			d.add(errArgTooLong(d.s, "env", quote(p.k)+"="+"…", n))
 			ok = false
 			continue
 		}

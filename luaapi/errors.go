@@ -607,6 +607,17 @@ func errNUL(s subject, field string) *Error {
 	return s.err(BadValue, field, fmt.Sprintf("field %s contains a NUL byte, which no process can be given", quote(field)))
 }
 
+// maxArgBytes is the longest string a process may be given as one
+// argument or one NAME=value of its environment: Linux's MAX_ARG_STRLEN,
+// 32 pages of 4 KiB, less the string's NUL. Past it the run fails to
+// start ("argument list too long"): the file is refused at load instead.
+const maxArgBytes = 32*4096 - 1
+
+func errArgTooLong(s subject, field, what string, n int) *Error {
+	return s.err(BadValue, field, fmt.Sprintf("field %s: %s is %d bytes, and no process can be given a string of more than %d (Linux's MAX_ARG_STRLEN); pass what is long in a file",
+		quote(field), what, n, maxArgBytes))
+}
+
 func errDirRelative(s subject, dir string) *Error {
 	return s.err(BadValue, "dir", fmt.Sprintf(`field "dir" must be an absolute path such as "/srv/ml", got %s`, quote(dir)))
 }

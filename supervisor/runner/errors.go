@@ -139,6 +139,11 @@ func (e *ProgramError) Error() string {
 		return fmt.Sprintf("program %s is not executable (mode %04o); chmod +x %s", name, uint32(e.Mode.Perm()), e.At)
 	case e.Problem == PathNotExecutable:
 		return fmt.Sprintf("program %s may not be executed by uid %d (%s)", name, e.Who.UID, e.owner())
+	case errors.Is(e.Err, syscall.E2BIG):
+		// The kernel's "argument list too long" counts the environment too.
+		return fmt.Sprintf("cannot run %s: its arguments and environment together are more than the kernel takes (E2BIG; each string at most 128 KiB, all of them a quarter of the stack limit); make cmd or env smaller, or pass what is large in a file", name)
+	case errors.Is(e.Err, syscall.ENAMETOOLONG):
+		return fmt.Sprintf("cannot run %s: a path (its dir, or the program's) is longer than the kernel takes (ENAMETOOLONG; 4096 bytes, 255 for each name in it)", name)
 	}
 	return fmt.Sprintf("cannot run %s: %v", name, e.Err)
 }

@@ -87,6 +87,9 @@ func TestStartErrorsNameTheCause(t *testing.T) {
 		{"program is a directory", Spec{Argv: []string{tree + "/bin"}}},
 		{"program not executable", Spec{Argv: []string{tree + "/plain.sh"}}},
 		{"interpreter missing", Spec{Argv: []string{tree + "/py4.sh"}}},
+		// More than MAX_ARG_STRLEN (128 KiB) in one string of the
+		// environment: the kernel's "argument list too long".
+		{"environment too large", Spec{Argv: sh, Env: []string{"BIG=" + strings.Repeat("x", 200<<10)}}},
 	}
 	var got strings.Builder
 	for _, c := range cases {
