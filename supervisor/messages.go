@@ -73,9 +73,10 @@ func msgNoSuchJob(name string, brokenFiles int) string {
 }
 
 // msgJobGone is msgNoSuchJob for a job the state remembers: its file
-// went away (the job was stopped then), and its runs are still there.
+// went away (a run of it going then was stopped), and its runs are still
+// there.
 func msgJobGone(name string) string {
-	return fmt.Sprintf("no job named %q now: no job file declares it any more, and it was stopped when its file went (berth history %s shows its runs)", name, name)
+	return fmt.Sprintf("no job named %q now: no job file declares it any more (a run of it still going when its file went was stopped); berth history %s shows its runs", name, name)
 }
 
 func msgNoSuchIndex(array string, i int, r luaapi.Range) string {
