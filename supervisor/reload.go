@@ -1210,7 +1210,9 @@ func (d *Daemon) remembered(name string, def *luaapi.Job, set *luaapi.Set) memor
 	now := d.now()
 	switch {
 	case rec.State == store.StateDone && stillDone():
-		return memory{initial: life{state: store.StateDone, since: rec.Changed}, doneFP: rec.DoneFingerprint}
+		// Its restarts are shown as they were ("done, 2 restarts"), as
+		// a failed job's are.
+		return memory{initial: life{state: store.StateDone, since: rec.Changed, restarts: rec.Restarts}, doneFP: rec.DoneFingerprint}
 	case rec.Fingerprint == fp && (rec.State == store.StateFailed || rec.State == store.StateStopped):
 		return memory{initial: life{state: rec.State, since: rec.Changed, restarts: rec.Restarts}, doneFP: rec.DoneFingerprint}
 	case rec.Fingerprint == fp && rec.Restarts > 0 && !resting(rec.State) && now.Sub(rec.Changed) < healthyRun:

@@ -171,3 +171,20 @@ func TestDaemonNameWinnerSurvivesRestart(t *testing.T) {
 		t.Errorf("job x ran %q, want b's command twice", data)
 	}
 }
+
+// TestDoneKeepsItsRestarts: a job that came to rest done after restarts
+// shows them after the daemon's restart too, as a failed one does.
+func TestDoneKeepsItsRestarts(t *testing.T) {
+	d := newTestDaemon(t, map[string]string{"alw.lua": `job "alw" { cmd = "true", cpus = 0, restart = "always", max_restarts = 1 }`})
+	d.start(daemonOptions{})
+	st := d.waitJob("alw", "done after its restart", func(js supervisor.JobStatus) bool { return js.State == "done" })
+	if st.Restarts != 1 {
+		t.Fatalf("alw: done with %d restarts, want 1", st.Restarts)
+	}
+	d.stop()
+	d.start(daemonOptions{})
+	if st, _ := d.job("alw"); st.State != "done" || st.Restarts != 1 {
+		t.Errorf("alw after the daemon's restart: %s with %d restarts, want done with 1", st.State, st.Restarts)
+	}
+	d.stop()
+}
