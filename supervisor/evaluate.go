@@ -347,7 +347,7 @@ func (e *Evaluator) child(ctx context.Context, m luaapi.Machine, budget, share t
 		_ = c.stdin.Close()
 	})
 	tail := &stderrTail{}
-	relay.Go(func() { e.relayLog(stderr, tail) })
+	relay.Go(func() { e.relayLog(ctx, stderr, tail) })
 	replies := make(chan luaapi.EvalReply)
 	readErr := make(chan error, 1)
 	relay.Go(func() {
@@ -584,8 +584,13 @@ func (e *Evaluator) memory() int64 {
 // relayLog passes the child's log lines (hclog JSON: print from job files)
 // to the daemon's log, and keeps the tail of anything else it writes (a Go
 // runtime's fatal error) for the cause of its death.
-func (e *Evaluator) relayLog(r io.Reader, tail *stderrTail) {
+func (e *Evaluator) relayLog(ctx context.Context, r io.Reader, tail *stderrTail) {
 	log := e.logger()
+	if checked, _ := ctx.Value(checkingKey{}).(bool); checked {
+		// Not a file loaded: one sent to be checked (berth submit,
+		// berth edit), which may never be written.
+		log = log.With("checked", true)
+	}
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 4096), 64<<10)
 	for sc.Scan() {
@@ -641,6 +646,10 @@ func (t *stderrTail) String() string {
 	defer t.mu.Unlock()
 	return string(t.head) + string(t.tail)
 }
+
+// checkingKey marks the context of an evaluation of files sent to be
+// checked (POST /v1/check), whose prints are logged as such.
+type checkingKey struct{}
 
 func (e *Evaluator) logger() hclog.Logger {
 	if e.Log == nil {

@@ -22,12 +22,19 @@ func TestRelayLog(t *testing.T) {
 	var logged bytes.Buffer
 	e := &Evaluator{Log: hclog.New(&hclog.LoggerOptions{Output: &logged, DisableTime: true})}
 	var tail stderrTail
-	e.relayLog(strings.NewReader(`{"@level":"info","@message":"print","file":"a.lua","line":3,"text":"hello"}
+	e.relayLog(context.Background(), strings.NewReader(`{"@level":"info","@message":"print","file":"a.lua","line":3,"text":"hello"}
 fatal error: runtime: out of memory
 goroutine 1 [running]:
 `), &tail)
 	if got := logged.String(); got != "[INFO]  print: file=a.lua line=3 text=hello\n" {
 		t.Errorf("relayed %q", got)
+	}
+	// A file sent to be checked is not a file loaded: its prints say so.
+	logged.Reset()
+	e.relayLog(context.WithValue(context.Background(), checkingKey{}, true),
+		strings.NewReader(`{"@level":"info","@message":"print","file":"a.lua","line":3,"text":"hello"}`+"\n"), &tail)
+	if got := logged.String(); got != "[INFO]  print: checked=true file=a.lua line=3 text=hello\n" {
+		t.Errorf("relayed of a check %q", got)
 	}
 	if got := firstLine(tail.String()); got != "fatal error: runtime: out of memory" {
 		t.Errorf("kept %q first", got)
@@ -42,7 +49,7 @@ func FuzzRelayLog(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		e := &Evaluator{Log: hclog.NewNullLogger()}
 		var tail stderrTail
-		e.relayLog(bytes.NewReader(b), &tail)
+		e.relayLog(context.Background(), bytes.NewReader(b), &tail)
 		if n := len(tail.String()); n > 2*stderrKeepBytes {
 			t.Fatalf("kept %d bytes", n)
 		}

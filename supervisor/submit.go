@@ -193,7 +193,7 @@ func (d *Daemon) serveCheck(w http.ResponseWriter, r *http.Request) {
 	}
 	// All of them, with no reload's share (Config.EvalShare): the person
 	// waits for their own files alone.
-	files := d.cfg.Evaluator.Evaluate(r.Context(), luaMachine(d.cfg), srcs)
+	files := d.cfg.Evaluator.Evaluate(context.WithValue(r.Context(), checkingKey{}, true), luaMachine(d.cfg), srcs)
 	v, err = d.call(r.Context(), func() any { return d.checkInForce(files) })
 	if err != nil {
 		writeNoAnswer(w, err)
