@@ -597,6 +597,8 @@ func (d *Daemon) statusLine() string {
 			line += "; no jobs directory"
 		case ProblemDirRefused:
 			line += "; jobs directory refused"
+		case ProblemNotRecording:
+			line += "; state not recorded"
 		}
 	}
 	if g := d.store.Gone(); g != nil {

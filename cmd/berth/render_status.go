@@ -436,16 +436,31 @@ func compareForStatus(a, b supervisor.JobStatus) int {
 
 // errorsSummary says how many files have errors, the way the daemon's status
 // line does: "1 file with errors"; or, when a problem is not about a job
-// file, how many problems there are.
+// file, how many problems there are. A state that is not recorded (a full
+// disk, a state file removed) is no configuration error, and is said apart.
 func errorsSummary(problems []supervisor.Problem) string {
-	files := map[string]bool{}
+	var parts []string
+	config := make([]supervisor.Problem, 0, len(problems))
 	for _, p := range problems {
+		if p.Code == supervisor.ProblemNotRecording || p.Code == supervisor.ProblemStateGone {
+			if len(parts) == 0 {
+				parts = append(parts, "state not recorded")
+			}
+			continue
+		}
+		config = append(config, p)
+	}
+	if len(config) == 0 {
+		return strings.Join(parts, "")
+	}
+	files := map[string]bool{}
+	for _, p := range config {
 		if !p.InAJobFile() {
-			return count(len(problems), "configuration error")
+			return strings.Join(append(parts, count(len(config), "configuration error")), " · ")
 		}
 		files[p.File] = true
 	}
-	return count(len(files), "file") + " with errors"
+	return strings.Join(append(parts, count(len(files), "file")+" with errors"), " · ")
 }
 
 // jobWhy is the WHY cell: the daemon's reason, and for a job that has been

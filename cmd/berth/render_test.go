@@ -753,10 +753,11 @@ func TestRenderHolds(t *testing.T) {
 		{[]supervisor.Problem{a1}, "1 file with errors"},
 		{[]supervisor.Problem{a1, a2}, "1 file with errors"},
 		{[]supervisor.Problem{a1, b2, refused}, "3 files with errors"},
-		{[]supervisor.Problem{state, a1}, "2 configuration errors"},
-		{[]supervisor.Problem{state}, "1 configuration error"},
+		{[]supervisor.Problem{state, a1}, "state not recorded · 1 file with errors"},
+		{[]supervisor.Problem{state}, "state not recorded"},
 		{[]supervisor.Problem{{Code: supervisor.ProblemDirMissing, File: "/etc/berth/jobs.d"}}, "1 configuration error"},
-		{[]supervisor.Problem{{Code: supervisor.ProblemStateGone, File: "/var/lib/berth/state.db"}, a1}, "2 configuration errors"},
+		{[]supervisor.Problem{{Code: supervisor.ProblemStateGone, File: "/var/lib/berth/state.db"}, a1}, "state not recorded · 1 file with errors"},
+		{[]supervisor.Problem{state, {Code: supervisor.ProblemDirMissing, File: "/etc/berth/jobs.d"}}, "state not recorded · 1 configuration error"},
 	} {
 		if got := errorsSummary(tt.problems); got != tt.want {
 			t.Errorf("errors %+v: %q, want %q", tt.problems, got, tt.want)
