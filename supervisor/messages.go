@@ -277,6 +277,12 @@ func msgNameTaken(at luaapi.Pos, kind, name string, other luaapi.Pos) string {
 		posPrefix(at), kind, name, posString(other))
 }
 
+// msgOfVersionInForce marks a problem of the version of a file kept in
+// force while the file on disk has errors: its line is that version's.
+func msgOfVersionInForce(text string) string {
+	return text + " (in the version in force, kept while the file on disk has errors: its lines may differ)"
+}
+
 // msgTooManyJobs refuses a person's file that would make their files
 // declare more jobs than bound.
 func msgTooManyJobs(path, owner string, n, others, bound int) string {

@@ -30,6 +30,7 @@ func TestMessagesGolden(t *testing.T) {
 		msgStopping("berth stop train"),
 		msgStopping(""),
 		msgTooManyTails(4),
+		msgOfVersionInForce(`/etc/berth/jobs.d/pipe.lua:2: job "train": field "after": job "prepair" does not exist (did you mean "prepare"?)`),
 		msgTooManyJobs("/var/spool/berth/alice/sweep.lua", "alice", 100000, 12, 10000),
 		msgNotPermitted(1001, "berth", "berth-admin"),
 		msgRefused("start", "train", refuseDisabled, ""),

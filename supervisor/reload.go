@@ -449,7 +449,14 @@ func (d *Daemon) finishReload(r *reloadRun, files []*luaapi.File) ReloadResult {
 	// not declared, a cycle, after and after_any naming one job) hold the
 	// job or make it invalid; each is shown here too, with its file and
 	// line, as the file's errors are.
-	d.problems = append(d.problems, jobProblems(set)...)
+	for _, p := range jobProblems(set) {
+		if _, failing := d.fileErrs[p.File]; failing {
+			// Of the version in force, whose lines are not the file's
+			// on disk any more.
+			p.Text = msgOfVersionInForce(p.Text)
+		}
+		d.problems = append(d.problems, p)
+	}
 	d.problems = append(d.problems, QuotaProblems(set, slices.Sorted(maps.Keys(d.people)))...)
 	switch {
 	case scan.DirRefused != nil:

@@ -444,3 +444,34 @@ func TestRemovedWhileDirRefused(t *testing.T) {
 		t.Errorf("stays: %s, want running still", js.State)
 	}
 }
+
+// TestProblemOfVersionInForce: a job's problem in the version of a file
+// kept in force, while the file on disk has errors, says so: its line is
+// that version's, not the file's on disk.
+func TestProblemOfVersionInForce(t *testing.T) {
+	d, jobsDir := runDaemon(t, "", nil)
+	path := filepath.Join(jobsDir, "pipe.lua")
+	if err := os.WriteFile(path, []byte("job \"prep\" { cmd = \"true\", cpus = 0 }\njob \"train\" { cmd = \"true\", cpus = 0, after = \"prepp\" }\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	reload(t, d)
+	if err := os.WriteFile(path, []byte(`job "prep" { cmd = "true", cpus = "one" }`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	reload(t, d)
+	var after, own bool
+	for _, p := range d.Status().Problems {
+		switch {
+		case strings.Contains(p.Text, `"prepp"`):
+			after = true
+			if !strings.HasSuffix(p.Text, "(in the version in force, kept while the file on disk has errors: its lines may differ)") {
+				t.Errorf("the kept version's problem does not say whose it is: %s", p.Text)
+			}
+		case p.File == path && p.Line == 1:
+			own = true
+		}
+	}
+	if !after || !own {
+		t.Errorf("problems %+v: want the file's own error and the kept version's", d.Status().Problems)
+	}
+}
