@@ -444,38 +444,33 @@ func (d *Daemon) streamFile(w http.ResponseWriter, r *http.Request, path string,
 type runLines struct {
 	w     io.Writer
 	run   uint64
-	in    bool // between the run's header and the next
-	past  bool // a later run's header came after the run's: it is over
-	found bool // the run's header came
-	// before says the files begin with output of a run older than the
-	// first header, or with a later run's header: an earlier run's
-	// output may have been rotated away.
-	before  bool
-	started bool   // a line or header has come
-	newest  uint64 // the latest run whose header came
-	lines   lineSplitter
-	mid     bool // within a line passed on in pieces
+	in    bool   // between the run's header and the next
+	past  bool   // a later run's header came after the run's: it is over
+	found bool   // the run's header came
+	first uint64 // the run of the first header that came
+	lines lineSplitter
+	mid   bool // within a line passed on in pieces
 }
 
-// gone says that the run's output is not in the files, and that the
-// files begin after it: what it wrote, if anything, was rotated away.
-func (l *runLines) gone() bool { return !l.found && l.before && l.run < l.newest }
+// gone says that the run's output is not in the files, which begin with a
+// later run's: what it wrote, if anything, was rotated away. (A run later
+// than the first whose header is there, and with none of its own, wrote
+// nothing: its header would be there.)
+func (l *runLines) gone() bool { return !l.found && l.first != 0 && l.run < l.first }
 
 func (l *runLines) Write(p []byte) (int, error) {
 	err := l.lines.split(p, func(piece []byte, more bool) error {
 		if !l.mid && !more {
 			if run, ok := runner.ParseRunHeader(piece); ok {
-				l.before = l.before || !l.started && run > l.run
-				l.started = true
-				l.newest = max(l.newest, run)
+				if l.first == 0 {
+					l.first = run
+				}
 				l.past = l.past || l.in && run != l.run
 				l.in = run == l.run
 				l.found = l.found || l.in
 				return nil
 			}
 		}
-		l.before = l.before || !l.started
-		l.started = true
 		l.mid = more
 		if l.in {
 			_, err := l.w.Write(piece)

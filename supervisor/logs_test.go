@@ -68,6 +68,17 @@ func TestStreamFileRuns(t *testing.T) {
 			t.Errorf("run %d, its file rotated away: output gone %v, want %v", run, got, want)
 		}
 	}
+	// Run 4 and 5, between runs whose headers are there, wrote nothing.
+	if err := os.WriteFile(rotated, []byte("b2\n"+h(3)+"c1\n"+h(6)+"f1\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for run, want := range map[uint64]bool{2: true, 4: false, 5: false, 7: false} {
+		rec := httptest.NewRecorder()
+		d.streamFile(rec, httptest.NewRequest("GET", "/", nil), rotated, false, &runLines{run: run}, -1, func() {})
+		if got := rec.Header().Get(HeaderOutputGone) != ""; got != want {
+			t.Errorf("run %d, runs 3 and 6 there: output gone %v, want %v", run, got, want)
+		}
+	}
 
 	// Followed, a run whose output is over (a later run's header came)
 	// ends the stream: the request has no deadline to end it.
