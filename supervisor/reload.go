@@ -672,7 +672,7 @@ func (d *Daemon) inForce() *luaapi.Set {
 		}
 	}
 	set := luaapi.Combine(slices.Collect(maps.Values(candidates)))
-	if rejectsFiles(set) || overPersonJobs(candidates, d.personJobs()) {
+	if rejectsFiles(set) || OverPersonJobs(slices.Collect(maps.Values(candidates)), d.personJobs()) {
 		// Admit what was in force, then each changed file: first those
 		// that held one of their job names before, then the others in
 		// lexical order. After a restart nothing is in force yet, and
@@ -759,9 +759,9 @@ func declaredBy(f *luaapi.File) (owner string, n int) {
 	return owner, n
 }
 
-// overPersonJobs says whether any person's files among files declare more
-// than bound jobs.
-func overPersonJobs(files map[string]*luaapi.File, bound int) bool {
+// OverPersonJobs says whether any person's files among files declare
+// more than bound jobs (berth check asks it too).
+func OverPersonJobs(files []*luaapi.File, bound int) bool {
 	count := map[string]int{}
 	for _, f := range files {
 		if owner, n := declaredBy(f); owner != "" {

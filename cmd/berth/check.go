@@ -137,26 +137,34 @@ func runCheck(c *cli, args []string) int {
 // name stays where it is in force, as a reload keeps it
 // (supervisor.AdmitFile): what the jobs directory lends, and the files that
 // hold a job in the daemon, are admitted first, and the file that declares
-// one of their names again is the one refused, whichever sorts first. The
-// problems are those of the files refused so.
+// one of their names again is the one refused, whichever sorts first. A
+// person's file that would take their files past the daemon's default
+// bound of jobs (supervisor.DefaultPersonJobs) is refused as the daemon
+// refuses it. The problems are those of the files refused so.
 func combineInForce(files []*luaapi.File, checked int, daemon *supervisor.Status) (*luaapi.Set, []supervisor.Problem) {
 	set := luaapi.Combine(files)
-	if daemon == nil || !slices.ContainsFunc(set.Errors, func(e *luaapi.Error) bool { return e.Problem == luaapi.NameTaken }) {
+	nameTaken := daemon != nil && slices.ContainsFunc(set.Errors, func(e *luaapi.Error) bool { return e.Problem == luaapi.NameTaken })
+	if !nameTaken && !supervisor.OverPersonJobs(files, supervisor.DefaultPersonJobs) {
 		return set, nil
 	}
+	// The daemon names its files by their absolute paths, links
+	// resolved; a file checked may be named otherwise (berth check jobs.d).
 	holds := map[string]bool{}
-	for _, j := range daemon.Jobs {
-		holds[j.File] = true
+	if daemon != nil {
+		for _, j := range daemon.Jobs {
+			holds[resolved(j.File)] = true
+		}
 	}
 	order := slices.Clone(files)
 	for i := checked; i < len(order); i++ {
-		holds[order[i].Path] = true
+		holds[resolved(order[i].Path)] = true
 	}
 	slices.SortStableFunc(order, func(a, b *luaapi.File) int {
+		ha, hb := holds[resolved(a.Path)], holds[resolved(b.Path)]
 		switch {
-		case holds[a.Path] && !holds[b.Path]:
+		case ha && !hb:
 			return -1
-		case holds[b.Path] && !holds[a.Path]:
+		case hb && !ha:
 			return 1
 		}
 		return strings.Compare(a.Path, b.Path)
@@ -169,7 +177,7 @@ func combineInForce(files []*luaapi.File, checked int, daemon *supervisor.Status
 			failing = append(failing, f) // its own errors, as they are
 			continue
 		}
-		if why := supervisor.AdmitFile(admitted, f.Path, f, 0); why != nil {
+		if why := supervisor.AdmitFile(admitted, f.Path, f, supervisor.DefaultPersonJobs); why != nil {
 			taken = append(taken, why...)
 			refused = append(refused, &luaapi.File{Path: f.Path, Hash: f.Hash}) // checked all the same
 		}
@@ -178,6 +186,18 @@ func combineInForce(files []*luaapi.File, checked int, daemon *supervisor.Status
 	set.Files = append(set.Files, refused...)
 	slices.SortFunc(set.Files, func(a, b *luaapi.File) int { return strings.Compare(a.Path, b.Path) })
 	return set, taken
+}
+
+// resolved is path made absolute, its links resolved, where it can be;
+// otherwise path as it is.
+func resolved(path string) string {
+	if abs, err := filepath.Abs(path); err == nil {
+		path = abs
+	}
+	if real, err := filepath.EvalSymlinks(path); err == nil {
+		return real
+	}
+	return path
 }
 
 // flavorLender is the jobs directory whose flavors a file checked on its
