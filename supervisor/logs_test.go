@@ -47,36 +47,29 @@ func TestStreamFileRuns(t *testing.T) {
 			t.Errorf("run %d: %q, want %q", run, got, want)
 		}
 	}
-	// A run older than what the files begin with: its output, if any, was
-	// rotated away; one later than every header printed nothing.
-	for run, want := range map[uint64]bool{1: false, 2: false, 3: false, 4: false} {
-		rec := httptest.NewRecorder()
-		only := &runLines{run: run}
-		d.streamFile(rec, httptest.NewRequest("GET", "/", nil), path, false, only, -1, func() {})
-		if got := rec.Header().Get(HeaderOutputGone) != ""; got != want {
-			t.Errorf("run %d, both files there: output gone %v, want %v", run, got, want)
-		}
-	}
+	// A run older than the first whose header is in the files: its
+	// output, if any, was rotated away. One later than that, with no
+	// header of its own, wrote nothing.
 	rotated := filepath.Join(dir, "rotated.log")
-	if err := os.WriteFile(rotated, []byte("b2\n"+h(3)+"c1\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	for run, want := range map[uint64]bool{1: true, 2: true, 3: false, 4: false} {
-		rec := httptest.NewRecorder()
-		d.streamFile(rec, httptest.NewRequest("GET", "/", nil), rotated, false, &runLines{run: run}, -1, func() {})
-		if got := rec.Header().Get(HeaderOutputGone) != ""; got != want {
-			t.Errorf("run %d, its file rotated away: output gone %v, want %v", run, got, want)
+	for _, tt := range []struct {
+		path, content string // content "": the files as they are
+		gone          map[uint64]bool
+	}{
+		{path, "", map[uint64]bool{1: false, 2: false, 3: false, 4: false}},
+		{rotated, "b2\n" + h(3) + "c1\n", map[uint64]bool{1: true, 2: true, 3: false, 4: false}},
+		{rotated, "b2\n" + h(3) + "c1\n" + h(6) + "f1\n", map[uint64]bool{2: true, 4: false, 5: false, 7: false}},
+	} {
+		if tt.content != "" {
+			if err := os.WriteFile(tt.path, []byte(tt.content), 0o600); err != nil {
+				t.Fatal(err)
+			}
 		}
-	}
-	// Run 4 and 5, between runs whose headers are there, wrote nothing.
-	if err := os.WriteFile(rotated, []byte("b2\n"+h(3)+"c1\n"+h(6)+"f1\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	for run, want := range map[uint64]bool{2: true, 4: false, 5: false, 7: false} {
-		rec := httptest.NewRecorder()
-		d.streamFile(rec, httptest.NewRequest("GET", "/", nil), rotated, false, &runLines{run: run}, -1, func() {})
-		if got := rec.Header().Get(HeaderOutputGone) != ""; got != want {
-			t.Errorf("run %d, runs 3 and 6 there: output gone %v, want %v", run, got, want)
+		for run, want := range tt.gone {
+			rec := httptest.NewRecorder()
+			d.streamFile(rec, httptest.NewRequest("GET", "/", nil), tt.path, false, &runLines{run: run}, -1, func() {})
+			if got := rec.Header().Get(HeaderOutputGone) != ""; got != want {
+				t.Errorf("run %d of %q: output gone %v, want %v", run, tt.content, got, want)
+			}
 		}
 	}
 

@@ -3,6 +3,7 @@ package supervisor
 import (
 	"context"
 	"testing"
+	"time"
 )
 
 // TestOneEach: a caller's second take waits for their first to end;
@@ -17,23 +18,17 @@ func TestOneEach(t *testing.T) {
 	if _, ok := o.take(ctx, 1002); !ok {
 		t.Fatal("another caller waited for the first")
 	}
-	second := make(chan func())
-	go func() {
-		release, _ := o.take(ctx, 1001)
-		second <- release
-	}()
-	// While the first is held, a take of the same caller with a deadline
-	// gives up.
-	short, cancel := context.WithCancel(ctx)
-	cancel()
+	// While the first is held, a take of the same caller waits until its
+	// context ends, and fails then.
+	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel()
 	if _, ok := o.take(short, 1001); ok {
 		t.Fatal("a second take of the same caller went through while the first is held")
 	}
-	select {
-	case <-second:
-		t.Fatal("the same caller's second take went through while the first is held")
-	default:
-	}
 	first()
-	(<-second)()
+	second, ok := o.take(ctx, 1001)
+	if !ok {
+		t.Fatal("the caller's take after the first ended failed")
+	}
+	second()
 }
