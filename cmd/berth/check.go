@@ -159,8 +159,12 @@ func combineInForce(files []*luaapi.File, checked int, daemon *supervisor.Status
 	for i := checked; i < len(order); i++ {
 		holds[resolved(order[i].Path)] = true
 	}
+	held := make(map[string]bool, len(order)) // by the path as checked
+	for _, f := range order {
+		held[f.Path] = holds[resolved(f.Path)]
+	}
 	slices.SortStableFunc(order, func(a, b *luaapi.File) int {
-		ha, hb := holds[resolved(a.Path)], holds[resolved(b.Path)]
+		ha, hb := held[a.Path], held[b.Path]
 		switch {
 		case ha && !hb:
 			return -1
