@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -467,9 +468,28 @@ for i = 1, 30 do job("w" .. i) { cmd = "sleep 600", cpus = 1 } end`,
 	d.stop()
 }
 
-// TestCheckAgainstTheDaemonsBooks: with a daemon answering and no --cpus,
-// berth check measures jobs against the daemon's books, which they must
-// fit, not against the machine as probed here.
+// TestStopAllStopsWhatIsStopping: a job stopping for an edit's restart
+// is stopped too, and rests stopped once its run ends (it ran again).
+func TestStopAllStopsWhatIsStopping(t *testing.T) {
+	stubborn := `job "stubborn" { cmd = { "sh", "-c", "trap '' TERM; while true; do sleep 1; done" }, cpus = 0, stop_timeout = "1m", env = { V = "%d" } }`
+	d := newTestDaemon(t, map[string]string{"jobs.lua": fmt.Sprintf(stubborn, 1)})
+	d.start(daemonOptions{})
+	j := d.waitJob("stubborn", "its run", func(j supervisor.JobStatus) bool { return j.State == "running" && j.PID > 0 })
+	d.write("jobs.lua", fmt.Sprintf(stubborn, 2))
+	d.cli("reload")
+	d.waitState("stubborn", "stopping")
+	if out, errOut, code := d.cli("stop", "--all"); code != exitOK || out != "1 job: stop requested (berth status shows them)\n" {
+		t.Fatalf("stop --all: exit %d %q %q", code, out, errOut)
+	}
+	if err := syscall.Kill(-j.PID, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	d.waitState("stubborn", "stopped")
+	if runs := d.history("stubborn"); len(runs) != 1 {
+		t.Errorf("the runs: %+v, want the first alone", runs)
+	}
+}
+
 // TestCheckKeepsNamesWhereInForce: a name declared in two files stays,
 // in the daemon, with the file that holds it in force; berth check beside
 // it refuses the same file, not the one that sorts later.
@@ -497,6 +517,9 @@ job "plain" { cmd = "echo impostor" }`)
 	}
 }
 
+// TestCheckAgainstTheDaemonsBooks: with a daemon answering and no --cpus,
+// berth check measures jobs against the daemon's books, which they must
+// fit, not against the machine as probed here.
 func TestCheckAgainstTheDaemonsBooks(t *testing.T) {
 	d := newTestDaemon(t, nil)
 	d.start(daemonOptions{args: []string{"--cpus", "40", "--gpus", "2", "--gpu-mem", "40G"}})

@@ -438,12 +438,6 @@ func control(verb string) func(c *cli, args []string) int {
 	}
 }
 
-// stopAll is `berth stop --all`: every job that holds or waits for the
-// machine is stopped, each with its own stop_signal and stop_timeout, and
-// stays stopped. Under systemd the jobs outlive the daemon, so this (or
-// `systemctl stop berth.slice`) is how every job is stopped at once. A
-// person stops the jobs they may stop, their own, as scancel -u does, and
-// is told how many others' were left.
 // holds is 1 for the states in which a job may hold a grant (an array's:
 // while an index runs), 0 for the others.
 func holds(state string) int {
@@ -454,6 +448,12 @@ func holds(state string) int {
 	return 0
 }
 
+// stopAll is `berth stop --all`: every job that holds or waits for the
+// machine is stopped, each with its own stop_signal and stop_timeout, and
+// stays stopped. Under systemd the jobs outlive the daemon, so this (or
+// `systemctl stop berth.slice`) is how every job is stopped at once. A
+// person stops the jobs they may stop, their own, as scancel -u does, and
+// is told how many others' were left.
 func stopAll(c *cli, args []string) int {
 	fs := c.flags("stop")
 	f := c.clientFlags(fs, false)
@@ -511,10 +511,12 @@ func stopAll(c *cli, args []string) int {
 }
 
 // stoppable says whether berth stop --all stops a job in state: one that
-// holds or waits for the machine.
+// holds or waits for the machine. One already stopping is asked too: an
+// edit's restart, a timeout's policy or the daemon's shutdown would
+// otherwise run it again, and a person's stop is where it rests.
 func stoppable(state string) bool {
 	switch state {
-	case "waiting", "starting", "running", "backoff":
+	case "waiting", "starting", "running", "stopping", "backoff":
 		return true
 	}
 	return false

@@ -815,6 +815,11 @@ job "once" { cmd = "true", cpus = 0 }`,
 	if _, errOut, code := d.cli("reload"); code != exitNoDaemon || !strings.Contains(errOut, "the daemon is stopping") {
 		t.Errorf("berth reload while the daemon stops: exit %d\n%s", code, errOut)
 	}
+	// Every job is stopping by now, and stop --all asks for each all the
+	// same (it was 0 jobs, exit 0, and nothing held at the next start).
+	if out, errOut, code := d.cli("stop", "--all"); code != exitNoDaemon || !strings.Contains(errOut, "the daemon is stopping") {
+		t.Errorf("berth stop --all while the daemon stops: exit %d\n%s%s", code, out, errOut)
+	}
 }
 
 func TestDaemonFailingFilesKeepWhatRuns(t *testing.T) {
