@@ -336,7 +336,7 @@ func (d *Daemon) streamFile(w http.ResponseWriter, r *http.Request, path string,
 	}
 	out := sink
 	if only != nil {
-		only.w = sink
+		only.w, only.head = sink, w.Header()
 		out = only
 	}
 	// Of what is there, none is shown: not read (-n 0).
@@ -448,6 +448,9 @@ type runLines struct {
 	past  bool   // a later run's header came after the run's: it is over
 	found bool   // the run's header came
 	first uint64 // the run of the first header that came
+	// head is the answer's header, to say that the run's output begins
+	// with its header continued: its start was rotated away.
+	head  http.Header
 	lines lineSplitter
 	mid   bool // within a line passed on in pieces
 }
@@ -461,9 +464,14 @@ func (l *runLines) gone() bool { return !l.found && l.first != 0 && l.run < l.fi
 func (l *runLines) Write(p []byte) (int, error) {
 	err := l.lines.split(p, func(piece []byte, more bool) error {
 		if !l.mid && !more {
-			if run, ok := runner.ParseRunHeader(piece); ok {
+			if run, continued, ok := runner.ParseRunHeader(piece); ok {
 				if l.first == 0 {
 					l.first = run
+				}
+				if run == l.run && !l.found && continued && l.head != nil {
+					// Its own header was rotated away, with the start of
+					// its output: said before any of it is written.
+					l.head.Set(HeaderOutputStartGone, "1")
 				}
 				l.past = l.past || l.in && run != l.run
 				l.in = run == l.run
@@ -540,6 +548,11 @@ func (t *tailSlots) take(uid uint32) (release func(), ok bool) {
 // wrote was rotated away, not nothing.
 const HeaderOutputGone = "Berth-Output-Gone"
 
+// HeaderOutputStartGone says, in an answer of one run's output from a log
+// file, that the files begin within that run: the start of what it wrote
+// was rotated away, and what is sent is the rest.
+const HeaderOutputStartGone = "Berth-Output-Start-Gone"
+
 // HeaderLinesLeftOut and HeaderBytesLeftOut say, in an answer of the last
 // lines (?lines=N), how many of the lines asked for were left out to stay
 // within what the daemon holds of them (the earliest), and how many bytes
@@ -587,7 +600,7 @@ func (l *lastLines) Write(p []byte) (int, error) {
 func (l *lastLines) take(piece []byte, more bool) error {
 	if !l.mid {
 		if l.runs && !more {
-			if _, ok := runner.ParseRunHeader(piece); ok {
+			if _, _, ok := runner.ParseRunHeader(piece); ok {
 				l.header, l.fresh = slices.Clone(piece), true
 				return nil
 			}

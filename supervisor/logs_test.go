@@ -49,33 +49,64 @@ func TestStreamFileRuns(t *testing.T) {
 	}
 	// A run older than the first whose header is in the files: its
 	// output, if any, was rotated away. One later than that, with no
-	// header of its own, wrote nothing.
+	// header of its own, wrote nothing. One whose first header there is
+	// its header continued (the top of a file a rotation started) has
+	// lost its start.
+	hc := func(run uint64) string {
+		return strings.TrimSuffix(runner.RunHeader(run, start), " ---\n") + ", continued ---\n"
+	}
 	rotated := filepath.Join(dir, "rotated.log")
+	const gone, startGone = "gone", "start gone"
 	for _, tt := range []struct {
-		path, content string // content "": the files as they are
-		gone          map[uint64]bool
+		path, old, cur string // the files' contents; "" for the files as they are
+		want           map[uint64]string
 	}{
-		{path, "", map[uint64]bool{1: false, 2: false, 3: false, 4: false}},
-		{rotated, "b2\n" + h(3) + "c1\n", map[uint64]bool{1: true, 2: true, 3: false, 4: false}},
-		{rotated, "b2\n" + h(3) + "c1\n" + h(6) + "f1\n", map[uint64]bool{2: true, 4: false, 5: false, 7: false}},
+		{path, "", "", map[uint64]string{1: "", 2: "", 3: "", 4: ""}},
+		{rotated, "", "b2\n" + h(3) + "c1\n", map[uint64]string{1: gone, 2: gone, 3: "", 4: ""}},
+		{rotated, "", "b2\n" + h(3) + "c1\n" + h(6) + "f1\n", map[uint64]string{2: gone, 4: "", 5: "", 7: ""}},
+		{rotated, "", hc(3) + "c3\n" + h(4) + "d1\n", map[uint64]string{2: gone, 3: startGone, 4: "", 5: ""}},
+		{rotated, hc(3) + "c2\n", hc(3) + "c3\n" + h(4) + "d1\n", map[uint64]string{3: startGone, 4: ""}},
+		{rotated, h(3) + "c1\n", hc(3) + "c2\n" + h(4) + "d1\n", map[uint64]string{2: gone, 3: "", 4: ""}},
 	} {
-		if tt.content != "" {
-			if err := os.WriteFile(tt.path, []byte(tt.content), 0o600); err != nil {
+		if tt.cur != "" {
+			if err := os.WriteFile(tt.path+".1", []byte(tt.old), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(tt.path, []byte(tt.cur), 0o600); err != nil {
 				t.Fatal(err)
 			}
 		}
-		for run, want := range tt.gone {
+		for run, want := range tt.want {
 			rec := httptest.NewRecorder()
 			d.streamFile(rec, httptest.NewRequest("GET", "/", nil), tt.path, false, &runLines{run: run}, -1, func() {})
-			if got := rec.Header().Get(HeaderOutputGone) != ""; got != want {
-				t.Errorf("run %d of %q: output gone %v, want %v", run, tt.content, got, want)
+			got := ""
+			switch {
+			case rec.Header().Get(HeaderOutputGone) != "":
+				got = gone
+			case rec.Header().Get(HeaderOutputStartGone) != "":
+				got = startGone
+			}
+			if got != want {
+				t.Errorf("run %d of %q then %q: output %q, want %q", run, tt.old, tt.cur, got, want)
 			}
 		}
+	}
+	// A run whose start is gone: the rest of its output, across the files.
+	if err := os.WriteFile(rotated+".1", []byte(hc(3)+"c2\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(rotated, []byte(hc(3)+"c3\n"+h(4)+"d1\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	rec := httptest.NewRecorder()
+	d.streamFile(rec, httptest.NewRequest("GET", "/", nil), rotated, false, &runLines{run: 3}, -1, func() {})
+	if got := rec.Body.String(); got != "c2\nc3\n" {
+		t.Errorf("run 3, its start gone: %q, want the rest of its output", got)
 	}
 
 	// Followed, a run whose output is over (a later run's header came)
 	// ends the stream: the request has no deadline to end it.
-	rec := httptest.NewRecorder()
+	rec = httptest.NewRecorder()
 	d.streamFile(rec, httptest.NewRequest("GET", "/", nil), path, true, &runLines{run: 2}, -1, func() {})
 	if got := rec.Body.String(); got != "b1\nb2\n" {
 		t.Errorf("run 2 followed: %q", got)

@@ -430,6 +430,21 @@ func TestLogsLinesOldDaemon(t *testing.T) {
 	}
 }
 
+// TestLogsRunStartGone: the output of a run whose start was rotated away
+// is shown, after a word on stderr that it is not all of it.
+func TestLogsRunStartGone(t *testing.T) {
+	socket := fakeDaemon(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Query().Get("run") == "7" {
+			w.Header().Set(supervisor.HeaderOutputStartGone, "1")
+		}
+		w.Write([]byte("rest\n"))
+	})
+	out, errOut, code := berth(t, map[string]string{"BERTH_SOCKET": socket}, "logs", "svc", "--run", "7")
+	if code != exitOK || out != "rest\n" || errOut != msgRunOutputStartGone("svc", 7)+"\n" {
+		t.Errorf("exit %d, %q, %q", code, out, errOut)
+	}
+}
+
 // fakeDaemon serves h on a control socket of its own, as a daemon of
 // another version would answer, and returns the socket's path.
 func fakeDaemon(t *testing.T, h http.HandlerFunc) string {

@@ -609,6 +609,9 @@ func runLogs(c *cli, args []string) int {
 	n, err := cl.stream(ctx, "/jobs/"+url.PathEscape(job)+"/logs", q, out, needs, func(h http.Header) {
 		gone = h.Get(supervisor.HeaderOutputGone) != ""
 		// Said first: the lines shown then begin later than asked.
+		if h.Get(supervisor.HeaderOutputStartGone) != "" {
+			fmt.Fprintln(c.stderr, msgRunOutputStartGone(job, run))
+		}
 		lines, _ := strconv.Atoi(h.Get(supervisor.HeaderLinesLeftOut))
 		bytes, _ := strconv.Atoi(h.Get(supervisor.HeaderBytesLeftOut))
 		if lines > 0 || bytes > 0 {

@@ -156,7 +156,7 @@ func (p *pty) read() string {
 func withoutHeader(t *testing.T, out string) string {
 	t.Helper()
 	header, rest, _ := strings.Cut(out, "\n")
-	if _, ok := runner.ParseRunHeader([]byte(header)); !ok {
+	if _, _, ok := runner.ParseRunHeader([]byte(header)); !ok {
 		t.Fatalf("the output does not start with its run's header: %q", out)
 	}
 	return rest

@@ -256,6 +256,12 @@ func msgRunOutputGone(job string, run uint64) string {
 	return fmt.Sprintf("berth: run %d of %s: its output is no longer kept; the job's log files, bounded in size, now begin with later runs' (berth logs %s shows what is kept)", run, job, job)
 }
 
+// msgRunOutputStartGone: the start of a run's output was rotated out of
+// its job's log files; what follows is the rest.
+func msgRunOutputStartGone(job string, run uint64) string {
+	return fmt.Sprintf("berth: run %d of %s: the start of its output is no longer kept (the job's log files are bounded in size); what is kept follows", run, job)
+}
+
 // msgTailLeftOut: what of the last lines asked for the daemon left out,
 // past what it holds of them for one request.
 func msgTailLeftOut(job string, lines, bytes int) string {

@@ -107,6 +107,7 @@ func TestMessages(t *testing.T) {
 		msgNoOutput("train", 0),
 		msgNoOutput("train", 7),
 		msgRunOutputGone("train", 7),
+		msgRunOutputStartGone("train", 7),
 		msgTailLeftOut("train", 12, 0),
 		msgTailLeftOut("train", 0, 4096),
 		msgTailLeftOut("train", 1, 100),

@@ -112,20 +112,26 @@ func RunHeader(run uint64, start time.Time) string {
 
 const runHeaderPrefix = "--- berth: run "
 
-// ParseRunHeader returns the run of a RunHeader line, and whether line is
-// one.
-func ParseRunHeader(line []byte) (run uint64, ok bool) {
+// ParseRunHeader returns the run of a RunHeader line, whether it is the
+// header's continued line at the top of a file a rotation started, and
+// whether line is either.
+func ParseRunHeader(line []byte) (run uint64, continued, ok bool) {
 	rest, found := bytes.CutPrefix(line, []byte(runHeaderPrefix))
 	if !found {
-		return 0, false
+		return 0, false, false
 	}
 	digits, tail, found := bytes.Cut(rest, []byte(" started "))
-	if !found || !bytes.HasSuffix(bytes.TrimRight(tail, "\n"), []byte(" ---")) {
-		return 0, false
+	tail = bytes.TrimRight(tail, "\n")
+	if !found || !bytes.HasSuffix(tail, []byte(" ---")) {
+		return 0, false, false
 	}
 	run, err := strconv.ParseUint(string(digits), 10, 64)
-	return run, err == nil
+	return run, bytes.HasSuffix(tail, []byte(continuedSuffix)), err == nil
 }
+
+// continuedSuffix ends a run's header repeated at the top of a file a
+// rotation started while the run wrote.
+const continuedSuffix = ", continued ---"
 
 func openLog(dir, job string, maxBytes int64, header string, slowDisk func()) (*LogSink, error) {
 	// Job names are checked long before this, but a name that reached
@@ -144,7 +150,7 @@ func openLog(dir, job string, maxBytes int64, header string, slowDisk func()) (*
 	}
 	if header != "" {
 		s.header = []byte(header)
-		s.continued = []byte(strings.TrimSuffix(header, " ---\n") + ", continued ---\n")
+		s.continued = []byte(strings.TrimSuffix(header, " ---\n") + continuedSuffix + "\n")
 	}
 	// What would stop the file being created later is caught now, when it
 	// can still fail the start: a missing or unwritable directory.

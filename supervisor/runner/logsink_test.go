@@ -228,15 +228,20 @@ func TestLogSinkRunHeaders(t *testing.T) {
 	if cur != want {
 		t.Errorf("the log:\n%s\nwant:\n%s", cur, want)
 	}
-	for line, want := range map[string]uint64{
-		RunHeader(42, start):                                42,
-		strings.TrimSuffix(RunHeader(7, start), "\n"):       7,
-		"--- berth: run x started 2026-12-04T09:00:00Z ---": 0,
-		"--- berth: run 5 began ---":                        0,
-		"two":                                               0,
+	for _, tt := range []struct {
+		line      string
+		run       uint64 // 0: not a header
+		continued bool
+	}{
+		{RunHeader(42, start), 42, false},
+		{strings.TrimSuffix(RunHeader(7, start), "\n"), 7, false},
+		{"--- berth: run 7 started 2026-12-04T09:00:00Z, continued ---\n", 7, true},
+		{"--- berth: run x started 2026-12-04T09:00:00Z ---", 0, false},
+		{"--- berth: run 5 began ---", 0, false},
+		{"two", 0, false},
 	} {
-		if run, ok := ParseRunHeader([]byte(line)); run != want || ok != (want != 0) {
-			t.Errorf("ParseRunHeader(%q) = %d, %v; want %d", line, run, ok, want)
+		if run, continued, ok := ParseRunHeader([]byte(tt.line)); run != tt.run || continued != tt.continued || ok != (tt.run != 0) {
+			t.Errorf("ParseRunHeader(%q) = %d, %v, %v; want %d, %v", tt.line, run, continued, ok, tt.run, tt.continued)
 		}
 	}
 }
@@ -253,7 +258,7 @@ func TestLogSinkRotatedRunContinues(t *testing.T) {
 	cur, old := readLogs(t, dir)
 	for name, text := range map[string]string{"job.log": cur, "job.log.1": old} {
 		first, rest, _ := strings.Cut(text, "\n")
-		if run, ok := ParseRunHeader([]byte(first)); !ok || run != 9 || !strings.HasSuffix(first, ", continued ---") {
+		if run, continued, ok := ParseRunHeader([]byte(first)); !ok || run != 9 || !continued {
 			t.Errorf("%s begins %q, want run 9's header, continued", name, first)
 		}
 		if len(text) > maxBytes || len(rest)%width != 0 {
