@@ -126,7 +126,7 @@ func (e *RefusedError) Error() string {
 			chown = "chown -h " // chown follows a link: -h changes the link itself
 		}
 		copyInstead := ""
-		if e.Target != "" && !e.AtLink {
+		if e.Target != "" && !e.AtLink && !e.Dir {
 			// On the way to a link's target: the owner of that
 			// directory may be no one whom chown should dispossess.
 			target := e.Target
@@ -145,7 +145,13 @@ func (e *RefusedError) Error() string {
 				// Someone else's, in a person's directory: chown would
 				// hand the person what another put there, or took them
 				// through another's directory.
-				if e.Target != "" {
+				switch {
+				case e.Target != "" && e.Dir:
+					// Theirs is made by berth, not linked to by it: rm
+					// gives the link up, and the next reload makes it.
+					return fmt.Sprintf("%s %s %s, not %s; berth refuses it (a person's directory may lead only to what is theirs or root's: rm %s removes the link, and berth reload makes the directory again, owned by %s)",
+						s, owned, who(e.Owner, "uid", e.UID), accepted, p, e.chownTo())
+				case e.Target != "":
 					return fmt.Sprintf("%s %s %s, not %s; berth refuses it (a link in a job directory may lead only to what is its owner's or root's: rm %s)",
 						s, owned, who(e.Owner, "uid", e.UID), accepted, p)
 				}

@@ -55,6 +55,9 @@ func TestMessagesGolden(t *testing.T) {
 		{Path: "/srv/jobs.d", Dir: true, At: "/srv", Reason: Unreadable, Err: perm},
 		{Path: "/tmp/jobs.d", Dir: true, At: "/tmp/jobs.d-link", AtLink: true, Reason: NotOwned, UID: 65534, Owner: "nobody"},
 		{Path: "/tmp/jobs.d", Dir: true, AtLink: true, Reason: NotOwned, UID: 65534, Owner: "nobody"},
+		{Path: "/tmp/jobs.d", Dir: true, Target: "/srv/jobs", At: "/srv/jobs", AtTarget: true, Reason: NotOwned, UID: 65534, Owner: "nobody"},
+		{Path: "/tmp/jobs.d", Dir: true, Target: "/srv/jobs", At: "/srv/jobs", AtTarget: true, Reason: WritableByOthers, Mode: fs.ModeDir | 0o777},
+		{Path: "/var/spool/berth/carol", Dir: true, Target: "/home/bob/jobs", At: "/home/bob/jobs", AtTarget: true, Reason: NotOwned, UID: 1001, Owner: "bob", PersonUID: 1003, Person: "carol"},
 		{Path: "shared/x.lua", Named: true, At: "/srv/shared", Reason: WritableByOthers, Mode: fs.ModeDir | 0o777},
 		{Path: "/dev/zero", Named: true, Reason: NotRegular, Kind: "character device"},
 		// A link and its target.

@@ -191,6 +191,16 @@ func (s *Scanner) Scan() (Scan, error) {
 		if refused.At == s.abs {
 			refused.At = "" // the jobs directory's path is a link: the refusal is of Path itself
 		}
+		if refused.At == "" && !refused.AtLink {
+			// The jobs directory is a link, and the directory it leads
+			// to is refused: the sentence names it, and what fixes it
+			// changes it, not the link.
+			if target, err := os.Readlink(s.abs); err == nil {
+				if at, err := filepath.EvalSymlinks(s.abs); err == nil {
+					refused.Target, refused.At, refused.AtTarget = target, at, true
+				}
+			}
+		}
 		return s.dirGone(out, refused), nil
 	default:
 		return Scan{}, fmt.Errorf("open jobs directory %s: %w", s.dir, err)

@@ -579,6 +579,34 @@ func TestStrictModesPersonsDir(t *testing.T) {
 	}
 }
 
+// TestStrictModesPersonsDirLink: a person's directory that is a link to
+// someone else's is refused as the link it is: the fix named removes the
+// link, where a chown of the path would give the other's directory away.
+func TestStrictModesPersonsDirLink(t *testing.T) {
+	x, accounts := personsAccounts(t)
+	top := t.TempDir()
+	spool, home := filepath.Join(top, "spool"), filepath.Join(top, "home")
+	mkdir(t, spool)
+	mkdir(t, home)
+	if err := os.Chown(home, bob, bob); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(spool, "alice")
+	if err := os.Symlink(home, dir); err != nil {
+		t.Fatal(err)
+	}
+	got := scan(t, NewScanner(dir, ScanOptions{DaemonUID: x.daemon, Owner: alice, Accounts: accounts}))
+	var re *RefusedError
+	if !errors.As(got.DirRefused, &re) || re.Reason != NotOwned {
+		t.Fatalf("scan says %q, DirRefused %v; want the directory refused, not owned", summary(dir, got), got.DirRefused)
+	}
+	msg := re.Error()
+	if !strings.HasPrefix(msg, dir+" is a symbolic link to "+home+", which is owned by ") || strings.Contains(msg, "chown") ||
+		!strings.Contains(msg, "rm "+dir+" removes the link") {
+		t.Errorf("the refusal: %s", msg)
+	}
+}
+
 // TestStrictModesPersonsLink: in a person's directory, a link of theirs to
 // a file of theirs is read, through directories of theirs (they could
 // re-point the link anyway); through a directory of someone else's, or as
