@@ -46,6 +46,9 @@ type DaemonStatus struct {
 	// daemon runs the old one until it is restarted.
 	Binary         string `json:"binary"`
 	BinaryReplaced bool   `json:"binary_replaced"`
+	// PersonJobs is how many jobs one person's files may declare in all
+	// (berth daemon --person-jobs), which berth check holds them to.
+	PersonJobs int `json:"person_jobs"`
 }
 
 // MachineStatus is what the machine has and who holds it.
@@ -222,7 +225,7 @@ func (d *Daemon) status(members bool) Status {
 			Cards:    []CardStatus{},
 		},
 	}
-	s.Daemon = DaemonStatus{Version: d.cfg.Version, PID: os.Getpid(), Started: d.started}
+	s.Daemon = DaemonStatus{Version: d.cfg.Version, PID: os.Getpid(), Started: d.started, PersonJobs: d.personJobs()}
 	if d.bin != nil {
 		s.Daemon.Binary, s.Daemon.BinaryReplaced = d.bin.path, d.bin.replaced.Load()
 	}

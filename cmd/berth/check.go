@@ -138,13 +138,18 @@ func runCheck(c *cli, args []string) int {
 // (supervisor.AdmitFile): what the jobs directory lends, and the files that
 // hold a job in the daemon, are admitted first, and the file that declares
 // one of their names again is the one refused, whichever sorts first. A
-// person's file that would take their files past the daemon's default
-// bound of jobs (supervisor.DefaultPersonJobs) is refused as the daemon
-// refuses it. The problems are those of the files refused so.
+// person's file that would take their files past the daemon's bound of
+// jobs (the default without a daemon, or from one too old to say) is
+// refused as the daemon refuses it. The problems are those of the files
+// refused so.
 func combineInForce(files []*luaapi.File, checked int, daemon *supervisor.Status) (*luaapi.Set, []supervisor.Problem) {
 	set := luaapi.Combine(files)
 	nameTaken := daemon != nil && slices.ContainsFunc(set.Errors, func(e *luaapi.Error) bool { return e.Problem == luaapi.NameTaken })
-	if !nameTaken && !supervisor.OverPersonJobs(files, supervisor.DefaultPersonJobs) {
+	bound := supervisor.DefaultPersonJobs
+	if daemon != nil {
+		bound = cmp.Or(daemon.Daemon.PersonJobs, bound)
+	}
+	if !nameTaken && !supervisor.OverPersonJobs(files, bound) {
 		return set, nil
 	}
 	// The daemon names its files by their absolute paths, links
@@ -181,7 +186,7 @@ func combineInForce(files []*luaapi.File, checked int, daemon *supervisor.Status
 			failing = append(failing, f) // its own errors, as they are
 			continue
 		}
-		if why := supervisor.AdmitFile(admitted, f.Path, f, supervisor.DefaultPersonJobs); why != nil {
+		if why := supervisor.AdmitFile(admitted, f.Path, f, bound); why != nil {
 			taken = append(taken, why...)
 			refused = append(refused, &luaapi.File{Path: f.Path, Hash: f.Hash}) // checked all the same
 		}

@@ -419,6 +419,35 @@ func TestCheckPersonsFiles(t *testing.T) {
 	}
 }
 
+// TestCheckPersonJobsOfTheDaemon: berth check beside a daemon holds a
+// person's files to the daemon's --person-jobs, not to the default.
+func TestCheckPersonJobsOfTheDaemon(t *testing.T) {
+	needPeople(t)
+	d := newTestDaemon(t, nil)
+	spool := filepath.Join(d.dir, "spool")
+	d.start(daemonOptions{args: []string{"--cpus", "2", "--user-jobs", spool, "--group", peopleGroup, "--person-jobs", "3"}})
+	u, err := user.Lookup(alice)
+	if err != nil {
+		t.Fatal(err)
+	}
+	uid, _ := strconv.Atoi(u.Uid)
+	path := filepath.Join(spool, alice, "many.lua")
+	if err := os.WriteFile(path, []byte(`job "many" { cmd = "true", array = 5 }`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(path, uid, -1); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, code := berth(t, map[string]string{"BERTH_SOCKET": d.socket, "BERTH_USER_JOBS": spool}, "check", path)
+	if code != exitFailed || !strings.Contains(out, "3") || !strings.HasSuffix(out, "1 error\n") {
+		t.Errorf("check beside a daemon of --person-jobs 3: exit %d\n%s%s", code, out, errOut)
+	}
+	d.stop()
+	if out, errOut, code := berth(t, map[string]string{"BERTH_SOCKET": d.socket, "BERTH_USER_JOBS": spool}, "check", path); code != exitOK {
+		t.Errorf("check without a daemon, of the default bound: exit %d\n%s%s", code, out, errOut)
+	}
+}
+
 // TestCheckPersonsDirBorrowsFlavors: a person's directory checked as a
 // whole names the administrators' flavors, as its files do one by one:
 // people declare none.
