@@ -31,6 +31,7 @@ func runCheck(c *cli, args []string) int {
 	var budget budgetFlag
 	budget.register(fs)
 	asJSON := fs.Bool("json", false, "print the loaded flavors and jobs, resolved, as JSON")
+	socket := fs.String("socket", "", "the daemon whose books, flavors and files in force to check against (env BERTH_SOCKET; default: your own daemon's if one answers, else the system's)")
 	targets, code, done := c.parse(fs, args)
 	if done {
 		return code
@@ -43,7 +44,7 @@ func runCheck(c *cli, args []string) int {
 	machineGiven := m.given()
 	var daemon *supervisor.Status
 	if !machineGiven {
-		if daemon = m.fromDaemon(c); daemon != nil {
+		if daemon = m.fromDaemon(c, *socket); daemon != nil {
 			fmt.Fprintln(c.stderr, msgCheckAgainstDaemon())
 		}
 	}
@@ -85,7 +86,7 @@ func runCheck(c *cli, args []string) int {
 		owner, _ := personOf(userJobs, t)
 		return owner != ""
 	})
-	srcs = append(srcs, flavorContext(lentTo, c.flavorLender(machineGiven), rules, srcs)...)
+	srcs = append(srcs, flavorContext(lentTo, c.flavorLender(machineGiven, *socket), rules, srcs)...)
 	// Evaluated as the daemon evaluates them: in a child the kernel
 	// bounds, so that checking a hostile file is as safe as loading it.
 	// (One File per source, in order.)
@@ -213,12 +214,12 @@ func resolved(path string) string {
 // own may name: the caller's own daemon's; for a person who has none, the
 // system daemon's, which their submitted files are loaded beside. Where
 // BERTH_JOBS does not say which that is, and no machine is given, a
-// daemon that answers the caller as an administrator names its own (its
-// --jobs need not be the default).
-func (c *cli) flavorLender(machineGiven bool) string {
+// daemon that answers the caller (on socket, where given) as an
+// administrator names its own (its --jobs need not be the default).
+func (c *cli) flavorLender(machineGiven bool, socket string) string {
 	if c.env.get("BERTH_JOBS") == "" && !machineGiven {
 		var me supervisor.Me
-		if err := newClient(c.sockets("")...).get("/me", nil, &me); err == nil && me.Owner == "" && me.JobsDir != "" {
+		if err := newClient(c.sockets(socket)...).get("/me", nil, &me); err == nil && me.Owner == "" && me.JobsDir != "" {
 			return me.JobsDir
 		}
 	}

@@ -505,6 +505,35 @@ func TestStopAllStopsWhatIsStopping(t *testing.T) {
 	}
 }
 
+// TestCheckDaemonMemoryUnknown: beside a daemon that accounts no memory
+// (it could not read it), berth check does not hold ram to what this
+// machine has: the daemon runs such a job.
+func TestCheckDaemonMemoryUnknown(t *testing.T) {
+	socket := fakeDaemon(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != supervisor.APIVersion+"/status" {
+			http.NotFound(w, r)
+			return
+		}
+		json.NewEncoder(w).Encode(supervisor.Status{Machine: supervisor.MachineStatus{CPUs: 4}})
+	})
+	file := filepath.Join(t.TempDir(), "big.lua")
+	if err := os.WriteFile(file, []byte(`job "big" { cmd = "true", ram = "100T" }`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// The daemon named by BERTH_SOCKET, by --socket after the command or
+	// before it.
+	for _, args := range [][]string{{"check", file}, {"check", "--socket", socket, file}, {"--socket", socket, "check", file}} {
+		env := map[string]string{"BERTH_SOCKET": socket}
+		if args[0] == "--socket" || args[1] == "--socket" {
+			env = nil
+		}
+		out, errOut, code := berth(t, env, args...)
+		if code != exitOK || errOut != msgCheckAgainstDaemon()+"\n" {
+			t.Errorf("berth %q, of a 100T job beside a daemon that accounts no memory: exit %d\n%s%s", args, code, out, errOut)
+		}
+	}
+}
+
 // TestCheckKeepsNamesWhereInForce: a name declared in two files stays,
 // in the daemon, with the file that holds it in force; berth check beside
 // it refuses the same file, not the one that sorts later.

@@ -22,6 +22,9 @@ type machineFlags struct {
 	// given: what they override is not the person's doing, and is not
 	// warned of.
 	books bool
+	// ramUnknown: the daemon's books do not account memory (it could
+	// not read it), and neither may the books measured against them.
+	ramUnknown bool
 }
 
 func (m *machineFlags) register(fs *flag.FlagSet) {
@@ -37,17 +40,19 @@ func (m *machineFlags) given() bool {
 }
 
 // fromDaemon sets the flags to the books of the daemon that answers the
-// caller (their own, else the system's), as berth status shows them, and
-// returns that status; nil where none answers.
-func (m *machineFlags) fromDaemon(c *cli) *supervisor.Status {
+// caller on socket (where "": their own, else the system's), as berth
+// status shows them, and returns that status; nil where none answers.
+func (m *machineFlags) fromDaemon(c *cli, socket string) *supervisor.Status {
 	var s supervisor.Status
-	if err := newClient(c.sockets("")...).get("/status", nil, &s); err != nil {
+	if err := newClient(c.sockets(socket)...).get("/status", nil, &s); err != nil {
 		return nil
 	}
 	m.cpus = optionalInt{n: s.Machine.CPUs, set: true}
 	m.gpus = optionalInt{n: len(s.Machine.Cards), set: true}
 	if s.Machine.RAMBytes != nil {
 		m.ram = strconv.FormatInt(*s.Machine.RAMBytes>>10, 10) + "K"
+	} else {
+		m.ramUnknown = true
 	}
 	// A share fits where it fits the largest card it could be put on.
 	var shareOf int64
@@ -107,6 +112,9 @@ func (c *cli) inventory(m *machineFlags) (probes.Inventory, error) {
 	}
 	inv = inv.WithCardMemory(c.cardUse)
 	if m.books {
+		if m.ramUnknown {
+			inv.RAM = probes.Memory{}
+		}
 		return inv, nil
 	}
 	if inv.GPUMemSource == probes.SourceOverride {

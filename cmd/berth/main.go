@@ -125,7 +125,7 @@ func init() {
 			summary: "reload the job files now, and print what changed",
 			example: "berth reload",
 			run:     runReload},
-		{name: "check", args: "[FILE|DIR...] [--json] [--cpus N] [--gpus N] [--ram SIZE] [--gpu-mem SIZE] [--file-budget D]",
+		{name: "check", args: "[FILE|DIR...] [--json] [--cpus N] [--gpus N] [--ram SIZE] [--gpu-mem SIZE] [--file-budget D] [--socket PATH]",
 			summary: "validate job files without a daemon; exit 1 on any error",
 			example: "berth check /etc/berth/jobs.d\nberth check train.lua --gpus 4",
 			run:     runCheck},
