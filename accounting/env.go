@@ -128,7 +128,8 @@ func EnvOver(in EnvInput) map[string]string {
 	for _, name := range ThreadVars {
 		// An unaccounted job's share is only advice: a thread count the
 		// operator set on the daemon is an answer, and the share a default.
-		if _, set := in.Daemon[name]; in.Unaccounted && set {
+		// Set empty, it says nothing (OpenMP takes it as unset: every core).
+		if v, set := in.Daemon[name]; in.Unaccounted && set && strings.TrimSpace(v) != "" {
 			continue // the daemon's entry stands
 		}
 		env[name] = strconv.Itoa(cpus)
