@@ -169,12 +169,22 @@ func renderShow(w io.Writer, d supervisor.JobDetail, o renderOptions) {
 	}
 	env := slices.Clone(d.NextEnv)
 	slices.Sort(env)
+	// An unaccounted job's share of threads is BERTH_CPUS, in each thread
+	// variable the daemon's environment does not set: one that says
+	// otherwise is the daemon's.
+	share := ""
 	for _, kv := range env {
-		key, _, _ := strings.Cut(kv, "=")
+		if v, ok := strings.CutPrefix(kv, "BERTH_CPUS="); ok {
+			share = v
+		}
+	}
+	for _, kv := range env {
+		key, value, _ := strings.Cut(kv, "=")
 		mark := "     "
 		switch {
 		case hasKey(def.Env, key):
 			mark = "job  "
+		case def.Resources.CPUs == 0 && slices.Contains(accounting.ThreadVars, key) && value != share:
 		case derivedVar(key):
 			mark = "berth"
 		case def.User != "" && loginVar(key):

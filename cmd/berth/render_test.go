@@ -579,7 +579,19 @@ func TestRenderShow(t *testing.T) {
 	index.NextEnv = []string{"BERTH_ARRAY_INDEX=3", "BERTH_ARRAY_SIZE=100", "BERTH_CPUS=4", "BERTH_GPUS=0", "BERTH_JOB=sweep[3]", "BERTH_RUN=next", "CUDA_VISIBLE_DEVICES=0", "OMP_NUM_THREADS=4"}
 	index.Indices, index.Parents, index.Dependants = nil, nil, nil
 	index.Runs = historyRuns()[12:13]
-	for name, d := range map[string]supervisor.JobDetail{"running": running, "waiting": waiting, "array": arrayDetail(), "index": index, "share": share} {
+	// Unaccounted, under a daemon that set OMP_NUM_THREADS itself: that
+	// one is the daemon's, the others berth's share.
+	unaccounted := supervisor.JobDetail{
+		Status: supervisor.JobStatus{Name: "web", State: "running", Since: ago(time.Minute)},
+		Definition: supervisor.JobDefinition{
+			Name: "web", File: "jobs.d/web.lua", Line: 1, Cmd: []string{"./serve"}, Env: map[string]string{},
+			Restart: "always", StopSignal: "SIGTERM", StopTimeout: "10s", OnChange: "restart", Enabled: true,
+		},
+		NextEnv: []string{"BERTH_CPUS=2", "BERTH_GPUS=", "BERTH_JOB=web", "BERTH_RUN=next", "GOMAXPROCS=2", "OMP_NUM_THREADS=3"},
+		Runs:    []supervisor.RunView{},
+		Logs:    "journal",
+	}
+	for name, d := range map[string]supervisor.JobDetail{"running": running, "waiting": waiting, "array": arrayDetail(), "index": index, "share": share, "unaccounted": unaccounted} {
 		t.Run(name, func(t *testing.T) {
 			var b bytes.Buffer
 			renderShow(&b, d, renderOptions{width: 80, now: renderNow})
