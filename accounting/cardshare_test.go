@@ -199,6 +199,10 @@ func TestPlacerShares(t *testing.T) {
 		if !granted(big) || granted(head) || granted(small) {
 			t.Fatal("want big granted, head and small waiting")
 		}
+		// The 20G of room there is the head's, and it says so.
+		if w, _ := p.Head(); w.KeptShareCard != 0 || w.KeptShareBytes != 20*GiB || len(w.KeptCards) != 0 {
+			t.Errorf("the head keeps %d bytes of card %d and cards %v; want the 20G of card 0", w.KeptShareBytes, w.KeptShareCard, w.KeptCards)
+		}
 		if err := b.Give(big.grant); err != nil {
 			t.Fatal(err)
 		}

@@ -326,6 +326,13 @@ type Waiter struct {
 	// start when the running grants' limits tell it (zero otherwise).
 	Machine       string
 	ExpectedStart time.Time
+	// For the head only, what it keeps there of what is free: the cards
+	// it asks whole, and for a share, KeptShareBytes of card
+	// KeptShareCard. A later job takes them only where it is certain to
+	// end before the head starts.
+	KeptCards      []int
+	KeptShareCard  int
+	KeptShareBytes int64
 }
 
 // Waiting returns the queue in order, head first.
@@ -345,13 +352,27 @@ func (p *Placer) Waiting() []Waiter {
 	})
 	out := make([]Waiter, len(all))
 	for i, w := range all {
-		out[i] = Waiter{Request: w.req, Position: i, Since: w.since}
-		if w == p.head.w {
-			out[i].Machine = p.head.book.capacity.Name
-			if p.head.known {
-				out[i].ExpectedStart = p.head.at
-			}
-		}
+		out[i] = p.view(w)
+		out[i].Position = i
+	}
+	return out
+}
+
+// view is w as Waiting and Head show it, the head's plan included. The
+// caller holds p.mu.
+func (p *Placer) view(w *waiter) Waiter {
+	out := Waiter{Request: w.req, Since: w.since}
+	if w != p.head.w {
+		return out
+	}
+	out.Machine = p.head.book.capacity.Name
+	if p.head.known {
+		out.ExpectedStart = p.head.at
+	}
+	keep := p.head.keep
+	out.KeptCards = slices.Clone(keep.Cards)
+	if keep.GPUMemBytes > 0 {
+		out.KeptShareCard, out.KeptShareBytes = keep.Card, keep.GPUMemBytes
 	}
 	return out
 }
@@ -369,14 +390,7 @@ func (p *Placer) Head() (Waiter, bool) {
 		}
 		w = p.queue.qs[0].waiters[0]
 	}
-	out := Waiter{Request: w.req, Since: w.since}
-	if w == p.head.w {
-		out.Machine = p.head.book.capacity.Name
-		if p.head.known {
-			out.ExpectedStart = p.head.at
-		}
-	}
-	return out, true
+	return p.view(w), true
 }
 
 // shape is what makes two requests interchangeable to the Placer: the

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"reflect"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -222,6 +224,10 @@ func TestPlacerHeadIsNotStarved(t *testing.T) {
 	if got := p.Waiting()[0]; got.Holder != "four-cards" || !got.ExpectedStart.IsZero() {
 		t.Fatalf("head %+v: with only unbounded runs, no expected start can be known", got)
 	}
+	// It keeps the two cards free now, and says so.
+	if got, _ := p.Head(); !slices.Equal(got.KeptCards, []int{2, 3}) || got.KeptShareBytes != 0 {
+		t.Errorf("the head keeps %v and %d bytes of a share, want cards 2 and 3", got.KeptCards, got.KeptShareBytes)
+	}
 
 	if err := b.Give(held); err != nil {
 		t.Fatal(err)
@@ -275,7 +281,7 @@ func TestPlacerBackfill(t *testing.T) {
 	if !q[1].ExpectedStart.IsZero() {
 		t.Errorf("only the head has an expected start; %s shows %v", q[1].Holder, q[1].ExpectedStart)
 	}
-	if head, ok := p.Head(); !ok || head != q[0] {
+	if head, ok := p.Head(); !ok || !reflect.DeepEqual(head, q[0]) {
 		t.Errorf("Head() = %+v, %v; want the queue's first, %+v", head, ok, q[0])
 	}
 }
@@ -580,7 +586,7 @@ func TestPlacerProperty(t *testing.T) {
 					checkConsistent(t, b.Snapshot())
 				}
 				q := p.Waiting()
-				if head, ok := p.Head(); ok != (len(q) > 0) || ok && head != q[0] {
+				if head, ok := p.Head(); ok != (len(q) > 0) || ok && !reflect.DeepEqual(head, q[0]) {
 					t.Fatalf("step %d: Head() = %+v, %v; the queue's first is %+v", step, head, ok, q)
 				}
 				if len(q) == 0 {

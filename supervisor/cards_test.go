@@ -256,6 +256,11 @@ end`, func(cfg *Config) {
 			js.Why == "needs 8G of one gpu's memory; 6G the most free on one; card 1: 8G used by pid "+
 				strconv.Itoa(foreign.Process.Pid)+" (sleep, "+userName(os.Getuid())+") — not a berth job"
 	})
+	// First in line, it keeps the room of card 1, the most, for itself:
+	// no other share could be given it now.
+	if c1 := d.Status().Machine.Cards[1]; c1.RoomBytes == nil || *c1.RoomBytes != 0 || c1.KeptFor != "d" {
+		t.Errorf("card 1 with d first in line for it: room %v, kept for %q; want none left, kept for d", c1.RoomBytes, c1.KeptFor)
+	}
 	// The foreign process goes: d runs beside the third.
 	cards.set(1)
 	if err := d.readCards(); err != nil {

@@ -87,6 +87,11 @@ type CardStatus struct {
 	// absent where the card's memory is unknown or it is held whole.
 	Shares    []CardShare `json:"shares,omitempty"`
 	RoomBytes *int64      `json:"room_bytes,omitempty"`
+	// KeptFor is the head of the queue where it keeps the card, or room
+	// on it for its share, from the jobs behind it (RoomBytes is then
+	// what is left beside that): they take it only where they are
+	// certain to end before it starts.
+	KeptFor string `json:"kept_for,omitempty"`
 }
 
 // CardShare is one job's share of a card.
@@ -240,6 +245,9 @@ func (d *Daemon) status(members bool) Status {
 		total, free := snap.Capacity.RAMBytes, snap.Free.RAMBytes
 		s.Machine.RAMBytes, s.Machine.RAMFreeBytes = &total, &free
 	}
+	// Only the head of the queue has an expected start, and keeps what
+	// is free for itself.
+	head, waits := d.placer.Head()
 	cards := d.cards.Load()
 	for i, holder := range snap.CardHolders {
 		cs := CardStatus{Name: d.cfg.Machine.GPUs[i], Holder: holder, Owner: ownerOf(holder)}
@@ -255,6 +263,13 @@ func (d *Daemon) status(members bool) Status {
 			cs.ShareOfBytes = &shareOf
 			if holder == "" {
 				room := snap.CardRoom[i]
+				switch {
+				case !waits:
+				case slices.Contains(head.KeptCards, i):
+					room, cs.KeptFor = 0, head.Holder
+				case head.KeptShareBytes > 0 && head.KeptShareCard == i:
+					room, cs.KeptFor = max(0, room-head.KeptShareBytes), head.Holder
+				}
 				cs.RoomBytes = &room
 			}
 		}
@@ -268,10 +283,9 @@ func (d *Daemon) status(members bool) Status {
 	}
 	runCards := d.runCards.Load()
 	off := d.offCards()
-	// Only the head of the queue has an expected start.
 	var expected time.Time
 	var expectedOf, first string
-	if head, ok := d.placer.Head(); ok {
+	if waits {
 		first = head.Holder
 		if !head.ExpectedStart.IsZero() {
 			expected, expectedOf = head.ExpectedStart, head.Holder

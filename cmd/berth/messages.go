@@ -558,14 +558,21 @@ func msgGPUMemOver(asked int64, card string, has int64) string {
 }
 
 // msgCardShares says who shares card c by memory, and what is left for
-// another share: "card 0 shared: a 10G, b 10G; 4G left for another".
+// another share: "card 0 shared: a 10G, b 10G; 4G left for another", and
+// what the head of the queue keeps of it.
 func msgCardShares(c supervisor.CardStatus) string {
 	parts := make([]string, len(c.Shares))
 	for i, sh := range c.Shares {
 		parts[i] = sh.Holder + " " + accounting.FormatSize(sh.Bytes)
 	}
 	s := fmt.Sprintf("card %s shared: %s", c.Name, strings.Join(parts, ", "))
-	if c.RoomBytes != nil {
+	switch {
+	case c.RoomBytes == nil:
+	case c.KeptFor != "" && *c.RoomBytes == 0:
+		s += "; what is left is kept for " + c.KeptFor + ", first in line"
+	case c.KeptFor != "":
+		s += "; " + accounting.FormatSize(*c.RoomBytes) + " left for another, beside what is kept for " + c.KeptFor + ", first in line"
+	default:
 		s += "; " + accounting.FormatSize(*c.RoomBytes) + " left for another"
 	}
 	return s

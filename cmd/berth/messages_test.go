@@ -69,6 +69,8 @@ func TestMessages(t *testing.T) {
 		msgUsage("berth daemon", flagError{flag: "--foreign-limit", err: &accounting.SizeError{Input: "1", Problem: accounting.SizeNoUnit}}),
 		msgCardShares(supervisor.CardStatus{Name: "0", Shares: []supervisor.CardShare{{Holder: "infer", Bytes: 10 << 30}, {Holder: "alice/notebook", Owner: "alice", Bytes: 10 << 30}},
 			RoomBytes: ptr(int64(4 << 30))}),
+		msgCardShares(supervisor.CardStatus{Name: "3", Shares: []supervisor.CardShare{{Holder: "s4", Bytes: 50 << 30}}, RoomBytes: ptr(int64(0)), KeptFor: "w1"}),
+		msgCardShares(supervisor.CardStatus{Name: "0", Shares: []supervisor.CardShare{{Holder: "big", Bytes: 30 << 30}}, RoomBytes: ptr(int64(10 << 30)), KeptFor: "head"}),
 		msgOverShare(supervisor.JobStatus{GPUs: []string{"1"}, GPUMemBytes: 10 << 30, GPUMemUsedBytes: ptr(int64(12 << 30))}),
 		msgRanOverShare(12<<30, 10<<30),
 		msgWarning(msgGPUMemOver(100<<30, "0", 80<<30)),
