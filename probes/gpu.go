@@ -27,18 +27,58 @@ const cudaVisibleDevices = "CUDA_VISIBLE_DEVICES"
 // CUDA documents that only the devices before the first invalid entry are
 // visible ("0,2,-1,1" shows 0 and 2), which is also why "", "-1", "none" and
 // "NoDevFiles" show none. An entry is taken as valid when it is a plain index
-// or a "GPU-"/"MIG-" name; a repeated entry also ends the list, because the
-// books would otherwise hand out the same card twice.
-func parseCUDAVisibleDevices(value string) []string {
-	var names []string
-	for entry := range strings.SplitSeq(value, ",") {
+// or a "GPU-"/"MIG-" name; a repeated entry ("1" after "01" too) also ends
+// the list, because the books would otherwise hand out the same card twice.
+//
+// cut is nil unless the list ended on a repeat, or before cards it names
+// later ("0,-1,2", "2,,3"): most likely a slip, which the daemon warns of.
+func parseCUDAVisibleDevices(value string) (names []string, cut *CardsCut) {
+	entries := strings.Split(value, ",")
+	for i, entry := range entries {
 		entry = strings.TrimSpace(entry)
-		if !validCUDAEntry(entry) || slices.Contains(names, entry) {
-			break
+		valid := validCUDAEntry(entry)
+		repeated := valid && slices.ContainsFunc(names, sameCard(entry))
+		if valid && !repeated {
+			names = append(names, entry)
+			continue
 		}
-		names = append(names, entry)
+		c := &CardsCut{Value: value, At: entry, Repeated: repeated}
+		for _, later := range entries[i+1:] {
+			later = strings.TrimSpace(later)
+			if validCUDAEntry(later) && !slices.ContainsFunc(names, sameCard(later)) && !slices.ContainsFunc(c.Left, sameCard(later)) {
+				c.Left = append(c.Left, later)
+			}
+		}
+		if c.Repeated || len(c.Left) > 0 {
+			cut = c
+		}
+		break
 	}
-	return names
+	return names, cut
+}
+
+// CardsCut is where the daemon's CUDA_VISIBLE_DEVICES stopped being read
+// before cards it names: At, the entry that ended it (a repeat of a card
+// named before it where Repeated), and Left, the cards named after it,
+// which are not the daemon's.
+type CardsCut struct {
+	Value    string
+	At       string
+	Repeated bool
+	Left     []string
+}
+
+// sameCard matches the entries that name the card a does: an index by
+// its number, as CUDA reads it ("01" is 1), a name as written.
+func sameCard(a string) func(string) bool {
+	return func(b string) bool {
+		if a == b {
+			return true
+		}
+		x, errA := strconv.ParseUint(a, 10, 64)
+		y, errB := strconv.ParseUint(b, 10, 64)
+		return errA == nil && errB == nil && x == y
+	}
 }
 
 func validCUDAEntry(entry string) bool {
@@ -71,10 +111,11 @@ func countNvidiaNodes(names []string) int {
 // its. Otherwise the cards are named by CUDA index, "0".."n-1", not by the
 // number in the node's name: CUDA numbers the cards it sees from 0, whatever
 // minors the driver gave them. An unreadable /dev gives no cards.
-func probeGPUs(root string, lookupEnv func(string) (string, bool)) (names []string, source string) {
+func probeGPUs(root string, lookupEnv func(string) (string, bool)) (names []string, source string, cut *CardsCut) {
 	if lookupEnv != nil {
 		if value, ok := lookupEnv(cudaVisibleDevices); ok {
-			return parseCUDAVisibleDevices(value), SourceCUDAVisibleDevices
+			names, cut := parseCUDAVisibleDevices(value)
+			return names, SourceCUDAVisibleDevices, cut
 		}
 	}
 	// ReadDir returns what it read before an error; those names still count.
@@ -83,7 +124,7 @@ func probeGPUs(root string, lookupEnv func(string) (string, bool)) (names []stri
 	for i, e := range entries {
 		dev[i] = e.Name()
 	}
-	return indexNames(countNvidiaNodes(dev)), SourceDev
+	return indexNames(countNvidiaNodes(dev)), SourceDev, nil
 }
 
 // indexNames returns "0".."n-1", nil for n ≤ 0.

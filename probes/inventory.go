@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -44,6 +46,9 @@ type Inventory struct {
 	// GPUSource says where GPUs came from: SourceCUDAVisibleDevices,
 	// SourceDev or SourceOverride.
 	GPUSource string
+	// GPUsCut says where the daemon's CUDA_VISIBLE_DEVICES ended before
+	// the cards it names later, or on a repeat; nil where it did not.
+	GPUsCut *CardsCut
 	// CardsSeen is how many cards the probe found, before any override:
 	// with --gpus 0 jobs are given none of them, and must see none.
 	CardsSeen int
@@ -102,10 +107,11 @@ type Memory struct {
 //	            of inv was probed, and an Apply with Overrides.CPUs makes
 //	            it whole: the operator said how many cores there are
 func Probe(root string, lookupEnv func(string) (string, bool)) (Inventory, error) {
-	gpus, gpuSource := probeGPUs(root, lookupEnv)
+	gpus, gpuSource, cut := probeGPUs(root, lookupEnv)
 	inv := Inventory{
 		GPUs:      gpus,
 		GPUSource: gpuSource,
+		GPUsCut:   cut,
 		CardsSeen: len(gpus),
 		RAM:       probeMemory(root),
 		Hostname:  probeHostname(root),
@@ -143,12 +149,17 @@ type WarningKind int
 const (
 	// CoresOversubscribed: --cpus is more than 4 times the online cores.
 	CoresOversubscribed WarningKind = 1
+	// CardsLeftOut: the daemon's CUDA_VISIBLE_DEVICES ended before cards
+	// it names later, or on a repeat (Inventory.GPUsCut).
+	CardsLeftOut WarningKind = 2
 )
 
 func (k WarningKind) String() string {
 	switch k {
 	case CoresOversubscribed:
 		return "cores-oversubscribed"
+	case CardsLeftOut:
+		return "cards-left-out"
 	default:
 		return fmt.Sprintf("WarningKind(%d)", int(k))
 	}
@@ -161,6 +172,9 @@ type Warning struct {
 	Flag   string // "--cpus"
 	Asked  int    // the value given
 	Online int    // the real count it was compared with
+	// CardsLeftOut: where the list ended, and the cards read before it.
+	Cut   *CardsCut
+	Cards []string
 }
 
 func (w Warning) String() string {
@@ -172,6 +186,23 @@ func (w Warning) String() string {
 		}
 		return fmt.Sprintf("%s %d is more than %d times the %d %s this machine has; jobs will be oversubscribed",
 			w.Flag, w.Asked, oversubscribeFactor, w.Online, cores)
+	case CardsLeftOut:
+		c := w.Cut
+		at := strconv.Quote(c.At)
+		if c.At == "" {
+			at = "an empty entry"
+		}
+		meant := cudaVisibleDevices + "=" + strings.Join(append(slices.Clone(w.Cards), c.Left...), ",")
+		if len(c.Left) == 0 {
+			return fmt.Sprintf("%s=%s names card %s twice; the daemon's cards end at the second, as CUDA's do (write each card once: %s)",
+				cudaVisibleDevices, c.Value, c.At, meant)
+		}
+		why := "an entry CUDA cannot read"
+		if c.Repeated {
+			why = "a card named twice"
+		}
+		return fmt.Sprintf("%s=%s: the cards after %s (%s) are not the daemon's, as CUDA reads the list no further than %s; write %s if they are meant to be",
+			cudaVisibleDevices, c.Value, at, strings.Join(c.Left, ", "), why, meant)
 	default:
 		return fmt.Sprintf("%s %d: %v", w.Flag, w.Asked, w.Kind)
 	}
@@ -188,6 +219,9 @@ func (inv Inventory) Apply(o Overrides) (Inventory, []Warning, error) {
 	out.GPUs = slices.Clone(inv.GPUs)
 	var warnings []Warning
 	var errs []error
+	if inv.GPUsCut != nil {
+		warnings = append(warnings, Warning{Kind: CardsLeftOut, Cut: inv.GPUsCut, Cards: slices.Clone(inv.GPUs)})
+	}
 
 	if o.CPUs != nil {
 		n := *o.CPUs

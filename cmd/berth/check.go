@@ -48,7 +48,7 @@ func runCheck(c *cli, args []string) int {
 			fmt.Fprintln(c.stderr, msgCheckAgainstDaemon())
 		}
 	}
-	inv, err := c.inventory(&m)
+	inv, err := c.inventory(&m, nil)
 	if err != nil {
 		fmt.Fprintln(c.stderr, msgInventory(err))
 		return inventoryExit(err)

@@ -99,7 +99,11 @@ func runDaemon(c *cli, args []string) int {
 		return exitUsage
 	}
 
-	inv, err := c.inventory(&m)
+	// Said in the daemon's log, where the operator looks when a card or
+	// a core is not where it was meant to be.
+	inv, err := c.inventory(&m, func(kind, text string) {
+		log.Warn("the machine as told is probably not as meant", "kind", kind, "detail", text)
+	})
 	if err != nil {
 		fmt.Fprintln(c.stderr, msgInventory(err))
 		return inventoryExit(err)

@@ -440,6 +440,22 @@ job "where" { cmd = { "sh", "-c", "tr '\\0' '\\n' < /proc/$$/environ > OUT/where
 // a job whose flavor does not exist is not an unaccounted job sharing the
 // cores, and --gpus 0 under a CUDA_VISIBLE_DEVICES that names cards hides
 // them from every job.
+// TestDaemonCardsLeftOut: a daemon whose CUDA_VISIBLE_DEVICES ends before
+// cards it names says so in its log, where the operator looks for the
+// card missing from berth machine.
+func TestDaemonCardsLeftOut(t *testing.T) {
+	d := newTestDaemon(t, nil)
+	d.start(daemonOptions{args: []string{"--cpus", "2"}, env: []string{"CUDA_VISIBLE_DEVICES=0,-1,2"}})
+	d.waitLog("[WARN]  berth: the machine as told is probably not as meant: kind=cards-left-out")
+	if st := d.status(); len(st.Machine.Cards) != 1 {
+		t.Errorf("cards %+v, want 0 alone", st.Machine.Cards)
+	}
+	if logs := d.logs.String(); !strings.Contains(logs, `write CUDA_VISIBLE_DEVICES=0,2 if they are meant to be`) {
+		t.Errorf("the warning does not say what to write:\n%s", logs)
+	}
+	d.stop()
+}
+
 func TestDaemonSeedFidelity(t *testing.T) {
 	d := newTestDaemon(t, map[string]string{
 		"env.lua": `

@@ -69,8 +69,12 @@ func (m *machineFlags) fromDaemon(c *cli, socket string) *supervisor.Status {
 }
 
 // inventory probes the machine and applies the overrides. Warnings go to
-// stderr; an error is returned as the sentence to print.
-func (c *cli) inventory(m *machineFlags) (probes.Inventory, error) {
+// warn, each with its kind (stderr where warn is nil); an error is
+// returned as the sentence to print.
+func (c *cli) inventory(m *machineFlags, warn func(kind, text string)) (probes.Inventory, error) {
+	if warn == nil {
+		warn = func(_, text string) { fmt.Fprintln(c.stderr, msgWarning(text)) }
+	}
 	inv, err := probes.Probe(c.root, c.env.lookup)
 	// Cores that cannot be counted are no obstacle when --cpus says how
 	// many there are; that is what the message asking for it promises.
@@ -120,13 +124,13 @@ func (c *cli) inventory(m *machineFlags) (probes.Inventory, error) {
 	if inv.GPUMemSource == probes.SourceOverride {
 		for i, total := range inv.GPUMemTotal {
 			if total > 0 && inv.GPUMem[i] > total {
-				fmt.Fprintln(c.stderr, msgWarning(msgGPUMemOver(inv.GPUMem[i], inv.GPUs[i], total)))
+				warn("gpu-mem-over", msgGPUMemOver(inv.GPUMem[i], inv.GPUs[i], total))
 				break
 			}
 		}
 	}
 	for _, w := range warnings {
-		fmt.Fprintln(c.stderr, msgWarning(w.String()))
+		warn(w.Kind.String(), w.String())
 	}
 	return inv, nil
 }
@@ -214,7 +218,7 @@ func runMachine(c *cli, args []string) int {
 		fmt.Fprintln(c.stderr, msgUnexpectedArgs("machine", rest))
 		return exitUsage
 	}
-	inv, err := c.inventory(&m)
+	inv, err := c.inventory(&m, nil)
 	if err != nil {
 		fmt.Fprintln(c.stderr, msgInventory(err))
 		return inventoryExit(err)
