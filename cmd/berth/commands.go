@@ -423,6 +423,10 @@ func control(verb string) func(c *cli, args []string) int {
 		if err := cl.call(http.MethodPost, "/jobs/"+url.PathEscape(rest[0])+"/"+verb, q, &ans); err != nil {
 			return c.fail(err)
 		}
+		// The job as the daemon names it: a bare name is the caller's own
+		// job where they have one, else the administrators', and the
+		// answer says which it was.
+		job := cmp.Or(ans.Job, rest[0])
 		switch {
 		case len(ans.HeldBy) > 0:
 			fmt.Fprintln(c.stdout, escapeText(msgStartHeld(ans.Job, ans.File, ans.HeldBy, time.Now())))
@@ -430,9 +434,9 @@ func control(verb string) func(c *cli, args []string) int {
 			fmt.Fprintln(c.stdout, escapeText(msgAlready(ans.Job, ans.Already)))
 		case ans.Requested == "restart failed":
 			// None failed is nothing to do, which is no failure.
-			fmt.Fprintln(c.stdout, escapeText(msgRestartFailed(rest[0], ans.Indices)))
+			fmt.Fprintln(c.stdout, escapeText(msgRestartFailed(job, ans.Indices)))
 		default:
-			fmt.Fprintln(c.stdout, escapeText(msgControlled(rest[0], verb, ans.Array, ans.Indices)))
+			fmt.Fprintln(c.stdout, escapeText(msgControlled(job, verb, ans.Array, ans.Indices)))
 		}
 		return exitOK
 	}

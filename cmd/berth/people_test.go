@@ -269,6 +269,12 @@ quota "` + alice + `" { cpus = 1 }`})
 		t.Errorf("alice's history train --mine: exit %d\n%s", code, errOut)
 	}
 
+	// Her bare name is her job, and the answer names it whole: the same
+	// bare name is the administrators' job once she has none of hers.
+	if out, errOut, code := a.run("", nil, "restart", "train"); code != 0 || out != mine+": restart requested (berth status shows it)\n" {
+		t.Errorf("alice's restart train: exit %d\n%s%s", code, out, errOut)
+	}
+
 	// Bob may not stop it, nor read its output or environment.
 	want := mine + " belongs to " + alice + "; only " + alice + " or a member of " + peopleAdmin + " can "
 	if _, errOut, code := b.run("", nil, "stop", mine); code != exitFailed || !strings.Contains(errOut, want+"stop it") {
