@@ -173,9 +173,9 @@ func (d *Daemon) api() http.Handler {
 				verb.ev == evStop && resting(v.State) {
 				ans.Already = v.State.String()
 			}
-			if verb.ev == evStart && !ignoreDeps && v.State == store.StateWaiting && v.After != nil {
-				// Held at the gate: the start changes nothing, and the
-				// client says what does.
+			if heldAtGate(verb.ev, ignoreDeps, v) {
+				// Held at the gate: the start or restart changes
+				// nothing, and the client says what does.
 				ans.HeldBy, ans.File = v.After, v.Def.Pos.File
 			}
 			writeJSON(w, http.StatusOK, ans)
@@ -193,6 +193,12 @@ func (d *Daemon) api() http.Handler {
 		writeError(w, http.StatusNotFound, CodeNoSuchCall, msgNoSuchCall(r.Method, r.URL.Path))
 	})
 	return d.authorize(d.asWork(mux))
+}
+
+// heldAtGate says whether a start (without ignore_deps) or a restart of a
+// job in view v changes nothing: it waits for the jobs it runs after.
+func heldAtGate(ev eventKind, ignoreDeps bool, v jobView) bool {
+	return (ev == evStart && !ignoreDeps || ev == evRestart) && v.State == store.StateWaiting && v.After != nil
 }
 
 // refuseStopping refuses a start, stop or restart of job name once the
@@ -260,9 +266,17 @@ func (d *Daemon) controlArray(w http.ResponseWriter, r *http.Request, c caller, 
 		v := j.view()
 		switch {
 		case failedOnly && v.State != store.StateFailed,
-			ev == evStop && resting(v.State),
-			ev == evStart && !resting(v.State):
+			ev == evStop && resting(v.State):
 			continue // nothing for this request to do to it
+		case heldAtGate(ev, ignoreDeps, v):
+			// Its parents hold it: nothing changes, and the client says
+			// what does.
+			if ans.HeldBy == nil {
+				ans.HeldBy, ans.File = v.After, v.Def.Pos.File
+			}
+			continue
+		case ev == evStart && !resting(v.State) && !(ignoreDeps && v.After != nil):
+			continue // under way already
 		}
 		if rf := admit(ev, v.State, v.Invalid != "", !v.Def.Enabled); rf != refuseNone {
 			refused, invalid = rf, refusedWhy(rf, v)
@@ -275,9 +289,6 @@ func (d *Daemon) controlArray(w http.ResponseWriter, r *http.Request, c caller, 
 		}
 		j.in.post(jobMessage{ev: &event{kind: ev}, ignoreDeps: ignoreDeps})
 		ans.Indices++
-		if ev == evStart && !ignoreDeps && v.State == store.StateWaiting && v.After != nil && ans.HeldBy == nil {
-			ans.HeldBy, ans.File = v.After, v.Def.Pos.File
-		}
 	}
 	if ans.Indices == 0 && refused != refuseNone {
 		writeError(w, http.StatusConflict, refused.code(), msgRefused(verb, a.name, refused, invalid))

@@ -260,3 +260,33 @@ func TestDaemonArrayAfter(t *testing.T) {
 	d.waitOrder("an edit of sweep to run it, then summary", "prep", "s1", "s2", "s3", "summary", "s2", "s1", "s2", "s3", "t1", "t2", "t3", "summary")
 	d.stop()
 }
+
+// TestDaemonArrayHeldStart: an array held by a parent that failed says so
+// to a plain start or a restart, as a job does, and a start with
+// --ignore-deps runs every index (it started none: "no index to start").
+func TestDaemonArrayHeldStart(t *testing.T) {
+	d := newTestDaemon(t, map[string]string{
+		"jobs.lua": `job "p" { cmd = "exit 1", cpus = 0 }
+job "sweep" { cmd = { "sh", "-c", "echo s$BERTH_ARRAY_INDEX >> OUT/order" }, cpus = 1, array = 3, after = "p" }`,
+	})
+	d.start(daemonOptions{args: []string{"--cpus", "4"}})
+	d.waitState("p", "failed")
+	d.waitJob("sweep", "held by p", func(j supervisor.JobStatus) bool {
+		return j.State == "waiting" && len(j.After) == 1 && j.After[0].State == "failed"
+	})
+	for _, verb := range []string{"start", "restart"} {
+		out, errOut, code := d.cli(verb, "sweep")
+		if code != exitOK || !strings.HasPrefix(out, "sweep is held by p, and a "+verb+" does not change that") {
+			t.Errorf("berth %s sweep, held: exit %d\n%s%s", verb, code, out, errOut)
+		}
+	}
+	out, errOut, code := d.cli("start", "sweep", "--ignore-deps")
+	if code != exitOK || out != "sweep: start requested for 3 indices (berth status shows them)\n" {
+		t.Errorf("berth start sweep --ignore-deps: exit %d\n%s%s", code, out, errOut)
+	}
+	d.waitState("sweep", "done")
+	if got := d.order(); len(got) != 3 {
+		t.Errorf("ran %q, want the three indices once each", got)
+	}
+	d.stop()
+}

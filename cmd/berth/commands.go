@@ -428,8 +428,12 @@ func control(verb string) func(c *cli, args []string) int {
 		// answer says which it was.
 		job := cmp.Or(ans.Job, rest[0])
 		switch {
+		case len(ans.HeldBy) > 0 && ans.Array && ans.Indices > 0:
+			// Some indices taken, others held by the array's parents.
+			fmt.Fprintln(c.stdout, escapeText(msgControlled(job, verb, ans.Array, ans.Indices)))
+			fmt.Fprintln(c.stdout, escapeText(msgHeld(verb, job, ans.File, ans.HeldBy, time.Now())))
 		case len(ans.HeldBy) > 0:
-			fmt.Fprintln(c.stdout, escapeText(msgStartHeld(ans.Job, ans.File, ans.HeldBy, time.Now())))
+			fmt.Fprintln(c.stdout, escapeText(msgHeld(verb, job, ans.File, ans.HeldBy, time.Now())))
 		case ans.Already != "" && !ans.Array:
 			fmt.Fprintln(c.stdout, escapeText(msgAlready(ans.Job, ans.Already)))
 		case ans.Requested == "restart failed":

@@ -74,6 +74,11 @@ func TestDaemonPipeline(t *testing.T) {
 	if code != exitOK || !strings.Contains(out, "train is held by prep, and a start does not change that") || !strings.Contains(out, "--ignore-deps") {
 		t.Errorf("berth start train, held (exit %d):\n%s", code, out)
 	}
+	// A restart neither (it said "restart requested", and did nothing).
+	out, _, code = d.cli("restart", "train")
+	if code != exitOK || !strings.Contains(out, "train is held by prep, and a restart does not change that") {
+		t.Errorf("berth restart train, held (exit %d):\n%s", code, out)
+	}
 	out, _, _ = d.cli("status", "--json")
 	if !strings.Contains(out, `"exit_code": 3`) && !strings.Contains(out, `"exit_code":3`) {
 		t.Errorf("berth status --json has no exit_code 3:\n%s", out)

@@ -438,8 +438,9 @@ func msgAfterOne(job, file string, p supervisor.Dependency, now time.Time) strin
 	return fmt.Sprintf("after %s (%s)", name, p.State)
 }
 
-// msgStartHeld answers a plain start of a job that waits for its parents.
-func msgStartHeld(job, file string, parents []supervisor.Dependency, now time.Time) string {
+// msgHeld answers a plain start, or a restart, of a job that waits for
+// its parents.
+func msgHeld(verb, job, file string, parents []supervisor.Dependency, now time.Time) string {
 	var names []string
 	for _, p := range parents {
 		if !p.Satisfied {
@@ -450,7 +451,7 @@ func msgStartHeld(job, file string, parents []supervisor.Dependency, now time.Ti
 	if !strings.Contains(why, "--ignore-deps") {
 		why += " (berth start " + quoteArg(job) + " --ignore-deps runs it anyway)"
 	}
-	return fmt.Sprintf("%s is held by %s, and a start does not change that: %s", job, strings.Join(names, " and "), why)
+	return fmt.Sprintf("%s is held by %s, and a %s does not change that: %s", job, strings.Join(names, " and "), verb, why)
 }
 
 // stateWords is a state as a sentence says it: "in backoff", "waiting".
