@@ -64,6 +64,26 @@ func TestFakeTimeRestartDelays(t *testing.T) {
 	waitJob(t, d, "flaky", "backed off a third time", func(js JobStatus) bool { return js.Restarts == 3 })
 }
 
+// TestFakeTimePolicyEditInBackoff: an edit of the restart policy calls
+// off the restart already armed where the new policy would not make it
+// (it ran once more).
+func TestFakeTimePolicyEditInBackoff(t *testing.T) {
+	clk := clock.NewFake(time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC))
+	d, jobsDir := runDaemon(t, `job "flaky" { cmd = "exit 3", restart = "on-failure" }`, func(cfg *Config) { cfg.Clock = clk })
+	waitJob(t, d, "flaky", "backed off", func(js JobStatus) bool { return js.State == "backoff" && js.Restarts == 1 })
+	if err := os.WriteFile(filepath.Join(jobsDir, "jobs.lua"), []byte(`job "flaky" { cmd = "exit 3", restart = "no" }`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	reload(t, d)
+	waitJob(t, d, "flaky", "failed, its restart called off", func(js JobStatus) bool { return js.State == "failed" })
+	if n := clk.Pending(); n != 0 {
+		t.Errorf("%d timers pending: the restart delay was not called off", n)
+	}
+	if runs, err := d.store.Runs("flaky", 10); err != nil || len(runs) != 1 {
+		t.Errorf("runs %+v (%v), want the first alone", runs, err)
+	}
+}
+
 // TestFakeTimeTimeout: a run that outlives its timeout on the daemon's
 // clock is stopped and recorded as timed out.
 func TestFakeTimeTimeout(t *testing.T) {

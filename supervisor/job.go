@@ -605,6 +605,13 @@ func (j *job) do(a action) (event, bool) {
 			j.backoff.Stop()
 			j.backoff = nil
 		}
+	case actGiveUp:
+		switch a.why {
+		case giveUpMaxRestarts:
+			j.log.Warn("not restarting: max_restarts restarts in a row were made", "max_restarts", j.policy().maxRestarts, "restarts", j.life.restarts, "state", j.life.state.String())
+		case giveUpPolicy:
+			j.log.Info("restart called off: its edited restart policy does not restart it", "restarts", j.life.restarts, "state", j.life.state.String())
+		}
 	}
 	return event{}, false
 }

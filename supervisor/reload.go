@@ -1234,6 +1234,7 @@ func (d *Daemon) remembered(name string, def *luaapi.Job, set *luaapi.Set) memor
 			// the restart it counted (decideRestart).
 			if at := rec.Changed.Add(delayAfter(rec.Restarts - 1)); at.After(now) {
 				m.initial.state, m.initial.since = store.StateBackoff, rec.Changed
+				m.initial.failed = true // as far as anyone can tell now
 				m.retryAt = at
 			}
 		}

@@ -46,6 +46,13 @@ func delayAfter(restarts int) time.Duration {
 	return d
 }
 
+// wants says whether p restarts a job whose run failed (or not), after
+// restarts in a row; restarts < 0 asks of the mode alone.
+func (p restartPolicy) wants(failed bool, restarts int) bool {
+	mode := p.mode == luaapi.RestartAlways || p.mode == luaapi.RestartOnFailure && failed
+	return mode && (restarts < 0 || p.maxRestarts < 0 || restarts < p.maxRestarts)
+}
+
 func decideRestart(p restartPolicy, failed bool, ran time.Duration, restarts int, delay time.Duration) restartDecision {
 	if ran >= healthyRun || delay == 0 {
 		restarts, delay = 0, firstDelay
@@ -54,8 +61,7 @@ func decideRestart(p restartPolicy, failed bool, ran time.Duration, restarts int
 	if failed {
 		final = store.StateFailed
 	}
-	wants := p.mode == luaapi.RestartAlways || p.mode == luaapi.RestartOnFailure && failed
-	if !wants || p.maxRestarts >= 0 && restarts >= p.maxRestarts {
+	if !p.wants(failed, restarts) {
 		return restartDecision{final: final, restarts: restarts, next: delay}
 	}
 	return restartDecision{

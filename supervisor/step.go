@@ -25,15 +25,16 @@ const (
 	evBackoffDone eventKind = 13 // the restart delay is over
 	evEnable      eventKind = 14 // enabled = true again
 	evShutdown    eventKind = 15 // the daemon is going away
+	evPolicy      eventKind = 16 // its restart policy was edited
 )
 
-const lastEvent = evShutdown
+const lastEvent = evPolicy
 
 var eventNames = map[eventKind]string{
 	evStart: "start", evRestart: "restart", evRedefine: "redefine", evStop: "stop",
 	evDisable: "disable", evInvalid: "invalid", evPlaced: "placed", evUnplaceable: "unplaceable",
 	evSpawned: "spawned", evSpawnFailed: "spawn failed", evExited: "exited", evTimeout: "timeout",
-	evBackoffDone: "backoff done", evEnable: "enable", evShutdown: "shutdown",
+	evBackoffDone: "backoff done", evEnable: "enable", evShutdown: "shutdown", evPolicy: "policy",
 }
 
 func (k eventKind) String() string { return eventNames[k] }
@@ -71,6 +72,7 @@ const (
 	actRecordEnd     actionKind = 6 // record how the run ended
 	actArmBackoff    actionKind = 7 // deliver evBackoffDone after delay
 	actCancelBackoff actionKind = 8
+	actGiveUp        actionKind = 9 // say that the policy restarts it no more (why: reason)
 )
 
 type action struct {
@@ -78,7 +80,17 @@ type action struct {
 	delay  time.Duration // actArmBackoff
 	reason store.Reason  // actRecordEnd
 	again  bool          // actWait: queued again, its wait goes on (waited since it began)
+	// actGiveUp: why the policy restarts it no more.
+	why giveUp
 }
+
+// giveUp is why a job that failed, and would be restarted, is not.
+type giveUp uint8
+
+const (
+	giveUpMaxRestarts giveUp = 1 // max_restarts in a row were made
+	giveUpPolicy      giveUp = 2 // an edit of restart or max_restarts called off the restart armed
+)
 
 // then is what the end of the run in progress leads to. In memory only.
 type then uint8
@@ -117,7 +129,10 @@ type life struct {
 	// Restarts in a row, and the delay before the next one.
 	restarts int
 	delay    time.Duration
-	started  time.Time // when the current or last run started
+	// failed: the last run failed (what the restart policy judged). A
+	// job in backoff restored by a new daemon is taken to have failed.
+	failed  bool
+	started time.Time // when the current or last run started
 	// pending is what the end of the current run leads to; only ever set
 	// while a run is in progress.
 	pending pendingStop
@@ -392,6 +407,17 @@ func step(l life, p restartPolicy, e event, now time.Time) (life, []action) {
 		if l.state == store.StateBackoff {
 			to(store.StateWaiting, do(actWait))
 		}
+
+	case evPolicy:
+		// An edit applies in place, to the restart armed too: one the
+		// new policy would not have made is called off.
+		if l.state == store.StateBackoff && !p.wants(l.failed, l.restarts-1) {
+			final := store.StateDone
+			if l.failed {
+				final = store.StateFailed
+			}
+			to(final, do(actCancelBackoff), action{kind: actGiveUp, why: giveUpPolicy})
+		}
 	}
 
 	if next.state != store.StateInvalid && next.state != store.StateDisabled {
@@ -406,11 +432,17 @@ func step(l life, p restartPolicy, e event, now time.Time) (life, []action) {
 // ended applies the restart policy to a run that ended on its own.
 func ended(l life, p restartPolicy, failed bool, now time.Time, acts *[]action) life {
 	d := decideRestart(p, failed, now.Sub(l.started), l.restarts, l.delay)
-	l.restarts, l.delay = d.restarts, d.next
-	if d.restart {
+	l.restarts, l.delay, l.failed = d.restarts, d.next, failed
+	switch {
+	case d.restart:
 		l.state = store.StateBackoff
 		*acts = append(*acts, action{kind: actArmBackoff, delay: d.delay})
-	} else {
+	case p.wants(failed, -1):
+		// It would restart, but for max_restarts: said, or the log's
+		// last word on it is its exit.
+		l.state = d.final
+		*acts = append(*acts, action{kind: actGiveUp, why: giveUpMaxRestarts})
+	default:
 		l.state = d.final
 	}
 	return l
@@ -450,6 +482,10 @@ func redefined(l life, r redefinition) (e event, ok bool) {
 		return event{kind: evRedefine, finish: r.finish}, true
 	case l.finishingInvalid():
 		return event{kind: evStart}, true // fine again while its run went on
+	case l.state == store.StateBackoff:
+		// Its restart policy may be what changed: the restart armed is
+		// judged again.
+		return event{kind: evPolicy}, true
 	case l.state == store.StateWaiting && r.requeue:
 		// A flavor was edited, or the priority changed: queue again with
 		// what the job now asks.

@@ -76,6 +76,8 @@ func TestStepEveryPair(t *testing.T) {
 		{store.StateBackoff, evDisable}:     {store.StateDisabled, acts(actCancelBackoff)},
 		{store.StateBackoff, evInvalid}:     {store.StateInvalid, acts(actCancelBackoff)},
 		{store.StateBackoff, evBackoffDone}: {store.StateWaiting, acts(actWait)},
+		// Under restart = "no", an armed restart is called off.
+		{store.StateBackoff, evPolicy}: {store.StateDone, acts(actCancelBackoff, actGiveUp)},
 
 		{store.StateDisabled, evEnable}: {store.StateWaiting, acts(actWait)},
 
@@ -354,11 +356,56 @@ func TestStepRestartPolicies(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			l := life{state: store.StateRunning, started: t0, restarts: tt.restarts, delay: time.Second}
-			got, _ := step(l, tt.policy, event{kind: evExited, failed: tt.failed}, t0.Add(time.Second))
+			got, as := step(l, tt.policy, event{kind: evExited, failed: tt.failed}, t0.Add(time.Second))
 			if got.state != tt.want {
 				t.Errorf("→ %v, want %v", got.state, tt.want)
 			}
+			// Out of restarts it would otherwise make, it says so.
+			gaveUp := slices.ContainsFunc(as, func(a action) bool { return a.kind == actGiveUp && a.why == giveUpMaxRestarts })
+			if want := tt.policy.maxRestarts >= 0 && tt.want != store.StateBackoff && tt.policy.wants(tt.failed, -1); gaveUp != want {
+				t.Errorf("gave up: %v, want %v", gaveUp, want)
+			}
 		})
+	}
+}
+
+// TestStepPolicyInBackoff: an edit of the restart policy applies to the
+// restart armed: one the new policy would not have made is called off,
+// and the job rests as its last run ended.
+func TestStepPolicyInBackoff(t *testing.T) {
+	for _, tt := range []struct {
+		name     string
+		policy   restartPolicy
+		failed   bool
+		restarts int // counting the one armed
+		want     store.State
+	}{
+		{"restart = no, after a failure", restartPolicy{luaapi.RestartNo, -1}, true, 4, store.StateFailed},
+		{"on-failure, after a success", restartPolicy{luaapi.RestartOnFailure, -1}, false, 1, store.StateDone},
+		{"on-failure still, after a failure", restartPolicy{luaapi.RestartOnFailure, -1}, true, 4, store.StateBackoff},
+		{"max_restarts below those made", restartPolicy{luaapi.RestartOnFailure, 1}, true, 4, store.StateFailed},
+		{"max_restarts of the one armed", restartPolicy{luaapi.RestartOnFailure, 4}, true, 4, store.StateBackoff},
+		{"always, after a success", restartPolicy{luaapi.RestartAlways, -1}, false, 2, store.StateBackoff},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			l := life{state: store.StateBackoff, restarts: tt.restarts, failed: tt.failed, delay: 8 * time.Second}
+			got, as := step(l, tt.policy, event{kind: evPolicy}, t0)
+			if got.state != tt.want {
+				t.Fatalf("→ %v %v, want %v", got.state, kindsOf(as), tt.want)
+			}
+			if want := tt.want != store.StateBackoff; want != slices.Equal(kindsOf(as), acts(actCancelBackoff, actGiveUp)) || !want && len(as) > 0 {
+				t.Errorf("actions %v", kindsOf(as))
+			}
+		})
+	}
+	// A run's end records whether it failed, which the edit judges.
+	p := restartPolicy{luaapi.RestartAlways, -1}
+	l, _ := step(life{state: store.StateRunning, started: t0}, p, event{kind: evExited}, t0.Add(time.Second))
+	if l.state != store.StateBackoff || l.failed {
+		t.Fatalf("always, after a success: %v, failed %v", l.state, l.failed)
+	}
+	if l, _ = step(l, restartPolicy{luaapi.RestartOnFailure, -1}, event{kind: evPolicy}, t0.Add(time.Second)); l.state != store.StateDone {
+		t.Errorf("edited to on-failure after a success: %v, want done", l.state)
 	}
 }
 
