@@ -13,10 +13,14 @@ import (
 	"net/url"
 	"os"
 	"os/user"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/berthd/berth/supervisor"
 )
@@ -78,10 +82,40 @@ func (cl *client) pick(ctx context.Context) net.Conn {
 	return nil
 }
 
-// noDaemonError is returned when nothing answers on the socket.
+// deniedError is returned when the socket refused the caller.
 type deniedError struct {
 	socket string
 	group  string // the socket's group, "" where it cannot be read
+	// blocked is the directory on the way to the socket that the caller
+	// may not enter, where there is one: the socket's group is not why.
+	blocked string
+}
+
+// denied is the refusal of socket, with what the caller can be told of
+// why.
+func denied(socket string) *deniedError {
+	return &deniedError{socket: socket, group: socketGroup(socket), blocked: blockedOnTheWay(socket)}
+}
+
+// blockedOnTheWay is the first directory above socket that the caller
+// may not search, "" where there is none.
+func blockedOnTheWay(socket string) string {
+	abs, err := filepath.Abs(socket)
+	if err != nil {
+		return ""
+	}
+	// From the root down: the first the caller may not enter.
+	path := string(filepath.Separator)
+	for _, name := range strings.Split(strings.TrimPrefix(filepath.Dir(abs), path), string(filepath.Separator)) {
+		if name == "" {
+			continue
+		}
+		path = filepath.Join(path, name)
+		if err := unix.Access(path, unix.X_OK); errors.Is(err, unix.EACCES) {
+			return path
+		}
+	}
+	return ""
 }
 
 // socketGroup names the group that owns socket, which the daemon answers
@@ -226,7 +260,7 @@ func (c *client) open(ctx context.Context, hc *http.Client, method, path string,
 	if err != nil {
 		var op *net.OpError
 		if errors.Is(err, syscall.EACCES) {
-			return nil, &deniedError{socket: c.socket, group: socketGroup(c.socket)}
+			return nil, denied(c.socket)
 		}
 		if errors.As(err, &op) && op.Op == "dial" {
 			return nil, &noDaemonError{sockets: c.sockets, err: err}
@@ -265,7 +299,11 @@ func (c *cli) fail(err error) int {
 	switch {
 	case errors.As(err, &de):
 		c.failCode = "denied"
-		fmt.Fprintln(c.stderr, msgSocketDenied(de.socket, de.group))
+		if de.blocked != "" {
+			fmt.Fprintln(c.stderr, msgSocketBlocked(de.socket, de.blocked))
+		} else {
+			fmt.Fprintln(c.stderr, msgSocketDenied(de.socket, de.group))
+		}
 		return exitFailed
 	case errors.Is(err, errDaemonGone):
 		fmt.Fprintln(c.stderr, msgDaemonGone())

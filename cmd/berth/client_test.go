@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -247,9 +248,9 @@ func TestClientForeignUIDRefused(t *testing.T) {
 	}
 	bin := filepath.Join(d.dir, "berth")
 	testkit.CopyExecutable(t, os.Args[0], bin, 0o755)
-	asNobody := func() ([]byte, error) {
+	asNobody := func(socket ...string) ([]byte, error) {
 		cmd := exec.Command(bin, "status")
-		cmd.Env = []string{"BERTH_TEST_BE_BERTH=1", "BERTH_SOCKET=" + d.socket}
+		cmd.Env = []string{"BERTH_TEST_BE_BERTH=1", "BERTH_SOCKET=" + cmp.Or(append(socket, d.socket)...)}
 		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
 		return cmd.CombinedOutput()
 	}
@@ -258,6 +259,20 @@ func TestClientForeignUIDRefused(t *testing.T) {
 	var exit *exec.ExitError
 	if !errors.As(err, &exit) || exit.ExitCode() != exitFailed || !strings.Contains(string(out), "permission denied on "+d.socket) {
 		t.Errorf("as nobody, socket 0660: %v\n%s", err, out)
+	}
+	// A directory on the way that nobody may not enter is what keeps
+	// them out, not the socket's group.
+	private := filepath.Join(d.dir, "private")
+	if err := os.Mkdir(private, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(private, "berth.sock")
+	if err := os.Symlink(d.socket, link); err != nil {
+		t.Fatal(err)
+	}
+	out, err = asNobody(link)
+	if want := msgSocketBlocked(link, private); !errors.As(err, &exit) || exit.ExitCode() != exitFailed || !strings.Contains(string(out), want) {
+		t.Errorf("as nobody, through %s 0700: %v\n%s\nwant %s", private, err, out, want)
 	}
 	os.Chmod(d.socket, 0o666)
 	out, err = asNobody()

@@ -218,6 +218,13 @@ func msgSocketDenied(socket, group string) string {
 	return fmt.Sprintf("berth: permission denied on %s: the daemon answers root, its own user and the group %s (sudo usermod -aG %s $USER, then log in again)", socket, group, group)
 }
 
+// msgSocketBlocked: the caller may not enter dir, on the way to the
+// socket; its group is no matter then.
+func msgSocketBlocked(socket, dir string) string {
+	return fmt.Sprintf("berth: cannot reach %s: you may not enter %s, on the way to it (ls -ld %s shows whose it is; the socket must be where the daemon's people can reach it, as /run/berth is: give --socket PATH or set BERTH_SOCKET)",
+		socket, dir, dir)
+}
+
 // msgOthersLeft: berth stop --all left others' jobs running; refusal is
 // what the daemon said of the first.
 func msgOthersLeft(n int, refusal string) string {

@@ -89,6 +89,7 @@ func TestMessages(t *testing.T) {
 		msgNoDaemon("/run/berth/berth.sock"),
 		msgSocketDenied("/run/berth/berth.sock", ""),
 		msgSocketDenied("/run/berth/berth.sock", "ml-team"),
+		msgSocketBlocked("/home/ana/berth.sock", "/home/ana"),
 		msgDaemonGone(),
 		msgAlready("train", "running"),
 		msgAlready("train", "done"),
