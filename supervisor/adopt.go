@@ -58,10 +58,10 @@ func (d *Daemon) unitEnvDir() (string, error) {
 
 // startUnit starts a run of j as a transient unit: its grant enforced by
 // the unit's cgroup, its output its own journal stream.
-func (d *Daemon) startUnit(j *job, run uint64, login map[string]string) (process, func(), error) {
+func (d *Daemon) startUnit(j *job, run uint64, login map[string]string, cred *syscall.Credential) (process, func(), error) {
 	def := j.def
 	env := d.runEnv(j.name, def, j.index, login, strconv.FormatUint(run, 10), j.grant)
-	path, err := runner.Program(def.Cmd[0], env, def.Dir)
+	path, err := runner.Program(def.Cmd[0], env, def.Dir, cred)
 	if err != nil {
 		return nil, nil, err
 	}

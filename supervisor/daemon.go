@@ -924,7 +924,7 @@ func (d *Daemon) start(j *job, run uint64) (process, func(), error) {
 		if err := runner.MissingDir(def.Dir, cred); err != nil {
 			return nil, nil, err
 		}
-		return d.startUnit(j, run, login)
+		return d.startUnit(j, run, login, cred)
 	}
 	out, err := d.output(j.name, runner.RunHeader(run, d.now()))
 	if err != nil {

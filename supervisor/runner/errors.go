@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"strings"
 	"syscall"
 )
 
@@ -104,8 +105,11 @@ type ProgramError struct {
 	// Program is Argv[0] as given; Path is where it was looked for, when
 	// that differs (a name relative to the working directory).
 	Program, Path string
-	// SearchPath is the job's PATH, when Program was looked for in it.
+	// SearchPath is the job's PATH, when Program was looked for in it;
+	// Closed, where it was not found there, the entries of it that the
+	// job's user may not enter.
 	SearchPath string
+	Closed     []string
 	Blocked
 	// Interpreter is the program its #! line names, when that is missing.
 	Interpreter string
@@ -121,6 +125,9 @@ func (e *ProgramError) Error() string {
 	switch {
 	case errors.Is(e.Err, ErrNotFound) && e.SearchPath == "":
 		return fmt.Sprintf("program %q was not found: the job's PATH is empty; give its full path in cmd, or set PATH in env", e.Program)
+	case errors.Is(e.Err, ErrNotFound) && len(e.Closed) > 0:
+		return fmt.Sprintf("program %q was not found in the job's PATH, %s, of which uid %d may not enter %s; give its full path in cmd, or set PATH in env",
+			e.Program, e.SearchPath, e.Who.UID, strings.Join(e.Closed, " nor "))
 	case errors.Is(e.Err, ErrNotFound):
 		return fmt.Sprintf("program %q was not found in the job's PATH, %s; give its full path in cmd, or set PATH in env", e.Program, e.SearchPath)
 	case errors.Is(e.Err, ErrRelativePath):

@@ -130,12 +130,28 @@ func TestStartErrorsAsAnotherUser(t *testing.T) {
 		{"dir under one it may not enter", Spec{Argv: []string{"/bin/sh", "-c", "exit 0"}, Dir: tree + "/private/work", Credential: nobody}},
 		{"program under a dir it may not enter", Spec{Argv: []string{tree + "/private/prog"}, Credential: nobody}},
 		{"program only its owner may run", Spec{Argv: []string{tree + "/mine.sh"}, Credential: nobody}},
+		// Looked up in PATH, a program in a directory it may not enter is
+		// not found, in the same words as one that is not there: another
+		// person's private directory says nothing of what it holds.
+		{"program in PATH, in a dir it may not enter", Spec{Argv: []string{"prog"}, Env: []string{"PATH=" + tree + "/private:" + tree + "/bin"}, Credential: nobody}},
+		{"program not in PATH, nor in a dir it may not enter", Spec{Argv: []string{"gorp"}, Env: []string{"PATH=" + tree + "/private:" + tree + "/bin"}, Credential: nobody}},
 	}
 	var got strings.Builder
 	for _, c := range cases {
 		got.WriteString(c.name + ": " + startError(t, tree, c.spec) + "\n")
 	}
 	testkit.Golden(t, "testdata/start_errors_as_another_user.golden", []byte(got.String()))
+	found := startError(t, tree, cases[4].spec)
+	if missing := startError(t, tree, cases[5].spec); strings.ReplaceAll(missing, "gorp", "prog") != found {
+		t.Errorf("a program in a directory the job may not enter reads otherwise than one that is not there:\n%s\n%s", found, missing)
+	}
+	// One it may run, later in PATH, is found past the closed directory.
+	testkit.WriteExecutable(t, filepath.Join(tree, "bin", "prog"), []byte("#!/bin/sh\nexit 0\n"), 0o755)
+	p, err := Start(cases[4].spec)
+	if err != nil {
+		t.Fatalf("prog in PATH past a closed directory: %v", err)
+	}
+	p.Stop(syscall.SIGKILL, 0)
 }
 
 func TestParseShebang(t *testing.T) {

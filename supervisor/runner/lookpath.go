@@ -3,7 +3,9 @@ package runner
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"syscall"
 )
 
 // defaultPath is what a job gets when its environment has no PATH at all:
@@ -15,7 +17,17 @@ const defaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bi
 // lookPath finds file the way exec.LookPath does, but in the job's PATH
 // rather than the daemon's. Relative entries are resolved against dir,
 // where the child will run, only to refuse them (ErrRelativePath).
-func lookPath(file, pathEnv, dir string) (string, error) {
+//
+// The daemon looks as who, the job's user, would: an entry of PATH that
+// who may not enter (by its mode bits, and those of the directories above
+// it) is passed over, as execvp passes over a directory it is refused.
+// Looked at as root, a program in a directory of another person's that
+// the job's user may not enter was found, and its start failed saying it
+// was there: one person could learn what another keeps private. Not
+// found, the error names the entries passed over, whether the program is
+// in them or not. (A directory that only an ACL opens to who is passed
+// over too; the program's full path in cmd leaves it to the kernel.)
+func lookPath(file, pathEnv, dir string, who Identity) (string, error) {
 	if strings.Contains(file, "/") {
 		// The kernel resolves a relative name after the child's chdir, as
 		// os/exec documents for Cmd.Path; checking here too would only
@@ -37,9 +49,32 @@ func lookPath(file, pathEnv, dir string) (string, error) {
 		if !filepath.IsAbs(d) {
 			return "", &ProgramError{Program: file, SearchPath: pathEnv, Err: ErrRelativePath}
 		}
+		if who.UID != 0 {
+			if b, ok := walk(d, who, true); !ok && b.Problem == PathDenied {
+				continue
+			}
+		}
 		return path, nil
 	}
-	return "", &ProgramError{Program: file, SearchPath: pathEnv, Err: ErrNotFound}
+	return "", &ProgramError{Program: file, SearchPath: pathEnv, Err: ErrNotFound, Closed: closedEntries(pathEnv, who), Who: who}
+}
+
+// closedEntries are the absolute entries of pathEnv that who may not
+// enter, by the walk's reading of their mode bits.
+func closedEntries(pathEnv string, who Identity) []string {
+	if who.UID == 0 {
+		return nil
+	}
+	var closed []string
+	for _, d := range filepath.SplitList(pathEnv) {
+		if !filepath.IsAbs(d) || slices.Contains(closed, d) {
+			continue
+		}
+		if b, ok := walk(d, who, true); !ok && b.Problem == PathDenied {
+			closed = append(closed, d)
+		}
+	}
+	return closed
 }
 
 // isExecutable checks the mode bits rather than access(2): the daemon may be
@@ -103,14 +138,14 @@ func uniqueSorted(env []string) bool {
 	return true
 }
 
-// Program is the file that Start would execute for argv0 with env and dir:
-// a name without a slash is looked up in env's PATH (or defaultPath),
-// never in the daemon's. The units runner asks it, so that a job runs the
-// same program whichever runner starts it.
-func Program(argv0 string, env []string, dir string) (string, error) {
+// Program is the file that Start would execute for argv0 with env and dir,
+// as cred (nil: the daemon's own IDs): a name without a slash is looked up
+// in env's PATH (or defaultPath), never in the daemon's. The units runner
+// asks it, so that a job runs the same program whichever runner starts it.
+func Program(argv0 string, env []string, dir string, cred *syscall.Credential) (string, error) {
 	pathEnv, ok := envValue(dedupEnv(env), "PATH")
 	if !ok {
 		pathEnv = defaultPath
 	}
-	return lookPath(argv0, pathEnv, dir)
+	return lookPath(argv0, pathEnv, dir, identityOf(cred))
 }

@@ -144,7 +144,7 @@ func Start(spec Spec) (*Process, error) {
 	if !ok {
 		pathEnv = defaultPath
 	}
-	path, err := lookPath(spec.Argv[0], pathEnv, spec.Dir)
+	path, err := lookPath(spec.Argv[0], pathEnv, spec.Dir, identityOf(spec.Credential))
 	if err != nil {
 		return nil, err
 	}
