@@ -47,8 +47,11 @@ type DaemonStatus struct {
 	Binary         string `json:"binary"`
 	BinaryReplaced bool   `json:"binary_replaced"`
 	// PersonJobs is how many jobs one person's files may declare in all
-	// (berth daemon --person-jobs), which berth check holds them to.
-	PersonJobs int `json:"person_jobs"`
+	// (berth daemon --person-jobs), which berth check holds them to, and
+	// UserJobs the directory of the people's job directories ("" for
+	// none), whose files berth check reads as their owners'.
+	PersonJobs int    `json:"person_jobs"`
+	UserJobs   string `json:"user_jobs"`
 }
 
 // MachineStatus is what the machine has and who holds it.
@@ -230,7 +233,7 @@ func (d *Daemon) status(members bool) Status {
 			Cards:    []CardStatus{},
 		},
 	}
-	s.Daemon = DaemonStatus{Version: d.cfg.Version, PID: os.Getpid(), Started: d.started, PersonJobs: d.personJobs()}
+	s.Daemon = DaemonStatus{Version: d.cfg.Version, PID: os.Getpid(), Started: d.started, PersonJobs: d.personJobs(), UserJobs: d.cfg.UserJobs}
 	if d.bin != nil {
 		s.Daemon.Binary, s.Daemon.BinaryReplaced = d.bin.path, d.bin.replaced.Load()
 	}

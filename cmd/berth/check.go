@@ -58,12 +58,28 @@ func runCheck(c *cli, args []string) int {
 	// person's own daemon's for a person.
 	rules := watch.ScanOptions{DaemonUID: os.Getuid()}
 	userJobs := peoplesJobs(c.env)
+	if _, set := c.env.lookup("BERTH_USER_JOBS"); !set && daemon != nil && daemon.Daemon.PersonJobs > 0 {
+		// The people's directories of the daemon that answers (one new
+		// enough to say, as it says its bound of a person's jobs).
+		userJobs = daemon.Daemon.UserJobs
+	}
+	// A person of the daemon that answers checks a file of theirs as the
+	// daemon takes it from them (berth submit): their jobs, their rules.
+	var me supervisor.Me
+	if daemon != nil {
+		if err := newClient(c.sockets(*socket)...).get("/me", nil, &me); err != nil {
+			me = supervisor.Me{}
+		}
+	}
 	var srcs []luaapi.Source
 	var problems []supervisor.Problem
 	for _, target := range targets {
 		// What is in a person's job directory is theirs, as the system
 		// daemon evaluates it: their jobs, their rules, their quota.
 		owner, ownerUID := personOf(userJobs, target)
+		if owner == "" {
+			owner = me.Owner
+		}
 		rules := rules
 		rules.Owner = ownerUID
 		got, refused, err := readTarget(target, rules)

@@ -454,6 +454,51 @@ func TestCheckPersonJobsOfTheDaemon(t *testing.T) {
 	}
 }
 
+// TestCheckBesideThePeoplesDaemon: berth check beside a daemon reads its
+// people's directories where it has them (BERTH_USER_JOBS unset), and a
+// person's file named outright as that person's, as berth submit would
+// take it: a file the daemon refuses is not passed.
+func TestCheckBesideThePeoplesDaemon(t *testing.T) {
+	needPeople(t)
+	d := newTestDaemon(t, map[string]string{"quotas.lua": `quota "` + alice + `" { cpus = 1 }`})
+	spool := filepath.Join(d.dir, "spool")
+	d.start(daemonOptions{args: []string{"--cpus", "2", "--user-jobs", spool, "--group", peopleGroup, "--admin-group", peopleAdmin}})
+	for p := d.dir; p != "/" && p != filepath.Clean(os.TempDir()); p = filepath.Dir(p) {
+		if err := os.Chmod(p, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bin := filepath.Join(d.dir, "berth")
+	testkit.CopyExecutable(t, os.Args[0], bin, 0o755)
+	a := newPerson(t, d, bin, alice)
+	src := filepath.Join(d.dir, "src")
+	if err := os.Mkdir(src, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	evil := filepath.Join(src, "evil.lua")
+	writeReadable(t, evil, `job "evil" { cmd = "true", user = "root" }`)
+	if err := os.Chown(evil, int(a.cred.Uid), -1); err != nil {
+		t.Fatal(err)
+	}
+	if out, errOut, code := a.run("", nil, "check", evil); code != exitFailed || !strings.Contains(out, `"user"`) {
+		t.Errorf("alice's check of a file that sets user: exit %d\n%s%s", code, out, errOut)
+	}
+	// Root, with no BERTH_USER_JOBS: her directory is hers, as the
+	// daemon says, and her quota holds.
+	mine := filepath.Join(spool, alice)
+	big := filepath.Join(mine, "big.lua")
+	if err := os.WriteFile(big, []byte(`job "big" { cmd = "true", cpus = 2 }`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(big, int(a.cred.Uid), -1); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, code := berth(t, map[string]string{"BERTH_SOCKET": d.socket, "BERTH_JOBS": d.jobs}, "check", d.jobs, mine)
+	if code != exitFailed || !strings.Contains(out, alice+"'s quota allows 1") || strings.Contains(out, "chown") {
+		t.Errorf("root's check of her directory beside the daemon: exit %d\n%s%s", code, out, errOut)
+	}
+}
+
 // TestCheckPersonsDirBorrowsFlavors: a person's directory checked as a
 // whole names the administrators' flavors, as its files do one by one:
 // people declare none.
