@@ -98,7 +98,7 @@ func init() {
 			notes:   "Each index of an array has its own output: name one with --index N (or as JOB[N]).",
 			example: "berth logs train-resnet -f -n 20\nberth logs train-resnet --run 42\nberth logs sweep --index 7",
 			run:     runLogs},
-		{name: "submit", args: "FILE...",
+		{name: "submit", args: "FILE... [--replace]",
 			summary: "put job files in your job directory, once the daemon has checked them",
 			example: "berth submit train.lua\nberth submit sweeps/*.lua",
 			run:     runSubmit},

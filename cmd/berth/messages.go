@@ -218,6 +218,20 @@ func msgSocketDenied(socket, group string) string {
 	return fmt.Sprintf("berth: permission denied on %s: the daemon answers root, its own user and the group %s (sudo usermod -aG %s $USER, then log in again)", socket, group, group)
 }
 
+// msgSubmitSameName refuses two files given to berth submit that would
+// have one name in the job directory.
+func msgSubmitSameName(first, second, name string) string {
+	return fmt.Sprintf("berth submit: %s and %s would both be %s in your job directory, the second in place of the first; give them different names", first, second, name)
+}
+
+// msgSubmitWouldReplace refuses a berth submit that would replace a file
+// of the job directory with another.
+func msgSubmitWouldReplace(path, target string) string {
+	name := filepath.Base(target)
+	return fmt.Sprintf("berth submit: %s is in your job directory already, and %s is not the same: submitting it would replace it, stopping the jobs of the one there that it does not declare "+
+		"(berth submit --replace %s replaces it; berth edit %s edits the one there; or give the file another name)", target, path, quoteArg(path), quoteArg(name))
+}
+
 // msgSocketBlocked: the caller may not enter dir, on the way to the
 // socket; its group is no matter then.
 func msgSocketBlocked(socket, dir string) string {

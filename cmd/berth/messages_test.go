@@ -105,6 +105,8 @@ func TestMessages(t *testing.T) {
 		msgCannotReadSubmitted("train.lua", &os.PathError{Op: "open", Path: "train.lua", Err: syscall.EACCES}),
 		msgCannotReadSubmitted("jobs.lua", &os.PathError{Op: "read", Path: "jobs.lua", Err: syscall.EISDIR}),
 		msgCannotReadSubmitted("fifo.lua", errNotRegular),
+		msgSubmitWouldReplace("v2/train.lua", "/var/spool/berth/alice/train.lua"),
+		msgSubmitSameName("a/train.lua", "b/train.lua", "train.lua"),
 		supervisor.MsgQuotaNoAccount(pos, "alcie", "alice"),
 		supervisor.MsgQuotaNoAccount(pos, "nobody-here", ""),
 		msgNoOutput("train", 0),

@@ -186,6 +186,28 @@ quota "` + alice + `" { cpus = 1 }`})
 		t.Errorf("the submitted file: %v %v, want alice's, 0600", st.Mode(), err)
 	}
 
+	// Another file of that name replaces hers only when she says so; two
+	// of one name at once, never.
+	other := filepath.Join(src, "v2")
+	if err := os.Mkdir(other, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeReadable(t, filepath.Join(other, "train.lua"), `job "other" { cmd = "sleep 600" }`)
+	if _, errOut, code := a.run("", nil, "submit", filepath.Join(other, "train.lua")); code != exitFailed ||
+		!strings.Contains(errOut, msgSubmitWouldReplace(filepath.Join(other, "train.lua"), filepath.Join(spool, alice, "train.lua"))) {
+		t.Errorf("alice's submit of another train.lua: exit %d\n%s", code, errOut)
+	}
+	if _, errOut, code := a.run("", nil, "submit", filepath.Join(src, "train.lua"), filepath.Join(other, "train.lua")); code != exitUsage ||
+		!strings.Contains(errOut, "would both be train.lua in your job directory") {
+		t.Errorf("alice's submit of two train.lua: exit %d\n%s", code, errOut)
+	}
+	if out, errOut, code := a.run("", nil, "submit", filepath.Join(src, "train.lua")); code != exitOK {
+		t.Errorf("alice's submit of the same train.lua again: exit %d\n%s%s", code, out, errOut)
+	}
+	if j, _ := d.job(mine); j.State != "running" {
+		t.Errorf("her job after the refused submits: %+v", j)
+	}
+
 	// A file that sets user is refused, saying why, and not written.
 	writeReadable(t, filepath.Join(src, "evil.lua"), `job "evil" { cmd = "true", user = "root" }`)
 	_, errOut, code = a.run("", nil, "submit", filepath.Join(src, "evil.lua"))

@@ -29,6 +29,7 @@ import (
 func runSubmit(c *cli, args []string) int {
 	fs := c.flags("submit")
 	f := c.clientFlags(fs, false)
+	replace := fs.Bool("replace", false, "replace the files of the same names in your job directory (the jobs of theirs the new ones do not declare are stopped)")
 	rest, code, done := c.parse(fs, args)
 	if done {
 		return code
@@ -55,8 +56,19 @@ func runSubmit(c *cli, args []string) int {
 			fmt.Fprintln(c.stderr, msgCannotReadSubmitted(path, err))
 			return exitFailed
 		}
+		target := filepath.Join(me.JobsDir, name)
+		if other, twice := given[target]; twice {
+			fmt.Fprintln(c.stderr, msgSubmitSameName(other, path, name))
+			return exitUsage
+		}
+		// A file of that name is replaced only when asked: its jobs that
+		// the new one does not declare would be stopped, running or not.
+		if old, err := os.ReadFile(target); !*replace && !errors.Is(err, os.ErrNotExist) && (err != nil || !bytes.Equal(old, b)) {
+			fmt.Fprintln(c.stderr, msgSubmitWouldReplace(path, target))
+			return exitFailed
+		}
 		files = append(files, supervisor.CheckFile{Name: name, Src: b})
-		given[filepath.Join(me.JobsDir, name)] = path
+		given[target] = path
 	}
 	if _, code := c.checkFiles(cl, files, given); code != exitOK {
 		return code
