@@ -500,9 +500,13 @@ func msgDependency(p supervisor.Dependency, now time.Time) string {
 // not known.
 func endedHow(p supervisor.Dependency) string {
 	switch {
+	case p.Reason != "" && p.Reason != "exited" && p.Reason != "failed" && p.Reason != "stopped":
+		// What ended it says more than its signal: "timed out", not
+		// SIGTERM, which reads as if someone killed it.
+		return " (" + p.Reason + ")"
 	case p.Signal != "":
 		return " (" + p.Signal + ")"
-	case p.ExitCode != nil && p.Reason != "timed out":
+	case p.ExitCode != nil:
 		return fmt.Sprintf(" (exit %d)", *p.ExitCode)
 	case p.Reason != "":
 		return " (" + p.Reason + ")"
