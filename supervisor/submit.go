@@ -38,6 +38,9 @@ type Me struct {
 	// DaemonUser is the account the daemon runs as, "" where it has no
 	// name: the jobs without an owner are that account's.
 	DaemonUser string `json:"daemon_user"`
+	// NameRefused: the caller is of the group, but their login cannot
+	// name a person's jobs and directory (an upper-case letter, say).
+	NameRefused bool `json:"name_refused,omitempty"`
 }
 
 // CheckRequest is POST /v1/check: job files to check as the caller's, as
@@ -117,6 +120,10 @@ func (d *Daemon) me(c caller) Me {
 		m.JobsDir = d.cfg.JobsDir
 	case d.people[c.name] != nil:
 		m.JobsDir, m.Owner = d.people[c.name].dir, c.name
+	case d.cfg.UserJobs != "" && !validUserName(c.name):
+		if names, err := d.members(); err == nil && slices.Contains(names, c.name) {
+			m.NameRefused = true
+		}
 	}
 	return m
 }

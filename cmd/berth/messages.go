@@ -354,6 +354,13 @@ func msgCannotWriteJobFile(dir string, err error) string {
 	return fmt.Sprintf("berth: cannot write into %s: %v (it is your job directory: ls -ld %s shows who may write it)", dir, err, dir)
 }
 
+// msgNameRefused: a member of the daemon's group whose login cannot name
+// a person's jobs and directory.
+func msgNameRefused(user string) string {
+	return fmt.Sprintf("berth: %s is of the daemon's group, but has no job directory: a person's login names their jobs (%s/train) and directory, and must be lower-case letters, digits, _, - and ., starting with a letter or _, at most 32 of them; "+
+		"an administrator can run jobs as %s from /etc/berth/jobs.d instead (user = %q)", user, user, user, user)
+}
+
 func msgNoJobsDirClient(user, group string) string {
 	user = cmp.Or(user, "your user")
 	return fmt.Sprintf("%s has no job directory on this daemon: its people are the members of the group %s (ask an administrator: sudo usermod -aG %s %s, then log in again)", user, group, group, user)

@@ -170,6 +170,7 @@ func TestMessages(t *testing.T) {
 		msgNotJobFileName("notes.txt"),
 		msgCannotWriteJobFile("/var/spool/berth/alice", os.ErrPermission),
 		msgNoJobsDirClient("alice", "berth"),
+		msgNameRefused("ana.Lopez"),
 		msgNotWritten(1),
 		msgNotWritten(2),
 		msgEditNewFile("nonexist"),

@@ -29,8 +29,9 @@ const (
 	peopleAdmin = "btcadmin"
 	alice       = "btcalice"
 	bob         = "btcbob"
-	dave        = "btcdave" // of the admin group
-	erin        = "btcerin" // of the admin group alone
+	dave        = "btcdave"   // of the admin group
+	erin        = "btcerin"   // of the admin group alone
+	upper       = "btc.Upper" // of the group, with a login berth cannot name jobs by
 )
 
 var peopleAccounts struct {
@@ -48,6 +49,7 @@ func needPeople(t *testing.T) {
 		peopleAccounts.remove, peopleAccounts.err = testkit.MakeAccounts([]string{peopleGroup, peopleAdmin}, []testkit.Account{
 			{Name: alice, Groups: []string{peopleGroup}}, {Name: bob, Groups: []string{peopleGroup}},
 			{Name: dave, Groups: []string{peopleGroup, peopleAdmin}}, {Name: erin, Groups: []string{peopleAdmin}},
+			{Name: upper, Groups: []string{peopleGroup}},
 		})
 	})
 	if peopleAccounts.err != nil {
@@ -206,6 +208,12 @@ quota "` + alice + `" { cpus = 1 }`})
 	}
 	if j, _ := d.job(mine); j.State != "running" {
 		t.Errorf("her job after the refused submits: %+v", j)
+	}
+
+	// A member whose login cannot name jobs is told why they have no
+	// directory (they were told to join the group they are in).
+	if _, errOut, code := newPerson(t, d, bin, upper).run("", nil, "submit", filepath.Join(src, "train.lua")); code != exitFailed || errOut != msgNameRefused(upper)+"\n" {
+		t.Errorf("%s's submit: exit %d\n%s", upper, code, errOut)
 	}
 
 	// A file that sets user is refused, saying why, and not written.

@@ -249,9 +249,6 @@ func (c *cli) reloadAfterWrite(cl *client) int {
 	return exitOK
 }
 
-// writeJobFile writes a job file into dir whole or not at all: a temporary
-// file beside it, renamed over it, so that the daemon never reads half a
-// file. Mode 0600: a person's files are theirs alone.
 // me asks the daemon who the caller is and where their job files go; a
 // caller with no job directory is told so (exitFailed), before anything
 // is checked or written.
@@ -260,13 +257,20 @@ func (c *cli) me(cl *client) (supervisor.Me, int) {
 	if err := cl.get("/me", nil, &me); err != nil {
 		return me, c.fail(err)
 	}
-	if me.JobsDir == "" {
+	switch {
+	case me.NameRefused:
+		fmt.Fprintln(c.stderr, msgNameRefused(me.User))
+		return me, exitFailed
+	case me.JobsDir == "":
 		fmt.Fprintln(c.stderr, "berth: "+msgNoJobsDirClient(me.User, me.Group))
 		return me, exitFailed
 	}
 	return me, exitOK
 }
 
+// writeJobFile writes a job file into dir whole or not at all: a temporary
+// file beside it, renamed over it, so that the daemon never reads half a
+// file. Mode 0600: a person's files are theirs alone.
 func writeJobFile(dir string, f supervisor.CheckFile) error {
 	tmp, err := os.CreateTemp(dir, "."+f.Name+".tmp-*")
 	if err != nil {

@@ -69,7 +69,8 @@ func MakeAccounts(groups []string, users []Account) (remove func(), err error) {
 		}
 	}
 	for _, u := range users {
-		args := []string{"--no-create-home", "--user-group", "--shell", "/bin/sh"}
+		// --badname: a login as some directories have them (Ana.Lopez).
+		args := []string{"--badname", "--no-create-home", "--user-group", "--shell", "/bin/sh"}
 		if len(u.Groups) > 0 {
 			args = append(args, "--groups", strings.Join(u.Groups, ","))
 		}
