@@ -90,9 +90,11 @@ func (p Problem) String() string {
 // Error is a mistake in a job file, with the facts a person needs to fix it.
 // Every error luaapi reports about a file is an *Error.
 type Error struct {
-	Pos     Pos     // Line 0 when unknown
-	Kind    string  // "job", "flavor", or "" when the error is about the file
-	Name    string  // the job or flavor name when known
+	Pos   Pos    // Line 0 when unknown
+	Kind  string // "job", "flavor", or "" when the error is about the file
+	Name  string // the job or flavor name when known, as its file declares it
+	Owner string // the person whose file declares it, "" for the administrators'
+
 	Field   string  // the field when the error is about one
 	Problem Problem // what kind of mistake
 	Detail  string  // the sentence after the position and the job or flavor

@@ -602,6 +602,9 @@ func (ev *evaluator) body(L *lua.LState, d *decl) {
 		}
 	default:
 		j, errs := decodeJob(s, tbl, ev.owner)
+		for _, e := range errs {
+			e.Owner = ev.owner
+		}
 		ev.errs = append(ev.errs, errs...)
 		if len(ev.errs) == before {
 			ev.jobs = append(ev.jobs, j)

@@ -207,14 +207,18 @@ func TestPeopleJobs(t *testing.T) {
 	// (The watcher may have seen them first: what this reload says is
 	// the state, not what changed.)
 	res := reload(t, d)
-	var refused string
+	var refused, about string
 	for _, p := range res.Problems {
 		if p.File == evil {
-			refused = p.Text
+			refused, about = p.Text, p.Job
 		}
 	}
 	if !strings.Contains(refused, "user") || !strings.Contains(refused, testAlice) {
 		t.Errorf("a person's file that sets user: problem %q, want it refused saying why", refused)
+	}
+	// Its job is named as her jobs are, for a script to match.
+	if about != testAlice+"/evil" {
+		t.Errorf("the problem is about job %q, want %s/evil", about, testAlice)
 	}
 	if _, ok := d.jobStatus(testAlice + "/evil"); ok {
 		t.Error("the job that sets user was declared")

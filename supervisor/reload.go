@@ -848,8 +848,12 @@ func rejectsFiles(set *luaapi.Set) bool {
 
 // ProblemOf is a job file's mistake as facts.
 func ProblemOf(e *luaapi.Error) Problem {
+	name := e.Name
+	if e.Owner != "" && e.Kind == "job" && !strings.Contains(name, "/") {
+		name = e.Owner + "/" + name // as the job is named everywhere else
+	}
 	return Problem{Code: strings.ReplaceAll(e.Problem.String(), " ", "_"), File: e.Pos.File, Line: e.Pos.Line,
-		Kind: e.Kind, Job: e.Name, Field: e.Field, Text: e.Error()}
+		Kind: e.Kind, Job: name, Field: e.Field, Text: e.Error()}
 }
 
 func problemsOf(errs []*luaapi.Error) []Problem {
@@ -1302,7 +1306,7 @@ func QuotaProblems(set *luaapi.Set, people []string) []Problem {
 		if _, err := user.Lookup(q.Name); err == nil {
 			continue
 		}
-		out = append(out, Problem{Code: ProblemCredentials, File: q.Pos.File, Line: q.Pos.Line,
+		out = append(out, Problem{Code: ProblemCredentials, File: q.Pos.File, Line: q.Pos.Line, Kind: "quota", Job: q.Name,
 			Text: MsgQuotaNoAccount(q.Pos, q.Name, luaapi.Suggest(q.Name, people))})
 	}
 	return out
