@@ -171,7 +171,12 @@ func (c *cli) main(args []string) int {
 	}
 	args = commandFirst(args)
 	cmd := lookup(args[0])
-	if cmd == nil {
+	switch {
+	case cmd == nil && strings.HasPrefix(args[0], "-"):
+		// Flags, and no command among the arguments after them.
+		fmt.Fprintln(c.stderr, msgNoCommand(args))
+		return exitUsage
+	case cmd == nil:
 		fmt.Fprintln(c.stderr, msgUnknownCommand(args[0], commandNames()))
 		return exitUsage
 	}

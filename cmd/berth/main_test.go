@@ -76,6 +76,7 @@ func TestUsageErrors(t *testing.T) {
 	}{
 		{[]string{"machnie"}, `berth: unknown command "machnie" (did you mean "machine"?); berth help lists the commands`},
 		{[]string{"frobnicate"}, `berth: unknown command "frobnicate"; berth help lists the commands`},
+		{[]string{"--socket"}, `berth: --socket, but no command: the command comes before or after its flags (berth --socket PATH status, say; berth help lists the commands)`},
 		{[]string{"machine", "--bogus"}, `berth machine: flag provided but not defined: -bogus (berth machine --help shows the usage)`},
 		{[]string{"machine", "--cpus", "many"}, `berth machine: invalid value "many" for flag -cpus: "many" is not a whole number (berth machine --help shows the usage)`},
 		{[]string{"machine", "extra"}, `berth machine: unexpected argument "extra"; it takes none but flags (berth machine --help shows the usage)`},

@@ -34,6 +34,11 @@ type flagError struct {
 func (e flagError) Error() string { return e.flag + ": " + e.err.Error() }
 func (e flagError) Unwrap() error { return e.err }
 
+// msgNoCommand: berth was given flags and no command to give them to.
+func msgNoCommand(args []string) string {
+	return fmt.Sprintf("berth: %s, but no command: the command comes before or after its flags (berth --socket PATH status, say; berth help lists the commands)", strings.Join(args, " "))
+}
+
 func msgUnknownCommand(name string, known []string) string {
 	if s := luaapi.Suggest(name, known); s != "" {
 		return fmt.Sprintf("berth: unknown command %q (did you mean %q?); berth help lists the commands", name, s)
@@ -242,6 +247,9 @@ func msgSocketBlocked(socket, dir string) string {
 // msgOthersLeft: berth stop --all left others' jobs running; refusal is
 // what the daemon said of the first.
 func msgOthersLeft(n int, refusal string) string {
+	if n == 1 {
+		return fmt.Sprintf("1 job left as it is, not yours to stop: %s", refusal)
+	}
 	return fmt.Sprintf("%s left as they are, not yours to stop; the first: %s", count(n, "job"), refusal)
 }
 

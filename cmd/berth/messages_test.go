@@ -98,6 +98,7 @@ func TestMessages(t *testing.T) {
 		msgNoneKept(3, "yours"),
 		msgNoneKept(1, "alice's"),
 		msgOthersLeft(3, `svc is an administrators' job; only root or a member of berth-admin can stop it (berth status shows each job's owner)`),
+		msgOthersLeft(1, `svc is an administrators' job; only root or a member of berth-admin can stop it (berth status shows each job's owner)`),
 		msgSocket("/run/berth/berth.sock", errNotSocket),
 		msgDaemonTooOld("/run/berth/berth.sock", "GET /v1/flavors"),
 		msgWantArgs("show", "JOB"),
