@@ -351,7 +351,7 @@ func msgCannotReadSubmitted(path string, err error) string {
 	case errors.Is(err, errNotRegular):
 		return fmt.Sprintf("berth submit: %s is not a regular file (ls -l %s says what it is); submit a job file, or copy what it gives into one first", path, path)
 	}
-	return "berth submit: " + err.Error()
+	return "berth submit: " + err.Error() // a *watch.RefusedError says what fixes it
 }
 
 func msgNotJobFileName(path string) string {

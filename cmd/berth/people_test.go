@@ -246,8 +246,8 @@ quota "` + alice + `" { cpus = 1 }`})
 
 	// A file larger than the daemon reads is refused by the check too.
 	writeReadable(t, filepath.Join(src, "huge.lua"), "-- "+strings.Repeat("x", 2<<20)+"\n")
-	if _, errOut, code := a.run("", nil, "submit", filepath.Join(src, "huge.lua")); code != exitFailed || !strings.Contains(errOut, "over the 1048576 a job file may have") {
-		t.Errorf("alice's submit of a 2 MiB file: exit %d\n%s", code, errOut)
+	if _, errOut, code := a.run("", nil, "submit", filepath.Join(src, "huge.lua")); code != exitFailed || !strings.Contains(errOut, "huge.lua is 2097156 bytes, more than the 1 MiB a job file may be") {
+		t.Errorf("alice's submit of a 2 MiB file: exit %d\n%q", code, errOut)
 	}
 
 	// Her files are evaluated as her: a file that loops for ever is seen

@@ -104,6 +104,10 @@ func readSubmitted(path string) ([]byte, error) {
 		return nil, syscall.EISDIR
 	case !fi.Mode().IsRegular():
 		return nil, errNotRegular
+	case fi.Size() > watch.DefaultMaxFileBytes:
+		// Said with its size: the daemon, sent what is read of it, would
+		// know only that it is one byte too many.
+		return nil, &watch.RefusedError{Path: path, Named: true, Reason: watch.TooBig, Size: fi.Size(), MaxBytes: watch.DefaultMaxFileBytes}
 	}
 	return io.ReadAll(io.LimitReader(f, watch.DefaultMaxFileBytes+1))
 }
