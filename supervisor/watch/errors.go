@@ -155,8 +155,10 @@ func (e *RefusedError) Error() string {
 					return fmt.Sprintf("%s %s %s, not %s; berth refuses it (a link in a job directory may lead only to what is its owner's or root's: rm %s)",
 						s, owned, who(e.Owner, "uid", e.UID), accepted, p)
 				}
-				return fmt.Sprintf("%s %s %s, not %s; berth refuses it (if you did not put it there, remove it: rm %s; if it is yours, %s%s %s)",
-					s, owned, who(e.Owner, "uid", e.UID), accepted, p, chown, e.chownTo(), fix)
+				// A person cannot chown; a copy of their own, moved in
+				// its place, is theirs.
+				return fmt.Sprintf("%s %s %s, not %s; berth refuses it (if you did not put it there, remove it: rm %s; if it is yours, make it yours: cp %s %s.new && mv %s.new %s)",
+					s, owned, who(e.Owner, "uid", e.UID), accepted, p, fix, fix, fix, fix)
 			}
 		}
 		return fmt.Sprintf("%s %s %s, not %s; %s (%s%s %s%s)",
