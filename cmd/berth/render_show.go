@@ -202,12 +202,16 @@ func renderShow(w io.Writer, d supervisor.JobDetail, o renderOptions) {
 		}
 	}
 
-	if a := def.Array; a != nil && array {
+	switch a := def.Array; {
+	case d.EnvHidden != "":
+		// Not the caller's job: its output is not theirs to read either.
+		out = append(out, nil, ln(plainSpan("logs  (its owner's and the administrators' to read)")))
+	case a != nil && array:
 		// Each index has its own output; the daemon names where the
 		// first index's goes.
 		out = append(out, nil, ln(plainSpan("logs  "), styledSpan(logsWhere(first, d.Logs), sgrBold),
 			plainSpan(fmt.Sprintf(" for index %d (or berth logs %s --index N, one index at a time)", a.From, quoteArg(name)))))
-	} else {
+	default:
 		out = append(out, nil, ln(plainSpan("logs  "), styledSpan(logsWhere(name, d.Logs), sgrBold),
 			plainSpan(" (or berth logs "+quoteArg(name)+")")))
 	}

@@ -591,7 +591,12 @@ func TestRenderShow(t *testing.T) {
 		Runs:    []supervisor.RunView{},
 		Logs:    "journal",
 	}
-	for name, d := range map[string]supervisor.JobDetail{"running": running, "waiting": waiting, "array": arrayDetail(), "index": index, "share": share, "unaccounted": unaccounted} {
+	// Another person's job: its environment and output are not the
+	// caller's to read.
+	others := waiting
+	others.Definition.Name, others.Status.Name = "alice/train", "alice/train"
+	others.EnvHidden, others.NextEnv = "its environment is shown only to alice and the administrators", []string{}
+	for name, d := range map[string]supervisor.JobDetail{"running": running, "waiting": waiting, "array": arrayDetail(), "index": index, "share": share, "unaccounted": unaccounted, "others": others} {
 		t.Run(name, func(t *testing.T) {
 			var b bytes.Buffer
 			renderShow(&b, d, renderOptions{width: 80, now: renderNow})
