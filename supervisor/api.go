@@ -238,8 +238,11 @@ func (r refusal) code() string {
 
 // refusedWhy is what msgRefused says of a job in view v refused for r.
 func refusedWhy(r refusal, v jobView) string {
-	if r == refuseUnplaceable {
+	switch r {
+	case refuseUnplaceable:
 		return v.Why
+	case refuseDisabled:
+		return msgDisabledAt(v.Def.Pos, v.Def.Name, v.Def.Owner != "")
 	}
 	return v.Invalid
 }

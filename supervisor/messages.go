@@ -201,9 +201,10 @@ func msgTooManyConnections(r ctlsock.Refusal) string {
 }
 
 // msgRefused says why a start or restart was refused; detail is what
-// makes the job invalid, or how it fits no machine.
+// makes the job invalid, or how it fits no machine, or where it is
+// disabled.
 func msgRefused(verb, job string, r refusal, detail string) string {
-	why := "it is disabled in its file (set enabled = true there, then berth reload)"
+	why := "it is disabled: " + detail
 	switch r {
 	case refuseInvalid:
 		why = "its declaration cannot run: " + detail
@@ -211,6 +212,16 @@ func msgRefused(verb, job string, r refusal, detail string) string {
 		why = "it cannot be placed, and would be found so again at once: " + detail
 	}
 	return fmt.Sprintf("cannot %s job %q: %s", verb, job, why)
+}
+
+// msgDisabledAt says where a job is disabled, and what enables it: for a
+// person's job, berth edit; the daemon reloads a saved file by itself.
+func msgDisabledAt(pos luaapi.Pos, job string, person bool) string {
+	fix := "set it to true there, and the daemon reloads the file once it is saved"
+	if owner, name, ok := strings.Cut(job, "/"); ok && person {
+		fix = "berth edit " + name + " sets it to true, as " + owner
+	}
+	return fmt.Sprintf("%s says enabled = false (%s)", posString(pos), fix)
 }
 
 // MsgUnplaceable says a job fits no machine; berth check says it too.
