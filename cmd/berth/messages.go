@@ -223,6 +223,12 @@ func msgSocketDenied(socket, group string) string {
 	return fmt.Sprintf("berth: permission denied on %s: the daemon answers root, its own user and the group %s (sudo usermod -aG %s $USER, then log in again)", socket, group, group)
 }
 
+// msgAddedDone: a job added by a file written is done already, by an
+// earlier run of the same definition.
+func msgAddedDone(job string) string {
+	return fmt.Sprintf("%s: done already, by an earlier run of this same definition, and it stays done (berth restart %s runs it again)", job, quoteArg(job))
+}
+
 // msgSubmitSameName refuses two files given to berth submit that would
 // have one name in the job directory.
 func msgSubmitSameName(first, second, name string) string {

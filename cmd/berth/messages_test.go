@@ -108,6 +108,7 @@ func TestMessages(t *testing.T) {
 		msgCannotReadSubmitted("fifo.lua", errNotRegular),
 		msgSubmitWouldReplace("v2/train.lua", "/var/spool/berth/alice/train.lua"),
 		msgSubmitSameName("a/train.lua", "b/train.lua", "train.lua"),
+		msgAddedDone("alice/prep"),
 		supervisor.MsgQuotaNoAccount(pos, "alcie", "alice"),
 		supervisor.MsgQuotaNoAccount(pos, "nobody-here", ""),
 		msgNoOutput("train", 0),

@@ -600,3 +600,36 @@ func TestSocketGroupMadeLater(t *testing.T) {
 	}
 	d.stop()
 }
+
+// TestSubmitDoneAgain: a batch job whose file comes back, submitted again,
+// stays done, and berth submit says so with what runs it again ("added"
+// alone read as if it would run).
+func TestSubmitDoneAgain(t *testing.T) {
+	needPeople(t)
+	d := newTestDaemon(t, nil)
+	spool := filepath.Join(d.dir, "spool")
+	d.start(daemonOptions{args: []string{"--cpus", "2", "--user-jobs", spool, "--group", peopleGroup}})
+	for p := d.dir; p != "/" && p != filepath.Clean(os.TempDir()); p = filepath.Dir(p) {
+		if err := os.Chmod(p, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bin := filepath.Join(d.dir, "berth")
+	testkit.CopyExecutable(t, os.Args[0], bin, 0o755)
+	a := newPerson(t, d, bin, alice)
+	src := filepath.Join(d.dir, "once.lua")
+	writeReadable(t, src, `job "once" { cmd = "true" }`)
+	if out, errOut, code := a.run("", nil, "submit", src); code != exitOK || strings.Contains(out, "done already") {
+		t.Fatalf("the first submit: exit %d\n%s%s", code, out, errOut)
+	}
+	d.waitState(alice+"/once", "done")
+	if err := os.Remove(filepath.Join(spool, alice, "once.lua")); err != nil {
+		t.Fatal(err)
+	}
+	d.cli("reload")
+	d.waitGone(alice + "/once")
+	out, errOut, code := a.run("", nil, "submit", src)
+	if code != exitOK || !strings.Contains(out, msgAddedDone(alice+"/once")) {
+		t.Errorf("the second submit: exit %d\n%s%s", code, out, errOut)
+	}
+}

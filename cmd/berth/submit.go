@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -250,6 +251,19 @@ func (c *cli) reloadAfterWrite(cl *client) int {
 	}
 	// What it says of other files is theirs: this one was checked.
 	fmt.Fprintln(c.stdout, msgReloaded(res))
+	if len(res.Added) > 0 {
+		// A batch job whose definition already ran to done stays done,
+		// as after a restart of the daemon: said, or "added" reads as if
+		// it would run.
+		var jobs []supervisor.JobStatus
+		if err := cl.get("/jobs", nil, &jobs); err == nil {
+			for _, j := range jobs {
+				if j.State == "done" && j.Array == nil && slices.Contains(res.Added, j.Name) {
+					fmt.Fprintln(c.stdout, escapeText(msgAddedDone(j.Name)))
+				}
+			}
+		}
+	}
 	return exitOK
 }
 
