@@ -392,6 +392,13 @@ func msgNotWritten(problems int) string {
 	return fmt.Sprintf("not written: %s; what is in force stays (fix and submit again: the daemon checks files against the flavors, quotas and jobs in force)", count(problems, "problem"))
 }
 
+// msgEditElsewhere refuses berth edit of a file outside the caller's job
+// directory.
+func msgEditElsewhere(path, dir string) string {
+	return fmt.Sprintf("berth edit: %s is not in your job directory, %s: berth edit edits the files there, by name (berth edit %s); berth submit %s puts a copy of this one there",
+		path, dir, quoteArg(filepath.Base(path)), quoteArg(path))
+}
+
 func msgEditNewFile(name string) string {
 	return fmt.Sprintf("to write a new job file, name it: berth edit %s.lua", quoteArg(name))
 }

@@ -109,6 +109,7 @@ func TestMessages(t *testing.T) {
 		msgSubmitWouldReplace("v2/train.lua", "/var/spool/berth/alice/train.lua"),
 		msgSubmitSameName("a/train.lua", "b/train.lua", "train.lua"),
 		msgAddedDone("alice/prep"),
+		msgEditElsewhere("../bob/x.lua", "/var/spool/berth/alice"),
 		supervisor.MsgQuotaNoAccount(pos, "alcie", "alice"),
 		supervisor.MsgQuotaNoAccount(pos, "nobody-here", ""),
 		msgNoOutput("train", 0),

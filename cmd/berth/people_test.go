@@ -356,6 +356,15 @@ quota "` + alice + `" { cpus = 1 }`})
 	if !strings.Contains(strings.Join(jd.Definition.Cmd, " "), "echo edited") {
 		t.Errorf("after the edit the definition is %q", jd.Definition.Cmd)
 	}
+	// Her file by the path berth show gives it is hers to edit; one
+	// elsewhere is not, and says what to do.
+	writeReadable(t, filepath.Join(src, "same.lua"), `job "train" { cmd = {"sh", "-c", "echo edited; exec sleep 600"} }`)
+	if out, errOut, code := a.run("", []string{"EDITOR=" + editor, "NEW=" + filepath.Join(src, "same.lua")}, "edit", filepath.Join(spool, alice, "train.lua")); code != exitOK || !strings.Contains(out, "no change to") {
+		t.Errorf("berth edit of her file by its path: exit %d\n%s%s", code, out, errOut)
+	}
+	if _, errOut, code := a.run("", []string{"EDITOR=" + editor}, "edit", "../"+bob+"/x.lua"); code != exitUsage || !strings.Contains(errOut, "is not in your job directory") {
+		t.Errorf("berth edit of a file outside her directory: exit %d\n%s", code, errOut)
+	}
 	// A job that is not there: a new file is named as one.
 	if _, errOut, code := a.run("", []string{"EDITOR=" + editor}, "edit", "nonexist"); code != exitFailed ||
 		!strings.Contains(errOut, `no job named "nonexist"`) || !strings.Contains(errOut, "berth edit nonexist.lua") {

@@ -129,9 +129,21 @@ func runEdit(c *cli, args []string) int {
 	if code != exitOK {
 		return code
 	}
-	// A name ending in .lua is a file of theirs (new or not); otherwise a
-	// job, whose file is edited.
+	// A name ending in .lua is a file of theirs (new or not), given by its
+	// name or its path there; otherwise a job, whose file is edited.
 	name := rest[0]
+	if strings.HasSuffix(name, ".lua") && strings.Contains(name, "/") {
+		abs, err := filepath.Abs(name)
+		if err != nil || filepath.Dir(abs) != filepath.Clean(me.JobsDir) {
+			fmt.Fprintln(c.stderr, msgEditElsewhere(name, me.JobsDir))
+			return exitUsage
+		}
+		name = filepath.Base(abs)
+	}
+	if strings.HasSuffix(name, ".lua") && !watch.IsJobFile(name) {
+		fmt.Fprintln(c.stderr, msgNotJobFileName(name)) // hidden: the daemon would not read it
+		return exitUsage
+	}
 	if !watch.IsJobFile(name) {
 		var d supervisor.JobDetail
 		if err := cl.get("/jobs/"+url.PathEscape(name), nil, &d); err != nil {
@@ -149,9 +161,6 @@ func runEdit(c *cli, args []string) int {
 			return exitFailed
 		}
 		name = filepath.Base(d.Definition.File)
-	} else if strings.Contains(name, "/") {
-		fmt.Fprintln(c.stderr, msgNotJobFileName(name))
-		return exitUsage
 	}
 	target := filepath.Join(me.JobsDir, name)
 	old, err := os.ReadFile(target)
