@@ -458,7 +458,16 @@ func msgAfterOne(job, file string, p supervisor.Dependency, now time.Time) strin
 	}
 	anyway := "berth start " + quoteArg(job) + " --ignore-deps runs it anyway"
 	if p.Service && p.State != "unknown" {
-		return fmt.Sprintf("after %s, a service, which is %s; runs once %s is running (berth logs %s)", name, stateWords(p.State), name, quoteArg(name))
+		// What helps depends on why it is not running: a person's stop
+		// is undone by a start, a failure is read in its output.
+		help := "berth logs " + quoteArg(name)
+		switch p.State {
+		case "stopped":
+			help = "berth start " + quoteArg(name) + " starts it"
+		case "disabled":
+			help = "enabled = false in its file keeps it from running"
+		}
+		return fmt.Sprintf("after %s, a service, which is %s; runs once %s is running (%s)", name, stateWords(p.State), name, help)
 	}
 	switch p.State {
 	case "running", "starting":
