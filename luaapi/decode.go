@@ -480,7 +480,8 @@ func (d *decoder) array() (Range, bool) {
 		return Range{From: 1, To: n}, ok
 	case *lua.LTable:
 		var from, to lua.LValue
-		odd := false
+		var odd []string // keys that are not from or to, as named
+		positional := false
 		x.ForEach(func(k, v lua.LValue) {
 			switch k {
 			case lua.LString("from"):
@@ -488,11 +489,20 @@ func (d *decoder) array() (Range, bool) {
 			case lua.LString("to"):
 				to = v
 			default:
-				odd = true
+				if s, ok := k.(lua.LString); ok {
+					odd = append(odd, string(s))
+				} else {
+					positional = true
+				}
 			}
 		})
-		if odd || from == nil || to == nil {
+		switch {
+		case positional, from == nil && to == nil && len(odd) == 0:
 			d.add(errArrayForm(d.s, v))
+			return Range{}, false
+		case len(odd) > 0 || from == nil || to == nil:
+			// Named keys, not quite a range's: say which.
+			d.add(errArrayKeys(d.s, odd, from == nil, to == nil))
 			return Range{}, false
 		}
 		lo, okFrom := d.wholeOf("array.from", from, 0, maxArrayEnd)

@@ -484,6 +484,34 @@ func errArrayForm(s subject, got lua.LValue) *Error {
 	return errWrongType(s, "array", wantArray, got)
 }
 
+// errArrayKeys refuses a range with keys besides from and to, or without
+// one of them.
+func errArrayKeys(s subject, odd []string, noFrom, noTo bool) *Error {
+	slices.Sort(odd)
+	var what []string
+	if len(odd) > 0 {
+		quoted := make([]string, len(odd))
+		for i, k := range odd {
+			quoted[i] = quote(k)
+		}
+		keys := "a key"
+		if len(odd) > 1 {
+			keys = "keys"
+		}
+		what = append(what, "has "+keys+" a range does not take, "+strings.Join(quoted, ", "))
+	}
+	switch {
+	case noFrom && noTo:
+		what = append(what, "names neither from nor to")
+	case noFrom:
+		what = append(what, "has no from")
+	case noTo:
+		what = append(what, "has no to")
+	}
+	return s.err(WrongType, "array", fmt.Sprintf("field %s %s; a range is { from = FIRST, to = LAST }, both whole numbers, e.g. { from = 0, to = 99 } (every index between them is run: to skip some, skip them in the job)",
+		quote("array"), strings.Join(what, ", and ")))
+}
+
 func errArrayRange(s subject, r Range, most int) *Error {
 	if r.To < r.From {
 		return s.err(OutOfRange, "array", fmt.Sprintf("field %s runs from %d down to %d; write the lower index as from, e.g. { from = %d, to = %d }",

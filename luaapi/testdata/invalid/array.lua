@@ -9,3 +9,5 @@ job "h" { cmd = "./h", array = { from = -1, to = 3 } }
 job "i" { cmd = "./i", max_parallel = 4 }
 job "j" { cmd = "./j", array = 10, max_parallel = 0 }
 job "k" { cmd = "./k", array = 1000000 }
+job "l" { cmd = "./l", array = { from = 1, to = 3, step = 2 } }
+job "m" { cmd = "./m", array = { to = 3 } }
