@@ -657,6 +657,11 @@ func errEmptyString(s subject, field, example string) *Error {
 }
 
 func errJobRef(s subject, field, name string) *Error {
+	if arr, _, ok := strings.Cut(name, "["); ok && strings.HasSuffix(name, "]") && validJobRef(arr) {
+		// One index of an array: the array is what a job runs after.
+		return s.err(BadName, field, fmt.Sprintf("field %s: %s is one index of an array; %s waits for the whole array, named as it is declared: %s = %s",
+			quote(field), quote(name), field, field, quote(arr)))
+	}
 	return s.err(BadName, field, fmt.Sprintf(
 		`field %s: %s is not a job name: a job name is 1 to 64 characters of a-z, 0-9, "_", "." and "-", starting with a letter or a digit, written OWNER/NAME for a person's job`,
 		quote(field), quote(name)))
