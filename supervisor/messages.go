@@ -225,13 +225,21 @@ func msgDisabledAt(pos luaapi.Pos, job string, person bool) string {
 }
 
 // MsgUnplaceable says a job fits no machine; berth check says it too.
-func MsgUnplaceable(pos luaapi.Pos, job string, err *accounting.UnplaceableError) string {
+// flavor is the job's flavor, "" for none: what it asks is the flavor's,
+// declared elsewhere.
+func MsgUnplaceable(pos luaapi.Pos, job, flavor string, err *accounting.UnplaceableError) string {
+	subject := fmt.Sprintf("job %q", job)
+	flavors := ""
+	if flavor != "" {
+		subject += fmt.Sprintf(", by its flavor %q,", flavor)
+		flavors = "; berth flavors shows where " + flavor + " is declared"
+	}
 	if err.Quota != nil {
 		// Not the machine: the owner's quota, which the administrators set.
-		return fmt.Sprintf("%sjob %q %v (quotas are the administrators', declared in their job files; berth status --owner %s shows what %s's jobs hold)",
-			posPrefix(pos), job, err, err.Owner, err.Owner)
+		return fmt.Sprintf("%s%s %v (quotas are the administrators', declared in their job files; berth status --owner %s shows what %s's jobs hold%s)",
+			posPrefix(pos), subject, err, err.Owner, err.Owner, flavors)
 	}
-	return fmt.Sprintf("%sjob %q %v (berth machine shows what it has)", posPrefix(pos), job, err)
+	return fmt.Sprintf("%s%s %v (berth machine shows what it has%s)", posPrefix(pos), subject, err, flavors)
 }
 
 // MsgQuotaNoAccount says a quota names no account: the person it was

@@ -244,7 +244,7 @@ func (d *Daemon) checkInForce(files []*luaapi.File) CheckResult {
 		if err := d.placer.Placeable(requestOf(def.Name, def)); err != nil {
 			if ue := (*accounting.UnplaceableError)(nil); errors.As(err, &ue) {
 				res.Problems = append(res.Problems, Problem{Code: ProblemUnplaceable, File: def.Pos.File, Line: def.Pos.Line, Kind: "job", Job: def.Name,
-					Text: MsgUnplaceable(def.Pos, def.Name, ue)})
+					Text: MsgUnplaceable(def.Pos, def.Name, def.Flavor, ue)})
 			}
 		}
 		if def.User != "" || def.Group != "" {

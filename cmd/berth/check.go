@@ -409,7 +409,7 @@ func feasibility(set *luaapi.Set, inv probes.Inventory) []supervisor.Problem {
 			var ue *accounting.UnplaceableError
 			if errors.As(err, &ue) {
 				out = append(out, supervisor.Problem{Code: supervisor.ProblemUnplaceable, File: j.Pos.File, Line: j.Pos.Line, Kind: "job", Job: j.Name,
-					Text: supervisor.MsgUnplaceable(j.Pos, j.Name, ue)})
+					Text: supervisor.MsgUnplaceable(j.Pos, j.Name, j.Flavor, ue)})
 			}
 		}
 		if j.User != "" || j.Group != "" {

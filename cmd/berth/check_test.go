@@ -115,7 +115,7 @@ func TestCheckBorrowsTheJobsDirsFlavors(t *testing.T) {
 		t.Errorf("a file naming the directory's flavor: exit %d\n%s", code, out)
 	}
 	out, _, code := berth(t, environ, "check", filepath.Join(home, "own.lua"))
-	if code != exitFailed || !strings.Contains(out, `job "own" asks for 64 cores`) || !strings.HasSuffix(out, "1 file, 1 job, 1 flavor, 1 error\n") {
+	if code != exitFailed || !strings.Contains(out, `job "own", by its flavor "zf", asks for 64 cores`) || !strings.HasSuffix(out, "1 file, 1 job, 1 flavor, 1 error\n") {
 		t.Errorf("a file with a flavor of the same name: exit %d\n%s", code, out)
 	}
 	// A directory checked is checked alone.
