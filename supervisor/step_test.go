@@ -444,10 +444,13 @@ func TestRedefinedEveryState(t *testing.T) {
 		{"requeue", redefinition{requeue: true}, map[store.State]event{
 			store.StateDisabled: {kind: evEnable}, store.StateWaiting: {kind: evRedefine},
 			0: {kind: evStart}, store.StateInvalid: {kind: evStart}, store.StateUnplaceable: {kind: evStart},
+			store.StateBackoff: {kind: evPolicy},
 		}, none},
 		{"policy only", redefinition{}, map[store.State]event{
 			store.StateDisabled: {kind: evEnable},
 			0:                   {kind: evStart}, store.StateInvalid: {kind: evStart}, store.StateUnplaceable: {kind: evStart},
+			// The restart armed is judged again by the edited policy.
+			store.StateBackoff: {kind: evPolicy},
 		}, none},
 	}
 	for _, ed := range edits {
