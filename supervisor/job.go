@@ -348,7 +348,7 @@ func (j *job) loop() {
 		case <-j.after:
 			j.after = nil
 		case <-ctx.Done():
-			j.giveBackPlacements()
+			j.drainAtEnd()
 			j.finish()
 			return
 		}
@@ -400,7 +400,7 @@ func (j *job) loop() {
 		}
 		if j.removed && !j.life.active() {
 			j.cancelWait()
-			j.giveBackPlacements()
+			j.drainAtEnd()
 			j.finish()
 			return
 		}
@@ -734,12 +734,19 @@ func (j *job) cancelWait() {
 	j.waitGen++
 }
 
-// giveBackPlacements empties the mailbox of grants before the goroutine
-// ends, so that none is left held by a job nobody runs.
-func (j *job) giveBackPlacements() {
+// drainAtEnd empties the mailbox before the goroutine ends: a grant is
+// given back, so that none is left held by a job nobody runs, and a
+// removal that came as the daemon went away forgets the job's wait in its
+// record, as it would have (the next daemon went on with the wait of a
+// job removed, when its file came back).
+func (j *job) drainAtEnd() {
 	for _, m := range j.in.drain() {
 		if m.placed != nil && m.placed.book != nil {
 			_ = m.placed.book.Give(m.placed.grant)
+		}
+		if m.remove && !j.removed {
+			j.forgetWait()
+			j.removed = true
 		}
 	}
 }
@@ -1034,14 +1041,14 @@ func (j *job) shutdown() {
 		if j.life.state != store.StateStopping {
 			// A unit outlives the daemon: the next one adopts it, and
 			// finds its result if it ended meanwhile.
-			j.giveBackPlacements()
+			j.drainAtEnd()
 			return
 		}
 		// A stop under way (a person's stop, a removal) is seen through:
 		// the next daemon would take the unit back as running. A restart
 		// under way is not (evShutdown): the next daemon runs it again.
 		j.apply(event{kind: evShutdown})
-		j.giveBackPlacements()
+		j.drainAtEnd()
 		select {
 		case <-j.exitC:
 			j.exitC = nil
@@ -1051,7 +1058,7 @@ func (j *job) shutdown() {
 		return
 	}
 	j.apply(event{kind: evShutdown})
-	j.giveBackPlacements()
+	j.drainAtEnd()
 	if j.exitC != nil {
 		j.exitC = nil
 		j.reaped(j.run.proc.Wait())
