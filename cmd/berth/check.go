@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -63,8 +64,10 @@ func runCheck(c *cli, args []string) int {
 		// enough to say, as it says its bound of a person's jobs).
 		userJobs = daemon.Daemon.UserJobs
 	}
-	// A person of the daemon that answers checks a file of theirs as the
-	// daemon takes it from them (berth submit): their jobs, their rules.
+	// A person of the daemon that answers checks a file of theirs (one
+	// they own) as the daemon takes it from them (berth submit): their
+	// jobs, their rules. The administrators' files are the
+	// administrators'.
 	var me supervisor.Me
 	if daemon != nil {
 		if err := newClient(c.sockets(*socket)...).get("/me", nil, &me); err != nil {
@@ -77,7 +80,7 @@ func runCheck(c *cli, args []string) int {
 		// What is in a person's job directory is theirs, as the system
 		// daemon evaluates it: their jobs, their rules, their quota.
 		owner, ownerUID := personOf(userJobs, target)
-		if owner == "" {
+		if owner == "" && me.Owner != "" && ownedByCaller(target) {
 			owner = me.Owner
 		}
 		rules := rules
@@ -391,6 +394,12 @@ func personOf(userJobs, target string) (string, int) {
 	}
 	uid, _ := strconv.Atoi(u.Uid)
 	return u.Username, uid
+}
+
+// ownedByCaller says whether path is the caller's own file or directory.
+func ownedByCaller(path string) bool {
+	var st syscall.Stat_t
+	return syscall.Stat(path, &st) == nil && int(st.Uid) == os.Getuid()
 }
 
 // feasibility reports, for every loaded job, what the daemon would find

@@ -522,6 +522,15 @@ func TestCheckBesideThePeoplesDaemon(t *testing.T) {
 	if out, errOut, code := a.run("", nil, "check", evil); code != exitFailed || !strings.Contains(out, `"user"`) {
 		t.Errorf("alice's check of a file that sets user: exit %d\n%s%s", code, out, errOut)
 	}
+	// The administrators' files are theirs, whoever checks them.
+	for _, p := range []string{d.jobs, filepath.Join(d.jobs, "quotas.lua")} {
+		if err := os.Chmod(p, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if out, errOut, code := a.run("", nil, "check", d.jobs); code != exitOK {
+		t.Errorf("alice's check of the administrators' directory: exit %d\n%s%s", code, out, errOut)
+	}
 	// Root, with no BERTH_USER_JOBS: her directory is hers, as the
 	// daemon says, and her quota holds.
 	mine := filepath.Join(spool, alice)
