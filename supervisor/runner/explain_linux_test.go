@@ -135,15 +135,20 @@ func TestStartErrorsAsAnotherUser(t *testing.T) {
 		// person's private directory says nothing of what it holds.
 		{"program in PATH, in a dir it may not enter", Spec{Argv: []string{"prog"}, Env: []string{"PATH=" + tree + "/private:" + tree + "/bin"}, Credential: nobody}},
 		{"program not in PATH, nor in a dir it may not enter", Spec{Argv: []string{"gorp"}, Env: []string{"PATH=" + tree + "/private:" + tree + "/bin"}, Credential: nobody}},
+		// So too through a relative entry, from a dir it may not enter.
+		{"program in a relative PATH entry it may not enter", Spec{Argv: []string{"prog"}, Dir: tree, Env: []string{"PATH=private"}, Credential: nobody}},
+		{"program not in a relative PATH entry it may not enter", Spec{Argv: []string{"gorp"}, Dir: tree, Env: []string{"PATH=private"}, Credential: nobody}},
 	}
 	var got strings.Builder
 	for _, c := range cases {
 		got.WriteString(c.name + ": " + startError(t, tree, c.spec) + "\n")
 	}
 	testkit.Golden(t, "testdata/start_errors_as_another_user.golden", []byte(got.String()))
-	found := startError(t, tree, cases[4].spec)
-	if missing := startError(t, tree, cases[5].spec); strings.ReplaceAll(missing, "gorp", "prog") != found {
-		t.Errorf("a program in a directory the job may not enter reads otherwise than one that is not there:\n%s\n%s", found, missing)
+	for _, i := range []int{4, 6} {
+		found := startError(t, tree, cases[i].spec)
+		if missing := startError(t, tree, cases[i+1].spec); strings.ReplaceAll(missing, "gorp", "prog") != found {
+			t.Errorf("a program in a directory the job may not enter reads otherwise than one that is not there:\n%s\n%s", found, missing)
+		}
 	}
 	// One it may run, later in PATH, is found past the closed directory.
 	testkit.WriteExecutable(t, filepath.Join(tree, "bin", "prog"), []byte("#!/bin/sh\nexit 0\n"), 0o755)

@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"cmp"
 	"os"
 	"path/filepath"
 	"slices"
@@ -43,38 +44,41 @@ func lookPath(file, pathEnv, dir string, who Identity) (string, error) {
 		if !filepath.IsAbs(d) {
 			probe = filepath.Join(dir, path)
 		}
-		if !isExecutable(probe) {
+		if !isExecutable(probe) || closed(filepath.Dir(probe), who) {
 			continue
 		}
 		if !filepath.IsAbs(d) {
 			return "", &ProgramError{Program: file, SearchPath: pathEnv, Err: ErrRelativePath}
 		}
-		if who.UID != 0 {
-			if b, ok := walk(d, who, true); !ok && b.Problem == PathDenied {
-				continue
-			}
-		}
 		return path, nil
 	}
-	return "", &ProgramError{Program: file, SearchPath: pathEnv, Err: ErrNotFound, Closed: closedEntries(pathEnv, who), Who: who}
+	return "", &ProgramError{Program: file, SearchPath: pathEnv, Err: ErrNotFound, Closed: closedEntries(pathEnv, dir, who), Who: who}
 }
 
-// closedEntries are the absolute entries of pathEnv that who may not
-// enter, by the walk's reading of their mode bits.
-func closedEntries(pathEnv string, who Identity) []string {
-	if who.UID == 0 {
-		return nil
+// closed says whether who may not enter dir, by the walk's reading of the
+// mode bits of it and the directories above it.
+func closed(dir string, who Identity) bool {
+	if who.UID == 0 || !filepath.IsAbs(dir) {
+		return false
 	}
-	var closed []string
+	b, ok := walk(dir, who, true)
+	return !ok && b.Problem == PathDenied
+}
+
+// closedEntries are the entries of pathEnv that who may not enter, a
+// relative one as it would be found from dir.
+func closedEntries(pathEnv, dir string, who Identity) []string {
+	var out []string
 	for _, d := range filepath.SplitList(pathEnv) {
-		if !filepath.IsAbs(d) || slices.Contains(closed, d) {
-			continue
+		at := d
+		if !filepath.IsAbs(d) {
+			at = filepath.Join(dir, d)
 		}
-		if b, ok := walk(d, who, true); !ok && b.Problem == PathDenied {
-			closed = append(closed, d)
+		if !slices.Contains(out, d) && closed(at, who) {
+			out = append(out, cmp.Or(d, "(empty)"))
 		}
 	}
-	return closed
+	return out
 }
 
 // isExecutable checks the mode bits rather than access(2): the daemon may be
