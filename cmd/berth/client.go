@@ -97,23 +97,47 @@ func denied(socket string) *deniedError {
 	return &deniedError{socket: socket, group: socketGroup(socket), blocked: blockedOnTheWay(socket)}
 }
 
-// blockedOnTheWay is the first directory above socket that the caller
-// may not search, "" where there is none.
+// blockedOnTheWay is the first directory on the way to socket that the
+// caller may not search, its links followed as the kernel follows them
+// (the directory named is the one the link leads into), "" where there is
+// none.
 func blockedOnTheWay(socket string) string {
 	abs, err := filepath.Abs(socket)
 	if err != nil {
 		return ""
 	}
-	// From the root down: the first the caller may not enter.
-	path := string(filepath.Separator)
-	for _, name := range strings.Split(strings.TrimPrefix(filepath.Dir(abs), path), string(filepath.Separator)) {
-		if name == "" {
+	todo := strings.Split(strings.TrimPrefix(abs, "/"), "/")
+	cur := "/"
+	for links := 0; len(todo) > 0; {
+		name := todo[0]
+		todo = todo[1:]
+		switch name {
+		case "", ".":
+			continue
+		case "..":
+			cur = filepath.Dir(cur)
 			continue
 		}
-		path = filepath.Join(path, name)
-		if err := unix.Access(path, unix.X_OK); errors.Is(err, unix.EACCES) {
-			return path
+		if err := unix.Access(cur, unix.X_OK); errors.Is(err, unix.EACCES) {
+			return cur
 		}
+		next := filepath.Join(cur, name)
+		fi, err := os.Lstat(next)
+		if err != nil {
+			return ""
+		}
+		if fi.Mode()&os.ModeSymlink == 0 {
+			cur = next
+			continue
+		}
+		target, err := os.Readlink(next)
+		if links++; err != nil || links > 40 {
+			return ""
+		}
+		if filepath.IsAbs(target) {
+			cur = "/"
+		}
+		todo = append(strings.Split(target, "/"), todo...)
 	}
 	return ""
 }

@@ -274,6 +274,16 @@ func TestClientForeignUIDRefused(t *testing.T) {
 	if want := msgSocketBlocked(link, private); !errors.As(err, &exit) || exit.ExitCode() != exitFailed || !strings.Contains(string(out), want) {
 		t.Errorf("as nobody, through %s 0700: %v\n%s\nwant %s", private, err, out, want)
 	}
+	// So too through a link, in a directory nobody may enter, into it:
+	// the directory named is the one the link leads into.
+	open := filepath.Join(d.dir, "open.sock")
+	if err := os.Symlink(filepath.Join("private", "berth.sock"), open); err != nil {
+		t.Fatal(err)
+	}
+	out, err = asNobody(open)
+	if want := msgSocketBlocked(open, private); !errors.As(err, &exit) || exit.ExitCode() != exitFailed || !strings.Contains(string(out), want) {
+		t.Errorf("as nobody, through a link into %s: %v\n%s\nwant %s", private, err, out, want)
+	}
 	os.Chmod(d.socket, 0o666)
 	out, err = asNobody()
 	if !errors.As(err, &exit) || exit.ExitCode() != exitFailed {
