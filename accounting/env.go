@@ -128,8 +128,9 @@ func EnvOver(in EnvInput) map[string]string {
 	for _, name := range ThreadVars {
 		// An unaccounted job's share is only advice: a thread count the
 		// operator set on the daemon is an answer, and the share a default.
-		// Set empty, it says nothing (OpenMP takes it as unset: every core).
-		if v, set := in.Daemon[name]; in.Unaccounted && set && strings.TrimSpace(v) != "" {
+		// One that is no count (empty, 0, -1) says nothing: OpenMP takes
+		// it as unset, every core.
+		if n, err := strconv.Atoi(strings.TrimSpace(in.Daemon[name])); in.Unaccounted && err == nil && n > 0 {
 			continue // the daemon's entry stands
 		}
 		env[name] = strconv.Itoa(cpus)

@@ -123,8 +123,9 @@ func TestEnv(t *testing.T) {
 		in:   EnvInput{Daemon: map[string]string{"OMP_NUM_THREADS": "8", "GOMAXPROCS": "2"}, Job: "web", Run: "8", Unaccounted: true, MachineCPUs: 6, UnaccountedJobs: 1},
 		want: with(threads("6"), "OMP_NUM_THREADS", "8", "GOMAXPROCS", "2", "BERTH_JOB", "web", "BERTH_RUN", "8", "BERTH_CPUS", "6", "BERTH_GPUS", ""),
 	}, {
-		name: "unaccounted: a thread count the daemon set empty says nothing, and the share is given",
-		in:   EnvInput{Daemon: map[string]string{"OMP_NUM_THREADS": "", "GOMAXPROCS": " "}, Job: "web", Run: "8", Unaccounted: true, MachineCPUs: 6, UnaccountedJobs: 2},
+		name: "unaccounted: a thread count the daemon set to no count says nothing, and the share is given",
+		in: EnvInput{Daemon: map[string]string{"OMP_NUM_THREADS": "", "GOMAXPROCS": " ", "MKL_NUM_THREADS": "0", "BLIS_NUM_THREADS": "-1", "NUMBA_NUM_THREADS": "abc"},
+			Job: "web", Run: "8", Unaccounted: true, MachineCPUs: 6, UnaccountedJobs: 2},
 		want: with(threads("3"), "BERTH_JOB", "web", "BERTH_RUN", "8", "BERTH_CPUS", "3", "BERTH_GPUS", ""),
 	}, {
 		name: "unaccounted with no jobs counted still divides safely",
