@@ -416,6 +416,7 @@ func step(l life, p restartPolicy, e event, now time.Time) (life, []action) {
 			if l.failed {
 				final = store.StateFailed
 			}
+			next.restarts = max(0, l.restarts-1) // the one armed is not made
 			to(final, do(actCancelBackoff), action{kind: actGiveUp, why: giveUpPolicy})
 		}
 	}

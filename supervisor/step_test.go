@@ -396,6 +396,10 @@ func TestStepPolicyInBackoff(t *testing.T) {
 			if want := tt.want != store.StateBackoff; want != slices.Equal(kindsOf(as), acts(actCancelBackoff, actGiveUp)) || !want && len(as) > 0 {
 				t.Errorf("actions %v", kindsOf(as))
 			}
+			// The restart called off is not counted as made.
+			if want := tt.restarts - btoi(tt.want != store.StateBackoff); got.restarts != want {
+				t.Errorf("restarts %d, want %d", got.restarts, want)
+			}
 		})
 	}
 	// A run's end records whether it failed, which the edit judges.
@@ -522,4 +526,11 @@ func TestAdmitEveryState(t *testing.T) {
 			}
 		}
 	}
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
