@@ -114,6 +114,10 @@ func msgTooManyTails(limit int) string {
 
 // msgStopping refuses a request made while the daemon shuts down; what,
 // where known, is the request ("berth stop train").
+// MsgStopping is msgStopping for the client, which says it of a request
+// it made in several.
+func MsgStopping(what string) string { return msgStopping(what) }
+
 func msgStopping(what string) string {
 	if what != "" {
 		what = ": " + what + " was not done"

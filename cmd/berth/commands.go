@@ -492,10 +492,15 @@ func stopAll(c *cli, args []string) int {
 		}
 		if err := cl.post("/jobs/"+url.PathEscape(j.Name)+"/stop", nil); err != nil {
 			var ae *apiError
-			if errors.As(err, &ae) && ae.code == supervisor.CodeNotPermitted {
+			switch {
+			case errors.As(err, &ae) && ae.code == supervisor.CodeNotPermitted:
 				others++
 				firstRefusal = cmp.Or(firstRefusal, ae.msg)
 				continue
+			case errors.As(err, &ae) && ae.code == supervisor.CodeStopping:
+				// Said of what was asked: the daemon's sentence names the
+				// one job it was asked of.
+				ae.msg = supervisor.MsgStopping("berth stop --all")
 			}
 			return c.fail(err)
 		}

@@ -833,7 +833,7 @@ job "once" { cmd = "true", cpus = 0 }`,
 	}
 	// Every job is stopping by now, and stop --all asks for each all the
 	// same (it was 0 jobs, exit 0, and nothing held at the next start).
-	if out, errOut, code := d.cli("stop", "--all"); code != exitNoDaemon || !strings.Contains(errOut, "the daemon is stopping") {
+	if out, errOut, code := d.cli("stop", "--all"); code != exitNoDaemon || !strings.Contains(errOut, "the daemon is stopping, and takes no request now: berth stop --all was not done") {
 		t.Errorf("berth stop --all while the daemon stops: exit %d\n%s%s", code, out, errOut)
 	}
 }
