@@ -203,8 +203,8 @@ quota "` + alice + `" { cpus = 1 }`})
 		!strings.Contains(errOut, "would both be train.lua in your job directory") {
 		t.Errorf("alice's submit of two train.lua: exit %d\n%s", code, errOut)
 	}
-	if out, errOut, code := a.run("", nil, "submit", filepath.Join(src, "train.lua")); code != exitOK {
-		t.Errorf("alice's submit of the same train.lua again: exit %d\n%s%s", code, out, errOut)
+	if out, errOut, code := a.run("", nil, "submit", filepath.Join(src, "train.lua"), filepath.Join(src, "train.lua")); code != exitOK {
+		t.Errorf("alice's submit of the same train.lua again, twice: exit %d\n%s%s", code, out, errOut)
 	}
 	if j, _ := d.job(mine); j.State != "running" {
 		t.Errorf("her job after the refused submits: %+v", j)

@@ -59,12 +59,16 @@ func runSubmit(c *cli, args []string) int {
 		}
 		target := filepath.Join(me.JobsDir, name)
 		if other, twice := given[target]; twice {
+			if bytes.Equal(files[slices.IndexFunc(files, func(f supervisor.CheckFile) bool { return f.Name == name })].Src, b) {
+				continue // the same file, given twice
+			}
 			fmt.Fprintln(c.stderr, msgSubmitSameName(other, path, name))
 			return exitUsage
 		}
 		// A file of that name is replaced only when asked: its jobs that
 		// the new one does not declare would be stopped, running or not.
-		if old, err := os.ReadFile(target); !*replace && !errors.Is(err, os.ErrNotExist) && (err != nil || !bytes.Equal(old, b)) {
+		// (One that cannot be read is left to the write to say why.)
+		if old, err := os.ReadFile(target); !*replace && err == nil && !bytes.Equal(old, b) {
 			fmt.Fprintln(c.stderr, msgSubmitWouldReplace(path, target))
 			return exitFailed
 		}
