@@ -372,7 +372,7 @@ func msgCannotWriteJobFile(dir string, err error) string {
 // a person's jobs and directory.
 func msgNameRefused(user string) string {
 	return fmt.Sprintf("berth: %s is of the daemon's group, but has no job directory: a person's login names their jobs (%s/train) and directory, and must be lower-case letters, digits, _, - and ., starting with a letter or _, at most 32 of them; "+
-		"an administrator can run jobs as %s from /etc/berth/jobs.d instead (user = %q)", user, user, user, user)
+		"an administrator can run jobs as %s from the administrators' jobs directory instead (user = %q)", user, user, user, user)
 }
 
 func msgNoJobsDirClient(user, group string) string {
