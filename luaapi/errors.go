@@ -213,7 +213,7 @@ func errPanicInBuiltin(path string, message string) *Error {
 
 func errTooManyDecls(path string, line, limit int) *Error {
 	return fileSubject(path, line).err(TooLarge, "",
-		fmt.Sprintf("declares more than %d jobs and flavors, more than a job file may: split it into several files", limit))
+		fmt.Sprintf("declares more than %d jobs and flavors, an array's indices counted, more than a job file may: split it into several files", limit))
 }
 
 // ErrDeclaresTooMuch is a file whose declarations, as the evaluating

@@ -40,8 +40,9 @@ const (
 	// maxSourceBytes bounds a job file; 1 MiB of Lua declares thousands of
 	// jobs.
 	maxSourceBytes = 1 << 20
-	// maxDeclsPerFile bounds the jobs and flavors of one file: a sweep of a
-	// few thousand is a job file, a loop to a million is not.
+	// maxDeclsPerFile bounds the jobs and flavors of one file, an array's
+	// indices counted: a sweep of a few thousand is a job file, a loop to
+	// a million is not.
 	maxDeclsPerFile = 10000
 	// maxErrorsPerFile keeps a loop over a mistake from flooding the log.
 	maxErrorsPerFile = 50
@@ -287,6 +288,9 @@ type evaluator struct {
 	// seen maps kind and name to the line of the first declaration.
 	seen   map[string]int
 	decls  []*decl
+	// indices are the jobs the arrays declared so far stand for beyond
+	// one each: a job of the daemon's per index, and counted as such.
+	indices int
 	prints int
 	rng    *rand.Rand
 }
@@ -522,7 +526,7 @@ func (d *decl) subject() subject { return subject{pos: d.pos, kind: d.kind, name
 func (ev *evaluator) declare(kind string) lua.LGFunction {
 	return func(L *lua.LState) int {
 		d := &decl{kind: kind, pos: Pos{File: ev.path, Line: callerLine(L)}}
-		if len(ev.decls) >= maxDeclsPerFile {
+		if len(ev.decls)+ev.indices >= maxDeclsPerFile {
 			// Each job is a goroutine and a record in the daemon: a loop
 			// must not make a hundred thousand of them.
 			ev.fail(L, errTooManyDecls(ev.path, d.pos.Line, maxDeclsPerFile))
@@ -608,6 +612,13 @@ func (ev *evaluator) body(L *lua.LState, d *decl) {
 		ev.errs = append(ev.errs, errs...)
 		if len(ev.errs) == before {
 			ev.jobs = append(ev.jobs, j)
+		}
+		if j.Array != nil {
+			// Ten arrays of the most indices each are a hundred
+			// thousand jobs.
+			if ev.indices += j.Array.Size() - 1; len(ev.decls)+ev.indices > maxDeclsPerFile {
+				ev.fail(L, errTooManyDecls(ev.path, d.pos.Line, maxDeclsPerFile))
+			}
 		}
 	}
 }

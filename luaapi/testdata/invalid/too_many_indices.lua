@@ -1,0 +1,1 @@
+for i = 1, 2 do job ("s" .. i) { cmd = "true", array = 6000 } end
