@@ -327,12 +327,60 @@ func TestDaemonSocketIsGuarded(t *testing.T) {
 	if data, _ := os.ReadFile(notes); string(data) != "keep me" || !strings.Contains(string(out), "is not a socket is in the way") {
 		t.Errorf("a file at the socket path: %s (file now %q)", out, data)
 	}
+	// A socket's directory that another may write in is refused: they
+	// could put their own socket in the daemon's place.
+	if os.Geteuid() == 0 {
+		theirs := filepath.Join(d.dir, "theirs")
+		if err := os.Mkdir(theirs, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chown(theirs, 65534, 65534); err != nil {
+			t.Fatal(err)
+		}
+		out, err = second("--state", filepath.Join(d.dir, "fourth-state"), "--socket", filepath.Join(theirs, "berth.sock"))
+		if !errors.As(err, &exit) || exit.ExitCode() != exitFailed || !strings.Contains(string(out), "its directory "+theirs+" is not the daemon's alone (it is owned by uid 65534)") {
+			t.Errorf("a socket's directory of another's: %v\n%s", err, out)
+		}
+	}
 	// A second daemon on the same state fails at once, naming the holder.
 	out, err = second("--state", d.state, "--socket", filepath.Join(d.dir, "other.sock"))
 	if !errors.As(err, &exit) || !strings.Contains(string(out), "is held by another berth daemon (pid "+strconv.Itoa(d.cmd.Process.Pid)+")") {
 		t.Errorf("second daemon on the same state: %v\n%s", err, out)
 	}
 	d.stop()
+}
+
+// TestOwnSocketDirNotYours: with no XDG_RUNTIME_DIR, a person's own
+// daemon's socket is in /tmp/berth-UID, which anyone may make first: the
+// client tries it only where the directory is theirs alone, and says so
+// where it is not (a daemon there would be sent their job files).
+func TestOwnSocketDirNotYours(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root, to make a directory of another's")
+	}
+	const uid = 48211 // no one's
+	dir := fmt.Sprintf("/tmp/berth-%d", uid)
+	os.RemoveAll(dir)
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	var errOut strings.Builder
+	c := &cli{stderr: &errOut, env: env{lookup: func(string) (string, bool) { return "", false }, uid: uid}}
+	if socks := c.sockets(""); !slices.Equal(socks, []string{systemSocket}) {
+		t.Errorf("sockets %q, want the system's alone", socks)
+	}
+	c.sockets("")
+	if want := msgWarning(msgSocketDirNotYours(dir, "it is owned by uid 0")) + "\n"; errOut.String() != want {
+		t.Errorf("said %q, want once %q", errOut.String(), want)
+	}
+	// Theirs, it is tried first.
+	if err := os.Chown(dir, uid, uid); err != nil {
+		t.Fatal(err)
+	}
+	if socks := c.sockets(""); !slices.Equal(socks, []string{dir + "/berth.sock", systemSocket}) {
+		t.Errorf("sockets %q, want theirs, then the system's", socks)
+	}
 }
 
 // TestClientFindsTheDaemon: with no socket named, the client talks to the

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/signal"
 	"os/user"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -46,7 +47,41 @@ func (c *cli) sockets(flagValue string) []string {
 	if flagValue != "" {
 		return []string{flagValue}
 	}
-	return clientSockets(c.env)
+	socks := clientSockets(c.env)
+	if c.env.get("BERTH_SOCKET") == "" && c.env.get("XDG_RUNTIME_DIR") == "" && c.env.uid != 0 {
+		// The person's own daemon's socket is then in /tmp, where anyone
+		// may make the directory first and answer as their daemon (and
+		// be sent their job files): tried only where the directory is
+		// theirs alone.
+		own := socks[0]
+		if why := unsafeSocketDir(filepath.Dir(own), c.env.uid); why != "" {
+			if !c.warnedSocketDir {
+				c.warnedSocketDir = true
+				fmt.Fprintln(c.stderr, msgWarning(msgSocketDirNotYours(filepath.Dir(own), why)))
+			}
+			socks = socks[1:]
+		}
+	}
+	return socks
+}
+
+// unsafeSocketDir says why dir may not hold a socket of uid's own daemon:
+// it is not a directory of uid's (a link, another's), or others may write
+// in it; "" where it is fine, or not there (nothing answers then).
+func unsafeSocketDir(dir string, uid int) string {
+	var st unix.Stat_t
+	if err := unix.Lstat(dir, &st); err != nil {
+		return ""
+	}
+	switch {
+	case st.Mode&unix.S_IFMT != unix.S_IFDIR:
+		return "it is not a directory"
+	case int(st.Uid) != uid:
+		return fmt.Sprintf("it is owned by uid %d", st.Uid)
+	case st.Mode&0o022 != 0:
+		return fmt.Sprintf("others may write in it (mode %04o)", st.Mode&0o7777)
+	}
+	return ""
 }
 
 // render are the options for text output where stdout goes. On a

@@ -304,6 +304,12 @@ func listen(path, group string) (net.Listener, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return nil, err
 	}
+	// Whoever may write in the socket's directory can put their own
+	// socket in its place, and be asked what the daemon is asked (the
+	// default /tmp/berth-UID of a person's daemon can be anyone's).
+	if why := socketDirUnsafe(filepath.Dir(path)); why != "" {
+		return nil, &socketDirError{dir: filepath.Dir(path), why: why}
+	}
 	if fi, err := os.Lstat(path); err == nil {
 		if fi.Mode()&os.ModeSocket == 0 {
 			return nil, errNotSocket
@@ -327,6 +333,31 @@ func listen(path, group string) (net.Listener, error) {
 	}
 	_ = giveSocket(path, group) // a socket the group cannot have is root's and the daemon's alone
 	return l, nil
+}
+
+// socketDirError: the socket's directory is another's, or others may
+// write in it.
+type socketDirError struct{ dir, why string }
+
+func (e *socketDirError) Error() string { return e.dir + ": " + e.why }
+func (e *socketDirError) Unwrap() error { return errSocketDir }
+
+// socketDirUnsafe says why the daemon may not listen in dir: it is not
+// root's or the daemon's, or others may write in it without the sticky
+// bit (as in /tmp, which keeps them from removing what is not theirs);
+// "" where it may.
+func socketDirUnsafe(dir string) string {
+	var st unix.Stat_t
+	if err := unix.Stat(dir, &st); err != nil {
+		return ""
+	}
+	switch {
+	case st.Uid != 0 && int(st.Uid) != os.Geteuid():
+		return fmt.Sprintf("it is owned by uid %d", st.Uid)
+	case st.Mode&0o022 != 0 && st.Mode&unix.S_ISVTX == 0:
+		return fmt.Sprintf("others may write in it (mode %04o)", st.Mode&0o7777)
+	}
+	return ""
 }
 
 // giveSocket gives the socket at path to group where that group exists
@@ -406,6 +437,7 @@ func socketACL(gid uint32) []byte {
 
 var (
 	errSocketLive = errors.New("another berth daemon is listening on it")
+	errSocketDir  = errors.New("its directory is not the daemon's alone")
 	errNotSocket  = errors.New("something that is not a socket is in the way")
 )
 

@@ -52,6 +52,9 @@ type cli struct {
 	// failCode is the code of what failed, where it has one of its own
 	// (the daemon's, a refused socket): a failed --json answers with it.
 	failCode string
+	// warnedSocketDir: the warning that the person's own socket's
+	// directory is not theirs was given (once a command).
+	warnedSocketDir bool
 }
 
 type command struct {

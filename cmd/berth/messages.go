@@ -116,6 +116,11 @@ func msgSocket(path string, err error) string {
 	if errors.Is(err, errSocketLive) {
 		return fmt.Sprintf("berth: control socket %s: another berth daemon is listening on it (systemctl status berth, or berth status)", path)
 	}
+	var de *socketDirError
+	if errors.As(err, &de) {
+		return fmt.Sprintf("berth: control socket %s: its directory %s is not the daemon's alone (%s): another account could put its own socket there and be asked what the daemon is (ls -ld %s; remove it and start again, or give --socket PATH)",
+			path, de.dir, de.why, de.dir)
+	}
 	return fmt.Sprintf("berth: cannot listen on control socket %s: %v (give --socket PATH, or set BERTH_SOCKET)", path, err)
 }
 
@@ -241,6 +246,12 @@ func msgSubmitWouldReplace(path, target string) string {
 	name := filepath.Base(target)
 	return fmt.Sprintf("berth submit: %s is in your job directory already, and %s is not the same: submitting it would replace it, stopping the jobs of the one there that it does not declare "+
 		"(berth submit --replace %s replaces it; berth edit %s edits the one there; or give the file another name)", target, path, quoteArg(path), quoteArg(name))
+}
+
+// msgSocketDirNotYours: the directory of the person's own daemon's socket,
+// in /tmp, is not theirs alone; its socket is not tried.
+func msgSocketDirNotYours(dir, why string) string {
+	return fmt.Sprintf("%s, where your own daemon's socket would be, is not yours alone (%s): another account could answer there as your daemon, and its socket is not tried (ls -ld %s; remove it, or set XDG_RUNTIME_DIR or BERTH_SOCKET)", dir, why, dir)
 }
 
 // msgSocketBlocked: the caller may not enter dir, on the way to the

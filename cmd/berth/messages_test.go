@@ -90,6 +90,8 @@ func TestMessages(t *testing.T) {
 		msgSocketDenied("/run/berth/berth.sock", ""),
 		msgSocketDenied("/run/berth/berth.sock", "ml-team"),
 		msgSocketBlocked("/home/ana/berth.sock", "/home/ana"),
+		msgSocketDirNotYours("/tmp/berth-1001", "it is owned by uid 1002"),
+		msgSocket("/tmp/berth-1001/berth.sock", &socketDirError{dir: "/tmp/berth-1001", why: "it is owned by uid 1002"}),
 		msgDaemonGone(),
 		msgAlready("train", "running"),
 		msgAlready("train", "done"),
