@@ -418,8 +418,12 @@ func msgEditAgain(target string) string {
 	return fmt.Sprintf("edit %s again? [Y/n] ", target)
 }
 
-func msgEditKept(draft, target string) string {
-	return fmt.Sprintf("berth edit: %s is unchanged; your edit is kept in %s (fix it there, then berth submit %s)", target, draft, draft)
+func msgEditKept(draft, target string, exists bool) string {
+	submit := "berth submit"
+	if exists {
+		submit = "berth submit --replace" // in place of the file there
+	}
+	return fmt.Sprintf("berth edit: %s is unchanged; your edit is kept in %s (fix it there, then %s %s)", target, draft, submit, draft)
 }
 
 // msgMoreJobs ends a job list that berth status --watch cut to fit the

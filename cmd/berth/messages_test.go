@@ -112,6 +112,8 @@ func TestMessages(t *testing.T) {
 		msgSubmitSameName("a/train.lua", "b/train.lua", "train.lua"),
 		msgAddedDone("alice/prep"),
 		msgEditElsewhere("../bob/x.lua", "/var/spool/berth/alice"),
+		msgEditKept("/tmp/berth-edit-1/train.lua", "/var/spool/berth/alice/train.lua", true),
+		msgEditKept("/tmp/berth-edit-2/new.lua", "/var/spool/berth/alice/new.lua", false),
 		supervisor.MsgQuotaNoAccount(pos, "alcie", "alice"),
 		supervisor.MsgQuotaNoAccount(pos, "nobody-here", ""),
 		msgNoOutput("train", 0),

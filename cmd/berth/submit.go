@@ -213,14 +213,14 @@ func runEdit(c *cli, args []string) int {
 		}
 		if !refused {
 			// The daemon could not check it: it said why; the edit is kept.
-			fmt.Fprintln(c.stderr, msgEditKept(tmpPath, target))
+			fmt.Fprintln(c.stderr, msgEditKept(tmpPath, target, old != nil))
 			return code
 		}
 		// Refused: what is in force stays. Edit again, or keep the draft.
 		fmt.Fprint(c.stderr, msgEditAgain(target))
 		answer, _ := in.ReadString('\n')
 		if a := strings.TrimSpace(strings.ToLower(answer)); a == "n" || a == "no" || answer == "" {
-			fmt.Fprintln(c.stderr, msgEditKept(tmpPath, target))
+			fmt.Fprintln(c.stderr, msgEditKept(tmpPath, target, old != nil))
 			return exitFailed
 		}
 	}
