@@ -52,6 +52,9 @@ type DaemonStatus struct {
 	// none), whose files berth check reads as their owners'.
 	PersonJobs int    `json:"person_jobs"`
 	UserJobs   string `json:"user_jobs"`
+	// JobsDir is the administrators' jobs directory (--jobs), whose
+	// flavors a file checked on its own may name.
+	JobsDir string `json:"jobs_dir"`
 }
 
 // MachineStatus is what the machine has and who holds it.
@@ -233,7 +236,7 @@ func (d *Daemon) status(members bool) Status {
 			Cards:    []CardStatus{},
 		},
 	}
-	s.Daemon = DaemonStatus{Version: d.cfg.Version, PID: os.Getpid(), Started: d.started, PersonJobs: d.personJobs(), UserJobs: d.cfg.UserJobs}
+	s.Daemon = DaemonStatus{Version: d.cfg.Version, PID: os.Getpid(), Started: d.started, PersonJobs: d.personJobs(), UserJobs: d.cfg.UserJobs, JobsDir: d.cfg.JobsDir}
 	if d.bin != nil {
 		s.Daemon.Binary, s.Daemon.BinaryReplaced = d.bin.path, d.bin.replaced.Load()
 	}

@@ -105,7 +105,11 @@ func runCheck(c *cli, args []string) int {
 		owner, _ := personOf(userJobs, t)
 		return owner != ""
 	})
-	srcs = append(srcs, flavorContext(lentTo, c.flavorLender(machineGiven, *socket), rules, srcs)...)
+	daemonJobs := ""
+	if daemon != nil {
+		daemonJobs = daemon.Daemon.JobsDir
+	}
+	srcs = append(srcs, flavorContext(lentTo, c.flavorLender(machineGiven, *socket, daemonJobs), rules, srcs)...)
 	// Evaluated as the daemon evaluates them: in a child the kernel
 	// bounds, so that checking a hostile file is as safe as loading it.
 	// (One File per source, in order.)
@@ -233,9 +237,13 @@ func resolved(path string) string {
 // own may name: the caller's own daemon's; for a person who has none, the
 // system daemon's, which their submitted files are loaded beside. Where
 // BERTH_JOBS does not say which that is, and no machine is given, a
-// daemon that answers the caller (on socket, where given) as an
-// administrator names its own (its --jobs need not be the default).
-func (c *cli) flavorLender(machineGiven bool, socket string) string {
+// daemon that answers the caller (on socket, where given) names its own
+// (its --jobs need not be the default): daemonJobs, where its status said
+// it, else what it says to an administrator.
+func (c *cli) flavorLender(machineGiven bool, socket, daemonJobs string) string {
+	if c.env.get("BERTH_JOBS") == "" && daemonJobs != "" {
+		return daemonJobs
+	}
 	if c.env.get("BERTH_JOBS") == "" && !machineGiven {
 		var me supervisor.Me
 		if err := newClient(c.sockets(socket)...).get("/me", nil, &me); err == nil && me.Owner == "" && me.JobsDir != "" {

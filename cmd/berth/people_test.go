@@ -531,6 +531,21 @@ func TestCheckBesideThePeoplesDaemon(t *testing.T) {
 	if out, errOut, code := a.run("", nil, "check", d.jobs); code != exitOK {
 		t.Errorf("alice's check of the administrators' directory: exit %d\n%s%s", code, out, errOut)
 	}
+	// A file of hers names the flavors of the daemon's own jobs
+	// directory, wherever its --jobs put it.
+	d.write("flavors.lua", `flavor "small" { cpus = 1 }`)
+	if err := os.Chmod(filepath.Join(d.jobs, "flavors.lua"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d.cli("reload")
+	small := filepath.Join(src, "small.lua")
+	writeReadable(t, small, `job "small" { cmd = "true", flavor = "small" }`)
+	if err := os.Chown(small, int(a.cred.Uid), -1); err != nil {
+		t.Fatal(err)
+	}
+	if out, errOut, code := a.run("", nil, "check", small); code != exitOK {
+		t.Errorf("alice's check of a file naming the daemon's flavor: exit %d\n%s%s", code, out, errOut)
+	}
 	// Root, with no BERTH_USER_JOBS: her directory is hers, as the
 	// daemon says, and her quota holds.
 	mine := filepath.Join(spool, alice)
