@@ -123,7 +123,7 @@ func runCheck(c *cli, args []string) int {
 	for _, e := range set.Problems {
 		problems = append(problems, supervisor.ProblemOf(e))
 	}
-	problems = append(problems, feasibility(set, inv)...)
+	problems = append(problems, feasibility(set, inv, cmp.Or(me.Group, supervisor.DefaultGroup))...)
 	// In the order a person fixes them: file by file, top to bottom.
 	slices.SortStableFunc(problems, func(a, b supervisor.Problem) int {
 		return cmp.Or(strings.Compare(a.File, b.File), cmp.Compare(a.Line, b.Line))
@@ -413,8 +413,9 @@ func ownedByCaller(path string) bool {
 // feasibility reports, for every loaded job, what the daemon would find
 // before starting it: that it could ever fit this machine and its owner's
 // quota (as the files checked declare them), and that its user and group
-// exist.
-func feasibility(set *luaapi.Set, inv probes.Inventory) []supervisor.Problem {
+// exist; and that each quota names an account, a misspelt one suggested
+// from the members of group.
+func feasibility(set *luaapi.Set, inv probes.Inventory, group string) []supervisor.Problem {
 	placer := accounting.NewPlacer(time.Now)
 	placer.AddMachine(supervisor.CapacityOf(inv))
 	placer.SetQuotas(set.QuotaLimits())
@@ -436,7 +437,7 @@ func feasibility(set *luaapi.Set, inv probes.Inventory) []supervisor.Problem {
 			}
 		}
 	}
-	return append(out, supervisor.QuotaProblems(set, groupMembers(supervisor.DefaultGroup))...)
+	return append(out, supervisor.QuotaProblems(set, groupMembers(group))...)
 }
 
 // groupMembers are the members of group as listed, for suggestions; none

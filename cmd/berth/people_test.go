@@ -560,6 +560,14 @@ func TestCheckBesideThePeoplesDaemon(t *testing.T) {
 	if code != exitFailed || !strings.Contains(out, alice+"'s quota allows 1") || strings.Contains(out, "chown") {
 		t.Errorf("root's check of her directory beside the daemon: exit %d\n%s%s", code, out, errOut)
 	}
+	// A misspelt quota is suggested one of the daemon's people.
+	typo := filepath.Join(t.TempDir(), "typo.lua")
+	if err := os.WriteFile(typo, []byte(`quota "btcalcie" { cpus = 1 }`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, errOut, code := berth(t, map[string]string{"BERTH_SOCKET": d.socket}, "check", typo); code != exitFailed || !strings.Contains(out, `(did you mean "`+alice+`"?)`) {
+		t.Errorf("root's check of a misspelt quota: exit %d\n%s%s", code, out, errOut)
+	}
 }
 
 // TestCheckPersonsDirBorrowsFlavors: a person's directory checked as a
