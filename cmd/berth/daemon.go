@@ -86,7 +86,7 @@ func runDaemon(c *cli, args []string) int {
 		defer evaluator.Discard()
 	}
 
-	foreignLimit, err := accounting.ParseSize(*foreign)
+	foreignLimit, err := parseFlagSize(*foreign)
 	if err == nil && foreignLimit <= 0 {
 		err = errors.New("it must be above 0")
 	}

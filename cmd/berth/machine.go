@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/berthd/berth/accounting"
 	"github.com/berthd/berth/probes"
@@ -97,14 +98,14 @@ func (c *cli) inventory(m *machineFlags, warn func(kind, text string)) (probes.I
 		o.GPUs = &m.gpus.n
 	}
 	if m.ram != "" {
-		n, err := accounting.ParseSize(m.ram)
+		n, err := parseFlagSize(m.ram)
 		if err != nil {
 			return probes.Inventory{}, flagError{flag: "--ram", err: err}
 		}
 		o.RAMBytes = &n
 	}
 	if m.gpuMem != "" {
-		n, err := accounting.ParseSize(m.gpuMem)
+		n, err := parseFlagSize(m.gpuMem)
 		if err != nil {
 			return probes.Inventory{}, flagError{flag: "--gpu-mem", err: err}
 		}
@@ -133,6 +134,16 @@ func (c *cli) inventory(m *machineFlags, warn func(kind, text string)) (probes.I
 		warn(w.Kind.String(), w.String())
 	}
 	return inv, nil
+}
+
+// parseFlagSize is accounting.ParseSize for a flag, but for a bare 0,
+// which is zero bytes: the flag's own bound then says what it takes,
+// where "no unit; e.g. 0G" led to it.
+func parseFlagSize(s string) (int64, error) {
+	if strings.TrimSpace(s) == "0" {
+		return 0, nil
+	}
+	return accounting.ParseSize(s)
 }
 
 // optionalInt is an int flag that knows whether it was given.

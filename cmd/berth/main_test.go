@@ -212,6 +212,9 @@ func TestMachineOverrideProblems(t *testing.T) {
 			"berth: --cpus 0 is not accepted: give 1 to 65536 cores, or leave --cpus out to use what this machine has (berth machine shows it)"},
 		{"no memory", "", nil, []string{"--ram", "0G"}, exitUsage,
 			"berth: --ram of 0 bytes is not accepted: give a size above 0, or leave --ram out to use what this machine has (berth machine shows it)"},
+		// Not told to write "0G", which it then refuses.
+		{"no memory, bare", "", nil, []string{"--ram", "0"}, exitUsage,
+			"berth: --ram of 0 bytes is not accepted: give a size above 0, or leave --ram out to use what this machine has (berth machine shows it)"},
 		{"cores that cannot be counted", "testdata/nocores", nil, nil, exitFailed,
 			"berth: cannot tell what this machine has: probe cores under testdata/nocores: cannot determine the number of cores: open testdata/nocores/sys/devices/system/cpu/online: no such file or directory; open testdata/nocores/proc/cpuinfo: no such file or directory (give --cpus N to say it)"},
 	}
