@@ -143,7 +143,7 @@ func describeCores(inv probes.Inventory) string {
 func gpuSource(inv probes.Inventory) string {
 	switch inv.GPUSource {
 	case probes.SourceCUDAVisibleDevices:
-		return " (from the daemon's CUDA_VISIBLE_DEVICES)"
+		return " (from CUDA_VISIBLE_DEVICES in this environment, as a daemon started in it reads it)"
 	case probes.SourceDev:
 		return " (from /dev/nvidia*)"
 	case probes.SourceOverride:
