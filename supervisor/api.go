@@ -12,6 +12,7 @@ import (
 	"runtime/metrics"
 	"slices"
 	"strconv"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -167,8 +168,27 @@ func (d *Daemon) api() http.Handler {
 				writeError(w, http.StatusConflict, r.code(), msgRefused(verb.name, name, r, refusedWhy(r, v)))
 				return
 			}
-			j.in.post(jobMessage{ev: &event{kind: verb.ev}, ignoreDeps: ignoreDeps})
+			msg := jobMessage{ev: &event{kind: verb.ev}, ignoreDeps: ignoreDeps}
+			// A job at rest that runs after others may be held by them
+			// once it is started again: the answer waits to say so (it
+			// said "requested", and nothing ran).
+			gated := (verb.ev == evStart && !ignoreDeps || verb.ev == evRestart) && resting(v.State) &&
+				len(v.Def.After)+len(v.Def.AfterAny) > 0
+			if gated {
+				msg.done = make(chan struct{})
+			}
+			j.in.post(msg)
 			ans := ControlAnswer{Job: name, Requested: verb.name}
+			if gated {
+				select {
+				case <-msg.done:
+					if w := j.view(); w.State == store.StateWaiting && w.After != nil {
+						ans.HeldBy, ans.File, ans.Gated = w.After, w.Def.Pos.File, true
+					}
+				case <-time.After(2 * time.Second):
+				case <-r.Context().Done():
+				}
+			}
 			if verb.ev == evStart && (v.State == store.StateStarting || v.State == store.StateRunning) ||
 				verb.ev == evStop && resting(v.State) {
 				ans.Already = v.State.String()

@@ -194,6 +194,9 @@ type jobMessage struct {
 	deps bool
 	// admit: the array's gate lets this index's wait into the placer.
 	admit bool
+	// done, when set, is closed once the message has been acted on (or
+	// the job ended first), and the job's view says what it did.
+	done chan struct{}
 }
 
 // placement is the placer's grant for one wait.
@@ -514,6 +517,9 @@ func (j *job) receive(m jobMessage) {
 		j.apply(event{kind: evStop})
 	}
 	j.publish()
+	if m.done != nil {
+		close(m.done)
+	}
 }
 
 // apply runs an event, and the events its actions produce, through step.
@@ -747,6 +753,9 @@ func (j *job) drainAtEnd() {
 		if m.remove && !j.removed {
 			j.forgetWait()
 			j.removed = true
+		}
+		if m.done != nil {
+			close(m.done)
 		}
 	}
 }

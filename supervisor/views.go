@@ -205,6 +205,9 @@ type ControlAnswer struct {
 	// it is started with ignore_deps). File is where the job is declared.
 	HeldBy []Dependency `json:"held_by,omitempty"`
 	File   string       `json:"file,omitempty"`
+	// Gated: the request was taken (a job at rest runs again), and the
+	// job now waits for its parents, HeldBy.
+	Gated bool `json:"gated,omitempty"`
 	// Array says the job is an array, and Indices how many of its
 	// indices the request was taken for: those it changes something for
 	// (a stop, those that run or wait; a start, those at rest).

@@ -288,5 +288,16 @@ job "sweep" { cmd = { "sh", "-c", "echo s$BERTH_ARRAY_INDEX >> OUT/order" }, cpu
 	if got := d.order(); len(got) != 3 {
 		t.Errorf("ran %q, want the three indices once each", got)
 	}
+	// Done past its parents, a job restarted waits for them again, and
+	// the answer says so (it said "requested", and nothing ran).
+	d.write("one.lua", `job "one" { cmd = "true", cpus = 1, after = "p" }`)
+	d.cli("reload")
+	d.waitState("one", "waiting")
+	d.cli("start", "one", "--ignore-deps")
+	d.waitState("one", "done")
+	out, errOut, code = d.cli("restart", "one")
+	if code != exitOK || !strings.HasPrefix(out, "one: restart requested; it waits now: after p, which failed (exit 1)") {
+		t.Errorf("berth restart one, done past its failed parent: exit %d\n%s%s", code, out, errOut)
+	}
 	d.stop()
 }

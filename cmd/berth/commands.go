@@ -463,6 +463,8 @@ func control(verb string) func(c *cli, args []string) int {
 		// answer says which it was.
 		job := cmp.Or(ans.Job, rest[0])
 		switch {
+		case len(ans.HeldBy) > 0 && ans.Gated:
+			fmt.Fprintln(c.stdout, escapeText(msgGated(verb, job, ans.File, ans.HeldBy, time.Now())))
 		case len(ans.HeldBy) > 0 && ans.Array && ans.Indices > 0:
 			// Some indices taken, others held by the array's parents.
 			fmt.Fprintln(c.stdout, escapeText(msgControlled(job, verb, ans.Array, ans.Indices)))

@@ -527,6 +527,12 @@ func msgHeld(verb, job, file string, parents []supervisor.Dependency, now time.T
 	return fmt.Sprintf("%s is held by %s, and a %s does not change that: %s", job, strings.Join(names, " and "), verb, why)
 }
 
+// msgGated answers a start or restart of a job at rest that now waits for
+// its parents: taken, and what it waits for.
+func msgGated(verb, job, file string, parents []supervisor.Dependency, now time.Time) string {
+	return fmt.Sprintf("%s: %s requested; it waits now: %s", job, verb, msgAfter(job, file, parents, now))
+}
+
 // stateWords is a state as a sentence says it: "in backoff", "waiting".
 func stateWords(state string) string {
 	if state == "backoff" {

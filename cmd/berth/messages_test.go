@@ -158,6 +158,7 @@ func TestMessages(t *testing.T) {
 		msgAfter("eval", "/etc/berth/jobs.d/eval.lua", []supervisor.Dependency{{Job: "train", Kind: "after", State: "done", Behind: "prep"}}, afterNow),
 		msgHeld("start", "train", "/etc/berth/jobs.d/train.lua", afterFacts, afterNow),
 		msgHeld("restart", "train", "/etc/berth/jobs.d/train.lua", afterFacts[:1], afterNow),
+		msgGated("restart", "train", "/etc/berth/jobs.d/train.lua", []supervisor.Dependency{{Job: "prep", Kind: "after", State: "failed", ExitCode: &exit3, Reason: "failed"}}, afterNow),
 		msgDependency(afterFacts[0], afterNow),
 		msgDependency(afterFacts[0], afterFacts[0].Since.Add(time.Hour)),
 		msgDependency(afterFacts[1], afterNow),
