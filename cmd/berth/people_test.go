@@ -57,6 +57,21 @@ func needPeople(t *testing.T) {
 	}
 }
 
+// reachable opens the way to the daemon's directory to everyone, so that
+// the test's people reach its socket, and returns a copy of this binary
+// they may run as berth.
+func (d *testDaemon) reachable(t *testing.T) string {
+	t.Helper()
+	for p := d.dir; p != "/" && p != filepath.Clean(os.TempDir()); p = filepath.Dir(p) {
+		if err := os.Chmod(p, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bin := filepath.Join(d.dir, "berth")
+	testkit.CopyExecutable(t, os.Args[0], bin, 0o755)
+	return bin
+}
+
 // person runs berth as one of the test's people.
 type person struct {
 	t    *testing.T
@@ -157,14 +172,7 @@ func TestPeopleClient(t *testing.T) {
 quota "` + alice + `" { cpus = 1 }`})
 	spool := filepath.Join(d.dir, "spool")
 	d.start(daemonOptions{args: []string{"--cpus", "2", "--user-jobs", spool, "--group", peopleGroup, "--admin-group", peopleAdmin}})
-	// The people must reach the socket and the binary.
-	for p := d.dir; p != "/" && p != filepath.Clean(os.TempDir()); p = filepath.Dir(p) {
-		if err := os.Chmod(p, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	bin := filepath.Join(d.dir, "berth")
-	testkit.CopyExecutable(t, os.Args[0], bin, 0o755)
+	bin := d.reachable(t)
 	a, b, admin := newPerson(t, d, bin, alice), newPerson(t, d, bin, bob), newPerson(t, d, bin, dave)
 	d.waitState("shared", "running")
 	// The admin group may use the daemon, its members in the socket's
@@ -379,13 +387,7 @@ func TestPeopleWithoutJobsDir(t *testing.T) {
 	needPeople(t)
 	d := newTestDaemon(t, nil)
 	d.start(daemonOptions{args: []string{"--cpus", "2", "--user-jobs", "", "--group", peopleGroup}})
-	for p := d.dir; p != "/" && p != filepath.Clean(os.TempDir()); p = filepath.Dir(p) {
-		if err := os.Chmod(p, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	bin := filepath.Join(d.dir, "berth")
-	testkit.CopyExecutable(t, os.Args[0], bin, 0o755)
+	bin := d.reachable(t)
 	a := newPerson(t, d, bin, alice)
 	file := filepath.Join(d.dir, "train.lua")
 	writeReadable(t, file, `job "train" { cmd = "true" }`)
@@ -502,13 +504,7 @@ func TestCheckBesideThePeoplesDaemon(t *testing.T) {
 	d := newTestDaemon(t, map[string]string{"quotas.lua": `quota "` + alice + `" { cpus = 1 }`})
 	spool := filepath.Join(d.dir, "spool")
 	d.start(daemonOptions{args: []string{"--cpus", "2", "--user-jobs", spool, "--group", peopleGroup, "--admin-group", peopleAdmin}})
-	for p := d.dir; p != "/" && p != filepath.Clean(os.TempDir()); p = filepath.Dir(p) {
-		if err := os.Chmod(p, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	bin := filepath.Join(d.dir, "berth")
-	testkit.CopyExecutable(t, os.Args[0], bin, 0o755)
+	bin := d.reachable(t)
 	a := newPerson(t, d, bin, alice)
 	src := filepath.Join(d.dir, "src")
 	if err := os.Mkdir(src, 0o755); err != nil {
@@ -650,13 +646,7 @@ func TestSubmitDoneAgain(t *testing.T) {
 	d := newTestDaemon(t, nil)
 	spool := filepath.Join(d.dir, "spool")
 	d.start(daemonOptions{args: []string{"--cpus", "2", "--user-jobs", spool, "--group", peopleGroup}})
-	for p := d.dir; p != "/" && p != filepath.Clean(os.TempDir()); p = filepath.Dir(p) {
-		if err := os.Chmod(p, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	bin := filepath.Join(d.dir, "berth")
-	testkit.CopyExecutable(t, os.Args[0], bin, 0o755)
+	bin := d.reachable(t)
 	a := newPerson(t, d, bin, alice)
 	src := filepath.Join(d.dir, "once.lua")
 	writeReadable(t, src, `job "once" { cmd = "true" }`)
