@@ -746,3 +746,22 @@ func TestPeopleDirMadeAgain(t *testing.T) {
 	reload(t, d)
 	waitJob(t, d, testAlice+"/back", "running", func(js JobStatus) bool { return js.State == "running" })
 }
+
+// TestPersonDirFixedWhileEmpty: a person's directory refused, then fixed
+// while it holds no file, is seen fixed by the watch's own reload, which
+// found nothing new to read and kept the refusal in force.
+func TestPersonDirFixedWhileEmpty(t *testing.T) {
+	d, spool, _ := peopleDaemon(t, "", nil)
+	dir := filepath.Join(spool, testAlice)
+	refused := func() bool {
+		return slices.ContainsFunc(d.Status().Problems, func(p Problem) bool { return p.Code == ProblemDirRefused && p.File == dir })
+	}
+	if err := os.Chmod(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	testkit.WaitFor(t, 20*time.Second, "her directory refused", refused)
+	if err := os.Chmod(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	testkit.WaitFor(t, 20*time.Second, "her directory taken again", func() bool { return !refused() })
+}

@@ -566,6 +566,15 @@ func (d *Daemon) nothingNew(r *reloadRun) bool {
 	if len(scan.Changed) > 0 || len(scan.Removed) > 0 || scan.DirRefused != nil || len(r.people.refused) > 0 || len(scan.Refused) != len(d.refused) {
 		return false
 	}
+	// A directory refused or missing at the last reload, and fine now
+	// with nothing in it to read, is news all the same: its problem goes
+	// (a person's emptied directory, fixed, was refused until a file came).
+	d.mu.Lock()
+	dirWas := slices.ContainsFunc(d.problems, func(p Problem) bool { return p.Code == ProblemDirRefused || p.Code == ProblemDirMissing })
+	d.mu.Unlock()
+	if dirWas {
+		return false
+	}
 	for path, err := range scan.Refused {
 		if d.refused[path] != err.Error() {
 			return false
