@@ -286,13 +286,13 @@ type evaluator struct {
 	jobs       []Job
 	quotas     []Quota
 	// seen maps kind and name to the line of the first declaration.
-	seen   map[string]int
-	decls  []*decl
+	seen  map[string]int
+	decls []*decl
 	// indices are the jobs the arrays declared so far stand for beyond
 	// one each: a job of the daemon's per index, and counted as such.
 	indices int
-	prints int
-	rng    *rand.Rand
+	prints  int
+	rng     *rand.Rand
 }
 
 func (ev *evaluator) add(e *Error) { ev.errs = append(ev.errs, e) }
