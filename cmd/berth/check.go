@@ -3,10 +3,12 @@ package main
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
 	"maps"
+	"net/http"
 	"os"
 	"os/user"
 	"path/filepath"
@@ -73,6 +75,13 @@ func runCheck(c *cli, args []string) int {
 		if err := newClient(c.sockets(*socket)...).get("/me", nil, &me); err != nil {
 			me = supervisor.Me{}
 		}
+	}
+	if daemon != nil && me.Owner != "" && me.JobsDir != "" && !*asJSON && ownJobFiles(targets, userJobs, me.Owner) {
+		// A person's own files, beside the daemon that takes them from
+		// them, are checked by it as berth submit has them checked: with
+		// their files and quota in force, and their bound of jobs (read
+		// here, a file passed that submit then refused).
+		return c.checkAsSubmitted(newClient(c.sockets(*socket)...), targets, me.JobsDir)
 	}
 	var srcs []luaapi.Source
 	var problems []supervisor.Problem
@@ -402,6 +411,62 @@ func personOf(userJobs, target string) (string, int) {
 	}
 	uid, _ := strconv.Atoi(u.Uid)
 	return u.Username, uid
+}
+
+// ownJobFiles says whether targets are job files of the caller's own, each
+// of a name of its own, that are not in another person's job directory.
+func ownJobFiles(targets []string, userJobs, owner string) bool {
+	names := map[string]bool{}
+	for _, t := range targets {
+		fi, err := os.Stat(t)
+		if err != nil || !fi.Mode().IsRegular() || !watch.IsJobFile(filepath.Base(t)) || names[filepath.Base(t)] || !ownedByCaller(t) {
+			return false
+		}
+		if person, _ := personOf(userJobs, t); person != "" && person != owner {
+			return false
+		}
+		names[filepath.Base(t)] = true
+	}
+	return len(targets) > 0
+}
+
+// checkAsSubmitted has the daemon check targets as the caller's files in
+// their job directory, dir, as berth submit would write them, and says
+// what it found, each problem of a file by the path it was given as.
+func (c *cli) checkAsSubmitted(cl *client, targets []string, dir string) int {
+	files := make([]supervisor.CheckFile, 0, len(targets))
+	given := map[string]string{}
+	for _, t := range targets {
+		b, err := readSubmitted(t)
+		if err != nil {
+			fmt.Fprintln(c.stdout, escapeText(msgCheckTarget(t, err)))
+			fmt.Fprintln(c.stdout, msgCheckSummary(len(targets), 0, 0, 1))
+			return exitFailed
+		}
+		files = append(files, supervisor.CheckFile{Name: filepath.Base(t), Src: b})
+		given[filepath.Join(dir, filepath.Base(t))] = t
+	}
+	body, err := json.Marshal(supervisor.CheckRequest{Files: files})
+	if err != nil {
+		fmt.Fprintln(c.stderr, "berth: "+err.Error())
+		return exitFailed
+	}
+	var res supervisor.CheckResult
+	if err := cl.send(http.MethodPost, "/check", body, &res); err != nil {
+		return c.fail(err)
+	}
+	for _, p := range res.Problems {
+		text := p.Text
+		if path, ok := given[p.File]; ok && strings.HasPrefix(text, p.File+":") {
+			text = path + strings.TrimPrefix(text, p.File)
+		}
+		fmt.Fprintln(c.stdout, escapeText(text))
+	}
+	fmt.Fprintln(c.stdout, msgCheckSummary(len(files), len(res.Jobs), 0, len(res.Problems)))
+	if len(res.Problems) > 0 {
+		return exitFailed
+	}
+	return exitOK
 }
 
 // ownedByCaller says whether path is the caller's own file or directory.

@@ -545,6 +545,16 @@ func TestCheckBesideThePeoplesDaemon(t *testing.T) {
 	if out, errOut, code := a.run("", nil, "check", small); code != exitOK {
 		t.Errorf("alice's check of a file naming the daemon's flavor: exit %d\n%s%s", code, out, errOut)
 	}
+	// Her quota in force holds, as berth submit would find (the check
+	// passed a file the submit refused).
+	wide := filepath.Join(src, "wide.lua")
+	writeReadable(t, wide, `job "wide" { cmd = "true", cpus = 2 }`)
+	if err := os.Chown(wide, int(a.cred.Uid), -1); err != nil {
+		t.Fatal(err)
+	}
+	if out, errOut, code := a.run("", nil, "check", wide); code != exitFailed || !strings.HasPrefix(out, wide+":1: ") || !strings.Contains(out, alice+"'s quota allows 1") {
+		t.Errorf("alice's check of a file past her quota: exit %d\n%s%s", code, out, errOut)
+	}
 	// Root, with no BERTH_USER_JOBS: her directory is hers, as the
 	// daemon says, and her quota holds.
 	mine := filepath.Join(spool, alice)
