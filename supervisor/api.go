@@ -228,7 +228,7 @@ func heldAtGate(ev eventKind, ignoreDeps bool, v jobView) bool {
 func (d *Daemon) refuseStopping(w http.ResponseWriter, verb, name string) bool {
 	select {
 	case <-d.loopDone:
-		writeError(w, http.StatusServiceUnavailable, CodeStopping, msgStopping("berth "+verb+" "+name))
+		writeError(w, http.StatusServiceUnavailable, CodeStopping, MsgStopping("berth "+verb+" "+name))
 		return true
 	default:
 		return false
@@ -239,7 +239,7 @@ func (d *Daemon) refuseStopping(w http.ResponseWriter, verb, name string) bool {
 // stopping, or did not answer in time.
 func writeNoAnswer(w http.ResponseWriter, err error) {
 	if errors.Is(err, ErrStopping) {
-		writeError(w, http.StatusServiceUnavailable, CodeStopping, msgStopping(""))
+		writeError(w, http.StatusServiceUnavailable, CodeStopping, MsgStopping(""))
 		return
 	}
 	writeError(w, http.StatusServiceUnavailable, CodeUnavailable, msgNoAnswer(err))

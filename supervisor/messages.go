@@ -112,13 +112,10 @@ func msgTooManyTails(limit int) string {
 	return fmt.Sprintf("you have %d requests for the last lines of a job's output under way, as many as one person may; ask again once one has ended (berth logs JOB without -n streams it all)", limit)
 }
 
-// msgStopping refuses a request made while the daemon shuts down; what,
-// where known, is the request ("berth stop train").
-// MsgStopping is msgStopping for the client, which says it of a request
-// it made in several.
-func MsgStopping(what string) string { return msgStopping(what) }
-
-func msgStopping(what string) string {
+// MsgStopping refuses a request made while the daemon shuts down; what,
+// where known, is the request ("berth stop train"; the client says it of
+// berth stop --all, which asks of several jobs).
+func MsgStopping(what string) string {
 	if what != "" {
 		what = ": " + what + " was not done"
 	}

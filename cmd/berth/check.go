@@ -3,12 +3,10 @@ package main
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
 	"maps"
-	"net/http"
 	"os"
 	"os/user"
 	"path/filepath"
@@ -114,11 +112,7 @@ func runCheck(c *cli, args []string) int {
 		owner, _ := personOf(userJobs, t)
 		return owner != ""
 	})
-	daemonJobs := ""
-	if daemon != nil {
-		daemonJobs = daemon.Daemon.JobsDir
-	}
-	srcs = append(srcs, flavorContext(lentTo, c.flavorLender(machineGiven, *socket, daemonJobs), rules, srcs)...)
+	srcs = append(srcs, flavorContext(lentTo, c.flavorLender(daemon, me), rules, srcs)...)
 	// Evaluated as the daemon evaluates them: in a child the kernel
 	// bounds, so that checking a hostile file is as safe as loading it.
 	// (One File per source, in order.)
@@ -245,17 +239,15 @@ func resolved(path string) string {
 // flavorLender is the jobs directory whose flavors a file checked on its
 // own may name: the caller's own daemon's; for a person who has none, the
 // system daemon's, which their submitted files are loaded beside. Where
-// BERTH_JOBS does not say which that is, and no machine is given, a
-// daemon that answers the caller (on socket, where given) names its own
-// (its --jobs need not be the default): daemonJobs, where its status said
-// it, else what it says to an administrator.
-func (c *cli) flavorLender(machineGiven bool, socket, daemonJobs string) string {
-	if c.env.get("BERTH_JOBS") == "" && daemonJobs != "" {
-		return daemonJobs
-	}
-	if c.env.get("BERTH_JOBS") == "" && !machineGiven {
-		var me supervisor.Me
-		if err := newClient(c.sockets(socket)...).get("/me", nil, &me); err == nil && me.Owner == "" && me.JobsDir != "" {
+// BERTH_JOBS does not say which that is, the daemon that answered (nil:
+// none) names its own, its --jobs not always the default: in its status,
+// or, one too old to say it there, in what it tells an administrator (me).
+func (c *cli) flavorLender(daemon *supervisor.Status, me supervisor.Me) string {
+	if c.env.get("BERTH_JOBS") == "" && daemon != nil {
+		if daemon.Daemon.JobsDir != "" {
+			return daemon.Daemon.JobsDir
+		}
+		if me.Owner == "" && me.JobsDir != "" {
 			return me.JobsDir
 		}
 	}
@@ -446,21 +438,12 @@ func (c *cli) checkAsSubmitted(cl *client, targets []string, dir string) int {
 		files = append(files, supervisor.CheckFile{Name: filepath.Base(t), Src: b})
 		given[filepath.Join(dir, filepath.Base(t))] = t
 	}
-	body, err := json.Marshal(supervisor.CheckRequest{Files: files})
-	if err != nil {
-		fmt.Fprintln(c.stderr, "berth: "+err.Error())
-		return exitFailed
-	}
-	var res supervisor.CheckResult
-	if err := cl.send(http.MethodPost, "/check", body, &res); err != nil {
-		return c.fail(err)
+	res, code := c.askCheck(cl, files)
+	if code != exitOK {
+		return code
 	}
 	for _, p := range res.Problems {
-		text := p.Text
-		if path, ok := given[p.File]; ok && strings.HasPrefix(text, p.File+":") {
-			text = path + strings.TrimPrefix(text, p.File)
-		}
-		fmt.Fprintln(c.stdout, escapeText(text))
+		fmt.Fprintln(c.stdout, escapeText(asGiven(p, given)))
 	}
 	fmt.Fprintln(c.stdout, msgCheckSummary(len(files), len(res.Jobs), 0, len(res.Problems)))
 	if len(res.Problems) > 0 {

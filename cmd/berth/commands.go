@@ -54,7 +54,7 @@ func (c *cli) sockets(flagValue string) []string {
 		// be sent their job files): tried only where the directory is
 		// theirs alone.
 		own := socks[0]
-		if why := unsafeSocketDir(filepath.Dir(own), c.env.uid); why != "" {
+		if why := socketDirUnsafe(filepath.Dir(own), false, c.env.uid); why != "" {
 			if !c.warnedSocketDir {
 				c.warnedSocketDir = true
 				fmt.Fprintln(c.stderr, msgWarning(msgSocketDirNotYours(filepath.Dir(own), why)))
@@ -65,20 +65,20 @@ func (c *cli) sockets(flagValue string) []string {
 	return socks
 }
 
-// unsafeSocketDir says why dir may not hold a socket of uid's own daemon:
-// it is not a directory of uid's (a link, another's), or others may write
-// in it; "" where it is fine, or not there (nothing answers then).
-func unsafeSocketDir(dir string, uid int) string {
+// socketDirUnsafe says why dir may not hold a berth socket: it is not
+// owned by one of owners, or others may write in it (where sticky is
+// enough, not without the sticky bit, as in /tmp, which keeps them from
+// removing what is not theirs); "" where it may, or where it is not there.
+// Whoever may write in it can put their own socket in the daemon's place.
+func socketDirUnsafe(dir string, sticky bool, owners ...int) string {
 	var st unix.Stat_t
-	if err := unix.Lstat(dir, &st); err != nil {
+	if err := unix.Stat(dir, &st); err != nil {
 		return ""
 	}
 	switch {
-	case st.Mode&unix.S_IFMT != unix.S_IFDIR:
-		return "it is not a directory"
-	case int(st.Uid) != uid:
+	case !slices.Contains(owners, int(st.Uid)):
 		return fmt.Sprintf("it is owned by uid %d", st.Uid)
-	case st.Mode&0o022 != 0:
+	case st.Mode&0o022 != 0 && !(sticky && st.Mode&unix.S_ISVTX != 0):
 		return fmt.Sprintf("others may write in it (mode %04o)", st.Mode&0o7777)
 	}
 	return ""

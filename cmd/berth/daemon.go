@@ -307,7 +307,7 @@ func listen(path, group string) (net.Listener, error) {
 	// Whoever may write in the socket's directory can put their own
 	// socket in its place, and be asked what the daemon is asked (the
 	// default /tmp/berth-UID of a person's daemon can be anyone's).
-	if why := socketDirUnsafe(filepath.Dir(path)); why != "" {
+	if why := socketDirUnsafe(filepath.Dir(path), true, 0, os.Geteuid()); why != "" {
 		return nil, &socketDirError{dir: filepath.Dir(path), why: why}
 	}
 	if fi, err := os.Lstat(path); err == nil {
@@ -341,24 +341,6 @@ type socketDirError struct{ dir, why string }
 
 func (e *socketDirError) Error() string { return e.dir + ": " + e.why }
 func (e *socketDirError) Unwrap() error { return errSocketDir }
-
-// socketDirUnsafe says why the daemon may not listen in dir: it is not
-// root's or the daemon's, or others may write in it without the sticky
-// bit (as in /tmp, which keeps them from removing what is not theirs);
-// "" where it may.
-func socketDirUnsafe(dir string) string {
-	var st unix.Stat_t
-	if err := unix.Stat(dir, &st); err != nil {
-		return ""
-	}
-	switch {
-	case st.Uid != 0 && int(st.Uid) != os.Geteuid():
-		return fmt.Sprintf("it is owned by uid %d", st.Uid)
-	case st.Mode&0o022 != 0 && st.Mode&unix.S_ISVTX == 0:
-		return fmt.Sprintf("others may write in it (mode %04o)", st.Mode&0o7777)
-	}
-	return ""
-}
 
 // giveSocket gives the socket at path to group where that group exists
 // (listen, and again at each reload: a group made later takes effect).

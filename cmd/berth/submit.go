@@ -232,27 +232,43 @@ func runEdit(c *cli, args []string) int {
 // starts with the path a file would have is said of the path in given, if
 // there is one: the file the person gave.
 func (c *cli) checkFiles(cl *client, files []supervisor.CheckFile, given map[string]string) (refused bool, code int) {
-	body, err := json.Marshal(supervisor.CheckRequest{Files: files})
-	if err != nil {
-		fmt.Fprintln(c.stderr, "berth: "+err.Error())
-		return false, exitFailed
-	}
-	var res supervisor.CheckResult
-	if err := cl.send(http.MethodPost, "/check", body, &res); err != nil {
-		return false, c.fail(err)
+	res, code := c.askCheck(cl, files)
+	if code != exitOK {
+		return false, code
 	}
 	if len(res.Problems) == 0 {
 		return false, exitOK
 	}
 	for _, p := range res.Problems {
-		text := p.Text
-		if path, ok := given[p.File]; ok && strings.HasPrefix(text, p.File+":") {
-			text = path + strings.TrimPrefix(text, p.File)
-		}
-		fmt.Fprintln(c.stderr, escapeText(text))
+		fmt.Fprintln(c.stderr, escapeText(asGiven(p, given)))
 	}
 	fmt.Fprintln(c.stderr, msgNotWritten(len(res.Problems)))
 	return true, exitFailed
+}
+
+// askCheck has the daemon check files as the caller's, in their job
+// directory under their names (POST /v1/check).
+func (c *cli) askCheck(cl *client, files []supervisor.CheckFile) (supervisor.CheckResult, int) {
+	var res supervisor.CheckResult
+	body, err := json.Marshal(supervisor.CheckRequest{Files: files})
+	if err != nil {
+		fmt.Fprintln(c.stderr, "berth: "+err.Error())
+		return res, exitFailed
+	}
+	if err := cl.send(http.MethodPost, "/check", body, &res); err != nil {
+		return res, c.fail(err)
+	}
+	return res, exitOK
+}
+
+// asGiven is problem p's sentence, a file of the job directory named by
+// the path it was given as (given: the one in the directory → the one
+// given).
+func asGiven(p supervisor.Problem, given map[string]string) string {
+	if path, ok := given[p.File]; ok && strings.HasPrefix(p.Text, p.File+":") {
+		return path + strings.TrimPrefix(p.Text, p.File)
+	}
+	return p.Text
 }
 
 // reloadAfterWrite has the daemon read what was written now, rather than
