@@ -22,6 +22,7 @@ const (
 	SizeNoNumber SizeProblem = 3 // "G", "", "1.2.3G"
 	SizeNegative SizeProblem = 4 // "-1G"
 	SizeTooLarge SizeProblem = 5 // beyond 8 EiB
+	SizeFraction SizeProblem = 6 // "1.3B": part of a byte
 )
 
 // SizeError is returned when a size string cannot be read. It carries the
@@ -49,6 +50,10 @@ func (e *SizeError) Error() string {
 		return fmt.Sprintf("size %q is negative; a size is zero or more, e.g. \"512M\"", e.Input)
 	case SizeTooLarge:
 		return fmt.Sprintf("size %q is too large; a size is at most %dT", e.Input, math.MaxInt64>>40)
+	case SizeFraction:
+		// "B" is bytes, not billions: "1.3B" is most likely 1.3 GB.
+		num := strings.TrimRight(strings.TrimSpace(e.Input), "bB \t")
+		return fmt.Sprintf("size %q is a fraction of a byte (B is bytes); for %s gigabytes write %q, or whole bytes", e.Input, num, num+"G")
 	default:
 		return fmt.Sprintf("size %q is not a number with a unit; write e.g. \"512M\", \"32G\" or \"1.5T\"", e.Input)
 	}

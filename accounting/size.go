@@ -59,6 +59,9 @@ func ParseSize(s string) (int64, error) {
 	// The fraction is applied in integers, so "1.5G" is exact and no float
 	// rounding can make "0.1T" differ between two machines. Digits past the
 	// eighteenth are finer than a byte at any unit and are dropped.
+	if frac != "" && mult == 1 {
+		return fail(SizeFraction)
+	}
 	if len(frac) > 18 {
 		frac = frac[:18]
 	}

@@ -56,6 +56,8 @@ func TestParseSizeErrors(t *testing.T) {
 		{"1.2.3G", SizeNoNumber, `size "1.2.3G" is not a number with a unit; write e.g. "512M", "32G" or "1.5T"`},
 		{".G", SizeNoNumber, `size ".G" is not a number with a unit; write e.g. "512M", "32G" or "1.5T"`},
 		{"-1G", SizeNegative, `size "-1G" is negative; a size is zero or more, e.g. "512M"`},
+		{"1.3B", SizeFraction, `size "1.3B" is a fraction of a byte (B is bytes); for 1.3 gigabytes write "1.3G", or whole bytes`},
+		{" 0.5 b", SizeFraction, `size " 0.5 b" is a fraction of a byte (B is bytes); for 0.5 gigabytes write "0.5G", or whole bytes`},
 		{"8388608T", SizeTooLarge, `size "8388608T" is too large; a size is at most 8388607T`},
 		{"99999999999999999999K", SizeTooLarge, `size "99999999999999999999K" is too large; a size is at most 8388607T`},
 	}
