@@ -88,6 +88,10 @@ func (d *Daemon) api() http.Handler {
 			runs, err = d.store.RunsWhere(func(job string) bool { return slices.Contains(owners, ownerOf(job)) }, n)
 		default:
 			runs, err = d.store.Runs(job, n)
+			if _, known := d.jobStatus(job); err == nil && len(runs) == 0 && !known && job != "" {
+				// An array no longer declared: its indices' runs.
+				runs, err = d.store.RunsOfPrefix(job+"[", n)
+			}
 		}
 		if err != nil {
 			writeError(w, http.StatusInternalServerError, CodeInternal, msgCannotReadHistory(err))

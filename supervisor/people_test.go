@@ -765,3 +765,47 @@ func TestPersonDirFixedWhileEmpty(t *testing.T) {
 	}
 	testkit.WaitFor(t, 20*time.Second, "her directory taken again", func() bool { return !refused() })
 }
+
+// TestPeopleHistoryOwnFirst: a person's bare name in the history is their
+// own job first, still declared or not, and an array no longer declared
+// is its indices' runs; the administrators' job of that name comes after.
+func TestPeopleHistoryOwnFirst(t *testing.T) {
+	d, spool, _ := peopleDaemon(t, `job "train" { cmd = "true", cpus = 0 }`, nil)
+	writeAs(t, spool, testAlice, "jobs.lua", `job "train" { cmd = "true", cpus = 0 }
+job "sweep" { cmd = "true", cpus = 0, array = 2 }`)
+	reload(t, d)
+	for _, name := range []string{"train", testAlice + "/train", testAlice + "/sweep[1]", testAlice + "/sweep[2]"} {
+		waitJob(t, d, name, "done", func(js JobStatus) bool { return js.State == "done" })
+	}
+	if err := os.Remove(filepath.Join(spool, testAlice, "jobs.lua")); err != nil {
+		t.Fatal(err)
+	}
+	reload(t, d)
+	if _, ok := d.jobStatus(testAlice + "/train"); ok {
+		t.Fatal("alice's train is still declared")
+	}
+
+	for _, q := range []struct {
+		who, job string
+		want     []string
+	}{
+		{testAlice, "train", []string{testAlice + "/train"}},
+		{testAlice, "sweep", []string{testAlice + "/sweep[2]", testAlice + "/sweep[1]"}},
+		{testAlice, testAlice + "/sweep", []string{testAlice + "/sweep[2]", testAlice + "/sweep[1]"}},
+		{testBob, "train", []string{"train"}},
+	} {
+		code, body := as(t, d, q.who, "GET", "/history?job="+url.QueryEscape(q.job))
+		var runs []RunView
+		if code != 200 || json.Unmarshal([]byte(body), &runs) != nil {
+			t.Errorf("%s's history of %s: %d %s", q.who, q.job, code, body)
+			continue
+		}
+		var got []string
+		for _, r := range runs {
+			got = append(got, r.Job)
+		}
+		if !slices.Equal(got, q.want) {
+			t.Errorf("%s's history of %s: runs of %q, want %q", q.who, q.job, got, q.want)
+		}
+	}
+}

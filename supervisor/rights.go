@@ -110,19 +110,30 @@ func (d *Daemon) lookup(c caller, name string) (*job, *array) {
 	return nil, nil
 }
 
-// resolveName is resolve for a job that may be gone: the name the caller
-// means, for its history.
+// resolveName is resolve for a job or an array that may be gone: the
+// name the caller means, for its history. A bare name is the caller's own
+// first, declared or with runs on record, then the whole name.
 func (d *Daemon) resolveName(c caller, name string) string {
-	if j, ok := d.resolve(c, name); ok {
-		return j.name
-	}
-	if a, ok := d.resolveArray(c, name); ok {
-		return a.name
-	}
 	if c.name != "" && name != "" && !strings.Contains(name, "/") {
-		if runs, err := d.store.Runs(c.name+"/"+name, 1); err == nil && len(runs) > 0 {
-			return c.name + "/" + name
+		own := c.name + "/" + name
+		if j, a := d.lookup(caller{}, own); j != nil || a != nil || d.hasRuns(own) {
+			return own
 		}
 	}
+	if j, a := d.lookup(c, name); j != nil {
+		return j.name
+	} else if a != nil {
+		return a.name
+	}
 	return name
+}
+
+// hasRuns reports whether the record holds a run of the job name, or of an
+// index of an array of that name.
+func (d *Daemon) hasRuns(name string) bool {
+	if runs, err := d.store.Runs(name, 1); err == nil && len(runs) > 0 {
+		return true
+	}
+	runs, err := d.store.RunsOfPrefix(name+"[", 1)
+	return err == nil && len(runs) > 0
 }
