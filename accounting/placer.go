@@ -120,6 +120,13 @@ func (p *Placer) QuotaOf(owner string) Quota {
 	return p.quotaOf(owner)
 }
 
+// QuotaHeld is owner's quota, and what their jobs hold now.
+func (p *Placer) QuotaHeld(owner string) (Quota, Resources) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.quotaOf(owner), p.heldOver(owner)
+}
+
 // QuotaWait says, for a request that would take its owner past their quota
 // now, what the owner holds and the quota; false when the quota allows it.
 func (p *Placer) QuotaWait(req Request) (QuotaWait, bool) {

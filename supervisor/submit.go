@@ -41,6 +41,9 @@ type Me struct {
 	// NameRefused: the caller is of the group, but their login cannot
 	// name a person's jobs and directory (an upper-case letter, say).
 	NameRefused bool `json:"name_refused,omitempty"`
+	// Quota, for a person under one, is their quota and what their jobs
+	// hold now (each -1 where the quota does not bound it).
+	Quota *QuotaView `json:"quota,omitempty"`
 }
 
 // CheckRequest is POST /v1/check: job files to check as the caller's, as
@@ -120,6 +123,9 @@ func (d *Daemon) me(c caller) Me {
 		m.JobsDir = d.cfg.JobsDir
 	case d.people[c.name] != nil:
 		m.JobsDir, m.Owner = d.people[c.name].dir, c.name
+		if q, held := d.placer.QuotaHeld(c.name); q != accounting.NoQuota {
+			m.Quota = &QuotaView{Held: sizeOf(held), Quota: quotaSize(q)}
+		}
 	case d.cfg.UserJobs != "" && !validUserName(c.name):
 		if names, err := d.members(); err == nil && slices.Contains(names, c.name) {
 			m.NameRefused = true

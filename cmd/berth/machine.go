@@ -187,6 +187,9 @@ type machineJSON struct {
 	// Daemon is the running daemon's view, with who holds each card; null
 	// when no daemon answers.
 	Daemon *supervisor.MachineStatus `json:"daemon"`
+	// Quota, for a person under one, is their quota and what their jobs
+	// hold now, as the daemon says; absent otherwise.
+	Quota *supervisor.QuotaView `json:"quota,omitempty"`
 }
 
 // cardJSON is one card of berth machine --json: its name as the books
@@ -238,8 +241,12 @@ func runMachine(c *cli, args []string) int {
 	// inventory is the whole answer.
 	var held *supervisor.Status
 	var s supervisor.Status
-	if err := newClient(c.sockets(*socket)...).get("/status", nil, &s); err == nil {
+	var me supervisor.Me
+	if cl := newClient(c.sockets(*socket)...); cl.get("/status", nil, &s) == nil {
 		held = &s
+		if cl.get("/me", nil, &me) != nil {
+			me.Quota = nil
+		}
 	}
 	if *asJSON {
 		out := machineJSON{CPUs: inv.CPUs, CPUIDs: inv.CPUIDs, GPUs: inv.GPUs, Hostname: inv.Hostname,
@@ -270,7 +277,7 @@ func runMachine(c *cli, args []string) int {
 			out.NUMANodes = append(out.NUMANodes, nodeJSON{Node: n.ID, CPUs: n.CPUs})
 		}
 		if held != nil {
-			out.Daemon = &held.Machine
+			out.Daemon, out.Quota = &held.Machine, me.Quota
 		}
 		if out.GPUs == nil {
 			out.GPUs = []string{}
@@ -291,6 +298,10 @@ func runMachine(c *cli, args []string) int {
 			fmt.Fprintln(c.stdout, msgBooksDiffer(m))
 		}
 		renderHolders(c.stdout, held.Machine, c.render(held.Now))
+		if me.Quota != nil {
+			fmt.Fprintln(c.stdout)
+			fmt.Fprintln(c.stdout, escapeText(msgYourQuota(me.Owner, *me.Quota)))
+		}
 	}
 	return exitOK
 }

@@ -280,6 +280,30 @@ func msgBooksDiffer(m supervisor.MachineStatus) string {
 		count(m.CPUs, "core"), count(len(m.Cards), "card"), ram)
 }
 
+// msgYourQuota is a person's quota and what their jobs hold of it, for
+// berth machine.
+func msgYourQuota(owner string, q supervisor.QuotaView) string {
+	var parts []string
+	if l := q.Quota.CPUs; l >= 0 {
+		parts = append(parts, fmt.Sprintf("%d of %s", q.Held.CPUs, count(l, "core")))
+	}
+	if l := q.Quota.GPUs; l >= 0 {
+		cards := fmt.Sprintf("%d of %s", q.Held.GPUs, count(l, "card"))
+		if q.Quota.GPUMemBytes < 0 {
+			// Shares count as cards, a card's memory as one.
+			cards += fmt.Sprintf(" (shares of cards count: %s of gpu memory held in shares)", accounting.FormatSize(q.Held.GPUMemBytes))
+		}
+		parts = append(parts, cards)
+	}
+	if l := q.Quota.GPUMemBytes; l >= 0 {
+		parts = append(parts, fmt.Sprintf("%s of %s of gpu memory in shares", accounting.FormatSize(q.Held.GPUMemBytes), accounting.FormatSize(l)))
+	}
+	if l := q.Quota.RAMBytes; l >= 0 {
+		parts = append(parts, fmt.Sprintf("%s of %s memory", accounting.FormatSize(q.Held.RAMBytes), accounting.FormatSize(l)))
+	}
+	return fmt.Sprintf("your quota (%s): your jobs hold %s; a job that would take you past it waits (berth status --mine shows your jobs)", owner, strings.Join(parts, ", "))
+}
+
 func msgDaemonGone() string {
 	return "berth: the daemon stopped while its answer came (berth status says whether it is back; systemctl status berth says why it stopped)"
 }

@@ -192,6 +192,19 @@ quota "` + alice + `" { cpus = 1 }`})
 	}
 	mine := alice + "/train"
 	d.waitState(mine, "running")
+	// Her quota, and what her jobs hold of it, is in berth machine; bob is
+	// under none.
+	if out, errOut, code := a.run("", nil, "machine"); code != exitOK || !strings.Contains(out, "your quota ("+alice+"): your jobs hold 1 of 1 core;") {
+		t.Errorf("alice's machine: exit %d\n%s%s", code, out, errOut)
+	}
+	var m machineJSON
+	if out, errOut, code := a.run("", nil, "machine", "--json"); code != exitOK || json.Unmarshal([]byte(out), &m) != nil ||
+		m.Quota == nil || m.Quota.Held.CPUs != 1 || m.Quota.Quota.CPUs != 1 || m.Quota.Quota.GPUs != -1 {
+		t.Errorf("alice's machine --json: exit %d, quota %+v\n%s%s", code, m.Quota, out, errOut)
+	}
+	if out, _, _ := b.run("", nil, "machine"); strings.Contains(out, "your quota") {
+		t.Errorf("bob's machine names a quota:\n%s", out)
+	}
 	if st, err := os.Stat(filepath.Join(spool, alice, "train.lua")); err != nil || st.Sys().(*syscall.Stat_t).Uid != a.cred.Uid || st.Mode().Perm() != 0o600 {
 		t.Errorf("the submitted file: %v %v, want alice's, 0600", st.Mode(), err)
 	}
