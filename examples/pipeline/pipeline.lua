@@ -14,7 +14,9 @@
 --
 -- The commands are harmless stand-ins: replace them with your own.
 
-local data = "/tmp/berth-pipeline"
+-- The jobs hand their files on in their user's home (a fixed name in /tmp
+-- would be anyone's to make first); $HOME is the job user's.
+local data = '"$HOME"/berth-pipeline'
 
 job "prepare" {
   cmd = { "sh", "-c", "mkdir -p " .. data .. " && seq 1 1000 > " .. data .. "/numbers.txt" },

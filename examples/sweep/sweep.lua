@@ -17,7 +17,8 @@
 --
 -- The commands are harmless stand-ins: replace them with your own.
 
-local out = "/tmp/berth-sweep"
+-- In the job user's home: a fixed name in /tmp would be anyone's to make first.
+local out = '"$HOME"/berth-sweep'
 
 job "sweep" {
   cmd = { "sh", "-c", "mkdir -p " .. out .. " && echo $(( BERTH_ARRAY_INDEX * BERTH_ARRAY_INDEX )) > " .. out .. "/seed-$BERTH_ARRAY_INDEX.txt" },
