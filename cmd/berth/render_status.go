@@ -487,7 +487,7 @@ func singleWhy(j supervisor.JobStatus, now time.Time) string {
 		why = strings.TrimPrefix(why+"; "+over, "; ")
 	}
 	if j.ExpectedStart != nil {
-		why += expectedClause + expectedAt(*j.ExpectedStart).Format("15:04")
+		why += expectedClause + clockTime(expectedAt(*j.ExpectedStart), now)
 	}
 	if j.RetryAt != nil {
 		why = strings.TrimPrefix(why+"; "+msgRetryIn(j.RetryAt.Sub(now)), "; ")

@@ -459,6 +459,18 @@ func TestRenderStatusKeepsExpectedStart(t *testing.T) {
 	if out := statusText(box, 100, false); !strings.Contains(out, "start ~14:25") {
 		t.Errorf("an expected start 5 s before 14:25 is not ~14:25:\n%s", out)
 	}
+	// Another day's is given with its date, as berth show gives it.
+	want := ""
+	for i := range box.Jobs {
+		if at := box.Jobs[i].ExpectedStart; at != nil {
+			later := at.Add(48 * time.Hour)
+			box.Jobs[i].ExpectedStart = &later
+			want = "start ~" + expectedAt(later).Format("2006-01-02 15:04")
+		}
+	}
+	if out := statusText(box, 120, false); want == "" || !strings.Contains(out, want) {
+		t.Errorf("an expected start two days on is given without its date:\n%s", out)
+	}
 }
 
 func TestRenderEllipsize(t *testing.T) {
