@@ -574,7 +574,7 @@ type lastLines struct {
 	fresh  bool       // no line of that run has come yet
 	lines  []keptLine // at most n, oldest first
 	cost   int        // of lines: their texts, and lineCost each
-	left   int        // lines left out for maxTailBytes
+	seen   int        // lines written, headers not counted
 	split  lineSplitter
 	mid    bool // the last line kept has not ended yet
 }
@@ -607,6 +607,7 @@ func (l *lastLines) take(piece []byte, more bool) error {
 		}
 		k := keptLine{header: l.header, first: l.fresh}
 		l.fresh = false
+		l.seen++
 		if l.n > 0 {
 			l.lines = append(l.lines, k)
 			l.cost += lineCost
@@ -636,7 +637,6 @@ func (l *lastLines) trim() {
 		excess := l.cost - maxTailBytes
 		if len(l.lines) > 1 && excess >= len(first.shown()) {
 			l.drop()
-			l.left++
 			continue
 		}
 		n := min(excess, len(first.shown()))
@@ -674,8 +674,10 @@ func (l *lastLines) kept() []keptLine {
 // leftOut says, in the headers of an answer, what of the last lines asked
 // for was left out for maxTailBytes; it is called before the first write.
 func (l *lastLines) leftOut(h http.Header, kept []keptLine) {
-	if l.left > 0 {
-		h.Set(HeaderLinesLeftOut, strconv.Itoa(l.left))
+	// Of the last n lines there were, those not kept: a line the bound of
+	// n would have dropped anyway is not left out.
+	if left := min(l.seen, l.n) - len(l.lines); left > 0 {
+		h.Set(HeaderLinesLeftOut, strconv.Itoa(left))
 	}
 	if len(kept) > 0 && kept[0].cut > 0 {
 		h.Set(HeaderBytesLeftOut, strconv.Itoa(kept[0].cut))

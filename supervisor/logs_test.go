@@ -166,6 +166,13 @@ func TestStreamFileTailBound(t *testing.T) {
 	if got := rec.Header().Get(HeaderLinesLeftOut); got != strconv.Itoa(100-kept) {
 		t.Errorf("%s: %q, want %d", HeaderLinesLeftOut, got, 100-kept)
 	}
+	// Of the last 10 asked for, those not kept: not the earlier ones the
+	// bound of 10 left out anyway.
+	rec = httptest.NewRecorder()
+	d.streamFile(rec, httptest.NewRequest("GET", "/", nil), path, false, nil, 10, func() {})
+	if got := rec.Header().Get(HeaderLinesLeftOut); got != strconv.Itoa(10-kept) || rec.Body.String() != strings.Join(lines[100-kept:], "") {
+		t.Errorf("the last 10 of 100 lines within %d bytes: %s %q, want %d\n%q", maxTailBytes, HeaderLinesLeftOut, got, 10-kept, rec.Body.String())
+	}
 
 	// A line five times the bound, and longer than a piece, without its
 	// end: its last maxTailBytes, less what a line costs besides.
