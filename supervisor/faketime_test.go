@@ -588,3 +588,66 @@ job "held" { cmd = "sleep 600", flavor = "small" }`
 	runs(d, map[string]int{"prep": 2, "train": 2, "slow": 1}, "edited while invalid")
 	lives.stopped(stop)
 }
+
+// TestEndedRunsComeToRest: a daemon killed after a run ended, before its
+// job's resting state was recorded (the run's end may have reached the
+// state only through the intents, store.Intend), leaves the job's record
+// on its way; the next daemon takes the run's end as the job's: a batch
+// job that exited 0 is done and not run again, one with restart "no" that
+// failed is failed. A job asked to run again after its run ended, and a
+// service, run.
+func TestEndedRunsComeToRest(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "ran")
+	lives := daemonLives{t: t, jobs: `job "once" { cmd = "echo once >> ` + out + `", cpus = 0 }
+job "bad" { cmd = "echo bad >> ` + out + `; exit 3", cpus = 0 }
+job "again" { cmd = "echo again >> ` + out + `", cpus = 0 }`}
+	d, stop := lives.start()
+	waitJob(t, d, "once", "done", func(js JobStatus) bool { return js.State == "done" })
+	waitJob(t, d, "bad", "failed", func(js JobStatus) bool { return js.State == "failed" })
+	waitJob(t, d, "again", "done", func(js JobStatus) bool { return js.State == "done" })
+	lives.stopped(stop)
+
+	// As a daemon killed at the runs' ends leaves them: each job's record
+	// in the passing state it was recorded in before its run; "again"'s
+	// since its run ended (a restart asked for after it).
+	st, err := store.Open(filepath.Join(lives.stateDir, "state.db"), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"once", "bad", "again"} {
+		rec, _, err := st.Job(name)
+		runs, rerr := st.Runs(name, 1)
+		if err != nil || rerr != nil || len(runs) != 1 {
+			t.Fatalf("%s: %v %v %d runs", name, err, rerr, len(runs))
+		}
+		rec.State, rec.DoneFingerprint, rec.Changed = store.StateRunning, "", runs[0].Start.Add(-time.Millisecond)
+		if name == "again" {
+			rec.State, rec.Changed = store.StateWaiting, runs[0].End.Add(time.Millisecond)
+		}
+		if err := st.PutJob(rec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	d, stop = lives.start()
+	waitJob(t, d, "again", "done after its second run", func(js JobStatus) bool {
+		runs, err := d.store.Runs("again", 0)
+		return js.State == "done" && err == nil && len(runs) == 2
+	})
+	if js, _ := d.jobStatus("once"); js.State != "done" {
+		t.Errorf("once is %s, want done", js.State)
+	}
+	if js, _ := d.jobStatus("bad"); js.State != "failed" {
+		t.Errorf("bad is %s, want failed", js.State)
+	}
+	lives.stopped(stop)
+	b, _ := os.ReadFile(out)
+	for _, name := range []string{"once", "bad"} {
+		if n := strings.Count(string(b), name+"\n"); n != 1 {
+			t.Errorf("%s ran %d times, want once:\n%s", name, n, b)
+		}
+	}
+}

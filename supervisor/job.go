@@ -826,6 +826,12 @@ func (j *job) spawn() (event, bool) {
 		j.d.notRecorded(j.log, "cannot record the run; running it anyway", "run", rec.ID, "error", err)
 	}
 	j.run = runState{id: rec.ID, gpus: gpus, cpus: len(j.grant.CPUIDs), ram: j.grant.RAMBytes, start: now}
+	if child && !isLocalRunID(rec.ID) {
+		// Noted before the process starts: if the daemon is killed before
+		// the record commits, the next one learns of the run, and of its
+		// end if it came (store.Intend).
+		j.d.store.Intend(rec)
+	}
 
 	proc, after, err := j.d.start(j, rec.ID)
 	if child && !isLocalRunID(rec.ID) {

@@ -1228,6 +1228,9 @@ func (d *Daemon) remembered(name string, def *luaapi.Job, set *luaapi.Set) memor
 		return done
 	}
 	now := d.now()
+	if ended, ok := d.endedUnrested(name, rec, def, set, fp); ok {
+		return ended
+	}
 	switch {
 	case rec.State == store.StateDone && stillDone():
 		// Its restarts are shown as they were ("done, 2 restarts"), as
@@ -1253,6 +1256,45 @@ func (d *Daemon) remembered(name string, def *luaapi.Job, set *luaapi.Set) memor
 		}
 	}
 	return m
+}
+
+// endedUnrested is where a job whose record says it was on its way (a
+// passing state) comes to rest, when the run of this definition it was on
+// its way to ended before the last daemon went away, yet the job's resting
+// state was not recorded: a batch job whose run exited 0 is done, one
+// with restart "no" whose run failed is failed, as they would have been.
+// (The run's end may come from the intents, the file the last daemon
+// appended it to as it queued it: store.Intend.) Otherwise false: the job
+// runs again.
+func (d *Daemon) endedUnrested(name string, rec store.JobRecord, def *luaapi.Job, set *luaapi.Set, fp string) (memory, bool) {
+	if resting(rec.State) || rec.Fingerprint != fp || def.Restart == luaapi.RestartAlways {
+		return memory{}, false
+	}
+	runs, err := d.store.Runs(name, 1)
+	if err != nil || len(runs) == 0 {
+		return memory{}, false
+	}
+	run := runs[0]
+	// The run the job was on its way to began after the record's passing
+	// state did; one before it ended before the job was asked to run again.
+	if run.End.IsZero() || run.Fingerprint != fp || run.Start.Before(rec.Changed) {
+		return memory{}, false
+	}
+	life := life{since: run.End, restarts: rec.Restarts}
+	switch {
+	case run.Reason == store.ReasonExited:
+		// Done, unless a batch parent ran a new definition since.
+		doneFP := cmp.Or(run.Mark, run.Fingerprint)
+		if done, _ := stillDone(doneFP, fp, d.storedParents(def, set)); !done {
+			return memory{}, false
+		}
+		life.state = store.StateDone
+		return memory{initial: life, doneFP: doneFP}, true
+	case def.Restart == luaapi.RestartNo && (run.Reason == store.ReasonFailed || run.Reason == store.ReasonTimedOut || run.Reason == store.ReasonOOM):
+		life.state = store.StateFailed
+		return memory{initial: life, doneFP: rec.DoneFingerprint}, true
+	}
+	return memory{}, false
 }
 
 // storedParents are the done records, as stored, of the batch parents in

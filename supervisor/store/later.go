@@ -42,11 +42,13 @@ func (l Later) queue(apply func(tx *bbolt.Tx) error, key string) {
 // failure.
 func (l Later) BeginRun(r RunRecord, recorded func(error)) {
 	if r.Job == "" || r.ID == 0 {
+		l.s.unannounce()
 		recorded(fmt.Errorf("begin run %d of job %q: a run needs an id and a job", r.ID, r.Job))
 		return
 	}
-	op := &operation{apply: beginRunOp(r, l.s.keepRuns), key: beginKey(r.ID), after: recorded, awaited: true}
+	op := &operation{apply: beginRunOp(r, l.s.keepRuns), key: beginKey(r.ID), after: recorded, awaited: true, announced: true}
 	if err := l.s.enqueue(op); err != nil {
+		l.s.unannounce()
 		recorded(err)
 	}
 }
@@ -72,7 +74,14 @@ func (l Later) EndRun(id uint64, end time.Time, exitCode int, signal string, rea
 		l.failed(err)
 		return
 	}
-	l.queue(apply, endKey(id))
+	l.queueEnd(apply, id, endIntent(id, end, exitCode, signal, reason, ""))
+}
+
+// queueEnd queues the end of run id, and appends it to the intents.
+func (l Later) queueEnd(apply func(tx *bbolt.Tx) error, id uint64, intent []byte) {
+	if err := l.s.enqueue(&operation{apply: apply, failed: l.failed, key: endKey(id), intent: intent}); err != nil {
+		l.failed(err)
+	}
 }
 
 // EndSpawnError records that run id could not be started, and why (the
@@ -83,7 +92,7 @@ func (l Later) EndSpawnError(id uint64, end time.Time, cause string) {
 		l.failed(err)
 		return
 	}
-	l.queue(apply, endKey(id))
+	l.queueEnd(apply, id, endIntent(id, end, 0, "", ReasonSpawnError, cause))
 }
 
 // PutJob is Store.PutJob, deferred.

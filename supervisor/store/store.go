@@ -90,6 +90,10 @@ type Store struct {
 	pending     []*operation
 	pendingKeys map[string]int
 
+	// intents are the runs' begins and ends on their way, in a file beside
+	// the state (intents.go); mu guards them.
+	intents intents
+
 	closeOnce sync.Once
 	closeErr  error // result of the first Close, returned by every Close
 
@@ -286,6 +290,15 @@ func openWith(path string, opts Options, tune func(*bbolt.Options)) (_ *Store, e
 	}
 	s.watch.path, s.watch.opened = path, opened
 	s.watch.every, s.watch.onGone = opts.pathCheckEvery, opts.OnGone
+	if s.intents.f, err = openIntents(db, path, opts.keepRuns); err != nil {
+		if !errors.Is(err, errIntentsFile) {
+			_ = db.Close()
+			return nil, fmt.Errorf("open state %s: %w", path, err)
+		}
+		// Runs go on without intents: a daemon killed as one ends may
+		// run it again.
+		s.intents.f, err = nil, nil
+	}
 	go s.write()
 	return s, nil
 }
@@ -600,6 +613,9 @@ func (s *Store) Close() error {
 		s.mu.Unlock()
 		s.wake()
 		<-s.writerDone
+		if s.intents.f != nil {
+			_ = s.intents.f.Close()
+		}
 		if err := s.db.Close(); err != nil {
 			s.closeErr = fmt.Errorf("close state %s: %w", s.path, err)
 		}

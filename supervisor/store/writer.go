@@ -42,6 +42,11 @@ type operation struct {
 	// the next commits until one succeeds (see commit).
 	key  string
 	kept bool // a copy of a write whose commit failed (see keep)
+	// intent is the line appended to the file of intents as it is
+	// queued (intents.go); announced: its run's begin was appended by
+	// Intend.
+	intent    []byte
+	announced bool
 }
 
 // Keys of the writes that are kept for another try when their commit fails.
@@ -99,6 +104,12 @@ func (s *Store) enqueue(op *operation) error {
 		return ErrClosed
 	}
 	s.queue = append(s.queue, op)
+	if op.intent != nil {
+		s.appendIntent(op.intent)
+	}
+	if op.announced && s.intents.announced > 0 {
+		s.intents.announced--
+	}
 	if s.onQueued != nil {
 		s.onQueued(len(s.queue))
 	}
@@ -158,6 +169,7 @@ func (s *Store) write() {
 			retry = nil
 			if len(s.pending) > 0 {
 				s.commit(nil, s.hook())
+				s.emptyIntents()
 			}
 			continue
 		case <-s.health.due():
@@ -179,6 +191,7 @@ func (s *Store) write() {
 				group = s.linger(group)
 			}
 			s.commit(group, hook)
+			s.emptyIntents()
 		}
 	}
 }
@@ -296,6 +309,7 @@ func (s *Store) take(n int) (group []*operation, closing bool, hook func(*bbolt.
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	n = min(len(s.queue), n)
+	s.intents.taken = s.intents.appended
 	group = s.queue[:n:n]
 	s.queue = s.queue[n:]
 	if len(s.queue) == 0 {
