@@ -193,8 +193,11 @@ func (d *Daemon) api() http.Handler {
 				case <-r.Context().Done():
 				}
 			}
+			// (A stop of an invalid or disabled job is kept for when it
+			// may run, and one of an unplaceable job stops it: both
+			// change something.)
 			if verb.ev == evStart && (v.State == store.StateStarting || v.State == store.StateRunning) ||
-				verb.ev == evStop && resting(v.State) {
+				verb.ev == evStop && (v.State == store.StateDone || v.State == store.StateFailed || v.State == store.StateStopped) {
 				ans.Already = v.State.String()
 			}
 			if heldAtGate(verb.ev, ignoreDeps, v) {

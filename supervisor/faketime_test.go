@@ -1,6 +1,7 @@
 package supervisor
 
 import (
+	"encoding/json"
 	"fmt"
 	"net"
 	"os"
@@ -650,4 +651,40 @@ job "again" { cmd = "echo again >> ` + out + `", cpus = 0 }`}
 			t.Errorf("%s ran %d times, want once:\n%s", name, n, b)
 		}
 	}
+}
+
+// TestStopOfJobThatCannotRun: a stop of an unplaceable job stops it, and
+// one of an invalid job is kept for when it may run: each stays stopped
+// once it could run (a larger machine, the flavor declared), and neither
+// answer says "already", as the stop of a stopped job does.
+func TestStopOfJobThatCannotRun(t *testing.T) {
+	lives := daemonLives{t: t, jobs: `job "big" { cmd = "sleep 600", cpus = 3 }
+job "inv" { cmd = "sleep 600", flavor = "later" }`}
+	d, stop := lives.start()
+	waitJob(t, d, "big", "unplaceable", func(js JobStatus) bool { return js.State == "unplaceable" })
+	waitJob(t, d, "inv", "invalid", func(js JobStatus) bool { return js.State == "invalid" })
+	for _, name := range []string{"big", "inv"} {
+		code, body := as(t, d, "root", "POST", jobPath(name)+"/stop")
+		var ans ControlAnswer
+		if code != 200 || json.Unmarshal([]byte(body), &ans) != nil || ans.Already != "" {
+			t.Errorf("stop %s: %d %s; want it taken, not already", name, code, body)
+		}
+	}
+	waitJob(t, d, "big", "stopped", func(js JobStatus) bool { return js.State == "stopped" })
+	testkit.PutFile(t, filepath.Join(lives.jobsDir, "flavors.lua"), `flavor "later" { cpus = 1 }`)
+	reload(t, d)
+	waitJob(t, d, "inv", "stopped", func(js JobStatus) bool { return js.State == "stopped" })
+	lives.stopped(stop)
+
+	// A machine that fits it: still stopped.
+	lives.tune = func(cfg *Config) {
+		cfg.Machine.CPUs, cfg.Machine.CPUIDs, cfg.Machine.OnlineCPUs = 4, []int{0, 1, 2, 3}, 4
+	}
+	d, stop = lives.start()
+	for _, name := range []string{"big", "inv"} {
+		if js := waitJob(t, d, name, "known", func(JobStatus) bool { return true }); js.State != "stopped" {
+			t.Errorf("%s is %s on a machine it fits, want stopped", name, js.State)
+		}
+	}
+	lives.stopped(stop)
 }

@@ -997,16 +997,23 @@ func (j *job) reaped(exit runner.Exit) {
 }
 
 func (j *job) recordEnd(reason store.Reason) {
-	j.reveal()
 	exit := j.run.exit
 	// A run that ended while no daemon watched ended when its unit says.
 	now := exit.EndedAt(j.run.start, j.d.now())
-	j.d.meters.ended(reason)
 	sig := ""
 	if exit.Signal != 0 {
 		sig = signalName(exit.Signal)
 	}
-	if unit, ok := j.run.proc.(*units.Run); ok {
+	unit, isUnit := j.run.proc.(*units.Run)
+	intended := !isUnit && j.run.id != 0 && !isLocalRunID(j.run.id) && reason != store.ReasonSpawnError
+	if intended {
+		// Noted before the run's record is waited for: a daemon killed
+		// before the end commits leaves it to the next (store.Intend).
+		j.d.store.IntendEnd(j.run.id, now, exit.Code, sig, reason)
+	}
+	j.reveal()
+	j.d.meters.ended(reason)
+	if isUnit {
 		// The unit keeps the result until it is on record: let go of it
 		// only then, or the next daemon could not learn how the run ended.
 		var err error
@@ -1019,9 +1026,12 @@ func (j *job) recordEnd(reason store.Reason) {
 			go j.d.cfg.Units.Release(unit)
 		}
 	} else if j.run.id != 0 && !isLocalRunID(j.run.id) {
-		if reason == store.ReasonSpawnError && j.run.spawnErr != nil {
+		switch {
+		case reason == store.ReasonSpawnError && j.run.spawnErr != nil:
 			j.d.later.EndSpawnError(j.run.id, now, j.run.spawnErr.Error())
-		} else {
+		case intended:
+			j.d.later.EndIntended(j.run.id, now, exit.Code, sig, reason)
+		default:
 			j.d.later.EndRun(j.run.id, now, exit.Code, sig, reason)
 		}
 	}

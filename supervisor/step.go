@@ -295,7 +295,11 @@ func step(l life, p restartPolicy, e event, now time.Time) (life, []action) {
 			case l.state == store.StateInvalid:
 				to(rest) // and the same beneath
 			}
-		case store.StateDone, store.StateFailed, store.StateStopped, store.StateUnplaceable, 0:
+		case store.StateUnplaceable:
+			// Stopped, it stays so once it fits (a flavor made smaller,
+			// a larger machine): it runs when it is started.
+			to(rest)
+		case store.StateDone, store.StateFailed, store.StateStopped, 0:
 			if e.kind != evStop {
 				if l.state == store.StateDone || l.state == store.StateStopped {
 					next.beneath = l.state

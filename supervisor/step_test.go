@@ -46,6 +46,8 @@ func TestStepEveryPair(t *testing.T) {
 		{store.StateWaiting, evInvalid}:     {store.StateInvalid, acts(actCancelWait)},
 		{store.StateWaiting, evPlaced}:      {store.StateStarting, acts(actSpawn)},
 		{store.StateWaiting, evUnplaceable}: {store.StateUnplaceable, nil},
+		// Stopped, an unplaceable job stays stopped once it fits.
+		{store.StateUnplaceable, evStop}: {store.StateStopped, nil},
 
 		{store.StateStarting, evRestart}:     {store.StateStopping, acts(actStop)},
 		{store.StateStarting, evRedefine}:    {store.StateStopping, acts(actStop)},

@@ -18,7 +18,8 @@ import (
 // (Later.BeginRun), and a short one may end before it has. A daemon
 // killed then would leave no trace of a run that ran to its end, and the
 // next would run a batch job again that had run once. So a run's begin
-// (Intend, before its process starts) and its end (Later.EndRun) are also
+// (Intend, before its process starts) and its end (IntendEnd, as soon as
+// it is known, or Later.EndRun) are also
 // appended to a file beside the state as they are queued, unsynced: the
 // kernel keeps what a killed process wrote, and the next Open puts into
 // the state what the state lacks of them. A power loss may take them, with
@@ -65,6 +66,19 @@ func (s *Store) Intend(r RunRecord) {
 	s.intents.announced++
 	if err == nil {
 		s.appendIntent(append(line, '\n'))
+	}
+}
+
+// IntendEnd notes how run id ended, before its end is queued with
+// Later.EndIntended (which follows once the run's own record has
+// committed). Until then the file of intents is not emptied.
+func (s *Store) IntendEnd(id uint64, end time.Time, exitCode int, signal string, reason Reason) {
+	line := endIntent(id, end, exitCode, signal, reason, "")
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.intents.announced++
+	if line != nil {
+		s.appendIntent(line)
 	}
 }
 

@@ -77,6 +77,21 @@ func (l Later) EndRun(id uint64, end time.Time, exitCode int, signal string, rea
 	l.queueEnd(apply, id, endIntent(id, end, exitCode, signal, reason, ""))
 }
 
+// EndIntended is EndRun for a run whose end Store.IntendEnd has already
+// appended to the intents.
+func (l Later) EndIntended(id uint64, end time.Time, exitCode int, signal string, reason Reason) {
+	apply, err := endRunOp(id, end, exitCode, signal, reason, "")
+	if err != nil {
+		l.s.unannounce()
+		l.failed(err)
+		return
+	}
+	if err := l.s.enqueue(&operation{apply: apply, failed: l.failed, key: endKey(id), announced: true}); err != nil {
+		l.s.unannounce()
+		l.failed(err)
+	}
+}
+
 // queueEnd queues the end of run id, and appends it to the intents.
 func (l Later) queueEnd(apply func(tx *bbolt.Tx) error, id uint64, intent []byte) {
 	if err := l.s.enqueue(&operation{apply: apply, failed: l.failed, key: endKey(id), intent: intent}); err != nil {
