@@ -415,6 +415,9 @@ func decodeJob(s subject, tbl *lua.LTable, owner string) (Job, []*Error) {
 	if env, ok := d.env(); ok {
 		j.Env = env
 	}
+	if n := argsBytes(j.Cmd, j.Env); n > maxArgsBytes {
+		d.add(errArgsTooLong(s, n))
+	}
 	if user, ok := d.nonEmpty("user", "ml"); ok {
 		j.User = user
 	}

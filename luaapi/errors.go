@@ -643,6 +643,30 @@ func errNUL(s subject, field string) *Error {
 // start ("argument list too long"): the file is refused at load instead.
 const maxArgBytes = 32*4096 - 1
 
+// maxArgsBytes bounds cmd and env together, as a process is given them:
+// the kernel takes up to a quarter of the stack limit (2 MiB under the
+// usual 8 MiB), the environment berth adds included. Half of that leaves
+// room for it, and bounds what one job's definition holds in the daemon.
+const maxArgsBytes = 1 << 20
+
+// argsBytes is what cmd and env come to as a process is given them: each
+// string with its NUL, each NAME=value with its "=".
+func argsBytes(cmd []string, env map[string]string) int {
+	n := 0
+	for _, a := range cmd {
+		n += len(a) + 1
+	}
+	for k, v := range env {
+		n += len(k) + len(v) + 2
+	}
+	return n
+}
+
+func errArgsTooLong(s subject, n int) *Error {
+	return s.err(BadValue, "cmd", fmt.Sprintf("fields \"cmd\" and \"env\" come to %d bytes, more than the %d (1 MiB) a job's may: the kernel takes about 2 MiB of arguments and environment for a process, the environment berth adds included; pass what is long in a file",
+		n, maxArgsBytes))
+}
+
 func errArgTooLong(s subject, field, what string, n int) *Error {
 	return s.err(BadValue, field, fmt.Sprintf("field %s: %s is %d bytes, and no process can be given a string of more than %d (Linux's MAX_ARG_STRLEN); pass what is long in a file",
 		quote(field), what, n, maxArgBytes))
