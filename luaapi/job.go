@@ -259,6 +259,10 @@ type File struct {
 	Errors []*Error
 }
 
+// ArgsBytes is what the job's cmd and env come to as a process is given
+// them, each string with its NUL.
+func (j *Job) ArgsBytes() int { return argsBytes(j.Cmd, j.Env) }
+
 // Set is what a directory of job files declares, once the rules that span
 // files have been applied.
 type Set struct {

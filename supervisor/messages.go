@@ -310,6 +310,11 @@ func msgTooManyJobs(path, owner string, n, others, bound int) string {
 		path, n, owner, others, bound)
 }
 
+func msgTooManyBytes(path, owner string, bytes, others int) string {
+	return fmt.Sprintf("%s: its jobs' cmd and env come to %s, and those of %s's other files in force to %s; one person's may come to %s in all, so this file is not loaded until that fits (pass what is long in a file, or remove jobs)",
+		path, accounting.FormatSize(int64(bytes)), owner, accounting.FormatSize(int64(others)), accounting.FormatSize(int64(personDefinitionBytes)))
+}
+
 func msgNoCredentials() string {
 	return "the daemon cannot tell who is calling (no peer credentials on the control socket); it answers only callers it can name: connect over its unix socket (berth status)"
 }

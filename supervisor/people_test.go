@@ -809,3 +809,28 @@ job "sweep" { cmd = "true", cpus = 0, array = 2 }`)
 		}
 	}
 }
+
+// TestPeopleDefinitionBytesBound: what a person's jobs' cmd and env come
+// to in all is bounded too: the file that would take them past it is not
+// loaded, and says why.
+func TestPeopleDefinitionBytesBound(t *testing.T) {
+	defer func(was int) { personDefinitionBytes = was }(personDefinitionBytes)
+	personDefinitionBytes = 300 << 10
+	d, spool, _ := peopleDaemon(t, "", nil)
+	big := `job "NAME" { cmd = { "echo", string.rep("x", 100000) }, enabled = false, cpus = 0 }`
+	writeAs(t, spool, testAlice, "a.lua", strings.Replace(big, "NAME", "a", 1)+"\n"+strings.Replace(big, "NAME", "b", 1))
+	reload(t, d)
+	waitJob(t, d, testAlice+"/b", "loaded", func(js JobStatus) bool { return js.State == "disabled" })
+	writeAs(t, spool, testAlice, "c.lua", strings.Replace(big, "NAME", "c", 1)+"\n"+strings.Replace(big, "NAME", "d", 1))
+	reload(t, d)
+	path := filepath.Join(spool, testAlice, "c.lua")
+	want := path + ": its jobs' cmd and env come to 195.3K, and those of " + testAlice + "'s other files in force to 195.3K; one person's may come to 300K in all"
+	if st := d.Status(); !slices.ContainsFunc(st.Problems, func(p Problem) bool {
+		return p.Code == ProblemTooManyJobs && p.File == path && strings.HasPrefix(p.Text, want)
+	}) {
+		t.Errorf("the file past the bound: problems %+v, want %q…", st.Problems, want)
+	}
+	if _, ok := d.jobStatus(testAlice + "/c"); ok {
+		t.Error("the file past the bound was loaded")
+	}
+}

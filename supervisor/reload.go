@@ -753,9 +753,16 @@ const DefaultPersonJobs = 10000
 
 func (d *Daemon) personJobs() int { return cmp.Or(d.cfg.PersonJobs, DefaultPersonJobs) }
 
+// personDefinitionBytes bounds what one person's jobs' cmd and env come
+// to in all (luaapi bounds one job's at 1 MiB): the daemon keeps each
+// definition, twice over, and a person's files of a few large commands
+// took it to gigabytes.
+var personDefinitionBytes = 64 << 20
+
 // declaredBy is whose jobs f declares ("" for an administrator's file, or
-// one that declares none) and how many, an array's indices counted.
-func declaredBy(f *luaapi.File) (owner string, n int) {
+// one that declares none), how many, an array's indices counted, and what
+// their cmd and env come to (an array's once: its indices share it).
+func declaredBy(f *luaapi.File) (owner string, n, bytes int) {
 	for i := range f.Jobs {
 		j := &f.Jobs[i]
 		owner = j.Owner
@@ -764,17 +771,22 @@ func declaredBy(f *luaapi.File) (owner string, n int) {
 		} else {
 			n++
 		}
+		bytes += j.ArgsBytes()
 	}
-	return owner, n
+	return owner, n, bytes
 }
 
 // OverPersonJobs says whether any person's files among files declare
-// more than bound jobs (berth check asks it too).
+// more than bound jobs, or more than personDefinitionBytes of them (berth
+// check asks it too).
 func OverPersonJobs(files []*luaapi.File, bound int) bool {
-	count := map[string]int{}
+	type sum struct{ n, bytes int }
+	count := map[string]sum{}
 	for _, f := range files {
-		if owner, n := declaredBy(f); owner != "" {
-			if count[owner] += n; count[owner] > bound {
+		if owner, n, bytes := declaredBy(f); owner != "" {
+			c := count[owner]
+			c.n, c.bytes = c.n+n, c.bytes+bytes
+			if count[owner] = c; c.n > bound || c.bytes > personDefinitionBytes {
 				return true
 			}
 		}
@@ -789,17 +801,22 @@ func OverPersonJobs(files []*luaapi.File, bound int) bool {
 // in force. It is the rule of a reload (the file that changed is the one
 // refused, never the one in force), and so of berth check beside a daemon.
 func AdmitFile(admitted map[string]*luaapi.File, path string, f *luaapi.File, personJobs int) []Problem {
-	if owner, n := declaredBy(f); owner != "" && personJobs > 0 {
-		others := 0
+	if owner, n, bytes := declaredBy(f); owner != "" && personJobs > 0 {
+		others, othersBytes := 0, 0
 		for p, g := range admitted {
-			if o, m := declaredBy(g); o == owner && p != path {
-				others += m
+			if o, m, b := declaredBy(g); o == owner && p != path {
+				others, othersBytes = others+m, othersBytes+b
 			}
 		}
-		if n+others > personJobs {
+		switch {
+		case n+others > personJobs:
 			delete(admitted, path)
 			return []Problem{{Code: ProblemTooManyJobs, File: path, Kind: "file",
 				Text: msgTooManyJobs(path, owner, n, others, personJobs)}}
+		case bytes+othersBytes > personDefinitionBytes:
+			delete(admitted, path)
+			return []Problem{{Code: ProblemTooManyJobs, File: path, Kind: "file",
+				Text: msgTooManyBytes(path, owner, bytes, othersBytes)}}
 		}
 	}
 	admitted[path] = f
