@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/user"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -756,6 +757,14 @@ func (d *Daemon) reconcileUnrecorded(byRun map[string][]runner.Tagged) error {
 				r.Start, r.PID = at, p.PID
 			}
 		}
+		if claimed := procs[0]; r.Job != "" && !d.mayClaim(claimed.UID, r.Job) {
+			// A process says what it likes of itself: one of a person may
+			// not put a run into another's history (nor an
+			// administrators'). Stopped, as a leftover, and not recorded.
+			d.killTagged(procs)
+			d.log.Warn("a process claims a run of a job that is not its user's: stopped, and not recorded", "job", r.Job, "run", id, "pid", claimed.PID, "uid", claimed.UID)
+			continue
+		}
 		if isLocalRunID(id) {
 			// A run the state could not record in the previous life: its
 			// id is not one to record under. Stopped all the same.
@@ -789,6 +798,28 @@ func (d *Daemon) reconcileUnrecorded(byRun map[string][]runner.Tagged) error {
 		return fmt.Errorf("record lost runs: %w", err)
 	}
 	return nil
+}
+
+// mayClaim says whether a process of uid may be a run of job: a person's
+// job's processes are that person's; an administrators' job's are not a
+// person's (the people are those with a job directory).
+func (d *Daemon) mayClaim(uid int, job string) bool {
+	if uid < 0 {
+		return false
+	}
+	if owner := ownerOf(job); owner != "" {
+		u, err := user.Lookup(owner)
+		return err == nil && u.Uid == strconv.Itoa(uid)
+	}
+	if uid == 0 || uid == os.Getuid() || d.cfg.UserJobs == "" {
+		return true
+	}
+	u, err := user.LookupId(strconv.Itoa(uid))
+	if err != nil {
+		return true // no login, no person
+	}
+	_, err = os.Lstat(filepath.Join(d.cfg.UserJobs, u.Username))
+	return err != nil
 }
 
 // killTagged sends SIGKILL to each of procs and counts those it reached.

@@ -834,3 +834,32 @@ func TestPeopleDefinitionBytesBound(t *testing.T) {
 		t.Error("the file past the bound was loaded")
 	}
 }
+
+// TestPeopleMayClaimRuns: a process found carrying a run's tags after a
+// crash is taken for that run only where it is the job's user's: a
+// person's job's processes are that person's, and a person's process may
+// not claim another's run, nor an administrators'.
+func TestPeopleMayClaimRuns(t *testing.T) {
+	d, spool, _ := peopleDaemon(t, "", nil)
+	writeAs(t, spool, testAlice, "a.lua", `job "one" { cmd = "true", enabled = false }`)
+	reload(t, d)
+	waitJob(t, d, testAlice+"/one", "loaded", func(js JobStatus) bool { return js.State == "disabled" })
+	alice, bob := uidOf(t, testAlice), uidOf(t, testBob)
+	for _, c := range []struct {
+		uid  int
+		job  string
+		want bool
+	}{
+		{alice, testAlice + "/one", true},
+		{alice, testBob + "/one", false},
+		{bob, testAlice + "/one", false},
+		{0, testAlice + "/one", false},
+		{alice, "shared", false},
+		{0, "shared", true},
+		{-1, "shared", false},
+	} {
+		if got := d.mayClaim(c.uid, c.job); got != c.want {
+			t.Errorf("uid %d claiming a run of %s: %v, want %v", c.uid, c.job, got, c.want)
+		}
+	}
+}

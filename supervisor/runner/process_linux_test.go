@@ -594,8 +594,8 @@ func TestFindTagged(t *testing.T) {
 	var pids []int
 	for _, f := range found {
 		pids = append(pids, f.PID)
-		if !slices.Equal(f.Values, []string{"17", "j", ""}) || f.StartTicks == 0 {
-			t.Errorf("pid %d: values %q, start ticks %d", f.PID, f.Values, f.StartTicks)
+		if !slices.Equal(f.Values, []string{"17", "j", ""}) || f.StartTicks == 0 || f.UID != os.Geteuid() {
+			t.Errorf("pid %d: values %q, start ticks %d, uid %d", f.PID, f.Values, f.StartTicks, f.UID)
 		}
 	}
 	slices.Sort(pids)

@@ -8,6 +8,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -157,7 +158,10 @@ func findByEnv(proc string, also map[string]string, key string, values map[strin
 type Tagged struct {
 	PID        int
 	StartTicks uint64
-	Values     []string
+	// UID is whose the process is (its /proc entry's owner, the
+	// effective uid): its environment is whatever it says.
+	UID    int
+	Values []string
 }
 
 // FindTagged returns every process whose environment holds the first of
@@ -175,7 +179,12 @@ func findTagged(proc string, also map[string]string, keys ...string) ([]Tagged, 
 	}
 	var out []Tagged
 	err := scanEnv(proc, also, keys[0], func(pid int, first string, env []byte) {
-		t := Tagged{PID: pid, Values: []string{first}}
+		t := Tagged{PID: pid, UID: -1, Values: []string{first}}
+		if fi, err := os.Stat(proc + "/" + strconv.Itoa(pid)); err == nil {
+			if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+				t.UID = int(st.Uid)
+			}
+		}
 		for _, k := range keys[1:] {
 			v, _ := environEntry(env, []byte(k+"="))
 			t.Values = append(t.Values, v)

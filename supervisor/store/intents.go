@@ -133,9 +133,9 @@ var errIntentsFile = errors.New("cannot open the file of intents")
 // openIntents puts into the state what the file of intents beside it
 // holds and the state lacks (runs begun and never recorded, ends never
 // recorded), then opens the file, emptied, for this daemon's intents.
-func openIntents(db *bbolt.DB, path string, keep int) (*os.File, error) {
+func openIntents(db *bbolt.DB, path string, keep int, below uint64) (*os.File, error) {
 	ip := intentsPath(path)
-	if err := replayIntents(db, ip, keep); err != nil {
+	if err := replayIntents(db, ip, keep, below); err != nil {
 		return nil, err
 	}
 	// Not through a symbolic link, as the lock file is not.
@@ -154,7 +154,7 @@ func openIntents(db *bbolt.DB, path string, keep int) (*os.File, error) {
 // state lacks. A line cut short, the last one written as the daemon was
 // killed, is passed over, as is anything the state has already (or has
 // trimmed from its history).
-func replayIntents(db *bbolt.DB, ip string, keep int) error {
+func replayIntents(db *bbolt.DB, ip string, keep int, below uint64) error {
 	f, err := os.OpenFile(ip, os.O_RDONLY|unix.O_NOFOLLOW, 0)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
@@ -188,7 +188,7 @@ func replayIntents(db *bbolt.DB, ip string, keep int) error {
 			return err
 		}
 		for _, r := range begins {
-			if b.unrecorded(r, keep) {
+			if b.unrecorded(r, keep, below) {
 				if err := b.addRun(r, keep); err != nil {
 					return fmt.Errorf("replay the begin of run %d: %w", r.ID, err)
 				}

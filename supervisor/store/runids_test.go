@@ -198,9 +198,14 @@ func TestLaterBeginRun(t *testing.T) {
 
 // TestRecordLost: runs a previous daemon numbered and started but never
 // recorded are recorded lost; a run on record, one trimmed from its job's
-// history, and an id never reserved are not.
+// history, an id never reserved, and one of this daemon's own (which a
+// process claiming it made up: no run of it has started) are not.
 func TestRecordLost(t *testing.T) {
-	s, _ := openTest(t, Options{keepRuns: 2})
+	path := filepath.Join(t.TempDir(), "state.db")
+	s, err := Open(path, Options{keepRuns: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
 	end := t0.Add(time.Hour)
 	known := begin(t, s, "a", t0)
 	old := begin(t, s, "b", t0)
@@ -210,11 +215,20 @@ func TestRecordLost(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = openTestAt(t, path, Options{keepRuns: 2})
+	own, err := s.NextRunID()
+	if err != nil {
+		t.Fatal(err)
+	}
 	found := []RunRecord{
 		{ID: known.ID, Job: "a"},
 		{ID: old.ID, Job: "b"},
 		{ID: unrecorded, Job: "c", PID: 99, Start: t0.Add(time.Minute)},
 		{ID: 1 << 40, Job: "c"}, // no daemon reserved it
+		{ID: own + 1, Job: "c"}, // this daemon's, and not handed out yet
 	}
 	un, err := s.Unrecorded(found)
 	if err != nil {

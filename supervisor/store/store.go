@@ -61,8 +61,11 @@ type Store struct {
 	// that concurrent operations share transactions.
 	commits atomic.Uint64
 
-	// ids are the run ids reserved on disk, handed out by NextRunID.
-	ids idBlocks
+	// ids are the run ids reserved on disk, handed out by NextRunID;
+	// firstOwn is the first of this daemon's: a run below it is a previous
+	// daemon's.
+	ids      idBlocks
+	firstOwn uint64
 	// leftNothing: the file is new, or the daemon that had it before
 	// closed it (LeftNothing).
 	leftNothing bool
@@ -277,6 +280,7 @@ func openWith(path string, opts Options, tune func(*bbolt.Options)) (_ *Store, e
 		onCommit:    opts.OnCommit,
 	}
 	s.ids.next, s.ids.limit = ids.next, ids.limit
+	s.firstOwn = ids.next
 	s.leftNothing = missing || closedBefore
 	s.clock = opts.Clock
 	if s.clock == nil {
@@ -290,7 +294,7 @@ func openWith(path string, opts Options, tune func(*bbolt.Options)) (_ *Store, e
 	}
 	s.watch.path, s.watch.opened = path, opened
 	s.watch.every, s.watch.onGone = opts.pathCheckEvery, opts.OnGone
-	if s.intents.f, err = openIntents(db, path, opts.keepRuns); err != nil {
+	if s.intents.f, err = openIntents(db, path, opts.keepRuns, s.firstOwn); err != nil {
 		if !errors.Is(err, errIntentsFile) {
 			_ = db.Close()
 			return nil, fmt.Errorf("open state %s: %w", path, err)

@@ -48,7 +48,7 @@ func (s *Store) Unrecorded(runs []RunRecord) ([]RunRecord, error) {
 	var out []RunRecord
 	err := s.view(func(b buckets) error {
 		for _, r := range runs {
-			if b.unrecorded(r, s.keepRuns) {
+			if b.unrecorded(r, s.keepRuns, s.firstOwn) {
 				out = append(out, r)
 			}
 		}
@@ -60,9 +60,11 @@ func (s *Store) Unrecorded(runs []RunRecord) ([]RunRecord, error) {
 	return out, nil
 }
 
-// unrecorded reports whether r is a run no record has, nor ever had.
-func (b buckets) unrecorded(r RunRecord, keep int) bool {
-	if r.ID == 0 || r.ID > b.runs.Sequence() || b.runs.Get(runKey(r.ID)) != nil {
+// unrecorded reports whether r is a run no record has, nor ever had, of
+// an id a previous daemon reserved: below, the first id of this daemon's
+// own, which a process claiming it cannot have had.
+func (b buckets) unrecorded(r RunRecord, keep int, below uint64) bool {
+	if r.ID == 0 || r.ID >= below || r.ID > b.runs.Sequence() || b.runs.Get(runKey(r.ID)) != nil {
 		return false
 	}
 	if idx := b.byJob.Bucket([]byte(r.Job)); idx != nil && idx.Stats().KeyN >= keep {
@@ -94,7 +96,7 @@ func (s *Store) RecordLost(runs []RunRecord, end time.Time) ([]uint64, error) {
 			if r.ID > b.runs.Sequence() {
 				return fmt.Errorf("run %d: not among the ids reserved", r.ID)
 			}
-			if !b.unrecorded(r, s.keepRuns) {
+			if !b.unrecorded(r, s.keepRuns, s.firstOwn) {
 				continue
 			}
 			r.End, r.Reason = end, ReasonLost
