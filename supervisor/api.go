@@ -527,6 +527,15 @@ func (d *Daemon) Reload(ctx context.Context) (ReloadResult, error) {
 	}
 	select {
 	case res := <-done:
+		// Lists are [], never null, whichever reload it joined.
+		for _, l := range []*[]string{&res.Added, &res.Changed, &res.Removed, &res.Errors} {
+			if *l == nil {
+				*l = []string{}
+			}
+		}
+		if res.Problems == nil {
+			res.Problems = []Problem{}
+		}
 		return res, nil
 	case <-ctx.Done():
 		return ReloadResult{}, ctx.Err()

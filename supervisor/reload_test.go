@@ -70,6 +70,10 @@ job "slow" { cmd = "true" }
 	if !reflect.DeepEqual(res.Added, []string{"slow"}) {
 		t.Errorf("berth reload during another: added %v, want [slow]; %+v", res.Added, res)
 	}
+	// What it did not do is [], as any reload's answer has it.
+	if res.Changed == nil || res.Removed == nil || res.Errors == nil || res.Problems == nil {
+		t.Errorf("berth reload during another: a list is nil: %+v", res)
+	}
 }
 
 // TestJobsDirMissing: a jobs directory that does not exist (a typo in
