@@ -12,6 +12,8 @@ import (
 	"runtime/metrics"
 	"slices"
 	"strconv"
+	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -155,7 +157,7 @@ func (d *Daemon) api() http.Handler {
 				return
 			}
 			if !c.mayControl(v.Def.Owner) {
-				d.log.Warn("control request refused: not the job's owner", "call", verb.name, "job", name, "uid", c.uid)
+				d.logRefused(c.uid, "control request refused: not the job's owner", "call", verb.name, "job", name, "uid", c.uid)
 				writeError(w, http.StatusForbidden, CodeNotPermitted, msgNotYours(name, v.Def.Owner, verb.name+" it", d.adminGroup()))
 				return
 			}
@@ -279,7 +281,7 @@ func refusedWhy(r refusal, v jobView) string {
 func (d *Daemon) controlArray(w http.ResponseWriter, r *http.Request, c caller, a *array, verb string, ev eventKind) {
 	def := a.snapshot().def
 	if !c.mayControl(def.Owner) {
-		d.log.Warn("control request refused: not the job's owner", "call", verb, "job", a.name, "uid", c.uid)
+		d.logRefused(c.uid, "control request refused: not the job's owner", "call", verb, "job", a.name, "uid", c.uid)
 		writeError(w, http.StatusForbidden, CodeNotPermitted, msgNotYours(a.name, def.Owner, verb+" it", d.adminGroup()))
 		return
 	}
@@ -435,12 +437,12 @@ func (d *Daemon) authorize(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		cred, ok := r.Context().Value(peerKey{}).(unix.Ucred)
 		if !ok {
-			d.log.Warn("control request refused: the caller's credentials cannot be read", "path", r.URL.Path)
+			d.logRefused(noUID, "control request refused: the caller's credentials cannot be read", "path", r.URL.Path)
 			writeError(w, http.StatusForbidden, CodeNotPermitted, msgNoCredentials())
 			return
 		}
 		if !d.allowed(cred) {
-			d.log.Warn("control request refused", "uid", cred.Uid, "pid", cred.Pid, "path", r.URL.Path)
+			d.logRefused(cred.Uid, "control request refused", "uid", cred.Uid, "pid", cred.Pid, "path", r.URL.Path)
 			writeError(w, http.StatusForbidden, CodeNotPermitted, msgNotPermitted(cred.Uid, d.group(), d.adminGroup()))
 			return
 		}
@@ -512,10 +514,92 @@ func withPeer(ctx context.Context, c net.Conn) context.Context {
 
 func (d *Daemon) logCaller(r *http.Request, call string, kv ...any) {
 	kv = append([]any{"call", call}, kv...)
+	uid := noUID
 	if cred, ok := r.Context().Value(peerKey{}).(unix.Ucred); ok {
 		kv = append(kv, "uid", cred.Uid, "pid", cred.Pid)
+		uid = cred.Uid
 	}
-	d.log.Info("control request", kv...)
+	d.logCall(uid, false, "control request", kv...)
+}
+
+// logRefused logs a request refused, within the caller's share of the log.
+func (d *Daemon) logRefused(uid uint32, msg string, kv ...any) {
+	d.logCall(uid, true, msg, kv...)
+}
+
+// logCall writes a line about a request of uid, a warning or not, unless
+// that caller has written their share of the log for now (callLog); a
+// job's name and a path, whatever the caller put in them, are cut.
+func (d *Daemon) logCall(uid uint32, warn bool, msg string, kv ...any) {
+	ok, left := d.calls.take(uid, time.Now())
+	if !ok {
+		return
+	}
+	for i := 0; i+1 < len(kv); i += 2 {
+		if s, isString := kv[i+1].(string); isString && (kv[i] == "job" || kv[i] == "path") && len(s) > maxLoggedName {
+			kv[i+1] = strings.ToValidUTF8(s[:maxLoggedName], "") + "…"
+		}
+	}
+	if left > 0 {
+		kv = append(kv, "lines_left_out", left)
+	}
+	if warn {
+		d.log.Warn(msg, kv...)
+	} else {
+		d.log.Info(msg, kv...)
+	}
+}
+
+// maxLoggedName bounds a job's name as a request's line gives it: a name
+// in force is 64 bytes at most, OWNER/ and [INDEX] added.
+const maxLoggedName = 200
+
+// noUID stands for a caller whose credentials cannot be read.
+const noUID = ^uint32(0)
+
+// callLog bounds the lines one caller's requests write to the daemon's
+// log, callLogLines in each callLogWindow: a person calling in a loop
+// (a refused stop of another's job, a reload) wrote a thousand lines a
+// second, and under journald its rate limit then drops the daemon's lines
+// about everyone's jobs. The first line after a window where some were
+// left out says how many.
+type callLog struct {
+	mu sync.Mutex
+	by map[uint32]*callWindow
+}
+
+type callWindow struct {
+	start       time.Time
+	lines, left int
+}
+
+const (
+	callLogLines  = 20
+	callLogWindow = 10 * time.Second
+)
+
+// take says whether a line of uid's goes to the log now, and how many of
+// theirs were left out in the window before, to be said with it.
+func (l *callLog) take(uid uint32, now time.Time) (ok bool, leftBefore int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	w := l.by[uid]
+	if w == nil || now.Sub(w.start) >= callLogWindow {
+		if w != nil {
+			leftBefore = w.left
+		}
+		if l.by == nil || len(l.by) >= 4096 {
+			l.by = map[uint32]*callWindow{} // callers of long ago
+		}
+		w = &callWindow{start: now}
+		l.by[uid] = w
+	}
+	if w.lines >= callLogLines {
+		w.left++
+		return false, 0
+	}
+	w.lines++
+	return true, leftBefore
 }
 
 // Reload asks the loop to reload (SIGHUP does this) and waits for the

@@ -148,6 +148,7 @@ type Daemon struct {
 	feed *changeFeed
 	// tails are the requests for last lines under way, by caller.
 	tails  tailSlots
+	calls  callLog
 	meters *meters // Prometheus's: counted as things happen (metrics.go)
 
 	// unaccounted is the number of declared jobs with cpus = 0, for the
