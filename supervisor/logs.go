@@ -91,7 +91,16 @@ func (d *Daemon) serveLogs(w http.ResponseWriter, r *http.Request) {
 			// A run that has ended writes nothing more: nothing to follow.
 			follow = follow && rec.End.IsZero()
 		}
-		d.streamFile(w, r, d.logPath(name), follow, only, lines, release)
+		var ended chan struct{}
+		if follow && only != nil {
+			// Followed to its end, not for ever: a batch job's last run
+			// has no later run's header to end it.
+			ctx, cancel := context.WithCancel(r.Context())
+			defer cancel()
+			ended = make(chan struct{})
+			go d.endWithRun(ctx, func() { close(ended) }, name, run)
+		}
+		d.streamFile(w, r, d.logPath(name), follow, only, lines, release, ended)
 		return
 	}
 	// --quiet: journalctl's own notes ("-- No entries --") are not the
@@ -320,9 +329,11 @@ func (d *Daemon) runOf(job string, id uint64) (rec store.RunRecord, next time.Ti
 // streamFile sends a log file, after the one it rotated to (PATH.1),
 // and, with follow, what is appended to it (and to the file that replaces
 // it when it is rotated) until the caller hangs up. A file not written yet
-// is empty. With only, just the lines of that run are sent; with lines 0
-// or more, only that many of the last lines of what is there already.
-func (d *Daemon) streamFile(w http.ResponseWriter, r *http.Request, path string, follow bool, only *runLines, lines int, release func()) {
+// is empty. With only, just the lines of that run are sent, followed
+// until ended is closed (the run has ended) or a later run's header comes;
+// with lines 0 or more, only that many of the last lines of what is there
+// already.
+func (d *Daemon) streamFile(w http.ResponseWriter, r *http.Request, path string, follow bool, only *runLines, lines int, release func(), ended <-chan struct{}) {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	flushed := &flushWriter{w: w, rc: http.NewResponseController(w)}
 	// What is there already goes through the filter of a run, then the
@@ -425,13 +436,36 @@ func (d *Daemon) streamFile(w http.ResponseWriter, r *http.Request, path string,
 			return // with only, the run's output ended with the next's header
 		}
 		// The daemon rotates a full log to PATH.1: what was written to it
-		// before the rename is read to its end, then the new file.
+		// before the rename is read to its end, then the new file. Where
+		// it was rotated twice since the last look, PATH.1 is a file it
+		// has not read, whole: read before the new one.
 		if now, err := os.Stat(path); err == nil {
 			if was, err := file.Stat(); err == nil && !os.SameFile(was, now) {
 				if _, err := io.Copy(out, br); err != nil {
 					return
 				}
+				if mid, err := os.Open(path + ".1"); err == nil {
+					st, err := mid.Stat()
+					if err == nil && !os.SameFile(was, st) && !os.SameFile(now, st) {
+						_, err = io.Copy(out, mid)
+					}
+					mid.Close()
+					if err != nil {
+						return
+					}
+				}
 				open()
+			}
+		}
+		if ended != nil && only != nil {
+			select {
+			case <-ended:
+				// The run followed has ended: what it wrote is all read.
+				if _, err := io.Copy(out, br); err == nil {
+					only.end()
+				}
+				return
+			default:
 			}
 		}
 	}

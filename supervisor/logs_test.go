@@ -35,7 +35,7 @@ func TestStreamFileRuns(t *testing.T) {
 	d := &Daemon{log: hclog.NewNullLogger()}
 	readLast := func(only *runLines, lines int) string {
 		rec := httptest.NewRecorder()
-		d.streamFile(rec, httptest.NewRequest("GET", "/", nil), path, false, only, lines, func() {})
+		d.streamFile(rec, httptest.NewRequest("GET", "/", nil), path, false, only, lines, func() {}, nil)
 		return rec.Body.String()
 	}
 	read := func(only *runLines) string { return readLast(only, -1) }
@@ -78,7 +78,7 @@ func TestStreamFileRuns(t *testing.T) {
 		}
 		for run, want := range tt.want {
 			rec := httptest.NewRecorder()
-			d.streamFile(rec, httptest.NewRequest("GET", "/", nil), tt.path, false, &runLines{run: run}, -1, func() {})
+			d.streamFile(rec, httptest.NewRequest("GET", "/", nil), tt.path, false, &runLines{run: run}, -1, func() {}, nil)
 			got := ""
 			switch {
 			case rec.Header().Get(HeaderOutputGone) != "":
@@ -99,7 +99,7 @@ func TestStreamFileRuns(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec := httptest.NewRecorder()
-	d.streamFile(rec, httptest.NewRequest("GET", "/", nil), rotated, false, &runLines{run: 3}, -1, func() {})
+	d.streamFile(rec, httptest.NewRequest("GET", "/", nil), rotated, false, &runLines{run: 3}, -1, func() {}, nil)
 	if got := rec.Body.String(); got != "c2\nc3\n" {
 		t.Errorf("run 3, its start gone: %q, want the rest of its output", got)
 	}
@@ -107,7 +107,7 @@ func TestStreamFileRuns(t *testing.T) {
 	// Followed, a run whose output is over (a later run's header came)
 	// ends the stream: the request has no deadline to end it.
 	rec = httptest.NewRecorder()
-	d.streamFile(rec, httptest.NewRequest("GET", "/", nil), path, true, &runLines{run: 2}, -1, func() {})
+	d.streamFile(rec, httptest.NewRequest("GET", "/", nil), path, true, &runLines{run: 2}, -1, func() {}, nil)
 	if got := rec.Body.String(); got != "b1\nb2\n" {
 		t.Errorf("run 2 followed: %q", got)
 	}
@@ -158,7 +158,7 @@ func TestStreamFileTailBound(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec := httptest.NewRecorder()
-	d.streamFile(rec, httptest.NewRequest("GET", "/", nil), path, false, nil, 1000, func() {})
+	d.streamFile(rec, httptest.NewRequest("GET", "/", nil), path, false, nil, 1000, func() {}, nil)
 	kept := maxTailBytes / (100 + lineCost)
 	if got, want := rec.Body.String(), strings.Join(lines[100-kept:], ""); got != want {
 		t.Errorf("the last 1000 of 100 lines within %d bytes:\n%q\nwant the last %d:\n%q", maxTailBytes, got, kept, want)
@@ -169,7 +169,7 @@ func TestStreamFileTailBound(t *testing.T) {
 	// Of the last 10 asked for, those not kept: not the earlier ones the
 	// bound of 10 left out anyway.
 	rec = httptest.NewRecorder()
-	d.streamFile(rec, httptest.NewRequest("GET", "/", nil), path, false, nil, 10, func() {})
+	d.streamFile(rec, httptest.NewRequest("GET", "/", nil), path, false, nil, 10, func() {}, nil)
 	if got := rec.Header().Get(HeaderLinesLeftOut); got != strconv.Itoa(10-kept) || rec.Body.String() != strings.Join(lines[100-kept:], "") {
 		t.Errorf("the last 10 of 100 lines within %d bytes: %s %q, want %d\n%q", maxTailBytes, HeaderLinesLeftOut, got, 10-kept, rec.Body.String())
 	}
@@ -181,7 +181,7 @@ func TestStreamFileTailBound(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec = httptest.NewRecorder()
-	d.streamFile(rec, httptest.NewRequest("GET", "/", nil), path, false, nil, 1, func() {})
+	d.streamFile(rec, httptest.NewRequest("GET", "/", nil), path, false, nil, 1, func() {}, nil)
 	shown := maxTailBytes - lineCost
 	if got := rec.Body.String(); got != long[len(long)-shown:] {
 		t.Errorf("the last line, of %d bytes: %d bytes shown, want its last %d", len(long), len(got), shown)
@@ -196,7 +196,7 @@ func TestStreamFileTailBound(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec = httptest.NewRecorder()
-	d.streamFile(rec, httptest.NewRequest("GET", "/", nil), path, false, nil, 2, func() {})
+	d.streamFile(rec, httptest.NewRequest("GET", "/", nil), path, false, nil, 2, func() {}, nil)
 	shown = maxTailBytes - 2*lineCost - len("END\n")
 	if got, want := rec.Body.String(), long[len(long)-shown+1:]+"\nEND\n"; got != want {
 		t.Errorf("the last 2 lines, one of %d bytes: %d bytes shown, want %d", len(long)+1, len(got), len(want))
@@ -211,7 +211,7 @@ func TestStreamFileTailBound(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec = httptest.NewRecorder()
-	d.streamFile(rec, httptest.NewRequest("GET", "/", nil), path, false, &runLines{run: 1}, -1, func() {})
+	d.streamFile(rec, httptest.NewRequest("GET", "/", nil), path, false, &runLines{run: 1}, -1, func() {}, nil)
 	if got := rec.Body.String(); got != long+"\nend\n" {
 		t.Errorf("run 1's output: %d bytes, want its long line and its last (%d bytes)", len(got), len(long)+5)
 	}
@@ -242,7 +242,7 @@ func TestStreamFileFollowLast(t *testing.T) {
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			d.streamFile(body, httptest.NewRequest("GET", "/", nil).WithContext(ctx), path, true, nil, tt.lines, func() {})
+			d.streamFile(body, httptest.NewRequest("GET", "/", nil).WithContext(ctx), path, true, nil, tt.lines, func() {}, nil)
 		}()
 		got := ""
 		deadline := time.After(time.Minute)
@@ -378,5 +378,71 @@ func TestTailSlots(t *testing.T) {
 	}
 	if _, ok := s.take(1001); ok {
 		t.Fatal("a release called twice gave back two slots")
+	}
+}
+
+// TestStreamFileFollowRotatedTwice: a log rotated twice between two looks
+// of a follower is read whole: the file it held to its end, then the
+// one rotated to PATH.1 that it never held, then the new one.
+func TestStreamFileFollowRotatedTwice(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "fast.log")
+	if err := os.WriteFile(path, []byte("1\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	d := &Daemon{log: hclog.NewNullLogger()}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	body := &watchedBody{ResponseRecorder: httptest.NewRecorder(), wrote: make(chan string, 16), flushed: make(chan struct{}, 1)}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		d.streamFile(body, httptest.NewRequest("GET", "/", nil).WithContext(ctx), path, true, nil, -1, func() {}, nil)
+	}()
+	<-body.flushed // following
+	rotate := func(more, next string) {
+		t.Helper()
+		f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.WriteString(more)
+		f.Close()
+		if err := os.Rename(path, path+".1"); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(next), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rotate("2\n", "3\n")
+	rotate("4\n", "5\n")
+	got := ""
+	deadline := time.After(time.Minute)
+	for want := "1\n2\n3\n4\n5\n"; got != want; {
+		select {
+		case p := <-body.wrote:
+			got += p
+		case <-deadline:
+			t.Fatalf("followed across two rotations: %q, want %q", got, want)
+		}
+	}
+	cancel()
+	<-done
+}
+
+// TestStreamFileFollowRunToItsEnd: a run followed is followed until it
+// has ended, though no later run's header comes.
+func TestStreamFileFollowRunToItsEnd(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "batch.log")
+	if err := os.WriteFile(path, []byte(runner.RunHeader(7, time.Now())+"a\nb"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	d := &Daemon{log: hclog.NewNullLogger()}
+	ended := make(chan struct{})
+	close(ended)
+	rec := httptest.NewRecorder()
+	d.streamFile(rec, httptest.NewRequest("GET", "/", nil), path, true, &runLines{run: 7}, -1, func() {}, ended)
+	if got := rec.Body.String(); got != "a\nb" {
+		t.Errorf("run 7 followed to its end: %q, want all of it", got)
 	}
 }
