@@ -28,20 +28,23 @@ func isArray(d supervisor.JobDetail) bool {
 // array's definition but is a job of its own. No job's name has a "]".
 func isIndex(d supervisor.JobDetail) bool { return strings.HasSuffix(d.Status.Name, "]") }
 
-// arrayStates are the states an array's counts always name, zeros
-// included, in the order they are read: how far it got, what runs, what
-// waits, what went wrong. Any other state that has indices follows them.
+// arrayStates are the states an array's counts name first, in the order
+// they are read: how far it got, what runs, what waits, what went wrong.
+// Any other state that has indices follows them.
 var arrayStates = []string{
 	store.StateDone.String(), store.StateRunning.String(), store.StateWaiting.String(), store.StateFailed.String(),
 }
 
-// arrayCountsText is "37 done · 4 running · 59 waiting · 0 failed", then
-// any other state that has indices ("2 unplaceable"), in the order states
-// are listed.
+// arrayCountsText is "37 done · 4 running · 59 waiting", then any other
+// state that has indices ("2 unplaceable"), in the order states are
+// listed. A state no index is in is left out: `berth status | grep
+// waiting` finds the arrays with an index waiting, not every array.
 func arrayCountsText(a *supervisor.ArrayStatus) string {
 	parts := make([]string, 0, len(arrayStates)+len(a.Counts))
 	for _, s := range arrayStates {
-		parts = append(parts, fmt.Sprintf("%d %s", a.Counts[s], s))
+		if a.Counts[s] > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", a.Counts[s], s))
+		}
 	}
 	for _, s := range statesOf(a.Counts) {
 		if !slices.Contains(arrayStates, s) {

@@ -9,7 +9,7 @@
 -- machine's queue, so a sweep never crowds out the jobs that came after it.
 --
 -- berth status shows the array on one line (sweep  array  7 done · 4 running
--- · 9 waiting · 0 failed); berth show sweep lists the indices by state;
+-- · 9 waiting); berth show sweep lists the indices by state;
 -- berth logs sweep --index 7 is one index's output; berth restart sweep
 -- --failed runs the failed indices again. Each index runs once per
 -- definition: a daemon restart reruns none that finished, an edit of cmd
