@@ -242,11 +242,16 @@ func runMachine(c *cli, args []string) int {
 	var held *supervisor.Status
 	var s supervisor.Status
 	var me supervisor.Me
-	if cl := newClient(c.sockets(*socket)...); cl.get("/status", nil, &s) == nil {
+	cl := newClient(c.sockets(*socket)...)
+	if err := cl.get("/status", nil, &s); err == nil {
 		held = &s
 		if cl.get("/me", nil, &me) != nil {
 			me.Quota = nil
 		}
+	} else if *socket != "" || c.env.get("BERTH_SOCKET") != "" {
+		// A daemon was named, and did not answer: said, or its books
+		// would seem to be what is probed here.
+		fmt.Fprintln(c.stderr, msgWarning(msgMachineNoDaemon(err)))
 	}
 	if *asJSON {
 		out := machineJSON{CPUs: inv.CPUs, CPUIDs: inv.CPUIDs, GPUs: inv.GPUs, Hostname: inv.Hostname,

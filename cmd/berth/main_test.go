@@ -151,6 +151,13 @@ func TestMachine(t *testing.T) {
 		t.Fatalf("exit %d, stderr %q", code, errOut)
 	}
 	testkit.Golden(t, "testdata/machine.golden", []byte(out))
+
+	// A daemon named that does not answer is said, not passed over.
+	nowhere := filepath.Join(t.TempDir(), "none.sock")
+	out2, errOut, code := berth(t, nil, "machine", "--socket", nowhere)
+	if code != exitOK || out2 != out || errOut != msgWarning(msgMachineNoDaemon(&noDaemonError{sockets: []string{nowhere}}))+"\n" {
+		t.Errorf("machine --socket of no daemon: exit %d, stderr %q", code, errOut)
+	}
 }
 
 func TestMachineJSON(t *testing.T) {

@@ -304,6 +304,18 @@ func msgYourQuota(owner string, q supervisor.QuotaView) string {
 	return fmt.Sprintf("your quota (%s): your jobs hold %s; a job that would take you past it waits (berth status --mine shows your jobs)", owner, strings.Join(parts, ", "))
 }
 
+// msgMachineNoDaemon: berth machine was pointed at a daemon that did not
+// answer.
+func msgMachineNoDaemon(err error) string {
+	var why string
+	if nd := (*noDaemonError)(nil); errors.As(err, &nd) {
+		why = "no daemon answers on " + strings.Join(nd.sockets, " or ")
+	} else {
+		why = err.Error()
+	}
+	return why + "; what follows is this machine as found here, without a daemon's books or who holds what"
+}
+
 func msgDaemonGone() string {
 	return "berth: the daemon stopped while its answer came (berth status says whether it is back; systemctl status berth says why it stopped)"
 }
