@@ -55,6 +55,9 @@ type DaemonStatus struct {
 	// JobsDir is the administrators' jobs directory (--jobs), whose
 	// flavors a file checked on its own may name.
 	JobsDir string `json:"jobs_dir"`
+	// Stopping: the daemon is shutting down, stopping every job; it takes
+	// no start, stop, restart or reload now.
+	Stopping bool `json:"stopping,omitempty"`
 }
 
 // MachineStatus is what the machine has and who holds it.
@@ -237,6 +240,11 @@ func (d *Daemon) status(members bool) Status {
 		},
 	}
 	s.Daemon = DaemonStatus{Version: d.cfg.Version, PID: os.Getpid(), Started: d.started, PersonJobs: d.personJobs(), UserJobs: d.cfg.UserJobs, JobsDir: d.cfg.JobsDir}
+	select {
+	case <-d.loopDone:
+		s.Daemon.Stopping = true
+	default:
+	}
 	if d.bin != nil {
 		s.Daemon.Binary, s.Daemon.BinaryReplaced = d.bin.path, d.bin.replaced.Load()
 	}

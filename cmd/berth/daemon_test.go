@@ -836,6 +836,10 @@ job "once" { cmd = "true", cpus = 0 }`,
 	if out, errOut, code := d.cli("stop", "--all"); code != exitNoDaemon || !strings.Contains(errOut, "the daemon is stopping, and takes no request now: berth stop --all was not done") {
 		t.Errorf("berth stop --all while the daemon stops: exit %d\n%s%s", code, out, errOut)
 	}
+	// berth status says so.
+	if out, errOut, code := d.cli("status"); code != exitOK || !strings.Contains(strings.Join(strings.Fields(out), " "), msgDaemonStopping()) {
+		t.Errorf("berth status while the daemon stops: exit %d\n%s%s", code, out, errOut)
+	}
 }
 
 func TestDaemonFailingFilesKeepWhatRuns(t *testing.T) {

@@ -316,6 +316,11 @@ func msgMachineNoDaemon(err error) string {
 	return why + "; what follows is this machine as found here, without a daemon's books or who holds what"
 }
 
+// msgDaemonStopping heads berth status while the daemon shuts down.
+func msgDaemonStopping() string {
+	return "the daemon is stopping: every job is being stopped, each with its stop_signal and stop_timeout, and no start, stop, restart or reload is taken (systemctl status berth says why; the next daemon takes up from here)"
+}
+
 func msgDaemonGone() string {
 	return "berth: the daemon stopped while its answer came (berth status says whether it is back; systemctl status berth says why it stopped)"
 }

@@ -46,6 +46,9 @@ func layoutStatus(s supervisor.Status, o renderOptions) statusPicture {
 		}
 		p.top = append(p.top, wrapWords(msgRunner(s.Runner), width, "", "  ", sgr)...)
 	}
+	if s.Daemon.Stopping {
+		p.top = append(p.top, wrapWords(msgDaemonStopping(), width, "", "  ", sgrYellow)...)
+	}
 	if s.Daemon.BinaryReplaced {
 		p.top = append(p.top, wrapWords(msgBinaryReplaced(s.Daemon, s.Runner, version), width, "", "  ", sgrYellow)...)
 	}
