@@ -45,6 +45,9 @@ func (e *SizeError) Error() string {
 		}
 		return fmt.Sprintf("size %q has no unit; write it with one of %s, e.g. %q", e.Input, SizeUnits, in+"G")
 	case SizeBadUnit:
+		if n, ok := scientificSize(e.Input); ok {
+			return fmt.Sprintf("size %q is in scientific notation, which a size is not written in; write %q; the units are %s", e.Input, bytesInUnit(n), SizeUnits)
+		}
 		return fmt.Sprintf("size %q has an unknown unit; use %s, e.g. \"32G\"", e.Input, SizeUnits)
 	case SizeNegative:
 		return fmt.Sprintf("size %q is negative; a size is zero or more, e.g. \"512M\"", e.Input)
@@ -57,6 +60,28 @@ func (e *SizeError) Error() string {
 	default:
 		return fmt.Sprintf("size %q is not a number with a unit; write e.g. \"512M\", \"32G\" or \"1.5T\"", e.Input)
 	}
+}
+
+// scientificSize reads "1e9" or "1.5e3M" as bytes, for a suggestion:
+// false where it is not such a number, or under a MiB.
+func scientificSize(in string) (int64, bool) {
+	t := strings.TrimSpace(in)
+	if !strings.ContainsAny(t, "eE") {
+		return 0, false
+	}
+	mult := int64(1)
+	if i := strings.LastIndexAny(t, "0123456789"); i >= 0 && i < len(t)-1 {
+		m, ok := sizeUnit(strings.TrimSpace(t[i+1:]))
+		if !ok {
+			return 0, false
+		}
+		t, mult = t[:i+1], m
+	}
+	f, err := strconv.ParseFloat(t, 64)
+	if err != nil || f <= 0 || f*float64(mult) >= math.MaxInt64 || f*float64(mult) < float64(MiB) {
+		return 0, false
+	}
+	return int64(f * float64(mult)), true
 }
 
 // bytesInUnit is n bytes in the largest unit that holds it whole, or in
@@ -105,8 +130,28 @@ func (e *DurationError) Error() string {
 	case DurationSpaced:
 		return fmt.Sprintf("duration %q has spaces in it; write it without: %q", e.Input, strings.Join(strings.Fields(e.Input), ""))
 	default:
+		if hint := durationHint(e.Input); hint != "" {
+			return fmt.Sprintf("duration %q is not a duration (did you mean %q?); write %s", e.Input, hint, DurationUnits)
+		}
 		return fmt.Sprintf("duration %q is not a duration; write %s", e.Input, DurationUnits)
 	}
+}
+
+// durationHint is what a malformed duration likely meant: its units in
+// lower case ("1H"), or weeks as days ("2w"); "" where nothing is likely.
+func durationHint(in string) string {
+	t := strings.TrimSpace(in)
+	if n, ok := strings.CutSuffix(strings.ToLower(t), "w"); ok {
+		if w, err := strconv.Atoi(n); err == nil && w > 0 && w < 1<<20 {
+			return strconv.Itoa(7*w) + "d"
+		}
+	}
+	if lower := strings.ToLower(t); lower != t {
+		if _, err := ParseDuration(lower); err == nil {
+			return lower
+		}
+	}
+	return ""
 }
 
 // UnplaceableError is returned by the Placer, at once, when a request could

@@ -30,6 +30,9 @@ func ParseSize(s string) (int64, error) {
 		numEnd++
 	}
 	num, unit := t[:numEnd], strings.TrimSpace(t[numEnd:])
+	if strings.Trim(num, ".") == "" && num != "" {
+		return fail(SizeNoNumber) // ".", "..G": no digit to suggest a unit for
+	}
 	if num == "" {
 		if strings.HasPrefix(t, "-") {
 			return fail(SizeNegative)
