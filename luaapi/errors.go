@@ -692,9 +692,13 @@ func errJobRef(s subject, field, name string) *Error {
 }
 
 func errFlavorRef(s subject, name string) *Error {
+	hint := ""
+	if lower := strings.ToLower(name); lower != name && flavorNameShape.MatchString(lower) {
+		hint = fmt.Sprintf(" (did you mean %s?)", quote(lower))
+	}
 	return s.err(BadName, "flavor", fmt.Sprintf(
-		`field "flavor": %s is not a flavor name: a flavor name is 1 to 64 characters of a-z, 0-9, "_" and "-", starting with a letter`,
-		quote(name)))
+		`field "flavor": %s is not a flavor name%s: a flavor name is 1 to 64 characters of a-z, 0-9, "_" and "-", starting with a letter`,
+		quote(name), hint))
 }
 
 func errEnvKeyType(s subject, key lua.LValue) *Error {
