@@ -656,12 +656,20 @@ job "again" { cmd = "echo again >> ` + out + `", cpus = 0 }`}
 // TestStopOfJobThatCannotRun: a stop of an unplaceable job stops it, and
 // one of an invalid job is kept for when it may run: each stays stopped
 // once it could run (a larger machine, the flavor declared), and neither
-// answer says "already", as the stop of a stopped job does.
+// answer says "already", as the stop of a stopped job does (and the start
+// of a job waiting its turn).
 func TestStopOfJobThatCannotRun(t *testing.T) {
 	lives := daemonLives{t: t, jobs: `job "big" { cmd = "sleep 600", cpus = 3 }
-job "inv" { cmd = "sleep 600", flavor = "later" }`}
+job "inv" { cmd = "sleep 600", flavor = "later" }
+job "hog" { cmd = "sleep 600", cpus = 2 }
+job "wait" { cmd = "sleep 600", cpus = 1 }`}
 	d, stop := lives.start()
 	waitJob(t, d, "big", "unplaceable", func(js JobStatus) bool { return js.State == "unplaceable" })
+	// (A start of a job waiting its turn changes nothing, and says so.)
+	waitJob(t, d, "wait", "waiting", func(js JobStatus) bool { return js.State == "waiting" })
+	if code, body := as(t, d, "root", "POST", jobPath("wait")+"/start"); code != 200 || !strings.Contains(body, `"already":"waiting"`) {
+		t.Errorf("start of a waiting job: %d %s; want it already waiting", code, body)
+	}
 	waitJob(t, d, "inv", "invalid", func(js JobStatus) bool { return js.State == "invalid" })
 	for _, name := range []string{"big", "inv"} {
 		code, body := as(t, d, "root", "POST", jobPath(name)+"/stop")

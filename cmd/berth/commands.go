@@ -441,7 +441,11 @@ func control(verb string) func(c *cli, args []string) int {
 			return stopAll(c, args)
 		}
 		if len(rest) != 1 {
-			fmt.Fprintln(c.stderr, msgWantArgs(verb, "JOB"))
+			what := "one JOB"
+			if verb == "stop" {
+				what = "one JOB, or --all for every job you may stop"
+			}
+			fmt.Fprintln(c.stderr, msgWantArgs(verb, what))
 			return exitUsage
 		}
 		cl := c.client(f)

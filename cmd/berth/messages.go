@@ -40,6 +40,13 @@ func msgNoCommand(args []string) string {
 }
 
 func msgUnknownCommand(name string, known []string) string {
+	// A command it begins ("stat" of status) before the nearest by
+	// spelling (start, which changes things).
+	for _, k := range known {
+		if len(name) >= 3 && strings.HasPrefix(k, name) {
+			return fmt.Sprintf("berth: unknown command %q (did you mean %q?); berth help lists the commands", name, k)
+		}
+	}
 	if s := luaapi.Suggest(name, known); s != "" {
 		return fmt.Sprintf("berth: unknown command %q (did you mean %q?); berth help lists the commands", name, s)
 	}
@@ -66,6 +73,11 @@ func msgUsage(command string, err error) string {
 }
 
 func msgUnexpectedArgs(command string, args []string) string {
+	if command == "status" || command == "jobs" {
+		// systemctl status UNIT, supervisorctl status NAME: one job's
+		// is berth show's.
+		return fmt.Sprintf("berth %s: unexpected argument %q; it takes none but flags (berth show %s shows one job; berth %s --help shows the usage)", command, args[0], args[0], command)
+	}
 	return fmt.Sprintf("berth %s: unexpected argument %q; it takes none but flags (berth %s --help shows the usage)", command, args[0], command)
 }
 
