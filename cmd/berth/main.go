@@ -304,9 +304,20 @@ func (c *cli) flags(name string) *flag.FlagSet {
 		}
 		if hasFlags(fs) {
 			fmt.Fprintln(w, "\nFlags:")
-			fs.SetOutput(w)
+			// As the usage line and the README write them: --json, not
+			// the flag package's -json (both are taken).
+			var b strings.Builder
+			fs.SetOutput(&b)
 			fs.PrintDefaults()
 			fs.SetOutput(io.Discard)
+			for line := range strings.Lines(b.String()) {
+				name, _, _ := strings.Cut(strings.TrimPrefix(line, "  -"), " ")
+				name, _, _ = strings.Cut(name, "\t")
+				if rest, ok := strings.CutPrefix(line, "  -"); ok && len(strings.TrimSpace(name)) > 1 {
+					line = "  --" + rest // -f and -n stay as tail writes them
+				}
+				io.WriteString(w, line)
+			}
 		}
 		fmt.Fprintf(w, "\nExample:\n  %s\n", strings.ReplaceAll(cmd.example, "\n", "\n  "))
 	}

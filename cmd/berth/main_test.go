@@ -60,7 +60,11 @@ func TestHelp(t *testing.T) {
 			// Every flag is in the usage line, but the client's
 			// --socket, which every command that asks the daemon takes.
 			usage, _, _ := strings.Cut(out, "\n")
-			for _, f := range regexp.MustCompile(`(?m)^  -([a-z-]+)`).FindAllStringSubmatch(out, -1) {
+			// Written as the usage line writes them: --json, but -f.
+			if bad := regexp.MustCompile(`(?m)^  -[a-z][a-z-]+`).FindString(out); bad != "" {
+				t.Errorf("%q in the flags, not --%s", strings.TrimSpace(bad), strings.TrimSpace(bad)[1:])
+			}
+			for _, f := range regexp.MustCompile(`(?m)^  --?([a-z][a-z-]*)`).FindAllStringSubmatch(out, -1) {
 				if f[1] != "socket" && !regexp.MustCompile(`-`+f[1]+`\b`).MatchString(usage) {
 					t.Errorf("--%s is not in the usage line: %s", f[1], usage)
 				}
