@@ -166,6 +166,9 @@ func renderShow(w io.Writer, d supervisor.JobDetail, o renderOptions) {
 		out = append(out, ln(plainSpan("  (none: it can never run on this machine, as its why says)")))
 	} else if len(d.NextEnv) == 0 {
 		out = append(out, ln(plainSpan("  (empty)")))
+	} else if r := def.Resources; r.CPUs > 0 || r.GPUs > 0 || r.GPUMemBytes > 0 {
+		// Which cores and cards are the placer's to choose when it starts.
+		out = append(out, ln(styledSpan("  (its cores and cards as if granted now, the lowest free; the run gets those free when it starts)", sgrDim)))
 	}
 	env := slices.Clone(d.NextEnv)
 	slices.Sort(env)
