@@ -681,7 +681,10 @@ job "wait" { cmd = "sleep 600", cpus = 1 }`}
 	waitJob(t, d, "big", "stopped", func(js JobStatus) bool { return js.State == "stopped" })
 	testkit.PutFile(t, filepath.Join(lives.jobsDir, "flavors.lua"), `flavor "later" { cpus = 1 }`)
 	reload(t, d)
-	waitJob(t, d, "inv", "stopped", func(js JobStatus) bool { return js.State == "stopped" })
+	js := waitJob(t, d, "inv", "stopped", func(js JobStatus) bool { return js.State == "stopped" })
+	if js.Why != "stopped" {
+		t.Errorf("inv, stopped once its flavor is there: why %q, want stopped", js.Why)
+	}
 	lives.stopped(stop)
 
 	// A machine that fits it: still stopped.

@@ -553,6 +553,11 @@ func (j *job) apply(e event) {
 		if j.life.state == store.StateInvalid && before != store.StateInvalid {
 			j.log.Warn("cannot run", "why", j.invalid)
 		}
+		if before == store.StateInvalid && j.life.state != before && resting(j.life.state) {
+			// Fine again, back where it rested: its why is that state's,
+			// not what made it invalid.
+			j.setWhy(j.restingWhy())
+		}
 		if e.kind == evInvalid && j.life.finishingInvalid() {
 			j.log.Warn("cannot run again; its run goes on, and it rests once that ends", "why", j.invalid)
 		}
@@ -1150,6 +1155,17 @@ func (j *job) persist() {
 	if err := j.d.store.PutJob(rec); err != nil {
 		j.d.notRecorded(j.log, "cannot record the job's state", "state", rec.State.String(), "error", err)
 	}
+}
+
+// restingWhy is the why of a job at rest, as its last run's end left it.
+func (j *job) restingWhy() string {
+	switch {
+	case j.life.state == store.StateStopped:
+		return store.ReasonStopped.String()
+	case j.end.known && (j.life.state == store.StateFailed || j.life.state == store.StateDone):
+		return MsgEnded(j.end.reason, j.end.code, j.end.signal, j.def.Timeout, j.run.ram)
+	}
+	return ""
 }
 
 func (j *job) setWhy(why string) {
