@@ -100,7 +100,7 @@ func (d *Daemon) serveLogs(w http.ResponseWriter, r *http.Request) {
 			ended = make(chan struct{})
 			go d.endWithRun(ctx, func() { close(ended) }, name, run)
 		}
-		d.streamFile(w, r, d.logPath(name), follow, only, lines, release, ended)
+		d.streamFile(w, r, d.logPath(name), follow, only, lines, release, ended, d.runStartsOf(name))
 		return
 	}
 	// --quiet: journalctl's own notes ("-- No entries --") are not the
@@ -333,7 +333,7 @@ func (d *Daemon) runOf(job string, id uint64) (rec store.RunRecord, next time.Ti
 // until ended is closed (the run has ended) or a later run's header comes;
 // with lines 0 or more, only that many of the last lines of what is there
 // already.
-func (d *Daemon) streamFile(w http.ResponseWriter, r *http.Request, path string, follow bool, only *runLines, lines int, release func(), ended <-chan struct{}) {
+func (d *Daemon) streamFile(w http.ResponseWriter, r *http.Request, path string, follow bool, only *runLines, lines int, release func(), ended <-chan struct{}, starts runStarts) {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	flushed := &flushWriter{w: w, rc: http.NewResponseController(w)}
 	// What is there already goes through the filter of a run, then the
@@ -342,12 +342,12 @@ func (d *Daemon) streamFile(w http.ResponseWriter, r *http.Request, path string,
 	var tail *lastLines
 	if lines >= 0 {
 		// The runs' headers are not lines (a run's filter drops them).
-		tail = &lastLines{n: lines, runs: only == nil}
+		tail = &lastLines{n: lines, runs: only == nil, starts: starts}
 		sink = tail
 	}
 	out := sink
 	if only != nil {
-		only.w, only.head = sink, w.Header()
+		only.w, only.head, only.starts = sink, w.Header(), starts
 		out = only
 	}
 	// Of what is there, none is shown: not read (-n 0).
@@ -487,6 +487,39 @@ type runLines struct {
 	head  http.Header
 	lines lineSplitter
 	mid   bool // within a line passed on in pieces
+	// starts are the job's runs on record and their starts as their
+	// headers give them: a line like a header that names another run, or
+	// another start, is the job's own output (nil: every header is
+	// taken).
+	starts runStarts
+}
+
+// runStarts are a job's runs on record, and their starts as their headers
+// give them (runner.RunStart).
+type runStarts map[uint64]string
+
+// header reads line as a run's header berth wrote: one of a run of the
+// job, with the start its run had.
+func (rs runStarts) header(line []byte) (run uint64, continued, ok bool) {
+	run, start, continued, ok := runner.ParseRunHeaderStart(line)
+	if ok && rs != nil && rs[run] != start {
+		return 0, false, false
+	}
+	return run, continued, ok
+}
+
+// runStartsOf are job name's runs on record, for telling its headers from
+// its output.
+func (d *Daemon) runStartsOf(name string) runStarts {
+	runs, err := d.store.Runs(name, 0)
+	if err != nil {
+		return nil
+	}
+	rs := make(runStarts, len(runs))
+	for _, r := range runs {
+		rs[r.ID] = runner.RunStart(r.Start)
+	}
+	return rs
 }
 
 // gone says that the run's output is not in the files, which begin with a
@@ -498,7 +531,7 @@ func (l *runLines) gone() bool { return !l.found && l.first != 0 && l.run < l.fi
 func (l *runLines) Write(p []byte) (int, error) {
 	err := l.lines.split(p, func(piece []byte, more bool) error {
 		if !l.mid && !more {
-			if run, continued, ok := runner.ParseRunHeader(piece); ok {
+			if run, continued, ok := l.starts.header(piece); ok {
 				if l.first == 0 {
 					l.first = run
 				}
@@ -604,6 +637,7 @@ type lastLines struct {
 	// (runner.RunHeader) are not counted as lines, and are written as they
 	// are in the file, before the first line of their run.
 	runs   bool
+	starts runStarts  // with runs, the job's runs on record (runLines.starts)
 	header []byte     // with runs, the header of the run the lines now come from
 	fresh  bool       // no line of that run has come yet
 	lines  []keptLine // at most n, oldest first
@@ -634,7 +668,7 @@ func (l *lastLines) Write(p []byte) (int, error) {
 func (l *lastLines) take(piece []byte, more bool) error {
 	if !l.mid {
 		if l.runs && !more {
-			if _, _, ok := runner.ParseRunHeader(piece); ok {
+			if _, _, ok := l.starts.header(piece); ok {
 				l.header, l.fresh = slices.Clone(piece), true
 				return nil
 			}

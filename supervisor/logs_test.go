@@ -35,7 +35,7 @@ func TestStreamFileRuns(t *testing.T) {
 	d := &Daemon{log: hclog.NewNullLogger()}
 	readLast := func(only *runLines, lines int) string {
 		rec := httptest.NewRecorder()
-		d.streamFile(rec, httptest.NewRequest("GET", "/", nil), path, false, only, lines, func() {}, nil)
+		d.streamFile(rec, httptest.NewRequest("GET", "/", nil), path, false, only, lines, func() {}, nil, nil)
 		return rec.Body.String()
 	}
 	read := func(only *runLines) string { return readLast(only, -1) }
@@ -78,7 +78,7 @@ func TestStreamFileRuns(t *testing.T) {
 		}
 		for run, want := range tt.want {
 			rec := httptest.NewRecorder()
-			d.streamFile(rec, httptest.NewRequest("GET", "/", nil), tt.path, false, &runLines{run: run}, -1, func() {}, nil)
+			d.streamFile(rec, httptest.NewRequest("GET", "/", nil), tt.path, false, &runLines{run: run}, -1, func() {}, nil, nil)
 			got := ""
 			switch {
 			case rec.Header().Get(HeaderOutputGone) != "":
@@ -99,7 +99,7 @@ func TestStreamFileRuns(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec := httptest.NewRecorder()
-	d.streamFile(rec, httptest.NewRequest("GET", "/", nil), rotated, false, &runLines{run: 3}, -1, func() {}, nil)
+	d.streamFile(rec, httptest.NewRequest("GET", "/", nil), rotated, false, &runLines{run: 3}, -1, func() {}, nil, nil)
 	if got := rec.Body.String(); got != "c2\nc3\n" {
 		t.Errorf("run 3, its start gone: %q, want the rest of its output", got)
 	}
@@ -107,7 +107,7 @@ func TestStreamFileRuns(t *testing.T) {
 	// Followed, a run whose output is over (a later run's header came)
 	// ends the stream: the request has no deadline to end it.
 	rec = httptest.NewRecorder()
-	d.streamFile(rec, httptest.NewRequest("GET", "/", nil), path, true, &runLines{run: 2}, -1, func() {}, nil)
+	d.streamFile(rec, httptest.NewRequest("GET", "/", nil), path, true, &runLines{run: 2}, -1, func() {}, nil, nil)
 	if got := rec.Body.String(); got != "b1\nb2\n" {
 		t.Errorf("run 2 followed: %q", got)
 	}
@@ -158,7 +158,7 @@ func TestStreamFileTailBound(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec := httptest.NewRecorder()
-	d.streamFile(rec, httptest.NewRequest("GET", "/", nil), path, false, nil, 1000, func() {}, nil)
+	d.streamFile(rec, httptest.NewRequest("GET", "/", nil), path, false, nil, 1000, func() {}, nil, nil)
 	kept := maxTailBytes / (100 + lineCost)
 	if got, want := rec.Body.String(), strings.Join(lines[100-kept:], ""); got != want {
 		t.Errorf("the last 1000 of 100 lines within %d bytes:\n%q\nwant the last %d:\n%q", maxTailBytes, got, kept, want)
@@ -169,7 +169,7 @@ func TestStreamFileTailBound(t *testing.T) {
 	// Of the last 10 asked for, those not kept: not the earlier ones the
 	// bound of 10 left out anyway.
 	rec = httptest.NewRecorder()
-	d.streamFile(rec, httptest.NewRequest("GET", "/", nil), path, false, nil, 10, func() {}, nil)
+	d.streamFile(rec, httptest.NewRequest("GET", "/", nil), path, false, nil, 10, func() {}, nil, nil)
 	if got := rec.Header().Get(HeaderLinesLeftOut); got != strconv.Itoa(10-kept) || rec.Body.String() != strings.Join(lines[100-kept:], "") {
 		t.Errorf("the last 10 of 100 lines within %d bytes: %s %q, want %d\n%q", maxTailBytes, HeaderLinesLeftOut, got, 10-kept, rec.Body.String())
 	}
@@ -181,7 +181,7 @@ func TestStreamFileTailBound(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec = httptest.NewRecorder()
-	d.streamFile(rec, httptest.NewRequest("GET", "/", nil), path, false, nil, 1, func() {}, nil)
+	d.streamFile(rec, httptest.NewRequest("GET", "/", nil), path, false, nil, 1, func() {}, nil, nil)
 	shown := maxTailBytes - lineCost
 	if got := rec.Body.String(); got != long[len(long)-shown:] {
 		t.Errorf("the last line, of %d bytes: %d bytes shown, want its last %d", len(long), len(got), shown)
@@ -196,7 +196,7 @@ func TestStreamFileTailBound(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec = httptest.NewRecorder()
-	d.streamFile(rec, httptest.NewRequest("GET", "/", nil), path, false, nil, 2, func() {}, nil)
+	d.streamFile(rec, httptest.NewRequest("GET", "/", nil), path, false, nil, 2, func() {}, nil, nil)
 	shown = maxTailBytes - 2*lineCost - len("END\n")
 	if got, want := rec.Body.String(), long[len(long)-shown+1:]+"\nEND\n"; got != want {
 		t.Errorf("the last 2 lines, one of %d bytes: %d bytes shown, want %d", len(long)+1, len(got), len(want))
@@ -211,7 +211,7 @@ func TestStreamFileTailBound(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec = httptest.NewRecorder()
-	d.streamFile(rec, httptest.NewRequest("GET", "/", nil), path, false, &runLines{run: 1}, -1, func() {}, nil)
+	d.streamFile(rec, httptest.NewRequest("GET", "/", nil), path, false, &runLines{run: 1}, -1, func() {}, nil, nil)
 	if got := rec.Body.String(); got != long+"\nend\n" {
 		t.Errorf("run 1's output: %d bytes, want its long line and its last (%d bytes)", len(got), len(long)+5)
 	}
@@ -242,7 +242,7 @@ func TestStreamFileFollowLast(t *testing.T) {
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			d.streamFile(body, httptest.NewRequest("GET", "/", nil).WithContext(ctx), path, true, nil, tt.lines, func() {}, nil)
+			d.streamFile(body, httptest.NewRequest("GET", "/", nil).WithContext(ctx), path, true, nil, tt.lines, func() {}, nil, nil)
 		}()
 		got := ""
 		deadline := time.After(time.Minute)
@@ -396,7 +396,7 @@ func TestStreamFileFollowRotatedTwice(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		d.streamFile(body, httptest.NewRequest("GET", "/", nil).WithContext(ctx), path, true, nil, -1, func() {}, nil)
+		d.streamFile(body, httptest.NewRequest("GET", "/", nil).WithContext(ctx), path, true, nil, -1, func() {}, nil, nil)
 	}()
 	<-body.flushed // following
 	rotate := func(more, next string) {
@@ -441,8 +441,35 @@ func TestStreamFileFollowRunToItsEnd(t *testing.T) {
 	ended := make(chan struct{})
 	close(ended)
 	rec := httptest.NewRecorder()
-	d.streamFile(rec, httptest.NewRequest("GET", "/", nil), path, true, &runLines{run: 7}, -1, func() {}, ended)
+	d.streamFile(rec, httptest.NewRequest("GET", "/", nil), path, true, &runLines{run: 7}, -1, func() {}, ended, nil)
 	if got := rec.Body.String(); got != "a\nb" {
 		t.Errorf("run 7 followed to its end: %q, want all of it", got)
+	}
+}
+
+// TestStreamFileForgedHeader: a job's line that looks like a run's header
+// (a job that prints a log) is its output: it names a run the job has not
+// on record, or a start its run did not have. It neither ends the run's
+// output nor heads another's.
+func TestStreamFileForgedHeader(t *testing.T) {
+	start := time.Date(2026, 12, 4, 9, 0, 0, 0, time.UTC)
+	forged := "--- berth: run 7 started 2026-01-01T00:00:00Z ---\n"
+	wrongStart := runner.RunHeader(3, start.Add(time.Hour))
+	path := filepath.Join(t.TempDir(), "report.log")
+	body := runner.RunHeader(2, start) + "a\n" + forged + "b\n" + wrongStart + "c\n" + runner.RunHeader(3, start) + "d\n"
+	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	d := &Daemon{log: hclog.NewNullLogger()}
+	starts := runStarts{2: runner.RunStart(start), 3: runner.RunStart(start)}
+	rec := httptest.NewRecorder()
+	d.streamFile(rec, httptest.NewRequest("GET", "/", nil), path, false, &runLines{run: 2}, -1, func() {}, nil, starts)
+	if got, want := rec.Body.String(), "a\n"+forged+"b\n"+wrongStart+"c\n"; got != want {
+		t.Errorf("run 2, with lines like headers:\n%q\nwant\n%q", got, want)
+	}
+	rec = httptest.NewRecorder()
+	d.streamFile(rec, httptest.NewRequest("GET", "/", nil), path, false, nil, 2, func() {}, nil, starts)
+	if got, want := rec.Body.String(), runner.RunHeader(3, start)+"d\n"; got != "c\n"+want {
+		t.Errorf("the last 2 lines, one like a header: %q, want %q", got, "c\n"+want)
 	}
 }

@@ -107,7 +107,7 @@ func OpenLog(dir, job string, maxBytes int64, header string) (*LogSink, error) {
 // so that the runs can be told apart there and one run's output found
 // (berth logs --run N): `--- berth: run 42 started 2026-12-04T09:00:00Z ---`.
 func RunHeader(run uint64, start time.Time) string {
-	return runHeaderPrefix + strconv.FormatUint(run, 10) + " started " + start.UTC().Format(time.RFC3339) + " ---\n"
+	return runHeaderPrefix + strconv.FormatUint(run, 10) + " started " + RunStart(start) + " ---\n"
 }
 
 const runHeaderPrefix = "--- berth: run "
@@ -116,18 +116,32 @@ const runHeaderPrefix = "--- berth: run "
 // header's continued line at the top of a file a rotation started, and
 // whether line is either.
 func ParseRunHeader(line []byte) (run uint64, continued, ok bool) {
+	run, _, continued, ok = ParseRunHeaderStart(line)
+	return run, continued, ok
+}
+
+// ParseRunHeaderStart is ParseRunHeader, with the run's start as the
+// header gives it: what tells a header berth wrote from a job's line that
+// looks like one (a job that prints a log), which names a run of another
+// job, or a start its run did not have.
+func ParseRunHeaderStart(line []byte) (run uint64, start string, continued, ok bool) {
 	rest, found := bytes.CutPrefix(line, []byte(runHeaderPrefix))
 	if !found {
-		return 0, false, false
+		return 0, "", false, false
 	}
 	digits, tail, found := bytes.Cut(rest, []byte(" started "))
 	tail = bytes.TrimRight(tail, "\n")
 	if !found || !bytes.HasSuffix(tail, []byte(" ---")) {
-		return 0, false, false
+		return 0, "", false, false
 	}
 	run, err := strconv.ParseUint(string(digits), 10, 64)
-	return run, bytes.HasSuffix(tail, []byte(continuedSuffix)), err == nil
+	continued = bytes.HasSuffix(tail, []byte(continuedSuffix))
+	start = string(bytes.TrimSuffix(bytes.TrimSuffix(tail, []byte(continuedSuffix)), []byte(" ---")))
+	return run, start, continued, err == nil
 }
+
+// RunStart is a run's start as its header gives it.
+func RunStart(start time.Time) string { return start.UTC().Format(time.RFC3339) }
 
 // continuedSuffix ends a run's header repeated at the top of a file a
 // rotation started while the run wrote.
