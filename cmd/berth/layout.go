@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -157,39 +158,75 @@ func (o renderOptions) lineText(l textLine, limit int) string {
 	return b.String()
 }
 
+// firstRunes is the longest start of s that fills at most n columns of a
+// terminal (runeLen).
 func firstRunes(s string, n int) string {
 	if n <= 0 {
 		return ""
 	}
-	i := 0
-	for k := range s {
-		if i == n {
+	used := 0
+	for k, r := range s {
+		if used += runeWidth(r); used > n {
 			return s[:k]
 		}
-		i++
 	}
 	return s
 }
 
+// lastRunes is the longest end of s that fills at most n columns.
 func lastRunes(s string, n int) string {
 	if n <= 0 {
 		return ""
 	}
-	k := utf8.RuneCountInString(s)
-	if n >= k {
-		return s
-	}
-	i := 0
-	for j := range s {
-		if i == k-n {
-			return s[j:]
+	used, from := 0, len(s)
+	for from > 0 {
+		r, size := utf8.DecodeLastRuneInString(s[:from])
+		if used+runeWidth(r) > n {
+			break
 		}
-		i++
+		used += runeWidth(r)
+		from -= size
 	}
-	return ""
+	return s[from:]
 }
 
-func runeLen(s string) int { return utf8.RuneCountInString(s) }
+// runeLen is how many columns of a terminal s fills: a wide character
+// (CJK, Hangul, fullwidth forms, most emoji) fills two, a combining mark
+// none, as terminals draw them.
+func runeLen(s string) int {
+	n := 0
+	for _, r := range s {
+		n += runeWidth(r)
+	}
+	return n
+}
+
+// runeWidth is the columns r fills: East Asian Wide and Fullwidth two,
+// combining marks and zero-width characters none, the rest one.
+func runeWidth(r rune) int {
+	switch {
+	case r < 0x1100:
+		if r >= 0x300 && unicode.In(r, unicode.Mn, unicode.Me) {
+			return 0
+		}
+		return 1
+	case unicode.In(r, unicode.Mn, unicode.Me, unicode.Cf):
+		return 0
+	case r <= 0x115F, // Hangul Jamo leading consonants
+		r >= 0x2E80 && r <= 0xA4CF && r != 0x303F, // CJK radicals … Yi
+		r >= 0xAC00 && r <= 0xD7A3,                // Hangul syllables
+		r >= 0xF900 && r <= 0xFAFF,                // CJK compatibility ideographs
+		r >= 0xFE30 && r <= 0xFE4F,                // CJK compatibility forms
+		r >= 0xFF00 && r <= 0xFF60,                // fullwidth forms
+		r >= 0xFFE0 && r <= 0xFFE6,
+		r >= 0x1F300 && r <= 0x1F64F, // pictographs, emoticons
+		r >= 0x1F680 && r <= 0x1F6FF, // transport and map symbols
+		r >= 0x1F900 && r <= 0x1F9FF,
+		r >= 0x20000 && r <= 0x3FFFD: // CJK extensions
+		return 2
+	}
+	return 1
+}
 
 // ellipsize shortens s to n runes at its end: "needs 2 gpus; 1 f…".
 func ellipsize(s string, n int) string {

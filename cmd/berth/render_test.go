@@ -296,6 +296,16 @@ var statusFixtures = []struct {
 	{"arrays", arraysBox},
 	{"foreign", foreignBox},
 	{"shares", sharesBox},
+	{"wide", wideBox},
+}
+
+// wideBox is the quiet box with a job whose why is in wide characters,
+// which fill two columns each.
+func wideBox() supervisor.Status {
+	s := quietBox()
+	s.Jobs = append(s.Jobs, supervisor.JobStatus{Name: "wdir", State: "failed", Since: ago(time.Minute), GPUs: []string{},
+		Why: "cannot start: dir /日本語のディレクトリ名はとても長いです日本語のディレクトリ名はとても長いです does not exist"})
+	return s
 }
 
 // sharesBox is the 4-card workstation with cards shared by memory: two
@@ -395,7 +405,7 @@ func TestRenderStatusFitsWidth(t *testing.T) {
 		for width := 40; width <= 220; width++ {
 			plain := statusText(s, width, false)
 			for i, l := range strings.Split(strings.TrimSuffix(plain, "\n"), "\n") {
-				if n := utf8.RuneCountInString(l); n > width {
+				if n := runeLen(l); n > width {
 					t.Errorf("%s at %d columns: line %d is %d long: %q", f.name, width, i+1, n, l)
 				}
 				if strings.HasSuffix(l, " ") {
@@ -481,6 +491,10 @@ func TestRenderEllipsize(t *testing.T) {
 		want string
 	}{
 		{ellipsize, "needs 2 gpus; 1 free", 20, "needs 2 gpus; 1 free"},
+		// Wide characters fill two columns, as a terminal draws them.
+		{ellipsize, "日本語のディレクトリ", 7, "日本語…"},
+		{ellipsize, "日本語のディレクトリ", 8, "日本語…"},
+		{ellipsizeMiddle, "日本語のディレクトリ", 9, "日本…トリ"},
 		{ellipsize, "needs 2 gpus; 1 free", 10, "needs 2 g…"},
 		{ellipsize, "abc", 1, "…"},
 		{ellipsize, "abc", 0, ""},
@@ -790,6 +804,20 @@ func TestRenderHolds(t *testing.T) {
 	} {
 		if got := errorsSummary(tt.problems); got != tt.want {
 			t.Errorf("errors %+v: %q, want %q", tt.problems, got, tt.want)
+		}
+	}
+}
+
+// TestRuneLen: the columns of a terminal a text fills.
+func TestRuneLen(t *testing.T) {
+	for _, tt := range []struct {
+		s    string
+		want int
+	}{
+		{"train", 5}, {"日本語", 6}, {"e\u0301", 1}, {"한국어", 6}, {"ＡＢ", 4}, {"🚀x", 3}, {"…", 1},
+	} {
+		if got := runeLen(tt.s); got != tt.want {
+			t.Errorf("runeLen(%q) = %d, want %d", tt.s, got, tt.want)
 		}
 	}
 }
