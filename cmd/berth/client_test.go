@@ -144,6 +144,16 @@ job "hello" { cmd = { "sh", "-c", "echo hello from the job" }, flavor = "small" 
 	if out, _, code := d.cli("stop", "svc"); code != exitOK || out != "svc: already stopped (berth status shows it)\n" {
 		t.Errorf("stop of a stopped job: exit %d %q", code, out)
 	}
+	// With --json, the daemon's answer; a failure's code tells a job not
+	// there from one not the caller's.
+	var ans supervisor.ControlAnswer
+	if out, _, code := d.cli("stop", "svc", "--json"); code != exitOK || json.Unmarshal([]byte(out), &ans) != nil || ans.Job != "svc" || ans.Already != "stopped" {
+		t.Errorf("stop --json of a stopped job: exit %d %q", code, out)
+	}
+	var failed jsonFailure
+	if out, _, code := d.cli("start", "nope", "--json"); code != exitFailed || json.Unmarshal([]byte(out), &failed) != nil || failed.Code != supervisor.CodeNoSuchJob {
+		t.Errorf("start --json of no job: exit %d %q", code, out)
+	}
 	if _, _, code := d.cli("start", "svc"); code != exitOK {
 		t.Fatalf("start: exit %d", code)
 	}

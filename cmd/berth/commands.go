@@ -424,6 +424,7 @@ func control(verb string) func(c *cli, args []string) int {
 	return func(c *cli, args []string) int {
 		fs := c.flags(verb)
 		f := c.clientFlags(fs, false)
+		asJSON := fs.Bool("json", false, "print the daemon's answer as JSON; a failure as {code, error}")
 		var ignoreDeps, failed, all *bool
 		switch verb {
 		case "stop":
@@ -461,6 +462,9 @@ func control(verb string) func(c *cli, args []string) int {
 		var ans supervisor.ControlAnswer
 		if err := cl.call(http.MethodPost, "/jobs/"+url.PathEscape(rest[0])+"/"+verb, q, &ans); err != nil {
 			return c.fail(err)
+		}
+		if *asJSON {
+			return c.writeJSON(ans)
 		}
 		// The job as the daemon names it: a bare name is the caller's own
 		// job where they have one, else the administrators', and the
@@ -507,6 +511,7 @@ func stopAll(c *cli, args []string) int {
 	fs := c.flags("stop")
 	f := c.clientFlags(fs, false)
 	fs.Bool("all", false, "stop every job")
+	asJSON := fs.Bool("json", false, "print how many were asked to stop as JSON")
 	rest, code, done := c.parse(fs, args)
 	if done {
 		return code
@@ -556,6 +561,12 @@ func stopAll(c *cli, args []string) int {
 				stopped += n
 			}
 		}
+	}
+	if *asJSON {
+		return c.writeJSON(struct {
+			Stopped    int `json:"stopped"`
+			OthersLeft int `json:"others_left"`
+		}{stopped, others})
 	}
 	fmt.Fprintf(c.stdout, "%s: stop requested (berth status shows them)\n", count(stopped, "job"))
 	if others > 0 {

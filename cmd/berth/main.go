@@ -113,13 +113,13 @@ func init() {
 			summary: "the named sizes in force, and the jobs that use each",
 			example: "berth flavors",
 			run:     runFlavors},
-		{name: "start", args: "JOB [--ignore-deps]", summary: "run a job that is not running (a done job runs again)",
+		{name: "start", args: "JOB [--ignore-deps] [--json]", summary: "run a job that is not running (a done job runs again)",
 			notes:   "For an array, each of its indices.",
 			example: "berth start prep-imagenet", run: control("start")},
-		{name: "stop", args: "JOB | --all", summary: "stop a job (or every job) with its stop_signal; it stays stopped",
+		{name: "stop", args: "JOB | --all [--json]", summary: "stop a job (or every job) with its stop_signal; it stays stopped",
 			notes:   "For an array, each of its indices.",
 			example: "berth stop notebook", run: control("stop")},
-		{name: "restart", args: "JOB [--failed]", summary: "stop a job if it runs, then run it again",
+		{name: "restart", args: "JOB [--failed] [--json]", summary: "stop a job if it runs, then run it again",
 			notes: "For an array, each of its indices; with --failed only those that failed (berth says\n" +
 				"how many, or that none had). For a job that is not an array --failed is refused\n" +
 				"and nothing restarted (berth looks the job up first).",
