@@ -709,7 +709,6 @@ func (d *Daemon) reconcile() error {
 	var ids []uint64
 	for _, r := range open {
 		run := strconv.FormatUint(r.ID, 10)
-		ids = append(ids, r.ID)
 		killed := 0
 		if r.PID > 0 && r.StartTicks > 0 {
 			ok, err := runner.KillLeftover(r.PID, r.StartTicks)
@@ -722,6 +721,16 @@ func (d *Daemon) reconcile() error {
 		}
 		killed += d.killTagged(byRun[run])
 		delete(byRun, run)
+		if rec, ok, err := d.store.Job(r.Job); err == nil && ok && rec.State == store.StateStopped {
+			// A person's stop, on record before the daemon went away in
+			// its stop_timeout: the run ended stopped, as it would have.
+			if err := d.store.EndRun(r.ID, d.now(), 0, "", store.ReasonStopped); err == nil {
+				d.meters.ended(store.ReasonStopped)
+				d.log.Info("a run stopped as asked: the daemon went away while it stopped", "job", r.Job, "run", r.ID, "pid", r.PID, "killed_leftovers", killed)
+				continue
+			}
+		}
+		ids = append(ids, r.ID)
 		d.log.Warn("run lost: the daemon went away while it ran", "job", r.Job, "run", r.ID, "pid", r.PID, "killed_leftovers", killed)
 	}
 	if len(ids) > 0 {

@@ -756,7 +756,7 @@ func TestDaemonSurvivesKill9(t *testing.T) {
 
 // TestStopUnderWayOutlivesKill9: a person's stop under way when the
 // daemon is killed is seen through by the next one: the job rests
-// stopped, and is not run again.
+// stopped, and is not run again, and its run ended stopped.
 func TestStopUnderWayOutlivesKill9(t *testing.T) {
 	d := newTestDaemon(t, map[string]string{
 		"stk.lua": `job "stk" { cmd = { "sh", "-c", "trap '' TERM; while true; do sleep 0.2; done" }, cpus = 1, stop_timeout = "60s" }`,
@@ -775,8 +775,8 @@ func TestStopUnderWayOutlivesKill9(t *testing.T) {
 		t.Errorf("stk after the restart: %+v, want stopped with no run", j)
 	}
 	runs := d.history("stk")
-	if len(runs) != 1 || runs[0].ID != first.Run || runs[0].End == nil {
-		t.Errorf("stk's runs: %+v, want its one run, ended", runs)
+	if len(runs) != 1 || runs[0].ID != first.Run || runs[0].End == nil || runs[0].Reason != "stopped" {
+		t.Errorf("stk's runs: %+v, want its one run, ended stopped (not lost: it was stopped as asked)", runs)
 	}
 	d.stop()
 }
