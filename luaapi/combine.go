@@ -108,7 +108,7 @@ func Combine(files []*File) *Set {
 				} else {
 					j.Resources = accounting.Resources{}
 					s := subject{pos: j.Pos, kind: "job", name: j.Name}
-					set.Problems = append(set.Problems, errUnknownFlavor(s, j.Flavor, names))
+					set.Problems = append(set.Problems, errUnknownFlavor(s, j.Flavor, names, len(accepted) < len(set.Files)))
 				}
 			}
 			set.Jobs = append(set.Jobs, j)

@@ -2,6 +2,7 @@ package luaapi
 
 import (
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/berthd/berth/accounting"
@@ -80,6 +81,22 @@ job "j" { cmd = "x", flavor = "f" }`)
 	}
 	if len(set.Jobs) != 0 || len(set.Flavors) != 1 || set.Flavors[0].Resources.CPUs != 1 {
 		t.Errorf("jobs %v flavors %v", set.Jobs, set.Flavors)
+	}
+}
+
+// TestCombineFlavorOfRefusedFile: a job whose flavor no file in force
+// declares, beside a file refused for its errors, is not sent to berth
+// flavors (which lists only those in force) alone.
+func TestCombineFlavorOfRefusedFile(t *testing.T) {
+	a := evalAt(t, "a.lua", `job "ua" { cmd = "true", flavor = "gpu-big" }`)
+	z := evalAt(t, "z.lua", `flavor "gpu-big" { cpus = 2 }
+flavor "oops" { cpu = 1 }`)
+	set := Combine([]*File{a, z})
+	if len(set.Problems) != 1 || !strings.Contains(set.Problems[0].Error(), "a file with errors declares none until it is fixed") {
+		t.Errorf("problems %v", set.Problems)
+	}
+	if set = Combine([]*File{a}); len(set.Problems) != 1 || strings.Contains(set.Problems[0].Error(), "a file with errors") {
+		t.Errorf("with no file refused, problems %v", set.Problems)
 	}
 }
 

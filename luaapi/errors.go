@@ -435,10 +435,14 @@ func errDuplicateAcross(s subject, first Pos) *Error {
 		first.File, first.Line, s.kind))
 }
 
-func errUnknownFlavor(s subject, flavor string, known []string) *Error {
+// errUnknownFlavor: refused says that a file with errors is among those
+// read, whose flavors are not in force either.
+func errUnknownFlavor(s subject, flavor string, known []string, refused bool) *Error {
 	hint := "berth flavors lists them"
 	if near := Suggest(flavor, known); near != "" {
 		hint = fmt.Sprintf("did you mean %s? berth flavors lists them", quote(near))
+	} else if refused {
+		hint = "berth flavors lists those in force; a file with errors declares none until it is fixed (berth check, berth status)"
 	}
 	e := s.err(UnknownFlavor, "flavor", fmt.Sprintf("flavor %s does not exist (%s)", quote(flavor), hint))
 	return e
