@@ -464,6 +464,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	if d.bin != nil {
 		bg.Go(func() { d.lookForUpgrades(watchCtx) })
 	}
+	bg.Go(func() { d.pruneLogsEvery(watchCtx) })
 	if d.cfg.Cards != nil && len(d.cfg.Machine.GPUs) > 0 {
 		bg.Go(func() { d.watchCards(watchCtx) })
 	}
