@@ -266,6 +266,13 @@ func ErrNotEvaluated(path string, deadline time.Duration) *Error {
 			accounting.FormatDuration(deadline), path))
 }
 
+// ErrCheckTimeUp is a file sent to be checked whose turn had not come
+// when the check reached its deadline.
+func ErrCheckTimeUp(path string, deadline time.Duration) *Error {
+	return fileSubject(path, 0).err(NotEvaluated, "",
+		fmt.Sprintf("not checked: the files before it took the %s a check may take (each file has its budget of CPU time); check or submit fewer files at once", accounting.FormatDuration(deadline)))
+}
+
 // ErrShareSpent is a person's file whose turn had not come when that
 // person's files had taken their share of a reload; the reload after it,
 // which follows at once, goes on with it.

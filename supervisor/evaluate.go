@@ -49,6 +49,9 @@ type Evaluator struct {
 	// Deadline bounds one Evaluate; the files whose turn has not come by
 	// then are refused as not evaluated.
 	Deadline time.Duration
+	// CheckDeadline bounds one Evaluate of files sent to be checked
+	// (DefaultCheckDeadline where 0).
+	CheckDeadline time.Duration
 	// Log receives the child's log: print from job files, warnings.
 	Log hclog.Logger
 
@@ -73,6 +76,11 @@ const (
 	// daemon keeps answering meanwhile; it bounds how stale a reload's
 	// view can get when many hostile files arrive at once.
 	DefaultEvalDeadline = 60 * time.Second
+	// DefaultCheckDeadline bounds the evaluation of one check (berth
+	// submit, berth edit, POST /v1/check): two people's checks of files
+	// that loop to their budget held everyone's berth submit for the
+	// reload's 60 s.
+	DefaultCheckDeadline = 10 * time.Second
 	// DefaultEvalShare is a reload's share for each person (Config.
 	// EvalShare): far more than hundreds of ordinary files take, and short
 	// enough that one person's looping files delay another person's submit
@@ -118,6 +126,12 @@ func (e *Evaluator) evaluate(ctx context.Context, m luaapi.Machine, srcs []luaap
 	if deadline <= 0 {
 		deadline = DefaultEvalDeadline
 	}
+	notEvaluated := luaapi.ErrNotEvaluated
+	if checked, _ := ctx.Value(checkingKey{}).(bool); checked {
+		// A check holds one of the few places checks have, and others
+		// wait for it: its files get less time than a reload's.
+		deadline, notEvaluated = min(deadline, cmp.Or(e.CheckDeadline, DefaultCheckDeadline)), luaapi.ErrCheckTimeUp
+	}
 	calledOff := ctx
 	ctx, cancel := context.WithTimeout(ctx, deadline)
 	defer cancel()
@@ -139,7 +153,7 @@ func (e *Evaluator) evaluate(ctx context.Context, m luaapi.Machine, srcs []luaap
 				rest = rest[1:]
 			}
 			for _, s := range rest {
-				out = append(out, &luaapi.File{Path: s.Path, Errors: []*luaapi.Error{luaapi.ErrNotEvaluated(s.Path, deadline)}})
+				out = append(out, &luaapi.File{Path: s.Path, Errors: []*luaapi.Error{notEvaluated(s.Path, deadline)}})
 			}
 			break
 		}

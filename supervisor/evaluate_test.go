@@ -3,9 +3,11 @@ package supervisor
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -286,5 +288,36 @@ func TestEvalOrder(t *testing.T) {
 	want := []string{"/etc/a", "/etc/b", "carol/1", "bob/1", "bob/2", "alice/1", "alice/2", "alice/3"}
 	if !slices.Equal(got, want) {
 		t.Errorf("order %q, want %q", got, want)
+	}
+}
+
+// TestEvaluatorCheckDeadline: files sent to be checked get less time than
+// a reload's: those whose turn has not come by the check's deadline are
+// not checked, and say what to do, so that a check of many slow files
+// holds one of the few places of checks no longer than that.
+func TestEvaluatorCheckDeadline(t *testing.T) {
+	var srcs []luaapi.Source
+	for i := range 8 {
+		srcs = append(srcs, luaapi.Source{Path: fmt.Sprintf("/spool/alice/%d/slow.lua", i), Src: []byte(`job "x` + strconv.Itoa(i) + `" { cmd = "true" }`), Owner: "alice"})
+	}
+	e := &Evaluator{Command: []string{os.Args[0]}, Env: append(os.Environ(), "BERTH_TEST_EVAL=script"), UID: -1, GID: -1,
+		Budget: 10 * time.Second, CheckDeadline: 3 * slowFile / 2}
+	began := time.Now()
+	files := e.Evaluate(context.WithValue(context.Background(), checkingKey{}, true), luaapi.Machine{CPUs: 2}, srcs)
+	if took := time.Since(began); took > 4*slowFile+time.Second {
+		t.Errorf("the check took %v, past its deadline of %v", took, e.CheckDeadline)
+	}
+	if len(files) != len(srcs) || len(files[0].Jobs) != 1 {
+		t.Fatalf("%d files back for %d, the first %+v", len(files), len(srcs), files[0])
+	}
+	last := files[len(files)-1]
+	if len(last.Errors) != 1 || last.Errors[0].Problem != luaapi.NotEvaluated || !strings.Contains(last.Errors[0].Error(), "check or submit fewer files at once") {
+		t.Errorf("the last file: %v, want it not checked", last.Errors)
+	}
+	// A reload's files are given the reload's deadline.
+	for _, f := range e.Evaluate(context.Background(), luaapi.Machine{CPUs: 2}, srcs) {
+		if len(f.Errors) > 0 {
+			t.Errorf("loaded, %s: %v, want evaluated", f.Path, f.Errors)
+		}
 	}
 }
