@@ -435,6 +435,11 @@ func MsgEnded(reason store.Reason, code int, sig string, timeout time.Duration, 
 	case store.ReasonExited:
 		return "exit 0"
 	case store.ReasonFailed:
+		if sig == "SIGKILL" {
+			// Not berth's (its stop is recorded so): the kernel's, for
+			// memory (a cgroup's limit, or the machine's), or someone's.
+			return "killed by SIGKILL, not by berth (the kernel's out-of-memory killer, or a kill -9: journalctl -k or dmesg says which)"
+		}
 		if sig != "" {
 			return "killed by " + sig
 		}

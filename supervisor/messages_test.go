@@ -66,6 +66,7 @@ func TestMessagesGolden(t *testing.T) {
 		MsgEnded(store.ReasonExited, 0, "", 0, 0),
 		MsgEnded(store.ReasonFailed, 3, "", 0, 0),
 		MsgEnded(store.ReasonFailed, 0, "SIGSEGV", 0, 0),
+		MsgEnded(store.ReasonFailed, 0, "SIGKILL", 0, 0),
 		MsgEnded(store.ReasonTimedOut, 0, "", 12*time.Hour, 0),
 		MsgEnded(store.ReasonKilled, 0, "", 0, 0),
 		MsgEnded(store.ReasonOOM, 0, "SIGKILL", 0, 256<<20),
