@@ -593,7 +593,8 @@ func runReload(c *cli, args []string) int {
 		return code
 	}
 	var res supervisor.ReloadResult
-	if err := c.client(f).post("/reload", &res); err != nil {
+	cl := c.client(f)
+	if err := cl.post("/reload", &res); err != nil {
 		return c.fail(err)
 	}
 	if f.json {
@@ -604,10 +605,17 @@ func runReload(c *cli, args []string) int {
 			fmt.Fprintln(c.stdout, "  "+escapeText(e)) // errors in job files, which name and quote them
 		}
 	}
-	if len(res.Errors) > 0 {
-		return exitFailed
+	if len(res.Errors) == 0 {
+		return exitOK
 	}
-	return exitOK
+	// A person's reload fails for their own files' errors, not for those
+	// of files they cannot fix (an administrator's, another's).
+	var me supervisor.Me
+	if cl.get("/me", nil, &me) == nil && me.Owner != "" && me.JobsDir != "" &&
+		!slices.ContainsFunc(res.Problems, func(p supervisor.Problem) bool { return strings.HasPrefix(p.File, me.JobsDir+"/") }) {
+		return exitOK
+	}
+	return exitFailed
 }
 
 func runLogs(c *cli, args []string) int {

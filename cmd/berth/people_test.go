@@ -394,6 +394,28 @@ quota "` + alice + `" { cpus = 1 }`})
 		!strings.Contains(errOut, `no job named "nonexist"`) || !strings.Contains(errOut, "berth edit nonexist.lua") {
 		t.Errorf("berth edit of no job: exit %d\n%s", code, errOut)
 	}
+
+	// Her reload fails for her own files' errors, not for an
+	// administrator's she cannot fix (it lists them all the same).
+	if err := os.WriteFile(filepath.Join(d.jobs, "broken.lua"), []byte(`job "x" { cmd = "true", cpu = 1 }`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, errOut, code := a.run("", nil, "reload"); code != exitOK || !strings.Contains(out, "broken.lua") {
+		t.Errorf("alice's reload with an administrator's file broken: exit %d\n%s%s", code, out, errOut)
+	}
+	if _, _, code := d.cli("reload"); code != exitFailed {
+		t.Errorf("root's reload with a file broken: exit %d, want %d", code, exitFailed)
+	}
+	broken := filepath.Join(spool, alice, "mine.lua")
+	if err := os.WriteFile(broken, []byte(`job "y" { cmd = "true", cpu = 1 }`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(broken, int(a.cred.Uid), -1); err != nil {
+		t.Fatal(err)
+	}
+	if out, errOut, code := a.run("", nil, "reload"); code != exitFailed || !strings.Contains(out, "mine.lua") {
+		t.Errorf("alice's reload with her own file broken: exit %d\n%s%s", code, out, errOut)
+	}
 }
 
 // TestPeopleWithoutJobsDir: a member of the daemon's group, on a daemon
