@@ -36,7 +36,15 @@ type intents struct {
 	// emptied what was appended when the file was last emptied.
 	appended, taken, emptied uint64
 	announced                int
+	// size is what the file holds: past maxIntentsBytes (a writer that
+	// never caught up with the queue) nothing more is appended until it is
+	// emptied.
+	size int64
 }
+
+// maxIntentsBytes bounds the file of intents: a few hundred bytes a run,
+// emptied whenever the writer catches up.
+const maxIntentsBytes = 64 << 20
 
 // intent is one line of the file: a run's begin or its end.
 type intent struct {
@@ -92,10 +100,12 @@ func (s *Store) unannounce() {
 // appendIntent appends a line to the file of intents; mu is held.
 func (s *Store) appendIntent(line []byte) {
 	in := &s.intents
-	if in.f == nil {
+	if in.f == nil || in.size+int64(len(line)) > maxIntentsBytes {
 		return
 	}
-	if _, err := in.f.Write(line); err != nil {
+	n, err := in.f.Write(line)
+	in.size += int64(n)
+	if err != nil {
 		return // the record itself is still queued
 	}
 	in.appended++
@@ -123,7 +133,7 @@ func (s *Store) emptyIntents() {
 		return
 	}
 	if in.f.Truncate(0) == nil {
-		in.emptied = in.appended
+		in.emptied, in.size = in.appended, 0
 	}
 }
 
