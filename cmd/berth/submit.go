@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
 	"net/url"
 	"os"
@@ -16,6 +17,8 @@ import (
 	"slices"
 	"strings"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/berthd/berth/supervisor"
 	"github.com/berthd/berth/supervisor/watch"
@@ -79,7 +82,7 @@ func runSubmit(c *cli, args []string) int {
 		return code
 	}
 	for _, file := range files {
-		if err := writeJobFile(me.JobsDir, file); err != nil {
+		if err := writeJobFile(me.JobsDir, file, me.Owner == ""); err != nil {
 			fmt.Fprintln(c.stderr, msgCannotWriteJobFile(me.JobsDir, err))
 			return exitFailed
 		}
@@ -203,7 +206,7 @@ func runEdit(c *cli, args []string) int {
 		file := supervisor.CheckFile{Name: name, Src: edited}
 		refused, code := c.checkFiles(cl, []supervisor.CheckFile{file}, nil)
 		if code == exitOK {
-			if err := writeJobFile(me.JobsDir, file); err != nil {
+			if err := writeJobFile(me.JobsDir, file, me.Owner == ""); err != nil {
 				fmt.Fprintln(c.stderr, msgCannotWriteJobFile(me.JobsDir, err))
 				return exitFailed
 			}
@@ -317,13 +320,19 @@ func (c *cli) me(cl *client) (supervisor.Me, int) {
 
 // writeJobFile writes a job file into dir whole or not at all: a temporary
 // file beside it, renamed over it, so that the daemon never reads half a
-// file. Mode 0600: a person's files are theirs alone.
-func writeJobFile(dir string, f supervisor.CheckFile) error {
+// file. The file it replaces keeps its mode, owner, group and ACL (who
+// may read a job file may see its definition in berth show); a new one is
+// 0600 in a person's directory (theirs alone), 0644 in the
+// administrators' (shared, as the people may read its jobs' definitions).
+func writeJobFile(dir string, f supervisor.CheckFile, shared bool) error {
 	tmp, err := os.CreateTemp(dir, "."+f.Name+".tmp-*")
 	if err != nil {
 		return err
 	}
-	_, err = tmp.Write(f.Src)
+	err = keepAccess(tmp, filepath.Join(dir, f.Name), shared)
+	if err == nil {
+		_, err = tmp.Write(f.Src)
+	}
 	if err == nil {
 		err = tmp.Sync()
 	}
@@ -337,6 +346,34 @@ func writeJobFile(dir string, f supervisor.CheckFile) error {
 		os.Remove(tmp.Name())
 	}
 	return err
+}
+
+// keepAccess gives tmp the mode, owner, group and ACL of the file at path
+// that it is to replace, or, where there is none, the mode of a new one.
+func keepAccess(tmp *os.File, path string, shared bool) error {
+	fi, err := os.Lstat(path)
+	if err != nil || !fi.Mode().IsRegular() {
+		if shared {
+			return tmp.Chmod(0o644)
+		}
+		return nil // CreateTemp's 0600
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		if err := tmp.Chown(int(st.Uid), int(st.Gid)); err != nil && !errors.Is(err, fs.ErrPermission) {
+			return err
+		}
+	}
+	if err := tmp.Chmod(fi.Mode().Perm()); err != nil {
+		return err
+	}
+	const acl = "system.posix_acl_access"
+	buf := make([]byte, 4096)
+	if n, err := unix.Lgetxattr(path, acl, buf); err == nil && n > 0 {
+		if err := unix.Fsetxattr(int(tmp.Fd()), acl, buf[:n], 0); err != nil && !errors.Is(err, unix.ENOTSUP) {
+			return err
+		}
+	}
+	return nil
 }
 
 // runEditor opens path in $VISUAL, else $EDITOR, else vi, on this
