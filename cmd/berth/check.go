@@ -97,6 +97,9 @@ func runCheck(c *cli, args []string) int {
 			problems = append(problems, supervisor.Problem{Code: "unreadable", File: target, Text: msgCheckTarget(target, err)})
 			continue
 		}
+		if owner == "" {
+			refused = personDirHint(target, refused)
+		}
 		for i := range got {
 			got[i].Owner = owner
 		}
@@ -403,6 +406,32 @@ func personOf(userJobs, target string) (string, int) {
 	}
 	uid, _ := strconv.Atoi(u.Uid)
 	return u.Username, uid
+}
+
+// personDirHint: a directory checked as the administrators', refused for
+// being a person's (owned by them, named for them), is most likely a
+// person's job directory outside where the people's are looked for: the
+// problem about it says how to check it as theirs, where its chown would
+// take it from them.
+func personDirHint(target string, refused []supervisor.Problem) []supervisor.Problem {
+	fi, err := os.Stat(target)
+	if err != nil || !fi.IsDir() {
+		return refused
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok || st.Uid == 0 || int(st.Uid) == os.Getuid() {
+		return refused
+	}
+	u, err := user.LookupId(strconv.Itoa(int(st.Uid)))
+	if err != nil || u.Username != filepath.Base(filepath.Clean(target)) {
+		return refused
+	}
+	for i, p := range refused {
+		if filepath.Clean(p.File) == filepath.Clean(target) {
+			refused[i].Text = msgPersonDirElsewhere(target, u.Username)
+		}
+	}
+	return refused
 }
 
 // ownJobFiles says whether targets are job files of the caller's own, each

@@ -316,6 +316,13 @@ func msgYourQuota(owner string, q supervisor.QuotaView) string {
 	return fmt.Sprintf("your quota (%s): your jobs hold %s; a job that would take you past it waits (berth status --mine shows your jobs)", owner, strings.Join(parts, ", "))
 }
 
+// msgPersonDirElsewhere: a person's job directory checked where the
+// people's directories are not looked for.
+func msgPersonDirElsewhere(dir, person string) string {
+	return fmt.Sprintf("%s is %s's, and named for them: if it is their job directory, check it as theirs with the daemon that reads it (berth check --socket PATH), or say where the people's directories are (BERTH_USER_JOBS=%s berth check …); as an administrators' directory it would be refused (it is not root's)",
+		dir, person, filepath.Dir(filepath.Clean(dir)))
+}
+
 // msgMachineNoDaemon: berth machine was pointed at a daemon that did not
 // answer.
 func msgMachineNoDaemon(err error) string {

@@ -502,6 +502,14 @@ func TestCheckPersonsFiles(t *testing.T) {
 	if !slices.Contains(names, alice+"/fine") || !strings.Contains(all, alice+"'s quota allows 1") || !strings.Contains(all, `"user"`) || len(says) != 2 {
 		t.Errorf("jobs %q, problems:\n%s\nwant %s/fine loaded, train over her quota, evil refused for user", names, all, alice)
 	}
+
+	// Where the people's directories are not looked for, hers is not
+	// taken for an administrators' to chown from her: the check says how
+	// to check it as hers.
+	out, _, code = berth(t, map[string]string{"BERTH_USER_JOBS": filepath.Join(t.TempDir(), "elsewhere")}, "check", "--gpus", "2", admin, mine)
+	if code != exitFailed || !strings.Contains(out, msgPersonDirElsewhere(mine, alice)) || strings.Contains(out, "chown") {
+		t.Errorf("her directory checked where the people's are not looked for: exit %d\n%s", code, out)
+	}
 }
 
 // TestCheckPersonJobsOfTheDaemon: berth check beside a daemon holds a
