@@ -39,7 +39,9 @@ job "evaluate" {
 }
 
 -- after_any waits until the parents ended, whatever the result: a report
--- that runs whether or not the evaluation passed.
+-- that runs whether or not the evaluation passed. It waits once: when
+-- evaluate runs again later (after an edit upstream), report does not;
+-- berth restart report runs it again.
 job "report" {
   cmd = { "sh", "-c", "ls -l " .. data },
   cpus = 0,
