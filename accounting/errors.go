@@ -220,8 +220,8 @@ func (e *UnplaceableError) Error() string {
 func (e *UnplaceableError) quotaError() string {
 	q := *e.Quota
 	switch {
-	case q.Bounded() && e.Asked.Unaccounted():
-		return fmt.Sprintf("asks for no cores (cpus = 0: unaccounted, it would hold nothing and escape %s's quota); ask for cores, cpus = 1 or more", e.Owner)
+	case q.CPUs >= 0 && e.Asked.Unaccounted():
+		return fmt.Sprintf("asks for no cores (cpus = 0: unaccounted, it would hold none and escape %s's quota of %s); ask for cores, cpus = 1 or more", e.Owner, Count(q.CPUs, "core"))
 	case q.RAMBytes >= 0 && e.Asked.RAMBytes == 0:
 		return fmt.Sprintf("asks for no memory, and %s's quota bounds their jobs' memory (%s): say how much it needs, as ram = \"512M\"", e.Owner, FormatSize(q.RAMBytes))
 	}

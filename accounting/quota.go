@@ -42,11 +42,13 @@ func (q Quota) within(r Resources, cardMem int64) bool {
 }
 
 // escapedBy reports whether r would escape the quota by asking for none of
-// what it bounds: an unaccounted request (no cores) holds nothing at all,
-// one that asks no memory holds none of it, and either may then use as
-// much as it likes. Such a request is refused, not let through.
+// what it bounds: an unaccounted request (no cores) holds no cores, one
+// that asks no memory holds none of it, and either may then use as much
+// as it likes. Such a request is refused, not let through. (Cards it
+// cannot escape: a job that holds none is shown none, and under systemd
+// may open none.)
 func (q Quota) escapedBy(r Resources) bool {
-	return q.Bounded() && r.Unaccounted() || q.RAMBytes >= 0 && r.RAMBytes == 0
+	return q.CPUs >= 0 && r.Unaccounted() || q.RAMBytes >= 0 && r.RAMBytes == 0
 }
 
 // Bounded reports whether the quota bounds anything.

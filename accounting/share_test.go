@@ -70,7 +70,7 @@ func TestPlacerQuotaUnplaceable(t *testing.T) {
 		{"alice", Resources{CPUs: 6, GPUs: 3}, "asks for 6 cores and 3 GPUs; alice's quota allows 4 and 2"},
 		{"carol", Resources{CPUs: 1, GPUs: 2, RAMBytes: 16 * GiB}, "asks for 2 GPUs and 16G of memory; carol's quota allows 1 and 8G"},
 		// Asking for none of what a quota bounds would escape it.
-		{"alice", Resources{}, "asks for no cores (cpus = 0: unaccounted, it would hold nothing and escape alice's quota); ask for cores, cpus = 1 or more"},
+		{"alice", Resources{}, "asks for no cores (cpus = 0: unaccounted, it would hold none and escape alice's quota of 4 cores); ask for cores, cpus = 1 or more"},
 		{"carol", Resources{CPUs: 1}, `asks for no memory, and carol's quota bounds their jobs' memory (8G): say how much it needs, as ram = "512M"`},
 	} {
 		req := Request{Holder: tt.owner + "/big", Owner: tt.owner, Resources: tt.r}
@@ -91,6 +91,12 @@ func TestPlacerQuotaUnplaceable(t *testing.T) {
 	}
 	if err := p.Placeable(Request{Holder: "admin", Resources: Resources{}}); err != nil {
 		t.Errorf("an administrator's unaccounted job met a quota: %v", err)
+	}
+	// A quota of cards alone an unaccounted job does not escape: it holds
+	// none, and is shown none.
+	p.SetQuotas(map[string]Quota{"dave": {CPUs: -1, GPUs: 1, RAMBytes: -1, GPUMemBytes: -1}}, NoQuota)
+	if err := p.Placeable(Request{Owner: "dave", Resources: Resources{}}); err != nil {
+		t.Errorf("under a quota of cards alone, an unaccounted job was refused: %v", err)
 	}
 	p.SetQuotas(nil, NoQuota)
 	if err := p.Placeable(Request{Owner: "alice", Resources: Resources{}}); err != nil {
