@@ -187,7 +187,7 @@ func errRuntimeValue(path string, typ string) *Error {
 
 func errBudget(path string, line int, budget time.Duration) *Error {
 	return fileSubject(path, line).err(Budget, "",
-		fmt.Sprintf("still running after its CPU time budget of %s, so it was stopped (an endless loop?)", accounting.FormatDuration(budget)))
+		fmt.Sprintf("still running after its CPU time budget of %s, so it was stopped (an endless loop? if it only needs longer, berth check FILE --file-budget 10s tries it with more, and berth daemon --file-budget gives every file more)", accounting.FormatDuration(budget)))
 }
 
 func errWallBudget(path string, line int, wall, budget time.Duration) *Error {
@@ -198,7 +198,7 @@ func errWallBudget(path string, line int, wall, budget time.Duration) *Error {
 
 func errMemory(path string, line int, limit int64) *Error {
 	return fileSubject(path, line).err(Memory, "",
-		fmt.Sprintf("made memory grow by more than %s while it ran, so it was stopped (a runaway table or string?)", accounting.FormatSize(limit)))
+		fmt.Sprintf("made memory grow by more than %s while it ran, so it was stopped (a runaway table or string? a job file declares jobs: what is large belongs in a file its jobs read)", accounting.FormatSize(limit)))
 }
 
 func errInternal(path string, v any) *Error {
@@ -247,7 +247,7 @@ func ErrWallLimit(path string, wall, budget time.Duration) *Error {
 // memory limit.
 func ErrMemoryLimit(path string, limit int64) *Error {
 	return fileSubject(path, 0).err(Memory, "",
-		fmt.Sprintf("made the process that evaluates job files reach its memory limit of %s, so it was stopped (a runaway table or string?)",
+		fmt.Sprintf("made the process that evaluates job files reach its memory limit of %s, so it was stopped (a runaway table or string? a job file declares jobs: what is large belongs in a file its jobs read)",
 			accounting.FormatSize(limit)))
 }
 
@@ -313,7 +313,7 @@ func errUndefined(s subject, name string, defined []string) *Error {
 
 func errStringTooLong(s subject, builtin string, size int64) *Error {
 	return s.err(Sandbox, "", fmt.Sprintf(
-		"%s would build a string of %s; in a job file the string builtins build strings of at most %s",
+		"%s would build a string of %s; in a job file the string builtins build strings of at most %s (what is large belongs in a file its jobs read)",
 		builtin, accounting.FormatSize(size), accounting.FormatSize(maxStringBytes)))
 }
 
