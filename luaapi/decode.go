@@ -368,11 +368,15 @@ func decodeQuota(s subject, tbl *lua.LTable) (Quota, []*Error) {
 // decodeJob reads a job; owner is the person whose file declares it, ""
 // for an administrator's.
 func decodeJob(s subject, tbl *lua.LTable, owner string) (Job, []*Error) {
+	if owner != "" {
+		// Named as everyone sees it: OWNER/NAME.
+		s.name = owner + "/" + s.name
+	}
 	d := newDecoder(s, tbl, jobFields)
 	j := newJob(s.name, s.pos)
 	if owner != "" {
 		// A person's job is theirs: named after them, run as them.
-		j.Name, j.Owner, j.User = owner+"/"+s.name, owner, owner
+		j.Owner, j.User = owner, owner
 		for _, f := range []string{"user", "group"} {
 			if _, set := d.get(f); set {
 				d.add(errOwnerRuns(s, f, owner))

@@ -449,7 +449,7 @@ func errUnknownFlavor(s subject, flavor string, known []string, refused bool) *E
 	if near := Suggest(flavor, known); near != "" {
 		hint = fmt.Sprintf("did you mean %s? berth flavors lists them", quote(near))
 	} else if refused {
-		hint = "berth flavors lists those in force; a file with errors declares none until it is fixed (berth check, berth status)"
+		hint = "berth flavors lists those in force; a file with errors declares none until it is fixed: berth check and berth status show them"
 	}
 	e := s.err(UnknownFlavor, "flavor", fmt.Sprintf("flavor %s does not exist (%s)", quote(flavor), hint))
 	return e
