@@ -119,7 +119,9 @@ func runCheck(c *cli, args []string) int {
 	// Evaluated as the daemon evaluates them: in a child the kernel
 	// bounds, so that checking a hostile file is as safe as loading it.
 	// (One File per source, in order.)
-	files := newEvaluator(hclog.NewNullLogger(), budget.d).Evaluate(context.Background(), luaMachine(inv), srcs)
+	// What the files print goes to stderr, as the daemon logs it.
+	printed := hclog.New(&hclog.LoggerOptions{Name: "berth check", Output: c.stderr, Level: hclog.Info, DisableTime: true})
+	files := newEvaluator(printed, budget.d).Evaluate(context.Background(), luaMachine(inv), srcs)
 	files = append(slices.Clip(files[:checked]), flavorsOnly(files[checked:], files[:checked])...)
 	set, taken := combineInForce(files, checked, daemon)
 	problems = append(problems, taken...)

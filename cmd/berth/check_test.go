@@ -271,3 +271,16 @@ func TestCheckJSONErrors(t *testing.T) {
 	}
 	testkit.Golden(t, "testdata/check-errors.golden", []byte(b.String()))
 }
+
+// TestCheckShowsPrint: what a file prints, which the daemon logs, berth
+// check writes on stderr, with the file and line.
+func TestCheckShowsPrint(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "p.lua")
+	if err := os.WriteFile(file, []byte("print(\"hello from p\", machine.cpus > 0)\njob \"x\" { cmd = \"true\" }\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, code := berth(t, nil, "check", "--socket", filepath.Join(t.TempDir(), "none.sock"), file)
+	if code != exitOK || !strings.Contains(errOut, "print: file="+file+" line=1") || !strings.Contains(errOut, "hello from p") {
+		t.Errorf("check of a file that prints: exit %d\n%s%s", code, out, errOut)
+	}
+}
