@@ -177,7 +177,11 @@ func (e *UnplaceableError) Error() string {
 		short = append(short, part{Count(e.Asked.CPUs, "core"), Count(e.Largest.CPUs(), "core"), fmt.Sprint(e.Largest.CPUs())})
 	}
 	if e.Asked.GPUs > e.Largest.GPUs {
-		short = append(short, part{Count(e.Asked.GPUs, "GPU"), Count(e.Largest.GPUs, "GPU"), fmt.Sprint(e.Largest.GPUs)})
+		p := part{Count(e.Asked.GPUs, "GPU"), Count(e.Largest.GPUs, "GPU"), fmt.Sprint(e.Largest.GPUs)}
+		if e.Largest.GPUs == 0 {
+			p.has, p.hasBare = "no GPU", "no GPU" // as a share is told
+		}
+		short = append(short, p)
 	}
 	if e.Largest.RAMKnown && e.Asked.RAMBytes > e.Largest.RAMBytes {
 		has := FormatSize(e.Largest.RAMBytes)

@@ -774,5 +774,5 @@ func msgRetryIn(d time.Duration) string {
 // msgCheckAgainstDaemon says what berth check measures the jobs against
 // when a daemon answers.
 func msgCheckAgainstDaemon() string {
-	return "checking against the running daemon's books (berth machine shows them; --cpus, --gpus, --ram check against others)"
+	return "checking against the running daemon's books (berth machine shows them; --cpus, --gpus, --ram, --gpu-mem check against others)"
 }
