@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -242,6 +243,20 @@ func TestMachineOverrideProblems(t *testing.T) {
 				t.Errorf("stderr:\n got %s\nwant %s", strings.TrimSpace(errOut), tt.stderr)
 			}
 		})
+	}
+}
+
+// TestCheckLargerMachineNoWarning: berth check --cpus 64 on a smaller
+// machine checks the files for that box, and runs no job: nothing is
+// oversubscribed, and nothing warns.
+func TestCheckLargerMachineNoWarning(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "big.lua")
+	if err := os.WriteFile(file, []byte(`job "big" { cmd = "true", cpus = 32 }`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, code := berthOn(t, "testdata/box", nil, "check", "--cpus", "64", "--socket", filepath.Join(t.TempDir(), "none.sock"), file)
+	if code != exitOK || strings.Contains(errOut, "oversubscribed") {
+		t.Errorf("check --cpus 64 of a job of 32: exit %d\n%s%s", code, out, errOut)
 	}
 }
 
