@@ -11,7 +11,15 @@ import (
 // may scrape from another machine) but said, because the metrics name
 // every job that holds something, and its owner, to whoever reaches it.
 func listenMetrics(addr string, log hclog.Logger) (net.Listener, error) {
-	l, err := net.Listen("tcp", addr)
+	// An IPv4 address is bound as such: "tcp" takes 0.0.0.0 for every
+	// address, IPv6 too, and says [::].
+	network := "tcp"
+	if host, _, err := net.SplitHostPort(addr); err == nil {
+		if ip := net.ParseIP(host); ip != nil && ip.To4() != nil {
+			network = "tcp4"
+		}
+	}
+	l, err := net.Listen(network, addr)
 	if err != nil {
 		return nil, err
 	}

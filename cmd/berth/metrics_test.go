@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/hashicorp/go-hclog"
 )
 
 // scrapeText GETs url through client: Prometheus's text format, as a
@@ -144,5 +146,18 @@ func TestDaemonMetricsCannotListen(t *testing.T) {
 				t.Errorf("stderr:\n  %s\nwant it to begin\n  %s", strings.TrimSpace(stderr), tc.want)
 			}
 		})
+	}
+}
+
+// TestListenMetricsIPv4: an IPv4 address is bound as given, and said so,
+// not as every address ([::]).
+func TestListenMetricsIPv4(t *testing.T) {
+	l, err := listenMetrics("0.0.0.0:0", hclog.NewNullLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if a := l.Addr().String(); !strings.HasPrefix(a, "0.0.0.0:") {
+		t.Errorf("bound %s, want 0.0.0.0:PORT", a)
 	}
 }
