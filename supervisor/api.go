@@ -515,12 +515,10 @@ func withPeer(ctx context.Context, c net.Conn) context.Context {
 
 func (d *Daemon) logCaller(r *http.Request, call string, kv ...any) {
 	kv = append([]any{"call", call}, kv...)
-	uid := noUID
 	if cred, ok := r.Context().Value(peerKey{}).(unix.Ucred); ok {
 		kv = append(kv, "uid", cred.Uid, "pid", cred.Pid)
-		uid = cred.Uid
 	}
-	d.logCall(uid, false, "control request", kv...)
+	d.log.Info("control request", cutNames(kv)...)
 }
 
 // logRefused logs a request refused, within the caller's share of the log.
@@ -528,19 +526,16 @@ func (d *Daemon) logRefused(uid uint32, msg string, kv ...any) {
 	d.logCall(uid, true, msg, kv...)
 }
 
-// logCall writes a line about a request of uid, a warning or not, unless
-// that caller has written their share of the log for now (callLog); a
-// job's name and a path, whatever the caller put in them, are cut.
+// logCall writes a warning about a refused request of uid, unless that
+// caller has written their share of the log for now (callLog). Every
+// call that changes something is logged, with who made it (logCaller):
+// its caller was let in, and is bounded by what they may change.
 func (d *Daemon) logCall(uid uint32, warn bool, msg string, kv ...any) {
 	ok, left := d.calls.take(uid, time.Now())
 	if !ok {
 		return
 	}
-	for i := 0; i+1 < len(kv); i += 2 {
-		if s, isString := kv[i+1].(string); isString && (kv[i] == "job" || kv[i] == "path") && len(s) > maxLoggedName {
-			kv[i+1] = strings.ToValidUTF8(s[:maxLoggedName], "") + "…"
-		}
-	}
+	kv = cutNames(kv)
 	if left > 0 {
 		kv = append(kv, "lines_left_out", left)
 	}
@@ -549,6 +544,17 @@ func (d *Daemon) logCall(uid uint32, warn bool, msg string, kv ...any) {
 	} else {
 		d.log.Info(msg, kv...)
 	}
+}
+
+// cutNames cuts a job's name and a path, whatever the caller put in them,
+// to maxLoggedName.
+func cutNames(kv []any) []any {
+	for i := 0; i+1 < len(kv); i += 2 {
+		if s, isString := kv[i+1].(string); isString && (kv[i] == "job" || kv[i] == "path") && len(s) > maxLoggedName {
+			kv[i+1] = strings.ToValidUTF8(s[:maxLoggedName], "") + "…"
+		}
+	}
+	return kv
 }
 
 // maxLoggedName bounds a job's name as a request's line gives it: a name

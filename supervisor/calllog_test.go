@@ -2,6 +2,7 @@ package supervisor
 
 import (
 	"bytes"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -29,6 +30,16 @@ func TestCallLog(t *testing.T) {
 	}
 	if !strings.Contains(lines[callLogLines], "uid=1002") {
 		t.Errorf("another caller's line was held back: %s", lines[callLogLines])
+	}
+
+	// A call let in that changes something is logged every time: who
+	// stopped a job is not left out.
+	out.Reset()
+	for range 2 * callLogLines {
+		d.logCaller(httptest.NewRequest("POST", "/v1/jobs/x/stop", nil), "stop", "job", "x")
+	}
+	if n := strings.Count(out.String(), "control request: call=stop"); n != 2*callLogLines {
+		t.Errorf("%d accepted calls logged of %d", n, 2*callLogLines)
 	}
 
 	var l callLog
