@@ -352,7 +352,9 @@ func (d *Daemon) streamFile(w http.ResponseWriter, r *http.Request, path string,
 	}
 	// Of what is there, none is shown: not read (-n 0).
 	none := lines == 0 && only == nil
+	var readOld os.FileInfo // PATH.1 as read here, if it was there
 	if old, err := os.Open(path + ".1"); err == nil {
+		readOld, _ = old.Stat()
 		if !none {
 			_, err = io.Copy(out, old)
 		}
@@ -428,6 +430,19 @@ func (d *Daemon) streamFile(w http.ResponseWriter, r *http.Request, path string,
 		case <-tick.C:
 		}
 		if file == nil {
+			// The first output may have filled a file and been rotated
+			// before this look: PATH.1, made since, is read first.
+			if mid, err := os.Open(path + ".1"); err == nil {
+				st, err := mid.Stat()
+				if err == nil && (readOld == nil || !os.SameFile(readOld, st)) {
+					readOld = st
+					_, err = io.Copy(out, mid)
+				}
+				mid.Close()
+				if err != nil {
+					return
+				}
+			}
 			if !open() {
 				continue
 			}

@@ -430,6 +430,44 @@ func TestStreamFileFollowRotatedTwice(t *testing.T) {
 	<-done
 }
 
+// TestStreamFileFollowFromNothing: a follow begun before the job wrote
+// anything reads a file the first output filled and rotated before its
+// first look, then the new one.
+func TestStreamFileFollowFromNothing(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "fast.log")
+	d := &Daemon{log: hclog.NewNullLogger()}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	body := &watchedBody{ResponseRecorder: httptest.NewRecorder(), wrote: make(chan string, 16), flushed: make(chan struct{}, 1)}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		d.streamFile(body, httptest.NewRequest("GET", "/", nil).WithContext(ctx), path, true, nil, -1, func() {}, nil, nil)
+	}()
+	<-body.flushed // following, with no file yet
+	if err := os.WriteFile(path, []byte("1\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(path, path+".1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte("2\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	got := ""
+	deadline := time.After(time.Minute)
+	for want := "1\n2\n"; got != want; {
+		select {
+		case p := <-body.wrote:
+			got += p
+		case <-deadline:
+			t.Fatalf("followed from before the first output: %q, want %q", got, want)
+		}
+	}
+	cancel()
+	<-done
+}
+
 // TestStreamFileFollowRunToItsEnd: a run followed is followed until it
 // has ended, though no later run's header comes.
 func TestStreamFileFollowRunToItsEnd(t *testing.T) {
