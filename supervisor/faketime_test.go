@@ -678,7 +678,9 @@ job "wait" { cmd = "sleep 600", cpus = 1 }`}
 			t.Errorf("stop %s: %d %s; want it taken, not already", name, code, body)
 		}
 	}
-	waitJob(t, d, "big", "stopped", func(js JobStatus) bool { return js.State == "stopped" })
+	if js := waitJob(t, d, "big", "stopped", func(js JobStatus) bool { return js.State == "stopped" }); js.Why != "stopped" {
+		t.Errorf("big, stopped while unplaceable: why %q, want stopped", js.Why)
+	}
 	testkit.PutFile(t, filepath.Join(lives.jobsDir, "flavors.lua"), `flavor "later" { cpus = 1 }`)
 	reload(t, d)
 	js := waitJob(t, d, "inv", "stopped", func(js JobStatus) bool { return js.State == "stopped" })

@@ -546,7 +546,7 @@ func (j *job) apply(e event) {
 			}
 		}
 		release()
-		if j.life.state == store.StateStopped && (before == store.StateWaiting || before == store.StateBackoff) {
+		if j.life.state == store.StateStopped && (before == store.StateWaiting || before == store.StateBackoff || before == store.StateUnplaceable) {
 			// Stopped with no run: the last run's end is not why.
 			j.setWhy(store.ReasonStopped.String())
 		}
