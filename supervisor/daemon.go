@@ -320,6 +320,9 @@ func Open(cfg Config) (*Daemon, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := st.IntentsProblem(); err != nil {
+		log.Warn("runs are not noted beside the state before they start: a run that ends before its record commits is run again if the daemon is killed then (remove what is in the way of runs.intents in the state directory, and restart)", "error", err)
+	}
 	d := &Daemon{
 		cfg:        cfg,
 		log:        cfg.Logger,

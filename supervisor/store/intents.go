@@ -90,6 +90,10 @@ func (s *Store) IntendEnd(id uint64, end time.Time, exitCode int, signal string,
 	}
 }
 
+// IntentsProblem is why the file of intents could not be opened at Open,
+// nil where it was: runs then go unnoted until their records commit.
+func (s *Store) IntentsProblem() error { return s.intentsErr }
+
 // unannounce takes back an Intend whose begin will not be queued.
 func (s *Store) unannounce() {
 	s.mu.Lock()

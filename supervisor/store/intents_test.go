@@ -111,6 +111,20 @@ func TestIntentsEmptied(t *testing.T) {
 	testkit.WaitFor(t, 10*time.Second, "the intents to be emptied", func() bool { return size() == 0 })
 }
 
+// TestIntentsCannotOpen: where the file of intents cannot be opened (a
+// directory in its place), the state opens all the same, and says why
+// runs are not noted.
+func TestIntentsCannotOpen(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state.db")
+	if err := os.Mkdir(intentsPath(path), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	s := openTestAt(t, path, Options{})
+	if s.IntentsProblem() == nil {
+		t.Error("no problem said of intents that cannot be opened")
+	}
+}
+
 func copyFile(t *testing.T, from, to string) {
 	t.Helper()
 	b, err := os.ReadFile(from)

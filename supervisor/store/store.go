@@ -66,6 +66,8 @@ type Store struct {
 	// daemon's.
 	ids      idBlocks
 	firstOwn uint64
+	// intentsErr is why the file of intents could not be opened.
+	intentsErr error
 	// leftNothing: the file is new, or the daemon that had it before
 	// closed it (LeftNothing).
 	leftNothing bool
@@ -300,8 +302,8 @@ func openWith(path string, opts Options, tune func(*bbolt.Options)) (_ *Store, e
 			return nil, fmt.Errorf("open state %s: %w", path, err)
 		}
 		// Runs go on without intents: a daemon killed as one ends may
-		// run it again.
-		s.intents.f, err = nil, nil
+		// run it again. Said by the daemon (IntentsProblem).
+		s.intents.f, s.intentsErr, err = nil, err, nil
 	}
 	go s.write()
 	return s, nil
