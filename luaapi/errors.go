@@ -660,15 +660,16 @@ const maxArgBytes = 32*4096 - 1
 // room for it, and bounds what one job's definition holds in the daemon.
 const maxArgsBytes = 1 << 20
 
-// argsBytes is what cmd and env come to as a process is given them: each
-// string with its NUL, each NAME=value with its "=".
+// argsBytes is what cmd and env come to as the kernel counts them for a
+// process: each string with its NUL, each NAME=value with its "=", and
+// the pointer to each.
 func argsBytes(cmd []string, env map[string]string) int {
 	n := 0
 	for _, a := range cmd {
-		n += len(a) + 1
+		n += len(a) + 1 + 8
 	}
 	for k, v := range env {
-		n += len(k) + len(v) + 2
+		n += len(k) + len(v) + 2 + 8
 	}
 	return n
 }

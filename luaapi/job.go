@@ -260,8 +260,24 @@ type File struct {
 }
 
 // ArgsBytes is what the job's cmd and env come to as a process is given
-// them, each string with its NUL.
+// them, each string with its NUL and its pointer.
 func (j *Job) ArgsBytes() int { return argsBytes(j.Cmd, j.Env) }
+
+// HeldBytes is about what the job's cmd and env cost the daemon that
+// holds its definition: each string's bytes and what Go keeps beside them
+// (its header, its allocation's rounding, the map's entry), which for
+// short strings is most of it.
+func (j *Job) HeldBytes() int {
+	const perString = 48
+	n := 0
+	for _, a := range j.Cmd {
+		n += len(a) + perString
+	}
+	for k, v := range j.Env {
+		n += len(k) + len(v) + 2*perString
+	}
+	return n
+}
 
 // Set is what a directory of job files declares, once the rules that span
 // files have been applied.

@@ -822,7 +822,7 @@ func TestPeopleDefinitionBytesBound(t *testing.T) {
 	writeAs(t, spool, testAlice, "c.lua", strings.Replace(big, "NAME", "c", 1)+"\n"+strings.Replace(big, "NAME", "d", 1))
 	reload(t, d)
 	path := filepath.Join(spool, testAlice, "c.lua")
-	want := path + ": its jobs' cmd and env come to 195.3K, and those of " + testAlice + "'s other files in force to 195.3K; one person's may come to 300K in all"
+	want := path + ": its jobs' cmd and env take 195.5K of the daemon's memory, and those of " + testAlice + "'s other files in force 195.5K; one person's may take 300K in all"
 	if st := d.Status(); !slices.ContainsFunc(st.Problems, func(p Problem) bool {
 		return p.Code == ProblemTooManyJobs && p.File == path && strings.HasPrefix(p.Text, want)
 	}) {

@@ -753,11 +753,12 @@ const DefaultPersonJobs = 10000
 
 func (d *Daemon) personJobs() int { return cmp.Or(d.cfg.PersonJobs, DefaultPersonJobs) }
 
-// personDefinitionBytes bounds what one person's jobs' cmd and env come
-// to in all (luaapi bounds one job's at 1 MiB): the daemon keeps each
-// definition, twice over, and a person's files of a few large commands
-// took it to gigabytes.
-var personDefinitionBytes = 64 << 20
+// personDefinitionBytes bounds what one person's jobs' cmd and env cost
+// the daemon in all (Job.HeldBytes; luaapi bounds one job's at 1 MiB):
+// the daemon keeps each definition, twice over, and a person's files of
+// a few large commands, or of many short arguments, took it to gigabytes.
+// Ten thousand jobs of a command line of 200 bytes come to 3 MiB.
+var personDefinitionBytes = 16 << 20
 
 // declaredBy is whose jobs f declares ("" for an administrator's file, or
 // one that declares none), how many, an array's indices counted, and what
@@ -771,7 +772,7 @@ func declaredBy(f *luaapi.File) (owner string, n, bytes int) {
 		} else {
 			n++
 		}
-		bytes += j.ArgsBytes()
+		bytes += j.HeldBytes()
 	}
 	return owner, n, bytes
 }

@@ -8,3 +8,7 @@ job "mixed" { cmd = { "echo", arg, arg, arg, arg, arg, arg }, env = { A = arg, B
 local fits = { "echo" }
 for i = 1, 10 do fits[#fits + 1] = arg end
 job "fits" { cmd = fits, env = { A = string.rep("y", 40000) } }
+-- Many short arguments: the kernel counts a pointer for each too.
+local tiny = { "echo" }
+for i = 1, 110000 do tiny[#tiny + 1] = "x" end
+job "tiny" { cmd = tiny }
