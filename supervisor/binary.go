@@ -78,14 +78,19 @@ const binaryCheckEvery = 10 * time.Second
 // lookForUpgrades checks the binary every binaryCheckEvery until it is
 // found replaced or ctx ends.
 func (d *Daemon) lookForUpgrades(ctx context.Context) {
-	t := time.NewTicker(binaryCheckEvery)
+	every(ctx, binaryCheckEvery, d.checkBinary)
+}
+
+// every calls f every period until ctx ends, or f says it is done.
+func every(ctx context.Context, period time.Duration, f func() (done bool)) {
+	t := time.NewTicker(period)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			if d.checkBinary() {
+			if f() {
 				return
 			}
 		}

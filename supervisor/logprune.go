@@ -28,16 +28,10 @@ const (
 // pruneLogsEvery prunes the logs of jobs no longer declared every
 // logPruneEvery, until ctx ends.
 func (d *Daemon) pruneLogsEvery(ctx context.Context) {
-	t := time.NewTicker(logPruneEvery)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			d.pruneGoneLogs(time.Now(), goneLogsAge, goneLogsBytes)
-		}
-	}
+	every(ctx, logPruneEvery, func() bool {
+		d.pruneGoneLogs(time.Now(), goneLogsAge, goneLogsBytes)
+		return false
+	})
 }
 
 // pruneGoneLogs removes the log files of jobs not declared now that are

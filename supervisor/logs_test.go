@@ -381,6 +381,54 @@ func TestTailSlots(t *testing.T) {
 	}
 }
 
+// followFile follows path as berth logs -f does, from once the stream
+// follows; until waits for the stream to be want, and the follow ends
+// with the test.
+func followFile(t *testing.T, path string) (until func(want string)) {
+	t.Helper()
+	d := &Daemon{log: hclog.NewNullLogger()}
+	ctx, cancel := context.WithCancel(context.Background())
+	body := &watchedBody{ResponseRecorder: httptest.NewRecorder(), wrote: make(chan string, 16), flushed: make(chan struct{}, 1)}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		d.streamFile(body, httptest.NewRequest("GET", "/", nil).WithContext(ctx), path, true, nil, -1, func() {}, nil, nil)
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	<-body.flushed // following
+	got := ""
+	return func(want string) {
+		t.Helper()
+		deadline := time.After(time.Minute)
+		for got != want {
+			select {
+			case p := <-body.wrote:
+				got += p
+			case <-deadline:
+				t.Fatalf("followed: %q, want %q", got, want)
+			}
+		}
+	}
+}
+
+// rotate appends more to path, then rotates it as the daemon does: to
+// PATH.1, and a new PATH that begins with next.
+func rotate(t *testing.T, path, more, next string) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY|os.O_CREATE, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteString(more)
+	f.Close()
+	if err := os.Rename(path, path+".1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(next), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestStreamFileFollowRotatedTwice: a log rotated twice between two looks
 // of a follower is read whole: the file it held to its end, then the
 // one rotated to PATH.1 that it never held, then the new one.
@@ -389,45 +437,10 @@ func TestStreamFileFollowRotatedTwice(t *testing.T) {
 	if err := os.WriteFile(path, []byte("1\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	d := &Daemon{log: hclog.NewNullLogger()}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	body := &watchedBody{ResponseRecorder: httptest.NewRecorder(), wrote: make(chan string, 16), flushed: make(chan struct{}, 1)}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		d.streamFile(body, httptest.NewRequest("GET", "/", nil).WithContext(ctx), path, true, nil, -1, func() {}, nil, nil)
-	}()
-	<-body.flushed // following
-	rotate := func(more, next string) {
-		t.Helper()
-		f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		f.WriteString(more)
-		f.Close()
-		if err := os.Rename(path, path+".1"); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, []byte(next), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	rotate("2\n", "3\n")
-	rotate("4\n", "5\n")
-	got := ""
-	deadline := time.After(time.Minute)
-	for want := "1\n2\n3\n4\n5\n"; got != want; {
-		select {
-		case p := <-body.wrote:
-			got += p
-		case <-deadline:
-			t.Fatalf("followed across two rotations: %q, want %q", got, want)
-		}
-	}
-	cancel()
-	<-done
+	until := followFile(t, path)
+	rotate(t, path, "2\n", "3\n")
+	rotate(t, path, "4\n", "5\n")
+	until("1\n2\n3\n4\n5\n")
 }
 
 // TestStreamFileFollowFromNothing: a follow begun before the job wrote
@@ -435,37 +448,9 @@ func TestStreamFileFollowRotatedTwice(t *testing.T) {
 // first look, then the new one.
 func TestStreamFileFollowFromNothing(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "fast.log")
-	d := &Daemon{log: hclog.NewNullLogger()}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	body := &watchedBody{ResponseRecorder: httptest.NewRecorder(), wrote: make(chan string, 16), flushed: make(chan struct{}, 1)}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		d.streamFile(body, httptest.NewRequest("GET", "/", nil).WithContext(ctx), path, true, nil, -1, func() {}, nil, nil)
-	}()
-	<-body.flushed // following, with no file yet
-	if err := os.WriteFile(path, []byte("1\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Rename(path, path+".1"); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(path, []byte("2\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	got := ""
-	deadline := time.After(time.Minute)
-	for want := "1\n2\n"; got != want; {
-		select {
-		case p := <-body.wrote:
-			got += p
-		case <-deadline:
-			t.Fatalf("followed from before the first output: %q, want %q", got, want)
-		}
-	}
-	cancel()
-	<-done
+	until := followFile(t, path) // with no file yet
+	rotate(t, path, "1\n", "2\n")
+	until("1\n2\n")
 }
 
 // TestStreamFileFollowRunToItsEnd: a run followed is followed until it
