@@ -43,8 +43,8 @@ type operation struct {
 	key  string
 	kept bool // a copy of a write whose commit failed (see keep)
 	// intent is the line appended to the file of intents as it is
-	// queued (intents.go); announced: its run's begin was appended by
-	// Intend.
+	// queued (intents.go); announced: its line was appended before it
+	// was queued (Intend, IntendEnd), and the file waits for it.
 	intent    []byte
 	announced bool
 }
