@@ -521,16 +521,11 @@ func (d *Daemon) logCaller(r *http.Request, call string, kv ...any) {
 	d.log.Info("control request", cutNames(kv)...)
 }
 
-// logRefused logs a request refused, within the caller's share of the log.
+// logRefused logs a request refused, unless that caller has written their
+// share of such lines for now (callLog). Every call that changes
+// something is logged, with who made it (logCaller): its caller was let
+// in, and is bounded by what they may change.
 func (d *Daemon) logRefused(uid uint32, msg string, kv ...any) {
-	d.logCall(uid, true, msg, kv...)
-}
-
-// logCall writes a warning about a refused request of uid, unless that
-// caller has written their share of the log for now (callLog). Every
-// call that changes something is logged, with who made it (logCaller):
-// its caller was let in, and is bounded by what they may change.
-func (d *Daemon) logCall(uid uint32, warn bool, msg string, kv ...any) {
 	ok, left := d.calls.take(uid, time.Now())
 	if !ok {
 		return
@@ -539,11 +534,7 @@ func (d *Daemon) logCall(uid uint32, warn bool, msg string, kv ...any) {
 	if left > 0 {
 		kv = append(kv, "lines_left_out", left)
 	}
-	if warn {
-		d.log.Warn(msg, kv...)
-	} else {
-		d.log.Info(msg, kv...)
-	}
+	d.log.Warn(msg, kv...)
 }
 
 // cutNames cuts a job's name and a path, whatever the caller put in them,
@@ -564,10 +555,9 @@ const maxLoggedName = 200
 // noUID stands for a caller whose credentials cannot be read.
 const noUID = ^uint32(0)
 
-// callLog bounds the lines one caller's requests write to the daemon's
-// log, callLogLines in each callLogWindow: a person calling in a loop
-// (a refused stop of another's job, a reload) wrote a thousand lines a
-// second, and under journald its rate limit then drops the daemon's lines
+// callLog bounds the lines one caller's refused requests write to the
+// daemon's log, callLogLines in each callLogWindow: a person calling in a
+// loop (a stop of another's job) wrote a thousand lines a second, and under journald its rate limit then drops the daemon's lines
 // about everyone's jobs. The first line after a window where some were
 // left out says how many.
 type callLog struct {

@@ -363,6 +363,22 @@ func (d *Daemon) streamFile(w http.ResponseWriter, r *http.Request, path string,
 			return
 		}
 	}
+	// readRotated reads PATH.1 whole where it is none of seen (a file
+	// read already, or the one about to be), and returns it (nil where
+	// it read none); false where the caller has hung up.
+	readRotated := func(seen ...os.FileInfo) (os.FileInfo, bool) {
+		mid, err := os.Open(path + ".1")
+		if err != nil {
+			return nil, true
+		}
+		defer mid.Close()
+		st, err := mid.Stat()
+		if err != nil || slices.ContainsFunc(seen, func(fi os.FileInfo) bool { return fi != nil && os.SameFile(fi, st) }) {
+			return nil, true
+		}
+		_, err = io.Copy(out, mid)
+		return st, err == nil
+	}
 	var file *os.File
 	var br *bufio.Reader
 	open := func() bool {
@@ -432,16 +448,12 @@ func (d *Daemon) streamFile(w http.ResponseWriter, r *http.Request, path string,
 		if file == nil {
 			// The first output may have filled a file and been rotated
 			// before this look: PATH.1, made since, is read first.
-			if mid, err := os.Open(path + ".1"); err == nil {
-				st, err := mid.Stat()
-				if err == nil && (readOld == nil || !os.SameFile(readOld, st)) {
-					readOld = st
-					_, err = io.Copy(out, mid)
-				}
-				mid.Close()
-				if err != nil {
-					return
-				}
+			st, ok := readRotated(readOld)
+			if !ok {
+				return
+			}
+			if st != nil {
+				readOld = st
 			}
 			if !open() {
 				continue
@@ -459,15 +471,8 @@ func (d *Daemon) streamFile(w http.ResponseWriter, r *http.Request, path string,
 				if _, err := io.Copy(out, br); err != nil {
 					return
 				}
-				if mid, err := os.Open(path + ".1"); err == nil {
-					st, err := mid.Stat()
-					if err == nil && !os.SameFile(was, st) && !os.SameFile(now, st) {
-						_, err = io.Copy(out, mid)
-					}
-					mid.Close()
-					if err != nil {
-						return
-					}
+				if _, ok := readRotated(was, now); !ok {
+					return
 				}
 				open()
 			}

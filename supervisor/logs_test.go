@@ -236,36 +236,8 @@ func TestStreamFileFollowLast(t *testing.T) {
 		if err := os.WriteFile(path, []byte("1\n2\n3\n4"), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		d := &Daemon{log: hclog.NewNullLogger()}
-		ctx, cancel := context.WithCancel(context.Background())
-		body := &watchedBody{ResponseRecorder: httptest.NewRecorder(), wrote: make(chan string, 16), flushed: make(chan struct{}, 1)}
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			d.streamFile(body, httptest.NewRequest("GET", "/", nil).WithContext(ctx), path, true, nil, tt.lines, func() {}, nil, nil)
-		}()
-		got := ""
-		deadline := time.After(time.Minute)
-		until := func(want string) {
-			t.Helper()
-			for got != want {
-				if !strings.HasPrefix(want, got) {
-					t.Fatalf("-n %d: the stream so far: %q, want %q", tt.lines, got, want)
-				}
-				select {
-				case p := <-body.wrote:
-					got += p
-				case <-deadline:
-					t.Fatalf("-n %d: the stream so far: %q, want %q", tt.lines, got, want)
-				}
-			}
-		}
-		until(tt.before)
-		select { // the stream follows from here
-		case <-body.flushed:
-		case <-deadline:
-			t.Fatalf("-n %d: the stream never started to follow", tt.lines)
-		}
+		until := followFile(t, path, tt.lines)
+		until(tt.before) // written before the stream follows
 		f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
 		if err != nil {
 			t.Fatal(err)
@@ -275,8 +247,6 @@ func TestStreamFileFollowLast(t *testing.T) {
 		}
 		f.Close()
 		until(tt.after)
-		cancel()
-		<-done
 	}
 }
 
@@ -381,10 +351,10 @@ func TestTailSlots(t *testing.T) {
 	}
 }
 
-// followFile follows path as berth logs -f does, from once the stream
-// follows; until waits for the stream to be want, and the follow ends
-// with the test.
-func followFile(t *testing.T, path string) (until func(want string)) {
+// followFile follows path as berth logs -f does (-n lines; -1: all of
+// it), and returns once the stream follows; until waits for the stream so
+// far to be want, and the follow ends with the test.
+func followFile(t *testing.T, path string, lines int) (until func(want string)) {
 	t.Helper()
 	d := &Daemon{log: hclog.NewNullLogger()}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -392,20 +362,27 @@ func followFile(t *testing.T, path string) (until func(want string)) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		d.streamFile(body, httptest.NewRequest("GET", "/", nil).WithContext(ctx), path, true, nil, -1, func() {}, nil, nil)
+		d.streamFile(body, httptest.NewRequest("GET", "/", nil).WithContext(ctx), path, true, nil, lines, func() {}, nil, nil)
 	}()
 	t.Cleanup(func() { cancel(); <-done })
-	<-body.flushed // following
+	select {
+	case <-body.flushed: // following
+	case <-time.After(time.Minute):
+		t.Fatalf("-n %d: the stream never started to follow", lines)
+	}
 	got := ""
 	return func(want string) {
 		t.Helper()
 		deadline := time.After(time.Minute)
 		for got != want {
+			if !strings.HasPrefix(want, got) {
+				t.Fatalf("-n %d: the stream so far: %q, want %q", lines, got, want)
+			}
 			select {
 			case p := <-body.wrote:
 				got += p
 			case <-deadline:
-				t.Fatalf("followed: %q, want %q", got, want)
+				t.Fatalf("-n %d: the stream so far: %q, want %q", lines, got, want)
 			}
 		}
 	}
@@ -437,7 +414,7 @@ func TestStreamFileFollowRotatedTwice(t *testing.T) {
 	if err := os.WriteFile(path, []byte("1\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	until := followFile(t, path)
+	until := followFile(t, path, -1)
 	rotate(t, path, "2\n", "3\n")
 	rotate(t, path, "4\n", "5\n")
 	until("1\n2\n3\n4\n5\n")
@@ -448,7 +425,7 @@ func TestStreamFileFollowRotatedTwice(t *testing.T) {
 // first look, then the new one.
 func TestStreamFileFollowFromNothing(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "fast.log")
-	until := followFile(t, path) // with no file yet
+	until := followFile(t, path, -1) // with no file yet
 	rotate(t, path, "1\n", "2\n")
 	until("1\n2\n")
 }

@@ -700,11 +700,7 @@ job "sweep" { cmd = "true", array = 5, enabled = false, cpus = 0 }`)
 	reload(t, d)
 	path := filepath.Join(spool, testAlice, "b.lua")
 	want := path + ": declares 5 jobs (an array counts each index), and " + testAlice + "'s other files in force 6; one person's files may declare 10 in all"
-	if st := d.Status(); !slices.ContainsFunc(st.Problems, func(p Problem) bool {
-		return p.Code == ProblemTooManyJobs && p.File == path && strings.HasPrefix(p.Text, want)
-	}) {
-		t.Errorf("the file past the bound: problems %+v, want %q…", st.Problems, want)
-	}
+	wantPastBound(t, d, path, want)
 	if _, ok := d.jobStatus(testAlice + "/more[0]"); ok {
 		t.Error("the file past the bound was loaded")
 	}
@@ -808,6 +804,17 @@ job "sweep" { cmd = "true", cpus = 0, array = 2 }`)
 	}
 }
 
+// wantPastBound: the file at path is refused for taking its owner past a
+// bound, with a sentence that begins with want.
+func wantPastBound(t *testing.T, d *Daemon, path, want string) {
+	t.Helper()
+	if st := d.Status(); !slices.ContainsFunc(st.Problems, func(p Problem) bool {
+		return p.Code == ProblemTooManyJobs && p.File == path && strings.HasPrefix(p.Text, want)
+	}) {
+		t.Errorf("the file past the bound: problems %+v, want %q…", st.Problems, want)
+	}
+}
+
 // TestPeopleDefinitionBytesBound: what a person's jobs' cmd and env come
 // to in all is bounded too: the file that would take them past it is not
 // loaded, and says why.
@@ -823,11 +830,7 @@ func TestPeopleDefinitionBytesBound(t *testing.T) {
 	reload(t, d)
 	path := filepath.Join(spool, testAlice, "c.lua")
 	want := path + ": its jobs' cmd and env take 195.5K of the daemon's memory, and those of " + testAlice + "'s other files in force 195.5K; one person's may take 300K in all"
-	if st := d.Status(); !slices.ContainsFunc(st.Problems, func(p Problem) bool {
-		return p.Code == ProblemTooManyJobs && p.File == path && strings.HasPrefix(p.Text, want)
-	}) {
-		t.Errorf("the file past the bound: problems %+v, want %q…", st.Problems, want)
-	}
+	wantPastBound(t, d, path, want)
 	if _, ok := d.jobStatus(testAlice + "/c"); ok {
 		t.Error("the file past the bound was loaded")
 	}

@@ -52,7 +52,7 @@ func runCheck(c *cli, args []string) int {
 	// A check runs no job: a machine larger than this one (the box the
 	// files are for, --cpus 64) oversubscribes nothing.
 	inv, err := c.inventory(&m, func(kind, text string) {
-		if kind != "cores-oversubscribed" {
+		if kind != probes.CoresOversubscribed.String() {
 			fmt.Fprintln(c.stderr, msgWarning(text))
 		}
 	})

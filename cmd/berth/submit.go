@@ -367,11 +367,17 @@ func keepAccess(tmp *os.File, path string, shared bool) error {
 		return err
 	}
 	const acl = "system.posix_acl_access"
-	buf := make([]byte, 4096)
-	if n, err := unix.Lgetxattr(path, acl, buf); err == nil && n > 0 {
-		if err := unix.Fsetxattr(int(tmp.Fd()), acl, buf[:n], 0); err != nil && !errors.Is(err, unix.ENOTSUP) {
-			return err
-		}
+	size, err := unix.Lgetxattr(path, acl, nil)
+	if err != nil || size <= 0 {
+		return nil // none, or none to be had here
+	}
+	buf := make([]byte, size)
+	n, err := unix.Lgetxattr(path, acl, buf)
+	if err != nil {
+		return nil
+	}
+	if err := unix.Fsetxattr(int(tmp.Fd()), acl, buf[:n], 0); err != nil && !errors.Is(err, unix.ENOTSUP) {
+		return err
 	}
 	return nil
 }
