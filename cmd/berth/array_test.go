@@ -19,6 +19,7 @@ import (
 // has more than 4 indices running, and finishes every index exactly once,
 // across a kill -9 of the daemon in the middle.
 func TestDaemonArrayKill9(t *testing.T) {
+	t.Parallel()
 	const size, bound = 1000, 4
 	d := newTestDaemon(t, nil)
 	d.write("sweep.lua", `job "sweep" { cmd = { "/bin/sh", "-c", "sleep 0.02; echo $BERTH_ARRAY_INDEX >> OUT/finished" }, cpus = 1, array = `+
@@ -178,6 +179,7 @@ func (d *testDaemon) waitSorted(what string, want ...string) {
 // edit of what it runs runs them all again. An array as a parent lets its
 // dependant run once every index is done, and again after it reruns.
 func TestDaemonArrayLife(t *testing.T) {
+	t.Parallel()
 	sweep := func(cmd, array string) string {
 		return `job "sweep" { cmd = { "sh", "-c", "echo ` + cmd + `$BERTH_ARRAY_INDEX >> OUT/order" }, cpus = 1, array = ` + array + `, max_parallel = 2 }`
 	}
@@ -226,6 +228,7 @@ func TestDaemonArrayLife(t *testing.T) {
 // wait at the dependency gate, the array's line says for what, and they
 // run once the parent is done.
 func TestDaemonArrayAfter(t *testing.T) {
+	t.Parallel()
 	d := newTestDaemon(t, map[string]string{
 		"prep.lua":  gated("prep", "prep", "go", ""),
 		"sweep.lua": `job "sweep" { cmd = { "sh", "-c", "echo s$BERTH_ARRAY_INDEX >> OUT/order" }, cpus = 1, array = 3, max_parallel = 1, after = "prep" }`,
@@ -265,6 +268,7 @@ func TestDaemonArrayAfter(t *testing.T) {
 // to a plain start or a restart, as a job does, and a start with
 // --ignore-deps runs every index (it started none: "no index to start").
 func TestDaemonArrayHeldStart(t *testing.T) {
+	t.Parallel()
 	d := newTestDaemon(t, map[string]string{
 		"jobs.lua": `job "p" { cmd = "exit 1", cpus = 0 }
 job "sweep" { cmd = { "sh", "-c", "echo s$BERTH_ARRAY_INDEX >> OUT/order" }, cpus = 1, array = 3, after = "p" }`,

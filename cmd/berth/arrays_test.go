@@ -42,6 +42,7 @@ func (d *testDaemon) waitArray(name string, runs int, counts map[string]int) sup
 // says so when none failed; --failed on a job that is not an array
 // restarts nothing.
 func TestDaemonArrayClient(t *testing.T) {
+	t.Parallel()
 	d := newTestDaemon(t, map[string]string{
 		"sweep.lua": halfFails,
 		"plain.lua": `job "plain" { cmd = { "true" }, cpus = 1 }`,

@@ -29,6 +29,7 @@ func (d *testDaemon) cli(args ...string) (stdout, stderr string, code int) {
 }
 
 func TestClientCommands(t *testing.T) {
+	t.Parallel()
 	d := newTestDaemon(t, map[string]string{
 		"jobs.lua": `
 flavor "small" { cpus = 1, ram = "64M" }
@@ -247,6 +248,7 @@ func TestClientNoDaemon(t *testing.T) {
 // TestClientForeignUIDRefused runs the client as nobody against a socket
 // whose mode was loosened: the daemon must still refuse it.
 func TestClientForeignUIDRefused(t *testing.T) {
+	t.Parallel()
 	if os.Getuid() != 0 {
 		t.Skip("needs root to run the client as nobody")
 	}
@@ -306,6 +308,7 @@ func TestClientForeignUIDRefused(t *testing.T) {
 }
 
 func TestDaemonSocketIsGuarded(t *testing.T) {
+	t.Parallel()
 	d := newTestDaemon(t, map[string]string{})
 	// A stale socket (nothing listening) is cleaned up.
 	if l, err := net.Listen("unix", d.socket); err != nil {
@@ -398,6 +401,7 @@ func TestOwnSocketDirNotYours(t *testing.T) {
 // none does it names every place it looked. Flags may come before the
 // command.
 func TestClientFindsTheDaemon(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	none := filepath.Join(dir, "none.sock")
 	stale := filepath.Join(dir, "stale.sock") // a socket file nobody listens on
@@ -452,6 +456,7 @@ func TestCommandFirst(t *testing.T) {
 // leaves the run in progress as it was; berth show shows the new
 // definition, and says the run is of an earlier one.
 func TestShowRunOfEarlierDefinition(t *testing.T) {
+	t.Parallel()
 	d := newTestDaemon(t, map[string]string{"svc.lua": service("svc", `, on_change = "finish"`)})
 	d.start(daemonOptions{args: []string{"--cpus", "2"}})
 	d.waitFile("svc.pid")
@@ -476,6 +481,7 @@ func TestShowRunOfEarlierDefinition(t *testing.T) {
 // so on stderr, rather than printing nothing at all; once it has written,
 // only its output is printed.
 func TestLogsOfNothing(t *testing.T) {
+	t.Parallel()
 	d := newTestDaemon(t, map[string]string{"a.lua": `
 job "idle" { cmd = { "/bin/true" }, enabled = false }
 job "says" { cmd = "echo hello" }
@@ -546,6 +552,7 @@ func fakeDaemon(t *testing.T, h http.HandlerFunc) string {
 // TestStopAllStartsNothing: berth stop --all stops what waits before what
 // runs, so that no waiting job starts on what a stopped run gave back.
 func TestStopAllStartsNothing(t *testing.T) {
+	t.Parallel()
 	d := newTestDaemon(t, map[string]string{
 		// a, first by name, runs: it comes first in the list.
 		"jobs.lua": `job "a" { cmd = "sleep 600", cpus = 1, priority = 1 }
@@ -569,6 +576,7 @@ for i = 1, 30 do job("w" .. i) { cmd = "sleep 600", cpus = 1 } end`,
 // TestStopAllStopsWhatIsStopping: a job stopping for an edit's restart
 // is stopped too, and rests stopped once its run ends (it ran again).
 func TestStopAllStopsWhatIsStopping(t *testing.T) {
+	t.Parallel()
 	stubborn := `job "stubborn" { cmd = { "sh", "-c", "trap '' TERM; while true; do sleep 1; done" }, cpus = 0, stop_timeout = "1m", env = { V = "%d" } }`
 	d := newTestDaemon(t, map[string]string{"jobs.lua": fmt.Sprintf(stubborn, 1)})
 	d.start(daemonOptions{})
@@ -621,6 +629,7 @@ func TestCheckDaemonMemoryUnknown(t *testing.T) {
 // in the daemon, with the file that holds it in force; berth check beside
 // it refuses the same file, not the one that sorts later.
 func TestCheckKeepsNamesWhereInForce(t *testing.T) {
+	t.Parallel()
 	d := newTestDaemon(t, map[string]string{"10-env.lua": `job "plain" { cmd = "sleep 600" }`})
 	d.start(daemonOptions{})
 	d.waitState("plain", "running")
@@ -648,6 +657,7 @@ job "plain" { cmd = "echo impostor" }`)
 // berth check measures jobs against the daemon's books, which they must
 // fit, not against the machine as probed here.
 func TestCheckAgainstTheDaemonsBooks(t *testing.T) {
+	t.Parallel()
 	d := newTestDaemon(t, nil)
 	d.start(daemonOptions{args: []string{"--cpus", "40", "--gpus", "2", "--gpu-mem", "40G"}})
 	file := filepath.Join(t.TempDir(), "wide.lua")

@@ -18,6 +18,7 @@ import (
 // errno against the program ("fork/exec /bin/sh: no such file or
 // directory" for a missing dir).
 func TestDaemonStartErrorsNameTheCause(t *testing.T) {
+	t.Parallel()
 	d := newTestDaemon(t, nil)
 	if err := os.WriteFile(filepath.Join(d.out, "file"), nil, 0o644); err != nil {
 		t.Fatal(err)
@@ -112,6 +113,7 @@ func writeIDs(name string) string {
 // wins. A job with group = alone runs as the daemon (root here) with that
 // group as its only one: not root's supplementary groups.
 func TestDaemonRunsJobsAsTheirUser(t *testing.T) {
+	t.Parallel()
 	needNobody(t)
 	d := newTestDaemon(t, nil)
 	_, d.out, _ = openTree(t)
@@ -152,6 +154,7 @@ job "group-only" { cmd = `+writeIDs("group-only")+`, group = "nogroup" }
 // loaded, one that asks for another user or group — it can never switch to
 // them, and group = alone never means uid 0.
 func TestDaemonRunByAPerson(t *testing.T) {
+	t.Parallel()
 	needNobody(t)
 	d := newTestDaemon(t, nil)
 	tree, out, state := openTree(t)

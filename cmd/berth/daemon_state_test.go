@@ -40,6 +40,7 @@ func (d *testDaemon) refused(args ...string) (string, int) {
 // had recorded done does not run again. bbolt alone makes an empty file a
 // new database: the daemon started afresh, and every done job ran again.
 func TestDaemonRefusesAnEmptyState(t *testing.T) {
+	t.Parallel()
 	d := newTestDaemon(t, map[string]string{"batch.lua": `job "batch" { cmd = { "sh", "-c", "echo ran >> OUT/batch" } }`})
 	d.start(daemonOptions{args: []string{"--cpus", "2"}})
 	d.waitState("batch", "done")
@@ -71,6 +72,7 @@ func TestDaemonRefusesAnEmptyState(t *testing.T) {
 // lock, and ran the done batch job again); and the running daemon says
 // the file is gone, in berth status and once in its log.
 func TestDaemonStateRemovedUnderIt(t *testing.T) {
+	t.Parallel()
 	d := newTestDaemon(t, map[string]string{"batch.lua": `job "batch" { cmd = { "sh", "-c", "echo ran >> OUT/batch" } }`})
 	d.start(daemonOptions{args: []string{"--cpus", "2"}})
 	d.waitState("batch", "done")
@@ -134,6 +136,7 @@ func TestDaemonStateRemovedUnderIt(t *testing.T) {
 // too, even when it sorts later. Before, the restarted daemon gave the name
 // to the file that sorts first, and a different command ran under it.
 func TestDaemonNameWinnerSurvivesRestart(t *testing.T) {
+	t.Parallel()
 	service := func(who string) string {
 		return `job "x" { cmd = { "sh", "-c", "echo ` + who + ` >> OUT/x; exec sleep 1000" }, restart = "always" }`
 	}
@@ -175,6 +178,7 @@ func TestDaemonNameWinnerSurvivesRestart(t *testing.T) {
 // TestDoneKeepsItsRestarts: a job that came to rest done after restarts
 // shows them after the daemon's restart too, as a failed one does.
 func TestDoneKeepsItsRestarts(t *testing.T) {
+	t.Parallel()
 	d := newTestDaemon(t, map[string]string{"alw.lua": `job "alw" { cmd = "true", cpus = 0, restart = "always", max_restarts = 1 }`})
 	d.start(daemonOptions{})
 	st := d.waitJob("alw", "done after its restart", func(js supervisor.JobStatus) bool { return js.State == "done" })

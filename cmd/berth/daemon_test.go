@@ -365,6 +365,7 @@ func writeEnv(name string) string {
 }
 
 func TestDaemonEnvironment(t *testing.T) {
+	t.Parallel()
 	d := newTestDaemon(t, map[string]string{
 		"env.lua": `
 flavor "one-card" { cpus = 2, gpus = 1 }
@@ -444,6 +445,7 @@ job "where" { cmd = { "sh", "-c", "tr '\\0' '\\n' < /proc/$$/environ > OUT/where
 // cards it names says so in its log, where the operator looks for the
 // card missing from berth machine.
 func TestDaemonCardsLeftOut(t *testing.T) {
+	t.Parallel()
 	d := newTestDaemon(t, nil)
 	d.start(daemonOptions{args: []string{"--cpus", "2"}, env: []string{"CUDA_VISIBLE_DEVICES=0,-1,2"}})
 	d.waitLog("[WARN]  berth: the machine as told is probably not as meant: kind=cards-left-out")
@@ -457,6 +459,7 @@ func TestDaemonCardsLeftOut(t *testing.T) {
 }
 
 func TestDaemonSeedFidelity(t *testing.T) {
+	t.Parallel()
 	d := newTestDaemon(t, map[string]string{
 		"env.lua": `
 job "shared-1" { cmd = ` + writeEnv("shared-1") + `, cpus = 0 }
@@ -483,6 +486,7 @@ job "cpu" { cmd = ` + writeEnv("cpu") + `, cpus = 1 }
 }
 
 func TestDaemonOneCardJobsTakeTurns(t *testing.T) {
+	t.Parallel()
 	// Each job appends "start" and "end" around a pause: with one card,
 	// the two runs must not overlap.
 	turn := func(name string) string {
@@ -500,6 +504,7 @@ func TestDaemonOneCardJobsTakeTurns(t *testing.T) {
 }
 
 func TestDaemonUnplaceableAndInvalid(t *testing.T) {
+	t.Parallel()
 	d := newTestDaemon(t, map[string]string{
 		"big.lua":  `job "big" { cmd = { "true" }, cpus = 1, gpus = 4 }`,
 		"uses.lua": `job "uses" { cmd = ` + writeEnv("uses") + `, flavor = "later" }`,
@@ -525,6 +530,7 @@ func service(name string, extra string) string {
 }
 
 func TestDaemonReloadIsADiff(t *testing.T) {
+	t.Parallel()
 	d := newTestDaemon(t, map[string]string{
 		"keep.lua":   service("keep", ""),
 		"edit.lua":   service("edit", ""),
@@ -579,6 +585,7 @@ func TestDaemonReloadIsADiff(t *testing.T) {
 }
 
 func TestDaemonTimeoutAndStopTimeout(t *testing.T) {
+	t.Parallel()
 	d := newTestDaemon(t, map[string]string{
 		"slow.lua": `job "slow" { cmd = { "sleep", "30" }, cpus = 1, timeout = "300ms" }`,
 		"stubborn.lua": `job "stubborn" { cmd = { "sh", "-c", "trap '' TERM; echo ready > OUT/stubborn; while true; do sleep 1; done" },
@@ -605,6 +612,7 @@ func TestDaemonTimeoutAndStopTimeout(t *testing.T) {
 }
 
 func TestDaemonStopLeavesNothingBehind(t *testing.T) {
+	t.Parallel()
 	d := newTestDaemon(t, map[string]string{
 		"forks.lua": `job "forks" { cmd = { "sh", "-c", "sleep 1000 & echo $! > OUT/grandchild.tmp; mv OUT/grandchild.tmp OUT/grandchild; wait" }, cpus = 1 }`,
 	})
@@ -630,6 +638,7 @@ func alive(t *testing.T, pid string) bool {
 }
 
 func TestDaemonNotifySequence(t *testing.T) {
+	t.Parallel()
 	d := newTestDaemon(t, map[string]string{"a.lua": service("a", "")})
 	d.start(daemonOptions{env: []string{"WATCHDOG_USEC=200000"}, args: []string{"--cpus", "2"}})
 	d.waitNotify("WATCHDOG=1")
@@ -651,6 +660,7 @@ func TestDaemonNotifySequence(t *testing.T) {
 // path is said in berth status and in the unit's status text until the
 // daemon restarts.
 func TestDaemonBinaryReplaced(t *testing.T) {
+	t.Parallel()
 	exe := filepath.Join(t.TempDir(), "berth")
 	if err := os.Link(os.Args[0], exe); err != nil {
 		testkit.CopyExecutable(t, os.Args[0], exe, 0o755) // another filesystem
@@ -685,6 +695,7 @@ func TestDaemonBinaryReplaced(t *testing.T) {
 // line saying where the loop was, not the Go runtime's goroutine dump, and
 // the stacks in a file that line names.
 func TestDaemonWatchdogAbort(t *testing.T) {
+	t.Parallel()
 	d := newTestDaemon(t, map[string]string{"a.lua": service("a", "")})
 	d.start(daemonOptions{env: []string{"WATCHDOG_USEC=200000"}, args: []string{"--cpus", "2"}})
 	d.waitNotify("WATCHDOG=1")
@@ -718,6 +729,7 @@ func TestDaemonWatchdogAbort(t *testing.T) {
 }
 
 func TestDaemonSurvivesKill9(t *testing.T) {
+	t.Parallel()
 	files := map[string]string{
 		"svc.lua":   service("svc", ""),
 		"batch.lua": `job "batch" { cmd = { "sh", "-c", "echo ran >> OUT/batch" }, cpus = 1 }`,
@@ -758,6 +770,7 @@ func TestDaemonSurvivesKill9(t *testing.T) {
 // daemon is killed is seen through by the next one: the job rests
 // stopped, and is not run again, and its run ended stopped.
 func TestStopUnderWayOutlivesKill9(t *testing.T) {
+	t.Parallel()
 	d := newTestDaemon(t, map[string]string{
 		"stk.lua": `job "stk" { cmd = { "sh", "-c", "trap '' TERM; while true; do sleep 0.2; done" }, cpus = 1, stop_timeout = "60s" }`,
 	})
@@ -782,6 +795,7 @@ func TestStopUnderWayOutlivesKill9(t *testing.T) {
 }
 
 func TestDaemonShutdownStopsEveryJob(t *testing.T) {
+	t.Parallel()
 	d := newTestDaemon(t, map[string]string{
 		"jobs.lua": service("polite", "") + "\n" + `job "stubborn" { cmd = { "sh", "-c", "trap '' TERM; echo $$ > OUT/stubborn.pid.tmp; mv OUT/stubborn.pid.tmp OUT/stubborn.pid; while true; do sleep 1; done" },
 			cpus = 1, stop_timeout = "500ms" }`,
@@ -805,6 +819,7 @@ func TestDaemonShutdownStopsEveryJob(t *testing.T) {
 // start, stop or restart is refused, and says so; taken, it was lost (a
 // job stopped then ran again at the next start).
 func TestDaemonShuttingDownTakesNoRequest(t *testing.T) {
+	t.Parallel()
 	d := newTestDaemon(t, map[string]string{
 		"jobs.lua": `job "stubborn" { cmd = { "sh", "-c", "trap '' TERM; echo $$ > OUT/stubborn.pid.tmp; mv OUT/stubborn.pid.tmp OUT/stubborn.pid; while true; do sleep 1; done" },
 			cpus = 0, stop_timeout = "1m" }
@@ -843,6 +858,7 @@ job "once" { cmd = "true", cpus = 0 }`,
 }
 
 func TestDaemonFailingFilesKeepWhatRuns(t *testing.T) {
+	t.Parallel()
 	d := newTestDaemon(t, map[string]string{
 		"b.lua": service("x", "") + "\n" + service("y", ""),
 	})
@@ -913,6 +929,7 @@ func TestDaemonFailingFilesKeepWhatRuns(t *testing.T) {
 }
 
 func TestDaemonUnaccountedRestart(t *testing.T) {
+	t.Parallel()
 	d := newTestDaemon(t, map[string]string{"free.lua": `job "free" { cmd = { "sleep", "1000" }, cpus = 0 }`})
 	d.start(daemonOptions{})
 	first := d.waitJob("free", "running", func(j supervisor.JobStatus) bool { return j.State == "running" && j.PID > 0 })

@@ -47,6 +47,7 @@ func (d *testDaemon) waitOrder(what string, want ...string) {
 // it, an edit of the last only the last; a kill -9 of the daemon re-runs
 // nothing.
 func TestDaemonPipeline(t *testing.T) {
+	t.Parallel()
 	d := newTestDaemon(t, map[string]string{
 		"1-prep.lua":  step("prep", "prep-broken", 3, ""),
 		"2-train.lua": step("train", "train", 0, `, after = "prep"`),
@@ -162,6 +163,7 @@ func TestDaemonPipeline(t *testing.T) {
 // dependants run once it runs; after_any lets a job run after a parent
 // that failed; berth start --ignore-deps runs a held job once.
 func TestDaemonDepsServiceAndIgnore(t *testing.T) {
+	t.Parallel()
 	d := newTestDaemon(t, map[string]string{
 		"svc.lua":    service("db", `, restart = "always"`),
 		"client.lua": step("client", "client", 0, `, after = "db"`),
@@ -345,6 +347,7 @@ func (d *testDaemon) waitLooked(job string, n int) {
 // edit of prep runs train and then eval, each once: eval never runs after
 // the new prep and the old train, though prep's end wakes both at once.
 func TestDaemonDepsDiamond(t *testing.T) {
+	t.Parallel()
 	d := newTestDaemon(t, map[string]string{
 		"1-prep.lua":  step("prep", "prep", 0, ""),
 		"2-train.lua": step("train", "train", 0, `, after = "prep"`),
@@ -367,6 +370,7 @@ func TestDaemonDepsDiamond(t *testing.T) {
 // parent ran a new definition to done; one in the placer's queue whose
 // parent runs again leaves the queue and is held.
 func TestDaemonDepsRunAgain(t *testing.T) {
+	t.Parallel()
 	d := newTestDaemon(t, map[string]string{
 		"1-prep.lua":  step("prep", "prep", 0, ""),
 		"2-train.lua": gated("train", "train", "go", `, after = "prep"`),
@@ -395,6 +399,7 @@ func TestDaemonDepsRunAgain(t *testing.T) {
 // TestDaemonDepsQueueAndEdit: a job in the placer's queue whose parent runs again
 // leaves the queue and is held; a held job whose after is removed runs.
 func TestDaemonDepsQueueAndEdit(t *testing.T) {
+	t.Parallel()
 	d := newTestDaemon(t, map[string]string{
 		"0-hog.lua":   gated("hog", "hog", "hog", ""),
 		"1-prep.lua":  `job "prep" { cmd = { "sh", "-c", "echo prep >> OUT/order" }, cpus = 0 }`,
@@ -428,6 +433,7 @@ func TestDaemonDepsQueueAndEdit(t *testing.T) {
 // job stays done, a waiting one says the parent is not declared; the
 // same file back runs nothing again.
 func TestDaemonDepsParentGone(t *testing.T) {
+	t.Parallel()
 	d := newTestDaemon(t, map[string]string{
 		"1-prep.lua":  step("prep", "prep", 0, ""),
 		"2-train.lua": gated("train", "train", "go", `, after = "prep"`),
@@ -482,6 +488,7 @@ func TestDaemonDepsParentGone(t *testing.T) {
 // kept with the run, so that after a daemon restart it still runs again
 // once its parent runs a new definition to done.
 func TestDaemonDepsFailedAcrossRestart(t *testing.T) {
+	t.Parallel()
 	d := newTestDaemon(t, map[string]string{
 		"1-prep.lua":  step("prep", "prep", 0, ""),
 		"3-check.lua": `job "check" { cmd = { "sh", "-c", "echo check >> OUT/order; test -e OUT/good" }, cpus = 1, after = "prep" }`,

@@ -166,6 +166,7 @@ func withoutHeader(t *testing.T, out string) string {
 // wrote to drive it (clear the screen, retitle the window, overwrite a
 // line) escaped; --raw, or output that is not a terminal, gets the bytes.
 func TestLogsEscapedOnATerminal(t *testing.T) {
+	t.Parallel()
 	d := newTestDaemon(t, map[string]string{
 		"noisy.lua": `job "noisy" { cmd = { "printf", "%s", "\27[2Jcleared\27]0;pwned\7 50%\r100%\r\nnext\n" } }`,
 	})

@@ -79,6 +79,7 @@ func (s *changeStream) next() supervisor.Change {
 // changes state, ends when the daemon stops, and a caller that hangs up
 // leaves nothing behind in the daemon.
 func TestEventsStream(t *testing.T) {
+	t.Parallel()
 	d := newTestDaemon(t, map[string]string{"svc.lua": service("svc", "")})
 	d.start(daemonOptions{args: []string{"--cpus", "2"}})
 	d.waitState("svc", "running")

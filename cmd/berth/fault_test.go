@@ -198,6 +198,7 @@ func checkState(t *testing.T, dir string) {
 // to disk when the daemon died, and its process with it. The state file
 // passes bbolt's check at the end.
 func TestFaultKill9(t *testing.T) {
+	t.Parallel()
 	d := newTestDaemon(t, nil)
 	// Every run appends its id to OUT/started-JOB before anything else.
 	record := `echo $BERTH_RUN >> OUT/started-$BERTH_JOB; `
@@ -425,6 +426,7 @@ func heapGrew(before, after, floor uint64) bool {
 // TestFaultManyRuns runs 10 000 runs back to back and compares the daemon's
 // open files and goroutines at the end with those at the start.
 func TestFaultManyRuns(t *testing.T) {
+	t.Parallel()
 	const jobs, rounds = 100, 100
 	var src strings.Builder
 	for i := range jobs {
@@ -458,6 +460,7 @@ func TestFaultManyRuns(t *testing.T) {
 // with no newline: the daemon's heap stays flat, each is stopped, and
 // nothing is left behind.
 func TestFaultUnrulyChildren(t *testing.T) {
+	t.Parallel()
 	d := newTestDaemon(t, map[string]string{
 		"unruly.lua": `
 job "deaf" { cmd = { "sh", "-c", "trap '' TERM; touch OUT/deaf; while :; do sleep 1; done" }, stop_timeout = "300ms", cpus = 0 }
@@ -511,6 +514,7 @@ job "escapee2" { cmd = { "sh", "-c", "setsid sleep 1000 & touch OUT/escapee2; wa
 // it: the daemon keeps running jobs, says in its status that it cannot
 // record, and records again once space returns.
 func TestFaultStateFull(t *testing.T) {
+	t.Parallel()
 	if os.Geteuid() != 0 {
 		t.Skip("mounting a small tmpfs for the state needs root")
 	}
@@ -621,6 +625,7 @@ func TestFaultStateFull(t *testing.T) {
 // berth-bench -only storm runs a 30 s storm and reports the status's
 // latency.
 func TestFaultReloadStorm(t *testing.T) {
+	t.Parallel()
 	d := newTestDaemon(t, map[string]string{"base.lua": `job "base" { cmd = { "sleep", "1000" }, cpus = 0 }`})
 	d.start(daemonOptions{env: []string{d.markEnv()}})
 	d.waitState("base", "running")
@@ -708,6 +713,7 @@ func (d *testDaemon) storm(length time.Duration) {
 // limit it crossed, keeps its own memory small, and leaves no evaluation
 // running once they are gone.
 func TestFaultHostileFiles(t *testing.T) {
+	t.Parallel()
 	d := newTestDaemon(t, map[string]string{"good.lua": service("good", "")})
 	// berth as it ships: the race detector's shadow memory does not fit
 	// the evaluating child's memory limit.
@@ -853,6 +859,7 @@ func children(t *testing.T, pid int) []string {
 // watchdog and answers berth status; the slowest answer is logged (the
 // issue's bound is a second; timings are not asserted in tests).
 func TestFaultHostileFilesRemoved(t *testing.T) {
+	t.Parallel()
 	d := newTestDaemon(t, map[string]string{"good.lua": service("good", "")})
 	argv, _ := evalBinary(t)
 	d.start(daemonOptions{exe: argv[0], env: []string{"WATCHDOG_USEC=200000"}, args: []string{"--cpus", "2", "--file-budget", "300ms"}})
@@ -928,6 +935,7 @@ func TestFaultHostileFilesRemoved(t *testing.T) {
 // on record that ended before the daemon went away is left alone, as the
 // daemon that ran it would have left it.
 func TestFaultUnrecordedRun(t *testing.T) {
+	t.Parallel()
 	d := newTestDaemon(t, nil)
 	if err := os.MkdirAll(d.state, 0o700); err != nil {
 		t.Fatal(err)

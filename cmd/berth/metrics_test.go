@@ -40,6 +40,7 @@ var servingMetrics = regexp.MustCompile(`serving metrics: address=(\S+)`)
 // kernel picks, and scrapes it and the control socket alike: both say
 // what the jobs did. The port closes with the daemon.
 func TestDaemonMetrics(t *testing.T) {
+	t.Parallel()
 	d := newTestDaemon(t, map[string]string{
 		"jobs.lua": `
 job "ok"  { cmd = "exit 0", cpus = 1 }

@@ -167,6 +167,7 @@ func writeReadable(t *testing.T, path, src string) {
 // with no journal group; bob may neither stop it nor read its output or
 // environment, an admin may; berth edit saves only what loads.
 func TestPeopleClient(t *testing.T) {
+	t.Parallel()
 	needPeople(t)
 	d := newTestDaemon(t, map[string]string{"admin.lua": `job "shared" { cmd = "sleep 600", env = { TOKEN = "admin-secret" } }
 quota "` + alice + `" { cpus = 1 }`})
@@ -422,6 +423,7 @@ quota "` + alice + `" { cpus = 1 }`})
 // that gives people no job directories, is told so by berth submit and
 // berth edit before anything is read, checked or written.
 func TestPeopleWithoutJobsDir(t *testing.T) {
+	t.Parallel()
 	needPeople(t)
 	d := newTestDaemon(t, nil)
 	d.start(daemonOptions{args: []string{"--cpus", "2", "--user-jobs", "", "--group", peopleGroup}})
@@ -515,6 +517,7 @@ func TestCheckPersonsFiles(t *testing.T) {
 // TestCheckPersonJobsOfTheDaemon: berth check beside a daemon holds a
 // person's files to the daemon's --person-jobs, not to the default.
 func TestCheckPersonJobsOfTheDaemon(t *testing.T) {
+	t.Parallel()
 	needPeople(t)
 	d := newTestDaemon(t, nil)
 	spool := filepath.Join(d.dir, "spool")
@@ -546,6 +549,7 @@ func TestCheckPersonJobsOfTheDaemon(t *testing.T) {
 // person's file named outright as that person's, as berth submit would
 // take it: a file the daemon refuses is not passed.
 func TestCheckBesideThePeoplesDaemon(t *testing.T) {
+	t.Parallel()
 	needPeople(t)
 	d := newTestDaemon(t, map[string]string{"quotas.lua": `quota "` + alice + `" { cpus = 1 }`})
 	spool := filepath.Join(d.dir, "spool")
@@ -656,6 +660,7 @@ func TestCheckPersonsDirBorrowsFlavors(t *testing.T) {
 // as it starts, and gives its socket to the group once it is made, at the
 // next reload; until then, a client refused says how to make it.
 func TestSocketGroupMadeLater(t *testing.T) {
+	t.Parallel()
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to make a group")
 	}
@@ -698,6 +703,7 @@ func TestSocketGroupMadeLater(t *testing.T) {
 // stays done, and berth submit says so with what runs it again ("added"
 // alone read as if it would run).
 func TestSubmitDoneAgain(t *testing.T) {
+	t.Parallel()
 	needPeople(t)
 	d := newTestDaemon(t, nil)
 	spool := filepath.Join(d.dir, "spool")

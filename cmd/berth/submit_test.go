@@ -39,6 +39,7 @@ func TestReadSubmitted(t *testing.T) {
 // directory keeps the mode, group and ACL of the one it replaces (who may
 // read it may see its jobs' definitions); a new one is readable by all.
 func TestSubmitKeepsAccess(t *testing.T) {
+	t.Parallel()
 	d := newTestDaemon(t, map[string]string{"shared.lua": `job "shared" { cmd = "true", cpus = 0 }`})
 	d.start(daemonOptions{})
 	d.waitState("shared", "done")

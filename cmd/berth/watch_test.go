@@ -93,6 +93,7 @@ func TestRenderStatusFitsHeight(t *testing.T) {
 // that grep and less see a job's whole reason; COLUMNS set by the caller
 // is a width asked for; on a terminal the picture fits it.
 func TestStatusWholeOffATerminal(t *testing.T) {
+	t.Parallel()
 	d := newTestDaemon(t, map[string]string{
 		"odd.lua": `job "odd" { cmd = { "true" }, user = "no-such-user-with-a-rather-long-name-to-make-the-reason-long" }`,
 	})
@@ -156,6 +157,7 @@ func lastFrame(s string) string {
 // back, and on Ctrl-C gives the screen and the cursor back and exits 0.
 // Off a terminal --watch is a usage error.
 func TestStatusWatchOnATerminal(t *testing.T) {
+	t.Parallel()
 	files := map[string]string{"svc.lua": service("svc", "")}
 	for i := range 8 {
 		files[fmt.Sprintf("b%d.lua", i)] = fmt.Sprintf(`job "batch-%d" { cmd = { "true" } }`, i)
