@@ -20,6 +20,8 @@ func TestParentCatalog(t *testing.T) {
 		ErrMemoryLimit(path, 512<<20),
 		ErrReloadDeadline(path, time.Minute),
 		ErrNotEvaluated(path, time.Minute),
+		ErrCheckDeadline(path, 10*time.Second),
+		ErrCheckTimeUp(path, 10*time.Second),
 		ErrShareSpent("/var/spool/berth/alice/x.lua", "alice", 2*time.Second),
 		ErrEvaluator(path, "it answered out of turn"),
 		ErrDeclaresTooMuch(path, 8<<20),

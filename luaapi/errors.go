@@ -258,6 +258,13 @@ func ErrReloadDeadline(path string, deadline time.Duration) *Error {
 		fmt.Sprintf("still running when the reload reached its deadline of %s, so it was stopped (is the machine overloaded?)", accounting.FormatDuration(deadline)))
 }
 
+// ErrCheckDeadline is a file sent to be checked that was still being
+// evaluated when the check reached its deadline.
+func ErrCheckDeadline(path string, deadline time.Duration) *Error {
+	return fileSubject(path, 0).err(Budget, "",
+		fmt.Sprintf("not checked: still running when the check reached its deadline of %s (with the files before it), so it was stopped; check it alone (berth check %s), or check or submit fewer files at once", accounting.FormatDuration(deadline), path))
+}
+
 // ErrNotEvaluated is a file whose turn had not come when the reload
 // reached its deadline; its previous version stays in force.
 func ErrNotEvaluated(path string, deadline time.Duration) *Error {

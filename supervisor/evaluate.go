@@ -126,11 +126,13 @@ func (e *Evaluator) evaluate(ctx context.Context, m luaapi.Machine, srcs []luaap
 	if deadline <= 0 {
 		deadline = DefaultEvalDeadline
 	}
-	notEvaluated := luaapi.ErrNotEvaluated
-	if checked, _ := ctx.Value(checkingKey{}).(bool); checked {
+	notEvaluated, stopped := luaapi.ErrNotEvaluated, luaapi.ErrReloadDeadline
+	checked, _ := ctx.Value(checkingKey{}).(bool)
+	if checked {
 		// A check holds one of the few places checks have, and others
 		// wait for it: its files get less time than a reload's.
-		deadline, notEvaluated = min(deadline, cmp.Or(e.CheckDeadline, DefaultCheckDeadline)), luaapi.ErrCheckTimeUp
+		deadline = min(deadline, cmp.Or(e.CheckDeadline, DefaultCheckDeadline))
+		notEvaluated, stopped = luaapi.ErrCheckTimeUp, luaapi.ErrCheckDeadline
 	}
 	calledOff := ctx
 	ctx, cancel := context.WithTimeout(ctx, deadline)
@@ -141,15 +143,17 @@ func (e *Evaluator) evaluate(ctx context.Context, m luaapi.Machine, srcs []luaap
 	defer func() { spare.discard() }()
 	out := make([]*luaapi.File, 0, len(srcs))
 	shareBegan := map[string]time.Time{} // each person's first batch
+	inHand := ""                         // the file the last child was stopped during
 	for rest := srcs; len(rest) > 0; {
 		if calledOff.Err() != nil {
 			break
 		}
 		if ctx.Err() != nil {
-			if len(out) == 0 {
-				// The first file took the whole reload: it is charged,
-				// so that the reloads after this one get further.
-				out = append(out, failed(rest[0].Path, luaapi.ErrReloadDeadline(rest[0].Path, deadline)))
+			// The first file took the whole reload: it is charged, so
+			// that the reloads after this one get further. A check is
+			// not tried again: the file it was on is said to be stopped.
+			if len(out) == 0 || checked && inHand == rest[0].Path {
+				out = append(out, failed(rest[0].Path, stopped(rest[0].Path, deadline)))
 				rest = rest[1:]
 			}
 			for _, s := range rest {
@@ -197,7 +201,9 @@ func (e *Evaluator) evaluate(ctx context.Context, m luaapi.Machine, srcs []luaap
 			spare.discard()
 		}
 		spare = nil
-		done, broken := e.child(ctx, m, budget, shareLeft, started, uid, gid, b)
+		var done []*luaapi.File
+		var broken string
+		done, inHand, broken = e.child(ctx, m, budget, shareLeft, started, uid, gid, b)
 		out = append(out, done...)
 		rest = rest[len(done):]
 		if broken != "" {
@@ -330,11 +336,12 @@ func (c *evalChild) discard() {
 // child runs one child over srcs, started (Prestart's, for uid and gid)
 // or a new one, and returns the files it dealt with, in order: every file
 // it answered, then, if it died during one, that file refused with the
-// cause. It returns at least one file unless ctx ended, or broken: why no
-// child can evaluate anything (it cannot start, or dies before its first
-// file). Once share has passed (if above zero) it stops the child after
-// the file in hand.
-func (e *Evaluator) child(ctx context.Context, m luaapi.Machine, budget, share time.Duration, started *evalChild, uid, gid int, srcs []luaapi.Source) (done []*luaapi.File, broken string) {
+// cause. It returns at least one file unless ctx ended (then inHand is
+// the file the child was on, if any), or broken: why no child can
+// evaluate anything (it cannot start, or dies before its first file).
+// Once share has passed (if above zero) it stops the child after the file
+// in hand.
+func (e *Evaluator) child(ctx context.Context, m luaapi.Machine, budget, share time.Duration, started *evalChild, uid, gid int, srcs []luaapi.Source) (done []*luaapi.File, inHand, broken string) {
 	// The kernel's CPU limit is for the whole batch, with room to spare:
 	// each file is held to its own budget by the child, and to a wall
 	// bound by the timer below. The child sets it once it has read the
@@ -343,12 +350,12 @@ func (e *Evaluator) child(ctx context.Context, m luaapi.Machine, budget, share t
 	req, err := json.Marshal(luaapi.EvalRequest{Machine: m, Budget: budget, CPUSeconds: uint64(cpuSeconds), Files: srcs})
 	if err != nil {
 		started.discard()
-		return nil, err.Error()
+		return nil, "", err.Error()
 	}
 	c := started
 	if c == nil {
 		if c, err = e.start(uid, gid); err != nil {
-			return nil, err.Error()
+			return nil, "", err.Error()
 		}
 	}
 	cmd, stdout, stderr := c.cmd, c.stdout, c.stderr
@@ -455,7 +462,7 @@ func (e *Evaluator) child(ctx context.Context, m luaapi.Machine, budget, share t
 	werr := cmd.Wait()
 
 	if len(done) == len(srcs) {
-		return done, ""
+		return done, "", ""
 	}
 	path := srcs[len(done)].Path
 	if current != "" && current != path {
@@ -463,13 +470,16 @@ func (e *Evaluator) child(ctx context.Context, m luaapi.Machine, budget, share t
 	}
 	switch {
 	case tooLarge:
-		return append(done, failed(path, luaapi.ErrDeclaresTooMuch(path, evalReplyLimit))), ""
+		return append(done, failed(path, luaapi.ErrDeclaresTooMuch(path, evalReplyLimit))), "", ""
 	case killed == calledOff:
-		return done, "" // Evaluate refuses the rest as not evaluated
+		if current == path {
+			inHand = path
+		}
+		return done, inHand, "" // Evaluate refuses the rest as not evaluated
 	case killed == "wall":
-		return append(done, failed(path, luaapi.ErrWallLimit(path, wall, budget))), ""
+		return append(done, failed(path, luaapi.ErrWallLimit(path, wall, budget))), "", ""
 	case killed != "":
-		return append(done, failed(path, luaapi.ErrEvaluator(path, killed))), ""
+		return append(done, failed(path, luaapi.ErrEvaluator(path, killed))), "", ""
 	case current == "" && len(done) == 0:
 		// It died before its first file: its start failed (a limit it
 		// could not set, a user it could not become), and would again.
@@ -480,7 +490,7 @@ func (e *Evaluator) child(ctx context.Context, m luaapi.Machine, budget, share t
 		if why == "" {
 			why = "it ended without answering"
 		}
-		return nil, why
+		return nil, "", why
 	case current == "":
 		// It ended after answering for a file and before beginning the
 		// next: by design after a file it had to stop, otherwise in a way
@@ -488,9 +498,9 @@ func (e *Evaluator) child(ctx context.Context, m luaapi.Machine, budget, share t
 		if cmd.ProcessState.ExitCode() != EvalExitAbandoned {
 			e.logger().Warn("the process that evaluates job files ended between two files", "next", path, "error", firstLine(tail.String()))
 		}
-		return done, ""
+		return done, "", ""
 	}
-	return append(done, failed(path, e.cause(path, cmd.ProcessState, tail.String(), budget, cpuSeconds))), ""
+	return append(done, failed(path, e.cause(path, cmd.ProcessState, tail.String(), budget, cpuSeconds))), "", ""
 }
 
 // calledOff is why a child was stopped that did nothing wrong: its

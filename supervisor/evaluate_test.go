@@ -292,30 +292,46 @@ func TestEvalOrder(t *testing.T) {
 }
 
 // TestEvaluatorCheckDeadline: files sent to be checked get less time than
-// a reload's: those whose turn has not come by the check's deadline are
-// not checked, and say what to do, so that a check of many slow files
-// holds one of the few places of checks no longer than that.
+// a reload's: the file in hand at the check's deadline is stopped, and
+// those whose turn has not come are not checked and say what to do, so
+// that a check of many slow files holds one of the few places of checks
+// no longer than that. A reload of the same files is not held to it.
 func TestEvaluatorCheckDeadline(t *testing.T) {
-	var srcs []luaapi.Source
-	for i := range 8 {
-		srcs = append(srcs, luaapi.Source{Path: fmt.Sprintf("/spool/alice/%d/slow.lua", i), Src: []byte(`job "x` + strconv.Itoa(i) + `" { cmd = "true" }`), Owner: "alice"})
+	// A hanging file, not a slow one, meets the deadline: on a loaded
+	// machine the child may take a while over any file.
+	srcs := []luaapi.Source{{Path: "/spool/alice/0/good.lua", Src: []byte(`job "x0" { cmd = "true" }`), Owner: "alice"},
+		{Path: "/spool/alice/1/hang.lua", Src: []byte("-- hangs until killed"), Owner: "alice"}}
+	for i := 2; i < 8; i++ {
+		srcs = append(srcs, luaapi.Source{Path: fmt.Sprintf("/spool/alice/%d/good.lua", i), Src: []byte(`job "x` + strconv.Itoa(i) + `" { cmd = "true" }`), Owner: "alice"})
 	}
+	const deadline = 3 * time.Second
 	e := &Evaluator{Command: []string{os.Args[0]}, Env: append(os.Environ(), "BERTH_TEST_EVAL=script"), UID: -1, GID: -1,
-		Budget: 10 * time.Second, CheckDeadline: 3 * slowFile / 2}
+		Budget: 10 * time.Second, CheckDeadline: deadline}
 	began := time.Now()
 	files := e.Evaluate(context.WithValue(context.Background(), checkingKey{}, true), luaapi.Machine{CPUs: 2}, srcs)
-	if took := time.Since(began); took > 4*slowFile+time.Second {
-		t.Errorf("the check took %v, past its deadline of %v", took, e.CheckDeadline)
+	// Held to a reload's deadline, the hanging file would take a minute.
+	if took := time.Since(began); took > deadline+20*time.Second {
+		t.Errorf("the check took %v, past its deadline of %v", took, deadline)
 	}
 	if len(files) != len(srcs) || len(files[0].Jobs) != 1 {
 		t.Fatalf("%d files back for %d, the first %+v", len(files), len(srcs), files[0])
+	}
+	if hang := files[1]; len(hang.Errors) != 1 || !strings.Contains(hang.Errors[0].Error(), "still running when the check reached its deadline") {
+		t.Errorf("the hanging file: %v, want stopped at the deadline", hang.Errors)
 	}
 	last := files[len(files)-1]
 	if len(last.Errors) != 1 || last.Errors[0].Problem != luaapi.NotEvaluated || !strings.Contains(last.Errors[0].Error(), "check or submit fewer files at once") {
 		t.Errorf("the last file: %v, want it not checked", last.Errors)
 	}
-	// A reload's files are given the reload's deadline.
-	for _, f := range e.Evaluate(context.Background(), luaapi.Machine{CPUs: 2}, srcs) {
+
+	// A reload's files are given the reload's deadline: slow files that
+	// take longer in all than the check's are all evaluated.
+	var slow []luaapi.Source
+	for i := range 8 {
+		slow = append(slow, luaapi.Source{Path: fmt.Sprintf("/spool/alice/%d/slow.lua", i), Src: []byte(`job "x` + strconv.Itoa(i) + `" { cmd = "true" }`), Owner: "alice"})
+	}
+	e.CheckDeadline = slowFile
+	for _, f := range e.Evaluate(context.Background(), luaapi.Machine{CPUs: 2}, slow) {
 		if len(f.Errors) > 0 {
 			t.Errorf("loaded, %s: %v, want evaluated", f.Path, f.Errors)
 		}
