@@ -233,7 +233,7 @@ func (d *Daemon) cardIndices(names []string) []int {
 // takeAdopted hands job j the run a previous daemon left for it, before
 // its goroutine starts: it is running, and its end arrives as any run's.
 func (j *job) takeAdopted(a adoptedRun) {
-	j.run = runState{id: a.rec.ID, proc: a.run, gpus: a.rec.GPUs, ram: a.rec.RAMBytes, start: a.rec.Start,
+	j.run = runState{id: a.rec.ID, fp: a.rec.Fingerprint, proc: a.run, gpus: a.rec.GPUs, ram: a.rec.RAMBytes, start: a.rec.Start,
 		cpus: len(a.rec.CPUIDs), shown: true} // shown: on record before its unit began
 	j.book, j.grant = a.book, a.grant
 	// The restarts in a row so far (remembered) go on.

@@ -139,6 +139,7 @@ type process interface {
 // runState is the run in progress, if any.
 type runState struct {
 	id    uint64
+	fp    string // the process fingerprint of the definition it started from
 	proc  process
 	gpus  []string
 	cpus  int   // the cores granted
@@ -463,10 +464,15 @@ func (j *job) receive(m jobMessage) {
 		if j.life.state == store.StateRunning && (m.def.Timeout != old.Timeout || m.def.StopTimeout != old.StopTimeout) {
 			j.retime()
 		}
+		// The run in progress may be of an earlier definition than the
+		// last one seen: one it let finish (on_change = "finish"), or one
+		// edited while the job could not run (a user or a flavor not there
+		// yet). Fine again, the job goes by its run's.
+		process := m.processChanged || m.invalid == "" && j.run.fp != "" && j.run.fp != j.defFP
 		if e, ok := redefined(j.life, redefinition{
 			invalid:  m.invalid != "",
 			disabled: !m.def.Enabled,
-			process:  m.processChanged,
+			process:  process,
 			finish:   m.def.OnChange == luaapi.OnChangeFinish,
 			requeue:  m.requeue,
 		}); ok {
@@ -830,7 +836,7 @@ func (j *job) spawn() (event, bool) {
 		rec.ID = j.d.localRunID()
 		j.d.notRecorded(j.log, "cannot record the run; running it anyway", "run", rec.ID, "error", err)
 	}
-	j.run = runState{id: rec.ID, gpus: gpus, cpus: len(j.grant.CPUIDs), ram: j.grant.RAMBytes, start: now}
+	j.run = runState{id: rec.ID, fp: j.defFP, gpus: gpus, cpus: len(j.grant.CPUIDs), ram: j.grant.RAMBytes, start: now}
 	if child && !isLocalRunID(rec.ID) {
 		// Noted before the process starts: if the daemon is killed before
 		// the record commits, the next one learns of the run, and of its

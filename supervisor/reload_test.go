@@ -337,6 +337,42 @@ func TestInvalidRunGoesOn(t *testing.T) {
 	waitJob(t, d, "train", "unplaceable once its run ended", func(js JobStatus) bool { return js.State == "unplaceable" })
 }
 
+// TestOutdatedRunRestartedOnceItCan: a run of an earlier definition than
+// the job's is restarted once the job can run again, though the edit that
+// changed the process came while it could not (its new flavor not
+// declared yet), or while the run was let finish (on_change = "finish",
+// then "restart").
+func TestOutdatedRunRestartedOnceItCan(t *testing.T) {
+	d, jobsDir := runDaemon(t, "", nil)
+	write := func(name, src string) {
+		t.Helper()
+		testkit.PutFile(t, filepath.Join(jobsDir, name), src)
+		reload(t, d)
+	}
+	write("flavors.lua", `flavor "small" { cpus = 1 }`)
+	write("train.lua", `job "train" { cmd = "sleep 600", flavor = "small", restart = "always" }`)
+	running := waitJob(t, d, "train", "running", func(js JobStatus) bool { return js.State == "running" })
+	write("train.lua", `job "train" { cmd = "sleep 600", flavor = "large", restart = "always" }`)
+	js := waitJob(t, d, "train", "running on, saying why", func(js JobStatus) bool { return js.Why != "" })
+	if js.State != "running" || js.Run != running.Run {
+		t.Fatalf("its flavor unknown: %s, run %d (was %d)", js.State, js.Run, running.Run)
+	}
+	write("flavors.lua", `flavor "small" { cpus = 1 }`+"\n"+`flavor "large" { cpus = 2 }`)
+	js = waitJob(t, d, "train", "running its new definition", func(js JobStatus) bool { return js.State == "running" && js.Run != running.Run })
+	if js.CPUs != 2 {
+		t.Errorf("its new run has %d cores, want the 2 of its new flavor", js.CPUs)
+	}
+
+	write("serve.lua", `job "serve" { cmd = "sleep 600", cpus = 0, on_change = "finish" }`)
+	running = waitJob(t, d, "serve", "running", func(js JobStatus) bool { return js.State == "running" })
+	write("serve.lua", `job "serve" { cmd = "sleep 601", cpus = 0, on_change = "finish" }`)
+	write("serve.lua", `job "serve" { cmd = "sleep 601", cpus = 0, on_change = "restart" }`)
+	js = waitJob(t, d, "serve", "running its new definition", func(js JobStatus) bool { return js.State == "running" && js.Run != running.Run })
+	if runs, _ := d.store.Runs("serve", 0); len(runs) != 2 || runs[1].ID != running.Run || runs[1].Reason != store.ReasonStopped {
+		t.Errorf("its runs: %+v, want its first stopped for the second, run %d", runs, js.Run)
+	}
+}
+
 // TestReloadCountsEveryFile: a reload counts the job files there are, not
 // only those in force: a broken file with a version kept in force once, a
 // file never good and a refused one too.
