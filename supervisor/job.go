@@ -540,10 +540,16 @@ func (j *job) apply(e event) {
 		j.life, acts = step(j.life, j.policy(), e, j.d.now())
 		j.cause = e.kind
 		release := func() {}
-		if slices.ContainsFunc(acts, func(a action) bool { return a.kind == actWait && a.again }) {
-			// Out of the queue and back in with what it now asks: no one
-			// is placed in between, or a job behind the head would take
-			// what the head's reservation held back the moment it left.
+		has := func(kind actionKind) bool {
+			return slices.ContainsFunc(acts, func(a action) bool { return a.kind == kind })
+		}
+		if slices.ContainsFunc(acts, func(a action) bool { return a.kind == actWait && a.again }) || has(actGive) && has(actWait) {
+			// Out of the queue and back in with what it now asks, or its
+			// grant given back and in the queue again at once (a restart,
+			// an edit): no one is placed in between, or a job behind the
+			// head would take what the head's reservation held back the
+			// moment it left, and a job of lower priority what this one
+			// gave back.
 			release = j.d.placer.Hold()
 		}
 		for _, a := range acts {

@@ -373,6 +373,39 @@ func TestOutdatedRunRestartedOnceItCan(t *testing.T) {
 	}
 }
 
+// TestRestartKeepsPriority: what a running job gives back as it restarts
+// (berth restart, an edit of its command) goes to it again, not to a job
+// of lower priority that waited meanwhile.
+func TestRestartKeepsPriority(t *testing.T) {
+	lo := `job "lo" { cmd = "sleep 600", cpus = 2, priority = 0 }` + "\n"
+	d, dir := runDaemon(t, `job "hi" { cmd = "sleep 600", cpus = 2, priority = 10 }`+"\n"+lo, nil)
+	hi := waitJob(t, d, "hi", "running", func(js JobStatus) bool { return js.State == "running" })
+	waitJob(t, d, "lo", "waiting", func(js JobStatus) bool { return js.State == "waiting" })
+	// One of the two runs on the machine's two cores once hi restarted.
+	runningAgain := func(after string) {
+		t.Helper()
+		testkit.WaitFor(t, 20*time.Second, "hi or lo running "+after, func() bool {
+			js, _ := d.jobStatus("hi")
+			other, _ := d.jobStatus("lo")
+			if js.State == "running" && js.Run != hi.Run || other.State == "running" {
+				hi = js
+				return true
+			}
+			return false
+		})
+		if js, _ := d.jobStatus("lo"); js.State != "waiting" {
+			t.Errorf("%s, lo is %s, want waiting behind hi", after, js.State)
+		}
+	}
+	if code, body := as(t, d, "root", "POST", jobPath("hi")+"/restart"); code != 200 {
+		t.Fatalf("restart: %d %s", code, body)
+	}
+	runningAgain("after hi's restart")
+	testkit.PutFile(t, filepath.Join(dir, "jobs.lua"), `job "hi" { cmd = "sleep 601", cpus = 2, priority = 10 }`+"\n"+lo)
+	reload(t, d)
+	runningAgain("after hi's edit")
+}
+
 // TestReloadCountsEveryFile: a reload counts the job files there are, not
 // only those in force: a broken file with a version kept in force once, a
 // file never good and a refused one too.
