@@ -725,12 +725,13 @@ func (d *Daemon) reconcile() error {
 		}
 		killed += d.killTagged(byRun[run])
 		delete(byRun, run)
-		if rec, ok, err := d.store.Job(r.Job); err == nil && ok && rec.State == store.StateStopped {
-			// A person's stop, on record before the daemon went away in
-			// its stop_timeout: the run ended stopped, as it would have.
-			if err := d.store.EndRun(r.ID, d.now(), 0, "", store.ReasonStopped); err == nil {
-				d.meters.ended(store.ReasonStopped)
-				d.log.Info("a run stopped as asked: the daemon went away while it stopped", "job", r.Job, "run", r.ID, "pid", r.PID, "killed_leftovers", killed)
+		if reason := stoppingAtCrash(d.store, r); reason != 0 {
+			// A person's stop or a timeout, on record before the daemon
+			// went away in its stop_timeout: the run ended as it would
+			// have, and the job rests where its record says.
+			if err := d.store.EndWithoutExit(r.ID, d.now(), reason, finishedStopCause); err == nil {
+				d.meters.ended(reason)
+				d.log.Info("a run's stop finished: the daemon went away while it stopped", "job", r.Job, "run", r.ID, "reason", reason.String(), "pid", r.PID, "killed_leftovers", killed)
 				continue
 			}
 		}
@@ -849,6 +850,30 @@ func (d *Daemon) killTagged(procs []runner.Tagged) int {
 	}
 	return killed
 }
+
+// stoppingAtCrash is the reason run r ended with where the previous
+// daemon went away while it stopped it: the job's record, written since
+// the run began, says where the stop leaves the job (life.recorded),
+// stopped for a person's stop, failed for a timeout the restart policy
+// does not restart after. Zero: the run was not being stopped (a record
+// from before the run is where the job rested before it was started
+// again), or its job is unknown.
+func stoppingAtCrash(st *store.Store, r store.RunRecord) store.Reason {
+	rec, ok, err := st.Job(r.Job)
+	switch {
+	case err != nil || !ok || rec.Changed.Before(r.Start):
+		return 0
+	case rec.State == store.StateStopped:
+		return store.ReasonStopped
+	case rec.State == store.StateFailed:
+		return store.ReasonTimedOut
+	}
+	return 0
+}
+
+// finishedStopCause is said of a run whose stop the daemon that began it
+// did not see through: no exit status of it is known.
+const finishedStopCause = "its daemon went away during the stop, and the next one finished it"
 
 // runMark is what, besides BERTH_RUN, every process of this berth's runs
 // carries: run ids are only unique within one state file.

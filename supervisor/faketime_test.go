@@ -65,6 +65,20 @@ func TestFakeTimeRestartDelays(t *testing.T) {
 	waitJob(t, d, "flaky", "backed off a third time", func(js JobStatus) bool { return js.Restarts == 3 })
 }
 
+// TestFakeTimeGaveUp: a service (restart = "always") out of max_restarts
+// rests failed, though its last run exited 0, and says it gave up.
+func TestFakeTimeGaveUp(t *testing.T) {
+	d, clk := fakeTimeDaemon(t, `job "svc" { cmd = "exit 0", restart = "always", max_restarts = 1 }`)
+	waitJob(t, d, "svc", "backed off", func(js JobStatus) bool { return js.State == "backoff" })
+	clk.Advance(time.Second)
+	js := waitJob(t, d, "svc", "given up", func(js JobStatus) bool {
+		return js.State != "backoff" && js.State != "waiting" && js.State != "running" && js.State != "starting"
+	})
+	if js.State != "failed" || !js.GaveUp || js.Restarts != 1 {
+		t.Errorf("out of restarts: %s, gave up %v, %d restarts; want failed, given up after 1", js.State, js.GaveUp, js.Restarts)
+	}
+}
+
 // TestFakeTimePolicyEditInBackoff: an edit of the restart policy calls
 // off the restart already armed where the new policy would not make it
 // (it ran once more).

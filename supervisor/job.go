@@ -213,6 +213,9 @@ type jobView struct {
 	State    store.State
 	Since    time.Time
 	Restarts int
+	// GaveUp: failed as its restart policy would have restarted it, but
+	// for max_restarts.
+	GaveUp bool
 	// Why: why it waits, failed, or cannot run, in words.
 	Why string
 	// Invalid: why its definition cannot run; "" when it can. Unfit: why
@@ -1196,6 +1199,7 @@ func (j *job) publish() {
 		j.v.Since = j.waitingAt // a wait that began in the last daemon
 	}
 	j.v.Restarts = j.life.restarts
+	j.v.GaveUp = j.life.state == store.StateFailed && j.life.restarts > 0 && j.policy().wants(j.life.failed, -1)
 	j.v.Run = j.run.id
 	j.v.PID, j.v.unit = 0, nil
 	if j.run.proc != nil {

@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -150,5 +151,34 @@ func TestReaderSeesWhyAFileIsRefused(t *testing.T) {
 	other := &reader{uid: uint32(os.Getuid()) + 54321, gids: map[uint32]bool{54321: true}, seen: map[string]bool{}}
 	if got := other.problems(refused)[0].Text; strings.Contains(got, target) {
 		t.Errorf("one who may not list the directory is shown where the link leads: %q", got)
+	}
+}
+
+// TestRunViewExitCode: a run's exit code is shown however it ended where
+// it has one: a run stopped or timed out may have caught the signal and
+// exited with a code of its own. A lost run, one that never started and
+// one a later daemon finished have none.
+func TestRunViewExitCode(t *testing.T) {
+	end := time.Date(2026, 12, 6, 9, 0, 0, 0, time.UTC)
+	for _, tt := range []struct {
+		rec  store.RunRecord
+		want string
+	}{
+		{store.RunRecord{ExitCode: 5, Reason: store.ReasonStopped}, "5"},
+		{store.RunRecord{ExitCode: 0, Reason: store.ReasonTimedOut}, "0"},
+		{store.RunRecord{ExitCode: 3, Reason: store.ReasonFailed}, "3"},
+		{store.RunRecord{Signal: "SIGTERM", Reason: store.ReasonStopped}, "none"},
+		{store.RunRecord{Reason: store.ReasonLost}, "none"},
+		{store.RunRecord{Reason: store.ReasonSpawnError, Cause: "no such file"}, "none"},
+		{store.RunRecord{Reason: store.ReasonStopped, Cause: "its daemon went away during the stop, and the next one finished it"}, "none"},
+	} {
+		tt.rec.End = end
+		got := "none"
+		if v := runViewOf(tt.rec); v.ExitCode != nil {
+			got = strconv.Itoa(*v.ExitCode)
+		}
+		if got != tt.want {
+			t.Errorf("%+v: exit code %s, want %s", tt.rec, got, tt.want)
+		}
 	}
 }

@@ -1256,7 +1256,7 @@ func (d *Daemon) remembered(name string, def *luaapi.Job, set *luaapi.Set) memor
 		// a failed job's are.
 		return memory{initial: life{state: store.StateDone, since: rec.Changed, restarts: rec.Restarts}, doneFP: rec.DoneFingerprint}
 	case rec.Fingerprint == fp && (rec.State == store.StateFailed || rec.State == store.StateStopped):
-		return memory{initial: life{state: rec.State, since: rec.Changed, restarts: rec.Restarts}, doneFP: rec.DoneFingerprint}
+		return memory{initial: life{state: rec.State, since: rec.Changed, restarts: rec.Restarts, failed: rec.State == store.StateFailed}, doneFP: rec.DoneFingerprint}
 	case rec.Fingerprint == fp && rec.Restarts > 0 && !resting(rec.State) && now.Sub(rec.Changed) < healthyRun:
 		// In a crash loop (its record, written at each restart, younger
 		// than a healthy run): the count goes on where it was, or a job

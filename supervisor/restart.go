@@ -58,7 +58,10 @@ func decideRestart(p restartPolicy, failed bool, ran time.Duration, restarts int
 		restarts, delay = 0, firstDelay
 	}
 	final := store.StateDone
-	if failed {
+	if failed || p.wants(failed, -1) && restarts > 0 {
+		// A run that failed, or one the policy would have restarted but
+		// for max_restarts, which it made: it gave up, whatever the last
+		// exit.
 		final = store.StateFailed
 	}
 	if !p.wants(failed, restarts) {

@@ -143,8 +143,11 @@ type JobStatus struct {
 	GPUMemUsedBytes *int64 `json:"gpu_mem_used_bytes,omitempty"`
 	GPUMemPeakBytes *int64 `json:"gpu_mem_peak_bytes,omitempty"`
 	Restarts        int    `json:"restarts"`
-	File            string `json:"file"`
-	Line            int    `json:"line"`
+	// GaveUp: failed where its restart policy would have restarted it,
+	// but for max_restarts (Restarts in a row were made).
+	GaveUp bool   `json:"gave_up,omitempty"`
+	File   string `json:"file"`
+	Line   int    `json:"line"`
 	// Asked is what the definition asks (a waiting job holds nothing yet).
 	Asked  Size   `json:"asked"`
 	Flavor string `json:"flavor,omitempty"`
@@ -339,7 +342,7 @@ func (d *Daemon) status(members bool) Status {
 		v := j.view()
 		js := JobStatus{
 			Name: j.name, Owner: v.Def.Owner, State: v.State.String(), Since: v.Since, Why: v.Why, Run: v.Run, PID: v.PID,
-			CPUs: len(v.Grant.CPUIDs), CPUIDs: v.Grant.CPUIDs, GPUs: v.GPUs, RAMBytes: v.Grant.RAMBytes, Restarts: v.Restarts,
+			CPUs: len(v.Grant.CPUIDs), CPUIDs: v.Grant.CPUIDs, GPUs: v.GPUs, RAMBytes: v.Grant.RAMBytes, Restarts: v.Restarts, GaveUp: v.GaveUp,
 			File: v.Def.Pos.File, Line: v.Def.Pos.Line, Asked: sizeOf(v.Def.Resources), Flavor: v.Def.Flavor,
 			GPUMemBytes: v.Grant.GPUMemBytes,
 		}

@@ -153,6 +153,9 @@ func (e *jsonAppender) job(j *JobStatus) {
 	}
 	e.raw(`,"restarts":`)
 	e.int(int64(j.Restarts))
+	if j.GaveUp {
+		e.raw(`,"gave_up":true`)
+	}
 	e.raw(`,"file":`)
 	e.string(j.File)
 	e.raw(`,"line":`)

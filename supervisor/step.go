@@ -120,6 +120,11 @@ type pendingStop struct {
 	why  store.Reason
 	then then
 	rest store.State // thenRest: where the job rests
+	// settled, for a timeout the restart policy will not restart after,
+	// is where it leaves the job once the run is reaped (failed). It is
+	// recorded meanwhile, so that a daemon gone before that leaves the job
+	// there rather than running it again (Daemon.reconcile).
+	settled store.State
 }
 
 // life is a job's state and the counters its transitions need.
@@ -166,12 +171,15 @@ func (l life) finishingInvalid() bool {
 }
 
 // recorded is the state kept for the next daemon: the state, but for a
-// person's stop under way, where the job rests once its run is reaped, so
-// that a daemon gone meanwhile leaves it stopped (the next one sees the
-// stop through, Daemon.declare).
+// person's stop or a timeout under way, where the job rests once its run
+// is reaped, so that a daemon gone meanwhile leaves it stopped or failed
+// (the next one sees the stop through, Daemon.reconcile).
 func (l life) recorded() store.State {
 	if l.state == store.StateStopping && l.pending.then == thenRest && l.pending.rest == store.StateStopped {
 		return store.StateStopped
+	}
+	if l.state == store.StateStopping && l.pending.then == thenPolicy && l.pending.settled != 0 {
+		return l.pending.settled
 	}
 	if l.beneath != 0 {
 		// Invalid or disabled are said by the definition, which the next
@@ -235,13 +243,11 @@ func step(l life, p restartPolicy, e event, now time.Time) (life, []action) {
 				stopping(store.ReasonStopped, thenRerun)
 			}
 		case store.StateStopping:
-			// Run again once reaped; but a plain start does not override a
-			// timeout, whose aftermath the restart policy decides, and
-			// nothing overrides the daemon going away.
-			switch {
-			case l.pending.then == thenLeave:
-			case e.kind == evStart && l.pending.then == thenPolicy:
-			default:
+			// Run again once reaped (a run that timed out is recorded so,
+			// and a person's start runs it again whatever the restart
+			// policy would have made of it); nothing overrides the daemon
+			// going away.
+			if l.pending.then != thenLeave {
 				next.pending.then = thenRerun
 			}
 		case store.StateBackoff:
@@ -405,6 +411,9 @@ func step(l life, p restartPolicy, e event, now time.Time) (life, []action) {
 				break
 			}
 			stopping(store.ReasonTimedOut, thenPolicy)
+			if d := decideRestart(p, true, now.Sub(l.started), l.restarts, l.delay); !d.restart {
+				next.pending.settled = d.final
+			}
 		}
 
 	case evBackoffDone:

@@ -174,7 +174,7 @@ func TestStepStoppingDestinations(t *testing.T) {
 		{"restart, then stop before reaped", []event{{kind: evRestart}, {kind: evStop}, {kind: evExited}}, store.StateStopped, store.ReasonStopped},
 		{"timeout restarts on failure", []event{{kind: evTimeout}, {kind: evExited, failed: true}}, store.StateBackoff, store.ReasonTimedOut},
 		{"timeout, then stop", []event{{kind: evTimeout}, {kind: evStop}, {kind: evExited, failed: true}}, store.StateStopped, store.ReasonTimedOut},
-		{"timeout, a start does not override it", []event{{kind: evTimeout}, {kind: evStart}, {kind: evExited, failed: true}}, store.StateBackoff, store.ReasonTimedOut},
+		{"timeout, then a start: runs again once reaped", []event{{kind: evTimeout}, {kind: evStart}, {kind: evExited, failed: true}}, store.StateWaiting, store.ReasonTimedOut},
 		{"redefine with finish lets the run end", []event{{kind: evRedefine, finish: true}, {kind: evExited}}, store.StateWaiting, store.ReasonExited},
 		{"redefine with finish, the run fails", []event{{kind: evRedefine, finish: true}, {kind: evExited, failed: true}}, store.StateWaiting, store.ReasonFailed},
 
@@ -337,6 +337,35 @@ func TestStepRestartBackoff(t *testing.T) {
 	}
 }
 
+// TestStepRecordedDuringTimeout: while a run that timed out is stopped,
+// the record says where the policy will leave the job (failed, where it
+// does not restart it), so that a daemon gone meanwhile leaves it there;
+// a start asked meanwhile, or a policy that restarts, leaves the record a
+// run's, which the next daemon runs again.
+func TestStepRecordedDuringTimeout(t *testing.T) {
+	running := life{state: store.StateRunning, started: t0}
+	tests := []struct {
+		name   string
+		policy restartPolicy
+		events []event
+		want   store.State
+	}{
+		{"no", restartPolicy{luaapi.RestartNo, -1}, []event{{kind: evTimeout}}, store.StateFailed},
+		{"on-failure", restartPolicy{luaapi.RestartOnFailure, -1}, []event{{kind: evTimeout}}, store.StateStopping},
+		{"on-failure, out of restarts", restartPolicy{luaapi.RestartOnFailure, 0}, []event{{kind: evTimeout}}, store.StateFailed},
+		{"no, then a start", restartPolicy{luaapi.RestartNo, -1}, []event{{kind: evTimeout}, {kind: evStart}}, store.StateStopping},
+		{"no, then a stop", restartPolicy{luaapi.RestartNo, -1}, []event{{kind: evTimeout}, {kind: evStop}}, store.StateStopped},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, _ := play(t, running, tt.policy, tt.events...)
+			if got.recorded() != tt.want {
+				t.Errorf("recorded %v, want %v", got.recorded(), tt.want)
+			}
+		})
+	}
+}
+
 func TestStepRestartPolicies(t *testing.T) {
 	tests := []struct {
 		name     string
@@ -354,6 +383,7 @@ func TestStepRestartPolicies(t *testing.T) {
 		{"max 3, third restart allowed", restartPolicy{luaapi.RestartOnFailure, 3}, true, 2, store.StateBackoff},
 		{"max 3, out of restarts", restartPolicy{luaapi.RestartOnFailure, 3}, true, 3, store.StateFailed},
 		{"max 0", restartPolicy{luaapi.RestartAlways, 0}, false, 0, store.StateDone},
+		{"always, success, out of restarts: it gave up", restartPolicy{luaapi.RestartAlways, 2}, false, 2, store.StateFailed},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

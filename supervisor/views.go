@@ -155,7 +155,10 @@ func runViewOf(r store.RunRecord) RunView {
 	if !r.End.IsZero() {
 		end := r.End
 		v.End = &end
-		if r.Signal == "" && (r.Reason == store.ReasonExited || r.Reason == store.ReasonFailed) {
+		// A run stopped or timed out has the code it exited with too
+		// (it may have caught the signal); a lost run, one that never
+		// started and one ended by another daemon have none.
+		if r.Signal == "" && r.Cause == "" && r.Reason != store.ReasonLost && r.Reason != store.ReasonSpawnError {
 			code := r.ExitCode
 			v.ExitCode = &code
 		}

@@ -176,19 +176,28 @@ func TestDaemonNameWinnerSurvivesRestart(t *testing.T) {
 }
 
 // TestDoneKeepsItsRestarts: a job that came to rest done after restarts
-// shows them after the daemon's restart too, as a failed one does.
+// shows them after the daemon's restart too, as one whose policy gave up
+// (max_restarts) shows that it did.
 func TestDoneKeepsItsRestarts(t *testing.T) {
 	t.Parallel()
-	d := newTestDaemon(t, map[string]string{"alw.lua": `job "alw" { cmd = "true", cpus = 0, restart = "always", max_restarts = 1 }`})
+	d := newTestDaemon(t, map[string]string{"jobs.lua": `job "once" { cmd = { "sh", "-c", "test -e OUT/failed || { touch OUT/failed; exit 1; }" }, cpus = 0, restart = "on-failure" }
+job "alw" { cmd = "true", cpus = 0, restart = "always", max_restarts = 1 }`})
 	d.start(daemonOptions{})
-	st := d.waitJob("alw", "done after its restart", func(js supervisor.JobStatus) bool { return js.State == "done" })
+	st := d.waitJob("once", "done after its restart", func(js supervisor.JobStatus) bool { return js.State == "done" })
 	if st.Restarts != 1 {
-		t.Fatalf("alw: done with %d restarts, want 1", st.Restarts)
+		t.Fatalf("once: done with %d restarts, want 1", st.Restarts)
+	}
+	st = d.waitJob("alw", "given up after its restart", func(js supervisor.JobStatus) bool { return js.State == "failed" })
+	if st.Restarts != 1 || !st.GaveUp {
+		t.Fatalf("alw: failed with %d restarts, gave up %v; want 1, given up", st.Restarts, st.GaveUp)
 	}
 	d.stop()
 	d.start(daemonOptions{})
-	if st, _ := d.job("alw"); st.State != "done" || st.Restarts != 1 {
-		t.Errorf("alw after the daemon's restart: %s with %d restarts, want done with 1", st.State, st.Restarts)
+	if st, _ := d.job("once"); st.State != "done" || st.Restarts != 1 {
+		t.Errorf("once after the daemon's restart: %s with %d restarts, want done with 1", st.State, st.Restarts)
+	}
+	if st, _ := d.job("alw"); st.State != "failed" || st.Restarts != 1 || !st.GaveUp {
+		t.Errorf("alw after the daemon's restart: %s with %d restarts, gave up %v; want failed with 1, given up", st.State, st.Restarts, st.GaveUp)
 	}
 	d.stop()
 }

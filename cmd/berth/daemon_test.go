@@ -766,13 +766,15 @@ func TestDaemonSurvivesKill9(t *testing.T) {
 	d.stop()
 }
 
-// TestStopUnderWayOutlivesKill9: a person's stop under way when the
-// daemon is killed is seen through by the next one: the job rests
-// stopped, and is not run again, and its run ended stopped.
+// TestStopUnderWayOutlivesKill9: a person's stop, or a timeout the
+// restart policy does not restart after, under way when the daemon is
+// killed is seen through by the next one: the job rests stopped or
+// failed, is not run again, and its run ended stopped or timed out.
 func TestStopUnderWayOutlivesKill9(t *testing.T) {
 	t.Parallel()
+	deaf := `cmd = { "sh", "-c", "trap '' TERM; while true; do sleep 0.2; done" }, cpus = 1, stop_timeout = "60s"`
 	d := newTestDaemon(t, map[string]string{
-		"stk.lua": `job "stk" { cmd = { "sh", "-c", "trap '' TERM; while true; do sleep 0.2; done" }, cpus = 1, stop_timeout = "60s" }`,
+		"stk.lua": `job "stk" { ` + deaf + ` }` + "\n" + `job "tmo" { ` + deaf + `, timeout = "1s", restart = "no" }`,
 	})
 	d.start(daemonOptions{args: []string{"--cpus", "2"}})
 	first := d.waitState("stk", "running")
@@ -780,16 +782,23 @@ func TestStopUnderWayOutlivesKill9(t *testing.T) {
 		t.Fatalf("stop: %s", resp.Status)
 	}
 	d.waitState("stk", "stopping")
+	timedOut := d.waitState("tmo", "stopping")
 	d.cmd.Process.Signal(syscall.SIGKILL)
 	d.cmd.Wait()
 
 	d.start(daemonOptions{args: []string{"--cpus", "2"}})
-	if j := d.waitState("stk", "stopped"); j.Run != 0 {
-		t.Errorf("stk after the restart: %+v, want stopped with no run", j)
-	}
-	runs := d.history("stk")
-	if len(runs) != 1 || runs[0].ID != first.Run || runs[0].End == nil || runs[0].Reason != "stopped" {
-		t.Errorf("stk's runs: %+v, want its one run, ended stopped (not lost: it was stopped as asked)", runs)
+	for _, c := range []struct {
+		job, state, reason string
+		run                uint64
+	}{{"stk", "stopped", "stopped", first.Run}, {"tmo", "failed", "timed out", timedOut.Run}} {
+		if j := d.waitState(c.job, c.state); j.Run != 0 {
+			t.Errorf("%s after the restart: %+v, want %s with no run", c.job, j, c.state)
+		}
+		runs := d.history(c.job)
+		if len(runs) != 1 || runs[0].ID != c.run || runs[0].End == nil || runs[0].Reason != c.reason || runs[0].ExitCode != nil ||
+			!strings.Contains(runs[0].Cause, "the next one finished it") {
+			t.Errorf("%s's runs: %+v, want its one run, ended %s (not lost: its stop was under way), with no exit code but why", c.job, runs, c.reason)
+		}
 	}
 	d.stop()
 }

@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -764,6 +765,17 @@ func msgNoSuchIndex(command, array string, n int, r supervisor.ArrayRange) strin
 }
 
 // msgRetryIn is when a job in backoff runs again, d from now.
+// msgGaveUp is the restarts of a job whose policy gave up on it
+// (max_restarts), after its last run's end.
+func msgGaveUp(restarts int) string {
+	return "gave up after " + count(restarts, "restart") + " in a row (max_restarts)"
+}
+
+// msgGaveUpShow is msgGaveUp where berth show names the job.
+func msgGaveUpShow(name string, restarts int) string {
+	return strconv.Itoa(restarts) + " in a row; its restart policy gave up (max_restarts); berth start " + name + " runs it again"
+}
+
 func msgRetryIn(d time.Duration) string {
 	if d < time.Second {
 		return "runs again now"

@@ -97,6 +97,8 @@ func TestMessages(t *testing.T) {
 		msgAlready("train", "done"),
 		msgBooksDiffer(supervisor.MachineStatus{CPUs: 4, Cards: make([]supervisor.CardStatus, 4), RAMBytes: new(int64(8 << 30))}),
 		msgRunOutdated(),
+		msgGaveUp(2),
+		msgGaveUpShow("train", 3),
 		msgNoneKept(3, "yours"),
 		msgNoneKept(1, "alice's"),
 		msgOthersLeft(3, `svc is an administrators' job; only root or a member of berth-admin can stop it (berth status shows each job's owner)`),

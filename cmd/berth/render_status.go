@@ -497,6 +497,9 @@ func singleWhy(j supervisor.JobStatus, now time.Time) string {
 	}
 	if j.Restarts > 0 && stateOf(j.State) != store.StateWaiting {
 		r := count(j.Restarts, "restart")
+		if j.GaveUp {
+			r = msgGaveUp(j.Restarts)
+		}
 		if why != "" {
 			why += "; " + r
 		} else {

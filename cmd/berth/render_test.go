@@ -170,7 +170,7 @@ func busyBox() supervisor.Status {
 	add(supervisor.JobStatus{Name: "label-server", State: "backoff", Since: ago(5 * time.Second), Why: "killed by SIGSEGV", Restarts: 1})
 	add(supervisor.JobStatus{Name: "eval-imagenet-c", State: "failed", Since: ago(35 * time.Minute), Why: "exit 3"})
 	add(supervisor.JobStatus{Name: "train-gan", State: "failed", Since: ago(3 * time.Hour), Why: "timed out after 12h"})
-	add(supervisor.JobStatus{Name: "export-onnx", State: "failed", Since: ago(9 * time.Hour), Why: "exit 1"})
+	add(supervisor.JobStatus{Name: "export-onnx", State: "failed", Since: ago(9 * time.Hour), Why: "exit 1", Restarts: 5, GaveUp: true})
 	add(supervisor.JobStatus{Name: "bench-throughput", State: "failed", Since: ago(50 * time.Hour), Why: "killed by SIGKILL"})
 	add(supervisor.JobStatus{Name: "eval-old-ckpt", State: "failed", Since: ago(7 * 24 * time.Hour), Why: "exit 137"})
 	add(supervisor.JobStatus{Name: "train-70b-full", State: "unplaceable", Since: ago(time.Hour),
@@ -684,7 +684,7 @@ func historyRuns() []supervisor.RunView {
 		{ID: 41, Job: "train-gan", Start: ago(15 * time.Hour), End: at(3 * time.Hour), CPUs: 8, GPUs: []string{"0", "1"}, Signal: "SIGTERM", Reason: "timed out"},
 		{ID: 42, Job: "eval", Start: ago(2 * time.Hour), End: at(2*time.Hour - 90*time.Second), CPUs: 2, GPUs: []string{}, ExitCode: code(3), Reason: "failed"},
 		{ID: 43, Job: "label-server", Start: ago(90 * time.Minute), End: at(90*time.Minute - 250*time.Millisecond), CPUs: 1, GPUs: []string{}, Signal: "SIGSEGV", Reason: "failed"},
-		{ID: 44, Job: "notebook", Start: ago(80 * time.Minute), End: at(20 * time.Minute), CPUs: 2, GPUs: []string{"2"}, Signal: "SIGTERM", Reason: "stopped"},
+		{ID: 44, Job: "notebook", Start: ago(80 * time.Minute), End: at(20 * time.Minute), CPUs: 2, GPUs: []string{"2"}, ExitCode: code(0), Reason: "stopped"},
 		{ID: 45, Job: "notebook-2", Start: ago(70 * time.Minute), End: at(60 * time.Minute), CPUs: 2, GPUs: []string{}, Signal: "SIGKILL", Reason: "killed after stop_timeout"},
 		{ID: 46, Job: "sync", Start: ago(40 * time.Minute), End: at(40 * time.Minute), CPUs: 1, GPUs: []string{}, Reason: "spawn error", Cause: "program /opt/sync/bin/sync does not exist"},
 		{ID: 47, Job: "train-resnet", Start: ago(30 * 24 * time.Hour), End: at(29 * 24 * time.Hour), CPUs: 8, GPUs: []string{"0", "1"}, Reason: "lost"},

@@ -157,6 +157,17 @@ func (s *Store) EndRun(id uint64, end time.Time, exitCode int, signal string, re
 	return s.submit(apply, endKey(id))
 }
 
+// EndWithoutExit records the end of a run whose exit status no one could
+// learn: its process was not this daemon's child (a previous daemon's,
+// stopped by this one). cause says how it ended, in place of a code.
+func (s *Store) EndWithoutExit(id uint64, end time.Time, reason Reason, cause string) error {
+	apply, err := endRunOp(id, end, 0, "", reason, cause)
+	if err != nil {
+		return err
+	}
+	return s.submit(apply, endKey(id))
+}
+
 // maxCauseBytes bounds a stored spawn error: it quotes paths, which are
 // at most 4 KiB each, and a record is read whole with every history.
 const maxCauseBytes = 1024
