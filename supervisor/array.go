@@ -56,7 +56,15 @@ type array struct {
 	// each member.
 	states map[int]store.State
 	counts map[store.State]int
-	since  time.Time
+	// records are the members' done records as they last published
+	// them, unrecorded how many are "", and record the array's, made of
+	// them (doneRecord) once recordFresh: kept, as dependants look at it
+	// each time an index publishes, which thousands may do at once.
+	records     map[int]string
+	unrecorded  int
+	record      string
+	recordFresh bool
+	since       time.Time
 	// last is how the index that last ended badly ended.
 	last lastEnd
 	// was is the array's state as a whole when since was set.
@@ -88,7 +96,7 @@ type array struct {
 func newArray(def *luaapi.Job) *array {
 	return &array{
 		name: def.Name, def: def,
-		members: map[int]*job{}, states: map[int]store.State{}, counts: map[store.State]int{},
+		members: map[int]*job{}, states: map[int]store.State{}, counts: map[store.State]int{}, records: map[int]string{},
 		slots: map[int]bool{}, asking: map[int]bool{}, pending: map[int]bool{}, leaving: map[*job]bool{},
 	}
 }
@@ -211,7 +219,7 @@ func (a *array) admitNext() {
 // gate (inLine) and whether it waits in the placer's queue (inQueue). A
 // place is held while it waits in the queue, starts, runs or stops; one it
 // no longer needs goes to the next in line.
-func (a *array) sync(j *job, st store.State, since time.Time, end lastEnd, inLine, inQueue bool) {
+func (a *array) sync(j *job, st store.State, since time.Time, end lastEnd, doneFP string, inLine, inQueue bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	i := j.index
@@ -239,6 +247,7 @@ func (a *array) sync(j *job, st store.State, since time.Time, end lastEnd, inLin
 			a.was, a.since = whole, since
 		}
 	}
+	a.setRecord(i, doneFP)
 	if !inLine {
 		delete(a.asking, i)
 	}
@@ -288,6 +297,7 @@ func (a *array) join(i int, j *job) {
 	st := j.life.state
 	a.states[i] = st
 	a.counts[st]++
+	a.setRecord(i, j.doneFP)
 	if since := j.life.since; !since.IsZero() {
 		// Restored as the last daemon left it: the array came to its
 		// state when the last of its indices in that state did.
@@ -315,6 +325,13 @@ func (a *array) forget(i int) {
 	if st, ok := a.states[i]; ok {
 		a.counts[st]--
 		delete(a.states, i)
+	}
+	if r, ok := a.records[i]; ok {
+		if r == "" {
+			a.unrecorded--
+		}
+		delete(a.records, i)
+		a.recordFresh = false
 	}
 	delete(a.asking, i)
 	delete(a.pending, i)
@@ -409,17 +426,38 @@ func (a *array) view() jobView {
 	return jobView{Def: c.def, State: c.state(), Since: c.since, LastEnd: c.last, DoneFP: a.doneRecord()}
 }
 
-// doneRecord is the done record of an array (arrayRecord): "" until every
-// index has one.
-func (a *array) doneRecord() string {
-	jobs := a.jobs()
-	records := make([]string, len(jobs))
-	for i, j := range jobs {
-		if records[i] = j.view().DoneFP; records[i] == "" {
-			return ""
-		}
+// setRecord notes index i's done record. The caller holds a.mu.
+func (a *array) setRecord(i int, r string) {
+	old, ok := a.records[i]
+	if ok && old == r {
+		return
 	}
-	return arrayRecord(records)
+	if ok && old == "" {
+		a.unrecorded--
+	}
+	if r == "" {
+		a.unrecorded++
+	}
+	a.records[i] = r
+	a.recordFresh = false
+}
+
+// doneRecord is the done record of an array (arrayRecord): "" until every
+// index has one. It is made again only once an index's has changed.
+func (a *array) doneRecord() string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.unrecorded > 0 || len(a.records) == 0 {
+		return ""
+	}
+	if !a.recordFresh {
+		records := make([]string, 0, len(a.records))
+		for _, i := range slices.Sorted(maps.Keys(a.records)) {
+			records = append(records, a.records[i])
+		}
+		a.record, a.recordFresh = arrayRecord(records), true
+	}
+	return a.record
 }
 
 // arrayRecord is the done record of an array whose indices' records are

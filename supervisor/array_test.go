@@ -111,7 +111,7 @@ func newGateModel(t *testing.T, n, maxParallel int) *gateModel {
 }
 
 func (m *gateModel) publish(i int) {
-	m.a.sync(m.a.members[i], m.state[i], time.Time{}, lastEnd{}, m.inLine[i], m.inQueue[i])
+	m.a.sync(m.a.members[i], m.state[i], time.Time{}, lastEnd{}, "", m.inLine[i], m.inQueue[i])
 }
 
 // wait is index i's wait past the dependency gate (pastGates).
@@ -253,6 +253,47 @@ func TestArrayGateOrder(t *testing.T) {
 	}
 }
 
+// TestArrayDoneRecord: the array's done record, kept as its indices
+// publish theirs, is "" until every index has one, theirs where they
+// agree, else a digest that changes with any; an index the range lost
+// counts no more.
+func TestArrayDoneRecord(t *testing.T) {
+	def := &luaapi.Job{Name: "sweep", Array: &luaapi.Range{From: 1, To: 3}}
+	a := newArray(def)
+	for i := 1; i <= 3; i++ {
+		a.join(i, &job{name: memberName("sweep", i), in: newMailbox[jobMessage]()})
+	}
+	publish := func(i int, record string) {
+		a.sync(a.members[i], store.StateDone, time.Time{}, lastEnd{}, record, false, false)
+	}
+	publish(1, "r1")
+	publish(2, "r1")
+	if got := a.doneRecord(); got != "" {
+		t.Errorf("two of three done: %q, want none", got)
+	}
+	publish(3, "r1")
+	if got := a.doneRecord(); got != "r1" {
+		t.Errorf("all done alike: %q, want r1", got)
+	}
+	publish(2, "r2")
+	mixed := a.doneRecord()
+	if want := arrayRecord([]string{"r1", "r2", "r1"}); mixed != want {
+		t.Errorf("index 2 ran another definition: %q, want %q", mixed, want)
+	}
+	publish(3, "r2")
+	if got := a.doneRecord(); got == mixed || got != arrayRecord([]string{"r1", "r2", "r2"}) {
+		t.Errorf("index 3 too: %q, want a new digest", got)
+	}
+	publish(1, "")
+	if got := a.doneRecord(); got != "" {
+		t.Errorf("index 1 with no record: %q, want none", got)
+	}
+	a.forget(1)
+	if got := a.doneRecord(); got != "r2" {
+		t.Errorf("index 1 gone: %q, want r2", got)
+	}
+}
+
 func BenchmarkArrayGate(b *testing.B) {
 	const n = 10000
 	def := &luaapi.Job{Name: "sweep", Array: &luaapi.Range{From: 1, To: n}, MaxParallel: 4}
@@ -273,8 +314,10 @@ func BenchmarkArrayGate(b *testing.B) {
 		a.members[i].in.drain()
 		a.request(i)
 		a.placed(i)
-		a.sync(a.members[i], store.StateRunning, time.Time{}, lastEnd{}, false, false)
-		a.sync(a.members[i], store.StateDone, time.Time{}, lastEnd{}, false, false)
+		a.sync(a.members[i], store.StateRunning, time.Time{}, lastEnd{}, "", false, false)
+		a.tell() // as with a job after the array: at each publish
+		a.sync(a.members[i], store.StateDone, time.Time{}, lastEnd{}, "", false, false)
+		a.tell()
 		a.request(i) // back in line
 		next++
 	}
@@ -363,7 +406,7 @@ func TestArrayForgottenRequest(t *testing.T) {
 		t.Fatal("a forgotten index was let in")
 	}
 	m.a.placed(3)
-	m.a.sync(gone, store.StateStopped, time.Time{}, lastEnd{}, false, false)
+	m.a.sync(gone, store.StateStopped, time.Time{}, lastEnd{}, "", false, false)
 	for range 3 {
 		for i := 1; i <= 2; i++ {
 			m.read(i)
@@ -453,13 +496,13 @@ func (m *gateModel) forgetKeepsPlace(gone, next int, as string, states ...store.
 		m.t.Fatalf("index %d was let in while the forgotten index %d %s", next, gone, as)
 	}
 	for _, st := range states {
-		m.a.sync(j, st, time.Time{}, lastEnd{}, false, false)
+		m.a.sync(j, st, time.Time{}, lastEnd{}, "", false, false)
 		m.read(next)
 		if m.inQueue[next] {
 			m.t.Fatalf("index %d was let in while the forgotten index %d is %v", next, gone, st)
 		}
 	}
-	m.a.sync(j, store.StateStopped, time.Time{}, lastEnd{}, false, false)
+	m.a.sync(j, store.StateStopped, time.Time{}, lastEnd{}, "", false, false)
 	m.read(next)
 	if !m.inQueue[next] {
 		m.t.Fatalf("index %d is not let in once the forgotten index %d has stopped", next, gone)

@@ -1231,7 +1231,7 @@ func (j *job) publish() {
 	shown := j.v.State
 	j.mu.Unlock()
 	if j.arr != nil {
-		j.arr.sync(j, shown, j.life.since, j.end, j.inLine, j.ticket != nil)
+		j.arr.sync(j, shown, j.life.since, j.end, j.doneFP, j.inLine, j.ticket != nil)
 	}
 	j.tellDependants(shown)
 	j.d.changed.raise()
