@@ -144,7 +144,7 @@ func msgFirstInLine(job string) string {
 // msgJobsDirMissing says the jobs directory does not exist: a typo in
 // --jobs, or one not made yet.
 func msgJobsDirMissing(dir string) string {
-	return fmt.Sprintf("jobs directory %s does not exist; berth reads it as soon as it does (mkdir %s, or give the daemon --jobs DIR)", dir, dir)
+	return fmt.Sprintf("jobs directory %s does not exist; what was in force from it stays in force, and berth reads it as soon as it exists (mkdir %s, or give the daemon --jobs DIR)", dir, dir)
 }
 
 func msgBadLineCount(v string) string {

@@ -72,19 +72,21 @@ func (r *reloadRun) filesGone() bool {
 }
 
 // dirRefused reports whether the scan refused the directory path is in
-// (the administrators' or a person's): what was in force from it stays in
-// force until it is fixed.
+// (the administrators' or a person's), or found no administrators'
+// directory: what was in force from it stays in force until it is fixed
+// or back. (A directory gone a moment, for an rm -rf and a git clone, or
+// a remount, would otherwise restart every service of the machine.)
 func (r *reloadRun) dirRefused(path string) bool {
 	if r.people.refused[filepath.Dir(path)] != nil {
 		return true
 	}
-	return r.scan.DirRefused != nil && !r.people.holds(path)
+	return (r.scan.DirRefused != nil || r.scan.DirMissing) && !r.people.holds(path)
 }
 
-// refusedDirs are the directories the scan refused.
+// refusedDirs are the directories the scan refused, or found missing.
 func (r *reloadRun) refusedDirs(jobsDir string) map[string]bool {
 	dirs := map[string]bool{}
-	if r.scan.DirRefused != nil {
+	if r.scan.DirRefused != nil || r.scan.DirMissing {
 		dirs[filepath.Clean(jobsDir)] = true
 	}
 	for dir := range r.people.refused {

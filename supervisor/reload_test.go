@@ -406,6 +406,48 @@ func TestRestartKeepsPriority(t *testing.T) {
 	runningAgain("after hi's edit")
 }
 
+// TestJobsDirGoneKeepsJobs: a jobs directory gone a moment (an rm -rf
+// and a git clone, a remount) is a problem, not the removal of every
+// file: what was in force stays in force, running on, until it is back;
+// then a file that did not come back with it is gone.
+func TestJobsDirGoneKeepsJobs(t *testing.T) {
+	d, dir := runDaemon(t, `job "svc" { cmd = "sleep 600", cpus = 0, restart = "always" }`, nil)
+	testkit.PutFile(t, filepath.Join(dir, "other.lua"), `job "other" { cmd = "sleep 600", cpus = 0 }`)
+	reload(t, d)
+	svc := waitJob(t, d, "svc", "running", func(js JobStatus) bool { return js.State == "running" })
+	waitJob(t, d, "other", "running", func(js JobStatus) bool { return js.State == "running" })
+	away := dir + ".away"
+	if err := os.Rename(dir, away); err != nil {
+		t.Fatal(err)
+	}
+	reload(t, d)
+	if ps := d.Status().Problems; len(ps) != 1 || ps[0].Code != ProblemDirMissing {
+		t.Errorf("problems with the directory gone: %+v", ps)
+	}
+	for _, name := range []string{"svc", "other"} {
+		if js, _ := d.jobStatus(name); js.State != "running" {
+			t.Errorf("%s with the directory gone: %s, want running on", name, js.State)
+		}
+	}
+	if err := os.Remove(filepath.Join(away, "other.lua")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(away, dir); err != nil {
+		t.Fatal(err)
+	}
+	reload(t, d)
+	testkit.WaitFor(t, 20*time.Second, "other to go: its file did not come back", func() bool {
+		_, there := d.jobStatus("other")
+		return !there
+	})
+	if js, _ := d.jobStatus("svc"); js.State != "running" || js.Run != svc.Run {
+		t.Errorf("svc with the directory back: %s, run %d; want its run %d going on", js.State, js.Run, svc.Run)
+	}
+	if ps := d.Status().Problems; len(ps) != 0 {
+		t.Errorf("problems with the directory back: %+v", ps)
+	}
+}
+
 // TestReloadCountsEveryFile: a reload counts the job files there are, not
 // only those in force: a broken file with a version kept in force once, a
 // file never good and a refused one too.
