@@ -34,6 +34,9 @@ type ReloadResult struct {
 	// Problems are Errors as facts.
 	Problems []Problem `json:"problems"`
 	Duration string    `json:"duration"`
+	// unfit are the problems of jobs in force that only starting them
+	// would find otherwise (Daemon.unfit, an unknown user or group).
+	unfit []Problem
 }
 
 // reloadRun is one reload: its scan, taken on the loop, while its changed
@@ -459,6 +462,7 @@ func (d *Daemon) finishReload(r *reloadRun, files []*luaapi.File) ReloadResult {
 		}
 		d.problems = append(d.problems, p)
 	}
+	d.problems = append(d.problems, res.unfit...)
 	d.problems = append(d.problems, QuotaProblems(set, slices.Sorted(maps.Keys(d.people)))...)
 	switch {
 	case scan.DirRefused != nil:
@@ -934,7 +938,13 @@ func (d *Daemon) apply(set *luaapi.Set, first bool) ReloadResult {
 		if invalid == "" && (def.User != "" || def.Group != "") {
 			if _, _, err := jobCredentials(def.User, def.Group); err != nil {
 				invalid = MsgCredentials(def.Pos, def.Name, err)
+				res.unfit = append(res.unfit, credentialsProblem(def, err))
 			}
+		}
+		if p, unfit := d.unfit(def); invalid == "" && unfit {
+			// It waits, saying so, for a larger machine or quota; the
+			// reload says it at once, as berth check does.
+			res.unfit = append(res.unfit, p)
 		}
 		// The fair share divides the cores among the unaccounted jobs
 		// that can run: an invalid one (a flavor that does not exist
@@ -1364,6 +1374,28 @@ func jobProblems(set *luaapi.Set) []Problem {
 		return cmp.Or(strings.Compare(a.File, b.File), cmp.Compare(a.Line, b.Line))
 	})
 	return out
+}
+
+// unfit is the problem of def, if it fits no machine or its owner's
+// quota. An unaccounted job of the administrators' holds nothing and fits
+// anywhere; a person's may escape their quota.
+func (d *Daemon) unfit(def *luaapi.Job) (Problem, bool) {
+	if def.Resources.Unaccounted() && def.Owner == "" {
+		return Problem{}, false
+	}
+	var ue *accounting.UnplaceableError
+	if !errors.As(d.placer.Placeable(requestOf(def.Name, def)), &ue) {
+		return Problem{}, false
+	}
+	return Problem{Code: ProblemUnplaceable, File: def.Pos.File, Line: def.Pos.Line, Kind: "job", Job: def.Name,
+		Text: MsgUnplaceable(def.Pos, def.Name, def.Flavor, ue)}, true
+}
+
+// credentialsProblem is the problem of def, whose user or group cannot
+// be had (err).
+func credentialsProblem(def *luaapi.Job, err error) Problem {
+	return Problem{Code: ProblemCredentials, File: def.Pos.File, Line: def.Pos.Line, Kind: "job", Job: def.Name,
+		Text: MsgCredentials(def.Pos, def.Name, err)}
 }
 
 // QuotaProblems are the problems of the quotas of set that name no

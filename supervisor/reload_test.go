@@ -448,6 +448,34 @@ func TestJobsDirGoneKeepsJobs(t *testing.T) {
 	}
 }
 
+// TestReloadSaysWhatCannotRun: a reload says at once, as berth check
+// does, a job that fits no machine and one whose user does not exist,
+// each with its file and line; fixed, they are said no more.
+func TestReloadSaysWhatCannotRun(t *testing.T) {
+	d, dir := runDaemon(t, "", nil)
+	path := filepath.Join(dir, "jobs.lua")
+	testkit.PutFile(t, path, `job "big" { cmd = "true", cpus = 64 }
+job "who" { cmd = "true", cpus = 0, user = "no-such-user-berth" }`)
+	res := reload(t, d)
+	codes := map[string]Problem{}
+	for _, p := range res.Problems {
+		codes[p.Code+" "+p.Job] = p
+	}
+	if p, ok := codes[ProblemUnplaceable+" big"]; !ok || p.File != path || p.Line != 1 || !strings.Contains(p.Text, "asks for 64 cores") {
+		t.Errorf("a job that fits no machine: problems %+v", res.Problems)
+	}
+	if p, ok := codes[ProblemCredentials+" who"]; !ok || p.Line != 2 {
+		t.Errorf("a job whose user does not exist: problems %+v", res.Problems)
+	}
+	if len(res.Errors) != 2 {
+		t.Errorf("errors %q, want the two", res.Errors)
+	}
+	testkit.PutFile(t, path, `job "big" { cmd = "true", cpus = 1 }`)
+	if res := reload(t, d); len(res.Problems) != 0 {
+		t.Errorf("fixed: problems %+v", res.Problems)
+	}
+}
+
 // TestReloadCountsEveryFile: a reload counts the job files there are, not
 // only those in force: a broken file with a version kept in force once, a
 // file never good and a refused one too.

@@ -244,19 +244,12 @@ func (d *Daemon) checkInForce(files []*luaapi.File) CheckResult {
 			continue
 		}
 		res.Jobs = append(res.Jobs, def.Name)
-		if def.Resources.Unaccounted() && def.Owner == "" {
-			continue // holds nothing, and fits anywhere; a person's may escape their quota
-		}
-		if err := d.placer.Placeable(requestOf(def.Name, def)); err != nil {
-			if ue := (*accounting.UnplaceableError)(nil); errors.As(err, &ue) {
-				res.Problems = append(res.Problems, Problem{Code: ProblemUnplaceable, File: def.Pos.File, Line: def.Pos.Line, Kind: "job", Job: def.Name,
-					Text: MsgUnplaceable(def.Pos, def.Name, def.Flavor, ue)})
-			}
+		if p, unfit := d.unfit(def); unfit {
+			res.Problems = append(res.Problems, p)
 		}
 		if def.User != "" || def.Group != "" {
 			if _, _, err := jobCredentials(def.User, def.Group); err != nil {
-				res.Problems = append(res.Problems, Problem{Code: ProblemCredentials, File: def.Pos.File, Line: def.Pos.Line, Kind: "job", Job: def.Name,
-					Text: MsgCredentials(def.Pos, def.Name, err)})
+				res.Problems = append(res.Problems, credentialsProblem(def, err))
 			}
 		}
 	}
