@@ -177,10 +177,10 @@ func resolveDeps(jobs []Job) []*Error {
 					}
 					bad[j.Name] = true
 				case !known:
-					if !bad[j.Name] {
-						others := slices.DeleteFunc(slices.Clone(names), func(o string) bool { return o == j.Name })
-						problems = append(problems, errUnknownJob(s, field, n, asWritten(others, j.Owner)))
-					}
+					// Each such name is said (a job declared in a file not
+					// checked is known to berth check elsewhere).
+					others := slices.DeleteFunc(slices.Clone(names), func(o string) bool { return o == j.Name })
+					problems = append(problems, errUnknownJob(s, field, n, full, asWritten(others, j.Owner)))
 					bad[j.Name] = true
 				}
 				if !slices.Contains(out, full) {

@@ -97,7 +97,11 @@ type Error struct {
 
 	Field   string  // the field when the error is about one
 	Problem Problem // what kind of mistake
-	Detail  string  // the sentence after the position and the job or flavor
+	// Other, for a job in after or after_any that no file declares
+	// (UnknownJob), is its full name: berth check of some files knows of
+	// jobs declared in others.
+	Other  string `json:",omitempty"`
+	Detail string // the sentence after the position and the job or flavor
 	// Err is the cause where there is one (*accounting.SizeError,
 	// *accounting.DurationError, an I/O error). It does not cross from the
 	// evaluating child to the daemon: Detail already says it.
@@ -462,12 +466,14 @@ func errUnknownFlavor(s subject, flavor string, known []string, refused bool) *E
 	return e
 }
 
-func errUnknownJob(s subject, field, name string, known []string) *Error {
+func errUnknownJob(s subject, field, name, full string, known []string) *Error {
 	hint := "berth jobs lists them"
 	if near := Suggest(name, known); near != "" {
 		hint = fmt.Sprintf("did you mean %s? berth jobs lists them", quote(near))
 	}
-	return s.err(UnknownJob, field, fmt.Sprintf("field %s: job %s does not exist (%s)", quote(field), quote(name), hint))
+	e := s.err(UnknownJob, field, fmt.Sprintf("field %s: job %s does not exist (%s)", quote(field), quote(name), hint))
+	e.Other = full
+	return e
 }
 
 func errAfterOthers(s subject, field, name, owner string) *Error {

@@ -128,6 +128,7 @@ func runCheck(c *cli, args []string) int {
 	// What the files print goes to stderr, as the daemon logs it.
 	printed := hclog.New(&hclog.LoggerOptions{Name: "berth check", Output: c.stderr, Level: hclog.Info, DisableTime: true})
 	files := newEvaluator(printed, budget.d).Evaluate(context.Background(), luaMachine(inv), srcs)
+	elsewhere := declaredElsewhere(files[:checked], files[checked:], daemon)
 	files = append(slices.Clip(files[:checked]), flavorsOnly(files[checked:], files[:checked])...)
 	set, taken := combineInForce(files, checked, daemon)
 	problems = append(problems, taken...)
@@ -135,6 +136,9 @@ func runCheck(c *cli, args []string) int {
 		problems = append(problems, supervisor.ProblemOf(e))
 	}
 	for _, e := range set.Problems {
+		if e.Problem == luaapi.UnknownJob && elsewhere[e.Other] {
+			continue // a parent declared in a file not checked
+		}
 		problems = append(problems, supervisor.ProblemOf(e))
 	}
 	problems = append(problems, feasibility(set, inv, cmp.Or(me.Group, supervisor.DefaultGroup))...)
@@ -233,6 +237,33 @@ func combineInForce(files []*luaapi.File, checked int, daemon *supervisor.Status
 	set.Files = append(set.Files, refused...)
 	slices.SortFunc(set.Files, func(a, b *luaapi.File) int { return strings.Compare(a.Path, b.Path) })
 	return set, taken
+}
+
+// declaredElsewhere are the jobs that files not checked declare: those of
+// the jobs directory lent (its flavors are loaded beside the files
+// checked, not its jobs), and those of the daemon that answers, but for
+// the jobs of the files checked, which they replace. A job checked may
+// wait for any of them.
+func declaredElsewhere(checked, lent []*luaapi.File, daemon *supervisor.Status) map[string]bool {
+	names := map[string]bool{}
+	for _, f := range lent {
+		for _, j := range f.Jobs {
+			names[j.Name] = true
+		}
+	}
+	if daemon == nil {
+		return names
+	}
+	replaced := map[string]bool{}
+	for _, f := range checked {
+		replaced[resolved(f.Path)] = true
+	}
+	for _, j := range daemon.Jobs {
+		if !replaced[resolved(j.File)] {
+			names[j.Name] = true
+		}
+	}
+	return names
 }
 
 // resolved is path made absolute, its links resolved, where it can be;

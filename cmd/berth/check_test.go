@@ -93,6 +93,35 @@ func TestCheckQuotaOfNoAccount(t *testing.T) {
 
 // A file checked on its own may name a flavor the jobs directory declares,
 // as it may once it is dropped there; one it declares itself is its own.
+// TestCheckKnowsParentsElsewhere: a file checked on its own may wait for
+// a job the jobs directory declares in another file, as the daemon loads
+// them together; a parent no file declares is said, each of them.
+func TestCheckKnowsParentsElsewhere(t *testing.T) {
+	dir := t.TempDir()
+	jobs := filepath.Join(dir, "jobs.d")
+	if err := os.MkdirAll(jobs, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, src := range map[string]string{
+		"parent.lua": `job "sysparent" { cmd = "true", cpus = 0 }`,
+		"child.lua":  `job "syschild" { cmd = "true", cpus = 0, after = "sysparent" }`,
+		"orphan.lua": `job "orphan" { cmd = "true", cpus = 0, after = { "nope1", "sysparent", "nope2" } }`,
+	} {
+		if err := os.WriteFile(filepath.Join(jobs, name), []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	environ := map[string]string{"BERTH_JOBS": jobs}
+	if out, _, code := berth(t, environ, "check", filepath.Join(jobs, "child.lua")); code != exitOK {
+		t.Errorf("a file whose parent another file declares: exit %d\n%s", code, out)
+	}
+	out, _, code := berth(t, environ, "check", filepath.Join(jobs, "orphan.lua"))
+	if code != exitFailed || !strings.Contains(out, `job "nope1" does not exist`) || !strings.Contains(out, `job "nope2" does not exist`) ||
+		strings.Contains(out, `"sysparent" does not exist`) {
+		t.Errorf("a file with two parents no file declares: exit %d\n%s", code, out)
+	}
+}
+
 // Nothing of the directory's files is reported or counted.
 func TestCheckBorrowsTheJobsDirsFlavors(t *testing.T) {
 	dir := t.TempDir()
