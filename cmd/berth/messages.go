@@ -556,6 +556,11 @@ func msgAfterOne(job, file string, p supervisor.Dependency, now time.Time) strin
 		}
 		return fmt.Sprintf("after %s, which failed%s; %s (berth logs %s shows why; %s)", name, endedHow(p), when, quoteArg(name), anyway)
 	case "stopped":
+		if p.Array {
+			// A start of the whole array runs its done indices again too.
+			return fmt.Sprintf("after %s, whose indices were stopped; %s (berth show %s lists them; berth start '%s[N]' runs index N again, berth start %s every index; %s)",
+				name, when, quoteArg(name), name, quoteArg(name), anyway)
+		}
 		return fmt.Sprintf("after %s, which was stopped; %s (berth start %s)", name, when, quoteArg(name))
 	case "invalid", "unplaceable", "disabled":
 		return fmt.Sprintf("after %s, which is %s; %s (berth show %s says why; %s)", name, p.State, when, quoteArg(name), anyway)
