@@ -498,8 +498,18 @@ func (d *Daemon) finishReload(r *reloadRun, files []*luaapi.File) ReloadResult {
 		d.notify("READY=1")
 		d.log.Info("ready", "cpus", d.cfg.Machine.CPUs, "gpus", len(d.cfg.Machine.GPUs), "jobs_dir", d.cfg.JobsDir)
 	} else {
-		d.log.Info("reloaded", "files", res.Files, "added", len(res.Added), "changed", len(res.Changed),
-			"removed", len(res.Removed), "errors", len(res.Errors), "duration_ms", d.now().Sub(began).Milliseconds())
+		kv := []any{"files", res.Files, "added", len(res.Added), "changed", len(res.Changed),
+			"removed", len(res.Removed), "errors", len(res.Errors), "duration_ms", d.now().Sub(began).Milliseconds()}
+		// Which jobs, so that the log alone says what a reload did.
+		for _, l := range []struct {
+			key   string
+			names []string
+		}{{"added_jobs", res.Added}, {"changed_jobs", res.Changed}, {"removed_jobs", res.Removed}} {
+			if len(l.names) > 0 {
+				kv = append(kv, l.key, someNames(l.names))
+			}
+		}
+		d.log.Info("reloaded", kv...)
 		d.notify("READY=1")
 	}
 	d.meters.reloaded(d.now().Sub(began), len(d.fileErrs), refusedAnew)
@@ -1374,6 +1384,15 @@ func jobProblems(set *luaapi.Set) []Problem {
 		return cmp.Or(strings.Compare(a.File, b.File), cmp.Compare(a.Line, b.Line))
 	})
 	return out
+}
+
+// someNames is names for a log line: the first ten, and how many more.
+func someNames(names []string) string {
+	const shown = 10
+	if len(names) <= shown {
+		return strings.Join(names, " ")
+	}
+	return strings.Join(names[:shown], " ") + " and " + strconv.Itoa(len(names)-shown) + " more"
 }
 
 // unfit is the problem of def, if it fits no machine or its owner's

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -627,5 +628,24 @@ func TestProblemOfVersionInForce(t *testing.T) {
 	}
 	if !after || !own {
 		t.Errorf("problems %+v: want the file's own error and the kept version's", d.Status().Problems)
+	}
+}
+
+func TestSomeNames(t *testing.T) {
+	var many []string
+	for i := range 12 {
+		many = append(many, "j"+strconv.Itoa(i))
+	}
+	for _, tt := range []struct {
+		names []string
+		want  string
+	}{
+		{[]string{"a"}, "a"},
+		{[]string{"a", "b"}, "a b"},
+		{many, "j0 j1 j2 j3 j4 j5 j6 j7 j8 j9 and 2 more"},
+	} {
+		if got := someNames(tt.names); got != tt.want {
+			t.Errorf("someNames(%q) = %q, want %q", tt.names, got, tt.want)
+		}
 	}
 }

@@ -241,6 +241,7 @@ func runDaemon(c *cli, args []string) int {
 	go func() {
 		for sig := range signals {
 			if sig == syscall.SIGHUP {
+				log.Info("reloading", "signal", sig.String())
 				go func() {
 					if _, err := d.Reload(ctx); err != nil {
 						log.Warn("reload on SIGHUP failed", "error", err)
