@@ -199,7 +199,7 @@ func (d *Daemon) api() http.Handler {
 			// may run, and one of an unplaceable job stops it: both
 			// change something.)
 			if verb.ev == evStart && (v.State == store.StateStarting || v.State == store.StateRunning) ||
-				verb.ev == evStart && !ignoreDeps && v.State == store.StateWaiting && v.After == nil ||
+				(verb.ev == evStart && !ignoreDeps || verb.ev == evRestart) && v.State == store.StateWaiting && v.After == nil ||
 				verb.ev == evStop && (v.State == store.StateDone || v.State == store.StateFailed || v.State == store.StateStopped) {
 				ans.Already = v.State.String()
 			}

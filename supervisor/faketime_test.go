@@ -679,10 +679,13 @@ job "hog" { cmd = "sleep 600", cpus = 2 }
 job "wait" { cmd = "sleep 600", cpus = 1 }`}
 	d, stop := lives.start()
 	waitJob(t, d, "big", "unplaceable", func(js JobStatus) bool { return js.State == "unplaceable" })
-	// (A start of a job waiting its turn changes nothing, and says so.)
+	// (A start or restart of a job waiting its turn changes nothing, and
+	// says so.)
 	waitJob(t, d, "wait", "waiting", func(js JobStatus) bool { return js.State == "waiting" })
-	if code, body := as(t, d, "root", "POST", jobPath("wait")+"/start"); code != 200 || !strings.Contains(body, `"already":"waiting"`) {
-		t.Errorf("start of a waiting job: %d %s; want it already waiting", code, body)
+	for _, verb := range []string{"start", "restart"} {
+		if code, body := as(t, d, "root", "POST", jobPath("wait")+"/"+verb); code != 200 || !strings.Contains(body, `"already":"waiting"`) {
+			t.Errorf("%s of a waiting job: %d %s; want it already waiting", verb, code, body)
+		}
 	}
 	waitJob(t, d, "inv", "invalid", func(js JobStatus) bool { return js.State == "invalid" })
 	for _, name := range []string{"big", "inv"} {
