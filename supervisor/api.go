@@ -352,7 +352,8 @@ func (d *Daemon) msgNoSuch(name string) string {
 	files := problemFiles(d.problems) // one of them may declare it
 	d.mu.Unlock()
 	if _, known, err := d.store.Job(name); err == nil && known && files == 0 {
-		return msgJobGone(name)
+		runs, err := d.store.Runs(name, 1)
+		return msgJobGone(name, err != nil || len(runs) > 0)
 	}
 	return msgNoSuchJob(name, files)
 }

@@ -73,9 +73,12 @@ func msgNoSuchJob(name string, brokenFiles int) string {
 }
 
 // msgJobGone is msgNoSuchJob for a job the state remembers: its file
-// went away (a run of it going then was stopped), and its runs are still
-// there.
-func msgJobGone(name string) string {
+// went away (a run of it going then was stopped), and its runs, if it
+// ran, are still there.
+func msgJobGone(name string, ran bool) string {
+	if !ran {
+		return fmt.Sprintf("no job named %q now: no job file declares it any more, and it never ran (berth jobs lists the jobs there are)", name)
+	}
 	return fmt.Sprintf("no job named %q now: no job file declares it any more (a run of it still going when its file went was stopped); berth history %s shows its runs", name, name)
 }
 

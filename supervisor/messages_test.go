@@ -19,7 +19,7 @@ func TestMessagesGolden(t *testing.T) {
 	unplaceable := &accounting.UnplaceableError{Asked: accounting.Resources{CPUs: 2, GPUs: 4},
 		Largest: accounting.Capacity{Name: "local", CPUIDs: []int{0, 1, 2, 3}, GPUs: 2}}
 	lines := []string{
-		msgNoSuchJob("train", 0), msgNoSuchJob("train", 1), msgNoSuchJob("train", 3), msgJobGone("ticker"),
+		msgNoSuchJob("train", 0), msgNoSuchJob("train", 1), msgNoSuchJob("train", 3), msgJobGone("ticker", true), msgJobGone("ticker", false),
 		msgNoSuchCall("GET", "/v2/status"),
 		msgBadRunCount("-1"),
 		msgBadLineCount("-1"),
