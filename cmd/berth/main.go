@@ -348,6 +348,9 @@ func (c *cli) parse(fs *flag.FlagSet, args []string) (positional []string, code 
 	usage := fs.Usage
 	fs.Usage = func() {}
 	defer func() { fs.Usage = usage }()
+	if fs.Lookup("n") != nil {
+		args = splitCount(args)
+	}
 	for {
 		err := fs.Parse(args)
 		if errors.Is(err, flag.ErrHelp) {
@@ -368,6 +371,23 @@ func (c *cli) parse(fs *flag.FlagSet, args []string) (positional []string, code 
 		positional = append(positional, rest[0])
 		args = rest[1:]
 	}
+}
+
+// splitCount reads -n5 as -n 5, as head, tail and journalctl do, in args
+// up to "--".
+func splitCount(args []string) []string {
+	out := make([]string, 0, len(args)+1)
+	for i, a := range args {
+		if a == "--" {
+			return append(out, args[i:]...)
+		}
+		if n, ok := strings.CutPrefix(a, "-n"); ok && n != "" && strings.Trim(n, "0123456789") == "" {
+			out = append(out, "-n", n)
+			continue
+		}
+		out = append(out, a)
+	}
+	return out
 }
 
 // versionJSON is what berth version --json prints: the client's version,

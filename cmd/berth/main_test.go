@@ -404,3 +404,16 @@ func TestMachineNVML(t *testing.T) {
 		t.Errorf("cards %+v", m.Cards)
 	}
 }
+
+func TestSplitCount(t *testing.T) {
+	for _, tt := range []struct{ in, want []string }{
+		{[]string{"-n1", "train"}, []string{"-n", "1", "train"}},
+		{[]string{"-n", "20"}, []string{"-n", "20"}},
+		{[]string{"-nx", "-n-1"}, []string{"-nx", "-n-1"}},
+		{[]string{"train", "--", "-n5"}, []string{"train", "--", "-n5"}},
+	} {
+		if got := splitCount(tt.in); !slices.Equal(got, tt.want) {
+			t.Errorf("splitCount(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}
