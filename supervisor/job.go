@@ -966,8 +966,10 @@ func (j *job) stop() {
 	}
 	j.reveal()
 	sig, timeout := j.def.StopSignal, j.def.StopTimeout
+	why := j.stopWhy()
 	j.log.Info("stopping", "run", j.run.id, "pid", proc.PID(), "signal", signalName(sig), "stop_timeout_ms", timeout.Milliseconds(),
-		"why", j.stopWhy())
+		"why", why)
+	j.setWhy(msgStopping(why, signalName(sig), timeout)) // until its end says how it ended
 	go func() { j.stopped <- proc.Stop(sig, timeout) }()
 }
 

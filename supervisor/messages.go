@@ -72,6 +72,12 @@ func msgNoSuchJob(name string, brokenFiles int) string {
 	return fmt.Sprintf("no job named %q (berth jobs lists them; %d job files have errors, and what they declare anew is not in force until they are fixed: berth status shows them)", name, brokenFiles)
 }
 
+// msgStopping is why a job is stopping: what asked for it, the signal
+// sent, and when the group is killed if it has not ended.
+func msgStopping(why, signal string, timeout time.Duration) string {
+	return fmt.Sprintf("%s; %s sent, SIGKILL after %s", why, signal, accounting.FormatDuration(timeout))
+}
+
 // msgJobGone is msgNoSuchJob for a job the state remembers: its file
 // went away (a run of it going then was stopped), and its runs, if it
 // ran, are still there.

@@ -20,6 +20,7 @@ func TestMessagesGolden(t *testing.T) {
 		Largest: accounting.Capacity{Name: "local", CPUIDs: []int{0, 1, 2, 3}, GPUs: 2}}
 	lines := []string{
 		msgNoSuchJob("train", 0), msgNoSuchJob("train", 1), msgNoSuchJob("train", 3), msgJobGone("ticker", true), msgJobGone("ticker", false),
+		msgStopping("it ran past its timeout of 12h", "SIGINT", 30*time.Second),
 		msgNoSuchCall("GET", "/v2/status"),
 		msgBadRunCount("-1"),
 		msgBadLineCount("-1"),

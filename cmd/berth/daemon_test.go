@@ -781,7 +781,9 @@ func TestStopUnderWayOutlivesKill9(t *testing.T) {
 	if resp := d.post("/v1/jobs/stk/stop"); resp.StatusCode != 200 {
 		t.Fatalf("stop: %s", resp.Status)
 	}
-	d.waitState("stk", "stopping")
+	if j := d.waitState("stk", "stopping"); j.Why != "stopped on request (berth stop); SIGTERM sent, SIGKILL after 1m" {
+		t.Errorf("stk stopping: why %q", j.Why)
+	}
 	timedOut := d.waitState("tmo", "stopping")
 	d.cmd.Process.Signal(syscall.SIGKILL)
 	d.cmd.Wait()
