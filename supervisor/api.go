@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"os/user"
+	"path/filepath"
 	"runtime"
 	"runtime/metrics"
 	"slices"
@@ -126,7 +127,10 @@ func (d *Daemon) api() http.Handler {
 			return
 		}
 		// Errors are the problems' sentences (finishReload).
-		v.Problems = d.readerOf(r).problems(v.Problems)
+		rd := d.readerOf(r)
+		v.Problems = rd.problems(v.Problems)
+		// A name is seen by whoever may list its directory.
+		v.Writing = slices.DeleteFunc(v.Writing, func(path string) bool { return !rd.all && !rd.canRead(filepath.Dir(path)) })
 		v.Errors = make([]string, len(v.Problems))
 		for i, p := range v.Problems {
 			v.Errors[i] = p.Text

@@ -33,7 +33,11 @@ type ReloadResult struct {
 	Errors  []string `json:"errors"`
 	// Problems are Errors as facts.
 	Problems []Problem `json:"problems"`
-	Duration string    `json:"duration"`
+	// Writing are the job files someone had open for writing as the
+	// reload looked: each is read once it is closed, what was in force of
+	// it staying meanwhile.
+	Writing  []string `json:"writing"`
+	Duration string   `json:"duration"`
 	// unfit are the problems of jobs in force that only starting them
 	// would find otherwise (Daemon.unfit, an unknown user or group).
 	unfit []Problem
@@ -84,6 +88,11 @@ func (r *reloadRun) dirRefused(path string) bool {
 		return true
 	}
 	return (r.scan.DirRefused != nil || r.scan.DirMissing) && !r.people.holds(path)
+}
+
+// writing are the files the scan found open for writing, sorted.
+func (r *reloadRun) writing() []string {
+	return append([]string{}, slices.Sorted(maps.Keys(r.scan.Writing))...)
 }
 
 // refusedDirs are the directories the scan refused, or found missing.
@@ -185,7 +194,7 @@ func (d *Daemon) reloadAfter(earlier *ReloadResult, first, asked bool, waiters [
 	}
 	d.noteWriting(r)
 	if !first && !asked && r.scanErr == nil && d.nothingNew(r) {
-		d.reply(r, ReloadResult{})
+		d.reply(r, ReloadResult{Writing: r.writing()})
 		return
 	}
 	if !first {
@@ -432,6 +441,7 @@ func (d *Daemon) finishReload(r *reloadRun, files []*luaapi.File) ReloadResult {
 	d.keep(scan.Changed)
 	res := d.apply(set, first)
 	res.Files = len(set.Files)
+	res.Writing = r.writing()
 	if len(d.fileErrs) > 0 {
 		inForce := make(map[string]bool, len(set.Files))
 		for _, f := range set.Files {

@@ -540,6 +540,9 @@ func TestSlowSave(t *testing.T) {
 	if len(res.Removed)+len(res.Added)+len(res.Changed)+len(res.Errors) != 0 {
 		t.Fatalf("a reload halfway through a save did something: %+v", res)
 	}
+	if want := filepath.Join(jobsDir, "jobs.lua"); !slices.Equal(res.Writing, []string{want}) {
+		t.Errorf("a reload halfway through a save: writing %q, want %s", res.Writing, want)
+	}
 	if _, err := f.WriteString(s2 + s3); err != nil {
 		t.Fatal(err)
 	}

@@ -409,6 +409,9 @@ func msgReloaded(r supervisor.ReloadResult) string {
 			fmt.Fprintf(&b, " and %d more", len(l.names)-most)
 		}
 	}
+	if len(r.Writing) > 0 {
+		fmt.Fprintf(&b, "\n  open for writing, read once closed (its version before stays meanwhile): %s", strings.Join(r.Writing, ", "))
+	}
 	return b.String()
 }
 
