@@ -397,6 +397,7 @@ func (d *Daemon) finishReload(r *reloadRun, files []*luaapi.File) ReloadResult {
 	if r.scanErr == nil {
 		d.forgetWhileRefused(r)
 	}
+	renamed := d.renamed(scan)
 	for _, path := range scan.Removed {
 		// A file that became refused, or a refused directory, is not a
 		// removal: what was in force stays in force until it is fixed.
@@ -424,7 +425,7 @@ func (d *Daemon) finishReload(r *reloadRun, files []*luaapi.File) ReloadResult {
 			d.good[f.Path] = f
 		}
 	}
-	set := d.inForce()
+	set := d.inForce(renamed)
 	if first && d.kept != nil && r.scanErr == nil {
 		// A fresh scan reports as changed or refused every file there is:
 		// the copies of the others, removed while the daemon was down,
@@ -673,7 +674,7 @@ func keptVersions(kept *keptFiles, refused []luaapi.Source) []luaapi.Source {
 // file declares) — the file that changed is the one refused, never the one
 // already running. A file whose latest version is not in force is tried
 // again at every reload, so fixing the other file is enough.
-func (d *Daemon) inForce() *luaapi.Set {
+func (d *Daemon) inForce(renamed map[string]string) *luaapi.Set {
 	fileErrs := map[string][]Problem{}
 	candidates := map[string]*luaapi.File{}
 	var changed []string
@@ -718,7 +719,7 @@ func (d *Daemon) inForce() *luaapi.Set {
 			delete(admitted, path)
 		}
 		slices.Sort(changed)
-		held := d.heldNames(changed)
+		held := d.heldNames(changed, renamed)
 		slices.SortStableFunc(changed, func(a, b string) int {
 			switch {
 			case held[a] && !held[b]:
@@ -747,22 +748,48 @@ func (d *Daemon) inForce() *luaapi.Set {
 	return set
 }
 
+// renamed maps each file of scan new to the daemon to the removed file it
+// was renamed from: the same content, under another name (a git mv, a
+// renumbering). The caller has not forgotten the removed files yet.
+func (d *Daemon) renamed(scan watch.Scan) map[string]string {
+	gone := map[string]string{} // by hash
+	for _, path := range scan.Removed {
+		if f := d.latest[path]; f != nil && f.Hash != "" {
+			gone[f.Hash] = path
+		}
+	}
+	if len(gone) == 0 {
+		return nil
+	}
+	out := map[string]string{}
+	for path := range scan.Changed {
+		if f := d.latest[path]; f != nil {
+			if was, ok := gone[f.Hash]; ok {
+				out[path] = was
+			}
+		}
+	}
+	return out
+}
+
 // heldNames says which of paths declared, when it was last in force, a job
 // name that its latest version declares: the daemon's own jobs say it,
 // and for a name no job has yet (the first reload after a restart) the
-// state's record of the job.
-func (d *Daemon) heldNames(paths []string) map[string]bool {
+// state's record of the job. A file renamed (renamed) holds what the file
+// it was held.
+func (d *Daemon) heldNames(paths []string, renamed map[string]string) map[string]bool {
 	held := map[string]bool{}
 	for _, path := range paths {
+		was := cmp.Or(renamed[path], path)
 		for _, def := range d.latest[path].Jobs {
 			if j, ok := d.jobs[def.Name]; ok { // on the loop, which writes jobs
-				if j.seenDef.Pos.File == path {
+				if j.seenDef.Pos.File == path || j.seenDef.Pos.File == was {
 					held[path] = true
 					break
 				}
 				continue
 			}
-			if rec, ok, err := d.store.Job(def.Name); err == nil && ok && rec.File == path {
+			if rec, ok, err := d.store.Job(def.Name); err == nil && ok && (rec.File == path || rec.File == was) {
 				held[path] = true
 				break
 			}

@@ -477,6 +477,30 @@ job "who" { cmd = "true", cpus = 0, user = "no-such-user-berth" }`)
 	}
 }
 
+// TestRenameKeepsTheName: a file renamed as it is (a git mv, a
+// renumbering) holds the names it held: a file refused for declaring one
+// of them again does not take it, and the job runs on.
+func TestRenameKeepsTheName(t *testing.T) {
+	d, dir := runDaemon(t, "", nil)
+	testkit.PutFile(t, filepath.Join(dir, "train.lua"), `job "train" { cmd = "sleep 600", cpus = 0 } -- the real one`)
+	reload(t, d)
+	running := waitJob(t, d, "train", "running", func(js JobStatus) bool { return js.State == "running" })
+	testkit.PutFile(t, filepath.Join(dir, "draft.lua"), `job "train" { cmd = "sleep 7", cpus = 0 } -- a colleague's draft`)
+	if res := reload(t, d); len(res.Problems) != 1 || res.Problems[0].File != filepath.Join(dir, "draft.lua") {
+		t.Fatalf("the draft: problems %+v, want the draft refused", res.Problems)
+	}
+	if err := os.Rename(filepath.Join(dir, "train.lua"), filepath.Join(dir, "zz-train.lua")); err != nil {
+		t.Fatal(err)
+	}
+	res := reload(t, d)
+	if len(res.Problems) != 1 || res.Problems[0].File != filepath.Join(dir, "draft.lua") {
+		t.Errorf("after the rename: problems %+v, want the draft still refused", res.Problems)
+	}
+	if js, _ := d.jobStatus("train"); js.Run != running.Run || js.File != filepath.Join(dir, "zz-train.lua") {
+		t.Errorf("after the rename: run %d of %s, want run %d going on, of zz-train.lua", js.Run, js.File, running.Run)
+	}
+}
+
 // TestReloadCountsEveryFile: a reload counts the job files there are, not
 // only those in force: a broken file with a version kept in force once, a
 // file never good and a refused one too.
