@@ -206,15 +206,46 @@ func (s *Scanner) Scan() (Scan, error) {
 		return Scan{}, fmt.Errorf("open jobs directory %s: %w", s.dir, err)
 	}
 	defer w.close()
+	var next map[string]seenFile
+	// A file renamed while the directory is read (a git mv) is gone by its
+	// old name when it is looked at, and not listed by its new one: the
+	// directory is listed again, so that a rename is seen whole, in one
+	// scan, and not as a removal first.
+	for listing := 0; ; listing++ {
+		if listing > 0 {
+			out = Scan{Changed: map[string][]byte{}, Refused: map[string]error{}, Writing: map[string]error{}}
+		}
+		var vanished bool
+		if next, vanished, err = s.list(w, out); err != nil {
+			return Scan{}, err
+		}
+		if !vanished || listing == 2 {
+			break
+		}
+	}
+	for name := range s.seen {
+		if _, ok := next[name]; !ok {
+			out.Removed = append(out.Removed, filepath.Join(s.dir, name))
+		}
+	}
+	sort.Strings(out.Removed)
+	s.seen = next
+	return out, nil
+}
+
+// list lists the directory w is on and looks at each job file, noting
+// what changed in out; vanished says a file listed was gone when looked
+// at.
+func (s *Scanner) list(w *walk, out Scan) (next map[string]seenFile, vanished bool, err error) {
 	entries, err := readDir(w.top().fd, s.dir)
 	if err != nil {
-		return Scan{}, fmt.Errorf("list jobs directory %s: %w", s.dir, err)
+		return nil, false, fmt.Errorf("list jobs directory %s: %w", s.dir, err)
 	}
 
 	// Racy means "changed at or after this moment minus the window"; taking
 	// the moment before any stat errs on the side of reading again.
 	racySince := s.now().Add(-racyWindow).UnixNano()
-	next := make(map[string]seenFile, len(s.seen))
+	next = make(map[string]seenFile, len(s.seen))
 	for _, e := range entries {
 		name := e.Name()
 		if !IsJobFile(name) {
@@ -240,16 +271,11 @@ func (s *Scanner) Scan() (Scan, error) {
 			}
 		case f != (seenFile{}):
 			next[name] = f // stamp unchanged: not read
+		default:
+			vanished = true
 		}
 	}
-	for name := range s.seen {
-		if _, ok := next[name]; !ok {
-			out.Removed = append(out.Removed, filepath.Join(s.dir, name))
-		}
-	}
-	sort.Strings(out.Removed)
-	s.seen = next
-	return out, nil
+	return next, vanished, nil
 }
 
 // dirGone reports every file seen before as removed and forgets them.
@@ -294,6 +320,11 @@ func readDir(fd int, name string) ([]fs.DirEntry, error) {
 	}
 	d := os.NewFile(uintptr(dup), name)
 	defer d.Close()
+	// The copy shares the offset of fd, which a listing before left at
+	// the end.
+	if _, err := unix.Seek(dup, 0, io.SeekStart); err != nil {
+		return nil, err
+	}
 	return d.ReadDir(-1)
 }
 

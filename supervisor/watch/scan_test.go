@@ -106,6 +106,37 @@ func TestIsJobFile(t *testing.T) {
 	}
 }
 
+// TestScanRenameWhileListing: a file renamed after the directory was
+// listed and before it was looked at is seen whole, in the same scan: gone
+// by its old name, there by its new one; not as a removal first.
+func TestScanRenameWhileListing(t *testing.T) {
+	dir := t.TempDir()
+	for _, name := range []string{"x.lua", "y.lua"} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(name), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var renamed string
+	hook := func(path string, _ *unix.Stat_t) {
+		// At the first look at one of the two, the other is renamed.
+		other := map[string]string{"x.lua": "y.lua", "y.lua": "x.lua"}[filepath.Base(path)]
+		if renamed != "" || other == "" || filepath.Dir(path) != dir {
+			return
+		}
+		renamed = other
+		if err := os.Rename(filepath.Join(dir, other), filepath.Join(dir, "z.lua")); err != nil {
+			t.Error(err)
+		}
+	}
+	s := NewScanner(dir, ScanOptions{DaemonUID: os.Getuid()})
+	scan(t, s)
+	s.statHook = hook
+	got := summary(dir, scan(t, s))
+	if want := "changed z.lua=" + renamed + "; removed " + renamed; got != want {
+		t.Errorf("a rename while the directory was read: %q, want %q", got, want)
+	}
+}
+
 func TestScanDirMissingThenCreated(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "jobs.d")
 	s := newTestScanner(dir)
