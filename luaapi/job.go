@@ -1,6 +1,7 @@
 package luaapi
 
 import (
+	"slices"
 	"strconv"
 	"syscall"
 	"time"
@@ -257,6 +258,25 @@ type File struct {
 	// Errors, when not empty, reject the file whole: Flavors and Jobs are
 	// then nil.
 	Errors []*Error
+}
+
+// Moved is f as the file it was renamed to, path, declares it: the same
+// declarations, at path.
+func (f *File) Moved(path string) *File {
+	m := &File{Path: path, Hash: f.Hash, Errors: f.Errors}
+	m.Flavors = slices.Clone(f.Flavors)
+	for i := range m.Flavors {
+		m.Flavors[i].Pos.File = path
+	}
+	m.Jobs = slices.Clone(f.Jobs)
+	for i := range m.Jobs {
+		m.Jobs[i].Pos.File = path
+	}
+	m.Quotas = slices.Clone(f.Quotas)
+	for i := range m.Quotas {
+		m.Quotas[i].Pos.File = path
+	}
+	return m
 }
 
 // ArgsBytes is what the job's cmd and env come to as a process is given

@@ -41,6 +41,7 @@ type keptOp struct {
 	src        []byte
 	forget     bool
 	only       map[string]bool
+	from       string // the copy of from is path's now (a rename)
 }
 
 const keptDir = "kept"
@@ -96,6 +97,10 @@ func (k *keptFiles) run(warn func(path string, err error)) {
 				k.prune(op.only)
 			case op.forget:
 				k.forget(op.path)
+			case op.from != "":
+				if err := k.move(op.from, op.path); err != nil {
+					warn(op.path, err)
+				}
 			case sha256Hex(op.src) != op.hash:
 				// The version in force is not these bytes (their
 				// evaluation was called off): nothing to keep.
@@ -159,6 +164,29 @@ func (k *keptFiles) forget(path string) {
 	if ok {
 		_ = os.Remove(k.keptName(ph, old))
 	}
+}
+
+// move makes the copy of from to's: a file renamed as it was.
+func (k *keptFiles) move(from, to string) error {
+	fh, th := keptPathHash(from), keptPathHash(to)
+	k.mu.Lock()
+	short, ok := k.have[fh]
+	old, had := k.have[th]
+	k.mu.Unlock()
+	if !ok {
+		return nil
+	}
+	if err := os.Rename(k.keptName(fh, short), k.keptName(th, short)); err != nil {
+		return err
+	}
+	if had && old != short {
+		_ = os.Remove(k.keptName(th, old))
+	}
+	k.mu.Lock()
+	delete(k.have, fh)
+	k.have[th] = short
+	k.mu.Unlock()
+	return nil
 }
 
 // prune removes the copies of every path but those of paths: the files

@@ -398,11 +398,18 @@ func (d *Daemon) finishReload(r *reloadRun, files []*luaapi.File) ReloadResult {
 		d.forgetWhileRefused(r)
 	}
 	renamed := d.renamed(scan)
+	movedTo := make(map[string]string, len(renamed))
+	for to, from := range renamed {
+		movedTo[from] = to
+	}
 	for _, path := range scan.Removed {
 		// A file that became refused, or a refused directory, is not a
 		// removal: what was in force stays in force until it is fixed.
 		if _, refused := scan.Refused[path]; refused || r.dirRefused(path) {
 			continue
+		}
+		if to, ok := movedTo[path]; ok {
+			d.moveInForce(path, to)
 		}
 		d.forget(path)
 	}
@@ -608,6 +615,21 @@ func (d *Daemon) nothingNew(r *reloadRun) bool {
 		}
 	}
 	return true
+}
+
+// moveInForce carries the version in force of file from, renamed to to as
+// it was, over to it where to fails as from did: renaming a file with a
+// mistake in it (a git mv) leaves its jobs as they were, now declared at
+// to. Its kept copy goes with it. from is forgotten next.
+func (d *Daemon) moveInForce(from, to string) {
+	good, latest := d.good[from], d.latest[to]
+	if good == nil || latest == nil || len(latest.Errors) == 0 || d.good[to] != nil {
+		return
+	}
+	d.good[to] = good.Moved(to)
+	if d.kept != nil {
+		d.kept.do([]keptOp{{path: to, from: from}})
+	}
 }
 
 // forget drops everything known of a file that is gone.

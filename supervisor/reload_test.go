@@ -496,9 +496,39 @@ func TestRenameKeepsTheName(t *testing.T) {
 	if len(res.Problems) != 1 || res.Problems[0].File != filepath.Join(dir, "draft.lua") {
 		t.Errorf("after the rename: problems %+v, want the draft still refused", res.Problems)
 	}
-	if js, _ := d.jobStatus("train"); js.Run != running.Run || js.File != filepath.Join(dir, "zz-train.lua") {
-		t.Errorf("after the rename: run %d of %s, want run %d going on, of zz-train.lua", js.Run, js.File, running.Run)
+	moved := filepath.Join(dir, "zz-train.lua")
+	if js := waitJob(t, d, "train", "declared at its new name", func(js JobStatus) bool { return js.File != running.File }); js.Run != running.Run || js.File != moved {
+		t.Errorf("after the rename: run %d of %s, want run %d going on, of %s", js.Run, js.File, running.Run, moved)
 	}
+}
+
+// TestRenameOfFailingFile: a file with a mistake in it, renamed as it is
+// (a git mv), keeps its version in force, now declared at its new name:
+// its jobs run on, across a restart of the daemon too (its kept copy goes
+// with it), and its error is said of the new name.
+func TestRenameOfFailingFile(t *testing.T) {
+	lives := daemonLives{t: t, jobs: `job "web" { cmd = "sleep 600", cpus = 0, restart = "always" }`}
+	d, stop := lives.start()
+	running := waitJob(t, d, "web", "running", func(js JobStatus) bool { return js.State == "running" })
+	testkit.PutFile(t, filepath.Join(lives.jobsDir, "jobs.lua"), `job "web" { cmd = "sleep 600", cpus = 0, restart = "always", gpu = 1 }`)
+	reload(t, d)
+	moved := filepath.Join(lives.jobsDir, "10-web.lua")
+	if err := os.Rename(filepath.Join(lives.jobsDir, "jobs.lua"), moved); err != nil {
+		t.Fatal(err)
+	}
+	res := reload(t, d)
+	if len(res.Problems) != 1 || res.Problems[0].File != moved || len(res.Removed) != 0 {
+		t.Errorf("renamed with its mistake: %+v, want its error at %s and nothing removed", res, moved)
+	}
+	if js := waitJob(t, d, "web", "declared at its new name", func(js JobStatus) bool { return js.File != running.File }); js.State != "running" || js.Run != running.Run || js.File != moved {
+		t.Errorf("renamed with its mistake: %s, run %d of %s; want run %d going on, declared at %s", js.State, js.Run, js.File, running.Run, moved)
+	}
+	lives.stopped(stop)
+	d, stop = lives.start()
+	if js := waitJob(t, d, "web", "running again", func(js JobStatus) bool { return js.State == "running" }); js.File != moved {
+		t.Errorf("after a restart of the daemon: declared at %s, want %s", js.File, moved)
+	}
+	lives.stopped(stop)
 }
 
 // TestReloadCountsEveryFile: a reload counts the job files there are, not
