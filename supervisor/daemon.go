@@ -174,10 +174,14 @@ type Daemon struct {
 	// refusedDirs are the directories (the administrators', people's)
 	// the last reload's scan refused.
 	refusedDirs map[string]bool
-	fileErrs    map[string][]Problem   // why a file's latest version is not in force
-	logged      map[loggedProblem]bool // the problems in force, each logged once per version of its file
-	set         *luaapi.Set
-	requests    chan request
+	// dirsBack are the directories back from being refused or missing,
+	// and since when: they settle (dirSettle) before a file not in them
+	// is taken to be gone.
+	dirsBack map[string]time.Time
+	fileErrs map[string][]Problem   // why a file's latest version is not in force
+	logged   map[loggedProblem]bool // the problems in force, each logged once per version of its file
+	set      *luaapi.Set
+	requests chan request
 	// writing are the files the last scan found being saved, and
 	// writingWait how long the watcher was asked to wait before it
 	// signals again (noteWriting).

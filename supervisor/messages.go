@@ -151,8 +151,12 @@ func msgFirstInLine(job string) string {
 }
 
 // msgJobsDirMissing says the jobs directory does not exist: a typo in
-// --jobs, or one not made yet.
-func msgJobsDirMissing(dir string) string {
+// --jobs, one not made yet, or one gone a moment (held: what was in force
+// from it stays).
+func msgJobsDirMissing(dir string, held bool) string {
+	if !held {
+		return fmt.Sprintf("jobs directory %s does not exist, so no job of it runs; berth reads it as soon as it exists (mkdir %s, or give the daemon --jobs DIR)", dir, dir)
+	}
 	return fmt.Sprintf("jobs directory %s does not exist; what was in force from it stays in force, and berth reads it as soon as it exists (mkdir %s, or give the daemon --jobs DIR)", dir, dir)
 }
 

@@ -24,7 +24,7 @@ func TestMessagesGolden(t *testing.T) {
 		msgNoSuchCall("GET", "/v2/status"),
 		msgBadRunCount("-1"),
 		msgBadLineCount("-1"),
-		msgJobsDirMissing("/srv/berth/jobs.d"),
+		msgJobsDirMissing("/srv/berth/jobs.d", false), msgJobsDirMissing("/srv/berth/jobs.d", true),
 		msgFirstInLine("train"),
 		msgCannotReadHistory(errors.New("read state: input/output error")),
 		msgNoAnswer(errors.New("context deadline exceeded")),

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"io/fs"
 	"maps"
 	"os"
 	"os/user"
@@ -51,7 +52,10 @@ type reloadRun struct {
 	scan    watch.Scan
 	people  peopleScan
 	scanErr error
-	waiters []chan<- ReloadResult
+	// settling are the directories back a moment ago (forgetWhileRefused):
+	// what was in force from them stays until they have settled.
+	settling map[string]bool
+	waiters  []chan<- ReloadResult
 	// previous are the versions in force of files that failed at the
 	// daemon's first reload (evaluated.previous).
 	previous []*luaapi.File
@@ -84,7 +88,7 @@ func (r *reloadRun) filesGone() bool {
 // or back. (A directory gone a moment, for an rm -rf and a git clone, or
 // a remount, would otherwise restart every service of the machine.)
 func (r *reloadRun) dirRefused(path string) bool {
-	if r.people.refused[filepath.Dir(path)] != nil {
+	if r.people.refused[filepath.Dir(path)] != nil || r.settling[filepath.Dir(path)] {
 		return true
 	}
 	return (r.scan.DirRefused != nil || r.scan.DirMissing) && !r.people.holds(path)
@@ -107,33 +111,59 @@ func (r *reloadRun) refusedDirs(jobsDir string) map[string]bool {
 	return dirs
 }
 
+// dirSettle is how long a directory back from being refused or missing
+// is given to fill before a file the daemon held from it, and that is not
+// in it, is taken to be gone: a git clone makes the directory before it
+// writes the files, a restore from a backup writes them one by one.
+const dirSettle = 2 * time.Second
+
 // forgetWhileRefused forgets the files removed from a directory while it
-// was refused: what was in force from it stayed in force, and the scanner
-// reported their removal then (watch.Scan's DirRefused); read again now,
-// every file of the directory is in this scan, and one the daemon holds
-// from it that is not has gone. (A job whose file went while its directory
-// was group-writable for a moment ran on until the daemon's restart.)
+// was refused or missing: what was in force from it stayed in force, and
+// the scanner reported their removal then (watch.Scan's DirRefused). Once
+// the directory has been back for dirSettle, a file the daemon holds from
+// it that is not there has gone. (A job whose file went while its
+// directory was group-writable for a moment ran on until the daemon's
+// restart.) Until then the directory settles (r.settling): nothing of it
+// is forgotten, and the daemon looks again when it has settled.
 func (d *Daemon) forgetWhileRefused(r *reloadRun) {
 	now := r.refusedDirs(d.cfg.JobsDir)
-	back := map[string]bool{}
+	if d.dirsBack == nil {
+		d.dirsBack = map[string]time.Time{}
+	}
 	for dir := range d.refusedDirs {
 		if !now[dir] {
-			back[dir] = true
+			d.dirsBack[dir] = d.now()
 		}
 	}
-	d.refusedDirs = now
-	if len(back) == 0 {
-		return
+	for dir := range now {
+		delete(d.dirsBack, dir) // refused or missing again
 	}
-	there := func(path string) bool {
-		_, changed := r.scan.Changed[path]
-		_, refused := r.scan.Refused[path]
-		_, writing := r.scan.Writing[path]
-		return changed || refused || writing
+	d.refusedDirs = now
+	settled := map[string]bool{}
+	for dir, at := range d.dirsBack {
+		left := dirSettle - d.now().Sub(at)
+		if left <= 0 {
+			settled[dir] = true
+			delete(d.dirsBack, dir)
+			continue
+		}
+		r.settling[dir] = true
+		if d.watcher != nil {
+			if d.writingWait > 0 {
+				left = min(left, d.writingWait)
+			}
+			d.watcher.Recheck(left)
+		}
+	}
+	if len(settled) == 0 {
+		return
 	}
 	known := slices.Concat(slices.Collect(maps.Keys(d.latest)), slices.Collect(maps.Keys(d.good)), slices.Collect(maps.Keys(d.refused)))
 	for _, path := range known {
-		if back[filepath.Dir(path)] && !there(path) {
+		if !settled[filepath.Dir(path)] {
+			continue
+		}
+		if _, err := os.Lstat(path); errors.Is(err, fs.ErrNotExist) {
 			d.forget(path)
 		}
 	}
@@ -181,7 +211,7 @@ func (d *Daemon) reloadAfter(earlier *ReloadResult, first, asked bool, waiters [
 		}
 		return
 	}
-	r := &reloadRun{first: first, began: d.now(), waiters: waiters, earlier: earlier}
+	r := &reloadRun{first: first, began: d.now(), waiters: waiters, earlier: earlier, settling: map[string]bool{}}
 	if d.cfg.SocketAccess != nil {
 		if err := d.cfg.SocketAccess(); err != nil {
 			d.log.Warn("cannot give the control socket to its groups", "group", d.group(), "admin_group", d.adminGroup(), "error", err)
@@ -486,7 +516,8 @@ func (d *Daemon) finishReload(r *reloadRun, files []*luaapi.File) ReloadResult {
 	case scan.DirRefused != nil:
 		d.problems = append(d.problems, Problem{Code: ProblemDirRefused, File: d.cfg.JobsDir, Text: scan.DirRefused.Error()})
 	case scan.DirMissing && d.cfg.JobsDir != "" && r.scanErr == nil:
-		d.problems = append(d.problems, Problem{Code: ProblemDirMissing, File: d.cfg.JobsDir, Text: msgJobsDirMissing(d.cfg.JobsDir)})
+		held := slices.ContainsFunc(slices.Collect(maps.Keys(d.good)), func(path string) bool { return filepath.Dir(path) == filepath.Clean(d.cfg.JobsDir) })
+		d.problems = append(d.problems, Problem{Code: ProblemDirMissing, File: d.cfg.JobsDir, Text: msgJobsDirMissing(d.cfg.JobsDir, held)})
 	}
 	for _, dir := range slices.Sorted(maps.Keys(r.people.refused)) {
 		d.problems = append(d.problems, Problem{Code: ProblemDirRefused, File: dir, Text: r.people.refused[dir].Error()})
@@ -597,7 +628,8 @@ func (d *Daemon) versionOf(path string) string {
 // file changed or went, and the same files are refused for the same reasons.
 func (d *Daemon) nothingNew(r *reloadRun) bool {
 	scan := r.scan
-	if len(scan.Changed) > 0 || len(scan.Removed) > 0 || scan.DirRefused != nil || len(r.people.refused) > 0 || len(scan.Refused) != len(d.refused) {
+	if len(scan.Changed) > 0 || len(scan.Removed) > 0 || scan.DirRefused != nil || len(r.people.refused) > 0 || len(scan.Refused) != len(d.refused) ||
+		len(d.dirsBack) > 0 { // a directory settles, and is looked at once it has
 		return false
 	}
 	// A directory refused or missing at the last reload, and fine now
