@@ -55,10 +55,12 @@ type Dependency struct {
 // satisfied is the gate's rule for one parent. For after, its latest run
 // of its current definition ended done (its state is done: any edit of
 // what it runs takes it out of done); for after_any, that run ended in any
-// way. A service parent satisfies either while it runs.
+// way. A service parent satisfies either while it runs, and after_any
+// once it rests too: stopped, or given up on (max_restarts).
 func satisfied(kind string, parent store.State, service bool) bool {
 	if service {
-		return parent == store.StateRunning
+		return parent == store.StateRunning ||
+			kind == depAfterAny && (parent == store.StateDone || parent == store.StateFailed || parent == store.StateStopped)
 	}
 	switch parent {
 	case store.StateDone:

@@ -10,12 +10,13 @@ import (
 // TestSatisfied walks every state of a parent, batch and service, for
 // after and after_any.
 func TestSatisfied(t *testing.T) {
-	type want struct{ after, afterAny, service bool }
+	type want struct{ after, afterAny, service, serviceAny bool }
+	// A service satisfies after_any once it rests: stopped, or given up.
 	table := map[store.State]want{
-		store.StateDone:    {after: true, afterAny: true},
-		store.StateFailed:  {afterAny: true},
-		store.StateStopped: {afterAny: true},
-		store.StateRunning: {service: true},
+		store.StateDone:    {after: true, afterAny: true, serviceAny: true},
+		store.StateFailed:  {afterAny: true, serviceAny: true},
+		store.StateStopped: {afterAny: true, serviceAny: true},
+		store.StateRunning: {service: true, serviceAny: true},
 	}
 	for _, s := range allStates {
 		w := table[s]
@@ -25,10 +26,11 @@ func TestSatisfied(t *testing.T) {
 		if got := satisfied(depAfterAny, s, false); got != w.afterAny {
 			t.Errorf("after_any a batch job %s: %v, want %v", s, got, w.afterAny)
 		}
-		for _, kind := range []string{depAfter, depAfterAny} {
-			if got := satisfied(kind, s, true); got != w.service {
-				t.Errorf("%s a service %s: %v, want %v", kind, s, got, w.service)
-			}
+		if got := satisfied(depAfter, s, true); got != w.service {
+			t.Errorf("after a service %s: %v, want %v", s, got, w.service)
+		}
+		if got := satisfied(depAfterAny, s, true); got != w.serviceAny {
+			t.Errorf("after_any a service %s: %v, want %v", s, got, w.serviceAny)
 		}
 	}
 }

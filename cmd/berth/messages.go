@@ -541,6 +541,9 @@ func msgAfterOne(job, file string, p supervisor.Dependency, now time.Time) strin
 		// is undone by a start, a failure is read in its output.
 		help := "berth logs " + quoteArg(name)
 		switch p.State {
+		case "failed":
+			// Its restart policy gave up on it: only a start runs it.
+			help = "berth logs " + quoteArg(name) + " shows why; berth start " + quoteArg(name) + " starts it again"
 		case "stopped":
 			help = "berth start " + quoteArg(name) + " starts it"
 		case "disabled":

@@ -150,6 +150,7 @@ func TestMessages(t *testing.T) {
 			{Job: "alice/prep", Kind: "after_any", State: "waiting"}}, afterNow),
 		msgAfter("train", "/etc/berth/jobs.d/train.lua", []supervisor.Dependency{{Job: "prep", Kind: "after", State: "failed", Signal: "SIGKILL", Reason: "failed"}}, afterNow),
 		msgAfter("train", "/etc/berth/jobs.d/train.lua", []supervisor.Dependency{{Job: "cache", Kind: "after", State: "stopped", Service: true}}, afterNow),
+		msgAfter("train", "/etc/berth/jobs.d/train.lua", []supervisor.Dependency{{Job: "cache", Kind: "after", State: "failed", Service: true}}, afterNow),
 		msgAfter("train", "/etc/berth/jobs.d/train.lua", []supervisor.Dependency{{Job: "prep", Kind: "after", State: "failed", Signal: "SIGTERM", Reason: "timed out"}}, afterNow),
 		msgAfter("train", "/etc/berth/jobs.d/train.lua", []supervisor.Dependency{{Job: "prep", Kind: "after", State: "failed", ExitCode: &exit3, Reason: "timed out"}}, afterNow),
 		msgAfter("train", "/etc/berth/jobs.d/train.lua", []supervisor.Dependency{{Job: "prep", Kind: "after", State: "stopped"}}, afterNow),
