@@ -1036,13 +1036,15 @@ func (d *Daemon) apply(set *luaapi.Set, first bool) ReloadResult {
 	for i := range set.Jobs {
 		def := &set.Jobs[i]
 		invalid := problems[def.Name]
-		if invalid == "" && (def.User != "" || def.Group != "") {
+		// A disabled job is not to run: what would keep it from running
+		// is said once it is enabled.
+		if invalid == "" && def.Enabled && (def.User != "" || def.Group != "") {
 			if _, _, err := jobCredentials(def.User, def.Group); err != nil {
 				invalid = MsgCredentials(def.Pos, def.Name, err)
 				res.unfit = append(res.unfit, credentialsProblem(def, err))
 			}
 		}
-		if p, unfit := d.unfit(def); invalid == "" && unfit {
+		if p, unfit := d.unfit(def); invalid == "" && def.Enabled && unfit {
 			// It waits, saying so, for a larger machine or quota; the
 			// reload says it at once, as berth check does.
 			res.unfit = append(res.unfit, p)

@@ -462,12 +462,14 @@ func TestJobsDirGoneKeepsJobs(t *testing.T) {
 
 // TestReloadSaysWhatCannotRun: a reload says at once, as berth check
 // does, a job that fits no machine and one whose user does not exist,
-// each with its file and line; fixed, they are said no more.
+// each with its file and line, but not of a disabled job; fixed, they are
+// said no more.
 func TestReloadSaysWhatCannotRun(t *testing.T) {
 	d, dir := runDaemon(t, "", nil)
 	path := filepath.Join(dir, "jobs.lua")
 	testkit.PutFile(t, path, `job "big" { cmd = "true", cpus = 64 }
-job "who" { cmd = "true", cpus = 0, user = "no-such-user-berth" }`)
+job "who" { cmd = "true", cpus = 0, user = "no-such-user-berth" }
+job "off" { cmd = "true", cpus = 64, user = "no-such-user-berth", enabled = false }`)
 	res := reload(t, d)
 	codes := map[string]Problem{}
 	for _, p := range res.Problems {
@@ -480,8 +482,9 @@ job "who" { cmd = "true", cpus = 0, user = "no-such-user-berth" }`)
 		t.Errorf("a job whose user does not exist: problems %+v", res.Problems)
 	}
 	if len(res.Errors) != 2 {
-		t.Errorf("errors %q, want the two", res.Errors)
+		t.Errorf("errors %q, want the two (a disabled job is not to run)", res.Errors)
 	}
+	waitJob(t, d, "off", "disabled", func(js JobStatus) bool { return js.State == "disabled" })
 	testkit.PutFile(t, path, `job "big" { cmd = "true", cpus = 1 }`)
 	if res := reload(t, d); len(res.Problems) != 0 {
 		t.Errorf("fixed: problems %+v", res.Problems)
