@@ -467,11 +467,14 @@ func (j *job) receive(m jobMessage) {
 		if j.life.state == store.StateRunning && (m.def.Timeout != old.Timeout || m.def.StopTimeout != old.StopTimeout) {
 			j.retime()
 		}
-		// The run in progress may be of an earlier definition than the
-		// last one seen: one it let finish (on_change = "finish"), or one
-		// edited while the job could not run (a user or a flavor not there
-		// yet). Fine again, the job goes by its run's.
-		process := m.processChanged || m.invalid == "" && j.run.fp != "" && j.run.fp != j.defFP
+		// A run in progress is judged by the definition it started from,
+		// which may be earlier than the last one seen: one it let finish
+		// (on_change = "finish"), or one edited while the job could not
+		// run (a user or a flavor not there yet), and edited back since.
+		process := m.processChanged
+		if m.invalid == "" && j.run.fp != "" {
+			process = j.run.fp != j.defFP
+		}
 		if e, ok := redefined(j.life, redefinition{
 			invalid:  m.invalid != "",
 			disabled: !m.def.Enabled,

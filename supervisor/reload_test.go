@@ -342,7 +342,7 @@ func TestInvalidRunGoesOn(t *testing.T) {
 // the job's is restarted once the job can run again, though the edit that
 // changed the process came while it could not (its new flavor not
 // declared yet), or while the run was let finish (on_change = "finish",
-// then "restart").
+// then "restart"); one edited back to its run's definition goes on.
 func TestOutdatedRunRestartedOnceItCan(t *testing.T) {
 	d, jobsDir := runDaemon(t, "", nil)
 	write := func(name, src string) {
@@ -358,6 +358,15 @@ func TestOutdatedRunRestartedOnceItCan(t *testing.T) {
 	if js.State != "running" || js.Run != running.Run {
 		t.Fatalf("its flavor unknown: %s, run %d (was %d)", js.State, js.Run, running.Run)
 	}
+	// Edited back while it could not run: its run is of the definition
+	// in force again, and goes on.
+	write("train.lua", `job "train" { cmd = "sleep 600", flavor = "small", restart = "always" }`)
+	waitJob(t, d, "train", "fine again", func(js JobStatus) bool { return js.State == "running" && js.Why == "" })
+	if js, _ := d.jobStatus("train"); js.Run != running.Run {
+		t.Errorf("edited back: run %d, want run %d going on", js.Run, running.Run)
+	}
+	write("train.lua", `job "train" { cmd = "sleep 600", flavor = "large", restart = "always" }`)
+	waitJob(t, d, "train", "running on, saying why", func(js JobStatus) bool { return js.Why != "" })
 	write("flavors.lua", `flavor "small" { cpus = 1 }`+"\n"+`flavor "large" { cpus = 2 }`)
 	js = waitJob(t, d, "train", "running its new definition", func(js JobStatus) bool { return js.State == "running" && js.Run != running.Run })
 	if js.CPUs != 2 {
