@@ -2,6 +2,7 @@ package luaapi
 
 import (
 	"bytes"
+	"fmt"
 
 	lua "github.com/yuin/gopher-lua"
 	"github.com/yuin/gopher-lua/ast"
@@ -29,7 +30,11 @@ func (ev *evaluator) load(L *lua.LState) (*lua.LFunction, error) {
 	if err != nil {
 		return nil, err
 	}
-	rewriteStmts(chunk)
+	var w rewriter
+	w.stmts(chunk)
+	if w.repeated != nil {
+		return nil, w.repeated
+	}
 	proto, err := lua.Compile(chunk, ev.path)
 	if err != nil {
 		return nil, err
@@ -73,93 +78,120 @@ func joinable(v lua.LValue) bool {
 	return false
 }
 
-func rewriteStmts(stmts []ast.Stmt) {
+func (w *rewriter) stmts(stmts []ast.Stmt) {
 	for _, s := range stmts {
 		switch s := s.(type) {
 		case *ast.AssignStmt:
-			rewriteExprs(s.Lhs)
-			rewriteExprs(s.Rhs)
+			w.exprs(s.Lhs)
+			w.exprs(s.Rhs)
 		case *ast.LocalAssignStmt:
-			rewriteExprs(s.Exprs)
+			w.exprs(s.Exprs)
 		case *ast.FuncCallStmt:
-			s.Expr = rewriteExpr(s.Expr)
+			s.Expr = w.expr(s.Expr)
 		case *ast.DoBlockStmt:
-			rewriteStmts(s.Stmts)
+			w.stmts(s.Stmts)
 		case *ast.WhileStmt:
-			s.Condition = rewriteExpr(s.Condition)
-			rewriteStmts(s.Stmts)
+			s.Condition = w.expr(s.Condition)
+			w.stmts(s.Stmts)
 		case *ast.RepeatStmt:
-			s.Condition = rewriteExpr(s.Condition)
-			rewriteStmts(s.Stmts)
+			s.Condition = w.expr(s.Condition)
+			w.stmts(s.Stmts)
 		case *ast.IfStmt:
-			s.Condition = rewriteExpr(s.Condition)
-			rewriteStmts(s.Then)
-			rewriteStmts(s.Else)
+			s.Condition = w.expr(s.Condition)
+			w.stmts(s.Then)
+			w.stmts(s.Else)
 		case *ast.NumberForStmt:
-			s.Init = rewriteExpr(s.Init)
-			s.Limit = rewriteExpr(s.Limit)
-			s.Step = rewriteExpr(s.Step)
-			rewriteStmts(s.Stmts)
+			s.Init = w.expr(s.Init)
+			s.Limit = w.expr(s.Limit)
+			s.Step = w.expr(s.Step)
+			w.stmts(s.Stmts)
 		case *ast.GenericForStmt:
-			rewriteExprs(s.Exprs)
-			rewriteStmts(s.Stmts)
+			w.exprs(s.Exprs)
+			w.stmts(s.Stmts)
 		case *ast.FuncDefStmt:
-			s.Name.Func = rewriteExpr(s.Name.Func)
-			s.Name.Receiver = rewriteExpr(s.Name.Receiver)
-			rewriteStmts(s.Func.Stmts)
+			s.Name.Func = w.expr(s.Name.Func)
+			s.Name.Receiver = w.expr(s.Name.Receiver)
+			w.stmts(s.Func.Stmts)
 		case *ast.ReturnStmt:
-			rewriteExprs(s.Exprs)
+			w.exprs(s.Exprs)
 		}
 	}
 }
 
-func rewriteExprs(exprs []ast.Expr) {
+func (w *rewriter) exprs(exprs []ast.Expr) {
 	for i, e := range exprs {
-		exprs[i] = rewriteExpr(e)
+		exprs[i] = w.expr(e)
 	}
 }
 
-// rewriteExpr returns e with every concatenation in it turned into a call
-// of concatGlobal, on the same lines.
-func rewriteExpr(e ast.Expr) ast.Expr {
+// rewriter walks a chunk: it turns every concatenation into a call of
+// concatGlobal, on the same lines, and notes the first table constructor
+// that gives one field twice.
+type rewriter struct {
+	repeated *repeatedFieldError
+}
+
+// repeatedFieldError is a table constructor that gives field twice, at
+// line and at first before: Lua keeps the last, and the first is never
+// read (a `timeout = "5 min"` added beside a `timeout = "1h"` was never
+// even checked).
+type repeatedFieldError struct {
+	field       string
+	first, line int
+}
+
+func (e *repeatedFieldError) Error() string {
+	return fmt.Sprintf("field %q given twice in one table (lines %d and %d)", e.field, e.first, e.line)
+}
+
+// expr returns e with every concatenation in it turned into a call of
+// concatGlobal, on the same lines.
+func (w *rewriter) expr(e ast.Expr) ast.Expr {
 	switch e := e.(type) {
 	case *ast.StringConcatOpExpr:
 		fn := &ast.IdentExpr{Value: concatGlobal}
 		fn.SetLine(e.Line())
 		fn.SetLastLine(e.LastLine())
-		call := &ast.FuncCallExpr{Func: fn, Args: []ast.Expr{rewriteExpr(e.Lhs), rewriteExpr(e.Rhs)}}
+		call := &ast.FuncCallExpr{Func: fn, Args: []ast.Expr{w.expr(e.Lhs), w.expr(e.Rhs)}}
 		call.SetLine(e.Line())
 		call.SetLastLine(e.LastLine())
 		return call
 	case *ast.AttrGetExpr:
-		e.Object = rewriteExpr(e.Object)
-		e.Key = rewriteExpr(e.Key)
+		e.Object = w.expr(e.Object)
+		e.Key = w.expr(e.Key)
 	case *ast.TableExpr:
+		seen := map[string]int{}
 		for _, f := range e.Fields {
-			f.Key = rewriteExpr(f.Key)
-			f.Value = rewriteExpr(f.Value)
+			if k, ok := f.Key.(*ast.StringExpr); ok && w.repeated == nil {
+				if first, twice := seen[k.Value]; twice {
+					w.repeated = &repeatedFieldError{field: k.Value, first: first, line: k.Line()}
+				}
+				seen[k.Value] = k.Line()
+			}
+			f.Key = w.expr(f.Key)
+			f.Value = w.expr(f.Value)
 		}
 	case *ast.FuncCallExpr:
-		e.Func = rewriteExpr(e.Func)
-		e.Receiver = rewriteExpr(e.Receiver)
-		rewriteExprs(e.Args)
+		e.Func = w.expr(e.Func)
+		e.Receiver = w.expr(e.Receiver)
+		w.exprs(e.Args)
 	case *ast.LogicalOpExpr:
-		e.Lhs = rewriteExpr(e.Lhs)
-		e.Rhs = rewriteExpr(e.Rhs)
+		e.Lhs = w.expr(e.Lhs)
+		e.Rhs = w.expr(e.Rhs)
 	case *ast.RelationalOpExpr:
-		e.Lhs = rewriteExpr(e.Lhs)
-		e.Rhs = rewriteExpr(e.Rhs)
+		e.Lhs = w.expr(e.Lhs)
+		e.Rhs = w.expr(e.Rhs)
 	case *ast.ArithmeticOpExpr:
-		e.Lhs = rewriteExpr(e.Lhs)
-		e.Rhs = rewriteExpr(e.Rhs)
+		e.Lhs = w.expr(e.Lhs)
+		e.Rhs = w.expr(e.Rhs)
 	case *ast.UnaryMinusOpExpr:
-		e.Expr = rewriteExpr(e.Expr)
+		e.Expr = w.expr(e.Expr)
 	case *ast.UnaryNotOpExpr:
-		e.Expr = rewriteExpr(e.Expr)
+		e.Expr = w.expr(e.Expr)
 	case *ast.UnaryLenOpExpr:
-		e.Expr = rewriteExpr(e.Expr)
+		e.Expr = w.expr(e.Expr)
 	case *ast.FunctionExpr:
-		rewriteStmts(e.Stmts)
+		w.stmts(e.Stmts)
 	}
 	return e
 }

@@ -466,6 +466,14 @@ func errUnknownFlavor(s subject, flavor string, known []string, refused bool) *E
 	return e
 }
 
+// errRepeatedField is a table constructor that gives a field twice: the
+// file is refused whole, as for a syntax error, since which value was
+// meant cannot be known.
+func errRepeatedField(path string, e *repeatedFieldError) *Error {
+	return fileSubject(path, e.line).err(Duplicate, e.field,
+		fmt.Sprintf("field %s is given twice in one table (lines %d and %d); Lua keeps the last, so the first is never read: remove one", quote(e.field), e.first, e.line))
+}
+
 func errUnknownJob(s subject, field, name, full string, known []string) *Error {
 	hint := "berth jobs lists them"
 	if near := Suggest(name, known); near != "" {

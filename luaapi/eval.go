@@ -385,6 +385,8 @@ func (ev *evaluator) syntaxError(err error) *Error {
 		return errSyntax(ev.path, line, c.Message, c.Token, hint)
 	case *lua.CompileError:
 		return errCompile(ev.path, c.Line, c.Message)
+	case *repeatedFieldError:
+		return errRepeatedField(ev.path, c)
 	}
 	return errSyntax(ev.path, 0, err.Error(), "", "")
 }
