@@ -48,6 +48,10 @@ type Dependency struct {
 	// the parent's output is not yet up to date. The parent does not
 	// satisfy the edge meanwhile.
 	Behind string `json:"behind,omitempty"`
+	// Upstream, for a parent that waits for its own parents, is the
+	// first job upstream of it that holds it and will not run by itself:
+	// one that failed, was stopped, cannot run or is not declared.
+	Upstream *Dependency `json:"upstream,omitempty"`
 	// Satisfied: the parent lets the dependant run.
 	Satisfied bool `json:"satisfied"`
 }
@@ -164,6 +168,56 @@ func factOf(name, kind string, v jobView) Dependency {
 	}
 	f.Satisfied = satisfied(kind, v.State, f.Service)
 	return f
+}
+
+// withUpstream is facts, each parent that waits for its own parents with
+// what holds it upstream (Dependency.Upstream), as the graph is now.
+func (g *depGraph) withUpstream(facts []Dependency) []Dependency {
+	out := slices.Clone(facts)
+	for i, f := range out {
+		if !f.Satisfied && f.State == store.StateWaiting.String() {
+			out[i].Upstream = g.upstream(f.Job, map[string]bool{f.Job: true})
+		}
+	}
+	return out
+}
+
+// upstream is the first job upstream of name, through after and
+// after_any, that holds it and will not run by itself; nil where none
+// does (its parents run, or wait their turn). seen keeps a diamond's
+// jobs from being looked at twice.
+func (g *depGraph) upstream(name string, seen map[string]bool) *Dependency {
+	v, ok := g.view(name)
+	if !ok || v.Def == nil || !v.Def.HasDeps() {
+		return nil
+	}
+	for _, e := range []struct {
+		kind  string
+		names []string
+	}{{depAfter, v.Def.After}, {depAfterAny, v.Def.AfterAny}} {
+		for _, n := range e.names {
+			if seen[n] {
+				continue
+			}
+			seen[n] = true
+			pv, ok := g.view(n)
+			if !ok {
+				return &Dependency{Job: n, Kind: e.kind, State: "unknown"}
+			}
+			f := factOf(n, e.kind, pv)
+			switch {
+			case f.Satisfied:
+			case pv.State == store.StateFailed, pv.State == store.StateStopped, pv.State == store.StateInvalid,
+				pv.State == store.StateUnplaceable, pv.State == store.StateDisabled:
+				return &f
+			case pv.State == store.StateWaiting:
+				if u := g.upstream(n, seen); u != nil {
+					return u
+				}
+			}
+		}
+	}
+	return nil
 }
 
 // parentsOf are the facts about each parent that def names, in the order

@@ -2,9 +2,11 @@ package supervisor
 
 import (
 	"testing"
+	"time"
 
 	"github.com/berthd/berth/luaapi"
 	"github.com/berthd/berth/supervisor/store"
+	"github.com/berthd/berth/supervisor/testkit"
 )
 
 // TestSatisfied walks every state of a parent, batch and service, for
@@ -191,5 +193,29 @@ func TestParentsBehind(t *testing.T) {
 	done("a", doneMark("fa3", nil))
 	if facts := parentsOf(g, defs["d"]); !gate(facts) {
 		t.Errorf("a service between a and c: %+v", facts)
+	}
+}
+
+// TestUpstreamHold: a job whose parent waits for a parent that failed
+// says which job upstream holds it, however far up, as the graph is now.
+func TestUpstreamHold(t *testing.T) {
+	d, _ := runDaemon(t, `job "fp" { cmd = "exit 3", cpus = 0 }
+job "fc" { cmd = "true", cpus = 0, after = "fp" }
+job "fgc" { cmd = "true", cpus = 0, after = "fc" }
+job "ffgc" { cmd = "true", cpus = 0, after_any = "fgc" }`, nil)
+	waitJob(t, d, "fp", "failed", func(js JobStatus) bool { return js.State == "failed" })
+	for _, name := range []string{"fgc", "ffgc"} {
+		var js JobStatus
+		testkit.WaitFor(t, 20*time.Second, name+" held upstream by fp", func() bool {
+			for _, j := range d.Status().Jobs {
+				if j.Name == name {
+					js = j
+				}
+			}
+			return len(js.After) == 1 && js.After[0].Upstream != nil
+		})
+		if up := js.After[0].Upstream; up.Job != "fp" || up.State != "failed" || up.ExitCode == nil || *up.ExitCode != 3 {
+			t.Errorf("%s: upstream %+v, want fp, failed with exit 3", name, up)
+		}
 	}
 }

@@ -371,7 +371,7 @@ func (d *Daemon) status(members bool) Status {
 		}
 		if v.State == store.StateWaiting && v.After != nil {
 			// Its parents first: the client words the facts.
-			js.After, js.Why = v.After, ""
+			js.After, js.Why = d.deps.Load().withUpstream(v.After), ""
 		} else if v.State == store.StateWaiting {
 			short := shortfall(v.Def.Resources, free, snap.Capacity.RAMKnown)
 			js.Short = &short

@@ -572,6 +572,12 @@ func msgAfterOne(job, file string, p supervisor.Dependency, now time.Time) strin
 		return fmt.Sprintf("after %s, which is %s; %s (berth show %s says why; %s)", name, p.State, when, quoteArg(name), anyway)
 	case "unknown":
 		return fmt.Sprintf("after %s, which is not declared (berth check %s / berth status shows the files' errors)", name, quoteArg(file))
+	case "waiting":
+		if p.Upstream != nil {
+			// Held for good further up: that job is what to look at.
+			up := msgAfterOne(job, file, *p.Upstream, now)
+			return fmt.Sprintf("after %s, which waits, held upstream: %s", name, up)
+		}
 	case "done":
 		if p.Behind == name {
 			return fmt.Sprintf("after %s, which runs again first: a parent of it ran a new definition (berth show %s)", name, quoteArg(name))

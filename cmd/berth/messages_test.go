@@ -154,6 +154,8 @@ func TestMessages(t *testing.T) {
 		msgAfter("train", "/etc/berth/jobs.d/train.lua", []supervisor.Dependency{{Job: "prep", Kind: "after", State: "failed", Signal: "SIGTERM", Reason: "timed out"}}, afterNow),
 		msgAfter("train", "/etc/berth/jobs.d/train.lua", []supervisor.Dependency{{Job: "prep", Kind: "after", State: "failed", ExitCode: &exit3, Reason: "timed out"}}, afterNow),
 		msgAfter("train", "/etc/berth/jobs.d/train.lua", []supervisor.Dependency{{Job: "prep", Kind: "after", State: "stopped"}}, afterNow),
+		msgAfter("fgc", "/etc/berth/jobs.d/chain.lua", []supervisor.Dependency{{Job: "fc", Kind: "after", State: "waiting",
+			Upstream: &supervisor.Dependency{Job: "fp", Kind: "after", State: "failed", ExitCode: &exit3, Reason: "failed"}}}, afterNow),
 		msgAfter("report", "/etc/berth/jobs.d/report.lua", []supervisor.Dependency{{Job: "sweep", Kind: "after", State: "stopped", Array: true}}, afterNow),
 		msgAfter("merge", "/etc/berth/jobs.d/merge.lua", []supervisor.Dependency{{Job: "sweep", Kind: "after", State: "failed", Array: true}}, afterNow),
 		msgAfter("train", "/etc/berth/jobs.d/train.lua", []supervisor.Dependency{{Job: "prep", Kind: "after_any", State: "invalid"}}, afterNow),
