@@ -417,6 +417,13 @@ func refusal(path string, err *watch.RefusedError) supervisor.Problem {
 	if err.Dir {
 		code = supervisor.ProblemDirRefused
 	}
+	if err.Reason == watch.Unreadable && !err.Dir && errors.Is(err.Err, fs.ErrPermission) && os.Getuid() != 0 {
+		// A file of a directory checked that the caller may not read:
+		// as for a file named, the daemon reads it as root.
+		named := *err
+		named.Named = true
+		err = &named
+	}
 	return supervisor.Problem{Code: code, File: path, Text: err.Error()}
 }
 
