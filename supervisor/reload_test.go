@@ -285,6 +285,16 @@ for i = 1, 11 do job ("j" .. i) { cmd = "sleep 600", cpus = 2 } end`, nil)
 	}
 }
 
+// writeAndReload is a function that writes job file name of jobsDir and
+// has d reload.
+func writeAndReload(t *testing.T, d *Daemon, jobsDir string) func(name, src string) {
+	return func(name, src string) {
+		t.Helper()
+		testkit.PutFile(t, filepath.Join(jobsDir, name), src)
+		reload(t, d)
+	}
+}
+
 // TestInvalidRunGoesOn: a running job whose flavor is removed is not
 // killed for it: its run goes on, saying why it will not run again, and
 // the job rests invalid once the run ends, whatever its restart policy;
@@ -293,11 +303,7 @@ func TestInvalidRunGoesOn(t *testing.T) {
 	dir := t.TempDir()
 	mark := filepath.Join(dir, "end")
 	d, jobsDir := runDaemon(t, "", nil)
-	write := func(name, src string) {
-		t.Helper()
-		testkit.PutFile(t, filepath.Join(jobsDir, name), src)
-		reload(t, d)
-	}
+	write := writeAndReload(t, d, jobsDir)
 	write("flavors.lua", `flavor "small" { cpus = 1 }`)
 	write("train.lua", fmt.Sprintf(`job "train" { cmd = "while [ ! -e %s ]; do sleep 0.05; done; echo ran >> %s", flavor = "small", restart = "always" }`,
 		mark, filepath.Join(dir, "runs")))
@@ -345,11 +351,7 @@ func TestInvalidRunGoesOn(t *testing.T) {
 // then "restart"); one edited back to its run's definition goes on.
 func TestOutdatedRunRestartedOnceItCan(t *testing.T) {
 	d, jobsDir := runDaemon(t, "", nil)
-	write := func(name, src string) {
-		t.Helper()
-		testkit.PutFile(t, filepath.Join(jobsDir, name), src)
-		reload(t, d)
-	}
+	write := writeAndReload(t, d, jobsDir)
 	write("flavors.lua", `flavor "small" { cpus = 1 }`)
 	write("train.lua", `job "train" { cmd = "sleep 600", flavor = "small", restart = "always" }`)
 	running := waitJob(t, d, "train", "running", func(js JobStatus) bool { return js.State == "running" })
