@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -115,8 +116,15 @@ func (d *Daemon) refreshPeople() (gone []string, err error) {
 				if err := makePersonDir(p.dir, p.uid, p.gid); err != nil && !errors.Is(err, fs.ErrExist) {
 					return nil, fmt.Errorf("give %s a job directory again: %w", name, err)
 				}
-				d.log.Info("made a person's job directory again: it was removed", "user", name, "dir", p.dir)
+				d.log.Warn("made a person's job directory again: it was removed; their jobs of files not back in it within 2s are removed",
+					"user", name, "dir", p.dir)
 				remade = true
+				// As a directory back (a restore, a remount of the
+				// spool), it settles before its files are taken to be gone.
+				if d.dirsBack == nil {
+					d.dirsBack = map[string]time.Time{}
+				}
+				d.dirsBack[p.dir] = d.now()
 			}
 			continue
 		}

@@ -717,14 +717,38 @@ job "sweep" { cmd = "true", array = 5, enabled = false, cpus = 0 }`)
 }
 
 // TestPeopleDirMadeAgain: a person's directory removed is made again at
-// the next reload, theirs and 0700, and what they put there is read.
+// the next reload, theirs and 0700, and what they put there is read. It
+// settles first (a restore of the spool puts the files back): a job of a
+// file put back meanwhile runs on; one whose file is not back goes.
 func TestPeopleDirMadeAgain(t *testing.T) {
 	d, spool, _ := peopleDaemon(t, "", nil)
 	dir := filepath.Join(spool, testAlice)
+	writeAs(t, spool, testAlice, "kept.lua", `job "kept" { cmd = "sleep 600", cpus = 0 }`)
+	writeAs(t, spool, testAlice, "gone.lua", `job "gone" { cmd = "sleep 600", cpus = 0 }`)
+	reload(t, d)
+	kept := waitJob(t, d, testAlice+"/kept", "running", func(js JobStatus) bool { return js.State == "running" })
+	waitJob(t, d, testAlice+"/gone", "running", func(js JobStatus) bool { return js.State == "running" })
+	saved, err := os.ReadFile(filepath.Join(dir, "kept.lua"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := os.RemoveAll(dir); err != nil {
 		t.Fatal(err)
 	}
 	reload(t, d)
+	for _, name := range []string{"kept", "gone"} {
+		if js, _ := d.jobStatus(testAlice + "/" + name); js.State != "running" {
+			t.Errorf("%s with her directory made again, empty: %s, want running on", name, js.State)
+		}
+	}
+	writeAs(t, spool, testAlice, "kept.lua", string(saved))
+	testkit.WaitFor(t, 20*time.Second, "the job of the file not back to go", func() bool {
+		_, there := d.jobStatus(testAlice + "/gone")
+		return !there
+	})
+	if js, _ := d.jobStatus(testAlice + "/kept"); js.Run != kept.Run {
+		t.Errorf("the job of the file put back: run %d, want run %d going on", js.Run, kept.Run)
+	}
 	u, err := user.Lookup(testAlice)
 	if err != nil {
 		t.Fatal(err)
