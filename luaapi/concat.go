@@ -160,9 +160,12 @@ func (w *rewriter) expr(e ast.Expr) ast.Expr {
 		e.Object = w.expr(e.Object)
 		e.Key = w.expr(e.Key)
 	case *ast.TableExpr:
-		seen := map[string]int{}
+		var seen map[string]int // made at the first field named: most tables (a cmd) have none
 		for _, f := range e.Fields {
 			if k, ok := f.Key.(*ast.StringExpr); ok && w.repeated == nil {
+				if seen == nil {
+					seen = map[string]int{}
+				}
 				if first, twice := seen[k.Value]; twice {
 					w.repeated = &repeatedFieldError{field: k.Value, first: first, line: k.Line()}
 				}

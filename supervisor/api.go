@@ -562,9 +562,10 @@ const noUID = ^uint32(0)
 
 // callLog bounds the lines one caller's refused requests write to the
 // daemon's log, callLogLines in each callLogWindow: a person calling in a
-// loop (a stop of another's job) wrote a thousand lines a second, and under journald its rate limit then drops the daemon's lines
-// about everyone's jobs. The first line after a window where some were
-// left out says how many.
+// loop (a stop of another's job) wrote a thousand lines a second, and
+// under journald its rate limit then drops the daemon's lines about
+// everyone's jobs. The first line after a window where some were left
+// out says how many.
 type callLog struct {
 	mu sync.Mutex
 	by map[uint32]*callWindow

@@ -341,6 +341,7 @@ func Open(cfg Config) (*Daemon, error) {
 		latest:     map[string]*luaapi.File{},
 		good:       map[string]*luaapi.File{},
 		refused:    map[string]string{},
+		dirsBack:   map[string]time.Time{},
 		fileErrs:   map[string][]Problem{},
 		set:        &luaapi.Set{},
 		requests:   make(chan request),

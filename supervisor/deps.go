@@ -191,29 +191,18 @@ func (g *depGraph) upstream(name string, seen map[string]bool) *Dependency {
 	if !ok || v.Def == nil || !v.Def.HasDeps() {
 		return nil
 	}
-	for _, e := range []struct {
-		kind  string
-		names []string
-	}{{depAfter, v.Def.After}, {depAfterAny, v.Def.AfterAny}} {
-		for _, n := range e.names {
-			if seen[n] {
-				continue
-			}
-			seen[n] = true
-			pv, ok := g.view(n)
-			if !ok {
-				return &Dependency{Job: n, Kind: e.kind, State: "unknown"}
-			}
-			f := factOf(n, e.kind, pv)
-			switch {
-			case f.Satisfied:
-			case pv.State == store.StateFailed, pv.State == store.StateStopped, pv.State == store.StateInvalid,
-				pv.State == store.StateUnplaceable, pv.State == store.StateDisabled:
-				return &f
-			case pv.State == store.StateWaiting:
-				if u := g.upstream(n, seen); u != nil {
-					return u
-				}
+	for _, f := range parentsOf(g, v.Def) {
+		if f.Satisfied || seen[f.Job] {
+			continue
+		}
+		seen[f.Job] = true
+		switch f.State {
+		case "unknown", store.StateFailed.String(), store.StateStopped.String(), store.StateInvalid.String(),
+			store.StateUnplaceable.String(), store.StateDisabled.String():
+			return &f
+		case store.StateWaiting.String():
+			if u := g.upstream(f.Job, seen); u != nil {
+				return u
 			}
 		}
 	}

@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
-	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -116,14 +115,11 @@ func (d *Daemon) refreshPeople() (gone []string, err error) {
 				if err := makePersonDir(p.dir, p.uid, p.gid); err != nil && !errors.Is(err, fs.ErrExist) {
 					return nil, fmt.Errorf("give %s a job directory again: %w", name, err)
 				}
-				d.log.Warn("made a person's job directory again: it was removed; their jobs of files not back in it within 2s are removed",
-					"user", name, "dir", p.dir)
+				d.log.Warn("made a person's job directory again: it was removed; the jobs of their files not back in it once it has settled are removed",
+					"user", name, "dir", p.dir, "settle_ms", dirSettle.Milliseconds())
 				remade = true
 				// As a directory back (a restore, a remount of the
 				// spool), it settles before its files are taken to be gone.
-				if d.dirsBack == nil {
-					d.dirsBack = map[string]time.Time{}
-				}
 				d.dirsBack[p.dir] = d.now()
 			}
 			continue

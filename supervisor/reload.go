@@ -127,9 +127,6 @@ const dirSettle = 2 * time.Second
 // is forgotten, and the daemon looks again when it has settled.
 func (d *Daemon) forgetWhileRefused(r *reloadRun) {
 	now := r.refusedDirs(d.cfg.JobsDir)
-	if d.dirsBack == nil {
-		d.dirsBack = map[string]time.Time{}
-	}
 	for dir := range d.refusedDirs {
 		if !now[dir] {
 			d.dirsBack[dir] = d.now()
@@ -516,7 +513,10 @@ func (d *Daemon) finishReload(r *reloadRun, files []*luaapi.File) ReloadResult {
 	case scan.DirRefused != nil:
 		d.problems = append(d.problems, Problem{Code: ProblemDirRefused, File: d.cfg.JobsDir, Text: scan.DirRefused.Error()})
 	case scan.DirMissing && d.cfg.JobsDir != "" && r.scanErr == nil:
-		held := slices.ContainsFunc(slices.Collect(maps.Keys(d.good)), func(path string) bool { return filepath.Dir(path) == filepath.Clean(d.cfg.JobsDir) })
+		held := false
+		for path := range d.good {
+			held = held || filepath.Dir(path) == filepath.Clean(d.cfg.JobsDir)
+		}
 		d.problems = append(d.problems, Problem{Code: ProblemDirMissing, File: d.cfg.JobsDir, Text: msgJobsDirMissing(d.cfg.JobsDir, held)})
 	}
 	for _, dir := range slices.Sorted(maps.Keys(r.people.refused)) {
@@ -1041,13 +1041,15 @@ func (d *Daemon) apply(set *luaapi.Set, first bool) ReloadResult {
 		if invalid == "" && def.Enabled && (def.User != "" || def.Group != "") {
 			if _, _, err := jobCredentials(def.User, def.Group); err != nil {
 				invalid = MsgCredentials(def.Pos, def.Name, err)
-				res.unfit = append(res.unfit, credentialsProblem(def, err))
+				res.unfit = append(res.unfit, CredentialsProblem(def, err))
 			}
 		}
-		if p, unfit := d.unfit(def); invalid == "" && def.Enabled && unfit {
+		if invalid == "" && def.Enabled {
 			// It waits, saying so, for a larger machine or quota; the
 			// reload says it at once, as berth check does.
-			res.unfit = append(res.unfit, p)
+			if p, unfit := UnfitProblem(d.placer, def); unfit {
+				res.unfit = append(res.unfit, p)
+			}
 		}
 		// The fair share divides the cores among the unaccounted jobs
 		// that can run: an invalid one (a flavor that does not exist
@@ -1488,25 +1490,35 @@ func someNames(names []string) string {
 	return strings.Join(names[:shown], " ") + " and " + strconv.Itoa(len(names)-shown) + " more"
 }
 
-// unfit is the problem of def, if it fits no machine or its owner's
-// quota. An unaccounted job of the administrators' holds nothing and fits
-// anywhere; a person's may escape their quota.
-func (d *Daemon) unfit(def *luaapi.Job) (Problem, bool) {
+// UnfitProblem is the problem of def, if it fits no machine or its
+// owner's quota in placer: a reload, the daemon's check of submitted files
+// and berth check say it at once. An unaccounted job of the
+// administrators' holds nothing and fits anywhere; a person's may escape
+// their quota.
+func UnfitProblem(placer *accounting.Placer, def *luaapi.Job) (Problem, bool) {
 	if def.Resources.Unaccounted() && def.Owner == "" {
 		return Problem{}, false
 	}
 	var ue *accounting.UnplaceableError
-	if !errors.As(d.placer.Placeable(requestOf(def.Name, def)), &ue) {
+	if !errors.As(placer.Placeable(requestOf(def.Name, def)), &ue) {
 		return Problem{}, false
 	}
 	return Problem{Code: ProblemUnplaceable, File: def.Pos.File, Line: def.Pos.Line, Kind: "job", Job: def.Name,
 		Text: MsgUnplaceable(def.Pos, def.Name, def.Flavor, ue)}, true
 }
 
-// credentialsProblem is the problem of def, whose user or group cannot
-// be had (err).
-func credentialsProblem(def *luaapi.Job, err error) Problem {
-	return Problem{Code: ProblemCredentials, File: def.Pos.File, Line: def.Pos.Line, Kind: "job", Job: def.Name,
+// CredentialsProblem is the problem of def, whose user or group cannot
+// be had (err), naming the field it is in.
+func CredentialsProblem(def *luaapi.Job, err error) Problem {
+	field := "group"
+	var unknown *UnknownUserError
+	switch {
+	case errors.As(err, &unknown):
+		field = unknown.Kind
+	case def.User != "":
+		field = "user"
+	}
+	return Problem{Code: ProblemCredentials, File: def.Pos.File, Line: def.Pos.Line, Kind: "job", Job: def.Name, Field: field,
 		Text: MsgCredentials(def.Pos, def.Name, err)}
 }
 

@@ -244,12 +244,12 @@ func (d *Daemon) checkInForce(files []*luaapi.File) CheckResult {
 			continue
 		}
 		res.Jobs = append(res.Jobs, def.Name)
-		if p, unfit := d.unfit(def); unfit {
+		if p, unfit := UnfitProblem(d.placer, def); unfit {
 			res.Problems = append(res.Problems, p)
 		}
 		if def.User != "" || def.Group != "" {
 			if _, _, err := jobCredentials(def.User, def.Group); err != nil {
-				res.Problems = append(res.Problems, credentialsProblem(def, err))
+				res.Problems = append(res.Problems, CredentialsProblem(def, err))
 			}
 		}
 	}

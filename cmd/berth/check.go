@@ -543,20 +543,14 @@ func feasibility(set *luaapi.Set, inv probes.Inventory, group string) []supervis
 	placer.AddMachine(supervisor.CapacityOf(inv))
 	placer.SetQuotas(set.QuotaLimits())
 	var out []supervisor.Problem
-	for _, j := range set.Jobs {
-		if j.Resources.Unaccounted() && j.Owner == "" {
-			// never waits, holds nothing (a person's may escape a quota)
-		} else if err := placer.Placeable(accounting.Request{Holder: j.Name, Owner: j.Owner, Resources: j.Resources}); err != nil {
-			var ue *accounting.UnplaceableError
-			if errors.As(err, &ue) {
-				out = append(out, supervisor.Problem{Code: supervisor.ProblemUnplaceable, File: j.Pos.File, Line: j.Pos.Line, Kind: "job", Job: j.Name,
-					Text: supervisor.MsgUnplaceable(j.Pos, j.Name, j.Flavor, ue)})
-			}
+	for i := range set.Jobs {
+		j := &set.Jobs[i]
+		if p, unfit := supervisor.UnfitProblem(placer, j); unfit {
+			out = append(out, p)
 		}
 		if j.User != "" || j.Group != "" {
 			if _, err := supervisor.LookupCredentials(j.User, j.Group); err != nil {
-				out = append(out, supervisor.Problem{Code: supervisor.ProblemCredentials, File: j.Pos.File, Line: j.Pos.Line, Kind: "job", Job: j.Name,
-					Field: credentialsField(j.User, err), Text: supervisor.MsgCredentials(j.Pos, j.Name, err)})
+				out = append(out, supervisor.CredentialsProblem(j, err))
 			}
 		}
 	}
@@ -628,17 +622,4 @@ func checkReport(set *luaapi.Set, problems []supervisor.Problem) checkJSON {
 		out.Errors = append(out.Errors, messageJSON{Code: p.Code, File: p.File, Line: p.Line, Kind: p.Kind, Job: p.Job, Field: p.Field, Message: p.Text})
 	}
 	return out
-}
-
-// credentialsField is the field a user or group that cannot be used is
-// named in.
-func credentialsField(userName string, err error) string {
-	var unknown *supervisor.UnknownUserError
-	if errors.As(err, &unknown) {
-		return unknown.Kind
-	}
-	if userName != "" {
-		return "user"
-	}
-	return "group"
 }

@@ -781,7 +781,6 @@ func msgNoSuchIndex(command, array string, n int, r supervisor.ArrayRange) strin
 		command, array, n, r.From, r.To, quoteArg(array))
 }
 
-// msgRetryIn is when a job in backoff runs again, d from now.
 // msgGaveUp is the restarts of a job whose policy gave up on it
 // (max_restarts), after its last run's end.
 func msgGaveUp(restarts int) string {
@@ -790,9 +789,10 @@ func msgGaveUp(restarts int) string {
 
 // msgGaveUpShow is msgGaveUp where berth show names the job.
 func msgGaveUpShow(name string, restarts int) string {
-	return strconv.Itoa(restarts) + " in a row; its restart policy gave up (max_restarts); berth start " + name + " runs it again"
+	return strconv.Itoa(restarts) + " in a row; its restart policy gave up (max_restarts); berth start " + quoteArg(name) + " runs it again"
 }
 
+// msgRetryIn is when a job in backoff runs again, d from now.
 func msgRetryIn(d time.Duration) string {
 	if d < time.Second {
 		return "runs again now"

@@ -178,7 +178,7 @@ func NewScanner(dir string, opts ScanOptions) *Scanner {
 // here). A link in it is followed by a walk of its own, from there.
 func (s *Scanner) Scan() (Scan, error) {
 	s.strict.forget()
-	out := Scan{Changed: map[string][]byte{}, Refused: map[string]error{}, Writing: map[string]error{}}
+	out := emptyScan()
 
 	w, err := s.walkToDir()
 	var refused *RefusedError
@@ -213,7 +213,7 @@ func (s *Scanner) Scan() (Scan, error) {
 	// scan, and not as a removal first.
 	for listing := 0; ; listing++ {
 		if listing > 0 {
-			out = Scan{Changed: map[string][]byte{}, Refused: map[string]error{}, Writing: map[string]error{}}
+			out = emptyScan()
 		}
 		var vanished bool
 		if next, vanished, err = s.list(w, out); err != nil {
@@ -231,6 +231,11 @@ func (s *Scanner) Scan() (Scan, error) {
 	sort.Strings(out.Removed)
 	s.seen = next
 	return out, nil
+}
+
+// emptyScan is a Scan of no difference, its maps made.
+func emptyScan() Scan {
+	return Scan{Changed: map[string][]byte{}, Refused: map[string]error{}, Writing: map[string]error{}}
 }
 
 // list lists the directory w is on and looks at each job file, noting
