@@ -859,8 +859,8 @@ func (d *Daemon) killTagged(procs []runner.Tagged) int {
 // stoppingAtCrash is the reason run r ended with where the previous
 // daemon went away while it stopped it: the job's record, written since
 // the run began, says where the stop leaves the job (life.recorded),
-// stopped for a person's stop, failed for a timeout the restart policy
-// does not restart after. Zero: the run was not being stopped (a record
+// stopped for a person's stop, failed or backoff for a timeout (as the
+// restart policy has it). Zero: the run was not being stopped (a record
 // from before the run is where the job rested before it was started
 // again), or its job is unknown.
 func stoppingAtCrash(st *store.Store, r store.RunRecord) store.Reason {
@@ -870,7 +870,7 @@ func stoppingAtCrash(st *store.Store, r store.RunRecord) store.Reason {
 		return 0
 	case rec.State == store.StateStopped:
 		return store.ReasonStopped
-	case rec.State == store.StateFailed:
+	case rec.State == store.StateFailed, rec.State == store.StateBackoff:
 		return store.ReasonTimedOut
 	}
 	return 0

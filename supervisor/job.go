@@ -1154,15 +1154,17 @@ func (j *job) persist() {
 		changed = j.waitingAt
 	}
 	rec := store.JobRecord{Name: j.name, State: j.life.recorded(), Fingerprint: fp, DoneFingerprint: j.doneFP,
-		Restarts: j.life.restarts, Changed: changed, File: j.def.Pos.File}
+		Restarts: j.life.recordedRestarts(), Changed: changed, File: j.def.Pos.File}
 	last := j.wrote
 	j.wrote = rec
 	if !resting(rec.State) {
 		// Every passing state means the same to the next daemon (the job
 		// runs again), which reads no more of the record than its
 		// fingerprints, its file and, at rest, its restarts and since: a
-		// run's way from waiting to running writes the record once.
-		if last.State != 0 && !resting(last.State) && last.Fingerprint == rec.Fingerprint &&
+		// run's way from waiting to running writes the record once. But
+		// backoff: the next daemon waits out what is left of its delay.
+		backoff := rec.State == store.StateBackoff && last.State != store.StateBackoff
+		if last.State != 0 && !resting(last.State) && !backoff && last.Fingerprint == rec.Fingerprint &&
 			last.DoneFingerprint == rec.DoneFingerprint && last.File == rec.File && last.Restarts == rec.Restarts {
 			return
 		}

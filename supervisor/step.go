@@ -120,11 +120,14 @@ type pendingStop struct {
 	why  store.Reason
 	then then
 	rest store.State // thenRest: where the job rests
-	// settled, for a timeout the restart policy will not restart after,
-	// is where it leaves the job once the run is reaped (failed). It is
-	// recorded meanwhile, so that a daemon gone before that leaves the job
-	// there rather than running it again (Daemon.reconcile).
-	settled store.State
+	// settled, for a timeout, is where it leaves the job once the run is
+	// reaped: failed where the restart policy will not restart after it,
+	// else backoff, its restarts then settledRestarts. It is recorded
+	// meanwhile, so that a daemon gone before that leaves the job there
+	// (failed, or waiting out the restart's delay) rather than running it
+	// again at once, and ends the run timed out (Daemon.reconcile).
+	settled         store.State
+	settledRestarts int
 }
 
 // life is a job's state and the counters its transitions need.
@@ -178,7 +181,7 @@ func (l life) recorded() store.State {
 	if l.state == store.StateStopping && l.pending.then == thenRest && l.pending.rest == store.StateStopped {
 		return store.StateStopped
 	}
-	if l.state == store.StateStopping && l.pending.then == thenPolicy && l.pending.settled != 0 {
+	if l.settling() {
 		return l.pending.settled
 	}
 	if l.beneath != 0 {
@@ -188,6 +191,21 @@ func (l life) recorded() store.State {
 		return l.beneath
 	}
 	return l.state
+}
+
+// recordedRestarts is the restarts in a row kept for the next daemon with
+// recorded: those the timeout under way leads to, where it settles.
+func (l life) recordedRestarts() int {
+	if l.settling() {
+		return l.pending.settledRestarts
+	}
+	return l.restarts
+}
+
+// settling reports whether the run is being stopped for its timeout, the
+// job to go where pending.settled says once it is reaped.
+func (l life) settling() bool {
+	return l.state == store.StateStopping && l.pending.then == thenPolicy && l.pending.settled != 0
 }
 
 // restAfter maps the events that put a job to rest to where it rests.
@@ -411,8 +429,10 @@ func step(l life, p restartPolicy, e event, now time.Time) (life, []action) {
 				break
 			}
 			stopping(store.ReasonTimedOut, thenPolicy)
-			if d := decideRestart(p, true, now.Sub(l.started), l.restarts, l.delay); !d.restart {
-				next.pending.settled = d.final
+			if d := decideRestart(p, true, now.Sub(l.started), l.restarts, l.delay); d.restart {
+				next.pending.settled, next.pending.settledRestarts = store.StateBackoff, d.restarts
+			} else {
+				next.pending.settled, next.pending.settledRestarts = d.final, d.restarts
 			}
 		}
 

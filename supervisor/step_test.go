@@ -343,24 +343,33 @@ func TestStepRestartBackoff(t *testing.T) {
 // a start asked meanwhile, or a policy that restarts, leaves the record a
 // run's, which the next daemon runs again.
 func TestStepRecordedDuringTimeout(t *testing.T) {
-	running := life{state: store.StateRunning, started: t0}
+	running := life{state: store.StateRunning, started: t0, restarts: 2, delay: 4 * time.Second}
 	tests := []struct {
-		name   string
-		policy restartPolicy
-		events []event
-		want   store.State
+		name     string
+		policy   restartPolicy
+		events   []event
+		want     store.State
+		restarts int
 	}{
-		{"no", restartPolicy{luaapi.RestartNo, -1}, []event{{kind: evTimeout}}, store.StateFailed},
-		{"on-failure", restartPolicy{luaapi.RestartOnFailure, -1}, []event{{kind: evTimeout}}, store.StateStopping},
-		{"on-failure, out of restarts", restartPolicy{luaapi.RestartOnFailure, 0}, []event{{kind: evTimeout}}, store.StateFailed},
-		{"no, then a start", restartPolicy{luaapi.RestartNo, -1}, []event{{kind: evTimeout}, {kind: evStart}}, store.StateStopping},
-		{"no, then a stop", restartPolicy{luaapi.RestartNo, -1}, []event{{kind: evTimeout}, {kind: evStop}}, store.StateStopped},
+		{"no", restartPolicy{luaapi.RestartNo, -1}, []event{{kind: evTimeout}}, store.StateFailed, 2},
+		// Where the restart it makes then leaves it: the next daemon waits
+		// out the delay, its count goes on.
+		{"on-failure", restartPolicy{luaapi.RestartOnFailure, -1}, []event{{kind: evTimeout}}, store.StateBackoff, 3},
+		{"on-failure, out of restarts", restartPolicy{luaapi.RestartOnFailure, 2}, []event{{kind: evTimeout}}, store.StateFailed, 2},
+		{"no, then a start", restartPolicy{luaapi.RestartNo, -1}, []event{{kind: evTimeout}, {kind: evStart}}, store.StateStopping, 2},
+		{"on-failure, then a start", restartPolicy{luaapi.RestartOnFailure, -1}, []event{{kind: evTimeout}, {kind: evStart}}, store.StateStopping, 2},
+		{"no, then a stop", restartPolicy{luaapi.RestartNo, -1}, []event{{kind: evTimeout}, {kind: evStop}}, store.StateStopped, 2},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got, _ := play(t, running, tt.policy, tt.events...)
-			if got.recorded() != tt.want {
-				t.Errorf("recorded %v, want %v", got.recorded(), tt.want)
+			if got.recorded() != tt.want || got.recordedRestarts() != tt.restarts {
+				t.Errorf("recorded %v with %d restarts, want %v with %d", got.recorded(), got.recordedRestarts(), tt.want, tt.restarts)
+			}
+			// What the reaped run then leads to is what was recorded.
+			reaped, _ := step(got, tt.policy, event{kind: evExited, failed: true, timedOut: true}, t0.Add(time.Second))
+			if tt.want != store.StateStopping && (reaped.state != tt.want || reaped.restarts != tt.restarts) {
+				t.Errorf("reaped: %v with %d restarts, recorded %v with %d before", reaped.state, reaped.restarts, tt.want, tt.restarts)
 			}
 		})
 	}

@@ -766,17 +766,21 @@ func TestDaemonSurvivesKill9(t *testing.T) {
 	d.stop()
 }
 
-// TestStopUnderWayOutlivesKill9: a person's stop, or a timeout the
-// restart policy does not restart after, under way when the daemon is
-// killed is seen through by the next one: the job rests stopped or
-// failed, is not run again, and its run ended stopped or timed out.
+// TestStopUnderWayOutlivesKill9: a person's stop, or a timeout, under way
+// when the daemon is killed is seen through by the next one: the job rests
+// stopped or failed, or waits out the restart its policy makes after a
+// timeout, and its run ended stopped or timed out (not lost, run again at
+// once and counted as no restart).
 func TestStopUnderWayOutlivesKill9(t *testing.T) {
 	t.Parallel()
 	deaf := `cmd = { "sh", "-c", "trap '' TERM; while true; do sleep 0.2; done" }, cpus = 1, stop_timeout = "60s"`
 	d := newTestDaemon(t, map[string]string{
-		"stk.lua": `job "stk" { ` + deaf + ` }` + "\n" + `job "tmo" { ` + deaf + `, timeout = "1s", restart = "no" }`,
+		"stk.lua": `job "stk" { ` + deaf + ` }` + "\n" + `job "tmo" { ` + deaf + `, timeout = "1s", restart = "no" }` + "\n" +
+			`job "otm" { cmd = { "sh", "-c", "test -e OUT/otm.ran && exit 0; touch OUT/otm.ran; trap '' TERM; while true; do sleep 0.2; done" },
+				cpus = 0, stop_timeout = "60s", timeout = "1s", restart = "on-failure" }`,
 	})
 	d.start(daemonOptions{args: []string{"--cpus", "2"}})
+	otm := d.waitState("otm", "stopping")
 	first := d.waitState("stk", "running")
 	if resp := d.post("/v1/jobs/stk/stop"); resp.StatusCode != 200 {
 		t.Fatalf("stop: %s", resp.Status)
@@ -801,6 +805,13 @@ func TestStopUnderWayOutlivesKill9(t *testing.T) {
 			!strings.Contains(runs[0].Cause, "the next one finished it") {
 			t.Errorf("%s's runs: %+v, want its one run, ended %s (not lost: its stop was under way), with no exit code but why", c.job, runs, c.reason)
 		}
+	}
+	// Restarted once, as the policy has it, and done by its second run.
+	if j := d.waitState("otm", "done"); j.Restarts != 1 {
+		t.Errorf("otm after its restart: %+v, want done with 1 restart", j)
+	}
+	if runs := d.history("otm"); len(runs) != 2 || runs[1].ID != otm.Run || runs[1].Reason != "timed out" || runs[0].Reason != "exited" {
+		t.Errorf("otm's runs: %+v, want its first run timed out (not lost), its second exited", runs)
 	}
 	d.stop()
 }
