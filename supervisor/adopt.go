@@ -296,7 +296,7 @@ func (d *Daemon) stopAdopted(a adoptedRun) {
 		if exit.Signal != 0 {
 			sig = signalName(exit.Signal)
 		}
-		if err := d.store.EndRun(a.rec.ID, exit.EndedAt(a.rec.Start, d.now()), exit.Code, sig, reason); err != nil {
+		if err := d.store.EndRun(a.rec.ID, exit.EndedAt(a.rec.Start, d.now()), exit.Code, sig, reason, ""); err != nil {
 			d.notRecorded(d.log, "cannot record the run's end; its unit keeps it for the next daemon", "run", a.rec.ID, "error", err)
 		} else {
 			d.cfg.Units.Release(a.run)

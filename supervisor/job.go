@@ -148,6 +148,9 @@ type runState struct {
 	exit  runner.Exit
 	// spawnErr is why the process could not be started, nil once it was.
 	spawnErr error
+	// stopCause is why berth stopped it, for its record; "" while none
+	// did.
+	stopCause string
 	// after is called once the run was reaped (closes the output sink).
 	after func()
 	// record is the run's record on its way to disk, for a run that is
@@ -973,6 +976,12 @@ func (j *job) stop() {
 	j.log.Info("stopping", "run", j.run.id, "pid", proc.PID(), "signal", signalName(sig), "stop_timeout_ms", timeout.Milliseconds(),
 		"why", why)
 	j.setWhy(msgStopping(why, signalName(sig), timeout)) // until its end says how it ended
+	j.run.stopCause = why
+	if j.cause == evInvalid {
+		// The problem may quote the file, which the history does not
+		// show to everyone; berth check and status say it.
+		j.run.stopCause = "its declaration cannot run"
+	}
 	go func() { j.stopped <- proc.Stop(sig, timeout) }()
 }
 
@@ -1029,12 +1038,16 @@ func (j *job) recordEnd(reason store.Reason) {
 	if exit.Signal != 0 {
 		sig = signalName(exit.Signal)
 	}
+	cause := ""
+	if reason == store.ReasonStopped || reason == store.ReasonKilled || reason == store.ReasonTimedOut {
+		cause = j.run.stopCause
+	}
 	unit, isUnit := j.run.proc.(*units.Run)
 	intended := !isUnit && j.run.id != 0 && !isLocalRunID(j.run.id) && reason != store.ReasonSpawnError
 	if intended {
 		// Noted before the run's record is waited for: a daemon killed
 		// before the end commits leaves it to the next (store.Intend).
-		j.d.store.IntendEnd(j.run.id, now, exit.Code, sig, reason)
+		j.d.store.IntendEnd(j.run.id, now, exit.Code, sig, reason, cause)
 	}
 	j.reveal()
 	j.d.meters.ended(reason)
@@ -1043,7 +1056,7 @@ func (j *job) recordEnd(reason store.Reason) {
 		// only then, or the next daemon could not learn how the run ended.
 		var err error
 		if !isLocalRunID(j.run.id) {
-			err = j.d.store.EndRun(j.run.id, now, exit.Code, sig, reason)
+			err = j.d.store.EndRun(j.run.id, now, exit.Code, sig, reason, cause)
 		}
 		if err != nil {
 			j.d.notRecorded(j.log, "cannot record the run's end; its unit keeps it for the next daemon", "run", j.run.id, "unit", unit.Unit(), "error", err)
@@ -1055,9 +1068,9 @@ func (j *job) recordEnd(reason store.Reason) {
 		case reason == store.ReasonSpawnError && j.run.spawnErr != nil:
 			j.d.later.EndSpawnError(j.run.id, now, j.run.spawnErr.Error())
 		case intended:
-			j.d.later.EndIntended(j.run.id, now, exit.Code, sig, reason)
+			j.d.later.EndIntended(j.run.id, now, exit.Code, sig, reason, cause)
 		default:
-			j.d.later.EndRun(j.run.id, now, exit.Code, sig, reason)
+			j.d.later.EndRun(j.run.id, now, exit.Code, sig, reason, cause)
 		}
 	}
 	j.end = lastEnd{known: true, code: exit.Code, signal: sig, reason: reason}

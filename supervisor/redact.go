@@ -134,7 +134,7 @@ func (rd *reader) runs(rs []RunView, fileOf func(job string) string) []RunView {
 		return rs
 	}
 	for i := range rs {
-		if rs[i].Cause == "" {
+		if rs[i].Reason != store.ReasonSpawnError.String() || rs[i].Cause == "" {
 			continue
 		}
 		if file := fileOf(rs[i].Job); file == "" || !rd.canRead(file) {

@@ -165,6 +165,7 @@ func TestRunViewExitCode(t *testing.T) {
 		want string
 	}{
 		{store.RunRecord{ExitCode: 5, Reason: store.ReasonStopped}, "5"},
+		{store.RunRecord{ExitCode: 0, Reason: store.ReasonStopped, Cause: "stopped on request (berth stop)"}, "0"},
 		{store.RunRecord{ExitCode: 0, Reason: store.ReasonTimedOut}, "0"},
 		{store.RunRecord{ExitCode: 3, Reason: store.ReasonFailed}, "3"},
 		{store.RunRecord{Signal: "SIGTERM", Reason: store.ReasonStopped}, "none"},

@@ -138,7 +138,9 @@ type RunView struct {
 	ExitCode        *int   `json:"exit_code,omitempty"`
 	Signal          string `json:"signal,omitempty"`
 	Reason          string `json:"reason,omitempty"` // absent while running
-	// Cause is why a run that ended "spawn error" could not be started.
+	// Cause is why a run that ended "spawn error" could not be started,
+	// why berth stopped one (stopped, timed out, killed), or how one
+	// ended that no daemon saw end.
 	Cause string `json:"cause,omitempty"`
 }
 
@@ -157,8 +159,8 @@ func runViewOf(r store.RunRecord) RunView {
 		v.End = &end
 		// A run stopped or timed out has the code it exited with too
 		// (it may have caught the signal); a lost run, one that never
-		// started and one ended by another daemon have none.
-		if r.Signal == "" && r.Cause == "" && r.Reason != store.ReasonLost && r.Reason != store.ReasonSpawnError {
+		// started and one whose stop the next daemon finished have none.
+		if r.Signal == "" && r.Cause != finishedStopCause && r.Reason != store.ReasonLost && r.Reason != store.ReasonSpawnError {
 			code := r.ExitCode
 			v.ExitCode = &code
 		}

@@ -611,6 +611,63 @@ func TestDaemonTimeoutAndStopTimeout(t *testing.T) {
 	d.stop()
 }
 
+// TestHistorySaysWhyStopped: a run berth stopped keeps why in the history,
+// beside how it ended: a person's stop or restart, an edit, its file gone,
+// its timeout, its stop_timeout run out.
+func TestHistorySaysWhyStopped(t *testing.T) {
+	t.Parallel()
+	d := newTestDaemon(t, map[string]string{
+		"st.lua": `job "st" { cmd = "sleep 600", cpus = 0 }`,
+		"rs.lua": `job "rs" { cmd = "sleep 600", cpus = 0 }`,
+		"ed.lua": `job "ed" { cmd = "sleep 600", cpus = 0 }`,
+		"rm.lua": `job "rm" { cmd = "sleep 600", cpus = 0 }`,
+		"to.lua": `job "to" { cmd = "sleep 600", cpus = 0, timeout = "1s", restart = "no" }`,
+		"ki.lua": `job "ki" { cmd = { "sh", "-c", "trap '' TERM; echo ready > OUT/ki; while true; do sleep 0.2; done" }, cpus = 0, stop_timeout = "300ms" }`,
+	})
+	d.start(daemonOptions{})
+	for _, name := range []string{"st", "rs", "ed", "rm"} {
+		d.waitState(name, "running")
+	}
+	d.waitFile("ki")
+	d.post("/v1/jobs/st/stop")
+	d.post("/v1/jobs/ki/stop")
+	d.post("/v1/jobs/rs/restart")
+	d.write("ed.lua", `job "ed" { cmd = "sleep 601", cpus = 0 }`)
+	if err := os.Remove(filepath.Join(d.jobs, "rm.lua")); err != nil {
+		t.Fatal(err)
+	}
+	d.waitState("st", "stopped")
+	d.waitState("ki", "stopped")
+	d.waitState("to", "failed")
+	d.waitGone("rm")
+	for _, c := range []struct{ job, want string }{
+		{"st", "stopped (SIGTERM): stopped on request (berth stop)"},
+		{"ki", "killed after stop_timeout (SIGKILL): stopped on request (berth stop)"},
+		{"rs", "stopped (SIGTERM): restarted on request (berth restart)"},
+		{"ed", "stopped (SIGTERM): its definition changed"},
+		{"rm", "stopped (SIGTERM): no job file declares it any more"},
+		{"to", "timed out (SIGTERM): it ran past its timeout of 1s"},
+	} {
+		var first supervisor.RunView
+		testkit.WaitFor(t, waitLong, c.job+"'s first run to end", func() bool {
+			runs := d.history(c.job)
+			if len(runs) == 0 {
+				return false
+			}
+			first = runs[len(runs)-1]
+			return first.End != nil
+		})
+		if got, _ := runResult(first); got != c.want {
+			t.Errorf("%s's first run: %q, want %q", c.job, got, c.want)
+		}
+	}
+	// And the history the client prints says it.
+	if out, errOut, code := d.cli("history", "st"); code != exitOK || !strings.Contains(out, "stopped on request (berth stop)") {
+		t.Errorf("berth history st: exit %d\n%s%s", code, out, errOut)
+	}
+	d.stop()
+}
+
 func TestDaemonStopLeavesNothingBehind(t *testing.T) {
 	t.Parallel()
 	d := newTestDaemon(t, map[string]string{

@@ -954,7 +954,7 @@ func TestFaultUnrecordedRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.EndRun(ended.ID, time.Now(), 0, "", store.ReasonExited); err != nil {
+	if err := s.EndRun(ended.ID, time.Now(), 0, "", store.ReasonExited, ""); err != nil {
 		t.Fatal(err)
 	}
 	instance := s.Instance()

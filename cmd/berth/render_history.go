@@ -80,8 +80,6 @@ func runResult(r supervisor.RunView) (string, string) {
 	case r.Reason == store.ReasonOOM.String():
 		// What it went over says more than the kernel's SIGKILL.
 		reason = supervisor.MsgEnded(store.ReasonOOM, 0, "", 0, r.RAMBytes)
-	case r.Cause != "":
-		reason += ": " + r.Cause
 	case r.Signal != "":
 		detail = r.Signal
 	case r.ExitCode != nil:
@@ -89,6 +87,10 @@ func runResult(r supervisor.RunView) (string, string) {
 	}
 	if detail != "" {
 		reason += " (" + detail + ")"
+	}
+	if r.Cause != "" {
+		// Why it could not start, or why berth stopped it.
+		reason += ": " + r.Cause
 	}
 	if r.GPUMemBytes > 0 && r.GPUMemPeakBytes != nil && *r.GPUMemPeakBytes > r.GPUMemBytes {
 		// Said however it ended: the jobs beside it paid for it.

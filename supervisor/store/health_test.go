@@ -216,7 +216,7 @@ func TestKeptWrites(t *testing.T) {
 		t.Fatal("PutJob went in while commits fail")
 	}
 	done := make(chan error, 1)
-	s.Later(func(err error) { done <- err }).EndRun(rec.ID, t0.Add(time.Minute), 0, "", ReasonExited)
+	s.Later(func(err error) { done <- err }).EndRun(rec.ID, t0.Add(time.Minute), 0, "", ReasonExited, "")
 	if err := waitFor(t, done, "the deferred end to fail"); err == nil {
 		t.Fatal("a deferred write failed with no error")
 	}
@@ -269,7 +269,7 @@ func TestKeptWritesBeforeTheirs(t *testing.T) {
 	if err := waitFor(t, begun, "the run's record to fail"); err == nil {
 		t.Fatal("a run's record went in while commits fail")
 	}
-	later.EndRun(id, t0.Add(time.Minute), 0, "", ReasonExited)
+	later.EndRun(id, t0.Add(time.Minute), 0, "", ReasonExited, "")
 	// A write someone waits for: by the time it is answered, the end
 	// has been tried, with the kept record and without it.
 	if err := s.PutJob(JobRecord{Name: "batch", State: StateDone}); err == nil {

@@ -80,8 +80,8 @@ func (s *Store) Intend(r RunRecord) {
 // IntendEnd notes how run id ended, before its end is queued with
 // Later.EndIntended (which follows once the run's own record has
 // committed). Until then the file of intents is not emptied.
-func (s *Store) IntendEnd(id uint64, end time.Time, exitCode int, signal string, reason Reason) {
-	line := endIntent(id, end, exitCode, signal, reason, "")
+func (s *Store) IntendEnd(id uint64, end time.Time, exitCode int, signal string, reason Reason, cause string) {
+	line := endIntent(id, end, exitCode, signal, reason, cause)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.intents.announced++

@@ -35,7 +35,7 @@ func TestIntentsReplayed(t *testing.T) {
 	recorded := make(chan error, 1)
 	s.Intend(RunRecord{ID: done, Job: "a", Fingerprint: "fp-a", Start: t0})
 	later.BeginRun(RunRecord{ID: done, Job: "a", Fingerprint: "fp-a", Start: t0, PID: 4242}, func(err error) { recorded <- err })
-	later.EndRun(done, t0.Add(time.Second), 0, "", ReasonExited)
+	later.EndRun(done, t0.Add(time.Second), 0, "", ReasonExited, "")
 	s.Intend(RunRecord{ID: begun, Job: "b", Fingerprint: "fp-b", Start: t0})
 
 	// What a kill -9 leaves: the state as last committed, the intents as
@@ -104,7 +104,7 @@ func TestIntentsEmptied(t *testing.T) {
 	if err := waitFor(t, recorded, "the run's record to commit"); err != nil {
 		t.Fatal(err)
 	}
-	later.EndRun(id, t0.Add(time.Second), 0, "", ReasonExited)
+	later.EndRun(id, t0.Add(time.Second), 0, "", ReasonExited, "")
 	if err := s.PutJob(JobRecord{Name: "a", State: StateDone}); err != nil {
 		t.Fatal(err)
 	}

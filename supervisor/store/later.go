@@ -65,22 +65,23 @@ func (l Later) SetRunGPUMemPeak(id uint64, bytes int64) {
 	}), gpuMemKey(id))
 }
 
-// EndRun records how run id ended. It overwrites an earlier end, so the
-// last word wins. reason must not be zero and end must be set: both mean
-// "still running".
-func (l Later) EndRun(id uint64, end time.Time, exitCode int, signal string, reason Reason) {
-	apply, err := endRunOp(id, end, exitCode, signal, reason, "")
+// EndRun records how run id ended, and cause, why it was stopped where it
+// was ("" for a run that ended by itself). It overwrites an earlier end,
+// so the last word wins. reason must not be zero and end must be set: both
+// mean "still running".
+func (l Later) EndRun(id uint64, end time.Time, exitCode int, signal string, reason Reason, cause string) {
+	apply, err := endRunOp(id, end, exitCode, signal, reason, cause)
 	if err != nil {
 		l.failed(err)
 		return
 	}
-	l.queueEnd(apply, id, endIntent(id, end, exitCode, signal, reason, ""))
+	l.queueEnd(apply, id, endIntent(id, end, exitCode, signal, reason, cause))
 }
 
 // EndIntended is EndRun for a run whose end Store.IntendEnd has already
 // appended to the intents.
-func (l Later) EndIntended(id uint64, end time.Time, exitCode int, signal string, reason Reason) {
-	apply, err := endRunOp(id, end, exitCode, signal, reason, "")
+func (l Later) EndIntended(id uint64, end time.Time, exitCode int, signal string, reason Reason, cause string) {
+	apply, err := endRunOp(id, end, exitCode, signal, reason, cause)
 	if err != nil {
 		l.s.unannounce()
 		l.failed(err)

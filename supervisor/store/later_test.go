@@ -41,10 +41,10 @@ func TestLater(t *testing.T) {
 	later.SetRunGPUMemPeak(r.ID, 2<<30)
 	later.SetRunGPUMemPeak(r.ID, 3<<30)
 	later.PutJob(JobRecord{Name: "a", State: StateRunning})
-	later.EndRun(r.ID, t0.Add(time.Minute), 3, "", ReasonFailed)
+	later.EndRun(r.ID, t0.Add(time.Minute), 3, "", ReasonFailed, "")
 	later.PutJob(JobRecord{Name: "a", State: StateFailed})
-	later.EndRun(987654, t0, 0, "", ReasonExited) // unknown: fails alone
-	later.EndRun(r.ID, time.Time{}, 0, "", ReasonExited)
+	later.EndRun(987654, t0, 0, "", ReasonExited, "") // unknown: fails alone
+	later.EndRun(r.ID, time.Time{}, 0, "", ReasonExited, "")
 	if got, _, _ := s.run(r.ID); got.PID != 0 || !got.End.IsZero() {
 		t.Fatalf("a deferred write committed before the writer was free: %+v", got)
 	}
@@ -105,7 +105,7 @@ func TestLaterLingers(t *testing.T) {
 	r := begin(t, s, "a", t0)
 	before := s.commits.Load()
 	later := s.Later(func(err error) { t.Errorf("deferred write failed: %v", err) })
-	later.EndRun(r.ID, t0.Add(time.Minute), 0, "", ReasonExited)
+	later.EndRun(r.ID, t0.Add(time.Minute), 0, "", ReasonExited, "")
 	later.PutJob(JobRecord{Name: "a", State: StateDone})
 	next, err := s.BeginRun(RunRecord{Job: "b", Start: t0})
 	if err != nil {

@@ -116,7 +116,7 @@ func TestConcurrent(t *testing.T) {
 				if err := s.setRunPID(r.ID, 1000+i, uint64(i)); err != nil && !errors.Is(err, ErrRunNotFound) {
 					t.Error(err) // another writer's run of the same job may have trimmed it
 				}
-				if err := s.EndRun(r.ID, t0.Add(time.Second), 0, "", ReasonExited); err != nil && !errors.Is(err, ErrRunNotFound) {
+				if err := s.EndRun(r.ID, t0.Add(time.Second), 0, "", ReasonExited, ""); err != nil && !errors.Is(err, ErrRunNotFound) {
 					t.Error(err)
 				}
 				if err := s.PutJob(JobRecord{Name: job, State: StateRunning, Restarts: i}); err != nil {

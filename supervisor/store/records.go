@@ -23,11 +23,15 @@ type RunRecord struct {
 	PID             int
 	StartTicks      uint64 // /proc/PID/stat field 22: recognises the process after a daemon restart despite PID reuse
 	Start, End      time.Time
-	ExitCode        int    // meaningful when Reason is ReasonExited or ReasonFailed and Signal == ""
-	Signal          string // "SIGKILL" when it died by a signal, else ""
-	Reason          Reason // 0 while running
+	// ExitCode is what the run's process exited with, where Signal is ""
+	// and it ended (not lost, not a spawn error, not ended without exit).
+	ExitCode int
+	Signal   string // "SIGKILL" when it died by a signal, else ""
+	Reason   Reason // 0 while running
 	// Cause is why a run could not be started (ReasonSpawnError), as the
-	// spawn said it: "program /opt/x does not exist". "" for other runs.
+	// spawn said it: "program /opt/x does not exist"; why berth stopped
+	// one (stopped, timed out, killed): "its definition changed"; or how
+	// one ended that no one saw end. "" for a run that ended by itself.
 	Cause string
 	// Mark is what the run was run after: the job's done record for it
 	// (its process fingerprint and its batch parents' done records), kept

@@ -20,7 +20,7 @@ func TestReopen(t *testing.T) {
 	for i := range 5 {
 		r := begin(t, s, fmt.Sprintf("job-%d", i%2), t0.Add(time.Duration(i)*time.Minute))
 		if i < 3 {
-			if err := s.EndRun(r.ID, r.Start.Add(time.Second), i, "", ReasonFailed); err != nil {
+			if err := s.EndRun(r.ID, r.Start.Add(time.Second), i, "", ReasonFailed, ""); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -97,7 +97,7 @@ func TestClosed(t *testing.T) {
 	if _, err := s.BeginRun(RunRecord{Job: "a"}); !errors.Is(err, ErrClosed) {
 		t.Errorf("BeginRun after Close = %v", err)
 	}
-	if err := s.EndRun(r.ID, t0, 0, "", ReasonExited); !errors.Is(err, ErrClosed) {
+	if err := s.EndRun(r.ID, t0, 0, "", ReasonExited, ""); !errors.Is(err, ErrClosed) {
 		t.Errorf("EndRun after Close = %v", err)
 	}
 	if _, err := s.jobs(); !errors.Is(err, ErrClosed) {
@@ -235,7 +235,7 @@ func TestNewerFormat(t *testing.T) {
 		if _, err := s.Runs("a", 0); !errors.Is(err, ErrNewer) {
 			t.Errorf("Runs over a version-99 record = %v, want ErrNewer", err)
 		}
-		if err := s.EndRun(r.ID, t0, 0, "", ReasonExited); !errors.Is(err, ErrNewer) {
+		if err := s.EndRun(r.ID, t0, 0, "", ReasonExited, ""); !errors.Is(err, ErrNewer) {
 			t.Errorf("EndRun of a version-99 record = %v, want ErrNewer", err)
 		}
 		if _, err := s.jobs(); !errors.Is(err, ErrNewer) {

@@ -31,7 +31,7 @@ func TestGroupCommit(t *testing.T) {
 	queued := whenQueued(s, n-1)
 	before := s.commits.Load()
 	errs := make(chan error, n)
-	end := func(id uint64) { errs <- s.EndRun(id, t0.Add(time.Hour), 0, "", ReasonExited) }
+	end := func(id uint64) { errs <- s.EndRun(id, t0.Add(time.Hour), 0, "", ReasonExited, "") }
 	go end(ids[0])
 	waitFor(t, entered, "the writer to hold its transaction")
 	for _, id := range ids[1:] {
@@ -75,12 +75,12 @@ func TestCommitFailure(t *testing.T) {
 	before := s.commits.Load()
 
 	held := make(chan error, 1)
-	go func() { held <- s.EndRun(first.ID, t0.Add(time.Hour), 0, "", ReasonExited) }()
+	go func() { held <- s.EndRun(first.ID, t0.Add(time.Hour), 0, "", ReasonExited, "") }()
 	waitFor(t, entered, "the writer to hold its transaction")
 	queued := whenQueued(s, len(ids)+1)
 	errs := make(chan error, len(ids)+1)
 	for _, id := range ids {
-		go func() { errs <- s.EndRun(id, t0.Add(time.Hour), 1, "", ReasonFailed) }()
+		go func() { errs <- s.EndRun(id, t0.Add(time.Hour), 1, "", ReasonFailed, "") }()
 	}
 	go func() { errs <- s.PutJob(JobRecord{Name: "b", State: StateFailed}) }()
 	waitFor(t, queued, "the group to queue")
@@ -110,7 +110,7 @@ func TestCommitFailure(t *testing.T) {
 
 	// The next operations commit normally.
 	for _, id := range ids {
-		if err := s.EndRun(id, t0.Add(time.Hour), 1, "", ReasonFailed); err != nil {
+		if err := s.EndRun(id, t0.Add(time.Hour), 1, "", ReasonFailed, ""); err != nil {
 			t.Fatalf("after the failure: %v", err)
 		}
 	}
@@ -135,17 +135,17 @@ func TestBadOperationInGroup(t *testing.T) {
 	defer release()
 	before := s.commits.Load()
 	held := make(chan error, 1)
-	go func() { held <- s.EndRun(first.ID, t0.Add(time.Hour), 0, "", ReasonExited) }()
+	go func() { held <- s.EndRun(first.ID, t0.Add(time.Hour), 0, "", ReasonExited, "") }()
 	waitFor(t, entered, "the writer to hold its transaction")
 
 	const ops = 5 + 2
 	queued := whenQueued(s, ops)
 	good := make(chan error, 5)
 	for _, id := range ids {
-		go func() { good <- s.EndRun(id, t0.Add(time.Hour), 0, "", ReasonExited) }()
+		go func() { good <- s.EndRun(id, t0.Add(time.Hour), 0, "", ReasonExited, "") }()
 	}
 	unknown := make(chan error, 1)
-	go func() { unknown <- s.EndRun(987654, t0.Add(time.Hour), 0, "", ReasonExited) }()
+	go func() { unknown <- s.EndRun(987654, t0.Add(time.Hour), 0, "", ReasonExited, "") }()
 	tooLong := make(chan error, 1)
 	go func() { tooLong <- s.PutJob(JobRecord{Name: strings.Repeat("x", bbolt.MaxKeySize+1)}) }()
 	waitFor(t, queued, "the group to queue")
@@ -217,14 +217,14 @@ func benchEndRun(b *testing.B, parallel bool) {
 		b.RunParallel(func(pb *testing.PB) {
 			for pb.Next() {
 				id := ids[next.Add(1)-1]
-				if err := s.EndRun(id, end, 0, "", ReasonExited); err != nil {
+				if err := s.EndRun(id, end, 0, "", ReasonExited, ""); err != nil {
 					b.Error(err)
 				}
 			}
 		})
 	} else {
 		for _, id := range ids {
-			if err := s.EndRun(id, end, 0, "", ReasonExited); err != nil {
+			if err := s.EndRun(id, end, 0, "", ReasonExited, ""); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -252,7 +252,7 @@ func TestSupersededWrites(t *testing.T) {
 	later := s.Later(func(err error) { errs <- err })
 	later.PutJob(JobRecord{Name: "a", State: StateWaiting})
 	later.PutJob(JobRecord{Name: "a", State: StateRunning})
-	later.EndRun(r.ID, t0.Add(time.Minute), 3, "", ReasonFailed)
+	later.EndRun(r.ID, t0.Add(time.Minute), 3, "", ReasonFailed, "")
 	go func() { errs <- s.PutJob(JobRecord{Name: "a", State: StateFailed}) }()
 	waitFor(t, queued, "the four writes to queue behind the held one")
 	release()
@@ -303,7 +303,7 @@ func TestOnCommit(t *testing.T) {
 	}{
 		{"a commit", nil, func() error { return s.PutJob(JobRecord{Name: "a", State: StateRunning}) }, 1, nil},
 		{"an operation that fails alone", nil, func() error {
-			return s.EndRun(987654, t0, 0, "", ReasonExited)
+			return s.EndRun(987654, t0, 0, "", ReasonExited, "")
 		}, 0, nil},
 		// BeginRun is not kept for another try, so no retry is told later.
 		{"a failed commit", injected, func() error { _, err := s.BeginRun(RunRecord{Job: "a", Start: t0}); return err }, 1, injected},

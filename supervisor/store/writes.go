@@ -149,23 +149,19 @@ func setRunPIDOp(id uint64, pid int, startTicks uint64) func(tx *bbolt.Tx) error
 
 // EndRun is Later.EndRun, waited for: a run whose result is kept until it
 // is recorded (a systemd unit's) is let go only once it is.
-func (s *Store) EndRun(id uint64, end time.Time, exitCode int, signal string, reason Reason) error {
-	return s.endRun(id, end, exitCode, signal, reason, "")
+func (s *Store) EndRun(id uint64, end time.Time, exitCode int, signal string, reason Reason, cause string) error {
+	apply, err := endRunOp(id, end, exitCode, signal, reason, cause)
+	if err != nil {
+		return err
+	}
+	return s.submit(apply, endKey(id))
 }
 
 // EndWithoutExit records the end of a run whose exit status no one could
 // learn: its process was not this daemon's child (a previous daemon's,
 // stopped by this one). cause says how it ended, in place of a code.
 func (s *Store) EndWithoutExit(id uint64, end time.Time, reason Reason, cause string) error {
-	return s.endRun(id, end, 0, "", reason, cause)
-}
-
-func (s *Store) endRun(id uint64, end time.Time, exitCode int, signal string, reason Reason, cause string) error {
-	apply, err := endRunOp(id, end, exitCode, signal, reason, cause)
-	if err != nil {
-		return err
-	}
-	return s.submit(apply, endKey(id))
+	return s.EndRun(id, end, 0, "", reason, cause)
 }
 
 // maxCauseBytes bounds a stored spawn error: it quotes paths, which are

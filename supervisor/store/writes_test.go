@@ -45,7 +45,7 @@ func TestRunRoundTrip(t *testing.T) {
 	}
 
 	end := t0.Add(90 * time.Minute)
-	if err := s.EndRun(begun.ID, end, -1, "SIGKILL", ReasonKilled); err != nil {
+	if err := s.EndRun(begun.ID, end, -1, "SIGKILL", ReasonKilled, ""); err != nil {
 		t.Fatal(err)
 	}
 	want.End, want.ExitCode, want.Signal, want.Reason = end, -1, "SIGKILL", ReasonKilled
@@ -63,13 +63,13 @@ func TestRunRoundTrip(t *testing.T) {
 	if err := s.setRunPID(12345, 1, 1); !errors.Is(err, ErrRunNotFound) {
 		t.Errorf("SetRunPID(unknown) = %v, want ErrRunNotFound", err)
 	}
-	if err := s.EndRun(12345, end, 0, "", ReasonExited); !errors.Is(err, ErrRunNotFound) {
+	if err := s.EndRun(12345, end, 0, "", ReasonExited, ""); !errors.Is(err, ErrRunNotFound) {
 		t.Errorf("EndRun(unknown) = %v, want ErrRunNotFound", err)
 	}
-	if err := s.EndRun(begun.ID, time.Time{}, 0, "", ReasonExited); err == nil {
+	if err := s.EndRun(begun.ID, time.Time{}, 0, "", ReasonExited, ""); err == nil {
 		t.Error("EndRun with a zero end time succeeded")
 	}
-	if err := s.EndRun(begun.ID, end, 0, "", 0); err == nil {
+	if err := s.EndRun(begun.ID, end, 0, "", 0, ""); err == nil {
 		t.Error("EndRun with reason 0 succeeded")
 	}
 	if _, err := s.BeginRun(RunRecord{}); err == nil {
@@ -86,7 +86,7 @@ func TestTrim(t *testing.T) {
 			r := begin(t, s, job, t0.Add(time.Duration(i)*time.Minute))
 			ids[job] = append(ids[job], r.ID)
 			if i%2 == 0 { // some ended, some left open: trimming must drop both kinds
-				if err := s.EndRun(r.ID, r.Start.Add(time.Second), 0, "", ReasonExited); err != nil {
+				if err := s.EndRun(r.ID, r.Start.Add(time.Second), 0, "", ReasonExited, ""); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -166,7 +166,7 @@ func TestOpenRunsMarkLost(t *testing.T) {
 		t.Fatal(err)
 	}
 	ended := t0.Add(time.Minute)
-	if err := s.EndRun(r2.ID, ended, 3, "", ReasonFailed); err != nil {
+	if err := s.EndRun(r2.ID, ended, 3, "", ReasonFailed, ""); err != nil {
 		t.Fatal(err)
 	}
 	open, err := s.OpenRuns()
