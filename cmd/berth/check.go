@@ -365,6 +365,16 @@ func sameFile(a, b string) bool {
 // not hang the check, a device is not read without end, and nothing of a
 // file the daemon would not read is shown. The error is for a target that
 // cannot be looked at at all.
+// jobFileName is a name the daemon reads for a file named name: "x.lua"
+// for "x.txt", ".x.lua", "x.lua~", "x.LUA" or "x.lua.bak".
+func jobFileName(name string) string {
+	n := strings.TrimLeft(name, ".")
+	if i := strings.Index(strings.ToLower(n), ".lua"); i > 0 {
+		return n[:i] + ".lua"
+	}
+	return cmp.Or(strings.TrimSuffix(n, filepath.Ext(n)), "job") + ".lua"
+}
+
 func readTarget(target string, rules watch.ScanOptions) ([]luaapi.Source, []supervisor.Problem, error) {
 	info, err := os.Stat(target) // a stat neither opens nor reads
 	if err != nil {
@@ -379,7 +389,12 @@ func readTarget(target string, rules watch.ScanOptions) ([]luaapi.Source, []supe
 		case err != nil:
 			return nil, nil, err
 		}
-		return []luaapi.Source{{Path: target, Src: src}}, nil, nil
+		var problems []supervisor.Problem
+		if name := filepath.Base(target); !watch.IsJobFile(name) {
+			// Checked all the same: it may be a draft, to be renamed.
+			problems = append(problems, supervisor.Problem{Code: "ignored", File: target, Text: msgIgnoredName(target, jobFileName(name))})
+		}
+		return []luaapi.Source{{Path: target, Src: src}}, problems, nil
 	}
 
 	scan, err := watch.NewScanner(target, rules).Scan()

@@ -77,6 +77,24 @@ func TestCheckMissingPath(t *testing.T) {
 	}
 }
 
+// TestCheckNameTheDaemonIgnores: a file the daemon would not read for its
+// name is checked all the same, and the name is an error: passed, it was
+// dropped in and never ran, without a word.
+func TestCheckNameTheDaemonIgnores(t *testing.T) {
+	dir := t.TempDir()
+	for name, better := range map[string]string{"x.txt": "x.lua", "ed.lua~": "ed.lua", ".hid.lua": "hid.lua", "UP.LUA": "UP.lua", "x.lua.bak": "x.lua", "ok.lua": ""} {
+		file := filepath.Join(dir, name)
+		if err := os.WriteFile(file, []byte(`job "j" { cmd = "true", cpus = 0, gpu = 1 }`), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		out, _, code := berth(t, nil, "check", file, "--cpus", "2")
+		ignored := file + ": the daemon does not read a file of this name: it reads only files ending in .lua that do not start with a dot (rename it to " + better + "; checked all the same)"
+		if code != exitFailed || strings.Contains(out, ignored) != (better != "") || !strings.Contains(out, `unknown field "gpu"`) {
+			t.Errorf("berth check %s: exit %d\n%s", name, code, out)
+		}
+	}
+}
+
 // A quota that names no account is an error: the person it was meant for
 // would be left unbounded, and nothing else would say so.
 func TestCheckQuotaOfNoAccount(t *testing.T) {

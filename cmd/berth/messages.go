@@ -435,6 +435,12 @@ func msgCannotReadSubmitted(path string, err error) string {
 	return "berth submit: " + err.Error() // a *watch.RefusedError says what fixes it
 }
 
+// msgIgnoredName: berth check was given a file the daemon would not read
+// in its jobs directory, for its name.
+func msgIgnoredName(path, better string) string {
+	return fmt.Sprintf("%s: the daemon does not read a file of this name: it reads only files ending in .lua that do not start with a dot (rename it to %s; checked all the same)", path, better)
+}
+
 func msgNotJobFileName(path string) string {
 	return fmt.Sprintf("berth: %s is not a job file's name: the daemon reads only files ending in .lua that do not start with a dot (rename it)", path)
 }
