@@ -79,6 +79,20 @@ func TestFakeTimeGaveUp(t *testing.T) {
 	}
 }
 
+// TestFakeTimeNoRestartAllowed: a job whose policy would restart it but
+// for max_restarts = 0 gave up too, with no restart made; one whose policy
+// would not restart it did not give up.
+func TestFakeTimeNoRestartAllowed(t *testing.T) {
+	d, _ := fakeTimeDaemon(t, `job "zero" { cmd = "exit 3", restart = "on-failure", max_restarts = 0 }
+job "no" { cmd = "exit 3", restart = "no" }`)
+	for name, gaveUp := range map[string]bool{"zero": true, "no": false} {
+		js := waitJob(t, d, name, "failed", func(js JobStatus) bool { return js.State == "failed" })
+		if js.GaveUp != gaveUp || js.Restarts != 0 {
+			t.Errorf("%s: gave up %v with %d restarts, want %v with none", name, js.GaveUp, js.Restarts, gaveUp)
+		}
+	}
+}
+
 // TestFakeTimePolicyEditInBackoff: an edit of the restart policy calls
 // off the restart already armed where the new policy would not make it
 // (it ran once more).

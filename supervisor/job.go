@@ -1219,7 +1219,7 @@ func (j *job) publish() {
 		j.v.Since = j.waitingAt // a wait that began in the last daemon
 	}
 	j.v.Restarts = j.life.restarts
-	j.v.GaveUp = j.life.state == store.StateFailed && j.life.restarts > 0 && j.policy().wants(j.life.failed, -1)
+	j.v.GaveUp = j.life.state == store.StateFailed && j.policy().wants(j.life.failed, -1)
 	j.v.Run = j.run.id
 	j.v.PID, j.v.unit = 0, nil
 	if j.run.proc != nil {

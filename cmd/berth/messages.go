@@ -790,11 +790,17 @@ func msgNoSuchIndex(command, array string, n int, r supervisor.ArrayRange) strin
 // msgGaveUp is the restarts of a job whose policy gave up on it
 // (max_restarts), after its last run's end.
 func msgGaveUp(restarts int) string {
+	if restarts == 0 {
+		return "not restarted (max_restarts = 0)"
+	}
 	return "gave up after " + count(restarts, "restart") + " in a row (max_restarts)"
 }
 
 // msgGaveUpShow is msgGaveUp where berth show names the job.
 func msgGaveUpShow(name string, restarts int) string {
+	if restarts == 0 {
+		return "none: max_restarts = 0; berth start " + quoteArg(name) + " runs it again"
+	}
 	return strconv.Itoa(restarts) + " in a row; its restart policy gave up (max_restarts); berth start " + quoteArg(name) + " runs it again"
 }
 

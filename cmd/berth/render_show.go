@@ -70,7 +70,7 @@ func renderShow(w io.Writer, d supervisor.JobDetail, o renderOptions) {
 	switch {
 	case st.Restarts > 0 && array:
 		kv.add("restarts", plainSpan(strconv.Itoa(st.Restarts)+" (the sum of its indices' restarts in a row)"))
-	case st.Restarts > 0 && st.GaveUp:
+	case st.GaveUp:
 		kv.add("restarts", plainSpan(msgGaveUpShow(st.Name, st.Restarts)))
 	case st.Restarts > 0:
 		kv.add("restarts", plainSpan(strconv.Itoa(st.Restarts)+" in a row"))

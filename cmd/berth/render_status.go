@@ -495,7 +495,7 @@ func singleWhy(j supervisor.JobStatus, now time.Time) string {
 	if j.RetryAt != nil {
 		why = strings.TrimPrefix(why+"; "+msgRetryIn(j.RetryAt.Sub(now)), "; ")
 	}
-	if j.Restarts > 0 && stateOf(j.State) != store.StateWaiting {
+	if (j.Restarts > 0 || j.GaveUp) && stateOf(j.State) != store.StateWaiting {
 		r := count(j.Restarts, "restart")
 		if j.GaveUp {
 			r = msgGaveUp(j.Restarts)
