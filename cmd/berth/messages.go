@@ -537,9 +537,9 @@ func msgAfter(job, file string, parents []supervisor.Dependency, now time.Time) 
 
 func msgAfterOne(job, file string, p supervisor.Dependency, now time.Time) string {
 	name := p.Job
-	when := "runs when " + name + " succeeds"
+	lead, when := "after "+name, "runs when "+name+" succeeds"
 	if p.Kind == "after_any" {
-		when = "runs when " + name + " ends"
+		lead, when = "after_any "+name, "runs when "+name+" ends"
 	}
 	anyway := "berth start " + quoteArg(job) + " --ignore-deps runs it anyway"
 	if p.Service && p.State != "unknown" {
@@ -555,44 +555,47 @@ func msgAfterOne(job, file string, p supervisor.Dependency, now time.Time) strin
 		case "disabled":
 			help = "enabled = false in its file keeps it from running"
 		}
-		return fmt.Sprintf("after %s, a service, which is %s; runs once %s is running (%s)", name, stateWords(p.State), name, help)
+		return fmt.Sprintf("%s, a service, which is %s; runs once %s is running (%s)", lead, stateWords(p.State), name, help)
 	}
 	switch p.State {
 	case "running", "starting":
-		return fmt.Sprintf("after %s (%s, started %s)", name, p.State, clockTime(p.Since, now))
+		if p.Kind == "after_any" {
+			return fmt.Sprintf("%s (%s, started %s); %s", lead, p.State, clockTime(p.Since, now), when)
+		}
+		return fmt.Sprintf("%s (%s, started %s)", lead, p.State, clockTime(p.Since, now))
 	case "failed":
 		if p.Array {
 			// Its indices have the output: show lists which failed.
-			return fmt.Sprintf("after %s, whose indices failed; %s (berth show %s lists them, berth restart %s --failed runs them again; %s)",
-				name, when, quoteArg(name), quoteArg(name), anyway)
+			return fmt.Sprintf("%s, whose indices failed; %s (berth show %s lists them, berth restart %s --failed runs them again; %s)",
+				lead, when, quoteArg(name), quoteArg(name), anyway)
 		}
-		return fmt.Sprintf("after %s, which failed%s; %s (berth logs %s shows why; %s)", name, endedHow(p), when, quoteArg(name), anyway)
+		return fmt.Sprintf("%s, which failed%s; %s (berth logs %s shows why; %s)", lead, endedHow(p), when, quoteArg(name), anyway)
 	case "stopped":
 		if p.Array {
 			// A start of the whole array runs its done indices again too.
-			return fmt.Sprintf("after %s, whose indices were stopped; %s (berth show %s lists them; berth start '%s[N]' runs index N again, berth start %s every index; %s)",
-				name, when, quoteArg(name), name, quoteArg(name), anyway)
+			return fmt.Sprintf("%s, whose indices were stopped; %s (berth show %s lists them; berth start '%s[N]' runs index N again, berth start %s every index; %s)",
+				lead, when, quoteArg(name), name, quoteArg(name), anyway)
 		}
-		return fmt.Sprintf("after %s, which was stopped; %s (berth start %s)", name, when, quoteArg(name))
+		return fmt.Sprintf("%s, which was stopped; %s (berth start %s)", lead, when, quoteArg(name))
 	case "invalid", "unplaceable", "disabled":
-		return fmt.Sprintf("after %s, which is %s; %s (berth show %s says why; %s)", name, p.State, when, quoteArg(name), anyway)
+		return fmt.Sprintf("%s, which is %s; %s (berth show %s says why; %s)", lead, p.State, when, quoteArg(name), anyway)
 	case "unknown":
-		return fmt.Sprintf("after %s, which is not declared (berth check %s / berth status shows the files' errors)", name, quoteArg(file))
+		return fmt.Sprintf("%s, which is not declared (berth check %s / berth status shows the files' errors)", lead, quoteArg(file))
 	case "waiting":
 		if p.Upstream != nil {
 			// Held for good further up: that job is what to look at.
 			up := msgAfterOne(job, file, *p.Upstream, now)
-			return fmt.Sprintf("after %s, which waits, held upstream: %s", name, up)
+			return fmt.Sprintf("%s, which waits, held upstream: %s", lead, up)
 		}
 	case "done":
 		if p.Behind == name {
-			return fmt.Sprintf("after %s, which runs again first: a parent of it ran a new definition (berth show %s)", name, quoteArg(name))
+			return fmt.Sprintf("%s, which runs again first: a parent of it ran a new definition (berth show %s)", lead, quoteArg(name))
 		}
 		if p.Behind != "" {
-			return fmt.Sprintf("after %s, which runs again after %s first: a job upstream ran a new definition (berth show %s)", name, p.Behind, quoteArg(p.Behind))
+			return fmt.Sprintf("%s, which runs again after %s first: a job upstream ran a new definition (berth show %s)", lead, p.Behind, quoteArg(p.Behind))
 		}
 	}
-	return fmt.Sprintf("after %s (%s)", name, p.State)
+	return fmt.Sprintf("%s (%s)", lead, p.State)
 }
 
 // msgHeld answers a plain start, or a restart, of a job that waits for

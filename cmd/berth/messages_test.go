@@ -161,6 +161,7 @@ func TestMessages(t *testing.T) {
 		msgAfter("report", "/etc/berth/jobs.d/report.lua", []supervisor.Dependency{{Job: "sweep", Kind: "after", State: "stopped", Array: true}}, afterNow),
 		msgAfter("merge", "/etc/berth/jobs.d/merge.lua", []supervisor.Dependency{{Job: "sweep", Kind: "after", State: "failed", Array: true}}, afterNow),
 		msgAfter("train", "/etc/berth/jobs.d/train.lua", []supervisor.Dependency{{Job: "prep", Kind: "after_any", State: "invalid"}}, afterNow),
+		msgAfter("train", "/etc/berth/jobs.d/train.lua", []supervisor.Dependency{{Job: "prep", Kind: "after_any", State: "running", Since: afterNow.Add(-time.Minute)}}, afterNow),
 		msgAfter("train", "/etc/berth/jobs.d/train.lua", []supervisor.Dependency{{Job: "prep", Kind: "after", State: "unknown"}}, afterNow),
 		msgAfter("eval", "/etc/berth/jobs.d/eval.lua", []supervisor.Dependency{{Job: "prep", Kind: "after", State: "done", Satisfied: true},
 			{Job: "train", Kind: "after", State: "done", Behind: "train"}}, afterNow),
