@@ -50,6 +50,10 @@ func (e *UnknownUserError) Error() string {
 	if e.Kind == "group" {
 		lister = "getent group"
 	}
+	if e.Name != "" && strings.Trim(e.Name, "0123456789") == "" {
+		// systemd's User= takes a number too; berth's names the account.
+		return fmt.Sprintf("%s %q: %s takes a name, not a number (%s %s shows the name of that id)", e.Kind, e.Name, e.Kind, lister, e.Name)
+	}
 	return fmt.Sprintf("%s %q does not exist on this machine (%s lists them)", e.Kind, e.Name, lister)
 }
 

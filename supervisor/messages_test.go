@@ -42,6 +42,7 @@ func TestMessagesGolden(t *testing.T) {
 		MsgUnplaceable(pos, "train", "gpu-huge", unplaceable),
 		MsgCredentials(pos, "train", errors.New(`user "nobody2" does not exist (getent passwd lists them)`)),
 		MsgCredentials(pos, "train", &UnknownUserError{Kind: "group", Name: "ml"}),
+		MsgCredentials(pos, "train", &UnknownUserError{Kind: "user", Name: "1001"}),
 		MsgCredentials(pos, "train", &NeedsRootError{Kind: "user", Name: "ml", UID: 1000, GID: 1000}),
 		MsgCredentials(pos, "train", &NeedsRootError{Kind: "group", Name: "video", UID: 1000, GID: 1000}),
 		msgCannotStart("train", "dir /srv/x does not exist"),
