@@ -724,7 +724,12 @@ func (d *decoder) env() (map[string]string, bool) {
 		case lua.LString:
 			val = string(x)
 		case lua.LNumber:
-			val = formatNumber(float64(x))
+			if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
+				d.add(errEnvValue(d.s, p.k, p.v))
+				ok = false
+				continue
+			}
+			val = x.String() // as tostring writes it: 2^53 is 9007199254740992
 		default:
 			d.add(errEnvValue(d.s, p.k, p.v))
 			ok = false

@@ -752,7 +752,7 @@ func errEnvReserved(s subject, key string) *Error {
 
 func errEnvValue(s subject, key string, got lua.LValue) *Error {
 	return s.err(WrongType, "env", fmt.Sprintf(
-		`field "env": the value of %s must be a string or a number, got %s`, quote(key), describe(got)))
+		`field "env": the value of %s must be a string or a finite number, got %s`, quote(key), describe(got)))
 }
 
 func errEnvControl(s subject, key string, r rune) *Error {

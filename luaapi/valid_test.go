@@ -62,7 +62,7 @@ func TestLoadValid(t *testing.T) {
 		return job(name, svc(14), func(j *Job) {
 			j.Cmd = []string{"/bin/sh", "-c", "exec ./serve --port " + strconv.Itoa(port)}
 			j.Dir = "/srv/" + name
-			j.Env = map[string]string{"PORT": strconv.Itoa(port), "RATIO": "0.5", "NAME": name}
+			j.Env = map[string]string{"PORT": strconv.Itoa(port), "RATIO": "0.5", "NAME": name, "SEED": "9007199254740992"}
 			j.Restart = RestartAlways
 			j.StopSignal = syscall.SIGTERM
 			j.StopTimeout = 90 * time.Second

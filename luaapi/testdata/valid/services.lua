@@ -3,7 +3,7 @@ local function service(name, port, extra)
   local t = {
     cmd = string.format("exec ./serve --port %d", port),
     dir = "/srv/" .. name,
-    env = { PORT = port, RATIO = 0.5, NAME = name },
+    env = { PORT = port, RATIO = 0.5, NAME = name, SEED = 2^53 },
     restart = "always",
     stop_signal = "term",
     stop_timeout = "1m30s",
