@@ -3,6 +3,7 @@ package luaapi
 import (
 	"bytes"
 	"fmt"
+	"slices"
 
 	lua "github.com/yuin/gopher-lua"
 	"github.com/yuin/gopher-lua/ast"
@@ -35,6 +36,7 @@ func (ev *evaluator) load(L *lua.LState) (*lua.LFunction, error) {
 	if w.repeated != nil {
 		return nil, w.repeated
 	}
+	ev.fieldLines = w.fields
 	proto, err := lua.Compile(chunk, ev.path)
 	if err != nil {
 		return nil, err
@@ -125,10 +127,18 @@ func (w *rewriter) exprs(exprs []ast.Expr) {
 }
 
 // rewriter walks a chunk: it turns every concatenation into a call of
-// concatGlobal, on the same lines, and notes the first table constructor
-// that gives one field twice.
+// concatGlobal, on the same lines, notes the first table constructor
+// that gives one field twice, and where each constructor's fields are.
 type rewriter struct {
 	repeated *repeatedFieldError
+	// fields maps the line a table constructor opens on to the lines of
+	// its named fields, for the outermost constructor of that line: where
+	// `job "train" {` opens a table over ten lines, a mistake in its
+	// ram is said on the line of ram. nil for a line where two tables
+	// open side by side, which one line cannot tell apart.
+	fields map[int]map[string]int
+	// open are the lines the constructors being walked opened on.
+	open []int
 }
 
 // repeatedFieldError is a table constructor that gives field twice, at
@@ -161,6 +171,7 @@ func (w *rewriter) expr(e ast.Expr) ast.Expr {
 		e.Key = w.expr(e.Key)
 	case *ast.TableExpr:
 		var seen map[string]int // made at the first field named: most tables (a cmd) have none
+		defer w.noteFields(e.Line(), &seen)()
 		for _, f := range e.Fields {
 			if k, ok := f.Key.(*ast.StringExpr); ok && w.repeated == nil {
 				if seen == nil {
@@ -197,4 +208,27 @@ func (w *rewriter) expr(e ast.Expr) ast.Expr {
 		w.stmts(e.Stmts)
 	}
 	return e
+}
+
+// noteFields notes, once the table constructor that opened on line has
+// been walked, where its named fields are (*seen), unless a constructor
+// around it opened on the same line: that one's fields are what a
+// declaration on the line holds.
+func (w *rewriter) noteFields(line int, seen *map[string]int) func() {
+	nested := slices.Contains(w.open, line)
+	w.open = append(w.open, line)
+	return func() {
+		w.open = w.open[:len(w.open)-1]
+		if nested || *seen == nil {
+			return
+		}
+		if w.fields == nil {
+			w.fields = map[int]map[string]int{}
+		}
+		if _, twice := w.fields[line]; twice {
+			w.fields[line] = nil
+			return
+		}
+		w.fields[line] = *seen
+	}
 }

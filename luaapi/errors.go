@@ -136,10 +136,17 @@ type subject struct {
 	pos  Pos
 	kind string // "job", "flavor" or ""
 	name string
+	// fields are the lines of its fields, where its table was written
+	// where it was declared: an error in a field is said on its line.
+	fields map[string]int
 }
 
 func (s subject) err(p Problem, field, detail string) *Error {
-	return &Error{Pos: s.pos, Kind: s.kind, Name: s.name, Field: field, Problem: p, Detail: detail}
+	pos := s.pos
+	if line := s.fields[field]; line > 0 {
+		pos.Line = line
+	}
+	return &Error{Pos: pos, Kind: s.kind, Name: s.name, Field: field, Problem: p, Detail: detail}
 }
 
 func (s subject) errCause(p Problem, field, detail string, cause error) *Error {

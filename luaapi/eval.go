@@ -286,8 +286,11 @@ type evaluator struct {
 	jobs       []Job
 	quotas     []Quota
 	// seen maps kind and name to the line of the first declaration.
-	seen  map[string]int
-	decls []*decl
+	seen map[string]int
+	// fieldLines are the lines of the named fields of the table
+	// constructors of the file, by the line each opens on (rewriter).
+	fieldLines map[int]map[string]int
+	decls      []*decl
 	// indices are the jobs the arrays declared so far stand for beyond
 	// one each: a job of the daemon's per index, and counted as such.
 	indices int
@@ -582,6 +585,8 @@ func (ev *evaluator) body(L *lua.LState, d *decl) {
 		return
 	}
 	s := d.subject()
+	// A table written where it is declared says where each field is.
+	s.fields = ev.fieldLines[d.pos.Line]
 	tbl, ok := L.Get(1).(*lua.LTable)
 	if !ok {
 		ev.add(errFormTable(s, L.Get(1)))

@@ -45,7 +45,7 @@ func TestProblems(t *testing.T) {
 		line    int
 	}{
 		{`job "a" { cmd = "x", gpu = 1 }`, UnknownField, "job", "a", "gpu", 1},
-		{"\n\njob \"a\" {\n cmd = \"x\",\n cpus = \"8\" }", WrongType, "job", "a", "cpus", 3},
+		{"\n\njob \"a\" {\n cmd = \"x\",\n cpus = \"8\" }", WrongType, "job", "a", "cpus", 5}, // the line of the field
 		{`flavor "f" { gpus = 1.5 }`, WrongType, "flavor", "f", "gpus", 1},
 		{`job "a" { cmd = "x", ram = "32X" }`, BadValue, "job", "a", "ram", 1},
 		{`job "a" { cmd = "x", ram = 32 }`, WrongType, "job", "a", "ram", 1},
