@@ -522,6 +522,7 @@ func (d *Daemon) finishReload(r *reloadRun, files []*luaapi.File) ReloadResult {
 	for _, dir := range slices.Sorted(maps.Keys(r.people.refused)) {
 		d.problems = append(d.problems, Problem{Code: ProblemDirRefused, File: dir, Text: r.people.refused[dir].Error()})
 	}
+	SortProblems(d.problems)
 	res.Problems = append([]Problem{}, d.problems...)
 	d.mu.Unlock()
 	if len(d.adopted) > 0 && len(res.Problems) == 0 && !r.partial && r.scanErr == nil {
@@ -1475,9 +1476,7 @@ func jobProblems(set *luaapi.Set) []Problem {
 	for _, p := range set.Problems {
 		out = append(out, ProblemOf(p))
 	}
-	slices.SortStableFunc(out, func(a, b Problem) int {
-		return cmp.Or(strings.Compare(a.File, b.File), cmp.Compare(a.Line, b.Line))
-	})
+	SortProblems(out)
 	return out
 }
 

@@ -480,8 +480,17 @@ func TestReloadSaysWhatCannotRun(t *testing.T) {
 	path := filepath.Join(dir, "jobs.lua")
 	testkit.PutFile(t, path, `job "big" { cmd = "true", cpus = 64 }
 job "who" { cmd = "true", cpus = 0, user = "no-such-user-berth" }
-job "off" { cmd = "true", cpus = 64, user = "no-such-user-berth", enabled = false }`)
+job "off" { cmd = "true", cpus = 64, user = "no-such-user-berth", enabled = false }
+job "late" { cmd = "true", cpus = 0, after = "no-such-job" }`)
 	res := reload(t, d)
+	// Top to bottom, whatever kind of problem each is.
+	var lines []int
+	for _, p := range res.Problems {
+		lines = append(lines, p.Line)
+	}
+	if !slices.Equal(lines, []int{1, 2, 4}) {
+		t.Errorf("problems on lines %v, want 1, 2, 4 in that order: %+v", lines, res.Problems)
+	}
 	codes := map[string]Problem{}
 	for _, p := range res.Problems {
 		codes[p.Code+" "+p.Job] = p
@@ -492,8 +501,8 @@ job "off" { cmd = "true", cpus = 64, user = "no-such-user-berth", enabled = fals
 	if p, ok := codes[ProblemCredentials+" who"]; !ok || p.Line != 2 {
 		t.Errorf("a job whose user does not exist: problems %+v", res.Problems)
 	}
-	if len(res.Errors) != 2 {
-		t.Errorf("errors %q, want the two (a disabled job is not to run)", res.Errors)
+	if len(res.Errors) != 3 {
+		t.Errorf("errors %q, want the three (a disabled job is not to run)", res.Errors)
 	}
 	waitJob(t, d, "off", "disabled", func(js JobStatus) bool { return js.State == "disabled" })
 	testkit.PutFile(t, path, `job "big" { cmd = "true", cpus = 1 }`)

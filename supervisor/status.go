@@ -213,6 +213,14 @@ type Problem struct {
 	Text  string `json:"text"`
 }
 
+// SortProblems puts ps in the order a person fixes them: file by file, top
+// to bottom; problems of one line stay in the order they were found.
+func SortProblems(ps []Problem) {
+	slices.SortStableFunc(ps, func(a, b Problem) int {
+		return cmp.Or(strings.Compare(a.File, b.File), cmp.Compare(a.Line, b.Line))
+	})
+}
+
 // InAJobFile reports whether p is about a job file (its own errors, its
 // jobs', its quotas'), not about the state or the jobs directory.
 func (p Problem) InAJobFile() bool {

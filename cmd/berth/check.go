@@ -142,10 +142,7 @@ func runCheck(c *cli, args []string) int {
 		problems = append(problems, supervisor.ProblemOf(e))
 	}
 	problems = append(problems, feasibility(set, inv, cmp.Or(me.Group, supervisor.DefaultGroup))...)
-	// In the order a person fixes them: file by file, top to bottom.
-	slices.SortStableFunc(problems, func(a, b supervisor.Problem) int {
-		return cmp.Or(strings.Compare(a.File, b.File), cmp.Compare(a.Line, b.Line))
-	})
+	supervisor.SortProblems(problems)
 
 	if lent := files[checked:]; len(lent) > 0 {
 		// What the jobs directory lent is not what was checked.
