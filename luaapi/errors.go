@@ -470,6 +470,7 @@ func errUnknownFlavor(s subject, flavor string, known []string, refused bool) *E
 		hint = "berth flavors lists those in force; a file with errors declares none until it is fixed: berth check and berth status show them"
 	}
 	e := s.err(UnknownFlavor, "flavor", fmt.Sprintf("flavor %s does not exist (%s)", quote(flavor), hint))
+	e.Other = flavor
 	return e
 }
 

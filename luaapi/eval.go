@@ -6,9 +6,11 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"maps"
 	"math/rand/v2"
 	"runtime"
 	"runtime/metrics"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -146,7 +148,7 @@ func Eval(path string, src []byte, opts Options) *File {
 		select {
 		case out := <-done:
 			if len(out.errs) > 0 {
-				f.Errors = capErrors(path, out.errs)
+				f.Errors, f.Partial = capErrors(path, out.errs), out.partial
 				return f
 			}
 			f.Flavors, f.Jobs, f.Quotas = out.flavors, out.jobs, out.quotas
@@ -259,6 +261,7 @@ type outcome struct {
 	flavors []Flavor
 	jobs    []Job
 	quotas  []Quota
+	partial *Partial // with errs, where the file ran to its end
 }
 
 // evaluator is one file's evaluation. It is owned by the goroutine that
@@ -334,6 +337,7 @@ func (ev *evaluator) run(ctx context.Context) (out outcome) {
 	L.SetContext(ctx)
 	L.Push(fn)
 	err = L.PCall(0, lua.MultRet, nil)
+	var partial *Partial
 	switch {
 	case context.Cause(ctx) == errHeapLimit, err != nil && ctx.Err() != nil && ev.stoppedBy(ctx, err):
 		ev.add(ev.stopped(context.Cause(ctx), ev.lineOf(err)))
@@ -345,7 +349,11 @@ func (ev *evaluator) run(ctx context.Context) (out outcome) {
 		for _, d := range ev.decls {
 			if !d.done && !d.broken {
 				ev.add(errFormNoTable(d.subject()))
+				d.failed = true
 			}
+		}
+		if len(ev.errs) > 0 {
+			partial = ev.partial()
 		}
 	}
 	if len(ev.errs) > 0 {
@@ -359,9 +367,32 @@ func (ev *evaluator) run(ctx context.Context) (out outcome) {
 			}
 			return li < lj
 		})
-		return outcome{errs: ev.errs}
+		return outcome{errs: ev.errs, partial: partial}
 	}
 	return outcome{flavors: ev.flavors, jobs: ev.jobs, quotas: ev.quotas}
+}
+
+// partial is what of a file with errors had none of its own.
+func (ev *evaluator) partial() *Partial {
+	p := &Partial{}
+	failed := map[string]bool{}
+	for _, d := range ev.decls {
+		if d.failed && !d.broken {
+			failed[d.kind+" "+d.name] = true
+		}
+	}
+	p.Broken = slices.Sorted(maps.Keys(failed))
+	for _, fl := range ev.flavors {
+		if !failed["flavor "+fl.Name] {
+			p.Flavors = append(p.Flavors, fl)
+		}
+	}
+	for _, j := range ev.jobs {
+		if !failed["job "+j.Name] {
+			p.Jobs = append(p.Jobs, j)
+		}
+	}
+	return p
 }
 
 func (ev *evaluator) syntaxError(err error) *Error {
@@ -521,6 +552,7 @@ type decl struct {
 	pos    Pos
 	broken bool // the name was not a string: nothing more can be said
 	done   bool // the table came
+	failed bool // it has an error of its own (Partial leaves it out)
 }
 
 func (d *decl) subject() subject { return subject{pos: d.pos, kind: d.kind, name: d.name} }
@@ -557,17 +589,21 @@ func (ev *evaluator) checkName(d *decl) {
 	switch {
 	case d.kind == "flavor" && !flavorNameShape.MatchString(d.name):
 		ev.add(errBadFlavorName(s))
+		d.failed = true
 		return
 	case d.kind == "quota" && d.name != "*" && !userNameShape.MatchString(d.name):
 		ev.add(errBadQuotaName(s))
+		d.failed = true
 		return
 	case d.kind == "job" && !jobNameShape.MatchString(d.name):
 		ev.add(errBadJobName(s))
+		d.failed = true
 		return
 	}
 	key := d.kind + "\x00" + d.name
 	if first, dup := ev.seen[key]; dup {
 		ev.add(errDuplicateInFile(s, first))
+		d.failed = true
 		return
 	}
 	ev.seen[key] = d.pos.Line
@@ -593,6 +629,7 @@ func (ev *evaluator) body(L *lua.LState, d *decl) {
 		return
 	}
 	before := len(ev.errs)
+	defer func() { d.failed = d.failed || len(ev.errs) > before }()
 	if ev.owner != "" && d.kind != "job" {
 		// Sizes and quotas are the machine's, for its administrators to say.
 		ev.add(errNotAdmin(s, ev.owner))

@@ -258,6 +258,22 @@ type File struct {
 	// Errors, when not empty, reject the file whole: Flavors and Jobs are
 	// then nil.
 	Errors []*Error
+	// Partial, for a file with Errors that ran to its end, is what had no
+	// error of its own. It is never in force: berth check reads it to say
+	// in one run what else is wrong (a flavor or parent not declared, a
+	// job no machine fits), where it would otherwise be said once the
+	// first mistakes are fixed.
+	Partial *Partial `json:",omitempty"`
+}
+
+// Partial is the declarations of a file with errors that had none of
+// their own, and the names of those that had (Broken, "job NAME" or
+// "flavor NAME"): a job that names one of them names something the file
+// does declare.
+type Partial struct {
+	Flavors []Flavor `json:",omitempty"`
+	Jobs    []Job    `json:",omitempty"`
+	Broken  []string `json:",omitempty"`
 }
 
 // Moved is f as the file it was renamed to, path, declares it: the same

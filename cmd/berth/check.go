@@ -128,20 +128,33 @@ func runCheck(c *cli, args []string) int {
 	// What the files print goes to stderr, as the daemon logs it.
 	printed := hclog.New(&hclog.LoggerOptions{Name: "berth check", Output: c.stderr, Level: hclog.Info, DisableTime: true})
 	files := newEvaluator(printed, budget.d).Evaluate(context.Background(), luaMachine(inv), srcs)
+	// A file with errors is refused whole; what of it had none is checked
+	// beside the rest all the same, so that one run says every mistake.
+	refused, broken := checkPartials(files[:checked])
 	elsewhere := declaredElsewhere(files[:checked], files[checked:], daemon)
+	for name := range broken {
+		elsewhere[name] = true // declared, with a mistake said already
+	}
 	files = append(slices.Clip(files[:checked]), flavorsOnly(files[checked:], files[:checked])...)
 	set, taken := combineInForce(files, checked, daemon)
 	problems = append(problems, taken...)
+	for _, e := range refused {
+		problems = append(problems, supervisor.ProblemOf(e))
+	}
 	for _, e := range set.Errors {
 		problems = append(problems, supervisor.ProblemOf(e))
 	}
 	for _, e := range set.Problems {
-		if e.Problem == luaapi.UnknownJob && elsewhere[e.Other] {
-			continue // a parent declared in a file not checked
+		if e.Problem == luaapi.UnknownJob && elsewhere[e.Other] || e.Problem == luaapi.UnknownFlavor && broken["flavor "+e.Other] {
+			continue // a parent declared in a file not checked, or with a mistake
 		}
 		problems = append(problems, supervisor.ProblemOf(e))
 	}
 	problems = append(problems, feasibility(set, inv, cmp.Or(me.Group, supervisor.DefaultGroup))...)
+	// What they declare is not loaded: the files are refused.
+	partOfRefused := func(p luaapi.Pos) bool { return slices.ContainsFunc(refused, func(e *luaapi.Error) bool { return e.Pos.File == p.File }) }
+	set.Jobs = slices.DeleteFunc(set.Jobs, func(j luaapi.Job) bool { return partOfRefused(j.Pos) })
+	set.Flavors = slices.DeleteFunc(set.Flavors, func(f luaapi.Flavor) bool { return partOfRefused(f.Pos) })
 	supervisor.SortProblems(problems)
 
 	if lent := files[checked:]; len(lent) > 0 {
@@ -167,6 +180,29 @@ func runCheck(c *cli, args []string) int {
 		return exitFailed
 	}
 	return exitOK
+}
+
+// checkPartials puts in place of each file with errors that ran to its end
+// what of it had none of its own (luaapi.Partial), to be checked with the
+// rest, and returns the files' own errors and the names, as "job NAME"
+// and "flavor NAME", that they declare with a mistake: a job that names
+// one names something declared.
+func checkPartials(files []*luaapi.File) (errs []*luaapi.Error, broken map[string]bool) {
+	broken = map[string]bool{}
+	for i, f := range files {
+		if len(f.Errors) == 0 || f.Partial == nil {
+			continue
+		}
+		errs = append(errs, f.Errors...)
+		for _, name := range f.Partial.Broken {
+			broken[name] = true
+			if job, ok := strings.CutPrefix(name, "job "); ok {
+				broken[job] = true
+			}
+		}
+		files[i] = &luaapi.File{Path: f.Path, Hash: f.Hash, Flavors: f.Partial.Flavors, Jobs: f.Partial.Jobs}
+	}
+	return errs, broken
 }
 
 // combineInForce applies the rules that span files to files, the first

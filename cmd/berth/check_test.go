@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -74,6 +75,36 @@ func TestCheckMissingPath(t *testing.T) {
 	want := "testdata/nowhere: no such file or directory; name a job file or a directory of them (berth check FILE|DIR...)\n0 files, 0 jobs, 0 flavors, 1 error\n"
 	if out != want {
 		t.Errorf("got\n%s\nwant\n%s", out, want)
+	}
+}
+
+// TestCheckRefusedFileWhole: a file refused for one job's mistake still
+// has its other jobs checked, so that one run says every mistake: a flavor
+// or parent not declared, a user not there, a size no machine has. A job
+// naming one declared with a mistake of its own is not said again.
+func TestCheckRefusedFileWhole(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "all.lua")
+	src := `job "a" { cmd = "true", gpu = 1 }
+job "b" { cmd = "true", flavor = "nope" }
+job "c" { cmd = "true", after = "nosuch" }
+job "d" { cmd = "true", user = "no-such-user-berth" }
+job "e" { cmd = "true", cpus = 99 }
+job "f" { cmd = "true", after = "a" }
+flavor "fl" { cpus = "x" }
+job "g" { cmd = "true", flavor = "fl" }
+`
+	if err := os.WriteFile(file, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, _, code := berth(t, nil, "check", file, "--cpus", "4")
+	var lines []string
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+		if at, ok := strings.CutPrefix(l, file+":"); ok {
+			lines = append(lines, at[:strings.IndexByte(at, ':')])
+		}
+	}
+	if code != exitFailed || !slices.Equal(lines, []string{"1", "2", "3", "4", "5", "7"}) || !strings.Contains(out, "1 file, 0 jobs, 0 flavors, 6 errors") {
+		t.Errorf("exit %d, mistakes on lines %v, want 1 to 5 and 7, the file refused:\n%s", code, lines, out)
 	}
 }
 
