@@ -7,9 +7,12 @@ import (
 	"io"
 	"os"
 	"os/user"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
+
+	"github.com/berthd/berth/supervisor/watch"
 )
 
 // Who a job runs as. DESIGN: `user = "ml"` runs it as ml; `group` is
@@ -109,9 +112,29 @@ func LookupCredentials(userName, groupName string) (Credentials, error) {
 		if err != nil {
 			return Credentials{}, fmt.Errorf("group %q has an ID that is not a number: %w", groupName, err)
 		}
+		if userName != "" {
+			c.Groups = withPrimary(c.Groups, userName, c.GID, uint32(gid))
+		}
 		c.GID = uint32(gid)
 	}
 	return c, nil
+}
+
+// withPrimary is the supplementary groups of userName, groups with its own
+// primary group own among them, where group replaces that primary group:
+// what login and systemd's User= with Group= give (getgrouplist of the
+// user and group): own is left out unless /etc/group lists the user in it,
+// and group is in.
+func withPrimary(groups []uint32, userName string, own, group uint32) []uint32 {
+	if own != group {
+		if members, err := (watch.SystemAccounts{}).Listed(int(own)); err != nil || !slices.Contains(members, userName) {
+			groups = slices.DeleteFunc(groups, func(g uint32) bool { return g == own })
+		}
+	}
+	if !slices.Contains(groups, group) {
+		groups = append([]uint32{group}, groups...)
+	}
+	return groups
 }
 
 // identity is who a process runs as.

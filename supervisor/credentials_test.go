@@ -3,7 +3,9 @@ package supervisor
 import (
 	"errors"
 	"maps"
+	"os/user"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -53,8 +55,10 @@ func TestCredentialsAs(t *testing.T) {
 		{name: "neither: as the daemon", self: root},
 		{name: "user, root daemon", self: root, user: "nobody",
 			want: &syscall.Credential{Uid: 65534, Gid: 65534, Groups: []uint32{65534}}, login: nobodyLogin},
+		// The group replaces nobody's own in the supplementary groups too
+		// (getgrouplist("nobody", 0), as systemd's Group= has it).
 		{name: "user and group, root daemon", self: root, user: "nobody", group: "root",
-			want: &syscall.Credential{Uid: 65534, Gid: 0, Groups: []uint32{65534}}, login: nobodyLogin},
+			want: &syscall.Credential{Uid: 65534, Gid: 0, Groups: []uint32{0}}, login: nobodyLogin},
 		// The daemon's own uid with that group alone: root's supplementary
 		// groups are not passed on.
 		{name: "group alone, root daemon", self: root, group: "nogroup",
@@ -135,4 +139,33 @@ func FuzzPasswdShell(f *testing.F) {
 			t.Errorf("passwdShell(%q) found an entry that is not in %q", name, passwd)
 		}
 	})
+}
+
+// TestGroupReplacesPrimary: group beside user replaces the user's primary
+// group, in the supplementary groups too, as login and systemd's Group=
+// have it: the user keeps the groups it is listed in, not its own.
+func TestGroupReplacesPrimary(t *testing.T) {
+	needAccounts(t)
+	alice, group, admin := lookupGID(t, testAlice), lookupGID(t, testGroup), lookupGID(t, testAdminGroup)
+	own, err := LookupCredentials(testAlice, "")
+	if err != nil || own.GID != alice || !slices.Contains(own.Groups, alice) || !slices.Contains(own.Groups, group) {
+		t.Fatalf("alice: %+v, %v; want her own group %d and %d", own, err, alice, group)
+	}
+	c, err := LookupCredentials(testAlice, testAdminGroup)
+	if err != nil || c.GID != admin || !slices.Contains(c.Groups, admin) || !slices.Contains(c.Groups, group) || slices.Contains(c.Groups, alice) {
+		t.Errorf("alice in %s: %+v, %v; want %d and %d, not her own %d", testAdminGroup, c, err, admin, group, alice)
+	}
+}
+
+func lookupGID(t *testing.T, group string) uint32 {
+	t.Helper()
+	g, err := user.LookupGroup(group)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gid, err := strconv.ParseUint(g.Gid, 10, 32)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return uint32(gid)
 }

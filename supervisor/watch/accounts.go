@@ -76,23 +76,7 @@ func (a SystemAccounts) UserName(uid int) (string, error) {
 // Group implements Accounts.
 func (a SystemAccounts) Group(gid int) (string, []string, error) {
 	id := strconv.Itoa(gid)
-	var (
-		name    string
-		members []string
-		listed  bool
-	)
-	err := eachLine(a.file("group"), func(f []string) bool {
-		if len(f) >= 4 && f[2] == id {
-			name, listed = f[0], true
-			for _, m := range strings.Split(f[3], ",") {
-				if m = strings.TrimSpace(m); m != "" {
-					members = append(members, m)
-				}
-			}
-			return false
-		}
-		return true
-	})
+	name, members, listed, err := a.listed(id)
 	if !listed {
 		if a.realRoot() {
 			if g, gerr := user.LookupGroupId(id); gerr == nil {
@@ -125,6 +109,32 @@ func (a SystemAccounts) Group(gid int) (string, []string, error) {
 		return name, members, fmt.Errorf("%w: %w", ErrGroupUnlisted, perr)
 	}
 	return name, members, nil
+}
+
+// Listed is the members /etc/group lists for group gid, without the users
+// whose primary group it is (Group counts those too); none where it has
+// no line.
+func (a SystemAccounts) Listed(gid int) ([]string, error) {
+	_, members, _, err := a.listed(strconv.Itoa(gid))
+	return members, err
+}
+
+// listed reads group id's line of /etc/group: its name and the members it
+// lists, and whether there is one.
+func (a SystemAccounts) listed(id string) (name string, members []string, listed bool, err error) {
+	err = eachLine(a.file("group"), func(f []string) bool {
+		if len(f) >= 4 && f[2] == id {
+			name, listed = f[0], true
+			for _, m := range strings.Split(f[3], ",") {
+				if m = strings.TrimSpace(m); m != "" {
+					members = append(members, m)
+				}
+			}
+			return false
+		}
+		return true
+	})
+	return name, members, listed, err
 }
 
 // eachLine calls fn with the colon-separated fields of each line of an
