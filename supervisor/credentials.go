@@ -152,6 +152,14 @@ func jobCredentials(userName, groupName string) (*syscall.Credential, map[string
 	return credentialsAs(processIdentity(), userName, groupName)
 }
 
+// CredentialsErrorAs is why a daemon running as uid and gid cannot run a
+// job with these user and group fields (nil where it can): berth check
+// holds files to the daemon that answers.
+func CredentialsErrorAs(uid, gid uint32, userName, groupName string) error {
+	_, _, err := credentialsAs(identity{uid: uid, gid: gid}, userName, groupName)
+	return err
+}
+
 func credentialsAs(self identity, userName, groupName string) (*syscall.Credential, map[string]string, error) {
 	if userName == "" && groupName == "" {
 		return nil, nil, nil

@@ -55,6 +55,10 @@ type DaemonStatus struct {
 	// JobsDir is the administrators' jobs directory (--jobs), whose
 	// flavors a file checked on its own may name.
 	JobsDir string `json:"jobs_dir"`
+	// UID and GID are who the daemon runs as: only root's may run a job
+	// as another user or group, which berth check holds files to.
+	UID int `json:"uid"`
+	GID int `json:"gid"`
 	// Stopping: the daemon is shutting down, stopping every job; it takes
 	// no start, stop, restart or reload now.
 	Stopping bool `json:"stopping,omitempty"`
@@ -250,7 +254,8 @@ func (d *Daemon) status(members bool) Status {
 			Cards:    []CardStatus{},
 		},
 	}
-	s.Daemon = DaemonStatus{Version: d.cfg.Version, PID: os.Getpid(), Started: d.started, PersonJobs: d.personJobs(), UserJobs: d.cfg.UserJobs, JobsDir: d.cfg.JobsDir}
+	s.Daemon = DaemonStatus{Version: d.cfg.Version, PID: os.Getpid(), Started: d.started, PersonJobs: d.personJobs(), UserJobs: d.cfg.UserJobs, JobsDir: d.cfg.JobsDir,
+		UID: os.Geteuid(), GID: os.Getegid()}
 	select {
 	case <-d.loopDone:
 		s.Daemon.Stopping = true

@@ -150,9 +150,11 @@ func runCheck(c *cli, args []string) int {
 		}
 		problems = append(problems, supervisor.ProblemOf(e))
 	}
-	problems = append(problems, feasibility(set, inv, cmp.Or(me.Group, supervisor.DefaultGroup))...)
+	problems = append(problems, feasibility(set, inv, cmp.Or(me.Group, supervisor.DefaultGroup), daemon)...)
 	// What they declare is not loaded: the files are refused.
-	partOfRefused := func(p luaapi.Pos) bool { return slices.ContainsFunc(refused, func(e *luaapi.Error) bool { return e.Pos.File == p.File }) }
+	partOfRefused := func(p luaapi.Pos) bool {
+		return slices.ContainsFunc(refused, func(e *luaapi.Error) bool { return e.Pos.File == p.File })
+	}
 	set.Jobs = slices.DeleteFunc(set.Jobs, func(j luaapi.Job) bool { return partOfRefused(j.Pos) })
 	set.Flavors = slices.DeleteFunc(set.Flavors, func(f luaapi.Flavor) bool { return partOfRefused(f.Pos) })
 	supervisor.SortProblems(problems)
@@ -584,9 +586,10 @@ func ownedByCaller(path string) bool {
 // feasibility reports, for every loaded job, what the daemon would find
 // before starting it: that it could ever fit this machine and its owner's
 // quota (as the files checked declare them), and that its user and group
-// exist; and that each quota names an account, a misspelt one suggested
-// from the members of group.
-func feasibility(set *luaapi.Set, inv probes.Inventory, group string) []supervisor.Problem {
+// exist and the daemon that answers (nil: none) may run it as them; and
+// that each quota names an account, a misspelt one suggested from the
+// members of group.
+func feasibility(set *luaapi.Set, inv probes.Inventory, group string, daemon *supervisor.Status) []supervisor.Problem {
 	placer := accounting.NewPlacer(time.Now)
 	placer.AddMachine(supervisor.CapacityOf(inv))
 	placer.SetQuotas(set.QuotaLimits())
@@ -596,10 +599,17 @@ func feasibility(set *luaapi.Set, inv probes.Inventory, group string) []supervis
 		if p, unfit := supervisor.UnfitProblem(placer, j); unfit {
 			out = append(out, p)
 		}
-		if j.User != "" || j.Group != "" {
-			if _, err := supervisor.LookupCredentials(j.User, j.Group); err != nil {
-				out = append(out, supervisor.CredentialsProblem(j, err))
-			}
+		if j.User == "" && j.Group == "" {
+			continue
+		}
+		_, err := supervisor.LookupCredentials(j.User, j.Group)
+		if daemon != nil {
+			// As the daemon that answers would run it: one not running as
+			// root runs a job as none but itself.
+			err = supervisor.CredentialsErrorAs(uint32(daemon.Daemon.UID), uint32(daemon.Daemon.GID), j.User, j.Group)
+		}
+		if err != nil {
+			out = append(out, supervisor.CredentialsProblem(j, err))
 		}
 	}
 	return append(out, supervisor.QuotaProblems(set, groupMembers(group))...)

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/berthd/berth/luaapi"
+	"github.com/berthd/berth/probes"
 	"github.com/berthd/berth/supervisor"
 	"github.com/berthd/berth/supervisor/testkit"
 )
@@ -105,6 +107,34 @@ job "g" { cmd = "true", flavor = "fl" }
 	}
 	if code != exitFailed || !slices.Equal(lines, []string{"1", "2", "3", "4", "5", "7"}) || !strings.Contains(out, "1 file, 0 jobs, 0 flavors, 6 errors") {
 		t.Errorf("exit %d, mistakes on lines %v, want 1 to 5 and 7, the file refused:\n%s", code, lines, out)
+	}
+}
+
+// TestCheckHoldsToTheDaemonsUser: beside a daemon not running as root, a
+// job to run as another user or group is a problem, as that daemon finds
+// it; beside root's, and without a daemon, a user that exists passes.
+func TestCheckHoldsToTheDaemonsUser(t *testing.T) {
+	set := &luaapi.Set{Jobs: []luaapi.Job{
+		{Name: "other", User: "root", Pos: luaapi.Pos{File: "u.lua", Line: 1}},
+		{Name: "othergrp", Group: "root", Pos: luaapi.Pos{File: "u.lua", Line: 2}},
+	}}
+	person := &supervisor.Status{Daemon: supervisor.DaemonStatus{UID: 65534, GID: 65534}}
+	root := &supervisor.Status{}
+	for _, c := range []struct {
+		name   string
+		daemon *supervisor.Status
+		want   int
+	}{{"a person's daemon", person, 2}, {"root's daemon", root, 0}, {"no daemon", nil, 0}} {
+		got := feasibility(set, probes.Inventory{CPUs: 2, CPUIDs: []int{0, 1}}, supervisor.DefaultGroup, c.daemon)
+		n := 0
+		for _, p := range got {
+			if p.Code == supervisor.ProblemCredentials && strings.Contains(p.Text, "only a daemon running as root may run a job") {
+				n++
+			}
+		}
+		if n != c.want || len(got) != c.want {
+			t.Errorf("%s: problems %+v, want %d saying only root's daemon may", c.name, got, c.want)
+		}
 	}
 }
 
