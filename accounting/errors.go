@@ -48,6 +48,11 @@ func (e *SizeError) Error() string {
 		if n, ok := scientificSize(e.Input); ok {
 			return fmt.Sprintf("size %q is in scientific notation, which a size is not written in; write %q; the units are %s", e.Input, bytesInUnit(n), SizeUnits)
 		}
+		if dot := strings.Replace(strings.TrimSpace(e.Input), ",", ".", 1); dot != strings.TrimSpace(e.Input) {
+			if _, err := ParseSize(dot); err == nil {
+				return fmt.Sprintf("size %q has a decimal comma; write %q", e.Input, dot)
+			}
+		}
 		return fmt.Sprintf("size %q has an unknown unit; use %s, e.g. \"32G\"", e.Input, SizeUnits)
 	case SizeNegative:
 		return fmt.Sprintf("size %q is negative; a size is zero or more, e.g. \"512M\"", e.Input)

@@ -316,6 +316,10 @@ func (d *decoder) resources() (r accounting.Resources, given string) {
 	}
 	if n, ok := d.size("gpu_mem"); ok {
 		r.GPUMemBytes = n
+		if n == 0 {
+			// A share of nothing: the job would get no card at all.
+			d.add(errZeroShare(d.s))
+		}
 	}
 	if n, ok := d.size("ram"); ok {
 		r.RAMBytes = n

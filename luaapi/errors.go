@@ -829,6 +829,10 @@ func errGPUsAndShare(s subject, gpus int) *Error {
 		"gpus = %d asks for whole cards and gpu_mem for a share of one card's memory; give one of them (gpu_mem shares a card with other jobs, gpus takes it whole)", gpus))
 }
 
+func errZeroShare(s subject) *Error {
+	return s.err(BadValue, "gpu_mem", `gpu_mem = 0 is a share of no memory, and the job would get no card; give the share it needs, e.g. gpu_mem = "10G", or leave gpu_mem out for no card`)
+}
+
 func errUnaccountedHolds(s subject, field string) *Error {
 	return s.err(Conflict, field, fmt.Sprintf(
 		"cpus = 0 makes it unaccounted, and an unaccounted job holds nothing, so it cannot ask for %s; give it cpus = 1 or more",
