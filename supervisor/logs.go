@@ -36,8 +36,12 @@ func (d *Daemon) serveLogs(w http.ResponseWriter, r *http.Request) {
 	c := d.callerOf(r)
 	name := d.resolveName(c, r.PathValue("name"))
 	if a, isArray := d.resolveArray(c, name); isArray {
-		writeError(w, http.StatusBadRequest, CodeIsArray, msgLogsOfArray(a.name, *a.snapshot().def.Array))
-		return
+		span := *a.snapshot().def.Array
+		if span.From != span.To {
+			writeError(w, http.StatusBadRequest, CodeIsArray, msgLogsOfArray(a.name, span))
+			return
+		}
+		name = memberName(a.name, span.From) // its one index's: no other output is there to mean
 	}
 	if _, known := d.jobStatus(name); !known {
 		if runs, err := d.store.Runs(name, 1); err != nil || len(runs) == 0 {

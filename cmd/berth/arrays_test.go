@@ -46,9 +46,15 @@ func TestDaemonArrayClient(t *testing.T) {
 	d := newTestDaemon(t, map[string]string{
 		"sweep.lua": halfFails,
 		"plain.lua": `job "plain" { cmd = { "true" }, cpus = 1 }`,
+		"one.lua":   `job "one" { cmd = { "/bin/sh", "-c", "echo index $BERTH_ARRAY_INDEX" }, cpus = 1, array = { from = 5, to = 5 } }`,
 	})
 	d.start(daemonOptions{args: []string{"--cpus", "4"}})
 	d.waitState("plain", "done")
+	// An array of one index has one output: berth logs ARRAY is its.
+	d.waitArray("one", 1, map[string]int{"done": 1})
+	if out, errOut, code := d.cli("logs", "one"); code != exitOK || strings.TrimSpace(withoutHeader(t, out)) != "index 5" {
+		t.Errorf("berth logs one: exit %d, %q, stderr %q", code, out, errOut)
+	}
 	sweep := d.waitArray("sweep", 6, map[string]int{"done": 3, "failed": 3})
 	if sweep.State != "failed" || sweep.Array.Size != 6 {
 		t.Errorf("sweep: %+v", sweep)
