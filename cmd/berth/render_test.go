@@ -821,3 +821,24 @@ func TestRuneLen(t *testing.T) {
 		}
 	}
 }
+
+// TestRunResultKilled: a run killed after its stop_timeout says what ended
+// its main process where that was not the SIGKILL: the rest of its group
+// ignored the stop signal, not it.
+func TestRunResultKilled(t *testing.T) {
+	end, zero := time.Now(), 0
+	for _, c := range []struct {
+		run  supervisor.RunView
+		want string
+	}{
+		{supervisor.RunView{End: &end, Reason: "killed after stop_timeout", Signal: "SIGKILL"}, "killed after stop_timeout (SIGKILL)"},
+		{supervisor.RunView{End: &end, Reason: "killed after stop_timeout", Signal: "SIGTERM"},
+			"killed after stop_timeout (its main process SIGTERM, the rest of its group SIGKILL)"},
+		{supervisor.RunView{End: &end, Reason: "killed after stop_timeout", ExitCode: &zero, Cause: "stopped on request (berth stop)"},
+			"killed after stop_timeout (its main process exit 0, the rest of its group SIGKILL): stopped on request (berth stop)"},
+	} {
+		if got, _ := runResult(c.run); got != c.want {
+			t.Errorf("%+v: %q, want %q", c.run, got, c.want)
+		}
+	}
+}
