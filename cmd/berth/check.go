@@ -135,7 +135,7 @@ func runCheck(c *cli, args []string) int {
 	for name := range broken {
 		elsewhere[name] = true // declared, with a mistake said already
 	}
-	files = append(slices.Clip(files[:checked]), flavorsOnly(files[checked:], files[:checked])...)
+	files = append(slices.Clip(files[:checked]), lent(files[checked:], files[:checked])...)
 	set, taken := combineInForce(files, checked, daemon)
 	problems = append(problems, taken...)
 	for _, e := range refused {
@@ -165,7 +165,8 @@ func runCheck(c *cli, args []string) int {
 			return slices.ContainsFunc(lent, func(f *luaapi.File) bool { return f.Path == path })
 		}
 		set.Files = slices.DeleteFunc(set.Files, func(f *luaapi.File) bool { return isLent(f.Path) })
-		set.Flavors = slices.DeleteFunc(set.Flavors, func(f luaapi.Flavor) bool { return !slices.ContainsFunc(files[:checked], declares(f.Name)) })
+		set.Jobs = slices.DeleteFunc(set.Jobs, func(j luaapi.Job) bool { return isLent(j.Pos.File) })
+		set.Flavors = slices.DeleteFunc(set.Flavors, func(f luaapi.Flavor) bool { return !slices.ContainsFunc(files[:checked], declaresFlavor(f.Name)) })
 		problems = slices.DeleteFunc(problems, func(p supervisor.Problem) bool { return isLent(p.File) })
 	}
 	if *asJSON {
@@ -357,32 +358,46 @@ func flavorContext(targets []string, jobsDir string, rules watch.ScanOptions, ch
 	})
 }
 
-// flavorsOnly keeps of the jobs directory's files (context) their
-// flavors, but those a checked file declares itself: the checked file is
-// a new version of them, say.
-func flavorsOnly(context, checked []*luaapi.File) []*luaapi.File {
+// lent keeps of the jobs directory's files (context) their flavors and
+// jobs, but those a checked file declares itself (the checked file is a new
+// version of them, say): the checked files may name them, and a cycle
+// through them is one the checked files close. What they declare is not
+// reported on, nor listed as checked.
+func lent(context, checked []*luaapi.File) []*luaapi.File {
 	var out []*luaapi.File
 	for _, f := range context {
 		if len(f.Errors) > 0 {
 			continue
 		}
-		lent := &luaapi.File{Path: f.Path, Hash: f.Hash}
+		l := &luaapi.File{Path: f.Path, Hash: f.Hash}
 		for _, fl := range f.Flavors {
-			if !slices.ContainsFunc(checked, declares(fl.Name)) {
-				lent.Flavors = append(lent.Flavors, fl)
+			if !slices.ContainsFunc(checked, declaresFlavor(fl.Name)) {
+				l.Flavors = append(l.Flavors, fl)
 			}
 		}
-		if len(lent.Flavors) > 0 {
-			out = append(out, lent)
+		for _, j := range f.Jobs {
+			if !slices.ContainsFunc(checked, declaresJob(j.Name)) {
+				l.Jobs = append(l.Jobs, j)
+			}
+		}
+		if len(l.Flavors) > 0 || len(l.Jobs) > 0 {
+			out = append(out, l)
 		}
 	}
 	return out
 }
 
-// declares is whether a file declares flavor name.
-func declares(name string) func(*luaapi.File) bool {
+// declaresFlavor is whether a file declares flavor name.
+func declaresFlavor(name string) func(*luaapi.File) bool {
 	return func(f *luaapi.File) bool {
 		return slices.ContainsFunc(f.Flavors, func(fl luaapi.Flavor) bool { return fl.Name == name })
+	}
+}
+
+// declaresJob is whether a file declares job name.
+func declaresJob(name string) func(*luaapi.File) bool {
+	return func(f *luaapi.File) bool {
+		return slices.ContainsFunc(f.Jobs, func(j luaapi.Job) bool { return j.Name == name })
 	}
 }
 

@@ -199,6 +199,17 @@ func TestCheckKnowsParentsElsewhere(t *testing.T) {
 		strings.Contains(out, `"sysparent" does not exist`) {
 		t.Errorf("a file with two parents no file declares: exit %d\n%s", code, out)
 	}
+	// A file that closes a cycle through another file's job: said, on the
+	// checked file's job alone; the jobs of the others are not counted.
+	draft := filepath.Join(dir, "draft.lua")
+	if err := os.WriteFile(draft, []byte(`job "sysparent" { cmd = "true", cpus = 0, after = "syschild" }`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, _, code = berth(t, environ, "check", draft)
+	if code != exitFailed || !strings.Contains(out, draft+`:1: job "sysparent"`) || !strings.Contains(out, "cycle") ||
+		strings.Contains(out, "child.lua:") || !strings.Contains(out, "1 file, 1 job, 0 flavors, 1 error") {
+		t.Errorf("a file closing a cycle through another: exit %d\n%s", code, out)
+	}
 }
 
 // Nothing of the directory's files is reported or counted.
