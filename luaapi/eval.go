@@ -378,7 +378,11 @@ func (ev *evaluator) partial() *Partial {
 	failed := map[string]bool{}
 	for _, d := range ev.decls {
 		if d.failed && !d.broken {
-			failed[d.kind+" "+d.name] = true
+			name := d.name
+			if d.kind == "job" && ev.owner != "" {
+				name = ev.owner + "/" + name // as its jobs are named
+			}
+			failed[d.kind+" "+name] = true
 		}
 	}
 	p.Broken = slices.Sorted(maps.Keys(failed))

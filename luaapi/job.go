@@ -276,6 +276,31 @@ type Partial struct {
 	Broken  []string `json:",omitempty"`
 }
 
+// Lenient is f's Partial as a file with no errors, to be checked beside
+// others for what else is wrong with f; nil where f has none (no errors,
+// or it did not run to its end).
+func (f *File) Lenient() *File {
+	if len(f.Errors) == 0 || f.Partial == nil {
+		return nil
+	}
+	return &File{Path: f.Path, Hash: f.Hash, Flavors: f.Partial.Flavors, Jobs: f.Partial.Jobs}
+}
+
+// Excuses says whether e, a problem found with the Lenient file of f beside
+// others, names a job or flavor f declares with a mistake of its own: a
+// parent or flavor that does exist, whose mistake f's errors say.
+func (p *Partial) Excuses(e *Error) bool {
+	switch {
+	case p == nil:
+		return false
+	case e.Problem == UnknownJob:
+		return slices.Contains(p.Broken, "job "+e.Other)
+	case e.Problem == UnknownFlavor:
+		return slices.Contains(p.Broken, "flavor "+e.Other)
+	}
+	return false
+}
+
 // Moved is f as the file it was renamed to, path, declares it: the same
 // declarations, at path.
 func (f *File) Moved(path string) *File {

@@ -223,18 +223,26 @@ func (d *Daemon) checkInForce(files []*luaapi.File) CheckResult {
 	res := CheckResult{Jobs: []string{}, Problems: []Problem{}}
 	admitted := maps.Clone(d.good)
 	checked := map[string]bool{}
+	refused := map[string]*luaapi.Partial{}
 	for _, f := range files {
 		checked[f.Path] = true
 		if len(f.Errors) > 0 {
 			res.Problems = append(res.Problems, problemsOf(f.Errors)...)
 			delete(admitted, f.Path)
-			continue
+			// What of it had no error of its own is checked all the same,
+			// so that one check says every mistake.
+			lenient := f.Lenient()
+			if lenient == nil {
+				continue
+			}
+			refused[f.Path] = f.Partial
+			f = lenient
 		}
 		res.Problems = append(res.Problems, AdmitFile(admitted, f.Path, f, d.personJobs())...)
 	}
 	set := luaapi.Combine(slices.Collect(maps.Values(admitted)))
 	for _, e := range set.Problems {
-		if checked[e.Pos.File] {
+		if checked[e.Pos.File] && !refused[e.Pos.File].Excuses(e) {
 			res.Problems = append(res.Problems, ProblemOf(e))
 		}
 	}
@@ -243,7 +251,9 @@ func (d *Daemon) checkInForce(files []*luaapi.File) CheckResult {
 		if !checked[def.Pos.File] {
 			continue
 		}
-		res.Jobs = append(res.Jobs, def.Name)
+		if _, isRefused := refused[def.Pos.File]; !isRefused {
+			res.Jobs = append(res.Jobs, def.Name)
+		}
 		if p, unfit := UnfitProblem(d.placer, def); unfit {
 			res.Problems = append(res.Problems, p)
 		}

@@ -130,11 +130,18 @@ func runCheck(c *cli, args []string) int {
 	files := newEvaluator(printed, budget.d).Evaluate(context.Background(), luaMachine(inv), srcs)
 	// A file with errors is refused whole; what of it had none is checked
 	// beside the rest all the same, so that one run says every mistake.
-	refused, broken := checkPartials(files[:checked])
-	elsewhere := declaredElsewhere(files[:checked], files[checked:], daemon)
-	for name := range broken {
-		elsewhere[name] = true // declared, with a mistake said already
+	var refused []*luaapi.Error
+	var partials []*luaapi.Partial
+	for i, f := range files[:checked] {
+		if lenient := f.Lenient(); lenient != nil {
+			refused, partials = append(refused, f.Errors...), append(partials, f.Partial)
+			files[i] = lenient
+		}
 	}
+	excused := func(e *luaapi.Error) bool {
+		return slices.ContainsFunc(partials, func(p *luaapi.Partial) bool { return p.Excuses(e) })
+	}
+	elsewhere := declaredElsewhere(files[:checked], files[checked:], daemon)
 	files = append(slices.Clip(files[:checked]), lent(files[checked:], files[:checked])...)
 	set, taken := combineInForce(files, checked, daemon)
 	problems = append(problems, taken...)
@@ -145,7 +152,7 @@ func runCheck(c *cli, args []string) int {
 		problems = append(problems, supervisor.ProblemOf(e))
 	}
 	for _, e := range set.Problems {
-		if e.Problem == luaapi.UnknownJob && elsewhere[e.Other] || e.Problem == luaapi.UnknownFlavor && broken["flavor "+e.Other] {
+		if e.Problem == luaapi.UnknownJob && elsewhere[e.Other] || excused(e) {
 			continue // a parent declared in a file not checked, or with a mistake
 		}
 		problems = append(problems, supervisor.ProblemOf(e))
@@ -183,29 +190,6 @@ func runCheck(c *cli, args []string) int {
 		return exitFailed
 	}
 	return exitOK
-}
-
-// checkPartials puts in place of each file with errors that ran to its end
-// what of it had none of its own (luaapi.Partial), to be checked with the
-// rest, and returns the files' own errors and the names, as "job NAME"
-// and "flavor NAME", that they declare with a mistake: a job that names
-// one names something declared.
-func checkPartials(files []*luaapi.File) (errs []*luaapi.Error, broken map[string]bool) {
-	broken = map[string]bool{}
-	for i, f := range files {
-		if len(f.Errors) == 0 || f.Partial == nil {
-			continue
-		}
-		errs = append(errs, f.Errors...)
-		for _, name := range f.Partial.Broken {
-			broken[name] = true
-			if job, ok := strings.CutPrefix(name, "job "); ok {
-				broken[job] = true
-			}
-		}
-		files[i] = &luaapi.File{Path: f.Path, Hash: f.Hash, Flavors: f.Partial.Flavors, Jobs: f.Partial.Jobs}
-	}
-	return errs, broken
 }
 
 // combineInForce applies the rules that span files to files, the first

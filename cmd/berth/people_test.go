@@ -602,6 +602,18 @@ func TestCheckBesideThePeoplesDaemon(t *testing.T) {
 	if out, errOut, code := a.run("", nil, "check", wide); code != exitFailed || !strings.HasPrefix(out, wide+":1: ") || !strings.Contains(out, alice+"'s quota allows 1") {
 		t.Errorf("alice's check of a file past her quota: exit %d\n%s%s", code, out, errOut)
 	}
+	// Every mistake of a file in one check, the daemon's as berth check's:
+	// a job past her quota beside one with a mistake of its own, and one
+	// after that one (declared, if with a mistake) said once.
+	mixed := filepath.Join(src, "mixed.lua")
+	writeReadable(t, mixed, "job \"typo\" { cmd = \"true\", cpus = 1, gpu = 1 }\njob \"wider\" { cmd = \"true\", cpus = 2 }\njob \"next\" { cmd = \"true\", cpus = 1, after = \"typo\" }\n")
+	if err := os.Chown(mixed, int(a.cred.Uid), -1); err != nil {
+		t.Fatal(err)
+	}
+	if out, errOut, code := a.run("", nil, "check", mixed); code != exitFailed || !strings.Contains(out, mixed+":1: ") ||
+		!strings.Contains(out, mixed+":2: ") || !strings.Contains(out, alice+"'s quota allows 1") || strings.Contains(out, mixed+":3: ") {
+		t.Errorf("alice's check of a file with two mistakes: exit %d\n%s%s", code, out, errOut)
+	}
 	// Root, with no BERTH_USER_JOBS: her directory is hers, as the
 	// daemon says, and her quota holds.
 	mine := filepath.Join(spool, alice)
