@@ -395,10 +395,15 @@ func TestWaitOutlivesTheDaemon(t *testing.T) {
 	for life := 2; life <= 3; life++ {
 		clk.Advance(time.Minute)
 		d, stop = lives.start()
+		// One placed and the other waiting: not merely one in the queue,
+		// which is also how it stands while the other has not yet looked
+		// (they are held, born together, until both have).
 		var waiting []accounting.Waiter
-		testkit.WaitFor(t, 20*time.Second, "one of them to wait", func() bool {
+		testkit.WaitFor(t, 20*time.Second, "one of them to run and the other to wait", func() bool {
 			waiting = d.placer.Waiting()
-			return len(waiting) == 1
+			holder, _ := d.jobStatus("holder")
+			late, _ := d.jobStatus("late")
+			return len(waiting) == 1 && (holder.State == "running" || late.State == "running")
 		})
 		if w := waiting[0]; w.Holder != "late" || !w.Since.Equal(t0.Add(time.Minute)) {
 			t.Errorf("daemon %d: %s waits in the placer's queue since %v; want late, since %v, when it began in the first daemon",
