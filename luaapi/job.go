@@ -286,6 +286,19 @@ func (f *File) Lenient() *File {
 	return &File{Path: f.Path, Hash: f.Hash, Flavors: f.Partial.Flavors, Jobs: f.Partial.Jobs}
 }
 
+// LenientFiles is files with each refused one that ran to its end in
+// place of its Lenient file, and the partials of those, by path.
+func LenientFiles(files []*File) ([]*File, map[string]*Partial) {
+	out := slices.Clone(files)
+	partials := map[string]*Partial{}
+	for i, f := range files {
+		if lenient := f.Lenient(); lenient != nil {
+			out[i], partials[f.Path] = lenient, f.Partial
+		}
+	}
+	return out, partials
+}
+
 // Excuses says whether e, a problem found with the Lenient file of f beside
 // others, names a job or flavor f declares with a mistake of its own: a
 // parent or flavor that does exist, whose mistake f's errors say.

@@ -221,29 +221,42 @@ func (d *Daemon) serveCheck(w http.ResponseWriter, r *http.Request) {
 // loop; changes nothing.
 func (d *Daemon) checkInForce(files []*luaapi.File) CheckResult {
 	res := CheckResult{Jobs: []string{}, Problems: []Problem{}}
+	res.Problems, res.Jobs = d.checkBeside(files, nil, res.Problems, res.Jobs)
+	// A file with errors is refused whole; what of it had none is checked
+	// beside the rest all the same, for its own problems (the others are
+	// checked without it, as they would be loaded), so that one check says
+	// every mistake.
+	if lenient, partials := luaapi.LenientFiles(files); len(partials) > 0 {
+		more, _ := d.checkBeside(lenient, partials, nil, nil)
+		for _, p := range more {
+			if _, refused := partials[p.File]; refused {
+				res.Problems = append(res.Problems, p)
+			}
+		}
+	}
+	return res
+}
+
+// checkBeside adds to problems and jobs what checkInForce finds of files
+// beside those in force; a problem of a refused file's partial (in
+// partials) that names what the file declares with a mistake of its own is
+// none.
+func (d *Daemon) checkBeside(files []*luaapi.File, partials map[string]*luaapi.Partial, problems []Problem, jobs []string) ([]Problem, []string) {
 	admitted := maps.Clone(d.good)
 	checked := map[string]bool{}
-	refused := map[string]*luaapi.Partial{}
 	for _, f := range files {
 		checked[f.Path] = true
 		if len(f.Errors) > 0 {
-			res.Problems = append(res.Problems, problemsOf(f.Errors)...)
+			problems = append(problems, problemsOf(f.Errors)...)
 			delete(admitted, f.Path)
-			// What of it had no error of its own is checked all the same,
-			// so that one check says every mistake.
-			lenient := f.Lenient()
-			if lenient == nil {
-				continue
-			}
-			refused[f.Path] = f.Partial
-			f = lenient
+			continue
 		}
-		res.Problems = append(res.Problems, AdmitFile(admitted, f.Path, f, d.personJobs())...)
+		problems = append(problems, AdmitFile(admitted, f.Path, f, d.personJobs())...)
 	}
 	set := luaapi.Combine(slices.Collect(maps.Values(admitted)))
 	for _, e := range set.Problems {
-		if checked[e.Pos.File] && !refused[e.Pos.File].Excuses(e) {
-			res.Problems = append(res.Problems, ProblemOf(e))
+		if checked[e.Pos.File] && !partials[e.Pos.File].Excuses(e) {
+			problems = append(problems, ProblemOf(e))
 		}
 	}
 	for i := range set.Jobs {
@@ -251,17 +264,15 @@ func (d *Daemon) checkInForce(files []*luaapi.File) CheckResult {
 		if !checked[def.Pos.File] {
 			continue
 		}
-		if _, isRefused := refused[def.Pos.File]; !isRefused {
-			res.Jobs = append(res.Jobs, def.Name)
-		}
+		jobs = append(jobs, def.Name)
 		if p, unfit := UnfitProblem(d.placer, def); unfit {
-			res.Problems = append(res.Problems, p)
+			problems = append(problems, p)
 		}
 		if def.User != "" || def.Group != "" {
 			if _, _, err := jobCredentials(def.User, def.Group); err != nil {
-				res.Problems = append(res.Problems, CredentialsProblem(def, err))
+				problems = append(problems, CredentialsProblem(def, err))
 			}
 		}
 	}
-	return res
+	return problems, jobs
 }

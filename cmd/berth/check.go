@@ -128,54 +128,25 @@ func runCheck(c *cli, args []string) int {
 	// What the files print goes to stderr, as the daemon logs it.
 	printed := hclog.New(&hclog.LoggerOptions{Name: "berth check", Output: c.stderr, Level: hclog.Info, DisableTime: true})
 	files := newEvaluator(printed, budget.d).Evaluate(context.Background(), luaMachine(inv), srcs)
+	checkedFiles, around := files[:checked], files[checked:]
+	elsewhere := declaredElsewhere(checkedFiles, around, daemon)
+	group := cmp.Or(me.Group, supervisor.DefaultGroup)
+	set, found := checkCombined(checkedFiles, around, daemon, elsewhere, inv, group, nil)
+	problems = append(problems, found...)
 	// A file with errors is refused whole; what of it had none is checked
-	// beside the rest all the same, so that one run says every mistake.
-	var refused []*luaapi.Error
-	var partials []*luaapi.Partial
-	for i, f := range files[:checked] {
-		if lenient := f.Lenient(); lenient != nil {
-			refused, partials = append(refused, f.Errors...), append(partials, f.Partial)
-			files[i] = lenient
+	// beside the rest all the same, for its own problems (the others are
+	// checked without it, as the daemon loads them), so that one run says
+	// every mistake.
+	if lenient, partials := luaapi.LenientFiles(checkedFiles); len(partials) > 0 {
+		_, more := checkCombined(lenient, around, daemon, elsewhere, inv, group, partials)
+		for _, p := range more {
+			if _, refused := partials[p.File]; refused {
+				problems = append(problems, p)
+			}
 		}
 	}
-	excused := func(e *luaapi.Error) bool {
-		return slices.ContainsFunc(partials, func(p *luaapi.Partial) bool { return p.Excuses(e) })
-	}
-	elsewhere := declaredElsewhere(files[:checked], files[checked:], daemon)
-	files = append(slices.Clip(files[:checked]), lent(files[checked:], files[:checked])...)
-	set, taken := combineInForce(files, checked, daemon)
-	problems = append(problems, taken...)
-	for _, e := range refused {
-		problems = append(problems, supervisor.ProblemOf(e))
-	}
-	for _, e := range set.Errors {
-		problems = append(problems, supervisor.ProblemOf(e))
-	}
-	for _, e := range set.Problems {
-		if e.Problem == luaapi.UnknownJob && elsewhere[e.Other] || excused(e) {
-			continue // a parent declared in a file not checked, or with a mistake
-		}
-		problems = append(problems, supervisor.ProblemOf(e))
-	}
-	problems = append(problems, feasibility(set, inv, cmp.Or(me.Group, supervisor.DefaultGroup), daemon)...)
-	// What they declare is not loaded: the files are refused.
-	partOfRefused := func(p luaapi.Pos) bool {
-		return slices.ContainsFunc(refused, func(e *luaapi.Error) bool { return e.Pos.File == p.File })
-	}
-	set.Jobs = slices.DeleteFunc(set.Jobs, func(j luaapi.Job) bool { return partOfRefused(j.Pos) })
-	set.Flavors = slices.DeleteFunc(set.Flavors, func(f luaapi.Flavor) bool { return partOfRefused(f.Pos) })
 	supervisor.SortProblems(problems)
 
-	if lent := files[checked:]; len(lent) > 0 {
-		// What the jobs directory lent is not what was checked.
-		isLent := func(path string) bool {
-			return slices.ContainsFunc(lent, func(f *luaapi.File) bool { return f.Path == path })
-		}
-		set.Files = slices.DeleteFunc(set.Files, func(f *luaapi.File) bool { return isLent(f.Path) })
-		set.Jobs = slices.DeleteFunc(set.Jobs, func(j luaapi.Job) bool { return isLent(j.Pos.File) })
-		set.Flavors = slices.DeleteFunc(set.Flavors, func(f luaapi.Flavor) bool { return !slices.ContainsFunc(files[:checked], declaresFlavor(f.Name)) })
-		problems = slices.DeleteFunc(problems, func(p supervisor.Problem) bool { return isLent(p.File) })
-	}
 	if *asJSON {
 		if code := c.writeJSON(checkReport(set, problems)); code != exitOK {
 			return code
@@ -190,6 +161,39 @@ func runCheck(c *cli, args []string) int {
 		return exitFailed
 	}
 	return exitOK
+}
+
+// checkCombined combines the checked files with what the jobs directory
+// (the files around them) lends them, and returns what is loaded of the checked files and
+// their problems: the rules across files, the jobs' parents and flavors
+// (a parent named elsewhere, or declared with a mistake of its own by a
+// refused file, whose partial is in partials, is no problem), and what the
+// daemon would find before a start (feasibility).
+func checkCombined(checked, around []*luaapi.File, daemon *supervisor.Status, elsewhere map[string]bool, inv probes.Inventory, group string,
+	partials map[string]*luaapi.Partial) (*luaapi.Set, []supervisor.Problem) {
+	lentFiles := lent(around, checked)
+	set, problems := combineInForce(append(slices.Clone(checked), lentFiles...), len(checked), daemon)
+	for _, e := range set.Errors {
+		problems = append(problems, supervisor.ProblemOf(e))
+	}
+	for _, e := range set.Problems {
+		if e.Problem == luaapi.UnknownJob && elsewhere[e.Other] || partials[e.Pos.File].Excuses(e) {
+			continue // a parent declared in a file not checked, or with a mistake
+		}
+		problems = append(problems, supervisor.ProblemOf(e))
+	}
+	problems = append(problems, feasibility(set, inv, group, daemon)...)
+	if len(lentFiles) > 0 {
+		// What the jobs directory lent is not what was checked.
+		isLent := func(path string) bool {
+			return slices.ContainsFunc(lentFiles, func(f *luaapi.File) bool { return f.Path == path })
+		}
+		set.Files = slices.DeleteFunc(set.Files, func(f *luaapi.File) bool { return isLent(f.Path) })
+		set.Jobs = slices.DeleteFunc(set.Jobs, func(j luaapi.Job) bool { return isLent(j.Pos.File) })
+		set.Flavors = slices.DeleteFunc(set.Flavors, func(f luaapi.Flavor) bool { return !slices.ContainsFunc(checked, declaresFlavor(f.Name)) })
+		problems = slices.DeleteFunc(problems, func(p supervisor.Problem) bool { return isLent(p.File) })
+	}
+	return set, problems
 }
 
 // combineInForce applies the rules that span files to files, the first

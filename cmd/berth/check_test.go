@@ -110,6 +110,34 @@ job "g" { cmd = "true", flavor = "fl" }
 	}
 }
 
+// TestCheckRefusedFileBesideOthers: the other files of a directory are
+// checked without a refused file's declarations, as the daemon loads them
+// (a flavor or parent only it declares does not exist for them; a name it
+// declares too is no clash), while its own jobs are checked beside them.
+func TestCheckRefusedFileBesideOthers(t *testing.T) {
+	dir := t.TempDir()
+	for name, src := range map[string]string{
+		"a.lua": "flavor \"f\" { cpus = 1 }\njob \"x\" { cmd = \"true\" }\njob \"y\" { cmd = \"true\" }\njob \"bad\" { cmd = \"true\", gpu = 1 }\njob \"late\" { cmd = \"true\", after = \"nope\" }\n",
+		"b.lua": "job \"uses\" { cmd = \"true\", flavor = \"f\", after = \"x\" }\njob \"y\" { cmd = \"true\" }\n",
+	} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out, _, code := berth(t, nil, "check", dir, "--cpus", "4")
+	var got []string
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+		if rest, ok := strings.CutPrefix(l, dir+"/"); ok {
+			got = append(got, rest[:strings.Index(rest, ": ")])
+		}
+	}
+	// a.lua: its own mistake and its late's unknown parent; b.lua: the
+	// flavor and the parent that only a.lua declares, twice on line 1.
+	if want := []string{"a.lua:4", "a.lua:5", "b.lua:1", "b.lua:1"}; code != exitFailed || !slices.Equal(got, want) {
+		t.Errorf("exit %d, problems at %v, want %v:\n%s", code, got, want, out)
+	}
+}
+
 // TestCheckHoldsToTheDaemonsUser: beside a daemon not running as root, a
 // job to run as another user or group is a problem, as that daemon finds
 // it; beside root's, and without a daemon, a user that exists passes.
