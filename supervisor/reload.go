@@ -800,6 +800,17 @@ func (d *Daemon) inForce(renamed map[string]string) *luaapi.Set {
 	}
 	d.good = candidates
 	d.fileErrs = fileErrs
+	for path, why := range fileErrs {
+		// What of a refused version had no error of its own is checked
+		// beside what is in force, as berth check has it, so that every
+		// mistake of the file is said at once.
+		f := d.latest[path]
+		if _, refused := d.refused[path]; refused || f == nil || f.Lenient() == nil {
+			continue
+		}
+		more, _ := d.checkBeside([]*luaapi.File{f.Lenient()}, map[string]*luaapi.Partial{path: f.Partial}, nil, nil)
+		fileErrs[path] = append(why, more...)
+	}
 	return set
 }
 

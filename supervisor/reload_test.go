@@ -511,6 +511,36 @@ job "late" { cmd = "true", cpus = 0, after = "no-such-job" }`)
 	}
 }
 
+// TestReloadSaysEveryMistakeOfAFile: a file refused for one job's mistake
+// has its other jobs' problems said too, as berth check says them, and the
+// jobs of the version in force run on.
+func TestReloadSaysEveryMistakeOfAFile(t *testing.T) {
+	d, dir := runDaemon(t, "", nil)
+	path := filepath.Join(dir, "jobs.lua")
+	testkit.PutFile(t, path, `job "keep" { cmd = "sleep 600", cpus = 0 }`)
+	reload(t, d)
+	waitJob(t, d, "keep", "running", func(js JobStatus) bool { return js.State == "running" })
+	testkit.PutFile(t, path, `job "keep" { cmd = "sleep 600", cpus = 0 }
+job "typo" { cmd = "true", gpu = 1 }
+job "big" { cmd = "true", cpus = 64 }
+job "lost" { cmd = "true", flavor = "nope" }
+job "next" { cmd = "true", cpus = 0, after = "typo" }`)
+	res := reload(t, d)
+	var lines []int
+	for _, p := range res.Problems {
+		lines = append(lines, p.Line)
+	}
+	if !slices.Equal(lines, []int{2, 3, 4}) {
+		t.Errorf("problems on lines %v, want 2, 3 and 4 (not 5: typo is declared, with its own mistake): %+v", lines, res.Problems)
+	}
+	if js, _ := d.jobStatus("keep"); js.State != "running" {
+		t.Errorf("keep: %s, want running on the version in force", js.State)
+	}
+	if _, ok := d.jobStatus("big"); ok {
+		t.Error("a job of the refused version is in force")
+	}
+}
+
 // TestRenameKeepsTheName: a file renamed as it is (a git mv, a
 // renumbering) holds the names it held: a file refused for declaring one
 // of them again does not take it, and the job runs on.
