@@ -345,7 +345,7 @@ func TestArrayQueuesAsOneJob(t *testing.T) {
 	})
 	declare("other.lua", `job "other" { cmd = { `+run+` }, cpus = 2 }`)
 	waitJob(t, d, "other", "waiting", func(js JobStatus) bool { return js.State == "waiting" })
-	if err := os.WriteFile(filepath.Join(out, "go"), nil, 0o600); err != nil {
+	if err := writeFile(filepath.Join(out, "go"), nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	waitJob(t, d, "sweep", "done", func(js JobStatus) bool { return js.State == "done" })
@@ -436,7 +436,7 @@ func TestJobBecomesArray(t *testing.T) {
 	waitJob(t, d, "sweep", "running", func(js JobStatus) bool { return js.State == "running" && js.Array == nil })
 	write := func(src string) ReloadResult {
 		t.Helper()
-		if err := os.WriteFile(filepath.Join(dir, "jobs.lua"), []byte(src), 0o600); err != nil {
+		if err := writeFile(filepath.Join(dir, "jobs.lua"), []byte(src), 0o600); err != nil {
 			t.Fatal(err)
 		}
 		res, err := d.Reload(t.Context())
@@ -531,7 +531,7 @@ func TestArrayIndicesBroughtBack(t *testing.T) {
 	waitJob(t, d, "ga", "3 indices done", done(3))
 	for _, size := range []int{1, 3} {
 		src := fmt.Sprintf(`job "ga" { cmd = "true", cpus = 0, array = %d }`, size)
-		if err := os.WriteFile(filepath.Join(dir, "jobs.lua"), []byte(src), 0o600); err != nil {
+		if err := writeFile(filepath.Join(dir, "jobs.lua"), []byte(src), 0o600); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := d.Reload(t.Context()); err != nil {

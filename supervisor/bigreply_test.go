@@ -2,7 +2,6 @@ package supervisor
 
 import (
 	"context"
-	"os"
 	"path/filepath"
 	"runtime"
 	"testing"
@@ -29,7 +28,7 @@ func TestHugeDeclarationRefused(t *testing.T) {
 	src := `local s = string.rep("a", 1000000)
 for i = 1, 32 do job("big-" .. i) { cmd = { "true" }, description = s, enabled = false } end
 `
-	if err := os.WriteFile(filepath.Join(jobsDir, "big.lua"), []byte(src), 0o600); err != nil {
+	if err := writeFile(filepath.Join(jobsDir, "big.lua"), []byte(src), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	start := time.Now()

@@ -141,7 +141,7 @@ func TestReleaseCleanPages(t *testing.T) {
 	}
 	path := filepath.Join(dir, "lib")
 	content := bytes.Repeat([]byte("berth"), 4*page/5)
-	if err := os.WriteFile(path, content, 0o644); err != nil {
+	if err := writeFile(path, content, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	f, err := os.Open(path)

@@ -196,7 +196,7 @@ end`, func(cfg *Config) {
 		t.Fatalf("shares by card: %v; want two on card 0, one on card 1", byCard)
 	}
 	first, third := byCard["0"][0], byCard["1"][0]
-	if err := os.WriteFile(filepath.Join(jobsDir, "whole.lua"), []byte(`job "whole" { cmd = "sleep 1000", gpus = 2 }`), 0o600); err != nil {
+	if err := writeFile(filepath.Join(jobsDir, "whole.lua"), []byte(`job "whole" { cmd = "sleep 1000", gpus = 2 }`), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	reload(t, d)
@@ -247,7 +247,7 @@ end`, func(cfg *Config) {
 	}
 
 	// A share of 8G fits no card's room (2G and 6G): it waits, and says so.
-	if err := os.WriteFile(filepath.Join(jobsDir, "more.lua"), []byte(`job "d" { cmd = "sleep 1000", gpu_mem = "8G" }`), 0o600); err != nil {
+	if err := writeFile(filepath.Join(jobsDir, "more.lua"), []byte(`job "d" { cmd = "sleep 1000", gpu_mem = "8G" }`), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	reload(t, d)
@@ -312,7 +312,7 @@ func TestShareWaitNamesForeign(t *testing.T) {
 	if err := d.readCards(); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(jobsDir, "big.lua"), []byte(`job "big" { cmd = "sleep 1000", gpu_mem = "24G" }`), 0o600); err != nil {
+	if err := writeFile(filepath.Join(jobsDir, "big.lua"), []byte(`job "big" { cmd = "sleep 1000", gpu_mem = "24G" }`), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	reload(t, d)

@@ -72,7 +72,7 @@ func TestControlSocketKeepsReserve(t *testing.T) {
 	// into place later takes no descriptor, which the test may lack then
 	// if the daemon does.
 	pending, more := filepath.Join(jobsDir, "more.lua.new"), filepath.Join(jobsDir, "more.lua")
-	if err := os.WriteFile(pending, []byte(`job "more" { cmd = "echo started" }`), 0o600); err != nil {
+	if err := writeFile(pending, []byte(`job "more" { cmd = "echo started" }`), 0o600); err != nil {
 		t.Fatal(err)
 	}
 

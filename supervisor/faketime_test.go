@@ -100,7 +100,7 @@ func TestFakeTimePolicyEditInBackoff(t *testing.T) {
 	clk := clock.NewFake(time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC))
 	d, jobsDir := runDaemon(t, `job "flaky" { cmd = "exit 3", restart = "on-failure" }`, func(cfg *Config) { cfg.Clock = clk })
 	waitJob(t, d, "flaky", "backed off", func(js JobStatus) bool { return js.State == "backoff" && js.Restarts == 1 })
-	if err := os.WriteFile(filepath.Join(jobsDir, "jobs.lua"), []byte(`job "flaky" { cmd = "exit 3", restart = "no" }`), 0o600); err != nil {
+	if err := writeFile(filepath.Join(jobsDir, "jobs.lua"), []byte(`job "flaky" { cmd = "exit 3", restart = "no" }`), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	reload(t, d)
@@ -269,7 +269,7 @@ func TestBrokenFileAtStartKeepsItsVersion(t *testing.T) {
 	start, stopped := lives.start, lives.stopped
 	file := func(src string) {
 		t.Helper()
-		if err := os.WriteFile(filepath.Join(lives.jobsDir, "jobs.lua"), []byte(src), 0o600); err != nil {
+		if err := writeFile(filepath.Join(lives.jobsDir, "jobs.lua"), []byte(src), 0o600); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -314,7 +314,7 @@ func TestRefusedFileAtStartKeepsItsVersion(t *testing.T) {
 	lives.stopped(stop)
 
 	path := filepath.Join(lives.jobsDir, "jobs.lua")
-	if err := os.WriteFile(path, []byte(`job "other" { cmd = "sleep 600", cpus = 0 }`), 0o600); err != nil {
+	if err := writeFile(path, []byte(`job "other" { cmd = "sleep 600", cpus = 0 }`), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.Chmod(path, 0o666); err != nil {
@@ -379,7 +379,7 @@ func TestWaitOutlivesTheDaemon(t *testing.T) {
 	d, stop := lives.start()
 	waitJob(t, d, "holder", "running", func(js JobStatus) bool { return js.State == "running" })
 	clk.Advance(time.Minute)
-	if err := os.WriteFile(filepath.Join(lives.jobsDir, "late.lua"), []byte(`job "late" { cmd = "sleep 600", cpus = 2 }`), 0o600); err != nil {
+	if err := writeFile(filepath.Join(lives.jobsDir, "late.lua"), []byte(`job "late" { cmd = "sleep 600", cpus = 2 }`), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	reload(t, d)
@@ -583,7 +583,7 @@ job "held" { cmd = "sleep 600", flavor = "small" }`
 	// Its flavor gone while slow runs: slow runs on and ends done.
 	put(d, "jobs.lua", `-- no flavors`)
 	waitJob(t, d, "prep", "invalid", func(js JobStatus) bool { return js.State == "invalid" })
-	if err := os.WriteFile(gate, nil, 0o600); err != nil {
+	if err := writeFile(gate, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	waitJob(t, d, "slow", "invalid once its run ended", func(js JobStatus) bool { return js.State == "invalid" })

@@ -26,7 +26,7 @@ func TestKeptFiles(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := os.WriteFile(filepath.Join(state, keptDir, "cut.tmp"), []byte("half"), 0o600); err != nil {
+	if err := writeFile(filepath.Join(state, keptDir, "cut.tmp"), []byte("half"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	k, err = openKept(state)
@@ -79,7 +79,7 @@ func TestKeptFilesPruned(t *testing.T) {
 		t.Error("bytes that are not the version in force were kept")
 	}
 	ph := keptPathHash(a)
-	if err := os.WriteFile(k.keptName(ph, "ffffffffffffffff"), []byte("a2"), 0o600); err != nil {
+	if err := writeFile(k.keptName(ph, "ffffffffffffffff"), []byte("a2"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	if k, err = openKept(state); err != nil {

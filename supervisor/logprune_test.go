@@ -22,7 +22,7 @@ func TestPruneGoneLogs(t *testing.T) {
 		if err := os.MkdirAll(filepath.Dir(p), 0o750); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(p, make([]byte, size), 0o600); err != nil {
+		if err := writeFile(p, make([]byte, size), 0o600); err != nil {
 			t.Fatal(err)
 		}
 		if err := os.Chtimes(p, now.Add(-age), now.Add(-age)); err != nil {

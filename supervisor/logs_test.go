@@ -26,10 +26,10 @@ func TestStreamFileRuns(t *testing.T) {
 	path := filepath.Join(dir, "train.log")
 	start := time.Date(2026, 12, 4, 9, 0, 0, 0, time.UTC)
 	h := func(run uint64) string { return runner.RunHeader(run, start) }
-	if err := os.WriteFile(path+".1", []byte(h(1)+"a\n"+h(2)+"b1\n"), 0o600); err != nil {
+	if err := writeFile(path+".1", []byte(h(1)+"a\n"+h(2)+"b1\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(path, []byte("b2\n"+h(3)+"c1\nc2"), 0o600); err != nil {
+	if err := writeFile(path, []byte("b2\n"+h(3)+"c1\nc2"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	d := &Daemon{log: hclog.NewNullLogger()}
@@ -69,10 +69,10 @@ func TestStreamFileRuns(t *testing.T) {
 		{rotated, h(3) + "c1\n", hc(3) + "c2\n" + h(4) + "d1\n", map[uint64]string{2: gone, 3: "", 4: ""}},
 	} {
 		if tt.cur != "" {
-			if err := os.WriteFile(tt.path+".1", []byte(tt.old), 0o600); err != nil {
+			if err := writeFile(tt.path+".1", []byte(tt.old), 0o600); err != nil {
 				t.Fatal(err)
 			}
-			if err := os.WriteFile(tt.path, []byte(tt.cur), 0o600); err != nil {
+			if err := writeFile(tt.path, []byte(tt.cur), 0o600); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -92,10 +92,10 @@ func TestStreamFileRuns(t *testing.T) {
 		}
 	}
 	// A run whose start is gone: the rest of its output, across the files.
-	if err := os.WriteFile(rotated+".1", []byte(hc(3)+"c2\n"), 0o600); err != nil {
+	if err := writeFile(rotated+".1", []byte(hc(3)+"c2\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(rotated, []byte(hc(3)+"c3\n"+h(4)+"d1\n"), 0o600); err != nil {
+	if err := writeFile(rotated, []byte(hc(3)+"c3\n"+h(4)+"d1\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	rec := httptest.NewRecorder()
@@ -154,7 +154,7 @@ func TestStreamFileTailBound(t *testing.T) {
 	for i := range 100 {
 		lines = append(lines, fmt.Sprintf("%-99d\n", i))
 	}
-	if err := os.WriteFile(path, []byte(strings.Join(lines, "")), 0o600); err != nil {
+	if err := writeFile(path, []byte(strings.Join(lines, "")), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	rec := httptest.NewRecorder()
@@ -177,7 +177,7 @@ func TestStreamFileTailBound(t *testing.T) {
 	// A line five times the bound, and longer than a piece, without its
 	// end: its last maxTailBytes, less what a line costs besides.
 	long := strings.Repeat("0123456789", (5*maxHeldLine)/10)
-	if err := os.WriteFile(path, []byte("before\n"+long), 0o600); err != nil {
+	if err := writeFile(path, []byte("before\n"+long), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	rec = httptest.NewRecorder()
@@ -192,7 +192,7 @@ func TestStreamFileTailBound(t *testing.T) {
 
 	// A long line, then a short one: the long one is cut to what the short
 	// one leaves, not left out.
-	if err := os.WriteFile(path, []byte(long+"\nEND\n"), 0o600); err != nil {
+	if err := writeFile(path, []byte(long+"\nEND\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	rec = httptest.NewRecorder()
@@ -207,7 +207,7 @@ func TestStreamFileTailBound(t *testing.T) {
 
 	// One run's output, a line of it longer than a piece: whole.
 	h := runner.RunHeader(1, time.Date(2026, 12, 4, 9, 0, 0, 0, time.UTC))
-	if err := os.WriteFile(path, []byte(h+long+"\n"+"end\n"+runner.RunHeader(2, time.Now())+"next\n"), 0o600); err != nil {
+	if err := writeFile(path, []byte(h+long+"\n"+"end\n"+runner.RunHeader(2, time.Now())+"next\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	rec = httptest.NewRecorder()
@@ -233,7 +233,7 @@ func TestStreamFileFollowLast(t *testing.T) {
 		{0, "", "5\n6\n"}, // only what comes
 	} {
 		path := filepath.Join(t.TempDir(), "svc.log")
-		if err := os.WriteFile(path, []byte("1\n2\n3\n4"), 0o600); err != nil {
+		if err := writeFile(path, []byte("1\n2\n3\n4"), 0o600); err != nil {
 			t.Fatal(err)
 		}
 		until := followFile(t, path, tt.lines)
@@ -401,7 +401,7 @@ func rotate(t *testing.T, path, more, next string) {
 	if err := os.Rename(path, path+".1"); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(path, []byte(next), 0o600); err != nil {
+	if err := writeFile(path, []byte(next), 0o600); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -411,7 +411,7 @@ func rotate(t *testing.T, path, more, next string) {
 // one rotated to PATH.1 that it never held, then the new one.
 func TestStreamFileFollowRotatedTwice(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "fast.log")
-	if err := os.WriteFile(path, []byte("1\n"), 0o600); err != nil {
+	if err := writeFile(path, []byte("1\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	until := followFile(t, path, -1)
@@ -434,7 +434,7 @@ func TestStreamFileFollowFromNothing(t *testing.T) {
 // has ended, though no later run's header comes.
 func TestStreamFileFollowRunToItsEnd(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "batch.log")
-	if err := os.WriteFile(path, []byte(runner.RunHeader(7, time.Now())+"a\nb"), 0o600); err != nil {
+	if err := writeFile(path, []byte(runner.RunHeader(7, time.Now())+"a\nb"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	d := &Daemon{log: hclog.NewNullLogger()}
@@ -457,7 +457,7 @@ func TestStreamFileForgedHeader(t *testing.T) {
 	wrongStart := runner.RunHeader(3, start.Add(time.Hour))
 	path := filepath.Join(t.TempDir(), "report.log")
 	body := runner.RunHeader(2, start) + "a\n" + forged + "b\n" + wrongStart + "c\n" + runner.RunHeader(3, start) + "d\n"
-	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+	if err := writeFile(path, []byte(body), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	d := &Daemon{log: hclog.NewNullLogger()}

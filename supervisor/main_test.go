@@ -57,7 +57,7 @@ func scriptedChild() {
 		switch strings.TrimSuffix(filepath.Base(f.Path), ".lua") {
 		case "hang": // past the wall bound: the parent kills it
 			if mark := os.Getenv("BERTH_TEST_HANGING"); mark != "" {
-				_ = os.WriteFile(mark, nil, 0o600)
+				_ = writeFile(mark, nil, 0o600)
 			}
 			select {}
 		case "oom": // the Go runtime refused memory by RLIMIT_DATA
@@ -116,7 +116,7 @@ func startDaemon(t *testing.T, jobs string, tune func(cfg *Config)) (d *Daemon, 
 		}
 	}
 	if jobs != "" {
-		if err := os.WriteFile(filepath.Join(jobsDir, "jobs.lua"), []byte(jobs), 0o600); err != nil {
+		if err := writeFile(filepath.Join(jobsDir, "jobs.lua"), []byte(jobs), 0o600); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -151,7 +151,7 @@ func startDaemon(t *testing.T, jobs string, tune func(cfg *Config)) (d *Daemon, 
 func needLeases(t *testing.T, dir string) {
 	t.Helper()
 	probe := filepath.Join(dir, ".lease-probe") // no job file's name
-	if err := os.WriteFile(probe, nil, 0o600); err != nil {
+	if err := writeFile(probe, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	defer os.Remove(probe)
@@ -163,4 +163,15 @@ func needLeases(t *testing.T, dir string) {
 	if _, err := unix.FcntlInt(f.Fd(), unix.F_SETLEASE, unix.F_RDLCK); err != nil {
 		t.Skipf("the file system of %s gives no read lease: %v", dir, err)
 	}
+}
+
+// writeFile is os.WriteFile with no fork between its open and its close.
+// The daemon under test forks in this process: a child forked meanwhile
+// holds the file open for writing until it executes, and the daemon's scan
+// takes the file for one being saved and looks again later, a reload the
+// test did not ask for, or a status read at once without the file's news.
+func writeFile(name string, data []byte, perm os.FileMode) error {
+	syscall.ForkLock.RLock()
+	defer syscall.ForkLock.RUnlock()
+	return os.WriteFile(name, data, perm)
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -158,7 +157,7 @@ job "off"    { cmd = "true", enabled = false }
 		// own, before the test's, would be counted too.
 		cfg.Quiet = time.Hour
 		// There from the first reload, which refuses it.
-		if err := os.WriteFile(filepath.Join(cfg.JobsDir, "broken.lua"), []byte(`job "x" {`), 0o600); err != nil {
+		if err := writeFile(filepath.Join(cfg.JobsDir, "broken.lua"), []byte(`job "x" {`), 0o600); err != nil {
 			t.Fatal(err)
 		}
 	})
@@ -167,7 +166,7 @@ job "off"    { cmd = "true", enabled = false }
 
 	waitJob(t, d, "holder", "running", func(js JobStatus) bool { return js.State == "running" })
 	// Declared once the holder runs, so that it waits for the holder.
-	if err := os.WriteFile(filepath.Join(jobsDir, "after.lua"), []byte(`job "after" { cmd = "exit 0", cpus = 1 }`), 0o600); err != nil {
+	if err := writeFile(filepath.Join(jobsDir, "after.lua"), []byte(`job "after" { cmd = "exit 0", cpus = 1 }`), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := d.Reload(context.Background()); err != nil {
@@ -242,7 +241,7 @@ job "off"    { cmd = "true", enabled = false }
 	// again, a reload the test did not ask for).
 	clk.Advance(30 * time.Minute)
 	waitJob(t, d, "flaky", "failed", func(js JobStatus) bool { return js.State == "failed" })
-	if err := os.WriteFile(filepath.Join(jobsDir, "after.lua"), []byte(`job "after" { cmd = "exit 0", cpus = 1, priority = 5 }`), 0o600); err != nil {
+	if err := writeFile(filepath.Join(jobsDir, "after.lua"), []byte(`job "after" { cmd = "exit 0", cpus = 1, priority = 5 }`), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := d.Reload(context.Background()); err != nil {

@@ -131,7 +131,7 @@ func peopleDaemon(t *testing.T, admin string, tune func(cfg *Config)) (d *Daemon
 func writeAs(t *testing.T, spool, person, name, src string) string {
 	t.Helper()
 	path := filepath.Join(spool, person, name)
-	if err := os.WriteFile(path, []byte(src), 0o600); err != nil {
+	if err := writeFile(path, []byte(src), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	uid := uidOf(t, person)
@@ -409,7 +409,7 @@ job "free" { cmd = "sleep 600", cpus = 0 }`)
 	}
 
 	adminFile := filepath.Join(d.cfg.JobsDir, "jobs.lua")
-	if err := os.WriteFile(adminFile, []byte(`quota "`+testAlice+`" { gpus = 2 }`), 0o600); err != nil {
+	if err := writeFile(adminFile, []byte(`quota "`+testAlice+`" { gpus = 2 }`), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	reload(t, d)
@@ -418,7 +418,7 @@ job "free" { cmd = "sleep 600", cpus = 0 }`)
 
 	// Lowered again: big is now larger than the quota, and says so; the
 	// running ones go on.
-	if err := os.WriteFile(adminFile, []byte(`quota "`+testAlice+`" { gpus = 1, cpus = 2 }`), 0o600); err != nil {
+	if err := writeFile(adminFile, []byte(`quota "`+testAlice+`" { gpus = 1, cpus = 2 }`), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	reload(t, d)
@@ -584,7 +584,7 @@ func TestPeopleLogsFollow(t *testing.T) {
 	if l := next(); l != "first" {
 		t.Fatalf("first line %q", l)
 	}
-	if err := os.WriteFile(mark, nil, 0o644); err != nil {
+	if err := writeFile(mark, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if l := next(); l != "second" {
@@ -642,7 +642,7 @@ func TestMakePersonDir(t *testing.T) {
 	if err := os.Mkdir(temp, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(temp, "left.lua"), nil, 0o644); err != nil {
+	if err := writeFile(filepath.Join(temp, "left.lua"), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if err := makePersonDir(dir, uid, gid); err != nil {

@@ -44,7 +44,7 @@ func TestRunShownOnceRecorded(t *testing.T) {
 
 	ran := filepath.Join(t.TempDir(), "ran")
 	src := `job "a" { cmd = { "sh", "-c", "touch ` + ran + `; exec sleep 1000" }, cpus = 0 }`
-	if err := os.WriteFile(filepath.Join(jobsDir, "jobs.lua"), []byte(src), 0o600); err != nil {
+	if err := writeFile(filepath.Join(jobsDir, "jobs.lua"), []byte(src), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	testkit.WaitFor(t, 20*time.Second, "the job's process to run while no commit is told", func() bool {

@@ -24,7 +24,7 @@ func TestReaderHidesWhatItMayNotRead(t *testing.T) {
 		secret: "job \"s\" { cmd = \"true\", ram = \"hunter2secret\" }\n",
 		open:   "job \"o\" { cmd = \"true\", ram = \"plainmistake\" }\n",
 	} {
-		if err := os.WriteFile(path, []byte(src), 0o600); err != nil {
+		if err := writeFile(path, []byte(src), 0o600); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -130,7 +130,7 @@ func TestReaderHidesWhyItCannotStart(t *testing.T) {
 func TestReaderSeesWhyAFileIsRefused(t *testing.T) {
 	dir, elsewhere := t.TempDir(), t.TempDir()
 	target := filepath.Join(elsewhere, "shadow")
-	if err := os.WriteFile(target, nil, 0o000); err != nil {
+	if err := writeFile(target, nil, 0o000); err != nil {
 		t.Fatal(err)
 	}
 	link := filepath.Join(dir, "shadow.lua")

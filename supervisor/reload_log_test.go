@@ -1,7 +1,6 @@
 package supervisor
 
 import (
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -90,7 +89,7 @@ flavor "small" { cpus = 1 }`, func(cfg *Config) {
 	for _, name := range []string{"edited", "gone", "flavored"} {
 		waitJob(t, d, name, "running", func(js JobStatus) bool { return js.State == "running" })
 	}
-	if err := os.WriteFile(filepath.Join(jobsDir, "jobs.lua"), []byte(`job "edited" { cmd = "sleep 601", cpus = 0 }
+	if err := writeFile(filepath.Join(jobsDir, "jobs.lua"), []byte(`job "edited" { cmd = "sleep 601", cpus = 0 }
 job "flavored" { cmd = "sleep 600", flavor = "small" }`), 0o600); err != nil {
 		t.Fatal(err)
 	}

@@ -50,7 +50,7 @@ func TestReloadAskedDuringAnother(t *testing.T) {
 for i = 1, 3e6 do n = n + i end
 job "slow" { cmd = "true" }
 `
-	if err := os.WriteFile(filepath.Join(jobsDir, "slow.lua"), []byte(slow), 0o600); err != nil {
+	if err := writeFile(filepath.Join(jobsDir, "slow.lua"), []byte(slow), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	evaluating := false
@@ -97,7 +97,7 @@ func TestJobsDirMissing(t *testing.T) {
 	if err := os.Mkdir(missing, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(missing, "a.lua"), []byte(`job "a" { cmd = "true", cpus = 0 }`), 0o600); err != nil {
+	if err := writeFile(filepath.Join(missing, "a.lua"), []byte(`job "a" { cmd = "true", cpus = 0 }`), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := d.Reload(t.Context()); err != nil {
@@ -188,7 +188,7 @@ func TestWhyNamesTheFirstInLine(t *testing.T) {
 		`job "big" { cmd = "true", cpus = 2 }`,
 		`job "small" { cmd = "true", cpus = 1 }`,
 	} {
-		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("w%d.lua", i)), []byte(src), 0o600); err != nil {
+		if err := writeFile(filepath.Join(dir, fmt.Sprintf("w%d.lua", i)), []byte(src), 0o600); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := d.Reload(t.Context()); err != nil {
@@ -314,7 +314,7 @@ func TestInvalidRunGoesOn(t *testing.T) {
 	if js.State != "running" || js.Run != running.Run || !strings.HasPrefix(js.Why, runsOn) || !strings.Contains(js.Why, `flavor "small" does not exist`) {
 		t.Fatalf("after its flavor went: %s, run %d (was %d), why %q", js.State, js.Run, running.Run, js.Why)
 	}
-	if err := os.WriteFile(mark, nil, 0o600); err != nil {
+	if err := writeFile(mark, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	js = waitJob(t, d, "train", "invalid once its run ended", func(js JobStatus) bool { return js.State != "running" })
@@ -338,7 +338,7 @@ func TestInvalidRunGoesOn(t *testing.T) {
 	if js.State != "running" || js.Run != running.Run || !strings.HasPrefix(js.Why, runsOn) || !strings.Contains(js.Why, "asks for 64 cores") {
 		t.Fatalf("after its flavor grew past the machine: %s, run %d (was %d), why %q", js.State, js.Run, running.Run, js.Why)
 	}
-	if err := os.WriteFile(mark, nil, 0o600); err != nil {
+	if err := writeFile(mark, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	waitJob(t, d, "train", "unplaceable once its run ended", func(js JobStatus) bool { return js.State == "unplaceable" })
@@ -692,7 +692,7 @@ func TestSlowSave(t *testing.T) {
 // so hidden ran on until the daemon's restart.
 func TestRemovedWhileDirRefused(t *testing.T) {
 	d, jobsDir := runDaemon(t, `job "gone" { cmd = "sleep 600", cpus = 0 }`, nil)
-	if err := os.WriteFile(filepath.Join(jobsDir, "stays.lua"), []byte(`job "stays" { cmd = "sleep 600", cpus = 0 }`), 0o600); err != nil {
+	if err := writeFile(filepath.Join(jobsDir, "stays.lua"), []byte(`job "stays" { cmd = "sleep 600", cpus = 0 }`), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	reload(t, d)
@@ -724,11 +724,11 @@ func TestRemovedWhileDirRefused(t *testing.T) {
 func TestProblemOfVersionInForce(t *testing.T) {
 	d, jobsDir := runDaemon(t, "", nil)
 	path := filepath.Join(jobsDir, "pipe.lua")
-	if err := os.WriteFile(path, []byte("job \"prep\" { cmd = \"true\", cpus = 0 }\njob \"train\" { cmd = \"true\", cpus = 0, after = \"prepp\" }\n"), 0o600); err != nil {
+	if err := writeFile(path, []byte("job \"prep\" { cmd = \"true\", cpus = 0 }\njob \"train\" { cmd = \"true\", cpus = 0, after = \"prepp\" }\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	reload(t, d)
-	if err := os.WriteFile(path, []byte(`job "prep" { cmd = "true", cpus = "one" }`), 0o600); err != nil {
+	if err := writeFile(path, []byte(`job "prep" { cmd = "true", cpus = "one" }`), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	reload(t, d)

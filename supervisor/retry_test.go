@@ -28,10 +28,10 @@ func TestNotEvaluatedIsRetried(t *testing.T) {
 	if _, err := d.Reload(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(jobsDir, "a-slow.lua"), []byte("while true do end\n"), 0o600); err != nil {
+	if err := writeFile(filepath.Join(jobsDir, "a-slow.lua"), []byte("while true do end\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(jobsDir, "b-good.lua"), []byte(`job "good" { cmd = "sleep 600" }`), 0o600); err != nil {
+	if err := writeFile(filepath.Join(jobsDir, "b-good.lua"), []byte(`job "good" { cmd = "sleep 600" }`), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	res, err := d.Reload(ctx)

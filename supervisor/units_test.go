@@ -38,7 +38,7 @@ func newUnitsBox(t *testing.T, jobs string) *unitsBox {
 			t.Fatal(err)
 		}
 	}
-	if err := os.WriteFile(filepath.Join(b.jobsDir, "jobs.lua"), []byte(jobs), 0o600); err != nil {
+	if err := writeFile(filepath.Join(b.jobsDir, "jobs.lua"), []byte(jobs), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	return b
@@ -182,7 +182,7 @@ job "gone" { cmd = { "/bin/sleep", "1000" } }`)
 	}
 	starts := map[string]time.Time{"batch": runsOf(t, d, "batch")[0].Start, "gone": runsOf(t, d, "gone")[0].Start}
 	stop()
-	if err := os.WriteFile(filepath.Join(b.jobsDir, "jobs.lua"), []byte(`job "batch" { cmd = { "/bin/sleep", "1000" } }`), 0o600); err != nil {
+	if err := writeFile(filepath.Join(b.jobsDir, "jobs.lua"), []byte(`job "batch" { cmd = { "/bin/sleep", "1000" } }`), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	// Each ends half way between its start and now.
@@ -245,7 +245,7 @@ job "gone" { cmd = { "/bin/sleep", "1000" } }
 	}
 	stop()
 
-	if err := os.WriteFile(filepath.Join(b.jobsDir, "jobs.lua"), []byte(`job "svc" { cmd = { "/bin/sleep", "1000" }, restart = "always" }`), 0o600); err != nil {
+	if err := writeFile(filepath.Join(b.jobsDir, "jobs.lua"), []byte(`job "svc" { cmd = { "/bin/sleep", "1000" }, restart = "always" }`), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	// A unit of a run the state does not know.

@@ -2,7 +2,6 @@ package supervisor
 
 import (
 	"context"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -29,10 +28,10 @@ func TestRecordFollowsTheJobsFile(t *testing.T) {
 	recorded(first)
 
 	moved := filepath.Join(d.cfg.JobsDir, "other.lua")
-	if err := os.WriteFile(moved, []byte(svc), 0o600); err != nil {
+	if err := writeFile(moved, []byte(svc), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(first, []byte("-- moved to other.lua\n"), 0o600); err != nil {
+	if err := writeFile(first, []byte("-- moved to other.lua\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)

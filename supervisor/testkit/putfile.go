@@ -3,6 +3,7 @@ package testkit
 import (
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 )
 
@@ -13,7 +14,13 @@ import (
 func PutFile(t testing.TB, path, text string) {
 	t.Helper()
 	tmp := filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".tmp")
-	if err := os.WriteFile(tmp, []byte(text), 0o600); err != nil {
+	// With no fork between the open and the close: a daemon of the test
+	// process that forks meanwhile would hand its child the file open for
+	// writing, and its scan take the file for one being saved.
+	syscall.ForkLock.RLock()
+	err := os.WriteFile(tmp, []byte(text), 0o600)
+	syscall.ForkLock.RUnlock()
+	if err != nil {
 		t.Fatal(err)
 	}
 	if err := os.Rename(tmp, path); err != nil {
