@@ -730,11 +730,15 @@ func (d *Daemon) reconcile() error {
 		}
 		killed += d.killTagged(byRun[run])
 		delete(byRun, run)
-		if reason := stoppingAtCrash(d.store, r); reason != 0 {
-			// A person's stop or a timeout, on record before the daemon
-			// went away in its stop_timeout: the run ended as it would
-			// have, and the job rests where its record says.
-			if err := d.store.EndWithoutExit(r.ID, d.now(), reason, finishedStopCause); err == nil {
+		reason, cause := r.Stopping, r.Cause
+		if reason == 0 {
+			reason, cause = stoppingAtCrash(d.store, r), ""
+		}
+		if reason != 0 {
+			// A stop on record before the daemon went away in its
+			// stop_timeout: the run ended as it would have, and the job
+			// rests where its record says.
+			if err := d.store.EndWithoutExit(r.ID, d.now(), reason, finishedStop(cause)); err == nil {
 				d.meters.ended(reason)
 				d.log.Info("a run's stop finished: the daemon went away while it stopped", "job", r.Job, "run", r.ID, "reason", reason.String(), "pid", r.PID, "killed_leftovers", killed)
 				continue
@@ -857,7 +861,9 @@ func (d *Daemon) killTagged(procs []runner.Tagged) int {
 }
 
 // stoppingAtCrash is the reason run r ended with where the previous
-// daemon went away while it stopped it: the job's record, written since
+// daemon went away while it stopped it, for a run whose stop is not on
+// its own record (Stopping: written by a daemon before it was, or not
+// committed before the crash): the job's record, written since
 // the run began, says where the stop leaves the job (life.recorded),
 // stopped for a person's stop, failed or backoff for a timeout (as the
 // restart policy has it). Zero: the run was not being stopped (a record
@@ -879,6 +885,15 @@ func stoppingAtCrash(st *store.Store, r store.RunRecord) store.Reason {
 // finishedStopCause is said of a run whose stop the daemon that began it
 // did not see through: no exit status of it is known.
 const finishedStopCause = "its daemon went away during the stop, and the next one finished it"
+
+// finishedStop is the cause of a run whose stop the next daemon finished:
+// why it was stopped, where known, and finishedStopCause.
+func finishedStop(why string) string {
+	if why == "" {
+		return finishedStopCause
+	}
+	return why + "; " + finishedStopCause
+}
 
 // runMark is what, besides BERTH_RUN, every process of this berth's runs
 // carries: run ids are only unique within one state file.

@@ -982,6 +982,11 @@ func (j *job) stop() {
 		// show to everyone; berth check and status say it.
 		j.run.stopCause = "its declaration cannot run"
 	}
+	if j.run.id != 0 && !isLocalRunID(j.run.id) {
+		// Should the daemon go away before the run ends, the next one
+		// ends it so rather than lost.
+		j.d.later.StopRun(j.run.id, cmp.Or(j.life.pending.why, store.ReasonStopped), j.run.stopCause)
+	}
 	go func() { j.stopped <- proc.Stop(sig, timeout) }()
 }
 

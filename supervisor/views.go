@@ -3,6 +3,7 @@ package supervisor
 import (
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/berthd/berth/accounting"
@@ -160,7 +161,7 @@ func runViewOf(r store.RunRecord) RunView {
 		// A run stopped or timed out has the code it exited with too
 		// (it may have caught the signal); a lost run, one that never
 		// started and one whose stop the next daemon finished have none.
-		if r.Signal == "" && r.Cause != finishedStopCause && r.Reason != store.ReasonLost && r.Reason != store.ReasonSpawnError {
+		if r.Signal == "" && !strings.HasSuffix(r.Cause, finishedStopCause) && r.Reason != store.ReasonLost && r.Reason != store.ReasonSpawnError {
 			code := r.ExitCode
 			v.ExitCode = &code
 		}

@@ -833,10 +833,12 @@ func TestStopUnderWayOutlivesKill9(t *testing.T) {
 	deaf := `cmd = { "sh", "-c", "trap '' TERM; while true; do sleep 0.2; done" }, cpus = 1, stop_timeout = "60s"`
 	d := newTestDaemon(t, map[string]string{
 		"stk.lua": `job "stk" { ` + deaf + ` }` + "\n" + `job "tmo" { ` + deaf + `, timeout = "1s", restart = "no" }` + "\n" +
+			`job "rst" { cmd = { "sh", "-c", "test -e OUT/rst.ran && exec sleep 600; touch OUT/rst.ran; trap '' TERM; while true; do sleep 0.2; done" },
+				cpus = 1, stop_timeout = "60s" }` + "\n" +
 			`job "otm" { cmd = { "sh", "-c", "test -e OUT/otm.ran && exit 0; touch OUT/otm.ran; trap '' TERM; while true; do sleep 0.2; done" },
 				cpus = 0, stop_timeout = "60s", timeout = "1s", restart = "on-failure" }`,
 	})
-	d.start(daemonOptions{args: []string{"--cpus", "2"}})
+	d.start(daemonOptions{args: []string{"--cpus", "4"}})
 	otm := d.waitState("otm", "stopping")
 	first := d.waitState("stk", "running")
 	if resp := d.post("/v1/jobs/stk/stop"); resp.StatusCode != 200 {
@@ -846,10 +848,18 @@ func TestStopUnderWayOutlivesKill9(t *testing.T) {
 		t.Errorf("stk stopping: why %q", j.Why)
 	}
 	timedOut := d.waitState("tmo", "stopping")
+	// A restart under way too: its run is on record as being stopped,
+	// and why, before the daemon goes.
+	restarted := d.waitState("rst", "running")
+	d.post("/v1/jobs/rst/restart")
+	testkit.WaitFor(t, waitLong, "rst's stop on record", func() bool {
+		runs := d.history("rst")
+		return len(runs) > 0 && strings.Contains(runs[0].Cause, "restarted on request")
+	})
 	d.cmd.Process.Signal(syscall.SIGKILL)
 	d.cmd.Wait()
 
-	d.start(daemonOptions{args: []string{"--cpus", "2"}})
+	d.start(daemonOptions{args: []string{"--cpus", "4"}})
 	for _, c := range []struct {
 		job, state, reason string
 		run                uint64
@@ -862,6 +872,13 @@ func TestStopUnderWayOutlivesKill9(t *testing.T) {
 			!strings.Contains(runs[0].Cause, "the next one finished it") {
 			t.Errorf("%s's runs: %+v, want its one run, ended %s (not lost: its stop was under way), with no exit code but why", c.job, runs, c.reason)
 		}
+	}
+	// The restart's run ended stopped, not lost, saying why; the job runs
+	// again, as the restart asked.
+	d.waitJob("rst", "running again", func(j supervisor.JobStatus) bool { return j.State == "running" && j.Run != restarted.Run })
+	if runs := d.history("rst"); len(runs) != 2 || runs[1].ID != restarted.Run || runs[1].Reason != "stopped" ||
+		runs[1].Cause != "restarted on request (berth restart); its daemon went away during the stop, and the next one finished it" {
+		t.Errorf("rst's runs: %+v, want the first stopped, as restarted, by the next daemon", runs)
 	}
 	// Restarted once, as the policy has it, and done by its second run.
 	if j := d.waitState("otm", "done"); j.Restarts != 1 {

@@ -16,6 +16,7 @@ const (
 	runV2 = 2 // runV1's fields, then Mark
 	runV3 = 3 // runV2's fields, then GPUMemBytes and GPUMemPeakBytes: a run that used a card
 	runV4 = 4 // runV3's fields, then Cause: a run that could not be started
+	runV5 = 5 // runV4's fields, then Stopping: a run berth began to stop
 	jobV1 = 1 // read only: written before jobs recorded their file
 	jobV2 = 2 // jobV1's fields, then File
 )
@@ -24,6 +25,8 @@ func encodeRun(r RunRecord) []byte {
 	b := make([]byte, 0, 96+len(r.Job)+len(r.Fingerprint)+len(r.Mark)+len(r.Cause))
 	ver := byte(runV1)
 	switch {
+	case r.Stopping != 0:
+		ver = runV5
 	case r.Cause != "":
 		ver = runV4
 	case r.GPUMemBytes != 0 || r.GPUMemPeakBytes != 0:
@@ -61,6 +64,9 @@ func encodeRun(r RunRecord) []byte {
 	if ver >= runV4 {
 		b = appendString(b, r.Cause)
 	}
+	if ver >= runV5 {
+		b = append(b, byte(r.Stopping))
+	}
 	return b
 }
 
@@ -71,7 +77,7 @@ func decodeRun(v []byte) (RunRecord, error) {
 	var r RunRecord
 	switch ver := d.readByte(); {
 	case d.err != nil:
-	case ver == runV1, ver == runV2, ver == runV3, ver == runV4:
+	case ver >= runV1 && ver <= runV5:
 		r.ID = d.readUvarint()
 		r.Job = d.readString()
 		r.Fingerprint = d.readString()
@@ -104,6 +110,9 @@ func decodeRun(v []byte) (RunRecord, error) {
 		}
 		if ver >= runV4 {
 			r.Cause = d.readString()
+		}
+		if ver >= runV5 {
+			r.Stopping = Reason(d.readByte())
 		}
 	default:
 		return RunRecord{}, fmt.Errorf("decode run record: version %d: %w", ver, ErrNewer)

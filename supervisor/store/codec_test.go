@@ -25,6 +25,8 @@ func TestCodec(t *testing.T) {
 		{ID: 6, Job: "seen", GPUs: []string{"0"}, GPUMemPeakBytes: 1},
 		{ID: 7, Job: "broken", Start: t0, End: t0, Reason: ReasonSpawnError, Cause: "program /opt/x does not exist"},
 		{ID: 8, Job: "broken", GPUs: []string{"0"}, GPUMemBytes: 1 << 30, Reason: ReasonSpawnError, Cause: "é"},
+		{ID: 9, Job: "stopping", Start: t0, Stopping: ReasonTimedOut, Cause: "it ran past its timeout of 2s"},
+		{ID: 10, Job: "stopped", Start: t0, End: t0, Reason: ReasonKilled, Stopping: ReasonStopped},
 	}
 	for _, r := range runs {
 		enc := encodeRun(r)
@@ -62,7 +64,7 @@ func TestCodec(t *testing.T) {
 			}
 		}
 	}
-	for _, v := range [][]byte{{runV4 + 1}, {255, 0, 0}} {
+	for _, v := range [][]byte{{runV5 + 1}, {255, 0, 0}} {
 		if _, err := decodeRun(v); !errors.Is(err, ErrNewer) {
 			t.Errorf("decode run %v = %v, want ErrNewer", v, err)
 		}
@@ -107,6 +109,7 @@ func FuzzDecodeRun(f *testing.F) {
 	f.Add(encodeRun(RunRecord{ID: 1, Job: "a"}))
 	f.Add(encodeRun(RunRecord{ID: 7, Job: "train", CPUIDs: []int{1, 2}, GPUs: []string{"0"}, Start: t0, End: t0, Signal: "SIGKILL", Reason: ReasonFailed}))
 	f.Add(encodeRun(RunRecord{ID: 8, Job: "infer", GPUs: []string{"1"}, GPUMemBytes: 20 << 30, GPUMemPeakBytes: 22 << 30, Mark: "m", Start: t0}))
+	f.Add(encodeRun(RunRecord{ID: 9, Job: "stop", Start: t0, Stopping: ReasonStopped, Cause: "its definition changed"}))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		fuzzRoundTrip(t, data, decodeRun, encodeRun)
 	})

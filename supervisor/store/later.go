@@ -2,6 +2,7 @@ package store
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"go.etcd.io/bbolt"
@@ -63,6 +64,20 @@ func (l Later) SetRunGPUMemPeak(id uint64, bytes int64) {
 	l.queue(updateRun(id, fmt.Sprintf("set the card memory peak of run %d", id), func(r *RunRecord) {
 		r.GPUMemPeakBytes = max(r.GPUMemPeakBytes, bytes)
 	}), gpuMemKey(id))
+}
+
+// StopRun records that berth began to stop run id, for reason
+// (ReasonStopped, ReasonTimedOut), as cause says: the next daemon ends a
+// run it finds open so, should this one go away before the run ends.
+func (l Later) StopRun(id uint64, reason Reason, cause string) {
+	if len(cause) > maxCauseBytes {
+		cause = strings.ToValidUTF8(cause[:maxCauseBytes], "") + "…"
+	}
+	l.queue(updateRun(id, fmt.Sprintf("stop run %d", id), func(r *RunRecord) {
+		if r.End.IsZero() {
+			r.Stopping, r.Cause = reason, cause
+		}
+	}), stopKey(id))
 }
 
 // EndRun records how run id ended, and cause, why it was stopped where it

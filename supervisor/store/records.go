@@ -33,6 +33,11 @@ type RunRecord struct {
 	// one (stopped, timed out, killed): "its definition changed"; or how
 	// one ended that no one saw end. "" for a run that ended by itself.
 	Cause string
+	// Stopping is why berth began to stop the run (ReasonStopped or
+	// ReasonTimedOut), Cause saying what asked for it; 0 for a run berth
+	// did not stop. A run still open with Stopping set was being stopped
+	// when its daemon went away: the next one ends it so, not lost.
+	Stopping Reason
 	// Mark is what the run was run after: the job's done record for it
 	// (its process fingerprint and its batch parents' done records), kept
 	// so that a run taken back by the next daemon, or a failed one, can be

@@ -54,6 +54,7 @@ func jobKey(name string) string { return "job\x00" + name }
 func beginKey(id uint64) string { return "run\x00" + strconv.FormatUint(id, 10) }
 func pidKey(id uint64) string   { return "pid\x00" + strconv.FormatUint(id, 10) }
 func endKey(id uint64) string   { return "end\x00" + strconv.FormatUint(id, 10) }
+func stopKey(id uint64) string  { return "stop\x00" + strconv.FormatUint(id, 10) }
 func gpuMemKey(id uint64) string {
 	return "gpumem\x00" + strconv.FormatUint(id, 10)
 }
