@@ -247,7 +247,8 @@ type Daemon struct {
 	checkers oneEach
 
 	// draining are the jobs removed whose goroutine may still be stopping
-	// their run, by name; owned by the loop.
+	// their run, by name; owned by the loop, which changes it under mu
+	// (Status reads it).
 	draining map[string]*job
 
 	// cards is what the cards held when last read (cards.go), by the

@@ -238,6 +238,9 @@ type jobView struct {
 	unit *units.Run
 	// After, while it waits for its parents, is what it knows of them.
 	After []Dependency
+	// AfterRemoved: declared again, it waits for the run of its name's
+	// removed job to end.
+	AfterRemoved bool
 	// InLine, for an index of an array, says it waits for the array's
 	// gate (max_parallel, or another index in the queue).
 	InLine bool
@@ -1248,6 +1251,11 @@ func (j *job) publish() {
 		j.v.Why = j.invalid
 	}
 	j.v.After = j.held
+	j.v.AfterRemoved = j.after != nil && j.life.state == 0
+	if j.v.AfterRemoved {
+		// Declared again while its name's removed job still stops.
+		j.v.State, j.v.Why = store.StateWaiting, msgAfterRemoved
+	}
 	j.v.InLine = j.inLine
 	j.v.DoneFP = j.doneFP
 	j.v.LastEnd = j.end

@@ -78,6 +78,10 @@ func msgStopping(why, signal string, timeout time.Duration) string {
 	return fmt.Sprintf("%s; %s sent, SIGKILL after %s", why, signal, accounting.FormatDuration(timeout))
 }
 
+// msgAfterRemoved is why a job declared again waits: the job of its name,
+// removed a moment ago, is still stopping its run.
+const msgAfterRemoved = "declared again while its run from before, its file removed, is still being stopped; it starts once that run has ended"
+
 // msgJobGone is msgNoSuchJob for a job the state remembers: its file
 // went away (a run of it going then was stopped), and its runs, if it
 // ran, are still there.

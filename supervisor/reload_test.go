@@ -541,6 +541,52 @@ job "next" { cmd = "true", cpus = 0, after = "typo" }`)
 	}
 }
 
+// TestRemovedWhileStopping: a job whose file is removed is shown stopping,
+// and why, until its run has ended; declared again meanwhile, the new one
+// is shown waiting for it, and runs once it has ended.
+func TestRemovedWhileStopping(t *testing.T) {
+	d, dir := runDaemon(t, "", nil)
+	path, free := filepath.Join(dir, "deaf.lua"), filepath.Join(t.TempDir(), "free")
+	src := `job "deaf" { cmd = { "sh", "-c", "trap '' TERM; while [ ! -e ` + free + ` ]; do sleep 0.05; done" }, cpus = 1, stop_timeout = "1m" }`
+	testkit.PutFile(t, path, src)
+	reload(t, d)
+	first := waitJob(t, d, "deaf", "running", func(js JobStatus) bool { return js.State == "running" })
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	reload(t, d)
+	shown := func() (JobStatus, bool) {
+		for _, js := range d.Status().Jobs {
+			if js.Name == "deaf" {
+				return js, true
+			}
+		}
+		return JobStatus{}, false
+	}
+	var js JobStatus
+	testkit.WaitFor(t, 20*time.Second, "deaf shown stopping", func() bool {
+		var ok bool
+		js, ok = shown()
+		return ok && js.State == "stopping"
+	})
+	if js.Run != first.Run || !strings.HasPrefix(js.Why, "no job file declares it any more") {
+		t.Errorf("removed, its run stopping: %+v", js)
+	}
+	testkit.PutFile(t, path, src)
+	reload(t, d)
+	if js, ok := shown(); !ok || js.State != "waiting" || js.Why != msgAfterRemoved {
+		t.Errorf("declared again while the old run stops: shown %v, %+v", ok, js)
+	}
+	if err := writeFile(free, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// Its run, once the old one has ended, sees free and ends at once.
+	waitJob(t, d, "deaf", "its own run, done", func(js JobStatus) bool { return js.State == "done" && js.Run == 0 })
+	if runs, err := d.store.Runs("deaf", 10); err != nil || len(runs) != 2 || runs[1].ID != first.Run || runs[1].Reason != store.ReasonStopped {
+		t.Errorf("runs %+v (%v), want the old one stopped and one after it", runs, err)
+	}
+}
+
 // TestRenameKeepsTheName: a file renamed as it is (a git mv, a
 // renumbering) holds the names it held: a file refused for declaring one
 // of them again does not take it, and the job runs on.

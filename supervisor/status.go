@@ -326,12 +326,26 @@ func (d *Daemon) status(members bool) Status {
 	for _, j := range d.jobs {
 		jobs = append(jobs, j)
 	}
+	var removed []*job
+	for name, j := range d.draining {
+		if _, again := d.jobs[name]; !again && j.arr == nil {
+			removed = append(removed, j)
+		}
+	}
 	arrays := make(map[*array][]JobStatus, len(d.arrays))
 	for _, a := range d.arrays {
 		arrays[a] = nil
 	}
 	s.Problems = slices.Clone(d.problems)
 	d.mu.Unlock()
+	for _, j := range removed {
+		// Removed, its run still being stopped: shown until it has
+		// ended, as what holds its grant (an array's index is its
+		// array's, gone with it).
+		if Holds(j.view().State) {
+			jobs = append(jobs, j)
+		}
+	}
 	if err := d.store.Failing(); err != nil {
 		s.Problems = append([]Problem{{Code: ProblemNotRecording, File: d.cfg.StateDir,
 			Text: MsgNotRecording(d.cfg.StateDir, err)}}, s.Problems...)
@@ -385,7 +399,7 @@ func (d *Daemon) status(members bool) Status {
 		if v.State == store.StateWaiting && v.After != nil {
 			// Its parents first: the client words the facts.
 			js.After, js.Why = d.deps.Load().withUpstream(v.After), ""
-		} else if v.State == store.StateWaiting {
+		} else if v.State == store.StateWaiting && !v.AfterRemoved {
 			short := shortfall(v.Def.Resources, free, snap.Capacity.RAMKnown)
 			js.Short = &short
 			key := [2]Size{js.Asked, short}
