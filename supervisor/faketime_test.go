@@ -327,9 +327,11 @@ func TestRefusedFileAtStartKeepsItsVersion(t *testing.T) {
 	}
 	reload(t, d)
 	waitJob(t, d, "other", "running once its file is fixed", func(js JobStatus) bool { return js.State == "running" })
-	if _, ok := d.jobStatus("persist"); ok {
-		t.Error("the kept version is still in force once the file is fixed")
-	}
+	// Shown stopping until its run has ended, then gone.
+	testkit.WaitFor(t, 20*time.Second, "the kept version's job gone once the file is fixed", func() bool {
+		_, ok := d.jobStatus("persist")
+		return !ok
+	})
 }
 
 // TestWritingFileAtStartKeepsItsVersion: a file the daemon finds being
@@ -357,9 +359,11 @@ func TestWritingFileAtStartKeepsItsVersion(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitJob(t, d, "other", "running once its file is closed", func(js JobStatus) bool { return js.State == "running" })
-	if _, ok := d.jobStatus("persist"); ok {
-		t.Error("the kept version is still in force once the file is closed")
-	}
+	// Shown stopping until its run has ended, then gone.
+	testkit.WaitFor(t, 20*time.Second, "the kept version's job gone once the file is closed", func() bool {
+		_, ok := d.jobStatus("persist")
+		return !ok
+	})
 	if st := d.Status(); len(st.Errors) != 0 {
 		t.Errorf("errors once the file is closed: %q", st.Errors)
 	}

@@ -1212,7 +1212,8 @@ func (d *Daemon) declare(name string, def *luaapi.Job, invalid string, first boo
 			// moment ago still stops its run: this one starts once
 			// that one has ended, so that a job never has two runs.
 			j.after = old.done
-			j.publish() // shown waiting for it
+			j.life.since = d.now()
+			j.publish() // shown waiting for it, since now
 		}
 		processChanged := false
 		if a, ok := d.adopted[name]; ok {
