@@ -48,9 +48,16 @@ func (e *SizeError) Error() string {
 		if n, ok := scientificSize(e.Input); ok {
 			return fmt.Sprintf("size %q is in scientific notation, which a size is not written in; write %q; the units are %s", e.Input, bytesInUnit(n), SizeUnits)
 		}
-		if dot := strings.Replace(strings.TrimSpace(e.Input), ",", ".", 1); dot != strings.TrimSpace(e.Input) {
-			if _, err := ParseSize(dot); err == nil {
-				return fmt.Sprintf("size %q has a decimal comma; write %q", e.Input, dot)
+		if in := strings.TrimSpace(e.Input); strings.Count(in, ",") == 1 {
+			whole, rest, _ := strings.Cut(in, ",")
+			digits := len(rest) - len(strings.TrimLeft(rest, "0123456789"))
+			// "1,024M" is a thousand and twenty-four, "1,5G" one and a half.
+			fixed, what := whole+"."+rest, "a decimal comma"
+			if digits == 3 {
+				fixed, what = whole+rest, "a comma between thousands"
+			}
+			if _, err := ParseSize(fixed); err == nil {
+				return fmt.Sprintf("size %q has %s; write %q", e.Input, what, fixed)
 			}
 		}
 		return fmt.Sprintf("size %q has an unknown unit; use %s, e.g. \"32G\"", e.Input, SizeUnits)

@@ -55,6 +55,15 @@ func (e *UnknownUserError) Error() string {
 	}
 	if e.Name != "" && strings.Trim(e.Name, "0123456789") == "" {
 		// systemd's User= takes a number too; berth's names the account.
+		var err error
+		if e.Kind == "group" {
+			_, err = user.LookupGroupId(e.Name)
+		} else {
+			_, err = user.LookupId(e.Name)
+		}
+		if err != nil {
+			return fmt.Sprintf("%s %q: %s takes a name, not a number, and no %s has that id either (%s lists them)", e.Kind, e.Name, e.Kind, e.Kind, lister)
+		}
 		return fmt.Sprintf("%s %q: %s takes a name, not a number (%s %s shows the name of that id)", e.Kind, e.Name, e.Kind, lister, e.Name)
 	}
 	return fmt.Sprintf("%s %q does not exist on this machine (%s lists them)", e.Kind, e.Name, lister)
