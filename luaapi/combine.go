@@ -107,8 +107,7 @@ func Combine(files []*File) *Set {
 					j.Resources = fl.Resources
 				} else {
 					j.Resources = accounting.Resources{}
-					s := subject{pos: j.Pos, kind: "job", name: j.Name}
-					set.Problems = append(set.Problems, errUnknownFlavor(s, j.Flavor, names, len(accepted) < len(set.Files)))
+					set.Problems = append(set.Problems, errUnknownFlavor(j.subject(), j.Flavor, names, len(accepted) < len(set.Files)))
 				}
 			}
 			set.Jobs = append(set.Jobs, j)
@@ -149,7 +148,7 @@ func resolveDeps(jobs []Job) []*Error {
 		if !j.HasDeps() {
 			continue
 		}
-		s := subject{pos: j.Pos, kind: "job", name: j.Name}
+		s := j.subject()
 		resolve := func(field string, given []string) []string {
 			out := make([]string, 0, len(given))
 			for _, n := range given {
@@ -263,7 +262,7 @@ func cycles(jobs []Job, byName map[string]*Job, skip map[string]bool) []*Error {
 		// Collected backwards from start: the waiting order is reversed.
 		slices.Reverse(path[1:])
 		path = append(path, start.Name)
-		s := subject{pos: start.Pos, kind: "job", name: start.Name}
+		s := start.subject()
 		var fields []string
 		for k := 0; k+1 < len(path); k++ {
 			if f := field(byName[path[k]], path[k+1]); !slices.Contains(fields, f) {

@@ -4,6 +4,7 @@ package luaapi
 // here, and nowhere else. The golden tests in testdata/invalid pin the text.
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"slices"
@@ -138,12 +139,14 @@ type subject struct {
 	name string
 	// fields are the lines of its fields, where its table was written
 	// where it was declared: an error in a field is said on its line.
+	// lines are those a job keeps, for the checks after its file ran.
 	fields map[string]int
+	lines  FieldLines
 }
 
 func (s subject) err(p Problem, field, detail string) *Error {
 	pos := s.pos
-	if line := s.fields[field]; line > 0 {
+	if line := cmp.Or(s.fields[field], s.lines.of(field)); line > 0 {
 		pos.Line = line
 	}
 	return &Error{Pos: pos, Kind: s.kind, Name: s.name, Field: field, Problem: p, Detail: detail}

@@ -654,6 +654,7 @@ func (ev *evaluator) body(L *lua.LState, d *decl) {
 		}
 	default:
 		j, errs := decodeJob(s, tbl, ev.owner)
+		j.Lines = fieldLinesOf(s.fields)
 		for _, e := range errs {
 			e.Owner = ev.owner
 		}

@@ -136,6 +136,9 @@ type Job struct {
 	// Owner is the person whose job it is, "" for an administrator's.
 	Owner string
 	Pos   Pos
+	// Lines are where the fields that later checks may find wrong were
+	// written, where its table was written at its declaration.
+	Lines FieldLines `json:",omitzero"`
 	// Order is the job's place among its file's declarations, from 0
 	// (Combine sets it): jobs that a loop declares share a line.
 	Order int
@@ -249,6 +252,60 @@ func (j Job) clone() Job {
 func (j *Job) HasDeps() bool { return len(j.After)+len(j.AfterAny) > 0 }
 
 // File is the result of evaluating one job file.
+// FieldLines are the lines of a job's fields that the checks after its
+// file ran may find wrong (a parent or flavor not declared, a user not
+// there): each said on its line. 0 where not known: the job's own line is
+// said then. Kept small, as every job in force keeps it.
+type FieldLines struct {
+	After, AfterAny, Flavor, User, Group int32
+	CPUs, GPUs, RAM, GPUMem              int32
+}
+
+// fieldLinesOf keeps of a table's field lines those a job keeps.
+func fieldLinesOf(m map[string]int) FieldLines {
+	return FieldLines{After: int32(m["after"]), AfterAny: int32(m["after_any"]), Flavor: int32(m["flavor"]),
+		User: int32(m["user"]), Group: int32(m["group"]),
+		CPUs: int32(m["cpus"]), GPUs: int32(m["gpus"]), RAM: int32(m["ram"]), GPUMem: int32(m["gpu_mem"])}
+}
+
+// of is the line of field, 0 where not known.
+func (l FieldLines) of(field string) int {
+	switch field {
+	case "after":
+		return int(l.After)
+	case "after_any":
+		return int(l.AfterAny)
+	case "flavor":
+		return int(l.Flavor)
+	case "user":
+		return int(l.User)
+	case "group":
+		return int(l.Group)
+	case "cpus":
+		return int(l.CPUs)
+	case "gpus":
+		return int(l.GPUs)
+	case "ram":
+		return int(l.RAM)
+	case "gpu_mem":
+		return int(l.GPUMem)
+	}
+	return 0
+}
+
+// FieldLine is where field of j was written: its line, or the job's.
+func (j *Job) FieldLine(field string) int {
+	if line := j.Lines.of(field); line > 0 {
+		return line
+	}
+	return j.Pos.Line
+}
+
+// subject is j as an error names it, each of its fields on its line.
+func (j *Job) subject() subject {
+	return subject{pos: j.Pos, kind: "job", name: j.Name, lines: j.Lines}
+}
+
 type File struct {
 	Path    string
 	Hash    string   // sha256 of the source, hex

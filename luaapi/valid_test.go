@@ -132,7 +132,7 @@ func TestLoadValid(t *testing.T) {
 	for _, want := range tests {
 		t.Run(want.Name, func(t *testing.T) {
 			got := jobs[want.Name]
-			got.Order = 0 // below
+			got.Order, got.Lines = 0, FieldLines{} // below
 			if !reflect.DeepEqual(got, want) {
 				t.Errorf("\n got %+v\nwant %+v", got, want)
 			}
@@ -142,6 +142,14 @@ func TestLoadValid(t *testing.T) {
 	for name, want := range map[string]int{"finetune": 0, "preprocess": 1, "0-first": 2} {
 		if got := jobs[name].Order; got != want {
 			t.Errorf("%s: Order %d, want %d (shared.lua declares it %s)", name, got, want, []string{"first", "second", "third"}[want])
+		}
+	}
+
+	// Where the fields that later checks may find wrong were written, for
+	// a table written at its declaration.
+	for name, want := range map[string]FieldLines{"nightly-report": {User: 23}, "finetune": {Flavor: 12}, "api": {}} {
+		if got := jobs[name].Lines; got != want {
+			t.Errorf("%s: Lines %+v, want %+v", name, got, want)
 		}
 	}
 

@@ -1515,8 +1515,14 @@ func UnfitProblem(placer *accounting.Placer, def *luaapi.Job) (Problem, bool) {
 	if !errors.As(placer.Placeable(requestOf(def.Name, def)), &ue) {
 		return Problem{}, false
 	}
-	return Problem{Code: ProblemUnplaceable, File: def.Pos.File, Line: def.Pos.Line, Kind: "job", Job: def.Name,
-		Text: MsgUnplaceable(def.Pos, def.Name, def.Flavor, ue)}, true
+	field := "flavor" // a flavor's size is said on the job's flavor
+	if def.Flavor == "" {
+		field = unfitField(ue)
+	}
+	at := def.Pos
+	at.Line = def.FieldLine(field)
+	return Problem{Code: ProblemUnplaceable, File: at.File, Line: at.Line, Kind: "job", Job: def.Name,
+		Text: MsgUnplaceable(at, def.Name, def.Flavor, ue)}, true
 }
 
 // CredentialsProblem is the problem of def, whose user or group cannot
@@ -1530,8 +1536,41 @@ func CredentialsProblem(def *luaapi.Job, err error) Problem {
 	case def.User != "":
 		field = "user"
 	}
-	return Problem{Code: ProblemCredentials, File: def.Pos.File, Line: def.Pos.Line, Kind: "job", Job: def.Name, Field: field,
-		Text: MsgCredentials(def.Pos, def.Name, err)}
+	at := def.Pos
+	at.Line = def.FieldLine(field)
+	return Problem{Code: ProblemCredentials, File: at.File, Line: at.Line, Kind: "job", Job: def.Name, Field: field,
+		Text: MsgCredentials(at, def.Name, err)}
+}
+
+// unfitField is the field of a job's request that ue finds past what
+// any machine has, or its owner's quota allows: the first of them; ""
+// where none alone is.
+func unfitField(ue *accounting.UnplaceableError) string {
+	a := ue.Asked
+	if q := ue.Quota; q != nil {
+		switch {
+		case q.CPUs >= 0 && (a.Unaccounted() || a.CPUs > q.CPUs):
+			return "cpus"
+		case q.RAMBytes >= 0 && (a.RAMBytes == 0 || a.RAMBytes > q.RAMBytes):
+			return "ram"
+		case q.GPUs >= 0 && a.GPUs > q.GPUs:
+			return "gpus"
+		case a.GPUMemBytes > 0:
+			return "gpu_mem"
+		}
+		return ""
+	}
+	switch {
+	case a.CPUs > ue.Largest.CPUs():
+		return "cpus"
+	case a.GPUs > ue.Largest.GPUs:
+		return "gpus"
+	case ue.Largest.RAMKnown && a.RAMBytes > ue.Largest.RAMBytes:
+		return "ram"
+	case a.Shares():
+		return "gpu_mem"
+	}
+	return ""
 }
 
 // QuotaProblems are the problems of the quotas of set that name no

@@ -511,6 +511,22 @@ job "late" { cmd = "true", cpus = 0, after = "no-such-job" }`)
 	}
 }
 
+// TestProblemOnTheFieldsLine: the problems found once a file has run
+// (a user not there, a size no machine has) are said on the line of the
+// field, where the job's table was written at its declaration.
+func TestProblemOnTheFieldsLine(t *testing.T) {
+	d, dir := runDaemon(t, "", nil)
+	testkit.PutFile(t, filepath.Join(dir, "jobs.lua"), "job \"a\" {\n  cmd = \"true\",\n  user = \"no-such-user-berth\",\n  cpus = 64,\n}\n")
+	res := reload(t, d)
+	lines := map[string]int{}
+	for _, p := range res.Problems {
+		lines[p.Code] = p.Line
+	}
+	if lines[ProblemCredentials] != 3 || lines[ProblemUnplaceable] != 4 {
+		t.Errorf("problems %+v, want the user's on line 3 and the cores' on line 4", res.Problems)
+	}
+}
+
 // TestReloadSaysEveryMistakeOfAFile: a file refused for one job's mistake
 // has its other jobs' problems said too, as berth check says them, and the
 // jobs of the version in force run on.
