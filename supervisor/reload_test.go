@@ -516,14 +516,14 @@ job "late" { cmd = "true", cpus = 0, after = "no-such-job" }`)
 // field, where the job's table was written at its declaration.
 func TestProblemOnTheFieldsLine(t *testing.T) {
 	d, dir := runDaemon(t, "", nil)
-	testkit.PutFile(t, filepath.Join(dir, "jobs.lua"), "job \"a\" {\n  cmd = \"true\",\n  user = \"no-such-user-berth\",\n  cpus = 64,\n}\n")
+	testkit.PutFile(t, filepath.Join(dir, "jobs.lua"), "job \"a\" {\n  cmd = \"true\",\n  user = \"no-such-user-berth\",\n}\njob \"b\" {\n  cmd = \"true\",\n  cpus = 64,\n}\n")
 	res := reload(t, d)
 	lines := map[string]int{}
 	for _, p := range res.Problems {
 		lines[p.Code] = p.Line
 	}
-	if lines[ProblemCredentials] != 3 || lines[ProblemUnplaceable] != 4 {
-		t.Errorf("problems %+v, want the user's on line 3 and the cores' on line 4", res.Problems)
+	if lines[ProblemCredentials] != 3 || lines[ProblemUnplaceable] != 7 {
+		t.Errorf("problems %+v, want the user's on line 3 and the cores' on line 7", res.Problems)
 	}
 }
 
