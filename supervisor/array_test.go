@@ -374,6 +374,25 @@ job "huge" { cmd = "true", cpus = 64, array = 2 }`, nil)
 	}
 }
 
+// TestArrayGrownPastTheMachine: an array whose flavor grows past the
+// machine while an index runs has its other indices unplaceable at once,
+// not in line for max_parallel's place, which they could never use; the
+// index running runs on.
+func TestArrayGrownPastTheMachine(t *testing.T) {
+	d, dir := runDaemon(t, `flavor "med" { cpus = 1 }
+job "fa" { cmd = "sleep 600", flavor = "med", array = 3, max_parallel = 1 }`, nil)
+	waitJob(t, d, "fa", "one index running, two in line", func(js JobStatus) bool {
+		return js.Array != nil && js.Array.Counts["running"] == 1 && js.Array.Counts["waiting"] == 2
+	})
+	testkit.PutFile(t, filepath.Join(dir, "jobs.lua"), `flavor "med" { cpus = 16 }
+job "fa" { cmd = "sleep 600", flavor = "med", array = 3, max_parallel = 1 }`)
+	reload(t, d)
+	js := waitJob(t, d, "fa", "two indices unplaceable", func(js JobStatus) bool { return js.Array != nil && js.Array.Counts["unplaceable"] == 2 })
+	if js.Array.Counts["running"] != 1 {
+		t.Errorf("fa: counts %v, want its running index running on", js.Array.Counts)
+	}
+}
+
 // TestUnplaceableShowsNoEnv: berth show of a job that can never run, a
 // job or an array, gives no environment of a next run: its grant would
 // name cores and cards the machine does not have.

@@ -701,9 +701,16 @@ func (j *job) wait(since time.Time) (event, bool) {
 // (inLine); any other job enters the placer's queue, as having waited
 // since then (zero: now).
 func (j *job) pastGates(since time.Time) (event, bool) {
-	if j.arr != nil && !j.arr.request(j.index) {
-		j.inLine = true
-		return event{}, false
+	if j.arr != nil {
+		// An index no machine fits (its flavor grew past it, say) is
+		// unplaceable now, not in line for a place it could not use.
+		if e, ok := j.unplaceable(j.d.placer.Placeable(j.request())); ok {
+			return e, true
+		}
+		if !j.arr.request(j.index) {
+			j.inLine = true
+			return event{}, false
+		}
 	}
 	return j.enter(since)
 }
