@@ -741,3 +741,31 @@ job "wait" { cmd = "sleep 600", cpus = 1 }`}
 	}
 	lives.stopped(stop)
 }
+
+// TestStopAskedDuringATimeoutsStop: a stop or a start asked while a
+// timeout's stop is under way is said beside it: the job then rests
+// stopped, or runs again, once the run has ended.
+func TestStopAskedDuringATimeoutsStop(t *testing.T) {
+	free := filepath.Join(t.TempDir(), "free")
+	d, clk := fakeTimeDaemon(t, `job "tmo" { cmd = { "sh", "-c", "trap '' TERM; while [ ! -e `+free+` ]; do sleep 0.05; done" },
+		cpus = 1, timeout = "1m", stop_timeout = "1h", restart = "on-failure" }`)
+	waitJob(t, d, "tmo", "running", func(js JobStatus) bool { return js.State == "running" })
+	clk.Advance(time.Minute)
+	waitJob(t, d, "tmo", "stopping", func(js JobStatus) bool { return js.State == "stopping" })
+	for _, c := range []struct{ verb, then string }{
+		{"start", "then started on request (berth start): it runs again once this run has ended"},
+		{"stop", "then stopped on request (berth stop): it rests stopped once this run has ended"},
+	} {
+		if code, body := as(t, d, "root", "POST", jobPath("tmo")+"/"+c.verb); code != 200 {
+			t.Fatalf("%s: %d %s", c.verb, code, body)
+		}
+		js := waitJob(t, d, "tmo", "its stop to say the "+c.verb, func(js JobStatus) bool { return strings.Contains(js.Why, c.then) })
+		if !strings.HasPrefix(js.Why, "it ran past its timeout of 1m; SIGTERM sent") || strings.Count(js.Why, "; then ") != 1 {
+			t.Errorf("after a %s: why %q", c.verb, js.Why)
+		}
+	}
+	if err := writeFile(free, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	waitJob(t, d, "tmo", "stopped", func(js JobStatus) bool { return js.State == "stopped" })
+}

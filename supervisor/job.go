@@ -582,6 +582,13 @@ func (j *job) apply(e event) {
 			// not what made it invalid.
 			j.setWhy(j.restingWhy())
 		}
+		if before == store.StateStopping && j.life.state == store.StateStopping && (e.kind == evStop || e.kind == evStart) {
+			// Asked while the run stops already: what follows its end
+			// has changed, and the stop under way says so.
+			j.mu.Lock()
+			j.v.Why = msgThenAfterStop(j.v.Why, e.kind == evStart)
+			j.mu.Unlock()
+		}
 		if e.kind == evInvalid && j.life.finishingInvalid() {
 			j.log.Warn("cannot run again; its run goes on, and it rests once that ends", "why", j.invalid)
 		}

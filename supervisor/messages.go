@@ -78,6 +78,17 @@ func msgStopping(why, signal string, timeout time.Duration) string {
 	return fmt.Sprintf("%s; %s sent, SIGKILL after %s", why, signal, accounting.FormatDuration(timeout))
 }
 
+// msgThenAfterStop is why, the stop under way, with what a person asked
+// meanwhile: a stop (it rests stopped once the run has ended), or a start
+// (it runs again then).
+func msgThenAfterStop(why string, start bool) string {
+	why, _, _ = strings.Cut(why, "; then ")
+	if start {
+		return why + "; then started on request (berth start): it runs again once this run has ended"
+	}
+	return why + "; then stopped on request (berth stop): it rests stopped once this run has ended"
+}
+
 // msgAfterRemoved is why a job declared again waits: the job of its name,
 // removed a moment ago, is still stopping its run.
 const msgAfterRemoved = "declared again while its run from before, its file removed, is still being stopped; it starts once that run has ended"

@@ -560,7 +560,8 @@ func msgAfterOne(job, file string, p supervisor.Dependency, now time.Time) strin
 	switch p.State {
 	case "running", "starting":
 		if p.Kind == "after_any" {
-			return fmt.Sprintf("%s (%s, started %s); %s", lead, p.State, clockTime(p.Since, now), when)
+			// Not "runs when it ends": other parents may hold it too.
+			return fmt.Sprintf("%s (%s, started %s), whose end it waits for, however it ends", lead, p.State, clockTime(p.Since, now))
 		}
 		return fmt.Sprintf("%s (%s, started %s)", lead, p.State, clockTime(p.Since, now))
 	case "failed":
