@@ -254,41 +254,27 @@ func (j *Job) HasDeps() bool { return len(j.After)+len(j.AfterAny) > 0 }
 // File is the result of evaluating one job file.
 // FieldLines are the lines of a job's fields that the checks after its
 // file ran may find wrong (a parent or flavor not declared, a user not
-// there): each said on its line. 0 where not known: the job's own line is
-// said then. Kept small, as every job in force keeps it.
-type FieldLines struct {
-	After, AfterAny, Flavor, User, Group int32
-	CPUs, GPUs, RAM, GPUMem              int32
-}
+// there, a size past the machine): each said on its line, by the place of
+// its name in lineFields. 0 where not known: the job's own line is said
+// then. Kept small, as every job in force keeps it.
+type FieldLines [len(lineFields)]int32
+
+// lineFields are the fields whose lines a job keeps.
+var lineFields = [...]string{"after", "after_any", "flavor", "user", "group", "cpus", "gpus", "ram", "gpu_mem"}
 
 // fieldLinesOf keeps of a table's field lines those a job keeps.
 func fieldLinesOf(m map[string]int) FieldLines {
-	return FieldLines{After: int32(m["after"]), AfterAny: int32(m["after_any"]), Flavor: int32(m["flavor"]),
-		User: int32(m["user"]), Group: int32(m["group"]),
-		CPUs: int32(m["cpus"]), GPUs: int32(m["gpus"]), RAM: int32(m["ram"]), GPUMem: int32(m["gpu_mem"])}
+	var l FieldLines
+	for i, field := range lineFields {
+		l[i] = int32(m[field])
+	}
+	return l
 }
 
 // of is the line of field, 0 where not known.
 func (l FieldLines) of(field string) int {
-	switch field {
-	case "after":
-		return int(l.After)
-	case "after_any":
-		return int(l.AfterAny)
-	case "flavor":
-		return int(l.Flavor)
-	case "user":
-		return int(l.User)
-	case "group":
-		return int(l.Group)
-	case "cpus":
-		return int(l.CPUs)
-	case "gpus":
-		return int(l.GPUs)
-	case "ram":
-		return int(l.RAM)
-	case "gpu_mem":
-		return int(l.GPUMem)
+	if i := slices.Index(lineFields[:], field); i >= 0 {
+		return int(l[i])
 	}
 	return 0
 }

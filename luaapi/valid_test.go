@@ -147,9 +147,12 @@ func TestLoadValid(t *testing.T) {
 
 	// Where the fields that later checks may find wrong were written, for
 	// a table written at its declaration.
-	for name, want := range map[string]FieldLines{"nightly-report": {User: 23}, "finetune": {Flavor: 12}, "api": {}} {
-		if got := jobs[name].Lines; got != want {
-			t.Errorf("%s: Lines %+v, want %+v", name, got, want)
+	for _, c := range []struct {
+		job, field string
+		line       int
+	}{{"nightly-report", "user", 23}, {"finetune", "flavor", 12}, {"finetune", "after", 0}, {"api", "flavor", 0}} {
+		if got := jobs[c.job].Lines.of(c.field); got != c.line {
+			t.Errorf("%s: %s on line %d, want %d", c.job, c.field, got, c.line)
 		}
 	}
 

@@ -805,10 +805,14 @@ func (d *Daemon) inForce(renamed map[string]string) *luaapi.Set {
 		// beside what is in force, as berth check has it, so that every
 		// mistake of the file is said at once.
 		f := d.latest[path]
-		if _, refused := d.refused[path]; refused || f == nil || f.Lenient() == nil {
+		if _, refused := d.refused[path]; refused || f == nil {
 			continue
 		}
-		more, _ := d.checkBeside([]*luaapi.File{f.Lenient()}, map[string]*luaapi.Partial{path: f.Partial}, nil, nil)
+		lenient := f.Lenient()
+		if lenient == nil {
+			continue
+		}
+		more, _ := d.checkBeside([]*luaapi.File{lenient}, map[string]*luaapi.Partial{path: f.Partial}, nil, nil)
 		fileErrs[path] = append(why, more...)
 	}
 	return set

@@ -484,10 +484,7 @@ job "off" { cmd = "true", cpus = 64, user = "no-such-user-berth", enabled = fals
 job "late" { cmd = "true", cpus = 0, after = "no-such-job" }`)
 	res := reload(t, d)
 	// Top to bottom, whatever kind of problem each is.
-	var lines []int
-	for _, p := range res.Problems {
-		lines = append(lines, p.Line)
-	}
+	lines := problemLines(res.Problems)
 	if !slices.Equal(lines, []int{1, 2, 4}) {
 		t.Errorf("problems on lines %v, want 1, 2, 4 in that order: %+v", lines, res.Problems)
 	}
@@ -542,10 +539,7 @@ job "big" { cmd = "true", cpus = 64 }
 job "lost" { cmd = "true", flavor = "nope" }
 job "next" { cmd = "true", cpus = 0, after = "typo" }`)
 	res := reload(t, d)
-	var lines []int
-	for _, p := range res.Problems {
-		lines = append(lines, p.Line)
-	}
+	lines := problemLines(res.Problems)
 	if !slices.Equal(lines, []int{2, 3, 4}) {
 		t.Errorf("problems on lines %v, want 2, 3 and 4 (not 5: typo is declared, with its own mistake): %+v", lines, res.Problems)
 	}
@@ -828,4 +822,13 @@ func TestSomeNames(t *testing.T) {
 			t.Errorf("someNames(%q) = %q, want %q", tt.names, got, tt.want)
 		}
 	}
+}
+
+// problemLines are the lines of ps, in their order.
+func problemLines(ps []Problem) []int {
+	lines := make([]int, 0, len(ps))
+	for _, p := range ps {
+		lines = append(lines, p.Line)
+	}
+	return lines
 }

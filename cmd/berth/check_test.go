@@ -99,12 +99,7 @@ job "g" { cmd = "true", flavor = "fl" }
 		t.Fatal(err)
 	}
 	out, _, code := berth(t, nil, "check", file, "--cpus", "4")
-	var lines []string
-	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
-		if at, ok := strings.CutPrefix(l, file+":"); ok {
-			lines = append(lines, at[:strings.IndexByte(at, ':')])
-		}
-	}
+	lines := placesIn(out, file+":")
 	if code != exitFailed || !slices.Equal(lines, []string{"1", "2", "3", "4", "5", "7"}) || !strings.Contains(out, "1 file, 0 jobs, 0 flavors, 6 errors") {
 		t.Errorf("exit %d, mistakes on lines %v, want 1 to 5 and 7, the file refused:\n%s", code, lines, out)
 	}
@@ -125,12 +120,7 @@ func TestCheckRefusedFileBesideOthers(t *testing.T) {
 		}
 	}
 	out, _, code := berth(t, nil, "check", dir, "--cpus", "4")
-	var got []string
-	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
-		if rest, ok := strings.CutPrefix(l, dir+"/"); ok {
-			got = append(got, rest[:strings.Index(rest, ": ")])
-		}
-	}
+	got := placesIn(out, dir+"/")
 	// a.lua: its own mistake and its late's unknown parent; b.lua: the
 	// flavor and the parent that only a.lua declares, twice on line 1.
 	if want := []string{"a.lua:4", "a.lua:5", "b.lua:1", "b.lua:1"}; code != exitFailed || !slices.Equal(got, want) {
@@ -430,4 +420,19 @@ func TestCheckShowsPrint(t *testing.T) {
 	if code != exitOK || !strings.Contains(errOut, "print: file="+file+" line=1") || !strings.Contains(errOut, "hello from p") {
 		t.Errorf("check of a file that prints: exit %d\n%s%s", code, out, errOut)
 	}
+}
+
+// placesIn are the places berth check's lines that start with prefix name
+// after it, up to the ": " that ends them: "3" for "FILE:3: …" with
+// prefix "FILE:", "a.lua:3" with prefix "DIR/".
+func placesIn(out, prefix string) []string {
+	var places []string
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+		if rest, ok := strings.CutPrefix(l, prefix); ok {
+			if i := strings.Index(rest, ": "); i >= 0 {
+				places = append(places, rest[:i])
+			}
+		}
+	}
+	return places
 }
