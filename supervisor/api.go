@@ -50,9 +50,13 @@ func (d *Daemon) api() http.Handler {
 		var detail JobDetail
 		j, ok := d.resolve(c, name)
 		if ok {
-			detail, ok = d.detail(j.name)
+			detail, ok = d.detail(j)
 		} else if a, isArray := d.resolveArray(c, name); isArray {
 			detail, ok = d.arrayDetail(a)
+		} else if j := d.lookupRemoved(c, name); j != nil {
+			if detail, ok = d.detail(j); ok {
+				detail.Removed, detail.NextEnv = true, []string{}
+			}
 		}
 		if !ok {
 			writeError(w, http.StatusNotFound, CodeNoSuchJob, d.msgNoSuch(name))
@@ -151,6 +155,10 @@ func (d *Daemon) api() http.Handler {
 					return
 				}
 				d.logCaller(r, verb.name, "job", name)
+				if j := d.lookupRemoved(c, name); j != nil {
+					d.controlRemoved(w, c, j, verb.name)
+					return
+				}
 				writeError(w, http.StatusNotFound, CodeNoSuchJob, d.msgNoSuch(name))
 				return
 			}
@@ -227,6 +235,23 @@ func (d *Daemon) api() http.Handler {
 		writeError(w, http.StatusNotFound, CodeNoSuchCall, msgNoSuchCall(r.Method, r.URL.Path))
 	})
 	return d.authorize(d.asWork(mux))
+}
+
+// controlRemoved answers a start, stop or restart of a job no job file
+// declares any more whose run is still being stopped: a stop finds it
+// stopping already; a start or restart has nothing to run.
+func (d *Daemon) controlRemoved(w http.ResponseWriter, c caller, j *job, verb string) {
+	v := j.view()
+	if !c.mayControl(v.Def.Owner) {
+		d.logRefused(c.uid, "control request refused: not the job's owner", "call", verb, "job", j.name, "uid", c.uid)
+		writeError(w, http.StatusForbidden, CodeNotPermitted, msgNotYours(j.name, v.Def.Owner, verb+" it", d.adminGroup()))
+		return
+	}
+	if verb == "stop" {
+		writeJSON(w, http.StatusOK, ControlAnswer{Job: j.name, Requested: verb, Already: store.StateStopping.String()})
+		return
+	}
+	writeError(w, http.StatusConflict, CodeRemoved, msgRemovedStopping(verb, j.name, v.Def.Pos.File))
 }
 
 // heldAtGate says whether a start (without ignore_deps) or a restart of a
@@ -392,13 +417,8 @@ func (d *Daemon) arrayDetail(a *array) (JobDetail, bool) {
 }
 
 // detail is `berth show JOB`.
-func (d *Daemon) detail(name string) (JobDetail, bool) {
-	d.mu.Lock()
-	j, ok := d.jobs[name]
-	d.mu.Unlock()
-	if !ok {
-		return JobDetail{}, false
-	}
+func (d *Daemon) detail(j *job) (JobDetail, bool) {
+	name := j.name
 	st, ok := d.jobStatus(name)
 	if !ok {
 		return JobDetail{}, false

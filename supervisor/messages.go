@@ -40,6 +40,7 @@ const (
 	CodeInternal     = "internal"
 	CodeIsArray      = "is_array"  // a call about one job (its logs) names an array: name an index
 	CodeNotArray     = "not_array" // a call about an array's indices (restart --failed) names a job that is not one
+	CodeRemoved      = "removed"   // a start or restart of a job no file declares any more, its run still being stopped
 	// CodeTooManyConnections: the connection was over the control
 	// socket's caps (429 for the user's own, 503 for all users'), and
 	// was closed after this answer.
@@ -101,6 +102,12 @@ func msgJobGone(name string, ran bool) string {
 		return fmt.Sprintf("no job named %q now: no job file declares it any more, and it never ran (berth jobs lists the jobs there are)", name)
 	}
 	return fmt.Sprintf("no job named %q now: no job file declares it any more (a run of it still going when its file went was stopped); berth history %s shows its runs", name, name)
+}
+
+// msgRemovedStopping refuses a start or restart (verb) of a job no job
+// file declares any more while its run is being stopped.
+func msgRemovedStopping(verb, name, file string) string {
+	return fmt.Sprintf("cannot %s %s: no job file declares it any more (%s declared it), and its run is being stopped; declare it again in a job file to run it (berth check FILE checks it)", verb, name, file)
 }
 
 func msgNoSuchIndex(array string, i int, r luaapi.Range) string {

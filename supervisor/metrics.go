@@ -176,7 +176,7 @@ func (d *Daemon) serveMetrics(l net.Listener, wait func(func())) *http.Server {
 type stateCollector struct{ d *Daemon }
 
 var (
-	descJobs = prometheus.NewDesc("berth_jobs", "Jobs declared, by state; every state is present, zero included.", []string{"state"}, nil)
+	descJobs = prometheus.NewDesc("berth_jobs", "Jobs declared, by state, and those removed while their run is being stopped; every state is present, zero included.", []string{"state"}, nil)
 
 	descJobCores  = prometheus.NewDesc("berth_job_cores", "Cores a job holds now; present while it holds a grant.", []string{"job", "owner"}, nil)
 	descJobGPUs   = prometheus.NewDesc("berth_job_gpus", "GPU cards a job holds now; present while it holds a grant.", []string{"job", "owner"}, nil)
@@ -215,11 +215,21 @@ func (c stateCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, j := range d.jobs {
 		jobs = append(jobs, j)
 	}
+	declared := len(jobs)
+	for name := range d.draining {
+		if j := d.removedLocked(name); j != nil {
+			jobs = append(jobs, j)
+		}
+	}
 	d.mu.Unlock()
 	counts := make(map[store.State]int, len(displayOrder))
-	for _, j := range jobs {
+	for i, j := range jobs {
 		j.mu.Lock()
-		counts[j.v.State]++
+		// A removed job is counted, as status shows it, while its run
+		// is being stopped.
+		if i < declared || Holds(j.v.State) {
+			counts[j.v.State]++
+		}
 		j.mu.Unlock()
 	}
 	for _, s := range displayOrder {

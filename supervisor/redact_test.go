@@ -79,7 +79,8 @@ func TestReaderHidesDefinitions(t *testing.T) {
 		js, ok := d.jobStatus("tok")
 		return ok && js.State == "running"
 	})
-	jd, ok := d.detail("tok")
+	j, _ := d.resolve(caller{}, "tok")
+	jd, ok := d.detail(j)
 	if !ok {
 		t.Fatal("no detail")
 	}

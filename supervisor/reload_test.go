@@ -3,6 +3,8 @@ package supervisor
 import (
 	"context"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -581,6 +583,24 @@ func TestRemovedWhileStopping(t *testing.T) {
 	})
 	if js.Run != first.Run || !strings.HasPrefix(js.Why, "no job file declares it any more") {
 		t.Errorf("removed, its run stopping: %+v", js)
+	}
+	// Shown, it is known to show, stop, start and the metrics too.
+	if code, body := as(t, d, "root", "GET", jobPath("deaf")); code != 200 || !strings.Contains(body, `"state":"stopping"`) {
+		t.Errorf("berth show of the removed job stopping: %d %s", code, body)
+	}
+	if code, body := as(t, d, "root", "POST", jobPath("deaf")+"/stop"); code != 200 || !strings.Contains(body, `"already":"stopping"`) {
+		t.Errorf("berth stop of the removed job stopping: %d %s, want already stopping", code, body)
+	}
+	for _, verb := range []string{"start", "restart"} {
+		if code, body := as(t, d, "root", "POST", jobPath("deaf")+"/"+verb); code != 409 || !strings.Contains(body, `"code":"removed"`) ||
+			!strings.Contains(body, "declare it again") {
+			t.Errorf("berth %s of the removed job stopping: %d %s, want it refused as removed", verb, code, body)
+		}
+	}
+	srv := httptest.NewServer(d.meters.handler(d))
+	defer srv.Close()
+	if n, _ := scrapeMetrics(t, http.DefaultClient, srv.URL).value("berth_jobs", "state", "stopping"); n != 1 {
+		t.Errorf("berth_jobs{state=stopping} %v, want 1 as status counts it", n)
 	}
 	testkit.PutFile(t, path, src)
 	reload(t, d)

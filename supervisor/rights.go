@@ -95,11 +95,7 @@ func (d *Daemon) resolveArray(c caller, name string) (*array, bool) {
 func (d *Daemon) lookup(c caller, name string) (*job, *array) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	names := []string{name}
-	if c.name != "" && !strings.Contains(name, "/") {
-		names = []string{c.name + "/" + name, name}
-	}
-	for _, n := range names {
+	for _, n := range c.meant(name) {
 		if j, ok := d.jobs[n]; ok {
 			return j, nil
 		}
@@ -108,6 +104,45 @@ func (d *Daemon) lookup(c caller, name string) (*job, *array) {
 		}
 	}
 	return nil, nil
+}
+
+// meant is the names a caller's name may mean, in the order looked up: a
+// person's bare name is their own first.
+func (c caller) meant(name string) []string {
+	if c.name != "" && !strings.Contains(name, "/") {
+		return []string{c.name + "/" + name, name}
+	}
+	return []string{name}
+}
+
+// lookupRemoved finds the job a caller names among those no job file
+// declares any more whose run is still being stopped: status shows them
+// until that run has ended, so show, stop and start know them too.
+func (d *Daemon) lookupRemoved(c caller, name string) *job {
+	d.mu.Lock()
+	var found *job
+	for _, n := range c.meant(name) {
+		if found = d.removedLocked(n); found != nil {
+			break
+		}
+	}
+	d.mu.Unlock()
+	if found == nil || !Holds(found.view().State) {
+		return nil
+	}
+	return found
+}
+
+// removedLocked is the job of that name no job file declares any more,
+// neither as a job nor as an array, whose goroutine may still be stopping
+// its run, or nil. (An array's index is its array's, gone with it.) d.mu
+// is held.
+func (d *Daemon) removedLocked(name string) *job {
+	j := d.draining[name]
+	if j == nil || j.arr != nil || d.jobs[name] != nil || d.arrays[name] != nil {
+		return nil
+	}
+	return j
 }
 
 // resolveName is resolve for a job or an array that may be gone: the

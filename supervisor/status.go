@@ -327,8 +327,8 @@ func (d *Daemon) status(members bool) Status {
 		jobs = append(jobs, j)
 	}
 	var removed []*job
-	for name, j := range d.draining {
-		if _, again := d.jobs[name]; !again && j.arr == nil {
+	for name := range d.draining {
+		if j := d.removedLocked(name); j != nil {
 			removed = append(removed, j)
 		}
 	}
@@ -340,8 +340,7 @@ func (d *Daemon) status(members bool) Status {
 	d.mu.Unlock()
 	for _, j := range removed {
 		// Removed, its run still being stopped: shown until it has
-		// ended, as what holds its grant (an array's index is its
-		// array's, gone with it).
+		// ended, as what holds its grant.
 		if Holds(j.view().State) {
 			jobs = append(jobs, j)
 		}

@@ -146,16 +146,56 @@ func renderShow(w io.Writer, d supervisor.JobDetail, o renderOptions) {
 		}
 		out = append(out, indicesByState(d.Indices, o.columns())...)
 	}
-	out = append(out, nil, ln(plainSpan("declared in "), styledSpan(fileLine(def.File, def.Line), sgrBold)))
+	if d.Removed {
+		out = append(out, nil, ln(plainSpan("was declared in "), styledSpan(fileLine(def.File, def.Line), sgrBold),
+			plainSpan(" (no job file declares it any more)")))
+	} else {
+		out = append(out, nil, ln(plainSpan("declared in "), styledSpan(fileLine(def.File, def.Line), sgrBold)))
+	}
 	out = append(out, def2.lines(keyWidth)...)
+	first := name
+	if a := def.Array; a != nil && array {
+		first = memberName(name, a.From)
+	}
+	if !d.Removed { // (one no file declares has no next run)
+		out = append(out, nextEnvLines(d, first, array)...)
+	}
 
+	out = append(out, nil, ln(plainSpan("last runs")))
+	if len(d.Runs) == 0 {
+		out = append(out, ln(plainSpan("  none yet")))
+	} else {
+		for _, l := range historyTable(d.Runs, array, now) {
+			out = append(out, append(ln(plainSpan("  ")), l...))
+		}
+	}
+
+	switch a := def.Array; {
+	case d.EnvHidden != "":
+		// Not the caller's job: its output is not theirs to read either.
+		out = append(out, nil, ln(plainSpan("logs  (its owner's and the administrators' to read)")))
+	case a != nil && array:
+		// Each index has its own output; the daemon names where the
+		// first index's goes.
+		out = append(out, nil, ln(plainSpan("logs  "), styledSpan(logsWhere(first, d.Logs), sgrBold),
+			plainSpan(fmt.Sprintf(" for index %d (or berth logs %s --index N, one index at a time)", a.From, quoteArg(name)))))
+	default:
+		out = append(out, nil, ln(plainSpan("logs  "), styledSpan(logsWhere(name, d.Logs), sgrBold),
+			plainSpan(" (or berth logs "+quoteArg(name)+")")))
+	}
+	o.writeLines(w, out, 0)
+}
+
+// nextEnvLines is show's environment of the next run (of first, an
+// array's first index), each variable marked with where it comes from.
+func nextEnvLines(d supervisor.JobDetail, first string, array bool) []textLine {
+	st, def := d.Status, d.Definition
+	var out []textLine
 	legend := "berth: set from the grant; job: the job's env"
 	if def.User != "" {
 		legend = "berth: set from the grant; user: " + def.User + "'s login; job: the job's env"
 	}
-	first := name
 	if a := def.Array; a != nil && array {
-		first = memberName(name, a.From)
 		// Each index has its own BERTH_ARRAY_INDEX (and grant): the
 		// daemon shows the first's.
 		out = append(out, nil, ln(plainSpan(fmt.Sprintf("environment of the next run of %s, the first index (%s)", first, legend))))
@@ -197,30 +237,7 @@ func renderShow(w io.Writer, d supervisor.JobDetail, o renderOptions) {
 		}
 		out = append(out, ln(plainSpan("  "), styledSpan(mark, sgrDim), plainSpan("  "+kv)))
 	}
-
-	out = append(out, nil, ln(plainSpan("last runs")))
-	if len(d.Runs) == 0 {
-		out = append(out, ln(plainSpan("  none yet")))
-	} else {
-		for _, l := range historyTable(d.Runs, array, now) {
-			out = append(out, append(ln(plainSpan("  ")), l...))
-		}
-	}
-
-	switch a := def.Array; {
-	case d.EnvHidden != "":
-		// Not the caller's job: its output is not theirs to read either.
-		out = append(out, nil, ln(plainSpan("logs  (its owner's and the administrators' to read)")))
-	case a != nil && array:
-		// Each index has its own output; the daemon names where the
-		// first index's goes.
-		out = append(out, nil, ln(plainSpan("logs  "), styledSpan(logsWhere(first, d.Logs), sgrBold),
-			plainSpan(fmt.Sprintf(" for index %d (or berth logs %s --index N, one index at a time)", a.From, quoteArg(name)))))
-	default:
-		out = append(out, nil, ln(plainSpan("logs  "), styledSpan(logsWhere(name, d.Logs), sgrBold),
-			plainSpan(" (or berth logs "+quoteArg(name)+")")))
-	}
-	o.writeLines(w, out, 0)
+	return out
 }
 
 func holdsText(st supervisor.JobStatus) string {
