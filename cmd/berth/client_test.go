@@ -203,7 +203,7 @@ job "hello" { cmd = { "sh", "-c", "echo hello from the job" }, flavor = "small" 
 		t.Errorf("show nope --json: exit %d, %v, stdout:\n%s", code, err, out)
 	}
 	out, _, code = d.cli("reload")
-	if code != exitOK || !strings.HasPrefix(out, "reloaded 1 file: 0 added, 0 changed, 0 removed, 0 errors") {
+	if code != exitOK || !strings.HasPrefix(out, "reloaded 1 file: nothing changed since the daemon last read them") {
 		t.Errorf("reload: exit %d %q", code, out)
 	}
 	out, _, _ = d.cli("reload", "--json")

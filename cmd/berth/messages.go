@@ -394,6 +394,10 @@ func msgWantArgs(command, what string) string {
 // changed and removed (twenty of each at most).
 func msgReloaded(r supervisor.ReloadResult) string {
 	const most = 20
+	if len(r.Added)+len(r.Changed)+len(r.Removed)+len(r.Errors)+len(r.Writing) == 0 {
+		// A reload after the daemon read a file as it was saved.
+		return fmt.Sprintf("reloaded %s: nothing changed since the daemon last read them (it reads a job file as it is saved; berth status shows the jobs)", count(r.Files, "file"))
+	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "reloaded %s: %d added, %d changed, %d removed, %s",
 		count(r.Files, "file"), len(r.Added), len(r.Changed), len(r.Removed), count(len(r.Errors), "error"))
