@@ -86,6 +86,10 @@ type Config struct {
 	// it to AdminGroup as they are now: it runs at each reload, so that a
 	// group made after the daemon started takes effect at the next one.
 	SocketAccess func() error
+	// Relisten, when set, binds the control socket at Listener's path
+	// again, as it was bound first: the daemon calls it when it finds the
+	// path removed, and serves what it gives in Listener's place.
+	Relisten func() (net.Listener, error)
 	// Version is the daemon's own version, as the status shows it.
 	Version string
 	// Cards, when set, reads what the cards hold now (NVML), every few
@@ -164,7 +168,10 @@ type Daemon struct {
 	// frameworks told it (probes.Inventory.CardShareOf).
 	shareOf []int64
 	// bin is the daemon's executable, to see it replaced; nil when unknown.
-	bin     *binary
+	bin *binary
+	// sock binds the control socket again should its path be removed;
+	// nil where it cannot.
+	sock    *socketKeeper
 	started time.Time
 
 	// Owned by the loop goroutine.
@@ -503,6 +510,9 @@ func (d *Daemon) Run(ctx context.Context) error {
 				d.log.Error("control socket failed", "error", err)
 			}
 		})
+		if d.sock = keptSocket(ctl, d.cfg.Relisten); d.sock != nil {
+			bg.Go(func() { every(watchCtx, socketCheckEvery, func() bool { d.keepSocket(); return false }) })
+		}
 	}
 	var metricsSrv *http.Server
 	if d.cfg.MetricsListener != nil {

@@ -104,6 +104,17 @@ func msgJobGone(name string, ran bool) string {
 	return fmt.Sprintf("no job named %q now: no job file declares it any more (a run of it still going when its file went was stopped); berth history %s shows its runs", name, name)
 }
 
+// msgSocketTaken: another file is at the control socket's path now.
+func msgSocketTaken(path string) string {
+	return fmt.Sprintf("another file is at the control socket's path %s now: clients reach it, not this daemon; remove it (ls -l %s says whose it is), and the daemon binds its socket there again within %s, or on systemctl reload berth", path, path, socketCheckEvery)
+}
+
+// msgSocketNotBound: the control socket's path was removed, and binding
+// it again failed.
+func msgSocketNotBound(path string, err error) string {
+	return fmt.Sprintf("the control socket %s was removed, and cannot be bound again (%v): no client reaches the daemon; the daemon tries again every %s and on systemctl reload berth", path, err, socketCheckEvery)
+}
+
 // msgRemovedStopping refuses a start or restart (verb) of a job no job
 // file declares any more while its run is being stopped.
 func msgRemovedStopping(verb, name, file string) string {

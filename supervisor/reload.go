@@ -209,6 +209,7 @@ func (d *Daemon) reloadAfter(earlier *ReloadResult, first, asked bool, waiters [
 		return
 	}
 	r := &reloadRun{first: first, began: d.now(), waiters: waiters, earlier: earlier, settling: map[string]bool{}}
+	d.keepSocket() // systemctl reload berth is what an operator tries
 	if d.cfg.SocketAccess != nil {
 		if err := d.cfg.SocketAccess(); err != nil {
 			d.log.Warn("cannot give the control socket to its groups", "group", d.group(), "admin_group", d.adminGroup(), "error", err)

@@ -141,6 +141,7 @@ func runDaemon(c *cli, args []string) int {
 			}
 			return openToGroup(*socket, *adminGroup)
 		},
+		Relisten:        func() (net.Listener, error) { return listen(*socket, *group) },
 		Version:         version,
 		MetricsListener: metricsL,
 		ForeignLimit:    foreignLimit,

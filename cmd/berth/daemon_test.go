@@ -713,6 +713,32 @@ func TestDaemonNotifySequence(t *testing.T) {
 	}
 }
 
+// TestDaemonSocketBoundAgain: the control socket removed (rm -r of its
+// directory), systemctl reload berth (SIGHUP) binds it again, as it was
+// bound first: 0660, and the client reaches the daemon through it.
+func TestDaemonSocketBoundAgain(t *testing.T) {
+	t.Parallel()
+	d := newTestDaemon(t, map[string]string{"a.lua": service("a", "")})
+	d.socket = filepath.Join(d.dir, "run", "berth.sock")
+	d.start(daemonOptions{args: []string{"--cpus", "2"}})
+	if err := os.RemoveAll(filepath.Dir(d.socket)); err != nil {
+		t.Fatal(err)
+	}
+	d.cmd.Process.Signal(syscall.SIGHUP)
+	d.waitNotify("RELOADING=1")
+	d.waitNotify("READY=1")
+	st, err := os.Stat(d.socket)
+	if err != nil || st.Mode().Type() != os.ModeSocket || st.Mode().Perm() != 0o660 {
+		t.Fatalf("the socket after SIGHUP: %v, %v; want a socket, mode 0660", st, err)
+	}
+	if out, errOut, code := d.cli("status"); code != exitOK {
+		t.Errorf("berth status over the socket bound again: exit %d\n%s%s", code, out, errOut)
+	}
+	if !strings.Contains(d.logs.String(), "the control socket was removed; bound it again") {
+		t.Error("the daemon's log does not say it bound the socket again")
+	}
+}
+
 // TestDaemonBinaryReplaced: an upgrade that puts a new file at the daemon's
 // path is said in berth status and in the unit's status text until the
 // daemon restarts.

@@ -49,7 +49,8 @@ const warnEvery = time.Minute
 // http.Server whose ConnState is the Listener's ConnState, so that idle
 // connections are known.
 type Listener struct {
-	net.Listener
+	// inner is the socket accepted from; Replace swaps it (guarded by mu).
+	inner      net.Listener
 	lim        Limits
 	log        hclog.Logger
 	privileged []uint32
@@ -57,7 +58,7 @@ type Listener struct {
 	now        func() time.Time
 	refuser    *refuser
 
-	mu       sync.Mutex                    // guards byUID, shared, total, priv, refusing, closing, warned, and each conn's idleSince
+	mu       sync.Mutex                    // guards inner, byUID, shared, total, priv, refusing, closing, warned, and each conn's idleSince
 	byUID    map[uint32]map[*conn]struct{} // the admitted connections open, by the peer's uid
 	shared   map[uint32]int                // of those, how many each uid holds in the shared pool (PerUID caps these)
 	total    int                           // admitted connections that count against Limits.Total
@@ -91,7 +92,7 @@ const (
 // refused connections.
 func Wrap(l net.Listener, opts Options) *Listener {
 	cl := &Listener{
-		Listener:   l,
+		inner:      l,
 		lim:        opts.Limits,
 		log:        opts.Logger,
 		privileged: opts.Privileged,
@@ -125,14 +126,51 @@ func Wrap(l net.Listener, opts Options) *Listener {
 // them is handed to the refuser, or closed, and never returned.
 func (l *Listener) Accept() (net.Conn, error) {
 	for {
-		nc, err := l.Listener.Accept()
+		l.mu.Lock()
+		inner := l.inner
+		l.mu.Unlock()
+		nc, err := inner.Accept()
 		if err != nil {
+			l.mu.Lock()
+			replaced := l.inner != inner && !l.closing
+			l.mu.Unlock()
+			if replaced {
+				continue // closed by Replace: accept from its successor
+			}
 			return nil, err
 		}
 		if c := l.admit(nc); c != nil {
 			return c, nil
 		}
 	}
+}
+
+// Addr is the address of the socket accepted from.
+func (l *Listener) Addr() net.Addr {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.inner.Addr()
+}
+
+// Replace accepts from next from now on, in place of the socket before,
+// which it closes: a control socket whose path was removed, bound again
+// there. The one before, a unix socket, is closed without removing the
+// path, which is next's now. Once the Listener is closed, next is closed
+// and an error returned.
+func (l *Listener) Replace(next net.Listener) error {
+	l.mu.Lock()
+	if l.closing {
+		l.mu.Unlock()
+		next.Close()
+		return net.ErrClosed
+	}
+	old := l.inner
+	l.inner = next
+	l.mu.Unlock()
+	if ul, ok := old.(*net.UnixListener); ok {
+		ul.SetUnlinkOnClose(false)
+	}
+	return old.Close()
 }
 
 // Close stops accepting, closes the connections being refused and waits
@@ -142,8 +180,9 @@ func (l *Listener) Close() error {
 	l.closeOnce.Do(func() {
 		l.mu.Lock()
 		l.closing = true
+		inner := l.inner
 		l.mu.Unlock()
-		l.closeErr = l.Listener.Close()
+		l.closeErr = inner.Close()
 		l.refuser.close()
 		// A refusal being handed over when the refuser closed is closed by
 		// the Accept that handed it; one its server took in just as it

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -484,4 +485,45 @@ func (c *fakeClock) Advance(d time.Duration) {
 	c.mu.Lock()
 	c.now = c.now.Add(d)
 	c.mu.Unlock()
+}
+
+// TestReplace: a socket bound again at the path of one removed is served
+// in its place, by the same caps; the one before is closed without
+// removing the new one's path; once the listener is closed, a replacement
+// is refused and closed.
+func TestReplace(t *testing.T) {
+	h := serve(t, testLimits(1, 8))
+	held := h.dial(1001)
+	held.admitted()
+	if err := os.Remove(h.sock); err != nil {
+		t.Fatal(err)
+	}
+	next, err := net.Listen("unix", h.sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.l.Replace(next); err != nil {
+		t.Fatalf("Replace: %v", err)
+	}
+	if _, err := os.Stat(h.sock); err != nil {
+		t.Fatalf("the new socket's path, after the old socket closed: %v", err)
+	}
+	h.dial(1002).admitted()
+	// uid 1001's connection of the old socket is still counted.
+	h.dial(1001).refused(http.StatusTooManyRequests, Refusal{UID: 1001, Open: 1, Limit: 1})
+	held.admitted()
+
+	if err := h.l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	late, err := net.Listen("unix", filepath.Join(h.dir, "late"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.l.Replace(late); !errors.Is(err, net.ErrClosed) {
+		t.Errorf("Replace after Close: %v, want net.ErrClosed", err)
+	}
+	if _, err := late.Accept(); !errors.Is(err, net.ErrClosed) {
+		t.Errorf("the replacement refused is not closed: %v", err)
+	}
 }
