@@ -52,7 +52,9 @@ func (s *journalSink) Accept(name string, level hclog.Level, msg string, args ..
 		prio = journal.PriInfo
 	}
 	if err := s.send(text, prio, vars); err != nil {
-		fmt.Fprintf(s.fallback, "<%d>%s\n", prio, text)
+		// Each line with the entry's priority: a value's own line break
+		// must not start a line whose priority the value chose.
+		io.WriteString(s.fallback, prefixLines(fmt.Sprintf("<%d>", prio), text+"\n"))
 	}
 }
 
@@ -175,8 +177,20 @@ type syslogPrefixed struct {
 }
 
 func (s syslogPrefixed) Write(p []byte) (int, error) {
-	if _, err := io.WriteString(s.w, s.prefix+string(p)); err != nil {
+	if _, err := io.WriteString(s.w, prefixLines(s.prefix, string(p))); err != nil {
 		return 0, err
 	}
 	return len(p), nil
+}
+
+// prefixLines puts prefix before each line of text: the first, and each
+// after a line break but a last one.
+func prefixLines(prefix, text string) string {
+	last := strings.HasSuffix(text, "\n")
+	text = strings.TrimSuffix(text, "\n")
+	text = prefix + strings.ReplaceAll(text, "\n", "\n"+prefix)
+	if last {
+		text += "\n"
+	}
+	return text
 }

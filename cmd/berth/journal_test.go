@@ -84,6 +84,18 @@ func TestJournalEntryLevels(t *testing.T) {
 	if got, want := fallback.String(), "<4>berth: hello: k=v\n"; got != want {
 		t.Errorf("fallback got %q, want %q", got, want)
 	}
+	// A value's line break starts no line of another priority: journald
+	// reads a "<0>" at a line's start as that line's.
+	fallback.Reset()
+	refused.Accept("berth", hclog.Warn, "hello", "file", "a\n<0>forged")
+	if got, want := fallback.String(), "<4>berth: hello: file=a\n<4><0>forged\n"; got != want {
+		t.Errorf("fallback got %q, want %q", got, want)
+	}
+	var abort bytes.Buffer
+	fmt.Fprint(syslogPrefixed{w: &abort, prefix: "<3>"}, "stuck: where=\n  | reload\n  | <0>x\n")
+	if got, want := abort.String(), "<3>stuck: where=\n<3>  | reload\n<3>  | <0>x\n"; got != want {
+		t.Errorf("syslogPrefixed wrote %q, want %q", got, want)
+	}
 }
 
 // jsonEntry is how an entry read when the daemon's logger wrote hclog's
