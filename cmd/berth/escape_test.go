@@ -214,8 +214,9 @@ func TestRenderEscapesWhatJobsControl(t *testing.T) {
 	s := quietBox()
 	s.Jobs[0].State, s.Jobs[0].Why = "failed", "cannot start: dir /srv/\x1b[2J\x1b[H does not exist (berth show index-photos shows its command, directory and user)"
 	s.Jobs[1].Why = "exit 3\r\x1b[32mall good\u009b"
-	s.Problems = []supervisor.Problem{{Code: "file_refused", Text: "/etc/berth/jobs.d/\x1b]0;pwned\x07.lua is writable by others\u202e"}}
-	s.Errors = []string{s.Problems[0].Text}
+	s.Problems = []supervisor.Problem{{Code: "file_refused", Text: "/etc/berth/jobs.d/\x1b]0;pwned\x07.lua is writable by others\u202e"},
+		{Code: "file_error", Text: "/etc/berth/jobs.d/two\nlines.lua:1: job \"b\" asks for 9 cores"}}
+	s.Errors = []string{s.Problems[0].Text, s.Problems[1].Text}
 	d := supervisor.JobDetail{
 		Status: s.Jobs[0],
 		Definition: supervisor.JobDefinition{
@@ -246,6 +247,10 @@ func TestRenderEscapesWhatJobsControl(t *testing.T) {
 		if !color {
 			plain.WriteString(out)
 		}
+	}
+	// A line break in a file's name is shown as one, not as a space.
+	if !strings.Contains(plain.String(), `jobs.d/two\nlines.lua:1:`) {
+		t.Errorf("the name with a line break is not shown escaped:\n%s", plain.String())
 	}
 	testkit.Golden(t, "testdata/render/escaped.golden", []byte(plain.String()))
 }

@@ -284,8 +284,10 @@ func flow(items []flowItem, width, indent int) []textLine {
 
 // wrapWords breaks s into lines of at most width runes at spaces, the first
 // after prefix and the rest after indent; a word longer than a line is cut
-// where the line ends.
+// where the line ends. s is escaped first: a line break in a file's name
+// is shown as \n, not taken for a space.
 func wrapWords(s string, width int, prefix, indent string, sgr string) []textLine {
+	s = escapeText(s)
 	var out []textLine
 	lead := prefix
 	room := func() int { return max(1, width-runeLen(lead)) }

@@ -219,7 +219,7 @@ func foreignUse(cards []supervisor.CardStatus, width int) []textLine {
 			if c.Off {
 				sgr = sgrYellow
 			}
-			out = append(out, wrapWords(escapeText(msgForeignUse(c.Name, f, c.Off)), width, "  ", "    ", sgr)...)
+			out = append(out, wrapWords(msgForeignUse(c.Name, f, c.Off), width, "  ", "    ", sgr)...)
 		}
 	}
 	return out
@@ -231,7 +231,7 @@ func cardShares(cards []supervisor.CardStatus, width int) []textLine {
 	var out []textLine
 	for _, c := range cards {
 		if len(c.Shares) > 0 {
-			out = append(out, wrapWords(escapeText(msgCardShares(c)), width, "  ", "    ", sgrDim)...)
+			out = append(out, wrapWords(msgCardShares(c), width, "  ", "    ", sgrDim)...)
 		}
 	}
 	return out
