@@ -53,7 +53,10 @@ func (e *SizeError) Error() string {
 			digits := len(rest) - len(strings.TrimLeft(rest, "0123456789"))
 			// "1,024M" is a thousand and twenty-four, "1,5G" one and a half.
 			fixed, what := whole+"."+rest, "a decimal comma"
-			if digits == 3 {
+			switch digits {
+			case 0: // "1,G"
+				fixed, what = whole+rest, "a stray comma"
+			case 3:
 				fixed, what = whole+rest, "a comma between thousands"
 			}
 			if _, err := ParseSize(fixed); err == nil {

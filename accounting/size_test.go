@@ -53,6 +53,7 @@ func TestParseSizeErrors(t *testing.T) {
 		{"1e9", SizeBadUnit, `size "1e9" is in scientific notation, which a size is not written in; write "953M"; the units are K, M, G or T (base 1024, optionally followed by "B" or "iB")`},
 		{"1e3M", SizeBadUnit, `size "1e3M" is in scientific notation, which a size is not written in; write "1000M"; the units are K, M, G or T (base 1024, optionally followed by "B" or "iB")`},
 		{"1,5G", SizeBadUnit, `size "1,5G" has a decimal comma; write "1.5G"`},
+		{"1,G", SizeBadUnit, `size "1,G" has a stray comma; write "1G"`},
 		{"1,024M", SizeBadUnit, `size "1,024M" has a comma between thousands; write "1024M"`},
 		{"1,5,2G", SizeBadUnit, `size "1,5,2G" has an unknown unit; use K, M, G or T (base 1024, optionally followed by "B" or "iB"), e.g. "32G"`},
 		{"32 gigs", SizeBadUnit, `size "32 gigs" has an unknown unit; use K, M, G or T (base 1024, optionally followed by "B" or "iB"), e.g. "32G"`},
