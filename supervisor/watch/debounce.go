@@ -17,7 +17,11 @@ import (
 // moment after `echo > f.lua` truncates) is valid Lua that declares nothing.
 // So the wait after the last event is short (quiet) unless a job file or
 // the directory went away, or a job file is empty, and has not come back;
-// then it is longer (grace): a save is fast, a removal can wait.
+// then it is longer (grace): a save is fast, a removal can wait. The grace
+// is long enough for a writer that truncates a file and writes it a moment
+// later from another open (a script's `: > f.lua` then its generator, an
+// interpreter starting), where the file system gives no lease to see it
+// open for writing meanwhile.
 type debouncer struct {
 	quiet   time.Duration // after the last event
 	grace   time.Duration // after the last event, while something is gone
@@ -62,13 +66,14 @@ func (d *debouncer) note(now time.Time, name string, p presence) {
 
 // deadline is when to signal; meaningful only while pending.
 func (d *debouncer) deadline() time.Time {
-	wait := d.quiet
+	wait, bound := d.quiet, d.maxWait
 	if len(d.gone) > 0 {
-		wait = d.grace
+		// The grace holds however long a stream of other events goes on.
+		wait, bound = d.grace, max(d.maxWait, d.grace)
 	}
 	at := d.last.Add(wait)
-	if bound := d.first.Add(d.maxWait); at.After(bound) {
-		at = bound
+	if b := d.first.Add(bound); at.After(b) {
+		at = b
 	}
 	return at
 }

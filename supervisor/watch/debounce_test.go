@@ -34,6 +34,18 @@ func TestDebouncer(t *testing.T) {
 		{"an empty file written to is back", []ev{{0, "f.lua", absent}, {1, "f.lua", present}}, 11},
 		{"chmod does not bring a file back", []ev{{0, "f.lua", absent}, {1, "f.lua", unknown}}, 51},
 	}
+	// A grace past maxWait (RemovalGrace is) holds through a stream.
+	long := newDebouncer(q, 100*q, 10*q)
+	for _, ms := range []int{0, 9, 18, 27, 36, 45, 54, 63, 72, 81, 90, 99, 108} {
+		name := ""
+		if ms == 9 {
+			name = "f.lua" // emptied, and not yet written again
+		}
+		long.note(at(ms), name, absent)
+	}
+	if got := long.deadline(); !got.Equal(at(1000)) {
+		t.Errorf("a file emptied amid a stream: deadline at %v, want the grace after the first event, 1000ms", got.Sub(t0))
+	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			d := newDebouncer(q, 5*q, 10*q)

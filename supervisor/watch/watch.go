@@ -28,6 +28,12 @@ import (
 // berth's 50 ms from save to running for evaluating and starting.
 const DefaultQuiet = 10 * time.Millisecond
 
+// RemovalGrace is the least wait after the last event while a job file or
+// the directory is gone, or a job file is empty (debouncer): a removal is
+// seen this late, and a file emptied and written again within it never
+// stops its jobs.
+const RemovalGrace = time.Second
+
 // DefaultRescan is the period of the safety-net signal that the daemon
 // should pass as WatchOptions.Rescan. inotify can lose events (queue
 // overflow is reported, but a change to a symlink's target outside the
@@ -40,10 +46,11 @@ type WatchOptions struct {
 	// Quiet is the trailing debounce: Changes receives a value this long
 	// after the last event of a burst. 0 means DefaultQuiet. While a job
 	// file or the directory is gone, or a job file is empty, the wait is
-	// 5×Quiet (a save passes through those states for microseconds; a
-	// removal can wait). No burst delays a signal by more than 10×Quiet
-	// after its first event, so a steady stream of events still yields
-	// signals.
+	// 5×Quiet or RemovalGrace, the longer (a save passes through those
+	// states for microseconds, a slow writer for longer; a removal can
+	// wait). No burst delays a signal by more than 10×Quiet, or that
+	// wait, after its first event, so a steady stream of events still
+	// yields signals.
 	Quiet time.Duration
 	// Rescan is the period of a signal sent whatever happened (use
 	// DefaultRescan); 0 disables it.
@@ -189,7 +196,7 @@ func (w *Watcher) Run(ctx context.Context) error {
 	poll := time.NewTicker(w.poll)
 	defer poll.Stop()
 
-	d := newDebouncer(w.quiet, 5*w.quiet, 10*w.quiet)
+	d := newDebouncer(w.quiet, max(5*w.quiet, RemovalGrace), 10*w.quiet)
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	defer timer.Stop()
