@@ -160,7 +160,9 @@ type JobStatus struct {
 	// RetryAt, for a job in backoff, is when it runs again.
 	RetryAt *time.Time `json:"retry_at,omitempty"`
 	// Short is what a waiting job lacks now: how much more of each
-	// resource it asks than is free (all zero: it waits its turn).
+	// resource it asks than is free (all zero: it waits its turn). An
+	// array's is its waiting indices', whatever its state (its running
+	// ones decide that).
 	Short *Size `json:"short,omitempty"`
 	// Quota, for a person's waiting job, is what keeps it back when their
 	// quota does: what their jobs hold, and the quota (-1: unbounded).
