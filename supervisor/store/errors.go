@@ -109,3 +109,23 @@ func (e *GoneError) Error() string {
 	}
 	return fmt.Sprintf("state %s was removed after it was opened", e.Path)
 }
+
+// UnrecordedError is Close's error when writes a failed commit kept (a
+// full disk) were still not in when the store closed: they are lost with
+// the process. The next daemon finds the state as it was before them.
+type UnrecordedError struct {
+	Path string
+	// Jobs are the jobs whose latest record (a state come to rest, such
+	// as done) is among them, sorted; Runs counts the writes of runs (a
+	// run's record, its pid, its end).
+	Jobs []string
+	Runs int
+	// Err is why the last commit failed; nil where none was tried.
+	Err error
+}
+
+func (e *UnrecordedError) Error() string {
+	return fmt.Sprintf("state %s: closed with %d jobs' records and %d writes of runs not recorded: %v", e.Path, len(e.Jobs), e.Runs, e.Err)
+}
+
+func (e *UnrecordedError) Unwrap() error { return e.Err }

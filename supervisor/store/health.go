@@ -16,10 +16,10 @@ const defaultRecoverAfter = 5 * time.Second
 // health is whether the state is being recorded: one verdict, reached
 // by the writer goroutine alone, that the status (Failing) and the log lines
 // (OnHealth) both follow, so they cannot disagree. It turns to failing at
-// the first failed commit. It turns back once a commit has succeeded and
-// recoverAfter has passed since the last failure: a timer on the writer's
-// clock makes the turn at that moment, whether or not anything is being
-// written then.
+// the first failed commit. It turns back once a commit has succeeded with
+// no write of a failed one still kept, and recoverAfter has passed since
+// the last failure: a timer on the writer's clock makes the turn at that
+// moment, whether or not anything is being written then.
 type health struct {
 	clock        clock.Clock
 	recoverAfter time.Duration
@@ -35,8 +35,9 @@ type health struct {
 	failing atomic.Pointer[error]
 }
 
-// committed takes the outcome of one commit. Writer only.
-func (h *health) committed(err error) {
+// committed takes the outcome of one commit; backlog says that writes of
+// failed commits are still kept, not yet in. Writer only.
+func (h *health) committed(err error, backlog bool) {
 	if err != nil {
 		h.failedAt = h.clock.Now()
 		h.disarm()
@@ -47,7 +48,16 @@ func (h *health) committed(err error) {
 		h.failing.Store(&err) // still failing: the status shows the latest cause
 		return
 	}
-	if h.failing.Load() == nil || h.recovery != nil {
+	if h.failing.Load() == nil {
+		return
+	}
+	if backlog {
+		// Newer writes go in beside older ones that do not: the state
+		// is not recorded until those are in too.
+		h.disarm()
+		return
+	}
+	if h.recovery != nil {
 		return
 	}
 	left := h.recoverAfter - h.clock.Now().Sub(h.failedAt)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -165,6 +166,58 @@ func TestHealthHolds(t *testing.T) {
 	}
 }
 
+// TestHealthHoldsWhileKept: commits that go in while a failed one's
+// writes are still kept (on a full disk, a small write fits where the kept
+// one does not) are no sign the state is recorded: a job shown done is not
+// on disk. The health turns only once the kept writes are in.
+func TestHealthHoldsWhileKept(t *testing.T) {
+	fake := clock.NewFake(t0)
+	told := make(chan error, 10)
+	s, _ := openTest(t, Options{Clock: fake, OnHealth: func(err error) { told <- err }})
+	var keptFails atomic.Bool
+	keptFails.Store(true)
+	s.mu.Lock()
+	s.beforeCommit = func(tx *bbolt.Tx) error {
+		if keptFails.Load() && tx.Bucket(bucketJobs).Get([]byte("batch")) != nil {
+			return errors.New("injected: no space left on device")
+		}
+		return nil
+	}
+	s.mu.Unlock()
+	if err := s.PutJob(JobRecord{Name: "batch", State: StateDone}); err == nil {
+		t.Fatal("PutJob went in while its commit fails")
+	}
+	if err := waitFor(t, told, "OnHealth"); err == nil {
+		t.Fatal("OnHealth(nil), want the failure")
+	}
+	for range 3 {
+		if err := s.PutJob(JobRecord{Name: "small", State: StateRunning}); err != nil {
+			t.Fatalf("a write without the kept one: %v", err)
+		}
+	}
+	if n := fake.Pending(); n != 0 {
+		t.Errorf("%d timers armed to turn the health while batch's done is kept, not written", n)
+	}
+	fake.Advance(2 * defaultRecoverAfter)
+	if s.Failing() == nil || fake.Pending() != 0 {
+		t.Errorf("Failing() = %v, %d timers armed, while batch's done is kept, not written", s.Failing(), fake.Pending())
+	}
+	select {
+	case err := <-told:
+		t.Fatalf("OnHealth(%v) while batch's done is kept", err)
+	default:
+	}
+
+	keptFails.Store(false)
+	// The writer tries the kept writes again by itself.
+	if err := waitFor(t, told, "OnHealth once the kept write is in"); err != nil {
+		t.Errorf("OnHealth(%v), want nil", err)
+	}
+	if j, ok, _ := s.Job("batch"); !ok || j.State != StateDone {
+		t.Errorf("batch: %+v %v, want done on disk", j, ok)
+	}
+}
+
 // TestHealthRecoversAtOnce: a success that comes recoverAfter or more
 // after the last failure turns the verdict in its own commit, before its
 // caller hears back.
@@ -315,5 +368,37 @@ func TestKeptWritesSupersededByTheGroup(t *testing.T) {
 	}
 	if j, _, _ := s.Job("batch"); j.State != StateDone {
 		t.Errorf("batch: %v, want the newer done", j.State)
+	}
+}
+
+// TestCloseSaysWhatIsUnrecorded: a store closed while writes a failed
+// commit kept are still not in says which jobs' records and how many
+// writes of runs are lost with it.
+func TestCloseSaysWhatIsUnrecorded(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state.db")
+	s, err := Open(path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := s.BeginRun(RunRecord{Job: "batch", Start: t0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	injected := errors.New("injected: no space left on device")
+	fail := injectFailures(s, injected)
+	fail.Store(true)
+	for _, name := range []string{"train", "batch"} {
+		if err := s.PutJob(JobRecord{Name: name, State: StateDone}); err == nil {
+			t.Fatal("PutJob went in while commits fail")
+		}
+	}
+	ended := make(chan error, 1)
+	s.Later(func(err error) { ended <- err }).EndRun(rec.ID, t0.Add(time.Minute), 0, "", ReasonExited, "")
+	if err := waitFor(t, ended, "the deferred end to fail"); err == nil {
+		t.Fatal("a deferred write failed with no error")
+	}
+	u, ok := errors.AsType[*UnrecordedError](s.Close())
+	if !ok || !slices.Equal(u.Jobs, []string{"batch", "train"}) || u.Runs != 1 || !errors.Is(u, injected) {
+		t.Fatalf("Close: %+v, want batch's and train's records and one run's end, failed with the injected error", u)
 	}
 }

@@ -619,10 +619,13 @@ func (s *Store) Close() error {
 		s.mu.Unlock()
 		s.wake()
 		<-s.writerDone
+		if len(s.pending) > 0 {
+			s.closeErr = s.unrecorded()
+		}
 		if s.intents.f != nil {
 			_ = s.intents.f.Close()
 		}
-		if err := s.db.Close(); err != nil {
+		if err := s.db.Close(); err != nil && s.closeErr == nil {
 			s.closeErr = fmt.Errorf("close state %s: %w", s.path, err)
 		}
 		// The state file is closed, and only then the directory let go.

@@ -3,6 +3,7 @@ package store
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"strconv"
 	"time"
 
@@ -353,9 +354,10 @@ func (s *Store) commit(group []*operation, hook func(*bbolt.Tx) error) {
 	if len(s.pending) > 0 {
 		// Its failure is not told to the health yet: the group alone
 		// may commit, and that is what says whether writes go in.
-		rest, err := s.commitOnce(append(s.pendingOps(), group...), hook, false, false)
+		rest, err := s.commitOnce(append(s.pendingOps(), group...), hook, false)
 		if err == nil {
 			s.pending, s.pendingKeys = nil, nil
+			s.health.committed(nil, false)
 			for _, op := range rest {
 				op.finish(nil)
 			}
@@ -368,7 +370,7 @@ func (s *Store) commit(group []*operation, hook func(*bbolt.Tx) error) {
 	}
 	// Without the kept writes, a write may fail for want of one of them
 	// (a run's end, of its record): it is kept too, to go in after them.
-	rest, err := s.commitOnce(group, hook, true, len(s.pending) > 0)
+	rest, err := s.commitOnce(group, hook, len(s.pending) > 0)
 	if err != nil {
 		s.keep(rest)
 	} else {
@@ -379,6 +381,9 @@ func (s *Store) commit(group []*operation, hook func(*bbolt.Tx) error) {
 			}
 		}
 	}
+	// A commit that went in while kept writes still wait is no sign the
+	// state is recorded: what they hold (a job come to rest) is not.
+	s.health.committed(err, len(s.pending) > 0)
 	for _, op := range rest {
 		op.finish(err)
 	}
@@ -388,9 +393,8 @@ func (s *Store) commit(group []*operation, hook func(*bbolt.Tx) error) {
 // operation that fails on its own (which is answered, and left out of
 // rest; with keepFailed, kept as well, should it need a kept write). It
 // returns the operations of the transaction and its outcome; it answers
-// none of them. A success is told to the health; a failure only where tell
-// says.
-func (s *Store) commitOnce(ops []*operation, hook func(*bbolt.Tx) error, tell, keepFailed bool) (rest []*operation, err error) {
+// none of them, and tells the health nothing (commit does).
+func (s *Store) commitOnce(ops []*operation, hook func(*bbolt.Tx) error, keepFailed bool) (rest []*operation, err error) {
 	for len(ops) > 0 {
 		failed := -1
 		var opErr error
@@ -426,9 +430,6 @@ func (s *Store) commitOnce(ops []*operation, hook func(*bbolt.Tx) error, tell, k
 			err = fmt.Errorf("commit state %s: %w", s.path, err)
 		} else {
 			s.commits.Add(1)
-		}
-		if err == nil || tell {
-			s.health.committed(err)
 		}
 		// A commit into a file no longer at its path is lost with the
 		// daemon: noticed at the first one, before its callers hear of it.
@@ -500,6 +501,20 @@ func (s *Store) dropPending(key string) {
 			s.pendingKeys[k] = j - 1
 		}
 	}
+}
+
+// unrecorded says what the kept writes were, once the writer is done.
+func (s *Store) unrecorded() *UnrecordedError {
+	e := &UnrecordedError{Path: s.path, Err: s.Failing()}
+	for _, op := range s.pending {
+		if name, ok := strings.CutPrefix(op.key, jobKey("")); ok {
+			e.Jobs = append(e.Jobs, name)
+		} else {
+			e.Runs++
+		}
+	}
+	slices.Sort(e.Jobs)
+	return e
 }
 
 // pendingOps are the kept writes, to go first in the next commit.
