@@ -312,7 +312,7 @@ func Open(cfg Config) (*Daemon, error) {
 	}
 	st, err := store.Open(filepath.Join(cfg.StateDir, "state.db"), store.Options{Clock: cfg.Clock, OnCommit: onCommit, OnHealth: func(err error) {
 		if err != nil {
-			log.Error("cannot record the state: jobs go on, but their runs and states are not kept until it can", "error", err)
+			log.Error("cannot record the state: jobs go on, but what they do is not on disk until it can be; should the daemon stop first, a job shown done meanwhile runs again at its next start", "error", err)
 		} else {
 			log.Info("recording the state again")
 		}
@@ -392,6 +392,17 @@ func Open(cfg Config) (*Daemon, error) {
 	return d, nil
 }
 
+// closeStore closes the state as the daemon stops, and says what it
+// could not record: the next daemon does not know of it.
+func (d *Daemon) closeStore() {
+	err := d.store.Close()
+	if u, ok := errors.AsType[*store.UnrecordedError](err); ok {
+		d.log.Error(msgUnrecordedAtStop(d.cfg.StateDir, u), "jobs", someNames(u.Jobs), "runs", u.Runs, "error", u.Err)
+	} else if err != nil {
+		d.log.Error("cannot close the state", "error", err)
+	}
+}
+
 // notRecorded logs a write to the state that failed. While commits fail
 // the store has said so once (OnHealth); each write is then not worth more
 // than a debug line.
@@ -460,7 +471,12 @@ func cutEnv(kv string) (string, string, bool) {
 // returns. It closes the state.
 func (d *Daemon) Run(ctx context.Context) error {
 	d.activity.begin(loopStarting)
-	defer d.store.Close()
+	storeOpen := true
+	defer func() {
+		if storeOpen {
+			d.closeStore()
+		}
+	}()
 	if err := d.reconcile(); err != nil {
 		return err
 	}
@@ -576,6 +592,8 @@ func (d *Daemon) Run(ctx context.Context) error {
 		d.kept.end() // what the last reload asked to keep is on disk
 	}
 	bg.Wait()
+	storeOpen = false
+	d.closeStore() // what it could not record is said before "stopped"
 	d.log.Info("stopped")
 	if lost {
 		return ErrLostSystemd

@@ -2,11 +2,13 @@ package supervisor
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/berthd/berth/accounting"
@@ -387,7 +389,20 @@ func msgHidden(p Problem) string {
 // MsgNotRecording is the status's first error while the state cannot be
 // written.
 func MsgNotRecording(dir string, err error) string {
-	return fmt.Sprintf("cannot record the state (%v): jobs go on, but their runs and states are not kept until it can; free space under %s (df -h %s)", err, dir, dir)
+	fix := fmt.Sprintf("free space under %s (df -h %s)", dir, dir)
+	switch {
+	case errors.Is(err, syscall.EROFS):
+		fix = fmt.Sprintf("mount the file system of %s writable again (findmnt -T %s)", dir, dir)
+	case errors.Is(err, syscall.EPERM), errors.Is(err, syscall.EACCES):
+		fix = fmt.Sprintf("let the daemon write in %s again (ls -la %s; lsattr %s)", dir, dir, dir)
+	}
+	return fmt.Sprintf("cannot record the state (%v): jobs go on, but what they do is not on disk until it can be: should the daemon stop first, a job shown done meanwhile runs again at its next start; %s", err, fix)
+}
+
+// msgUnrecordedAtStop: the daemon stopped with what a full disk kept it
+// from writing still unwritten.
+func msgUnrecordedAtStop(dir string, u *store.UnrecordedError) string {
+	return fmt.Sprintf("stopped without recording the state: %d jobs' last states and %d writes of runs are lost; the next start runs again the jobs whose end it could not record (done ones too), and records runs still open as lost; free space under %s (df -h %s) before berth starts again", len(u.Jobs), u.Runs, dir, dir)
 }
 
 // MsgStateGone is the status's first error while the state file the

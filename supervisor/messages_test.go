@@ -2,7 +2,9 @@ package supervisor
 
 import (
 	"errors"
+	"fmt"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -54,6 +56,9 @@ func TestMessagesGolden(t *testing.T) {
 		msgStartHidden("/etc/berth/jobs.d/secret.lua"),
 		msgNameTaken(pos, "job", "train", luaapi.Pos{File: "/etc/berth/jobs.d/a.lua", Line: 2}),
 		MsgNotRecording("/var/lib/berth", errors.New("commit state: no space left on device")),
+		MsgNotRecording("/var/lib/berth", fmt.Errorf("commit state: %w", syscall.EPERM)),
+		MsgNotRecording("/var/lib/berth", fmt.Errorf("commit state: %w", syscall.EROFS)),
+		msgUnrecordedAtStop("/var/lib/berth", &store.UnrecordedError{Jobs: []string{"prep", "train"}, Runs: 3, Err: syscall.ENOSPC}),
 		msgHidden(Problem{Code: "bad_value", File: "/etc/berth/jobs.d/secret.lua", Line: 3, Kind: "job", Job: "train"}),
 		msgHidden(Problem{Code: "unknown_field", File: "/etc/berth/jobs.d/secret.lua", Line: 5, Kind: "flavor", Job: "big"}),
 		msgHidden(Problem{Code: "syntax", File: "/etc/berth/jobs.d/secret.lua", Line: 1}),
