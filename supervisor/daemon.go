@@ -1103,6 +1103,13 @@ func (d *Daemon) output(name, header string) (output, error) {
 	}
 	// A person's job logs under its owner's name: logs/alice/train.log.
 	dir, short := filepath.Join(d.cfg.StateDir, "logs"), name
+	// Made again should someone have removed it (to free space): every
+	// start would fail for want of it.
+	if err := os.Mkdir(dir, 0o750); err == nil {
+		d.log.Warn("the jobs' log directory was removed; made it again", "dir", dir)
+	} else if !errors.Is(err, os.ErrExist) {
+		return output{}, fmt.Errorf("open log for job %s: %w", name, err)
+	}
 	if owner, rest, ok := strings.Cut(name, "/"); ok {
 		dir, short = filepath.Join(dir, owner), rest
 		if err := os.Mkdir(dir, 0o750); err != nil && !errors.Is(err, os.ErrExist) {

@@ -3,6 +3,7 @@ package supervisor
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/user"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/berthd/berth/supervisor/runner"
 	"github.com/berthd/berth/supervisor/store"
+	"github.com/berthd/berth/supervisor/testkit"
 )
 
 // A job's log file is read after the file it was rotated to, and --run
@@ -471,5 +473,30 @@ func TestStreamFileForgedHeader(t *testing.T) {
 	d.streamFile(rec, httptest.NewRequest("GET", "/", nil), path, false, nil, 2, func() {}, nil, starts)
 	if got, want := rec.Body.String(), runner.RunHeader(3, start)+"d\n"; got != "c\n"+want {
 		t.Errorf("the last 2 lines, one like a header: %q, want %q", got, "c\n"+want)
+	}
+}
+
+// TestLogDirMadeAgain: the jobs' log directory removed (to free space),
+// the next run makes it again and writes its output there, rather than
+// failing to start, as every job's next run would.
+func TestLogDirMadeAgain(t *testing.T) {
+	d, _ := runDaemon(t, `job "a" { cmd = { "echo", "hello" }, cpus = 0 }`, nil)
+	waitJob(t, d, "a", "done", func(js JobStatus) bool { return js.State == "done" })
+	logs := filepath.Join(d.cfg.StateDir, "logs")
+	if err := os.RemoveAll(logs); err != nil {
+		t.Fatal(err)
+	}
+	if code, body := as(t, d, "root", "POST", jobPath("a")+"/start"); code != http.StatusOK {
+		t.Fatalf("start: %d %s", code, body)
+	}
+	testkit.WaitFor(t, 20*time.Second, "a's second run to end", func() bool {
+		runs, err := d.store.Runs("a", 2)
+		return err == nil && len(runs) == 2 && !runs[0].End.IsZero()
+	})
+	if runs, _ := d.store.Runs("a", 1); runs[0].Reason != store.ReasonExited {
+		t.Fatalf("with its log directory removed, the run: %+v", runs[0])
+	}
+	if b, err := os.ReadFile(filepath.Join(logs, "a.log")); err != nil || !strings.Contains(string(b), "hello") {
+		t.Errorf("a.log: %q, %v", b, err)
 	}
 }
