@@ -744,7 +744,14 @@ func (d *Daemon) reconcile() error {
 	for _, p := range tagged {
 		byRun[p.Values[0]] = append(byRun[p.Values[0]], p)
 	}
-	var ids []uint64
+	// Lost runs, by when they ended and why: the end of a run that went
+	// down with the machine is bounded by the boot, that of one gone with
+	// the daemon only by now.
+	type lostAs struct {
+		end   time.Time
+		cause string
+	}
+	lost := map[lostAs][]uint64{}
 	for _, r := range open {
 		run := strconv.FormatUint(r.ID, 10)
 		killed := 0
@@ -773,14 +780,21 @@ func (d *Daemon) reconcile() error {
 				continue
 			}
 		}
-		ids = append(ids, r.ID)
-		d.log.Warn("run lost: the daemon went away while it ran", "job", r.Job, "run", r.ID, "pid", r.PID, "killed_leftovers", killed)
+		as := lostAs{d.now(), msgLostWithDaemon}
+		if d.cfg.Units != nil {
+			as.cause = msgLostUnit
+			if booted := d.cfg.Machine.Booted; !booted.IsZero() && !r.Start.After(booted) {
+				as = lostAs{booted, msgLostWithMachine}
+			}
+		}
+		lost[as] = append(lost[as], r.ID)
+		d.log.Warn("run lost: "+as.cause, "job", r.Job, "run", r.ID, "pid", r.PID, "killed_leftovers", killed)
 	}
-	if len(ids) > 0 {
+	for as, ids := range lost {
 		for range ids {
 			d.meters.ended(store.ReasonLost)
 		}
-		if err := d.store.MarkLost(ids, d.now()); err != nil {
+		if err := d.store.MarkLost(ids, as.end, as.cause); err != nil {
 			return fmt.Errorf("record lost runs: %w", err)
 		}
 	}
@@ -850,7 +864,7 @@ func (d *Daemon) reconcileUnrecorded(byRun map[string][]runner.Tagged) error {
 		d.log.Warn("run lost before it was recorded: the daemon went away as it started", "job", r.Job, "run", r.ID, "pid", r.PID, "killed_leftovers", killed)
 		d.meters.ended(store.ReasonLost)
 	}
-	if _, err := d.store.RecordLost(lost, d.now()); err != nil {
+	if _, err := d.store.RecordLost(lost, d.now(), msgLostUnrecorded); err != nil {
 		return fmt.Errorf("record lost runs: %w", err)
 	}
 	return nil

@@ -399,6 +399,15 @@ func MsgNotRecording(dir string, err error) string {
 	return fmt.Sprintf("cannot record the state (%v): jobs go on, but what they do is not on disk until it can be: should the daemon stop first, a job shown done meanwhile runs again at its next start; %s", err, fix)
 }
 
+// Why a run was lost, as its record keeps it (berth history shows it
+// after "lost: "); the job runs again.
+const (
+	msgLostWithDaemon  = "the daemon went away while it ran, and the run with it, at a time not known (its end is when the next daemon found it); the job runs again"
+	msgLostWithMachine = "the machine went down while it ran (its end is the next boot); the job runs again"
+	msgLostUnit        = "the next daemon could not take its unit back; the job runs again"
+	msgLostUnrecorded  = "the daemon went away as it started the run, before its record was written; the job runs again"
+)
+
 // msgUnrecordedAtStop: the daemon stopped with what a full disk kept it
 // from writing still unwritten.
 func msgUnrecordedAtStop(dir string, u *store.UnrecordedError) string {

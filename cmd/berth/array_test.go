@@ -58,6 +58,9 @@ func TestDaemonArrayKill9(t *testing.T) {
 			ok[r.Job]++
 		case "lost":
 			lost[strconv.FormatUint(r.ID, 10)] = true
+			if !strings.HasPrefix(r.Cause, "the daemon went away while it ran") {
+				t.Errorf("run %d of %s lost, its cause %q: want why", r.ID, r.Job, r.Cause)
+			}
 		default:
 			t.Errorf("run %d of %s ended %s", r.ID, r.Job, r.Reason)
 		}

@@ -832,6 +832,12 @@ func TestDaemonSurvivesKill9(t *testing.T) {
 	if second.Run == first.Run {
 		t.Errorf("the lost run %d was not replaced", first.Run)
 	}
+	// Its history says why it was lost, and that its end is not known.
+	for _, r := range d.history("svc") {
+		if r.ID == first.Run && (r.Reason != "lost" || !strings.HasPrefix(r.Cause, "the daemon went away while it ran")) {
+			t.Errorf("the run lost with the daemon: %s, cause %q", r.Reason, r.Cause)
+		}
+	}
 	newPID := strings.TrimSpace(d.waitFile("svc.pid"))
 	if alive(t, oldPID) && newPID != oldPID {
 		t.Errorf("two live children: the old %s and the new %s", oldPID, newPID)

@@ -1002,7 +1002,8 @@ func TestFaultUnrecordedRun(t *testing.T) {
 		t.Errorf("the unrecorded run's process ended %v, want killed", lost.ProcessState)
 	}
 	runs := d.history("lost-job")
-	if len(runs) != 1 || runs[0].ID != unrecorded || runs[0].Reason != "lost" || runs[0].End == nil {
+	if len(runs) != 1 || runs[0].ID != unrecorded || runs[0].Reason != "lost" || runs[0].End == nil ||
+		!strings.HasPrefix(runs[0].Cause, "the daemon went away as it started the run") {
 		t.Errorf("history of lost-job: %+v, want run %d, lost", runs, unrecorded)
 	}
 	if kept.ProcessState != nil || syscall.Kill(kept.Process.Pid, 0) != nil {

@@ -46,12 +46,21 @@ func historyTable(runs []supervisor.RunView, withJob bool, now time.Time) []text
 
 // runDuration is how long a run lasted, or has lasted so far, to the second
 // (to the minute past an hour: nobody reads the seconds of a day-long run).
+// A lost run's end is only when it was found lost: it lasted at most that.
 func runDuration(r supervisor.RunView, now time.Time) string {
+	if r.End != nil && r.Reason == store.ReasonLost.String() {
+		return "≤" + spanOf(r.Start, *r.End)
+	}
 	end := now
 	if r.End != nil {
 		end = *r.End
 	}
-	d := max(0, end.Sub(r.Start))
+	return spanOf(r.Start, end)
+}
+
+// spanOf is the time from start to end as runDuration writes it.
+func spanOf(start, end time.Time) string {
+	d := max(0, end.Sub(start))
 	switch {
 	case d == 0:
 		return "0s"

@@ -693,7 +693,8 @@ func historyRuns() []supervisor.RunView {
 		{ID: 44, Job: "notebook", Start: ago(80 * time.Minute), End: at(20 * time.Minute), CPUs: 2, GPUs: []string{"2"}, ExitCode: code(0), Reason: "stopped"},
 		{ID: 45, Job: "notebook-2", Start: ago(70 * time.Minute), End: at(60 * time.Minute), CPUs: 2, GPUs: []string{}, Signal: "SIGKILL", Reason: "killed after stop_timeout"},
 		{ID: 46, Job: "sync", Start: ago(40 * time.Minute), End: at(40 * time.Minute), CPUs: 1, GPUs: []string{}, Reason: "spawn error", Cause: "program /opt/sync/bin/sync does not exist"},
-		{ID: 47, Job: "train-resnet", Start: ago(30 * 24 * time.Hour), End: at(29 * 24 * time.Hour), CPUs: 8, GPUs: []string{"0", "1"}, Reason: "lost"},
+		{ID: 47, Job: "train-resnet", Start: ago(30 * 24 * time.Hour), End: at(29 * 24 * time.Hour), CPUs: 8, GPUs: []string{"0", "1"}, Reason: "lost",
+			Cause: "the machine went down while it ran (its end is the next boot); the job runs again"},
 		{ID: 48, Job: "train-resnet", Start: ago(2*time.Hour + 5*time.Minute), PID: 4100, CPUs: 8, GPUs: []string{"0", "1"}, RAMBytes: 32 * accounting.GiB},
 		{ID: 49, Job: "eval-nightly", Start: ago(time.Hour), End: at(55 * time.Minute), CPUs: 4, GPUs: []string{}, RAMBytes: 16 * accounting.GiB, Signal: "SIGKILL", Reason: "out of memory"},
 		// The indices of the array sweep, each a job of its own.

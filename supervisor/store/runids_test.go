@@ -237,7 +237,7 @@ func TestRecordLost(t *testing.T) {
 	if got := runIDs(un); !slices.Equal(got, []uint64{unrecorded}) {
 		t.Errorf("unrecorded %v, want [%d]", got, unrecorded)
 	}
-	got, err := s.RecordLost(found[:3], end)
+	got, err := s.RecordLost(found[:3], end, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -259,11 +259,11 @@ func TestRecordLost(t *testing.T) {
 		t.Error("a run trimmed from its job's history came back")
 	}
 	// Again: nothing more to record.
-	if got, err := s.RecordLost([]RunRecord{{ID: unrecorded, Job: "c"}}, end); err != nil || len(got) != 0 {
+	if got, err := s.RecordLost([]RunRecord{{ID: unrecorded, Job: "c"}}, end, ""); err != nil || len(got) != 0 {
 		t.Errorf("recording again: %v, %v", got, err)
 	}
 	// An id no daemon reserved is refused.
-	if _, err := s.RecordLost([]RunRecord{{ID: 1 << 40, Job: "c"}}, end); err == nil {
+	if _, err := s.RecordLost([]RunRecord{{ID: 1 << 40, Job: "c"}}, end, ""); err == nil {
 		t.Error("an id never reserved was recorded")
 	}
 }

@@ -76,9 +76,9 @@ func (b buckets) unrecorded(r RunRecord, keep int, below uint64) bool {
 }
 
 // RecordLost records the runs among runs that Unrecorded would return,
-// ended at end with ReasonLost, and returns their ids. A run with no
-// start (or one after end) starts at end.
-func (s *Store) RecordLost(runs []RunRecord, end time.Time) ([]uint64, error) {
+// ended at end with ReasonLost and cause, and returns their ids. A run
+// with no start (or one after end) starts at end.
+func (s *Store) RecordLost(runs []RunRecord, end time.Time, cause string) ([]uint64, error) {
 	if end.IsZero() {
 		return nil, errors.New("record lost runs: end time is zero")
 	}
@@ -99,7 +99,7 @@ func (s *Store) RecordLost(runs []RunRecord, end time.Time) ([]uint64, error) {
 			if !b.unrecorded(r, s.keepRuns, s.firstOwn) {
 				continue
 			}
-			r.End, r.Reason = end, ReasonLost
+			r.End, r.Reason, r.Cause = end, ReasonLost, cause
 			if r.Start.IsZero() || r.Start.After(end) {
 				r.Start = end
 			}
@@ -180,11 +180,12 @@ func endRunOp(id uint64, end time.Time, exitCode int, signal string, reason Reas
 	}), nil
 }
 
-// MarkLost ends, with ReasonLost, the runs among ids that are still open:
-// those a previous life of the daemon left running and that the daemon
-// could not take back. Runs already ended are left as they are. All or
-// nothing: an unknown id fails the whole call with ErrRunNotFound.
-func (s *Store) MarkLost(ids []uint64, end time.Time) error {
+// MarkLost ends, with ReasonLost and cause (why it was lost), the runs
+// among ids that are still open: those a previous life of the daemon left
+// running and that the daemon could not take back. Runs already ended are
+// left as they are. All or nothing: an unknown id fails the whole call
+// with ErrRunNotFound.
+func (s *Store) MarkLost(ids []uint64, end time.Time, cause string) error {
 	if end.IsZero() {
 		return errors.New("mark runs lost: end time is zero")
 	}
@@ -204,7 +205,7 @@ func (s *Store) MarkLost(ids []uint64, end time.Time) error {
 			if !r.End.IsZero() {
 				continue
 			}
-			r.End, r.Reason = end, ReasonLost
+			r.End, r.Reason, r.Cause = end, ReasonLost, cause
 			if err := b.putRun(r); err != nil {
 				return err
 			}

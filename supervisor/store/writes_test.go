@@ -182,14 +182,14 @@ func TestOpenRunsMarkLost(t *testing.T) {
 
 	lost := t0.Add(time.Hour)
 	// All or nothing: an unknown id changes nothing.
-	if err := s.MarkLost([]uint64{r1.ID, 424242}, lost); !errors.Is(err, ErrRunNotFound) {
+	if err := s.MarkLost([]uint64{r1.ID, 424242}, lost, ""); !errors.Is(err, ErrRunNotFound) {
 		t.Fatalf("MarkLost with an unknown id = %v, want ErrRunNotFound", err)
 	}
 	if open, _ := s.OpenRuns(); len(open) != 2 {
 		t.Fatalf("a failed MarkLost changed the open runs: %v", runIDs(open))
 	}
 	// An already ended run is left as it was.
-	if err := s.MarkLost([]uint64{r1.ID, r2.ID, r3.ID}, lost); err != nil {
+	if err := s.MarkLost([]uint64{r1.ID, r2.ID, r3.ID}, lost, "the daemon went away"); err != nil {
 		t.Fatal(err)
 	}
 	if open, _ := s.OpenRuns(); len(open) != 0 {
@@ -212,8 +212,11 @@ func TestOpenRunsMarkLost(t *testing.T) {
 		if !r.End.Equal(tt.end) || r.Reason != tt.reason || r.ExitCode != tt.code {
 			t.Errorf("run %d: end %v reason %v code %d; want %v %v %d", tt.id, r.End, r.Reason, r.ExitCode, tt.end, tt.reason, tt.code)
 		}
+		if lostOne := tt.reason == ReasonLost; lostOne != (r.Cause == "the daemon went away") {
+			t.Errorf("run %d: cause %q", tt.id, r.Cause)
+		}
 	}
-	if err := s.MarkLost(nil, lost); err != nil {
+	if err := s.MarkLost(nil, lost, ""); err != nil {
 		t.Errorf("MarkLost(nil) = %v", err)
 	}
 }
