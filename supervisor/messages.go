@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -103,7 +104,19 @@ func msgJobGone(name string, ran bool) string {
 	if !ran {
 		return fmt.Sprintf("no job named %q now: no job file declares it any more, and it never ran (berth jobs lists the jobs there are)", name)
 	}
-	return fmt.Sprintf("no job named %q now: no job file declares it any more (a run of it still going when its file went was stopped); berth history %s shows its runs", name, name)
+	return fmt.Sprintf("no job named %q now: no job file declares it any more (a run of it still going when its file went was stopped); berth history %s shows its runs", name, QuoteArg(name))
+}
+
+var shellSafe = regexp.MustCompile(`^[A-Za-z0-9_@%+=:,./-]+$`)
+
+// QuoteArg writes one word of a command the way a shell reads it back:
+// as it is where it is safe, else in single quotes ("'train[3]'", which
+// zsh would otherwise take for a pattern).
+func QuoteArg(s string) string {
+	if shellSafe.MatchString(s) {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 // msgSocketTaken: another file is at the control socket's path now.
@@ -133,11 +146,11 @@ func msgLogsOfArray(array string, r luaapi.Range) string {
 }
 
 func msgNotArray(job string) string {
-	return fmt.Sprintf("%s is not an array: only an array's failed indices are restarted alone; nothing was restarted (berth restart %s restarts the job itself)", job, job)
+	return fmt.Sprintf("%s is not an array: only an array's failed indices are restarted alone; nothing was restarted (berth restart %s restarts the job itself)", job, QuoteArg(job))
 }
 
 func msgNotArrayIndex(job string, i int) string {
-	return fmt.Sprintf("%s is not an array, so it has no index %d (berth show %s shows the job itself)", job, i, job)
+	return fmt.Sprintf("%s is not an array, so it has no index %d (berth show %s shows the job itself)", job, i, QuoteArg(job))
 }
 
 func msgNoSuchCall(method, path string) string {
@@ -182,7 +195,7 @@ func msgNotYours(job, owner, act, adminGroup string) string {
 // msgFirstInLine names the job first in the placer's queue, which a job
 // that would fit waits behind: its start is held for it.
 func msgFirstInLine(job string) string {
-	return fmt.Sprintf("%s is first in line (berth show %s says what it waits for)", job, job)
+	return fmt.Sprintf("%s is first in line (berth show %s says what it waits for)", job, QuoteArg(job))
 }
 
 // msgJobsDirMissing says the jobs directory does not exist: a typo in
@@ -204,7 +217,7 @@ func msgBadRun(v string) string {
 }
 
 func msgNoSuchRun(job string, run uint64) string {
-	return fmt.Sprintf("job %s has no run %d among its last 100 (berth history %s lists them)", job, run, job)
+	return fmt.Sprintf("job %s has no run %d among its last 100 (berth history %s lists them)", job, run, QuoteArg(job))
 }
 
 func msgNoJournalctl(err error) string {
@@ -324,7 +337,7 @@ func msgRunsOn(invalid string) string {
 // msgCannotStart is the why of a job whose last run could not be started;
 // cause is the spawn's error, as the run's record keeps it.
 func msgCannotStart(job, cause string) string {
-	return fmt.Sprintf("%s%s (berth show %s shows its command, directory and user)", cannotStart, cause, job)
+	return fmt.Sprintf("%s%s (berth show %s shows its command, directory and user)", cannotStart, cause, QuoteArg(job))
 }
 
 // msgStartHidden stands for why a job could not start, to one who may not
@@ -337,7 +350,7 @@ func msgStartHidden(file string) string {
 // when its last run could not be started and its record has no cause: one
 // written before causes were kept.
 func msgSpawnErrorGone(job string) string {
-	return fmt.Sprintf("could not be started; the daemon's log says why (berth show %s shows its command, directory and user)", job)
+	return fmt.Sprintf("could not be started; the daemon's log says why (berth show %s shows its command, directory and user)", QuoteArg(job))
 }
 
 func msgNameTaken(at luaapi.Pos, kind, name string, other luaapi.Pos) string {

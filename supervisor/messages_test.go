@@ -25,6 +25,7 @@ func TestMessagesGolden(t *testing.T) {
 		msgStopping("it ran past its timeout of 12h", "SIGINT", 30*time.Second),
 		msgNoSuchCall("GET", "/v2/status"),
 		msgRemovedStopping("restart", "train", pos.File),
+		msgNotArray("hp[2]"),
 		msgLostWithDaemon, msgLostWithMachine, msgLostUnit, msgLostUnrecorded,
 		msgSocketTaken("/run/berth/berth.sock"),
 		msgSocketNotBound("/run/berth/berth.sock", errors.New("mkdir /run/berth: read-only file system")),

@@ -354,13 +354,13 @@ func msgNoOutput(job string, run uint64) string {
 	if run != 0 {
 		return fmt.Sprintf("berth: run %d of %s wrote nothing", run, job)
 	}
-	return fmt.Sprintf("berth: no output from %s yet (berth history %s lists its runs)", job, job)
+	return fmt.Sprintf("berth: no output from %s yet (berth history %s lists its runs)", job, quoteArg(job))
 }
 
 // msgRunOutputGone: a run's output was rotated out of its job's log
 // files (the daemon's, without journald), which begin after it.
 func msgRunOutputGone(job string, run uint64) string {
-	return fmt.Sprintf("berth: run %d of %s: its output is no longer kept; the job's log files, bounded in size, now begin with later runs' (berth logs %s shows what is kept)", run, job, job)
+	return fmt.Sprintf("berth: run %d of %s: its output is no longer kept; the job's log files, bounded in size, now begin with later runs' (berth logs %s shows what is kept)", run, job, quoteArg(job))
 }
 
 // msgRunOutputStartGone: the start of a run's output was rotated out of
@@ -383,7 +383,7 @@ func msgTailLeftOut(job string, lines, bytes int) string {
 	if bytes > 0 {
 		what = append(what, fmt.Sprintf("the first %d bytes of the first line shown", bytes))
 	}
-	return fmt.Sprintf("berth: left out, past what the daemon holds of a job's last lines for one request: %s (berth logs %s without -n streams it all)", strings.Join(what, ", and "), job)
+	return fmt.Sprintf("berth: left out, past what the daemon holds of a job's last lines for one request: %s (berth logs %s without -n streams it all)", strings.Join(what, ", and "), quoteArg(job))
 }
 
 func msgWantArgs(command, what string) string {

@@ -122,6 +122,7 @@ func TestMessages(t *testing.T) {
 		supervisor.MsgQuotaNoAccount(pos, "nobody-here", ""),
 		msgNoOutput("train", 0),
 		msgNoOutput("train", 7),
+		msgNoOutput("sweep[4]", 0),
 		msgRunOutputGone("train", 7),
 		msgRunOutputStartGone("train", 7),
 		msgTailLeftOut("train", 12, 0),

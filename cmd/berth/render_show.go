@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"fmt"
 	"io"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -336,11 +335,5 @@ func quoteArgv(argv []string) string {
 	return strings.Join(quoted, " ")
 }
 
-var shellSafe = regexp.MustCompile(`^[A-Za-z0-9_@%+=:,./-]+$`)
-
-func quoteArg(s string) string {
-	if shellSafe.MatchString(s) {
-		return s
-	}
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
-}
+// quoteArg writes one word the way a shell reads it back.
+var quoteArg = supervisor.QuoteArg
