@@ -596,7 +596,10 @@ job "held" { cmd = "sleep 600", flavor = "small" }`
 	stayedStopped(d, "with the flavor back")
 
 	put(d, "work.lua", strings.Replace(work("true"), `"prep" {`, `"prep" { enabled = false,`, 1))
-	waitJob(t, d, "prep", "disabled", func(js JobStatus) bool { return js.State == "disabled" })
+	// Its why says where it is disabled, and how to enable it.
+	if js := waitJob(t, d, "prep", "disabled", func(js JobStatus) bool { return js.State == "disabled" }); !strings.Contains(js.Why, "work.lua:1 says enabled = false (set it to true there") {
+		t.Errorf("disabled, its why %q", js.Why)
+	}
 	put(d, "work.lua", work("true"))
 	runs(d, map[string]int{"prep": 1, "train": 1}, "enabled again")
 

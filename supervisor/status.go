@@ -374,6 +374,10 @@ func (d *Daemon) status(members bool) Status {
 			File: v.Def.Pos.File, Line: v.Def.Pos.Line, Asked: sizeOf(v.Def.Resources), Flavor: v.Def.Flavor,
 			GPUMemBytes: v.Grant.GPUMemBytes,
 		}
+		if v.State == store.StateDisabled && v.Def != nil {
+			// What a start of it would say: where, and how to enable it.
+			js.Why = msgDisabledAt(v.Def.Pos, v.Def.Name, v.Def.Owner != "")
+		}
 		if runCards != nil && v.Run != 0 && len(v.Grant.GPUs) > 0 {
 			if use, ok := (*runCards)[v.Run]; ok {
 				js.GPUMemUsedBytes, js.GPUMemPeakBytes = &use.UsedBytes, &use.PeakBytes
