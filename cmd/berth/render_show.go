@@ -43,6 +43,10 @@ func renderShow(w io.Writer, d supervisor.JobDetail, o renderOptions) {
 			// An array waits in the placer's queue through one index.
 			why = fmt.Sprintf("index %d, in the queue: %s", *a.Queued, why)
 		}
+		if st.RetryAt != nil {
+			// As the status line says it, with the moment.
+			why += "; " + msgRetryIn(st.RetryAt.Sub(now)) + ", at " + st.RetryAt.In(renderZone).Format("15:04:05")
+		}
 		sgr := ""
 		if supervisor.IsProblem(stateOf(st.State)) {
 			sgr = sgrRed

@@ -622,13 +622,17 @@ func TestRenderShow(t *testing.T) {
 	others := waiting
 	others.Definition.Name, others.Status.Name = "alice/train", "alice/train"
 	others.EnvHidden, others.NextEnv = "its environment is shown only to alice and the administrators", []string{}
+	// In backoff: when it runs again.
+	backoff := unaccounted
+	backoff.Status = supervisor.JobStatus{Name: "web", State: "backoff", Since: ago(20 * time.Second), Why: "exit 1", Restarts: 3,
+		RetryAt: new(renderNow.Add(8 * time.Second))}
 	// Its file removed, its run being stopped: no next run to show.
 	removed := unaccounted
 	removed.Status.State, removed.Status.PID, removed.Status.Run = "stopping", 4200, 3
 	removed.Status.Why = "no job file declares it any more; SIGTERM sent, SIGKILL after 10s"
 	removed.Removed, removed.NextEnv = true, []string{}
 	removed.Runs = []supervisor.RunView{{ID: 3, Job: "web", Start: ago(time.Minute), PID: 4200}}
-	for name, d := range map[string]supervisor.JobDetail{"running": running, "waiting": waiting, "array": arrayDetail(), "index": index, "share": share, "unaccounted": unaccounted, "others": others, "removed": removed} {
+	for name, d := range map[string]supervisor.JobDetail{"running": running, "waiting": waiting, "array": arrayDetail(), "index": index, "share": share, "unaccounted": unaccounted, "others": others, "removed": removed, "backoff": backoff} {
 		t.Run(name, func(t *testing.T) {
 			var b bytes.Buffer
 			renderShow(&b, d, renderOptions{width: 80, now: renderNow})
