@@ -277,6 +277,46 @@ func (g *depGraph) behind(name string, memo map[string]string) string {
 	return ""
 }
 
+// renewing is, for a job done, the job at or upstream of its after parents
+// that runs, or waits to run, a definition other than the one name's done
+// run followed ("" where none): once that one has run to done, name runs
+// again. A parent done is looked through; an array or a service parent is
+// not looked at. memo keeps what was found for each name.
+func (g *depGraph) renewing(name string, memo map[string]string) string {
+	if b, ok := memo[name]; ok {
+		return b
+	}
+	memo[name] = ""
+	v, ok := g.view(name)
+	if !ok || v.Def == nil || len(v.Def.After) == 0 {
+		return ""
+	}
+	was := recordParents(v.DoneFP)
+	for _, p := range v.Def.After {
+		pv, ok := g.view(p)
+		if !ok || pv.Def == nil || pv.Def.Restart == luaapi.RestartAlways || g.arrays[p] != nil {
+			continue
+		}
+		switch pv.State {
+		case store.StateDone:
+			if b := g.renewing(p, memo); b != "" {
+				memo[name] = b
+				return b
+			}
+		case store.StateWaiting, store.StateStarting, store.StateRunning, store.StateBackoff:
+			parents, known := parentRecords(pv.Def, func(n string) (string, bool, bool) {
+				v, ok := g.view(n)
+				return v.DoneFP, ok && v.Def != nil && v.Def.Restart == luaapi.RestartAlways, ok
+			})
+			if r, named := was[p]; known && named && r != digest(doneMark(pv.Def.ProcessFingerprint(), parents)) {
+				memo[name] = p
+				return p
+			}
+		}
+	}
+	return ""
+}
+
 // gate says whether a job of definition def may enter the placer, and the
 // facts about its parents.
 func gate(facts []Dependency) bool {

@@ -196,6 +196,66 @@ func TestParentsBehind(t *testing.T) {
 	}
 }
 
+// TestRenewing: a job done is out of date while a job at or upstream of
+// its parents runs, or waits to run, a definition other than the one its
+// done run followed; not while one runs again as it was (berth restart),
+// and not once the chain has run again.
+func TestRenewing(t *testing.T) {
+	defs := map[string]*luaapi.Job{
+		"a": {Name: "a", Cmd: []string{"true"}},
+		"b": {Name: "b", Cmd: []string{"true"}, After: []string{"a"}},
+		"c": {Name: "c", Cmd: []string{"true"}, After: []string{"b"}},
+	}
+	g := &depGraph{jobs: map[string]*job{}, dependants: map[string][]string{}}
+	set := func(name string, state store.State, record string) {
+		g.jobs[name] = &job{name: name, v: jobView{Def: defs[name], State: state, DoneFP: record}}
+	}
+	renewing := func(name string) string { return g.renewing(name, map[string]string{}) }
+	fp := func(name string) string { return defs[name].ProcessFingerprint() }
+	a1 := doneMark(fp("a"), nil)
+	b1 := doneMark(fp("b"), map[string]string{"a": a1})
+	set("a", store.StateDone, a1)
+	set("b", store.StateDone, b1)
+	set("c", store.StateDone, doneMark(fp("c"), map[string]string{"b": b1}))
+	if r := renewing("c"); r != "" {
+		t.Errorf("all up to date: c renews after %q", r)
+	}
+	// a runs again as it was: nothing downstream runs again.
+	set("a", store.StateRunning, a1)
+	if r := renewing("c"); r != "" {
+		t.Errorf("a restarted as it was: c renews after %q", r)
+	}
+	// a's definition edited, its run under way or waiting: b and c are
+	// out of date, after a.
+	defs["a"] = &luaapi.Job{Name: "a", Cmd: []string{"false"}}
+	for _, st := range []store.State{store.StateWaiting, store.StateRunning, store.StateBackoff} {
+		set("a", st, a1)
+		if rb, rc := renewing("b"), renewing("c"); rb != "a" || rc != "a" {
+			t.Errorf("a %s a new definition: b renews after %q, c after %q; want a", st, rb, rc)
+		}
+	}
+	// a done anew, b running again after it: c is out of date after b.
+	a2 := doneMark(fp("a"), nil)
+	set("a", store.StateDone, a2)
+	set("b", store.StateRunning, b1)
+	if r := renewing("c"); r != "b" {
+		t.Errorf("b runs again after a's new run: c renews after %q, want b", r)
+	}
+	// b done again: c is running itself, and nothing is out of date.
+	b2 := doneMark(fp("b"), map[string]string{"a": a2})
+	set("b", store.StateDone, b2)
+	set("c", store.StateDone, doneMark(fp("c"), map[string]string{"b": b2}))
+	if r := renewing("c"); r != "" {
+		t.Errorf("all ran again: c renews after %q", r)
+	}
+	// A service parent is not looked at.
+	defs["b"].Restart = luaapi.RestartAlways
+	set("b", store.StateRunning, b2)
+	if r := renewing("c"); r != "" {
+		t.Errorf("after a service: c renews after %q", r)
+	}
+}
+
 // TestUpstreamHold: a job whose parent waits for a parent that failed
 // says which job upstream holds it, however far up, as the graph is now.
 func TestUpstreamHold(t *testing.T) {

@@ -119,6 +119,12 @@ func QuoteArg(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
+// msgRunsAgainAfter is a done job's why while a job upstream of it runs
+// a new definition (JobStatus.RunsAgainAfter).
+func msgRunsAgainAfter(upstream string) string {
+	return fmt.Sprintf("runs again after %s, which runs again first: its output is out of date until then (berth show %s says why)", upstream, QuoteArg(upstream))
+}
+
 // msgSocketTaken: another file is at the control socket's path now.
 func msgSocketTaken(path string) string {
 	return fmt.Sprintf("another file is at the control socket's path %s now: clients reach it, not this daemon; remove it (ls -l %s says whose it is), and the daemon binds its socket there again within %s, or on systemctl reload berth", path, path, socketCheckEvery)

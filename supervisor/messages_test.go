@@ -26,6 +26,7 @@ func TestMessagesGolden(t *testing.T) {
 		msgNoSuchCall("GET", "/v2/status"),
 		msgRemovedStopping("restart", "train", pos.File),
 		msgNotArray("hp[2]"),
+		msgRunsAgainAfter("prep"),
 		msgLostWithDaemon, msgLostWithMachine, msgLostUnit, msgLostUnrecorded,
 		msgSocketTaken("/run/berth/berth.sock"),
 		msgSocketNotBound("/run/berth/berth.sock", errors.New("mkdir /run/berth: read-only file system")),

@@ -159,6 +159,11 @@ type JobStatus struct {
 	ExpectedStart *time.Time `json:"expected_start,omitempty"`
 	// RetryAt, for a job in backoff, is when it runs again.
 	RetryAt *time.Time `json:"retry_at,omitempty"`
+	// RunsAgainAfter, for a job done, is the job at or upstream of its
+	// after parents that runs, or waits to run, a definition other than
+	// the one this job's done run followed: once that has run to done,
+	// this job runs again (its output is stale until then).
+	RunsAgainAfter string `json:"runs_again_after,omitempty"`
 	// Short is what a waiting job lacks now: how much more of each
 	// resource it asks than is free (all zero: it waits its turn). An
 	// array's is its waiting indices', whatever its state (its running
@@ -366,6 +371,10 @@ func (d *Daemon) status(members bool) Status {
 	free := snap.Free
 	// Many waiting jobs ask alike: each sentence is written once.
 	whys := map[[2]Size]string{}
+	// The jobs done whose parents run a new definition, walked once
+	// each, and only where a job done has parents.
+	var graph *depGraph
+	var renewing map[string]string
 	for _, j := range jobs {
 		v := j.view()
 		js := JobStatus{
@@ -396,6 +405,14 @@ func (d *Daemon) status(members bool) Status {
 		}
 		if v.State == store.StateRunning && cmp.Or(v.Invalid, v.Unfit) != "" {
 			js.Why = msgRunsOn(cmp.Or(v.Invalid, v.Unfit))
+		}
+		if v.State == store.StateDone && v.Def != nil && len(v.Def.After) > 0 {
+			if renewing == nil {
+				graph, renewing = d.deps.Load(), map[string]string{}
+			}
+			if js.RunsAgainAfter = graph.renewing(j.name, renewing); js.RunsAgainAfter != "" {
+				js.Why = msgRunsAgainAfter(js.RunsAgainAfter)
+			}
 		}
 		if v.State == store.StateBackoff && !v.RetryAt.IsZero() {
 			at := v.RetryAt
@@ -505,6 +522,9 @@ func arrayStatus(a *array, members []JobStatus) JobStatus {
 		case m.After != nil && out.After == nil:
 			out.After = m.After
 		}
+		if out.RunsAgainAfter == "" {
+			out.RunsAgainAfter = m.RunsAgainAfter
+		}
 	}
 	slices.Sort(out.CPUIDs)
 	if out.Why == "" && c.inLine > 0 && def.MaxParallel > 0 && c.slots >= def.MaxParallel {
@@ -516,6 +536,10 @@ func arrayStatus(a *array, members []JobStatus) JobStatus {
 		out.After = nil
 	}
 	switch out.State {
+	case store.StateDone.String():
+		if out.RunsAgainAfter != "" {
+			out.Why = msgRunsAgainAfter(out.RunsAgainAfter)
+		}
 	case store.StateFailed.String():
 		out.Why = MsgArrayFailed(c.byState[store.StateFailed], c.size, a.name)
 	case store.StateInvalid.String(), store.StateUnplaceable.String():

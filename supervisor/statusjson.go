@@ -174,6 +174,10 @@ func (e *jsonAppender) job(j *JobStatus) {
 		e.raw(`,"retry_at":`)
 		e.time(*j.RetryAt)
 	}
+	if j.RunsAgainAfter != "" {
+		e.raw(`,"runs_again_after":`)
+		e.string(j.RunsAgainAfter)
+	}
 	if j.Short != nil {
 		e.raw(`,"short":`)
 		e.size(j.Short)

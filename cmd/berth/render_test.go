@@ -64,7 +64,8 @@ func headBox() supervisor.Status {
 			Cards: cardsHeldBy("train-resnet", "train-resnet", "sweep-1", "sweep-3")},
 		Jobs: []supervisor.JobStatus{
 			{Name: "eval-nightly", State: "failed", Since: ago(time.Hour), Why: "exit 3", GPUs: []string{}, Run: 17},
-			{Name: "report", State: "done", Since: ago(5 * 24 * time.Hour), Why: "exit 0", GPUs: []string{}},
+			{Name: "report", State: "done", Since: ago(5 * 24 * time.Hour), GPUs: []string{}, RunsAgainAfter: "sweep-1",
+				Why: "runs again after sweep-1, which runs again first: its output is out of date until then (berth show sweep-1 says why)"},
 			{Name: "sweep-1", State: "running", Since: ago(50 * time.Minute), Run: 21, PID: 4242, CPUs: 2, GPUs: []string{"2"}, RAMBytes: 8 * accounting.GiB},
 			{Name: "sweep-2", State: "waiting", Since: ago(30 * time.Minute), Why: "needs 1 gpu; 0 free", GPUs: []string{},
 				Asked: supervisor.Size{CPUs: 1, GPUs: 1}, Short: &supervisor.Size{GPUs: 1}},
