@@ -188,6 +188,18 @@ job "hello" { cmd = { "sh", "-c", "echo hello from the job" }, flavor = "small" 
 	if out, _, code := d.cli("start", "svc"); code != exitOK || out != "svc: already running (berth status shows it)\n" {
 		t.Errorf("start of a running job: exit %d %q", code, out)
 	}
+	// Its runs past those shown are said to be there.
+	if out, errOut, code := d.cli("history", "svc", "-n", "1"); code != exitOK || strings.Count(out, "\n") != 2 ||
+		!strings.Contains(errOut, "the newest 1 runs, and there are more") {
+		t.Errorf("history -n 1 of a job that ran thrice: exit %d\n%s%s", code, out, errOut)
+	}
+	if _, errOut, _ := d.cli("history", "svc", "-n", "100"); errOut != "" {
+		t.Errorf("history -n 100 of a job that ran thrice says %q", errOut)
+	}
+	var one []supervisor.RunView
+	if out, _, _ := d.cli("history", "svc", "-n", "1", "--json"); json.Unmarshal([]byte(out), &one) != nil || len(one) != 1 {
+		t.Errorf("history -n 1 --json: %s", out)
+	}
 
 	// Things that do not exist, and a broken reload.
 	for _, args := range [][]string{{"show", "nope"}, {"stop", "nope"}, {"history", "nope"}} {

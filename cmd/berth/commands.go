@@ -398,7 +398,8 @@ func runHistory(c *cli, args []string) int {
 	if !ok {
 		return exitUsage
 	}
-	q := url.Values{"n": {strconv.Itoa(n)}}
+	// One more than shown: whether there are more is said.
+	q := url.Values{"n": {strconv.Itoa(n + 1)}}
 	if job != "" {
 		q.Set("job", job)
 	}
@@ -412,10 +413,15 @@ func runHistory(c *cli, args []string) int {
 			return c.failIndex(cl, err, "history", rest, index)
 		}
 	}
+	more := len(runs) > n
+	runs = runs[:min(n, len(runs))]
 	if f.json {
 		return c.writeJSON(runs)
 	}
 	renderHistory(c.stdout, runs, c.render(time.Now()))
+	if more {
+		fmt.Fprintln(c.stderr, msgMoreRuns(n))
+	}
 	return exitOK
 }
 

@@ -390,6 +390,11 @@ func msgWantArgs(command, what string) string {
 	return fmt.Sprintf("berth %s: takes %s (berth %s --help shows the usage)", command, what, command)
 }
 
+// msgMoreRuns: berth history showed the newest n runs, and there are more.
+func msgMoreRuns(n int) string {
+	return fmt.Sprintf("berth: the newest %d runs, and there are more (berth history -n %d shows more)", n, max(100, 5*n))
+}
+
 // msgReloaded says what a reload did: the counts, then the jobs added,
 // changed and removed (twenty of each at most).
 func msgReloaded(r supervisor.ReloadResult) string {
