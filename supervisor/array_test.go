@@ -613,3 +613,36 @@ job "next" { cmd = "true", cpus = 1, gpus = 1, enabled = false }`, func(cfg *Con
 		t.Errorf("next's next run, with cards 4 and 5 held: %q, want card 6", jd.NextEnv)
 	}
 }
+
+// TestArrayAfterWhileRunning: an array whose parent runs a new definition
+// while some of its indices run says, beside them, that its waiting ones
+// wait for that parent (After), not nothing.
+func TestArrayAfterWhileRunning(t *testing.T) {
+	d, dir := runDaemon(t, "", nil)
+	free, next := filepath.Join(t.TempDir(), "free"), filepath.Join(t.TempDir(), "next")
+	wait := func(file string) string {
+		return `{ "sh", "-c", "while [ ! -e ` + file + ` ]; do sleep 0.05; done" }`
+	}
+	path := filepath.Join(dir, "jobs.lua")
+	testkit.PutFile(t, path, `job "prep" { cmd = "true", cpus = 0 }
+job "train" { cmd = `+wait(free)+`, cpus = 0, after = "prep", array = 3, max_parallel = 1 }`)
+	reload(t, d)
+	waitJob(t, d, "train", "an index running, two in line", func(js JobStatus) bool {
+		return js.Array != nil && js.Array.Counts["running"] == 1 && js.Array.Counts["waiting"] == 2
+	})
+	testkit.PutFile(t, path, `job "prep" { cmd = `+wait(next)+`, cpus = 0 }
+job "train" { cmd = `+wait(free)+`, cpus = 0, after = "prep", array = 3, max_parallel = 1 }`)
+	reload(t, d)
+	js := waitJob(t, d, "train", "its waiting indices held by prep's new run", func(js JobStatus) bool {
+		return len(js.After) == 1 && js.After[0].Job == "prep" && js.After[0].State == "running"
+	})
+	if js.State != "running" || js.Array.Counts["running"] != 1 {
+		t.Errorf("train: %s, %v; want its index still running beside the held ones", js.State, js.Array.Counts)
+	}
+	for _, f := range []string{free, next} {
+		if err := writeFile(f, nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitJob(t, d, "train", "done", func(js JobStatus) bool { return js.State == "done" })
+}

@@ -177,7 +177,8 @@ type JobStatus struct {
 	Used *Usage `json:"used,omitempty"`
 	// After, for a job that waits for other jobs (after, after_any)
 	// rather than for the machine, is what it knows of each: it is then
-	// outside the placer's queue, and Short is absent.
+	// outside the placer's queue, and Short is absent. An array's is its
+	// waiting indices', whatever its state (some may run meanwhile).
 	After []Dependency `json:"after,omitempty"`
 	// Array, for an array, is how its indices stand. The entry is the
 	// whole array: State is running while an index runs, waiting while
@@ -531,9 +532,6 @@ func arrayStatus(a *array, members []JobStatus) JobStatus {
 		// Indices in line while as many as max_parallel allows hold a
 		// place, the array running or not.
 		out.Why = MsgArrayFull(def.MaxParallel, c.inLine)
-	}
-	if out.State != store.StateWaiting.String() {
-		out.After = nil
 	}
 	switch out.State {
 	case store.StateDone.String():
