@@ -2,6 +2,7 @@ package supervisor
 
 import (
 	"encoding/json"
+	"cmp"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -645,4 +646,34 @@ job "train" { cmd = `+wait(free)+`, cpus = 0, after = "prep", array = 3, max_par
 		}
 	}
 	waitJob(t, d, "train", "done", func(js JobStatus) bool { return js.State == "done" })
+}
+
+// TestArrayRunsAgainLowestFirst: an array whose parent ran a new
+// definition runs its indices again lowest first, as it ran them first,
+// not in the order their goroutines heard of it.
+func TestArrayRunsAgainLowestFirst(t *testing.T) {
+	d, dir := runDaemon(t, "", nil)
+	path := filepath.Join(dir, "jobs.lua")
+	kid := `job "kid" { cmd = "true", cpus = 0, after = "par", array = 6, max_parallel = 1 }`
+	testkit.PutFile(t, path, `job "par" { cmd = "true", cpus = 0 }`+"\n"+kid)
+	reload(t, d)
+	waitJob(t, d, "kid", "done", func(js JobStatus) bool { return js.State == "done" && js.Array.Counts["done"] == 6 })
+	for round := 2; round <= 3; round++ {
+		testkit.PutFile(t, path, fmt.Sprintf(`job "par" { cmd = "true # %d", cpus = 0 }`, round)+"\n"+kid)
+		reload(t, d)
+		var runs []store.RunRecord
+		testkit.WaitFor(t, 20*time.Second, "every index to run again", func() bool {
+			var err error
+			runs, err = d.store.RunsOfPrefix("kid[", 100)
+			return err == nil && len(runs) == 6*round && !slices.ContainsFunc(runs, func(r store.RunRecord) bool { return r.End.IsZero() })
+		})
+		slices.SortFunc(runs, func(a, b store.RunRecord) int { return cmp.Compare(a.ID, b.ID) })
+		var order []string
+		for _, r := range runs[6*(round-1):] {
+			order = append(order, r.Job)
+		}
+		if want := []string{"kid[1]", "kid[2]", "kid[3]", "kid[4]", "kid[5]", "kid[6]"}; !slices.Equal(order, want) {
+			t.Errorf("round %d ran %v, want lowest first", round, order)
+		}
+	}
 }

@@ -114,9 +114,35 @@ func (g *depGraph) post(name string, m jobMessage) {
 		return
 	}
 	if a := g.arrays[name]; a != nil {
-		// The indices held at the dependency gate pass it together.
-		a.post(m, func(v jobView) bool { return v.State == store.StateWaiting && v.After != nil })
+		// The indices held at the dependency gate pass it together, and
+		// those done that run again after a parent's new definition
+		// wait together: lowest first, either way.
+		a.post(m, func(v jobView) bool {
+			return v.State == store.StateWaiting && v.After != nil || v.State == store.StateDone && g.runsAgain(v)
+		})
 	}
+}
+
+// record is parentRecords's lookup in the graph: a job's done record,
+// whether it is a service, and whether the graph has it.
+func (g *depGraph) record(name string) (record string, service, known bool) {
+	v, ok := g.view(name)
+	return v.DoneFP, ok && v.Def != nil && v.Def.Restart == luaapi.RestartAlways, ok
+}
+
+// runsAgain says whether a job done, in view v, runs again after its
+// parents as they are now: one of them ran a new definition to done since
+// its run (as the job itself finds, depsChanged).
+func (g *depGraph) runsAgain(v jobView) bool {
+	if v.Def == nil || len(v.Def.After) == 0 {
+		return false
+	}
+	parents, known := parentRecords(v.Def, g.record)
+	if !known {
+		return false
+	}
+	still, _ := stillDone(v.DoneFP, v.Def.ProcessFingerprint(), parents)
+	return !still
 }
 
 // buildDeps makes the graph of a set; nil when no job has dependencies.
@@ -304,10 +330,7 @@ func (g *depGraph) renewing(name string, memo map[string]string) string {
 				return b
 			}
 		case store.StateWaiting, store.StateStarting, store.StateRunning, store.StateBackoff:
-			parents, known := parentRecords(pv.Def, func(n string) (string, bool, bool) {
-				v, ok := g.view(n)
-				return v.DoneFP, ok && v.Def != nil && v.Def.Restart == luaapi.RestartAlways, ok
-			})
+			parents, known := parentRecords(pv.Def, g.record)
 			if r, named := was[p]; known && named && r != digest(doneMark(pv.Def.ProcessFingerprint(), parents)) {
 				memo[name] = p
 				return p

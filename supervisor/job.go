@@ -1383,14 +1383,7 @@ func (j *job) depsChanged() {
 // they are now, by name; known is false while one of them is not in the
 // graph.
 func (j *job) parentRecords() (map[string]string, bool) {
-	g := j.d.deps.Load()
-	return parentRecords(j.def, func(n string) (string, bool, bool) {
-		v, ok := g.view(n)
-		if !ok {
-			return "", false, false
-		}
-		return v.DoneFP, v.Def != nil && v.Def.Restart == luaapi.RestartAlways, true
-	})
+	return parentRecords(j.def, j.d.deps.Load().record)
 }
 
 // mark is the done record of a run started now (doneMark).
