@@ -1,8 +1,8 @@
 package supervisor
 
 import (
-	"encoding/json"
 	"cmp"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"os"

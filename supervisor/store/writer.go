@@ -3,8 +3,8 @@ package store
 import (
 	"fmt"
 	"slices"
-	"strings"
 	"strconv"
+	"strings"
 	"time"
 
 	"go.etcd.io/bbolt"
