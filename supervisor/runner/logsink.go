@@ -89,7 +89,16 @@ type LogSink struct {
 	// starts while the run writes, so that the run's output is found in
 	// it (berth logs --run N) once the first file is gone.
 	continued []byte
+	// looked is when the copier last looked whether f is still at path
+	// (stillThere), at most once every lookEvery.
+	looked    time.Time
+	lookEvery time.Duration
 }
+
+// lookEvery is how often a sink writing looks whether its file is still at
+// its path: one removed (to free space) is written to no more, and a new
+// one begun, as logrotate's create does.
+const lookEvery = time.Second
 
 // OpenLog prepares dir/job.log, capped at maxBytes, and starts the copier.
 // The file is opened, or continued, when the job first writes: a job that
@@ -100,7 +109,7 @@ type LogSink struct {
 // header, when not "", is written before the job's first output (RunHeader):
 // a run that prints nothing leaves no trace in the file.
 func OpenLog(dir, job string, maxBytes int64, header string) (*LogSink, error) {
-	return openLog(dir, job, maxBytes, header, nil)
+	return openLog(dir, job, maxBytes, header, sinkTuning{lookEvery: lookEvery})
 }
 
 // RunHeader is the line a run's output starts with in its job's log file,
@@ -147,7 +156,14 @@ func RunStart(start time.Time) string { return start.UTC().Format(time.RFC3339) 
 // rotation started while the run wrote.
 const continuedSuffix = ", continued ---"
 
-func openLog(dir, job string, maxBytes int64, header string, slowDisk func()) (*LogSink, error) {
+// sinkTuning is what tests change of a sink: a disk slower than the
+// job's output, and how often it looks whether its file was removed.
+type sinkTuning struct {
+	slowDisk  func()
+	lookEvery time.Duration
+}
+
+func openLog(dir, job string, maxBytes int64, header string, tune sinkTuning) (*LogSink, error) {
 	// Job names are checked long before this, but a name that reached
 	// here by another path must still not climb out of dir or hide.
 	if job == "" || strings.ContainsAny(job, "/\x00") || strings.HasPrefix(job, ".") {
@@ -157,10 +173,11 @@ func openLog(dir, job string, maxBytes int64, header string, slowDisk func()) (*
 		return nil, fmt.Errorf("open log for job %s: cap of %d bytes is not positive", job, maxBytes)
 	}
 	s := &LogSink{
-		path:     filepath.Join(dir, job+".log"),
-		maxBytes: maxBytes,
-		done:     make(chan struct{}),
-		slowDisk: slowDisk,
+		path:      filepath.Join(dir, job+".log"),
+		maxBytes:  maxBytes,
+		done:      make(chan struct{}),
+		slowDisk:  tune.slowDisk,
+		lookEvery: tune.lookEvery,
 	}
 	if header != "" {
 		s.header = []byte(header)
@@ -334,6 +351,9 @@ func (s *LogSink) write(p []byte) {
 	if s.slowDisk != nil {
 		s.slowDisk()
 	}
+	if s.f != nil && !s.stillThere() {
+		s.reopen()
+	}
 	for len(p) > 0 {
 		if s.f == nil {
 			if err := s.open(0); err != nil {
@@ -402,15 +422,55 @@ func (s *LogSink) rotate() bool {
 		s.fail(err)
 		return false
 	}
+	s.writeContinued()
+	return true
+}
+
+// writeContinued begins a file the run goes on writing in with the run's
+// header, marked continued: a line split goes on below it.
+func (s *LogSink) writeContinued() {
 	if s.continued != nil && int64(len(s.continued)) < s.maxBytes/2 {
-		// The file's first line: a line the rotation split goes on below.
 		w, err := s.f.Write(s.continued)
 		s.size += int64(w)
 		if err != nil {
 			s.fail(fmt.Errorf("write %s: %w", s.path, err))
 		}
 	}
-	return true
+}
+
+// stillThere says whether the open file is the one at path, looking at
+// most once every lookEvery (true between looks, and where it cannot
+// tell).
+func (s *LogSink) stillThere() bool {
+	now := time.Now()
+	if now.Sub(s.looked) < s.lookEvery {
+		return true
+	}
+	s.looked = now
+	var open, named unix.Stat_t
+	if unix.Fstat(int(s.f.Fd()), &open) != nil {
+		return true
+	}
+	if err := unix.Stat(s.path, &named); err != nil {
+		return !errors.Is(err, unix.ENOENT)
+	}
+	return open.Dev == named.Dev && open.Ino == named.Ino
+}
+
+// reopen lets go of a file no longer at path and goes on at path: in a
+// new file, the run's header first (its directory made again where that
+// went too), or in one someone put there.
+func (s *LogSink) reopen() {
+	if err := s.f.Close(); err != nil {
+		s.fail(fmt.Errorf("close %s: %w", s.path, err))
+	}
+	s.f = nil
+	_ = os.MkdirAll(filepath.Dir(s.path), 0o750)
+	if err := s.open(0); err != nil {
+		s.fail(err)
+		return
+	}
+	s.writeContinued()
 }
 
 // open opens the log for appending. O_NOFOLLOW: the state directory is

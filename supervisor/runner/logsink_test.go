@@ -288,7 +288,7 @@ func TestLogSinkNoOutputNoFile(t *testing.T) {
 // Close in between chunks, not copy for as long as there is output).
 func TestLogSinkCloseContextUnderFlood(t *testing.T) {
 	t.Parallel()
-	s, err := openLog(t.TempDir(), "job", 1<<20, "", func() { time.Sleep(time.Millisecond) })
+	s, err := openLog(t.TempDir(), "job", 1<<20, "", sinkTuning{slowDisk: func() { time.Sleep(time.Millisecond) }, lookEvery: lookEvery})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -411,5 +411,48 @@ func TestLogSinkCopiesAllWithoutNewWrites(t *testing.T) {
 	})
 	if err := <-wrote; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestLogSinkFileRemoved: a log file removed while its run writes (to
+// free space) is let go of, and the run's output goes on in a new file at
+// its path, under the run's header marked continued, so that it is found
+// (berth logs) and the space of the removed one is given back.
+func TestLogSinkFileRemoved(t *testing.T) {
+	t.Parallel()
+	dir, gate := t.TempDir(), filepath.Join(t.TempDir(), "gate")
+	// Looking at each write: the two lines come within the second.
+	s, err := openLog(dir, "job", 1<<20, RunHeader(4, time.Date(2026, 12, 4, 9, 0, 0, 0, time.UTC)), sinkTuning{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := Start(Spec{Argv: []string{"/bin/sh", "-c", "echo one; while [ ! -e " + gate + " ]; do sleep 0.02; done; echo two"},
+		Env: []string{"PATH=/usr/bin:/bin"}, Stdout: s.File()})
+	s.CloseWriter()
+	if err != nil {
+		s.Close()
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "job.log")
+	testkit.WaitFor(t, 10*time.Second, "the first line", func() bool {
+		b, _ := os.ReadFile(path)
+		return strings.Contains(string(b), "one\n")
+	})
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(gate, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if e := wait(t, p); !e.Success() {
+		t.Errorf("exit = %v", e)
+	}
+	if err := s.Close(); err != nil {
+		t.Errorf("Close: %v", err)
+	}
+	cur, _ := readLogs(t, dir)
+	first, rest, _ := strings.Cut(cur, "\n")
+	if run, continued, ok := ParseRunHeader([]byte(first)); !ok || run != 4 || !continued || rest != "two\n" {
+		t.Errorf("the new file: %q, want run 4's header, continued, then the line written after the removal", cur)
 	}
 }
