@@ -198,6 +198,10 @@ func msgOpenState(stateDir string, err error) string {
 	case errors.Is(err, fs.ErrPermission):
 		return fmt.Sprintf("berth: cannot open the state: %v: the state directory must be the daemon's to write (ls -ld %s shows whose it is; sudo chown -R $(id -un) %s makes it yours), or give --state DIR, or set BERTH_STATE",
 			err, stateDir, stateDir)
+	case errors.Is(err, syscall.ENOSPC):
+		return fmt.Sprintf("berth: cannot open the state: %v: its file system is full; free space under %s (df -h %s), then start berth again", err, stateDir, stateDir)
+	case errors.Is(err, syscall.EROFS):
+		return fmt.Sprintf("berth: cannot open the state: %v: its file system is mounted read-only (findmnt -T %s); mount it writable, or give --state DIR", err, stateDir)
 	}
 	return fmt.Sprintf("berth: cannot open the state: %v (give --state DIR, or set BERTH_STATE)", err)
 }

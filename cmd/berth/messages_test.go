@@ -81,6 +81,8 @@ func TestMessages(t *testing.T) {
 		msgSocket("/run/berth/berth.sock", os.ErrPermission),
 		msgOpenState("/var/lib/berth", &store.LockedError{Path: "/var/lib/berth/state.db", HolderPID: 1234}),
 		msgOpenState("/var/lib/berth", errors.New("open state /var/lib/berth/state.db: read-only file system")),
+		msgOpenState("/var/lib/berth", &fs.PathError{Op: "write", Path: "/var/lib/berth/state.db.new", Err: syscall.ENOSPC}),
+		msgOpenState("/var/lib/berth", &fs.PathError{Op: "open", Path: "/var/lib/berth/state.db", Err: syscall.EROFS}),
 		msgOpenState("/var/lib/berth", &store.NotStateError{Path: "/var/lib/berth/state.db", Problem: store.NotStateEmpty}),
 		msgOpenState("/var/lib/berth", fmt.Errorf("open daemon: %w", &store.NotStateError{Path: "/var/lib/berth/state.db", Problem: store.NotStateNotBolt, Size: 22})),
 		msgOpenState("/var/lib/berth", &store.NotStateError{Path: "/var/lib/berth/state.db", Problem: store.NotStateForeign, Size: 32768}),
