@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -416,6 +418,13 @@ func TestWaitOutlivesTheDaemon(t *testing.T) {
 		if js, _ := d.jobStatus("late"); !js.Since.Equal(t0.Add(time.Minute)) {
 			t.Errorf("daemon %d: late is shown waiting since %v, want %v", life, js.Since, t0.Add(time.Minute))
 		}
+		// holder keeps its place, but it ran meanwhile: its wait is
+		// measured from this daemon's start, not from its first wait.
+		srv := httptest.NewServer(d.meters.handler(d))
+		if n, sum, ok := scrapeMetrics(t, http.DefaultClient, srv.URL).histogram("berth_placement_wait_seconds"); !ok || n != 1 || sum != 0 {
+			t.Errorf("daemon %d: berth_placement_wait_seconds %d observed, sum %v; want holder's, 0 s (the clock stands still)", life, n, sum)
+		}
+		srv.Close()
 		lives.stopped(stop)
 	}
 }

@@ -89,6 +89,11 @@ type job struct {
 	// last daemon stopped, or, for a job new to the line born with others,
 	// the instant they all arrive at.
 	waitedBefore time.Time
+	// waitMeasured, when after waitingAt, is where the next placement's
+	// wait is measured from (the metrics, the log's waited_ms): a job
+	// whose run the last daemon took down with it keeps its place in line
+	// from its earlier wait, but did not wait all that time.
+	waitMeasured time.Time
 	// order is the job's place among the jobs born with it, in the order
 	// they are declared: the placer's tie-break for those that began to
 	// wait at one instant.
@@ -819,10 +824,15 @@ func (j *job) placed(p placement) {
 	}
 	j.book, j.grant = p.book, p.grant
 	j.placedAt = j.d.now()
-	j.d.meters.placementWait.Observe(j.placedAt.Sub(j.waitingAt).Seconds())
+	from := j.waitingAt
+	if j.waitMeasured.After(from) {
+		from = j.waitMeasured
+	}
+	j.waitMeasured = time.Time{}
+	j.d.meters.placementWait.Observe(j.placedAt.Sub(from).Seconds())
 	j.log.Info("placed", "cpus", len(p.grant.CPUIDs), "gpus", j.d.cardNames(p.grant.GPUs), "ram_bytes", p.grant.RAMBytes,
 		"gpu_mem_bytes", p.grant.GPUMemBytes,
-		"waited_ms", j.d.now().Sub(j.waitingAt).Milliseconds())
+		"waited_ms", j.placedAt.Sub(from).Milliseconds())
 	j.apply(event{kind: evPlaced})
 }
 

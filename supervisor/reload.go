@@ -1207,6 +1207,11 @@ func (d *Daemon) declare(name string, def *luaapi.Job, invalid string, first boo
 		initial := m.initial
 		j = d.newJob(name, def, invalid, initial, m.doneFP)
 		j.waitedBefore = m.waited
+		if m.ran {
+			// Its place in line is kept, but the wait the metrics and the
+			// log measure begins now: it ran meanwhile.
+			j.waitMeasured = d.now()
+		}
 		if arr != nil {
 			// Before it takes a run back: the run holds one of the
 			// array's places.
@@ -1356,7 +1361,10 @@ type memory struct {
 	doneFP  string // the definition whose last run ended done
 	// waited is when the wait began that the job was in when the last
 	// daemon stopped: it waits on from then, keeping its place in line.
+	// ran: a run of it began since (its record is not written again as
+	// a run starts), so that the wait it waits now began only here.
 	waited time.Time
+	ran    bool
 	// retryAt is when the restart delay that the job was waiting out ends
 	// (initial is then in backoff): the delay goes on, so that a crash
 	// loop is not sped up by a daemon that restarts.
@@ -1376,6 +1384,9 @@ func (d *Daemon) remembered(name string, def *luaapi.Job, set *luaapi.Set) memor
 	m := memory{doneFP: rec.DoneFingerprint}
 	if rec.State == store.StateWaiting {
 		m.waited = rec.Changed
+		if runs, err := d.store.Runs(name, 1); err == nil && len(runs) == 1 && !runs[0].Start.Before(rec.Changed) {
+			m.ran = true
+		}
 	}
 	fp := def.ProcessFingerprint()
 	stillDone := func() bool {
