@@ -274,41 +274,43 @@ func parentsOf(g *depGraph, def *luaapi.Job) []Dependency {
 // job named is the first of the chain to run again. memo keeps what was
 // found for each name (the graph is acyclic: cycles are refused).
 func (g *depGraph) behind(name string, memo map[string]string) string {
-	if b, ok := memo[name]; ok {
-		return b
-	}
-	memo[name] = ""
-	v, ok := g.view(name)
-	if !ok || v.Def == nil || len(v.Def.After) == 0 {
-		return ""
-	}
-	was := recordParents(v.DoneFP)
-	for _, p := range v.Def.After {
-		pv, ok := g.view(p)
-		if !ok {
-			continue
+	return g.walkAfter(name, memo, func(child, _ string, pv jobView, was string, named bool) (string, bool) {
+		if named && was != digest(pv.DoneFP) {
+			return child, true
 		}
-		if pv.Def != nil && pv.Def.Restart == luaapi.RestartAlways {
-			continue
-		}
-		if b := g.behind(p, memo); b != "" {
-			memo[name] = b
-			return b
-		}
-		if r, ok := was[p]; ok && r != digest(pv.DoneFP) {
-			memo[name] = name
-			return name
-		}
-	}
-	return ""
+		return "", true
+	})
 }
 
 // renewing is, for a job done, the job at or upstream of its after parents
 // that runs, or waits to run, a definition other than the one name's done
 // run followed ("" where none): once that one has run to done, name runs
-// again. A parent done is looked through; an array or a service parent is
-// not looked at. memo keeps what was found for each name.
+// again. A parent done is looked through; an array parent is not looked
+// at. memo keeps what was found for each name.
 func (g *depGraph) renewing(name string, memo map[string]string) string {
+	return g.walkAfter(name, memo, func(_, p string, pv jobView, was string, named bool) (string, bool) {
+		if pv.Def == nil || g.arrays[p] != nil {
+			return "", false
+		}
+		switch pv.State {
+		case store.StateDone:
+			return "", true
+		case store.StateWaiting, store.StateStarting, store.StateRunning, store.StateBackoff:
+			parents, known := parentRecords(pv.Def, g.record)
+			if known && named && was != digest(doneMark(pv.Def.ProcessFingerprint(), parents)) {
+				return p, false
+			}
+		}
+		return "", false
+	})
+}
+
+// walkAfter walks the batch parents in name's after (a service is never
+// behind), each as at says: what it finds at parent p of child (was is
+// what child's done record holds of p, named whether it names p), and
+// whether the walk goes on up through p first. The first found is the
+// answer, kept in memo for name as for each name it walked through.
+func (g *depGraph) walkAfter(name string, memo map[string]string, at func(child, p string, pv jobView, was string, named bool) (found string, up bool)) string {
 	if b, ok := memo[name]; ok {
 		return b
 	}
@@ -320,21 +322,20 @@ func (g *depGraph) renewing(name string, memo map[string]string) string {
 	was := recordParents(v.DoneFP)
 	for _, p := range v.Def.After {
 		pv, ok := g.view(p)
-		if !ok || pv.Def == nil || pv.Def.Restart == luaapi.RestartAlways || g.arrays[p] != nil {
+		if !ok || pv.Def != nil && pv.Def.Restart == luaapi.RestartAlways {
 			continue
 		}
-		switch pv.State {
-		case store.StateDone:
-			if b := g.renewing(p, memo); b != "" {
+		r, named := was[p]
+		found, up := at(name, p, pv, r, named)
+		if up {
+			if b := g.walkAfter(p, memo, at); b != "" {
 				memo[name] = b
 				return b
 			}
-		case store.StateWaiting, store.StateStarting, store.StateRunning, store.StateBackoff:
-			parents, known := parentRecords(pv.Def, g.record)
-			if r, named := was[p]; known && named && r != digest(doneMark(pv.Def.ProcessFingerprint(), parents)) {
-				memo[name] = p
-				return p
-			}
+		}
+		if found != "" {
+			memo[name] = found
+			return found
 		}
 	}
 	return ""
