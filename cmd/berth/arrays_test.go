@@ -115,6 +115,20 @@ func TestDaemonArrayClient(t *testing.T) {
 	if lines := strings.Split(strings.TrimSpace(out), "\n"); len(lines) != 3 || strings.Count(out, "sweep[3]") != 2 {
 		t.Errorf("berth history sweep --index 3 is not index 3's two runs:\n%s", out)
 	}
+	// --index names one index wherever a job is named.
+	if out, errOut, code := d.cli("show", "sweep", "--index", "5"); code != exitOK || !strings.HasPrefix(out, "sweep[5] — failed") {
+		t.Errorf("berth show sweep --index 5: exit %d\n%s%s", code, out, errOut)
+	}
+	if out, _, code := d.cli("start", "sweep", "--index", "2"); code != exitOK || !strings.HasPrefix(out, "sweep[2]: ") {
+		t.Errorf("berth start sweep --index 2: exit %d, %q", code, out)
+	}
+	if _, errOut, code := d.cli("stop", "sweep", "--index", "99"); code != exitFailed || !strings.Contains(errOut, "has no index 99") {
+		t.Errorf("berth stop sweep --index 99: exit %d, %q", code, errOut)
+	}
+	if _, errOut, code := d.cli("show", "plain", "--index", "1"); code != exitFailed || !strings.Contains(errOut, "not an array") {
+		t.Errorf("berth show plain --index 1: exit %d, %q", code, errOut)
+	}
+	d.waitArray("sweep", 10, map[string]int{"done": 3, "failed": 3})
 	out, _, _ = d.cli("show", "sweep")
 	for _, want := range []string{"indices by state", "failed  3  1,3,5", "done    3  2,4,6", "max_parallel  no bound", "sweep[5]"} {
 		if !strings.Contains(out, want) {
@@ -124,7 +138,7 @@ func TestDaemonArrayClient(t *testing.T) {
 
 	// Once none has failed, --failed has nothing to do, which is no error.
 	d.write("sweep.lua", strings.Replace(halfFails, "test $((BERTH_ARRAY_INDEX % 2)) -eq 0", "true", 1))
-	d.waitArray("sweep", 15, map[string]int{"done": 6})
+	d.waitArray("sweep", 16, map[string]int{"done": 6}) // 9, the start of sweep[2], and 6 of the new definition
 	out, errOut, code = d.cli("restart", "sweep", "--failed")
 	if code != exitOK || !strings.HasPrefix(out, "no failed index in sweep") {
 		t.Errorf("berth restart sweep --failed, none failed: exit %d, %q, stderr %q", code, out, errOut)

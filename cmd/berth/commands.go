@@ -143,6 +143,10 @@ func listing[T any](name string, path func(args []string) string, render func(io
 		if filter != nil {
 			keep = filter(c, fs)
 		}
+		var index *indexFlag
+		if args == 1 { // JOB: an array's index may be named by --index
+			index = c.indexFlag(fs)
+		}
 		rest, code, done := c.parse(fs, argv)
 		if done {
 			return code
@@ -155,9 +159,20 @@ func listing[T any](name string, path func(args []string) string, render func(io
 			}
 			return exitUsage
 		}
+		named := rest
+		if index != nil {
+			job, ok := index.job(c, name, rest)
+			if !ok {
+				return exitUsage
+			}
+			named = []string{job}
+		}
 		var v T
 		cl := c.client(f)
-		if err := cl.get(path(rest), nil, &v); err != nil {
+		if err := cl.get(path(named), nil, &v); err != nil {
+			if index != nil {
+				return c.failIndex(cl, err, name, rest, index)
+			}
 			return c.fail(err)
 		}
 		v = keep(cl, v)
@@ -440,6 +455,7 @@ func control(verb string) func(c *cli, args []string) int {
 		case "restart":
 			failed = fs.Bool("failed", false, "for an array: restart only its failed indices (refused for a job that is not an array)")
 		}
+		index := c.indexFlag(fs)
 		rest, code, done := c.parse(fs, args)
 		if done {
 			return code
@@ -455,6 +471,10 @@ func control(verb string) func(c *cli, args []string) int {
 			fmt.Fprintln(c.stderr, msgWantArgs(verb, what))
 			return exitUsage
 		}
+		job, ok := index.job(c, verb, rest)
+		if !ok {
+			return exitUsage
+		}
 		cl := c.client(f)
 		var q url.Values
 		if ignoreDeps != nil && *ignoreDeps {
@@ -466,8 +486,8 @@ func control(verb string) func(c *cli, args []string) int {
 			q = url.Values{"failed": {"1"}}
 		}
 		var ans supervisor.ControlAnswer
-		if err := cl.call(http.MethodPost, "/jobs/"+url.PathEscape(rest[0])+"/"+verb, q, &ans); err != nil {
-			return c.fail(err)
+		if err := cl.call(http.MethodPost, "/jobs/"+url.PathEscape(job)+"/"+verb, q, &ans); err != nil {
+			return c.failIndex(cl, err, verb, rest, index)
 		}
 		if *asJSON {
 			return c.writeJSON(ans)
@@ -475,7 +495,7 @@ func control(verb string) func(c *cli, args []string) int {
 		// The job as the daemon names it: a bare name is the caller's own
 		// job where they have one, else the administrators', and the
 		// answer says which it was.
-		job := cmp.Or(ans.Job, rest[0])
+		job = cmp.Or(ans.Job, job)
 		switch {
 		case len(ans.HeldBy) > 0 && ans.Gated:
 			fmt.Fprintln(c.stdout, escapeText(msgGated(verb, job, ans.File, ans.HeldBy, time.Now())))
