@@ -677,3 +677,30 @@ func TestArrayRunsAgainLowestFirst(t *testing.T) {
 		}
 	}
 }
+
+// TestArrayShrunkIndexCause: an index the array's range no longer
+// includes is stopped for that, and its run says so; one of an array no
+// file declares any more, for that.
+func TestArrayShrunkIndexCause(t *testing.T) {
+	d, dir := runDaemon(t, "", nil)
+	path := filepath.Join(dir, "jobs.lua")
+	testkit.PutFile(t, path, `job "ep" { cmd = "sleep 600", cpus = 0, array = 2 }`)
+	reload(t, d)
+	waitJob(t, d, "ep", "both running", func(js JobStatus) bool { return js.Array != nil && js.Array.Counts["running"] == 2 })
+	testkit.PutFile(t, path, `job "ep" { cmd = "sleep 600", cpus = 0, array = 1 }`)
+	reload(t, d)
+	testkit.PutFile(t, path, `-- nothing`)
+	reload(t, d)
+	for _, tt := range []struct{ index, cause string }{
+		{"ep[2]", "its array's range no longer includes it"},
+		{"ep[1]", "no job file declares it any more"},
+	} {
+		testkit.WaitFor(t, 20*time.Second, tt.index+"'s run to end", func() bool {
+			runs, err := d.store.Runs(tt.index, 1)
+			return err == nil && len(runs) == 1 && !runs[0].End.IsZero()
+		})
+		if runs, _ := d.store.Runs(tt.index, 1); runs[0].Reason != store.ReasonStopped || runs[0].Cause != tt.cause {
+			t.Errorf("%s's run: %v, %q; want stopped, %q", tt.index, runs[0].Reason, runs[0].Cause, tt.cause)
+		}
+	}
+}

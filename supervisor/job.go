@@ -66,6 +66,9 @@ type job struct {
 	wrote   store.JobRecord
 	life    life
 	removed bool
+	// outOfRange: removed as an index its array's range no longer
+	// includes, the array still declared.
+	outOfRange bool
 	waitGen uint64
 	ticket  *accounting.Ticket
 	book    *accounting.Book
@@ -196,7 +199,8 @@ type jobMessage struct {
 	// placed is the placer's answer to a wait.
 	placed *placement
 	// remove: the job is gone from the files; stop it and end.
-	remove bool
+	// outOfRange: it is an index its array's range no longer includes.
+	remove, outOfRange bool
 	// ignoreDeps lets ev (a start) past the dependency gate once.
 	ignoreDeps bool
 	// deps: a parent changed, or the graph did; look at the parents again.
@@ -536,7 +540,7 @@ func (j *job) receive(m jobMessage) {
 	}
 	if m.remove {
 		j.forgetWait()
-		j.removed = true
+		j.removed, j.outOfRange = true, m.outOfRange
 		j.apply(event{kind: evStop})
 	}
 	j.publish()
@@ -1022,6 +1026,9 @@ func (j *job) stop() {
 func (j *job) stopWhy() string {
 	switch j.cause {
 	case evStop:
+		if j.outOfRange {
+			return "its array's range no longer includes it"
+		}
 		if j.removed {
 			return "no job file declares it any more"
 		}

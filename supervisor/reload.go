@@ -1095,7 +1095,7 @@ func (d *Daemon) apply(set *luaapi.Set, first bool) ReloadResult {
 	}
 	for name, j := range d.jobs {
 		if !seen[name] {
-			j.in.post(jobMessage{remove: true})
+			j.in.post(jobMessage{remove: true, outOfRange: j.arr != nil && arrays[j.arr.name]})
 			delete(d.jobs, name)
 			d.draining[name] = j
 			if j.arr != nil {
