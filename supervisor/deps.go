@@ -283,23 +283,23 @@ func (g *depGraph) behind(name string, memo map[string]string) string {
 }
 
 // renewing is, for a job done, the job at or upstream of its after parents
-// that runs, or waits to run, a definition other than the one name's done
-// run followed ("" where none): once that one has run to done, name runs
-// again. A parent done is looked through; an array parent is not looked
+// that runs, waits to run, or rests short of done with, a definition other
+// than the one name's done run followed ("" where none): once that one has
+// run to done, name runs again. A parent done is looked through; an array parent is not looked
 // at. memo keeps what was found for each name.
 func (g *depGraph) renewing(name string, memo map[string]string) string {
 	return g.walkAfter(name, memo, func(_, p string, pv jobView, was string, named bool) (string, bool) {
 		if pv.Def == nil || g.arrays[p] != nil {
 			return "", false
 		}
-		switch pv.State {
-		case store.StateDone:
+		if pv.State == store.StateDone {
 			return "", true
-		case store.StateWaiting, store.StateStarting, store.StateRunning, store.StateBackoff:
-			parents, known := parentRecords(pv.Def, g.record)
-			if known && named && was != digest(doneMark(pv.Def.ProcessFingerprint(), parents)) {
-				return p, false
-			}
+		}
+		// Running it, waiting to, or resting short of done (failed,
+		// stopped): once it has run to done, name runs again.
+		parents, known := parentRecords(pv.Def, g.record)
+		if known && named && was != digest(doneMark(pv.Def.ProcessFingerprint(), parents)) {
+			return p, false
 		}
 		return "", false
 	})

@@ -225,10 +225,10 @@ func TestRenewing(t *testing.T) {
 	if r := renewing("c"); r != "" {
 		t.Errorf("a restarted as it was: c renews after %q", r)
 	}
-	// a's definition edited, its run under way or waiting: b and c are
-	// out of date, after a.
+	// a's definition edited, its run under way, waiting, or come to rest
+	// short of done: b and c are out of date, after a.
 	defs["a"] = &luaapi.Job{Name: "a", Cmd: []string{"false"}}
-	for _, st := range []store.State{store.StateWaiting, store.StateRunning, store.StateBackoff} {
+	for _, st := range []store.State{store.StateWaiting, store.StateRunning, store.StateBackoff, store.StateFailed, store.StateStopped} {
 		set("a", st, a1)
 		if rb, rc := renewing("b"), renewing("c"); rb != "a" || rc != "a" {
 			t.Errorf("a %s a new definition: b renews after %q, c after %q; want a", st, rb, rc)

@@ -412,7 +412,8 @@ func (d *Daemon) status(members bool) Status {
 				graph, renewing = d.deps.Load(), map[string]string{}
 			}
 			if js.RunsAgainAfter = graph.renewing(j.name, renewing); js.RunsAgainAfter != "" {
-				js.Why = msgRunsAgainAfter(js.RunsAgainAfter)
+				up, _ := graph.view(js.RunsAgainAfter)
+				js.Why = msgRunsAgainAfter(js.RunsAgainAfter, up.State)
 			}
 		}
 		if v.State == store.StateBackoff && !v.RetryAt.IsZero() {
@@ -510,6 +511,7 @@ func arrayStatus(a *array, members []JobStatus) JobStatus {
 		out.Array.Queued = &q
 	}
 	queued := memberName(a.name, c.queued)
+	var runsAgainWhy string // an index's, done but out of date
 	for _, m := range members {
 		out.CPUs += m.CPUs
 		out.CPUIDs = append(out.CPUIDs, m.CPUIDs...)
@@ -523,8 +525,8 @@ func arrayStatus(a *array, members []JobStatus) JobStatus {
 		case m.After != nil && out.After == nil:
 			out.After = m.After
 		}
-		if out.RunsAgainAfter == "" {
-			out.RunsAgainAfter = m.RunsAgainAfter
+		if out.RunsAgainAfter == "" && m.RunsAgainAfter != "" {
+			out.RunsAgainAfter, runsAgainWhy = m.RunsAgainAfter, m.Why
 		}
 	}
 	slices.Sort(out.CPUIDs)
@@ -535,9 +537,7 @@ func arrayStatus(a *array, members []JobStatus) JobStatus {
 	}
 	switch out.State {
 	case store.StateDone.String():
-		if out.RunsAgainAfter != "" {
-			out.Why = msgRunsAgainAfter(out.RunsAgainAfter)
-		}
+		out.Why = runsAgainWhy
 	case store.StateFailed.String():
 		out.Why = MsgArrayFailed(c.byState[store.StateFailed], c.size, a.name)
 	case store.StateInvalid.String(), store.StateUnplaceable.String():
