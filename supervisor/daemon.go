@@ -397,7 +397,7 @@ func Open(cfg Config) (*Daemon, error) {
 func (d *Daemon) closeStore() {
 	err := d.store.Close()
 	if u, ok := errors.AsType[*store.UnrecordedError](err); ok {
-		d.log.Error(msgUnrecordedAtStop(d.cfg.StateDir, u), "jobs", someNames(u.Jobs), "runs", u.Runs, "error", u.Err)
+		d.log.Error(msgUnrecordedAtStop(d.cfg.StateDir, u), "jobs", strings.Join(u.Jobs, " "), "runs", u.Runs, "error", u.Err)
 	} else if err != nil {
 		d.log.Error("cannot close the state", "error", err)
 	}
@@ -781,6 +781,9 @@ func (d *Daemon) reconcile() error {
 			}
 		}
 		as := lostAs{d.now(), msgLostWithDaemon}
+		if killed > 0 {
+			as.cause = msgLostLeftovers
+		}
 		if d.cfg.Units != nil {
 			as.cause = msgLostUnit
 			if booted := d.cfg.Machine.Booted; !booted.IsZero() && !r.Start.After(booted) {

@@ -120,8 +120,13 @@ func QuoteArg(s string) string {
 }
 
 // msgRunsAgainAfter is a done job's why while a job upstream of it runs
-// a new definition (JobStatus.RunsAgainAfter).
-func msgRunsAgainAfter(upstream string) string {
+// a new definition (JobStatus.RunsAgainAfter), or rests (state) before
+// that has ended done.
+func msgRunsAgainAfter(upstream string, state store.State) string {
+	if !Holds(state) && state != store.StateWaiting && state != store.StateBackoff {
+		return fmt.Sprintf("runs again after %s once its new definition has run to done (%s is %s): its output is out of date until then (berth show %s says why)",
+			upstream, upstream, state, QuoteArg(upstream))
+	}
 	return fmt.Sprintf("runs again after %s, which runs again first: its output is out of date until then (berth show %s says why)", upstream, QuoteArg(upstream))
 }
 
@@ -408,20 +413,14 @@ func msgHidden(p Problem) string {
 // MsgNotRecording is the status's first error while the state cannot be
 // written.
 func MsgNotRecording(dir string, err error) string {
-	fix := fmt.Sprintf("free space under %s (df -h %s)", dir, dir)
-	switch {
-	case errors.Is(err, syscall.EROFS):
-		fix = fmt.Sprintf("mount the file system of %s writable again (findmnt -T %s)", dir, dir)
-	case errors.Is(err, syscall.EPERM), errors.Is(err, syscall.EACCES):
-		fix = fmt.Sprintf("let the daemon write in %s again (ls -la %s; lsattr %s)", dir, dir, dir)
-	}
-	return fmt.Sprintf("cannot record the state (%v): jobs go on, but what they do is not on disk until it can be: should the daemon stop first, a job shown done meanwhile runs again at its next start; %s", err, fix)
+	return fmt.Sprintf("cannot record the state (%v): jobs go on, but what they do is not on disk until it can be: should the daemon stop first, a job shown done meanwhile runs again at its next start; %s", err, stateFix(dir, err))
 }
 
 // Why a run was lost, as its record keeps it (berth history shows it
 // after "lost: "); the job runs again.
 const (
 	msgLostWithDaemon  = "the daemon went away while it ran, and the run with it, at a time not known (its end is when the next daemon found it); the job runs again"
+	msgLostLeftovers   = "the daemon went away while it ran; the next daemon stopped what was left of it (its end), and the job runs again"
 	msgLostWithMachine = "the machine went down while it ran (its end is the next boot); the job runs again"
 	msgLostUnit        = "the next daemon could not take its unit back; the job runs again"
 	msgLostUnrecorded  = "the daemon went away as it started the run, before its record was written; the job runs again"
@@ -430,7 +429,20 @@ const (
 // msgUnrecordedAtStop: the daemon stopped with what a full disk kept it
 // from writing still unwritten.
 func msgUnrecordedAtStop(dir string, u *store.UnrecordedError) string {
-	return fmt.Sprintf("stopped without recording the state: %d jobs' last states and %d writes of runs are lost; the next start runs again the jobs whose end it could not record (done ones too), and records runs still open as lost; free space under %s (df -h %s) before berth starts again", len(u.Jobs), u.Runs, dir, dir)
+	return fmt.Sprintf("stopped without recording the state: the last states of %s and %s are lost; the next start goes by what is on disk, so a job shown done since runs again, and a run begun since may be missing from the history; %s before berth starts again",
+		accounting.Count(len(u.Jobs), "job"), accounting.Count(u.Runs, "write")+" of runs", stateFix(dir, u.Err))
+}
+
+// stateFix is what to do about a state directory the daemon cannot write
+// in, for why it cannot.
+func stateFix(dir string, err error) string {
+	switch {
+	case errors.Is(err, syscall.EROFS):
+		return fmt.Sprintf("mount the file system of %s writable again (findmnt -T %s)", dir, dir)
+	case errors.Is(err, syscall.EPERM), errors.Is(err, syscall.EACCES):
+		return fmt.Sprintf("let the daemon write in %s again (ls -la %s; lsattr %s)", dir, dir, dir)
+	}
+	return fmt.Sprintf("free space under %s (df -h %s)", dir, dir)
 }
 
 // MsgStateGone is the status's first error while the state file the

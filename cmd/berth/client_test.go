@@ -190,7 +190,7 @@ job "hello" { cmd = { "sh", "-c", "echo hello from the job" }, flavor = "small" 
 	}
 	// Its runs past those shown are said to be there.
 	if out, errOut, code := d.cli("history", "svc", "-n", "1"); code != exitOK || strings.Count(out, "\n") != 2 ||
-		!strings.Contains(errOut, "the newest 1 runs, and there are more") {
+		!strings.Contains(errOut, "the newest 1 run, and there are more (berth history svc -n 100 shows more)") {
 		t.Errorf("history -n 1 of a job that ran thrice: exit %d\n%s%s", code, out, errOut)
 	}
 	if _, errOut, _ := d.cli("history", "svc", "-n", "100"); errOut != "" {

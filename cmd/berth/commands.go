@@ -435,7 +435,7 @@ func runHistory(c *cli, args []string) int {
 	}
 	renderHistory(c.stdout, runs, c.render(time.Now()))
 	if more {
-		fmt.Fprintln(c.stderr, msgMoreRuns(n))
+		fmt.Fprintln(c.stderr, escapeText(msgMoreRuns(job, n)))
 	}
 	return exitOK
 }

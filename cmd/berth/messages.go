@@ -394,9 +394,14 @@ func msgWantArgs(command, what string) string {
 	return fmt.Sprintf("berth %s: takes %s (berth %s --help shows the usage)", command, what, command)
 }
 
-// msgMoreRuns: berth history showed the newest n runs, and there are more.
-func msgMoreRuns(n int) string {
-	return fmt.Sprintf("berth: the newest %d runs, and there are more (berth history -n %d shows more)", n, max(100, 5*n))
+// msgMoreRuns: berth history showed the newest n runs (of job, "" for
+// all), and there are more.
+func msgMoreRuns(job string, n int) string {
+	more := "berth history -n " + strconv.Itoa(max(100, 5*n))
+	if job != "" {
+		more = "berth history " + quoteArg(job) + " -n " + strconv.Itoa(max(100, 5*n))
+	}
+	return fmt.Sprintf("berth: the newest %s, and there are more (%s shows more)", count(n, "run"), more)
 }
 
 // msgReloaded says what a reload did: the counts, then the jobs added,

@@ -132,7 +132,7 @@ func TestMessages(t *testing.T) {
 		msgTailLeftOut("train", 1, 100),
 		msgReloaded(supervisor.ReloadResult{Files: 3, Added: []string{"a"}, Errors: []string{"x"}}),
 		msgReloaded(supervisor.ReloadResult{Files: 2}),
-		msgMoreRuns(20),
+		msgMoreRuns("", 20), msgMoreRuns("sweep[3]", 1),
 		msgReloaded(supervisor.ReloadResult{Files: 2, Writing: []string{"/etc/berth/jobs.d/train.lua"}}),
 		msgReloaded(supervisor.ReloadResult{Files: 40, Changed: []string{"train", "eval"}, Removed: strings.Split("a b c d e f g h i j k l m n o p q r s t u v", " ")}),
 		msgMetricsListen("127.0.0.1:9465", &net.OpError{Op: "listen", Net: "tcp", Err: &os.SyscallError{Syscall: "bind", Err: syscall.EADDRINUSE}}),
