@@ -69,11 +69,11 @@ type job struct {
 	// outOfRange: removed as an index its array's range no longer
 	// includes, the array still declared.
 	outOfRange bool
-	waitGen uint64
-	ticket  *accounting.Ticket
-	book    *accounting.Book
-	grant   accounting.Grant
-	run     runState
+	waitGen    uint64
+	ticket     *accounting.Ticket
+	book       *accounting.Book
+	grant      accounting.Grant
+	run        runState
 	// exitC is the running process's Done, nil when there is none or its
 	// exit has been taken.
 	exitC   <-chan struct{}
