@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -702,5 +703,46 @@ func TestArrayShrunkIndexCause(t *testing.T) {
 		if runs, _ := d.store.Runs(tt.index, 1); runs[0].Reason != store.ReasonStopped || runs[0].Cause != tt.cause {
 			t.Errorf("%s's run: %v, %q; want stopped, %q", tt.index, runs[0].Reason, runs[0].Cause, tt.cause)
 		}
+	}
+}
+
+// TestRunsAgainAfterArray: a job after an array is out of date while the
+// array's parent runs a new definition, and then while the array runs
+// again after it.
+func TestRunsAgainAfterArray(t *testing.T) {
+	d, dir := runDaemon(t, "", nil)
+	path, next, kidGo := filepath.Join(dir, "jobs.lua"), filepath.Join(t.TempDir(), "next"), filepath.Join(t.TempDir(), "kid")
+	rest := `job "kid" { cmd = { "sh", "-c", "test -e ` + kidGo + ` || test ! -e ` + next + `" }, cpus = 0, after = "prep", array = 2 }
+job "agg" { cmd = "true", cpus = 0, after = "kid" }`
+	testkit.PutFile(t, path, `job "prep" { cmd = "true", cpus = 0 }`+"\n"+rest)
+	reload(t, d)
+	waitJob(t, d, "agg", "done", func(js JobStatus) bool { return js.State == "done" })
+	// prep's new definition waits for next: agg is out of date after prep.
+	testkit.PutFile(t, path, `job "prep" { cmd = { "sh", "-c", "while [ ! -e `+next+` ]; do sleep 0.05; done" }, cpus = 0 }`+"\n"+rest)
+	reload(t, d)
+	if js := waitJob(t, d, "agg", "out of date after prep", func(js JobStatus) bool { return js.RunsAgainAfter != "" }); js.State != "done" || js.RunsAgainAfter != "prep" {
+		t.Errorf("agg while prep runs a new definition: %s, after %q", js.State, js.RunsAgainAfter)
+	}
+	// prep done: kid's indices run again, and fail (kid is not let go):
+	// agg is out of date after kid, which rests failed short of done.
+	if err := writeFile(next, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	waitJob(t, d, "kid", "failed", func(js JobStatus) bool { return js.State == "failed" })
+	if js, _ := d.jobStatus("agg"); js.State != "done" || js.RunsAgainAfter != "kid" {
+		t.Errorf("agg while kid's new run failed: %s, after %q", js.State, js.RunsAgainAfter)
+	}
+	if err := writeFile(kidGo, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if code, body := as(t, d, "root", "POST", jobPath("kid")+"/start"); code != http.StatusOK {
+		t.Fatalf("start kid: %d %s", code, body)
+	}
+	testkit.WaitFor(t, 20*time.Second, "agg to run again", func() bool {
+		runs, err := d.store.Runs("agg", 2)
+		return err == nil && len(runs) == 2 && !runs[0].End.IsZero()
+	})
+	if js := waitJob(t, d, "agg", "done again", func(js JobStatus) bool { return js.State == "done" }); js.RunsAgainAfter != "" {
+		t.Errorf("agg run again after kid: still out of date after %q", js.RunsAgainAfter)
 	}
 }

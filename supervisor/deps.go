@@ -285,11 +285,13 @@ func (g *depGraph) behind(name string, memo map[string]string) string {
 // renewing is, for a job done, the job at or upstream of its after parents
 // that runs, waits to run, or rests short of done with, a definition other
 // than the one name's done run followed ("" where none): once that one has
-// run to done, name runs again. A parent done is looked through; an array parent is not looked
-// at. memo keeps what was found for each name.
+// run to done, name runs again. A parent done is looked through. An
+// array's record is its indices' (arrayRecord), which is the definition's
+// when they ran one after the same parents. memo keeps what was found for
+// each name.
 func (g *depGraph) renewing(name string, memo map[string]string) string {
 	return g.walkAfter(name, memo, func(_, p string, pv jobView, was string, named bool) (string, bool) {
-		if pv.Def == nil || g.arrays[p] != nil {
+		if pv.Def == nil {
 			return "", false
 		}
 		if pv.State == store.StateDone {
