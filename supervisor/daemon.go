@@ -171,8 +171,11 @@ type Daemon struct {
 	bin *binary
 	// sock binds the control socket again should its path be removed;
 	// nil where it cannot.
-	sock    *socketKeeper
-	started time.Time
+	sock *socketKeeper
+	// logTrouble is why the last run's log file could not be opened, nil
+	// when it could (status: logs_unwritable).
+	logTrouble atomic.Pointer[logTrouble]
+	started    time.Time
 
 	// Owned by the loop goroutine.
 	latest  map[string]*luaapi.File // the latest version of each file, as evaluated
@@ -390,6 +393,39 @@ func Open(cfg Config) (*Daemon, error) {
 	d.scanner = watch.NewScanner(cfg.JobsDir, watch.ScanOptions{DaemonUID: os.Getuid()})
 	meters.reg.MustRegister(stateCollector{d})
 	return d, nil
+}
+
+// logTrouble is why the jobs' log directory cannot take a run's output.
+type logTrouble struct {
+	dir string
+	err error
+}
+
+// noteLogTrouble records why a run's log directory could not take its
+// output; the first trouble is logged.
+func (d *Daemon) noteLogTrouble(t *logTrouble) {
+	if was := d.logTrouble.Swap(t); was == nil {
+		d.log.Error(msgLogsUnwritable(t.dir, t.err))
+	}
+}
+
+// noteLogsFine records that a run's log file could be opened in dir: the
+// trouble of that directory, if it was the one said, is over.
+func (d *Daemon) noteLogsFine(dir string) {
+	if was := d.logTrouble.Load(); was != nil && was.dir == dir && d.logTrouble.CompareAndSwap(was, nil) {
+		d.log.Info("the jobs' log directory can be written again", "dir", dir)
+	}
+}
+
+// discardOutput is a run's output thrown away, for why its log directory
+// dir cannot take it.
+func (d *Daemon) discardOutput(dir string, why error) (output, error) {
+	d.noteLogTrouble(&logTrouble{dir: dir, err: why})
+	f, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
+	if err != nil {
+		return output{}, err
+	}
+	return output{file: f, release: func() { f.Close() }, finish: func() {}}, nil
 }
 
 // closeStore closes the state as the daemon stops, and says what it
@@ -1122,21 +1158,28 @@ func (d *Daemon) output(name, header string) (output, error) {
 	dir, short := filepath.Join(d.cfg.StateDir, "logs"), name
 	// Made again should someone have removed it (to free space): every
 	// start would fail for want of it.
+	// Where the directory cannot take it (unwritable, not a directory, the
+	// state directory gone), the run goes on, its output thrown away, and
+	// the status says why, for the machine rather than for each job.
 	if err := os.Mkdir(dir, 0o750); err == nil {
 		d.log.Warn("the jobs' log directory was removed; made it again", "dir", dir)
 	} else if !errors.Is(err, os.ErrExist) {
-		return output{}, fmt.Errorf("open log for job %s: %w", name, err)
+		return d.discardOutput(dir, err)
 	}
 	if owner, rest, ok := strings.Cut(name, "/"); ok {
 		dir, short = filepath.Join(dir, owner), rest
 		if err := os.Mkdir(dir, 0o750); err != nil && !errors.Is(err, os.ErrExist) {
-			return output{}, fmt.Errorf("open log for job %s: %w", name, err)
+			return d.discardOutput(dir, err)
 		}
 	}
 	sink, err := runner.OpenLog(dir, short, d.cfg.LogBytes, header)
+	if pe, ok := errors.AsType[*os.PathError](err); ok && pe.Op == "access" {
+		return d.discardOutput(dir, pe.Err)
+	}
 	if err != nil {
 		return output{}, err
 	}
+	d.noteLogsFine(dir)
 	return output{
 		file:    sink.File(),
 		release: func() { _ = sink.CloseWriter() },

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -498,5 +499,48 @@ func TestLogDirMadeAgain(t *testing.T) {
 	}
 	if b, err := os.ReadFile(filepath.Join(logs, "a.log")); err != nil || !strings.Contains(string(b), "hello") {
 		t.Errorf("a.log: %q, %v", b, err)
+	}
+}
+
+// TestLogDirUnwritable: a jobs' log directory that cannot take a run's
+// output (here a file in its place) stops no run: the output is thrown
+// away, and the status says so, once for the machine, until a run's log
+// file can be opened there again.
+func TestLogDirUnwritable(t *testing.T) {
+	d, _ := runDaemon(t, `job "a" { cmd = { "echo", "hello" }, cpus = 0 }`, nil)
+	waitJob(t, d, "a", "done", func(js JobStatus) bool { return js.State == "done" })
+	logs := filepath.Join(d.cfg.StateDir, "logs")
+	if err := os.RemoveAll(logs); err != nil {
+		t.Fatal(err)
+	}
+	if err := writeFile(logs, []byte("in the way"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ranTo := func(n int, what string) {
+		t.Helper()
+		if code, body := as(t, d, "root", "POST", jobPath("a")+"/start"); code != http.StatusOK {
+			t.Fatalf("start: %d %s", code, body)
+		}
+		testkit.WaitFor(t, 20*time.Second, what, func() bool {
+			runs, err := d.store.Runs("a", n)
+			return err == nil && len(runs) == n && !runs[0].End.IsZero()
+		})
+		if runs, _ := d.store.Runs("a", 1); runs[0].Reason != store.ReasonExited {
+			t.Fatalf("%s: %+v", what, runs[0])
+		}
+	}
+	ranTo(2, "a run with its log directory a file")
+	problem := func() bool {
+		return slices.ContainsFunc(d.Status().Problems, func(p Problem) bool { return p.Code == ProblemLogsUnwritable && p.File == logs })
+	}
+	if !problem() {
+		t.Errorf("no logs_unwritable problem: %+v", d.Status().Problems)
+	}
+	if err := os.Remove(logs); err != nil {
+		t.Fatal(err)
+	}
+	ranTo(3, "a run with its log directory back")
+	if problem() {
+		t.Errorf("logs_unwritable still said once a run's log could be written: %+v", d.Status().Problems)
 	}
 }

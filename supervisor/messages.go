@@ -53,15 +53,16 @@ const (
 // Codes of problems that are not a job file's own mistakes (those take
 // luaapi's Problem names, e.g. "unknown_field").
 const (
-	ProblemFileRefused  = "file_refused"  // owner, mode or type of a file
-	ProblemDirRefused   = "dir_refused"   // the jobs directory itself
-	ProblemDirMissing   = "dir_missing"   // no jobs directory (yet)
-	ProblemNameTaken    = "name_taken"    // a name another file in force declares
-	ProblemTooManyJobs  = "too_many_jobs" // a person's files would declare more jobs than --person-jobs
-	ProblemNotRecording = "not_recording" // the state cannot be written
-	ProblemCredentials  = "credentials"   // an unknown user or group
-	ProblemStateGone    = "state_gone"    // the state file was removed or replaced under the daemon
-	ProblemUnplaceable  = "unplaceable"   // a job that fits no machine (berth check; the daemon says it as the job's state)
+	ProblemFileRefused    = "file_refused"    // owner, mode or type of a file
+	ProblemDirRefused     = "dir_refused"     // the jobs directory itself
+	ProblemDirMissing     = "dir_missing"     // no jobs directory (yet)
+	ProblemNameTaken      = "name_taken"      // a name another file in force declares
+	ProblemTooManyJobs    = "too_many_jobs"   // a person's files would declare more jobs than --person-jobs
+	ProblemNotRecording   = "not_recording"   // the state cannot be written
+	ProblemCredentials    = "credentials"     // an unknown user or group
+	ProblemStateGone      = "state_gone"      // the state file was removed or replaced under the daemon
+	ProblemLogsUnwritable = "logs_unwritable" // the jobs' log directory cannot be written: their output is thrown away
+	ProblemUnplaceable    = "unplaceable"     // a job that fits no machine (berth check; the daemon says it as the job's state)
 )
 
 // msgNoSuchJob says no job is named name; brokenFiles, how many job files
@@ -425,6 +426,12 @@ const (
 	msgLostUnit        = "the next daemon could not take its unit back; the job runs again"
 	msgLostUnrecorded  = "the daemon went away as it started the run, before its record was written; the job runs again"
 )
+
+// msgLogsUnwritable is the status's error while the jobs' log directory
+// cannot take a run's output.
+func msgLogsUnwritable(dir string, err error) string {
+	return fmt.Sprintf("the jobs' log directory %s cannot be written (%v): jobs run, but their output is thrown away until it can be; it must be a directory the daemon may write in (ls -ld %s; lsattr -d %s)", dir, err, dir, dir)
+}
 
 // msgUnrecordedAtStop: the daemon stopped with what a full disk kept it
 // from writing still unwritten.

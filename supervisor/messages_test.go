@@ -26,6 +26,7 @@ func TestMessagesGolden(t *testing.T) {
 		msgNoSuchCall("GET", "/v2/status"),
 		msgRemovedStopping("restart", "train", pos.File),
 		msgNotArray("hp[2]"),
+		msgLogsUnwritable("/var/lib/berth/logs", syscall.EPERM),
 		msgRunsAgainAfter("prep", store.StateRunning), msgRunsAgainAfter("prep", store.StateFailed),
 		msgLostWithDaemon, msgLostLeftovers, msgLostWithMachine, msgLostUnit, msgLostUnrecorded,
 		msgSocketTaken("/run/berth/berth.sock"),

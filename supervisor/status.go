@@ -237,7 +237,7 @@ func SortProblems(ps []Problem) {
 // jobs', its quotas'), not about the state or the jobs directory.
 func (p Problem) InAJobFile() bool {
 	switch p.Code {
-	case ProblemNotRecording, ProblemStateGone, ProblemDirMissing, ProblemDirRefused:
+	case ProblemNotRecording, ProblemStateGone, ProblemDirMissing, ProblemDirRefused, ProblemLogsUnwritable:
 		return false
 	}
 	return p.File != ""
@@ -352,6 +352,9 @@ func (d *Daemon) status(members bool) Status {
 		if Holds(j.view().State) {
 			jobs = append(jobs, j)
 		}
+	}
+	if t := d.logTrouble.Load(); t != nil {
+		s.Problems = append([]Problem{{Code: ProblemLogsUnwritable, File: t.dir, Text: msgLogsUnwritable(t.dir, t.err)}}, s.Problems...)
 	}
 	if err := d.store.Failing(); err != nil {
 		s.Problems = append([]Problem{{Code: ProblemNotRecording, File: d.cfg.StateDir,
@@ -687,6 +690,8 @@ func (d *Daemon) statusLine() string {
 			line += "; jobs directory refused"
 		case ProblemNotRecording:
 			line += "; state not recorded"
+		case ProblemLogsUnwritable:
+			line += "; job output not kept"
 		}
 	}
 	if g := d.store.Gone(); g != nil {

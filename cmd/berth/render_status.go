@@ -445,16 +445,20 @@ func errorsSummary(problems []supervisor.Problem) string {
 	var parts []string
 	config := make([]supervisor.Problem, 0, len(problems))
 	for _, p := range problems {
-		if p.Code == supervisor.ProblemNotRecording || p.Code == supervisor.ProblemStateGone {
-			if len(parts) == 0 {
+		switch p.Code {
+		case supervisor.ProblemNotRecording, supervisor.ProblemStateGone:
+			if !slices.Contains(parts, "state not recorded") {
 				parts = append(parts, "state not recorded")
 			}
+			continue
+		case supervisor.ProblemLogsUnwritable:
+			parts = append(parts, "job output not kept")
 			continue
 		}
 		config = append(config, p)
 	}
 	if len(config) == 0 {
-		return strings.Join(parts, "")
+		return strings.Join(parts, " · ")
 	}
 	files := map[string]bool{}
 	for _, p := range config {
