@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
-	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -696,12 +695,8 @@ func TestArrayShrunkIndexCause(t *testing.T) {
 		{"ep[2]", "its array's range no longer includes it"},
 		{"ep[1]", "no job file declares it any more"},
 	} {
-		testkit.WaitFor(t, 20*time.Second, tt.index+"'s run to end", func() bool {
-			runs, err := d.store.Runs(tt.index, 1)
-			return err == nil && len(runs) == 1 && !runs[0].End.IsZero()
-		})
-		if runs, _ := d.store.Runs(tt.index, 1); runs[0].Reason != store.ReasonStopped || runs[0].Cause != tt.cause {
-			t.Errorf("%s's run: %v, %q; want stopped, %q", tt.index, runs[0].Reason, runs[0].Cause, tt.cause)
+		if r := waitRuns(t, d, tt.index, 1); r.Reason != store.ReasonStopped || r.Cause != tt.cause {
+			t.Errorf("%s's run: %v, %q; want stopped, %q", tt.index, r.Reason, r.Cause, tt.cause)
 		}
 	}
 }
@@ -735,13 +730,8 @@ job "agg" { cmd = "true", cpus = 0, after = "kid" }`
 	if err := writeFile(kidGo, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if code, body := as(t, d, "root", "POST", jobPath("kid")+"/start"); code != http.StatusOK {
-		t.Fatalf("start kid: %d %s", code, body)
-	}
-	testkit.WaitFor(t, 20*time.Second, "agg to run again", func() bool {
-		runs, err := d.store.Runs("agg", 2)
-		return err == nil && len(runs) == 2 && !runs[0].End.IsZero()
-	})
+	start(t, d, "kid")
+	waitRuns(t, d, "agg", 2)
 	if js := waitJob(t, d, "agg", "done again", func(js JobStatus) bool { return js.State == "done" }); js.RunsAgainAfter != "" {
 		t.Errorf("agg run again after kid: still out of date after %q", js.RunsAgainAfter)
 	}

@@ -39,6 +39,27 @@ func waitJob(t *testing.T, d *Daemon, job, what string, cond func(JobStatus) boo
 	return js
 }
 
+// waitRuns waits until job has n runs on record, the newest ended, and
+// returns that one.
+func waitRuns(t *testing.T, d *Daemon, job string, n int) store.RunRecord {
+	t.Helper()
+	var runs []store.RunRecord
+	testkit.WaitFor(t, 20*time.Second, fmt.Sprintf("job %s to have run %d times", job, n), func() bool {
+		var err error
+		runs, err = d.store.Runs(job, n)
+		return err == nil && len(runs) == n && !runs[0].End.IsZero()
+	})
+	return runs[0]
+}
+
+// start asks for a start of job, as root would.
+func start(t *testing.T, d *Daemon, job string) {
+	t.Helper()
+	if code, body := as(t, d, "root", "POST", jobPath(job)+"/start"); code != http.StatusOK {
+		t.Fatalf("start %s: %d %s", job, code, body)
+	}
+}
+
 // TestFakeTimeRestartDelays: a failing job's restarts wait 1 s, then 2 s,
 // on the daemon's clock, and not a moment less.
 func TestFakeTimeRestartDelays(t *testing.T) {

@@ -3,7 +3,6 @@ package supervisor
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/user"
@@ -18,7 +17,6 @@ import (
 
 	"github.com/berthd/berth/supervisor/runner"
 	"github.com/berthd/berth/supervisor/store"
-	"github.com/berthd/berth/supervisor/testkit"
 )
 
 // A job's log file is read after the file it was rotated to, and --run
@@ -487,15 +485,9 @@ func TestLogDirMadeAgain(t *testing.T) {
 	if err := os.RemoveAll(logs); err != nil {
 		t.Fatal(err)
 	}
-	if code, body := as(t, d, "root", "POST", jobPath("a")+"/start"); code != http.StatusOK {
-		t.Fatalf("start: %d %s", code, body)
-	}
-	testkit.WaitFor(t, 20*time.Second, "a's second run to end", func() bool {
-		runs, err := d.store.Runs("a", 2)
-		return err == nil && len(runs) == 2 && !runs[0].End.IsZero()
-	})
-	if runs, _ := d.store.Runs("a", 1); runs[0].Reason != store.ReasonExited {
-		t.Fatalf("with its log directory removed, the run: %+v", runs[0])
+	start(t, d, "a")
+	if r := waitRuns(t, d, "a", 2); r.Reason != store.ReasonExited {
+		t.Fatalf("with its log directory removed, the run: %+v", r)
 	}
 	if b, err := os.ReadFile(filepath.Join(logs, "a.log")); err != nil || !strings.Contains(string(b), "hello") {
 		t.Errorf("a.log: %q, %v", b, err)
@@ -518,15 +510,9 @@ func TestLogDirUnwritable(t *testing.T) {
 	}
 	ranTo := func(n int, what string) {
 		t.Helper()
-		if code, body := as(t, d, "root", "POST", jobPath("a")+"/start"); code != http.StatusOK {
-			t.Fatalf("start: %d %s", code, body)
-		}
-		testkit.WaitFor(t, 20*time.Second, what, func() bool {
-			runs, err := d.store.Runs("a", n)
-			return err == nil && len(runs) == n && !runs[0].End.IsZero()
-		})
-		if runs, _ := d.store.Runs("a", 1); runs[0].Reason != store.ReasonExited {
-			t.Fatalf("%s: %+v", what, runs[0])
+		start(t, d, "a")
+		if r := waitRuns(t, d, "a", n); r.Reason != store.ReasonExited {
+			t.Fatalf("%s: %+v", what, r)
 		}
 	}
 	ranTo(2, "a run with its log directory a file")
