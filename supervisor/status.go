@@ -160,9 +160,10 @@ type JobStatus struct {
 	// RetryAt, for a job in backoff, is when it runs again.
 	RetryAt *time.Time `json:"retry_at,omitempty"`
 	// RunsAgainAfter, for a job done, is the job at or upstream of its
-	// after parents that runs, or waits to run, a definition other than
-	// the one this job's done run followed: once that has run to done,
-	// this job runs again (its output is stale until then).
+	// after parents that runs, waits to run, or rests failed or stopped
+	// with, a definition other than the one this job's done run followed:
+	// once that has run to done, this job runs again (its output is stale
+	// until then).
 	RunsAgainAfter string `json:"runs_again_after,omitempty"`
 	// Short is what a waiting job lacks now: how much more of each
 	// resource it asks than is free (all zero: it waits its turn). An
