@@ -59,7 +59,7 @@ func (d *Daemon) api() http.Handler {
 			}
 		}
 		if !ok {
-			writeError(w, http.StatusNotFound, CodeNoSuchJob, d.msgNoSuch(name))
+			writeError(w, http.StatusNotFound, CodeNoSuchJob, d.msgNoSuch(c, name))
 			return
 		}
 		detail = d.readerOf(r).detail(detail)
@@ -105,7 +105,7 @@ func (d *Daemon) api() http.Handler {
 			return
 		}
 		if _, known := d.jobStatus(job); job != "" && !known && len(runs) == 0 {
-			writeError(w, http.StatusNotFound, CodeNoSuchJob, d.msgNoSuch(job))
+			writeError(w, http.StatusNotFound, CodeNoSuchJob, d.msgNoSuch(d.callerOf(r), job))
 			return
 		}
 		views := make([]RunView, len(runs))
@@ -159,7 +159,7 @@ func (d *Daemon) api() http.Handler {
 					d.controlRemoved(w, c, j, verb.name)
 					return
 				}
-				writeError(w, http.StatusNotFound, CodeNoSuchJob, d.msgNoSuch(name))
+				writeError(w, http.StatusNotFound, CodeNoSuchJob, d.msgNoSuch(c, name))
 				return
 			}
 			name = j.name
@@ -364,17 +364,14 @@ func (d *Daemon) controlArray(w http.ResponseWriter, r *http.Request, c caller, 
 
 // msgNoSuch says there is no job of that name, or, for an index of an
 // array that does not have it, which indices the array has.
-func (d *Daemon) msgNoSuch(name string) string {
+func (d *Daemon) msgNoSuch(c caller, name string) string {
 	if arr, i, ok := splitMember(name); ok {
-		d.mu.Lock()
-		a := d.arrays[arr]
-		_, plain := d.jobs[arr]
-		d.mu.Unlock()
-		switch {
+		// The array or job a caller's bare name means: theirs first.
+		switch j, a := d.lookup(c, arr); {
 		case a != nil:
-			return msgNoSuchIndex(arr, i, *a.snapshot().def.Array)
-		case plain:
-			return msgNotArrayIndex(arr, i)
+			return msgNoSuchIndex(a.name, i, *a.snapshot().def.Array)
+		case j != nil:
+			return msgNotArrayIndex(j.name, i)
 		}
 	}
 	d.mu.Lock()

@@ -45,7 +45,7 @@ func (d *Daemon) serveLogs(w http.ResponseWriter, r *http.Request) {
 	}
 	if _, known := d.jobStatus(name); !known {
 		if runs, err := d.store.Runs(name, 1); err != nil || len(runs) == 0 {
-			writeError(w, http.StatusNotFound, CodeNoSuchJob, d.msgNoSuch(name))
+			writeError(w, http.StatusNotFound, CodeNoSuchJob, d.msgNoSuch(c, name))
 			return
 		}
 	}

@@ -615,6 +615,12 @@ func TestPeopleOwnArrayFirst(t *testing.T) {
 	if js, _ := d.jobStatus("sweep"); js.State != "running" {
 		t.Errorf("the administrators' sweep is %s; alice's stop reached it", js.State)
 	}
+	// An index her array lacks, by her bare name, is said as one.
+	for _, call := range []struct{ method, path string }{{"GET", jobPath("sweep[9]")}, {"POST", jobPath("sweep[9]") + "/stop"}, {"GET", "/history?job=" + url.QueryEscape("sweep[9]")}} {
+		if code, body := as(t, d, testAlice, call.method, call.path); code != 404 || !strings.Contains(body, "array "+testAlice+"/sweep has no index 9") {
+			t.Errorf("alice's %s %s: %d %s; want her array's indices said", call.method, call.path, code, body)
+		}
+	}
 }
 
 // A person's directory appears theirs or not at all: a daemon killed while

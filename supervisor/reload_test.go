@@ -240,7 +240,7 @@ job "sized" { cmd = "true", flavor = "nosuch" }`, nil)
 		t.Errorf("problems by code and line: %v, want %v", codes, want)
 	}
 	// A name asked for that no job has may be in a file with errors.
-	if got := d.msgNoSuch("nosuch"); got != msgNoSuchJob("nosuch", 1) {
+	if got := d.msgNoSuch(caller{}, "nosuch"); got != msgNoSuchJob("nosuch", 1) {
 		t.Errorf("no such job, a file with errors in force: %q", got)
 	}
 }
