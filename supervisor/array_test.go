@@ -736,3 +736,13 @@ job "agg" { cmd = "true", cpus = 0, after = "kid" }`
 		t.Errorf("agg run again after kid: still out of date after %q", js.RunsAgainAfter)
 	}
 }
+
+// TestArrayRetryAt: an array with indices in backoff says when the first
+// of them runs again, as a job in backoff does.
+func TestArrayRetryAt(t *testing.T) {
+	d, clk := fakeTimeDaemon(t, `job "fl" { cmd = "exit 1", cpus = 0, array = 2, restart = "on-failure" }`)
+	js := waitJob(t, d, "fl", "in backoff", func(js JobStatus) bool { return js.Array != nil && js.Array.Counts["backoff"] == 2 })
+	if js.RetryAt == nil || !js.RetryAt.After(clk.Now()) {
+		t.Errorf("fl with 2 indices in backoff: retry_at %v, want when the first runs again, after %v", js.RetryAt, clk.Now())
+	}
+}

@@ -157,7 +157,8 @@ type JobStatus struct {
 	Flavor string `json:"flavor,omitempty"`
 	// ExpectedStart is set for the head of the queue when it can be known.
 	ExpectedStart *time.Time `json:"expected_start,omitempty"`
-	// RetryAt, for a job in backoff, is when it runs again.
+	// RetryAt, for a job in backoff, is when it runs again; an array's,
+	// when the first of its indices in backoff does.
 	RetryAt *time.Time `json:"retry_at,omitempty"`
 	// RunsAgainAfter, for a job done, is the job at or upstream of its
 	// after parents that runs, waits to run, or rests failed or stopped
@@ -531,6 +532,9 @@ func arrayStatus(a *array, members []JobStatus) JobStatus {
 		}
 		if out.RunsAgainAfter == "" && m.RunsAgainAfter != "" {
 			out.RunsAgainAfter, runsAgainWhy = m.RunsAgainAfter, m.Why
+		}
+		if m.RetryAt != nil && (out.RetryAt == nil || m.RetryAt.Before(*out.RetryAt)) {
+			out.RetryAt = m.RetryAt // the first of its indices in backoff to run again
 		}
 	}
 	slices.Sort(out.CPUIDs)
