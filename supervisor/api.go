@@ -75,7 +75,8 @@ func (d *Daemon) api() http.Handler {
 	mux.HandleFunc("GET "+APIVersion+"/jobs/{name}/logs", d.serveLogs)
 	mux.HandleFunc("GET "+APIVersion+"/events", d.serveEvents)
 	mux.HandleFunc("GET "+APIVersion+"/history", func(w http.ResponseWriter, r *http.Request) {
-		job := d.resolveName(d.callerOf(r), r.URL.Query().Get("job"))
+		c := d.callerOf(r)
+		job := d.resolveName(c, r.URL.Query().Get("job"))
 		n := 20
 		if v := r.URL.Query().Get("n"); v != "" {
 			var err error
@@ -105,7 +106,7 @@ func (d *Daemon) api() http.Handler {
 			return
 		}
 		if _, known := d.jobStatus(job); job != "" && !known && len(runs) == 0 {
-			writeError(w, http.StatusNotFound, CodeNoSuchJob, d.msgNoSuch(d.callerOf(r), job))
+			writeError(w, http.StatusNotFound, CodeNoSuchJob, d.msgNoSuch(c, job))
 			return
 		}
 		views := make([]RunView, len(runs))
@@ -168,9 +169,7 @@ func (d *Daemon) api() http.Handler {
 				writeError(w, http.StatusBadRequest, CodeNotArray, msgNotArray(name))
 				return
 			}
-			if !c.mayControl(v.Def.Owner) {
-				d.logRefused(c.uid, "control request refused: not the job's owner", "call", verb.name, "job", name, "uid", c.uid)
-				writeError(w, http.StatusForbidden, CodeNotPermitted, msgNotYours(name, v.Def.Owner, verb.name+" it", d.adminGroup()))
+			if d.refuseNotOwner(w, c, verb.name, name, v.Def.Owner, verb.name+" it") {
 				return
 			}
 			if d.refuseStopping(w, verb.name, name) {
@@ -237,14 +236,24 @@ func (d *Daemon) api() http.Handler {
 	return d.authorize(d.asWork(mux))
 }
 
+// refuseNotOwner refuses call (what it would do: "stop it") of job, owned
+// by owner, to a caller who may not control it, logs the refusal, and
+// says so; false lets the call on.
+func (d *Daemon) refuseNotOwner(w http.ResponseWriter, c caller, call, job, owner, what string) bool {
+	if c.mayControl(owner) {
+		return false
+	}
+	d.logRefused(c.uid, "control request refused: not the job's owner", "call", call, "job", job, "uid", c.uid)
+	writeError(w, http.StatusForbidden, CodeNotPermitted, msgNotYours(job, owner, what, d.adminGroup()))
+	return true
+}
+
 // controlRemoved answers a start, stop or restart of a job no job file
 // declares any more whose run is still being stopped: a stop finds it
 // stopping already; a start or restart has nothing to run.
 func (d *Daemon) controlRemoved(w http.ResponseWriter, c caller, j *job, verb string) {
 	v := j.view()
-	if !c.mayControl(v.Def.Owner) {
-		d.logRefused(c.uid, "control request refused: not the job's owner", "call", verb, "job", j.name, "uid", c.uid)
-		writeError(w, http.StatusForbidden, CodeNotPermitted, msgNotYours(j.name, v.Def.Owner, verb+" it", d.adminGroup()))
+	if d.refuseNotOwner(w, c, verb, j.name, v.Def.Owner, verb+" it") {
 		return
 	}
 	if verb == "stop" {
@@ -310,9 +319,7 @@ func refusedWhy(r refusal, v jobView) string {
 // restart with failed=1 restarts its failed indices alone.
 func (d *Daemon) controlArray(w http.ResponseWriter, r *http.Request, c caller, a *array, verb string, ev eventKind) {
 	def := a.snapshot().def
-	if !c.mayControl(def.Owner) {
-		d.logRefused(c.uid, "control request refused: not the job's owner", "call", verb, "job", a.name, "uid", c.uid)
-		writeError(w, http.StatusForbidden, CodeNotPermitted, msgNotYours(a.name, def.Owner, verb+" it", d.adminGroup()))
+	if d.refuseNotOwner(w, c, verb, a.name, def.Owner, verb+" it") {
 		return
 	}
 	if d.refuseStopping(w, verb, a.name) {

@@ -1155,24 +1155,27 @@ func (d *Daemon) output(name, header string) (output, error) {
 		d.log.Warn("cannot open a journal stream; writing to a file", "job", name, "error", err)
 	}
 	// A person's job logs under its owner's name: logs/alice/train.log.
-	dir, short := filepath.Join(d.cfg.StateDir, "logs"), name
-	// Made again should someone have removed it (to free space): every
-	// start would fail for want of it.
-	// Where the directory cannot take it (unwritable, not a directory, the
-	// state directory gone), the run goes on, its output thrown away, and
-	// the status says why, for the machine rather than for each job.
-	if err := os.Mkdir(dir, 0o750); err == nil {
-		d.log.Warn("the jobs' log directory was removed; made it again", "dir", dir)
-	} else if !errors.Is(err, os.ErrExist) {
-		return d.discardOutput(dir, err)
-	}
+	logs := filepath.Join(d.cfg.StateDir, "logs")
+	dir, short := logs, name
 	if owner, rest, ok := strings.Cut(name, "/"); ok {
-		dir, short = filepath.Join(dir, owner), rest
+		dir, short = filepath.Join(logs, owner), rest
+	}
+	sink, err := runner.OpenLog(dir, short, d.cfg.LogBytes, header)
+	if errors.Is(err, os.ErrNotExist) {
+		// A person's directory is made at their first run, and the
+		// jobs' again should someone have removed it (to free space),
+		// rather than at each run.
+		if err := os.Mkdir(logs, 0o750); err == nil {
+			d.log.Warn("the jobs' log directory was removed; made it again", "dir", logs)
+		}
 		if err := os.Mkdir(dir, 0o750); err != nil && !errors.Is(err, os.ErrExist) {
 			return d.discardOutput(dir, err)
 		}
+		sink, err = runner.OpenLog(dir, short, d.cfg.LogBytes, header)
 	}
-	sink, err := runner.OpenLog(dir, short, d.cfg.LogBytes, header)
+	// Where the directory cannot take it (unwritable, not a directory, the
+	// state directory gone), the run goes on, its output thrown away, and
+	// the status says why, for the machine rather than for each job.
 	if pe, ok := errors.AsType[*os.PathError](err); ok && pe.Op == "access" {
 		return d.discardOutput(dir, pe.Err)
 	}

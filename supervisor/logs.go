@@ -50,9 +50,7 @@ func (d *Daemon) serveLogs(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	owner := ownerOf(name)
-	if !c.mayControl(owner) {
-		d.logRefused(c.uid, "control request refused: not the job's owner", "call", "logs", "job", name, "uid", c.uid)
-		writeError(w, http.StatusForbidden, CodeNotPermitted, msgNotYours(name, owner, "read its output", d.adminGroup()))
+	if d.refuseNotOwner(w, c, "logs", name, owner, "read its output") {
 		return
 	}
 	q := r.URL.Query()
