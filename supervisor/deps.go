@@ -321,13 +321,12 @@ func (g *depGraph) walkAfter(name string, memo map[string]string, at func(child,
 	if !ok || v.Def == nil || len(v.Def.After) == 0 {
 		return ""
 	}
-	was := recordParents(v.DoneFP)
 	for _, p := range v.Def.After {
 		pv, ok := g.view(p)
 		if !ok || pv.Def != nil && pv.Def.Restart == luaapi.RestartAlways {
 			continue
 		}
-		r, named := was[p]
+		r, named := recordParent(v.DoneFP, p)
 		found, up := at(name, p, pv, r, named)
 		if up {
 			if b := g.walkAfter(p, memo, at); b != "" {
@@ -396,9 +395,8 @@ func stillDone(recorded, fp string, parents map[string]string) (bool, string) {
 // parentsMoved reports whether a parent that record names has another
 // done record now (parents: name → its done record).
 func parentsMoved(record string, parents map[string]string) bool {
-	was := recordParents(record)
 	for n, r := range parents {
-		if old, ok := was[n]; ok && old != digest(r) {
+		if old, ok := recordParent(record, n); ok && old != digest(r) {
 			return true
 		}
 	}
@@ -411,16 +409,19 @@ func recordFP(record string) string {
 	return fp
 }
 
-// recordParents are the parents a done record names, with the digest of
-// the done record of each that the run followed.
-func recordParents(record string) map[string]string {
-	parts := strings.Split(record, "|")
-	was := make(map[string]string, len(parts)-1)
-	for _, p := range parts[1:] {
-		n, r, _ := strings.Cut(p, "=")
-		was[n] = r
+// recordParent is the digest of parent name's done record that a done
+// record holds, the one its run followed, and whether it names name at
+// all. Read in place: a status walks every done job's record.
+func recordParent(record, name string) (string, bool) {
+	_, rest, _ := strings.Cut(record, "|")
+	for rest != "" {
+		var part string
+		part, rest, _ = strings.Cut(rest, "|")
+		if n, r, _ := strings.Cut(part, "="); n == name {
+			return r, true
+		}
 	}
-	return was
+	return "", false
 }
 
 // digest is a parent's done record as a dependant's record holds it: a

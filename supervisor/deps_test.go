@@ -96,6 +96,25 @@ func TestDoneRecord(t *testing.T) {
 	if ok, keep := stillDone("fp", "fp", map[string]string{"prep": "p1"}); !ok || keep != doneMark("fp", map[string]string{"prep": "p1"}) {
 		t.Errorf("gaining after: (%v, %q)", ok, keep)
 	}
+
+	// Each parent the record names, read back; a name that only begins
+	// or ends like one, or a record without parents, names none.
+	two := doneMark("fp", map[string]string{"prep": "p1", "prep2": "p2"})
+	for _, c := range []struct {
+		record, name, want string
+		named              bool
+	}{
+		{two, "prep", digest("p1"), true},
+		{two, "prep2", digest("p2"), true},
+		{two, "pre", "", false},
+		{two, "fp", "", false},
+		{"fp", "prep", "", false},
+		{"", "prep", "", false},
+	} {
+		if got, named := recordParent(c.record, c.name); got != c.want || named != c.named {
+			t.Errorf("recordParent(%q, %q) = (%q, %v), want (%q, %v)", c.record, c.name, got, named, c.want, c.named)
+		}
+	}
 }
 
 // TestFactOf: what a dependant is told of a parent: how its last run

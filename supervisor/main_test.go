@@ -93,7 +93,7 @@ func testEvaluator() *Evaluator {
 // runDaemon runs a daemon in t's temporary directory over a jobs directory
 // holding jobs.lua (none when jobs is ""), on a two-core machine; tune
 // sets what a test needs (a clock, a socket). It is stopped at cleanup.
-func runDaemon(t *testing.T, jobs string, tune func(cfg *Config)) (d *Daemon, jobsDir string) {
+func runDaemon(t testing.TB, jobs string, tune func(cfg *Config)) (d *Daemon, jobsDir string) {
 	t.Helper()
 	d, jobsDir, stop := startDaemon(t, jobs, tune)
 	t.Cleanup(func() {
@@ -106,7 +106,7 @@ func runDaemon(t *testing.T, jobs string, tune func(cfg *Config)) (d *Daemon, jo
 
 // startDaemon is runDaemon for a test that stops the daemon itself: stop
 // ends its Run and returns Run's error; it must be called, once.
-func startDaemon(t *testing.T, jobs string, tune func(cfg *Config)) (d *Daemon, jobsDir string, stop func() error) {
+func startDaemon(t testing.TB, jobs string, tune func(cfg *Config)) (d *Daemon, jobsDir string, stop func() error) {
 	t.Helper()
 	dir := t.TempDir()
 	jobsDir, stateDir := filepath.Join(dir, "jobs.d"), filepath.Join(dir, "state")

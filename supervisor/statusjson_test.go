@@ -5,8 +5,12 @@ import (
 	"fmt"
 	"net/http/httptest"
 	"reflect"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/berthd/berth/supervisor/testkit"
 )
 
 // oracle is what writeJSON, encoding/json, answers with v.
@@ -193,4 +197,52 @@ func fill(v reflect.Value, depth int) {
 			}
 		}
 	}
+}
+
+// BenchmarkStatus is the daemon's part of GET /v1/status with 1 000 jobs
+// done, the picture taken and written: berth-bench's status call without
+// the socket and the client. "pipelines" has them in chains of ten, each
+// after the one before, so that each done job is asked whether it runs
+// again after its parent.
+func BenchmarkStatus(b *testing.B) {
+	for _, c := range []struct {
+		name  string
+		after func(i int) string
+	}{
+		{"independent", func(int) string { return "" }},
+		{"pipelines", func(i int) string {
+			if i%10 == 0 {
+				return ""
+			}
+			return fmt.Sprintf(`, after = "j%04d"`, i-1)
+		}},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			var jobs strings.Builder
+			for i := range 1000 {
+				fmt.Fprintf(&jobs, "job \"j%04d\" { cmd = { \"/bin/true\" }, cpus = 1%s }\n", i, c.after(i))
+			}
+			d, _ := runDaemon(b, jobs.String(), nil)
+			testkit.WaitFor(b, 2*time.Minute, "1 000 jobs done", func() bool { return d.Status().Counts["done"] == 1000 })
+			w := httptest.NewRecorder()
+			b.ReportAllocs()
+			cpu0 := processCPU(b)
+			for b.Loop() {
+				w.Body.Reset()
+				writeStatus(w, d.Status())
+			}
+			// The wall time per op counts what else this shared machine
+			// runs; the CPU the process spent does much less.
+			b.ReportMetric(float64(processCPU(b)-cpu0)/float64(b.N), "cpu-ns/op")
+		})
+	}
+}
+
+// processCPU is the CPU time this process has spent, user and system.
+func processCPU(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
