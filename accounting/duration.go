@@ -22,6 +22,9 @@ func ParseDuration(s string) (time.Duration, error) {
 	fail := func(p DurationProblem) (time.Duration, error) {
 		return 0, &DurationError{Input: s, Problem: p}
 	}
+	if len(s) > maxInputBytes {
+		return fail(DurationLong)
+	}
 	t := strings.TrimSpace(s)
 	if strings.HasPrefix(t, "-") {
 		return fail(DurationNegative)
@@ -33,9 +36,9 @@ func ParseDuration(s string) (time.Duration, error) {
 		return fail(DurationNoUnit)
 	}
 	if strings.ContainsFunc(t, unicode.IsSpace) {
-		// "1h 30m" is meant as 1h30m, and the message says so; "1 h"
-		// and "1 2h" are not so clear.
-		for _, part := range strings.Fields(t) {
+		// "1h 30m" and "1 h" are meant as 1h30m and 1h, and the message
+		// says so; "1 2h" is not so clear.
+		for _, part := range strings.Fields(unitsJoined(t)) {
 			if _, err := ParseDuration(part); err != nil {
 				return fail(DurationMalformed)
 			}
@@ -128,4 +131,24 @@ func trimZeroUnits(s string) string {
 		s = strings.TrimSuffix(s, "0m")
 	}
 	return s
+}
+
+// unitsJoined is t without the spaces between a number and its unit:
+// "1 h 30 m" is "1h 30m".
+func unitsJoined(t string) string {
+	var b strings.Builder
+	for i := 0; i < len(t); i++ {
+		if t[i] == ' ' || t[i] == '\t' {
+			j := i
+			for j < len(t) && (t[j] == ' ' || t[j] == '\t') {
+				j++
+			}
+			if i > 0 && isDurationDigit(rune(t[i-1])) && j < len(t) && !isDurationDigit(rune(t[j])) {
+				i = j - 1
+				continue
+			}
+		}
+		b.WriteByte(t[i])
+	}
+	return b.String()
 }

@@ -6,6 +6,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // ErrUnknownGrant is returned by Book.Give when the grant was not taken from
@@ -23,7 +24,23 @@ const (
 	SizeNegative SizeProblem = 4 // "-1G"
 	SizeTooLarge SizeProblem = 5 // beyond 8 EiB
 	SizeFraction SizeProblem = 6 // "1.3B": part of a byte
+	SizeLong     SizeProblem = 7 // longer than any size is written (maxInputBytes)
 )
+
+// maxInputBytes is the longest a size or a duration is read from: no
+// size or duration is written longer, and a message about a longer one
+// quotes no more than its beginning.
+const maxInputBytes = 64
+
+// shownInput is the beginning of a string too long to be a size or a
+// duration, as a message quotes it, and its length.
+func shownInput(in string) string {
+	cut := 24
+	for cut > 0 && !utf8.RuneStart(in[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%q… (%d bytes)", in[:cut], len(in))
+}
 
 // SizeError is returned when a size string cannot be read. It carries the
 // input so that a message can suggest the likely fix.
@@ -37,6 +54,8 @@ const SizeUnits = `K, M, G or T (base 1024, optionally followed by "B" or "iB")`
 
 func (e *SizeError) Error() string {
 	switch e.Problem {
+	case SizeLong:
+		return fmt.Sprintf("size %s is longer than any size is written; write a number with a unit, e.g. \"512M\", \"32G\" or \"1.5T\"", shownInput(e.Input))
 	case SizeNoUnit:
 		in := strings.TrimSpace(e.Input)
 		if n, err := strconv.ParseInt(in, 10, 64); err == nil && n >= MiB {
@@ -123,6 +142,7 @@ const (
 	DurationNegative  DurationProblem = 3 // "-5m"
 	DurationTooLarge  DurationProblem = 4 // beyond about 290 years
 	DurationSpaced    DurationProblem = 5 // "1h 30m": a duration, once its spaces go
+	DurationLong      DurationProblem = 6 // longer than any duration is written (maxInputBytes)
 )
 
 // DurationError is returned when a duration string cannot be read.
@@ -136,6 +156,8 @@ const DurationUnits = `a number with a unit: ns, us, ms, s, m, h or d, e.g. "90s
 
 func (e *DurationError) Error() string {
 	switch e.Problem {
+	case DurationLong:
+		return fmt.Sprintf("duration %s is longer than any duration is written; write %s", shownInput(e.Input), DurationUnits)
 	case DurationNoUnit:
 		return fmt.Sprintf("duration %q has no unit; write e.g. %q or %q", e.Input, strings.TrimSpace(e.Input)+"s", strings.TrimSpace(e.Input)+"m")
 	case DurationNegative:

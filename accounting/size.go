@@ -23,6 +23,9 @@ const (
 // The error is a *SizeError.
 func ParseSize(s string) (int64, error) {
 	fail := func(p SizeProblem) (int64, error) { return 0, &SizeError{Input: s, Problem: p} }
+	if len(s) > maxInputBytes {
+		return fail(SizeLong)
+	}
 
 	t := strings.TrimSpace(s)
 	numEnd := 0

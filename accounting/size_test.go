@@ -63,6 +63,7 @@ func TestParseSizeErrors(t *testing.T) {
 		{".G", SizeNoNumber, `size ".G" is not a number with a unit; write e.g. "512M", "32G" or "1.5T"`},
 		{".", SizeNoNumber, `size "." is not a number with a unit; write e.g. "512M", "32G" or "1.5T"`},
 		{"-1G", SizeNegative, `size "-1G" is negative; a size is zero or more, e.g. "512M"`},
+		{strings.Repeat("9", 65) + "G", SizeLong, `size "999999999999999999999999"… (66 bytes) is longer than any size is written; write a number with a unit, e.g. "512M", "32G" or "1.5T"`},
 		{"1.3B", SizeFraction, `size "1.3B" is a fraction of a byte (B is bytes); for 1.3 gigabytes write "1.3G", or whole bytes`},
 		{" 0.5 b", SizeFraction, `size " 0.5 b" is a fraction of a byte (B is bytes); for 0.5 gigabytes write "0.5G", or whole bytes`},
 		{"8388608T", SizeTooLarge, `size "8388608T" is too large; a size is at most 8388607T`},

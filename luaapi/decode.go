@@ -393,9 +393,12 @@ func decodeJob(s subject, tbl *lua.LTable, owner string) (Job, []*Error) {
 		j.Cmd = cmd
 	}
 	if dir, ok := d.str("dir", wantAbsDir); ok {
-		if !strings.HasPrefix(dir, "/") {
+		switch {
+		case !strings.HasPrefix(dir, "/"):
 			d.add(errDirRelative(s, dir))
-		} else {
+		case len(dir) > maxPathBytes:
+			d.add(errTooLong(s, "dir", len(dir), maxPathBytes, "no path is longer (Linux's PATH_MAX)"))
+		default:
 			j.Dir = dir
 		}
 	}
@@ -427,10 +430,18 @@ func decodeJob(s subject, tbl *lua.LTable, owner string) (Job, []*Error) {
 		d.add(errArgsTooLong(s, n))
 	}
 	if user, ok := d.nonEmpty("user", "ml"); ok {
-		j.User = user
+		if len(user) > maxLoginBytes {
+			d.add(errTooLong(s, "user", len(user), maxLoginBytes, "no user is named longer (Linux's LOGIN_NAME_MAX)"))
+		} else {
+			j.User = user
+		}
 	}
 	if group, ok := d.nonEmpty("group", "ml"); ok {
-		j.Group = group
+		if len(group) > maxLoginBytes {
+			d.add(errTooLong(s, "group", len(group), maxLoginBytes, "no group is named longer (Linux's LOGIN_NAME_MAX)"))
+		} else {
+			j.Group = group
+		}
 	}
 	if r, ok := d.choice("restart", restartChoices); ok {
 		j.Restart = map[string]Restart{"no": RestartNo, "on-failure": RestartOnFailure, "always": RestartAlways}[r]
@@ -457,7 +468,11 @@ func decodeJob(s subject, tbl *lua.LTable, owner string) (Job, []*Error) {
 		j.Enabled = b
 	}
 	if desc, ok := d.str("description", wantString); ok {
-		j.Description = desc
+		if len(desc) > maxDescriptionBytes {
+			d.add(errTooLong(s, "description", len(desc), maxDescriptionBytes, "a description is a line or two that berth show and berth jobs print; put more in a README beside the file"))
+		} else {
+			j.Description = desc
+		}
 	}
 	if names, ok := d.jobNames("after"); ok {
 		j.After = names

@@ -716,6 +716,20 @@ func errArgTooLong(s subject, field, what string, n int) *Error {
 		quote(field), what, n, maxArgBytes))
 }
 
+// The bounds of a job's strings that the kernel does not bound for it
+// (cmd and env are maxArgBytes and maxArgsBytes): each is held by the
+// daemon for as long as the job is declared, and a person's file of
+// megabyte descriptions took a daemon to gigabytes.
+const (
+	maxPathBytes        = 4095 // PATH_MAX, less the NUL that ends it
+	maxLoginBytes       = 256  // LOGIN_NAME_MAX
+	maxDescriptionBytes = 4096
+)
+
+func errTooLong(s subject, field string, n, max int, why string) *Error {
+	return s.err(BadValue, field, fmt.Sprintf("field %s is %d bytes, more than the %d it may be: %s", quote(field), n, max, why))
+}
+
 func errDirRelative(s subject, dir string) *Error {
 	return s.err(BadValue, "dir", fmt.Sprintf(`field "dir" must be an absolute path such as "/srv/ml", got %s`, quote(dir)))
 }

@@ -380,15 +380,17 @@ func (f *File) Moved(path string) *File {
 // them, each string with its NUL and its pointer.
 func (j *Job) ArgsBytes() int { return argsBytes(j.Cmd, j.Env) }
 
-// HeldBytes is about what the job's cmd and env cost the daemon that
-// holds its definition: each string's bytes and what Go keeps beside them
-// (its header, its allocation's rounding, the map's entry), which for
-// short strings is most of it.
+// HeldBytes is about what the job's strings cost the daemon that holds
+// its definition: each string's bytes, and for those in a list or a map
+// what Go keeps beside them (its header, its allocation's rounding, the
+// map's entry), which for short strings is most of it.
 func (j *Job) HeldBytes() int {
 	const perString = 48
-	n := 0
-	for _, a := range j.Cmd {
-		n += len(a) + perString
+	n := len(j.Dir) + len(j.User) + len(j.Group) + len(j.Flavor) + len(j.Description)
+	for _, list := range [][]string{j.Cmd, j.After, j.AfterAny} {
+		for _, a := range list {
+			n += len(a) + perString
+		}
 	}
 	for k, v := range j.Env {
 		n += len(k) + len(v) + 2*perString

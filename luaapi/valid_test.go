@@ -3,6 +3,7 @@ package luaapi
 import (
 	"reflect"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -184,5 +185,31 @@ job "a" { cmd = "x", flavor = "gpu" }
 	}
 	if f.Jobs[0].Resources != (accounting.Resources{}) {
 		t.Errorf("Combine modified its input")
+	}
+}
+
+// TestHeldBytes: every string a definition holds counts toward what the
+// daemon bounds per person, not cmd and env alone: a person's files of
+// long descriptions took a daemon to gigabytes.
+func TestHeldBytes(t *testing.T) {
+	base := Job{Cmd: []string{"true"}, Dir: "/"}
+	for _, c := range []struct {
+		name string
+		set  func(j *Job)
+		more int
+	}{
+		{"description", func(j *Job) { j.Description = strings.Repeat("d", 4000) }, 4000},
+		{"dir", func(j *Job) { j.Dir = "/" + strings.Repeat("a", 4000) }, 4000},
+		{"after", func(j *Job) { j.After = []string{strings.Repeat("p", 60), "q"} }, 61 + 2*48},
+		{"after_any", func(j *Job) { j.AfterAny = []string{"q"} }, 1 + 48},
+		{"user and group", func(j *Job) { j.User, j.Group = "ml", "gpu" }, 5},
+		{"flavor", func(j *Job) { j.Flavor = "small" }, 5},
+		{"env", func(j *Job) { j.Env = map[string]string{"A": "bc"} }, 3 + 2*48},
+	} {
+		j := base
+		c.set(&j)
+		if got := j.HeldBytes() - base.HeldBytes(); got != c.more {
+			t.Errorf("%s: %d more bytes held, want %d", c.name, got, c.more)
+		}
 	}
 }

@@ -384,7 +384,7 @@ func msgTooManyJobs(path, owner string, n, others, bound int) string {
 }
 
 func msgTooManyBytes(path, owner string, bytes, others int) string {
-	return fmt.Sprintf("%s: its jobs' cmd and env take %s of the daemon's memory, and those of %s's other files in force %s; one person's may take %s in all, so this file is not loaded until that fits (pass what is long in a file, or remove jobs)",
+	return fmt.Sprintf("%s: its jobs' definitions take %s of the daemon's memory, and those of %s's other files in force %s; one person's may take %s in all, so this file is not loaded until that fits (pass what is long in a file, or remove jobs)",
 		path, accounting.FormatSize(int64(bytes)), owner, accounting.FormatSize(int64(others)), accounting.FormatSize(int64(personDefinitionBytes)))
 }
 

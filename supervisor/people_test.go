@@ -859,7 +859,7 @@ func TestPeopleDefinitionBytesBound(t *testing.T) {
 	writeAs(t, spool, testAlice, "c.lua", strings.Replace(big, "NAME", "c", 1)+"\n"+strings.Replace(big, "NAME", "d", 1))
 	reload(t, d)
 	path := filepath.Join(spool, testAlice, "c.lua")
-	want := path + ": its jobs' cmd and env take 195.5K of the daemon's memory, and those of " + testAlice + "'s other files in force 195.5K; one person's may take 300K in all"
+	want := path + ": its jobs' definitions take 195.5K of the daemon's memory, and those of " + testAlice + "'s other files in force 195.5K; one person's may take 300K in all"
 	wantPastBound(t, d, path, want)
 	if _, ok := d.jobStatus(testAlice + "/c"); ok {
 		t.Error("the file past the bound was loaded")

@@ -877,7 +877,7 @@ const DefaultPersonJobs = 10000
 
 func (d *Daemon) personJobs() int { return cmp.Or(d.cfg.PersonJobs, DefaultPersonJobs) }
 
-// personDefinitionBytes bounds what one person's jobs' cmd and env cost
+// personDefinitionBytes bounds what one person's jobs' definitions cost
 // the daemon in all (Job.HeldBytes; luaapi bounds one job's at 1 MiB):
 // the daemon keeps each definition, twice over, and a person's files of
 // a few large commands, or of many short arguments, took it to gigabytes.
@@ -887,7 +887,7 @@ var personDefinitionBytes = 16 << 20
 
 // declaredBy is whose jobs f declares ("" for an administrator's file, or
 // one that declares none), how many, an array's indices counted, and what
-// their cmd and env come to (an array's once: its indices share it).
+// their definitions come to (an array's once: its indices share it).
 func declaredBy(f *luaapi.File) (owner string, n, bytes int) {
 	for i := range f.Jobs {
 		j := &f.Jobs[i]
