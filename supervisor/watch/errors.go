@@ -33,6 +33,7 @@ const (
 	Private          Reason = 9  // a link's target is not for everyone to read, and berth shows what it reads
 	WritableByACL    Reason = 10 // an ACL lets a user or group besides the owner's write it
 	Writing          Reason = 11 // open for writing, and written less than WriteGrace ago: a save in progress
+	KernelFile       Reason = 12 // on a file system of the kernel's (proc, sysfs…), whose modes do not say who may read
 )
 
 var reasonNames = map[Reason]string{
@@ -47,6 +48,7 @@ var reasonNames = map[Reason]string{
 	Private:          "private",
 	WritableByACL:    "writable by ACL",
 	Writing:          "being written",
+	KernelFile:       "a kernel file",
 }
 
 func (r Reason) String() string {
@@ -225,6 +227,9 @@ func (e *RefusedError) Error() string {
 	case NotDirectory:
 		return fmt.Sprintf("jobs directory %s is a %s, not a directory; berth refuses it (move it away and mkdir %s)",
 			p, e.Kind, p)
+	case KernelFile:
+		return fmt.Sprintf("%s is a file of the kernel's (on %s), whose mode does not say who may read it (the daemon may read what its clients may not); "+
+			"berth reads job files only from ordinary file systems and refuses it (rm %s)", s, e.Kind, p)
 	case Private:
 		what := "is not readable by everyone"
 		if !e.AtTarget {
@@ -232,7 +237,7 @@ func (e *RefusedError) Error() string {
 		}
 		return fmt.Sprintf("%s %s (mode %s); berth shows what it reads to every client (an error quotes the file), "+
 			"so it follows a link only to a file anyone may read; berth refuses it "+
-			"(if %s is meant to be a job file, put a copy in place of the link: cp --remove-destination %s %s; otherwise rm %s)",
+			"(if %s is a job file of yours, put a copy in place of the link: cp --remove-destination %s %s; otherwise rm %s)",
 			s, what, permString(e.Mode), e.resolved(), e.resolved(), p, p)
 	}
 	return fmt.Sprintf("%s is refused (%s)", p, e.Reason)

@@ -122,6 +122,24 @@ func TestScanLinkToSecret(t *testing.T) {
 	}
 }
 
+// TestScanLinkToKernelFile: a file of procfs says mode 0444 whoever may
+// read it (/proc/PID/maps is root's alone), so a link to one is refused
+// for where it is, and nothing of it is shown.
+func TestScanLinkToKernelFile(t *testing.T) {
+	dir := jobsDir(t)
+	if err := os.Symlink("/proc/version", filepath.Join(dir, "proc.lua")); err != nil {
+		t.Fatal(err)
+	}
+	got := scan(t, NewScanner(dir, ScanOptions{DaemonUID: os.Getuid()}))
+	if want := "refused proc.lua(a kernel file)"; summary(dir, got) != want {
+		t.Fatalf("scan says %q, want %q", summary(dir, got), want)
+	}
+	msg := got.Refused[filepath.Join(dir, "proc.lua")].Error()
+	if !strings.Contains(msg, "(on proc)") || strings.Contains(msg, "Linux") {
+		t.Errorf("the refusal: %s", msg)
+	}
+}
+
 // TestScanLinkPrivateFaked runs the rule for a link's target without root:
 // the stat hook says who owns the target.
 func TestScanLinkPrivateFaked(t *testing.T) {

@@ -462,6 +462,11 @@ func (s *Scanner) fileOnce(w *walk, name, path string, named bool, old seenFile,
 		}
 		s.statHook(at, &raw)
 	}
+	if kernel, err := kernelFS(fd); err != nil {
+		return unreadable("statfs", err)
+	} else if kernel != "" {
+		return seenFile{}, nil, e.refuse(&RefusedError{Reason: KernelFile, Kind: kernel}), false
+	}
 	var acl []aclWriter
 	if fileMode(raw.Mode).Perm()&0o020 != 0 {
 		if acl, err = aclWriters(fd, false); err != nil {
@@ -499,6 +504,37 @@ func (s *Scanner) fileOnce(w *walk, name, path string, named bool, old seenFile,
 		sum:   sha256.Sum256(content),
 		racy:  st.ctime >= racySince || st.mtime >= racySince,
 	}, content, nil, false
+}
+
+// kernelFS names the file system of the kernel's that fd is on ("" for
+// any other). Such a file's mode says nothing of who may read it: procfs
+// lets only root read /proc/PID/maps, mode 0444, and a link to it would
+// have the root daemon quote it to the link's owner. No job file is
+// there.
+func kernelFS(fd int) (string, error) {
+	var st unix.Statfs_t
+	if err := retryEINTR(func() error { return unix.Fstatfs(fd, &st) }); err != nil {
+		return "", err
+	}
+	switch uint32(st.Type) {
+	case unix.PROC_SUPER_MAGIC:
+		return "proc", nil
+	case unix.SYSFS_MAGIC:
+		return "sysfs", nil
+	case unix.DEBUGFS_MAGIC:
+		return "debugfs", nil
+	case unix.TRACEFS_MAGIC:
+		return "tracefs", nil
+	case unix.SECURITYFS_MAGIC:
+		return "securityfs", nil
+	case unix.CGROUP_SUPER_MAGIC, unix.CGROUP2_SUPER_MAGIC:
+		return "cgroup", nil
+	case unix.EFIVARFS_MAGIC:
+		return "efivarfs", nil
+	case unix.BPF_FS_MAGIC:
+		return "bpf", nil
+	}
+	return "", nil
 }
 
 // readAtMost appends up to limit bytes of r to buf.
