@@ -126,7 +126,11 @@ func (d *Daemon) api() http.Handler {
 	})
 	mux.HandleFunc("POST "+APIVersion+"/reload", func(w http.ResponseWriter, r *http.Request) {
 		d.logCaller(r, "reload")
-		v, err := d.Reload(r.Context())
+		person := ""
+		if c := d.callerOf(r); !c.admin {
+			person = c.name
+		}
+		v, err := d.reloadAs(r.Context(), person)
 		if err != nil {
 			writeNoAnswer(w, err)
 			return
@@ -631,9 +635,20 @@ func (l *callLog) take(uid uint32, now time.Time) (ok bool, leftBefore int) {
 
 // Reload asks the loop to reload (SIGHUP does this) and waits for the
 // result: of a reload that began after the call.
-func (d *Daemon) Reload(ctx context.Context) (ReloadResult, error) {
+func (d *Daemon) Reload(ctx context.Context) (ReloadResult, error) { return d.reloadAs(ctx, "") }
+
+// reloadAs is Reload for person ("": an administrator), whose own files
+// go first (personAsks).
+func (d *Daemon) reloadAs(ctx context.Context, person string) (ReloadResult, error) {
 	done := make(chan ReloadResult, 1)
-	if _, err := d.call(ctx, func() any { d.reload(false, true, done); return nil }); err != nil {
+	if _, err := d.call(ctx, func() any {
+		if person != "" {
+			d.personAsks(person, done)
+		} else {
+			d.reload(false, true, done)
+		}
+		return nil
+	}); err != nil {
 		return ReloadResult{}, err
 	}
 	select {

@@ -200,7 +200,10 @@ type Daemon struct {
 	// reloading is the reload whose files are being evaluated, nil when
 	// none; again is one asked for meanwhile.
 	reloading *reloadRun
-	again     reloadAgain
+	// protectNext: the last reload left others' files to the next one
+	// (reloadRun.protected).
+	protectNext bool
+	again       reloadAgain
 	// evaluated hands an evaluation back to the loop; capacity 1, as one
 	// is in flight at most, so that it never blocks on a loop that ended.
 	evaluated chan evaluated

@@ -503,6 +503,53 @@ func TestPeopleEvalShare(t *testing.T) {
 	})
 }
 
+// TestPeopleReloadNotHeldBySlowFiles: a person's reload (berth submit)
+// waits for nobody else's slow files: the watcher's reload evaluating
+// them is called off, and theirs evaluates only the administrators'
+// files and the person's own. The reload after it is the slow files'.
+func TestPeopleReloadNotHeldBySlowFiles(t *testing.T) {
+	d, spool, _ := peopleDaemon(t, "", func(cfg *Config) {
+		cfg.Evaluator.Budget = 3 * time.Second
+		cfg.EvalShare = time.Minute
+	})
+	reload(t, d)
+	var slow []string
+	for _, name := range []string{"a.lua", "b.lua"} {
+		slow = append(slow, writeAs(t, spool, testAlice, name, "while true do end\n"))
+	}
+	ctx := context.Background()
+	evaluating := func() bool {
+		on, err := d.call(ctx, func() any { return d.reloading != nil && slices.Contains(d.reloading.evaluating, slow[0]) })
+		return err == nil && on.(bool)
+	}
+	// The watcher's reload, which nobody waits for.
+	if _, err := d.call(ctx, func() any { d.reload(false, false); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if !evaluating() {
+		t.Fatal("alice's files are not being evaluated")
+	}
+	writeAs(t, spool, testBob, "z.lua", `job "one" { cmd = "true", enabled = false }`)
+	if code, body := as(t, d, testBob, "POST", "/reload"); code != http.StatusOK || !strings.Contains(body, testBob+"/one") {
+		t.Fatalf("bob's reload: %d %s", code, body)
+	}
+	if !evaluating() {
+		t.Error("bob's reload came back after alice's files were evaluated: it waited for them")
+	}
+	if _, ok := d.jobStatus(testBob + "/one"); !ok {
+		t.Error("bob's job is not declared after his reload")
+	}
+	testkit.WaitFor(t, 30*time.Second, "both of alice's files evaluated by the reload after bob's", func() bool {
+		n := 0
+		for _, p := range d.Status().Problems {
+			if strings.Contains(p.Text, "still running after its CPU time budget") {
+				n++
+			}
+		}
+		return n == 2
+	})
+}
+
 // TestPeopleCheckHasNoShare: the check before a submit evaluates every
 // file it is given, however long they take together: a reload's share is
 // for a reload.

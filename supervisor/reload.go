@@ -68,6 +68,12 @@ type reloadRun struct {
 	evaluating []string
 	stop       context.CancelFunc
 	partial    bool
+	// askers are the people (not administrators) who wait for it, where
+	// only people do: the others' files go to the reload that follows.
+	// protected: it follows one that left others' files to it, and is
+	// neither called off nor leaves any to the next (see personAsks).
+	askers    map[string]bool
+	protected bool
 }
 
 // filesGone reports whether a file being evaluated was removed since its
@@ -188,16 +194,41 @@ type evaluated struct {
 // every job. A reload asked for while another is being evaluated runs once
 // that one is done, for everyone who asked meanwhile.
 func (d *Daemon) reload(first, asked bool, waiters ...chan<- ReloadResult) {
-	d.reloadAfter(nil, first, asked, waiters)
+	d.reloadAfter(nil, first, reloadAgain{asked: asked, waiters: waiters, others: len(waiters) > 0})
 }
 
-// reloadAfter is reload, for waiters who asked while the reload that did
-// earlier was being evaluated.
-func (d *Daemon) reloadAfter(earlier *ReloadResult, first, asked bool, waiters []chan<- ReloadResult) {
+// personAsks is reload for a person's berth submit, edit or reload (as
+// reload(false, true, done) is an administrator's): what they wait for
+// is their own files, and nobody's slow files are to keep them waiting.
+// A reload the watcher began is called off for them, what it evaluated
+// kept; and a reload only people wait for evaluates the administrators'
+// files and theirs, and leaves the others' changed files to the reload
+// that follows at once. That one is protected: it is not called off, and
+// evaluates everyone's, so that a stream of submits cannot keep a slow
+// person's files from ever being read.
+func (d *Daemon) personAsks(person string, done chan<- ReloadResult) {
+	if d.people[person] == nil {
+		d.reload(false, true, done)
+		return
+	}
+	if r := d.reloading; r != nil && len(r.waiters) == 0 && !r.first && !r.protected && !r.partial {
+		d.log.Info("a person waits for a reload: the one being evaluated is called off, what it evaluated kept, and goes on after theirs", "person", person)
+		r.partial = true
+		r.stop()
+	}
+	d.reloadAfter(nil, false, reloadAgain{asked: true, waiters: []chan<- ReloadResult{done}, askers: []string{person}})
+}
+
+// reloadAfter is reload as req asks, for waiters who asked while the
+// reload that did earlier was being evaluated.
+func (d *Daemon) reloadAfter(earlier *ReloadResult, first bool, req reloadAgain) {
+	asked, waiters := req.asked, req.waiters
 	if d.reloading != nil {
 		d.again.pending = true
 		d.again.asked = d.again.asked || asked
 		d.again.waiters = append(d.again.waiters, waiters...)
+		d.again.askers = append(d.again.askers, req.askers...)
+		d.again.others = d.again.others || req.others
 		if !d.reloading.first && d.reloading.filesGone() {
 			// The reload that follows evaluates what is still there;
 			// what was evaluated already is kept. (Not the first: the
@@ -208,7 +239,11 @@ func (d *Daemon) reloadAfter(earlier *ReloadResult, first, asked bool, waiters [
 		}
 		return
 	}
-	r := &reloadRun{first: first, began: d.now(), waiters: waiters, earlier: earlier, settling: map[string]bool{}}
+	r := &reloadRun{first: first, began: d.now(), waiters: waiters, earlier: earlier, settling: map[string]bool{}, protected: d.protectNext}
+	d.protectNext = false
+	if !first && !r.protected {
+		r.askers = req.onlyPeople()
+	}
 	d.keepSocket() // systemctl reload berth is what an operator tries
 	if d.cfg.SocketAccess != nil {
 		if err := d.cfg.SocketAccess(); err != nil {
@@ -267,10 +302,33 @@ func (d *Daemon) reloadAfter(earlier *ReloadResult, first, asked bool, waiters [
 	machine := luaMachine(d.cfg)
 	ctx, stop := context.WithCancel(d.evalCtx)
 	r.stop = stop
+	mine := len(srcs)
+	if r.askers != nil {
+		// The administrators' files and the askers', in their order;
+		// then the others', left to the next reload as a reload called
+		// off leaves the files after the one in hand.
+		theirs := func(s luaapi.Source) bool { return s.Owner != "" && !r.askers[s.Owner] }
+		slices.SortStableFunc(srcs, func(a, b luaapi.Source) int {
+			switch {
+			case theirs(a) == theirs(b):
+				return 0
+			case theirs(b):
+				return -1
+			}
+			return 1
+		})
+		mine = slices.IndexFunc(srcs, theirs)
+		if mine < 0 {
+			mine = len(srcs)
+		} else {
+			d.protectNext = true
+		}
+	}
 	for _, s := range srcs {
 		r.evaluating = append(r.evaluating, s.Path)
 	}
 	kept := d.kept
+	srcs = srcs[:mine]
 	d.evaluations.Go(func() {
 		defer stop()
 		files := d.cfg.Evaluator.evaluate(ctx, machine, srcs, cmp.Or(d.cfg.EvalShare, DefaultEvalShare))
@@ -332,7 +390,7 @@ func (d *Daemon) evaluatedFiles(ev evaluated) {
 	res := d.finishReload(ev.r, ev.files)
 	if again := d.again; again.pending {
 		d.again = reloadAgain{}
-		d.reloadAfter(&res, false, again.asked, again.waiters)
+		d.reloadAfter(&res, false, again)
 	}
 }
 
@@ -346,6 +404,23 @@ type reloadAgain struct {
 	pending bool
 	asked   bool
 	waiters []chan<- ReloadResult
+	// askers are the people among those who wait; others: someone else
+	// waits too (an administrator, systemd).
+	askers []string
+	others bool
+}
+
+// onlyPeople are the people who wait for the reload, where nobody else
+// does; nil otherwise.
+func (a *reloadAgain) onlyPeople() map[string]bool {
+	if a.others || len(a.askers) == 0 {
+		return nil
+	}
+	m := make(map[string]bool, len(a.askers))
+	for _, p := range a.askers {
+		m[p] = true
+	}
+	return m
 }
 
 // reply hands a reload's result to those who asked for it.
