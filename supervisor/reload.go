@@ -509,6 +509,9 @@ func (d *Daemon) finishReload(r *reloadRun, files []*luaapi.File) ReloadResult {
 		// A file that became refused, or a refused directory, is not a
 		// removal: what was in force stays in force until it is fixed.
 		if _, refused := scan.Refused[path]; refused || r.dirRefused(path) {
+			if !refused && r.settling[filepath.Dir(path)] {
+				d.unsay(path)
+			}
 			continue
 		}
 		if to, ok := movedTo[path]; ok {
@@ -520,10 +523,14 @@ func (d *Daemon) finishReload(r *reloadRun, files []*luaapi.File) ReloadResult {
 		// A refused file the scan no longer mentions is gone (the scanner
 		// reported its removal when it was first refused).
 		for path := range d.refused {
-			if _, still := scan.Refused[path]; !still && !r.dirRefused(path) {
-				if _, back := scan.Changed[path]; !back {
-					d.forget(path)
-				}
+			_, still := scan.Refused[path]
+			_, back := scan.Changed[path]
+			switch {
+			case still || back:
+			case !r.dirRefused(path):
+				d.forget(path)
+			case r.settling[filepath.Dir(path)]:
+				d.unsay(path)
 			}
 		}
 	}
@@ -738,6 +745,19 @@ func (d *Daemon) moveInForce(from, to string) {
 	d.good[to] = good.Moved(to)
 	if d.kept != nil {
 		d.kept.do([]keptOp{{path: to, from: from}})
+	}
+}
+
+// unsay drops what is said of a file that is not there while its
+// directory, back a moment ago, settles (forgetWhileRefused): what was in
+// force of it stays until then, but its refusal or errors are of a file
+// that someone removed, and told to fix it, they could not.
+func (d *Daemon) unsay(path string) {
+	delete(d.refused, path)
+	if g := d.good[path]; g != nil {
+		d.latest[path] = g
+	} else {
+		d.forget(path)
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/berthd/berth/supervisor/clock"
 	"github.com/berthd/berth/supervisor/store"
 	"github.com/berthd/berth/supervisor/testkit"
 )
@@ -789,6 +790,43 @@ func TestRemovedWhileDirRefused(t *testing.T) {
 		_, ok := d.jobStatus("gone")
 		return !ok
 	})
+	if js, _ := d.jobStatus("stays"); js.State != "running" {
+		t.Errorf("stays: %s, want running still", js.State)
+	}
+}
+
+// TestRefusedGoneWhileDirSettles: a refused file removed while its
+// directory, back from being refused, settles is no longer said to be
+// refused (berth reload told its owner to fix a file that was not
+// there), and what is in force of the directory stays until it settles.
+func TestRefusedGoneWhileDirSettles(t *testing.T) {
+	clk := clock.NewFake(time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)) // the settle never ends
+	d, jobsDir := runDaemon(t, `job "stays" { cmd = "sleep 600", cpus = 0 }`, func(cfg *Config) { cfg.Clock = clk })
+	waitJob(t, d, "stays", "running", func(js JobStatus) bool { return js.State == "running" })
+	if err := os.Chmod(jobsDir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	reload(t, d)
+	plant := filepath.Join(jobsDir, "plant.lua")
+	if err := writeFile(plant, []byte(`job "plant" { cmd = "true" }`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(plant, 0o666); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(jobsDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	said := func(res ReloadResult) bool { return slices.ContainsFunc(res.Errors, func(e string) bool { return strings.Contains(e, plant) }) }
+	if res := reload(t, d); !said(res) {
+		t.Fatalf("the planted file is not refused: %q", res.Errors)
+	}
+	if err := os.Remove(plant); err != nil {
+		t.Fatal(err)
+	}
+	if res := reload(t, d); said(res) {
+		t.Errorf("a reload after its removal still says: %q", res.Errors)
+	}
 	if js, _ := d.jobStatus("stays"); js.State != "running" {
 		t.Errorf("stays: %s, want running still", js.State)
 	}
