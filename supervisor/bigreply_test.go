@@ -9,9 +9,8 @@ import (
 )
 
 // TestHugeDeclarationRefused: a file whose declarations are larger than the
-// daemon takes from one file (a description doubled to 32 MiB, past the
-// string library's bound by concatenation) is refused, and the daemon does
-// not hold it.
+// daemon takes from one file (36 MB of arguments, each job's within its
+// own bounds) is refused, and the daemon does not hold it.
 func TestHugeDeclarationRefused(t *testing.T) {
 	// Budget enough to build the string under the race detector on a
 	// busy machine: the size, not the time, is what is tested.
@@ -24,9 +23,10 @@ func TestHugeDeclarationRefused(t *testing.T) {
 	runtime.GC()
 	var before runtime.MemStats
 	runtime.ReadMemStats(&before)
-	// Strings are bounded at 1 MiB each, so many of them: 32 MB in all.
-	src := `local s = string.rep("a", 1000000)
-for i = 1, 32 do job("big-" .. i) { cmd = { "true" }, description = s, enabled = false } end
+	// A job's arguments are bounded at 128 KiB each and 1 MiB in all,
+	// so many of them: 36 MB in all.
+	src := `local s = string.rep("a", 130000)
+for i = 1, 40 do job("big-" .. i) { cmd = { "true", s, s, s, s, s, s, s }, enabled = false } end
 `
 	if err := writeFile(filepath.Join(jobsDir, "big.lua"), []byte(src), 0o600); err != nil {
 		t.Fatal(err)
@@ -44,7 +44,7 @@ for i = 1, 32 do job("big-" .. i) { cmd = { "true" }, description = s, enabled =
 	t.Logf("reload %v errors=%d added=%v; heap before %d MiB, HeapSys after reload %d MiB, live after GC %d MiB",
 		time.Since(start), len(res.Errors), res.Added, before.HeapAlloc>>20, peak.HeapSys>>20, after.HeapAlloc>>20)
 	// A ratio and a floor: what the runtime keeps varies by a few MiB
-	// from run to run; the file would hold 32.
+	// from run to run; the file would hold 36.
 	if after.HeapAlloc > 2*before.HeapAlloc && after.HeapAlloc-before.HeapAlloc > 16<<20 {
 		t.Errorf("one job file holds %d MiB in the daemon", (after.HeapAlloc-before.HeapAlloc)>>20)
 	}

@@ -817,7 +817,9 @@ func TestRefusedGoneWhileDirSettles(t *testing.T) {
 	if err := os.Chmod(jobsDir, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	said := func(res ReloadResult) bool { return slices.ContainsFunc(res.Errors, func(e string) bool { return strings.Contains(e, plant) }) }
+	said := func(res ReloadResult) bool {
+		return slices.ContainsFunc(res.Errors, func(e string) bool { return strings.Contains(e, plant) })
+	}
 	if res := reload(t, d); !said(res) {
 		t.Fatalf("the planted file is not refused: %q", res.Errors)
 	}
