@@ -65,6 +65,13 @@ type Quota struct {
 	Limits accounting.Quota
 }
 
+// Unsized reports whether job's flavor is one no accepted file declares:
+// its size is not known (Set.Problems says why), and nothing is to be
+// judged of it, a quota's bounds or a machine's.
+func (s *Set) Unsized(job string) bool {
+	return slices.ContainsFunc(s.Problems, func(e *Error) bool { return e.Problem == UnknownFlavor && e.Name == job })
+}
+
 // QuotaLimits is the set's quotas as the placer takes them
 // (accounting.Placer.SetQuotas): each named person's, and the "*" one for
 // everyone else (accounting.NoQuota where there is none).

@@ -550,6 +550,23 @@ func TestPeopleReloadNotHeldBySlowFiles(t *testing.T) {
 	})
 }
 
+// TestPeopleCheckUnknownFlavorUnderQuota: a person's job whose flavor
+// does not exist is told so, once: its size is not known, so it is not
+// also said to ask for no cores and escape a quota of cores.
+func TestPeopleCheckUnknownFlavorUnderQuota(t *testing.T) {
+	d, _, _ := peopleDaemon(t, `flavor "small" { cpus = 1 }
+quota "`+testAlice+`" { cpus = 2 }`, nil)
+	body, _ := json.Marshal(CheckRequest{Files: []CheckFile{{Name: "fl.lua", Src: []byte(`job "fl" { cmd = "true", flavor = "smal" }`)}}})
+	code, answer := asWith(t, d, testAlice, "POST", "/check", string(body))
+	var res CheckResult
+	if code != 200 || json.Unmarshal([]byte(answer), &res) != nil {
+		t.Fatalf("alice's check: %d %s", code, answer)
+	}
+	if len(res.Problems) != 1 || res.Problems[0].Code != "unknown_flavor" {
+		t.Errorf("problems %+v, want the unknown flavor alone", res.Problems)
+	}
+}
+
 // TestPeopleCheckHasNoShare: the check before a submit evaluates every
 // file it is given, however long they take together: a reload's share is
 // for a reload.
