@@ -235,6 +235,19 @@ func (d *Daemon) api() http.Handler {
 	// Outside /v1: where Prometheus looks, in its own format (metrics.go).
 	mux.Handle("GET /metrics", d.meters.handler(d))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		// A path the daemon serves, asked with another method: 405, and
+		// the methods it takes, as a mux without this pattern would.
+		var allow []string
+		for _, m := range []string{http.MethodGet, http.MethodPost} {
+			if _, pattern := mux.Handler(&http.Request{Method: m, URL: r.URL, Host: r.Host}); pattern != "/" && pattern != "" {
+				allow = append(allow, m)
+			}
+		}
+		if len(allow) > 0 && !slices.Contains(allow, r.Method) {
+			w.Header().Set("Allow", strings.Join(allow, ", "))
+			writeError(w, http.StatusMethodNotAllowed, CodeNoSuchCall, msgWrongMethod(r.Method, r.URL.Path, allow))
+			return
+		}
 		writeError(w, http.StatusNotFound, CodeNoSuchCall, msgNoSuchCall(r.Method, r.URL.Path))
 	})
 	return d.authorize(d.asWork(mux))

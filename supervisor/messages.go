@@ -169,6 +169,10 @@ func msgNoSuchCall(method, path string) string {
 	return "no such call: " + method + " " + path + " (the daemon speaks " + APIVersion + ")"
 }
 
+func msgWrongMethod(method, path string, allow []string) string {
+	return "no such call: " + method + " " + path + "; " + path + " takes " + strings.Join(allow, " or ")
+}
+
 func msgBadRunCount(v string) string {
 	return "n must be a whole number of runs, 1 or more, got " + strconv.Quote(v)
 }

@@ -23,7 +23,7 @@ func TestMessagesGolden(t *testing.T) {
 	lines := []string{
 		msgNoSuchJob("train", 0), msgNoSuchJob("train", 1), msgNoSuchJob("train", 3), msgJobGone("ticker", true), msgJobGone("ticker", false),
 		msgStopping("it ran past its timeout of 12h", "SIGINT", 30*time.Second),
-		msgNoSuchCall("GET", "/v2/status"),
+		msgNoSuchCall("GET", "/v2/status"), msgWrongMethod("GET", "/v1/jobs/train/stop", []string{"POST"}),
 		msgRemovedStopping("restart", "train", pos.File),
 		msgNotArray("hp[2]"),
 		msgLogsUnwritable("/var/lib/berth/logs", syscall.EPERM),

@@ -1,14 +1,17 @@
 package supervisor
 
 import (
+	"context"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/hashicorp/go-hclog"
+	"golang.org/x/sys/unix"
 
 	"github.com/berthd/berth/supervisor/testkit"
 )
@@ -67,5 +70,30 @@ func TestSocketBoundAgain(t *testing.T) {
 	}
 	if n := strings.Count(logs.String(), "another file is at the control socket's path"); n != 1 {
 		t.Errorf("said %d times, want once:\n%s", n, logs)
+	}
+}
+
+// TestWrongMethod: a path the daemon serves, asked with another method,
+// is answered 405 with the methods it takes, not "no such call" alone;
+// a path it does not serve is 404.
+func TestWrongMethod(t *testing.T) {
+	d, _ := runDaemon(t, `job "train" { cmd = "sleep 600", cpus = 0 }`, nil)
+	for _, c := range []struct {
+		method, path string
+		code         int
+		allow, says  string
+	}{
+		{"GET", jobPath("train") + "/stop", http.StatusMethodNotAllowed, "POST", "/v1/jobs/train/stop takes POST"},
+		{"POST", "/status", http.StatusMethodNotAllowed, "GET", "/v1/status takes GET"},
+		{"DELETE", jobPath("train"), http.StatusMethodNotAllowed, "GET", "/v1/jobs/train takes GET"},
+		{"GET", "/nothing", http.StatusNotFound, "", "no such call: GET /v1/nothing (the daemon speaks /v1)"},
+	} {
+		req := httptest.NewRequest(c.method, "http://berth"+APIVersion+c.path, nil)
+		req = req.WithContext(context.WithValue(req.Context(), peerKey{}, unix.Ucred{Pid: int32(os.Getpid())}))
+		rec := httptest.NewRecorder()
+		d.api().ServeHTTP(rec, req)
+		if rec.Code != c.code || rec.Header().Get("Allow") != c.allow || !strings.Contains(rec.Body.String(), c.says) {
+			t.Errorf("%s %s: %d, Allow %q, %s; want %d, Allow %q, %q", c.method, c.path, rec.Code, rec.Header().Get("Allow"), rec.Body.String(), c.code, c.allow, c.says)
+		}
 	}
 }

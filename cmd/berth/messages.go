@@ -406,6 +406,15 @@ func msgMoreRuns(job string, n int) string {
 
 // msgReloaded says what a reload did: the counts, then the jobs added,
 // changed and removed (twenty of each at most).
+// msgOthersErrors says that the n errors of a reload after a submit are
+// in other files than those submitted.
+func msgOthersErrors(n int) string {
+	if n == 1 {
+		return "the error is in another job file, not in what you sent (berth status lists it)"
+	}
+	return "the errors are in other job files, not in what you sent (berth status lists them)"
+}
+
 func msgReloaded(r supervisor.ReloadResult) string {
 	const most = 20
 	if len(r.Added)+len(r.Changed)+len(r.Removed)+len(r.Errors)+len(r.Writing) == 0 {

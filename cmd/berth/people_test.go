@@ -711,6 +711,26 @@ func TestSocketGroupMadeLater(t *testing.T) {
 	d.stop()
 }
 
+// TestSubmitOthersErrors: the errors a reload after a submit finds in
+// the administrators' files are said to be theirs, not a bare count a
+// person reads as their own file's.
+func TestSubmitOthersErrors(t *testing.T) {
+	t.Parallel()
+	needPeople(t)
+	d := newTestDaemon(t, nil)
+	d.write("broken.lua", `job "broken" { cmd = "true", cpus = "one" }`)
+	spool := filepath.Join(d.dir, "spool")
+	d.start(daemonOptions{args: []string{"--cpus", "2", "--user-jobs", spool, "--group", peopleGroup}})
+	bin := d.reachable(t)
+	a := newPerson(t, d, bin, alice)
+	src := filepath.Join(d.dir, "mine.lua")
+	writeReadable(t, src, `job "mine" { cmd = "true", enabled = false }`)
+	out, errOut, code := a.run("", nil, "submit", src)
+	if code != exitOK || !strings.Contains(out, ", 1 error\n") || !strings.Contains(out, msgOthersErrors(1)) {
+		t.Errorf("alice's submit: exit %d\n%s%s", code, out, errOut)
+	}
+}
+
 // TestSubmitDoneAgain: a batch job whose file comes back, submitted again,
 // stays done, and berth submit says so with what runs it again ("added"
 // alone read as if it would run).

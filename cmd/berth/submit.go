@@ -88,7 +88,11 @@ func runSubmit(c *cli, args []string) int {
 		}
 		fmt.Fprintf(c.stdout, "submitted %s\n", filepath.Join(me.JobsDir, file.Name))
 	}
-	return c.reloadAfterWrite(cl)
+	written := make([]string, len(files))
+	for i, file := range files {
+		written[i] = filepath.Join(me.JobsDir, file.Name)
+	}
+	return c.reloadAfterWrite(cl, written...)
 }
 
 // errNotRegular: what berth submit was given is not a file of bytes (a
@@ -212,7 +216,7 @@ func runEdit(c *cli, args []string) int {
 			}
 			os.RemoveAll(draftDir)
 			fmt.Fprintln(c.stdout, "saved "+target)
-			return c.reloadAfterWrite(cl)
+			return c.reloadAfterWrite(cl, filepath.Join(me.JobsDir, name))
 		}
 		if !refused {
 			// The daemon could not check it: it said why; the edit is kept.
@@ -274,15 +278,28 @@ func asGiven(p supervisor.Problem, given map[string]string) string {
 	return p.Text
 }
 
-// reloadAfterWrite has the daemon read what was written now, rather than
-// at its watcher's next turn, and says what changed.
-func (c *cli) reloadAfterWrite(cl *client) int {
+// reloadAfterWrite has the daemon read what was written now (the files
+// at paths), rather than at its watcher's next turn, and says what
+// changed.
+func (c *cli) reloadAfterWrite(cl *client, paths ...string) int {
 	var res supervisor.ReloadResult
 	if err := cl.post("/reload", &res); err != nil {
 		return c.fail(err)
 	}
-	// What it says of other files is theirs: this one was checked.
 	fmt.Fprintln(c.stdout, msgReloaded(res))
+	// The files written were checked, but what the reload says of them
+	// is said whole; of other files, that it is theirs.
+	others := 0
+	for _, p := range res.Problems {
+		if slices.Contains(paths, p.File) {
+			fmt.Fprintln(c.stdout, "  "+escapeText(p.Text))
+		} else {
+			others++
+		}
+	}
+	if others > 0 {
+		fmt.Fprintln(c.stdout, "  "+msgOthersErrors(others))
+	}
 	if len(res.Added) > 0 {
 		// A batch job whose definition already ran to done stays done,
 		// as after a restart of the daemon: said, or "added" reads as if
