@@ -934,8 +934,11 @@ func suggestOrList(key string, accepted []string, lead string) string {
 	return fmt.Sprintf("; %s %s", lead, list(accepted))
 }
 
-// clean makes text from Lua fit on one line and in a log: control
-// characters become spaces and it is cut at a reasonable length.
+// clean makes text from Lua fit on one line and in a log: line breaks
+// and tabs become spaces, other control characters are shown escaped
+// (\x1b, \r, \u009b: as berth shows them on a terminal, and such that a
+// log or the journal takes the line as text), and it is cut at a
+// reasonable length.
 func clean(s string) string {
 	const max = 300
 	s = strings.TrimSpace(s)
@@ -946,10 +949,20 @@ func clean(s string) string {
 		}
 		s = s[:cut] + "…"
 	}
-	return strings.Map(func(r rune) rune {
-		if r < 0x20 || r == 0x7f {
-			return ' '
+	var b strings.Builder
+	for _, r := range strings.ToValidUTF8(s, "?") {
+		switch {
+		case r == '\n' || r == '\t':
+			b.WriteByte(' ')
+		case r == '\r':
+			b.WriteString(`\r`)
+		case r < 0x20 || r == 0x7f:
+			fmt.Fprintf(&b, `\x%02x`, r)
+		case r >= 0x80 && r <= 0x9f:
+			fmt.Fprintf(&b, `\u%04x`, r)
+		default:
+			b.WriteRune(r)
 		}
-		return r
-	}, strings.ToValidUTF8(s, "?"))
+	}
+	return b.String()
 }
