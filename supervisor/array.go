@@ -65,8 +65,9 @@ type array struct {
 	record      string
 	recordFresh bool
 	since       time.Time
-	// last is how the index that last ended badly ended.
-	last lastEnd
+	// last is how the index that last came to rest failed, and the one
+	// that last came to rest stopped, ended.
+	last restEnds
 	// was is the array's state as a whole when since was set.
 	was store.State
 
@@ -238,8 +239,12 @@ func (a *array) sync(j *job, st store.State, since time.Time, end lastEnd, doneF
 		}
 		a.states[i] = st
 		a.counts[st]++
-		if st == store.StateFailed && end.known {
-			a.last = end
+		switch {
+		case !end.known:
+		case st == store.StateFailed:
+			a.last.failed = end
+		case st == store.StateStopped:
+			a.last.stopped = end
 		}
 		if whole := a.countsLocked().state(); whole != a.was {
 			// Since is when the array as a whole came to its state,
@@ -362,6 +367,9 @@ func (a *array) jobs() []*job {
 	return out
 }
 
+// restEnds are how the indices that last came to rest badly ended.
+type restEnds struct{ failed, stopped lastEnd }
+
 // arrayCounts is how an array's indices stand.
 type arrayCounts struct {
 	size     int
@@ -369,7 +377,7 @@ type arrayCounts struct {
 	slots    int
 	inLine   int
 	since    time.Time
-	last     lastEnd
+	last     restEnds
 	def      *luaapi.Job
 	queued   int
 	isQueued bool
@@ -423,7 +431,20 @@ func (c arrayCounts) state() store.State {
 // of indices that ran a new one, once all are done, does.
 func (a *array) view() jobView {
 	c := a.snapshot()
-	return jobView{Def: c.def, State: c.state(), Since: c.since, LastEnd: c.last, DoneFP: a.doneRecord()}
+	st := c.state()
+	// How it ended is its indices': all exited 0 when it is done; else
+	// how the last to come to its state (failed, stopped) ended, not an
+	// index since run again or left out of the range.
+	var last lastEnd
+	switch st {
+	case store.StateDone:
+		last = lastEnd{known: true, reason: store.ReasonExited}
+	case store.StateFailed:
+		last = c.last.failed
+	case store.StateStopped:
+		last = c.last.stopped
+	}
+	return jobView{Def: c.def, State: st, Since: c.since, LastEnd: last, DoneFP: a.doneRecord()}
 }
 
 // setRecord notes index i's done record. The caller holds a.mu.

@@ -746,3 +746,36 @@ func TestArrayRetryAt(t *testing.T) {
 		t.Errorf("fl with 2 indices in backoff: retry_at %v, want when the first runs again, after %v", js.RetryAt, clk.Now())
 	}
 }
+
+// TestArrayParentEnd: what a dependant is told of how an array parent
+// ended is how it rests: an index's failure while it is failed, not once
+// the range has lost that index and the array is done.
+func TestArrayParentEnd(t *testing.T) {
+	d, dir := runDaemon(t, "", nil)
+	path := filepath.Join(dir, "jobs.lua")
+	const kid = `job "agg" { cmd = "sleep 600", cpus = 0, after = "sweep" }` + "\n"
+	testkit.PutFile(t, path, kid+`job "sweep" { cmd = { "sh", "-c", "test $BERTH_ARRAY_INDEX != 3" }, cpus = 0, array = 3 }`)
+	reload(t, d)
+	waitJob(t, d, "sweep", "failed", func(js JobStatus) bool { return js.State == "failed" })
+	parent := func() Dependency {
+		t.Helper()
+		j, _ := d.lookup(caller{}, "agg")
+		if j == nil {
+			t.Fatal("no agg")
+		}
+		detail, _ := d.detail(j)
+		if len(detail.Parents) != 1 {
+			t.Fatalf("agg's parents: %+v", detail.Parents)
+		}
+		return detail.Parents[0]
+	}
+	if p := parent(); p.State != "failed" || p.ExitCode == nil || *p.ExitCode != 1 || p.Reason != "failed" {
+		t.Errorf("sweep failed, as agg sees it: %+v", p)
+	}
+	testkit.PutFile(t, path, kid+`job "sweep" { cmd = { "sh", "-c", "test $BERTH_ARRAY_INDEX != 3" }, cpus = 0, array = 2 }`)
+	reload(t, d)
+	waitJob(t, d, "agg", "running", func(js JobStatus) bool { return js.State == "running" })
+	if p := parent(); p.State != "done" || p.ExitCode == nil || *p.ExitCode != 0 || p.Reason != "exited" {
+		t.Errorf("sweep done without its failed index, as agg sees it: %+v", p)
+	}
+}
