@@ -66,9 +66,10 @@ type job struct {
 	wrote   store.JobRecord
 	life    life
 	removed bool
-	// outOfRange: removed as an index its array's range no longer
-	// includes, the array still declared.
-	outOfRange bool
+	// removedWhy is why it was removed, where not for want of a file
+	// that declares it: an index its array's range no longer includes,
+	// a person's job whose owner left the group.
+	removedWhy string
 	waitGen    uint64
 	ticket     *accounting.Ticket
 	book       *accounting.Book
@@ -199,8 +200,9 @@ type jobMessage struct {
 	// placed is the placer's answer to a wait.
 	placed *placement
 	// remove: the job is gone from the files; stop it and end.
-	// outOfRange: it is an index its array's range no longer includes.
-	remove, outOfRange bool
+	// removedWhy: why, where no file declaring it is not (job.removedWhy).
+	remove     bool
+	removedWhy string
 	// ignoreDeps lets ev (a start) past the dependency gate once.
 	ignoreDeps bool
 	// deps: a parent changed, or the graph did; look at the parents again.
@@ -540,7 +542,7 @@ func (j *job) receive(m jobMessage) {
 	}
 	if m.remove {
 		j.forgetWait()
-		j.removed, j.outOfRange = true, m.outOfRange
+		j.removed, j.removedWhy = true, m.removedWhy
 		j.apply(event{kind: evStop})
 	}
 	j.publish()
@@ -1026,11 +1028,8 @@ func (j *job) stop() {
 func (j *job) stopWhy() string {
 	switch j.cause {
 	case evStop:
-		if j.outOfRange {
-			return "its array's range no longer includes it"
-		}
 		if j.removed {
-			return "no job file declares it any more"
+			return cmp.Or(j.removedWhy, "no job file declares it any more")
 		}
 		return "stopped on request (berth stop)"
 	case evRestart:

@@ -280,6 +280,9 @@ func TestPeopleJobs(t *testing.T) {
 		_, ok := d.jobStatus(testBob + "/train")
 		return !ok
 	})
+	if r := waitRuns(t, d, testBob+"/train", 1); r.Cause != "its owner left the group "+testGroup {
+		t.Errorf("the run of bob's job stopped as he left: cause %q", r.Cause)
+	}
 
 	// Someone who joins has a job directory by the time they first ask
 	// where it is (berth submit does), with no reload in between.

@@ -1190,7 +1190,13 @@ func (d *Daemon) apply(set *luaapi.Set, first bool) ReloadResult {
 	}
 	for name, j := range d.jobs {
 		if !seen[name] {
-			j.in.post(jobMessage{remove: true, outOfRange: j.arr != nil && arrays[j.arr.name]})
+			var why string
+			if j.arr != nil && arrays[j.arr.name] {
+				why = "its array's range no longer includes it"
+			} else if owner := j.view().Def.Owner; owner != "" && d.people[owner] == nil {
+				why = "its owner left the group " + d.group()
+			}
+			j.in.post(jobMessage{remove: true, removedWhy: why})
 			delete(d.jobs, name)
 			d.draining[name] = j
 			if j.arr != nil {
