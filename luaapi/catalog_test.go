@@ -16,6 +16,8 @@ func TestParentCatalog(t *testing.T) {
 	var lines []string
 	for _, e := range []*Error{
 		ErrCPULimit(path, time.Second),
+		errBudget(path, 3, time.Second, 1<<30, 256<<20),
+		errBudget(path, 3, time.Second, 63<<20, 256<<20),
 		ErrWallLimit(path, 12*time.Second, time.Second),
 		ErrMemoryLimit(path, 512<<20),
 		ErrReloadDeadline(path, time.Minute),

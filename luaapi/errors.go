@@ -199,7 +199,15 @@ func errRuntimeValue(path string, typ string) *Error {
 		fmt.Sprintf("runtime error: error() was called with %s instead of a message", article(typ)))
 }
 
-func errBudget(path string, line int, budget time.Duration) *Error {
+// errBudget: grown is what the file had made memory grow by when its
+// budget ran out; from a quarter of the heap's bound, that is more likely
+// what it was doing than an endless loop.
+func errBudget(path string, line int, budget time.Duration, grown, heapLimit int64) *Error {
+	if heapLimit > 0 && grown >= heapLimit/4 {
+		return fileSubject(path, line).err(Budget, "",
+			fmt.Sprintf("still running after its CPU time budget of %s, having made memory grow by %s, so it was stopped (a runaway table or string? a job file declares jobs: what is large belongs in a file its jobs read)",
+				accounting.FormatDuration(budget), accounting.FormatSize(grown)))
+	}
 	return fileSubject(path, line).err(Budget, "",
 		fmt.Sprintf("still running after its CPU time budget of %s, so it was stopped (an endless loop? if it only needs longer, berth check FILE --file-budget 10s tries it with more, and berth daemon --file-budget gives every file more)", accounting.FormatDuration(budget)))
 }
@@ -249,7 +257,7 @@ func errFileTooLarge(path string, size, limit int) *Error {
 
 // ErrCPULimit is a file that made the evaluating process reach the CPU
 // time the kernel allowed it.
-func ErrCPULimit(path string, budget time.Duration) *Error { return errBudget(path, 0, budget) }
+func ErrCPULimit(path string, budget time.Duration) *Error { return errBudget(path, 0, budget, 0, 0) }
 
 // ErrWallLimit is a file that the parent stopped after wall of wall-clock
 // time.

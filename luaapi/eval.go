@@ -164,6 +164,12 @@ func Eval(path string, src []byte, opts Options) *File {
 				stop(errWallSpent)
 				abandon.Reset(grace)
 			case processCPUTime()-cpuStart >= budget:
+				// What it holds, not garbage an endless loop churns: the
+				// last collection found much of it live too. (No
+				// collection here: the file runs on until stopped.)
+				if grown := heapBytes() - baseline; liveHeapBytes()-baseline >= heapLimit/16 {
+					ev.grownAtBudget.Store(grown)
+				}
 				stop(errBudgetSpent)
 				abandon.Reset(grace)
 			default:
@@ -189,7 +195,7 @@ func (ev *evaluator) stopped(cause error, line int) *Error {
 	case errWallSpent:
 		return errWallBudget(ev.path, line, WallFactor*ev.budget, ev.budget)
 	}
-	return errBudget(ev.path, line, ev.budget)
+	return errBudget(ev.path, line, ev.budget, ev.grownAtBudget.Load(), ev.heapLimit)
 }
 
 func capErrors(path string, errs []*Error) []*Error {
@@ -276,6 +282,9 @@ type evaluator struct {
 	budget    time.Duration
 	heapLimit int64
 	hold      <-chan struct{}
+	// grownAtBudget is what the file had grown the heap by when its
+	// budget ran out.
+	grownAtBudget atomic.Int64
 
 	errs []*Error
 	// raised holds the sentences of errors that were both recorded and
