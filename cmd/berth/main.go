@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"regexp"
 	"strings"
 	"time"
 
@@ -358,7 +359,7 @@ func (c *cli) parse(fs *flag.FlagSet, args []string) (positional []string, code 
 			return nil, exitOK, true
 		}
 		if err != nil {
-			fmt.Fprintln(c.stderr, msgUsage(fs.Name(), err))
+			fmt.Fprintln(c.stderr, msgUsage(fs.Name(), longFlags(err)))
 			return nil, exitUsage, true
 		}
 		rest := fs.Args()
@@ -371,6 +372,16 @@ func (c *cli) parse(fs *flag.FlagSet, args []string) (positional []string, code 
 		positional = append(positional, rest[0])
 		args = rest[1:]
 	}
+}
+
+// flagNamed is a flag's name in the flag package's errors ("for flag
+// -owner", "not defined: -bogus", "needs an argument: -owner").
+var flagNamed = regexp.MustCompile(`(flag|for|defined:|argument:) -([A-Za-z0-9][A-Za-z0-9_-]+)`)
+
+// longFlags is err with its flags named as the README and people write
+// them, --owner; a one-letter flag (-n) keeps its one dash.
+func longFlags(err error) error {
+	return errors.New(flagNamed.ReplaceAllString(err.Error(), "$1 --$2"))
 }
 
 // splitCount reads -n5 as -n 5, as head, tail and journalctl do, in args

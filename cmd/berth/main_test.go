@@ -85,13 +85,13 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"status", "train"}, `berth status: unexpected argument "train"; it takes none but flags (berth show train shows one job; berth status --help shows the usage)`},
 		{[]string{"stop"}, `berth stop: takes one JOB, or --all for every job you may stop (berth stop --help shows the usage)`},
 		{[]string{"--socket"}, `berth: --socket, but no command: the command comes before or after its flags (berth --socket PATH status, say; berth help lists the commands)`},
-		{[]string{"machine", "--bogus"}, `berth machine: flag provided but not defined: -bogus (berth machine --help shows the usage)`},
-		{[]string{"machine", "--cpus", "many"}, `berth machine: invalid value "many" for flag -cpus: "many" is not a whole number (berth machine --help shows the usage)`},
+		{[]string{"machine", "--bogus"}, `berth machine: flag provided but not defined: --bogus (berth machine --help shows the usage)`},
+		{[]string{"machine", "--cpus", "many"}, `berth machine: invalid value "many" for flag --cpus: "many" is not a whole number (berth machine --help shows the usage)`},
 		{[]string{"machine", "extra"}, `berth machine: unexpected argument "extra"; it takes none but flags (berth machine --help shows the usage)`},
 		{[]string{"logs", "--index", "3"}, `berth logs: --index 3 names an index of an array: name the array too, e.g. berth logs ARRAY --index 3 (berth jobs lists the arrays: those with a number under INDICES)`},
 		{[]string{"history", "--index", "0"}, `berth history: --index 0 names an index of an array: name the array too, e.g. berth history ARRAY --index 0 (berth jobs lists the arrays: those with a number under INDICES)`},
 		{[]string{"logs", "sweep[2]", "--index", "3"}, `berth logs: sweep[2] already names an index; give the index once, either as sweep[2] or with --index 3 (berth logs --help shows the usage)`},
-		{[]string{"logs", "sweep", "--index", "-1"}, `berth logs: invalid value "-1" for flag -index: an index is a whole number, 0 or more (berth logs --help shows the usage)`},
+		{[]string{"logs", "sweep", "--index", "-1"}, `berth logs: invalid value "-1" for flag --index: an index is a whole number, 0 or more (berth logs --help shows the usage)`},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
