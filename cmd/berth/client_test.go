@@ -396,7 +396,7 @@ func TestOwnSocketDirNotYours(t *testing.T) {
 		t.Errorf("sockets %q, want the system's alone", socks)
 	}
 	c.sockets("")
-	if want := msgWarning(msgSocketDirNotYours(dir, "it is owned by uid 0")) + "\n"; errOut.String() != want {
+	if want := msgWarning(msgSocketDirNotYours(dir, "it is owned by uid 0", "remove it")) + "\n"; errOut.String() != want {
 		t.Errorf("said %q, want once %q", errOut.String(), want)
 	}
 	// Theirs, it is tried first.

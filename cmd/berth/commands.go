@@ -54,10 +54,10 @@ func (c *cli) sockets(flagValue string) []string {
 		// be sent their job files): tried only where the directory is
 		// theirs alone.
 		own := socks[0]
-		if why := socketDirUnsafe(filepath.Dir(own), false, c.env.uid); why != "" {
+		if why, fix := socketDirUnsafe(filepath.Dir(own), false, c.env.uid); why != "" {
 			if !c.warnedSocketDir {
 				c.warnedSocketDir = true
-				fmt.Fprintln(c.stderr, msgWarning(msgSocketDirNotYours(filepath.Dir(own), why)))
+				fmt.Fprintln(c.stderr, msgWarning(msgSocketDirNotYours(filepath.Dir(own), why, fix)))
 			}
 			socks = socks[1:]
 		}
@@ -70,18 +70,19 @@ func (c *cli) sockets(flagValue string) []string {
 // enough, not without the sticky bit, as in /tmp, which keeps them from
 // removing what is not theirs); "" where it may, or where it is not there.
 // Whoever may write in it can put their own socket in the daemon's place.
-func socketDirUnsafe(dir string, sticky bool, owners ...int) string {
+// fix is what makes it safe: chmod go-w where only its mode is wrong.
+func socketDirUnsafe(dir string, sticky bool, owners ...int) (why, fix string) {
 	var st unix.Stat_t
 	if err := unix.Stat(dir, &st); err != nil {
-		return ""
+		return "", ""
 	}
 	switch {
 	case !slices.Contains(owners, int(st.Uid)):
-		return fmt.Sprintf("it is owned by uid %d", st.Uid)
+		return fmt.Sprintf("it is owned by uid %d", st.Uid), "remove it"
 	case st.Mode&0o022 != 0 && !(sticky && st.Mode&unix.S_ISVTX != 0):
-		return fmt.Sprintf("others may write in it (mode %04o)", st.Mode&0o7777)
+		return fmt.Sprintf("others may write in it (mode %04o)", st.Mode&0o7777), "chmod go-w " + dir
 	}
-	return ""
+	return "", ""
 }
 
 // render are the options for text output where stdout goes. On a

@@ -309,8 +309,8 @@ func listen(path, group string) (net.Listener, error) {
 	// Whoever may write in the socket's directory can put their own
 	// socket in its place, and be asked what the daemon is asked (the
 	// default /tmp/berth-UID of a person's daemon can be anyone's).
-	if why := socketDirUnsafe(filepath.Dir(path), true, 0, os.Geteuid()); why != "" {
-		return nil, &socketDirError{dir: filepath.Dir(path), why: why}
+	if why, fix := socketDirUnsafe(filepath.Dir(path), true, 0, os.Geteuid()); why != "" {
+		return nil, &socketDirError{dir: filepath.Dir(path), why: why, fix: fix}
 	}
 	if fi, err := os.Lstat(path); err == nil {
 		if fi.Mode()&os.ModeSocket == 0 {
@@ -339,7 +339,7 @@ func listen(path, group string) (net.Listener, error) {
 
 // socketDirError: the socket's directory is another's, or others may
 // write in it.
-type socketDirError struct{ dir, why string }
+type socketDirError struct{ dir, why, fix string }
 
 func (e *socketDirError) Error() string { return e.dir + ": " + e.why }
 func (e *socketDirError) Unwrap() error { return errSocketDir }

@@ -131,8 +131,8 @@ func msgSocket(path string, err error) string {
 	}
 	var de *socketDirError
 	if errors.As(err, &de) {
-		return fmt.Sprintf("berth: control socket %s: its directory %s is not the daemon's alone (%s): another account could put its own socket there and be asked what the daemon is (ls -ld %s; remove it and start again, or give --socket PATH)",
-			path, de.dir, de.why, de.dir)
+		return fmt.Sprintf("berth: control socket %s: its directory %s is not the daemon's alone (%s): another account could put its own socket there and be asked what the daemon is (ls -ld %s; %s and start again, or give --socket PATH)",
+			path, de.dir, de.why, de.dir, de.fix)
 	}
 	return fmt.Sprintf("berth: cannot listen on control socket %s: %v (give --socket PATH, or set BERTH_SOCKET)", path, err)
 }
@@ -267,8 +267,8 @@ func msgSubmitWouldReplace(path, target string) string {
 
 // msgSocketDirNotYours: the directory of the person's own daemon's socket,
 // in /tmp, is not theirs alone; its socket is not tried.
-func msgSocketDirNotYours(dir, why string) string {
-	return fmt.Sprintf("%s, where your own daemon's socket would be, is not yours alone (%s): another account could answer there as your daemon, and its socket is not tried (ls -ld %s; remove it, or set XDG_RUNTIME_DIR or BERTH_SOCKET)", dir, why, dir)
+func msgSocketDirNotYours(dir, why, fix string) string {
+	return fmt.Sprintf("%s, where your own daemon's socket would be, is not yours alone (%s): another account could answer there as your daemon, and its socket is not tried (ls -ld %s; %s, or set XDG_RUNTIME_DIR or BERTH_SOCKET)", dir, why, dir, fix)
 }
 
 // msgSocketBlocked: the caller may not enter dir, on the way to the
