@@ -501,10 +501,14 @@ func msgNotWritten(problems int) string {
 }
 
 // msgEditElsewhere refuses berth edit of a file outside the caller's job
-// directory.
-func msgEditElsewhere(path, dir string) string {
-	return fmt.Sprintf("berth edit: %s is not in your job directory, %s: berth edit edits the files there, by name (berth edit %s); berth submit %s puts a copy of this one there",
-		path, dir, quoteArg(filepath.Base(path)), quoteArg(path))
+// directory; readable: the caller may read it, and so submit a copy.
+func msgEditElsewhere(path, dir string, readable bool) string {
+	msg := fmt.Sprintf("berth edit: %s is not in your job directory, %s: berth edit edits the files there, by name (berth edit %s)",
+		path, dir, quoteArg(filepath.Base(path)))
+	if !readable {
+		return msg
+	}
+	return msg + "; berth submit " + quoteArg(path) + " puts a copy of this one there"
 }
 
 func msgEditNewFile(name string) string {

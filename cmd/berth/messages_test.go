@@ -118,7 +118,7 @@ func TestMessages(t *testing.T) {
 		msgSubmitWouldReplace("v2/train.lua", "/var/spool/berth/alice/train.lua"),
 		msgSubmitSameName("a/train.lua", "b/train.lua", "train.lua"),
 		msgAddedDone("alice/prep"),
-		msgEditElsewhere("../bob/x.lua", "/var/spool/berth/alice"),
+		msgEditElsewhere("../bob/x.lua", "/var/spool/berth/alice", true), msgEditElsewhere("../bob/x.lua", "/var/spool/berth/alice", false),
 		msgEditKept("/tmp/berth-edit-1/train.lua", "/var/spool/berth/alice/train.lua", true),
 		msgEditKept("/tmp/berth-edit-2/new.lua", "/var/spool/berth/alice/new.lua", false),
 		supervisor.MsgQuotaNoAccount(pos, "alcie", "alice"),

@@ -146,7 +146,7 @@ func runEdit(c *cli, args []string) int {
 	if strings.HasSuffix(name, ".lua") && strings.Contains(name, "/") {
 		abs, err := filepath.Abs(name)
 		if err != nil || filepath.Dir(abs) != filepath.Clean(me.JobsDir) {
-			fmt.Fprintln(c.stderr, msgEditElsewhere(name, me.JobsDir))
+			fmt.Fprintln(c.stderr, msgEditElsewhere(name, me.JobsDir, unix.Access(name, unix.R_OK) == nil))
 			return exitUsage
 		}
 		name = filepath.Base(abs)
