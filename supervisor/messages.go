@@ -123,6 +123,9 @@ func QuoteArg(s string) string {
 // msgRunsAgainAfter is a done job's why while a job upstream of it runs
 // a new definition (JobStatus.RunsAgainAfter), or rests (state) before
 // that has ended done.
+// msgDoneUnrecorded is the why of a job done whose record is not on disk.
+const msgDoneUnrecorded = "done, but not yet recorded: the state directory cannot be written (berth status says why); should the daemon stop before it can, the job runs again"
+
 func msgRunsAgainAfter(upstream string, state store.State) string {
 	if !Holds(state) && state != store.StateWaiting && state != store.StateBackoff {
 		return fmt.Sprintf("runs again after %s once its new definition has run to done (%s is %s): its output is out of date until then (berth show %s says why)",

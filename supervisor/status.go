@@ -166,6 +166,11 @@ type JobStatus struct {
 	// once that has run to done, this job runs again (its output is stale
 	// until then).
 	RunsAgainAfter string `json:"runs_again_after,omitempty"`
+	// Unrecorded: its latest state is not on disk yet (the state
+	// directory cannot be written, berth status says why); should the
+	// daemon stop before it is, the next one takes the job as it was
+	// recorded last (a job shown done runs again).
+	Unrecorded bool `json:"unrecorded,omitempty"`
 	// Short is what a waiting job lacks now: how much more of each
 	// resource it asks than is free (all zero: it waits its turn). An
 	// array's is its waiting indices', whatever its state (its running
@@ -381,6 +386,7 @@ func (d *Daemon) status(members bool) Status {
 	// each, and only where a job done has parents.
 	var graph *depGraph
 	var renewing map[string]string
+	kept := d.store.Kept()
 	for _, j := range jobs {
 		v := j.view()
 		js := JobStatus{
@@ -419,6 +425,12 @@ func (d *Daemon) status(members bool) Status {
 			if js.RunsAgainAfter = graph.renewing(j.name, renewing); js.RunsAgainAfter != "" {
 				up, _ := graph.view(js.RunsAgainAfter)
 				js.Why = msgRunsAgainAfter(js.RunsAgainAfter, up.State)
+			}
+		}
+		if kept[j.name] {
+			js.Unrecorded = true
+			if v.State == store.StateDone {
+				js.Why = msgDoneUnrecorded
 			}
 		}
 		if v.State == store.StateBackoff && !v.RetryAt.IsZero() {

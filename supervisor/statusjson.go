@@ -178,6 +178,9 @@ func (e *jsonAppender) job(j *JobStatus) {
 		e.raw(`,"runs_again_after":`)
 		e.string(j.RunsAgainAfter)
 	}
+	if j.Unrecorded {
+		e.raw(`,"unrecorded":true`)
+	}
 	if j.Short != nil {
 		e.raw(`,"short":`)
 		e.size(j.Short)

@@ -572,6 +572,13 @@ func TestFaultStateFull(t *testing.T) {
 	// so once the status says it, the line is written.
 	rounds("filling the state", notRecording)
 	d.waitLog("cannot record the state")
+	// A job done whose record is kept, not on disk, says so: a kill
+	// now would run it again.
+	rounds("a job done, not recorded, to say so", func(s supervisor.Status) bool {
+		return slices.ContainsFunc(s.Jobs, func(j supervisor.JobStatus) bool {
+			return j.State == "done" && j.Unrecorded && strings.Contains(j.Why, "not yet recorded")
+		})
+	})
 	// Space returns: one round of runs is recorded, and the status clears
 	// once commits have gone 5 s without a failure, with nothing more
 	// written: the writer turns by its own timer. (Counting rounds cannot

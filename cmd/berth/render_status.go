@@ -487,7 +487,7 @@ func jobWhy(j supervisor.JobStatus, now time.Time) string {
 // singleWhy is jobWhy without an array's counts.
 func singleWhy(j supervisor.JobStatus, now time.Time) string {
 	why := reason(j, now)
-	if stateOf(j.State) == store.StateDone && j.RunsAgainAfter == "" {
+	if stateOf(j.State) == store.StateDone && j.RunsAgainAfter == "" && !j.Unrecorded {
 		why = "" // done is exit 0, which is all the daemon's reason says
 	}
 	if over := msgOverShare(j); over != "" {

@@ -854,3 +854,17 @@ func TestRunResultKilled(t *testing.T) {
 		}
 	}
 }
+
+// TestRenderDoneUnrecorded: a job done says nothing more, unless its
+// record is not on disk yet: then why it may run again.
+func TestRenderDoneUnrecorded(t *testing.T) {
+	const why = "done, but not yet recorded: …"
+	done := supervisor.JobStatus{Name: "prep", State: "done", Why: "exit 0", GPUs: []string{}}
+	if got := singleWhy(done, renderNow); got != "" {
+		t.Errorf("done: %q, want nothing", got)
+	}
+	done.Unrecorded, done.Why = true, why
+	if got := singleWhy(done, renderNow); got != why {
+		t.Errorf("done, not recorded: %q, want %q", got, why)
+	}
+}

@@ -3,6 +3,7 @@ package store
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -198,6 +199,9 @@ func TestHealthHoldsWhileKept(t *testing.T) {
 	if n := fake.Pending(); n != 0 {
 		t.Errorf("%d timers armed to turn the health while batch's done is kept, not written", n)
 	}
+	if kept := s.Kept(); !maps.Equal(kept, map[string]bool{"batch": true}) {
+		t.Errorf("Kept() = %v while batch's done is kept, and small's went in", kept)
+	}
 	fake.Advance(2 * defaultRecoverAfter)
 	if s.Failing() == nil || fake.Pending() != 0 {
 		t.Errorf("Failing() = %v, %d timers armed, while batch's done is kept, not written", s.Failing(), fake.Pending())
@@ -215,6 +219,9 @@ func TestHealthHoldsWhileKept(t *testing.T) {
 	}
 	if j, ok, _ := s.Job("batch"); !ok || j.State != StateDone {
 		t.Errorf("batch: %+v %v, want done on disk", j, ok)
+	}
+	if kept := s.Kept(); len(kept) != 0 {
+		t.Errorf("Kept() = %v once it is in", kept)
 	}
 }
 

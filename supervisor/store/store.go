@@ -75,6 +75,9 @@ type Store struct {
 	// health is whether the state is being recorded, as the writer
 	// decides it.
 	health health
+	// keptJobs are the jobs whose latest record is among the kept writes,
+	// not on disk (Kept); nil while none is. The writer publishes it.
+	keptJobs atomic.Pointer[map[string]bool]
 	// watch is whether the state file is still at its path, as the
 	// writer decides it.
 	watch pathWatch

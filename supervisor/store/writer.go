@@ -357,6 +357,7 @@ func (s *Store) commit(group []*operation, hook func(*bbolt.Tx) error) {
 		rest, err := s.commitOnce(append(s.pendingOps(), group...), hook, false)
 		if err == nil {
 			s.pending, s.pendingKeys = nil, nil
+			s.publishKept()
 			s.health.committed(nil, false)
 			for _, op := range rest {
 				op.finish(nil)
@@ -365,6 +366,7 @@ func (s *Store) commit(group []*operation, hook func(*bbolt.Tx) error) {
 		}
 		group = slices.DeleteFunc(rest, func(op *operation) bool { return op.kept })
 		if len(group) == 0 {
+			s.publishKept()
 			return
 		}
 	}
@@ -383,6 +385,9 @@ func (s *Store) commit(group []*operation, hook func(*bbolt.Tx) error) {
 	}
 	// A commit that went in while kept writes still wait is no sign the
 	// state is recorded: what they hold (a job come to rest) is not.
+	// Before the health turns and the callers hear back: what they then
+	// ask of Kept is so.
+	s.publishKept()
 	s.health.committed(err, len(s.pending) > 0)
 	for _, op := range rest {
 		op.finish(err)
@@ -515,6 +520,33 @@ func (s *Store) unrecorded() *UnrecordedError {
 	}
 	slices.Sort(e.Jobs)
 	return e
+}
+
+// publishKept publishes the jobs whose records are kept (Kept).
+func (s *Store) publishKept() {
+	var jobs map[string]bool
+	for key := range s.pendingKeys {
+		if name, ok := strings.CutPrefix(key, jobKey("")); ok {
+			if jobs == nil {
+				jobs = map[string]bool{}
+			}
+			jobs[name] = true
+		}
+	}
+	if jobs == nil && s.keptJobs.Load() == nil {
+		return
+	}
+	s.keptJobs.Store(&jobs)
+}
+
+// Kept are the jobs whose latest record a failed commit kept for another
+// try: not on disk yet, and lost should the daemon stop before it is.
+// Nil while there are none. Read only.
+func (s *Store) Kept() map[string]bool {
+	if p := s.keptJobs.Load(); p != nil {
+		return *p
+	}
+	return nil
 }
 
 // pendingOps are the kept writes, to go first in the next commit.
