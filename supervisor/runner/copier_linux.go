@@ -1,9 +1,11 @@
 package runner
 
 import (
+	"encoding/binary"
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -23,6 +25,11 @@ type copier struct {
 	// wake is an eventfd in the epoll set: abandon rings it.
 	wake int
 	buf  copyBuffer // the goroutine's
+	// notify is an inotify descriptor in the epoll set (-1 where none
+	// could be had), watching each sink's open file for its removal;
+	// watches are the sinks by watch (the goroutine's).
+	notify  int
+	watches map[int32]*LogSink
 
 	mu sync.Mutex // guards sinks and abandoned
 	// sinks are the sinks in the epoll set, by read end.
@@ -66,7 +73,16 @@ func sharedCopier() *copier {
 			set.close()
 			return
 		}
-		theCopier = &copier{set: set, wake: wake, sinks: map[int32]*LogSink{}}
+		theCopier = &copier{set: set, wake: wake, sinks: map[int32]*LogSink{}, notify: -1, watches: map[int32]*LogSink{}}
+		// Without inotify, a removed file is let go of at the run's
+		// next write (stillThere), as a sink of its own does.
+		if fd, err := unix.InotifyInit1(unix.IN_NONBLOCK | unix.IN_CLOEXEC); err == nil {
+			if set.add(fd, unix.EPOLLIN) == nil {
+				theCopier.notify = fd
+			} else {
+				unix.Close(fd)
+			}
+		}
 		go theCopier.run()
 	})
 	return theCopier
@@ -101,6 +117,10 @@ func (c *copier) run() { c.set.serve(c.copy) }
 // copy serves the sinks whose read ends turned readable, and the wake-up.
 func (c *copier) copy(events []unix.EpollEvent) {
 	for _, ev := range events {
+		if int(ev.Fd) == c.notify {
+			c.notified()
+			continue
+		}
 		if int(ev.Fd) == c.wake {
 			var b [8]byte
 			_, _ = unix.Read(c.wake, b[:])
@@ -142,8 +162,74 @@ func (c *copier) copyChunk(s *LogSink) {
 			c.finish(s, nil)
 		default:
 			s.write(c.buf[:n])
+			c.track(s)
 		}
 		return
+	}
+}
+
+// track watches the file s writes to now for its removal, and no other:
+// a file removed to free space while its run is quiet is let go of at
+// once (notified), not at the run's next write, which may never come.
+func (c *copier) track(s *LogSink) {
+	if c.notify < 0 || s.f == s.watched {
+		return
+	}
+	c.untrack(s)
+	if s.f == nil {
+		return
+	}
+	// IN_ATTRIB: its count of links changed, as an rm makes it.
+	wd, err := unix.InotifyAddWatch(c.notify, s.path, unix.IN_ATTRIB|unix.IN_MOVE_SELF|unix.IN_DONT_FOLLOW)
+	if err != nil {
+		return // looked at on its next write, as without inotify
+	}
+	s.wd, s.watched = int32(wd), s.f
+	c.watches[s.wd] = s
+}
+
+// untrack ends the watch of s's file, if any.
+func (c *copier) untrack(s *LogSink) {
+	if s.watched == nil {
+		return
+	}
+	if c.watches[s.wd] == s {
+		delete(c.watches, s.wd)
+		_, _ = unix.InotifyRmWatch(c.notify, uint32(s.wd))
+	}
+	s.wd, s.watched = 0, nil
+}
+
+// notified reads what inotify says of the watched files: one no longer
+// at its path is closed, and its space comes back.
+func (c *copier) notified() {
+	var buf [4096]byte
+	for {
+		n, err := unix.Read(c.notify, buf[:])
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil || n <= 0 {
+			return // EAGAIN: all read
+		}
+		for off := 0; off+unix.SizeofInotifyEvent <= n; {
+			wd := int32(binary.NativeEndian.Uint32(buf[off:]))
+			mask := binary.NativeEndian.Uint32(buf[off+4:])
+			off += unix.SizeofInotifyEvent + int(binary.NativeEndian.Uint32(buf[off+12:]))
+			s := c.watches[wd]
+			switch {
+			case s == nil:
+			case mask&unix.IN_IGNORED != 0:
+				delete(c.watches, wd)
+				s.wd, s.watched = 0, nil
+			case s.f != nil && s.f == s.watched:
+				s.looked = time.Time{}
+				if !s.stillThere() {
+					c.untrack(s)
+					s.letGoFile()
+				}
+			}
+		}
 	}
 }
 
@@ -160,6 +246,7 @@ func (c *copier) finish(s *LogSink, why error) {
 	}
 	c.set.remove(s.rfd)
 	unix.Close(s.rfd)
+	c.untrack(s)
 	s.closeFile()
 	s.abandoned = why != nil
 	close(s.done)

@@ -93,6 +93,13 @@ type LogSink struct {
 	// (stillThere), at most once every lookEvery.
 	looked    time.Time
 	lookEvery time.Duration
+	// letGo: f was removed from path and closed, its space given back;
+	// the next output begins the file again, under the continued header.
+	letGo bool
+	// watched is the f the shared copier watches for its removal, wd
+	// its watch (copier.track).
+	watched *os.File
+	wd      int32
 }
 
 // lookEvery is how often a sink writing looks whether its file is still at
@@ -352,7 +359,17 @@ func (s *LogSink) write(p []byte) {
 		s.slowDisk()
 	}
 	if s.f != nil && !s.stillThere() {
-		s.reopen()
+		s.letGoFile()
+	}
+	if s.letGo {
+		// Its directory made again where that went too.
+		s.letGo = false
+		_ = os.MkdirAll(filepath.Dir(s.path), 0o750)
+		if err := s.open(0); err != nil {
+			s.fail(err)
+			return
+		}
+		s.writeContinued()
 	}
 	for len(p) > 0 {
 		if s.f == nil {
@@ -457,20 +474,12 @@ func (s *LogSink) stillThere() bool {
 	return open.Dev == named.Dev && open.Ino == named.Ino
 }
 
-// reopen lets go of a file no longer at path and goes on at path: in a
-// new file, the run's header first (its directory made again where that
-// went too), or in one someone put there.
-func (s *LogSink) reopen() {
-	if err := s.f.Close(); err != nil {
-		s.fail(fmt.Errorf("close %s: %w", s.path, err))
-	}
-	s.f = nil
-	_ = os.MkdirAll(filepath.Dir(s.path), 0o750)
-	if err := s.open(0); err != nil {
-		s.fail(err)
-		return
-	}
-	s.writeContinued()
+// letGoFile closes a file no longer at path, so that its space comes
+// back; the run's next output goes on at path, in a new file under the
+// run's header, or in one someone put there.
+func (s *LogSink) letGoFile() {
+	s.closeFile()
+	s.letGo = true
 }
 
 // open opens the log for appending. O_NOFOLLOW: the state directory is

@@ -414,6 +414,61 @@ func TestLogSinkCopiesAllWithoutNewWrites(t *testing.T) {
 	}
 }
 
+// TestLogSinkQuietFileRemoved: a log file removed while its run is quiet
+// is let go of at once, not at the run's next write, so that its space
+// comes back; what the run writes later begins the file again.
+func TestLogSinkQuietFileRemoved(t *testing.T) {
+	t.Parallel()
+	dir, gate := t.TempDir(), filepath.Join(t.TempDir(), "gate")
+	s, err := OpenLog(dir, "job", 1<<20, RunHeader(5, time.Date(2026, 12, 4, 9, 0, 0, 0, time.UTC)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sharedCopier() == nil || sharedCopier().notify < 0 {
+		s.Close()
+		t.Skip("no shared copier with inotify here")
+	}
+	p, err := Start(Spec{Argv: []string{"/bin/sh", "-c", "echo one; while [ ! -e " + gate + " ]; do sleep 0.02; done; echo two"},
+		Env: []string{"PATH=/usr/bin:/bin"}, Stdout: s.File()})
+	s.CloseWriter()
+	if err != nil {
+		s.Close()
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "job.log")
+	testkit.WaitFor(t, 10*time.Second, "the first line", func() bool {
+		b, _ := os.ReadFile(path)
+		return strings.Contains(string(b), "one\n")
+	})
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	// This process holds the file open while the sink does.
+	testkit.WaitFor(t, 10*time.Second, "the removed file to be let go of", func() bool {
+		fds, _ := os.ReadDir("/proc/self/fd")
+		for _, fd := range fds {
+			if to, _ := os.Readlink(filepath.Join("/proc/self/fd", fd.Name())); strings.HasPrefix(to, path) {
+				return false
+			}
+		}
+		return true
+	})
+	if err := os.WriteFile(gate, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if e := wait(t, p); !e.Success() {
+		t.Errorf("exit = %v", e)
+	}
+	if err := s.Close(); err != nil {
+		t.Errorf("Close: %v", err)
+	}
+	cur, _ := readLogs(t, dir)
+	first, rest, _ := strings.Cut(cur, "\n")
+	if run, continued, ok := ParseRunHeader([]byte(first)); !ok || run != 5 || !continued || rest != "two\n" {
+		t.Errorf("the new file: %q, want run 5's header, continued, then the line written after the removal", cur)
+	}
+}
+
 // TestLogSinkFileRemoved: a log file removed while its run writes (to
 // free space) is let go of, and the run's output goes on in a new file at
 // its path, under the run's header marked continued, so that it is found
