@@ -370,6 +370,23 @@ func (a *array) jobs() []*job {
 // restEnds are how the indices that last came to rest badly ended.
 type restEnds struct{ failed, stopped lastEnd }
 
+// gateWhy is why index i waits at the array's gate rather than in the
+// machine's queue: every place max_parallel gives is taken, or another
+// index is the array's one in the queue. "" where i is not at the gate.
+func (a *array) gateWhy(i int) string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	switch {
+	case !a.asking[i]:
+		return ""
+	case a.def.MaxParallel > 0 && a.held() >= a.def.MaxParallel:
+		return msgIndexGated(a.def.MaxParallel)
+	case a.hasQueued:
+		return msgIndexBehind(memberName(a.name, a.queued))
+	}
+	return ""
+}
+
 // arrayCounts is how an array's indices stand.
 type arrayCounts struct {
 	size     int

@@ -779,3 +779,23 @@ func TestArrayParentEnd(t *testing.T) {
 		t.Errorf("sweep done without its failed index, as agg sees it: %+v", p)
 	}
 }
+
+// TestArrayIndexGateWhy: an index held at its array's gate says why on
+// its own (berth show 'kid[3]'): max_parallel's places all taken, or
+// another index of its array is the one in the machine's queue; not that
+// it queues behind a job ahead of it.
+func TestArrayIndexGateWhy(t *testing.T) {
+	d, _ := runDaemon(t, `job "gated" { cmd = "sleep 600", cpus = 0, array = 3, max_parallel = 1 }
+job "whole" { cmd = "sleep 600", cpus = 2, array = 3 }`, nil)
+	waitJob(t, d, "gated[1]", "running", func(js JobStatus) bool { return js.State == "running" })
+	if js := waitJob(t, d, "gated[2]", "waiting", func(js JobStatus) bool { return js.State == "waiting" }); js.Why != msgIndexGated(1) {
+		t.Errorf("gated[2] waits: %q, want %q", js.Why, msgIndexGated(1))
+	}
+	waitJob(t, d, "whole[1]", "running", func(js JobStatus) bool { return js.State == "running" })
+	if js := waitJob(t, d, "whole[2]", "waiting", func(js JobStatus) bool { return js.State == "waiting" }); !strings.HasPrefix(js.Why, "needs 2 cpus") {
+		t.Errorf("whole[2], in the machine's queue: %q", js.Why)
+	}
+	if js, _ := d.jobStatus("whole[3]"); js.Why != msgIndexBehind("whole[2]") {
+		t.Errorf("whole[3] waits: %q, want %q", js.Why, msgIndexBehind("whole[2]"))
+	}
+}

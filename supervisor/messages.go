@@ -607,6 +607,18 @@ func MsgArrayFull(maxParallel, inLine int) string {
 		accounting.Count(inLine, "index"), maxParallel)
 }
 
+// msgIndexGated is why an index waits while max_parallel indices of its
+// array hold a place.
+func msgIndexGated(maxParallel int) string {
+	return fmt.Sprintf("waits for a place in its array: max_parallel = %d, and every place is taken until an index ends", maxParallel)
+}
+
+// msgIndexBehind is why an index waits while another of its array is the
+// array's one in the machine's queue.
+func msgIndexBehind(queued string) string {
+	return fmt.Sprintf("waits behind %s, its array's index in the machine's queue (an array's indices queue one at a time, lowest first)", queued)
+}
+
 // MsgArrayFailed is why an array rests failed.
 func MsgArrayFailed(failed, size int, name string) string {
 	return fmt.Sprintf("%d of %s failed; berth restart %s --failed runs them again (berth show %s lists them)",

@@ -25,7 +25,7 @@ func TestMessagesGolden(t *testing.T) {
 		msgStopping("it ran past its timeout of 12h", "SIGINT", 30*time.Second),
 		msgNoSuchCall("GET", "/v2/status"), msgWrongMethod("GET", "/v1/jobs/train/stop", []string{"POST"}),
 		msgRemovedStopping("restart", "train", pos.File),
-		msgNotArray("hp[2]"),
+		msgNotArray("hp[2]"), msgIndexGated(2), msgIndexBehind("sweep[3]"),
 		msgLogsUnwritable("/var/lib/berth/logs", syscall.EPERM),
 		msgRunsAgainAfter("prep", store.StateRunning), msgRunsAgainAfter("prep", store.StateFailed),
 		msgLostWithDaemon, msgLostLeftovers, msgLostWithMachine, msgLostUnit, msgLostUnrecorded,

@@ -482,6 +482,13 @@ func (d *Daemon) status(members bool) Status {
 		}
 		s.Counts[js.State]++
 		if j.arr != nil {
+			if v.State == store.StateWaiting && v.After == nil && members {
+				// Shown on its own (berth show 'sweep[7]'): one held
+				// at its array's gate says so, not that it queues.
+				if why := j.arr.gateWhy(j.index); why != "" {
+					js.Why = why
+				}
+			}
 			if members, ok := arrays[j.arr]; ok {
 				arrays[j.arr] = append(members, js)
 			}
