@@ -122,6 +122,40 @@ func TestScanLinkToSecret(t *testing.T) {
 	}
 }
 
+// TestScanLinkIntoPrivateDir: a link into a directory others may not pass
+// is refused for that alone: neither whether its target exists nor how
+// large it is is said, for berth tells its clients what it says.
+func TestScanLinkIntoPrivateDir(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("needs root: the daemon's rule for a link's target is root's")
+	}
+	dir := jobsDir(t)
+	private := filepath.Join(filepath.Dir(dir), "private")
+	mkdir(t, private)
+	if err := os.Chmod(private, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	big := filepath.Join(private, "big.bin")
+	writeFile(t, big, strings.Repeat("x", 2<<20))
+	if err := os.Chmod(big, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for name, target := range map[string]string{"big.lua": big, "none.lua": filepath.Join(private, "none")} {
+		if err := os.Symlink(target, filepath.Join(dir, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := scan(t, NewScanner(dir, ScanOptions{DaemonUID: 0}))
+	if want := "refused big.lua(private) none.lua(private)"; summary(dir, got) != want {
+		t.Fatalf("scan says %q, want %q", summary(dir, got), want)
+	}
+	for _, name := range []string{"big.lua", "none.lua"} {
+		if msg := got.Refused[filepath.Join(dir, name)].Error(); strings.Contains(msg, "bytes") || strings.Contains(msg, "does not exist") {
+			t.Errorf("%s: %s", name, msg)
+		}
+	}
+}
+
 // TestScanLinkToKernelFile: a file of procfs says mode 0444 whoever may
 // read it (/proc/PID/maps is root's alone), so a link to one is refused
 // for where it is, and nothing of it is shown.

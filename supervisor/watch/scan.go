@@ -419,6 +419,12 @@ func (s *Scanner) fileOnce(w *walk, name, path string, named bool, old seenFile,
 		switch {
 		case err == nil:
 		case errors.Is(err, errMissing):
+			// Not said where the way to it is not open to everyone:
+			// whether a file there exists is not the link's owner's to
+			// learn.
+			if r := s.privateWay(&e); r != nil && s.strict.daemonUID == 0 {
+				return seenFile{}, nil, e.refuse(r), false
+			}
 			return seenFile{}, nil, &RefusedError{Path: path, Named: named, Reason: DanglingLink, Target: target}, false
 		case errors.As(err, &refused):
 			return seenFile{}, nil, e.refuse(refused), false
@@ -568,11 +574,13 @@ func (s *Scanner) accept(e *entry, raw *unix.Stat_t, acl []aclWriter) (stamp, *R
 	if r := s.strict.check(ruleFile, int(raw.Uid), int(raw.Gid), mode, acl); r != nil {
 		return stamp{}, e.refuse(r)
 	}
-	if raw.Size > s.maxBytes {
-		return stamp{}, e.refuse(&RefusedError{Reason: TooBig, Size: raw.Size, MaxBytes: s.maxBytes})
-	}
+	// Before its size: what berth says of a file its clients may not
+	// read is that, nothing more.
 	if r := s.private(e, int(raw.Uid), mode); r != nil {
 		return stamp{}, e.refuse(r)
+	}
+	if raw.Size > s.maxBytes {
+		return stamp{}, e.refuse(&RefusedError{Reason: TooBig, Size: raw.Size, MaxBytes: s.maxBytes})
 	}
 	return stampOf(raw), nil
 }
@@ -594,15 +602,28 @@ func (s *Scanner) private(e *entry, uid int, mode fs.FileMode) *RefusedError {
 	case s.strict.daemonUID != 0 && uid == s.strict.daemonUID:
 		return nil
 	}
+	if r := s.privateWay(e); r != nil {
+		return r
+	}
+	if mode&0o004 == 0 {
+		return &RefusedError{Reason: Private, Mode: mode}
+	}
+	return nil
+}
+
+// privateWay is private's rule for the directories on the way to a link's
+// target: one that others may not pass refuses it, whatever is or is not
+// beyond.
+func (s *Scanner) privateWay(e *entry) *RefusedError {
+	if e.walk == nil || e.walk.belowBase() {
+		return nil
+	}
 	if dir, ok := e.walk.othersReach(); !ok {
 		for _, st := range e.walk.steps {
 			if st.path == dir {
 				return &RefusedError{Reason: Private, At: dir, Mode: st.mode}
 			}
 		}
-	}
-	if mode&0o004 == 0 {
-		return &RefusedError{Reason: Private, Mode: mode}
 	}
 	return nil
 }
