@@ -216,8 +216,19 @@ func (d *Daemon) newPerson(name string) (*person, error) {
 		return nil, err
 	}
 	return &person{name: name, uid: uid, gid: gid, dir: dir,
-		scanner: watch.NewScanner(dir, watch.ScanOptions{DaemonUID: os.Getuid(), Owner: uid})}, nil
+		scanner: watch.NewScanner(dir, watch.ScanOptions{DaemonUID: os.Getuid(), Owner: uid,
+			MaxFiles: personMaxFiles, MaxTotalBytes: personMaxFileBytes})}, nil
 }
+
+// personMaxFiles and personMaxFileBytes bound what the daemon reads of
+// one person's job directory, its files in name order: it holds what it
+// reads while it evaluates it, and keeps a copy of each file in force in
+// the state directory. A person's 2 500 files of 1 MiB of comments,
+// declaring nothing, took a daemon to 3.8 GB.
+var (
+	personMaxFiles           = 1000
+	personMaxFileBytes int64 = 16 << 20
+)
 
 // makePersonDir makes dir, theirs and mode 0700, in one step: it is made
 // under a temporary name beside it, given away through a descriptor of it

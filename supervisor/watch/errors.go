@@ -34,6 +34,7 @@ const (
 	WritableByACL    Reason = 10 // an ACL lets a user or group besides the owner's write it
 	Writing          Reason = 11 // open for writing, and written less than WriteGrace ago: a save in progress
 	KernelFile       Reason = 12 // on a file system of the kernel's (proc, sysfs…), whose modes do not say who may read
+	TooMany          Reason = 13 // past what the directory may hold in all (ScanOptions.MaxFiles, MaxTotalBytes)
 )
 
 var reasonNames = map[Reason]string{
@@ -49,6 +50,7 @@ var reasonNames = map[Reason]string{
 	WritableByACL:    "writable by ACL",
 	Writing:          "being written",
 	KernelFile:       "a kernel file",
+	TooMany:          "too many",
 }
 
 func (r Reason) String() string {
@@ -106,7 +108,8 @@ type RefusedError struct {
 
 	Kind     string // NotRegular and NotDirectory: "directory", "named pipe", "socket", "device", "regular file"…
 	Size     int64  // TooBig: the file's size in bytes
-	MaxBytes int64  // TooBig: the limit
+	MaxBytes int64  // TooBig: the limit; TooMany: the directory's in all (0: none)
+	MaxFiles int    // TooMany: how many files the directory may hold (0: no bound)
 	Err      error  // Unreadable: the cause
 }
 
@@ -194,6 +197,16 @@ func (e *RefusedError) Error() string {
 	case TooBig:
 		return fmt.Sprintf("%s is %s, more than the %s a job file may be; berth refuses it (split it into several files)",
 			s, formatSize(e.Size, e.MaxBytes), formatBytes(e.MaxBytes))
+	case TooMany:
+		var bounds []string
+		if e.MaxFiles > 0 {
+			bounds = append(bounds, fmt.Sprintf("%d files", e.MaxFiles))
+		}
+		if e.MaxBytes > 0 {
+			bounds = append(bounds, formatBytes(e.MaxBytes)+" of them")
+		}
+		return fmt.Sprintf("%s is past what one job directory may hold, %s in all, taken in name order; berth refuses it (remove files, or declare more jobs in fewer files)",
+			s, strings.Join(bounds, " and "))
 	case Unreadable:
 		if e.Named && e.At == "" && errors.Is(e.Err, fs.ErrPermission) {
 			// berth check, by someone the file is not open to: the

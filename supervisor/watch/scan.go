@@ -1,14 +1,18 @@
 package watch
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -53,6 +57,12 @@ type ScanOptions struct {
 	// MaxFileBytes is the largest job file read; a bigger one is refused.
 	// 0 means DefaultMaxFileBytes.
 	MaxFileBytes int64
+	// MaxFiles and MaxTotalBytes bound what of the directory is read, its
+	// files taken in name order (a person's: the daemon holds what it
+	// reads, and keeps a copy of each file in force): a file past either
+	// is refused (TooMany). 0: no bound.
+	MaxFiles      int
+	MaxTotalBytes int64
 	// Accounts looks up user and group names and members for the ownership
 	// rule; nil means SystemAccounts{} (this machine's).
 	Accounts Accounts
@@ -112,6 +122,14 @@ type Scanner struct {
 
 	// seen is every job file accepted at the last scan, by name.
 	seen map[string]seenFile
+
+	// maxFiles and maxTotal are ScanOptions.MaxFiles and MaxTotalBytes;
+	// filesLeft and bytesLeft what is left of them in the listing under
+	// way (list).
+	maxFiles  int
+	maxTotal  int64
+	filesLeft int
+	bytesLeft int64
 }
 
 type seenFile struct {
@@ -153,8 +171,13 @@ func NewScanner(dir string, opts ScanOptions) *Scanner {
 		now:      time.Now,
 		statHook: opts.statHook,
 		seen:     make(map[string]seenFile),
+		maxFiles: opts.MaxFiles,
+		maxTotal: opts.MaxTotalBytes,
 	}
 }
+
+// bounded reports whether the directory's files are bounded in all.
+func (s *Scanner) bounded() bool { return s.maxFiles > 0 || s.maxTotal > 0 }
 
 // Scan stats every job file, reads and hashes only those whose stamp (size,
 // mtime, ctime, inode, owner, mode) changed since the last Scan, and returns
@@ -251,6 +274,12 @@ func (s *Scanner) list(w *walk, out Scan) (next map[string]seenFile, vanished bo
 	// the moment before any stat errs on the side of reading again.
 	racySince := s.now().Add(-racyWindow).UnixNano()
 	next = make(map[string]seenFile, len(s.seen))
+	if s.bounded() {
+		// Which files are past the bound does not depend on the
+		// directory's order.
+		slices.SortFunc(entries, func(a, b fs.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
+		s.filesLeft, s.bytesLeft = cmp.Or(s.maxFiles, math.MaxInt), cmp.Or(s.maxTotal, math.MaxInt64)
+	}
 	for _, e := range entries {
 		name := e.Name()
 		if !IsJobFile(name) {
@@ -278,6 +307,10 @@ func (s *Scanner) list(w *walk, out Scan) (next map[string]seenFile, vanished bo
 			next[name] = f // stamp unchanged: not read
 		default:
 			vanished = true
+		}
+		if refused == nil && f != (seenFile{}) && s.bounded() {
+			s.filesLeft--
+			s.bytesLeft -= f.stamp.size
 		}
 	}
 	return next, vanished, nil
@@ -581,6 +614,9 @@ func (s *Scanner) accept(e *entry, raw *unix.Stat_t, acl []aclWriter) (stamp, *R
 	}
 	if raw.Size > s.maxBytes {
 		return stamp{}, e.refuse(&RefusedError{Reason: TooBig, Size: raw.Size, MaxBytes: s.maxBytes})
+	}
+	if !e.named && s.bounded() && (s.filesLeft <= 0 || raw.Size > s.bytesLeft) {
+		return stamp{}, e.refuse(&RefusedError{Reason: TooMany, MaxFiles: s.maxFiles, MaxBytes: s.maxTotal})
 	}
 	return stampOf(raw), nil
 }

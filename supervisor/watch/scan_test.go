@@ -401,3 +401,31 @@ func TestScanWriting(t *testing.T) {
 		t.Fatalf("open, unchanged for WriteGrace: %+v", got)
 	}
 }
+
+// TestScanBoundedDir: a directory bounded in all (a person's) is read in
+// name order until a file would take it past its count of files or its
+// bytes; that one is refused, unread, and so is every file past the
+// count. Removing one lets the next in.
+func TestScanBoundedDir(t *testing.T) {
+	dir := jobsDir(t)
+	for _, name := range []string{"a.lua", "b.lua", "c.lua", "d.lua"} {
+		writeFile(t, filepath.Join(dir, name), strings.Repeat("x", 30))
+	}
+	writeFile(t, filepath.Join(dir, "e.lua"), "e")
+	s := NewScanner(dir, ScanOptions{DaemonUID: os.Getuid(), MaxFiles: 3, MaxTotalBytes: 70})
+	got := scan(t, s)
+	x := strings.Repeat("x", 30)
+	if want := "changed a.lua=" + x + " b.lua=" + x + " e.lua=e; refused c.lua(too many) d.lua(too many)"; summary(dir, got) != want {
+		t.Fatalf("scan says %q, want %q", summary(dir, got), want)
+	}
+	msg := got.Refused[filepath.Join(dir, "c.lua")].Error()
+	if !strings.Contains(msg, "3 files and 70 bytes of them in all") {
+		t.Errorf("the refusal: %s", msg)
+	}
+	if err := os.Remove(filepath.Join(dir, "a.lua")); err != nil {
+		t.Fatal(err)
+	}
+	if want := "changed c.lua=" + x + "; removed a.lua; refused d.lua(too many)"; summary(dir, scan(t, s)) != want {
+		t.Errorf("after a.lua's removal: %q, want %q", summary(dir, scan(t, s)), want)
+	}
+}
