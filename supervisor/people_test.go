@@ -965,3 +965,25 @@ func TestPeopleMayClaimRuns(t *testing.T) {
 		}
 	}
 }
+
+// TestPeopleDirBounded: what the daemon reads of a person's directory is
+// bounded in all: a file past the bound is refused, saying so, and its
+// jobs are not declared.
+func TestPeopleDirBounded(t *testing.T) {
+	defer func(files int) { personMaxFiles = files }(personMaxFiles)
+	personMaxFiles = 2
+	d, spool, _ := peopleDaemon(t, "", nil)
+	for _, name := range []string{"a", "b", "c"} {
+		writeAs(t, spool, testAlice, name+".lua", `job "`+name+`" { cmd = "true", enabled = false }`)
+	}
+	res := reload(t, d)
+	if _, ok := d.jobStatus(testAlice + "/c"); ok {
+		t.Error("the file past the bound was loaded")
+	}
+	path := filepath.Join(spool, testAlice, "c.lua")
+	if !slices.ContainsFunc(res.Problems, func(p Problem) bool {
+		return p.File == path && strings.Contains(p.Text, "past what one job directory may hold, 2 files")
+	}) {
+		t.Errorf("the reload's problems: %+v, want c.lua past the bound", res.Problems)
+	}
+}
