@@ -480,6 +480,9 @@ func decodeJob(s subject, tbl *lua.LTable, owner string) (Job, []*Error) {
 	if names, ok := d.jobNames("after_any"); ok {
 		j.AfterAny = names
 	}
+	if n := len(j.After) + len(j.AfterAny); n > MaxParents {
+		d.add(errTooManyParents(s, "after", n))
+	}
 	if r, ok := d.array(); ok {
 		j.Array = &r
 	}
@@ -579,6 +582,10 @@ func (d *decoder) jobNames(field string) ([]string, bool) {
 		}
 	default:
 		d.add(errWrongType(d.s, field, wantJobNames, v))
+		return nil, false
+	}
+	if len(given) > MaxParents {
+		d.add(errTooManyParents(d.s, field, len(given)))
 		return nil, false
 	}
 	names := make([]string, 0, len(given))

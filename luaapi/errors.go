@@ -734,6 +734,15 @@ const (
 	maxDescriptionBytes = 4096
 )
 
+// MaxParents bounds the jobs one job runs after (after and after_any
+// together): each is looked at whenever the job is, and said in the
+// status while it waits.
+const MaxParents = 100
+
+func errTooManyParents(s subject, field string, n int) *Error {
+	return s.err(BadValue, field, fmt.Sprintf("field %s names %d jobs (after and after_any together), more than the %d a job may run after; run it after an array of them, or after one job that runs after them", quote(field), n, MaxParents))
+}
+
 func errTooLong(s subject, field string, n, max int, why string) *Error {
 	return s.err(BadValue, field, fmt.Sprintf("field %s is %d bytes, more than the %d it may be: %s", quote(field), n, max, why))
 }

@@ -1,6 +1,9 @@
 package supervisor
 
 import (
+	"fmt"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -295,6 +298,34 @@ job "ffgc" { cmd = "true", cpus = 0, after_any = "fgc" }`, nil)
 		})
 		if up := js.After[0].Upstream; up.Job != "fp" || up.State != "failed" || up.ExitCode == nil || *up.ExitCode != 3 {
 			t.Errorf("%s: upstream %+v, want fp, failed with exit 3", name, up)
+		}
+	}
+}
+
+// TestStatusAfterShown: the status lists at most afterShown of a waiting
+// job's parents, those that hold it first, and how many it left out.
+func TestStatusAfterShown(t *testing.T) {
+	var src strings.Builder
+	var names []string
+	for i := 1; i <= 12; i++ {
+		disabled := i > 2 // p1 and p2 run, to done
+		fmt.Fprintf(&src, "job \"p%d\" { cmd = \"true\", cpus = 0, enabled = %v }\n", i, !disabled)
+		names = append(names, fmt.Sprintf("%q", fmt.Sprintf("p%d", i)))
+	}
+	fmt.Fprintf(&src, "job \"kid\" { cmd = \"true\", cpus = 0, after = { %s } }\n", strings.Join(names, ", "))
+	d, _ := runDaemon(t, src.String(), nil)
+	for _, p := range []string{"p1", "p2"} {
+		waitJob(t, d, p, "done", func(js JobStatus) bool { return js.State == "done" })
+	}
+	js := waitJob(t, d, "kid", "waiting for its parents", func(js JobStatus) bool {
+		return js.State == "waiting" && js.After != nil && !slices.ContainsFunc(js.After, func(f Dependency) bool { return f.Job == "p1" && !f.Satisfied })
+	})
+	if len(js.After) != afterShown || js.AfterLeftOut != 12-afterShown {
+		t.Fatalf("kid's after: %d listed, %d left out; want %d and %d", len(js.After), js.AfterLeftOut, afterShown, 12-afterShown)
+	}
+	for _, f := range js.After {
+		if f.Satisfied {
+			t.Errorf("%s, which lets kid run, is listed before a parent that holds it", f.Job)
 		}
 	}
 }

@@ -390,6 +390,11 @@ func msgTooManyJobs(path, owner string, n, others, bound int) string {
 		path, n, owner, others, bound)
 }
 
+func msgTooManyDeps(path, owner string, deps, others int) string {
+	return fmt.Sprintf("%s: its jobs name %d jobs in after and after_any (an array's once for each index), and %s's other files in force %d; one person's may name %d in all, so this file is not loaded until that fits (run jobs after an array, or after one job that runs after the others)",
+		path, deps, owner, others, personDependencies)
+}
+
 func msgTooManyBytes(path, owner string, bytes, others int) string {
 	return fmt.Sprintf("%s: its jobs' definitions take %s of the daemon's memory, and those of %s's other files in force %s; one person's may take %s in all, so this file is not loaded until that fits (pass what is long in a file, or remove jobs)",
 		path, accounting.FormatSize(int64(bytes)), owner, accounting.FormatSize(int64(others)), accounting.FormatSize(int64(personDefinitionBytes)))

@@ -937,6 +937,27 @@ func TestPeopleDefinitionBytesBound(t *testing.T) {
 	}
 }
 
+// TestPeopleDependenciesBound: the names in a person's jobs' after and
+// after_any are bounded in all, an array's once for each index: the file
+// that would take them past it is not loaded, and says why.
+func TestPeopleDependenciesBound(t *testing.T) {
+	defer func(was int) { personDependencies = was }(personDependencies)
+	personDependencies = 10
+	d, spool, _ := peopleDaemon(t, "", nil)
+	writeAs(t, spool, testAlice, "a.lua", `job "p1" { cmd = "true", enabled = false }
+job "p2" { cmd = "true", enabled = false }
+job "kids" { cmd = "true", enabled = false, array = 4, after = { "p1", "p2" } }`)
+	reload(t, d)
+	waitJob(t, d, testAlice+"/kids", "loaded", func(js JobStatus) bool { return js.State == "disabled" })
+	writeAs(t, spool, testAlice, "b.lua", `job "more" { cmd = "true", enabled = false, after = { "p1", "p2", "kids" } }`)
+	reload(t, d)
+	path := filepath.Join(spool, testAlice, "b.lua")
+	wantPastBound(t, d, path, path+": its jobs name 3 jobs in after and after_any (an array's once for each index), and "+testAlice+"'s other files in force 8; one person's may name 10 in all")
+	if _, ok := d.jobStatus(testAlice + "/more"); ok {
+		t.Error("the file past the bound was loaded")
+	}
+}
+
 // TestPeopleMayClaimRuns: a process found carrying a run's tags after a
 // crash is taken for that run only where it is the job's user's: a
 // person's job's processes are that person's, and a person's process may

@@ -187,6 +187,10 @@ type JobStatus struct {
 	// outside the placer's queue, and Short is absent. An array's is its
 	// waiting indices', whatever its state (some may run meanwhile).
 	After []Dependency `json:"after,omitempty"`
+	// AfterLeftOut is how many more jobs it runs after than After lists:
+	// the status lists at most afterShown, those that hold it first
+	// (berth show lists them all).
+	AfterLeftOut int `json:"after_left_out,omitempty"`
 	// Array, for an array, is how its indices stand. The entry is the
 	// whole array: State is running while an index runs, waiting while
 	// one waits, done once all are, else how they rest (failed first);
@@ -249,6 +253,9 @@ func (p Problem) InAJobFile() bool {
 	}
 	return p.File != ""
 }
+
+// afterShown is how many of a waiting job's parents its status lists.
+const afterShown = 8
 
 // Status takes the picture. An array is one entry; its indices are not
 // listed.
@@ -439,7 +446,21 @@ func (d *Daemon) status(members bool) Status {
 		}
 		if v.State == store.StateWaiting && v.After != nil {
 			// Its parents first: the client words the facts.
-			js.After, js.Why = d.deps.Load().withUpstream(v.After), ""
+			facts := v.After
+			if len(facts) > afterShown {
+				facts = slices.Clone(facts)
+				slices.SortStableFunc(facts, func(a, b Dependency) int {
+					switch {
+					case a.Satisfied == b.Satisfied:
+						return 0
+					case !a.Satisfied:
+						return -1
+					}
+					return 1
+				})
+				facts, js.AfterLeftOut = facts[:afterShown], len(facts)-afterShown
+			}
+			js.After, js.Why = d.deps.Load().withUpstream(facts), ""
 		} else if v.State == store.StateWaiting && !v.AfterRemoved {
 			short := shortfall(v.Def.Resources, free, snap.Capacity.RAMKnown)
 			js.Short = &short
@@ -547,7 +568,7 @@ func arrayStatus(a *array, members []JobStatus) JobStatus {
 		case c.isQueued && m.Name == queued:
 			out.Why, out.Short, out.Quota, out.ExpectedStart = m.Why, m.Short, m.Quota, m.ExpectedStart
 		case m.After != nil && out.After == nil:
-			out.After = m.After
+			out.After, out.AfterLeftOut = m.After, m.AfterLeftOut
 		}
 		if out.RunsAgainAfter == "" && m.RunsAgainAfter != "" {
 			out.RunsAgainAfter, runsAgainWhy = m.RunsAgainAfter, m.Why

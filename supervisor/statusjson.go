@@ -197,6 +197,10 @@ func (e *jsonAppender) job(j *JobStatus) {
 		e.raw(`,"after":`)
 		e.marshal(j.After)
 	}
+	if j.AfterLeftOut != 0 {
+		e.raw(`,"after_left_out":`)
+		e.int(int64(j.AfterLeftOut))
+	}
 	if j.Array != nil {
 		e.raw(`,"array":`)
 		e.marshal(j.Array)

@@ -566,6 +566,15 @@ func msgAfter(job, file string, parents []supervisor.Dependency, now time.Time) 
 	return strings.Join(parts, "; ")
 }
 
+// msgAfterLeftOut: the status lists only the first of a job's parents.
+func msgAfterLeftOut(job string, n int) string {
+	jobs := "jobs"
+	if n == 1 {
+		jobs = "job"
+	}
+	return fmt.Sprintf("and %d more %s it runs after (berth show %s lists them all)", n, jobs, quoteArg(job))
+}
+
 func msgAfterOne(job, file string, p supervisor.Dependency, now time.Time) string {
 	name := p.Job
 	lead, when := "after "+name, "runs when "+name+" succeeds"

@@ -517,7 +517,11 @@ func singleWhy(j supervisor.JobStatus, now time.Time) string {
 // what it is short of; otherwise as the daemon says it.
 func reason(j supervisor.JobStatus, now time.Time) string {
 	if len(j.After) > 0 {
-		return msgAfter(j.Name, j.File, j.After, now)
+		why := msgAfter(j.Name, j.File, j.After, now)
+		if j.AfterLeftOut > 0 {
+			why += "; " + msgAfterLeftOut(j.Name, j.AfterLeftOut)
+		}
+		return why
 	}
 	if j.Quota != nil {
 		return supervisor.MsgQuotaWait(j.Owner, *j.Quota, j.Asked)
