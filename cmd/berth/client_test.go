@@ -700,3 +700,36 @@ job "share" { cmd = "true", gpu_mem = "20G" }`), 0o644); err != nil {
 	}
 	d.stop()
 }
+
+// TestOwnerFilterProblems: status --mine and --owner keep the problems of
+// the person's jobs and files, and the machine's, not another person's.
+func TestOwnerFilterProblems(t *testing.T) {
+	s := supervisor.Status{Daemon: supervisor.DaemonStatus{JobsDir: "/etc/berth/jobs.d", UserJobs: "/var/spool/berth"},
+		Problems: []supervisor.Problem{
+			{Code: supervisor.ProblemNotRecording, File: "/var/lib/berth", Text: "machine"},
+			{Code: "unknown_field", File: "/var/spool/berth/alice/a.lua", Job: "alice/x", Text: "alice's job"},
+			{Code: "syntax", File: "/var/spool/berth/alice/b.lua", Text: "alice's file"},
+			{Code: "unknown_field", File: "/var/spool/berth/bob/c.lua", Job: "bob/y", Text: "bob's job"},
+			{Code: "syntax", File: "/var/spool/berth/bob/d.lua", Text: "bob's file"},
+			{Code: "syntax", File: "/etc/berth/jobs.d/e.lua", Text: "the administrators' file"},
+		}}
+	for _, c := range []struct {
+		mine  bool
+		owner string
+		want  []string
+	}{
+		{true, "", []string{"machine", "alice's job", "alice's file"}},
+		{false, "bob", []string{"machine", "bob's job", "bob's file"}},
+		{false, "root", []string{"machine", "the administrators' file"}},
+	} {
+		f := &ownerFilter{mine: &c.mine, owner: &c.owner,
+			me: &supervisor.Me{User: "alice", Owner: "alice", JobsDir: "/var/spool/berth/alice", DaemonUser: "root"}}
+		var got []string
+		for _, p := range f.status(nil, s).Problems {
+			got = append(got, p.Text)
+		}
+		if !slices.Equal(got, c.want) {
+			t.Errorf("mine %v, owner %q: %q, want %q", c.mine, c.owner, got, c.want)
+		}
+	}
+}

@@ -278,11 +278,39 @@ func (f *ownerFilter) jobs(cl *client, jobs []supervisor.JobStatus) []supervisor
 // status keeps the jobs of s as jobs does; the counts follow the jobs
 // kept, and the machine stays whole.
 func (f *ownerFilter) status(cl *client, s supervisor.Status) supervisor.Status {
-	kept := f.jobs(cl, s.Jobs)
-	if len(kept) == len(s.Jobs) {
+	if !f.on() {
 		return s
 	}
-	s.Jobs, s.Counts = kept, countStates(kept)
+	kept := f.jobs(cl, s.Jobs)
+	if len(kept) != len(s.Jobs) {
+		s.Jobs, s.Counts = kept, countStates(kept)
+	}
+	// The problems of the person's files and jobs, and the machine's:
+	// not another person's thousand broken files.
+	owners := f.owners(cl)
+	dirOf := func(owner string) string {
+		switch {
+		case owner == "":
+			return s.Daemon.JobsDir
+		case s.Daemon.UserJobs != "":
+			return filepath.Join(s.Daemon.UserJobs, owner)
+		}
+		return ""
+	}
+	s.Problems = slices.DeleteFunc(slices.Clone(s.Problems), func(p supervisor.Problem) bool {
+		if !p.InAJobFile() {
+			return false
+		}
+		for _, o := range owners {
+			if owner, _, person := strings.Cut(p.Job, "/"); p.Job != "" && (person && owner == o || !person && o == "") {
+				return false
+			}
+			if d := dirOf(o); d != "" && filepath.Dir(p.File) == d {
+				return false
+			}
+		}
+		return true
+	})
 	return s
 }
 
