@@ -219,6 +219,9 @@ func (e *RefusedError) Error() string {
 			how = "ls -ld " + fix + " shows who may read it; or remove the link: rm " + p
 		case e.At != "":
 			how = "ls -ld " + fix
+		case e.Target != "":
+			// The way to the link's target: no mode of the link's helps.
+			how = "ls -l " + p + " shows where it leads; or remove the link: rm " + p
 		case errors.Is(e.Err, fs.ErrPermission) && e.Dir:
 			how = "chmod u+rx " + p
 		case errors.Is(e.Err, fs.ErrPermission):
