@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"errors"
+	"io/fs"
 	"net/url"
 	"os"
 	"os/exec"
@@ -389,6 +390,14 @@ quota "` + alice + `" { cpus = 1 }`})
 	}
 	if _, errOut, code := a.run("", []string{"EDITOR=" + editor}, "edit", "../"+bob+"/x.lua"); code != exitUsage || !strings.Contains(errOut, "is not in your job directory") {
 		t.Errorf("berth edit of a file outside her directory: exit %d\n%s", code, errOut)
+	}
+	// A new file the editor leaves empty is not written.
+	writeReadable(t, filepath.Join(src, "empty.lua"), "")
+	if out, errOut, code := a.run("", []string{"EDITOR=" + editor, "NEW=" + filepath.Join(src, "empty.lua")}, "edit", "fresh.lua"); code != exitOK || !strings.Contains(out, "nothing written") {
+		t.Errorf("berth edit of a new file left empty: exit %d\n%s%s", code, out, errOut)
+	}
+	if _, err := os.Stat(filepath.Join(spool, alice, "fresh.lua")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("a new file left empty was written: %v", err)
 	}
 	// A job that is not there: a new file is named as one.
 	if _, errOut, code := a.run("", []string{"EDITOR=" + editor}, "edit", "nonexist"); code != exitFailed ||

@@ -207,6 +207,13 @@ func runEdit(c *cli, args []string) int {
 			fmt.Fprintln(c.stdout, "no change to "+target)
 			return exitOK
 		}
+		if old == nil && len(bytes.TrimSpace(edited)) == 0 {
+			// A new file left empty: nothing is written, as an editor
+			// quit without saving means.
+			os.RemoveAll(draftDir)
+			fmt.Fprintln(c.stdout, "nothing written: "+target+" was left empty")
+			return exitOK
+		}
 		file := supervisor.CheckFile{Name: name, Src: edited}
 		refused, code := c.checkFiles(cl, []supervisor.CheckFile{file}, nil)
 		if code == exitOK {
