@@ -244,7 +244,11 @@ func (d *Daemon) api() http.Handler {
 			}
 		}
 		if len(allow) > 0 && !slices.Contains(allow, r.Method) {
-			w.Header().Set("Allow", strings.Join(allow, ", "))
+			header := allow
+			if slices.Contains(allow, http.MethodGet) {
+				header = append(slices.Clone(allow), http.MethodHead) // a GET's pattern takes HEAD too
+			}
+			w.Header().Set("Allow", strings.Join(header, ", "))
 			writeError(w, http.StatusMethodNotAllowed, CodeNoSuchCall, msgWrongMethod(r.Method, r.URL.Path, allow))
 			return
 		}

@@ -84,8 +84,8 @@ func TestWrongMethod(t *testing.T) {
 		allow, says  string
 	}{
 		{"GET", jobPath("train") + "/stop", http.StatusMethodNotAllowed, "POST", "/v1/jobs/train/stop takes POST"},
-		{"POST", "/status", http.StatusMethodNotAllowed, "GET", "/v1/status takes GET"},
-		{"DELETE", jobPath("train"), http.StatusMethodNotAllowed, "GET", "/v1/jobs/train takes GET"},
+		{"POST", "/status", http.StatusMethodNotAllowed, "GET, HEAD", "/v1/status takes GET"},
+		{"DELETE", jobPath("train"), http.StatusMethodNotAllowed, "GET, HEAD", "/v1/jobs/train takes GET"},
 		{"GET", "/nothing", http.StatusNotFound, "", "no such call: GET /v1/nothing (the daemon speaks /v1)"},
 	} {
 		req := httptest.NewRequest(c.method, "http://berth"+APIVersion+c.path, nil)
