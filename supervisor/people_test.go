@@ -495,14 +495,21 @@ func TestPeopleEvalShare(t *testing.T) {
 		!strings.Contains(all, "/c.lua: not evaluated yet: "+testAlice+"'s files took their share of this reload") {
 		t.Errorf("the reload's errors: %q, want a.lua over its budget and c.lua not evaluated yet", res.Errors)
 	}
-	testkit.WaitFor(t, 30*time.Second, "every file of alice's evaluated by the reloads that follow", func() bool {
-		n := 0
+	waitOverBudget(t, d, 3, "every file of alice's evaluated by the reloads that follow")
+}
+
+// waitOverBudget waits until n files are said to be past their CPU time
+// budget.
+func waitOverBudget(t *testing.T, d *Daemon, n int, what string) {
+	t.Helper()
+	testkit.WaitFor(t, 30*time.Second, what, func() bool {
+		over := 0
 		for _, p := range d.Status().Problems {
 			if strings.Contains(p.Text, "still running after its CPU time budget") {
-				n++
+				over++
 			}
 		}
-		return n == 3
+		return over == n
 	})
 }
 
@@ -542,15 +549,7 @@ func TestPeopleReloadNotHeldBySlowFiles(t *testing.T) {
 	if _, ok := d.jobStatus(testBob + "/one"); !ok {
 		t.Error("bob's job is not declared after his reload")
 	}
-	testkit.WaitFor(t, 30*time.Second, "both of alice's files evaluated by the reload after bob's", func() bool {
-		n := 0
-		for _, p := range d.Status().Problems {
-			if strings.Contains(p.Text, "still running after its CPU time budget") {
-				n++
-			}
-		}
-		return n == 2
-	})
+	waitOverBudget(t, d, 2, "both of alice's files evaluated by the reload after bob's")
 }
 
 // TestPeopleCheckUnknownFlavorUnderQuota: a person's job whose flavor

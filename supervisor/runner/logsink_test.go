@@ -414,20 +414,11 @@ func TestLogSinkCopiesAllWithoutNewWrites(t *testing.T) {
 	}
 }
 
-// TestLogSinkQuietFileRemoved: a log file removed while its run is quiet
-// is let go of at once, not at the run's next write, so that its space
-// comes back; what the run writes later begins the file again.
-func TestLogSinkQuietFileRemoved(t *testing.T) {
-	t.Parallel()
-	dir, gate := t.TempDir(), filepath.Join(t.TempDir(), "gate")
-	s, err := OpenLog(dir, "job", 1<<20, RunHeader(5, time.Date(2026, 12, 4, 9, 0, 0, 0, time.UTC)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if sharedCopier() == nil || sharedCopier().notify < 0 {
-		s.Close()
-		t.Skip("no shared copier with inotify here")
-	}
+// removedAfterOne starts a job that writes "one", waits for gate, and
+// writes "two", into s; once the first line is in dir's job.log, it
+// removes the file, as someone freeing space would.
+func removedAfterOne(t *testing.T, s *LogSink, dir, gate string) (*Process, string) {
+	t.Helper()
 	p, err := Start(Spec{Argv: []string{"/bin/sh", "-c", "echo one; while [ ! -e " + gate + " ]; do sleep 0.02; done; echo two"},
 		Env: []string{"PATH=/usr/bin:/bin"}, Stdout: s.File()})
 	s.CloseWriter()
@@ -443,6 +434,24 @@ func TestLogSinkQuietFileRemoved(t *testing.T) {
 	if err := os.Remove(path); err != nil {
 		t.Fatal(err)
 	}
+	return p, path
+}
+
+// TestLogSinkQuietFileRemoved: a log file removed while its run is quiet
+// is let go of at once, not at the run's next write, so that its space
+// comes back; what the run writes later begins the file again.
+func TestLogSinkQuietFileRemoved(t *testing.T) {
+	t.Parallel()
+	dir, gate := t.TempDir(), filepath.Join(t.TempDir(), "gate")
+	s, err := OpenLog(dir, "job", 1<<20, RunHeader(5, time.Date(2026, 12, 4, 9, 0, 0, 0, time.UTC)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sharedCopier() == nil || sharedCopier().notify < 0 {
+		s.Close()
+		t.Skip("no shared copier with inotify here")
+	}
+	p, path := removedAfterOne(t, s, dir, gate)
 	// This process holds the file open while the sink does.
 	testkit.WaitFor(t, 10*time.Second, "the removed file to be let go of", func() bool {
 		fds, _ := os.ReadDir("/proc/self/fd")
@@ -481,21 +490,7 @@ func TestLogSinkFileRemoved(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := Start(Spec{Argv: []string{"/bin/sh", "-c", "echo one; while [ ! -e " + gate + " ]; do sleep 0.02; done; echo two"},
-		Env: []string{"PATH=/usr/bin:/bin"}, Stdout: s.File()})
-	s.CloseWriter()
-	if err != nil {
-		s.Close()
-		t.Fatal(err)
-	}
-	path := filepath.Join(dir, "job.log")
-	testkit.WaitFor(t, 10*time.Second, "the first line", func() bool {
-		b, _ := os.ReadFile(path)
-		return strings.Contains(string(b), "one\n")
-	})
-	if err := os.Remove(path); err != nil {
-		t.Fatal(err)
-	}
+	p, _ := removedAfterOne(t, s, dir, gate)
 	if err := os.WriteFile(gate, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
