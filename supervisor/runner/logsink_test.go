@@ -437,6 +437,27 @@ func removedAfterOne(t *testing.T, s *LogSink, dir, gate string) (*Process, stri
 	return p, path
 }
 
+// wantContinued lets the job of removedAfterOne go on to its second line,
+// and checks that the file begun again holds run's header, marked
+// continued, then that line.
+func wantContinued(t *testing.T, s *LogSink, p *Process, dir, gate string, run uint64) {
+	t.Helper()
+	if err := os.WriteFile(gate, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if e := wait(t, p); !e.Success() {
+		t.Errorf("exit = %v", e)
+	}
+	if err := s.Close(); err != nil {
+		t.Errorf("Close: %v", err)
+	}
+	cur, _ := readLogs(t, dir)
+	first, rest, _ := strings.Cut(cur, "\n")
+	if got, continued, ok := ParseRunHeader([]byte(first)); !ok || got != run || !continued || rest != "two\n" {
+		t.Errorf("the new file: %q, want run %d's header, continued, then the line written after the removal", cur, run)
+	}
+}
+
 // TestLogSinkQuietFileRemoved: a log file removed while its run is quiet
 // is let go of at once, not at the run's next write, so that its space
 // comes back; what the run writes later begins the file again.
@@ -462,20 +483,7 @@ func TestLogSinkQuietFileRemoved(t *testing.T) {
 		}
 		return true
 	})
-	if err := os.WriteFile(gate, nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if e := wait(t, p); !e.Success() {
-		t.Errorf("exit = %v", e)
-	}
-	if err := s.Close(); err != nil {
-		t.Errorf("Close: %v", err)
-	}
-	cur, _ := readLogs(t, dir)
-	first, rest, _ := strings.Cut(cur, "\n")
-	if run, continued, ok := ParseRunHeader([]byte(first)); !ok || run != 5 || !continued || rest != "two\n" {
-		t.Errorf("the new file: %q, want run 5's header, continued, then the line written after the removal", cur)
-	}
+	wantContinued(t, s, p, dir, gate, 5)
 }
 
 // TestLogSinkFileRemoved: a log file removed while its run writes (to
@@ -491,18 +499,5 @@ func TestLogSinkFileRemoved(t *testing.T) {
 		t.Fatal(err)
 	}
 	p, _ := removedAfterOne(t, s, dir, gate)
-	if err := os.WriteFile(gate, nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if e := wait(t, p); !e.Success() {
-		t.Errorf("exit = %v", e)
-	}
-	if err := s.Close(); err != nil {
-		t.Errorf("Close: %v", err)
-	}
-	cur, _ := readLogs(t, dir)
-	first, rest, _ := strings.Cut(cur, "\n")
-	if run, continued, ok := ParseRunHeader([]byte(first)); !ok || run != 4 || !continued || rest != "two\n" {
-		t.Errorf("the new file: %q, want run 4's header, continued, then the line written after the removal", cur)
-	}
+	wantContinued(t, s, p, dir, gate, 4)
 }
