@@ -295,10 +295,11 @@ func (c *cli) reloadAfterWrite(cl *client, paths ...string) int {
 	}
 	fmt.Fprintln(c.stdout, msgReloaded(res))
 	// The files written were checked, but what the reload says of them
-	// is said whole; of other files, that it is theirs.
+	// is said whole, as is what it says of the machine (the state not
+	// recorded); of other files, that it is theirs.
 	others := 0
 	for _, p := range res.Problems {
-		if slices.Contains(paths, p.File) {
+		if slices.Contains(paths, p.File) || !p.InAJobFile() {
 			fmt.Fprintln(c.stdout, "  "+escapeText(p.Text))
 		} else {
 			others++
