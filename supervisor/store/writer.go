@@ -533,10 +533,12 @@ func (s *Store) publishKept() {
 			jobs[name] = true
 		}
 	}
-	if jobs == nil && s.keptJobs.Load() == nil {
-		return
+	switch {
+	case jobs != nil:
+		s.keptJobs.Store(&jobs)
+	case s.keptJobs.Load() != nil:
+		s.keptJobs.Store(nil) // once: a commit with none kept costs nothing
 	}
-	s.keptJobs.Store(&jobs)
 }
 
 // Kept are the jobs whose latest record a failed commit kept for another
