@@ -475,16 +475,24 @@ func TestStreamFileForgedHeader(t *testing.T) {
 	}
 }
 
+// logsRemoved runs a daemon whose job a, which says hello, has run to
+// done, and removes the jobs' log directory, logs.
+func logsRemoved(t *testing.T) (d *Daemon, logs string) {
+	t.Helper()
+	d, _ = runDaemon(t, `job "a" { cmd = { "echo", "hello" }, cpus = 0 }`, nil)
+	waitJob(t, d, "a", "done", func(js JobStatus) bool { return js.State == "done" })
+	logs = filepath.Join(d.cfg.StateDir, "logs")
+	if err := os.RemoveAll(logs); err != nil {
+		t.Fatal(err)
+	}
+	return d, logs
+}
+
 // TestLogDirMadeAgain: the jobs' log directory removed (to free space),
 // the next run makes it again and writes its output there, rather than
 // failing to start, as every job's next run would.
 func TestLogDirMadeAgain(t *testing.T) {
-	d, _ := runDaemon(t, `job "a" { cmd = { "echo", "hello" }, cpus = 0 }`, nil)
-	waitJob(t, d, "a", "done", func(js JobStatus) bool { return js.State == "done" })
-	logs := filepath.Join(d.cfg.StateDir, "logs")
-	if err := os.RemoveAll(logs); err != nil {
-		t.Fatal(err)
-	}
+	d, logs := logsRemoved(t)
 	start(t, d, "a")
 	if r := waitRuns(t, d, "a", 2); r.Reason != store.ReasonExited {
 		t.Fatalf("with its log directory removed, the run: %+v", r)
@@ -499,12 +507,7 @@ func TestLogDirMadeAgain(t *testing.T) {
 // away, and the status says so, once for the machine, until a run's log
 // file can be opened there again.
 func TestLogDirUnwritable(t *testing.T) {
-	d, _ := runDaemon(t, `job "a" { cmd = { "echo", "hello" }, cpus = 0 }`, nil)
-	waitJob(t, d, "a", "done", func(js JobStatus) bool { return js.State == "done" })
-	logs := filepath.Join(d.cfg.StateDir, "logs")
-	if err := os.RemoveAll(logs); err != nil {
-		t.Fatal(err)
-	}
+	d, logs := logsRemoved(t)
 	if err := writeFile(logs, []byte("in the way"), 0o600); err != nil {
 		t.Fatal(err)
 	}

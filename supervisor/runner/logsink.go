@@ -358,7 +358,9 @@ func (s *LogSink) write(p []byte) {
 	if s.slowDisk != nil {
 		s.slowDisk()
 	}
-	if s.f != nil && !s.stillThere() {
+	// A file the shared copier watches is let go of as it is removed
+	// (copier.notified); one it cannot watch is looked at here.
+	if s.f != nil && s.watched != s.f && !s.stillThere() {
 		s.letGoFile()
 	}
 	if s.letGo {

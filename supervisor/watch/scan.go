@@ -501,10 +501,14 @@ func (s *Scanner) fileOnce(w *walk, name, path string, named bool, old seenFile,
 		}
 		s.statHook(at, &raw)
 	}
-	if kernel, err := kernelFS(fd); err != nil {
-		return unreadable("statfs", err)
-	} else if kernel != "" {
-		return seenFile{}, nil, e.refuse(&RefusedError{Reason: KernelFile, Kind: kernel}), false
+	if e.walk != nil {
+		// Only a link leads out of the jobs directory's file system,
+		// into the kernel's.
+		if kernel, err := kernelFS(fd); err != nil {
+			return unreadable("statfs", err)
+		} else if kernel != "" {
+			return seenFile{}, nil, e.refuse(&RefusedError{Reason: KernelFile, Kind: kernel}), false
+		}
 	}
 	var acl []aclWriter
 	if fileMode(raw.Mode).Perm()&0o020 != 0 {
