@@ -89,9 +89,13 @@ job "hello" { cmd = { "sh", "-c", "echo hello from the job" }, flavor = "small" 
 	if out, _, code := d.cli("status", "--owner", "nobody"); code != exitOK || !strings.Contains(out, "none of the daemon's 2 jobs is nobody's (berth status without --mine or --owner shows them)") {
 		t.Errorf("status --owner of someone with no jobs: exit %d\n%s", code, out)
 	}
-	// A name no account has is a typo, not a person without jobs.
-	if _, errOut, code := d.cli("jobs", "--owner", "nobody-here"); code != exitUsage || !strings.Contains(errOut, `no account is named "nobody-here"`) {
+	// A name no account has is a typo, not a person without jobs: what
+	// was asked about does not exist (1, as id(1) and squeue -u say).
+	if _, errOut, code := d.cli("jobs", "--owner", "nobody-here"); code != exitFailed || errOut != "berth jobs: no account is named \"nobody-here\"; berth status shows each job's owner\n" {
 		t.Errorf("jobs --owner of no account: exit %d\n%s", code, errOut)
+	}
+	if out, _, code := d.cli("history", "--json", "--owner", "nobody-here"); code != exitFailed || !strings.Contains(out, `"code": "failed"`) {
+		t.Errorf("history --json --owner of no account: exit %d\n%s", code, out)
 	}
 	for _, args := range [][]string{{"--mine", "--owner", "nobody"}, {"--owner", "nobody", "--mine"}} {
 		if _, errOut, code := d.cli(append([]string{"status"}, args...)...); code != exitUsage || !strings.Contains(errOut, errMineAndOwner.Error()) {

@@ -214,10 +214,16 @@ func newOwnerFilter(c *cli, fs *flag.FlagSet) *ownerFilter {
 		if *f.mine {
 			return errMineAndOwner
 		}
-		if _, err := user.Lookup(v); err != nil {
-			return fmt.Errorf("no account is named %q (berth status shows each job's owner)", v)
-		}
 		*f.owner = v
+		return nil
+	})
+	c.lookups = append(c.lookups, func() error {
+		if *f.owner == "" {
+			return nil
+		}
+		if _, err := user.Lookup(*f.owner); err != nil {
+			return fmt.Errorf("no account is named %q; berth status shows each job's owner", *f.owner)
+		}
 		return nil
 	})
 	return f

@@ -56,6 +56,10 @@ type cli struct {
 	// warnedSocketDir: the warning that the person's own socket's
 	// directory is not theirs was given (once a command).
 	warnedSocketDir bool
+	// lookups look for what the command line names once it is read
+	// (--owner's account): one not found is what was asked about not
+	// existing (exit 1), not a command line written wrong.
+	lookups []func() error
 }
 
 type command struct {
@@ -363,14 +367,21 @@ func (c *cli) parse(fs *flag.FlagSet, args []string) (positional []string, code 
 			return nil, exitUsage, true
 		}
 		rest := fs.Args()
-		if len(rest) == 0 {
-			return positional, exitOK, false
+		if len(rest) > 0 && rest[0] != "--" {
+			positional = append(positional, rest[0])
+			args = rest[1:]
+			continue
 		}
-		if rest[0] == "--" {
-			return append(positional, rest[1:]...), exitOK, false
+		if len(rest) > 0 {
+			positional = append(positional, rest[1:]...)
 		}
-		positional = append(positional, rest[0])
-		args = rest[1:]
+		for _, lookup := range c.lookups {
+			if err := lookup(); err != nil {
+				fmt.Fprintf(c.stderr, "%s: %v\n", fs.Name(), err)
+				return nil, exitFailed, true
+			}
+		}
+		return positional, exitOK, false
 	}
 }
 
