@@ -45,9 +45,7 @@ func runCheck(c *cli, args []string) int {
 	machineGiven := m.given()
 	var daemon *supervisor.Status
 	if !machineGiven {
-		if daemon = m.fromDaemon(c, *socket); daemon != nil {
-			fmt.Fprintln(c.stderr, msgCheckAgainstDaemon())
-		}
+		daemon = m.fromDaemon(c, *socket)
 	}
 	// A check runs no job: a machine larger than this one (the box the
 	// files are for, --cpus 64) oversubscribes nothing.
@@ -85,10 +83,14 @@ func runCheck(c *cli, args []string) int {
 		// them, are checked by it as berth submit has them checked: with
 		// their files and quota in force, and their bound of jobs (read
 		// here, a file passed that submit then refused).
+		fmt.Fprintln(c.stderr, msgCheckAgainstDaemon())
 		return c.checkAsSubmitted(newClient(c.sockets(*socket)...), targets, me.JobsDir)
 	}
 	var srcs []luaapi.Source
 	var problems []supervisor.Problem
+	// refusedFiles are the files refused unread (their mode, their size),
+	// checked all the same: the summary counts them.
+	refusedFiles := map[string]bool{}
 	for _, target := range targets {
 		// What is in a person's job directory is theirs, as the system
 		// daemon evaluates it: their jobs, their rules, their quota.
@@ -109,8 +111,16 @@ func runCheck(c *cli, args []string) int {
 		for i := range got {
 			got[i].Owner = owner
 		}
+		for _, p := range refused {
+			if p.Code == supervisor.ProblemFileRefused {
+				refusedFiles[p.File] = true
+			}
+		}
 		srcs = append(srcs, got...)
 		problems = append(problems, refused...)
+	}
+	if daemon != nil && (len(srcs) > 0 || len(refusedFiles) > 0) {
+		fmt.Fprintln(c.stderr, msgCheckAgainstDaemon())
 	}
 	// Files named outside the jobs directory are checked against the
 	// flavors it declares, as the daemon would load them beside them.
@@ -155,7 +165,7 @@ func runCheck(c *cli, args []string) int {
 		for _, p := range problems {
 			fmt.Fprintln(c.stdout, escapeText(p.Text)) // a file's name is its author's
 		}
-		fmt.Fprintln(c.stdout, msgCheckSummary(len(set.Files), len(set.Jobs), len(set.Flavors), len(problems)))
+		fmt.Fprintln(c.stdout, msgCheckSummary(len(set.Files)+len(refusedFiles), len(set.Jobs), len(set.Flavors), len(problems)))
 	}
 	if len(problems) > 0 {
 		return exitFailed

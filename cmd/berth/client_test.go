@@ -690,6 +690,11 @@ job "share" { cmd = "true", gpu_mem = "20G" }`), 0o644); err != nil {
 	if out, _, code := d.cli("check", "--cpus", "8", file); code != exitFailed || !strings.Contains(out, "this machine has 8") {
 		t.Errorf("check --cpus 8: exit %d\n%s", code, out)
 	}
+	// Nothing to check: nothing is checked against the books.
+	missing := filepath.Join(t.TempDir(), "missing.lua")
+	if out, errOut, code := d.cli("check", missing); code != exitFailed || errOut != "" || !strings.HasSuffix(out, "0 files, 0 jobs, 0 flavors, 1 error\n") {
+		t.Errorf("check of a missing file beside a daemon: exit %d\n%s%s", code, out, errOut)
+	}
 
 	// A file on its own may name the flavors of the daemon's jobs
 	// directory, wherever its --jobs put it.
