@@ -201,8 +201,9 @@ job "hello" { cmd = { "sh", "-c", "echo hello from the job" }, flavor = "small" 
 		t.Errorf("history -n 100 of a job that ran thrice says %q", errOut)
 	}
 	var one []supervisor.RunView
-	if out, _, _ := d.cli("history", "svc", "-n", "1", "--json"); json.Unmarshal([]byte(out), &one) != nil || len(one) != 1 {
-		t.Errorf("history -n 1 --json: %s", out)
+	if out, errOut, _ := d.cli("history", "svc", "-n", "1", "--json"); json.Unmarshal([]byte(out), &one) != nil || len(one) != 1 ||
+		!strings.Contains(errOut, "there are more") {
+		t.Errorf("history -n 1 --json: %s%s", out, errOut)
 	}
 
 	// Things that do not exist, and a broken reload.

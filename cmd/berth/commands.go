@@ -465,14 +465,18 @@ func runHistory(c *cli, args []string) int {
 	}
 	more := len(runs) > n
 	runs = runs[:min(n, len(runs))]
+	code = exitOK
 	if f.json {
-		return c.writeJSON(runs)
+		code = c.writeJSON(runs)
+	} else {
+		renderHistory(c.stdout, runs, c.render(time.Now()))
 	}
-	renderHistory(c.stdout, runs, c.render(time.Now()))
 	if more {
+		// On stderr with --json too: the list is the runs, and a script
+		// that asked for N may not know there were more.
 		fmt.Fprintln(c.stderr, escapeText(msgMoreRuns(job, n)))
 	}
-	return exitOK
+	return code
 }
 
 // control makes start, stop and restart.
