@@ -573,17 +573,19 @@ func TestStopAllStartsNothing(t *testing.T) {
 	d := newTestDaemon(t, map[string]string{
 		// a, first by name, runs: it comes first in the list.
 		"jobs.lua": `job "a" { cmd = "sleep 600", cpus = 1, priority = 1 }
-for i = 1, 30 do job("w" .. i) { cmd = "sleep 600", cpus = 1 } end`,
+for i = 1, 30 do job("w" .. i) { cmd = "sleep 600", cpus = 1 } end
+job "sweep" { cmd = "sleep 600", cpus = 1, array = 4 }`,
 	})
 	d.start(daemonOptions{args: []string{"--cpus", "1"}})
-	testkit.WaitFor(t, waitLong, "one running, 30 waiting", func() bool {
+	testkit.WaitFor(t, waitLong, "one running, 34 waiting", func() bool {
 		s := d.status()
-		return s.Counts["running"] == 1 && s.Counts["waiting"] == 30
+		return s.Counts["running"] == 1 && s.Counts["waiting"] == 34
 	})
-	if _, errOut, code := d.cli("stop", "--all"); code != exitOK {
-		t.Fatalf("stop --all: exit %d %s", code, errOut)
+	// The jobs as berth status lists them, an array once.
+	if out, errOut, code := d.cli("stop", "--all"); code != exitOK || out != "32 jobs: stop requested, 4 indices of 1 array among them (berth status shows them)\n" {
+		t.Fatalf("stop --all: exit %d %q %q", code, out, errOut)
 	}
-	testkit.WaitFor(t, waitLong, "every job stopped", func() bool { return d.status().Counts["stopped"] == 31 })
+	testkit.WaitFor(t, waitLong, "every job stopped", func() bool { return d.status().Counts["stopped"] == 35 })
 	if runs := d.history(""); len(runs) != 1 || runs[0].Job != "a" {
 		t.Errorf("the runs: %+v, want a's alone", runs)
 	}

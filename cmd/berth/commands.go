@@ -590,7 +590,9 @@ func stopAll(c *cli, args []string) int {
 	if err := cl.get("/jobs", nil, &jobs); err != nil {
 		return c.fail(err)
 	}
-	stopped, others, firstRefusal := 0, 0, ""
+	// stopped counts each index of an array, jobs and arrays each array
+	// once, as berth status lists them.
+	stopped, jobsStopped, arrays, others, firstRefusal := 0, 0, 0, 0, ""
 	// What waits first, then what runs: a run stopped first gives back
 	// what it held, and a job still waiting would start on it before its
 	// own stop came.
@@ -615,12 +617,13 @@ func stopAll(c *cli, args []string) int {
 			}
 			return c.fail(err)
 		}
+		jobsStopped++
 		if j.Array == nil {
 			stopped++
 			continue
 		}
-		// An array's stop stops each of its indices: they are the
-		// jobs counted.
+		arrays++
+		// An array's stop stops each of its indices.
 		for s, n := range j.Array.Counts {
 			if stoppable(s) || stateOf(s) == 0 {
 				stopped += n
@@ -630,10 +633,11 @@ func stopAll(c *cli, args []string) int {
 	if *asJSON {
 		return c.writeJSON(struct {
 			Stopped    int `json:"stopped"`
+			Jobs       int `json:"jobs"`
 			OthersLeft int `json:"others_left"`
-		}{stopped, others})
+		}{stopped, jobsStopped, others})
 	}
-	fmt.Fprintf(c.stdout, "%s: stop requested (berth status shows them)\n", count(stopped, "job"))
+	fmt.Fprintln(c.stdout, msgStoppedAll(jobsStopped, arrays, stopped-(jobsStopped-arrays)))
 	if others > 0 {
 		fmt.Fprintln(c.stdout, escapeText(msgOthersLeft(others, firstRefusal)))
 	}

@@ -731,6 +731,17 @@ func msgControlled(job, verb string, array bool, indices int) string {
 	return fmt.Sprintf("%s: %s requested (berth status shows it)", job, verb)
 }
 
+// msgStoppedAll confirms berth stop --all: the jobs asked to stop, as
+// berth status lists them, and how many indices the arrays among them
+// have to stop.
+func msgStoppedAll(jobs, arrays, indices int) string {
+	if arrays == 0 {
+		return fmt.Sprintf("%s: stop requested (berth status shows them)", count(jobs, "job"))
+	}
+	return fmt.Sprintf("%s: stop requested, %s of %s among them (berth status shows them)",
+		count(jobs, "job"), count(indices, "index"), count(arrays, "array"))
+}
+
 // msgRestartFailed confirms berth restart ARRAY --failed: how many failed
 // indices it restarts, or that none had failed.
 func msgRestartFailed(array string, n int) string {
