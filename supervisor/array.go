@@ -70,6 +70,9 @@ type array struct {
 	last restEnds
 	// was is the array's state as a whole when since was set.
 	was store.State
+	// redefs are its indices' (job.redefs), together: while any is on
+	// its way, the array is about to run anew.
+	redefs int
 
 	// The gate. slots are the indices that hold a place; queued, when
 	// hasQueued, the one in the placer's queue. asking are those that wait
@@ -217,12 +220,14 @@ func (a *array) admitNext() {
 }
 
 // sync is what index j published: its state, whether it waits for the
-// gate (inLine) and whether it waits in the placer's queue (inQueue). A
+// gate (inLine), whether it waits in the placer's queue (inQueue), and how
+// many new definitions it took since it last published (redefsTaken). A
 // place is held while it waits in the queue, starts, runs or stops; one it
 // no longer needs goes to the next in line.
-func (a *array) sync(j *job, st store.State, since time.Time, end lastEnd, doneFP string, inLine, inQueue bool) {
+func (a *array) sync(j *job, st store.State, since time.Time, end lastEnd, doneFP string, inLine, inQueue bool, redefsTaken int) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	a.redefs -= redefsTaken
 	i := j.index
 	if a.members[i] != j {
 		// Forgotten (the range lost it), or replaced: not counted; its
@@ -398,6 +403,8 @@ type arrayCounts struct {
 	def      *luaapi.Job
 	queued   int
 	isQueued bool
+	// redefining: a new definition is on its way to an index.
+	redefining bool
 }
 
 func (a *array) snapshot() arrayCounts {
@@ -409,7 +416,7 @@ func (a *array) snapshot() arrayCounts {
 // countsLocked is snapshot for a caller that holds a.mu.
 func (a *array) countsLocked() arrayCounts {
 	c := arrayCounts{size: len(a.members), byState: make(map[store.State]int, len(a.counts)), slots: a.held(),
-		inLine: len(a.asking), since: a.since, last: a.last, def: a.def, queued: a.queued, isQueued: a.hasQueued}
+		inLine: len(a.asking), since: a.since, last: a.last, def: a.def, queued: a.queued, isQueued: a.hasQueued, redefining: a.redefs > 0}
 	for s, n := range a.counts {
 		if n > 0 {
 			c.byState[s] = n
@@ -461,7 +468,16 @@ func (a *array) view() jobView {
 	case store.StateStopped:
 		last = c.last.stopped
 	}
-	return jobView{Def: c.def, State: st, Since: c.since, LastEnd: last, DoneFP: a.doneRecord()}
+	return jobView{Def: c.def, State: st, Since: c.since, LastEnd: last, DoneFP: a.doneRecord(), Redefining: c.redefining}
+}
+
+// redefining counts a definition handed to an index and not yet taken
+// (job.redefining); the index's sync counts it off, with the state it
+// brought.
+func (a *array) redefining() {
+	a.mu.Lock()
+	a.redefs++
+	a.mu.Unlock()
 }
 
 // setRecord notes index i's done record. The caller holds a.mu.
@@ -525,7 +541,7 @@ func (a *array) tell() bool {
 	a.tellMu.Lock()
 	defer a.tellMu.Unlock()
 	v := a.view()
-	now := toldKey{state: v.State, doneFP: v.DoneFP}
+	now := toldKey{state: v.State, doneFP: v.DoneFP, redefining: v.Redefining}
 	if now == a.told {
 		return false
 	}

@@ -112,7 +112,7 @@ func newGateModel(t *testing.T, n, maxParallel int) *gateModel {
 }
 
 func (m *gateModel) publish(i int) {
-	m.a.sync(m.a.members[i], m.state[i], time.Time{}, lastEnd{}, "", m.inLine[i], m.inQueue[i])
+	m.a.sync(m.a.members[i], m.state[i], time.Time{}, lastEnd{}, "", m.inLine[i], m.inQueue[i], 0)
 }
 
 // wait is index i's wait past the dependency gate (pastGates).
@@ -265,7 +265,7 @@ func TestArrayDoneRecord(t *testing.T) {
 		a.join(i, &job{name: memberName("sweep", i), in: newMailbox[jobMessage]()})
 	}
 	publish := func(i int, record string) {
-		a.sync(a.members[i], store.StateDone, time.Time{}, lastEnd{}, record, false, false)
+		a.sync(a.members[i], store.StateDone, time.Time{}, lastEnd{}, record, false, false, 0)
 	}
 	publish(1, "r1")
 	publish(2, "r1")
@@ -315,9 +315,9 @@ func BenchmarkArrayGate(b *testing.B) {
 		a.members[i].in.drain()
 		a.request(i)
 		a.placed(i)
-		a.sync(a.members[i], store.StateRunning, time.Time{}, lastEnd{}, "", false, false)
+		a.sync(a.members[i], store.StateRunning, time.Time{}, lastEnd{}, "", false, false, 0)
 		a.tell() // as with a job after the array: at each publish
-		a.sync(a.members[i], store.StateDone, time.Time{}, lastEnd{}, "", false, false)
+		a.sync(a.members[i], store.StateDone, time.Time{}, lastEnd{}, "", false, false, 0)
 		a.tell()
 		a.request(i) // back in line
 		next++
@@ -426,7 +426,7 @@ func TestArrayForgottenRequest(t *testing.T) {
 		t.Fatal("a forgotten index was let in")
 	}
 	m.a.placed(3)
-	m.a.sync(gone, store.StateStopped, time.Time{}, lastEnd{}, "", false, false)
+	m.a.sync(gone, store.StateStopped, time.Time{}, lastEnd{}, "", false, false, 0)
 	for range 3 {
 		for i := 1; i <= 2; i++ {
 			m.read(i)
@@ -516,13 +516,13 @@ func (m *gateModel) forgetKeepsPlace(gone, next int, as string, states ...store.
 		m.t.Fatalf("index %d was let in while the forgotten index %d %s", next, gone, as)
 	}
 	for _, st := range states {
-		m.a.sync(j, st, time.Time{}, lastEnd{}, "", false, false)
+		m.a.sync(j, st, time.Time{}, lastEnd{}, "", false, false, 0)
 		m.read(next)
 		if m.inQueue[next] {
 			m.t.Fatalf("index %d was let in while the forgotten index %d is %v", next, gone, st)
 		}
 	}
-	m.a.sync(j, store.StateStopped, time.Time{}, lastEnd{}, "", false, false)
+	m.a.sync(j, store.StateStopped, time.Time{}, lastEnd{}, "", false, false, 0)
 	m.read(next)
 	if !m.inQueue[next] {
 		m.t.Fatalf("index %d is not let in once the forgotten index %d has stopped", next, gone)

@@ -192,7 +192,9 @@ func factOf(name, kind string, v jobView) Dependency {
 			f.ExitCode = &code
 		}
 	}
-	f.Satisfied = satisfied(kind, v.State, f.Service)
+	// A batch parent about to take a new definition is about to run it:
+	// its state is the old one's a moment more.
+	f.Satisfied = satisfied(kind, v.State, f.Service) && (f.Service || !v.Redefining)
 	return f
 }
 

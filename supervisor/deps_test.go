@@ -143,6 +143,10 @@ func TestFactOf(t *testing.T) {
 		{"failed, end unknown", depAfter, jobView{Def: batch, State: store.StateFailed}, -1, "", false},
 		{"service running", depAfter, jobView{Def: svc, State: store.StateRunning}, -1, "", true},
 		{"service in backoff", depAfterAny, jobView{Def: svc, State: store.StateBackoff, LastEnd: exit3}, -1, "", false},
+		// Handed a new definition it has not taken: about to run it.
+		{"done, redefined", depAfter, jobView{Def: batch, State: store.StateDone, LastEnd: lastEnd{known: true, reason: store.ReasonExited}, Redefining: true}, 0, "", false},
+		{"failed, redefined, after_any", depAfterAny, jobView{Def: batch, State: store.StateFailed, LastEnd: exit3, Redefining: true}, 3, "", false},
+		{"service running, redefined", depAfter, jobView{Def: svc, State: store.StateRunning, Redefining: true}, -1, "", true},
 	} {
 		f := factOf("prep", c.kind, c.v)
 		exit := -1

@@ -41,8 +41,15 @@ type job struct {
 	ctx     context.Context
 	unwatch func() bool
 
-	mu sync.Mutex // guards v
+	mu sync.Mutex // guards v and redefs
 	v  jobView
+	// redefs are the new definitions of another process the loop has
+	// handed the job (declare) and its goroutine has not taken yet
+	// (receive). Meanwhile its state is the old definition's, and a
+	// dependant takes it as no parent's (jobView.Redefining): a job
+	// declared in the same reload as its parent's edit would otherwise
+	// find the parent done, and run on the old definition's output.
+	redefs int
 
 	// Owned by the daemon's loop: the definition it last sent, to diff
 	// the next reload against.
@@ -50,9 +57,12 @@ type job struct {
 	seenInvalid string
 
 	// Owned by the goroutine.
-	def     *luaapi.Job
-	defFP   string // def.ProcessFingerprint(), kept: a hash of the definition
-	invalid string // why the definition cannot run, "" when it can
+	// redefsTaken are the redefs taken since the last publish: the
+	// array's count (array.redefs) goes down with the state they bring.
+	redefsTaken int
+	def         *luaapi.Job
+	defFP       string // def.ProcessFingerprint(), kept: a hash of the definition
+	invalid     string // why the definition cannot run, "" when it can
 	// unfit is why a running job's definition, edited since its run was
 	// placed, could never be placed again (MsgUnplaceable); "" otherwise.
 	// Its run goes on, on the grant it has.
@@ -132,8 +142,9 @@ type job struct {
 }
 
 type toldKey struct {
-	state  store.State
-	doneFP string
+	state      store.State
+	doneFP     string
+	redefining bool
 }
 
 // process is a run's process as the job drives it: a child of the daemon
@@ -195,6 +206,8 @@ type jobMessage struct {
 	// priority, or the limits that bound its grant); a waiting job queues
 	// again. Any other edit leaves its place in the queue alone.
 	requeue bool
+	// redefined: the loop counted def in the job's redefs (redefining).
+	redefined bool
 	// ev is an event for step (start, restart, stop…), applied after def.
 	ev *event
 	// placed is the placer's answer to a wait.
@@ -259,6 +272,9 @@ type jobView struct {
 	// name; LastEnd is how its last run ended.
 	DoneFP  string
 	LastEnd lastEnd
+	// Redefining: it was handed a definition of another process, which
+	// it has not taken yet (job.redefs): its state is about to change.
+	Redefining bool
 }
 
 // newJob makes job name of definition def: def.Name, or an index of the
@@ -465,6 +481,16 @@ func (j *job) receive(m jobMessage) {
 		j.placed(*m.placed)
 	}
 	if m.def != nil {
+		if m.redefined {
+			// Taken: what it shows from now on is the new definition's,
+			// and its dependants are told so whatever it shows (the
+			// change of Redefining is one for tellDependants).
+			j.mu.Lock()
+			j.redefs--
+			j.mu.Unlock()
+			j.redefsTaken++
+			defer j.publish()
+		}
 		old := j.def
 		if m.def != old {
 			// A definition is not changed once evaluated: the same one
@@ -1289,21 +1315,37 @@ func (j *job) publish() {
 	j.v.InLine = j.inLine
 	j.v.DoneFP = j.doneFP
 	j.v.LastEnd = j.end
+	j.v.Redefining = j.redefs > 0
+	redefining := j.v.Redefining
 	// The array and the dependants go by the state shown, as everyone
 	// else does: a run not yet on record runs for nobody.
 	shown := j.v.State
 	j.mu.Unlock()
 	if j.arr != nil {
-		j.arr.sync(j, shown, j.life.since, j.end, j.doneFP, j.inLine, j.ticket != nil)
+		j.arr.sync(j, shown, j.life.since, j.end, j.doneFP, j.inLine, j.ticket != nil, j.redefsTaken)
+		j.redefsTaken = 0
 	}
-	j.tellDependants(shown)
+	j.tellDependants(shown, redefining)
 	j.d.changed.raise()
 }
 
+// redefining counts a definition of another process handed to the job
+// (declare, on the loop) until its goroutine takes it (receive).
+func (j *job) redefining() {
+	j.mu.Lock()
+	j.redefs++
+	j.v.Redefining = true
+	j.mu.Unlock()
+	if j.arr != nil {
+		j.arr.redefining()
+	}
+}
+
 // tellDependants asks the jobs that wait for this one to look again, when
-// what they look at changed: its state as shown, or its done record. A
-// job nobody names pays a map lookup.
-func (j *job) tellDependants(shown store.State) {
+// what they look at changed: its state as shown, its done record, or
+// whether a new definition is on its way to it. A job nobody names pays a
+// map lookup.
+func (j *job) tellDependants(shown store.State, redefining bool) {
 	g := j.d.deps.Load()
 	if g == nil {
 		return
@@ -1323,7 +1365,7 @@ func (j *job) tellDependants(shown store.State) {
 			return
 		}
 	} else {
-		now := toldKey{state: shown, doneFP: j.doneFP}
+		now := toldKey{state: shown, doneFP: j.doneFP, redefining: redefining}
 		if now == j.told {
 			return
 		}

@@ -1395,7 +1395,10 @@ func (d *Daemon) declare(name string, def *luaapi.Job, invalid string, first boo
 				arr.expect(i)
 			}
 		}
-		j.in.post(jobMessage{def: def, invalid: invalid, processChanged: processChanged, requeue: requeue})
+		if processChanged {
+			j.redefining()
+		}
+		j.in.post(jobMessage{def: def, invalid: invalid, processChanged: processChanged, requeue: requeue, redefined: processChanged})
 		if arr == nil && (processChanged || policyChanged || old.Resources != def.Resources) {
 			res.Changed = append(res.Changed, name)
 		}

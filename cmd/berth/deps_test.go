@@ -365,6 +365,59 @@ func TestDaemonDepsDiamond(t *testing.T) {
 	d.stop()
 }
 
+// TestDaemonDepsBornWithParentsEdit: a job declared in the same save as
+// an edit of its parent waits for the parent's new run; it ran at once, on
+// the output of the parent's old definition, then again after the new
+// one (trial AB). The race is one of timing: three rounds.
+func TestDaemonDepsBornWithParentsEdit(t *testing.T) {
+	t.Parallel()
+	prep := func(tag string) string {
+		return fmt.Sprintf(`job "prep" { cmd = { "sh", "-c", "sleep 0.2; echo %s >> OUT/order" }, cpus = 0 }`, tag)
+	}
+	d := newTestDaemon(t, map[string]string{"pipeline.lua": prep("prep")})
+	d.start(daemonOptions{args: []string{"--cpus", "4"}})
+	want := []string{"prep"}
+	d.waitRuns("the first prep", want, "prep")
+	for i := 1; i <= 3; i++ {
+		kid, tag := fmt.Sprintf("kid%d", i), fmt.Sprintf("prep%d", i)
+		d.write("pipeline.lua", prep(tag)+"\n"+fmt.Sprintf(`job %q { cmd = { "sh", "-c", "echo %s >> OUT/order" }, cpus = 0, after = "prep" }`, kid, kid))
+		want = append(want, tag, kid)
+		d.waitRuns(kid+" after "+tag, want, "prep", kid)
+	}
+	// Nothing ran twice meanwhile, nor runs again: the last kid is done
+	// for the prep it ran after.
+	if j, _ := d.job("kid3"); j.RunsAgainAfter != "" {
+		t.Errorf("kid3: %+v", j)
+	}
+	d.stop()
+	if got := d.order(); strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("ran %q, want %q", got, want)
+	}
+}
+
+// TestDaemonDepsBornWithArrayEdit: the same of an array parent, whose
+// indices take the new definition each on its own.
+func TestDaemonDepsBornWithArrayEdit(t *testing.T) {
+	t.Parallel()
+	sweep := func(tag string) string {
+		return fmt.Sprintf(`job "sweep" { cmd = { "sh", "-c", "sleep 0.2; echo %s-$BERTH_ARRAY_INDEX >> OUT/order" }, cpus = 0, array = 2, max_parallel = 1 }`, tag)
+	}
+	d := newTestDaemon(t, map[string]string{"pipeline.lua": sweep("s0")})
+	d.start(daemonOptions{args: []string{"--cpus", "4"}})
+	want := []string{"s0-1", "s0-2"}
+	d.waitRuns("the first sweep", want, "sweep")
+	for i := 1; i <= 3; i++ {
+		kid, tag := fmt.Sprintf("kid%d", i), fmt.Sprintf("s%d", i)
+		d.write("pipeline.lua", sweep(tag)+"\n"+fmt.Sprintf(`job %q { cmd = { "sh", "-c", "echo %s >> OUT/order" }, cpus = 0, after = "sweep" }`, kid, kid))
+		want = append(want, tag+"-1", tag+"-2", kid)
+		d.waitRuns(kid+" after "+tag, want, "sweep", kid)
+	}
+	d.stop()
+	if got := d.order(); strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("ran %q, want %q", got, want)
+	}
+}
+
 // TestDaemonDepsRunAgain: a dependant running when its parent ends a new
 // definition runs again after it; one that failed runs again once its
 // parent ran a new definition to done; one in the placer's queue whose
