@@ -215,7 +215,7 @@ func (d *Daemon) api() http.Handler {
 			// change something.)
 			if verb.ev == evStart && (v.State == store.StateStarting || v.State == store.StateRunning) ||
 				(verb.ev == evStart && !ignoreDeps || verb.ev == evRestart) && v.State == store.StateWaiting && v.After == nil ||
-				verb.ev == evStop && (v.State == store.StateDone || v.State == store.StateFailed || v.State == store.StateStopped) {
+				verb.ev == evStop && (v.State == store.StateDone && !d.outdated(name, v) || v.State == store.StateFailed || v.State == store.StateStopped) {
 				ans.Already = v.State.String()
 			}
 			if heldAtGate(verb.ev, ignoreDeps, v) {
@@ -356,7 +356,7 @@ func (d *Daemon) controlArray(w http.ResponseWriter, r *http.Request, c caller, 
 		v := j.view()
 		switch {
 		case failedOnly && v.State != store.StateFailed,
-			ev == evStop && resting(v.State):
+			ev == evStop && resting(v.State) && !d.outdated(j.name, v):
 			continue // nothing for this request to do to it
 		case heldAtGate(ev, ignoreDeps, v):
 			// Its parents hold it: nothing changes, and the client says

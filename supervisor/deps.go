@@ -198,6 +198,14 @@ func factOf(name, kind string, v jobView) Dependency {
 	return f
 }
 
+// outdated says whether job name, in view v, rests done but runs again
+// after a parent that runs, or is to run, a new definition (renewing, as
+// berth status's runs_again_after says): a person's stop holds it
+// stopped, where it leaves a job at rest otherwise.
+func (d *Daemon) outdated(name string, v jobView) bool {
+	return v.State == store.StateDone && v.Def != nil && len(v.Def.After) > 0 && d.deps.Load().renewing(name, map[string]string{}) != ""
+}
+
 // withUpstream is facts, each parent that waits for its own parents with
 // what holds it upstream (Dependency.Upstream), as the graph is now.
 func (g *depGraph) withUpstream(facts []Dependency) []Dependency {

@@ -553,7 +553,11 @@ func (j *job) receive(m jobMessage) {
 				j.apply(e)
 			}
 		} else {
-			j.apply(*m.ev)
+			e := *m.ev
+			if e.kind == evStop && j.life.state == store.StateDone {
+				e.outdated = j.d.outdated(j.name, j.view())
+			}
+			j.apply(e)
 		}
 		j.pass = false
 	}

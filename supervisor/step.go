@@ -57,6 +57,10 @@ type event struct {
 	// (or is enabled again) already ran to done, so a job that was done
 	// beneath rests done again (life.beneath).
 	stillDone bool
+	// evStop: the job rests done, and runs again after a parent that runs
+	// or is to run a new definition (Daemon.outdated): the stop holds it,
+	// stopped, as it holds a job that waits.
+	outdated bool
 }
 
 // actionKind is a side effect step asks for; the job's goroutine performs
@@ -324,11 +328,14 @@ func step(l life, p restartPolicy, e event, now time.Time) (life, []action) {
 			// a larger machine): it runs when it is started.
 			to(rest)
 		case store.StateDone, store.StateFailed, store.StateStopped, 0:
-			if e.kind != evStop {
+			switch {
+			case e.kind != evStop:
 				if l.state == store.StateDone || l.state == store.StateStopped {
 					next.beneath = l.state
 				}
 				to(rest)
+			case e.outdated && l.state == store.StateDone:
+				to(rest) // as a job that waits is
 			}
 		}
 

@@ -279,6 +279,12 @@ func TestStepBeneath(t *testing.T) {
 		{"its run ends done while invalid", running, []event{{kind: evInvalid}, {kind: evExited}, again}, store.StateDone},
 		{"its run fails while invalid", running, []event{{kind: evInvalid}, {kind: evExited, failed: true}, again}, store.StateWaiting},
 		{"disabled while it runs", running, []event{{kind: evDisable}, {kind: evExited}, {kind: evEnable, stillDone: true}}, store.StateWaiting},
+		// A person's stop of a job done leaves it done, but for one that
+		// runs again after a parent's new definition: that run it holds.
+		{"done, stopped", done, []event{{kind: evStop}}, store.StateDone},
+		{"done and to run again, stopped", done, []event{{kind: evStop, outdated: true}}, store.StateStopped},
+		{"done and to run again, stopped, then started", done, []event{{kind: evStop, outdated: true}, {kind: evStart}}, store.StateWaiting},
+		{"failed, stopped", life{state: store.StateFailed}, []event{{kind: evStop, outdated: true}}, store.StateFailed},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -449,6 +449,37 @@ func TestDaemonDepsRunAgain(t *testing.T) {
 	d.stop()
 }
 
+// TestDaemonDepsStopDoneToRunAgain: a job done that runs again after its
+// parent's new definition may be stopped: it rests stopped, rather than
+// being said "already done" and running all the same (trial AB), and runs
+// when it is started. A job done and up to date stays done.
+func TestDaemonDepsStopDoneToRunAgain(t *testing.T) {
+	t.Parallel()
+	d := newTestDaemon(t, map[string]string{
+		"1-prep.lua":  step("prep", "prep", 0, ""),
+		"2-train.lua": step("train", "train", 0, `, after = "prep"`),
+	})
+	d.start(daemonOptions{args: []string{"--cpus", "4"}})
+	d.waitRuns("the pipeline", []string{"prep", "train"}, "prep", "train")
+	if out, _, code := d.cli("stop", "train"); code != exitOK || out != "train: already done (berth status shows it)\n" {
+		t.Errorf("stop of train done and up to date: exit %d\n%s", code, out)
+	}
+	d.write("1-prep.lua", gated("prep", "prep2", "go", ""))
+	d.waitJob("train", "train to run again after prep", func(j supervisor.JobStatus) bool { return j.RunsAgainAfter == "prep" })
+	if out, _, code := d.cli("stop", "train"); code != exitOK || out != "train: stop requested (berth status shows it)\n" {
+		t.Errorf("stop of train to run again: exit %d\n%s", code, out)
+	}
+	d.waitState("train", "stopped")
+	d.open("go")
+	d.waitState("prep", "done")
+	if j, _ := d.job("train"); j.State != "stopped" {
+		t.Errorf("train after prep's new run: %+v", j)
+	}
+	d.cli("start", "train")
+	d.waitRuns("train started", []string{"prep", "train", "prep2", "train"}, "train")
+	d.stop()
+}
+
 // TestDaemonDepsQueueAndEdit: a job in the placer's queue whose parent runs again
 // leaves the queue and is held; a held job whose after is removed runs.
 func TestDaemonDepsQueueAndEdit(t *testing.T) {
