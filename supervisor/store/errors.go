@@ -41,13 +41,21 @@ var (
 type LockedError struct {
 	Path      string
 	HolderPID int // 0 when unknown: the holder is in another pid namespace, or exited meanwhile
+	// Removed: the holder's lock file, or its whole state directory, was
+	// removed (the holder still runs, on files no longer there).
+	Removed bool
 }
 
 func (e *LockedError) Error() string {
+	who, look := "another berth daemon", "systemctl status berth, or ps -C berth -f"
 	if e.HolderPID > 0 {
-		return fmt.Sprintf("state %s is held by another berth daemon (pid %d) (systemctl status berth)", e.Path, e.HolderPID)
+		who = fmt.Sprintf("another berth daemon (pid %d)", e.HolderPID)
+		look = fmt.Sprintf("ps -p %d -f shows it", e.HolderPID)
 	}
-	return fmt.Sprintf("state %s is held by another berth daemon (systemctl status berth)", e.Path)
+	if e.Removed {
+		return fmt.Sprintf("state %s is held by %s, though its files were removed: one daemon at a time runs on a state directory; stop that one first (%s)", e.Path, who, look)
+	}
+	return fmt.Sprintf("state %s is held by %s: one daemon at a time runs on a state directory; stop that one, or give this one --state DIR (%s)", e.Path, who, look)
 }
 
 // Is makes errors.Is(err, ErrLocked) true for a *LockedError.

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -54,8 +55,9 @@ func TestLockedErrorMessage(t *testing.T) {
 		err  LockedError
 		want string
 	}{
-		{LockedError{"/var/lib/berth/state.db", 1234}, "state /var/lib/berth/state.db is held by another berth daemon (pid 1234) (systemctl status berth)"},
-		{LockedError{"/var/lib/berth/state.db", 0}, "state /var/lib/berth/state.db is held by another berth daemon (systemctl status berth)"},
+		{LockedError{Path: "/var/lib/berth/state.db", HolderPID: 1234}, "state /var/lib/berth/state.db is held by another berth daemon (pid 1234): one daemon at a time runs on a state directory; stop that one, or give this one --state DIR (ps -p 1234 -f shows it)"},
+		{LockedError{Path: "/var/lib/berth/state.db"}, "state /var/lib/berth/state.db is held by another berth daemon: one daemon at a time runs on a state directory; stop that one, or give this one --state DIR (systemctl status berth, or ps -C berth -f)"},
+		{LockedError{Path: "/var/lib/berth/state.db", HolderPID: 1234, Removed: true}, "state /var/lib/berth/state.db is held by another berth daemon (pid 1234), though its files were removed: one daemon at a time runs on a state directory; stop that one first (ps -p 1234 -f shows it)"},
 	}
 	for _, tt := range tests {
 		if got := tt.err.Error(); got != tt.want {
@@ -99,4 +101,37 @@ func TestParseLocks(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestLockedAfterRemoval: a state directory removed whole under its
+// daemon (a "reset" by rm -rf) and made again is still that daemon's: a
+// second Open there is refused, naming the holder, and its pid is not
+// left in the new lock file. Once the first closes, the directory is
+// free.
+func TestLockedAfterRemoval(t *testing.T) {
+	s, path := openTest(t, Options{})
+	begin(t, s, "held", t0)
+	dir := filepath.Dir(path)
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Open(path, Options{lockTimeout: 50 * time.Millisecond})
+	var le *LockedError
+	if !errors.As(err, &le) || !le.Removed || le.HolderPID != os.Getpid() {
+		t.Fatalf("a second Open in the directory made again: %v", err)
+	}
+	if pid, err := os.ReadFile(filepath.Join(dir, lockName)); err != nil || len(pid) != 0 {
+		t.Errorf("the new lock file holds %q (%v), want nothing", pid, err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s2, err := Open(path, Options{lockTimeout: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatalf("once the first is closed: %v", err)
+	}
+	s2.Close()
 }

@@ -1,6 +1,8 @@
 package store
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -38,7 +40,7 @@ const lockPoll = 10 * time.Millisecond
 //   - (f, nil): locked; closing f releases it.
 //   - (nil, *LockedError): another process holds it.
 //   - (nil, err): the lock file cannot be opened or locked (permissions, I/O).
-func lockState(path string, timeout time.Duration) (*os.File, error) {
+func lockState(path string, timeout time.Duration) (*stateLock, error) {
 	lp := filepath.Join(filepath.Dir(path), lockName)
 	// Not through a symbolic link: the daemon writes into this file as root.
 	// Readable by all: the pid in it is for people (cat state.lock).
@@ -58,10 +60,30 @@ func lockState(path string, timeout time.Duration) (*os.File, error) {
 		return nil, fmt.Errorf("state lock %s is not a file of this user's own (a link, or another's?): remove it, and start berth again: rm %s", lp, lp)
 	}
 	deadline := time.Now().Add(timeout)
+	name, err := dirLockName(filepath.Dir(path))
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("lock state %s: %w", lp, err)
+	}
+	dir := -1
 	for {
 		err = unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
 		if err == nil {
-			break
+			if dir, err = bindDirLock(name); err == nil {
+				break
+			}
+			if !errors.Is(err, unix.EADDRINUSE) {
+				f.Close()
+				return nil, fmt.Errorf("lock state directory %s: %w", filepath.Dir(path), err)
+			}
+			// The directory's lock file is new, its holder's removed
+			// with the directory: the holder still runs.
+			if time.Now().After(deadline) {
+				f.Close()
+				return nil, &LockedError{Path: path, HolderPID: dirLockHolder(name), Removed: true}
+			}
+			time.Sleep(lockPoll)
+			continue
 		}
 		if errors.Is(err, unix.EINTR) {
 			continue
@@ -82,15 +104,91 @@ func lockState(path string, timeout time.Duration) (*os.File, error) {
 		}
 		time.Sleep(lockPoll)
 	}
+	l := &stateLock{f: f, dir: dir}
 	pid := []byte(strconv.Itoa(os.Getpid()) + "\n")
 	if err := f.Truncate(0); err == nil {
 		_, err = f.WriteAt(pid, 0)
 	}
 	if err != nil {
-		f.Close()
+		l.Close()
 		return nil, fmt.Errorf("write state lock %s: %w", lp, err)
 	}
-	return f, nil
+	return l, nil
+}
+
+// stateLock is a state directory's lock, held until Close: its lock
+// file, and a name no file removal takes away. The file's lock goes with
+// its file: once the directory was removed whole (rm -rf of a state
+// "reset"), a second daemon made a new one, locked a new lock file, and
+// ran every job beside the first. The name is an abstract unix socket
+// named after the directory's path, which the kernel gives to one socket
+// at a time and takes back when its holder exits, however it exits.
+type stateLock struct {
+	f   *os.File
+	dir int // the bound socket
+}
+
+// Close releases the lock. A lock whose file was emptied of the pid (a
+// daemon refused after it took it: the state file's own lock is another's)
+// leaves no pid of a process that holds nothing.
+func (l *stateLock) Close() error {
+	_ = unix.Close(l.dir)
+	return l.f.Close()
+}
+
+// forget empties the lock file of this process's pid, before Close, when
+// it turns out not to own the state (Open's bbolt lock is another's).
+func (l *stateLock) forget() { _ = l.f.Truncate(0) }
+
+// dirLockName is the abstract socket's name for the state directory dir:
+// its path, made absolute and its links resolved, hashed.
+func dirLockName(dir string) (string, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", err
+	}
+	if real, err := filepath.EvalSymlinks(abs); err == nil {
+		abs = real
+	}
+	sum := sha256.Sum256([]byte(abs))
+	return "@berth-state-" + hex.EncodeToString(sum[:16]), nil
+}
+
+// bindDirLock binds and listens on the abstract socket name (listening,
+// so that a daemon refused can ask who holds it); EADDRINUSE when
+// another process holds it.
+func bindDirLock(name string) (int, error) {
+	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return -1, err
+	}
+	if err := unix.Bind(fd, &unix.SockaddrUnix{Name: name}); err != nil {
+		unix.Close(fd)
+		return -1, err
+	}
+	if err := unix.Listen(fd, 1); err != nil {
+		unix.Close(fd)
+		return -1, err
+	}
+	return fd, nil
+}
+
+// dirLockHolder is the pid of the process that holds the abstract socket
+// name, as the kernel says of the listener; 0 where it cannot say.
+func dirLockHolder(name string) int {
+	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK, 0)
+	if err != nil {
+		return 0
+	}
+	defer unix.Close(fd)
+	if err := unix.Connect(fd, &unix.SockaddrUnix{Name: name}); err != nil {
+		return 0
+	}
+	cred, err := unix.GetsockoptUcred(fd, unix.SOL_SOCKET, unix.SO_PEERCRED)
+	if err != nil {
+		return 0
+	}
+	return int(cred.Pid)
 }
 
 // pidIn reads the pid a holder wrote in the lock file; 0 when there is none.

@@ -49,7 +49,7 @@ type Store struct {
 	keepRuns int
 	// lock is the state directory's lock file, held open, and so locked,
 	// until Close (lockfile.go).
-	lock *os.File
+	lock *stateLock
 
 	// kick wakes the writer; capacity 1 and sent without blocking, so any
 	// number of submissions while the writer is busy coalesce into one wake.
@@ -251,7 +251,8 @@ func openWith(path string, opts Options, tune func(*bbolt.Options)) (_ *Store, e
 		if errors.Is(err, berrors.ErrTimeout) {
 			// The lock file was removed, and this process made and took a
 			// new one; the state file's own lock still says who holds it.
-			return nil, &LockedError{Path: path, HolderPID: lockHolder(path)}
+			lock.forget()
+			return nil, &LockedError{Path: path, HolderPID: lockHolder(path), Removed: true}
 		}
 		if errors.Is(err, berrors.ErrInvalid) || errors.Is(err, berrors.ErrChecksum) || errors.Is(err, berrors.ErrVersionMismatch) {
 			if !looksBolt(path) {
