@@ -242,7 +242,7 @@ func (c *client) stream(ctx context.Context, path string, query url.Values, w io
 
 // changes follows GET /v1/events, calling each for every change the
 // daemon sends, until the daemon ends the stream (nil), ctx ends, or the
-// connection fails. A daemon without the call answers an *apiError whose
+// connection fails (errDaemonGone where the daemon went away). A daemon without the call answers an *apiError whose
 // status is 404.
 func (c *client) changes(ctx context.Context, each func(supervisor.Change)) error {
 	hc := &http.Client{Transport: c.http.Transport} // no overall timeout: a stream
@@ -258,6 +258,11 @@ func (c *client) changes(ctx context.Context, each func(supervisor.Change)) erro
 			return fmt.Errorf("read the daemon's changes: %w", err)
 		}
 		each(ch)
+	}
+	if err := sc.Err(); errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) {
+		// The daemon closed the connection mid-stream: it went away
+		// (killed: one that stops ends the stream itself).
+		return errDaemonGone
 	}
 	return sc.Err()
 }

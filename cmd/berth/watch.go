@@ -336,9 +336,10 @@ func (c *cli) watchJSON(cl *client, owners *ownerFilter) int {
 		return exitOK
 	case failed != nil:
 		return c.fail(failed)
-	case err != nil:
+	case err != nil && !errors.Is(err, errDaemonGone):
 		return c.fail(err)
 	}
+	// It stopped, or went away (killed): a script sees either as 3.
 	fmt.Fprintln(c.stderr, msgWatchEnded(cl.socket))
 	return exitNoDaemon
 }

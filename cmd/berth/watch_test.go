@@ -1,8 +1,11 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
+	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -247,5 +250,39 @@ func TestStatusWatchOldDaemon(t *testing.T) {
 	_, errOut, code := berth(t, map[string]string{"BERTH_SOCKET": socket}, "status", "--watch", "--json")
 	if want := msgDaemonTooOld(socket, "GET /v1/events"); code != exitFailed || !strings.Contains(errOut, want) {
 		t.Errorf("exit %d, %q; want %d and %q", code, errOut, exitFailed, want)
+	}
+}
+
+// TestStatusWatchJSONDaemonGone: --watch --json ends with exit 3, saying
+// the daemon stopped, whether it stopped or was killed (kill -9 gave
+// "unexpected EOF" and exit 1: trial AC).
+func TestStatusWatchJSONDaemonGone(t *testing.T) {
+	t.Parallel()
+	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGKILL} {
+		d := newTestDaemon(t, map[string]string{"svc.lua": service("svc", "")})
+		d.start(daemonOptions{})
+		d.waitState("svc", "running")
+		cmd := exec.Command(os.Args[0], "status", "--watch", "--json", "--socket", d.socket)
+		cmd.Env = append(os.Environ(), "BERTH_TEST_BE_BERTH=1")
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := bufio.NewReader(out).ReadString('\n'); err != nil {
+			t.Fatalf("the first status: %v", err)
+		}
+		d.cmd.Process.Signal(sig)
+		d.cmd.Wait()
+		io.Copy(io.Discard, out) // to its end, as the watch exits
+		err = cmd.Wait()
+		var exit *exec.ExitError
+		if !errors.As(err, &exit) || exit.ExitCode() != exitNoDaemon || stderr.String() != msgWatchEnded(d.socket)+"\n" {
+			t.Errorf("the daemon ended by %v: the watch exited with %v\n%s", sig, err, stderr.String())
+		}
 	}
 }
