@@ -393,6 +393,9 @@ func (d *Daemon) controlArray(w http.ResponseWriter, r *http.Request, c caller, 
 // msgNoSuch says there is no job of that name, or, for an index of an
 // array that does not have it, which indices the array has.
 func (d *Daemon) msgNoSuch(c caller, name string) string {
+	if !d.loaded.Load() {
+		return msgNotLoadedYet(name)
+	}
 	if arr, i, ok := splitMember(name); ok {
 		// The array or job a caller's bare name means: theirs first.
 		switch j, a := d.lookup(c, arr); {

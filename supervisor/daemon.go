@@ -176,6 +176,10 @@ type Daemon struct {
 	// when it could (status: logs_unwritable).
 	logTrouble atomic.Pointer[logTrouble]
 	started    time.Time
+	// loaded: the first reload was applied (READY=1). Before it the
+	// socket answers, but no job is known yet: the status says so, and
+	// berth show does not take a job it cannot find for one gone.
+	loaded atomic.Bool
 
 	// Owned by the loop goroutine.
 	latest  map[string]*luaapi.File // the latest version of each file, as evaluated

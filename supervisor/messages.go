@@ -65,6 +65,12 @@ const (
 	ProblemUnplaceable    = "unplaceable"     // a job that fits no machine (berth check; the daemon says it as the job's state)
 )
 
+// msgNotLoadedYet says no job is named name yet: the daemon has not
+// read its job files at start.
+func msgNotLoadedYet(name string) string {
+	return fmt.Sprintf("no job named %q yet: the daemon is still reading its job files, as it does at start (berth status says once it has; ask again then)", name)
+}
+
 // msgNoSuchJob says no job is named name; brokenFiles, how many job files
 // have problems now (one of them may declare it).
 func msgNoSuchJob(name string, brokenFiles int) string {

@@ -66,6 +66,7 @@ type meters struct {
 	commitSeconds  prometheus.Histogram
 	commitFailures prometheus.Counter
 
+	ready             prometheus.Gauge
 	reloadSeconds     prometheus.Histogram
 	filesRefused      prometheus.Gauge
 	filesRefusedTotal prometheus.Counter
@@ -90,6 +91,8 @@ func newMeters() *meters {
 		commitSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: metricsNamespace, Name: "store_commit_seconds",
 			Help: "How long each write transaction of the state file took, fsync included, failed ones too.", Buckets: commitBuckets}),
 		commitFailures: prometheus.NewCounter(f("store_commit_failures_total", "Write transactions of the state file that failed (disk full, I/O error).")),
+		ready: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: metricsNamespace, Name: "ready",
+			Help: "1 once the daemon has read its job files at start; 0 before, while the job gauges count nothing yet."}),
 		reloadSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: metricsNamespace, Name: "reload_duration_seconds",
 			Help: "How long each reload of the job files took, from the scan until the jobs were told.", Buckets: reloadBuckets}),
 		filesRefused: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: metricsNamespace, Name: "reload_files_refused",
@@ -104,7 +107,7 @@ func newMeters() *meters {
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.runsStarted, m.endedBy, m.restarts, m.placementWait,
 		m.commitSeconds, m.commitFailures,
-		m.reloadSeconds, m.filesRefused, m.filesRefusedTotal,
+		m.ready, m.reloadSeconds, m.filesRefused, m.filesRefusedTotal,
 	)
 	return m
 }

@@ -628,6 +628,8 @@ func (d *Daemon) finishReload(r *reloadRun, files []*luaapi.File) ReloadResult {
 	if first {
 		d.log.Info("loaded", "files", res.Files, "jobs", len(set.Jobs), "errors", len(res.Errors),
 			"duration_ms", d.now().Sub(began).Milliseconds())
+		d.loaded.Store(true)
+		d.meters.ready.Set(1)
 		d.notify("READY=1")
 		d.log.Info("ready", "cpus", d.cfg.Machine.CPUs, "gpus", len(d.cfg.Machine.GPUs), "jobs_dir", d.cfg.JobsDir)
 	} else {

@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/berthd/berth/supervisor/clock"
 	"github.com/berthd/berth/supervisor/store"
 	"github.com/berthd/berth/supervisor/testkit"
@@ -891,4 +893,36 @@ func problemLines(ps []Problem) []int {
 		lines = append(lines, p.Line)
 	}
 	return lines
+}
+
+// TestStatusWhileLoading: until the daemon has read its job files at
+// start, its status says it is loading, a job it does not know yet is not
+// said to be gone, and berth_ready is 0 (trial AC: "no jobs declared",
+// and "no job file declares it any more", while a slow file was read).
+func TestStatusWhileLoading(t *testing.T) {
+	d, _, stop := startDaemon(t, "while true do end\n", nil) // its budget, a second of CPU, to be read
+	defer stop()
+	if s := d.Status(); !s.Daemon.Loading {
+		t.Errorf("the status before the first load: %+v", s.Daemon)
+	}
+	if got := d.msgNoSuch(caller{}, "train"); got != msgNotLoadedYet("train") {
+		t.Errorf("a job asked for before the first load: %q", got)
+	}
+	if got := testutil.ToFloat64(d.meters.ready); got != 0 {
+		t.Errorf("berth_ready before the first load: %v", got)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := d.Reload(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if s := d.Status(); s.Daemon.Loading {
+		t.Errorf("the status once loaded: %+v", s.Daemon)
+	}
+	if got := d.msgNoSuch(caller{}, "train"); got == msgNotLoadedYet("train") {
+		t.Errorf("a job asked for once loaded: %q", got)
+	}
+	if got := testutil.ToFloat64(d.meters.ready); got != 1 {
+		t.Errorf("berth_ready once loaded: %v", got)
+	}
 }

@@ -62,6 +62,9 @@ type DaemonStatus struct {
 	// Stopping: the daemon is shutting down, stopping every job; it takes
 	// no start, stop, restart or reload now.
 	Stopping bool `json:"stopping,omitempty"`
+	// Loading: the daemon is reading its job files at start: no job is
+	// known yet, and those it will take back are not listed.
+	Loading bool `json:"loading,omitempty"`
 }
 
 // MachineStatus is what the machine has and who holds it.
@@ -283,6 +286,7 @@ func (d *Daemon) status(members bool) Status {
 		s.Daemon.Stopping = true
 	default:
 	}
+	s.Daemon.Loading = !d.loaded.Load()
 	if d.bin != nil {
 		s.Daemon.Binary, s.Daemon.BinaryReplaced = d.bin.path, d.bin.replaced.Load()
 	}

@@ -341,6 +341,12 @@ func msgMachineNoDaemon(err error) string {
 }
 
 // msgDaemonStopping heads berth status while the daemon shuts down.
+// msgDaemonLoading: the daemon has not read its job files yet (it has
+// just started): the jobs it lists are not all there are.
+func msgDaemonLoading() string {
+	return "the daemon is reading its job files, as it does at start: the jobs are listed once it has (berth status --watch shows when)"
+}
+
 func msgDaemonStopping() string {
 	return "the daemon is stopping: every job is being stopped, each with its stop_signal and stop_timeout, and no start, stop, restart or reload is taken (systemctl status berth says why; the next daemon takes up from here)"
 }

@@ -49,12 +49,19 @@ func layoutStatus(s supervisor.Status, o renderOptions) statusPicture {
 	if s.Daemon.Stopping {
 		p.top = append(p.top, wrapWords(msgDaemonStopping(), width, "", "  ", sgrYellow)...)
 	}
+	if s.Daemon.Loading {
+		p.top = append(p.top, wrapWords(msgDaemonLoading(), width, "", "  ", sgrYellow)...)
+	}
 	if s.Daemon.BinaryReplaced {
 		p.top = append(p.top, wrapWords(msgBinaryReplaced(s.Daemon, s.Runner, version), width, "", "  ", sgrYellow)...)
 	}
 	p.top = append(p.top, nil)
 	if len(jobs) == 0 {
-		p.head = []textLine{ln(plainSpan(cmp.Or(o.noJobs, "no jobs declared")))}
+		none := "no jobs declared"
+		if s.Daemon.Loading {
+			none = "no jobs yet"
+		}
+		p.head = []textLine{ln(plainSpan(cmp.Or(o.noJobs, none)))}
 	} else {
 		p.head, p.jobs = statusTable(s, jobs, width, o.clock())
 	}
