@@ -619,8 +619,9 @@ func msgAfterOne(job, file string, p supervisor.Dependency, now time.Time) strin
 		return fmt.Sprintf("%s, which failed%s; %s (berth logs %s shows why; %s)", lead, endedHow(p), when, quoteArg(name), anyway)
 	case "stopped":
 		if p.Array {
-			// A start of the whole array runs its done indices again too.
-			return fmt.Sprintf("%s, whose indices were stopped; %s (berth show %s lists them; berth start '%s[N]' runs index N again, berth start %s every index; %s)",
+			// A start of the whole array runs its done indices again too:
+			// what to start is the indices stopped.
+			return fmt.Sprintf("%s, which has stopped indices; %s (berth show %s lists them, and berth start '%s[N]' runs index N again; berth start %s runs every index again, the done ones too; %s)",
 				lead, when, quoteArg(name), name, quoteArg(name), anyway)
 		}
 		return fmt.Sprintf("%s, which was stopped; %s (berth start %s)", lead, when, quoteArg(name))
