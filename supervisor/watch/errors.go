@@ -241,6 +241,11 @@ func (e *RefusedError) Error() string {
 		return fmt.Sprintf("%s is a symbolic link to %s, which does not exist; berth refuses it (fix or remove the link: ls -l %s)",
 			p, e.Target, p)
 	case NotDirectory:
+		if IsJobFile(filepath.Base(p)) {
+			// The likely mistake: a job file named where its directory was.
+			return fmt.Sprintf("jobs directory %s is a %s, not a directory; berth refuses it (give --jobs the directory it is in, %s)",
+				p, e.Kind, filepath.Dir(p))
+		}
 		return fmt.Sprintf("jobs directory %s is a %s, not a directory; berth refuses it (move it away and mkdir %s)",
 			p, e.Kind, p)
 	case KernelFile:

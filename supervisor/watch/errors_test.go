@@ -48,6 +48,7 @@ func TestMessagesGolden(t *testing.T) {
 		{Path: f, Reason: Writing},
 		{Path: f, Reason: Writing, Target: "..data/x.lua", At: "/etc/berth/jobs.d/..2026/x.lua", AtTarget: true},
 		{Path: "jobs.d", Dir: true, Reason: NotDirectory, Kind: "regular file"},
+		{Path: "/etc/berth/jobs.d/train.lua", Dir: true, Reason: NotDirectory, Kind: "regular file"},
 		// Something on the way to Path.
 		{Path: "/srv/jobs.d", Dir: true, At: "/srv", Reason: NotOwned, UID: 1001, Owner: "bob"},
 		{Path: "/srv/jobs.d", Dir: true, At: "/srv", Reason: WritableByOthers, Mode: fs.ModeDir | 0o777},
