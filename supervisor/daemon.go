@@ -305,9 +305,8 @@ func Open(cfg Config) (*Daemon, error) {
 	}
 	// logs/ holds jobs' output when there is no journald.
 	if err := os.MkdirAll(filepath.Join(cfg.StateDir, "logs"), 0o750); err != nil {
-		if errors.Is(err, unix.EROFS) {
-			return nil, fmt.Errorf("state directory %s is on a read-only file system (%w); remount it read-write, or give the daemon another", cfg.StateDir, err)
-		}
+		// What to do (a read-only mount, a full disk, another's
+		// directory) is the caller's to say, as for the state file.
 		return nil, fmt.Errorf("make the state directory %s and its logs: %w", cfg.StateDir, err)
 	}
 	log := cfg.Logger
