@@ -341,6 +341,9 @@ func Open(cfg Config) (*Daemon, error) {
 	if err != nil {
 		return nil, err
 	}
+	if n := st.IntentsUnread(); n > 0 {
+		log.Warn("lines of runs.intents in the state directory could not be read, and were dropped: the runs they noted may be missing from the history (something other than berth wrote in it?)", "lines", n)
+	}
 	if err := st.IntentsProblem(); err != nil {
 		log.Warn("runs are not noted beside the state before they start: a run that ends before its record commits is run again if the daemon is killed then (remove what is in the way of runs.intents in the state directory, and restart)", "error", err)
 	}

@@ -94,6 +94,11 @@ func (s *Store) IntendEnd(id uint64, end time.Time, exitCode int, signal string,
 // nil where it was: runs then go unnoted until their records commit.
 func (s *Store) IntentsProblem() error { return s.intentsErr }
 
+// IntentsUnread is how many lines of the file of intents Open could not
+// read (but a last one cut short as a daemon was killed): the runs they
+// noted may be missing from the history.
+func (s *Store) IntentsUnread() int { return s.intentsUnread }
+
 // unannounce takes back an Intend whose begin will not be queued.
 func (s *Store) unannounce() {
 	s.mu.Lock()
@@ -147,43 +152,47 @@ var errIntentsFile = errors.New("cannot open the file of intents")
 // openIntents puts into the state what the file of intents beside it
 // holds and the state lacks (runs begun and never recorded, ends never
 // recorded), then opens the file, emptied, for this daemon's intents.
-func openIntents(db *bbolt.DB, path string, keep int, below uint64) (*os.File, error) {
+func openIntents(db *bbolt.DB, path string, keep int, below uint64) (*os.File, int, error) {
 	ip := intentsPath(path)
-	if err := replayIntents(db, ip, keep, below); err != nil {
-		return nil, err
+	unread, err := replayIntents(db, ip, keep, below)
+	if err != nil {
+		return nil, 0, err
 	}
 	// Not through a symbolic link, as the lock file is not.
 	f, err := os.OpenFile(ip, os.O_WRONLY|os.O_CREATE|os.O_APPEND|unix.O_NOFOLLOW, 0o600)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", errIntentsFile, err)
+		return nil, unread, fmt.Errorf("%w: %w", errIntentsFile, err)
 	}
 	if err := f.Truncate(0); err != nil {
 		f.Close()
-		return nil, fmt.Errorf("%w: %w", errIntentsFile, err)
+		return nil, unread, fmt.Errorf("%w: %w", errIntentsFile, err)
 	}
-	return f, nil
+	return f, unread, nil
 }
 
 // replayIntents commits what the file of intents at ip holds that the
-// state lacks. A line cut short, the last one written as the daemon was
-// killed, is passed over, as is anything the state has already (or has
-// trimmed from its history).
-func replayIntents(db *bbolt.DB, ip string, keep int, below uint64) error {
+// state lacks, and says how many lines it could not read. A line cut
+// short, the last one written as the daemon was killed, is passed over
+// and not counted, as is anything the state has already (or has trimmed
+// from its history).
+func replayIntents(db *bbolt.DB, ip string, keep int, below uint64) (unread int, err error) {
 	f, err := os.OpenFile(ip, os.O_RDONLY|unix.O_NOFOLLOW, 0)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil
+		return 0, nil
 	}
 	if err != nil {
-		return fmt.Errorf("%w: %w", errIntentsFile, err)
+		return 0, fmt.Errorf("%w: %w", errIntentsFile, err)
 	}
 	defer f.Close()
 	var begins []RunRecord
 	var ends []intentEnd
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
+	lastBad := false
 	for sc.Scan() {
 		var in intent
-		if json.Unmarshal(sc.Bytes(), &in) != nil {
+		if lastBad = json.Unmarshal(sc.Bytes(), &in) != nil; lastBad {
+			unread++
 			continue
 		}
 		switch {
@@ -193,10 +202,16 @@ func replayIntents(db *bbolt.DB, ip string, keep int, below uint64) error {
 			ends = append(ends, *in.End)
 		}
 	}
-	if len(begins) == 0 && len(ends) == 0 {
-		return nil
+	if lastBad {
+		unread-- // cut short as the daemon was killed
 	}
-	return db.Update(func(tx *bbolt.Tx) error {
+	if sc.Err() != nil {
+		unread++ // a line past the bound, and what follows it
+	}
+	if len(begins) == 0 && len(ends) == 0 {
+		return unread, nil
+	}
+	return unread, db.Update(func(tx *bbolt.Tx) error {
 		b, err := bucketsOf(tx)
 		if err != nil {
 			return err

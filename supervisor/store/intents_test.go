@@ -72,6 +72,23 @@ func TestIntentsReplayed(t *testing.T) {
 	if fi, err := os.Stat(intentsPath(crashed)); err != nil || fi.Size() != 0 {
 		t.Errorf("the intents after they were put in the state: %v, %v; want them empty", fi.Size(), err)
 	}
+	// The last line, cut short by the kill, is no line lost.
+	if n := next.IntentsUnread(); n != 0 {
+		t.Errorf("%d lines unread", n)
+	}
+}
+
+// TestIntentsUnread: lines of the intents that are not berth's are
+// counted, for the daemon to say; the last, cut short by a kill, is not.
+func TestIntentsUnread(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state.db")
+	if err := os.WriteFile(intentsPath(path), []byte("garbage\n\x00\xff\n{\"end\":{\"id\":3}}\n{\"end\""), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s := openTestAt(t, path, Options{})
+	if n := s.IntentsUnread(); n != 2 {
+		t.Errorf("%d lines unread, want 2", n)
+	}
 }
 
 // TestIntentsEmptied: the intents are emptied once everything appended to

@@ -66,8 +66,10 @@ type Store struct {
 	// daemon's.
 	ids      idBlocks
 	firstOwn uint64
-	// intentsErr is why the file of intents could not be opened.
-	intentsErr error
+	// intentsErr is why the file of intents could not be opened, and
+	// intentsUnread how many of its lines could not be read at Open.
+	intentsErr    error
+	intentsUnread int
 	// leftNothing: the file is new, or the daemon that had it before
 	// closed it (LeftNothing).
 	leftNothing bool
@@ -300,7 +302,7 @@ func openWith(path string, opts Options, tune func(*bbolt.Options)) (_ *Store, e
 	}
 	s.watch.path, s.watch.opened = path, opened
 	s.watch.every, s.watch.onGone = opts.pathCheckEvery, opts.OnGone
-	if s.intents.f, err = openIntents(db, path, opts.keepRuns, s.firstOwn); err != nil {
+	if s.intents.f, s.intentsUnread, err = openIntents(db, path, opts.keepRuns, s.firstOwn); err != nil {
 		if !errors.Is(err, errIntentsFile) {
 			_ = db.Close()
 			return nil, fmt.Errorf("open state %s: %w", path, err)
