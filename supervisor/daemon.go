@@ -175,6 +175,9 @@ type Daemon struct {
 	// logTrouble is why the last run's log file could not be opened, nil
 	// when it could (status: logs_unwritable).
 	logTrouble atomic.Pointer[logTrouble]
+	// outputCut is the last run whose output was cut short (status:
+	// logs_unwritable), nil once a run's was written whole since.
+	outputCut atomic.Pointer[outputCut]
 	started    time.Time
 	// loaded: the first reload was applied (READY=1). Before it the
 	// socket answers, but no job is known yet: the status says so, and
@@ -423,6 +426,29 @@ func (d *Daemon) noteLogTrouble(t *logTrouble) {
 func (d *Daemon) noteLogsFine(dir string) {
 	if was := d.logTrouble.Load(); was != nil && was.dir == dir && d.logTrouble.CompareAndSwap(was, nil) {
 		d.log.Info("the jobs' log directory can be written again", "dir", dir)
+	}
+}
+
+// outputCut is a run's output that its log file could not take whole (a
+// full disk), which the status says until a run's output is written
+// whole again.
+type outputCut struct {
+	job, dir string
+	at       time.Time
+	err      error
+}
+
+// noteOutputCut records how the output of a run of job, in dir, was
+// written: cut short by err (not a descendant that kept the output
+// open, which is the job's doing), or whole (err nil).
+func (d *Daemon) noteOutputCut(job, dir string, err error) {
+	switch {
+	case err == nil:
+		if was := d.outputCut.Load(); was != nil && d.outputCut.CompareAndSwap(was, nil) {
+			d.log.Info("a run's output was written whole again", "job", job, "dir", dir)
+		}
+	case !errors.Is(err, context.DeadlineExceeded):
+		d.outputCut.Store(&outputCut{job: job, dir: dir, at: d.now(), err: err})
 	}
 }
 
@@ -1200,9 +1226,11 @@ func (d *Daemon) output(name, header string) (output, error) {
 			// ever: do not wait on it past a bound.
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 			defer cancel()
-			if err := sink.CloseContext(ctx); err != nil {
+			err := sink.CloseContext(ctx)
+			if err != nil {
 				d.log.Warn("job output not fully written", "job", name, "error", err)
 			}
+			d.noteOutputCut(name, dir, err)
 		},
 	}, nil
 }

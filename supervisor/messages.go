@@ -451,6 +451,13 @@ func msgLogsUnwritable(dir string, err error) string {
 	return fmt.Sprintf("the jobs' log directory %s cannot be written (%v): jobs run, but their output is thrown away until it can be; it must be a directory the daemon may write in (ls -ld %s; lsattr -d %s)", dir, err, dir, dir)
 }
 
+// msgOutputCut: the output of a run of job, in the log directory dir, was
+// cut short at at by err (a full disk).
+func msgOutputCut(job, dir string, at time.Time, err error) string {
+	return fmt.Sprintf("the output of a run of %s was cut short at %s: %v; jobs run, but what their log files cannot take is lost (df -h %s shows the space left; berth logs %s shows what was kept; this clears once a run's output is written whole)",
+		job, at.Format(time.DateTime), err, dir, job)
+}
+
 // msgUnrecordedAtStop: the daemon stopped with what a full disk kept it
 // from writing still unwritten.
 func msgUnrecordedAtStop(dir string, u *store.UnrecordedError) string {

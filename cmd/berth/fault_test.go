@@ -510,6 +510,45 @@ job "escapee2" { cmd = { "sh", "-c", "setsid sleep 1000 & touch OUT/escapee2; wa
 	}
 }
 
+// TestFaultLogsFull: a run whose output its log file cannot take whole (a
+// full disk) is a problem of the status, which names the job, until a
+// run's output is written whole again (trial AC: one warning in the
+// daemon's log, and a clean status).
+func TestFaultLogsFull(t *testing.T) {
+	t.Parallel()
+	if os.Geteuid() != 0 {
+		t.Skip("mounting a small tmpfs for the logs needs root")
+	}
+	d := newTestDaemon(t, map[string]string{"loud.lua": `job "loud" { cmd = { "sh", "-c", "seq 1 100000; echo LOUD-END" }, cpus = 0 }`})
+	logs := filepath.Join(d.state, "logs")
+	if err := os.MkdirAll(logs, 0o750); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=64k,mode=0750", "tmpfs", logs).CombinedOutput(); err != nil {
+		t.Skipf("cannot mount a tmpfs for the logs (%v): %s", err, out)
+	}
+	t.Cleanup(func() { exec.Command("umount", "-l", logs).Run() })
+	d.start(daemonOptions{})
+	cut := func(s supervisor.Status) bool {
+		return slices.ContainsFunc(s.Problems, func(p supervisor.Problem) bool {
+			return p.Code == supervisor.ProblemLogsUnwritable && p.Job == "loud" && strings.Contains(p.Text, "the output of a run of loud was cut short")
+		})
+	}
+	d.waitState("loud", "done")
+	testkit.WaitFor(t, waitLong, "the status to say loud's output was cut", func() bool { return cut(d.status()) })
+	if out, _, code := d.cli("status"); code != exitOK || !strings.Contains(out, "was cut short") {
+		t.Errorf("berth status: exit %d\n%s", code, out)
+	}
+	// Room again, and a run's output written whole: the problem goes.
+	if err := os.Remove(filepath.Join(logs, "loud.log")); err != nil {
+		t.Fatal(err)
+	}
+	d.write("quiet.lua", `job "quiet" { cmd = { "echo", "hi" }, cpus = 0 }`)
+	d.waitState("quiet", "done")
+	testkit.WaitFor(t, waitLong, "the problem to go once a run's output is whole", func() bool { return !cut(d.status()) })
+	d.stop()
+}
+
 // TestFaultStateFull puts the state directory on a small tmpfs and fills
 // it: the daemon keeps running jobs, says in its status that it cannot
 // record, and records again once space returns.
