@@ -62,6 +62,11 @@ func (d *Daemon) api() http.Handler {
 			writeError(w, http.StatusNotFound, CodeNoSuchJob, d.msgNoSuch(c, name))
 			return
 		}
+		if !detail.Removed {
+			d.mu.Lock()
+			detail.FileRefused = d.failing[detail.Definition.File]
+			d.mu.Unlock()
+		}
 		detail = d.readerOf(r).detail(detail)
 		if owner := detail.Status.Owner; !c.mayControl(owner) {
 			// The environment holds what the job's owner put there

@@ -278,12 +278,15 @@ type Daemon struct {
 	runCards  atomic.Pointer[map[uint64]runCards]
 	cardReads cardReads
 
-	mu   sync.Mutex // guards jobs, arrays and problems for readers outside the loop
+	mu   sync.Mutex // guards jobs, arrays, problems and failing for readers outside the loop
 	jobs map[string]*job
 	// arrays are the arrays in force, by name; their indices are jobs, in
 	// jobs by their own names (NAME[INDEX]).
 	arrays   map[string]*array
 	problems []Problem // every configuration problem in force, as shown
+	// failing are the job files whose latest version is refused, what
+	// was in force of them staying (berth show says so).
+	failing map[string]bool
 }
 
 // request is a call into the loop from another goroutine.
@@ -373,6 +376,7 @@ func Open(cfg Config) (*Daemon, error) {
 		jobs:       map[string]*job{},
 		arrays:     map[string]*array{},
 		draining:   map[string]*job{},
+		failing:    map[string]bool{},
 		settle:     time.NewTimer(time.Hour),
 		freeMemory: cfg.handBack,
 		gcs:        new(gcWatch),

@@ -575,8 +575,10 @@ func (d *Daemon) finishReload(r *reloadRun, files []*luaapi.File) ReloadResult {
 
 	d.mu.Lock()
 	d.problems = d.problems[:0]
+	clear(d.failing)
 	for _, path := range slices.Sorted(maps.Keys(d.fileErrs)) {
 		d.problems = append(d.problems, d.fileErrs[path]...)
+		d.failing[path] = true
 	}
 	// A job's mistakes that leave its file in force (a parent or a flavor
 	// not declared, a cycle, after and after_any naming one job) hold the

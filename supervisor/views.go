@@ -200,6 +200,10 @@ type JobDetail struct {
 	// Indices, for an array, are its indices by state, as ranges
 	// ("1-37,40"); each index is a job of its own, named NAME[INDEX].
 	Indices map[string]string `json:"indices,omitempty"`
+	// FileRefused: the latest version of the job's file is refused (its
+	// errors are the status's): what is shown is the version before it,
+	// which stays in force.
+	FileRefused bool `json:"file_refused,omitempty"`
 	// Removed: no job file declares the job any more; it is shown while
 	// its run is being stopped, and has no next run.
 	Removed bool `json:"removed,omitempty"`

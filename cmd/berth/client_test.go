@@ -745,3 +745,28 @@ func TestOwnerFilterProblems(t *testing.T) {
 		}
 	}
 }
+
+// TestShowVersionInForce: berth show of a job whose file's latest version
+// is refused says that what it shows is the version before, in force
+// (trial AC: it showed it as what the file says).
+func TestShowVersionInForce(t *testing.T) {
+	t.Parallel()
+	d := newTestDaemon(t, map[string]string{"k.lua": `job "kjob" { cmd = { "sleep", "600" }, cpus = 1 }`})
+	d.start(daemonOptions{})
+	d.waitState("kjob", "running")
+	const note = "(the version in force: the file's latest is refused; berth status says why)"
+	if out, _, _ := d.cli("show", "kjob"); strings.Contains(out, note) {
+		t.Errorf("show of a job whose file is fine:\n%s", out)
+	}
+	d.write("k.lua", `job "kjob" { cmd = { "sleep", "600" }, cpu = 1 }`)
+	d.cli("reload")
+	out, _, code := d.cli("show", "kjob")
+	if code != exitOK || !strings.Contains(out, "declared in "+filepath.Join(d.jobs, "k.lua")+":1 "+note) || !strings.Contains(out, "sleep 600") {
+		t.Errorf("show of a job whose file's latest is refused: exit %d\n%s", code, out)
+	}
+	var detail supervisor.JobDetail
+	if out, _, _ := d.cli("show", "kjob", "--json"); json.Unmarshal([]byte(out), &detail) != nil || !detail.FileRefused {
+		t.Errorf("show --json: %s", out)
+	}
+	d.stop()
+}

@@ -152,6 +152,9 @@ func renderShow(w io.Writer, d supervisor.JobDetail, o renderOptions) {
 	if d.Removed {
 		out = append(out, nil, ln(plainSpan("was declared in "), styledSpan(fileLine(def.File, def.Line), sgrBold),
 			plainSpan(" (no job file declares it any more)")))
+	} else if d.FileRefused {
+		out = append(out, nil, ln(plainSpan("declared in "), styledSpan(fileLine(def.File, def.Line), sgrBold),
+			styledSpan(" (the version in force: the file's latest is refused; berth status says why)", sgrYellow)))
 	} else {
 		out = append(out, nil, ln(plainSpan("declared in "), styledSpan(fileLine(def.File, def.Line), sgrBold)))
 	}
