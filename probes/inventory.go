@@ -336,6 +336,9 @@ func (inv Inventory) Pinnable(ids []int) []int {
 		return ids
 	}
 	highest := max(inv.highestOnlineID, inv.OnlineCPUs-1)
+	if !slices.ContainsFunc(ids, func(id int) bool { return id > highest }) {
+		return ids // all real, as they are but for a --cpus above the count
+	}
 	var real []int
 	for _, id := range ids {
 		if id <= highest {

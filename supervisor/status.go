@@ -405,7 +405,7 @@ func (d *Daemon) status(members bool) Status {
 		v := j.view()
 		js := JobStatus{
 			Name: j.name, Owner: v.Def.Owner, State: v.State.String(), Since: v.Since, Why: v.Why, Run: v.Run, PID: v.PID,
-			CPUs: len(v.Grant.CPUIDs), CPUIDs: v.Grant.CPUIDs, GPUs: v.GPUs, RAMBytes: v.Grant.RAMBytes, Restarts: v.Restarts, GaveUp: v.GaveUp,
+			CPUs: len(v.Grant.CPUIDs), CPUIDs: d.cfg.Machine.Pinnable(v.Grant.CPUIDs), GPUs: v.GPUs, RAMBytes: v.Grant.RAMBytes, Restarts: v.Restarts, GaveUp: v.GaveUp,
 			File: v.Def.Pos.File, Line: v.Def.Pos.Line, Asked: sizeOf(v.Def.Resources), Flavor: v.Def.Flavor,
 			GPUMemBytes: v.Grant.GPUMemBytes,
 		}

@@ -5,11 +5,14 @@ import (
 	"fmt"
 	"net/http/httptest"
 	"reflect"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/berthd/berth/accounting"
+	"github.com/berthd/berth/probes"
 	"github.com/berthd/berth/supervisor/testkit"
 )
 
@@ -245,4 +248,18 @@ func processCPU(b *testing.B) time.Duration {
 		b.Fatal(err)
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// TestStatusCoresThatExist: a job's cpu_ids are the cores it holds that
+// exist; those a --cpus above the machine's count adds, which no process
+// can be pinned to, are not listed (trial AB: a core 2 on a two-core box).
+func TestStatusCoresThatExist(t *testing.T) {
+	d, _ := runDaemon(t, `job "wide" { cmd = "sleep 600", cpus = 2 }`, func(cfg *Config) {
+		cfg.Machine = probes.Inventory{CPUs: 2, CPUIDs: []int{0, 1}, OnlineCPUs: 1,
+			RAM: probes.Memory{Bytes: 4 * accounting.GiB, Known: true}}
+	})
+	j := waitJob(t, d, "wide", "running", func(j JobStatus) bool { return j.State == "running" })
+	if j.CPUs != 2 || !slices.Equal(j.CPUIDs, []int{0}) {
+		t.Errorf("wide holds %d cores, IDs %v; want 2, [0]", j.CPUs, j.CPUIDs)
+	}
 }
