@@ -347,6 +347,11 @@ func Open(cfg Config) (*Daemon, error) {
 	if err != nil {
 		return nil, err
 	}
+	if st.Created() {
+		// A first start, or a state removed: said, so that the log tells
+		// why the jobs done before run again, and the history is new.
+		log.Info("no state file: beginning a new state (batch jobs done under an earlier one run again)", "path", filepath.Join(cfg.StateDir, "state.db"))
+	}
 	if n := st.IntentsUnread(); n > 0 {
 		log.Warn("lines of runs.intents in the state directory could not be read, and were dropped: the runs they noted may be missing from the history (something other than berth wrote in it?)", "lines", n)
 	}
@@ -470,6 +475,9 @@ func (d *Daemon) discardOutput(dir string, why error) (output, error) {
 // closeStore closes the state as the daemon stops, and says what it
 // could not record: the next daemon does not know of it.
 func (d *Daemon) closeStore() {
+	if g := d.store.Gone(); g != nil {
+		d.log.Error(msgGoneAtStop(g))
+	}
 	err := d.store.Close()
 	if u, ok := errors.AsType[*store.UnrecordedError](err); ok {
 		d.log.Error(msgUnrecordedAtStop(d.cfg.StateDir, u), "jobs", strings.Join(u.Jobs, " "), "runs", u.Runs, "error", u.Err)

@@ -479,11 +479,20 @@ func stateFix(dir string, err error) string {
 
 // MsgStateGone is the status's first error while the state file the
 // daemon has open is no longer at its path.
-func MsgStateGone(g *store.GoneError) string {
+func MsgStateGone(g *store.GoneError, pid int) string {
 	if g.Replaced {
 		return fmt.Sprintf("state file %s was replaced by another file while the daemon runs: the daemon goes on recording into the file it opened, which is lost when it stops, and the next start reads the file now there (put the old one back if this was not meant; systemctl restart berth takes up the new one)", g.Path)
 	}
-	return fmt.Sprintf("state file %s was removed while the daemon runs: if it was moved, move it back (this error then clears); otherwise what the daemon records from now on is lost when it stops, and its next start begins an empty state, so batch jobs done before run again", g.Path)
+	return fmt.Sprintf("state file %s was removed while the daemon runs: if it was moved, move it back (this error then clears); otherwise it is lost when the daemon stops, and its next start begins an empty state: batch jobs done before run again, jobs stopped with berth stop start again, and the history and run ids begin anew. Until the daemon stops, the file it has open can be copied back (ls -l /proc/%d/fd shows it, \"(deleted)\"; cp /proc/%d/fd/N %s)", g.Path, pid, pid, g.Path)
+}
+
+// msgGoneAtStop: the daemon stops with its state file removed or replaced
+// under it, what it recorded going with it.
+func msgGoneAtStop(g *store.GoneError) string {
+	if g.Replaced {
+		return fmt.Sprintf("stopped with the state file %s replaced under the daemon: what it recorded is lost, and the next start reads the file now there", g.Path)
+	}
+	return fmt.Sprintf("stopped with the state file %s removed under the daemon: what it recorded is lost, and the next start begins an empty state (batch jobs done before run again, jobs stopped with berth stop start again)", g.Path)
 }
 
 // msgStateGoneShort says it in systemd's status line.

@@ -382,7 +382,7 @@ func (d *Daemon) status(members bool) Status {
 			Text: MsgNotRecording(d.cfg.StateDir, err)}}, s.Problems...)
 	}
 	if g := d.store.Gone(); g != nil {
-		s.Problems = append([]Problem{{Code: ProblemStateGone, File: g.Path, Text: MsgStateGone(g)}}, s.Problems...)
+		s.Problems = append([]Problem{{Code: ProblemStateGone, File: g.Path, Text: MsgStateGone(g, os.Getpid())}}, s.Problems...)
 	}
 	s.Errors = make([]string, len(s.Problems))
 	for i, p := range s.Problems {

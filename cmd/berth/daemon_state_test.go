@@ -105,7 +105,7 @@ func TestDaemonStateRemovedUnderIt(t *testing.T) {
 		return len(s.Problems) > 0 && s.Problems[0].Code == supervisor.ProblemStateGone
 	})
 	gone := &store.GoneError{Path: path}
-	if p := s.Problems[0]; p.File != path || p.Text != supervisor.MsgStateGone(gone) || s.Errors[0] != p.Text {
+	if p := s.Problems[0]; p.File != path || p.Text != supervisor.MsgStateGone(gone, d.cmd.Process.Pid) || s.Errors[0] != p.Text {
 		t.Errorf("problem %+v (errors %q), want the state file gone at %s", p, s.Errors, path)
 	}
 	if n := strings.Count(d.logs.String(), logged); n != 1 {
@@ -127,6 +127,16 @@ func TestDaemonStateRemovedUnderIt(t *testing.T) {
 	}
 	if data, _ := os.ReadFile(filepath.Join(d.out, "batch")); string(data) != "ran\n" {
 		t.Errorf("the batch job ran %d times, want once", strings.Count(string(data), "ran"))
+	}
+	d.stop()
+	// Its last line says what went with the file, and the next daemon's
+	// log that it begins a new state (trial AC: a plain "stopped").
+	if !strings.Contains(d.logs.String(), "[ERROR] berth: stopped with the state file "+path+" removed under the daemon") {
+		t.Error("the daemon stopped without saying its state went with the file")
+	}
+	d.start(daemonOptions{})
+	if !strings.Contains(d.logs.String(), "no state file: beginning a new state") {
+		t.Error("the next daemon did not say it begins a new state")
 	}
 	d.stop()
 }

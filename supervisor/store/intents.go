@@ -94,6 +94,9 @@ func (s *Store) IntendEnd(id uint64, end time.Time, exitCode int, signal string,
 // nil where it was: runs then go unnoted until their records commit.
 func (s *Store) IntentsProblem() error { return s.intentsErr }
 
+// Created reports whether Open found no state file and began a new one.
+func (s *Store) Created() bool { return s.created }
+
 // IntentsUnread is how many lines of the file of intents Open could not
 // read (but a last one cut short as a daemon was killed): the runs they
 // noted may be missing from the history.

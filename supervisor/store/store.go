@@ -66,6 +66,8 @@ type Store struct {
 	// daemon's.
 	ids      idBlocks
 	firstOwn uint64
+	// created: Open found no state file, and began a new state.
+	created bool
 	// intentsErr is why the file of intents could not be opened, and
 	// intentsUnread how many of its lines could not be read at Open.
 	intentsErr    error
@@ -290,6 +292,7 @@ func openWith(path string, opts Options, tune func(*bbolt.Options)) (_ *Store, e
 	s.ids.next, s.ids.limit = ids.next, ids.limit
 	s.firstOwn = ids.next
 	s.leftNothing = missing || closedBefore
+	s.created = missing
 	s.clock = opts.Clock
 	if s.clock == nil {
 		s.clock = clock.Real
