@@ -364,7 +364,9 @@ func msgNoOutput(job string, run uint64) string {
 	if run != 0 {
 		return fmt.Sprintf("berth: run %d of %s wrote nothing", run, job)
 	}
-	return fmt.Sprintf("berth: no output from %s yet (berth history %s lists its runs)", job, quoteArg(job))
+	// Not "yet": it may be done. Nor surely "none written": a log
+	// directory that cannot be written keeps none, which the status says.
+	return fmt.Sprintf("berth: no output from %s is kept (berth history %s lists its runs; berth status says if its log directory cannot be written)", job, quoteArg(job))
 }
 
 // msgRunOutputGone: a run's output was rotated out of its job's log

@@ -193,6 +193,9 @@ func openLog(dir, job string, maxBytes int64, header string, tune sinkTuning) (*
 	// What would stop the file being created later is caught now, when it
 	// can still fail the start: a missing or unwritable directory.
 	if err := syscall.Access(dir, unix.W_OK|unix.X_OK); err != nil {
+		if fi, serr := os.Stat(dir); serr == nil && !fi.IsDir() {
+			err = syscall.ENOTDIR // not "permission denied": it cannot be entered
+		}
 		return nil, fmt.Errorf("open log for job %s: %w", job, &os.PathError{Op: "access", Path: dir, Err: err})
 	}
 	// The write end is the job's, blocking as a program expects its

@@ -501,3 +501,16 @@ func TestLogSinkFileRemoved(t *testing.T) {
 	p, _ := removedAfterOne(t, s, dir, gate)
 	wantContinued(t, s, p, dir, gate, 4)
 }
+
+// TestOpenLogNotADirectory: a log directory that is a file is said to be
+// one, not "permission denied" (access(2) of a file for X_OK).
+func TestOpenLogNotADirectory(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "logs")
+	if err := os.WriteFile(dir, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := OpenLog(dir, "job", 1<<20, "")
+	if !errors.Is(err, syscall.ENOTDIR) {
+		t.Errorf("OpenLog in a file: %v, want ENOTDIR", err)
+	}
+}
