@@ -45,7 +45,12 @@ func lockState(path string, timeout time.Duration) (*stateLock, error) {
 	// Not through a symbolic link: the daemon writes into this file as root.
 	// Readable by all: the pid in it is for people (cat state.lock).
 	f, err := os.OpenFile(lp, os.O_RDWR|os.O_CREATE|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0o644)
-	if err != nil {
+	switch {
+	case errors.Is(err, unix.ELOOP):
+		return nil, fmt.Errorf("state lock %s is a symbolic link, which berth does not follow: remove it, and start berth again: rm %s", lp, lp)
+	case errors.Is(err, unix.EISDIR):
+		return nil, fmt.Errorf("state lock %s is a directory, not a file: remove it, and start berth again: rmdir %s", lp, lp)
+	case err != nil:
 		return nil, fmt.Errorf("open state lock %s: %w", lp, err)
 	}
 	// Nor a hard link to another file, which the truncation below would

@@ -125,3 +125,29 @@ func TestLockFileNotAnother(t *testing.T) {
 		t.Errorf("the linked file now holds %q", b)
 	}
 }
+
+// TestLockFileNotAFile: a state.lock that is a link or a directory is
+// refused saying what it is and what to remove, not with the errno alone.
+func TestLockFileNotAFile(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		make func(path string) error
+		want string
+	}{
+		{"link", func(p string) error { return os.Symlink("/etc/passwd", p) }, "is a symbolic link, which berth does not follow: remove it, and start berth again: rm "},
+		{"directory", func(p string) error { return os.Mkdir(p, 0o700) }, "is a directory, not a file: remove it, and start berth again: rmdir "},
+	} {
+		dir := t.TempDir()
+		if err := c.make(filepath.Join(dir, lockName)); err != nil {
+			t.Fatal(err)
+		}
+		f, err := lockState(filepath.Join(dir, "state.db"), time.Second)
+		if err == nil {
+			f.Close()
+			t.Fatalf("a %s for a lock file was taken", c.name)
+		}
+		if !strings.Contains(err.Error(), c.want) {
+			t.Errorf("a %s: %v", c.name, err)
+		}
+	}
+}
