@@ -134,8 +134,17 @@ const msgDoneUnrecorded = "done, but not yet recorded: the state directory canno
 
 func msgRunsAgainAfter(upstream string, state store.State) string {
 	if !Holds(state) && state != store.StateWaiting && state != store.StateBackoff {
-		return fmt.Sprintf("runs again after %s once its new definition has run to done (%s is %s): its output is out of date until then (berth show %s says why)",
-			upstream, upstream, state, QuoteArg(upstream))
+		// It rests short of done: what it takes is the upstream job's to
+		// say (a definition of it that never succeeded, or a new one).
+		help := "berth show " + QuoteArg(upstream) + " says why"
+		switch state {
+		case store.StateFailed:
+			help = "berth logs " + QuoteArg(upstream) + " shows why; berth start " + QuoteArg(upstream) + " runs it again"
+		case store.StateStopped:
+			help = "berth start " + QuoteArg(upstream) + " starts it"
+		}
+		return fmt.Sprintf("runs again after %s once %s succeeds (it is %s): its output is out of date until then (%s)",
+			upstream, upstream, state, help)
 	}
 	return fmt.Sprintf("runs again after %s, which runs again first: its output is out of date until then (berth show %s says why)", upstream, QuoteArg(upstream))
 }
