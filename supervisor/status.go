@@ -571,6 +571,7 @@ func arrayStatus(a *array, members []JobStatus) JobStatus {
 		out.RAMBytes += m.RAMBytes
 		out.GPUMemBytes += m.GPUMemBytes
 		out.Restarts += m.Restarts
+		out.GaveUp = out.GaveUp || m.GaveUp
 		switch {
 		case c.isQueued && m.Name == queued:
 			out.Why, out.Short, out.Quota, out.ExpectedStart = m.Why, m.Short, m.Quota, m.ExpectedStart

@@ -860,6 +860,16 @@ func msgGaveUp(restarts int) string {
 	return "gave up after " + count(restarts, "restart") + " in a row (max_restarts)"
 }
 
+// msgArrayRestarts is an array's restarts in its status line: its
+// indices', added up, and whether the restart policy gave up on one.
+func msgArrayRestarts(restarts int, gaveUp bool) string {
+	r := count(restarts, "restart") + " in all"
+	if gaveUp {
+		r += ", an index given up on (max_restarts)"
+	}
+	return r
+}
+
 // msgGaveUpShow is msgGaveUp where berth show names the job.
 func msgGaveUpShow(name string, restarts int) string {
 	if restarts == 0 {

@@ -152,7 +152,7 @@ func TestMessages(t *testing.T) {
 		msgWatchStopping("14:03:05"),
 		msgWatchNoAnswer("/run/berth/berth.sock", "14:03:05"),
 		msgWatchEnded("/run/berth/berth.sock"),
-		msgDaemonLoading(),
+		msgDaemonLoading(), msgArrayRestarts(4, true), msgArrayRestarts(1, false),
 		msgAfter("train", "/etc/berth/jobs.d/train.lua", afterFacts, afterNow), msgAfterLeftOut("train", 92),
 		msgAfter("train", "/etc/berth/jobs.d/train.lua", []supervisor.Dependency{{Job: "serve", Kind: "after", State: "backoff", Service: true},
 			{Job: "fetch", Kind: "after_any", State: "failed", ExitCode: &exit3, Reason: "failed", Satisfied: true},

@@ -508,7 +508,12 @@ func singleWhy(j supervisor.JobStatus, now time.Time) string {
 	}
 	if (j.Restarts > 0 || j.GaveUp) && stateOf(j.State) != store.StateWaiting {
 		r := count(j.Restarts, "restart")
-		if j.GaveUp {
+		switch {
+		case j.Array != nil:
+			// Each index's, added up: not to be read against
+			// max_restarts, which holds for each.
+			r = msgArrayRestarts(j.Restarts, j.GaveUp)
+		case j.GaveUp:
 			r = msgGaveUp(j.Restarts)
 		}
 		if why != "" {
