@@ -327,7 +327,7 @@ func errTruncated(path string, more int) *Error {
 
 func errForbidden(s subject, name string) *Error {
 	return s.err(Sandbox, "", fmt.Sprintf(
-		"%s is not available in a job file: each file is evaluated on its own in a sandbox without os, io, debug, package, require, dofile or load",
+		"%s is not available in a job file: each file is evaluated on its own in a sandbox without os, io, debug, package, coroutine, require, dofile or load",
 		name))
 }
 
