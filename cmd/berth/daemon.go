@@ -250,6 +250,18 @@ func runDaemon(c *cli, args []string) int {
 				}()
 				continue
 			}
+			if ctx.Err() != nil {
+				// Asked again: what it still waits for.
+				var left []string
+				for _, j := range d.Status().Jobs {
+					if j.State == "stopping" {
+						left = append(left, j.Name)
+					}
+				}
+				log.Info("already shutting down: waiting for its jobs to stop, each killed once its stop_timeout has passed",
+					"signal", sig.String(), "stopping", len(left), "jobs", strings.Join(left[:min(len(left), 10)], " "))
+				continue
+			}
 			log.Info("shutting down", "signal", sig.String())
 			cancel()
 		}

@@ -1072,3 +1072,20 @@ func TestDaemonUnaccountedRestart(t *testing.T) {
 	}
 	d.stop()
 }
+
+// TestShutdownAskedAgain: a second SIGTERM while the daemon waits for its
+// jobs to stop says what it waits for (trial AC: the same "shutting down"
+// line again).
+func TestShutdownAskedAgain(t *testing.T) {
+	t.Parallel()
+	d := newTestDaemon(t, map[string]string{"s.lua": `job "stubborn" { cmd = { "sh", "-c", "trap '' TERM; while true; do sleep 0.1; done" }, cpus = 0, stop_timeout = "3s" }`})
+	d.start(daemonOptions{})
+	d.waitJob("stubborn", "its run", func(j supervisor.JobStatus) bool { return j.State == "running" && j.PID > 0 })
+	d.cmd.Process.Signal(syscall.SIGTERM)
+	d.waitLog("state changed: job=stubborn from=running to=stopping")
+	d.cmd.Process.Signal(syscall.SIGTERM)
+	d.waitLog("already shutting down: waiting for its jobs to stop, each killed once its stop_timeout has passed: signal=terminated stopping=1 jobs=stubborn")
+	if err := d.cmd.Wait(); err != nil {
+		t.Errorf("the daemon: %v", err)
+	}
+}
