@@ -1,6 +1,8 @@
 package supervisor
 
 import (
+	"os"
+	"path/filepath"
 	"slices"
 	"testing"
 
@@ -12,7 +14,24 @@ import (
 // its 128 cores for jobs.
 func numaBox(t *testing.T, visible string) probes.Inventory {
 	t.Helper()
-	inv, _ := probes.Probe("../probes/testdata/topology/eight-two-nodes", func(k string) (string, bool) {
+	// The fixture's topology, with its 128 cores online and the daemon's
+	// to use: cores counted, as on the machine, so that each is real.
+	root := t.TempDir()
+	if err := os.CopyFS(root, os.DirFS("../probes/testdata/topology/eight-two-nodes")); err != nil {
+		t.Fatal(err)
+	}
+	for path, content := range map[string]string{
+		"sys/devices/system/cpu/online": "0-127\n",
+		"proc/self/status":              "Name:\tberth\nCpus_allowed_list:\t0-127\n",
+	} {
+		if err := os.MkdirAll(filepath.Join(root, filepath.Dir(path)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(root, path), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	inv, _ := probes.Probe(root, func(k string) (string, bool) {
 		return visible, k == "CUDA_VISIBLE_DEVICES"
 	})
 	if len(inv.Topology.Cards) != 8 {
