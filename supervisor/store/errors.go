@@ -53,7 +53,7 @@ func (e *LockedError) Error() string {
 		look = fmt.Sprintf("ps -p %d -f shows it", e.HolderPID)
 	}
 	if e.Removed {
-		return fmt.Sprintf("state %s is held by %s, though its files were removed: one daemon at a time runs on a state directory; stop that one first (%s)", e.Path, who, look)
+		return fmt.Sprintf("state %s is held by %s, though its lock file (or the directory) was removed: one daemon at a time runs on a state directory; stop that one first (%s)", e.Path, who, look)
 	}
 	return fmt.Sprintf("state %s is held by %s: one daemon at a time runs on a state directory; stop that one, or give this one --state DIR (%s)", e.Path, who, look)
 }

@@ -57,7 +57,7 @@ func TestLockedErrorMessage(t *testing.T) {
 	}{
 		{LockedError{Path: "/var/lib/berth/state.db", HolderPID: 1234}, "state /var/lib/berth/state.db is held by another berth daemon (pid 1234): one daemon at a time runs on a state directory; stop that one, or give this one --state DIR (ps -p 1234 -f shows it)"},
 		{LockedError{Path: "/var/lib/berth/state.db"}, "state /var/lib/berth/state.db is held by another berth daemon: one daemon at a time runs on a state directory; stop that one, or give this one --state DIR (systemctl status berth, or ps -C berth -f)"},
-		{LockedError{Path: "/var/lib/berth/state.db", HolderPID: 1234, Removed: true}, "state /var/lib/berth/state.db is held by another berth daemon (pid 1234), though its files were removed: one daemon at a time runs on a state directory; stop that one first (ps -p 1234 -f shows it)"},
+		{LockedError{Path: "/var/lib/berth/state.db", HolderPID: 1234, Removed: true}, "state /var/lib/berth/state.db is held by another berth daemon (pid 1234), though its lock file (or the directory) was removed: one daemon at a time runs on a state directory; stop that one first (ps -p 1234 -f shows it)"},
 	}
 	for _, tt := range tests {
 		if got := tt.err.Error(); got != tt.want {

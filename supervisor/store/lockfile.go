@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -70,7 +71,7 @@ func lockState(path string, timeout time.Duration) (*stateLock, error) {
 		f.Close()
 		return nil, fmt.Errorf("lock state %s: %w", lp, err)
 	}
-	dir := -1
+	var dir *net.UnixListener
 	for {
 		err = unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
 		if err == nil {
@@ -81,11 +82,19 @@ func lockState(path string, timeout time.Duration) (*stateLock, error) {
 				f.Close()
 				return nil, fmt.Errorf("lock state directory %s: %w", filepath.Dir(path), err)
 			}
+			pid, ours := dirLockHolder(name)
+			if !ours {
+				// Anyone may bind a name: one held by a process that is
+				// not this user's listening is no daemon's lock, and
+				// the file's lock alone is had.
+				dir, err = nil, nil
+				break
+			}
 			// The directory's lock file is new, its holder's removed
-			// with the directory: the holder still runs.
+			// (with the directory, perhaps): the holder still runs.
 			if time.Now().After(deadline) {
 				f.Close()
-				return nil, &LockedError{Path: path, HolderPID: dirLockHolder(name), Removed: true}
+				return nil, &LockedError{Path: path, HolderPID: pid, Removed: true}
 			}
 			time.Sleep(lockPoll)
 			continue
@@ -130,14 +139,16 @@ func lockState(path string, timeout time.Duration) (*stateLock, error) {
 // at a time and takes back when its holder exits, however it exits.
 type stateLock struct {
 	f   *os.File
-	dir int // the bound socket
+	dir *net.UnixListener // the bound name; nil where another user's process holds it
 }
 
 // Close releases the lock. A lock whose file was emptied of the pid (a
 // daemon refused after it took it: the state file's own lock is another's)
 // leaves no pid of a process that holds nothing.
 func (l *stateLock) Close() error {
-	_ = unix.Close(l.dir)
+	if l.dir != nil {
+		_ = l.dir.Close() // its Accept returns, and the name is free
+	}
 	return l.f.Close()
 }
 
@@ -146,7 +157,11 @@ func (l *stateLock) Close() error {
 func (l *stateLock) forget() { _ = l.f.Truncate(0) }
 
 // dirLockName is the abstract socket's name for the state directory dir:
-// its path, made absolute and its links resolved, hashed.
+// its path, made absolute and its links resolved, and the mount namespace
+// it is seen in (a container's /var/lib/berth is not the host's), hashed.
+// Abstract names are the network namespace's: the lock holds only among
+// daemons that share it, as their file locks do among those that share
+// the directory.
 func dirLockName(dir string) (string, error) {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
@@ -155,45 +170,53 @@ func dirLockName(dir string) (string, error) {
 	if real, err := filepath.EvalSymlinks(abs); err == nil {
 		abs = real
 	}
-	sum := sha256.Sum256([]byte(abs))
+	ns, _ := os.Readlink("/proc/self/ns/mnt") // "mnt:[4026531841]"; "" where it cannot be read
+	sum := sha256.Sum256([]byte(ns + "\x00" + abs))
 	return "@berth-state-" + hex.EncodeToString(sum[:16]), nil
 }
 
-// bindDirLock binds and listens on the abstract socket name (listening,
-// so that a daemon refused can ask who holds it); EADDRINUSE when
-// another process holds it.
-func bindDirLock(name string) (int, error) {
-	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+// bindDirLock binds the abstract socket name and listens on it, so that a
+// daemon refused can ask who holds it (dirLockHolder); each connection is
+// closed as it comes. EADDRINUSE when another socket has the name.
+func bindDirLock(name string) (*net.UnixListener, error) {
+	l, err := net.ListenUnix("unix", &net.UnixAddr{Name: name, Net: "unix"})
 	if err != nil {
-		return -1, err
+		return nil, err
 	}
-	if err := unix.Bind(fd, &unix.SockaddrUnix{Name: name}); err != nil {
-		unix.Close(fd)
-		return -1, err
-	}
-	if err := unix.Listen(fd, 1); err != nil {
-		unix.Close(fd)
-		return -1, err
-	}
-	return fd, nil
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return // closed
+			}
+			c.Close()
+		}
+	}()
+	return l, nil
 }
 
-// dirLockHolder is the pid of the process that holds the abstract socket
-// name, as the kernel says of the listener; 0 where it cannot say.
-func dirLockHolder(name string) int {
-	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK, 0)
+// dirLockHolder is the pid of the process listening on the abstract
+// socket name, as the kernel says of it (0 where it cannot say), and
+// whether it is this user's: only then is the name a daemon's lock (an
+// abstract name has no owner, and anyone may bind it first).
+func dirLockHolder(name string) (pid int, ours bool) {
+	c, err := net.DialUnix("unix", nil, &net.UnixAddr{Name: name, Net: "unix"})
 	if err != nil {
-		return 0
+		return 0, false // bound, not listening: not a daemon
 	}
-	defer unix.Close(fd)
-	if err := unix.Connect(fd, &unix.SockaddrUnix{Name: name}); err != nil {
-		return 0
-	}
-	cred, err := unix.GetsockoptUcred(fd, unix.SOL_SOCKET, unix.SO_PEERCRED)
+	defer c.Close()
+	raw, err := c.SyscallConn()
 	if err != nil {
-		return 0
+		return 0, false
 	}
-	return int(cred.Pid)
+	var cred *unix.Ucred
+	var credErr error
+	if err := raw.Control(func(fd uintptr) {
+		cred, credErr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
+	}); err != nil || credErr != nil {
+		return 0, false
+	}
+	return int(cred.Pid), int(cred.Uid) == os.Geteuid()
 }
 
 // pidIn reads the pid a holder wrote in the lock file; 0 when there is none.
