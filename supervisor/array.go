@@ -71,8 +71,10 @@ type array struct {
 	// was is the array's state as a whole when since was set.
 	was store.State
 	// redefs are its indices' (job.redefs), together: while any is on
-	// its way, the array is about to run anew.
-	redefs int
+	// its way, the array is about to run anew. settled counts the times
+	// they came back to 0 (job.settled).
+	redefs  int
+	settled uint64
 
 	// The gate. slots are the indices that hold a place; queued, when
 	// hasQueued, the one in the placer's queue. asking are those that wait
@@ -228,6 +230,9 @@ func (a *array) sync(j *job, st store.State, since time.Time, end lastEnd, doneF
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.redefs -= redefsTaken
+	if redefsTaken > 0 && a.redefs == 0 {
+		a.settled++ // its dependants look again (tell), whatever it shows
+	}
 	i := j.index
 	if a.members[i] != j {
 		// Forgotten (the range lost it), or replaced: not counted; its
@@ -403,8 +408,10 @@ type arrayCounts struct {
 	def      *luaapi.Job
 	queued   int
 	isQueued bool
-	// redefining: a new definition is on its way to an index.
+	// redefining: a new definition is on its way to an index; settled,
+	// array.settled.
 	redefining bool
+	settled    uint64
 }
 
 func (a *array) snapshot() arrayCounts {
@@ -416,7 +423,7 @@ func (a *array) snapshot() arrayCounts {
 // countsLocked is snapshot for a caller that holds a.mu.
 func (a *array) countsLocked() arrayCounts {
 	c := arrayCounts{size: len(a.members), byState: make(map[store.State]int, len(a.counts)), slots: a.held(),
-		inLine: len(a.asking), since: a.since, last: a.last, def: a.def, queued: a.queued, isQueued: a.hasQueued, redefining: a.redefs > 0}
+		inLine: len(a.asking), since: a.since, last: a.last, def: a.def, queued: a.queued, isQueued: a.hasQueued, redefining: a.redefs > 0, settled: a.settled}
 	for s, n := range a.counts {
 		if n > 0 {
 			c.byState[s] = n
@@ -468,7 +475,7 @@ func (a *array) view() jobView {
 	case store.StateStopped:
 		last = c.last.stopped
 	}
-	return jobView{Def: c.def, State: st, Since: c.since, LastEnd: last, DoneFP: a.doneRecord(), Redefining: c.redefining}
+	return jobView{Def: c.def, State: st, Since: c.since, LastEnd: last, DoneFP: a.doneRecord(), Redefining: c.redefining, settled: c.settled}
 }
 
 // redefining counts a definition handed to an index and not yet taken
@@ -541,7 +548,7 @@ func (a *array) tell() bool {
 	a.tellMu.Lock()
 	defer a.tellMu.Unlock()
 	v := a.view()
-	now := toldKey{state: v.State, doneFP: v.DoneFP, redefining: v.Redefining}
+	now := toldKey{state: v.State, doneFP: v.DoneFP, redefining: v.Redefining, settled: v.settled}
 	if now == a.told {
 		return false
 	}

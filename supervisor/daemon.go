@@ -178,7 +178,7 @@ type Daemon struct {
 	// outputCut is the last run whose output was cut short (status:
 	// logs_unwritable), nil once a run's was written whole since.
 	outputCut atomic.Pointer[outputCut]
-	started    time.Time
+	started   time.Time
 	// loaded: the first reload was applied (READY=1). Before it the
 	// socket answers, but no job is known yet: the status says so, and
 	// berth show does not take a job it cannot find for one gone.

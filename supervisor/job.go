@@ -57,9 +57,12 @@ type job struct {
 	seenInvalid string
 
 	// Owned by the goroutine.
-	// redefsTaken are the redefs taken since the last publish: the
-	// array's count (array.redefs) goes down with the state they bring.
+	// redefsTaken, for an index of an array, are the redefs taken since
+	// the last publish: the array's count (array.redefs) goes down with
+	// the state they bring. settled counts the times redefs came back to
+	// 0, which its dependants are told of (toldKey).
 	redefsTaken int
+	settled     uint64
 	def         *luaapi.Job
 	defFP       string // def.ProcessFingerprint(), kept: a hash of the definition
 	invalid     string // why the definition cannot run, "" when it can
@@ -145,6 +148,7 @@ type toldKey struct {
 	state      store.State
 	doneFP     string
 	redefining bool
+	settled    uint64
 }
 
 // process is a run's process as the job drives it: a child of the daemon
@@ -274,7 +278,10 @@ type jobView struct {
 	LastEnd lastEnd
 	// Redefining: it was handed a definition of another process, which
 	// it has not taken yet (job.redefs): its state is about to change.
+	// settled, for an array, is array.settled (a job's are told apart
+	// by job.settled).
 	Redefining bool
+	settled    uint64
 }
 
 // newJob makes job name of definition def: def.Name, or an index of the
@@ -482,14 +489,20 @@ func (j *job) receive(m jobMessage) {
 	}
 	if m.def != nil {
 		if m.redefined {
-			// Taken: what it shows from now on is the new definition's,
-			// and its dependants are told so whatever it shows (the
-			// change of Redefining is one for tellDependants).
+			// Taken: what it shows from now on is the new definition's.
+			// Its dependants look again once none is on its way, even
+			// where it shows what it did (an edit of a job stopped):
+			// one that looked meanwhile was held.
 			j.mu.Lock()
 			j.redefs--
+			settled := j.redefs == 0
 			j.mu.Unlock()
-			j.redefsTaken++
-			defer j.publish()
+			if settled {
+				j.settled++
+			}
+			if j.arr != nil {
+				j.redefsTaken++
+			}
 		}
 		old := j.def
 		if m.def != old {
@@ -1369,7 +1382,7 @@ func (j *job) tellDependants(shown store.State, redefining bool) {
 			return
 		}
 	} else {
-		now := toldKey{state: shown, doneFP: j.doneFP, redefining: redefining}
+		now := toldKey{state: shown, doneFP: j.doneFP, redefining: redefining, settled: j.settled}
 		if now == j.told {
 			return
 		}

@@ -449,6 +449,31 @@ func TestDaemonDepsRunAgain(t *testing.T) {
 	d.stop()
 }
 
+// TestDaemonDepsBornWithRestingParentsEdit: a parent whose edit leaves
+// it as it was (stopped: the edit applies at its next start) lets a job
+// declared in the same save run once it has taken the edit; the job was
+// held until some later change of the parent (review).
+func TestDaemonDepsBornWithRestingParentsEdit(t *testing.T) {
+	t.Parallel()
+	parent := func(tag string) string {
+		return fmt.Sprintf(`job "p" { cmd = { "sh", "-c", "echo %s; exec sleep 600" }, cpus = 0 }`, tag)
+	}
+	d := newTestDaemon(t, map[string]string{"p.lua": parent("p0")})
+	d.start(daemonOptions{})
+	d.waitState("p", "running")
+	d.cli("stop", "p")
+	d.waitState("p", "stopped")
+	for i := 1; i <= 3; i++ {
+		kid := fmt.Sprintf("kid%d", i)
+		d.write("p.lua", parent(fmt.Sprintf("p%d", i))+"\n"+step(kid, kid, 0, `, after_any = "p"`))
+		d.waitState(kid, "done")
+	}
+	if j, _ := d.job("p"); j.State != "stopped" {
+		t.Errorf("p: %+v", j)
+	}
+	d.stop()
+}
+
 // TestDaemonDepsStopDoneToRunAgain: a job done that runs again after its
 // parent's new definition may be stopped: it rests stopped, rather than
 // being said "already done" and running all the same (trial AB), and runs
