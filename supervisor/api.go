@@ -200,27 +200,38 @@ func (d *Daemon) api() http.Handler {
 			// said "requested", and nothing ran).
 			gated := (verb.ev == evStart && !ignoreDeps || verb.ev == evRestart) && resting(v.State) &&
 				len(v.Def.After)+len(v.Def.AfterAny) > 0
-			if gated {
+			// A stop is answered once the job took it: what it did is
+			// the job's to decide (a job done stops only where it is to
+			// run again), and a request answered is one in force (a run
+			// that ends next is judged with it).
+			if gated || verb.ev == evStop {
 				msg.done = make(chan struct{})
 			}
 			j.in.post(msg)
 			ans := ControlAnswer{Job: name, Requested: verb.name}
-			if gated {
+			var after *jobView // the job once it took the request
+			if msg.done != nil {
 				select {
 				case <-msg.done:
-					if w := j.view(); w.State == store.StateWaiting && w.After != nil {
-						ans.HeldBy, ans.File, ans.Gated = w.After, w.Def.Pos.File, true
-					}
+					w := j.view()
+					after = &w
 				case <-time.After(2 * time.Second):
 				case <-r.Context().Done():
 				}
 			}
+			if gated && after != nil && after.State == store.StateWaiting && after.After != nil {
+				ans.HeldBy, ans.File, ans.Gated = after.After, after.Def.Pos.File, true
+			}
 			// (A stop of an invalid or disabled job is kept for when it
 			// may run, and one of an unplaceable job stops it: both
 			// change something.)
+			atRest := func(s store.State) bool {
+				return s == store.StateDone || s == store.StateFailed || s == store.StateStopped
+			}
+			stopChanged := after != nil && after.State != v.State || after == nil && d.outdated(name, v)
 			if verb.ev == evStart && (v.State == store.StateStarting || v.State == store.StateRunning) ||
 				(verb.ev == evStart && !ignoreDeps || verb.ev == evRestart) && v.State == store.StateWaiting && v.After == nil ||
-				verb.ev == evStop && (v.State == store.StateDone && !d.outdated(name, v) || v.State == store.StateFailed || v.State == store.StateStopped) {
+				verb.ev == evStop && atRest(v.State) && !stopChanged {
 				ans.Already = v.State.String()
 			}
 			if heldAtGate(verb.ev, ignoreDeps, v) {

@@ -203,7 +203,13 @@ func factOf(name, kind string, v jobView) Dependency {
 // berth status's runs_again_after says): a person's stop holds it
 // stopped, where it leaves a job at rest otherwise.
 func (d *Daemon) outdated(name string, v jobView) bool {
-	return v.State == store.StateDone && v.Def != nil && len(v.Def.After) > 0 && d.deps.Load().renewing(name, map[string]string{}) != ""
+	if v.State != store.StateDone || v.Def == nil || len(v.Def.After) == 0 {
+		return false
+	}
+	g := d.deps.Load()
+	// To run again after a parent, or already due to (a parent ran its
+	// new definition to done, and the job has not looked yet).
+	return g.renewing(name, map[string]string{}) != "" || g.runsAgain(v)
 }
 
 // withUpstream is facts, each parent that waits for its own parents with
@@ -303,6 +309,9 @@ func (g *depGraph) renewing(name string, memo map[string]string) string {
 	return g.walkAfter(name, memo, func(_, p string, pv jobView, was string, named bool) (string, bool) {
 		if pv.Def == nil {
 			return "", false
+		}
+		if pv.Redefining {
+			return p, false // a new definition on its way: it runs that
 		}
 		if pv.State == store.StateDone {
 			return "", true

@@ -624,8 +624,9 @@ func (j *job) apply(e event) {
 			}
 		}
 		release()
-		if j.life.state == store.StateStopped && (before == store.StateWaiting || before == store.StateBackoff || before == store.StateUnplaceable) {
-			// Stopped with no run: the last run's end is not why.
+		if j.life.state == store.StateStopped && (before == store.StateWaiting || before == store.StateBackoff || before == store.StateUnplaceable || before == store.StateDone) {
+			// Stopped with no run (one done, held from running again):
+			// the last run's end is not why.
 			j.setWhy(store.ReasonStopped.String())
 		}
 		if j.life.state == store.StateInvalid && before != store.StateInvalid {

@@ -494,7 +494,9 @@ func TestDaemonDepsStopDoneToRunAgain(t *testing.T) {
 	if out, _, code := d.cli("stop", "train"); code != exitOK || out != "train: stop requested (berth status shows it)\n" {
 		t.Errorf("stop of train to run again: exit %d\n%s", code, out)
 	}
-	d.waitState("train", "stopped")
+	if j := d.waitState("train", "stopped"); j.Why != "stopped" {
+		t.Errorf("train held from running again: why %q", j.Why)
+	}
 	d.open("go")
 	d.waitState("prep", "done")
 	if j, _ := d.job("train"); j.State != "stopped" {
