@@ -179,8 +179,9 @@ type Daemon struct {
 	// logs_unwritable), nil once a run's was written whole since.
 	outputCut atomic.Pointer[outputCut]
 	started   time.Time
-	// loaded: the first reload was applied (READY=1). Before it the
-	// socket answers, but no job is known yet: the status says so, and
+	// loaded: the reloads at start have read every file (the first, or
+	// those that follow it at once for files it left). Before, the socket
+	// answers, but not every job is known yet: the status says so, and
 	// berth show does not take a job it cannot find for one gone.
 	loaded atomic.Bool
 

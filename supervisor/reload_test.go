@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/berthd/berth/supervisor/clock"
 	"github.com/berthd/berth/supervisor/store"
@@ -924,5 +925,34 @@ func TestStatusWhileLoading(t *testing.T) {
 	}
 	if got := testutil.ToFloat64(d.meters.ready); got != 1 {
 		t.Errorf("berth_ready once loaded: %v", got)
+	}
+}
+
+// TestLoadingUntilEveryFileRead: the daemon is loading until the reloads
+// at start have read every file, not only until the first, which the
+// reload's deadline cut short here (review).
+func TestLoadingUntilEveryFileRead(t *testing.T) {
+	d, _, stop := startDaemon(t, "while true do end\n", func(cfg *Config) {
+		// A second of CPU each, two of them: the first reload, bound to
+		// 1.5 s, reads one, and the next the other.
+		if err := writeFile(filepath.Join(cfg.JobsDir, "more.lua"), []byte("while true do end\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		cfg.Evaluator.Deadline = 1500 * time.Millisecond
+	})
+	defer stop()
+	var m dto.Metric
+	reloads := func() uint64 {
+		m.Reset()
+		d.meters.reloadSeconds.Write(&m)
+		return m.GetHistogram().GetSampleCount()
+	}
+	testkit.WaitFor(t, 30*time.Second, "the first reload", func() bool { return reloads() >= 1 })
+	if reloads() == 1 && !d.Status().Daemon.Loading {
+		t.Error("loaded once the first reload was applied, a file not read")
+	}
+	testkit.WaitFor(t, 30*time.Second, "every file read", func() bool { return !d.Status().Daemon.Loading })
+	if got := testutil.ToFloat64(d.meters.ready); got != 1 {
+		t.Errorf("berth_ready once every file is read: %v", got)
 	}
 }
