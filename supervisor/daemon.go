@@ -354,7 +354,7 @@ func Open(cfg Config) (*Daemon, error) {
 		log.Info("no state file: beginning a new state (batch jobs done under an earlier one run again)", "path", filepath.Join(cfg.StateDir, "state.db"))
 	}
 	if n := st.IntentsUnread(); n > 0 {
-		log.Warn("lines of runs.intents in the state directory could not be read, and were dropped: the runs they noted may be missing from the history (something other than berth wrote in it?)", "lines", n)
+		log.Warn("lines of runs.intents in the state directory could not be read, and were dropped: the runs they noted may be missing from the history (berth history shows what is recorded); berth alone writes in that file, so should this come again, look for what else does (fuser -v, auditctl -w)", "lines", n, "dir", cfg.StateDir)
 	}
 	if err := st.IntentsProblem(); err != nil {
 		log.Warn("runs are not noted beside the state before they start: a run that ends before its record commits is run again if the daemon is killed then (remove what is in the way of runs.intents in the state directory, and restart)", "error", err)

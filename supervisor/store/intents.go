@@ -173,6 +173,19 @@ func openIntents(db *bbolt.DB, path string, keep int, below uint64) (*os.File, i
 	return f, unread, nil
 }
 
+// endsWithNewline says whether f's last byte is a newline: each intent is
+// appended whole with its own, and a last line without one was being
+// written as the daemon was killed.
+func endsWithNewline(f *os.File) bool {
+	fi, err := f.Stat()
+	if err != nil || fi.Size() == 0 {
+		return false
+	}
+	var last [1]byte
+	_, err = f.ReadAt(last[:], fi.Size()-1)
+	return err == nil && last[0] == '\n'
+}
+
 // replayIntents commits what the file of intents at ip holds that the
 // state lacks, and says how many lines it could not read. A line cut
 // short, the last one written as the daemon was killed, is passed over
@@ -205,11 +218,10 @@ func replayIntents(db *bbolt.DB, ip string, keep int, below uint64) (unread int,
 			ends = append(ends, *in.End)
 		}
 	}
-	if lastBad {
-		unread-- // cut short as the daemon was killed
-	}
 	if sc.Err() != nil {
 		unread++ // a line past the bound, and what follows it
+	} else if lastBad && !endsWithNewline(f) {
+		unread-- // cut short as the daemon was killed: no line lost
 	}
 	if len(begins) == 0 && len(ends) == 0 {
 		return unread, nil

@@ -81,13 +81,23 @@ func TestIntentsReplayed(t *testing.T) {
 // TestIntentsUnread: lines of the intents that are not berth's are
 // counted, for the daemon to say; the last, cut short by a kill, is not.
 func TestIntentsUnread(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "state.db")
-	if err := os.WriteFile(intentsPath(path), []byte("garbage\n\x00\xff\n{\"end\":{\"id\":3}}\n{\"end\""), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	s := openTestAt(t, path, Options{})
-	if n := s.IntentsUnread(); n != 2 {
-		t.Errorf("%d lines unread, want 2", n)
+	for _, c := range []struct {
+		intents string
+		unread  int
+	}{
+		{"garbage\n\x00\xff\n{\"end\":{\"id\":3}}\n{\"end\"", 2}, // the last cut short
+		{"garbage\n", 1},                // a whole line, the last
+		{"{\"end\":{\"id\":3}}\nnot json\n", 1},
+		{"{\"end\":{\"id\":3}}\n", 0},
+	} {
+		path := filepath.Join(t.TempDir(), "state.db")
+		if err := os.WriteFile(intentsPath(path), []byte(c.intents), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		s := openTestAt(t, path, Options{})
+		if n := s.IntentsUnread(); n != c.unread {
+			t.Errorf("%q: %d lines unread, want %d", c.intents, n, c.unread)
+		}
 	}
 }
 
