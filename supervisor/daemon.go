@@ -175,9 +175,9 @@ type Daemon struct {
 	// logTrouble is why the last run's log file could not be opened, nil
 	// when it could (status: logs_unwritable).
 	logTrouble atomic.Pointer[logTrouble]
-	// outputCut is the last run whose output was cut short (status:
-	// logs_unwritable), nil once a run's was written whole since.
-	outputCut atomic.Pointer[outputCut]
+	// cuts are the jobs whose last run's output was cut short (status:
+	// logs_unwritable), each until a run of it is written whole.
+	cuts outputCuts
 	started   time.Time
 	// loaded: the reloads at start have read every file (the first, or
 	// those that follow it at once for files it left). Before, the socket
@@ -440,26 +440,63 @@ func (d *Daemon) noteLogsFine(dir string) {
 }
 
 // outputCut is a run's output that its log file could not take whole (a
-// full disk), which the status says until a run's output is written
-// whole again.
+// full disk).
 type outputCut struct {
 	job, dir string
 	at       time.Time
 	err      error
 }
 
+// outputCuts are the jobs whose last run's output was cut short.
+type outputCuts struct {
+	mu    sync.Mutex
+	byJob map[string]outputCut
+}
+
 // noteOutputCut records how the output of a run of job, in dir, was
 // written: cut short by err (not a descendant that kept the output
-// open, which is the job's doing), or whole (err nil).
+// open, which is the job's doing), or whole (err nil), which ends what
+// was said of the job's runs before.
 func (d *Daemon) noteOutputCut(job, dir string, err error) {
+	c := &d.cuts
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	switch {
 	case err == nil:
-		if was := d.outputCut.Load(); was != nil && d.outputCut.CompareAndSwap(was, nil) {
+		if _, was := c.byJob[job]; was {
+			delete(c.byJob, job)
 			d.log.Info("a run's output was written whole again", "job", job, "dir", dir)
 		}
 	case !errors.Is(err, context.DeadlineExceeded):
-		d.outputCut.Store(&outputCut{job: job, dir: dir, at: d.now(), err: err})
+		if c.byJob == nil {
+			c.byJob = map[string]outputCut{}
+		}
+		c.byJob[job] = outputCut{job: job, dir: dir, at: d.now(), err: err}
 	}
+}
+
+// outputCutProblem is the status's word on the output cut short: the
+// latest cut of the jobs in force (known), and how many others' were; false
+// when none was.
+func (d *Daemon) outputCutProblem(known func(job string) bool) (Problem, bool) {
+	c := &d.cuts
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var latest outputCut
+	n := 0
+	for job, cut := range c.byJob {
+		if !known(job) {
+			delete(c.byJob, job) // gone from the files: nothing more to say of it
+			continue
+		}
+		if n++; n == 1 || cut.at.After(latest.at) {
+			latest = cut
+		}
+	}
+	if n == 0 {
+		return Problem{}, false
+	}
+	return Problem{Code: ProblemLogsUnwritable, File: latest.dir, Job: latest.job, Text: msgOutputCut(latest.job, latest.dir, latest.at, latest.err, n-1)}, true
 }
 
 // discardOutput is a run's output thrown away, for why its log directory

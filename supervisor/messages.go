@@ -462,9 +462,13 @@ func msgLogsUnwritable(dir string, err error) string {
 
 // msgOutputCut: the output of a run of job, in the log directory dir, was
 // cut short at at by err (a full disk).
-func msgOutputCut(job, dir string, at time.Time, err error) string {
-	return fmt.Sprintf("the output of a run of %s was cut short at %s: %v; jobs run, but what their log files cannot take is lost (df -h %s shows the space left; berth logs %s shows what was kept; this clears once a run's output is written whole)",
-		job, at.Format(time.DateTime), err, dir, job)
+func msgOutputCut(job, dir string, at time.Time, err error, others int) string {
+	also := ""
+	if others > 0 {
+		also = fmt.Sprintf(" (and the last run of %s)", accounting.Count(others, "other job"))
+	}
+	return fmt.Sprintf("the output of a run of %s was cut short at %s%s: %v; jobs run, but what their log files cannot take is lost (df -h %s shows the space left; berth logs %s shows what was kept; this clears for a job once a run of it writes its output whole)",
+		job, at.Format(time.DateTime), also, err, dir, job)
 }
 
 // msgUnrecordedAtStop: the daemon stopped with what a full disk kept it

@@ -371,8 +371,14 @@ func (d *Daemon) status(members bool) Status {
 			jobs = append(jobs, j)
 		}
 	}
-	if c := d.outputCut.Load(); c != nil {
-		s.Problems = append([]Problem{{Code: ProblemLogsUnwritable, File: c.dir, Job: c.job, Text: msgOutputCut(c.job, c.dir, c.at, c.err)}}, s.Problems...)
+	declared := func(job string) bool {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		_, ok := d.jobs[job]
+		return ok
+	}
+	if p, ok := d.outputCutProblem(declared); ok {
+		s.Problems = append([]Problem{p}, s.Problems...)
 	}
 	if t := d.logTrouble.Load(); t != nil {
 		s.Problems = append([]Problem{{Code: ProblemLogsUnwritable, File: t.dir, Text: msgLogsUnwritable(t.dir, t.err)}}, s.Problems...)

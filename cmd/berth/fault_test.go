@@ -539,13 +539,18 @@ func TestFaultLogsFull(t *testing.T) {
 	if out, _, code := d.cli("status"); code != exitOK || !strings.Contains(out, "was cut short") {
 		t.Errorf("berth status: exit %d\n%s", code, out)
 	}
-	// Room again, and a run's output written whole: the problem goes.
+	// Room again: another job's output written whole says nothing of
+	// loud's; a run of loud written whole does.
 	if err := os.Remove(filepath.Join(logs, "loud.log")); err != nil {
 		t.Fatal(err)
 	}
 	d.write("quiet.lua", `job "quiet" { cmd = { "echo", "hi" }, cpus = 0 }`)
 	d.waitState("quiet", "done")
-	testkit.WaitFor(t, waitLong, "the problem to go once a run's output is whole", func() bool { return !cut(d.status()) })
+	if !cut(d.status()) {
+		t.Error("another job's run written whole cleared what was said of loud's")
+	}
+	d.write("loud.lua", `job "loud" { cmd = { "sh", "-c", "seq 1 10; echo LOUD-END" }, cpus = 0 }`)
+	testkit.WaitFor(t, waitLong, "the problem to go once a run of loud is written whole", func() bool { return !cut(d.status()) })
 	d.stop()
 }
 
