@@ -177,8 +177,8 @@ type Daemon struct {
 	logTrouble atomic.Pointer[logTrouble]
 	// cuts are the jobs whose last run's output was cut short (status:
 	// logs_unwritable), each until a run of it is written whole.
-	cuts outputCuts
-	started   time.Time
+	cuts    outputCuts
+	started time.Time
 	// loaded: the reloads at start have read every file (the first, or
 	// those that follow it at once for files it left). Before, the socket
 	// answers, but not every job is known yet: the status says so, and

@@ -86,7 +86,7 @@ func TestIntentsUnread(t *testing.T) {
 		unread  int
 	}{
 		{"garbage\n\x00\xff\n{\"end\":{\"id\":3}}\n{\"end\"", 2}, // the last cut short
-		{"garbage\n", 1},                // a whole line, the last
+		{"garbage\n", 1}, // a whole line, the last
 		{"{\"end\":{\"id\":3}}\nnot json\n", 1},
 		{"{\"end\":{\"id\":3}}\n", 0},
 	} {
