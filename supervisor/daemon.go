@@ -513,8 +513,12 @@ func (d *Daemon) discardOutput(dir string, why error) (output, error) {
 // closeStore closes the state as the daemon stops, and says what it
 // could not record: the next daemon does not know of it.
 func (d *Daemon) closeStore() {
-	if g := d.store.Gone(); g != nil {
-		d.log.Error(msgGoneAtStop(g))
+	switch g := d.store.Gone(); {
+	case g == nil:
+	case g.Replaced:
+		d.log.Error("stopped with the state file replaced under the daemon: what it recorded is lost, and the next start reads the file now there", "path", g.Path)
+	default:
+		d.log.Error("stopped with the state file removed under the daemon: what it recorded is lost, and the next start begins an empty state (batch jobs done before run again, jobs stopped with berth stop start again)", "path", g.Path)
 	}
 	err := d.store.Close()
 	if u, ok := errors.AsType[*store.UnrecordedError](err); ok {

@@ -143,8 +143,8 @@ func msgRunsAgainAfter(upstream string, state store.State) string {
 		case store.StateStopped:
 			help = "berth start " + QuoteArg(upstream) + " starts it"
 		}
-		return fmt.Sprintf("runs again after %s once %s succeeds (it is %s): its output is out of date until then (%s)",
-			upstream, upstream, state, help)
+		return fmt.Sprintf("runs again after %s once %s succeeds (%s): its output is out of date until then (%s)",
+			upstream, upstream, stateSentence(state), help)
 	}
 	return fmt.Sprintf("runs again after %s, which runs again first: its output is out of date until then (berth show %s says why)", upstream, QuoteArg(upstream))
 }
@@ -460,6 +460,17 @@ func msgLogsUnwritable(dir string, err error) string {
 	return fmt.Sprintf("the jobs' log directory %s cannot be written (%v): jobs run, but their output is thrown away until it can be; it must be a directory the daemon may write in (ls -ld %s; lsattr -d %s)", dir, err, dir, dir)
 }
 
+// stateSentence is a job at rest short of done, as a clause: "it failed".
+func stateSentence(s store.State) string {
+	switch s {
+	case store.StateFailed:
+		return "it failed"
+	case store.StateStopped:
+		return "it was stopped"
+	}
+	return "it is " + s.String()
+}
+
 // msgOutputCut: the output of a run of job, in the log directory dir, was
 // cut short at at by err (a full disk).
 func msgOutputCut(job, dir string, at time.Time, err error, others int) string {
@@ -497,15 +508,6 @@ func MsgStateGone(g *store.GoneError, pid int) string {
 		return fmt.Sprintf("state file %s was replaced by another file while the daemon runs: the daemon goes on recording into the file it opened, which is lost when it stops, and the next start reads the file now there (put the old one back if this was not meant; systemctl restart berth takes up the new one)", g.Path)
 	}
 	return fmt.Sprintf("state file %s was removed while the daemon runs: if it was moved, move it back (this error then clears); otherwise it is lost when the daemon stops, and its next start begins an empty state: batch jobs done before run again, jobs stopped with berth stop start again, and the history and run ids begin anew. Until the daemon stops, the file it has open can be copied back, then the daemon restarted at once, which reads the copy (what it records in between is lost): sudo ls -l /proc/%d/fd shows the file, \"(deleted)\"; sudo cp /proc/%d/fd/N %s && sudo systemctl restart berth", g.Path, pid, pid, g.Path)
-}
-
-// msgGoneAtStop: the daemon stops with its state file removed or replaced
-// under it, what it recorded going with it.
-func msgGoneAtStop(g *store.GoneError) string {
-	if g.Replaced {
-		return fmt.Sprintf("stopped with the state file %s replaced under the daemon: what it recorded is lost, and the next start reads the file now there", g.Path)
-	}
-	return fmt.Sprintf("stopped with the state file %s removed under the daemon: what it recorded is lost, and the next start begins an empty state (batch jobs done before run again, jobs stopped with berth stop start again)", g.Path)
 }
 
 // msgStateGoneShort says it in systemd's status line.

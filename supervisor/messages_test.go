@@ -72,8 +72,6 @@ func TestMessagesGolden(t *testing.T) {
 		msgDefinitionHidden("/var/spool/berth/alice/train.lua"),
 		MsgStateGone(&store.GoneError{Path: "/var/lib/berth/state.db"}, 1234),
 		MsgStateGone(&store.GoneError{Path: "/var/lib/berth/state.db", Replaced: true}, 1234),
-		msgGoneAtStop(&store.GoneError{Path: "/var/lib/berth/state.db"}),
-		msgGoneAtStop(&store.GoneError{Path: "/var/lib/berth/state.db", Replaced: true}),
 		msgStateGoneShort(&store.GoneError{Path: "/var/lib/berth/state.db"}),
 		msgStateGoneShort(&store.GoneError{Path: "/var/lib/berth/state.db", Replaced: true}),
 		msgBinaryReplacedShort("units"),

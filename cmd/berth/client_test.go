@@ -582,7 +582,7 @@ job "sweep" { cmd = "sleep 600", cpus = 1, array = 4 }`,
 		return s.Counts["running"] == 1 && s.Counts["waiting"] == 34
 	})
 	// The jobs as berth status lists them, an array once.
-	if out, errOut, code := d.cli("stop", "--all"); code != exitOK || out != "32 jobs: stop requested, 4 indices of 1 array among them (berth status shows them)\n" {
+	if out, errOut, code := d.cli("stop", "--all"); code != exitOK || out != "32 jobs, one an array (4 indices in all): stop requested (berth status shows them)\n" {
 		t.Fatalf("stop --all: exit %d %q %q", code, out, errOut)
 	}
 	testkit.WaitFor(t, waitLong, "every job stopped", func() bool { return d.status().Counts["stopped"] == 35 })

@@ -258,6 +258,10 @@ func runDaemon(c *cli, args []string) int {
 						left = append(left, j.Name)
 					}
 				}
+				if len(left) == 0 {
+					log.Info("already shutting down", "signal", sig.String())
+					continue
+				}
 				log.Info("already shutting down: waiting for its jobs to stop, each killed once its stop_timeout has passed",
 					"signal", sig.String(), "stopping", len(left), "jobs", strings.Join(left[:min(len(left), 10)], " "))
 				continue

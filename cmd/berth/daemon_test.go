@@ -1078,13 +1078,17 @@ func TestDaemonUnaccountedRestart(t *testing.T) {
 // line again).
 func TestShutdownAskedAgain(t *testing.T) {
 	t.Parallel()
-	d := newTestDaemon(t, map[string]string{"s.lua": `job "stubborn" { cmd = { "sh", "-c", "trap '' TERM; while true; do sleep 0.1; done" }, cpus = 0, stop_timeout = "3s" }`})
+	d := newTestDaemon(t, map[string]string{"s.lua": `job "stubborn" { cmd = { "sh", "-c", "trap '' TERM; while true; do sleep 0.1; done" }, cpus = 0, stop_timeout = "5m" }`})
 	d.start(daemonOptions{})
-	d.waitJob("stubborn", "its run", func(j supervisor.JobStatus) bool { return j.State == "running" && j.PID > 0 })
+	j := d.waitJob("stubborn", "its run", func(j supervisor.JobStatus) bool { return j.State == "running" && j.PID > 0 })
 	d.cmd.Process.Signal(syscall.SIGTERM)
 	d.waitLog("state changed: job=stubborn from=running to=stopping")
 	d.cmd.Process.Signal(syscall.SIGTERM)
 	d.waitLog("already shutting down: waiting for its jobs to stop, each killed once its stop_timeout has passed: signal=terminated stopping=1 jobs=stubborn")
+	// Its stop_timeout is not waited for: the run is ended here.
+	if err := syscall.Kill(-j.PID, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
 	if err := d.cmd.Wait(); err != nil {
 		t.Errorf("the daemon: %v", err)
 	}

@@ -340,13 +340,13 @@ func msgMachineNoDaemon(err error) string {
 	return why + "; what follows is this machine as found here, without a daemon's books or who holds what"
 }
 
-// msgDaemonStopping heads berth status while the daemon shuts down.
 // msgDaemonLoading: the daemon has not read its job files yet (it has
 // just started): the jobs it lists are not all there are.
 func msgDaemonLoading() string {
 	return "the daemon is reading its job files, as it does at start: the jobs are listed once it has (berth status --watch shows when)"
 }
 
+// msgDaemonStopping heads berth status while the daemon shuts down.
 func msgDaemonStopping() string {
 	return "the daemon is stopping: every job is being stopped, each with its stop_signal and stop_timeout, and no start, stop, restart or reload is taken (systemctl status berth says why; the next daemon takes up from here)"
 }
@@ -747,8 +747,14 @@ func msgStoppedAll(jobs, arrays, indices int) string {
 	if arrays == 0 {
 		return fmt.Sprintf("%s: stop requested (berth status shows them)", count(jobs, "job"))
 	}
-	return fmt.Sprintf("%s: stop requested, %s of %s among them (berth status shows them)",
-		count(jobs, "job"), count(indices, "index"), count(arrays, "array"))
+	what := "an array"
+	if arrays > 1 {
+		what = strconv.Itoa(arrays) + " of them arrays"
+	} else if jobs > 1 {
+		what = "one an array"
+	}
+	return fmt.Sprintf("%s, %s (%s in all): stop requested (berth status shows them)",
+		count(jobs, "job"), what, count(indices, "index"))
 }
 
 // msgRestartFailed confirms berth restart ARRAY --failed: how many failed
