@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -767,6 +768,73 @@ func TestShowVersionInForce(t *testing.T) {
 	var detail supervisor.JobDetail
 	if out, _, _ := d.cli("show", "kjob", "--json"); json.Unmarshal([]byte(out), &detail) != nil || !detail.FileRefused {
 		t.Errorf("show --json: %s", out)
+	}
+	d.stop()
+}
+
+// TestEditRacedAndLinked: berth edit does not write over a file saved by
+// someone else while the editor was open (its edit is kept, and it says
+// how to compare), and edits a file that is a link through it, the link
+// kept (trial AD: the colleague's job was removed and its run stopped;
+// the link was replaced by a copy).
+func TestEditRacedAndLinked(t *testing.T) {
+	t.Parallel()
+	d := newTestDaemon(t, map[string]string{"fresh.lua": `job "fresh" { cmd = "echo fresh", cpus = 0 }`})
+	d.start(daemonOptions{})
+	d.waitState("fresh", "done")
+	target := filepath.Join(d.jobs, "fresh.lua")
+	editor := func(script string) map[string]string {
+		path := filepath.Join(t.TempDir(), "editor")
+		if err := os.WriteFile(path, []byte("#!/bin/sh\n"+script), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		return map[string]string{"BERTH_SOCKET": d.socket, "EDITOR": path, "VISUAL": ""}
+	}
+	colleague := `job "colleague" { cmd = "sleep 600", cpus = 0 }`
+	theirs := filepath.Join(t.TempDir(), "theirs.lua")
+	if err := os.WriteFile(theirs, []byte("\n"+colleague+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, errOut, code := berth(t, editor("cat "+theirs+" >> "+target+"\nsed -i 's/echo fresh/echo edited/' \"$1\"\n"), "edit", "fresh")
+	if code != exitFailed || !strings.Contains(errOut, target+" was changed while you edited it, and is not written over; your edit is kept in ") {
+		t.Errorf("an edit raced by another save: exit %d\n%s", code, errOut)
+	}
+	if m := regexp.MustCompile(`your edit is kept in (/\S+)/fresh\.lua`).FindStringSubmatch(errOut); m != nil {
+		os.RemoveAll(m[1])
+	}
+	if now, _ := os.ReadFile(target); !strings.Contains(string(now), colleague) || strings.Contains(string(now), "echo edited") {
+		t.Errorf("the file after the raced edit:\n%s", now)
+	}
+
+	// A job file that is a link into a checkout: edited there.
+	// (Every directory on the way open to everyone: the daemon follows a
+	// link only to a file anyone may read.)
+	for _, dir := range []string{filepath.Dir(d.dir), d.dir} {
+		if err := os.Chmod(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	repo := filepath.Join(d.dir, "repo")
+	if err := os.Mkdir(repo, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(repo, "lk.lua"), []byte(`job "lk" { cmd = "echo fresh", cpus = 0 }`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(d.jobs, "lk.lua")
+	if err := os.Symlink(filepath.Join(repo, "lk.lua"), link); err != nil {
+		t.Fatal(err)
+	}
+	d.cli("reload")
+	out, errOut, code := berth(t, editor("sed -i 's/echo fresh/echo edited/' \"$1\"\n"), "edit", "lk")
+	if code != exitOK || !strings.Contains(out, "saved "+link+", through its link, in "+filepath.Join(repo, "lk.lua")) {
+		t.Errorf("an edit through a link: exit %d\n%s%s", code, out, errOut)
+	}
+	if fi, err := os.Lstat(link); err != nil || fi.Mode()&os.ModeSymlink == 0 {
+		t.Errorf("the link after the edit: %v, %v", fi, err)
+	}
+	if got, _ := os.ReadFile(filepath.Join(repo, "lk.lua")); !strings.Contains(string(got), "echo edited") {
+		t.Errorf("the linked file after the edit: %s", got)
 	}
 	d.stop()
 }

@@ -217,12 +217,34 @@ func runEdit(c *cli, args []string) int {
 		file := supervisor.CheckFile{Name: name, Src: edited}
 		refused, code := c.checkFiles(cl, []supervisor.CheckFile{file}, nil)
 		if code == exitOK {
-			if err := writeJobFile(me.JobsDir, file, me.Owner == ""); err != nil {
-				fmt.Fprintln(c.stderr, msgCannotWriteJobFile(me.JobsDir, err))
+			// Saved meanwhile by someone else (a colleague, a git pull):
+			// theirs is not written over, as crontab -e and visudo do
+			// not; the person compares.
+			if now, err := os.ReadFile(target); !bytes.Equal(now, old) || (err == nil) != (old != nil) {
+				fmt.Fprintln(c.stderr, msgEditRaced(target, tmpPath, err == nil))
+				return exitFailed
+			}
+			// Through a link, to the file it leads to (a checkout's): the
+			// link stays the link.
+			dir, base, through := me.JobsDir, name, ""
+			if fi, err := os.Lstat(target); err == nil && fi.Mode()&os.ModeSymlink != 0 {
+				real, err := filepath.EvalSymlinks(target)
+				if err != nil {
+					fmt.Fprintln(c.stderr, msgCannotWriteJobFile(me.JobsDir, err))
+					return exitFailed
+				}
+				dir, base, through = filepath.Dir(real), filepath.Base(real), real
+			}
+			if err := writeJobFile(dir, supervisor.CheckFile{Name: base, Src: edited}, me.Owner == ""); err != nil {
+				fmt.Fprintln(c.stderr, msgCannotWriteJobFile(dir, err))
 				return exitFailed
 			}
 			os.RemoveAll(draftDir)
-			fmt.Fprintln(c.stdout, "saved "+target)
+			if through != "" {
+				fmt.Fprintln(c.stdout, "saved "+target+", through its link, in "+through)
+			} else {
+				fmt.Fprintln(c.stdout, "saved "+target)
+			}
 			return c.reloadAfterWrite(cl, filepath.Join(me.JobsDir, name))
 		}
 		if !refused {
