@@ -538,12 +538,12 @@ func msgEditKept(draft, target string, exists bool) string {
 // msgEditRaced: the job file was saved by someone else while berth edit's
 // editor was open (exists: it is there now); the edit is kept.
 func msgEditRaced(target, draft string, exists bool) string {
-	how, submit := "changed", "berth submit --replace"
 	if !exists {
-		how, submit = "removed", "berth submit"
+		return fmt.Sprintf("berth edit: %s was removed while you edited it, and is not made again; your edit is kept in %s (berth submit %s puts it there)",
+			target, draft, draft)
 	}
-	return fmt.Sprintf("berth edit: %s was %s while you edited it, and is not written over; your edit is kept in %s (compare: diff %s %s; then %s %s, or berth edit again)",
-		target, how, draft, target, draft, submit, draft)
+	return fmt.Sprintf("berth edit: %s was changed while you edited it, and is not written over; your edit is kept in %s (compare: diff %s %s; then berth submit --replace %s, or berth edit again)",
+		target, draft, target, draft, draft)
 }
 
 // msgMoreJobs ends a job list that berth status --watch cut to fit the

@@ -153,6 +153,7 @@ func TestMessages(t *testing.T) {
 		msgWatchNoAnswer("/run/berth/berth.sock", "14:03:05"),
 		msgWatchEnded("/run/berth/berth.sock"),
 		msgDaemonLoading(), msgArrayRestarts(4, true), msgArrayRestarts(1, false),
+		msgEditRaced("/etc/berth/jobs.d/train.lua", "/tmp/berth-edit-1/train.lua", true), msgEditRaced("/etc/berth/jobs.d/train.lua", "/tmp/berth-edit-1/train.lua", false),
 		msgAfter("train", "/etc/berth/jobs.d/train.lua", afterFacts, afterNow), msgAfterLeftOut("train", 92),
 		msgAfter("train", "/etc/berth/jobs.d/train.lua", []supervisor.Dependency{{Job: "serve", Kind: "after", State: "backoff", Service: true},
 			{Job: "fetch", Kind: "after_any", State: "failed", ExitCode: &exit3, Reason: "failed", Satisfied: true},
