@@ -276,6 +276,9 @@ type jobView struct {
 	// name; LastEnd is how its last run ended.
 	DoneFP  string
 	LastEnd lastEnd
+	// Outdated: its run in progress started from an earlier definition
+	// than its own (on_change = "finish").
+	Outdated bool
 	// Redefining: it was handed a definition of another process, which
 	// it has not taken yet (job.redefs): its state is about to change.
 	// settled, for an array, is array.settled (a job's are told apart
@@ -1335,6 +1338,9 @@ func (j *job) publish() {
 	j.v.LastEnd = j.end
 	j.v.Redefining = j.redefs > 0
 	redefining := j.v.Redefining
+	// Its run follows an earlier definition (on_change = "finish"); a
+	// service's never ends by itself.
+	j.v.Outdated = j.run.proc != nil && j.run.fp != "" && j.run.fp != j.defFP
 	// The array and the dependants go by the state shown, as everyone
 	// else does: a run not yet on record runs for nobody.
 	shown := j.v.State

@@ -364,6 +364,16 @@ const runsOn = "its run goes on, but it will not run again: "
 // msgRunsOn is the why of a running job whose declaration cannot run any
 // more (invalid: a flavor or a parent removed, a user gone): its run,
 // placed and started while it could, is not killed for it.
+// msgRunsEarlierDefinition is the why of a job whose run started from an
+// earlier definition (on_change = "finish"): the new one applies from its
+// next run, which a service, never ending, does not come to by itself.
+func msgRunsEarlierDefinition(job string, service bool) string {
+	if service {
+		return "runs an earlier definition (on_change = \"finish\"), and a service's run does not end by itself: berth restart " + QuoteArg(job) + " applies the new one"
+	}
+	return "runs an earlier definition (on_change = \"finish\"); the new one applies from its next run (berth restart " + QuoteArg(job) + " applies it now)"
+}
+
 func msgRunsOn(invalid string) string {
 	return runsOn + invalid
 }

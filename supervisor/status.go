@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/berthd/berth/accounting"
+	"github.com/berthd/berth/luaapi"
 	"github.com/berthd/berth/supervisor/store"
 	"github.com/berthd/berth/supervisor/units"
 )
@@ -435,8 +436,11 @@ func (d *Daemon) status(members bool) Status {
 		if v.unit != nil {
 			js.Used = usageOf(v.unit)
 		}
-		if v.State == store.StateRunning && cmp.Or(v.Invalid, v.Unfit) != "" {
+		switch {
+		case v.State == store.StateRunning && cmp.Or(v.Invalid, v.Unfit) != "":
 			js.Why = msgRunsOn(cmp.Or(v.Invalid, v.Unfit))
+		case v.State == store.StateRunning && v.Outdated && j.arr == nil:
+			js.Why = msgRunsEarlierDefinition(j.name, v.Def.Restart == luaapi.RestartAlways)
 		}
 		if v.State == store.StateDone && v.Def != nil && len(v.Def.After) > 0 {
 			if renewing == nil {

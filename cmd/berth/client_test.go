@@ -492,6 +492,16 @@ func TestShowRunOfEarlierDefinition(t *testing.T) {
 	if out, _, _ := d.cli("show", "svc"); !strings.Contains(out, "this run started from an earlier definition") {
 		t.Errorf("berth show svc says nothing of the run's earlier definition:\n%s", out)
 	}
+	// The status says so too, and what applies the new one: a
+	// service's run never ends by itself (trial AD).
+	if j, _ := d.job("svc"); !strings.HasPrefix(j.Why, "runs an earlier definition") || !strings.Contains(j.Why, "berth restart svc applies") {
+		t.Errorf("the status's why of svc: %q", j.Why)
+	}
+	d.cli("restart", "svc")
+	testkit.WaitFor(t, waitLong, "the new definition to run", func() bool {
+		j, _ := d.job("svc")
+		return j.State == "running" && j.Why == "" && !d.detail("svc").Outdated
+	})
 	d.stop()
 }
 
