@@ -471,8 +471,19 @@ func (d *Daemon) noteOutputCut(job, dir string, err error) {
 		if c.byJob == nil {
 			c.byJob = map[string]outputCut{}
 		}
+		if pe, ok := errors.AsType[*os.PathError](err); ok {
+			err = pe.Err // the path is the log file's, which the words name
+		}
 		c.byJob[job] = outputCut{job: job, dir: dir, at: d.now(), err: err}
 	}
+}
+
+// of says when the last run of job had its output cut short, if it did.
+func (c *outputCuts) of(job string) (time.Time, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	cut, ok := c.byJob[job]
+	return cut.at, ok
 }
 
 // outputCutProblem is the status's word on the output cut short: the

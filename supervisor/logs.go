@@ -53,6 +53,11 @@ func (d *Daemon) serveLogs(w http.ResponseWriter, r *http.Request) {
 	if d.refuseNotOwner(w, c, "logs", name, owner, "read its output") {
 		return
 	}
+	if at, cut := d.cuts.of(name); cut {
+		// Its last run's output stops short (a full disk): what is sent
+		// is not all it wrote, which the client says.
+		w.Header().Set(HeaderOutputCut, at.UTC().Format(time.RFC3339))
+	}
 	q := r.URL.Query()
 	follow := q.Get("follow") == "1"
 	var run uint64
@@ -636,6 +641,10 @@ func (t *tailSlots) take(uid uint32) (release func(), ok bool) {
 // (?run=N) that has none, that the files begin after that run: what it
 // wrote was rotated away, not nothing.
 const HeaderOutputGone = "Berth-Output-Gone"
+
+// HeaderOutputCut says, in an answer of a job's output, when its last
+// run's output was cut short (a full log disk): the file ends there.
+const HeaderOutputCut = "Berth-Output-Cut"
 
 // HeaderOutputStartGone says, in an answer of one run's output from a log
 // file, that the files begin within that run: the start of what it wrote

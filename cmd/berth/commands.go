@@ -747,9 +747,10 @@ func runLogs(c *cli, args []string) int {
 	if lines != "" {
 		needs = supervisor.HeaderLines
 	}
-	gone := false
+	gone, cut := false, ""
 	n, err := cl.stream(ctx, "/jobs/"+url.PathEscape(job)+"/logs", q, out, needs, func(h http.Header) {
 		gone = h.Get(supervisor.HeaderOutputGone) != ""
+		cut = h.Get(supervisor.HeaderOutputCut)
 		// Said first: the lines shown then begin later than asked.
 		if h.Get(supervisor.HeaderOutputStartGone) != "" {
 			fmt.Fprintln(c.stderr, msgRunOutputStartGone(job, run))
@@ -762,6 +763,11 @@ func runLogs(c *cli, args []string) int {
 	})
 	if err != nil && ctx.Err() == nil {
 		return c.failIndex(cl, err, "logs", rest, index)
+	}
+	if cut != "" {
+		// Said last, after what was kept: the output ends short of what
+		// the run wrote (the last line may be cut too).
+		fmt.Fprintln(c.stderr, msgOutputCutShort(job, cut))
 	}
 	switch {
 	case n == 0 && gone:

@@ -539,6 +539,10 @@ func TestFaultLogsFull(t *testing.T) {
 	if out, _, code := d.cli("status"); code != exitOK || !strings.Contains(out, "was cut short") {
 		t.Errorf("berth status: exit %d\n%s", code, out)
 	}
+	// berth logs shows what was kept, and says it stops short.
+	if out, errOut, code := d.cli("logs", "loud", "-n", "2"); code != exitOK || strings.Contains(out, "LOUD-END") || !strings.Contains(errOut, "the output of loud's last run was cut short at ") {
+		t.Errorf("berth logs loud: exit %d\n%s%s", code, out, errOut)
+	}
 	// Room again: another job's output written whole says nothing of
 	// loud's; a run of loud written whole does.
 	if err := os.Remove(filepath.Join(logs, "loud.log")); err != nil {

@@ -359,6 +359,16 @@ func msgDaemonTooOld(socket, call string) string {
 	return fmt.Sprintf("the daemon on %s does not know %s: it is older than this client (berth version shows the client's; restart the daemon after an upgrade: systemctl restart berth)", socket, call)
 }
 
+// msgOutputCutShort: the output of job's last run was cut short at at
+// (RFC 3339), its log disk full.
+func msgOutputCutShort(job, at string) string {
+	when := at
+	if t, err := time.Parse(time.RFC3339, at); err == nil {
+		when = clockTime(t, time.Now())
+	}
+	return fmt.Sprintf("berth: the output of %s's last run was cut short at %s, its log disk full: what it wrote after is lost, and its last line above may be cut too (berth status says so while it lasts)", job, when)
+}
+
 // msgNoOutput says that a job, or one of its runs, has written nothing.
 func msgNoOutput(job string, run uint64) string {
 	if run != 0 {
