@@ -363,8 +363,9 @@ func (d *Daemon) controlArray(w http.ResponseWriter, r *http.Request, c caller, 
 		return
 	}
 	failedOnly := ev == evRestart && r.URL.Query().Get("failed") == "1"
+	stoppedOnly := ev == evStart && r.URL.Query().Get("stopped") == "1"
 	ignoreDeps := ev == evStart && r.URL.Query().Get("ignore_deps") == "1"
-	d.logCaller(r, verb, "job", a.name, "failed_only", failedOnly, "ignore_deps", ignoreDeps)
+	d.logCaller(r, verb, "job", a.name, "failed_only", failedOnly, "stopped_only", stoppedOnly, "ignore_deps", ignoreDeps)
 	ans := ControlAnswer{Job: a.name, Requested: verb, Array: true}
 	var refused refusal
 	var invalid string
@@ -372,6 +373,7 @@ func (d *Daemon) controlArray(w http.ResponseWriter, r *http.Request, c caller, 
 		v := j.view()
 		switch {
 		case failedOnly && v.State != store.StateFailed,
+			stoppedOnly && v.State != store.StateStopped,
 			ev == evStop && resting(v.State) && !d.outdated(j.name, v):
 			continue // nothing for this request to do to it
 		case heldAtGate(ev, ignoreDeps, v):
@@ -400,8 +402,11 @@ func (d *Daemon) controlArray(w http.ResponseWriter, r *http.Request, c caller, 
 		writeError(w, http.StatusConflict, refused.code(), msgRefused(verb, a.name, refused, invalid))
 		return
 	}
-	if failedOnly {
+	switch {
+	case failedOnly:
 		ans.Requested = "restart failed"
+	case stoppedOnly:
+		ans.Requested = "start stopped"
 	}
 	writeJSON(w, http.StatusOK, ans)
 }

@@ -175,7 +175,7 @@ job "hello" { cmd = { "sh", "-c", "echo hello from the job" }, flavor = "small" 
 
 	// Every job at once: the running one stops and stays stopped; the done
 	// one is left as it is.
-	if out, errOut, code := d.cli("stop", "--all"); code != exitOK || out != "1 job: stop requested (berth status shows them)\n" {
+	if out, errOut, code := d.cli("stop", "--all"); code != exitOK || out != "1 job: stop requested (berth status shows them; berth start --all starts them again)\n" {
 		t.Fatalf("stop --all: exit %d %q %q", code, out, errOut)
 	}
 	d.waitState("svc", "stopped")
@@ -593,7 +593,7 @@ job "sweep" { cmd = "sleep 600", cpus = 1, array = 4 }`,
 		return s.Counts["running"] == 1 && s.Counts["waiting"] == 34
 	})
 	// The jobs as berth status lists them, an array once.
-	if out, errOut, code := d.cli("stop", "--all"); code != exitOK || out != "32 jobs, one an array (4 indices in all): stop requested (berth status shows them)\n" {
+	if out, errOut, code := d.cli("stop", "--all"); code != exitOK || out != "32 jobs, one an array (4 indices in all): stop requested (berth status shows them; berth start --all starts them again)\n" {
 		t.Fatalf("stop --all: exit %d %q %q", code, out, errOut)
 	}
 	testkit.WaitFor(t, waitLong, "every job stopped", func() bool { return d.status().Counts["stopped"] == 35 })
@@ -614,7 +614,7 @@ func TestStopAllStopsWhatIsStopping(t *testing.T) {
 	d.write("jobs.lua", fmt.Sprintf(stubborn, 2))
 	d.cli("reload")
 	d.waitState("stubborn", "stopping")
-	if out, errOut, code := d.cli("stop", "--all"); code != exitOK || out != "1 job: stop requested (berth status shows them)\n" {
+	if out, errOut, code := d.cli("stop", "--all"); code != exitOK || out != "1 job: stop requested (berth status shows them; berth start --all starts them again)\n" {
 		t.Fatalf("stop --all: exit %d %q %q", code, out, errOut)
 	}
 	if err := syscall.Kill(-j.PID, syscall.SIGKILL); err != nil {
@@ -845,6 +845,48 @@ func TestEditRacedAndLinked(t *testing.T) {
 	}
 	if got, _ := os.ReadFile(filepath.Join(repo, "lk.lua")); !strings.Contains(string(got), "echo edited") {
 		t.Errorf("the linked file after the edit: %s", got)
+	}
+	d.stop()
+}
+
+// TestStartAllAfterStopAll: berth start --all is the way back from stop
+// --all: the jobs stopped start, an array's stopped indices (not its done
+// ones again), and a job done stays done (trial AD: one berth start a job,
+// in a shell loop).
+func TestStartAllAfterStopAll(t *testing.T) {
+	t.Parallel()
+	d := newTestDaemon(t, map[string]string{"jobs.lua": `job "once" { cmd = "true", cpus = 0 }
+job "svc" { cmd = "sleep 600", cpus = 0 }
+job "sw" { cmd = { "sh", "-c", "[ $BERTH_ARRAY_INDEX = 1 ] || exec sleep 600" }, cpus = 0, array = 3 }`})
+	d.start(daemonOptions{})
+	d.waitState("once", "done")
+	d.waitState("svc", "running")
+	d.waitJob("sw", "one index done, two running", func(j supervisor.JobStatus) bool {
+		return j.Array != nil && j.Array.Counts["done"] == 1 && j.Array.Counts["running"] == 2
+	})
+	if out, _, code := d.cli("stop", "--all"); code != exitOK || !strings.HasPrefix(out, "2 jobs, one an array (2 indices in all): stop requested") {
+		t.Fatalf("stop --all: exit %d\n%s", code, out)
+	}
+	d.waitState("svc", "stopped")
+	d.waitJob("sw", "two indices stopped", func(j supervisor.JobStatus) bool { return j.Array.Counts["stopped"] == 2 })
+	if out, _, code := d.cli("start", "--all"); code != exitOK || out != "2 jobs, one an array (2 indices stopped in all): start requested (berth status shows them)\n" {
+		t.Errorf("start --all: exit %d\n%s", code, out)
+	}
+	d.waitState("svc", "running")
+	d.waitJob("sw", "two indices running again, one done", func(j supervisor.JobStatus) bool {
+		return j.Array.Counts["running"] == 2 && j.Array.Counts["done"] == 1
+	})
+	if runs := d.history("sw[1]"); len(runs) != 1 {
+		t.Errorf("the done index ran again: %+v", runs)
+	}
+	if runs := d.history("once"); len(runs) != 1 {
+		t.Errorf("the done job ran again: %+v", runs)
+	}
+	if out, _, code := d.cli("start", "sw", "--stopped"); code != exitOK || out != "no stopped index in sw: nothing to start (berth show sw lists its indices by state)\n" {
+		t.Errorf("start sw --stopped with none stopped: exit %d\n%s", code, out)
+	}
+	if out, _, code := d.cli("start", "--all"); code != exitOK || !strings.HasPrefix(out, "0 jobs: no job you may start rests stopped") {
+		t.Errorf("start --all with none stopped: exit %d\n%s", code, out)
 	}
 	d.stop()
 }

@@ -485,11 +485,13 @@ func control(verb string) func(c *cli, args []string) int {
 		fs := c.flags(verb)
 		f := c.clientFlags(fs, false)
 		asJSON := fs.Bool("json", false, "print the daemon's answer as JSON; a failure as {code, error}")
-		var ignoreDeps, failed, all *bool
+		var ignoreDeps, failed, all, stopped *bool
 		switch verb {
 		case "stop":
 			all = fs.Bool("all", false, "stop every job you may stop")
 		case "start":
+			all = fs.Bool("all", false, "start every job you may start that rests stopped (as berth stop --all left them), and the stopped indices of arrays")
+			stopped = fs.Bool("stopped", false, "for an array: start only its stopped indices, not the done ones again")
 			ignoreDeps = fs.Bool("ignore-deps", false, "run it once now, without waiting for the jobs it runs after (after, after_any)")
 		case "restart":
 			failed = fs.Bool("failed", false, "for an array: restart only its failed indices (refused for a job that is not an array)")
@@ -499,13 +501,19 @@ func control(verb string) func(c *cli, args []string) int {
 		if done {
 			return code
 		}
-		if all != nil && *all {
+		if all != nil && *all && verb == "stop" {
 			return stopAll(c, args)
+		}
+		if all != nil && *all {
+			return startAll(c, args)
 		}
 		if len(rest) != 1 {
 			what := "one JOB"
-			if verb == "stop" {
+			switch verb {
+			case "stop":
 				what = "one JOB, or --all for every job you may stop"
+			case "start":
+				what = "one JOB, or --all for every job stopped that you may start"
 			}
 			fmt.Fprintln(c.stderr, msgWantArgs(verb, what))
 			return exitUsage
@@ -523,6 +531,10 @@ func control(verb string) func(c *cli, args []string) int {
 			// The daemon refuses it for a job that is not an array
 			// (not_array), and restarts nothing.
 			q = url.Values{"failed": {"1"}}
+		}
+		if stopped != nil && *stopped {
+			// Of a job that is not an array, a start: it is one index.
+			q = url.Values{"stopped": {"1"}}
 		}
 		var ans supervisor.ControlAnswer
 		if err := cl.call(http.MethodPost, "/jobs/"+url.PathEscape(job)+"/"+verb, q, &ans); err != nil {
@@ -549,6 +561,8 @@ func control(verb string) func(c *cli, args []string) int {
 		case ans.Requested == "restart failed":
 			// None failed is nothing to do, which is no failure.
 			fmt.Fprintln(c.stdout, escapeText(msgRestartFailed(job, ans.Indices)))
+		case ans.Requested == "start stopped":
+			fmt.Fprintln(c.stdout, escapeText(msgStartStopped(job, ans.Indices)))
 		default:
 			fmt.Fprintln(c.stdout, escapeText(msgControlled(job, verb, ans.Array, ans.Indices)))
 		}
@@ -639,7 +653,75 @@ func stopAll(c *cli, args []string) int {
 	}
 	fmt.Fprintln(c.stdout, msgStoppedAll(jobsStopped, arrays, stopped-(jobsStopped-arrays)))
 	if others > 0 {
-		fmt.Fprintln(c.stdout, escapeText(msgOthersLeft(others, firstRefusal)))
+		fmt.Fprintln(c.stdout, escapeText(msgOthersLeft("stop", others, firstRefusal)))
+	}
+	return exitOK
+}
+
+// startAll is `berth start --all`: every job that rests stopped (a
+// person's stop, berth stop --all's) is started, and each array's stopped
+// indices, not its done ones again: the way back from stop --all, as
+// scontrol release is from hold. A person starts the jobs they may start,
+// and is told how many others' were left.
+func startAll(c *cli, args []string) int {
+	fs := c.flags("start")
+	f := c.clientFlags(fs, false)
+	fs.Bool("all", false, "start every job stopped")
+	asJSON := fs.Bool("json", false, "print how many were asked to start as JSON")
+	rest, code, done := c.parse(fs, args)
+	if done {
+		return code
+	}
+	if len(rest) > 0 {
+		fmt.Fprintln(c.stderr, msgUnexpectedArgs("start --all", rest))
+		return exitUsage
+	}
+	cl := c.client(f)
+	var jobs []supervisor.JobStatus
+	if err := cl.get("/jobs", nil, &jobs); err != nil {
+		return c.fail(err)
+	}
+	started, jobsStarted, arrays, others, firstRefusal := 0, 0, 0, 0, ""
+	for _, j := range jobs {
+		var q url.Values
+		switch {
+		case j.Array != nil && j.Array.Counts["stopped"] > 0:
+			q = url.Values{"stopped": {"1"}}
+		case j.Array == nil && j.State == "stopped":
+		default:
+			continue
+		}
+		var ans supervisor.ControlAnswer
+		if err := cl.call(http.MethodPost, "/jobs/"+url.PathEscape(j.Name)+"/start", q, &ans); err != nil {
+			var ae *apiError
+			switch {
+			case errors.As(err, &ae) && ae.code == supervisor.CodeNotPermitted:
+				others++
+				firstRefusal = cmp.Or(firstRefusal, ae.msg)
+				continue
+			case errors.As(err, &ae) && ae.code == supervisor.CodeStopping:
+				ae.msg = supervisor.MsgStopping("berth start --all")
+			}
+			return c.fail(err)
+		}
+		jobsStarted++
+		if j.Array == nil {
+			started++
+			continue
+		}
+		arrays++
+		started += ans.Indices
+	}
+	if *asJSON {
+		return c.writeJSON(struct {
+			Started    int `json:"started"`
+			Jobs       int `json:"jobs"`
+			OthersLeft int `json:"others_left"`
+		}{started, jobsStarted, others})
+	}
+	fmt.Fprintln(c.stdout, msgStartedAll(jobsStarted, arrays, started-(jobsStarted-arrays)))
+	if others > 0 {
+		fmt.Fprintln(c.stdout, escapeText(msgOthersLeft("start", others, firstRefusal)))
 	}
 	return exitOK
 }

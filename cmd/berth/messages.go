@@ -280,11 +280,11 @@ func msgSocketBlocked(socket, dir string) string {
 
 // msgOthersLeft: berth stop --all left others' jobs running; refusal is
 // what the daemon said of the first.
-func msgOthersLeft(n int, refusal string) string {
+func msgOthersLeft(verb string, n int, refusal string) string {
 	if n == 1 {
-		return fmt.Sprintf("1 job left as it is, not yours to stop: %s", refusal)
+		return fmt.Sprintf("1 job left as it is, not yours to %s: %s", verb, refusal)
 	}
-	return fmt.Sprintf("%s left as they are, not yours to stop; the first: %s", count(n, "job"), refusal)
+	return fmt.Sprintf("%s left as they are, not yours to %s; the first: %s", count(n, "job"), verb, refusal)
 }
 
 // msgBooksDiffer: the daemon's books are not what berth machine probed.
@@ -643,9 +643,9 @@ func msgAfterOne(job, file string, p supervisor.Dependency, now time.Time) strin
 	case "stopped":
 		if p.Array {
 			// A start of the whole array runs its done indices again too:
-			// what to start is the indices stopped.
-			return fmt.Sprintf("%s, which has stopped indices; %s (berth show %s lists them, and berth start '%s[N]' runs index N again; berth start %s runs every index again, the done ones too; %s)",
-				lead, when, quoteArg(name), name, quoteArg(name), anyway)
+			// what to start is the indices stopped (--stopped).
+			return fmt.Sprintf("%s, which has stopped indices; %s (berth start %s --stopped runs them, not the done ones again; berth show %s lists them; %s)",
+				lead, when, quoteArg(name), quoteArg(name), anyway)
 		}
 		return fmt.Sprintf("%s, which was stopped; %s (berth start %s)", lead, when, quoteArg(name))
 	case "invalid", "unplaceable", "disabled":
@@ -765,8 +765,11 @@ func msgControlled(job, verb string, array bool, indices int) string {
 // berth status lists them, and how many indices the arrays among them
 // have to stop.
 func msgStoppedAll(jobs, arrays, indices int) string {
+	if jobs == 0 {
+		return "0 jobs: stop requested (none you may stop holds or waits for the machine)"
+	}
 	if arrays == 0 {
-		return fmt.Sprintf("%s: stop requested (berth status shows them)", count(jobs, "job"))
+		return fmt.Sprintf("%s: stop requested (berth status shows them; berth start --all starts them again)", count(jobs, "job"))
 	}
 	what := "an array"
 	if arrays > 1 {
@@ -774,8 +777,37 @@ func msgStoppedAll(jobs, arrays, indices int) string {
 	} else if jobs > 1 {
 		what = "one an array"
 	}
-	return fmt.Sprintf("%s, %s (%s in all): stop requested (berth status shows them)",
+	return fmt.Sprintf("%s, %s (%s in all): stop requested (berth status shows them; berth start --all starts them again)",
 		count(jobs, "job"), what, count(indices, "index"))
+}
+
+// msgStartedAll confirms berth start --all: the jobs asked to start, as
+// berth status lists them, and how many stopped indices of the arrays
+// among them.
+func msgStartedAll(jobs, arrays, indices int) string {
+	if jobs == 0 {
+		return "0 jobs: no job you may start rests stopped (berth status shows how they stand)"
+	}
+	if arrays == 0 {
+		return fmt.Sprintf("%s: start requested (berth status shows them)", count(jobs, "job"))
+	}
+	what := "an array"
+	if arrays > 1 {
+		what = strconv.Itoa(arrays) + " of them arrays"
+	} else if jobs > 1 {
+		what = "one an array"
+	}
+	return fmt.Sprintf("%s, %s (%s stopped in all): start requested (berth status shows them)",
+		count(jobs, "job"), what, count(indices, "index"))
+}
+
+// msgStartStopped confirms berth start ARRAY --stopped: how many stopped
+// indices it starts, or that none was stopped.
+func msgStartStopped(array string, n int) string {
+	if n == 0 {
+		return fmt.Sprintf("no stopped index in %s: nothing to start (berth show %s lists its indices by state)", array, quoteArg(array))
+	}
+	return fmt.Sprintf("starting %d stopped %s of %s (berth status shows %s)", n, plural(n, "index"), array, map[bool]string{true: "it", false: "them"}[n == 1])
 }
 
 // msgRestartFailed confirms berth restart ARRAY --failed: how many failed
