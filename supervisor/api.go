@@ -229,6 +229,7 @@ func (d *Daemon) api() http.Handler {
 				return s == store.StateDone || s == store.StateFailed || s == store.StateStopped
 			}
 			stopChanged := after != nil && after.State != v.State || after == nil && d.outdated(name, v)
+			ans.HeldFromRerun = verb.ev == evStop && v.State == store.StateDone && stopChanged
 			if verb.ev == evStart && (v.State == store.StateStarting || v.State == store.StateRunning) ||
 				(verb.ev == evStart && !ignoreDeps || verb.ev == evRestart) && v.State == store.StateWaiting && v.After == nil ||
 				verb.ev == evStop && atRest(v.State) && !stopChanged {

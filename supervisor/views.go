@@ -230,6 +230,9 @@ type ControlAnswer struct {
 	// already ("running" for a start, "stopped", "done"… for a stop): it
 	// changes nothing.
 	Already string `json:"already,omitempty"`
+	// HeldFromRerun: a stop of a job done that was to run again after a
+	// parent's new definition; it rests stopped, and runs once started.
+	HeldFromRerun bool `json:"held_from_rerun,omitempty"`
 }
 
 // previewEnv is the environment a run of job name (of definition def;

@@ -491,7 +491,7 @@ func TestDaemonDepsStopDoneToRunAgain(t *testing.T) {
 	}
 	d.write("1-prep.lua", gated("prep", "prep2", "go", ""))
 	d.waitJob("train", "train to run again after prep", func(j supervisor.JobStatus) bool { return j.RunsAgainAfter == "prep" })
-	if out, _, code := d.cli("stop", "train"); code != exitOK || out != "train: stop requested (berth status shows it)\n" {
+	if out, _, code := d.cli("stop", "train"); code != exitOK || out != "train: stopped, so that it does not run again after its parents; berth start train runs it\n" {
 		t.Errorf("stop of train to run again: exit %d\n%s", code, out)
 	}
 	if j := d.waitState("train", "stopped"); j.Why != "stopped" {

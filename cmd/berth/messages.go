@@ -781,6 +781,12 @@ func msgStoppedAll(jobs, arrays, indices int) string {
 		count(jobs, "job"), what, count(indices, "index"))
 }
 
+// msgHeldFromRerun confirms a stop of a job done that was to run again
+// after its parents: it rests stopped instead.
+func msgHeldFromRerun(job string) string {
+	return fmt.Sprintf("%s: stopped, so that it does not run again after its parents; berth start %s runs it", job, quoteArg(job))
+}
+
 // msgStartedAll confirms berth start --all: the jobs asked to start, as
 // berth status lists them, and how many stopped indices of the arrays
 // among them.
@@ -924,7 +930,7 @@ func msgGaveUp(restarts int) string {
 func msgArrayRestarts(restarts int, gaveUp bool) string {
 	r := count(restarts, "restart") + " in all"
 	if gaveUp {
-		r += ", an index given up on (max_restarts)"
+		r += "; given up on for an index or more (max_restarts; berth show lists them)"
 	}
 	return r
 }
