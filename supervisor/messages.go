@@ -515,7 +515,7 @@ func stateFix(dir string, err error) string {
 // daemon has open is no longer at its path.
 func MsgStateGone(g *store.GoneError, pid int) string {
 	if g.Replaced {
-		return fmt.Sprintf("state file %s was replaced by another file while the daemon runs: the daemon goes on recording into the file it opened, which is lost when it stops, and the next start reads the file now there (put the old one back if this was not meant; systemctl restart berth takes up the new one)", g.Path)
+		return fmt.Sprintf("state file %s was replaced by another file while the daemon runs: the daemon goes on recording into the file it opened, which is lost when it stops, and the next start reads the file now there (put the old one back if this was not meant; systemctl restart berth takes up the new one, and should be soon where the new one is a copy of the file removed, as what is recorded until then is lost)", g.Path)
 	}
 	return fmt.Sprintf("state file %s was removed while the daemon runs: if it was moved, move it back (this error then clears); otherwise it is lost when the daemon stops, and its next start begins an empty state: batch jobs done before run again, jobs stopped with berth stop start again, and the history and run ids begin anew. Until the daemon stops, the file it has open can be copied back, then the daemon restarted at once, which reads the copy (what it records in between is lost): sudo ls -l /proc/%d/fd shows the file, \"(deleted)\"; sudo cp /proc/%d/fd/N %s && sudo systemctl restart berth", g.Path, pid, pid, g.Path)
 }
