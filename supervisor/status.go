@@ -161,6 +161,10 @@ type JobStatus struct {
 	Flavor string `json:"flavor,omitempty"`
 	// ExpectedStart is set for the head of the queue when it can be known.
 	ExpectedStart *time.Time `json:"expected_start,omitempty"`
+	// QueuePosition is its place in the machine's queue, 1 for the head
+	// (the placer's order: priority, then how long it has waited); an
+	// array's, that of its index in the queue. Absent outside the queue.
+	QueuePosition int `json:"queue_position,omitempty"`
 	// RetryAt, for a job in backoff, is when it runs again; an array's,
 	// when the first of its indices in backoff does.
 	RetryAt *time.Time `json:"retry_at,omitempty"`
@@ -305,6 +309,14 @@ func (d *Daemon) status(members bool) Status {
 	// Only the head of the queue has an expected start, and keeps what
 	// is free for itself.
 	head, waits := d.placer.Head()
+	var inLine map[string]int // each waiting job's place in the queue, 1 the head's
+	if waits {
+		queue := d.placer.Waiting()
+		inLine = make(map[string]int, len(queue))
+		for _, w := range queue {
+			inLine[w.Holder] = w.Position + 1
+		}
+	}
 	cards := d.cards.Load()
 	for i, holder := range snap.CardHolders {
 		cs := CardStatus{Name: d.cfg.Machine.GPUs[i], Holder: holder, Owner: ownerOf(holder)}
@@ -517,6 +529,7 @@ func (d *Daemon) status(members bool) Status {
 				at := expected
 				js.ExpectedStart = &at
 			}
+			js.QueuePosition = inLine[j.name]
 		}
 		s.Counts[js.State]++
 		if j.arr != nil {
@@ -584,7 +597,7 @@ func arrayStatus(a *array, members []JobStatus) JobStatus {
 		out.GaveUp = out.GaveUp || m.GaveUp
 		switch {
 		case c.isQueued && m.Name == queued:
-			out.Why, out.Short, out.Quota, out.ExpectedStart = m.Why, m.Short, m.Quota, m.ExpectedStart
+			out.Why, out.Short, out.Quota, out.ExpectedStart, out.QueuePosition = m.Why, m.Short, m.Quota, m.ExpectedStart, m.QueuePosition
 		case m.After != nil && out.After == nil:
 			out.After, out.AfterLeftOut = m.After, m.AfterLeftOut
 		}

@@ -170,6 +170,10 @@ func (e *jsonAppender) job(j *JobStatus) {
 		e.raw(`,"expected_start":`)
 		e.time(*j.ExpectedStart)
 	}
+	if j.QueuePosition != 0 {
+		e.raw(`,"queue_position":`)
+		e.int(int64(j.QueuePosition))
+	}
 	if j.RetryAt != nil {
 		e.raw(`,"retry_at":`)
 		e.time(*j.RetryAt)

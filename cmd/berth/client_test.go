@@ -890,3 +890,26 @@ job "sw" { cmd = { "sh", "-c", "[ $BERTH_ARRAY_INDEX = 1 ] || exec sleep 600" },
 	}
 	d.stop()
 }
+
+// TestStatusQueueOrder: berth status lists the jobs waiting for the
+// machine in the queue's order, each with its place in it (trial AD:
+// every one said "needs 1 cpu; 0 free", in the order of their names).
+func TestStatusQueueOrder(t *testing.T) {
+	t.Parallel()
+	d := newTestDaemon(t, map[string]string{"jobs.lua": `job "hog" { cmd = "sleep 600", cpus = 1, priority = 100 }
+job "lo1" { cmd = "true", cpus = 1 }
+job "hi" { cmd = "true", cpus = 1, priority = 10 }`})
+	d.start(daemonOptions{args: []string{"--cpus", "1"}})
+	d.waitState("hog", "running")
+	lo1, _ := d.job("lo1")
+	hi, _ := d.job("hi")
+	if hi.QueuePosition != 1 || lo1.QueuePosition != 2 {
+		t.Errorf("places in the queue: hi %d, lo1 %d; want 1, 2", hi.QueuePosition, lo1.QueuePosition)
+	}
+	out, _, _ := d.cli("status")
+	iHi, iLo := strings.Index(out, "\nhi "), strings.Index(out, "\nlo1 ")
+	if iHi < 0 || iLo < iHi || !strings.Contains(out[iLo:], "2nd in line") {
+		t.Errorf("berth status:\n%s", out)
+	}
+	d.stop()
+}

@@ -787,6 +787,22 @@ func msgHeldFromRerun(job string) string {
 	return fmt.Sprintf("%s: stopped, so that it does not run again after its parents; berth start %s runs it", job, quoteArg(job))
 }
 
+// msgInLine is a waiting job's place in the machine's queue, behind the
+// head: "3rd in line".
+func msgInLine(pos int) string {
+	suffix := "th"
+	switch {
+	case pos%100 >= 11 && pos%100 <= 13:
+	case pos%10 == 1:
+		suffix = "st"
+	case pos%10 == 2:
+		suffix = "nd"
+	case pos%10 == 3:
+		suffix = "rd"
+	}
+	return strconv.Itoa(pos) + suffix + " in line"
+}
+
 // msgStartedAll confirms berth start --all: the jobs asked to start, as
 // berth status lists them, and how many stopped indices of the arrays
 // among them.

@@ -427,6 +427,15 @@ func compareForStatus(a, b supervisor.JobStatus) int {
 		return c
 	}
 	if stateOf(a.State) == store.StateWaiting {
+		// In the machine's queue: in its order, the head first.
+		switch {
+		case a.QueuePosition > 0 && b.QueuePosition > 0:
+			return cmp.Compare(a.QueuePosition, b.QueuePosition)
+		case a.QueuePosition > 0:
+			return -1
+		case b.QueuePosition > 0:
+			return 1
+		}
 		switch {
 		case a.ExpectedStart != nil && b.ExpectedStart == nil:
 			return -1
@@ -502,6 +511,10 @@ func singleWhy(j supervisor.JobStatus, now time.Time) string {
 	}
 	if j.ExpectedStart != nil {
 		why += expectedClause + clockTime(expectedAt(*j.ExpectedStart), now)
+	}
+	if j.QueuePosition > 1 && j.Quota == nil {
+		// Behind others: a core freed goes to the head first.
+		why = strings.TrimPrefix(why+"; "+msgInLine(j.QueuePosition), "; ")
 	}
 	if j.RetryAt != nil {
 		why = strings.TrimPrefix(why+"; "+msgRetryIn(j.RetryAt.Sub(now)), "; ")
