@@ -815,6 +815,18 @@ func TestEditRacedAndLinked(t *testing.T) {
 	if now, _ := os.ReadFile(target); !strings.Contains(string(now), colleague) || strings.Contains(string(now), "echo edited") {
 		t.Errorf("the file after the raced edit:\n%s", now)
 	}
+	// An edit with more errors than are listed counts those listed.
+	broken := filepath.Join(t.TempDir(), "broken.lua")
+	if err := os.WriteFile(broken, []byte(`for i = 1, 60 do job("b" .. i) { cmd = "true", cpu = 1 } end`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, errOut, code = berth(t, editor("cp "+broken+" \"$1\"\n"), "edit", "fresh")
+	if code != exitFailed || !strings.Contains(errOut, "not written: 50 problems listed, and more;") {
+		t.Errorf("an edit of 60 errors: exit %d\n%s", code, errOut)
+	}
+	if m := regexp.MustCompile(`your edit is kept in (/\S+)/fresh\.lua`).FindStringSubmatch(errOut); m != nil {
+		os.RemoveAll(m[1])
+	}
 
 	// A job file that is a link into a checkout: edited there.
 	// (Every directory on the way open to everyone: the daemon follows a

@@ -514,8 +514,12 @@ func msgEditorFailed(err error, draft string) string {
 	return fmt.Sprintf("berth edit: the editor failed: %v (your draft is in %s; set EDITOR to the editor you use)", err, draft)
 }
 
-func msgNotWritten(problems int) string {
-	return fmt.Sprintf("not written: %s; what is in force stays (fix and submit again: the daemon checks files against the flavors, quotas and jobs in force)", count(problems, "problem"))
+func msgNotWritten(problems int, more bool) string {
+	n := count(problems, "problem")
+	if more {
+		n += " listed, and more"
+	}
+	return fmt.Sprintf("not written: %s; what is in force stays (fix and submit again: the daemon checks files against the flavors, quotas and jobs in force)", n)
 }
 
 // msgEditElsewhere refuses berth edit of a file outside the caller's job

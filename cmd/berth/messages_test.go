@@ -200,8 +200,9 @@ func TestMessages(t *testing.T) {
 		msgCannotWriteJobFile("/var/spool/berth/alice", os.ErrPermission),
 		msgNoJobsDirClient("alice", "berth"),
 		msgNameRefused("ana.Lopez"),
-		msgNotWritten(1),
-		msgNotWritten(2),
+		msgNotWritten(1, false),
+		msgNotWritten(2, false),
+		msgNotWritten(50, true),
 		msgEditNewFile("nonexist"),
 	}
 	testkit.Golden(t, "testdata/messages.golden", []byte(strings.Join(msgs, "\n")+"\n"))

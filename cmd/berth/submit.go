@@ -20,6 +20,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/berthd/berth/luaapi"
 	"github.com/berthd/berth/supervisor"
 	"github.com/berthd/berth/supervisor/watch"
 )
@@ -278,7 +279,15 @@ func (c *cli) checkFiles(cl *client, files []supervisor.CheckFile, given map[str
 	for _, p := range res.Problems {
 		fmt.Fprintln(c.stderr, escapeText(asGiven(p, given)))
 	}
-	fmt.Fprintln(c.stderr, msgNotWritten(len(res.Problems)))
+	// A file's errors past those listed are one line ("and 250 more"):
+	// counted, they would be one problem.
+	listed, more := len(res.Problems), false
+	for _, p := range res.Problems {
+		if p.Code == luaapi.Truncated.String() {
+			listed, more = listed-1, true
+		}
+	}
+	fmt.Fprintln(c.stderr, msgNotWritten(listed, more))
 	return true, exitFailed
 }
 
