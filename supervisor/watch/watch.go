@@ -352,7 +352,13 @@ func (w *Watcher) arm() {
 	switch {
 	case !present && !w.missing:
 		w.missing = true
-		w.logf("jobs directory missing; waiting for it", "dir", w.dir)
+		if fi, err := os.Stat(w.dir); err == nil && !fi.IsDir() {
+			// Not missing: a file where the directory should be (a job
+			// file given as --jobs?), which the scan refuses, saying so.
+			w.logf("jobs directory is not a directory; waiting for one there", "dir", w.dir)
+		} else {
+			w.logf("jobs directory missing; waiting for it", "dir", w.dir)
+		}
 	case present && w.missing:
 		w.missing = false
 		w.logf("jobs directory is back; watching it", "dir", w.dir)

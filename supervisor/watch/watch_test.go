@@ -479,3 +479,17 @@ func TestWatchSetDirs(t *testing.T) {
 	writeFile(t, filepath.Join(dir, "x.lua"), "x")
 	waitSignal(t, w, settleWithin)
 }
+
+// TestWatchDirIsAFile: a file where the jobs directory should be (a job
+// file given as --jobs) is said to be no directory, not to be missing.
+func TestWatchDirIsAFile(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "train.lua")
+	writeFile(t, dir, `job "train" { cmd = "true" }`)
+	logs := newLogRecorder()
+	w, err := NewWatcher(dir, WatchOptions{Logf: logs.logf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runWatcher(t, w)
+	logs.waitFor(t, "jobs directory is not a directory; waiting for one there", settleWithin)
+}
