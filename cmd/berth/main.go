@@ -118,8 +118,10 @@ func init() {
 			summary: "the named sizes in force, and the jobs that use each",
 			example: "berth flavors",
 			run:     runFlavors},
-		{name: "start", args: "JOB [--index N] [--ignore-deps] [--json]", summary: "run a job that is not running (a done job runs again)",
-			notes:   "For an array, each of its indices; --index N (or JOB[N]) one of them.",
+		{name: "start", args: "JOB [--index N] [--stopped] [--ignore-deps] | --all [--json]", summary: "run a job that is not running (a done job runs again), or every job stopped",
+			notes: "For an array, each of its indices; --index N (or JOB[N]) one of them; --stopped only\n" +
+				"those stopped, not the done ones again. --all starts every job you may start that\n" +
+				"rests stopped (the way back from berth stop --all), and the arrays' stopped indices.",
 			example: "berth start prep-imagenet", run: control("start")},
 		{name: "stop", args: "JOB [--index N] | --all [--json]", summary: "stop a job (or every job) with its stop_signal; it stays stopped",
 			notes:   "For an array, each of its indices; --index N (or JOB[N]) one of them.",

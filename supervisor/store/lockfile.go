@@ -5,7 +5,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -71,7 +70,7 @@ func lockState(path string, timeout time.Duration) (*stateLock, error) {
 		f.Close()
 		return nil, fmt.Errorf("lock state %s: %w", lp, err)
 	}
-	var dir *net.UnixListener
+	dir := -1
 	for {
 		err = unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
 		if err == nil {
@@ -87,7 +86,7 @@ func lockState(path string, timeout time.Duration) (*stateLock, error) {
 				// Anyone may bind a name: one held by a process that is
 				// not this user's listening is no daemon's lock, and
 				// the file's lock alone is had.
-				dir, err = nil, nil
+				dir, err = -1, nil
 				break
 			}
 			// The directory's lock file is new, its holder's removed
@@ -139,15 +138,15 @@ func lockState(path string, timeout time.Duration) (*stateLock, error) {
 // at a time and takes back when its holder exits, however it exits.
 type stateLock struct {
 	f   *os.File
-	dir *net.UnixListener // the bound name; nil where another user's process holds it
+	dir int // the socket bound to the name; -1 where another user's process holds it
 }
 
 // Close releases the lock. A lock whose file was emptied of the pid (a
 // daemon refused after it took it: the state file's own lock is another's)
 // leaves no pid of a process that holds nothing.
 func (l *stateLock) Close() error {
-	if l.dir != nil {
-		_ = l.dir.Close() // its Accept returns, and the name is free
+	if l.dir >= 0 {
+		_ = unix.Close(l.dir) // the name is free
 	}
 	return l.f.Close()
 }
@@ -176,44 +175,45 @@ func dirLockName(dir string) (string, error) {
 }
 
 // bindDirLock binds the abstract socket name and listens on it, so that a
-// daemon refused can ask who holds it (dirLockHolder); each connection is
-// closed as it comes. EADDRINUSE when another socket has the name.
-func bindDirLock(name string) (*net.UnixListener, error) {
-	l, err := net.ListenUnix("unix", &net.UnixAddr{Name: name, Net: "unix"})
+// daemon refused can ask who holds it (dirLockHolder). Connections are
+// never accepted: each waits in the backlog, which is as deep as the
+// kernel allows, until the name is closed (the store talks to nothing).
+// EADDRINUSE when another socket has the name.
+func bindDirLock(name string) (int, error) {
+	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
-		return nil, err
+		return -1, err
 	}
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return // closed
-			}
-			c.Close()
-		}
-	}()
-	return l, nil
+	if err := unix.Bind(fd, &unix.SockaddrUnix{Name: name}); err != nil {
+		unix.Close(fd)
+		return -1, err
+	}
+	if err := unix.Listen(fd, dirLockBacklog); err != nil {
+		unix.Close(fd)
+		return -1, err
+	}
+	return fd, nil
 }
+
+// dirLockBacklog is how many refused daemons are told the holder's pid:
+// the kernel's usual bound (net.core.somaxconn), which caps it.
+const dirLockBacklog = 4096
 
 // dirLockHolder is the pid of the process listening on the abstract
 // socket name, as the kernel says of it (0 where it cannot say), and
 // whether it is this user's: only then is the name a daemon's lock (an
 // abstract name has no owner, and anyone may bind it first).
 func dirLockHolder(name string) (pid int, ours bool) {
-	c, err := net.DialUnix("unix", nil, &net.UnixAddr{Name: name, Net: "unix"})
-	if err != nil {
-		return 0, false // bound, not listening: not a daemon
-	}
-	defer c.Close()
-	raw, err := c.SyscallConn()
+	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK, 0)
 	if err != nil {
 		return 0, false
 	}
-	var cred *unix.Ucred
-	var credErr error
-	if err := raw.Control(func(fd uintptr) {
-		cred, credErr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
-	}); err != nil || credErr != nil {
+	defer unix.Close(fd)
+	if err := unix.Connect(fd, &unix.SockaddrUnix{Name: name}); err != nil {
+		return 0, false // bound, not listening (or its backlog full): not known to be a daemon
+	}
+	cred, err := unix.GetsockoptUcred(fd, unix.SOL_SOCKET, unix.SO_PEERCRED)
+	if err != nil {
 		return 0, false
 	}
 	return int(cred.Pid), int(cred.Uid) == os.Geteuid()
