@@ -348,6 +348,10 @@ func Open(cfg Config) (*Daemon, error) {
 	if err != nil {
 		return nil, err
 	}
+	if t := st.NameTaken(); t != nil {
+		log.Warn("the name the state directory is also locked by is held by a process that is no daemon of this user's: the directory is locked by its lock file alone, which a removal of the directory takes away (ps -p PID -f shows the process)",
+			"pid", t.PID, "uid", t.UID, "dir", cfg.StateDir)
+	}
 	if st.Created() {
 		// A first start, or a state removed: said, so that the log tells
 		// why the jobs done before run again, and the history is new.

@@ -94,6 +94,11 @@ func (s *Store) IntendEnd(id uint64, end time.Time, exitCode int, signal string,
 // nil where it was: runs then go unnoted until their records commit.
 func (s *Store) IntentsProblem() error { return s.intentsErr }
 
+// NameTaken says what holds the name the state directory is also locked
+// by, where a process that is no daemon of this user's does (nil where the
+// name is the store's): the directory is then locked by its file alone.
+func (s *Store) NameTaken() *NameTaken { return s.lock.squatter }
+
 // Created reports whether Open found no state file and began a new one.
 func (s *Store) Created() bool { return s.created }
 

@@ -71,6 +71,7 @@ func lockState(path string, timeout time.Duration) (*stateLock, error) {
 		return nil, fmt.Errorf("lock state %s: %w", lp, err)
 	}
 	dir := -1
+	var squatter *NameTaken
 	for {
 		err = unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
 		if err == nil {
@@ -81,12 +82,13 @@ func lockState(path string, timeout time.Duration) (*stateLock, error) {
 				f.Close()
 				return nil, fmt.Errorf("lock state directory %s: %w", filepath.Dir(path), err)
 			}
-			pid, ours := dirLockHolder(name)
+			pid, uid, ours := dirLockHolder(name)
 			if !ours {
 				// Anyone may bind a name: one held by a process that is
 				// not this user's listening is no daemon's lock, and
-				// the file's lock alone is had.
+				// the file's lock alone is had (Store.NameTaken says so).
 				dir, err = -1, nil
+				squatter = &NameTaken{PID: pid, UID: uid}
 				break
 			}
 			// The directory's lock file is new, its holder's removed
@@ -117,7 +119,7 @@ func lockState(path string, timeout time.Duration) (*stateLock, error) {
 		}
 		time.Sleep(lockPoll)
 	}
-	l := &stateLock{f: f, dir: dir}
+	l := &stateLock{f: f, dir: dir, squatter: squatter}
 	pid := []byte(strconv.Itoa(os.Getpid()) + "\n")
 	if err := f.Truncate(0); err == nil {
 		_, err = f.WriteAt(pid, 0)
@@ -139,7 +141,15 @@ func lockState(path string, timeout time.Duration) (*stateLock, error) {
 type stateLock struct {
 	f   *os.File
 	dir int // the socket bound to the name; -1 where another user's process holds it
+	// squatter, where dir is -1, is what holds the name.
+	squatter *NameTaken
 }
+
+// NameTaken is a process not a daemon's, by its user, that holds the
+// name a state directory is locked by as well as its lock file: the
+// directory is locked by its file alone, which a removal of the directory
+// takes away. UID -1 where it does not listen (the kernel does not say).
+type NameTaken struct{ PID, UID int }
 
 // Close releases the lock. A lock whose file was emptied of the pid (a
 // daemon refused after it took it: the state file's own lock is another's)
@@ -156,11 +166,12 @@ func (l *stateLock) Close() error {
 func (l *stateLock) forget() { _ = l.f.Truncate(0) }
 
 // dirLockName is the abstract socket's name for the state directory dir:
-// its path, made absolute and its links resolved, and the mount namespace
-// it is seen in (a container's /var/lib/berth is not the host's), hashed.
-// Abstract names are the network namespace's: the lock holds only among
-// daemons that share it, as their file locks do among those that share
-// the directory.
+// the device and inode of the directory it is in, and its own name,
+// hashed. A removal of the directory leaves its parent, and so its name;
+// a link, a relative path or another mount namespace (a unit's
+// ProtectSystem=) lead to the same. Abstract names are the network
+// namespace's: the lock holds among daemons that share it, as their file
+// locks do among those that share the directory.
 func dirLockName(dir string) (string, error) {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
@@ -169,8 +180,11 @@ func dirLockName(dir string) (string, error) {
 	if real, err := filepath.EvalSymlinks(abs); err == nil {
 		abs = real
 	}
-	ns, _ := os.Readlink("/proc/self/ns/mnt") // "mnt:[4026531841]"; "" where it cannot be read
-	sum := sha256.Sum256([]byte(ns + "\x00" + abs))
+	var st unix.Stat_t
+	if err := unix.Stat(filepath.Dir(abs), &st); err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(fmt.Appendf(nil, "%d:%d/%s", st.Dev, st.Ino, filepath.Base(abs)))
 	return "@berth-state-" + hex.EncodeToString(sum[:16]), nil
 }
 
@@ -195,28 +209,36 @@ func bindDirLock(name string) (int, error) {
 	return fd, nil
 }
 
-// dirLockBacklog is how many refused daemons are told the holder's pid:
-// the kernel's usual bound (net.core.somaxconn), which caps it.
+// dirLockBacklog is how many refused daemons are told the holder's pid,
+// as the kernel caps it (net.core.somaxconn); past it a daemon is refused
+// all the same, without it (dirLockHolder).
 const dirLockBacklog = 4096
 
-// dirLockHolder is the pid of the process listening on the abstract
-// socket name, as the kernel says of it (0 where it cannot say), and
-// whether it is this user's: only then is the name a daemon's lock (an
-// abstract name has no owner, and anyone may bind it first).
-func dirLockHolder(name string) (pid int, ours bool) {
+// dirLockHolder is the pid and uid of the process listening on the
+// abstract socket name, as the kernel says of them (0 and -1 where it
+// cannot say), and whether the name is a daemon's lock: a listener of
+// this user's, or one whose backlog is full. An abstract name has no
+// owner, and anyone may bind it first: a process of another user's, or
+// one that does not listen, holds no daemon's lock.
+func dirLockHolder(name string) (pid, uid int, ours bool) {
 	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK, 0)
 	if err != nil {
-		return 0, false
+		return 0, -1, true // cannot ask: held, as it seems
 	}
 	defer unix.Close(fd)
-	if err := unix.Connect(fd, &unix.SockaddrUnix{Name: name}); err != nil {
-		return 0, false // bound, not listening (or its backlog full): not known to be a daemon
+	switch err := unix.Connect(fd, &unix.SockaddrUnix{Name: name}); {
+	case errors.Is(err, unix.EAGAIN):
+		// Its backlog is full (of refused daemons' asks, or of someone's
+		// filling it to get past): a listener, held, its pid unknown.
+		return 0, -1, true
+	case err != nil:
+		return 0, -1, false // bound, not listening: no daemon
 	}
 	cred, err := unix.GetsockoptUcred(fd, unix.SOL_SOCKET, unix.SO_PEERCRED)
 	if err != nil {
-		return 0, false
+		return 0, -1, true
 	}
-	return int(cred.Pid), int(cred.Uid) == os.Geteuid()
+	return int(cred.Pid), int(cred.Uid), int(cred.Uid) == os.Geteuid()
 }
 
 // pidIn reads the pid a holder wrote in the lock file; 0 when there is none.
