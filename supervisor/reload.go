@@ -74,6 +74,9 @@ type reloadRun struct {
 	// neither called off nor leaves any to the next (see personAsks).
 	askers    map[string]bool
 	protected bool
+	// unread: files it was to evaluate were left to the next reload (a
+	// deadline, a share, called off): not every job is known yet.
+	unread bool
 }
 
 // filesGone reports whether a file being evaluated was removed since its
@@ -384,7 +387,7 @@ func (d *Daemon) evaluatedFiles(ev evaluated) {
 		// which follows at once, if it is still there.
 		d.forgetScanned(path)
 		d.again.pending = true
-		ev.r.partial = true
+		ev.r.partial, ev.r.unread = true, true
 	}
 	ev.r.previous = ev.previous
 	res := d.finishReload(ev.r, ev.files)
@@ -490,6 +493,7 @@ func (d *Daemon) finishReload(r *reloadRun, files []*luaapi.File) ReloadResult {
 			// queue of them shortens).
 			d.forgetScanned(f.Path)
 			d.again.pending = true
+			r.unread = true
 		case refusedBy(f, luaapi.EvalFailed):
 			// The evaluating process failed for a cause not the file's
 			// own (killed from outside, could not start): the next
@@ -647,7 +651,7 @@ func (d *Daemon) finishReload(r *reloadRun, files []*luaapi.File) ReloadResult {
 		d.log.Info("reloaded", kv...)
 		d.notify("READY=1")
 	}
-	if !d.loaded.Load() && !d.again.pending {
+	if !d.loaded.Load() && !r.unread {
 		// Every file read (not one left for the next reload: a person's
 		// past their share, the deadline's): the jobs are all known.
 		d.loaded.Store(true)
