@@ -194,6 +194,12 @@ func (d *Daemon) api() http.Handler {
 				writeError(w, http.StatusConflict, r.code(), msgRefused(verb.name, name, r, refusedWhy(r, v)))
 				return
 			}
+			if verb.ev == evStart && r.URL.Query().Get("stopped") == "1" && v.State != store.StateStopped {
+				// Only if stopped (start --stopped of one index, or of a
+				// job that is not an array): a job done is not run again.
+				writeJSON(w, http.StatusOK, ControlAnswer{Job: name, Requested: "start stopped", Already: v.State.String()})
+				return
+			}
 			msg := jobMessage{ev: &event{kind: verb.ev}, ignoreDeps: ignoreDeps}
 			// A job at rest that runs after others may be held by them
 			// once it is started again: the answer waits to say so (it
@@ -204,7 +210,9 @@ func (d *Daemon) api() http.Handler {
 			// the job's to decide (a job done stops only where it is to
 			// run again), and a request answered is one in force (a run
 			// that ends next is judged with it).
-			if gated || verb.ev == evStop {
+			if gated || verb.ev == evStop && !v.AfterRemoved {
+				// (One declared again while its name's removed job stops
+				// reads no request until that one has ended.)
 				msg.done = make(chan struct{})
 			}
 			j.in.post(msg)
@@ -234,6 +242,11 @@ func (d *Daemon) api() http.Handler {
 				(verb.ev == evStart && !ignoreDeps || verb.ev == evRestart) && v.State == store.StateWaiting && v.After == nil ||
 				verb.ev == evStop && atRest(v.State) && !stopChanged {
 				ans.Already = v.State.String()
+			}
+			if verb.ev == evStop && after != nil && atRest(after.State) && !atRest(v.State) {
+				// Come to rest by itself before it took the stop (a run
+				// that ended done): nothing was stopped.
+				ans.Already = after.State.String()
 			}
 			if heldAtGate(verb.ev, ignoreDeps, v) {
 				// Held at the gate: the start or restart changes

@@ -897,6 +897,15 @@ job "sw" { cmd = { "sh", "-c", "[ $BERTH_ARRAY_INDEX = 1 ] || exec sleep 600" },
 	if out, _, code := d.cli("start", "sw", "--stopped"); code != exitOK || out != "no stopped index in sw: nothing to start (berth show sw lists its indices by state)\n" {
 		t.Errorf("start sw --stopped with none stopped: exit %d\n%s", code, out)
 	}
+	// Of one index, or a job that is not an array: only if stopped.
+	for _, job := range []string{"sw[1]", "once"} {
+		if out, _, code := d.cli("start", job, "--stopped"); code != exitOK || out != job+": not stopped but done, and left so (berth start "+quoteArg(job)+" without --stopped runs it)\n" {
+			t.Errorf("start %s --stopped, done: exit %d\n%s", job, code, out)
+		}
+		if runs := d.history(job); len(runs) != 1 {
+			t.Errorf("%s ran again: %+v", job, runs)
+		}
+	}
 	if out, _, code := d.cli("start", "--all"); code != exitOK || !strings.HasPrefix(out, "0 jobs: no job you may start rests stopped") {
 		t.Errorf("start --all with none stopped: exit %d\n%s", code, out)
 	}

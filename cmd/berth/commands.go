@@ -556,13 +556,15 @@ func control(verb string) func(c *cli, args []string) int {
 			fmt.Fprintln(c.stdout, escapeText(msgHeld(verb, job, ans.File, ans.HeldBy, time.Now())))
 		case len(ans.HeldBy) > 0:
 			fmt.Fprintln(c.stdout, escapeText(msgHeld(verb, job, ans.File, ans.HeldBy, time.Now())))
-		case ans.Already != "" && !ans.Array:
+		case ans.Already != "" && !ans.Array && ans.Requested != "start stopped":
 			fmt.Fprintln(c.stdout, escapeText(msgAlready(ans.Job, ans.Already)))
 		case ans.HeldFromRerun:
 			fmt.Fprintln(c.stdout, escapeText(msgHeldFromRerun(job)))
 		case ans.Requested == "restart failed":
 			// None failed is nothing to do, which is no failure.
 			fmt.Fprintln(c.stdout, escapeText(msgRestartFailed(job, ans.Indices)))
+		case ans.Requested == "start stopped" && ans.Already != "":
+			fmt.Fprintln(c.stdout, escapeText(msgNotStopped(job, ans.Already)))
 		case ans.Requested == "start stopped":
 			fmt.Fprintln(c.stdout, escapeText(msgStartStopped(job, ans.Indices)))
 		default:

@@ -827,6 +827,12 @@ func msgStartedAll(jobs, arrays, indices int) string {
 		count(jobs, "job"), what, count(indices, "index"))
 }
 
+// msgNotStopped: berth start JOB --stopped of a job that is not stopped,
+// which it leaves as it is.
+func msgNotStopped(job, state string) string {
+	return fmt.Sprintf("%s: not stopped but %s, and left so (berth start %s without --stopped runs it)", job, state, quoteArg(job))
+}
+
 // msgStartStopped confirms berth start ARRAY --stopped: how many stopped
 // indices it starts, or that none was stopped.
 func msgStartStopped(array string, n int) string {
