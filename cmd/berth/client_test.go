@@ -858,6 +858,16 @@ func TestEditRacedAndLinked(t *testing.T) {
 	if got, _ := os.ReadFile(filepath.Join(repo, "lk.lua")); !strings.Contains(string(got), "echo edited") {
 		t.Errorf("the linked file after the edit: %s", got)
 	}
+	// Not through a link to another's file: edited there by its owner.
+	if os.Geteuid() == 0 {
+		if err := os.Chown(filepath.Join(repo, "lk.lua"), 65534, 65534); err != nil {
+			t.Fatal(err)
+		}
+		if _, errOut, code := berth(t, editor("sed -i 's/echo edited/echo again/' \"$1\"\n"), "edit", "lk"); code != exitFailed ||
+			!strings.Contains(errOut, "which is not a file of yours alone to write") {
+			t.Errorf("an edit through a link to another's file: exit %d\n%s", code, errOut)
+		}
+	}
 	d.stop()
 }
 

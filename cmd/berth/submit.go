@@ -175,6 +175,13 @@ func runEdit(c *cli, args []string) int {
 		name = filepath.Base(d.Definition.File)
 	}
 	target := filepath.Join(me.JobsDir, name)
+	// A link is edited through, to the file it leads to, decided now: one
+	// that leads elsewhere at the save is not followed there.
+	through, err := linkTarget(target)
+	if err != nil {
+		fmt.Fprintln(c.stderr, "berth edit: "+err.Error())
+		return exitFailed
+	}
 	old, err := os.ReadFile(target)
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		fmt.Fprintln(c.stderr, "berth edit: "+err.Error())
@@ -218,30 +225,31 @@ func runEdit(c *cli, args []string) int {
 		file := supervisor.CheckFile{Name: name, Src: edited}
 		refused, code := c.checkFiles(cl, []supervisor.CheckFile{file}, nil)
 		if code == exitOK {
-			// Saved meanwhile by someone else (a colleague, a git pull):
-			// theirs is not written over, as crontab -e and visudo do
-			// not; the person compares.
-			if now, err := os.ReadFile(target); !bytes.Equal(now, old) || (err == nil) != (old != nil) {
+			// Saved meanwhile by someone else (a colleague, a git pull),
+			// or the link pointed elsewhere: theirs is not written over,
+			// as crontab -e and visudo do not; the person compares.
+			now, err := os.ReadFile(target)
+			if errors.Is(err, os.ErrNotExist) && old != nil || err == nil && !bytes.Equal(now, old) || err == nil && old == nil {
 				fmt.Fprintln(c.stderr, msgEditRaced(target, tmpPath, err == nil))
+				return exitFailed
+			}
+			if still, err := linkTarget(target); err != nil || still != through {
+				fmt.Fprintln(c.stderr, msgEditRaced(target, tmpPath, true))
 				return exitFailed
 			}
 			// Through a link, to the file it leads to (a checkout's): the
 			// link stays the link.
-			dir, base, through := me.JobsDir, name, ""
-			if fi, err := os.Lstat(target); err == nil && fi.Mode()&os.ModeSymlink != 0 {
-				real, err := filepath.EvalSymlinks(target)
-				if err != nil {
-					fmt.Fprintln(c.stderr, msgCannotWriteJobFile(me.JobsDir, err))
-					return exitFailed
-				}
-				dir, base, through = filepath.Dir(real), filepath.Base(real), real
+			dir, base := me.JobsDir, name
+			if through != "" {
+				dir, base = filepath.Dir(through), filepath.Base(through)
 			}
 			if err := writeJobFile(dir, supervisor.CheckFile{Name: base, Src: edited}, me.Owner == ""); err != nil {
 				fmt.Fprintln(c.stderr, msgCannotWriteJobFile(dir, err))
+				fmt.Fprintln(c.stderr, msgEditKept(tmpPath, target, old != nil))
 				return exitFailed
 			}
 			os.RemoveAll(draftDir)
-			if through != "" {
+			if through != "" { // the link kept
 				fmt.Fprintln(c.stdout, "saved "+target+", through its link, in "+through)
 			} else {
 				fmt.Fprintln(c.stdout, "saved "+target)
@@ -261,6 +269,33 @@ func runEdit(c *cli, args []string) int {
 			return exitFailed
 		}
 	}
+}
+
+// linkTarget is the file a job file that is a link leads to, where the
+// caller may write it as their own: theirs, in a directory no one else may
+// write in (as the daemon holds job files to). "" for a job file that is
+// no link, or not there.
+func linkTarget(path string) (string, error) {
+	fi, err := os.Lstat(path)
+	if err != nil || fi.Mode()&os.ModeSymlink == 0 {
+		return "", nil
+	}
+	real, err := filepath.EvalSymlinks(path)
+	if err != nil {
+		return "", fmt.Errorf("%s is a link that leads nowhere (%v): fix the link, or remove it (ls -l %s)", path, err, path)
+	}
+	var file, dir syscall.Stat_t
+	if err := syscall.Lstat(real, &file); err != nil {
+		return "", err
+	}
+	if err := syscall.Stat(filepath.Dir(real), &dir); err != nil {
+		return "", err
+	}
+	uid := uint32(os.Geteuid())
+	if file.Mode&syscall.S_IFMT != syscall.S_IFREG || file.Uid != uid || dir.Uid != uid && dir.Uid != 0 || dir.Mode&0o022 != 0 {
+		return "", fmt.Errorf("%s is a link to %s, which is not a file of yours alone to write (its owner, or who may write in its directory); edit it there yourself, and berth reload", path, real)
+	}
+	return real, nil
 }
 
 // checkFiles asks the daemon what it would make of files. It prints each
