@@ -365,6 +365,32 @@ func (p *Placer) Waiting() []Waiter {
 	return out
 }
 
+// Positions is each waiter's place in the queue, by holder, 1 for the
+// head: Waiting's order, without a view of each.
+func (p *Placer) Positions() map[string]int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	all := make([]*waiter, 0, p.count)
+	for _, q := range p.shapes {
+		all = append(all, q.waiters...)
+	}
+	if len(all) == 0 {
+		return nil
+	}
+	p.refreshHeld()
+	slices.SortFunc(all, func(a, b *waiter) int {
+		if p.before(a, b) {
+			return -1
+		}
+		return 1
+	})
+	out := make(map[string]int, len(all))
+	for i, w := range all {
+		out[w.req.Holder] = i + 1
+	}
+	return out
+}
+
 // view is w as Waiting and Head show it, the head's plan included. The
 // caller holds p.mu.
 func (p *Placer) view(w *waiter) Waiter {

@@ -120,6 +120,13 @@ func TestPlacerOrder(t *testing.T) {
 			t.Fatalf("queue position %d is %q, want %q", i, w.Holder, want[i])
 		}
 	}
+	// Positions says the same, from 1, without a view of each.
+	pos := p.Positions()
+	for i, holder := range want {
+		if pos[holder] != i+1 {
+			t.Errorf("Positions()[%q] = %d, want %d", holder, pos[holder], i+1)
+		}
+	}
 	running := busy
 	for _, holder := range want {
 		if err := b.Give(running); err != nil {

@@ -311,11 +311,7 @@ func (d *Daemon) status(members bool) Status {
 	head, waits := d.placer.Head()
 	var inLine map[string]int // each waiting job's place in the queue, 1 the head's
 	if waits {
-		queue := d.placer.Waiting()
-		inLine = make(map[string]int, len(queue))
-		for _, w := range queue {
-			inLine[w.Holder] = w.Position + 1
-		}
+		inLine = d.placer.Positions()
 	}
 	cards := d.cards.Load()
 	for i, holder := range snap.CardHolders {
