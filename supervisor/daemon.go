@@ -453,7 +453,7 @@ type outputCut struct {
 
 // outputCuts are the jobs whose last run's output was cut short.
 type outputCuts struct {
-	mu    sync.Mutex
+	mu    sync.Mutex // guards byJob; taken before Daemon.mu where both are
 	byJob map[string]outputCut
 }
 
@@ -497,21 +497,25 @@ func (d *Daemon) outputCutProblem(known func(job string) bool) (Problem, bool) {
 	c := &d.cuts
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	var latest outputCut
-	n := 0
+	var cuts []outputCut
 	for job, cut := range c.byJob {
 		if !known(job) {
 			delete(c.byJob, job) // gone from the files: nothing more to say of it
 			continue
 		}
-		if n++; n == 1 || cut.at.After(latest.at) {
-			latest = cut
-		}
+		cuts = append(cuts, cut)
 	}
-	if n == 0 {
+	if len(cuts) == 0 {
 		return Problem{}, false
 	}
-	return Problem{Code: ProblemLogsUnwritable, File: latest.dir, Job: latest.job, Text: msgOutputCut(latest.job, latest.dir, latest.at, latest.err, n-1)}, true
+	// The latest first, the others named after it.
+	slices.SortFunc(cuts, func(a, b outputCut) int { return cmp.Or(b.at.Compare(a.at), strings.Compare(a.job, b.job)) })
+	others := make([]string, 0, len(cuts)-1)
+	for _, c := range cuts[1:] {
+		others = append(others, c.job)
+	}
+	latest := cuts[0]
+	return Problem{Code: ProblemLogsUnwritable, File: latest.dir, Job: latest.job, Text: msgOutputCut(latest.job, latest.dir, latest.at, latest.err, others)}, true
 }
 
 // discardOutput is a run's output thrown away, for why its log directory

@@ -53,9 +53,10 @@ func (d *Daemon) serveLogs(w http.ResponseWriter, r *http.Request) {
 	if d.refuseNotOwner(w, c, "logs", name, owner, "read its output") {
 		return
 	}
-	if at, cut := d.cuts.of(name); cut {
-		// Its last run's output stops short (a full disk): what is sent
-		// is not all it wrote, which the client says.
+	if at, cut := d.cuts.of(name); cut && r.URL.Query().Get("run") == "" {
+		// Its last run's output stops short (a full disk): what is sent,
+		// which ends with that run, is not all it wrote; the client says
+		// so. (Of one run asked for, not said: it may be another.)
 		w.Header().Set(HeaderOutputCut, at.UTC().Format(time.RFC3339))
 	}
 	q := r.URL.Query()

@@ -361,9 +361,6 @@ const cannotStart = "cannot start: "
 // being runnable: what follows quotes its file.
 const runsOn = "its run goes on, but it will not run again: "
 
-// msgRunsOn is the why of a running job whose declaration cannot run any
-// more (invalid: a flavor or a parent removed, a user gone): its run,
-// placed and started while it could, is not killed for it.
 // msgRunsEarlierDefinition is the why of a job whose run started from an
 // earlier definition (on_change = "finish"): the new one applies from its
 // next run, which a service, never ending, does not come to by itself.
@@ -374,6 +371,9 @@ func msgRunsEarlierDefinition(job string, service bool) string {
 	return "runs an earlier definition (on_change = \"finish\"); the new one applies from its next run (berth restart " + QuoteArg(job) + " applies it now)"
 }
 
+// msgRunsOn is the why of a running job whose declaration cannot run any
+// more (invalid: a flavor or a parent removed, a user gone): its run,
+// placed and started while it could, is not killed for it.
 func msgRunsOn(invalid string) string {
 	return runsOn + invalid
 }
@@ -483,10 +483,10 @@ func stateSentence(s store.State) string {
 
 // msgOutputCut: the output of a run of job, in the log directory dir, was
 // cut short at at by err (a full disk).
-func msgOutputCut(job, dir string, at time.Time, err error, others int) string {
+func msgOutputCut(job, dir string, at time.Time, err error, others []string) string {
 	also := ""
-	if others > 0 {
-		also = fmt.Sprintf(" (and the last run of %s)", accounting.Count(others, "other job"))
+	if len(others) > 0 {
+		also = " (and the last runs of " + someNames(others) + ")"
 	}
 	return fmt.Sprintf("the output of a run of %s was cut short at %s%s: %v; jobs run, but what their log files cannot take is lost (df -h %s shows the space left; berth logs %s shows what was kept; this clears for a job once a run of it writes its output whole)",
 		job, at.Format(time.DateTime), also, err, dir, job)
@@ -517,7 +517,7 @@ func MsgStateGone(g *store.GoneError, pid int) string {
 	if g.Replaced {
 		return fmt.Sprintf("state file %s was replaced by another file while the daemon runs: the daemon goes on recording into the file it opened, which is lost when it stops, and the next start reads the file now there (put the old one back if this was not meant; systemctl restart berth takes up the new one, and should be soon where the new one is a copy of the file removed, as what is recorded until then is lost)", g.Path)
 	}
-	return fmt.Sprintf("state file %s was removed while the daemon runs: if it was moved, move it back (this error then clears); otherwise it is lost when the daemon stops, and its next start begins an empty state: batch jobs done before run again, jobs stopped with berth stop start again, and the history and run ids begin anew. Until the daemon stops, the file it has open can be copied back, then the daemon restarted at once, which reads the copy (what it records in between is lost): sudo ls -l /proc/%d/fd shows the file, \"(deleted)\"; sudo cp /proc/%d/fd/N %s && sudo systemctl restart berth", g.Path, pid, pid, g.Path)
+	return fmt.Sprintf("state file %s was removed while the daemon runs: if it was moved, move it back (this error then clears); otherwise it is lost when the daemon stops, and its next start begins an empty state: batch jobs done before run again, jobs stopped with berth stop start again, and the history and run ids begin anew. Until the daemon stops, the file it has open can be copied back, then the daemon restarted at once, which reads the copy (what it records in between is lost): ls -l /proc/%d/fd shows the file, \"(deleted)\"; cp /proc/%d/fd/N %s, then restart the daemon (systemctl restart berth, or as it was started)", g.Path, pid, pid, g.Path)
 }
 
 // msgStateGoneShort says it in systemd's status line.

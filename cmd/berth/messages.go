@@ -366,7 +366,7 @@ func msgOutputCutShort(job, at string) string {
 	if t, err := time.Parse(time.RFC3339, at); err == nil {
 		when = clockTime(t, time.Now())
 	}
-	return fmt.Sprintf("berth: the output of %s's last run was cut short at %s, its log disk full: what it wrote after is lost, and its last line above may be cut too (berth status says so while it lasts)", job, when)
+	return fmt.Sprintf("berth: the output of %s's last run was cut short at %s: what it wrote after is lost, and its last line above may be cut too (berth status says why)", job, when)
 }
 
 // msgNoOutput says that a job, or one of its runs, has written nothing.
@@ -770,7 +770,7 @@ func msgControlled(job, verb string, array bool, indices int) string {
 // have to stop.
 func msgStoppedAll(jobs, arrays, indices int) string {
 	if jobs == 0 {
-		return "0 jobs: stop requested (none you may stop holds or waits for the machine)"
+		return "no job to stop: none you may stop holds or waits for the machine (berth status shows how they stand)"
 	}
 	if arrays == 0 {
 		return fmt.Sprintf("%s: stop requested (berth status shows them; berth start --all starts them again)", count(jobs, "job"))

@@ -343,7 +343,7 @@ quota "` + alice + `" { cpus = 1 }`})
 		t.Errorf("bob's stop of an administrators' job: exit %d %s", code, errOut)
 	}
 	// Bob's stop --all stops his own jobs, none, and leaves the others'.
-	if out, errOut, code := b.run("", nil, "stop", "--all"); code != 0 || !strings.HasPrefix(out, "0 jobs: stop requested") ||
+	if out, errOut, code := b.run("", nil, "stop", "--all"); code != 0 || !strings.HasPrefix(out, "no job to stop: none you may stop") ||
 		!strings.Contains(out, "not yours to stop") {
 		t.Errorf("bob's stop --all: exit %d\n%s%s", code, out, errOut)
 	}

@@ -229,7 +229,12 @@ func runEdit(c *cli, args []string) int {
 			// or the link pointed elsewhere: theirs is not written over,
 			// as crontab -e and visudo do not; the person compares.
 			now, err := os.ReadFile(target)
-			if errors.Is(err, os.ErrNotExist) && old != nil || err == nil && !bytes.Equal(now, old) || err == nil && old == nil {
+			switch {
+			case err != nil && !errors.Is(err, os.ErrNotExist):
+				fmt.Fprintln(c.stderr, "berth edit: "+err.Error())
+				fmt.Fprintln(c.stderr, msgEditKept(tmpPath, target, old != nil))
+				return exitFailed
+			case errors.Is(err, os.ErrNotExist) && old != nil || err == nil && (old == nil || !bytes.Equal(now, old)):
 				fmt.Fprintln(c.stderr, msgEditRaced(target, tmpPath, err == nil))
 				return exitFailed
 			}
