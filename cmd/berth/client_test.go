@@ -916,7 +916,7 @@ job "sw" { cmd = { "sh", "-c", "[ $BERTH_ARRAY_INDEX = 1 ] || exec sleep 600" },
 			t.Errorf("%s ran again: %+v", job, runs)
 		}
 	}
-	if out, _, code := d.cli("start", "--all"); code != exitOK || !strings.HasPrefix(out, "0 jobs: no job you may start rests stopped") {
+	if out, _, code := d.cli("start", "--all"); code != exitOK || !strings.HasPrefix(out, "no job to start: none you may start rests stopped") {
 		t.Errorf("start --all with none stopped: exit %d\n%s", code, out)
 	}
 	d.stop()

@@ -501,11 +501,8 @@ func control(verb string) func(c *cli, args []string) int {
 		if done {
 			return code
 		}
-		if all != nil && *all && verb == "stop" {
-			return stopAll(c, args)
-		}
 		if all != nil && *all {
-			return startAll(c, args)
+			return controlAll(c, verb, args)
 		}
 		if len(rest) != 1 {
 			what := "one JOB"
@@ -584,23 +581,26 @@ func holds(state string) int {
 	return 0
 }
 
-// stopAll is `berth stop --all`: every job that holds or waits for the
-// machine is stopped, each with its own stop_signal and stop_timeout, and
-// stays stopped. Under systemd the jobs outlive the daemon, so this (or
-// `systemctl stop berth.slice`) is how every job is stopped at once. A
-// person stops the jobs they may stop, their own, as scancel -u does, and
-// is told how many others' were left.
-func stopAll(c *cli, args []string) int {
-	fs := c.flags("stop")
+// controlAll is `berth stop --all` and `berth start --all`. stop: every
+// job that holds or waits for the machine is stopped, each with its own
+// stop_signal and stop_timeout, and stays stopped; under systemd the jobs
+// outlive the daemon, so this (or `systemctl stop berth.slice`) is how
+// every job is stopped at once. start: every job that rests stopped (a
+// person's stop, stop --all's) is started, and each array's stopped
+// indices, not its done ones again: the way back from stop --all, as
+// scontrol release is from hold. A person acts on the jobs they may, their
+// own, as scancel -u does, and is told how many others' were left.
+func controlAll(c *cli, verb string, args []string) int {
+	fs := c.flags(verb)
 	f := c.clientFlags(fs, false)
-	fs.Bool("all", false, "stop every job")
-	asJSON := fs.Bool("json", false, "print how many were asked to stop as JSON")
+	fs.Bool("all", false, verb+" every job")
+	asJSON := fs.Bool("json", false, "print how many were asked to "+verb+" as JSON")
 	rest, code, done := c.parse(fs, args)
 	if done {
 		return code
 	}
 	if len(rest) > 0 {
-		fmt.Fprintln(c.stderr, msgUnexpectedArgs("stop --all", rest))
+		fmt.Fprintln(c.stderr, msgUnexpectedArgs(verb+" --all", rest))
 		return exitUsage
 	}
 	cl := c.client(f)
@@ -608,20 +608,34 @@ func stopAll(c *cli, args []string) int {
 	if err := cl.get("/jobs", nil, &jobs); err != nil {
 		return c.fail(err)
 	}
-	// stopped counts each index of an array, jobs and arrays each array
-	// once, as berth status lists them.
-	stopped, jobsStopped, arrays, others, firstRefusal := 0, 0, 0, 0, ""
-	// What waits first, then what runs: a run stopped first gives back
-	// what it held, and a job still waiting would start on it before its
-	// own stop came.
-	slices.SortStableFunc(jobs, func(a, b supervisor.JobStatus) int {
-		return cmp.Compare(holds(a.State), holds(b.State))
-	})
+	// pick says whether verb acts on j, and with what query.
+	pick := func(j supervisor.JobStatus) (url.Values, bool) {
+		switch {
+		case verb == "stop":
+			return nil, stoppable(j.State)
+		case j.Array != nil:
+			return url.Values{"stopped": {"1"}}, j.Array.Counts["stopped"] > 0
+		}
+		return nil, j.State == "stopped"
+	}
+	if verb == "stop" {
+		// What waits first, then what runs: a run stopped first gives
+		// back what it held, and a job still waiting would start on it
+		// before its own stop came.
+		slices.SortStableFunc(jobs, func(a, b supervisor.JobStatus) int {
+			return cmp.Compare(holds(a.State), holds(b.State))
+		})
+	}
+	// indices counts each index of an array acted on, acted each job and
+	// arrays each array once, as berth status lists them.
+	indices, acted, arrays, others, firstRefusal := 0, 0, 0, 0, ""
 	for _, j := range jobs {
-		if !stoppable(j.State) {
+		q, ok := pick(j)
+		if !ok {
 			continue
 		}
-		if err := cl.post("/jobs/"+url.PathEscape(j.Name)+"/stop", nil); err != nil {
+		var ans supervisor.ControlAnswer
+		if err := cl.call(http.MethodPost, "/jobs/"+url.PathEscape(j.Name)+"/"+verb, q, &ans); err != nil {
 			var ae *apiError
 			switch {
 			case errors.As(err, &ae) && ae.code == supervisor.CodeNotPermitted:
@@ -631,101 +645,29 @@ func stopAll(c *cli, args []string) int {
 			case errors.As(err, &ae) && ae.code == supervisor.CodeStopping:
 				// Said of what was asked: the daemon's sentence names the
 				// one job it was asked of.
-				ae.msg = supervisor.MsgStopping("berth stop --all")
+				ae.msg = supervisor.MsgStopping("berth " + verb + " --all")
 			}
 			return c.fail(err)
 		}
-		jobsStopped++
+		acted++
 		if j.Array == nil {
-			stopped++
 			continue
 		}
 		arrays++
-		// An array's stop stops each of its indices.
-		for s, n := range j.Array.Counts {
-			if stoppable(s) || stateOf(s) == 0 {
-				stopped += n
-			}
-		}
+		indices += ans.Indices
 	}
 	if *asJSON {
-		return c.writeJSON(struct {
-			Stopped    int `json:"stopped"`
-			Jobs       int `json:"jobs"`
-			OthersLeft int `json:"others_left"`
-		}{stopped, jobsStopped, others})
+		key := map[string]string{"stop": "stopped", "start": "started"}[verb]
+		// An array's indices, each job else (the key's count, as it was).
+		return c.writeJSON(map[string]int{key: acted - arrays + indices, "jobs": acted, "others_left": others})
 	}
-	fmt.Fprintln(c.stdout, msgStoppedAll(jobsStopped, arrays, stopped-(jobsStopped-arrays)))
+	if verb == "stop" {
+		fmt.Fprintln(c.stdout, msgStoppedAll(acted, arrays, indices))
+	} else {
+		fmt.Fprintln(c.stdout, msgStartedAll(acted, arrays, indices))
+	}
 	if others > 0 {
-		fmt.Fprintln(c.stdout, escapeText(msgOthersLeft("stop", others, firstRefusal)))
-	}
-	return exitOK
-}
-
-// startAll is `berth start --all`: every job that rests stopped (a
-// person's stop, berth stop --all's) is started, and each array's stopped
-// indices, not its done ones again: the way back from stop --all, as
-// scontrol release is from hold. A person starts the jobs they may start,
-// and is told how many others' were left.
-func startAll(c *cli, args []string) int {
-	fs := c.flags("start")
-	f := c.clientFlags(fs, false)
-	fs.Bool("all", false, "start every job stopped")
-	asJSON := fs.Bool("json", false, "print how many were asked to start as JSON")
-	rest, code, done := c.parse(fs, args)
-	if done {
-		return code
-	}
-	if len(rest) > 0 {
-		fmt.Fprintln(c.stderr, msgUnexpectedArgs("start --all", rest))
-		return exitUsage
-	}
-	cl := c.client(f)
-	var jobs []supervisor.JobStatus
-	if err := cl.get("/jobs", nil, &jobs); err != nil {
-		return c.fail(err)
-	}
-	started, jobsStarted, arrays, others, firstRefusal := 0, 0, 0, 0, ""
-	for _, j := range jobs {
-		var q url.Values
-		switch {
-		case j.Array != nil && j.Array.Counts["stopped"] > 0:
-			q = url.Values{"stopped": {"1"}}
-		case j.Array == nil && j.State == "stopped":
-		default:
-			continue
-		}
-		var ans supervisor.ControlAnswer
-		if err := cl.call(http.MethodPost, "/jobs/"+url.PathEscape(j.Name)+"/start", q, &ans); err != nil {
-			var ae *apiError
-			switch {
-			case errors.As(err, &ae) && ae.code == supervisor.CodeNotPermitted:
-				others++
-				firstRefusal = cmp.Or(firstRefusal, ae.msg)
-				continue
-			case errors.As(err, &ae) && ae.code == supervisor.CodeStopping:
-				ae.msg = supervisor.MsgStopping("berth start --all")
-			}
-			return c.fail(err)
-		}
-		jobsStarted++
-		if j.Array == nil {
-			started++
-			continue
-		}
-		arrays++
-		started += ans.Indices
-	}
-	if *asJSON {
-		return c.writeJSON(struct {
-			Started    int `json:"started"`
-			Jobs       int `json:"jobs"`
-			OthersLeft int `json:"others_left"`
-		}{started, jobsStarted, others})
-	}
-	fmt.Fprintln(c.stdout, msgStartedAll(jobsStarted, arrays, started-(jobsStarted-arrays)))
-	if others > 0 {
-		fmt.Fprintln(c.stdout, escapeText(msgOthersLeft("start", others, firstRefusal)))
+		fmt.Fprintln(c.stdout, escapeText(msgOthersLeft(verb, others, firstRefusal)))
 	}
 	return exitOK
 }

@@ -772,17 +772,7 @@ func msgStoppedAll(jobs, arrays, indices int) string {
 	if jobs == 0 {
 		return "no job to stop: none you may stop holds or waits for the machine (berth status shows how they stand)"
 	}
-	if arrays == 0 {
-		return fmt.Sprintf("%s: stop requested (berth status shows them; berth start --all starts them again)", count(jobs, "job"))
-	}
-	what := "an array"
-	if arrays > 1 {
-		what = strconv.Itoa(arrays) + " of them arrays"
-	} else if jobs > 1 {
-		what = "one an array"
-	}
-	return fmt.Sprintf("%s, %s (%s in all): stop requested (berth status shows them; berth start --all starts them again)",
-		count(jobs, "job"), what, count(indices, "index"))
+	return jobsCounted(jobs, arrays, indices, "") + ": stop requested (berth status shows them; berth start --all starts them again)"
 }
 
 // msgHeldFromRerun confirms a stop of a job done that was to run again
@@ -812,19 +802,25 @@ func msgInLine(pos int) string {
 // among them.
 func msgStartedAll(jobs, arrays, indices int) string {
 	if jobs == 0 {
-		return "0 jobs: no job you may start rests stopped (berth status shows how they stand)"
+		return "no job to start: none you may start rests stopped (berth status shows how they stand)"
 	}
+	return jobsCounted(jobs, arrays, indices, " stopped") + ": start requested (berth status shows them)"
+}
+
+// jobsCounted is jobs as berth status lists them, and the indices of the
+// arrays among them, each what (" stopped"): "3 jobs, one an array (7
+// indices in all)".
+func jobsCounted(jobs, arrays, indices int, what string) string {
 	if arrays == 0 {
-		return fmt.Sprintf("%s: start requested (berth status shows them)", count(jobs, "job"))
+		return count(jobs, "job")
 	}
-	what := "an array"
+	which := "an array"
 	if arrays > 1 {
-		what = strconv.Itoa(arrays) + " of them arrays"
+		which = strconv.Itoa(arrays) + " of them arrays"
 	} else if jobs > 1 {
-		what = "one an array"
+		which = "one an array"
 	}
-	return fmt.Sprintf("%s, %s (%s stopped in all): start requested (berth status shows them)",
-		count(jobs, "job"), what, count(indices, "index"))
+	return fmt.Sprintf("%s, %s (%s%s in all)", count(jobs, "job"), which, count(indices, "index"), what)
 }
 
 // msgNotStopped: berth start JOB --stopped of a job that is not stopped,
