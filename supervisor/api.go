@@ -243,9 +243,10 @@ func (d *Daemon) api() http.Handler {
 				verb.ev == evStop && atRest(v.State) && !stopChanged {
 				ans.Already = v.State.String()
 			}
-			if verb.ev == evStop && after != nil && atRest(after.State) && !atRest(v.State) {
+			if verb.ev == evStop && after != nil && (after.State == store.StateDone || after.State == store.StateFailed) && !atRest(v.State) {
 				// Come to rest by itself before it took the stop (a run
-				// that ended done): nothing was stopped.
+				// that ended done, or failed for good): nothing was
+				// stopped.
 				ans.Already = after.State.String()
 			}
 			if heldAtGate(verb.ev, ignoreDeps, v) {
