@@ -233,21 +233,12 @@ func (d *Daemon) api() http.Handler {
 			// (A stop of an invalid or disabled job is kept for when it
 			// may run, and one of an unplaceable job stops it: both
 			// change something.)
-			atRest := func(s store.State) bool {
-				return s == store.StateDone || s == store.StateFailed || s == store.StateStopped
-			}
-			stopChanged := after != nil && after.State != v.State || after == nil && d.outdated(name, v)
-			ans.HeldFromRerun = verb.ev == evStop && v.State == store.StateDone && stopChanged
 			if verb.ev == evStart && (v.State == store.StateStarting || v.State == store.StateRunning) ||
-				(verb.ev == evStart && !ignoreDeps || verb.ev == evRestart) && v.State == store.StateWaiting && v.After == nil ||
-				verb.ev == evStop && atRest(v.State) && !stopChanged {
+				(verb.ev == evStart && !ignoreDeps || verb.ev == evRestart) && v.State == store.StateWaiting && v.After == nil {
 				ans.Already = v.State.String()
 			}
-			if verb.ev == evStop && after != nil && (after.State == store.StateDone || after.State == store.StateFailed) && !atRest(v.State) {
-				// Come to rest by itself before it took the stop (a run
-				// that ended done, or failed for good): nothing was
-				// stopped.
-				ans.Already = after.State.String()
+			if verb.ev == evStop {
+				ans.Already, ans.HeldFromRerun = stopAnswer(v.State, after, func() bool { return d.outdated(name, v) })
 			}
 			if heldAtGate(verb.ev, ignoreDeps, v) {
 				// Held at the gate: the start or restart changes
@@ -313,6 +304,32 @@ func (d *Daemon) controlRemoved(w http.ResponseWriter, c caller, j *job, verb st
 		return
 	}
 	writeError(w, http.StatusConflict, CodeRemoved, msgRemovedStopping(verb, j.name, v.Def.Pos.File))
+}
+
+// stopAnswer is what a stop of a job found in state did: already, the
+// state it rests in that no stop made, and heldFromRerun, a job done held
+// stopped from running again. after is the job once it took the stop, nil
+// where it did not say in time; outdated then guesses (Daemon.outdated).
+func stopAnswer(was store.State, after *jobView, outdated func() bool) (already string, heldFromRerun bool) {
+	atRest := was == store.StateDone || was == store.StateFailed || was == store.StateStopped
+	switch {
+	case after == nil && atRest:
+		if was == store.StateDone && outdated() {
+			return "", true
+		}
+		return was.String(), false
+	case after == nil:
+		return "", false
+	case atRest && after.State == was:
+		return was.String(), false
+	case was == store.StateDone && after.State == store.StateStopped:
+		return "", true
+	case !atRest && (after.State == store.StateDone || after.State == store.StateFailed):
+		// Come to rest by itself before it took the stop (a run that
+		// ended done, or failed for good): nothing was stopped.
+		return after.State.String(), false
+	}
+	return "", false
 }
 
 // heldAtGate says whether a start (without ignore_deps) or a restart of a

@@ -581,3 +581,33 @@ func btoi(b bool) int {
 	}
 	return 0
 }
+
+// TestStopAnswer: a stop says already only of a rest no stop made, and
+// held_from_rerun of a job done it held stopped.
+func TestStopAnswer(t *testing.T) {
+	yes, no := func() bool { return true }, func() bool { return false }
+	view := func(s store.State) *jobView { return &jobView{State: s} }
+	for _, c := range []struct {
+		name     string
+		was      store.State
+		after    *jobView
+		outdated func() bool
+		already  string
+		held     bool
+	}{
+		{"stopped, stays", store.StateStopped, view(store.StateStopped), no, "stopped", false},
+		{"done, up to date", store.StateDone, view(store.StateDone), no, "done", false},
+		{"done, held from its rerun", store.StateDone, view(store.StateStopped), no, "", true},
+		{"running, stopping", store.StateRunning, view(store.StateStopping), no, "", false},
+		{"running, ended done first", store.StateRunning, view(store.StateDone), no, "done", false},
+		{"unplaceable, stopped by it", store.StateUnplaceable, view(store.StateStopped), no, "", false},
+		{"done, not said in time, to run again", store.StateDone, nil, yes, "", true},
+		{"failed, not said in time", store.StateFailed, nil, no, "failed", false},
+		{"waiting, not said in time", store.StateWaiting, nil, no, "", false},
+	} {
+		already, held := stopAnswer(c.was, c.after, c.outdated)
+		if already != c.already || held != c.held {
+			t.Errorf("%s: already %q, held %v; want %q, %v", c.name, already, held, c.already, c.held)
+		}
+	}
+}
