@@ -202,31 +202,39 @@ func fill(v reflect.Value, depth int) {
 	}
 }
 
-// BenchmarkStatus is the daemon's part of GET /v1/status with 1 000 jobs
-// done, the picture taken and written: berth-bench's status call without
-// the socket and the client. "pipelines" has them in chains of ten, each
-// after the one before, so that each done job is asked whether it runs
-// again after its parent.
+// BenchmarkStatus is the daemon's part of GET /v1/status with 1 000 jobs,
+// the picture taken and written: berth-bench's status call without the
+// socket and the client. "independent" has them done; "pipelines" has them
+// done in chains of ten, each after the one before, so that each done job
+// is asked whether it runs again after its parent; "waiting" has them
+// queued behind a job that holds every core, each with its place in the
+// queue and why it waits.
 func BenchmarkStatus(b *testing.B) {
+	done := func(d *Daemon) bool { return d.Status().Counts["done"] == 1000 }
 	for _, c := range []struct {
 		name  string
+		first string // a job declared before the thousand
 		after func(i int) string
+		ready func(d *Daemon) bool
 	}{
-		{"independent", func(int) string { return "" }},
-		{"pipelines", func(i int) string {
+		{"independent", "", func(int) string { return "" }, done},
+		{"pipelines", "", func(i int) string {
 			if i%10 == 0 {
 				return ""
 			}
 			return fmt.Sprintf(`, after = "j%04d"`, i-1)
-		}},
+		}, done},
+		{"waiting", "job \"hog\" { cmd = \"sleep 600\", cpus = 2 }\n", func(int) string { return "" },
+			func(d *Daemon) bool { return d.Status().Counts["waiting"] == 1000 }},
 	} {
 		b.Run(c.name, func(b *testing.B) {
-			var jobs strings.Builder
+			jobs := strings.Builder{}
+			jobs.WriteString(c.first)
 			for i := range 1000 {
 				fmt.Fprintf(&jobs, "job \"j%04d\" { cmd = { \"/bin/true\" }, cpus = 1%s }\n", i, c.after(i))
 			}
 			d, _ := runDaemon(b, jobs.String(), nil)
-			testkit.WaitFor(b, 2*time.Minute, "1 000 jobs done", func() bool { return d.Status().Counts["done"] == 1000 })
+			testkit.WaitFor(b, 2*time.Minute, c.name+": 1 000 jobs in place", func() bool { return c.ready(d) })
 			w := httptest.NewRecorder()
 			b.ReportAllocs()
 			cpu0 := processCPU(b)
