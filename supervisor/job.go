@@ -383,6 +383,11 @@ func (j *job) start(ctx context.Context) {
 
 // finish ends the job, on its goroutine's way out for good.
 func (j *job) finish() {
+	// Whatever comes now (a stop racing the job's removal) is answered
+	// at once: a grant given back, a request waited for told it is done.
+	for _, m := range j.in.end(bounced) {
+		bounced(m)
+	}
 	j.unwatch()
 	close(j.done)
 	j.d.jobsWG.Done()
@@ -848,16 +853,21 @@ func (j *job) cancelWait() {
 // job removed, when its file came back).
 func (j *job) drainAtEnd() {
 	for _, m := range j.in.drain() {
-		if m.placed != nil && m.placed.book != nil {
-			_ = m.placed.book.Give(m.placed.grant)
-		}
 		if m.remove && !j.removed {
 			j.forgetWait()
 			j.removed = true
 		}
-		if m.done != nil {
-			close(m.done)
-		}
+		bounced(m)
+	}
+}
+
+// bounced takes a message to a job whose goroutine has ended for good.
+func bounced(m jobMessage) {
+	if m.placed != nil && m.placed.book != nil {
+		_ = m.placed.book.Give(m.placed.grant)
+	}
+	if m.done != nil {
+		close(m.done)
 	}
 }
 

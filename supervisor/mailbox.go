@@ -17,6 +17,9 @@ type mailbox[T any] struct {
 	// asleep: the owner's goroutine has ended, and resume starts it again.
 	asleep bool
 	resume func()
+	// bounce, once set by end, takes what is posted after the owner's
+	// goroutine ended for good, at once and in the poster's goroutine.
+	bounce func(T)
 }
 
 func newMailbox[T any]() *mailbox[T] {
@@ -25,6 +28,11 @@ func newMailbox[T any]() *mailbox[T] {
 
 func (m *mailbox[T]) post(item T) {
 	m.mu.Lock()
+	if m.bounce != nil {
+		m.mu.Unlock()
+		m.bounce(item)
+		return
+	}
 	m.items = append(m.items, item)
 	asleep := m.asleep
 	m.asleep = false
@@ -63,6 +71,17 @@ func (m *mailbox[T]) sleep(may func() bool) bool {
 	}
 	m.asleep = true
 	return true
+}
+
+// end, called by the owner's goroutine as it ends for good, returns what
+// is still posted; what is posted from then on is handed to bounce (which
+// must not post to m), so that nothing waits on an owner that is gone.
+func (m *mailbox[T]) end(bounce func(T)) []T {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	items := m.items
+	m.items, m.bounce = nil, bounce
+	return items
 }
 
 func (m *mailbox[T]) drain() []T {

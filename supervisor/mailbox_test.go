@@ -89,3 +89,23 @@ func TestMailboxSleepRefused(t *testing.T) {
 		t.Errorf("two wakeUps of a sleeping owner started it %d times, want 1", resumed-1)
 	}
 }
+
+// TestMailboxEnd: what was posted before the owner ended is handed back by
+// end, and what is posted after it goes to bounce at once, nothing left
+// waiting on an owner that is gone.
+func TestMailboxEnd(t *testing.T) {
+	m := newMailbox[int]()
+	m.resume = func() { t.Error("an ended owner was started again") }
+	m.post(1)
+	var bounced []int
+	if left := m.end(func(v int) { bounced = append(bounced, v) }); len(left) != 1 || left[0] != 1 {
+		t.Errorf("end handed back %v, want [1]", left)
+	}
+	m.post(2)
+	if len(bounced) != 1 || bounced[0] != 2 {
+		t.Errorf("a post after end bounced %v, want [2]", bounced)
+	}
+	if left := m.drain(); len(left) != 0 {
+		t.Errorf("a post after end was kept: %v", left)
+	}
+}

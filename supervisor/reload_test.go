@@ -956,3 +956,33 @@ func TestLoadingUntilEveryFileRead(t *testing.T) {
 		t.Errorf("berth_ready once every file is read: %v", got)
 	}
 }
+
+// TestRequestToEndedJob: a request that reaches a job after its goroutine
+// ended for good (a stop racing the removal of a job at rest) is told it
+// is done at once; before, the stop's answer waited its whole 2 s on a mailbox nobody read.
+func TestRequestToEndedJob(t *testing.T) {
+	d, dir := runDaemon(t, "", nil)
+	path := filepath.Join(dir, "gone.lua")
+	testkit.PutFile(t, path, `job "gone" { cmd = "true", cpus = 1 }`)
+	reload(t, d)
+	waitJob(t, d, "gone", "done", func(js JobStatus) bool { return js.State == "done" })
+	d.mu.Lock()
+	j := d.jobs["gone"]
+	d.mu.Unlock()
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	reload(t, d)
+	select {
+	case <-j.done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the removed job's goroutine did not end")
+	}
+	msg := jobMessage{ev: &event{kind: evStop}, done: make(chan struct{})}
+	j.in.post(msg)
+	select {
+	case <-msg.done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("a stop posted to the ended job was never answered")
+	}
+}
