@@ -43,7 +43,8 @@ func (d *Daemon) serveLogs(w http.ResponseWriter, r *http.Request) {
 		}
 		name = memberName(a.name, span.From) // its one index's: no other output is there to mean
 	}
-	if _, known := d.jobStatus(name); !known {
+	_, declared := d.jobStatus(name)
+	if !declared {
 		if runs, err := d.store.Runs(name, 1); err != nil || len(runs) == 0 {
 			writeError(w, http.StatusNotFound, CodeNoSuchJob, d.msgNoSuch(c, name))
 			return
@@ -61,6 +62,11 @@ func (d *Daemon) serveLogs(w http.ResponseWriter, r *http.Request) {
 	}
 	q := r.URL.Query()
 	follow := q.Get("follow") == "1"
+	if follow && !declared {
+		// Its earlier runs' output, then nothing until a job of that
+		// name is declared again: the client says so, not silence.
+		w.Header().Set(HeaderNotDeclared, "1")
+	}
 	var run uint64
 	if v := q.Get("run"); v != "" {
 		var err error
@@ -646,6 +652,11 @@ const HeaderOutputGone = "Berth-Output-Gone"
 // HeaderOutputCut says, in an answer of a job's output, when its last
 // run's output was cut short (a full log disk): the file ends there.
 const HeaderOutputCut = "Berth-Output-Cut"
+
+// HeaderNotDeclared says, in an answer that follows a job's output, that
+// no job of that name is declared now: what is sent is its earlier runs'
+// output, and more comes only from a job declared again under the name.
+const HeaderNotDeclared = "Berth-Not-Declared"
 
 // HeaderOutputStartGone says, in an answer of one run's output from a log
 // file, that the files begin within that run: the start of what it wrote

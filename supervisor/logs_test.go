@@ -1,8 +1,10 @@
 package supervisor
 
 import (
+	"bufio"
 	"context"
 	"fmt"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/user"
@@ -17,6 +19,8 @@ import (
 
 	"github.com/berthd/berth/supervisor/runner"
 	"github.com/berthd/berth/supervisor/store"
+	"github.com/berthd/berth/supervisor/testkit"
+	"golang.org/x/sys/unix"
 )
 
 // A job's log file is read after the file it was rotated to, and --run
@@ -532,4 +536,75 @@ func TestLogDirUnwritable(t *testing.T) {
 	if problem() {
 		t.Errorf("logs_unwritable still said once a run's log could be written: %+v", d.Status().Problems)
 	}
+}
+
+// TestFollowNotDeclared: a follow of a job that no file declares now says
+// so (a header, which the client words), sends its earlier output, and
+// goes on with the output of a job declared again under its name; a
+// follow of a job declared has no such header.
+func TestFollowNotDeclared(t *testing.T) {
+	d, dir := runDaemon(t, "", nil)
+	path := filepath.Join(dir, "tick.lua")
+	testkit.PutFile(t, path, `job "tick" { cmd = { "echo", "first" } }`)
+	reload(t, d)
+	waitJob(t, d, "tick", "done", func(js JobStatus) bool { return js.State == "done" })
+	root := unix.Ucred{Uid: 0, Gid: 0, Pid: int32(os.Getpid())}
+	api := d.api()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		api.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), peerKey{}, root)))
+	}))
+	defer srv.Close()
+	follow := func() (*http.Response, context.CancelFunc) {
+		t.Helper()
+		ctx, cancel := context.WithCancel(context.Background())
+		req, _ := http.NewRequestWithContext(ctx, "GET", srv.URL+APIVersion+jobPath("tick")+"/logs?follow=1", nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil || resp.StatusCode != http.StatusOK {
+			cancel()
+			t.Fatalf("follow: %v %v", resp, err)
+		}
+		return resp, cancel
+	}
+	resp, cancel := follow()
+	if h := resp.Header.Get(HeaderNotDeclared); h != "" {
+		t.Errorf("a follow of tick, declared: %s %q", HeaderNotDeclared, h)
+	}
+	cancel()
+	resp.Body.Close()
+
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	reload(t, d)
+	resp, cancel = follow()
+	defer cancel()
+	defer resp.Body.Close()
+	if resp.Header.Get(HeaderNotDeclared) == "" {
+		t.Errorf("a follow of tick, its file removed, has no %s header", HeaderNotDeclared)
+	}
+	lines := make(chan string, 64)
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(resp.Body)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+	}()
+	want := func(line string) {
+		t.Helper()
+		for {
+			select {
+			case l := <-lines:
+				if l == line {
+					return
+				}
+			case <-time.After(20 * time.Second):
+				t.Fatalf("no line %q in the followed output within 20s", line)
+			}
+		}
+	}
+	want("first")
+	testkit.PutFile(t, path, `job "tick" { cmd = { "echo", "second" } }`)
+	reload(t, d)
+	want("second")
 }

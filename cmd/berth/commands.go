@@ -783,6 +783,9 @@ func runLogs(c *cli, args []string) int {
 		if h.Get(supervisor.HeaderOutputStartGone) != "" {
 			fmt.Fprintln(c.stderr, msgRunOutputStartGone(job, run))
 		}
+		if h.Get(supervisor.HeaderNotDeclared) != "" {
+			fmt.Fprintln(c.stderr, escapeText(msgFollowNotDeclared(job)))
+		}
 		lines, _ := strconv.Atoi(h.Get(supervisor.HeaderLinesLeftOut))
 		bytes, _ := strconv.Atoi(h.Get(supervisor.HeaderBytesLeftOut))
 		if lines > 0 || bytes > 0 {

@@ -385,6 +385,11 @@ func msgRunOutputGone(job string, run uint64) string {
 	return fmt.Sprintf("berth: run %d of %s: its output is no longer kept; the job's log files, bounded in size, now begin with later runs' (berth logs %s shows what is kept)", run, job, quoteArg(job))
 }
 
+// msgFollowNotDeclared heads berth logs -f of a job no file declares now.
+func msgFollowNotDeclared(job string) string {
+	return fmt.Sprintf("berth: no job named %s is declared now (its file was removed, or no longer declares it): its earlier output follows, and more only once a job of that name is declared again (Ctrl-C ends the wait)", job)
+}
+
 // msgRunOutputStartGone: the start of a run's output was rotated out of
 // its job's log files; what follows is the rest.
 func msgRunOutputStartGone(job string, run uint64) string {

@@ -128,6 +128,7 @@ func TestMessages(t *testing.T) {
 		msgNoOutput("sweep[4]", 0),
 		msgRunOutputGone("train", 7),
 		msgRunOutputStartGone("train", 7),
+		msgFollowNotDeclared("train"),
 		msgTailLeftOut("train", 12, 0),
 		msgTailLeftOut("train", 0, 4096),
 		msgTailLeftOut("train", 1, 100),
