@@ -802,3 +802,30 @@ func TestStopAskedDuringATimeoutsStop(t *testing.T) {
 	}
 	waitJob(t, d, "tmo", "stopped", func(js JobStatus) bool { return js.State == "stopped" })
 }
+
+// TestStoppedEditedStaysStopped: a job a person stopped, then edited, rests
+// stopped in this daemon and in the next, which ran it again (trial AE: after
+// systemctl restart berth, and so after every upgrade).
+func TestStoppedEditedStaysStopped(t *testing.T) {
+	lives := daemonLives{t: t, jobs: `job "held" { cmd = "sleep 600", cpus = 0 }`}
+	d, stop := lives.start()
+	waitJob(t, d, "held", "running", func(js JobStatus) bool { return js.State == "running" })
+	if code, body := as(t, d, "root", "POST", jobPath("held")+"/stop"); code != 200 {
+		t.Fatalf("stop held: %d %s", code, body)
+	}
+	waitJob(t, d, "held", "stopped", func(js JobStatus) bool { return js.State == "stopped" })
+	testkit.PutFile(t, filepath.Join(lives.jobsDir, "jobs.lua"), `job "held" { cmd = "sleep 601", cpus = 0 }`)
+	reload(t, d)
+	restedStopped := func(d *Daemon, when string) {
+		t.Helper()
+		js := waitJob(t, d, "held", "at rest or running "+when, func(js JobStatus) bool { return js.State == "stopped" || js.State == "running" })
+		if runs, _ := d.store.Runs("held", 0); js.State != "stopped" || len(runs) != 1 {
+			t.Errorf("%s: held is %s with %d runs, want stopped after its one run", when, js.State, len(runs))
+		}
+	}
+	restedStopped(d, "once edited")
+	lives.stopped(stop)
+	d, stop = lives.start()
+	restedStopped(d, "in the next daemon")
+	lives.stopped(stop)
+}
