@@ -194,7 +194,7 @@ func (d *Daemon) adopt(open []store.RunRecord) ([]store.RunRecord, error) {
 				prev, a = a, prev
 			}
 			d.log.Warn("two runs of one job outlived the previous daemon: stopping the older", "job", rec.Job, "run", prev.rec.ID, "newer", a.rec.ID)
-			d.stopAdopted(prev)
+			d.stopAdopted(prev, "a newer run of its job outlived the previous daemon too")
 		}
 		d.adopted[rec.Job] = a
 		select {
@@ -250,22 +250,48 @@ func (j *job) takeAdopted(a adoptedRun) {
 	j.publish()
 }
 
+// resumedStop is a person's stop that the last daemon began on a run this
+// one took back: when it began, whether its signal was sent, and why.
+type resumedStop struct {
+	began     time.Time
+	signalled bool
+	cause     string
+}
+
+// resumeStop goes on, before the job's goroutine starts, with the stop of
+// the run it just took back (takeAdopted) that a person asked of the last
+// daemon: the job is shown stopping, holding what the run holds, and
+// rests stopped once the run has ended, its history saying why it was
+// stopped. The stop_signal is sent again only where the last daemon may
+// not have sent it (its run's record does not say it was being stopped),
+// and SIGKILL follows once the stop_timeout, from when the stop began, is
+// over (trial AE: a fixed SIGTERM, and SIGKILL 10 s later, cut a 60 s
+// checkpoint short).
+func (j *job) resumeStop(rec store.RunRecord, began time.Time) {
+	j.run.resumed = &resumedStop{began: began, signalled: rec.Stopping != 0, cause: rec.Cause}
+	j.apply(event{kind: evStop})
+	// Stopping since it began, on record too: a daemon that goes away
+	// again does not make the stop longer.
+	j.life.since = began
+	j.persist()
+}
+
 // stopOrphans stops the adopted runs no job claimed (their files went away
 // while the daemon was down).
 func (d *Daemon) stopOrphans() {
 	for name, a := range d.adopted {
 		d.log.Info("stopping a run taken back whose job is no longer declared", "job", name, "run", a.rec.ID)
-		d.stopAdopted(a)
+		d.stopAdopted(a, "no job file declares it any more")
 	}
 	d.adopted = nil
 }
 
-// stopAdopted stops a run taken back that no job runs, records how it
-// ended, lets go of its unit and gives back what it held. A shutdown waits
+// stopAdopted stops a run taken back that no job runs (why says why),
+// records how it ended, lets go of its unit and gives back what it held. A shutdown waits
 // for it (jobsWG), so that it is recorded before the state closes; should
 // the connection to systemd go meanwhile, it is left to the next daemon,
 // which finds it as this one did.
-func (d *Daemon) stopAdopted(a adoptedRun) {
+func (d *Daemon) stopAdopted(a adoptedRun, why string) {
 	d.jobsWG.Go(func() {
 		ended := false
 		select {
@@ -280,14 +306,16 @@ func (d *Daemon) stopAdopted(a adoptedRun) {
 			return
 		}
 		exit := a.run.Wait()
-		reason := store.ReasonStopped
+		reason, cause := store.ReasonStopped, why
 		switch {
 		case ended && exit.OutOfMemory:
-			reason = store.ReasonOOM
+			reason, cause = store.ReasonOOM, ""
 		case ended && exit.Success():
-			reason = store.ReasonExited
+			reason, cause = store.ReasonExited, ""
 		case ended && !exit.StoppedOutside:
-			reason = store.ReasonFailed
+			reason, cause = store.ReasonFailed, ""
+		case ended:
+			cause = msgStoppedOutside
 		case killed:
 			reason = store.ReasonKilled
 		}
@@ -296,7 +324,7 @@ func (d *Daemon) stopAdopted(a adoptedRun) {
 		if exit.Signal != 0 {
 			sig = signalName(exit.Signal)
 		}
-		if err := d.store.EndRun(a.rec.ID, exit.EndedAt(a.rec.Start, d.now()), exit.Code, sig, reason, ""); err != nil {
+		if err := d.store.EndRun(a.rec.ID, exit.EndedAt(a.rec.Start, d.now()), exit.Code, sig, reason, cause); err != nil {
 			d.notRecorded(d.log, "cannot record the run's end; its unit keeps it for the next daemon", "run", a.rec.ID, "error", err)
 		} else {
 			d.cfg.Units.Release(a.run)

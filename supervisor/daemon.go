@@ -1079,8 +1079,11 @@ const finishedStopCause = "its daemon went away during the stop, and the next on
 // finishedStop is the cause of a run whose stop the next daemon finished:
 // why it was stopped, where known, and finishedStopCause.
 func finishedStop(why string) string {
-	if why == "" {
+	switch {
+	case why == "":
 		return finishedStopCause
+	case strings.HasSuffix(why, finishedStopCause):
+		return why // the daemon before it went away too
 	}
 	return why + "; " + finishedStopCause
 }

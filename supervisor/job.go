@@ -157,6 +157,8 @@ type process interface {
 	PID() int
 	Done() <-chan struct{}
 	Wait() runner.Exit
+	// Stop sends sig (none where 0: it was sent before), then SIGKILL
+	// once timeout has passed.
 	Stop(sig syscall.Signal, timeout time.Duration) (killed bool)
 }
 
@@ -175,6 +177,9 @@ type runState struct {
 	// stopCause is why berth stopped it, for its record; "" while none
 	// did.
 	stopCause string
+	// resumed is the stop the last daemon began on this run, taken back
+	// with it (resumeStop); nil otherwise.
+	resumed *resumedStop
 	// after is called once the run was reaped (closes the output sink).
 	after func()
 	// record is the run's record on its way to disk, for a run that is
@@ -1067,10 +1072,27 @@ func (j *job) stop() {
 	j.reveal()
 	sig, timeout := j.def.StopSignal, j.def.StopTimeout
 	why := j.stopWhy()
-	j.log.Info("stopping", "run", j.run.id, "pid", proc.PID(), "signal", signalName(sig), "stop_timeout_ms", timeout.Milliseconds(),
-		"why", why)
-	j.setWhy(msgStopping(why, signalName(sig), timeout)) // until its end says how it ended
+	if r := j.run.resumed; r != nil {
+		// Seen through as the last daemon began it: its signal not sent
+		// twice (a handler would begin again), its SIGKILL when the
+		// stop_timeout counted from its start is over.
+		if r.signalled {
+			sig = 0
+		}
+		timeout = max(0, timeout-j.d.now().Sub(r.began))
+		why = cmp.Or(r.cause, why)
+	}
+	j.log.Info("stopping", "run", j.run.id, "pid", proc.PID(), "signal", signalName(j.def.StopSignal), "sent_before", sig == 0,
+		"stop_timeout_ms", timeout.Milliseconds(), "why", why)
+	if sig == 0 {
+		j.setWhy(msgStoppingSent(why, signalName(j.def.StopSignal), timeout))
+	} else {
+		j.setWhy(msgStopping(why, signalName(sig), timeout)) // until its end says how it ended
+	}
 	j.run.stopCause = why
+	if j.run.resumed != nil {
+		j.run.stopCause = finishedStop(why)
+	}
 	if j.cause == evInvalid {
 		// The problem may quote the file, which the history does not
 		// show to everyone; berth check and status say it.
@@ -1140,6 +1162,9 @@ func (j *job) recordEnd(reason store.Reason) {
 	cause := ""
 	if reason == store.ReasonStopped || reason == store.ReasonKilled || reason == store.ReasonTimedOut {
 		cause = j.run.stopCause
+	}
+	if cause == "" && reason == store.ReasonStopped && exit.StoppedOutside {
+		cause = msgStoppedOutside
 	}
 	unit, isUnit := j.run.proc.(*units.Run)
 	intended := !isUnit && j.run.id != 0 && !isLocalRunID(j.run.id) && reason != store.ReasonSpawnError

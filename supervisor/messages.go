@@ -89,6 +89,16 @@ func msgStopping(why, signal string, timeout time.Duration) string {
 	return fmt.Sprintf("%s; %s sent, SIGKILL after %s", why, signal, accounting.FormatDuration(timeout))
 }
 
+// msgStoppedOutside is the cause of a run whose unit someone stopped
+// with systemd, not berth.
+const msgStoppedOutside = "its unit was stopped outside berth (systemctl stop of it, or of berth.slice)"
+
+// msgStoppingSent is msgStopping of a stop whose signal the last daemon
+// sent.
+func msgStoppingSent(why, signal string, timeout time.Duration) string {
+	return fmt.Sprintf("%s; %s sent by the daemon before this one, SIGKILL after %s", why, signal, accounting.FormatDuration(timeout.Round(time.Second)))
+}
+
 // msgThenAfterStop is why, the stop under way, with what a person asked
 // meanwhile: a stop (it rests stopped once the run has ended), or a start
 // (it runs again then).

@@ -1364,13 +1364,13 @@ func (d *Daemon) declare(name string, def *luaapi.Job, invalid string, first boo
 		processChanged := false
 		if a, ok := d.adopted[name]; ok {
 			delete(d.adopted, name)
+			j.takeAdopted(a)
 			if initial.state == store.StateStopped {
 				// A person's stop was under way when the last daemon
 				// went: it is seen through, and the job rests stopped.
 				d.log.Info("stopping a run taken back whose job was being stopped", "job", name, "run", a.rec.ID)
-				d.stopAdopted(a)
+				j.resumeStop(a.rec, initial.since)
 			} else {
-				j.takeAdopted(a)
 				// Edited while the daemon was away: a new definition
 				// restarts the run, as an edit would have.
 				processChanged = a.rec.Fingerprint != def.ProcessFingerprint()

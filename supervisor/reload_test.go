@@ -986,3 +986,4 @@ func TestRequestToEndedJob(t *testing.T) {
 		t.Fatal("a stop posted to the ended job was never answered")
 	}
 }
+

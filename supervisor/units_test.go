@@ -240,8 +240,9 @@ job "gone" { cmd = { "/bin/sleep", "1000" } }
 	gone := waitJob(t, d, "gone", "running", func(js JobStatus) bool { return js.State == "running" })
 	b.manager.StopOutside(units.Name("svc", svc.Run))
 	waitJob(t, d, "svc", "stopped", func(js JobStatus) bool { return js.State == "stopped" })
-	if runs := runsOf(t, d, "svc"); len(runs) != 1 || runs[0].Reason != store.ReasonStopped {
-		t.Errorf("svc's runs: %+v", runs)
+	if runs := runsOf(t, d, "svc"); len(runs) != 1 || runs[0].Reason != store.ReasonStopped || runs[0].Cause != msgStoppedOutside ||
+		runViewOf(runs[0]).ExitCode != nil {
+		t.Errorf("svc's runs: %+v, want its one run stopped outside berth, with no exit code", runs)
 	}
 	stop()
 
@@ -434,5 +435,54 @@ func TestRedeclaredWhileStopping(t *testing.T) {
 	runs := runsOf(t, d, "x") // newest first
 	if len(runs) != 2 || runs[1].Reason == 0 || runs[0].Start.Before(runs[1].End) {
 		t.Errorf("x's runs: %+v, want run %d to start once the first had ended", runs, again.Run)
+	}
+}
+
+// TestUnitsStopResumedAsBegun: a person's stop under way when the daemon
+// went away is seen through by the next one as it was begun (trial AE: a
+// fixed SIGTERM, and SIGKILL 10 s later, cut a 60 s checkpoint short): the
+// job is shown stopping, holding its core, its stop_signal is not sent
+// again, its SIGKILL comes when the stop_timeout from the stop's start is
+// over, and its run's end says why it was stopped.
+func TestUnitsStopResumedAsBegun(t *testing.T) {
+	b := newUnitsBox(t, `job "svc" { cmd = { "/bin/sleep", "1000" }, cpus = 1, stop_signal = "SIGINT", stop_timeout = "5s" }`)
+	d, stop := b.start()
+	svc := waitJob(t, d, "svc", "running", func(js JobStatus) bool { return js.State == "running" })
+	stop() // its unit goes on
+	// What the killed daemon's stop had written, its SIGINT sent 2 s ago.
+	st, err := store.Open(filepath.Join(b.stateDir, "state.db"), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, _, err := st.Job("svc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec.State, rec.Changed = store.StateStopped, time.Now().Add(-2*time.Second)
+	if err := st.PutJob(rec); err != nil {
+		t.Fatal(err)
+	}
+	st.Later(func(err error) { t.Error(err) }).StopRun(svc.Run, store.ReasonStopped, "stopped on request (berth stop)")
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	unit := units.Name("svc", svc.Run)
+	sent := len(b.manager.Killed())
+
+	d, _ = b.start()
+	js := waitJob(t, d, "svc", "stopping", func(js JobStatus) bool { return js.State != "" })
+	if js.State != "stopping" || js.Run != svc.Run || js.CPUs != 1 ||
+		!strings.HasPrefix(js.Why, "stopped on request (berth stop); SIGINT sent by the daemon before this one, SIGKILL after ") ||
+		strings.HasSuffix(js.Why, " after 5s") {
+		t.Errorf("svc in the next daemon: %+v, want stopping its run, on its core, SIGKILL after what is left of 5s", js)
+	}
+	waitJob(t, d, "svc", "stopped", func(js JobStatus) bool { return js.State == "stopped" })
+	if got := b.manager.Killed()[sent:]; !slices.Equal(got, []string{unit + " " + syscall.SIGKILL.String()}) {
+		t.Errorf("signals to its unit in the next daemon: %v, want its SIGKILL alone (its SIGINT was sent)", got)
+	}
+	runs := runsOf(t, d, "svc")
+	if len(runs) != 1 || runs[0].Reason != store.ReasonKilled ||
+		runs[0].Cause != "stopped on request (berth stop); its daemon went away during the stop, and the next one finished it" {
+		t.Errorf("svc's runs: %+v, want its one run killed after stop_timeout, saying why it was stopped", runs)
 	}
 }

@@ -160,8 +160,9 @@ func runViewOf(r store.RunRecord) RunView {
 		v.End = &end
 		// A run stopped or timed out has the code it exited with too
 		// (it may have caught the signal); a lost run, one that never
-		// started and one whose stop the next daemon finished have none.
-		if r.Signal == "" && !strings.HasSuffix(r.Cause, finishedStopCause) && r.Reason != store.ReasonLost && r.Reason != store.ReasonSpawnError {
+		// started, one whose stop the next daemon finished and one whose
+		// unit went with its status (-1: no code is known) have none.
+		if r.Signal == "" && r.ExitCode >= 0 && !strings.HasSuffix(r.Cause, finishedStopCause) && r.Reason != store.ReasonLost && r.Reason != store.ReasonSpawnError {
 			code := r.ExitCode
 			v.ExitCode = &code
 		}

@@ -380,7 +380,8 @@ var errReaped = errors.New("process already reaped")
 // unit's whole cgroup.
 //
 // Which signal and how long to wait are the caller's policy; a timeout of
-// zero or less means SIGKILL straight after sig.
+// zero or less means SIGKILL straight after sig. A sig of 0 sends none (it
+// was sent before): only the wait and the SIGKILL are left.
 func (p *Process) Stop(sig syscall.Signal, timeout time.Duration) (killed bool) {
 	select {
 	case <-p.done:
@@ -390,7 +391,7 @@ func (p *Process) Stop(sig syscall.Signal, timeout time.Duration) (killed bool) 
 	p.mu.Lock()
 	p.stopping = true
 	p.mu.Unlock()
-	if p.signal(sig) == nil && sig != unix.SIGKILL && sig != unix.SIGCONT {
+	if sig != 0 && p.signal(sig) == nil && sig != unix.SIGKILL && sig != unix.SIGCONT {
 		// A stopped process cannot act on sig until it is continued;
 		// systemd follows its stop signal with SIGCONT for the same reason.
 		_ = p.signal(unix.SIGCONT)

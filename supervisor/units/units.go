@@ -705,21 +705,24 @@ func (run *Run) SetRuntimeMax(d time.Duration) error {
 	return run.r.m.SetUnitPropertiesContext(ctx, run.name, true, prop("RuntimeMaxUSec", usec))
 }
 
-// Stop sends sig to every process of the unit, waits up to timeout for the
-// main process to end, then sends SIGKILL to all of them; killed says
-// whether that was needed. It returns once the run has ended.
+// Stop sends sig to every process of the unit (none where sig is 0: it
+// was sent before), waits up to timeout for the main process to end, then
+// sends SIGKILL to all of them; killed says whether that was needed. It
+// returns once the run has ended.
 func (run *Run) Stop(sig syscall.Signal, timeout time.Duration) (killed bool) {
 	select {
 	case <-run.done:
 		return false
 	default:
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
-	_ = run.r.m.KillUnitWithTarget(ctx, run.name, sd.All, int32(sig))
-	if sig != syscall.SIGKILL && sig != syscall.SIGCONT {
-		_ = run.r.m.KillUnitWithTarget(ctx, run.name, sd.All, int32(syscall.SIGCONT))
+	if sig != 0 {
+		ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+		_ = run.r.m.KillUnitWithTarget(ctx, run.name, sd.All, int32(sig))
+		if sig != syscall.SIGKILL && sig != syscall.SIGCONT {
+			_ = run.r.m.KillUnitWithTarget(ctx, run.name, sd.All, int32(syscall.SIGCONT))
+		}
+		cancel()
 	}
-	cancel()
 	t := time.NewTimer(timeout)
 	defer t.Stop()
 	select {
@@ -727,7 +730,7 @@ func (run *Run) Stop(sig syscall.Signal, timeout time.Duration) (killed bool) {
 		return false
 	case <-t.C:
 	}
-	ctx, cancel = context.WithTimeout(context.Background(), callTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
 	killed = run.r.m.KillUnitWithTarget(ctx, run.name, sd.All, int32(syscall.SIGKILL)) == nil
 	cancel()
 	// The signals of a unit whose process ended may have been dropped:
