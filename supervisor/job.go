@@ -106,6 +106,11 @@ type job struct {
 	// last daemon stopped, or, for a job new to the line born with others,
 	// the instant they all arrive at.
 	waitedBefore time.Time
+	// pausedWait is when the wait began that an edit broke off, the job
+	// invalid or unplaceable since (a typo, a flavors file moved away a
+	// moment): it goes on from then, its place in line kept, once the job
+	// can wait again. Zero otherwise.
+	pausedWait time.Time
 	// waitMeasured, when after waitingAt, is where the next placement's
 	// wait is measured from (the metrics, the log's waited_ms): a job
 	// whose run the last daemon took down with it keeps its place in line
@@ -641,6 +646,15 @@ func (j *job) apply(e event) {
 			}
 		}
 		release()
+		switch now := j.life.state; {
+		case before == store.StateWaiting && (now == store.StateInvalid || now == store.StateUnplaceable) && (e.kind == evInvalid || e.kind == evUnplaceable):
+			// An edit it cannot run with: its wait goes on from its
+			// start once it can (trial AF: a typo fixed a second later
+			// sent a job that had waited hours to the back of the line).
+			j.pausedWait = j.waitingAt
+		case now != store.StateWaiting && now != store.StateInvalid && now != store.StateUnplaceable:
+			j.pausedWait = time.Time{} // run, stopped, disabled: a wait is new
+		}
 		if j.life.state == store.StateStopped && (before == store.StateWaiting || before == store.StateBackoff || before == store.StateUnplaceable || before == store.StateDone) {
 			// Stopped with no run (one done, held from running again):
 			// the last run's end is not why.
@@ -697,7 +711,10 @@ func (j *job) do(a action) (event, bool) {
 			since = j.waitingAt
 		case !waited.IsZero():
 			since = waited // the last daemon's, going on
+		case !j.pausedWait.IsZero():
+			since = j.pausedWait // the one an edit broke off, going on
 		}
+		j.pausedWait = time.Time{}
 		return j.wait(since)
 	case actCancelWait:
 		j.cancelWait()

@@ -987,3 +987,40 @@ func TestRequestToEndedJob(t *testing.T) {
 	}
 }
 
+// TestWaiterKeepsItsPlaceThroughABadEdit: a waiting job edited into one it
+// cannot run with (unplaceable: a typo; invalid: its flavor gone a moment),
+// then back, waits on from when it began, ahead of those that came after
+// it (trial AF: it went to the back of the line, its age 0s).
+func TestWaiterKeepsItsPlaceThroughABadEdit(t *testing.T) {
+	d, dir := runDaemon(t, `job "holder" { cmd = "sleep 1000", cpus = 2 }
+flavor "one" { cpus = 1 }`, nil)
+	waitJob(t, d, "holder", "running", func(js JobStatus) bool { return js.State == "running" })
+	write := func(file, src string) {
+		t.Helper()
+		testkit.PutFile(t, filepath.Join(dir, file), src)
+		reload(t, d)
+	}
+	write("w0.lua", `job "first" { cmd = "true", flavor = "one" }`)
+	write("w1.lua", `job "second" { cmd = "true", cpus = 1 }`)
+	testkit.WaitFor(t, 20*time.Second, "both to wait in the placer's queue", func() bool { return len(d.placer.Waiting()) == 2 })
+	waitingSince := func() time.Time {
+		d.mu.Lock()
+		j := d.jobs["first"]
+		d.mu.Unlock()
+		return j.view().WaitingSince
+	}
+	waitJob(t, d, "first", "waiting", func(js JobStatus) bool { return js.State == "waiting" })
+	began := waitingSince()
+	for _, c := range []struct{ state, bad string }{
+		{"unplaceable", `job "first" { cmd = "true", cpus = 3 }`},
+		{"invalid", `job "first" { cmd = "true", flavor = "gone" }`},
+	} {
+		write("w0.lua", c.bad)
+		waitJob(t, d, "first", c.state, func(js JobStatus) bool { return js.State == c.state })
+		write("w0.lua", `job "first" { cmd = "true", flavor = "one" }`)
+		js := waitJob(t, d, "first", "waiting again", func(js JobStatus) bool { return js.State == "waiting" })
+		if since := waitingSince(); js.QueuePosition != 1 || !since.Equal(began) {
+			t.Errorf("first, %s a moment, waits again at place %d since %v, want first in line since %v", c.state, js.QueuePosition, since, began)
+		}
+	}
+}
