@@ -22,12 +22,23 @@ const concatGlobal = "(concat)"
 // utf8BOM is the mark some editors write at the start of a UTF-8 file.
 var utf8BOM = []byte("\xef\xbb\xbf")
 
+// chunkSource is the Lua a file holds, as lua(1) reads a file: a leading
+// byte order mark passed over (Lua 5.2 and later do; the parser would take
+// it for a bad token), and a first line that begins with "#" (a "#!" line)
+// made a comment, its line numbers kept.
+func chunkSource(src []byte) []byte {
+	src = bytes.TrimPrefix(src, utf8BOM)
+	if len(src) > 0 && src[0] == '#' {
+		src = append([]byte("--"), src[1:]...)
+	}
+	return src
+}
+
 // load parses and compiles the file with its concatenations rewritten.
 // Its errors are the parser's and the compiler's own, as syntaxError
-// expects them. A leading byte order mark is passed over, as Lua 5.2 and
-// later pass it over; the parser would take it for a bad token.
+// expects them.
 func (ev *evaluator) load(L *lua.LState) (*lua.LFunction, error) {
-	chunk, err := parse.Parse(bytes.NewReader(bytes.TrimPrefix(ev.src, utf8BOM)), ev.path)
+	chunk, err := parse.Parse(bytes.NewReader(chunkSource(ev.src)), ev.path)
 	if err != nil {
 		return nil, err
 	}

@@ -427,7 +427,7 @@ func (ev *evaluator) syntaxError(err error) *Error {
 		}
 		var hint string
 		if c.Message == "syntax error" {
-			hint = syntaxHint(bytes.TrimPrefix(ev.src, utf8BOM), line, c.Pos.Column, c.Token)
+			hint = syntaxHint(chunkSource(ev.src), line, c.Pos.Column, c.Token)
 		}
 		return errSyntax(ev.path, line, c.Message, c.Token, hint)
 	case *lua.CompileError:

@@ -128,6 +128,29 @@ func TestEvalConcurrently(t *testing.T) {
 	wg.Wait()
 }
 
+// A first line that begins with "#" (#!/usr/bin/env lua) is passed over
+// as lua(1) passes it over, and the lines after it are counted as they
+// are (trial AF: it was a syntax error); a "#" further on is Lua's length
+// operator, and a syntax error at the start of a line.
+func TestShebangLine(t *testing.T) {
+	f := mustEval(t, "#!/usr/bin/env lua\njob \"shebang\" { cmd = \"true\" }\n")
+	if len(f.Jobs) != 1 || f.Jobs[0].Name != "shebang" || f.Jobs[0].Pos.Line != 2 {
+		t.Errorf("jobs: %+v", f.Jobs)
+	}
+	f = mustEval(t, "\xef\xbb\xbf#!/usr/bin/env lua\njob \"both\" { cmd = \"true\" }\n")
+	if len(f.Jobs) != 1 || f.Jobs[0].Pos.Line != 2 {
+		t.Errorf("after a byte order mark, jobs: %+v", f.Jobs)
+	}
+	f = evalString(t, "#!/usr/bin/env lua\nx = = 1\n")
+	if len(f.Errors) != 1 || f.Errors[0].Problem != Syntax || f.Errors[0].Pos.Line != 2 {
+		t.Errorf("errors: %v", f.Errors)
+	}
+	f = evalString(t, "x = 1\n#!/usr/bin/env lua\n")
+	if len(f.Errors) != 1 || f.Errors[0].Problem != Syntax || f.Errors[0].Pos.Line != 2 {
+		t.Errorf("a # line past the first: %v", f.Errors)
+	}
+}
+
 // A byte order mark, which some editors write at the start of a UTF-8
 // file, is not part of the program: the file reads as without it, and
 // lines are counted as before.
