@@ -817,6 +817,16 @@ func errSizeNumber(s subject, field string, got float64) *Error {
 			`field %s must be a size with a unit, got the number %s; if it is bytes (as machine.ram is), write %s = %s, or from a number of bytes x, %s = math.floor(x / 2^20) .. "M"`,
 			quote(field), formatNumber(got), field, quote(formatNumber(math.Floor(n/(1<<20)))+"M"), field))
 	}
+	if n := math.Abs(got); n >= 1024 {
+		// MiB, most likely, as Slurm's --mem=4096 counts: not 4 TiB.
+		same := ""
+		if g := n / 1024; g == math.Floor(g) {
+			same = ", the same as " + quote(formatNumber(g)+"G")
+		}
+		return s.err(WrongType, field, fmt.Sprintf(
+			`field %s must be a size with a unit, got the number %s; write it with a unit, e.g. %s = %s if it is MiB (as Slurm's --mem counts)%s`,
+			quote(field), formatNumber(got), field, quote(formatNumber(n)+"M"), same))
+	}
 	n := formatNumber(math.Abs(got))
 	return s.err(WrongType, field, fmt.Sprintf(
 		`field %s must be a size with a unit, got the number %s; write it with a unit, e.g. %s = %s or %s`,
