@@ -175,6 +175,10 @@ func (d *decoder) wholeOf(field string, v lua.LValue, lo, hi int64) (int, bool) 
 	n, isNum := v.(lua.LNumber)
 	f := float64(n)
 	if !isNum || f != math.Trunc(f) || math.IsInf(f, 0) {
+		if field == "gpus" && (!isNum || f > 0 && f < 1) {
+			d.add(errGPUsNotWhole(d.s, v)) // a part of a card, a typed gres
+			return 0, false
+		}
 		d.add(errNotWhole(d.s, field, v))
 		return 0, false
 	}

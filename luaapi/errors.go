@@ -595,6 +595,7 @@ var otherSpellings = map[string]string{
 	"memory": "ram", "mem": "ram", "memory_limit": "ram",
 	"cores": "cpus", "threads": "cpus", "ncpus": "cpus", "cpus_per_task": "cpus",
 	"gres": "gpus", "cards": "gpus", "ngpus": "gpus",
+	"vram": "gpu_mem", "gpu_memory": "gpu_mem", "gpumem": "gpu_mem", "gpu_ram": "gpu_mem", "gpu_mem_limit": "gpu_mem",
 	"retries": "max_restarts", "startretries": "max_restarts",
 	"autorestart": "restart", "stopsignal": "stop_signal", "stopwaitsecs": "stop_timeout",
 	"depends_on": "after", "requires": "after",
@@ -624,6 +625,15 @@ func errWrongType(s subject, field, want string, got lua.LValue) *Error {
 
 func errNotWhole(s subject, field string, got lua.LValue) *Error {
 	return errWrongType(s, field, wantWhole, got)
+}
+
+// errGPUsNotWhole: gpus is a count of whole cards; what was meant is a part
+// of one (gpu_mem) or a card of a type (Slurm's "a100:1"), which berth has
+// not: the cards are the daemon's.
+func errGPUsNotWhole(s subject, got lua.LValue) *Error {
+	return s.err(WrongType, "gpus", fmt.Sprintf(
+		`field "gpus" must be a whole number of cards, got %s; for part of one card, ask for its memory instead (gpu_mem = "12G"); berth has no card types: every card the daemon was given is alike to it`,
+		describe(got)))
 }
 
 // What a field must be, for errWrongType, and what to do instead of a zero

@@ -1,0 +1,1 @@
+job "train" { cmd = "./train", gpus = "a100:1" }
