@@ -117,6 +117,9 @@ func (d *Daemon) serveLogs(w http.ResponseWriter, r *http.Request) {
 		d.streamFile(w, r, d.logPath(name), follow, only, lines, release, ended, d.runStartsOf(name))
 		return
 	}
+	// Said, for the client's words where there is none: journald, not a
+	// log directory, keeps it.
+	w.Header().Set(HeaderOutputFrom, "journal")
 	// --quiet: journalctl's own notes ("-- No entries --") are not the
 	// job's output; the client says when there is none.
 	args := []string{"--no-pager", "--quiet", "--all", "-o", "short-iso"}
@@ -652,6 +655,10 @@ const HeaderOutputGone = "Berth-Output-Gone"
 // HeaderOutputCut says, in an answer of a job's output, when its last
 // run's output was cut short (a full log disk): the file ends there.
 const HeaderOutputCut = "Berth-Output-Cut"
+
+// HeaderOutputFrom says, in an answer of a job's output that journald
+// keeps, "journal"; absent where the daemon's log files keep it.
+const HeaderOutputFrom = "Berth-Output-From"
 
 // HeaderNotDeclared says, in an answer that follows a job's output, that
 // no job of that name is declared now: what is sent is its earlier runs'

@@ -516,7 +516,7 @@ job "says" { cmd = "echo hello" }
 `})
 	d.start(daemonOptions{args: []string{"--cpus", "2"}})
 	out, errOut, code := d.cli("logs", "idle")
-	if want := msgNoOutput("idle", 0); code != exitOK || out != "" || strings.TrimSpace(errOut) != want {
+	if want := msgNoOutput("idle", 0, false); code != exitOK || out != "" || strings.TrimSpace(errOut) != want {
 		t.Errorf("logs of a job never run: exit %d, %q, %q; want %d, nothing, and %q", code, out, errOut, exitOK, want)
 	}
 	testkit.WaitFor(t, waitLong, "says to be done", func() bool { return d.detail("says").Status.State == "done" })

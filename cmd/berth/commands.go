@@ -775,9 +775,10 @@ func runLogs(c *cli, args []string) int {
 	if lines != "" {
 		needs = supervisor.HeaderLines
 	}
-	gone, cut := false, ""
+	gone, cut, journal := false, "", false
 	n, err := cl.stream(ctx, "/jobs/"+url.PathEscape(job)+"/logs", q, out, needs, func(h http.Header) {
 		gone = h.Get(supervisor.HeaderOutputGone) != ""
+		journal = h.Get(supervisor.HeaderOutputFrom) == "journal"
 		cut = h.Get(supervisor.HeaderOutputCut)
 		// Said first: the lines shown then begin later than asked.
 		if h.Get(supervisor.HeaderOutputStartGone) != "" {
@@ -805,7 +806,7 @@ func runLogs(c *cli, args []string) int {
 		fmt.Fprintln(c.stderr, msgRunOutputGone(job, run))
 	case n == 0 && !*follow && lines != "0":
 		// Silence would leave the person guessing whether it worked.
-		fmt.Fprintln(c.stderr, msgNoOutput(job, run))
+		fmt.Fprintln(c.stderr, msgNoOutput(job, run, journal))
 	}
 	return exitOK
 }

@@ -370,12 +370,16 @@ func msgOutputCutShort(job, at string) string {
 }
 
 // msgNoOutput says that a job, or one of its runs, has written nothing.
-func msgNoOutput(job string, run uint64) string {
+func msgNoOutput(job string, run uint64, journal bool) string {
 	if run != 0 {
 		return fmt.Sprintf("berth: run %d of %s wrote nothing", run, job)
 	}
 	// Not "yet": it may be done. Nor surely "none written": a log
-	// directory that cannot be written keeps none, which the status says.
+	// directory that cannot be written keeps none, which the status says;
+	// journald drops the oldest lines of a full journal.
+	if journal {
+		return fmt.Sprintf("berth: no output from %s is kept (berth history %s lists its runs; journald drops the oldest lines once its journal is full: journalctl --disk-usage)", job, quoteArg(job))
+	}
 	return fmt.Sprintf("berth: no output from %s is kept (berth history %s lists its runs; berth status says if its log directory cannot be written)", job, quoteArg(job))
 }
 
