@@ -625,7 +625,14 @@ func (j *job) apply(e event) {
 		queue = queue[1:]
 		before, beforeRecorded := j.life.state, j.life.recorded()
 		var acts []action
-		j.life, acts = step(j.life, j.policy(), e, j.d.now())
+		now := j.d.now()
+		if e.kind == evExited {
+			// A run that ended while no daemon watched ended when its
+			// unit says, and the job rests since then (trial AE: its age
+			// counted from when the next daemon saw it).
+			now = j.run.exit.EndedAt(j.run.start, now)
+		}
+		j.life, acts = step(j.life, j.policy(), e, now)
 		j.cause = e.kind
 		release := func() {}
 		has := func(kind actionKind) bool {

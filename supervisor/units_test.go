@@ -198,7 +198,11 @@ job "gone" { cmd = { "/bin/sleep", "1000" } }`)
 		b.manager.EndedAgo(units.Name(job, js.Run), result, unitstest.CLDExited, status, ago)
 	}
 	d, _ = b.start()
-	waitJob(t, d, "batch", "done", func(js JobStatus) bool { return js.State == "done" })
+	batch := waitJob(t, d, "batch", "done", func(js JobStatus) bool { return js.State == "done" })
+	// Done since its run ended, not since this daemon saw it (trial AE).
+	if end := runsOf(t, d, "batch")[0].End; !batch.Since.Equal(end) {
+		t.Errorf("batch done since %v, want since its run's end %v", batch.Since, end)
+	}
 	testkit.WaitFor(t, 20*time.Second, "gone's run recorded", func() bool {
 		runs := runsOf(t, d, "gone")
 		return len(runs) == 1 && !runs[0].End.IsZero()
