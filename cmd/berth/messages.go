@@ -515,6 +515,16 @@ func msgNoJobsDirClient(user, group string) string {
 	return fmt.Sprintf("%s has no job directory on this daemon: its people are the members of the group %s (ask an administrator: sudo usermod -aG %s %s, then log in again)", user, group, group, user)
 }
 
+// msgEditWithoutDir: berth edit of a job by someone with no job directory
+// of their own (an administrator outside the daemon's group).
+func msgEditWithoutDir(job, file string, me supervisor.Me) string {
+	who := cmp.Or(me.User, "your user")
+	if me.Admin {
+		return fmt.Sprintf("berth: %s is declared in %s; berth edit edits files in your own job directory, and %s has none (not in the group %s): edit that file where it is as root (sudoedit %s), and the daemon reloads it", job, file, who, me.Group, quoteArg(file))
+	}
+	return fmt.Sprintf("berth: %s is declared in %s; berth edit edits files in your own job directory, and %s has none: its people are the members of the group %s", job, file, who, me.Group)
+}
+
 func msgNotInYourDir(job, file, dir string) string {
 	return fmt.Sprintf("berth: %s is declared in %s, not in your job directory %s: edit that file where it is (its owner may)", job, file, dir)
 }

@@ -194,6 +194,12 @@ quota "` + alice + `" { cpus = 1 }`})
 	}
 	mine := alice + "/train"
 	d.waitState(mine, "running")
+	// An administrator outside the group, who has no job directory, is
+	// told where the job's file is (trial AE: told of their own directory).
+	if _, errOut, code := newPerson(t, d, bin, erin).run("", []string{"EDITOR=/bin/false"}, "edit", mine); code != exitFailed ||
+		!strings.Contains(errOut, mine+" is declared in "+filepath.Join(spool, alice, "train.lua")) || !strings.Contains(errOut, "sudoedit") {
+		t.Errorf("erin's edit of %s: exit %d\n%s", mine, code, errOut)
+	}
 	// Her quota, and what her jobs hold of it, is in berth machine; bob is
 	// under none.
 	if out, errOut, code := a.run("", nil, "machine"); code != exitOK || !strings.Contains(out, "your quota ("+alice+"): your jobs hold 1 of 1 core;") {

@@ -137,13 +137,26 @@ func runEdit(c *cli, args []string) int {
 		return exitUsage
 	}
 	cl := c.client(f)
-	me, code := c.me(cl)
-	if code != exitOK {
+	name := rest[0]
+	var me supervisor.Me
+	if err := cl.get("/me", nil, &me); err != nil {
+		return c.fail(err)
+	}
+	if me.JobsDir == "" && !me.NameRefused && !strings.HasSuffix(name, ".lua") {
+		// No directory of their own, but a job named: an administrator
+		// outside the group (trial AE) is told where its file is, not
+		// of a directory they never meant.
+		var d supervisor.JobDetail
+		if cl.get("/jobs/"+url.PathEscape(name), nil, &d) == nil && d.Definition.File != "" {
+			fmt.Fprintln(c.stderr, msgEditWithoutDir(d.Status.Name, d.Definition.File, me))
+			return exitFailed
+		}
+	}
+	if code := c.mayWrite(me); code != exitOK {
 		return code
 	}
 	// A name ending in .lua is a file of theirs (new or not), given by its
 	// name or its path there; otherwise a job, whose file is edited.
-	name := rest[0]
 	if strings.HasSuffix(name, ".lua") && strings.Contains(name, "/") {
 		abs, err := filepath.Abs(name)
 		if err != nil || filepath.Dir(abs) != filepath.Clean(me.JobsDir) {
@@ -403,15 +416,21 @@ func (c *cli) me(cl *client) (supervisor.Me, int) {
 	if err := cl.get("/me", nil, &me); err != nil {
 		return me, c.fail(err)
 	}
+	return me, c.mayWrite(me)
+}
+
+// mayWrite says whether the caller me has a job directory to write in;
+// one who has not is told why (exitFailed).
+func (c *cli) mayWrite(me supervisor.Me) int {
 	switch {
 	case me.NameRefused:
 		fmt.Fprintln(c.stderr, msgNameRefused(me.User))
-		return me, exitFailed
+		return exitFailed
 	case me.JobsDir == "":
 		fmt.Fprintln(c.stderr, "berth: "+msgNoJobsDirClient(me.User, me.Group))
-		return me, exitFailed
+		return exitFailed
 	}
-	return me, exitOK
+	return exitOK
 }
 
 // writeJobFile writes a job file into dir whole or not at all: a temporary
