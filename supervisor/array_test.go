@@ -370,7 +370,8 @@ job "huge" { cmd = "true", cpus = 64, array = 2 }`, nil)
 		t.Errorf("sweep: why %q, counts %v", js.Why, js.Array.Counts)
 	}
 	js = waitJob(t, d, "huge", "unplaceable", func(js JobStatus) bool { return js.State == "unplaceable" })
-	if !strings.Contains(js.Why, "64") || js.Array.Counts["unplaceable"] != 2 {
+	// Named as the array, as the problem names it (trial AF: huge[2]).
+	if !strings.Contains(js.Why, `job "huge" asks for 64 cores`) || js.Array.Counts["unplaceable"] != 2 {
 		t.Errorf("huge: why %q, counts %v", js.Why, js.Array.Counts)
 	}
 }

@@ -533,7 +533,7 @@ func (j *job) receive(m jobMessage) {
 		if j.life.state == store.StateRunning && m.invalid == "" && m.def.Resources != old.Resources {
 			var ue *accounting.UnplaceableError
 			if errors.As(j.d.placer.Placeable(j.request()), &ue) {
-				j.unfit = MsgUnplaceable(j.def.Pos, j.name, j.def.Flavor, ue)
+				j.unfit = MsgUnplaceable(j.def.Pos, j.def.Name, j.def.Flavor, ue)
 				j.log.Warn("its run goes on, but it will not run again: its definition fits no machine now",
 					"file", j.def.Pos.File, "line", j.def.Pos.Line, "why", j.unfit)
 			}
@@ -861,7 +861,7 @@ func (j *job) unplaceable(err error) (event, bool) {
 	if !errors.As(err, &unplaceable) {
 		return event{}, false
 	}
-	j.setWhy(MsgUnplaceable(j.def.Pos, j.name, j.def.Flavor, unplaceable))
+	j.setWhy(MsgUnplaceable(j.def.Pos, j.def.Name, j.def.Flavor, unplaceable))
 	j.log.Warn("job fits no machine", "file", j.def.Pos.File, "line", j.def.Pos.Line, "cpus", j.def.Resources.CPUs, "gpus", j.def.Resources.GPUs,
 		"ram_bytes", j.def.Resources.RAMBytes, "gpu_mem_bytes", j.def.Resources.GPUMemBytes)
 	return event{kind: evUnplaceable}, true
