@@ -191,11 +191,19 @@ func errCompile(path string, line int, message string) *Error {
 }
 
 func errRuntime(path string, line int, message string) *Error {
-	return fileSubject(path, line).err(Runtime, "", "runtime error: "+clean(message))
+	text := "runtime error: " + clean(message)
+	// The interpreter's own limits, in its words, and what to do.
+	switch {
+	case strings.Contains(message, "registry overflow"):
+		text += fmt.Sprintf(" (more than %d values at once, from unpack or a call's results: pass a table instead)", registryMaxSize)
+	case strings.Contains(message, "stack overflow"):
+		text += fmt.Sprintf(" (calls nested deeper than %d: a function that calls itself without end?)", callStackSize)
+	}
+	return fileSubject(path, line).err(Runtime, "", text)
 }
 
-func errRuntimeValue(path string, typ string) *Error {
-	return fileSubject(path, 0).err(Runtime, "",
+func errRuntimeValue(path string, line int, typ string) *Error {
+	return fileSubject(path, line).err(Runtime, "",
 		fmt.Sprintf("runtime error: error() was called with %s instead of a message", article(typ)))
 }
 

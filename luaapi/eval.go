@@ -455,7 +455,8 @@ func (ev *evaluator) runtimeError(err error) {
 	case lua.LNumber:
 		msg = o.String()
 	default:
-		ev.add(errRuntimeValue(ev.path, ae.Object.Type().String()))
+		// No message to say where: the traceback does (trial AF).
+		ev.add(errRuntimeValue(ev.path, lineInTrace(ae.StackTrace, ev.path), ae.Object.Type().String()))
 		return
 	}
 	line, text := ev.splitWhere(msg)
@@ -469,6 +470,22 @@ func (ev *evaluator) runtimeError(err error) {
 		return
 	}
 	ev.add(errRuntime(ev.path, line, text))
+}
+
+// lineInTrace is the line of path the innermost frame of a traceback in
+// it is at ("\tjobs.d/x.lua:3: in main chunk"), 0 where none is.
+func lineInTrace(trace, path string) int {
+	for l := range strings.Lines(trace) {
+		rest, ok := strings.CutPrefix(strings.TrimSpace(l), path+":")
+		if !ok {
+			continue
+		}
+		digits, _, _ := strings.Cut(rest, ":")
+		if n, err := strconv.Atoi(digits); err == nil && n > 0 {
+			return n
+		}
+	}
+	return 0
 }
 
 // stoppedBy reports whether err is the interpreter stopping the file

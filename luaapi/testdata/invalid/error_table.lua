@@ -1,1 +1,3 @@
+-- error() with a table: no message says where; the traceback does
+
 error({ code = 1 })

@@ -1,0 +1,3 @@
+x = 1
+
+local n = select("#", unpack({}, 1, 1e8))
