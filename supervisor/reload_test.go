@@ -959,7 +959,8 @@ func TestLoadingUntilEveryFileRead(t *testing.T) {
 
 // TestRequestToEndedJob: a request that reaches a job after its goroutine
 // ended for good (a stop racing the removal of a job at rest) is told it
-// is done at once; before, the stop's answer waited its whole 2 s on a mailbox nobody read.
+// is done at once; before, the stop's answer waited its whole 2 s on a
+// mailbox nobody read.
 func TestRequestToEndedJob(t *testing.T) {
 	d, dir := runDaemon(t, "", nil)
 	path := filepath.Join(dir, "gone.lua")

@@ -44,6 +44,37 @@ func newUnitsBox(t *testing.T, jobs string) *unitsBox {
 	return b
 }
 
+// stoppingAtCrash writes into the state what a person's stop of job's run,
+// begun by a daemon killed since, left there: the job recorded resting
+// stopped (life.recorded), since began where it is not zero, and, where
+// signalled, the run recorded as being stopped, its signal sent. No daemon
+// may have the state open.
+func (b *unitsBox) stoppingAtCrash(job string, run uint64, began time.Time, signalled bool) {
+	t := b.t
+	t.Helper()
+	st, err := store.Open(filepath.Join(b.stateDir, "state.db"), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, _, err := st.Job(job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec.State = store.StateStopped
+	if !began.IsZero() {
+		rec.Changed = began
+	}
+	if err := st.PutJob(rec); err != nil {
+		t.Fatal(err)
+	}
+	if signalled {
+		st.Later(func(err error) { t.Error(err) }).StopRun(run, store.ReasonStopped, "stopped on request (berth stop)")
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // start runs a daemon until stop is called (or the test ends).
 func (b *unitsBox) start() (d *Daemon, stop func()) {
 	d, stop, _ = b.startRun()
@@ -385,22 +416,7 @@ func TestUnitsStopUnderWayAtCrash(t *testing.T) {
 	d, stop := b.start()
 	svc := waitJob(t, d, "svc", "running", func(js JobStatus) bool { return js.State == "running" })
 	stop() // its unit goes on
-	// What the killed daemon's stop had written.
-	st, err := store.Open(filepath.Join(b.stateDir, "state.db"), store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rec, _, err := st.Job("svc")
-	if err != nil {
-		t.Fatal(err)
-	}
-	rec.State = store.StateStopped
-	if err := st.PutJob(rec); err != nil {
-		t.Fatal(err)
-	}
-	if err := st.Close(); err != nil {
-		t.Fatal(err)
-	}
+	b.stoppingAtCrash("svc", svc.Run, time.Time{}, false)
 
 	d, _ = b.start()
 	waitJob(t, d, "svc", "stopped", func(js JobStatus) bool { return js.State == "stopped" })
@@ -453,23 +469,7 @@ func TestUnitsStopResumedAsBegun(t *testing.T) {
 	d, stop := b.start()
 	svc := waitJob(t, d, "svc", "running", func(js JobStatus) bool { return js.State == "running" })
 	stop() // its unit goes on
-	// What the killed daemon's stop had written, its SIGINT sent 2 s ago.
-	st, err := store.Open(filepath.Join(b.stateDir, "state.db"), store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rec, _, err := st.Job("svc")
-	if err != nil {
-		t.Fatal(err)
-	}
-	rec.State, rec.Changed = store.StateStopped, time.Now().Add(-2*time.Second)
-	if err := st.PutJob(rec); err != nil {
-		t.Fatal(err)
-	}
-	st.Later(func(err error) { t.Error(err) }).StopRun(svc.Run, store.ReasonStopped, "stopped on request (berth stop)")
-	if err := st.Close(); err != nil {
-		t.Fatal(err)
-	}
+	b.stoppingAtCrash("svc", svc.Run, time.Now().Add(-2*time.Second), true) // its SIGINT sent 2 s ago
 	unit := units.Name("svc", svc.Run)
 	sent := len(b.manager.Killed())
 
