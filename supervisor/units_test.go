@@ -468,8 +468,9 @@ func TestUnitsStopResumedAsBegun(t *testing.T) {
 	b := newUnitsBox(t, `job "svc" { cmd = { "/bin/sleep", "1000" }, cpus = 1, stop_signal = "SIGINT", stop_timeout = "5s" }`)
 	d, stop := b.start()
 	svc := waitJob(t, d, "svc", "running", func(js JobStatus) bool { return js.State == "running" })
-	stop()                                                                  // its unit goes on
-	b.stoppingAtCrash("svc", svc.Run, time.Now().Add(-2*time.Second), true) // its SIGINT sent 2 s ago
+	stop() // its unit goes on
+	// Its SIGINT sent 2 s ago.
+	b.stoppingAtCrash("svc", svc.Run, time.Now().Add(-2*time.Second), true)
 	unit := units.Name("svc", svc.Run)
 	sent := len(b.manager.Killed())
 
