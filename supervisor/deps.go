@@ -44,9 +44,10 @@ type Dependency struct {
 	Reason   string `json:"reason,omitempty"`
 	// Behind, for an after parent that is done, names the job (the
 	// parent itself or one upstream of it, through after) whose done
-	// record no longer matches its own parents': it is to run again, and
-	// the parent's output is not yet up to date. The parent does not
-	// satisfy the edge meanwhile.
+	// record no longer matches its own parents', or the job upstream that
+	// runs, waits to run or rests short of done with a new definition: the
+	// parent is to run again, and its output is not yet up to date. The
+	// parent does not satisfy the edge meanwhile.
 	Behind string `json:"behind,omitempty"`
 	// Upstream, for a parent that waits for its own parents, is the
 	// first job upstream of it that holds it and will not run by itself:
@@ -254,11 +255,15 @@ func (g *depGraph) upstream(name string, seen map[string]bool) *Dependency {
 // parentsOf are the facts about each parent that def names, in the order
 // it names them. A parent not in the graph (yet) is "unknown". An after
 // parent that is done satisfies the edge only while it is up to date with
-// its own parents, all the way up (behind): in a diamond, the dependant
-// of prep and train must not run after prep's new run and train's old one.
+// its own parents, all the way up: none of them ran a new definition to
+// done since (behind), nor runs, waits to run or rests short of done with
+// one (renewing). In a diamond, the dependant of prep and train must not
+// run after prep's new run and train's old one; in a chain, the job after
+// train must not run on train's old run that ended while prep ran its new
+// definition (trial AH).
 func parentsOf(g *depGraph, def *luaapi.Job) []Dependency {
 	var out []Dependency
-	var memo map[string]string
+	var memo, renewing map[string]string
 	for _, e := range []struct {
 		kind  string
 		names []string
@@ -276,6 +281,13 @@ func parentsOf(g *depGraph, def *luaapi.Job) []Dependency {
 				}
 				if f.Behind = g.behind(n, memo); f.Behind != "" {
 					f.Satisfied = false
+				} else {
+					if renewing == nil {
+						renewing = map[string]string{}
+					}
+					if f.Behind = g.renewing(n, renewing); f.Behind != "" {
+						f.Satisfied = false
+					}
 				}
 			}
 			out = append(out, f)

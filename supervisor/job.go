@@ -106,6 +106,11 @@ type job struct {
 	// last daemon stopped, or, for a job new to the line born with others,
 	// the instant they all arrive at.
 	waitedBefore time.Time
+	// upstreamNew is, for a job done, what depGraph.renewing found upstream
+	// of it when it last looked at its parents ("" for none): a dependant
+	// held for it looks again when it changes, which no change of this
+	// job's own state would tell it.
+	upstreamNew string
 	// pausedWait is when the wait began that an edit broke off, the job
 	// invalid or unplaceable since (a typo, a flavors file moved away a
 	// moment): it goes on from then, its place in line kept, once the job
@@ -1520,8 +1525,35 @@ func (j *job) depsChanged() {
 			j.runMark = rec
 			j.persist()
 		}
+		if j.life.state == store.StateDone {
+			j.retellHeld()
+		}
 	}
 	j.log.Debug("parents looked at", "state", j.life.state.String(), "runs_again", again)
+}
+
+// retellHeld asks the job's dependants to look at their parents again
+// where what runs anew upstream of this job, done, changed: one held
+// because a job upstream runs a new definition (parentsOf) is let go when
+// that job's edit is undone, this job's state staying as it was.
+func (j *job) retellHeld() {
+	g := j.d.deps.Load()
+	name := j.name
+	if j.arr != nil {
+		name = j.arr.name
+	}
+	kids := g.dependants[name]
+	if len(kids) == 0 {
+		return
+	}
+	r := g.renewing(name, map[string]string{})
+	if r == j.upstreamNew {
+		return
+	}
+	j.upstreamNew = r
+	for _, k := range kids {
+		g.post(k, jobMessage{deps: true})
+	}
 }
 
 // parentRecords are the done records of the batch parents in after, as

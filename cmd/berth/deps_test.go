@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -393,6 +394,53 @@ func TestDaemonDepsBornWithParentsEdit(t *testing.T) {
 	if got := d.order(); strings.Join(got, " ") != strings.Join(want, " ") {
 		t.Errorf("ran %q, want %q", got, want)
 	}
+}
+
+// TestDaemonDepsGrandparentEdited: prep edited while train runs: train's
+// run, which followed the old prep, ends done, and eval does not run on
+// it; once prep's new run is done, train runs again, and eval once after
+// it (trial AH: eval ran on the old train, then again). Then prep edited
+// to fail, and back: a job declared meanwhile after train, held for
+// prep's new definition, runs once that definition is undone, train's
+// state not having changed.
+func TestDaemonDepsGrandparentEdited(t *testing.T) {
+	t.Parallel()
+	const train = "\n" + `job "train" { cmd = { "sh", "-c", "echo t >> OUT/order; while [ ! -e OUT/T ]; do sleep 0.02; done" }, cpus = 0, after = "prep" }` +
+		"\n" + `job "eval" { cmd = { "sh", "-c", "echo e >> OUT/order" }, cpus = 0, after = "train" }`
+	prep := func(tag string, code int) string {
+		return fmt.Sprintf(`job "prep" { cmd = { "sh", "-c", "echo %s >> OUT/order; while [ ! -e OUT/P ]; do sleep 0.02; done; exit %d" }, cpus = 0 }`, tag, code)
+	}
+	d := newTestDaemon(t, map[string]string{"pipeline.lua": prep("p1", 0) + train})
+	d.start(daemonOptions{args: []string{"--cpus", "4"}})
+	d.open("P")
+	d.waitOrder("prep, then train running", "p1", "t")
+	if err := os.Remove(filepath.Join(d.out, "P")); err != nil {
+		t.Fatal(err)
+	}
+	d.write("pipeline.lua", prep("p2", 0)+train)
+	d.waitOrder("prep's new run while train runs", "p1", "t", "p2")
+	d.open("T")
+	d.waitState("train", "done")
+	d.waitJob("eval", "held until train runs again after prep", func(j supervisor.JobStatus) bool {
+		return j.State == "waiting" && len(j.After) == 1 && !j.After[0].Satisfied && j.After[0].Behind == "prep"
+	})
+	d.open("P")
+	d.waitRuns("train again after prep's new run, then eval once", []string{"p1", "t", "p2", "t", "e"}, "prep", "train", "eval")
+
+	// prep edited to fail: report, declared then, waits for it.
+	d.write("pipeline.lua", prep("p3", 1)+train)
+	d.waitState("prep", "failed")
+	d.write("pipeline.lua", prep("p3", 1)+train+"\n"+`job "report" { cmd = { "sh", "-c", "echo r >> OUT/order" }, cpus = 0, after = "train" }`)
+	d.waitJob("report", "held for prep's new definition", func(j supervisor.JobStatus) bool {
+		return j.State == "waiting" && len(j.After) == 1 && j.After[0].Behind == "prep"
+	})
+	// The edit undone: prep is done again as it was, and so is train.
+	d.write("pipeline.lua", prep("p2", 0)+train+"\n"+`job "report" { cmd = { "sh", "-c", "echo r >> OUT/order" }, cpus = 0, after = "train" }`)
+	d.waitState("report", "done")
+	if got := d.order(); !slices.Equal(got[:5], []string{"p1", "t", "p2", "t", "e"}) || slices.Contains(got[5:], "t") || slices.Contains(got[5:], "e") || got[len(got)-1] != "r" {
+		t.Errorf("ran %q: train and eval ran again, or report not last", got)
+	}
+	d.stop()
 }
 
 // TestDaemonDepsBornWithArrayEdit: the same of an array parent, whose

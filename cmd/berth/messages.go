@@ -686,7 +686,7 @@ func msgAfterOne(job, file string, p supervisor.Dependency, now time.Time) strin
 			return fmt.Sprintf("%s, which runs again first: a parent of it ran a new definition (berth show %s)", lead, quoteArg(name))
 		}
 		if p.Behind != "" {
-			return fmt.Sprintf("%s, which runs again after %s first: a job upstream ran a new definition (berth show %s)", lead, p.Behind, quoteArg(p.Behind))
+			return fmt.Sprintf("%s, which runs again after %s first: a job upstream has a new definition (berth show %s)", lead, p.Behind, quoteArg(p.Behind))
 		}
 	}
 	return fmt.Sprintf("%s (%s)", lead, p.State)
