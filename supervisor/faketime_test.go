@@ -804,8 +804,9 @@ func TestStopAskedDuringATimeoutsStop(t *testing.T) {
 }
 
 // TestStoppedEditedStaysStopped: a job a person stopped, then edited, rests
-// stopped in this daemon and in the next, which ran it again (trial AE: after
-// systemctl restart berth, and so after every upgrade).
+// stopped in this daemon and in the next, which ran it again (trial AE:
+// after systemctl restart berth, and so after every upgrade); so does one
+// edited while no daemon runs.
 func TestStoppedEditedStaysStopped(t *testing.T) {
 	lives := daemonLives{t: t, jobs: `job "held" { cmd = "sleep 600", cpus = 0 }`}
 	d, stop := lives.start()
@@ -827,5 +828,9 @@ func TestStoppedEditedStaysStopped(t *testing.T) {
 	lives.stopped(stop)
 	d, stop = lives.start()
 	restedStopped(d, "in the next daemon")
+	lives.stopped(stop)
+	testkit.PutFile(t, filepath.Join(lives.jobsDir, "jobs.lua"), `job "held" { cmd = "sleep 602", cpus = 0 }`)
+	d, stop = lives.start()
+	restedStopped(d, "edited while no daemon ran")
 	lives.stopped(stop)
 }

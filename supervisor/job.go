@@ -573,13 +573,9 @@ func (j *job) receive(m jobMessage) {
 			// for (after is policy: no event of its own), or removed it.
 			j.depsChanged()
 		}
-		if !j.removed && (m.def.Pos.File != old.Pos.File || m.def != old && resting(j.life.state) && j.wrote.Fingerprint != j.defFP) {
+		if m.def.Pos.File != old.Pos.File && !j.removed {
 			// Moved to another file, and recorded nowhere else: the file
 			// on record is the one that wins the name after a restart.
-			// Or a new definition that leaves the job where it rests (an
-			// edit of a job stopped): the next daemon, which keeps a job
-			// at rest only on the definition it rested with, keeps it so
-			// too (it ran the stopped job again).
 			j.persist()
 		}
 	}

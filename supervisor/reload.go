@@ -1512,9 +1512,10 @@ type memory struct {
 
 // remembered is where a job starts its life in this daemon: a batch job
 // whose last run of this very definition ended done stays done (a job runs
-// to completion once per definition), and so does one a person stopped or
-// that failed for good; anything else runs, after what is left of its
-// restart delay, and a wait goes on.
+// to completion once per definition), and so does one that failed for
+// good; one a person stopped stays stopped, whatever its definition now;
+// anything else runs, after what is left of its restart delay, and a wait
+// goes on.
 func (d *Daemon) remembered(name string, def *luaapi.Job, set *luaapi.Set) memory {
 	rec, ok, err := d.store.Job(name)
 	if err != nil || !ok {
@@ -1541,8 +1542,14 @@ func (d *Daemon) remembered(name string, def *luaapi.Job, set *luaapi.Set) memor
 		// Its restarts are shown as they were ("done, 2 restarts"), as
 		// a failed job's are.
 		return memory{initial: life{state: store.StateDone, since: rec.Changed, restarts: rec.Restarts}, doneFP: rec.DoneFingerprint}
-	case rec.Fingerprint == fp && (rec.State == store.StateFailed || rec.State == store.StateStopped):
-		return memory{initial: life{state: rec.State, since: rec.Changed, restarts: rec.Restarts, failed: rec.State == store.StateFailed}, doneFP: rec.DoneFingerprint}
+	case rec.State == store.StateStopped:
+		// A person's stop holds whatever the definition is now, as it
+		// does in the daemon that took it: an edit, made then or while
+		// no daemon ran, does not start the job (trial AE: it ran again
+		// after systemctl restart berth, and after every upgrade).
+		return memory{initial: life{state: rec.State, since: rec.Changed, restarts: rec.Restarts}, doneFP: rec.DoneFingerprint}
+	case rec.Fingerprint == fp && rec.State == store.StateFailed:
+		return memory{initial: life{state: rec.State, since: rec.Changed, restarts: rec.Restarts, failed: true}, doneFP: rec.DoneFingerprint}
 	case rec.Fingerprint == fp && rec.Restarts > 0 && !resting(rec.State) && now.Sub(rec.Changed) < healthyRun:
 		// In a crash loop (its record, written at each restart, younger
 		// than a healthy run): the count goes on where it was, or a job
