@@ -124,6 +124,10 @@ type pendingStop struct {
 	why  store.Reason
 	then then
 	rest store.State // thenRest: where the job rests
+	// held: a person's stop, which a disable or a definition that cannot
+	// run came over while the run stopped; it holds beneath where the job
+	// rests (rest), as it does of a job stopped, then disabled.
+	held bool
 	// settled, for a timeout, is where it leaves the job once the run is
 	// reaped: failed where the restart policy will not restart after it,
 	// else backoff, its restarts then settledRestarts. It is recorded
@@ -182,7 +186,7 @@ func (l life) finishingInvalid() bool {
 // is reaped, so that a daemon gone meanwhile leaves it stopped or failed
 // (the next one sees the stop through, Daemon.reconcile).
 func (l life) recorded() store.State {
-	if l.state == store.StateStopping && l.pending.then == thenRest && l.pending.rest == store.StateStopped {
+	if l.state == store.StateStopping && l.pending.then == thenRest && (l.pending.rest == store.StateStopped || l.pending.held) {
 		return store.StateStopped
 	}
 	if l.settling() {
@@ -310,7 +314,9 @@ func step(l life, p restartPolicy, e event, now time.Time) (life, []action) {
 			// Where it rests changes; why it was stopped does not (a run
 			// that timed out is recorded so, whoever stops it next).
 			if l.pending.then != thenLeave {
+				held := l.pending.held || l.pending.then == thenRest && l.pending.rest == store.StateStopped
 				next.pending.then, next.pending.rest = thenRest, rest
+				next.pending.held = held && rest != store.StateStopped
 			}
 		case store.StateBackoff:
 			to(rest, do(actCancelBackoff))
@@ -421,6 +427,9 @@ func step(l life, p restartPolicy, e event, now time.Time) (life, []action) {
 					next.beneath = store.StateDone
 				}
 			}
+			if pending.held {
+				next.beneath = store.StateStopped
+			}
 			to(pending.rest)
 		case thenLeave:
 			// Left where it stood: the next daemon runs it again.
@@ -515,6 +524,10 @@ func redefined(l life, r redefinition) (e event, ok bool) {
 		// A person stopped it: an edit applies from its next start, which
 		// is theirs to ask for (berth start), as with a stopped unit.
 		return event{}, false
+	case (restingAs(store.StateDisabled) || restingAs(store.StateInvalid)) && l.pending.held:
+		// Fine again before its run was reaped: the person's stop it was
+		// under holds.
+		return event{kind: evStop}, true
 	case restingAs(store.StateDisabled), restingAs(store.StateInvalid):
 		// Disabled or invalid a moment ago, fine again before its run was
 		// reaped: run it again once it is.

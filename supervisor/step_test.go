@@ -279,6 +279,12 @@ func TestStepBeneath(t *testing.T) {
 		{"its run ends done while invalid", running, []event{{kind: evInvalid}, {kind: evExited}, again}, store.StateDone},
 		{"its run fails while invalid", running, []event{{kind: evInvalid}, {kind: evExited, failed: true}, again}, store.StateWaiting},
 		{"disabled while it runs", running, []event{{kind: evDisable}, {kind: evExited}, {kind: evEnable, stillDone: true}}, store.StateWaiting},
+		// A person's stop under way, then disabled or invalid: it holds
+		// beneath once the run ends (the review: enabled again, it ran).
+		{"stopping, then disabled, ended, enabled", running, []event{{kind: evStop}, {kind: evDisable}, {kind: evExited}, {kind: evEnable}}, store.StateStopped},
+		{"stopping, then invalid, ended, fine again", running, []event{{kind: evStop}, {kind: evInvalid}, {kind: evExited}, {kind: evStart}}, store.StateStopped},
+		{"stopping, invalid, then disabled, ended, enabled", running, []event{{kind: evStop}, {kind: evInvalid}, {kind: evDisable}, {kind: evExited}, {kind: evEnable}}, store.StateStopped},
+		{"stopping, then disabled, then stopped again, ended", running, []event{{kind: evStop}, {kind: evDisable}, {kind: evStop}, {kind: evExited}}, store.StateStopped},
 		// A person's stop of a job done leaves it done, but for one that
 		// runs again after a parent's new definition: that run it holds.
 		{"done, stopped", done, []event{{kind: evStop}}, store.StateDone},

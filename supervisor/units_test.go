@@ -491,3 +491,29 @@ func TestUnitsStopResumedAsBegun(t *testing.T) {
 		t.Errorf("svc's runs: %+v, want its one run killed after stop_timeout, saying why it was stopped", runs)
 	}
 }
+
+// TestUnitsStopResumedThenDisabled: a person's stop under way at a crash,
+// the job's file disabling it meanwhile: the next daemon sees the stop
+// through and the job rests disabled, the person's stop beneath, so that
+// enabled again it rests stopped (the review: it ran).
+func TestUnitsStopResumedThenDisabled(t *testing.T) {
+	src := func(extra string) string {
+		return `job "svc" { cmd = { "/bin/sleep", "1000" }, cpus = 1, stop_timeout = "2s"` + extra + ` }`
+	}
+	b := newUnitsBox(t, src(""))
+	d, stop := b.start()
+	svc := waitJob(t, d, "svc", "running", func(js JobStatus) bool { return js.State == "running" })
+	stop()
+	b.stoppingAtCrash("svc", svc.Run, time.Now().Add(-time.Second), true)
+	testkit.PutFile(t, filepath.Join(b.jobsDir, "jobs.lua"), src(", enabled = false"))
+	d, _ = b.start()
+	waitJob(t, d, "svc", "disabled", func(js JobStatus) bool { return js.State == "disabled" })
+	testkit.PutFile(t, filepath.Join(b.jobsDir, "jobs.lua"), src(""))
+	reload(t, d)
+	if js := waitJob(t, d, "svc", "enabled again", func(js JobStatus) bool { return js.State != "disabled" }); js.State != "stopped" {
+		t.Errorf("stopped by a person, disabled, enabled: %s, want stopped", js.State)
+	}
+	if runs := runsOf(t, d, "svc"); len(runs) != 1 {
+		t.Errorf("svc's runs: %+v, want its one run", runs)
+	}
+}
