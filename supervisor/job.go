@@ -111,11 +111,12 @@ type job struct {
 	// held for it looks again when it changes, which no change of this
 	// job's own state would tell it.
 	upstreamNew string
-	// pausedWait is when the wait began that an edit broke off, the job
-	// invalid or unplaceable since (a typo, a flavors file moved away a
-	// moment): it goes on from then, its place in line kept, once the job
-	// can wait again. Zero otherwise.
-	pausedWait time.Time
+	// waitedFor is how long the job had waited when an edit broke its
+	// wait off, the job invalid or unplaceable since (a typo, a flavors
+	// file moved away a moment): it waits again as having waited that
+	// long, its place in line kept, the time it could not run not
+	// counted. Zero otherwise.
+	waitedFor time.Duration
 	// waitMeasured, when after waitingAt, is where the next placement's
 	// wait is measured from (the metrics, the log's waited_ms): a job
 	// whose run the last daemon took down with it keeps its place in line
@@ -656,12 +657,15 @@ func (j *job) apply(e event) {
 		release()
 		switch now := j.life.state; {
 		case before == store.StateWaiting && (now == store.StateInvalid || now == store.StateUnplaceable) && (e.kind == evInvalid || e.kind == evUnplaceable):
-			// An edit it cannot run with: its wait goes on from its
-			// start once it can (trial AF: a typo fixed a second later
+			// An edit it cannot run with: its wait goes on, as long as it
+			// was, once it can (trial AF: a typo fixed a second later
 			// sent a job that had waited hours to the back of the line).
-			j.pausedWait = j.waitingAt
+			// One unplaceable from its birth had waited for nothing.
+			if !j.waitingAt.IsZero() {
+				j.waitedFor = max(0, j.d.now().Sub(j.waitingAt))
+			}
 		case now != store.StateWaiting && now != store.StateInvalid && now != store.StateUnplaceable:
-			j.pausedWait = time.Time{} // run, stopped, disabled: a wait is new
+			j.waitedFor = 0 // run, stopped, disabled: a wait is new
 		}
 		if j.life.state == store.StateStopped && (before == store.StateWaiting || before == store.StateBackoff || before == store.StateUnplaceable || before == store.StateDone) {
 			// Stopped with no run (one done, held from running again):
@@ -719,10 +723,10 @@ func (j *job) do(a action) (event, bool) {
 			since = j.waitingAt
 		case !waited.IsZero():
 			since = waited // the last daemon's, going on
-		case !j.pausedWait.IsZero():
-			since = j.pausedWait // the one an edit broke off, going on
+		case j.waitedFor > 0:
+			since = j.d.now().Add(-j.waitedFor) // the one an edit broke off, going on
 		}
-		j.pausedWait = time.Time{}
+		j.waitedFor = 0
 		return j.wait(since)
 	case actCancelWait:
 		j.cancelWait()

@@ -990,38 +990,54 @@ func TestRequestToEndedJob(t *testing.T) {
 
 // TestWaiterKeepsItsPlaceThroughABadEdit: a waiting job edited into one it
 // cannot run with (unplaceable: a typo; invalid: its flavor gone a moment),
-// then back, waits on from when it began, ahead of those that came after
-// it (trial AF: it went to the back of the line, its age 0s).
+// then back, waits again as having waited as long as it had: ahead of
+// those that came well after it (trial AF: it went to the back of the
+// line, its age 0s), the time it could not run not counted. One that was
+// unplaceable from its birth had waited for nothing (the review).
 func TestWaiterKeepsItsPlaceThroughABadEdit(t *testing.T) {
+	clk := clock.NewFake(time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC))
 	d, dir := runDaemon(t, `job "holder" { cmd = "sleep 1000", cpus = 2 }
-flavor "one" { cpus = 1 }`, nil)
+flavor "one" { cpus = 1 }`, func(cfg *Config) { cfg.Clock = clk })
 	waitJob(t, d, "holder", "running", func(js JobStatus) bool { return js.State == "running" })
 	write := func(file, src string) {
 		t.Helper()
 		testkit.PutFile(t, filepath.Join(dir, file), src)
 		reload(t, d)
 	}
-	write("w0.lua", `job "first" { cmd = "true", flavor = "one" }`)
-	write("w1.lua", `job "second" { cmd = "true", cpus = 1 }`)
-	testkit.WaitFor(t, 20*time.Second, "both to wait in the placer's queue", func() bool { return len(d.placer.Waiting()) == 2 })
-	waitingSince := func() time.Time {
+	waitingSince := func(name string) time.Time {
 		d.mu.Lock()
-		j := d.jobs["first"]
+		j := d.jobs[name]
 		d.mu.Unlock()
 		return j.view().WaitingSince
 	}
+	write("w0.lua", `job "first" { cmd = "true", flavor = "one" }`)
 	waitJob(t, d, "first", "waiting", func(js JobStatus) bool { return js.State == "waiting" })
-	began := waitingSince()
+	clk.Advance(10 * time.Second)
+	write("w1.lua", `job "second" { cmd = "true", cpus = 1 }`)
+	testkit.WaitFor(t, 20*time.Second, "both to wait in the placer's queue", func() bool { return len(d.placer.Waiting()) == 2 })
+	began := waitingSince("first")
+	paused := time.Duration(0)
 	for _, c := range []struct{ state, bad string }{
 		{"unplaceable", `job "first" { cmd = "true", cpus = 3 }`},
 		{"invalid", `job "first" { cmd = "true", flavor = "gone" }`},
 	} {
+		clk.Advance(10 * time.Second)
 		write("w0.lua", c.bad)
 		waitJob(t, d, "first", c.state, func(js JobStatus) bool { return js.State == c.state })
+		clk.Advance(2 * time.Second)
+		paused += 2 * time.Second
 		write("w0.lua", `job "first" { cmd = "true", flavor = "one" }`)
 		js := waitJob(t, d, "first", "waiting again", func(js JobStatus) bool { return js.State == "waiting" })
-		if since := waitingSince(); js.QueuePosition != 1 || !since.Equal(began) {
-			t.Errorf("first, %s a moment, waits again at place %d since %v, want first in line since %v", c.state, js.QueuePosition, since, began)
+		if since := waitingSince("first"); js.QueuePosition != 1 || !since.Equal(began.Add(paused)) {
+			t.Errorf("first, %s 2s, waits again at place %d since %v, want first in line since %v", c.state, js.QueuePosition, since, began.Add(paused))
 		}
+	}
+	write("w2.lua", `job "late" { cmd = "true", cpus = 3 }`)
+	waitJob(t, d, "late", "unplaceable", func(js JobStatus) bool { return js.State == "unplaceable" })
+	clk.Advance(time.Hour)
+	write("w2.lua", `job "late" { cmd = "true", cpus = 1 }`)
+	js := waitJob(t, d, "late", "waiting", func(js JobStatus) bool { return js.State == "waiting" })
+	if since := waitingSince("late"); js.QueuePosition != 3 || !since.Equal(clk.Now()) {
+		t.Errorf("late, unplaceable from its birth, waits at place %d since %v, want last since %v", js.QueuePosition, since, clk.Now())
 	}
 }
