@@ -1079,13 +1079,31 @@ const finishedStopCause = "its daemon went away during the stop, and the next on
 // finishedStop is the cause of a run whose stop the next daemon finished:
 // why it was stopped, where known, and finishedStopCause.
 func finishedStop(why string) string {
-	switch {
-	case why == "":
-		return finishedStopCause
-	case strings.HasSuffix(why, finishedStopCause):
-		return why // the daemon before it went away too
+	return withStopCause(why, finishedStopCause)
+}
+
+// seenThroughCause is said of a run whose stop the daemon that began it
+// did not see through, and the next one did, from its unit: its exit
+// status is known.
+const seenThroughCause = "its daemon went away during the stop, and the next one saw it through"
+
+// withStopCause is why a stop was asked for, then how it ended (one of
+// finishedStopCause, seenThroughCause), said once however many daemons
+// went away during it.
+func withStopCause(why, how string) string {
+	if why = stopAskedWhy(why); why == "" {
+		return how
 	}
-	return why + "; " + finishedStopCause
+	return why + "; " + how
+}
+
+// stopAskedWhy is a stop's cause without what a daemon that went away
+// during it added: why the stop was asked for.
+func stopAskedWhy(cause string) string {
+	for _, how := range []string{finishedStopCause, seenThroughCause} {
+		cause = strings.TrimSuffix(strings.TrimSuffix(cause, how), "; ")
+	}
+	return cause
 }
 
 // runMark is what, besides BERTH_RUN, every process of this berth's runs

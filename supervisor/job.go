@@ -1109,7 +1109,7 @@ func (j *job) stop() {
 			sig = 0
 		}
 		timeout = max(0, timeout-j.d.now().Sub(r.began))
-		why = cmp.Or(r.cause, why)
+		why = cmp.Or(stopAskedWhy(r.cause), why)
 	}
 	j.log.Info("stopping", "run", j.run.id, "pid", proc.PID(), "signal", signalName(j.def.StopSignal), "sent_before", sig == 0,
 		"stop_timeout_ms", timeout.Milliseconds(), "why", why)
@@ -1120,7 +1120,7 @@ func (j *job) stop() {
 	}
 	j.run.stopCause = why
 	if j.run.resumed != nil {
-		j.run.stopCause = finishedStop(why)
+		j.run.stopCause = withStopCause(why, seenThroughCause)
 	}
 	if j.cause == evInvalid {
 		// The problem may quote the file, which the history does not
