@@ -401,7 +401,9 @@ func (j *job) start(ctx context.Context) {
 func (j *job) finish() {
 	// Whatever comes now (a stop racing the job's removal) is answered
 	// at once: a grant given back, a request waited for told it is done.
-	for _, m := range j.in.end(bounced) {
+	// Not in the poster's goroutine: the placer posts a grant under its
+	// lock, which giving it back takes again.
+	for _, m := range j.in.end(func(m jobMessage) { go bounced(m) }) {
 		bounced(m)
 	}
 	j.unwatch()
