@@ -25,11 +25,14 @@ var utf8BOM = []byte("\xef\xbb\xbf")
 // chunkSource is the Lua a file holds, as lua(1) reads a file: a leading
 // byte order mark passed over (Lua 5.2 and later do; the parser would take
 // it for a bad token), and a first line that begins with "#" (a "#!" line)
-// made a comment, its line numbers kept.
+// passed over, its newline kept so that lines are counted as they are.
 func chunkSource(src []byte) []byte {
 	src = bytes.TrimPrefix(src, utf8BOM)
 	if len(src) > 0 && src[0] == '#' {
-		src = append([]byte("--"), src[1:]...)
+		if i := bytes.IndexByte(src, '\n'); i >= 0 {
+			return src[i:]
+		}
+		return nil
 	}
 	return src
 }

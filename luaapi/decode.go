@@ -175,7 +175,7 @@ func (d *decoder) wholeOf(field string, v lua.LValue, lo, hi int64) (int, bool) 
 	n, isNum := v.(lua.LNumber)
 	f := float64(n)
 	if !isNum || f != math.Trunc(f) || math.IsInf(f, 0) {
-		if field == "gpus" && (!isNum || f > 0 && f < 1) {
+		if field == "gpus" && (isNum && f > 0 && f < 1 || typedCards(v)) {
 			d.add(errGPUsNotWhole(d.s, v)) // a part of a card, a typed gres
 			return 0, false
 		}
@@ -191,6 +191,17 @@ func (d *decoder) wholeOf(field string, v lua.LValue, lo, hi int64) (int, bool) 
 		return 0, false
 	}
 	return int(f), true
+}
+
+// typedCards says whether v is a string that is not a number: a card of a
+// type, as Slurm's gres names one ("a100:1").
+func typedCards(v lua.LValue) bool {
+	str, ok := v.(lua.LString)
+	if !ok {
+		return false
+	}
+	_, err := strconv.ParseFloat(strings.TrimSpace(string(str)), 64)
+	return err != nil
 }
 
 // str reads a string field. A NUL byte is refused here because every string

@@ -460,6 +460,10 @@ func (ev *evaluator) runtimeError(err error) {
 		return
 	}
 	line, text := ev.splitWhere(msg)
+	if line == 0 {
+		// error(42), or a message raised at level 0: none says where.
+		line = lineInTrace(ae.StackTrace, ev.path)
+	}
 	if ev.raised[text] {
 		return // recorded when it was raised
 	}

@@ -145,6 +145,11 @@ func TestShebangLine(t *testing.T) {
 	if len(f.Errors) != 1 || f.Errors[0].Problem != Syntax || f.Errors[0].Pos.Line != 2 {
 		t.Errorf("errors: %v", f.Errors)
 	}
+	// Passed over whole: not a long comment that hides what follows.
+	f = mustEval(t, "#[[ a first line\njob \"after\" { cmd = \"true\" }\n-- ]]\n")
+	if len(f.Jobs) != 1 || f.Jobs[0].Name != "after" || f.Jobs[0].Pos.Line != 2 {
+		t.Errorf("after a #[[ line, jobs: %+v", f.Jobs)
+	}
 	f = evalString(t, "x = 1\n#!/usr/bin/env lua\n")
 	if len(f.Errors) != 1 || f.Errors[0].Problem != Syntax || f.Errors[0].Pos.Line != 2 {
 		t.Errorf("a # line past the first: %v", f.Errors)

@@ -1,0 +1,3 @@
+-- error() with a number: the traceback says where
+
+error(42)
