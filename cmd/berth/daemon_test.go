@@ -980,7 +980,7 @@ job "once" { cmd = "true", cpus = 0 }`,
 		t.Errorf("berth stop --all while the daemon stops: exit %d\n%s%s", code, out, errOut)
 	}
 	// berth status says so.
-	if out, errOut, code := d.cli("status"); code != exitOK || !strings.Contains(strings.Join(strings.Fields(out), " "), msgDaemonStopping()) {
+	if out, errOut, code := d.cli("status"); code != exitOK || !strings.Contains(strings.Join(strings.Fields(out), " "), msgDaemonStopping(false)) {
 		t.Errorf("berth status while the daemon stops: exit %d\n%s%s", code, out, errOut)
 	}
 }

@@ -347,7 +347,12 @@ func msgDaemonLoading() string {
 }
 
 // msgDaemonStopping heads berth status while the daemon shuts down.
-func msgDaemonStopping() string {
+func msgDaemonStopping(units bool) string {
+	if units {
+		// Runs as units outlive it: only the stops under way are seen
+		// through (trial AG: "every job is being stopped" was false).
+		return "the daemon is stopping: the runs, systemd units, go on, and the next daemon takes them back; the stops under way are seen through first, each within its stop_timeout, and no start, stop, restart or reload is taken meanwhile (systemctl status berth says why)"
+	}
 	return "the daemon is stopping: every job is being stopped, each with its stop_signal and stop_timeout, and no start, stop, restart or reload is taken (systemctl status berth says why; the next daemon takes up from here)"
 }
 

@@ -47,7 +47,7 @@ func layoutStatus(s supervisor.Status, o renderOptions) statusPicture {
 		p.top = append(p.top, wrapWords(msgRunner(s.Runner), width, "", "  ", sgr)...)
 	}
 	if s.Daemon.Stopping {
-		p.top = append(p.top, wrapWords(msgDaemonStopping(), width, "", "  ", sgrYellow)...)
+		p.top = append(p.top, wrapWords(msgDaemonStopping(s.Runner == "units"), width, "", "  ", sgrYellow)...)
 	}
 	if s.Daemon.Loading {
 		p.top = append(p.top, wrapWords(msgDaemonLoading(), width, "", "  ", sgrYellow)...)
