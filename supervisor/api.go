@@ -194,13 +194,16 @@ func (d *Daemon) api() http.Handler {
 				writeError(w, http.StatusConflict, r.code(), msgRefused(verb.name, name, r, refusedWhy(r, v)))
 				return
 			}
-			if verb.ev == evStart && r.URL.Query().Get("stopped") == "1" && v.State != store.StateStopped {
+			all := r.URL.Query().Get("all") == "1" // berth stop --all, start --all
+			if verb.ev == evStart && (r.URL.Query().Get("stopped") == "1" && v.State != store.StateStopped || all && !v.StoppedAll) {
 				// Only if stopped (start --stopped of one index, or of a
 				// job that is not an array): a job done is not run again.
+				// Of every job, only one a stop of every job stopped: one a
+				// person stopped on their own stays so.
 				writeJSON(w, http.StatusOK, ControlAnswer{Job: name, Requested: "start stopped", Already: v.State.String()})
 				return
 			}
-			msg := jobMessage{ev: &event{kind: verb.ev}, ignoreDeps: ignoreDeps}
+			msg := jobMessage{ev: &event{kind: verb.ev}, ignoreDeps: ignoreDeps, all: all}
 			// A job at rest that runs after others may be held by them
 			// once it is started again: the answer waits to say so (it
 			// said "requested", and nothing ran).
@@ -396,6 +399,7 @@ func (d *Daemon) controlArray(w http.ResponseWriter, r *http.Request, c caller, 
 	}
 	failedOnly := ev == evRestart && r.URL.Query().Get("failed") == "1"
 	stoppedOnly := ev == evStart && r.URL.Query().Get("stopped") == "1"
+	all := r.URL.Query().Get("all") == "1" // berth stop --all, start --all
 	ignoreDeps := ev == evStart && r.URL.Query().Get("ignore_deps") == "1"
 	d.logCaller(r, verb, "job", a.name, "failed_only", failedOnly, "stopped_only", stoppedOnly, "ignore_deps", ignoreDeps)
 	ans := ControlAnswer{Job: a.name, Requested: verb, Array: true}
@@ -406,6 +410,7 @@ func (d *Daemon) controlArray(w http.ResponseWriter, r *http.Request, c caller, 
 		switch {
 		case failedOnly && v.State != store.StateFailed,
 			stoppedOnly && v.State != store.StateStopped,
+			ev == evStart && all && !v.StoppedAll,
 			ev == evStop && resting(v.State) && !d.outdated(j.name, v):
 			continue // nothing for this request to do to it
 		case heldAtGate(ev, ignoreDeps, v):
@@ -427,7 +432,7 @@ func (d *Daemon) controlArray(w http.ResponseWriter, r *http.Request, c caller, 
 			// the start in any order.
 			a.expect(j.index)
 		}
-		j.in.post(jobMessage{ev: &event{kind: ev}, ignoreDeps: ignoreDeps})
+		j.in.post(jobMessage{ev: &event{kind: ev}, ignoreDeps: ignoreDeps, all: all})
 		ans.Indices++
 	}
 	if ans.Indices == 0 && refused != refuseNone {

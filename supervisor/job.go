@@ -106,6 +106,10 @@ type job struct {
 	// last daemon stopped, or, for a job new to the line born with others,
 	// the instant they all arrive at.
 	waitedBefore time.Time
+	// stoppedAll: the job rests stopped by a stop of every job (berth stop
+	// --all), which berth start --all undoes; false for one a person
+	// stopped on its own, which it leaves stopped (trial AG).
+	stoppedAll bool
 	// upstreamNew is, for a job done, what depGraph.renewing found upstream
 	// of it when it last looked at its parents ("" for none): a dependant
 	// held for it looks again when it changes, which no change of this
@@ -238,6 +242,10 @@ type jobMessage struct {
 	removedWhy string
 	// ignoreDeps lets ev (a start) past the dependency gate once.
 	ignoreDeps bool
+	// all: ev is a stop or start of every job (berth stop --all, start
+	// --all): a stop so marks the job it stops (stoppedAll), and a start so
+	// starts only a job so marked.
+	all bool
 	// deps: a parent changed, or the graph did; look at the parents again.
 	deps bool
 	// admit: the array's gate lets this index's wait into the placer.
@@ -295,6 +303,8 @@ type jobView struct {
 	// Outdated: its run in progress started from an earlier definition
 	// than its own (on_change = "finish").
 	Outdated bool
+	// StoppedAll: it rests stopped by a stop of every job (job.stoppedAll).
+	StoppedAll bool
 	// Redefining: it was handed a definition of another process, which
 	// it has not taken yet (job.redefs): its state is about to change.
 	// settled, for an array, is array.settled (a job's are told apart
@@ -596,7 +606,14 @@ func (j *job) receive(m jobMessage) {
 			if e.kind == evStop && j.life.state == store.StateDone {
 				e.outdated = j.d.outdated(j.name, j.view())
 			}
+			wasStopped := j.life.recorded() == store.StateStopped
 			j.apply(e)
+			if e.kind == evStop && m.all && !wasStopped && j.life.recorded() == store.StateStopped {
+				// Stopped by this stop of every job: a start of every
+				// job stopped so starts it again.
+				j.stoppedAll = true
+				j.persist()
+			}
 		}
 		j.pass = false
 	}
@@ -657,6 +674,9 @@ func (j *job) apply(e event) {
 			}
 		}
 		release()
+		if j.stoppedAll && j.life.recorded() != store.StateStopped {
+			j.stoppedAll = false // started again, however
+		}
 		switch now := j.life.state; {
 		case before == store.StateWaiting && (now == store.StateInvalid || now == store.StateUnplaceable) && (e.kind == evInvalid || e.kind == evUnplaceable):
 			// An edit it cannot run with: its wait goes on, as long as it
@@ -1323,6 +1343,7 @@ func (j *job) persist() {
 	}
 	rec := store.JobRecord{Name: j.name, State: j.life.recorded(), Fingerprint: fp, DoneFingerprint: j.doneFP,
 		Restarts: j.life.recordedRestarts(), Changed: changed, File: j.def.Pos.File}
+	rec.StoppedAll = j.stoppedAll && rec.State == store.StateStopped
 	last := j.wrote
 	j.wrote = rec
 	if !resting(rec.State) {
@@ -1411,6 +1432,7 @@ func (j *job) publish() {
 	// Its run follows an earlier definition (on_change = "finish"); a
 	// service's never ends by itself.
 	j.v.Outdated = j.run.proc != nil && j.run.fp != "" && j.run.fp != j.defFP
+	j.v.StoppedAll = j.stoppedAll
 	// The array and the dependants go by the state shown, as everyone
 	// else does: a run not yet on record runs for nobody.
 	shown := j.v.State

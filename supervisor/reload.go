@@ -1343,6 +1343,7 @@ func (d *Daemon) declare(name string, def *luaapi.Job, invalid string, first boo
 		initial := m.initial
 		j = d.newJob(name, def, invalid, initial, m.doneFP)
 		j.waitedBefore = m.waited
+		j.stoppedAll = m.stoppedAll
 		if m.ran {
 			// Its place in line is kept, but the wait the metrics and the
 			// log measure begins now: it ran meanwhile.
@@ -1508,6 +1509,8 @@ type memory struct {
 	// (initial is then in backoff): the delay goes on, so that a crash
 	// loop is not sped up by a daemon that restarts.
 	retryAt time.Time
+	// stoppedAll: it rests stopped by a stop of every job (job.stoppedAll).
+	stoppedAll bool
 }
 
 // remembered is where a job starts its life in this daemon: a batch job
@@ -1547,7 +1550,7 @@ func (d *Daemon) remembered(name string, def *luaapi.Job, set *luaapi.Set) memor
 		// does in the daemon that took it: an edit, made then or while
 		// no daemon ran, does not start the job (trial AE: it ran again
 		// after systemctl restart berth, and after every upgrade).
-		return memory{initial: life{state: rec.State, since: rec.Changed, restarts: rec.Restarts}, doneFP: rec.DoneFingerprint}
+		return memory{initial: life{state: rec.State, since: rec.Changed, restarts: rec.Restarts}, doneFP: rec.DoneFingerprint, stoppedAll: rec.StoppedAll}
 	case rec.Fingerprint == fp && rec.State == store.StateFailed:
 		return memory{initial: life{state: rec.State, since: rec.Changed, restarts: rec.Restarts, failed: true}, doneFP: rec.DoneFingerprint}
 	case rec.Fingerprint == fp && rec.Restarts > 0 && !resting(rec.State) && now.Sub(rec.Changed) < healthyRun:

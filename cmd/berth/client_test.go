@@ -879,6 +879,7 @@ func TestStartAllAfterStopAll(t *testing.T) {
 	t.Parallel()
 	d := newTestDaemon(t, map[string]string{"jobs.lua": `job "once" { cmd = "true", cpus = 0 }
 job "svc" { cmd = "sleep 600", cpus = 0 }
+job "own" { cmd = "sleep 600", cpus = 0 }
 job "sw" { cmd = { "sh", "-c", "[ $BERTH_ARRAY_INDEX = 1 ] || exec sleep 600" }, cpus = 0, array = 3 }`})
 	d.start(daemonOptions{})
 	d.waitState("once", "done")
@@ -886,11 +887,22 @@ job "sw" { cmd = { "sh", "-c", "[ $BERTH_ARRAY_INDEX = 1 ] || exec sleep 600" },
 	d.waitJob("sw", "one index done, two running", func(j supervisor.JobStatus) bool {
 		return j.Array != nil && j.Array.Counts["done"] == 1 && j.Array.Counts["running"] == 2
 	})
+	// own was stopped on its own, before: start --all leaves it so (trial
+	// AG: it started a job a person had stopped on purpose).
+	d.waitState("own", "running")
+	if _, _, code := d.cli("stop", "own"); code != exitOK {
+		t.Fatal("stop own")
+	}
+	d.waitState("own", "stopped")
 	if out, _, code := d.cli("stop", "--all"); code != exitOK || !strings.HasPrefix(out, "2 jobs, one an array (2 indices in all): stop requested") {
 		t.Fatalf("stop --all: exit %d\n%s", code, out)
 	}
 	d.waitState("svc", "stopped")
 	d.waitJob("sw", "two indices stopped", func(j supervisor.JobStatus) bool { return j.Array.Counts["stopped"] == 2 })
+	// What stop --all stopped is known to the next daemon too.
+	d.stop()
+	d.start(daemonOptions{})
+	d.waitState("svc", "stopped")
 	if out, _, code := d.cli("start", "--all"); code != exitOK || out != "2 jobs, one an array (2 indices stopped in all): start requested (berth status shows them)\n" {
 		t.Errorf("start --all: exit %d\n%s", code, out)
 	}
@@ -916,8 +928,11 @@ job "sw" { cmd = { "sh", "-c", "[ $BERTH_ARRAY_INDEX = 1 ] || exec sleep 600" },
 			t.Errorf("%s ran again: %+v", job, runs)
 		}
 	}
-	if out, _, code := d.cli("start", "--all"); code != exitOK || !strings.HasPrefix(out, "no job to start: none you may start rests stopped") {
-		t.Errorf("start --all with none stopped: exit %d\n%s", code, out)
+	if out, _, code := d.cli("start", "--all"); code != exitOK || !strings.HasPrefix(out, "no job to start: none you may start rests stopped by berth stop --all") {
+		t.Errorf("start --all with none stopped by stop --all: exit %d\n%s", code, out)
+	}
+	if j, _ := d.job("own"); j.State != "stopped" || len(d.history("own")) != 1 {
+		t.Errorf("own, stopped on its own before stop --all: %s, %d runs; want stopped after its one run", j.State, len(d.history("own")))
 	}
 	d.stop()
 }

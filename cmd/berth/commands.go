@@ -490,7 +490,7 @@ func control(verb string) func(c *cli, args []string) int {
 		case "stop":
 			all = fs.Bool("all", false, "stop every job you may stop")
 		case "start":
-			all = fs.Bool("all", false, "start every job you may start that rests stopped (as berth stop --all left them), and the stopped indices of arrays")
+			all = fs.Bool("all", false, "start every job you may start that berth stop --all stopped, and the indices of arrays it stopped; a job stopped on its own stays so")
 			stopped = fs.Bool("stopped", false, "for an array: start only its stopped indices, not the done ones again")
 			ignoreDeps = fs.Bool("ignore-deps", false, "run it once now, without waiting for the jobs it runs after (after, after_any)")
 		case "restart":
@@ -608,15 +608,17 @@ func controlAll(c *cli, verb string, args []string) int {
 	if err := cl.get("/jobs", nil, &jobs); err != nil {
 		return c.fail(err)
 	}
-	// pick says whether verb acts on j, and with what query.
+	// pick says whether verb acts on j, and with what query: all=1 marks
+	// what the stop stops, and the start starts only what a stop of every
+	// job stopped, not a job someone stopped on its own (trial AG).
 	pick := func(j supervisor.JobStatus) (url.Values, bool) {
 		switch {
 		case verb == "stop":
-			return nil, stoppable(j.State)
+			return url.Values{"all": {"1"}}, stoppable(j.State)
 		case j.Array != nil:
-			return url.Values{"stopped": {"1"}}, j.Array.Counts["stopped"] > 0
+			return url.Values{"stopped": {"1"}, "all": {"1"}}, j.Array.Counts["stopped"] > 0
 		}
-		return nil, j.State == "stopped"
+		return url.Values{"all": {"1"}}, j.State == "stopped"
 	}
 	if verb == "stop" {
 		// What waits first, then what runs: a run stopped first gives
@@ -648,6 +650,9 @@ func controlAll(c *cli, verb string, args []string) int {
 				ae.msg = supervisor.MsgStopping("berth " + verb + " --all")
 			}
 			return c.fail(err)
+		}
+		if verb == "start" && (j.Array == nil && ans.Already != "" || j.Array != nil && ans.Indices == 0) {
+			continue // stopped otherwise than by a stop of every job: left so
 		}
 		acted++
 		if j.Array == nil {

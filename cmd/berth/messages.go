@@ -826,7 +826,7 @@ func msgInLine(pos int) string {
 // among them.
 func msgStartedAll(jobs, arrays, indices int) string {
 	if jobs == 0 {
-		return "no job to start: none you may start rests stopped (berth status shows how they stand)"
+		return "no job to start: none you may start rests stopped by berth stop --all (one stopped on its own stays so: berth start JOB starts it; berth status shows how they stand)"
 	}
 	return jobsCounted(jobs, arrays, indices, " stopped") + ": start requested (berth status shows them)"
 }

@@ -19,6 +19,7 @@ const (
 	runV5 = 5 // runV4's fields, then Stopping: a run berth began to stop
 	jobV1 = 1 // read only: written before jobs recorded their file
 	jobV2 = 2 // jobV1's fields, then File
+	jobV3 = 3 // jobV2's fields, then StoppedAll
 )
 
 func encodeRun(r RunRecord) []byte {
@@ -123,17 +124,26 @@ func decodeRun(v []byte) (RunRecord, error) {
 	return r, nil
 }
 
-// encodeJob writes the newest version, jobV2.
+// encodeJob writes jobV2, or jobV3 for a job stopped by a stop of every
+// job: the version an older daemon reads where it can.
 func encodeJob(j JobRecord) []byte {
 	b := make([]byte, 0, 40+len(j.Name)+len(j.Fingerprint)+len(j.DoneFingerprint)+len(j.File))
-	b = append(b, jobV2)
+	ver := byte(jobV2)
+	if j.StoppedAll {
+		ver = jobV3
+	}
+	b = append(b, ver)
 	b = appendString(b, j.Name)
 	b = append(b, byte(j.State))
 	b = appendString(b, j.Fingerprint)
 	b = appendString(b, j.DoneFingerprint)
 	b = binary.AppendVarint(b, int64(j.Restarts))
 	b = appendTime(b, j.Changed)
-	return appendString(b, j.File)
+	b = appendString(b, j.File)
+	if ver == jobV3 {
+		b = append(b, 1) // StoppedAll
+	}
+	return b
 }
 
 // decodeJob decodes a job record of any version; like decodeRun, it never
@@ -143,7 +153,7 @@ func decodeJob(v []byte) (JobRecord, error) {
 	var j JobRecord
 	switch ver := d.readByte(); {
 	case d.err != nil:
-	case ver == jobV1, ver == jobV2:
+	case ver == jobV1, ver == jobV2, ver == jobV3:
 		j.Name = d.readString()
 		j.State = State(d.readByte())
 		j.Fingerprint = d.readString()
@@ -152,6 +162,9 @@ func decodeJob(v []byte) (JobRecord, error) {
 		j.Changed = d.readTime()
 		if ver >= jobV2 {
 			j.File = d.readString()
+		}
+		if ver >= jobV3 {
+			j.StoppedAll = d.readByte() == 1
 		}
 	default:
 		return JobRecord{}, fmt.Errorf("decode job record: version %d: %w", ver, ErrNewer)

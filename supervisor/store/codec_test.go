@@ -69,7 +69,7 @@ func TestCodec(t *testing.T) {
 			t.Errorf("decode run %v = %v, want ErrNewer", v, err)
 		}
 	}
-	for _, v := range [][]byte{{jobV2 + 1}, {255, 0, 0}} {
+	for _, v := range [][]byte{{jobV3 + 1}, {255, 0, 0}} {
 		if _, err := decodeJob(v); !errors.Is(err, ErrNewer) {
 			t.Errorf("decode job %v = %v, want ErrNewer", v, err)
 		}

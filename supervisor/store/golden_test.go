@@ -297,4 +297,16 @@ func TestGoldenBytes(t *testing.T) {
 	if got := hex.EncodeToString(encodeJob(jobV2)); got != jobV2Hex {
 		t.Errorf("encodeJob = %s, want %s", got, jobV2Hex)
 	}
+	// Version 3 is version 2 and then StoppedAll, written only where it
+	// is true: an older daemon reads the others.
+	jobV3 := jobV2
+	jobV3.State, jobV3.StoppedAll = StateStopped, true
+	jobV3Hex := "03" + jobV2Hex[2:18] + "08" + jobV2Hex[20:] + "01" // State stopped, StoppedAll
+	b, _ = hex.DecodeString(jobV3Hex)
+	if got, err := decodeJob(b); err != nil || !reflect.DeepEqual(got, jobV3) {
+		t.Errorf("decodeJob(%s) = %+v, %v; want %+v", jobV3Hex, got, err, jobV3)
+	}
+	if got := hex.EncodeToString(encodeJob(jobV3)); got != jobV3Hex {
+		t.Errorf("encodeJob = %s, want %s", got, jobV3Hex)
+	}
 }

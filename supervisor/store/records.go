@@ -58,6 +58,10 @@ type JobRecord struct {
 	// when two files declare one name, the one that won it before wins it
 	// again after a restart. "" in records written before it was kept.
 	File string
+	// StoppedAll: the job rests stopped by a stop of every job (berth
+	// stop --all), which a start of every job stopped so (berth start
+	// --all) undoes; a job a person stopped on its own is not.
+	StoppedAll bool
 }
 
 // State is where a job is in its life. States are stored, so each has an
