@@ -120,6 +120,7 @@ func FuzzDecodeJob(f *testing.F) {
 	f.Add(encodeJob(JobRecord{Name: "a"}))
 	f.Add(encodeJob(JobRecord{Name: "sweep-1", State: StateDone, Fingerprint: "x", DoneFingerprint: "x", Restarts: 3, Changed: t0}))
 	f.Add(encodeJob(JobRecord{Name: "x", File: "/etc/berth/jobs.d/b.lua"}))
+	f.Add(encodeJob(JobRecord{Name: "svc", State: StateStopped, StoppedAll: true, Changed: t0}))
 	v1, _ := hex.DecodeString("0101610100000000") // version 1: name "a", nothing else
 	f.Add(v1)
 	f.Fuzz(func(t *testing.T, data []byte) {
