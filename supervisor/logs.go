@@ -43,7 +43,7 @@ func (d *Daemon) serveLogs(w http.ResponseWriter, r *http.Request) {
 		}
 		name = memberName(a.name, span.From) // its one index's: no other output is there to mean
 	}
-	_, declared := d.jobStatus(name)
+	js, declared := d.jobStatus(name)
 	if !declared {
 		if runs, err := d.store.Runs(name, 1); err != nil || len(runs) == 0 {
 			writeError(w, http.StatusNotFound, CodeNoSuchJob, d.msgNoSuch(c, name))
@@ -66,6 +66,11 @@ func (d *Daemon) serveLogs(w http.ResponseWriter, r *http.Request) {
 		// Its earlier runs' output, then nothing until a job of that
 		// name is declared again: the client says so, not silence.
 		w.Header().Set(HeaderNotDeclared, "1")
+	}
+	if follow && declared && q.Get("run") == "" && restingName(js.State) {
+		// Nothing more comes until it runs again (trial AH: a follow of
+		// a job done waited in silence).
+		w.Header().Set(HeaderAtRest, js.State)
 	}
 	var run uint64
 	if v := q.Get("run"); v != "" {
@@ -659,6 +664,11 @@ const HeaderOutputCut = "Berth-Output-Cut"
 // HeaderOutputFrom says, in an answer of a job's output that journald
 // keeps, "journal"; absent where the daemon's log files keep it.
 const HeaderOutputFrom = "Berth-Output-From"
+
+// HeaderAtRest says, in an answer that follows a job's output, how the
+// job rests ("done", "failed", "stopped"…): nothing more comes until it
+// runs again.
+const HeaderAtRest = "Berth-At-Rest"
 
 // HeaderNotDeclared says, in an answer that follows a job's output, that
 // no job of that name is declared now: what is sent is its earlier runs'

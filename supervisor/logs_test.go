@@ -541,7 +541,7 @@ func TestLogDirUnwritable(t *testing.T) {
 // TestFollowNotDeclared: a follow of a job that no file declares now says
 // so (a header, which the client words), sends its earlier output, and
 // goes on with the output of a job declared again under its name; a
-// follow of a job declared has no such header.
+// follow of a job declared says how it rests, if it does.
 func TestFollowNotDeclared(t *testing.T) {
 	d, dir := runDaemon(t, "", nil)
 	path := filepath.Join(dir, "tick.lua")
@@ -568,6 +568,10 @@ func TestFollowNotDeclared(t *testing.T) {
 	resp, cancel := follow()
 	if h := resp.Header.Get(HeaderNotDeclared); h != "" {
 		t.Errorf("a follow of tick, declared: %s %q", HeaderNotDeclared, h)
+	}
+	// Done: nothing more comes until it runs again, which it is told.
+	if h := resp.Header.Get(HeaderAtRest); h != "done" {
+		t.Errorf("a follow of tick, done: %s %q, want done", HeaderAtRest, h)
 	}
 	cancel()
 	resp.Body.Close()

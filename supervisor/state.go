@@ -64,3 +64,14 @@ func resting(s store.State) bool {
 	}
 	return false
 }
+
+// restingName says whether a state, by its name as the status shows it,
+// is one a job rests in.
+func restingName(name string) bool {
+	for _, s := range StatesInOrder() {
+		if s.String() == name {
+			return resting(s)
+		}
+	}
+	return false
+}

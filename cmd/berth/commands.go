@@ -792,6 +792,9 @@ func runLogs(c *cli, args []string) int {
 		if h.Get(supervisor.HeaderNotDeclared) != "" {
 			fmt.Fprintln(c.stderr, escapeText(msgFollowNotDeclared(job)))
 		}
+		if state := h.Get(supervisor.HeaderAtRest); state != "" {
+			fmt.Fprintln(c.stderr, escapeText(msgFollowAtRest(job, state)))
+		}
 		lines, _ := strconv.Atoi(h.Get(supervisor.HeaderLinesLeftOut))
 		bytes, _ := strconv.Atoi(h.Get(supervisor.HeaderBytesLeftOut))
 		if lines > 0 || bytes > 0 {

@@ -399,6 +399,12 @@ func msgFollowNotDeclared(job string) string {
 	return fmt.Sprintf("berth: no job named %s is declared now (its file was removed, or no longer declares it): its earlier output follows, and more only once a job of that name is declared again (Ctrl-C ends the wait)", job)
 }
 
+// msgFollowAtRest heads berth logs -f of a job at rest (done, failed,
+// stopped…): what follows its output comes once it runs again.
+func msgFollowAtRest(job, state string) string {
+	return fmt.Sprintf("berth: %s is %s: its output so far follows, and more once it runs again (berth start %s; Ctrl-C ends the wait)", job, state, quoteArg(job))
+}
+
 // msgRunOutputStartGone: the start of a run's output was rotated out of
 // its job's log files; what follows is the rest.
 func msgRunOutputStartGone(job string, run uint64) string {

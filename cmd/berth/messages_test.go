@@ -130,6 +130,7 @@ func TestMessages(t *testing.T) {
 		msgRunOutputGone("train", 7),
 		msgRunOutputStartGone("train", 7),
 		msgFollowNotDeclared("train"),
+		msgFollowAtRest("train", "done"),
 		msgTailLeftOut("train", 12, 0),
 		msgTailLeftOut("train", 0, 4096),
 		msgTailLeftOut("train", 1, 100),
