@@ -97,6 +97,10 @@ type array struct {
 	// must not leave an older picture noted.
 	tellMu sync.Mutex
 	told   toldKey
+	// upstreamNew is job.upstreamNew of the array as a whole, under
+	// tellMu: its dependants are told once when it changes, not once by
+	// each index (the review: an array after an array was told N×M times).
+	upstreamNew string
 }
 
 func newArray(def *luaapi.Job) *array {
@@ -540,6 +544,19 @@ func arrayRecord(records []string) string {
 		return records[0]
 	}
 	return "array:" + digest(all.String())
+}
+
+// retell says whether what runs anew upstream of the array (r, as
+// depGraph.renewing finds it) changed since its dependants were last told,
+// and notes that they are.
+func (a *array) retell(r string) bool {
+	a.tellMu.Lock()
+	defer a.tellMu.Unlock()
+	if r == a.upstreamNew {
+		return false
+	}
+	a.upstreamNew = r
+	return true
 }
 
 // tell says whether the array changed for its dependants since they were

@@ -606,12 +606,22 @@ func (j *job) receive(m jobMessage) {
 			if e.kind == evStop && j.life.state == store.StateDone {
 				e.outdated = j.d.outdated(j.name, j.view())
 			}
-			wasStopped := j.life.recorded() == store.StateStopped
+			unmarked := false
+			if e.kind == evStop {
+				switch wasStopped := j.life.recorded() == store.StateStopped; {
+				case m.all && !wasStopped:
+					// Stopped by this stop of every job: a start of every
+					// job stopped so starts it again (apply records it,
+					// and forgets it where the job does not rest stopped).
+					j.stoppedAll = true
+				case !m.all && j.stoppedAll:
+					// Stopped on its own now too: a start of every job
+					// leaves it (the review).
+					j.stoppedAll, unmarked = false, true
+				}
+			}
 			j.apply(e)
-			if e.kind == evStop && m.all && !wasStopped && j.life.recorded() == store.StateStopped {
-				// Stopped by this stop of every job: a start of every
-				// job stopped so starts it again.
-				j.stoppedAll = true
+			if unmarked {
 				j.persist()
 			}
 		}
@@ -1562,6 +1572,9 @@ func (j *job) depsChanged() {
 // that job's edit is undone, this job's state staying as it was.
 func (j *job) retellHeld() {
 	g := j.d.deps.Load()
+	if g == nil {
+		return // no job runs after another now
+	}
 	name := j.name
 	if j.arr != nil {
 		name = j.arr.name
@@ -1571,10 +1584,16 @@ func (j *job) retellHeld() {
 		return
 	}
 	r := g.renewing(name, map[string]string{})
-	if r == j.upstreamNew {
-		return
+	if j.arr != nil {
+		if !j.arr.retell(r) {
+			return // told by another index
+		}
+	} else {
+		if r == j.upstreamNew {
+			return
+		}
+		j.upstreamNew = r
 	}
-	j.upstreamNew = r
 	for _, k := range kids {
 		g.post(k, jobMessage{deps: true})
 	}

@@ -1041,3 +1041,25 @@ flavor "one" { cpus = 1 }`, func(cfg *Config) { cfg.Clock = clk })
 		t.Errorf("late, unplaceable from its birth, waits at place %d since %v, want last since %v", js.QueuePosition, since, clk.Now())
 	}
 }
+
+// TestDepsGoneUnderADoneJob: a done job told to look at its parents when no
+// job runs after another any more (a reload took the last after away while
+// the message was on its way) looks at nothing (the review: a nil graph
+// crashed the daemon).
+func TestDepsGoneUnderADoneJob(t *testing.T) {
+	d, _ := runDaemon(t, `job "a" { cmd = "true", cpus = 0 }
+job "b" { cmd = "true", cpus = 0, after_any = "a" }`, nil)
+	waitJob(t, d, "b", "done", func(js JobStatus) bool { return js.State == "done" })
+	d.mu.Lock()
+	j := d.jobs["b"]
+	d.mu.Unlock()
+	d.deps.Store(nil)
+	j.in.post(jobMessage{deps: true})
+	looked := jobMessage{done: make(chan struct{})}
+	j.in.post(looked)
+	select {
+	case <-looked.done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("b took no message after it was told to look at its parents")
+	}
+}

@@ -880,6 +880,7 @@ func TestStartAllAfterStopAll(t *testing.T) {
 	d := newTestDaemon(t, map[string]string{"jobs.lua": `job "once" { cmd = "true", cpus = 0 }
 job "svc" { cmd = "sleep 600", cpus = 0 }
 job "own" { cmd = "sleep 600", cpus = 0 }
+job "own2" { cmd = "sleep 600", cpus = 0 }
 job "sw" { cmd = { "sh", "-c", "[ $BERTH_ARRAY_INDEX = 1 ] || exec sleep 600" }, cpus = 0, array = 3 }`})
 	d.start(daemonOptions{})
 	d.waitState("once", "done")
@@ -894,10 +895,17 @@ job "sw" { cmd = { "sh", "-c", "[ $BERTH_ARRAY_INDEX = 1 ] || exec sleep 600" },
 		t.Fatal("stop own")
 	}
 	d.waitState("own", "stopped")
-	if out, _, code := d.cli("stop", "--all"); code != exitOK || !strings.HasPrefix(out, "2 jobs, one an array (2 indices in all): stop requested") {
+	d.waitState("own2", "running")
+	if out, _, code := d.cli("stop", "--all"); code != exitOK || !strings.HasPrefix(out, "3 jobs, one an array (2 indices in all): stop requested") {
 		t.Fatalf("stop --all: exit %d\n%s", code, out)
 	}
 	d.waitState("svc", "stopped")
+	// own2, stopped by stop --all, then on its own: start --all leaves it
+	// (the review).
+	d.waitState("own2", "stopped")
+	if _, _, code := d.cli("stop", "own2"); code != exitOK {
+		t.Fatal("stop own2")
+	}
 	d.waitJob("sw", "two indices stopped", func(j supervisor.JobStatus) bool { return j.Array.Counts["stopped"] == 2 })
 	// What stop --all stopped is known to the next daemon too.
 	d.stop()
@@ -931,8 +939,10 @@ job "sw" { cmd = { "sh", "-c", "[ $BERTH_ARRAY_INDEX = 1 ] || exec sleep 600" },
 	if out, _, code := d.cli("start", "--all"); code != exitOK || !strings.HasPrefix(out, "no job to start: none you may start rests stopped by berth stop --all") {
 		t.Errorf("start --all with none stopped by stop --all: exit %d\n%s", code, out)
 	}
-	if j, _ := d.job("own"); j.State != "stopped" || len(d.history("own")) != 1 {
-		t.Errorf("own, stopped on its own before stop --all: %s, %d runs; want stopped after its one run", j.State, len(d.history("own")))
+	for _, job := range []string{"own", "own2"} {
+		if j, _ := d.job(job); j.State != "stopped" || len(d.history(job)) != 1 {
+			t.Errorf("%s, stopped on its own: %s, %d runs; want stopped after its one run", job, j.State, len(d.history(job)))
+		}
 	}
 	d.stop()
 }
