@@ -1472,17 +1472,7 @@ func (j *job) redefining() {
 // whether a new definition is on its way to it. A job nobody names pays a
 // map lookup.
 func (j *job) tellDependants(shown store.State, redefining bool) {
-	g := j.d.deps.Load()
-	if g == nil {
-		return
-	}
-	name := j.name
-	if j.arr != nil {
-		// Its dependants name the array, which changes for them only
-		// when the array as a whole does.
-		name = j.arr.name
-	}
-	kids := g.dependants[name]
+	g, _, kids := j.dependants()
 	if len(kids) == 0 {
 		return
 	}
@@ -1566,20 +1556,27 @@ func (j *job) depsChanged() {
 	j.log.Debug("parents looked at", "state", j.life.state.String(), "runs_again", again)
 }
 
+// dependants are the jobs that name this one in after or after_any, in
+// the graph as it is now, and the name they know it by: an array's
+// indices are the array to them, which changes for them only when the
+// array as a whole does. None where no job runs after another.
+func (j *job) dependants() (g *depGraph, name string, kids []string) {
+	if g = j.d.deps.Load(); g == nil {
+		return nil, "", nil
+	}
+	name = j.name
+	if j.arr != nil {
+		name = j.arr.name
+	}
+	return g, name, g.dependants[name]
+}
+
 // retellHeld asks the job's dependants to look at their parents again
 // where what runs anew upstream of this job, done, changed: one held
 // because a job upstream runs a new definition (parentsOf) is let go when
 // that job's edit is undone, this job's state staying as it was.
 func (j *job) retellHeld() {
-	g := j.d.deps.Load()
-	if g == nil {
-		return // no job runs after another now
-	}
-	name := j.name
-	if j.arr != nil {
-		name = j.arr.name
-	}
-	kids := g.dependants[name]
+	g, name, kids := j.dependants()
 	if len(kids) == 0 {
 		return
 	}
