@@ -68,7 +68,7 @@ func resting(s store.State) bool {
 // restingName says whether a state, by its name as the status shows it,
 // is one a job rests in.
 func restingName(name string) bool {
-	for _, s := range StatesInOrder() {
+	for _, s := range displayOrder {
 		if s.String() == name {
 			return resting(s)
 		}
