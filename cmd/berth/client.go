@@ -162,6 +162,15 @@ func socketGroup(socket string) string {
 // errDaemonGone: the daemon ended a stream (a followed log) by going away.
 var errDaemonGone = errors.New("the daemon stopped")
 
+// wentAway reports whether err says that the daemon went away while it
+// was asked something: no daemon to dial any more, or the connection
+// closed before the whole answer came.
+func wentAway(err error) bool {
+	var nd *noDaemonError
+	return errors.As(err, &nd) || errors.Is(err, errDaemonGone) ||
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET)
+}
+
 func (e *deniedError) Error() string { return "permission denied on " + e.socket }
 
 type noDaemonError struct {

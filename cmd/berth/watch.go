@@ -334,12 +334,13 @@ func (c *cli) watchJSON(cl *client, owners *ownerFilter) int {
 	switch {
 	case sig.Err() != nil:
 		return exitOK
-	case failed != nil:
+	case failed != nil && !wentAway(failed):
 		return c.fail(failed)
-	case err != nil && !errors.Is(err, errDaemonGone):
+	case failed == nil && err != nil && !errors.Is(err, errDaemonGone):
 		return c.fail(err)
 	}
-	// It stopped, or went away (killed): a script sees either as 3.
+	// It stopped, or went away (killed), perhaps as a status was asked
+	// for after its last change: a script sees either as 3.
 	fmt.Fprintln(c.stderr, msgWatchEnded(cl.socket))
 	return exitNoDaemon
 }

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -250,6 +251,47 @@ func TestStatusWatchOldDaemon(t *testing.T) {
 	_, errOut, code := berth(t, map[string]string{"BERTH_SOCKET": socket}, "status", "--watch", "--json")
 	if want := msgDaemonTooOld(socket, "GET /v1/events"); code != exitFailed || !strings.Contains(errOut, want) {
 		t.Errorf("exit %d, %q; want %d and %q", code, errOut, exitFailed, want)
+	}
+}
+
+// TestStatusWatchJSONDaemonGoneMidAnswer: a daemon that goes away while
+// the watch asks for the status after a change (killed between the change
+// and the answer: CI saw it once) ends the watch as one that goes away
+// between changes does, exit 3 and the same sentence.
+func TestStatusWatchJSONDaemonGoneMidAnswer(t *testing.T) {
+	t.Parallel()
+	for _, how := range []string{"closed mid-answer", "socket gone"} {
+		var socket string
+		answered := make(chan struct{})
+		var asked atomic.Int32
+		socket = fakeDaemon(t, func(w http.ResponseWriter, r *http.Request) {
+			switch r.URL.Path {
+			case "/v1/events":
+				w.Write([]byte(`{"seq":1,"kind":"status"}` + "\n"))
+				w.(http.Flusher).Flush()
+				<-answered
+				if how == "socket gone" {
+					os.Remove(socket) // the next request's dial fails
+				}
+				w.Write([]byte(`{"seq":2,"kind":"status"}` + "\n"))
+				w.(http.Flusher).Flush()
+				<-r.Context().Done()
+			case "/v1/status":
+				if asked.Add(1) == 1 {
+					w.Header().Set("Connection", "close")
+					w.Write([]byte(`{"jobs":[]}`))
+					close(answered)
+					return
+				}
+				if conn, _, err := w.(http.Hijacker).Hijack(); err == nil {
+					conn.Close()
+				}
+			}
+		})
+		out, errOut, code := berth(t, map[string]string{"BERTH_SOCKET": socket}, "status", "--watch", "--json")
+		if code != exitNoDaemon || errOut != msgWatchEnded(socket)+"\n" || strings.Count(out, "\n") != 1 {
+			t.Errorf("%s: exit %d, %q, %q; want %d, one status and %q", how, code, out, errOut, exitNoDaemon, msgWatchEnded(socket))
+		}
 	}
 }
 
