@@ -65,13 +65,40 @@ func layoutStatus(s supervisor.Status, o renderOptions) statusPicture {
 	} else {
 		p.head, p.jobs = statusTable(s, jobs, width, o.clock())
 	}
-	if len(s.Problems) > 0 {
+	if problems := notOnTheirLines(s.Problems, jobs, p.jobs); len(problems) > 0 {
 		p.tail = append(p.tail, nil, ln(styledSpan("errors:", sgrRed)))
-		for _, pr := range s.Problems {
+		for _, pr := range problems {
 			p.tail = append(p.tail, wrapWords(pr.Text, width, "  ", "    ", sgrRed)...)
 		}
 	}
 	return p
+}
+
+// notOnTheirLines is ps less what a job's line shows already, whole, as
+// its why: a job that fits no machine, or whose user is unknown, is said
+// once (10 000 such jobs were 20 000 lines: trial AF). A why cut to fit
+// the terminal leaves its problem in the errors, where it is said whole.
+func notOnTheirLines(ps []supervisor.Problem, jobs []supervisor.JobStatus, rows [][]textLine) []supervisor.Problem {
+	lines := make(map[string][]textLine, len(jobs))
+	for i, j := range jobs {
+		if i < len(rows) {
+			lines[j.Name] = rows[i]
+		}
+	}
+	return slices.DeleteFunc(slices.Clone(ps), func(p supervisor.Problem) bool {
+		if p.Kind != "job" {
+			return false
+		}
+		text := escapeText(p.Text)
+		for _, l := range lines[p.Job] {
+			for _, s := range l {
+				if strings.Contains(s.text, text) {
+					return true
+				}
+			}
+		}
+		return false
+	})
 }
 
 // lines is the whole picture.

@@ -102,7 +102,8 @@ func peopleBox() supervisor.Status {
 	}
 }
 
-// errorsBox has configuration errors in two files, one too long for a line.
+// errorsBox has configuration errors in two files, one too long for a line,
+// and one said as its job's why, which the errors do not say again.
 func errorsBox() supervisor.Status {
 	return supervisor.Status{
 		Host:    "devbox",
@@ -113,11 +114,11 @@ func errorsBox() supervisor.Status {
 				Why: `jobs.d/sweep.lua:7: job "sweep-1": flavor "gpu-huge" does not exist (berth flavors lists them)`},
 		},
 		Problems: []supervisor.Problem{
-			{Code: "unknown_field", File: "jobs.d/eval.lua", Line: 3, Job: "eval", Field: "gpu",
+			{Code: "unknown_field", File: "jobs.d/eval.lua", Line: 3, Kind: "job", Job: "eval", Field: "gpu",
 				Text: `jobs.d/eval.lua:3: job "eval": unknown field "gpu" (did you mean "gpus"?)`},
-			{Code: "unknown_flavor", File: "jobs.d/sweep.lua", Line: 7, Job: "sweep-1", Field: "flavor",
+			{Code: "unknown_flavor", File: "jobs.d/sweep.lua", Line: 7, Kind: "job", Job: "sweep-1", Field: "flavor",
 				Text: `jobs.d/sweep.lua:7: job "sweep-1": flavor "gpu-huge" does not exist (berth flavors lists them)`},
-			{Code: "bad_value", File: "jobs.d/sweep.lua", Line: 19, Job: "sweep-2", Field: "ram",
+			{Code: "bad_value", File: "jobs.d/sweep.lua", Line: 19, Kind: "job", Job: "sweep-2", Field: "ram",
 				Text: `jobs.d/sweep.lua:19: job "sweep-2": field "ram": size "32" has no unit; write it with one of K, M, G or T (base 1024, optionally followed by "B" or "iB"), e.g. "32G"`},
 		},
 		Logs: "journal",
