@@ -20,6 +20,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/berthd/berth/accounting"
+	"github.com/berthd/berth/luaapi"
 	"github.com/berthd/berth/supervisor/ctlsock"
 	"github.com/berthd/berth/supervisor/store"
 )
@@ -464,13 +465,38 @@ func (d *Daemon) msgNoSuch(c caller, name string) string {
 		}
 	}
 	d.mu.Lock()
-	files := problemFiles(d.problems) // one of them may declare it
+	// A file whose latest version is refused may declare it; one in force
+	// whose jobs cannot run (unplaceable, a flavor not declared) declares
+	// what it has, which is listed.
+	files := len(d.failing)
+	meant := luaapi.Suggest(name, d.namesForLocked(c))
 	d.mu.Unlock()
 	if _, known, err := d.store.Job(name); err == nil && known && files == 0 {
 		runs, err := d.store.Runs(name, 1)
 		return msgJobGone(name, err != nil || len(runs) > 0)
 	}
-	return msgNoSuchJob(name, files)
+	return msgNoSuchJob(name, meant, files)
+}
+
+// namesForLocked is every name c may give a job or an array by: the whole
+// names, and a person's own by their bare names. d.mu is held.
+func (d *Daemon) namesForLocked(c caller) []string {
+	names := make([]string, 0, len(d.jobs)+len(d.arrays))
+	add := func(n string) {
+		names = append(names, n)
+		if own, ok := strings.CutPrefix(n, c.name+"/"); c.name != "" && ok {
+			names = append(names, own)
+		}
+	}
+	for n, j := range d.jobs {
+		if j.arr == nil {
+			add(n)
+		}
+	}
+	for n := range d.arrays {
+		add(n)
+	}
+	return names
 }
 
 // arrayDetail is `berth show ARRAY`: the array's line, its definition, its

@@ -71,16 +71,21 @@ func msgNotLoadedYet(name string) string {
 	return fmt.Sprintf("no job named %q yet: the daemon is still reading its job files, as it does at start (berth status says once it has; ask again then)", name)
 }
 
-// msgNoSuchJob says no job is named name; brokenFiles, how many job files
-// have problems now (one of them may declare it).
-func msgNoSuchJob(name string, brokenFiles int) string {
+// msgNoSuchJob says no job is named name, and the name near it that the
+// caller may have meant ("" for none); brokenFiles is how many job files'
+// latest versions are refused (one of them may declare it).
+func msgNoSuchJob(name, meant string, brokenFiles int) string {
+	lists := "berth jobs lists them"
+	if meant != "" {
+		lists = fmt.Sprintf("did you mean %q? %s", meant, lists)
+	}
 	switch brokenFiles {
 	case 0:
-		return fmt.Sprintf("no job named %q (berth jobs lists them)", name)
+		return fmt.Sprintf("no job named %q (%s)", name, lists)
 	case 1:
-		return fmt.Sprintf("no job named %q (berth jobs lists them; a job file has errors, and what it declares anew is not in force until they are fixed: berth status shows them)", name)
+		return fmt.Sprintf("no job named %q (%s; a job file has errors, and what it declares anew is not in force until they are fixed: berth status shows them)", name, lists)
 	}
-	return fmt.Sprintf("no job named %q (berth jobs lists them; %d job files have errors, and what they declare anew is not in force until they are fixed: berth status shows them)", name, brokenFiles)
+	return fmt.Sprintf("no job named %q (%s; %d job files have errors, and what they declare anew is not in force until they are fixed: berth status shows them)", name, lists, brokenFiles)
 }
 
 // msgStopping is why a job is stopping: what asked for it, the signal

@@ -243,9 +243,19 @@ job "sized" { cmd = "true", flavor = "nosuch" }`, nil)
 	if want := map[string][]int{"cycle": {1, 2}, "conflict": {4}, "unknown_flavor": {5}}; !reflect.DeepEqual(codes, want) {
 		t.Errorf("problems by code and line: %v, want %v", codes, want)
 	}
-	// A name asked for that no job has may be in a file with errors.
-	if got := d.msgNoSuch(caller{}, "nosuch"); got != msgNoSuchJob("nosuch", 1) {
-		t.Errorf("no such job, a file with errors in force: %q", got)
+	// The file is in force, its jobs listed: no refused file may declare
+	// a name asked for that no job has. A name near one is told it.
+	if got := d.msgNoSuch(caller{}, "nosuch"); got != msgNoSuchJob("nosuch", "", 0) {
+		t.Errorf("no such job, the file with errors in force: %q", got)
+	}
+	if got := d.msgNoSuch(caller{}, "perp"); got != msgNoSuchJob("perp", "prep", 0) {
+		t.Errorf("a name one swap from prep: %q", got)
+	}
+	// A file whose latest version is refused may declare it.
+	testkit.PutFile(t, filepath.Join(d.cfg.JobsDir, "broken.lua"), `job "new" { cmd = "true", cpu = 1 }`)
+	reload(t, d)
+	if got := d.msgNoSuch(caller{}, "new"); got != msgNoSuchJob("new", "", 1) {
+		t.Errorf("no such job, a refused file: %q", got)
 	}
 }
 
