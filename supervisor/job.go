@@ -1260,10 +1260,16 @@ func (j *job) recordEnd(reason store.Reason) {
 	}
 	j.end = lastEnd{known: true, code: exit.Code, signal: sig, reason: reason}
 	kv := []any{"run", j.run.id, "reason", reason.String(), "duration_ms", now.Sub(j.run.start).Milliseconds()}
-	if sig != "" {
+	switch {
+	case sig != "":
 		kv = append(kv, "signal", sig)
-	} else if reason != store.ReasonSpawnError {
+	case reason != store.ReasonSpawnError && exit.Code >= 0:
+		// -1: how it ended is not known (a unit stopped outside berth,
+		// gone with its result), as its history says.
 		kv = append(kv, "exit_code", exit.Code)
+	}
+	if cause != "" {
+		kv = append(kv, "why", cause)
 	}
 	if reason != store.ReasonSpawnError {
 		// A spawn error keeps the error itself as its why.

@@ -3,6 +3,7 @@ package supervisor
 import (
 	"context"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -10,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/hashicorp/go-hclog"
 
 	"github.com/berthd/berth/accounting"
 	"github.com/berthd/berth/probes"
@@ -28,6 +31,8 @@ type unitsBox struct {
 	manager           *unitstest.Manager
 	// booted is when the machine the daemons see booted.
 	booted time.Time
+	// logs, where not nil, is where the daemons log (Info and above).
+	logs io.Writer
 }
 
 func newUnitsBox(t *testing.T, jobs string) *unitsBox {
@@ -81,6 +86,15 @@ func (b *unitsBox) start() (d *Daemon, stop func()) {
 	return d, stop
 }
 
+// logger is the daemons' logger: nil (the default) unless the test keeps
+// the logs.
+func (b *unitsBox) logger() hclog.Logger {
+	if b.logs == nil {
+		return nil
+	}
+	return hclog.New(&hclog.LoggerOptions{Output: b.logs, Level: hclog.Info})
+}
+
 // startRun is start, with what Run returned once it has.
 func (b *unitsBox) startRun() (d *Daemon, stop func(), ran <-chan error) {
 	runs := units.New(b.manager, units.Events{Updates: b.manager.Updates()})
@@ -89,6 +103,7 @@ func (b *unitsBox) startRun() (d *Daemon, stop func(), ran <-chan error) {
 		Machine: probes.Inventory{CPUs: 4, CPUIDs: []int{0, 1, 2, 3}, OnlineCPUs: 4, GPUs: []string{"5", "7"},
 			RAM: probes.Memory{Bytes: 4 * accounting.GiB, Known: true}, Booted: b.booted},
 		Environ: []string{"PATH=/usr/bin:/bin"},
+		Logger:  b.logger(),
 	})
 	if err != nil {
 		b.t.Fatal(err)
@@ -270,6 +285,8 @@ func TestUnitsStoppedOutside(t *testing.T) {
 job "svc" { cmd = { "/bin/sleep", "1000" }, restart = "always" }
 job "gone" { cmd = { "/bin/sleep", "1000" } }
 `)
+	logs := &testkit.Buffer{}
+	b.logs = logs
 	d, stop := b.start()
 	svc := waitJob(t, d, "svc", "running", func(js JobStatus) bool { return js.State == "running" })
 	gone := waitJob(t, d, "gone", "running", func(js JobStatus) bool { return js.State == "running" })
@@ -280,6 +297,16 @@ job "gone" { cmd = { "/bin/sleep", "1000" } }
 		t.Errorf("svc's runs: %+v, want its one run stopped outside berth, with no exit code", runs)
 	}
 	stop()
+	// The journal says it as the history does (trial AG: exit_code=-1).
+	exited := ""
+	for l := range strings.Lines(logs.String()) {
+		if strings.Contains(l, "exited:") && strings.Contains(l, "job=svc") {
+			exited = l
+		}
+	}
+	if !strings.Contains(exited, "why=\""+msgStoppedOutside) || strings.Contains(exited, "exit_code") {
+		t.Errorf("the daemon's line of svc's end: %q, want its why and no exit code", exited)
+	}
 
 	if err := writeFile(filepath.Join(b.jobsDir, "jobs.lua"), []byte(`job "svc" { cmd = { "/bin/sleep", "1000" }, restart = "always" }`), 0o600); err != nil {
 		t.Fatal(err)
