@@ -277,6 +277,26 @@ func TestUnitsDirMissing(t *testing.T) {
 	}
 }
 
+// TestUnitsStoppedOutsideFailing: a unit stopped with systemctl whose
+// process answers the SIGTERM with a failing status (a shell's 143, a
+// JVM's) rests its job stopped, as systemd does not restart a unit it was
+// told to stop, and the run keeps the status (trial AG: recorded failed,
+// and restarted by restart = "on-failure").
+func TestUnitsStoppedOutsideFailing(t *testing.T) {
+	b := newUnitsBox(t, `job "svc" { cmd = { "/bin/sleep", "1000" }, restart = "on-failure" }`)
+	d, _ := b.start()
+	svc := waitJob(t, d, "svc", "running", func(js JobStatus) bool { return js.State == "running" })
+	b.manager.StopOutsideFailing(units.Name("svc", svc.Run), 143)
+	waitJob(t, d, "svc", "stopped", func(js JobStatus) bool { return js.State == "stopped" })
+	runs := runsOf(t, d, "svc")
+	if len(runs) != 1 || runs[0].Reason != store.ReasonStopped || runs[0].Cause != msgStoppedOutside {
+		t.Fatalf("svc's runs: %+v, want its one run stopped outside berth", runs)
+	}
+	if code := runViewOf(runs[0]).ExitCode; code == nil || *code != 143 {
+		t.Errorf("the run's exit code: %v, want 143", code)
+	}
+}
+
 // TestUnitsStoppedOutside: a unit stopped with systemctl rests its job
 // stopped; a unit no run accounts for is stopped at start; a job whose file
 // went away while the daemon was down has its run stopped.

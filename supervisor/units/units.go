@@ -515,6 +515,10 @@ type unitState struct {
 	code        int32
 	status      int32
 	loaded      bool
+	// stoppedFirst: the unit was on its way down before its main process
+	// ended, a stop job's doing (systemctl stop), though the process's
+	// answer to its signal failed the unit.
+	stoppedFirst bool
 }
 
 // ranAndEnded reports whether the unit's program was executed and has
@@ -598,6 +602,19 @@ func (r *Runner) state(name string) (unitState, error) {
 	st.exited = st.exitTS != 0
 	st.code, _ = s["ExecMainCode"].(int32)
 	st.status, _ = s["ExecMainStatus"].(int32)
+	if st.exited && st.active == "failed" && (st.result == "exit-code" || st.result == "signal" || st.result == "core-dump") {
+		// Failed by itself, or failed to stop from outside: a stop job
+		// takes the unit out of active before its main process ends, a
+		// process that fails takes it out after. Read only of a failed
+		// unit: one that ends well stays active (RemainAfterExit), and
+		// only a stop makes it inactive.
+		p, err := r.m.GetUnitTypePropertyContext(ctx, name, "Unit", "ActiveExitTimestampMonotonic")
+		if err != nil {
+			return unitState{}, fmt.Errorf("read ActiveExitTimestampMonotonic of unit %s: %w", name, err)
+		}
+		left, _ := p.Value.Value().(uint64)
+		st.stoppedFirst = left != 0 && left < st.exitTS
+	}
 	return st, nil
 }
 
@@ -644,9 +661,10 @@ func (st unitState) exit() runner.Exit {
 	}
 	// A main process that ends on its own leaves the unit active (exited)
 	// or failed, RemainAfterExit keeping it; only a stop job makes it
-	// inactive, and berth stops its runs by signalling them, never so.
+	// inactive, or failed once on its way down (stoppedFirst), and berth
+	// stops its runs by signalling them, never so.
 	e := runner.Exit{Code: int(st.status), OutOfMemory: st.result == "oom-kill", TimedOut: st.result == "timeout",
-		StoppedOutside: st.active == "inactive", At: wallOfMonotonic(st.exitTS)}
+		StoppedOutside: st.active == "inactive" || st.stoppedFirst, At: wallOfMonotonic(st.exitTS)}
 	if st.code == cldKilled || st.code == cldDumped {
 		e.Code, e.Signal = -1, syscall.Signal(st.status)
 	}

@@ -170,6 +170,20 @@ func TestStoppedOutside(t *testing.T) {
 	if got := run.Wait(); !got.StoppedOutside || got.Err != nil {
 		t.Errorf("exit %+v", got)
 	}
+
+	// A process that answers the stop's SIGTERM with a failing status
+	// fails the unit, which is kept, after it left active: stopped from
+	// outside too, its status known (trial AG: recorded failed, and
+	// restarted). The exit 3 of the table above, the unit leaving active
+	// after its process ended, is no stop.
+	run, err = r.Start(context.Background(), Spec{Job: "j", Run: 2, Path: "/bin/sh", Argv: []string{"sh"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.StopOutsideFailing(run.Unit(), 143)
+	if got := run.Wait(); !got.StoppedOutside || got.Code != 143 || got.Err != nil {
+		t.Errorf("exit %+v, want 143, stopped from outside", got)
+	}
 }
 
 // While its start job waits, systemd shows a new unit inactive: a look at

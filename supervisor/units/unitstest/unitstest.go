@@ -50,6 +50,8 @@ type unit struct {
 	code   int32
 	status int32
 	exitTS uint64
+	// activeExitTS is when it left active (ActiveExitTimestampMonotonic).
+	activeExitTS uint64
 }
 
 func New() *Manager {
@@ -152,14 +154,14 @@ func (f *Manager) GetUnitTypePropertiesContext(_ context.Context, name, unitType
 	u, ok := f.units[name]
 	if !ok {
 		if unitType == "Unit" {
-			return map[string]any{"LoadState": "not-found", "ActiveState": "inactive", "SubState": "dead"}, nil
+			return map[string]any{"LoadState": "not-found", "ActiveState": "inactive", "SubState": "dead", "ActiveExitTimestampMonotonic": uint64(0)}, nil
 		}
 		// As systemd does for a unit it does not have: the defaults.
 		return map[string]any{"Result": "success", "ExecMainPID": uint32(0), "ExecMainCode": int32(0), "ExecMainStatus": int32(0),
 			"ExecMainExitTimestampMonotonic": uint64(0), "ControlGroup": ""}, nil
 	}
 	if unitType == "Unit" {
-		return map[string]any{"LoadState": "loaded", "ActiveState": u.active, "SubState": u.sub}, nil
+		return map[string]any{"LoadState": "loaded", "ActiveState": u.active, "SubState": u.sub, "ActiveExitTimestampMonotonic": u.activeExitTS}, nil
 	}
 	return map[string]any{"Result": u.result, "ExecMainPID": u.pid, "ExecMainCode": u.code, "ExecMainStatus": u.status,
 		"ExecMainExitTimestampMonotonic": u.exitTS, "ControlGroup": "", "MemoryCurrent": uint64(42 << 20), "CPUUsageNSec": uint64(3e9)}, nil
@@ -195,7 +197,9 @@ func (f *Manager) EndedAgo(name, result string, code, status int32, ago time.Dur
 	u.result, u.code, u.status, u.exitTS = result, code, status, exitTS
 	u.active, u.sub = "active", "exited"
 	if result != "success" {
-		u.active, u.sub = "failed", "failed"
+		// A failed main process takes the unit out of active after it
+		// ended.
+		u.active, u.sub, u.activeExitTS = "failed", "failed", exitTS+1
 	}
 	active, sub := u.active, u.sub
 	f.mu.Unlock()
@@ -232,6 +236,24 @@ func (f *Manager) StopOutside(name string) {
 	f.mu.Unlock()
 	f.updates <- &sd.PropertiesUpdate{UnitName: name, Changed: map[string]dbus.Variant{
 		"ActiveState": dbus.MakeVariant("inactive"), "SubState": dbus.MakeVariant("dead")}}
+}
+
+// StopOutsideFailing stops a unit as `systemctl stop` would where its
+// main process answers the SIGTERM by exiting with status (not 0): the
+// unit leaves active first, then the process ends, and the unit is kept,
+// failed, with its result.
+func (f *Manager) StopOutsideFailing(name string, status int32) {
+	var ts unix.Timespec
+	_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
+	now := uint64(ts.Nano() / 1000)
+	f.mu.Lock()
+	u := f.units[name]
+	u.activeExitTS = now
+	u.result, u.code, u.status, u.exitTS = "exit-code", CLDExited, status, now+1
+	u.active, u.sub = "failed", "failed"
+	f.mu.Unlock()
+	f.updates <- &sd.PropertiesUpdate{UnitName: name, Changed: map[string]dbus.Variant{
+		"ActiveState": dbus.MakeVariant("failed"), "SubState": dbus.MakeVariant("failed")}}
 }
 
 // HoldStarts holds every later start job, the unit inactive meanwhile,
