@@ -195,6 +195,8 @@ type runState struct {
 	// resumed is the stop the last daemon began on this run, taken back
 	// with it (resumeStop); nil otherwise.
 	resumed *resumedStop
+	// killAt, once it is being stopped, is when the stop's SIGKILL comes.
+	killAt time.Time
 	// after is called once the run was reaped (closes the output sink).
 	after func()
 	// record is the run's record on its way to disk, for a run that is
@@ -285,6 +287,8 @@ type jobView struct {
 	WaitingSince time.Time
 	// RetryAt, in backoff, is when it runs again.
 	RetryAt time.Time
+	// KillAt, while stopping, is when the stop's SIGKILL comes.
+	KillAt time.Time
 	// unit is the run's systemd unit, whose cgroup says what it uses; nil
 	// for a run that is the daemon's child, or none.
 	unit *units.Run
@@ -1145,10 +1149,13 @@ func (j *job) stop() {
 	}
 	j.log.Info("stopping", "run", j.run.id, "pid", proc.PID(), "signal", signalName(j.def.StopSignal), "sent_before", sig == 0,
 		"stop_timeout_ms", timeout.Milliseconds(), "why", why)
+	// Until its end says how it ended; the status counts down to the
+	// SIGKILL (KillAt).
+	j.run.killAt = j.d.now().Add(timeout)
 	if sig == 0 {
-		j.setWhy(msgStoppingSent(why, signalName(j.def.StopSignal), timeout))
+		j.setWhy(msgStoppingSent(why, signalName(j.def.StopSignal)))
 	} else {
-		j.setWhy(msgStopping(why, signalName(sig), timeout)) // until its end says how it ended
+		j.setWhy(msgStopping(why, signalName(sig)))
 	}
 	j.run.stopCause = why
 	if j.run.resumed != nil {
@@ -1429,6 +1436,10 @@ func (j *job) publish() {
 	j.v.RetryAt = time.Time{}
 	if j.life.state == store.StateBackoff {
 		j.v.RetryAt = j.retryAt
+	}
+	j.v.KillAt = time.Time{}
+	if j.life.state == store.StateStopping {
+		j.v.KillAt = j.run.killAt
 	}
 	j.v.Invalid, j.v.Unfit = j.invalid, j.unfit
 	if j.invalid != "" && j.life.state == store.StateInvalid {

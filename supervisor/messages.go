@@ -88,10 +88,10 @@ func msgNoSuchJob(name, meant string, brokenFiles int) string {
 	return fmt.Sprintf("no job named %q (%s; %d job files have errors, and what they declare anew is not in force until they are fixed: berth status shows them)", name, lists, brokenFiles)
 }
 
-// msgStopping is why a job is stopping: what asked for it, the signal
-// sent, and when the group is killed if it has not ended.
-func msgStopping(why, signal string, timeout time.Duration) string {
-	return fmt.Sprintf("%s; %s sent, SIGKILL after %s", why, signal, accounting.FormatDuration(timeout))
+// msgStopping is why a job is stopping: what asked for it, and the signal
+// sent. The client adds when the SIGKILL comes (JobStatus.KillAt).
+func msgStopping(why, signal string) string {
+	return fmt.Sprintf("%s; %s sent", why, signal)
 }
 
 // msgStoppedOutside is the cause of a run whose unit someone stopped
@@ -100,8 +100,8 @@ const msgStoppedOutside = "its unit was stopped outside berth (systemctl stop of
 
 // msgStoppingSent is msgStopping of a stop whose signal the last daemon
 // sent.
-func msgStoppingSent(why, signal string, timeout time.Duration) string {
-	return fmt.Sprintf("%s; %s sent by the daemon before this one, SIGKILL after %s", why, signal, accounting.FormatDuration(timeout.Round(time.Second)))
+func msgStoppingSent(why, signal string) string {
+	return fmt.Sprintf("%s; %s sent by the daemon before this one", why, signal)
 }
 
 // msgThenAfterStop is why, the stop under way, with what a person asked

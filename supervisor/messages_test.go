@@ -23,8 +23,8 @@ func TestMessagesGolden(t *testing.T) {
 	lines := []string{
 		msgNotLoadedYet("train"), msgRunsEarlierDefinition("serve", true), msgRunsEarlierDefinition("train", false), msgOutputCut("train", "/var/lib/berth/logs", time.Date(2026, 12, 6, 14, 3, 5, 0, time.UTC), errors.New("write /var/lib/berth/logs/train.log: no space left on device"), nil),
 		msgOutputCut("train", "/var/lib/berth/logs", time.Date(2026, 12, 6, 14, 3, 5, 0, time.UTC), errors.New("write /var/lib/berth/logs/train.log: no space left on device"), []string{"eval", "prep"}), msgNoSuchJob("train", "", 0), msgNoSuchJob("train", "", 1), msgNoSuchJob("train", "", 3), msgNoSuchJob("trian", "train", 0), msgNoSuchJob("trian", "train", 2), msgJobGone("ticker", true), msgJobGone("ticker", false),
-		msgStopping("it ran past its timeout of 12h", "SIGINT", 30*time.Second),
-		msgStoppingSent("stopped on request (berth stop)", "SIGTERM", 44*time.Second),
+		msgStopping("it ran past its timeout of 12h", "SIGINT"),
+		msgStoppingSent("stopped on request (berth stop)", "SIGTERM"),
 		msgStoppedOutside,
 		msgNoSuchCall("GET", "/v2/status"), msgWrongMethod("GET", "/v1/jobs/train/stop", []string{"POST"}),
 		msgRemovedStopping("restart", "train", pos.File),

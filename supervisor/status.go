@@ -168,6 +168,9 @@ type JobStatus struct {
 	// RetryAt, for a job in backoff, is when it runs again; an array's,
 	// when the first of its indices in backoff does.
 	RetryAt *time.Time `json:"retry_at,omitempty"`
+	// KillAt, for a job stopping, is when the stop's SIGKILL comes (its
+	// stop_timeout after the stop_signal); past, once it has been sent.
+	KillAt *time.Time `json:"kill_at,omitempty"`
 	// RunsAgainAfter, for a job done, is the job at or upstream of its
 	// after parents that runs, waits to run, or rests failed or stopped
 	// with, a definition other than the one this job's done run followed:
@@ -471,6 +474,10 @@ func (d *Daemon) status(members bool) Status {
 		if v.State == store.StateBackoff && !v.RetryAt.IsZero() {
 			at := v.RetryAt
 			js.RetryAt = &at
+		}
+		if v.State == store.StateStopping && !v.KillAt.IsZero() {
+			at := v.KillAt
+			js.KillAt = &at
 		}
 		if v.State == store.StateWaiting && v.After != nil {
 			// Its parents first: the client words the facts.

@@ -178,6 +178,10 @@ func (e *jsonAppender) job(j *JobStatus) {
 		e.raw(`,"retry_at":`)
 		e.time(*j.RetryAt)
 	}
+	if j.KillAt != nil {
+		e.raw(`,"kill_at":`)
+		e.time(*j.KillAt)
+	}
 	if j.RunsAgainAfter != "" {
 		e.raw(`,"runs_again_after":`)
 		e.string(j.RunsAgainAfter)

@@ -876,8 +876,9 @@ func TestStopUnderWayOutlivesKill9(t *testing.T) {
 	if resp := d.post("/v1/jobs/stk/stop"); resp.StatusCode != 200 {
 		t.Fatalf("stop: %s", resp.Status)
 	}
-	if j := d.waitState("stk", "stopping"); j.Why != "stopped on request (berth stop); SIGTERM sent, SIGKILL after 1m" {
-		t.Errorf("stk stopping: why %q", j.Why)
+	if j := d.waitState("stk", "stopping"); j.Why != "stopped on request (berth stop); SIGTERM sent" || j.KillAt == nil ||
+		j.KillAt.Before(time.Now().Add(50*time.Second)) || j.KillAt.After(time.Now().Add(time.Minute)) {
+		t.Errorf("stk stopping: why %q, SIGKILL at %v, want a minute from the stop", j.Why, j.KillAt)
 	}
 	timedOut := d.waitState("tmo", "stopping")
 	// A restart under way too: its run is on record as being stopped,

@@ -1003,6 +1003,15 @@ func msgRetryIn(d time.Duration) string {
 	return "runs again in " + accounting.FormatDuration(d.Round(time.Second))
 }
 
+// msgKillIn is when a stop's SIGKILL comes, d from now (trial AG: the
+// stop_timeout said as it stood when the stop began did not count down).
+func msgKillIn(d time.Duration) string {
+	if d < time.Second {
+		return "SIGKILL sent"
+	}
+	return "SIGKILL in " + accounting.FormatDuration(d.Round(time.Second))
+}
+
 // msgCheckAgainstDaemon says what berth check measures the jobs against
 // when a daemon answers.
 func msgCheckAgainstDaemon() string {

@@ -47,6 +47,12 @@ func renderShow(w io.Writer, d supervisor.JobDetail, o renderOptions) {
 			// As the status line says it, with the moment.
 			why += "; " + msgRetryIn(st.RetryAt.Sub(now)) + ", at " + st.RetryAt.In(renderZone).Format("15:04:05")
 		}
+		if st.KillAt != nil {
+			why += "; " + msgKillIn(st.KillAt.Sub(now))
+			if st.KillAt.After(now) {
+				why += ", at " + st.KillAt.In(renderZone).Format("15:04:05")
+			}
+		}
 		sgr := ""
 		if supervisor.IsProblem(stateOf(st.State)) {
 			sgr = sgrRed

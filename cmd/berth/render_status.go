@@ -546,6 +546,9 @@ func singleWhy(j supervisor.JobStatus, now time.Time) string {
 	if j.RetryAt != nil {
 		why = strings.TrimPrefix(why+"; "+msgRetryIn(j.RetryAt.Sub(now)), "; ")
 	}
+	if j.KillAt != nil {
+		why = strings.TrimPrefix(why+"; "+msgKillIn(j.KillAt.Sub(now)), "; ")
+	}
 	if (j.Restarts > 0 || j.GaveUp) && stateOf(j.State) != store.StateWaiting {
 		r := count(j.Restarts, "restart")
 		switch {

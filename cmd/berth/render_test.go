@@ -631,7 +631,8 @@ func TestRenderShow(t *testing.T) {
 	// Its file removed, its run being stopped: no next run to show.
 	removed := unaccounted
 	removed.Status.State, removed.Status.PID, removed.Status.Run = "stopping", 4200, 3
-	removed.Status.Why = "no job file declares it any more; SIGTERM sent, SIGKILL after 10s"
+	removed.Status.Why = "no job file declares it any more; SIGTERM sent"
+	removed.Status.KillAt = new(renderNow.Add(10 * time.Second))
 	removed.Removed, removed.NextEnv = true, []string{}
 	removed.Runs = []supervisor.RunView{{ID: 3, Job: "web", Start: ago(time.Minute), PID: 4200}}
 	for name, d := range map[string]supervisor.JobDetail{"running": running, "waiting": waiting, "array": arrayDetail(), "index": index, "share": share, "unaccounted": unaccounted, "others": others, "removed": removed, "backoff": backoff} {
