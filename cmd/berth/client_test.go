@@ -506,20 +506,28 @@ func TestShowRunOfEarlierDefinition(t *testing.T) {
 }
 
 // TestLogsOfNothing: berth logs of a job that has written nothing says
-// so on stderr, rather than printing nothing at all; once it has written,
-// only its output is printed.
+// so on stderr, rather than printing nothing at all, and of one that has
+// not run, that it has not; once it has written, only its output is
+// printed.
 func TestLogsOfNothing(t *testing.T) {
 	t.Parallel()
 	d := newTestDaemon(t, map[string]string{"a.lua": `
 job "idle" { cmd = { "/bin/true" }, enabled = false }
+job "quiet" { cmd = { "/bin/true" } }
 job "says" { cmd = "echo hello" }
 `})
 	d.start(daemonOptions{args: []string{"--cpus", "2"}})
 	out, errOut, code := d.cli("logs", "idle")
-	if want := msgNoOutput("idle", 0, false); code != exitOK || out != "" || strings.TrimSpace(errOut) != want {
+	if want := msgNeverRan("idle"); code != exitOK || out != "" || strings.TrimSpace(errOut) != want {
 		t.Errorf("logs of a job never run: exit %d, %q, %q; want %d, nothing, and %q", code, out, errOut, exitOK, want)
 	}
-	testkit.WaitFor(t, waitLong, "says to be done", func() bool { return d.detail("says").Status.State == "done" })
+	testkit.WaitFor(t, waitLong, "quiet and says to be done", func() bool {
+		return d.detail("quiet").Status.State == "done" && d.detail("says").Status.State == "done"
+	})
+	out, errOut, code = d.cli("logs", "quiet")
+	if want := msgNoOutput("quiet", 0, false); code != exitOK || out != "" || strings.TrimSpace(errOut) != want {
+		t.Errorf("logs of a job that ran and wrote nothing: exit %d, %q, %q; want %d, nothing, and %q", code, out, errOut, exitOK, want)
+	}
 	out, errOut, code = d.cli("logs", "says")
 	if code != exitOK || !strings.Contains(out, "hello") || errOut != "" {
 		t.Errorf("logs of a job that wrote: exit %d, %q, %q", code, out, errOut)

@@ -812,9 +812,20 @@ func runLogs(c *cli, args []string) int {
 	switch {
 	case n == 0 && gone:
 		fmt.Fprintln(c.stderr, msgRunOutputGone(job, run))
+	case n == 0 && !*follow && lines != "0" && run == 0 && neverRan(cl, job):
+		fmt.Fprintln(c.stderr, msgNeverRan(job))
 	case n == 0 && !*follow && lines != "0":
 		// Silence would leave the person guessing whether it worked.
 		fmt.Fprintln(c.stderr, msgNoOutput(job, run, journal))
 	}
 	return exitOK
+}
+
+// neverRan reports whether the daemon has no run of job on record (trial
+// AG: a job that had not run was said to have no output kept, as if
+// some had been lost).
+func neverRan(cl *client, job string) bool {
+	var runs []supervisor.RunView
+	err := cl.get("/history", url.Values{"job": {job}, "n": {"1"}}, &runs)
+	return err == nil && len(runs) == 0
 }

@@ -374,6 +374,11 @@ func msgOutputCutShort(job, at string) string {
 	return fmt.Sprintf("berth: the output of %s's last run was cut short at %s: what it wrote after is lost, and its last line above may be cut too (berth status says why)", job, when)
 }
 
+// msgNeverRan says that a job has no output because it has not run.
+func msgNeverRan(job string) string {
+	return fmt.Sprintf("berth: %s has not run yet, so there is no output (berth show %s says what it waits for)", job, quoteArg(job))
+}
+
 // msgNoOutput says that a job, or one of its runs, has written nothing.
 func msgNoOutput(job string, run uint64, journal bool) string {
 	if run != 0 {

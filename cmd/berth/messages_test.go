@@ -127,6 +127,7 @@ func TestMessages(t *testing.T) {
 		msgNoOutput("train", 0, true),
 		msgNoOutput("train", 7, false),
 		msgNoOutput("sweep[4]", 0, false),
+		msgNeverRan("eval"),
 		msgRunOutputGone("train", 7),
 		msgRunOutputStartGone("train", 7),
 		msgFollowNotDeclared("train"),
