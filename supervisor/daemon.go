@@ -258,6 +258,10 @@ type Daemon struct {
 	// hands each to its job. Owned by the loop.
 	adopted map[string]adoptedRun
 
+	// lastChange is what the last reload that changed something changed
+	// (ReloadResult.Earlier); owned by the loop.
+	lastChange *ReloadChange
+
 	// people are the members of the group with a job directory, by name
 	// (people.go); owned by the loop.
 	people map[string]*person

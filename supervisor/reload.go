@@ -39,9 +39,21 @@ type ReloadResult struct {
 	// it staying meanwhile.
 	Writing  []string `json:"writing"`
 	Duration string   `json:"duration"`
+	// Earlier, for a reload that changed nothing, is the daemon's last
+	// reload that did, when there was one: the file saved a moment ago
+	// was read as it was saved, and this says it was taken.
+	Earlier *ReloadChange `json:"earlier,omitempty"`
 	// unfit are the problems of jobs in force that only starting them
 	// would find otherwise (Daemon.unfit, an unknown user or group).
 	unfit []Problem
+}
+
+// ReloadChange is what a reload changed, and when.
+type ReloadChange struct {
+	At      time.Time `json:"at"`
+	Added   []string  `json:"added"`
+	Changed []string  `json:"changed"`
+	Removed []string  `json:"removed"`
 }
 
 // reloadRun is one reload: its scan, taken on the loop, while its changed
@@ -476,6 +488,9 @@ func (r *ReloadResult) then(next ReloadResult) ReloadResult {
 		return slices.Sorted(maps.Keys(m))
 	}
 	next.Added, next.Changed, next.Removed = sorted(added), sorted(changed), sorted(removed)
+	if len(added)+len(changed)+len(removed) > 0 {
+		next.Earlier = nil // said only of a reload that changed nothing
+	}
 	return next
 }
 
@@ -650,6 +665,11 @@ func (d *Daemon) finishReload(r *reloadRun, files []*luaapi.File) ReloadResult {
 		}
 		d.log.Info("reloaded", kv...)
 		d.notify("READY=1")
+		if len(res.Added)+len(res.Changed)+len(res.Removed) > 0 {
+			d.lastChange = &ReloadChange{At: d.now(), Added: slices.Clone(res.Added), Changed: slices.Clone(res.Changed), Removed: slices.Clone(res.Removed)}
+		} else {
+			res.Earlier = d.lastChange
+		}
 	}
 	if !d.loaded.Load() && !r.unread {
 		// Every file read (not one left for the next reload: a person's

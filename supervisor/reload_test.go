@@ -40,6 +40,30 @@ func TestReloadResultThen(t *testing.T) {
 	}
 }
 
+// TestReloadAfterTheWatcher: a berth reload after an edit the daemon read
+// as it was saved changed nothing, and says what the reload that read it
+// changed, and when (trial AH: "nothing changed" left the person unsure
+// the edit was taken).
+func TestReloadAfterTheWatcher(t *testing.T) {
+	d, jobsDir := runDaemon(t, `job "prep" { cmd = "sleep 600", cpus = 0 }`, nil)
+	waitJob(t, d, "prep", "running", func(js JobStatus) bool { return js.State == "running" })
+	if res := reload(t, d); res.Earlier != nil {
+		t.Errorf("a reload of nothing, nothing changed since the start: earlier %+v", res.Earlier)
+	}
+	before := time.Now()
+	testkit.PutFile(t, filepath.Join(jobsDir, "jobs.lua"), `job "prep" { cmd = "sleep 601", cpus = 0 }`)
+	// The watcher may have read it first, or this reload does: either
+	// way the second finds nothing new, and says what the change was.
+	if res := reload(t, d); !slices.Equal(res.Changed, []string{"prep"}) && (res.Earlier == nil || !slices.Equal(res.Earlier.Changed, []string{"prep"})) {
+		t.Errorf("the reload after the edit: %+v", res)
+	}
+	res := reload(t, d)
+	if len(res.Changed) != 0 || res.Earlier == nil || !slices.Equal(res.Earlier.Changed, []string{"prep"}) ||
+		len(res.Earlier.Added)+len(res.Earlier.Removed) != 0 || res.Earlier.At.Before(before) || res.Earlier.At.After(time.Now()) {
+		t.Errorf("a reload after the edit was taken: %+v, earlier %+v", res, res.Earlier)
+	}
+}
+
 // A reload asked for while another is being evaluated answers what both
 // did: the one under way applied its files after the call, and a person
 // who saved a file and ran berth reload is told it was added, not that

@@ -702,7 +702,7 @@ func runReload(c *cli, args []string) int {
 	if f.json {
 		c.writeJSON(res)
 	} else {
-		fmt.Fprintln(c.stdout, msgReloaded(res))
+		fmt.Fprintln(c.stdout, msgReloaded(res, time.Now()))
 		for _, e := range res.Errors {
 			fmt.Fprintln(c.stdout, "  "+escapeText(e)) // errors in job files, which name and quote them
 		}

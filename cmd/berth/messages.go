@@ -458,31 +458,45 @@ func msgOthersErrors(n int) string {
 	return "the errors are in other job files, not in what you sent (berth status lists them)"
 }
 
-func msgReloaded(r supervisor.ReloadResult) string {
-	const most = 20
+func msgReloaded(r supervisor.ReloadResult, now time.Time) string {
 	if len(r.Added)+len(r.Changed)+len(r.Removed)+len(r.Errors)+len(r.Writing) == 0 {
 		// A reload after the daemon read a file as it was saved.
+		if e := r.Earlier; e != nil {
+			// What it did then: the edit just saved was taken (trial AH).
+			var b strings.Builder
+			fmt.Fprintf(&b, "reloaded %s: nothing changed since the daemon last read them (it reads a job file as it is saved); it last found changes at %s (%s ago):",
+				count(r.Files, "file"), e.At.In(renderZone).Format("15:04:05"), accounting.FormatDuration(max(0, now.Sub(e.At)).Round(time.Second)))
+			writeJobLists(&b, e.Added, e.Changed, e.Removed)
+			return b.String()
+		}
 		return fmt.Sprintf("reloaded %s: nothing changed since the daemon last read them (it reads a job file as it is saved; berth status shows the jobs)", count(r.Files, "file"))
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "reloaded %s: %d added, %d changed, %d removed, %s",
 		count(r.Files, "file"), len(r.Added), len(r.Changed), len(r.Removed), count(len(r.Errors), "error"))
-	for _, l := range []struct {
-		what  string
-		names []string
-	}{{"added", r.Added}, {"changed", r.Changed}, {"removed", r.Removed}} {
-		if len(l.names) == 0 {
-			continue
-		}
-		fmt.Fprintf(&b, "\n  %s: %s", l.what, strings.Join(l.names[:min(len(l.names), most)], ", "))
-		if len(l.names) > most {
-			fmt.Fprintf(&b, " and %d more", len(l.names)-most)
-		}
-	}
+	writeJobLists(&b, r.Added, r.Changed, r.Removed)
 	if len(r.Writing) > 0 {
 		fmt.Fprintf(&b, "\n  open for writing, read once closed (its version before stays meanwhile): %s", strings.Join(r.Writing, ", "))
 	}
 	return b.String()
+}
+
+// writeJobLists writes a line for each of the jobs added, changed and
+// removed, those there are, twenty names of each at most.
+func writeJobLists(b *strings.Builder, added, changed, removed []string) {
+	const most = 20
+	for _, l := range []struct {
+		what  string
+		names []string
+	}{{"added", added}, {"changed", changed}, {"removed", removed}} {
+		if len(l.names) == 0 {
+			continue
+		}
+		fmt.Fprintf(b, "\n  %s: %s", l.what, strings.Join(l.names[:min(len(l.names), most)], ", "))
+		if len(l.names) > most {
+			fmt.Fprintf(b, " and %d more", len(l.names)-most)
+		}
+	}
 }
 
 func msgInternal(err error) string {

@@ -17,6 +17,7 @@ import (
 	"slices"
 	"strings"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -377,7 +378,7 @@ func (c *cli) reloadAfterWrite(cl *client, paths ...string) int {
 	if err := cl.post("/reload", &res); err != nil {
 		return c.fail(err)
 	}
-	fmt.Fprintln(c.stdout, msgReloaded(res))
+	fmt.Fprintln(c.stdout, msgReloaded(res, time.Now()))
 	// The files written were checked, but what the reload says of them
 	// is said whole, as is what it says of the machine (the state not
 	// recorded); of other files, that it is theirs.
