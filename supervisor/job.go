@@ -1367,6 +1367,9 @@ func (j *job) persist() {
 	rec := store.JobRecord{Name: j.name, State: j.life.recorded(), Fingerprint: fp, DoneFingerprint: j.doneFP,
 		Restarts: j.life.recordedRestarts(), Changed: changed, File: j.def.Pos.File}
 	rec.StoppedAll = j.stoppedAll && rec.State == store.StateStopped
+	if rec.State == store.StateInvalid || rec.State == store.StateUnplaceable {
+		rec.WaitedFor = j.waitedFor // the next daemon keeps its place too (trial AH)
+	}
 	last := j.wrote
 	j.wrote = rec
 	if !resting(rec.State) {

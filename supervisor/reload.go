@@ -1315,7 +1315,9 @@ func (d *Daemon) apply(set *luaapi.Set, first bool) ReloadResult {
 		now := d.now()
 		for i, j := range inOrder {
 			j.order = i
-			if j.life.state == 0 && j.waitedBefore.IsZero() {
+			if j.life.state == 0 && j.waitedBefore.IsZero() && j.waitedFor == 0 {
+				// (A wait an edit broke off in the last daemon goes on
+				// instead, once it can run: waitedFor.)
 				j.waitedBefore = now
 			}
 		}
@@ -1363,6 +1365,7 @@ func (d *Daemon) declare(name string, def *luaapi.Job, invalid string, first boo
 		initial := m.initial
 		j = d.newJob(name, def, invalid, initial, m.doneFP)
 		j.waitedBefore = m.waited
+		j.waitedFor = m.waitedFor
 		j.stoppedAll = m.stoppedAll
 		if m.ran {
 			// Its place in line is kept, but the wait the metrics and the
@@ -1531,6 +1534,9 @@ type memory struct {
 	retryAt time.Time
 	// stoppedAll: it rests stopped by a stop of every job (job.stoppedAll).
 	stoppedAll bool
+	// waitedFor is how long it had waited when an edit left it unable to
+	// run (job.waitedFor): a wait that goes on once it can.
+	waitedFor time.Duration
 }
 
 // remembered is where a job starts its life in this daemon: a batch job
@@ -1545,6 +1551,9 @@ func (d *Daemon) remembered(name string, def *luaapi.Job, set *luaapi.Set) memor
 		return memory{}
 	}
 	m := memory{doneFP: rec.DoneFingerprint}
+	if rec.State == store.StateInvalid || rec.State == store.StateUnplaceable {
+		m.waitedFor = rec.WaitedFor
+	}
 	if rec.State == store.StateWaiting {
 		m.waited = rec.Changed
 		if runs, err := d.store.Runs(name, 1); err == nil && len(runs) == 1 && !runs[0].Start.Before(rec.Changed) {

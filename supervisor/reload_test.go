@@ -1076,6 +1076,50 @@ flavor "one" { cpus = 1 }`, func(cfg *Config) { cfg.Clock = clk })
 	}
 }
 
+// TestWaiterKeepsItsPlaceAcrossDaemons: the place a waiting job keeps
+// through an edit that leaves it unplaceable is kept by the next daemon
+// too (trial AH: restarted meanwhile, it came back last in line, its wait
+// begun anew).
+func TestWaiterKeepsItsPlaceAcrossDaemons(t *testing.T) {
+	clk := clock.NewFake(time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC))
+	lives := &daemonLives{t: t, jobs: `job "holder" { cmd = "sleep 1000", cpus = 2, priority = 10 }`,
+		tune: func(cfg *Config) { cfg.Clock = clk }}
+	d, stop := lives.start()
+	waitJob(t, d, "holder", "running", func(js JobStatus) bool { return js.State == "running" })
+	write := func(d *Daemon, file, src string) {
+		t.Helper()
+		testkit.PutFile(t, filepath.Join(lives.jobsDir, file), src)
+		reload(t, d)
+	}
+	write(d, "w0.lua", `job "first" { cmd = "true", cpus = 1 }`)
+	waitJob(t, d, "first", "waiting", func(js JobStatus) bool { return js.State == "waiting" })
+	began := clk.Now()
+	clk.Advance(10 * time.Second)
+	write(d, "w1.lua", `job "second" { cmd = "true", cpus = 1 }`)
+	waitJob(t, d, "second", "waiting", func(js JobStatus) bool { return js.State == "waiting" })
+	clk.Advance(10 * time.Second)
+	write(d, "w0.lua", `job "first" { cmd = "true", cpus = 3 }`)
+	waitJob(t, d, "first", "unplaceable", func(js JobStatus) bool { return js.State == "unplaceable" })
+	lives.stopped(stop)
+
+	// A daemon starts and stops meanwhile, first still unplaceable; the
+	// next starts 2 s after the first's stop, first mended meanwhile.
+	d, stop = lives.start()
+	waitJob(t, d, "first", "unplaceable", func(js JobStatus) bool { return js.State == "unplaceable" })
+	lives.stopped(stop)
+	testkit.PutFile(t, filepath.Join(lives.jobsDir, "w0.lua"), `job "first" { cmd = "true", cpus = 1 }`)
+	clk.Advance(2 * time.Second)
+	d, stop = lives.start()
+	defer lives.stopped(stop)
+	waitJob(t, d, "holder", "running", func(js JobStatus) bool { return js.State == "running" })
+	js := waitJob(t, d, "first", "waiting", func(js JobStatus) bool { return js.State == "waiting" && js.QueuePosition != 0 })
+	// Its 20 s of waiting go on, ahead of second's 12 s; the time it
+	// could not run is not counted.
+	if want := clk.Now().Add(-20 * time.Second); js.QueuePosition != 1 || !js.Since.Equal(want) {
+		t.Errorf("first waits at place %d since %v, want first in line since %v (it began at %v)", js.QueuePosition, js.Since, want, began)
+	}
+}
+
 // TestDepsGoneUnderADoneJob: a done job told to look at its parents when no
 // job runs after another any more (a reload took the last after away while
 // the message was on its way) looks at nothing (the review: a nil graph

@@ -20,6 +20,7 @@ const (
 	jobV1 = 1 // read only: written before jobs recorded their file
 	jobV2 = 2 // jobV1's fields, then File
 	jobV3 = 3 // jobV2's fields, then StoppedAll
+	jobV4 = 4 // jobV3's fields, then WaitedFor
 )
 
 func encodeRun(r RunRecord) []byte {
@@ -124,12 +125,16 @@ func decodeRun(v []byte) (RunRecord, error) {
 	return r, nil
 }
 
-// encodeJob writes jobV2, or jobV3 for a job stopped by a stop of every
-// job: the version an older daemon reads where it can.
+// encodeJob writes jobV2, jobV3 for a job stopped by a stop of every job,
+// or jobV4 for one that rests unable to run with a wait to go on: the
+// version an older daemon reads where it can.
 func encodeJob(j JobRecord) []byte {
-	b := make([]byte, 0, 40+len(j.Name)+len(j.Fingerprint)+len(j.DoneFingerprint)+len(j.File))
+	b := make([]byte, 0, 48+len(j.Name)+len(j.Fingerprint)+len(j.DoneFingerprint)+len(j.File))
 	ver := byte(jobV2)
-	if j.StoppedAll {
+	switch {
+	case j.WaitedFor != 0:
+		ver = jobV4
+	case j.StoppedAll:
 		ver = jobV3
 	}
 	b = append(b, ver)
@@ -140,8 +145,15 @@ func encodeJob(j JobRecord) []byte {
 	b = binary.AppendVarint(b, int64(j.Restarts))
 	b = appendTime(b, j.Changed)
 	b = appendString(b, j.File)
-	if ver == jobV3 {
-		b = append(b, 1) // StoppedAll
+	if ver >= jobV3 {
+		stoppedAll := byte(0)
+		if j.StoppedAll {
+			stoppedAll = 1
+		}
+		b = append(b, stoppedAll)
+	}
+	if ver >= jobV4 {
+		b = binary.AppendVarint(b, int64(j.WaitedFor))
 	}
 	return b
 }
@@ -153,7 +165,7 @@ func decodeJob(v []byte) (JobRecord, error) {
 	var j JobRecord
 	switch ver := d.readByte(); {
 	case d.err != nil:
-	case ver == jobV1, ver == jobV2, ver == jobV3:
+	case ver >= jobV1 && ver <= jobV4:
 		j.Name = d.readString()
 		j.State = State(d.readByte())
 		j.Fingerprint = d.readString()
@@ -165,6 +177,9 @@ func decodeJob(v []byte) (JobRecord, error) {
 		}
 		if ver >= jobV3 {
 			j.StoppedAll = d.readByte() == 1
+		}
+		if ver >= jobV4 {
+			j.WaitedFor = time.Duration(d.readVarint())
 		}
 	default:
 		return JobRecord{}, fmt.Errorf("decode job record: version %d: %w", ver, ErrNewer)

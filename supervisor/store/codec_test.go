@@ -51,6 +51,9 @@ func TestCodec(t *testing.T) {
 		{Name: "a"},
 		{Name: "sweep-1", State: StateDone, Fingerprint: "x", DoneFingerprint: "x", Restarts: 1<<31 - 1, Changed: t0},
 		{Name: "x", State: StateRunning, File: "/var/spool/berth/alice/é.lua"},
+		{Name: "svc", State: StateStopped, StoppedAll: true, Changed: t0},
+		{Name: "q3", State: StateUnplaceable, WaitedFor: 3*time.Hour + time.Nanosecond, Changed: t0},
+		{Name: "q4", State: StateStopped, StoppedAll: true, WaitedFor: time.Second},
 	}
 	for _, j := range jobs {
 		enc := encodeJob(j)
@@ -69,7 +72,7 @@ func TestCodec(t *testing.T) {
 			t.Errorf("decode run %v = %v, want ErrNewer", v, err)
 		}
 	}
-	for _, v := range [][]byte{{jobV3 + 1}, {255, 0, 0}} {
+	for _, v := range [][]byte{{jobV4 + 1}, {255, 0, 0}} {
 		if _, err := decodeJob(v); !errors.Is(err, ErrNewer) {
 			t.Errorf("decode job %v = %v, want ErrNewer", v, err)
 		}
@@ -121,6 +124,7 @@ func FuzzDecodeJob(f *testing.F) {
 	f.Add(encodeJob(JobRecord{Name: "sweep-1", State: StateDone, Fingerprint: "x", DoneFingerprint: "x", Restarts: 3, Changed: t0}))
 	f.Add(encodeJob(JobRecord{Name: "x", File: "/etc/berth/jobs.d/b.lua"}))
 	f.Add(encodeJob(JobRecord{Name: "svc", State: StateStopped, StoppedAll: true, Changed: t0}))
+	f.Add(encodeJob(JobRecord{Name: "svc", State: StateInvalid, WaitedFor: time.Hour, Changed: t0}))
 	v1, _ := hex.DecodeString("0101610100000000") // version 1: name "a", nothing else
 	f.Add(v1)
 	f.Fuzz(func(t *testing.T, data []byte) {

@@ -309,4 +309,16 @@ func TestGoldenBytes(t *testing.T) {
 	if got := hex.EncodeToString(encodeJob(jobV3)); got != jobV3Hex {
 		t.Errorf("encodeJob = %s, want %s", got, jobV3Hex)
 	}
+	// Version 4 is version 3 and then WaitedFor, written only where it is
+	// not zero.
+	jobV4 := jobV2
+	jobV4.State, jobV4.WaitedFor = StateUnplaceable, 90*time.Second
+	jobV4Hex := "04" + jobV2Hex[2:18] + "0a" + jobV2Hex[20:] + "00" + "8090d8c69e05" // State unplaceable, not StoppedAll, 90 s in ns (zigzag varint)
+	b, _ = hex.DecodeString(jobV4Hex)
+	if got, err := decodeJob(b); err != nil || !reflect.DeepEqual(got, jobV4) {
+		t.Errorf("decodeJob(%s) = %+v, %v; want %+v", jobV4Hex, got, err, jobV4)
+	}
+	if got := hex.EncodeToString(encodeJob(jobV4)); got != jobV4Hex {
+		t.Errorf("encodeJob = %s, want %s", got, jobV4Hex)
+	}
 }

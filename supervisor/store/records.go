@@ -62,6 +62,10 @@ type JobRecord struct {
 	// stop --all), which a start of every job stopped so (berth start
 	// --all) undoes; a job a person stopped on its own is not.
 	StoppedAll bool
+	// WaitedFor, for a job that rests invalid or unplaceable, is how long
+	// it had waited when an edit left it unable to run: once it can, it
+	// waits on as having waited so long, keeping its place in line.
+	WaitedFor time.Duration
 }
 
 // State is where a job is in its life. States are stored, so each has an

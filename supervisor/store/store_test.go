@@ -222,7 +222,7 @@ func TestNewerFormat(t *testing.T) {
 			if err := tx.Bucket(bucketRuns).Put(runKey(r.ID), []byte{99, 1, 2, 3}); err != nil {
 				return err
 			}
-			return tx.Bucket(bucketJobs).Put([]byte("a"), []byte{jobV3 + 1, 1, 'a'})
+			return tx.Bucket(bucketJobs).Put([]byte("a"), []byte{jobV4 + 1, 1, 'a'})
 		})
 		s, err := Open(path, Options{})
 		if err != nil {
@@ -239,7 +239,7 @@ func TestNewerFormat(t *testing.T) {
 			t.Errorf("EndRun of a version-99 record = %v, want ErrNewer", err)
 		}
 		if _, err := s.jobs(); !errors.Is(err, ErrNewer) {
-			t.Errorf("Jobs over a version-4 record = %v, want ErrNewer", err)
+			t.Errorf("Jobs over a version-5 record = %v, want ErrNewer", err)
 		}
 		// Put back what this build can read, for the check at cleanup.
 		if err := s.Close(); err != nil {
