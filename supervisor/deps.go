@@ -375,6 +375,25 @@ func (g *depGraph) walkAfter(name string, memo map[string]string, at func(child,
 
 // gate says whether a job of definition def may enter the placer, and the
 // facts about its parents.
+// releasedAt is when parents that let a job run did so: the last of them
+// to come where it is, now at the latest. A job its parents let run takes
+// its place in line then (as Slurm's eligible time), and the jobs one
+// parent's end lets run arrive together, in the order they are declared
+// (trial AH: dep and dep2, after one parent, queued in the order their
+// goroutines happened to look).
+func releasedAt(facts []Dependency, now time.Time) time.Time {
+	var at time.Time
+	for _, f := range facts {
+		if f.Since.After(at) {
+			at = f.Since
+		}
+	}
+	if at.IsZero() || at.After(now) {
+		return now
+	}
+	return at
+}
+
 func gate(facts []Dependency) bool {
 	for _, f := range facts {
 		if !f.Satisfied {

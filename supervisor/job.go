@@ -1540,7 +1540,7 @@ func (j *job) depsChanged() {
 		}
 		j.held = nil
 		j.log.Info("dependencies satisfied")
-		if e, ok := j.pastGates(time.Time{}); ok {
+		if e, ok := j.pastGates(releasedAt(facts, j.d.now())); ok {
 			j.apply(e)
 		}
 	case store.StateDone, store.StateFailed:

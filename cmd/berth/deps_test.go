@@ -495,6 +495,44 @@ func TestDaemonDepsBornWithArrayEdit(t *testing.T) {
 	}
 }
 
+// TestDaemonDepsReleasedInOrder: the jobs one parent's end lets run take
+// their places in line together, in the order their file declares them
+// (trial AH: dep2 before dep, as their goroutines happened to look).
+func TestDaemonDepsReleasedInOrder(t *testing.T) {
+	t.Parallel()
+	jobs := `job "holder" { cmd = "sleep 600", cpus = 2 }
+job "pre" { cmd = { "sh", "-c", "while [ ! -e OUT/go ]; do sleep 0.02; done" }, cpus = 0 }
+`
+	const n = 8
+	for i := range n {
+		jobs += fmt.Sprintf("job \"d%d\" { cmd = \"true\", cpus = 1, after = \"pre\" }\n", i+1)
+	}
+	d := newTestDaemon(t, map[string]string{"jobs.lua": jobs})
+	d.start(daemonOptions{args: []string{"--cpus", "2"}})
+	d.waitState("holder", "running")
+	d.waitState("pre", "running")
+	for i := range n {
+		d.waitJob(fmt.Sprintf("d%d", i+1), "held by pre", func(j supervisor.JobStatus) bool { return j.State == "waiting" && len(j.After) > 0 })
+	}
+	d.open("go")
+	testkit.WaitFor(t, waitLong, "every d in the placer's queue", func() bool {
+		s := d.status()
+		in := 0
+		for _, j := range s.Jobs {
+			if j.QueuePosition != 0 {
+				in++
+			}
+		}
+		return in == n
+	})
+	for i := range n {
+		if j, _ := d.job(fmt.Sprintf("d%d", i+1)); j.QueuePosition != i+1 {
+			t.Errorf("d%d is %d in line, want %d", i+1, j.QueuePosition, i+1)
+		}
+	}
+	d.stop()
+}
+
 // TestDaemonDepsRunAgain: a dependant running when its parent ends a new
 // definition runs again after it; one that failed runs again once its
 // parent ran a new definition to done; one in the placer's queue whose
