@@ -265,6 +265,34 @@ func evalOrder(srcs []luaapi.Source) {
 	})
 }
 
+// inForceFirst orders each owner's sources, as evalOrder left them, so
+// that those inForce says were in force when the last daemon stopped come
+// first. At a daemon's start every file is evaluated again, and files that
+// failed before (an endless loop takes its whole budget) would otherwise
+// hold back the good ones after them, past the reload's deadline (trial
+// AF: fifteen such files kept a good one out for 15 s).
+func inForceFirst(srcs []luaapi.Source, inForce func(luaapi.Source) bool) {
+	group := map[string]int{} // each owner's place, as evalOrder put them
+	for _, s := range srcs {
+		if _, ok := group[s.Owner]; !ok {
+			group[s.Owner] = len(group)
+		}
+	}
+	known := make(map[string]bool, len(srcs))
+	for _, s := range srcs {
+		known[s.Path] = inForce(s)
+	}
+	rank := func(s luaapi.Source) int {
+		if known[s.Path] {
+			return 0
+		}
+		return 1
+	}
+	slices.SortStableFunc(srcs, func(a, b luaapi.Source) int {
+		return cmp.Or(cmp.Compare(group[a.Owner], group[b.Owner]), cmp.Compare(rank(a), rank(b)))
+	})
+}
+
 // Prestart starts the child that is to evaluate the administrators' files
 // (owner "") in the next Evaluate, so that its start, which is mostly the
 // Go runtime's start in a large binary, overlaps the caller's own: the

@@ -291,6 +291,62 @@ func TestEvalOrder(t *testing.T) {
 	}
 }
 
+// TestInForceFirst: at a daemon's start, each owner's files that were in
+// force come before those that were not (that failed, or are new), the
+// owners' order as evalOrder left it, and each part in its order.
+func TestInForceFirst(t *testing.T) {
+	var srcs []luaapi.Source
+	for _, p := range []string{"/etc/a-loop", "/etc/b", "/etc/c-loop", "/etc/d", "bob/1-loop", "bob/2", "alice/1"} {
+		owner, _, _ := strings.Cut(strings.TrimPrefix(p, "/etc/"), "/")
+		if strings.HasPrefix(p, "/etc/") {
+			owner = ""
+		}
+		srcs = append(srcs, luaapi.Source{Path: p, Owner: owner})
+	}
+	inForceFirst(srcs, func(s luaapi.Source) bool { return !strings.HasSuffix(s.Path, "-loop") })
+	var got []string
+	for _, s := range srcs {
+		got = append(got, s.Path)
+	}
+	if want := []string{"/etc/b", "/etc/d", "/etc/a-loop", "/etc/c-loop", "bob/2", "bob/1-loop", "alice/1"}; !slices.Equal(got, want) {
+		t.Errorf("order %q, want %q", got, want)
+	}
+}
+
+// TestStartEvaluatesInForceFirst: a file that was in force when the last
+// daemon stopped is evaluated at the next one's start before a file that
+// hangs, which would have held it past the reload's deadline (trial AF).
+func TestStartEvaluatesInForceFirst(t *testing.T) {
+	logs := &testkit.Buffer{}
+	lives := &daemonLives{t: t, tune: func(cfg *Config) {
+		cfg.Evaluator.Budget = 20 * time.Second
+		cfg.Evaluator.Deadline = time.Second
+		cfg.Logger = hclog.New(&hclog.LoggerOptions{Output: logs, Level: hclog.Info})
+	}}
+	d, stop := lives.start()
+	testkit.PutFile(t, filepath.Join(lives.jobsDir, "z-good.lua"), `job "good" { cmd = "sleep 600", cpus = 0 }`)
+	reload(t, d)
+	waitJob(t, d, "good", "running", func(js JobStatus) bool { return js.State == "running" })
+	lives.stopped(stop)
+
+	// Before it by name, a file that loops until it is stopped.
+	testkit.PutFile(t, filepath.Join(lives.jobsDir, "a-loop.lua"), `while true do end`)
+	logs = &testkit.Buffer{} // the next daemon's alone
+	d, stop = lives.start()
+	defer lives.stopped(stop)
+	waitJob(t, d, "good", "running", func(js JobStatus) bool { return js.State == "running" })
+	loaded := ""
+	for l := range strings.Lines(logs.String()) {
+		if strings.Contains(l, "loaded:") {
+			loaded = l
+			break
+		}
+	}
+	if !strings.Contains(loaded, " jobs=1 ") {
+		t.Errorf("the start's first reload: %q, want good's job in it", loaded)
+	}
+}
+
 // TestEvaluatorCheckDeadline: files sent to be checked get less time than
 // a reload's: the file in hand at the check's deadline is stopped, and
 // those whose turn has not come are not checked and say what to do, so

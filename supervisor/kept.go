@@ -223,6 +223,16 @@ func (k *keptFiles) previous(path, hash string) ([]byte, bool) {
 	return k.copyOf(path)
 }
 
+// holds says whether src is the copy of path kept: the version in force.
+func (k *keptFiles) holds(path string, src []byte) bool {
+	sum := sha256.Sum256(src)
+	hash := hex.EncodeToString(sum[:8])
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	short, ok := k.have[keptPathHash(path)]
+	return ok && short == hash
+}
+
 // has says whether a copy of path is kept.
 func (k *keptFiles) has(path string) bool {
 	k.mu.Lock()

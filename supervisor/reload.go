@@ -290,6 +290,9 @@ func (d *Daemon) reloadAfter(earlier *ReloadResult, first bool, req reloadAgain)
 		srcs = append(srcs, src)
 	}
 	evalOrder(srcs)
+	if first && d.kept != nil {
+		inForceFirst(srcs, func(s luaapi.Source) bool { return d.kept.holds(s.Path, s.Src) })
+	}
 	// At the first reload, a file refused falls back on its kept copy: what
 	// was in force of it when the last daemon stopped.
 	var refused []luaapi.Source
