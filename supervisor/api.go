@@ -43,6 +43,7 @@ func (d *Daemon) api() http.Handler {
 		writeStatus(w, d.readerOf(r).status(d.Status()))
 	})
 	mux.HandleFunc("GET "+APIVersion+"/jobs", func(w http.ResponseWriter, r *http.Request) {
+		d.sayLoading(w)
 		writeJobs(w, d.readerOf(r).jobs(d.Status().Jobs))
 	})
 	mux.HandleFunc("GET "+APIVersion+"/jobs/{name}", func(w http.ResponseWriter, r *http.Request) {
@@ -128,6 +129,7 @@ func (d *Daemon) api() http.Handler {
 	mux.HandleFunc("GET "+APIVersion+"/me", d.serveMe)
 	mux.HandleFunc("POST "+APIVersion+"/check", d.serveCheck)
 	mux.HandleFunc("GET "+APIVersion+"/flavors", func(w http.ResponseWriter, r *http.Request) {
+		d.sayLoading(w)
 		writeJSON(w, http.StatusOK, d.flavors())
 	})
 	mux.HandleFunc("POST "+APIVersion+"/reload", func(w http.ResponseWriter, r *http.Request) {
@@ -447,6 +449,19 @@ func (d *Daemon) controlArray(w http.ResponseWriter, r *http.Request, c caller, 
 		ans.Requested = "start stopped"
 	}
 	writeJSON(w, http.StatusOK, ans)
+}
+
+// HeaderLoading, on a list of jobs or flavors, says that the daemon is
+// still reading its job files, as it does at start: the list is not all
+// there is yet.
+const HeaderLoading = "Berth-Loading"
+
+// sayLoading sets HeaderLoading on w while the daemon has not read its
+// job files.
+func (d *Daemon) sayLoading(w http.ResponseWriter) {
+	if !d.loaded.Load() {
+		w.Header().Set(HeaderLoading, "1")
+	}
 }
 
 // msgNoSuch says there is no job of that name, or, for an index of an

@@ -16,6 +16,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
+	"golang.org/x/sys/unix"
 
 	"github.com/berthd/berth/supervisor/clock"
 	"github.com/berthd/berth/supervisor/store"
@@ -946,10 +947,32 @@ func TestStatusWhileLoading(t *testing.T) {
 	if got := testutil.ToFloat64(d.meters.ready); got != 0 {
 		t.Errorf("berth_ready before the first load: %v", got)
 	}
+	// A list of the jobs, or of the flavors, says it is not all there is
+	// yet (a header: berth jobs says it on stderr).
+	loading := func(path string) string {
+		req := httptest.NewRequest(http.MethodGet, "http://berth"+APIVersion+path, nil)
+		req = req.WithContext(context.WithValue(req.Context(), peerKey{}, unix.Ucred{Pid: int32(os.Getpid())})) // root
+		rec := httptest.NewRecorder()
+		d.api().ServeHTTP(rec, req)
+		if rec.Code != http.StatusOK {
+			t.Fatalf("GET %s: %d %s", path, rec.Code, rec.Body)
+		}
+		return rec.Header().Get(HeaderLoading)
+	}
+	for _, path := range []string{"/jobs", "/flavors"} {
+		if got := loading(path); got != "1" {
+			t.Errorf("GET %s before the first load: %s %q, want 1", path, HeaderLoading, got)
+		}
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if _, err := d.Reload(ctx); err != nil {
 		t.Fatal(err)
+	}
+	for _, path := range []string{"/jobs", "/flavors"} {
+		if got := loading(path); got != "" {
+			t.Errorf("GET %s once loaded: %s %q", path, HeaderLoading, got)
+		}
 	}
 	if s := d.Status(); s.Daemon.Loading {
 		t.Errorf("the status once loaded: %+v", s.Daemon)

@@ -204,22 +204,28 @@ func (c *client) do(method, path string, query url.Values, body []byte, out any)
 }
 
 func (c *client) doContext(ctx context.Context, method, path string, query url.Values, body []byte, out any) error {
+	_, err := c.doHeader(ctx, method, path, query, body, out)
+	return err
+}
+
+// doHeader is doContext, returning the answer's header too.
+func (c *client) doHeader(ctx context.Context, method, path string, query url.Values, body []byte, out any) (http.Header, error) {
 	resp, err := c.open(ctx, c.http, method, path, query, body)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer resp.Body.Close()
 	answer, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if out == nil {
-		return nil
+		return resp.Header, nil
 	}
 	if err := json.Unmarshal(answer, out); err != nil {
-		return fmt.Errorf("read the daemon's answer: %w", err)
+		return nil, fmt.Errorf("read the daemon's answer: %w", err)
 	}
-	return nil
+	return resp.Header, nil
 }
 
 // stream makes a GET whose answer is a stream (a job's output), copying it

@@ -16,6 +16,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 
@@ -567,6 +568,30 @@ func TestLogsRunStartGone(t *testing.T) {
 	out, errOut, code := berth(t, map[string]string{"BERTH_SOCKET": socket}, "logs", "svc", "--run", "7")
 	if code != exitOK || out != "rest\n" || errOut != msgRunOutputStartGone("svc", 7)+"\n" {
 		t.Errorf("exit %d, %q, %q", code, out, errOut)
+	}
+}
+
+// TestListsWhileLoading: berth jobs and berth flavors of a daemon still
+// reading its job files at start say on stderr that the list is not all
+// there is yet (they listed nothing, or a part, and said nothing).
+func TestListsWhileLoading(t *testing.T) {
+	var loading atomic.Bool
+	loading.Store(true)
+	socket := fakeDaemon(t, func(w http.ResponseWriter, r *http.Request) {
+		if loading.Load() {
+			w.Header().Set(supervisor.HeaderLoading, "1")
+		}
+		w.Write([]byte(`[]`))
+	})
+	for _, args := range [][]string{{"jobs"}, {"jobs", "--json"}, {"flavors"}} {
+		out, errOut, code := berth(t, map[string]string{"BERTH_SOCKET": socket}, args...)
+		if want := "berth: " + msgDaemonLoading() + "\n"; code != exitOK || errOut != want {
+			t.Errorf("%v while loading: exit %d, %q, %q; want %d and %q", args, code, out, errOut, exitOK, want)
+		}
+	}
+	loading.Store(false)
+	if _, errOut, code := berth(t, map[string]string{"BERTH_SOCKET": socket}, "jobs"); code != exitOK || errOut != "" {
+		t.Errorf("jobs once loaded: exit %d, %q", code, errOut)
 	}
 }
 

@@ -170,13 +170,19 @@ func listing[T any](name string, path func(args []string) string, render func(io
 		}
 		var v T
 		cl := c.client(f)
-		if err := cl.get(path(named), nil, &v); err != nil {
+		head, err := cl.doHeader(context.Background(), http.MethodGet, path(named), nil, nil, &v)
+		if err != nil {
 			if index != nil {
 				return c.failIndex(cl, err, name, rest, index)
 			}
 			return c.fail(err)
 		}
 		v = keep(cl, v)
+		if head.Get(supervisor.HeaderLoading) != "" {
+			// The list is not all there is yet: said on stderr, which a
+			// script reading the list (--json too) does not parse.
+			fmt.Fprintln(c.stderr, "berth: "+msgDaemonLoading())
+		}
 		if f.json {
 			return c.writeJSON(v)
 		}
