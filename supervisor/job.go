@@ -1330,15 +1330,20 @@ func (j *job) shutdown() {
 // one of that name declared again later is a new arrival, at the back of
 // the line, and not one that waits on from when this one began (persist
 // keeps a wait's start for the next daemon in every passing state, and
-// writes nothing once the job is removed). A job declared again while this
-// one is still on its way out starts its goroutine once this one has
+// how long one an edit broke off had lasted in invalid and unplaceable,
+// and writes nothing once the job is removed). A job declared again while
+// this one is still on its way out starts its goroutine once this one has
 // ended, so its record is written after this.
 func (j *job) forgetWait() {
 	rec := j.wrote
-	if rec.State == 0 || resting(rec.State) || rec.Changed.IsZero() {
+	switch {
+	case rec.WaitedFor != 0:
+		rec.WaitedFor = 0 // the review: it came back a day later, first in line
+	case rec.State == 0 || resting(rec.State) || rec.Changed.IsZero():
 		return
+	default:
+		rec.Changed = time.Time{}
 	}
-	rec.Changed = time.Time{}
 	j.wrote = rec
 	j.d.later.PutJob(rec)
 }

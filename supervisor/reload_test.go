@@ -1143,6 +1143,40 @@ func TestWaiterKeepsItsPlaceAcrossDaemons(t *testing.T) {
 	}
 }
 
+// TestRemovedWaiterForgetsItsPlace: a job whose file went away while an
+// edit kept it from running is, declared again later, a new arrival: the
+// wait it had is not taken up (the review: it came back a day later first
+// in line).
+func TestRemovedWaiterForgetsItsPlace(t *testing.T) {
+	clk := clock.NewFake(time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC))
+	d, dir := runDaemon(t, `job "holder" { cmd = "sleep 1000", cpus = 2 }`, func(cfg *Config) { cfg.Clock = clk })
+	waitJob(t, d, "holder", "running", func(js JobStatus) bool { return js.State == "running" })
+	write := func(file, src string) {
+		t.Helper()
+		testkit.PutFile(t, filepath.Join(dir, file), src)
+		reload(t, d)
+	}
+	write("w0.lua", `job "first" { cmd = "true", cpus = 1 }`)
+	waitJob(t, d, "first", "waiting", func(js JobStatus) bool { return js.State == "waiting" })
+	clk.Advance(time.Hour)
+	write("w0.lua", `job "first" { cmd = "true", cpus = 3 }`)
+	waitJob(t, d, "first", "unplaceable", func(js JobStatus) bool { return js.State == "unplaceable" })
+	if err := os.Remove(filepath.Join(dir, "w0.lua")); err != nil {
+		t.Fatal(err)
+	}
+	reload(t, d)
+	testkit.WaitFor(t, 20*time.Second, "first to be gone", func() bool { _, ok := d.jobStatus("first"); return !ok })
+	clk.Advance(24 * time.Hour)
+	write("w1.lua", `job "third" { cmd = "true", cpus = 1 }`)
+	waitJob(t, d, "third", "waiting", func(js JobStatus) bool { return js.State == "waiting" })
+	clk.Advance(10 * time.Second)
+	write("w0.lua", `job "first" { cmd = "true", cpus = 1 }`)
+	js := waitJob(t, d, "first", "waiting", func(js JobStatus) bool { return js.State == "waiting" && js.QueuePosition != 0 })
+	if js.QueuePosition != 2 || !js.Since.Equal(clk.Now()) {
+		t.Errorf("first, declared again, waits at place %d since %v, want behind third since %v", js.QueuePosition, js.Since, clk.Now())
+	}
+}
+
 // TestDepsGoneUnderADoneJob: a done job told to look at its parents when no
 // job runs after another any more (a reload took the last after away while
 // the message was on its way) looks at nothing (the review: a nil graph
