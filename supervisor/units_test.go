@@ -286,7 +286,7 @@ func TestUnitsStoppedOutsideFailing(t *testing.T) {
 	b := newUnitsBox(t, `job "svc" { cmd = { "/bin/sleep", "1000" }, restart = "on-failure" }`)
 	d, _ := b.start()
 	svc := waitJob(t, d, "svc", "running", func(js JobStatus) bool { return js.State == "running" })
-	b.manager.StopOutsideFailing(units.Name("svc", svc.Run), 143)
+	b.manager.StopOutsideFailing(units.Name("svc", svc.Run), "exit-code", unitstest.CLDExited, 143)
 	waitJob(t, d, "svc", "stopped", func(js JobStatus) bool { return js.State == "stopped" })
 	runs := runsOf(t, d, "svc")
 	if len(runs) != 1 || runs[0].Reason != store.ReasonStopped || runs[0].Cause != msgStoppedOutside {

@@ -517,7 +517,8 @@ type unitState struct {
 	loaded      bool
 	// stoppedFirst: the unit was on its way down before its main process
 	// ended, a stop job's doing (systemctl stop), though the process's
-	// answer to its signal failed the unit.
+	// answer to its signal failed the unit, or it outlived the stop's
+	// timeout (Runner.stoppedFirst).
 	stoppedFirst bool
 }
 
@@ -602,20 +603,55 @@ func (r *Runner) state(name string) (unitState, error) {
 	st.exited = st.exitTS != 0
 	st.code, _ = s["ExecMainCode"].(int32)
 	st.status, _ = s["ExecMainStatus"].(int32)
-	if st.exited && st.active == "failed" && (st.result == "exit-code" || st.result == "signal" || st.result == "core-dump") {
-		// Failed by itself, or failed to stop from outside: a stop job
-		// takes the unit out of active before its main process ends, a
-		// process that fails takes it out after. Read only of a failed
-		// unit: one that ends well stays active (RemainAfterExit), and
-		// only a stop makes it inactive.
-		p, err := r.m.GetUnitTypePropertyContext(ctx, name, "Unit", "ActiveExitTimestampMonotonic")
-		if err != nil {
-			return unitState{}, fmt.Errorf("read ActiveExitTimestampMonotonic of unit %s: %w", name, err)
+	if st.exited && st.active == "failed" {
+		if st.stoppedFirst, err = r.stoppedFirst(ctx, name, st); err != nil {
+			return unitState{}, err
 		}
-		left, _ := p.Value.Value().(uint64)
-		st.stoppedFirst = left != 0 && left < st.exitTS
 	}
 	return st, nil
+}
+
+// stoppedFirst says whether the failed unit name was stopped before its
+// main process ended, by a stop job (systemctl stop of it or of its
+// slice) whose signal the process answered with a failing status, or
+// outlived (the stop's own timeout, its result "timeout"). A stop takes
+// the unit out of active before its main process ends; a process that
+// fails takes it out after. Its own runtime bound (RuntimeMaxSec) stops
+// it first too, but not before that bound. Read only of a failed unit:
+// one that ends well stays active (RemainAfterExit), and only a stop
+// makes it inactive.
+func (r *Runner) stoppedFirst(ctx context.Context, name string, st unitState) (bool, error) {
+	switch st.result {
+	case "exit-code", "signal", "core-dump", "timeout":
+	default:
+		return false, nil // oom-kill, and what is no exit of the process
+	}
+	read := func(kind, prop string) (uint64, error) {
+		p, err := r.m.GetUnitTypePropertyContext(ctx, name, kind, prop)
+		if err != nil {
+			return 0, fmt.Errorf("read %s of unit %s: %w", prop, name, err)
+		}
+		v, _ := p.Value.Value().(uint64)
+		return v, nil
+	}
+	left, err := read("Unit", "ActiveExitTimestampMonotonic")
+	if err != nil || left == 0 || left >= st.exitTS {
+		return false, err
+	}
+	if st.result != "timeout" {
+		return true, nil
+	}
+	// Out of time: the stop's, or the unit's runtime bound's, which it
+	// cannot have reached before then.
+	entered, err := read("Unit", "ActiveEnterTimestampMonotonic")
+	if err != nil {
+		return false, err
+	}
+	bound, err := read("Service", "RuntimeMaxUSec")
+	if err != nil {
+		return false, err
+	}
+	return bound == 0 || bound == math.MaxUint64 || entered == 0 || left < entered+bound, nil
 }
 
 // wallOfMonotonic is the wall time of usec on CLOCK_MONOTONIC, the clock
@@ -663,7 +699,7 @@ func (st unitState) exit() runner.Exit {
 	// or failed, RemainAfterExit keeping it; only a stop job makes it
 	// inactive, or failed once on its way down (stoppedFirst), and berth
 	// stops its runs by signalling them, never so.
-	e := runner.Exit{Code: int(st.status), OutOfMemory: st.result == "oom-kill", TimedOut: st.result == "timeout",
+	e := runner.Exit{Code: int(st.status), OutOfMemory: st.result == "oom-kill", TimedOut: st.result == "timeout" && !st.stoppedFirst,
 		StoppedOutside: st.active == "inactive" || st.stoppedFirst, At: wallOfMonotonic(st.exitTS)}
 	if st.code == cldKilled || st.code == cldDumped {
 		e.Code, e.Signal = -1, syscall.Signal(st.status)

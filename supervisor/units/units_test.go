@@ -180,9 +180,21 @@ func TestStoppedOutside(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.StopOutsideFailing(run.Unit(), 143)
+	f.StopOutsideFailing(run.Unit(), "exit-code", unitstest.CLDExited, 143)
 	if got := run.Wait(); !got.StoppedOutside || got.Code != 143 || got.Err != nil {
 		t.Errorf("exit %+v, want 143, stopped from outside", got)
+	}
+
+	// One that outlives the stop's timeout, killed: its result is
+	// "timeout", as a unit's past its runtime bound is (the table above),
+	// but it was stopped well before that bound (the review).
+	run, err = r.Start(context.Background(), Spec{Job: "j", Run: 3, Path: "/bin/sh", Argv: []string{"sh"}, RuntimeMax: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.StopOutsideFailing(run.Unit(), "timeout", unitstest.CLDKilled, int32(syscall.SIGKILL))
+	if got := run.Wait(); !got.StoppedOutside || got.TimedOut || got.Signal != syscall.SIGKILL || got.Err != nil {
+		t.Errorf("exit %+v, want SIGKILL, stopped from outside, not timed out", got)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"maps"
+	"math"
 	"sync"
 	"syscall"
 	"time"
@@ -50,8 +51,9 @@ type unit struct {
 	code   int32
 	status int32
 	exitTS uint64
-	// activeExitTS is when it left active (ActiveExitTimestampMonotonic).
-	activeExitTS uint64
+	// activeEnterTS and activeExitTS are when it entered and left active
+	// (Active{Enter,Exit}TimestampMonotonic).
+	activeEnterTS, activeExitTS uint64
 }
 
 func New() *Manager {
@@ -79,6 +81,7 @@ func (f *Manager) StartTransientUnitContext(_ context.Context, name, mode string
 		f.mu.Lock()
 	}
 	u.active, u.sub, u.result = "active", "running", "success"
+	u.activeEnterTS = monotonicNow()
 	if f.startResult != "" {
 		u.active, u.sub, u.result, u.status, u.code, u.exitTS = "failed", "failed", "exit-code", f.startStatus, CLDExited, 1
 		ch <- f.startResult
@@ -161,10 +164,16 @@ func (f *Manager) GetUnitTypePropertiesContext(_ context.Context, name, unitType
 			"ExecMainExitTimestampMonotonic": uint64(0), "ControlGroup": ""}, nil
 	}
 	if unitType == "Unit" {
-		return map[string]any{"LoadState": "loaded", "ActiveState": u.active, "SubState": u.sub, "ActiveExitTimestampMonotonic": u.activeExitTS}, nil
+		return map[string]any{"LoadState": "loaded", "ActiveState": u.active, "SubState": u.sub,
+			"ActiveEnterTimestampMonotonic": u.activeEnterTS, "ActiveExitTimestampMonotonic": u.activeExitTS}, nil
+	}
+	bound, ok := u.props["RuntimeMaxUSec"].(uint64)
+	if !ok {
+		bound = math.MaxUint64 // systemd's infinity
 	}
 	return map[string]any{"Result": u.result, "ExecMainPID": u.pid, "ExecMainCode": u.code, "ExecMainStatus": u.status,
-		"ExecMainExitTimestampMonotonic": u.exitTS, "ControlGroup": "", "MemoryCurrent": uint64(42 << 20), "CPUUsageNSec": uint64(3e9)}, nil
+		"ExecMainExitTimestampMonotonic": u.exitTS, "ControlGroup": "", "MemoryCurrent": uint64(42 << 20), "CPUUsageNSec": uint64(3e9),
+		"RuntimeMaxUSec": bound}, nil
 }
 
 func (f *Manager) ListUnitsByPatternsContext(_ context.Context, states, patterns []string) ([]sd.UnitStatus, error) {
@@ -196,7 +205,15 @@ func (f *Manager) EndedAgo(name, result string, code, status int32, ago time.Dur
 	u := f.units[name]
 	u.result, u.code, u.status, u.exitTS = result, code, status, exitTS
 	u.active, u.sub = "active", "exited"
-	if result != "success" {
+	switch result {
+	case "success":
+	case "timeout":
+		// Its runtime bound ran out: the unit stopped it, leaving active
+		// first, as long after it entered active as the bound.
+		u.active, u.sub, u.activeExitTS = "failed", "failed", exitTS-1
+		u.activeEnterTS = min(u.activeEnterTS, u.activeExitTS-1)
+		u.props["RuntimeMaxUSec"] = u.activeExitTS - u.activeEnterTS
+	default:
 		// A failed main process takes the unit out of active after it
 		// ended.
 		u.active, u.sub, u.activeExitTS = "failed", "failed", exitTS+1
@@ -206,6 +223,13 @@ func (f *Manager) EndedAgo(name, result string, code, status int32, ago time.Dur
 	// As systemd does: a unit's state change carries both.
 	f.updates <- &sd.PropertiesUpdate{UnitName: name, Changed: map[string]dbus.Variant{
 		"ActiveState": dbus.MakeVariant(active), "SubState": dbus.MakeVariant(sub)}}
+}
+
+// monotonicNow is CLOCK_MONOTONIC now in µs, systemd's timestamps'.
+func monotonicNow() uint64 {
+	var ts unix.Timespec
+	_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
+	return uint64(ts.Nano() / 1000)
 }
 
 // Props are the unit's properties as started, and as set since: a copy.
@@ -239,17 +263,17 @@ func (f *Manager) StopOutside(name string) {
 }
 
 // StopOutsideFailing stops a unit as `systemctl stop` would where its
-// main process answers the SIGTERM by exiting with status (not 0): the
-// unit leaves active first, then the process ends, and the unit is kept,
+// main process fails the unit: it answers the SIGTERM by exiting with a
+// status not 0 (result "exit-code", CLDExited), or outlives the stop's
+// timeout and its SIGKILL (result "timeout", CLDKilled, SIGKILL). The unit
+// leaves active first, then the process ends, and the unit is kept,
 // failed, with its result.
-func (f *Manager) StopOutsideFailing(name string, status int32) {
-	var ts unix.Timespec
-	_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
-	now := uint64(ts.Nano() / 1000)
+func (f *Manager) StopOutsideFailing(name, result string, code, status int32) {
+	now := monotonicNow()
 	f.mu.Lock()
 	u := f.units[name]
 	u.activeExitTS = now
-	u.result, u.code, u.status, u.exitTS = "exit-code", CLDExited, status, now+1
+	u.result, u.code, u.status, u.exitTS = result, code, status, now+1
 	u.active, u.sub = "failed", "failed"
 	f.mu.Unlock()
 	f.updates <- &sd.PropertiesUpdate{UnitName: name, Changed: map[string]dbus.Variant{
