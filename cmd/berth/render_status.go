@@ -25,7 +25,11 @@ type statusPicture struct {
 	top  []textLine   // the header, the machine, the runner, a blank line
 	head []textLine   // the job table's title row, or "no jobs declared"
 	jobs [][]textLine // each job's line (two where its why goes below)
-	tail []textLine   // the configuration errors
+	// errors are the configuration errors' lines, each error's, said
+	// below the jobs shown but those their lines say (tail): saidBy, for
+	// each job's lines, the error they say (-1: none).
+	errors [][]textLine
+	saidBy []int
 }
 
 func layoutStatus(s supervisor.Status, o renderOptions) statusPicture {
@@ -65,40 +69,65 @@ func layoutStatus(s supervisor.Status, o renderOptions) statusPicture {
 	} else {
 		p.head, p.jobs = statusTable(s, jobs, width, o.clock())
 	}
-	if problems := notOnTheirLines(s.Problems, jobs, p.jobs); len(problems) > 0 {
-		p.tail = append(p.tail, nil, ln(styledSpan("errors:", sgrRed)))
-		for _, pr := range problems {
-			p.tail = append(p.tail, wrapWords(pr.Text, width, "  ", "    ", sgrRed)...)
-		}
+	p.errors = make([][]textLine, len(s.Problems))
+	for i, pr := range s.Problems {
+		p.errors[i] = wrapWords(pr.Text, width, "  ", "    ", sgrRed)
 	}
+	p.saidBy = saidOnLines(s.Problems, jobs[:len(p.jobs)], p.jobs)
 	return p
 }
 
-// notOnTheirLines is ps less what a job's line shows already, whole, as
-// its why: a job that fits no machine, or whose user is unknown, is said
-// once (10 000 such jobs were 20 000 lines: trial AF). A why cut to fit
-// the terminal leaves its problem in the errors, where it is said whole.
-func notOnTheirLines(ps []supervisor.Problem, jobs []supervisor.JobStatus, rows [][]textLine) []supervisor.Problem {
-	lines := make(map[string][]textLine, len(jobs))
+// saidOnLines is, for each job's rows, which of ps its line says whole as
+// its why: a job that fits no machine, or whose user is unknown. -1 for
+// none.
+func saidOnLines(ps []supervisor.Problem, jobs []supervisor.JobStatus, rows [][]textLine) []int {
+	row := make(map[string]int, len(jobs))
 	for i, j := range jobs {
-		if i < len(rows) {
-			lines[j.Name] = rows[i]
-		}
+		row[j.Name] = i
 	}
-	return slices.DeleteFunc(slices.Clone(ps), func(p supervisor.Problem) bool {
-		if p.Kind != "job" {
-			return false
+	said := make([]int, len(jobs))
+	for i := range said {
+		said[i] = -1
+	}
+	for k, p := range ps {
+		i, ok := row[p.Job]
+		if p.Kind != "job" || !ok || said[i] >= 0 {
+			continue
 		}
 		text := escapeText(p.Text)
-		for _, l := range lines[p.Job] {
-			for _, s := range l {
-				if strings.Contains(s.text, text) {
-					return true
+		for _, l := range rows[i] {
+			for _, sp := range l {
+				if strings.Contains(sp.text, text) {
+					said[i] = k
 				}
 			}
 		}
-		return false
-	})
+	}
+	return said
+}
+
+// tail is the configuration errors below the first shown of the jobs'
+// lines: each but those a shown job's line says already, whole, as its
+// why. A job that fits no machine, or whose user is unknown, is said once
+// (10 000 such jobs were 20 000 lines: trial AF); a why cut to fit the
+// terminal, or a job's line left off the screen, leaves its problem here.
+func (p statusPicture) tail(shown int) []textLine {
+	said := make(map[int]bool, shown)
+	for _, k := range p.saidBy[:shown] {
+		if k >= 0 {
+			said[k] = true
+		}
+	}
+	if len(said) == len(p.errors) {
+		return nil
+	}
+	out := []textLine{nil, ln(styledSpan("errors:", sgrRed))}
+	for k, e := range p.errors {
+		if !said[k] {
+			out = append(out, e...)
+		}
+	}
+	return out
 }
 
 // lines is the whole picture.
@@ -107,23 +136,48 @@ func (p statusPicture) lines() []textLine {
 	for _, j := range p.jobs {
 		out = append(out, j...)
 	}
-	return append(out, p.tail...)
+	return append(out, p.tail(len(p.jobs))...)
 }
 
 // fit is the picture in at most height lines. Where it is taller, the job
 // list is cut, the jobs a person looks for first (compareForStatus) kept,
 // and a line says how many more there are; what still does not fit (a
-// screen of a few lines) is cut at the bottom.
+// screen of a few lines) is cut at the bottom. The errors below say what
+// the jobs shown do not: the most jobs are shown that leave room for them.
 func (p statusPicture) fit(height int) []textLine {
 	all := p.lines()
 	if len(all) <= height {
 		return all
 	}
-	room := height - len(p.top) - len(p.head) - len(p.tail) - 1 // the line that says how many more
-	shown, used := 0, 0
-	for shown < len(p.jobs) && used+len(p.jobs[shown]) <= room {
-		used += len(p.jobs[shown])
-		shown++
+	// How many lines the errors take with the first n jobs shown: all of
+	// them, less those the jobs' lines say, less their heading once none
+	// is left.
+	total := 2 // the blank line and the heading
+	for _, e := range p.errors {
+		total += len(e)
+	}
+	tailLen := func(n int) int {
+		said, lines := make(map[int]bool, n), 0
+		for _, k := range p.saidBy[:n] {
+			if k >= 0 && !said[k] {
+				said[k] = true
+				lines += len(p.errors[k])
+			}
+		}
+		if len(said) == len(p.errors) {
+			return 0
+		}
+		return total - lines
+	}
+	shown := 0
+	for n, used := 1, 0; n < len(p.jobs); n++ { // all of them do not fit
+		used += len(p.jobs[n-1])
+		if used > height {
+			break // no more can fit, whatever they leave out
+		}
+		if len(p.top)+len(p.head)+used+1+tailLen(n) <= height {
+			shown = n
+		}
 	}
 	out := slices.Concat(p.top, p.head)
 	for _, j := range p.jobs[:shown] {
@@ -132,7 +186,7 @@ func (p statusPicture) fit(height int) []textLine {
 	if more := len(p.jobs) - shown; more > 0 {
 		out = append(out, ln(styledSpan(msgMoreJobs(more), sgrDim)))
 	}
-	out = append(out, p.tail...)
+	out = append(out, p.tail(shown)...)
 	return out[:min(len(out), max(0, height))]
 }
 

@@ -93,6 +93,38 @@ func TestRenderStatusFitsHeight(t *testing.T) {
 	}
 }
 
+// TestRenderStatusFitsHeightKeepsCutJobsErrors: a job's problem that its
+// line says whole, and the errors therefore leave out, is said under the
+// errors again once the job's line is cut off a short screen (the review:
+// said nowhere, on a busy machine).
+func TestRenderStatusFitsHeightKeepsCutJobsErrors(t *testing.T) {
+	pinRenderZone(t)
+	o := renderOptions{width: 200, now: renderNow}
+	s := errorsBox()
+	for i := range 5 {
+		s.Jobs = append(s.Jobs, supervisor.JobStatus{Name: fmt.Sprintf("r%d", i), State: "running", Since: renderNow.Add(-time.Hour), CPUs: 1, GPUs: []string{}})
+	}
+	p := layoutStatus(s, o)
+	whole := p.lines()
+	flavorGone := `flavor "gpu-huge" does not exist`
+	said := func(lines []textLine) int {
+		var b bytes.Buffer
+		o.writeLines(&b, lines, o.width)
+		return strings.Count(b.String(), flavorGone)
+	}
+	if n := said(whole); n != 1 {
+		t.Fatalf("the whole picture says sweep-1's problem %d times, want once (on its line)", n)
+	}
+	// One line short: sweep-1's line, the last, is cut, and two more for
+	// the line that says so and the problem said again.
+	lines := p.fit(len(whole) - 1)
+	var b bytes.Buffer
+	o.writeLines(&b, lines, o.width)
+	if n := said(lines); n != 1 || strings.Contains(b.String(), "sweep-1  invalid") || !strings.Contains(b.String(), msgMoreJobs(3)) {
+		t.Errorf("one line short, sweep-1's line cut, its problem is said %d times, want once:\n%s", n, b.String())
+	}
+}
+
 // TestStatusWholeOffATerminal: into a pipe berth status cuts no line, so
 // that grep and less see a job's whole reason; COLUMNS set by the caller
 // is a width asked for; on a terminal the picture fits it.
