@@ -484,8 +484,11 @@ func (d *Daemon) msgNoSuch(c caller, name string) string {
 	// whose jobs cannot run (unplaceable, a flavor not declared) declares
 	// what it has, which is listed.
 	files := len(d.failing)
-	meant := luaapi.Suggest(name, d.namesForLocked(c))
+	names := d.namesForLocked(c)
 	d.mu.Unlock()
+	// In order, so that of two names as near the same is told each time.
+	slices.Sort(names)
+	meant := luaapi.Suggest(name, names)
 	if _, known, err := d.store.Job(name); err == nil && known && files == 0 {
 		runs, err := d.store.Runs(name, 1)
 		return msgJobGone(name, err != nil || len(runs) > 0)
