@@ -40,13 +40,20 @@ type ReloadResult struct {
 	Writing  []string `json:"writing"`
 	Duration string   `json:"duration"`
 	// Earlier, for a reload that changed nothing, is the daemon's last
-	// reload that did, when there was one: the file saved a moment ago
-	// was read as it was saved, and this says it was taken.
+	// reload that did, when that was in the last two minutes: the file
+	// saved a moment ago was read as it was saved, and this says it was
+	// taken.
 	Earlier *ReloadChange `json:"earlier,omitempty"`
 	// unfit are the problems of jobs in force that only starting them
 	// would find otherwise (Daemon.unfit, an unknown user or group).
 	unfit []Problem
 }
+
+// earlierWithin is how recent the last reload that changed something is
+// for a reload that changed nothing to say it (ReloadResult.Earlier): the
+// file a person saved a moment before berth reload, not someone else's
+// edit of hours ago.
+const earlierWithin = 2 * time.Minute
 
 // ReloadChange is what a reload changed, and when.
 type ReloadChange struct {
@@ -670,7 +677,7 @@ func (d *Daemon) finishReload(r *reloadRun, files []*luaapi.File) ReloadResult {
 		d.notify("READY=1")
 		if len(res.Added)+len(res.Changed)+len(res.Removed) > 0 {
 			d.lastChange = &ReloadChange{At: d.now(), Added: slices.Clone(res.Added), Changed: slices.Clone(res.Changed), Removed: slices.Clone(res.Removed)}
-		} else {
+		} else if d.lastChange != nil && d.now().Sub(d.lastChange.At) < earlierWithin {
 			res.Earlier = d.lastChange
 		}
 	}

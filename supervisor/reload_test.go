@@ -46,22 +46,31 @@ func TestReloadResultThen(t *testing.T) {
 // changed, and when (trial AH: "nothing changed" left the person unsure
 // the edit was taken).
 func TestReloadAfterTheWatcher(t *testing.T) {
-	d, jobsDir := runDaemon(t, `job "prep" { cmd = "sleep 600", cpus = 0 }`, nil)
+	clk := clock.NewFake(time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC))
+	d, jobsDir := runDaemon(t, `job "prep" { cmd = "sleep 600", cpus = 0 }`, func(cfg *Config) { cfg.Clock = clk })
 	waitJob(t, d, "prep", "running", func(js JobStatus) bool { return js.State == "running" })
 	if res := reload(t, d); res.Earlier != nil {
 		t.Errorf("a reload of nothing, nothing changed since the start: earlier %+v", res.Earlier)
 	}
-	before := time.Now()
+	clk.Advance(time.Minute)
+	edited := clk.Now()
 	testkit.PutFile(t, filepath.Join(jobsDir, "jobs.lua"), `job "prep" { cmd = "sleep 601", cpus = 0 }`)
 	// The watcher may have read it first, or this reload does: either
 	// way the second finds nothing new, and says what the change was.
 	if res := reload(t, d); !slices.Equal(res.Changed, []string{"prep"}) && (res.Earlier == nil || !slices.Equal(res.Earlier.Changed, []string{"prep"})) {
 		t.Errorf("the reload after the edit: %+v", res)
 	}
+	clk.Advance(time.Minute)
 	res := reload(t, d)
 	if len(res.Changed) != 0 || res.Earlier == nil || !slices.Equal(res.Earlier.Changed, []string{"prep"}) ||
-		len(res.Earlier.Added)+len(res.Earlier.Removed) != 0 || res.Earlier.At.Before(before) || res.Earlier.At.After(time.Now()) {
+		len(res.Earlier.Added)+len(res.Earlier.Removed) != 0 || !res.Earlier.At.Equal(edited) {
 		t.Errorf("a reload after the edit was taken: %+v, earlier %+v", res, res.Earlier)
+	}
+	// An edit of long ago is not said: it may be anyone's, and nothing to
+	// do with the file saved now.
+	clk.Advance(2 * time.Minute)
+	if res := reload(t, d); res.Earlier != nil {
+		t.Errorf("a reload 3 minutes after the edit: earlier %+v", res.Earlier)
 	}
 }
 

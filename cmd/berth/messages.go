@@ -464,7 +464,7 @@ func msgReloaded(r supervisor.ReloadResult, now time.Time) string {
 		if e := r.Earlier; e != nil {
 			// What it did then: the edit just saved was taken (trial AH).
 			var b strings.Builder
-			fmt.Fprintf(&b, "reloaded %s: nothing changed since the daemon last read them (it reads a job file as it is saved); it last found changes at %s (%s ago):",
+			fmt.Fprintf(&b, "reloaded %s: nothing changed since the daemon last read them (it reads a job file as it is saved; berth status shows the jobs); it last found changes at %s (%s ago):",
 				count(r.Files, "file"), e.At.In(renderZone).Format("15:04:05"), accounting.FormatDuration(max(0, now.Sub(e.At)).Round(time.Second)))
 			writeJobLists(&b, e.Added, e.Changed, e.Removed)
 			return b.String()
