@@ -318,13 +318,16 @@ func (c *cli) watchJSON(cl *client, owners *ownerFilter) int {
 	ctx, cancel := context.WithCancel(sig)
 	defer cancel()
 	enc := json.NewEncoder(c.stdout)
-	var failed error
+	var failed error // the status not had, or not written
+	gone := false    // the daemon went away as the status was asked for
 	err := cl.changes(ctx, func(ch supervisor.Change) {
 		if ch.Kind != supervisor.ChangeStatus || failed != nil {
 			return
 		}
 		var s supervisor.Status
-		if failed = cl.doContext(ctx, http.MethodGet, "/status", nil, nil, &s); failed == nil {
+		if failed = cl.doContext(ctx, http.MethodGet, "/status", nil, nil, &s); failed != nil {
+			gone = wentAway(failed)
+		} else {
 			failed = enc.Encode(owners.status(cl, s))
 		}
 		if failed != nil {
@@ -334,7 +337,7 @@ func (c *cli) watchJSON(cl *client, owners *ownerFilter) int {
 	switch {
 	case sig.Err() != nil:
 		return exitOK
-	case failed != nil && !wentAway(failed):
+	case failed != nil && !gone:
 		return c.fail(failed)
 	case failed == nil && err != nil && !errors.Is(err, errDaemonGone):
 		return c.fail(err)
