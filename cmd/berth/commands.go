@@ -21,6 +21,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/berthd/berth/supervisor"
+	"github.com/berthd/berth/supervisor/store"
 )
 
 // clientFlags are the flags every client command takes.
@@ -827,11 +828,25 @@ func runLogs(c *cli, args []string) int {
 	return exitOK
 }
 
-// neverRan reports whether the daemon has no run of job on record (trial
-// AG: a job that had not run was said to have no output kept, as if
-// some had been lost).
+// neverRan reports whether job has not run: the daemon has no run of it
+// on record, and it is in none of the states a run leads to (a run of a
+// daemon whose state cannot be written is not on record; trial AG: a job
+// that had not run was said to have no output kept, as if some had been
+// lost).
 func neverRan(cl *client, job string) bool {
 	var runs []supervisor.RunView
-	err := cl.get("/history", url.Values{"job": {job}, "n": {"1"}}, &runs)
-	return err == nil && len(runs) == 0
+	if err := cl.get("/history", url.Values{"job": {job}, "n": {"1"}}, &runs); err != nil || len(runs) > 0 {
+		return false
+	}
+	var d supervisor.JobDetail
+	if err := cl.get("/jobs/"+url.PathEscape(job), nil, &d); err != nil {
+		return false
+	}
+	st := d.Status
+	switch stateOf(st.State) {
+	case 0, store.StateWaiting, store.StateStopped, store.StateDisabled, store.StateInvalid, store.StateUnplaceable:
+		// (0: just declared, its first step not taken yet.)
+		return st.Run == 0 && st.Restarts == 0 && st.Array == nil
+	}
+	return false
 }

@@ -376,7 +376,7 @@ func msgOutputCutShort(job, at string) string {
 
 // msgNeverRan says that a job has no output because it has not run.
 func msgNeverRan(job string) string {
-	return fmt.Sprintf("berth: %s has not run yet, so there is no output (berth show %s says what it waits for)", job, quoteArg(job))
+	return fmt.Sprintf("berth: %s has not run yet, so there is no output (berth show %s says why)", job, quoteArg(job))
 }
 
 // msgNoOutput says that a job, or one of its runs, has written nothing.
