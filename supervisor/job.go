@@ -1278,6 +1278,9 @@ func (j *job) recordEnd(reason store.Reason) {
 	if cause != "" {
 		kv = append(kv, "why", cause)
 	}
+	if exit.Err != nil && reason != store.ReasonSpawnError {
+		kv = append(kv, "error", exit.Err) // how it ended is not known: why not
+	}
 	if reason != store.ReasonSpawnError {
 		// A spawn error keeps the error itself as its why.
 		j.setWhy(MsgEnded(reason, exit.Code, sig, j.def.Timeout, j.run.ram))
