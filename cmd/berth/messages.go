@@ -1025,10 +1025,10 @@ func msgRetryIn(d time.Duration) string {
 // msgKillIn is when a stop's SIGKILL comes, d from now (trial AG: the
 // stop_timeout said as it stood when the stop began did not count down).
 func msgKillIn(d time.Duration) string {
-	if d < time.Second {
+	if d <= 0 {
 		return "SIGKILL sent"
 	}
-	return "SIGKILL in " + accounting.FormatDuration(d.Round(time.Second))
+	return "SIGKILL in " + accounting.FormatDuration(max(time.Second, d.Round(time.Second)))
 }
 
 // msgCheckAgainstDaemon says what berth check measures the jobs against
