@@ -179,9 +179,6 @@ func runDaemon(c *cli, args []string) int {
 			defer conn.Close()
 			runs := units.New(conn, events)
 			defer runs.Close()
-			if own, err := conn.GetUnitNameByPID(context.Background(), uint32(os.Getpid())); err == nil && strings.HasSuffix(own, ".service") {
-				runs.StopAfter(own)
-			}
 			cfg.Units = runs
 		case *runMode == "units":
 			fmt.Fprintln(c.stderr, msgNoSystemd(err))

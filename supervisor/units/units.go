@@ -175,8 +175,6 @@ type Runner struct {
 	// lost is closed once the connection to systemd is found gone.
 	lost     chan struct{}
 	lostOnce sync.Once
-	// daemonUnit is the daemon's own unit (StopAfter), "" for none.
-	daemonUnit string
 }
 
 // aliveEvery is how often the connection to systemd is looked at: a
@@ -191,16 +189,6 @@ func New(m Manager, ev Events) *Runner {
 	r.wg.Go(func() { r.follow(ev) })
 	return r
 }
-
-// StopAfter has the units of the runs started from now on stop after
-// unit, the daemon's own, whenever the two stop together: at a shutdown
-// or reboot, systemd stops every unit at once, and a daemon that saw its
-// runs stopped would take them for stopped by a person (systemctl stop),
-// to rest stopped after the boot, where a run the machine's going down
-// ended is lost, and runs again. Ordered so, the daemon is gone first,
-// leaving its runs, as it does at any stop of berth. Alone, a stop of
-// either waits for nothing. Call it before the first Start.
-func (r *Runner) StopAfter(unit string) { r.daemonUnit = unit }
 
 // Lost is closed when the connection to systemd is gone (systemd was
 // re-executed, or its bus went away): no end of a run can be learnt any
@@ -368,12 +356,7 @@ func (r *Runner) Start(ctx context.Context, spec Spec) (*Run, error) {
 		// done), and of no use after.
 		defer os.Remove(envFile)
 	}
-	props := properties(spec, envFile)
-	if r.daemonUnit != "" {
-		// Started before it, so stopped after it (StopAfter).
-		props = append(props, prop("Before", []string{r.daemonUnit}))
-	}
-	if _, err := r.m.StartTransientUnitContext(ctx, name, "fail", props, done); err != nil {
+	if _, err := r.m.StartTransientUnitContext(ctx, name, "fail", properties(spec, envFile), done); err != nil {
 		return fail(fmt.Errorf("start unit %s: %w", name, err))
 	}
 	select {

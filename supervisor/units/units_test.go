@@ -26,7 +26,6 @@ func startRunner(t *testing.T) (*unitstest.Manager, *Runner) {
 
 func TestStartSetsTheGrantOnTheUnit(t *testing.T) {
 	f, r := startRunner(t)
-	r.StopAfter("berth.service")
 	run, err := r.Start(context.Background(), Spec{
 		Job: "alice/a b", Run: 42, Owner: "alice", Path: "/usr/bin/python3", Argv: []string{"python3", "train.py", "--tag=$USER ${HOME} $$"},
 		Dir: "/srv", Env: []string{"A=1"}, User: "alice", Group: "ml",
@@ -56,10 +55,6 @@ func TestStartSetsTheGrantOnTheUnit(t *testing.T) {
 		if mask := p[k].([]byte); !slices.Equal(mask, []byte{0b1010, 0b10}) {
 			t.Errorf("%s = %08b", k, mask)
 		}
-	}
-	// Stopped after the daemon when both stop at once (a shutdown).
-	if before, _ := p["Before"].([]string); !slices.Equal(before, []string{"berth.service"}) {
-		t.Errorf("Before = %q, want berth.service", before)
 	}
 	if env := p["Environment"].([]string); !slices.Equal(env, []string{"A=1"}) {
 		t.Errorf("Environment = %q", env)
