@@ -109,6 +109,9 @@ func (g *depGraph) view(name string) (jobView, bool) {
 }
 
 // post hands m to job name, or to every index of array name.
+// isJob reports whether name is a job of the graph, not an array.
+func (g *depGraph) isJob(name string) bool { return g.jobs[name] != nil }
+
 func (g *depGraph) post(name string, m jobMessage) {
 	if j := g.jobs[name]; j != nil {
 		j.in.post(m)

@@ -1515,9 +1515,38 @@ func (j *job) tellDependants(shown store.State, redefining bool) {
 		}
 		j.told = now
 	}
-	for _, k := range kids {
-		g.post(k, jobMessage{deps: true})
+	if len(kids) == 1 {
+		g.post(kids[0], jobMessage{deps: true})
+		return
 	}
+	// Those it lets run together enter the placer's queue together: no
+	// one is placed until each has looked (or a second has gone by), so
+	// that they are placed in their order, not in the order their
+	// goroutines happened to look (trial AI: the first to look took the
+	// core that the first declared was to have).
+	release := j.d.placer.Hold()
+	var looked []chan struct{}
+	for _, k := range kids {
+		if !g.isJob(k) {
+			g.post(k, jobMessage{deps: true}) // an array: its own gate orders its indices
+			continue
+		}
+		done := make(chan struct{})
+		looked = append(looked, done)
+		g.post(k, jobMessage{deps: true, done: done})
+	}
+	go func() {
+		defer release()
+		bound := time.NewTimer(bornHoldBound)
+		defer bound.Stop()
+		for _, done := range looked {
+			select {
+			case <-done:
+			case <-bound.C:
+				return
+			}
+		}
+	}()
 }
 
 // depsChanged looks at the parents again: a job waiting for them enters
@@ -1548,7 +1577,13 @@ func (j *job) depsChanged() {
 		}
 		j.held = nil
 		j.log.Info("dependencies satisfied")
-		if e, ok := j.pastGates(releasedAt(facts, j.d.now())); ok {
+		// Never as of before it began to wait (the review: a parent done
+		// long ago, its file back, put it ahead of older waiters).
+		released := releasedAt(facts, j.d.now())
+		if released.Before(j.waitingAt) {
+			released = j.waitingAt
+		}
+		if e, ok := j.pastGates(released); ok {
 			j.apply(e)
 		}
 	case store.StateDone, store.StateFailed:

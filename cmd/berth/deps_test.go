@@ -533,6 +533,35 @@ job "pre" { cmd = { "sh", "-c", "while [ ! -e OUT/go ]; do sleep 0.02; done" }, 
 	d.stop()
 }
 
+// TestDaemonDepsReleasedCoreGoesToFirst: the core a parent frees as it
+// ends, which lets five jobs run, goes to the first of them its file
+// declares (trial AI: to whichever looked first).
+func TestDaemonDepsReleasedCoreGoesToFirst(t *testing.T) {
+	t.Parallel()
+	jobs := `job "holder" { cmd = "sleep 600", cpus = 1 }
+job "pre" { cmd = { "sh", "-c", "while [ ! -e OUT/go ]; do sleep 0.02; done" }, cpus = 1 }
+`
+	names := []string{"zeta", "d-e", "alpha", "k5", "d-a"}
+	for _, n := range names {
+		jobs += fmt.Sprintf("job %q { cmd = \"sleep 600\", cpus = 1, after = \"pre\" }\n", n)
+	}
+	d := newTestDaemon(t, map[string]string{"jobs.lua": jobs})
+	d.start(daemonOptions{args: []string{"--cpus", "2"}})
+	d.waitState("holder", "running")
+	d.waitState("pre", "running")
+	for _, n := range names {
+		d.waitJob(n, "held by pre", func(j supervisor.JobStatus) bool { return j.State == "waiting" && len(j.After) > 0 })
+	}
+	d.open("go")
+	d.waitState(names[0], "running")
+	for i, n := range names[1:] {
+		if j, _ := d.job(n); j.State != "waiting" || j.QueuePosition != i+1 {
+			t.Errorf("%s: %s, %d in line; want waiting, %d in line", n, j.State, j.QueuePosition, i+1)
+		}
+	}
+	d.stop()
+}
+
 // TestDaemonDepsRunAgain: a dependant running when its parent ends a new
 // definition runs again after it; one that failed runs again once its
 // parent ran a new definition to done; one in the placer's queue whose
