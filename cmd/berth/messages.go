@@ -615,6 +615,11 @@ func msgMoreJobs(n int) string {
 	return fmt.Sprintf("… %s (berth status shows all)", count(n, "more job"))
 }
 
+// msgMoreErrors ends the errors of a screen too short for them.
+func msgMoreErrors(n int) string {
+	return fmt.Sprintf("  … %s (berth status shows all)", count(n, "more error"))
+}
+
 func msgWatchNotTerminal() string {
 	return "berth status --watch: the output is not a terminal, and a watch redraws a screen; berth status prints the picture once (whole lines off a terminal), berth status --json the facts, and berth status --watch --json one status a line at each change"
 }

@@ -111,21 +111,33 @@ func saidOnLines(ps []supervisor.Problem, jobs []supervisor.JobStatus, rows [][]
 // why. A job that fits no machine, or whose user is unknown, is said once
 // (10 000 such jobs were 20 000 lines: trial AF); a why cut to fit the
 // terminal, or a job's line left off the screen, leaves its problem here.
-func (p statusPicture) tail(shown int) []textLine {
+func (p statusPicture) tail(shown int) []textLine { return p.tailIn(shown, -1) }
+
+// tailIn is tail in at most room lines (-1: no bound): the errors that
+// fit whole, then a line that says how many more there are.
+func (p statusPicture) tailIn(shown, room int) []textLine {
 	said := make(map[int]bool, shown)
 	for _, k := range p.saidBy[:shown] {
 		if k >= 0 {
 			said[k] = true
 		}
 	}
-	if len(said) == len(p.errors) {
+	if len(said) == len(p.errors) || room == 0 {
 		return nil
 	}
 	out := []textLine{nil, ln(styledSpan("errors:", sgrRed))}
+	left := len(p.errors) - len(said)
 	for k, e := range p.errors {
-		if !said[k] {
-			out = append(out, e...)
+		if said[k] {
+			continue
 		}
+		// The last may take the line the count of the rest would.
+		if room >= 0 && len(out)+len(e)+min(1, left-1) > room {
+			out = append(out, ln(styledSpan(msgMoreErrors(left), sgrDim)))
+			break
+		}
+		out = append(out, e...)
+		left--
 	}
 	return out
 }
@@ -151,7 +163,9 @@ func (p statusPicture) fit(height int) []textLine {
 	}
 	// How many lines the errors take with the first n jobs shown: all of
 	// them, less those the jobs' lines say, less their heading once none
-	// is left.
+	// is left; at most half the screen where jobs are cut for them, the
+	// rest counted on a line (10 000 jobs that fit no machine left no room
+	// for any job: the review).
 	total := 2 // the blank line and the heading
 	for _, e := range p.errors {
 		total += len(e)
@@ -169,15 +183,20 @@ func (p statusPicture) fit(height int) []textLine {
 		}
 		return total - lines
 	}
+	errRoom := max(4, height/2)
 	shown := 0
 	for n, used := 1, 0; n < len(p.jobs); n++ { // all of them do not fit
 		used += len(p.jobs[n-1])
 		if used > height {
 			break // no more can fit, whatever they leave out
 		}
-		if len(p.top)+len(p.head)+used+1+tailLen(n) <= height {
+		if len(p.top)+len(p.head)+used+1+min(tailLen(n), errRoom) <= height {
 			shown = n
 		}
+	}
+	rest := height - len(p.top) - len(p.head) - 1
+	for _, j := range p.jobs[:shown] {
+		rest -= len(j)
 	}
 	out := slices.Concat(p.top, p.head)
 	for _, j := range p.jobs[:shown] {
@@ -186,7 +205,7 @@ func (p statusPicture) fit(height int) []textLine {
 	if more := len(p.jobs) - shown; more > 0 {
 		out = append(out, ln(styledSpan(msgMoreJobs(more), sgrDim)))
 	}
-	out = append(out, p.tail(shown)...)
+	out = append(out, p.tailIn(shown, max(0, rest))...)
 	return out[:min(len(out), max(0, height))]
 }
 

@@ -125,6 +125,30 @@ func TestRenderStatusFitsHeightKeepsCutJobsErrors(t *testing.T) {
 	}
 }
 
+// TestRenderStatusFitsHeightManyErrors: 10 000 jobs that fit no machine,
+// their lines cut off a screen of 40, leave the jobs shown at least half
+// of it; their errors take the rest, the others counted (the review: no
+// job shown at all, the running one included).
+func TestRenderStatusFitsHeightManyErrors(t *testing.T) {
+	pinRenderZone(t)
+	s := errorsBox()
+	for i := range 10000 {
+		name := fmt.Sprintf("big-%05d", i)
+		text := fmt.Sprintf(`jobs.d/big.lua:%d: job %q asks for 2 GPUs; this machine has 1 (berth machine shows what it has)`, i+1, name)
+		s.Jobs = append(s.Jobs, supervisor.JobStatus{Name: name, State: "unplaceable", Since: renderNow.Add(-time.Minute), Why: text, GPUs: []string{}})
+		s.Problems = append(s.Problems, supervisor.Problem{Code: "unplaceable", File: "jobs.d/big.lua", Line: i + 1, Kind: "job", Job: name, Text: text})
+	}
+	o := renderOptions{width: 200, now: renderNow}
+	lines := layoutStatus(s, o).fit(40)
+	var b bytes.Buffer
+	o.writeLines(&b, lines, o.width)
+	text := b.String()
+	if len(lines) > 40 || !strings.Contains(text, "train    running") && !strings.Contains(text, "train  ") ||
+		!strings.Contains(text, "more errors (berth status shows all)") || strings.Count(text, "\n") < 30 {
+		t.Errorf("on 40 lines (%d), want train's line, errors, and the rest counted:\n%s", len(lines), text)
+	}
+}
+
 // TestStatusWholeOffATerminal: into a pipe berth status cuts no line, so
 // that grep and less see a job's whole reason; COLUMNS set by the caller
 // is a width asked for; on a terminal the picture fits it.
