@@ -775,6 +775,10 @@ func (d *Daemon) reloadAs(ctx context.Context, person string) (ReloadResult, err
 	}
 	select {
 	case res := <-done:
+		if person != "" {
+			// Their own last change, not someone else's (trial AI).
+			res.Earlier = res.earlierBy[person]
+		}
 		// Lists are [], never null, whichever reload it joined.
 		for _, l := range []*[]string{&res.Added, &res.Changed, &res.Removed, &res.Errors} {
 			if *l == nil {

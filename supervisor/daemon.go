@@ -259,8 +259,9 @@ type Daemon struct {
 	adopted map[string]adoptedRun
 
 	// lastChange is what the last reload that changed something changed
-	// (ReloadResult.Earlier); owned by the loop.
-	lastChange *ReloadChange
+	// (ReloadResult.Earlier): of every job (""), and of each person's
+	// own, for them; owned by the loop.
+	lastChange map[string]*ReloadChange
 
 	// people are the members of the group with a job directory, by name
 	// (people.go); owned by the loop.

@@ -552,6 +552,31 @@ func TestPeopleReloadNotHeldBySlowFiles(t *testing.T) {
 	waitOverBudget(t, d, 2, "both of alice's files evaluated by the reload after bob's")
 }
 
+// TestPeopleReloadSaysTheirOwnChange: a person's reload that finds
+// nothing new says their own last change, not someone else's made after
+// it (trial AI: alice was told of root's edit of hog); an administrator's
+// says the last of all.
+func TestPeopleReloadSaysTheirOwnChange(t *testing.T) {
+	d, spool, _ := peopleDaemon(t, `job "hog" { cmd = "true", enabled = false }`, nil)
+	reload(t, d) // the first load (its jobs, all added, are no change to tell) is over
+	writeAs(t, spool, testAlice, "a.lua", `job "prep" { cmd = "true", enabled = false }`)
+	reload(t, d)
+	waitJob(t, d, testAlice+"/prep", "declared", func(js JobStatus) bool { return js.State == "disabled" })
+	testkit.PutFile(t, filepath.Join(d.cfg.JobsDir, "jobs.lua"), `job "hog" { cmd = "false", enabled = false }`)
+	reload(t, d)
+	var got ReloadResult
+	code, body := as(t, d, testAlice, "POST", "/reload")
+	if err := json.Unmarshal([]byte(body), &got); code != http.StatusOK || err != nil {
+		t.Fatalf("alice's reload: %d %s", code, body)
+	}
+	if got.Earlier == nil || !slices.Equal(got.Earlier.Added, []string{testAlice + "/prep"}) || len(got.Earlier.Changed) != 0 {
+		t.Errorf("alice's reload, nothing new: earlier %+v, want her prep added: %s", got.Earlier, body)
+	}
+	if res := reload(t, d); res.Earlier == nil || !slices.Equal(res.Earlier.Changed, []string{"hog"}) {
+		t.Errorf("an administrator's reload, nothing new: earlier %+v, want hog changed", res.Earlier)
+	}
+}
+
 // TestPeopleCheckUnknownFlavorUnderQuota: a person's job whose flavor
 // does not exist is told so, once: its size is not known, so it is not
 // also said to ask for no cores and escape a quota of cores.

@@ -44,6 +44,9 @@ type ReloadResult struct {
 	// saved a moment ago was read as it was saved, and this says it was
 	// taken.
 	Earlier *ReloadChange `json:"earlier,omitempty"`
+	// earlierBy is Earlier for each person: their own jobs' last change
+	// ("" for an administrator: every job's).
+	earlierBy map[string]*ReloadChange
 	// unfit are the problems of jobs in force that only starting them
 	// would find otherwise (Daemon.unfit, an unknown user or group).
 	unfit []Problem
@@ -54,6 +57,41 @@ type ReloadResult struct {
 // file a person saved a moment before berth reload, not someone else's
 // edit of hours ago.
 const earlierWithin = 2 * time.Minute
+
+// noteChange keeps what res changed, for the reloads after it that change
+// nothing (ReloadResult.Earlier): all of it, and each person's own.
+func (d *Daemon) noteChange(res ReloadResult) {
+	now := d.now()
+	if d.lastChange == nil {
+		d.lastChange = map[string]*ReloadChange{}
+	}
+	d.lastChange[""] = &ReloadChange{At: now, Added: slices.Clone(res.Added), Changed: slices.Clone(res.Changed), Removed: slices.Clone(res.Removed)}
+	mine := map[string]*ReloadChange{}
+	for _, l := range []struct {
+		names []string
+		to    func(c *ReloadChange) *[]string
+	}{
+		{res.Added, func(c *ReloadChange) *[]string { return &c.Added }},
+		{res.Changed, func(c *ReloadChange) *[]string { return &c.Changed }},
+		{res.Removed, func(c *ReloadChange) *[]string { return &c.Removed }},
+	} {
+		for _, name := range l.names {
+			owner := ownerOf(name)
+			if owner == "" {
+				continue
+			}
+			c := mine[owner]
+			if c == nil {
+				c = &ReloadChange{At: now, Added: []string{}, Changed: []string{}, Removed: []string{}}
+				mine[owner] = c
+			}
+			*l.to(c) = append(*l.to(c), name)
+		}
+	}
+	for owner, c := range mine {
+		d.lastChange[owner] = c
+	}
+}
 
 // ReloadChange is what a reload changed, and when.
 type ReloadChange struct {
@@ -499,7 +537,7 @@ func (r *ReloadResult) then(next ReloadResult) ReloadResult {
 	}
 	next.Added, next.Changed, next.Removed = sorted(added), sorted(changed), sorted(removed)
 	if len(added)+len(changed)+len(removed) > 0 {
-		next.Earlier = nil // said only of a reload that changed nothing
+		next.Earlier, next.earlierBy = nil, nil // said only of a reload that changed nothing
 	}
 	return next
 }
@@ -676,9 +714,15 @@ func (d *Daemon) finishReload(r *reloadRun, files []*luaapi.File) ReloadResult {
 		d.log.Info("reloaded", kv...)
 		d.notify("READY=1")
 		if len(res.Added)+len(res.Changed)+len(res.Removed) > 0 {
-			d.lastChange = &ReloadChange{At: d.now(), Added: slices.Clone(res.Added), Changed: slices.Clone(res.Changed), Removed: slices.Clone(res.Removed)}
-		} else if d.lastChange != nil && d.now().Sub(d.lastChange.At) < earlierWithin {
-			res.Earlier = d.lastChange
+			d.noteChange(res)
+		} else {
+			res.earlierBy = map[string]*ReloadChange{}
+			for who, c := range d.lastChange {
+				if d.now().Sub(c.At) < earlierWithin {
+					res.earlierBy[who] = c
+				}
+			}
+			res.Earlier = res.earlierBy[""]
 		}
 	}
 	if !d.loaded.Load() && !r.unread {

@@ -475,6 +475,15 @@ func msgReloaded(r supervisor.ReloadResult, now time.Time) string {
 	fmt.Fprintf(&b, "reloaded %s: %d added, %d changed, %d removed, %s",
 		count(r.Files, "file"), len(r.Added), len(r.Changed), len(r.Removed), count(len(r.Errors), "error"))
 	writeJobLists(&b, r.Added, r.Changed, r.Removed)
+	if e := r.Earlier; e != nil {
+		// Nothing new, errors or not: the edit just saved was taken
+		// before (trial AI).
+		fmt.Fprintf(&b, "\n  nothing new since the daemon last read them (it reads a job file as it is saved); it last found changes at %s (%s ago):",
+			e.At.In(renderZone).Format("15:04:05"), accounting.FormatDuration(max(0, now.Sub(e.At)).Round(time.Second)))
+		var lists strings.Builder
+		writeJobLists(&lists, e.Added, e.Changed, e.Removed)
+		b.WriteString(strings.ReplaceAll(lists.String(), "\n  ", "\n    "))
+	}
 	if len(r.Writing) > 0 {
 		fmt.Fprintf(&b, "\n  open for writing, read once closed (its version before stays meanwhile): %s", strings.Join(r.Writing, ", "))
 	}
