@@ -585,7 +585,7 @@ func TestListsWhileLoading(t *testing.T) {
 	})
 	for _, args := range [][]string{{"jobs"}, {"jobs", "--json"}, {"flavors"}} {
 		out, errOut, code := berth(t, map[string]string{"BERTH_SOCKET": socket}, args...)
-		if want := "berth: " + msgDaemonLoading() + "\n"; code != exitOK || errOut != want {
+		if want := msgListLoading(args[0]) + "\n"; code != exitOK || errOut != want {
 			t.Errorf("%v while loading: exit %d, %q, %q; want %d and %q", args, code, out, errOut, exitOK, want)
 		}
 	}

@@ -182,7 +182,7 @@ func listing[T any](name string, path func(args []string) string, render func(io
 		if head.Get(supervisor.HeaderLoading) != "" {
 			// The list is not all there is yet: said on stderr, which a
 			// script reading the list (--json too) does not parse.
-			fmt.Fprintln(c.stderr, "berth: "+msgDaemonLoading())
+			fmt.Fprintln(c.stderr, msgListLoading(name))
 		}
 		if f.json {
 			return c.writeJSON(v)

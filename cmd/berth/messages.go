@@ -346,6 +346,12 @@ func msgDaemonLoading() string {
 	return "the daemon is reading its job files, as it does at start: the jobs are listed once it has (berth status --watch shows when)"
 }
 
+// msgListLoading says, after a list (berth jobs, berth flavors), that
+// the daemon has not read its job files yet: the list is not complete.
+func msgListLoading(list string) string {
+	return fmt.Sprintf("berth: the daemon is still reading its job files, as it does at start: this list of %s is not complete yet (berth status --watch shows when it is)", list)
+}
+
 // msgDaemonStopping heads berth status while the daemon shuts down.
 func msgDaemonStopping(units bool) string {
 	if units {

@@ -158,7 +158,7 @@ func TestMessages(t *testing.T) {
 		msgWatchStopping("14:03:05"),
 		msgWatchNoAnswer("/run/berth/berth.sock", "14:03:05"),
 		msgWatchEnded("/run/berth/berth.sock"),
-		msgKillIn(13 * time.Second), msgKillIn(300 * time.Millisecond), msgKillIn(0), msgMoreErrors(9973),
+		msgKillIn(13 * time.Second), msgKillIn(300 * time.Millisecond), msgKillIn(0), msgMoreErrors(9973), msgListLoading("jobs"),
 		msgDaemonLoading(), msgDaemonStopping(false), msgDaemonStopping(true), msgArrayRestarts(4, true), msgArrayRestarts(1, false), msgOutputCutShort("loud", "not a time"),
 		msgEditRaced("/etc/berth/jobs.d/train.lua", "/tmp/berth-edit-1/train.lua", true), msgEditRaced("/etc/berth/jobs.d/train.lua", "/tmp/berth-edit-1/train.lua", false),
 		msgAfter("train", "/etc/berth/jobs.d/train.lua", afterFacts, afterNow), msgAfterLeftOut("train", 92),
