@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"os"
@@ -470,10 +471,15 @@ func (d *Daemon) msgNoSuch(c caller, name string) string {
 	if !d.loaded.Load() {
 		return msgNotLoadedYet(name)
 	}
-	if arr, i, ok := splitMember(name); ok {
+	arr, i, member := splitMember(name)
+	if member {
 		// The array or job a caller's bare name means: theirs first.
 		switch j, a := d.lookup(c, arr); {
 		case a != nil:
+			if r := *a.snapshot().def.Array; i >= r.From && i <= r.To {
+				// It has that index, written otherwise ("sweep[01]").
+				return msgNoSuchJob(name, fmt.Sprintf("%s[%d]", arr, i), 0)
+			}
 			return msgNoSuchIndex(a.name, i, *a.snapshot().def.Array)
 		case j != nil:
 			return msgNotArrayIndex(j.name, i)
@@ -482,18 +488,56 @@ func (d *Daemon) msgNoSuch(c caller, name string) string {
 	d.mu.Lock()
 	// A file whose latest version is refused may declare it; one in force
 	// whose jobs cannot run (unplaceable, a flavor not declared) declares
-	// what it has, which is listed.
-	files := len(d.failing)
+	// what it has, which is listed; another person's cannot declare a
+	// name of the caller's.
+	files := 0
+	for path := range d.failing {
+		if c.name == "" || !d.othersFile(c.name, path) {
+			files++
+		}
+	}
 	names := d.namesForLocked(c)
 	d.mu.Unlock()
 	// In order, so that of two names as near the same is told each time.
 	slices.Sort(names)
-	meant := luaapi.Suggest(name, names)
+	meant := d.meant(c, name, names)
 	if _, known, err := d.store.Job(name); err == nil && known && files == 0 {
 		runs, err := d.store.Runs(name, 1)
 		return msgJobGone(name, err != nil || len(runs) > 0)
 	}
 	return msgNoSuchJob(name, meant, files)
+}
+
+// meant is the name near name that c may have meant, among names (sorted),
+// or "": an index of an array whose name is near ("swep[1]": sweep[1]),
+// and another person's job of that very name ("prep": alice/prep).
+func (d *Daemon) meant(c caller, name string, names []string) string {
+	if arr, i, ok := splitMember(name); ok {
+		near := luaapi.Suggest(arr, names)
+		if _, a := d.lookup(c, near); a != nil && near != "" {
+			return fmt.Sprintf("%s[%d]", near, i)
+		}
+		return ""
+	}
+	if near := luaapi.Suggest(name, names); near != "" {
+		return near
+	}
+	for _, n := range names {
+		if _, bare, ok := strings.Cut(n, "/"); ok && bare == name {
+			return n
+		}
+	}
+	return ""
+}
+
+// othersFile reports whether path is in the job directory of another
+// person than person: a file there declares none of person's jobs.
+func (d *Daemon) othersFile(person, path string) bool {
+	if d.cfg.UserJobs == "" {
+		return false
+	}
+	rel, err := filepath.Rel(d.cfg.UserJobs, filepath.Dir(path))
+	return err == nil && !strings.Contains(rel, "/") && rel != "." && rel != ".." && rel != person
 }
 
 // namesForLocked is every name c may give a job or an array by: the whole

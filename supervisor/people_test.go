@@ -577,6 +577,25 @@ func TestPeopleReloadSaysTheirOwnChange(t *testing.T) {
 	}
 }
 
+// TestPeopleNoSuchJob: a name no job has is told another person's job of
+// that very name, and a person is not told that a file of another's with
+// errors may declare it (trial AI).
+func TestPeopleNoSuchJob(t *testing.T) {
+	d, spool, _ := peopleDaemon(t, "", nil)
+	writeAs(t, spool, testAlice, "a.lua", `job "prep" { cmd = "true", enabled = false }`)
+	writeAs(t, spool, testAlice, "broken.lua", `job "x" {`)
+	reload(t, d)
+	waitJob(t, d, testAlice+"/prep", "declared", func(js JobStatus) bool { return js.State == "disabled" })
+	code, body := as(t, d, testBob, "GET", "/jobs/prep")
+	var e APIError
+	if err := json.Unmarshal([]byte(body), &e); code != http.StatusNotFound || err != nil || e.Error != msgNoSuchJob("prep", testAlice+"/prep", 0) {
+		t.Errorf("bob asks for prep: %d %s", code, body)
+	}
+	if got := d.msgNoSuch(caller{}, "nosuch"); got != msgNoSuchJob("nosuch", "", 1) {
+		t.Errorf("an administrator asks for nosuch: %q, want alice's broken file counted", got)
+	}
+}
+
 // TestPeopleCheckUnknownFlavorUnderQuota: a person's job whose flavor
 // does not exist is told so, once: its size is not known, so it is not
 // also said to ask for no cores and escape a quota of cores.

@@ -285,6 +285,15 @@ job "sized" { cmd = "true", flavor = "nosuch" }`, nil)
 	if got := d.msgNoSuch(caller{}, "perp"); got != msgNoSuchJob("perp", "prep", 0) {
 		t.Errorf("a name one swap from prep: %q", got)
 	}
+	// An array's index written otherwise, or after a typo of its name
+	// (trial AI).
+	testkit.PutFile(t, filepath.Join(d.cfg.JobsDir, "sweep.lua"), `job "sweep" { cmd = "true", array = 4, enabled = false }`)
+	reload(t, d)
+	for _, tt := range []struct{ name, want string }{{"sweep[01]", "sweep[1]"}, {"swep[2]", "sweep[2]"}} {
+		if got := d.msgNoSuch(caller{}, tt.name); got != msgNoSuchJob(tt.name, tt.want, 0) {
+			t.Errorf("%s: %q, want it told %s", tt.name, got, tt.want)
+		}
+	}
 	// A file whose latest version is refused may declare it.
 	testkit.PutFile(t, filepath.Join(d.cfg.JobsDir, "broken.lua"), `job "new" { cmd = "true", cpu = 1 }`)
 	reload(t, d)
