@@ -413,7 +413,14 @@ func msgFollowNotDeclared(job string) string {
 // msgFollowAtRest heads berth logs -f of a job at rest (done, failed,
 // stopped…): what follows its output comes once it runs again.
 func msgFollowAtRest(job, state string) string {
-	return fmt.Sprintf("berth: %s is %s: its output so far follows, and more once it runs again (berth start %s; Ctrl-C ends the wait)", job, state, quoteArg(job))
+	again := "berth start " + quoteArg(job)
+	switch stateOf(state) {
+	case store.StateDisabled:
+		again = "enabled = true in its file" // a start is refused (trial AI)
+	case store.StateInvalid, store.StateUnplaceable:
+		again = "once its file is mended: berth show " + quoteArg(job) + " says why"
+	}
+	return fmt.Sprintf("berth: %s is %s: its output so far follows, and more once it runs again (%s; Ctrl-C ends the wait)", job, state, again)
 }
 
 // msgRunOutputStartGone: the start of a run's output was rotated out of

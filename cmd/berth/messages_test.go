@@ -131,7 +131,7 @@ func TestMessages(t *testing.T) {
 		msgRunOutputGone("train", 7),
 		msgRunOutputStartGone("train", 7),
 		msgFollowNotDeclared("train"),
-		msgFollowAtRest("train", "done"),
+		msgFollowAtRest("train", "done"), msgFollowAtRest("off", "disabled"), msgFollowAtRest("big", "unplaceable"),
 		msgTailLeftOut("train", 12, 0),
 		msgTailLeftOut("train", 0, 4096),
 		msgTailLeftOut("train", 1, 100),
