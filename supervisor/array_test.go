@@ -800,3 +800,18 @@ job "whole" { cmd = "sleep 600", cpus = 2, array = 3 }`, nil)
 		t.Errorf("whole[3] waits: %q, want %q", js.Why, msgIndexBehind("whole[2]"))
 	}
 }
+
+// TestArrayStoppingKillAt: an array whose indices are being stopped says
+// when the last of their SIGKILLs comes, as a job does (trial AI: none).
+func TestArrayStoppingKillAt(t *testing.T) {
+	d, _ := runDaemon(t, `job "sw" { cmd = { "sh", "-c", "trap '' TERM; while :; do sleep 0.1; done" }, cpus = 0, array = 2, stop_timeout = "5s" }`, nil)
+	waitJob(t, d, "sw", "running", func(js JobStatus) bool { return js.Array != nil && js.Array.Counts["running"] == 2 })
+	asked := time.Now()
+	if code, body := as(t, d, "root", "POST", jobPath("sw")+"/stop"); code != 200 {
+		t.Fatalf("stop sw: %d %s", code, body)
+	}
+	js := waitJob(t, d, "sw", "stopping", func(js JobStatus) bool { return js.Array != nil && js.Array.Counts["stopping"] == 2 })
+	if js.KillAt == nil || js.KillAt.Before(asked.Add(5*time.Second)) || js.KillAt.After(time.Now().Add(5*time.Second)) {
+		t.Errorf("sw stopping: kill_at %v, want 5 s from its stop", js.KillAt)
+	}
+}

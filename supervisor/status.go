@@ -170,6 +170,7 @@ type JobStatus struct {
 	RetryAt *time.Time `json:"retry_at,omitempty"`
 	// KillAt, for a job stopping, is when the stop's SIGKILL comes (its
 	// stop_timeout after the stop_signal); past, once it has been sent.
+	// An array's: the last of its indices being stopped.
 	KillAt *time.Time `json:"kill_at,omitempty"`
 	// RunsAgainAfter, for a job done, is the job at or upstream of its
 	// after parents that runs, waits to run, or rests failed or stopped
@@ -616,6 +617,9 @@ func arrayStatus(a *array, members []JobStatus) JobStatus {
 		}
 		if m.RetryAt != nil && (out.RetryAt == nil || m.RetryAt.Before(*out.RetryAt)) {
 			out.RetryAt = m.RetryAt // the first of its indices in backoff to run again
+		}
+		if m.KillAt != nil && (out.KillAt == nil || m.KillAt.After(*out.KillAt)) {
+			out.KillAt = m.KillAt // the last of its indices being stopped to be killed (trial AI)
 		}
 	}
 	slices.Sort(out.CPUIDs)
