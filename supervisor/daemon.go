@@ -258,6 +258,10 @@ type Daemon struct {
 	// hands each to its job. Owned by the loop.
 	adopted map[string]adoptedRun
 
+	// bornCount is how many jobs were born here (job.order); owned by the
+	// loop.
+	bornCount int
+
 	// lastChange is what the last reload that changed something changed
 	// (ReloadResult.Earlier): of every job (""), and of each person's
 	// own, for them; owned by the loop.

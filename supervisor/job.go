@@ -126,9 +126,9 @@ type job struct {
 	// whose run the last daemon took down with it keeps its place in line
 	// from its earlier wait, but did not wait all that time.
 	waitMeasured time.Time
-	// order is the job's place among the jobs born with it, in the order
-	// they are declared: the placer's tie-break for those that began to
-	// wait at one instant.
+	// order is the job's place among the jobs born in this daemon, in the
+	// order they are declared, those born later after: the placer's
+	// tie-break for those that began to wait at one instant.
 	order int
 	// placedAt is when the current grant was made, for how long a start
 	// takes.

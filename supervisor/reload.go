@@ -1350,6 +1350,18 @@ func (d *Daemon) apply(set *luaapi.Set, first bool) ReloadResult {
 			}
 		}
 	}
+	// Each job's place among all born here, in the order they are
+	// declared, those born later after: the placer's tie-break for jobs
+	// that began to wait at one instant (those one parent lets run: the
+	// review found one added by a later edit placed first, as 0).
+	inOrder := slices.Clone(born)
+	slices.SortStableFunc(inOrder, func(a, b *job) int {
+		return cmp.Or(strings.Compare(a.def.Pos.File, b.def.Pos.File), cmp.Compare(a.def.Order, b.def.Order), cmp.Compare(a.index, b.index))
+	})
+	for i, j := range inOrder {
+		j.order = d.bornCount + i
+	}
+	d.bornCount += len(inOrder)
 	if len(born) > 1 {
 		// Born together (the daemon's start, a new file of several jobs),
 		// they queue together: none is placed until each has had its
@@ -1362,13 +1374,8 @@ func (d *Daemon) apply(set *luaapi.Set, first bool) ReloadResult {
 		// Those new to the line arrive at one instant, in the order they
 		// are declared: a file's jobs of one priority start in the
 		// order the file gives them.
-		inOrder := slices.Clone(born)
-		slices.SortStableFunc(inOrder, func(a, b *job) int {
-			return cmp.Or(strings.Compare(a.def.Pos.File, b.def.Pos.File), cmp.Compare(a.def.Order, b.def.Order), cmp.Compare(a.index, b.index))
-		})
 		now := d.now()
-		for i, j := range inOrder {
-			j.order = i
+		for _, j := range inOrder {
 			if j.life.state == 0 && j.waitedBefore.IsZero() && j.waitedFor == 0 {
 				// (A wait an edit broke off in the last daemon goes on
 				// instead, once it can run: waitedFor.)

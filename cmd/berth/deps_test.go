@@ -514,6 +514,11 @@ job "pre" { cmd = { "sh", "-c", "while [ ! -e OUT/go ]; do sleep 0.02; done" }, 
 	for i := range n {
 		d.waitJob(fmt.Sprintf("d%d", i+1), "held by pre", func(j supervisor.JobStatus) bool { return j.State == "waiting" && len(j.After) > 0 })
 	}
+	// One declared later, in a file of its own that sorts first, comes
+	// after them (the review: it came first, its place among those born
+	// with it 0 as theirs began at 0).
+	d.write("0-late.lua", `job "d0" { cmd = "true", cpus = 1, after = "pre" }`)
+	d.waitJob("d0", "held by pre", func(j supervisor.JobStatus) bool { return j.State == "waiting" && len(j.After) > 0 })
 	d.open("go")
 	testkit.WaitFor(t, waitLong, "every d in the placer's queue", func() bool {
 		s := d.status()
@@ -523,12 +528,15 @@ job "pre" { cmd = { "sh", "-c", "while [ ! -e OUT/go ]; do sleep 0.02; done" }, 
 				in++
 			}
 		}
-		return in == n
+		return in == n+1
 	})
 	for i := range n {
 		if j, _ := d.job(fmt.Sprintf("d%d", i+1)); j.QueuePosition != i+1 {
 			t.Errorf("d%d is %d in line, want %d", i+1, j.QueuePosition, i+1)
 		}
+	}
+	if j, _ := d.job("d0"); j.QueuePosition != n+1 {
+		t.Errorf("d0, declared later, is %d in line, want %d", j.QueuePosition, n+1)
 	}
 	d.stop()
 }
