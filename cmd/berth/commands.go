@@ -843,6 +843,9 @@ func neverRan(cl *client, job string) bool {
 		return false
 	}
 	st := d.Status
+	if st.Unrecorded {
+		return false // its runs may have been had and not recorded
+	}
 	switch stateOf(st.State) {
 	case 0, store.StateWaiting, store.StateStopped, store.StateDisabled, store.StateInvalid, store.StateUnplaceable:
 		// (0: just declared, its first step not taken yet.)
