@@ -25,7 +25,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -191,19 +190,6 @@ func New(m Manager, ev Events) *Runner {
 	return r
 }
 
-// machineStopping reports whether the manager is shutting the machine
-// down (its SystemState "stopping"), where it can say.
-func (r *Runner) machineStopping() bool {
-	m, ok := r.m.(interface {
-		GetManagerProperty(string) (string, error)
-	})
-	if !ok {
-		return false
-	}
-	state, err := m.GetManagerProperty("SystemState")
-	return err == nil && strings.Trim(state, `"'`) == "stopping"
-}
-
 // Lost is closed when the connection to systemd is gone (systemd was
 // re-executed, or its bus went away): no end of a run can be learnt any
 // more. The units go on; a daemon that starts again takes them back.
@@ -332,17 +318,6 @@ func (r *Runner) finish(run *Run, st unitState) {
 	delete(r.runs, run.name)
 	r.mu.Unlock()
 	e := st.exit()
-	if e.StoppedOutside && !run.stopAsked.Load() && r.machineStopping() {
-		// A shutdown or reboot stops every unit at once, this one perhaps
-		// before the daemon: not a person's stop, for the job to rest
-		// stopped after the boot. The run is left unended, as the daemon
-		// about to stop leaves its runs; the next one, after the boot,
-		// finds it lost, and runs it again (the review).
-		if run.oom != nil {
-			run.oom.close()
-		}
-		return
-	}
 	if run.oom != nil {
 		// Where the memory controller is cgroup v1's, systemd does not
 		// see OOM kills: berth counted them itself.
@@ -746,8 +721,6 @@ type Run struct {
 	once sync.Once
 	done chan struct{}
 	exit runner.Exit
-	// stopAsked: the daemon stopped it (Stop), and waits for its end.
-	stopAsked atomic.Bool
 }
 
 func newRun(r *Runner, name string) *Run { return &Run{r: r, name: name, done: make(chan struct{})} }
@@ -791,7 +764,6 @@ func (run *Run) SetRuntimeMax(d time.Duration) error {
 // sends SIGKILL to all of them; killed says whether that was needed. It
 // returns once the run has ended.
 func (run *Run) Stop(sig syscall.Signal, timeout time.Duration) (killed bool) {
-	run.stopAsked.Store(true)
 	select {
 	case <-run.done:
 		return false

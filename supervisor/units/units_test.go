@@ -198,25 +198,6 @@ func TestStoppedOutside(t *testing.T) {
 	}
 }
 
-// A unit stopped as the machine shuts down is no person's stop: its run
-// is left unended, for the daemon after the boot to find lost, and run
-// again (the review: the job rested stopped after the reboot).
-func TestStoppedAtShutdown(t *testing.T) {
-	f, r := startRunner(t)
-	run, err := r.Start(context.Background(), Spec{Job: "j", Run: 1, Path: "/bin/sh", Argv: []string{"sh"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.SetSystemState("stopping")
-	f.StopOutside(run.Unit())
-	r.check(run) // as the signal would, at once
-	select {
-	case <-run.Done():
-		t.Errorf("ended %+v, as the machine shuts down", run.Wait())
-	default:
-	}
-}
-
 // While its start job waits, systemd shows a new unit inactive: a look at
 // the runs in progress then (a sweep, a signal) does not take it for a
 // run that ended.

@@ -4,7 +4,6 @@
 package unitstest
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"maps"
@@ -41,8 +40,6 @@ type Manager struct {
 	disconnected bool
 	// ignoreKills: a SIGKILL ends nothing.
 	ignoreKills bool
-	// systemState is the manager's SystemState ("" for running).
-	systemState string
 }
 
 type unit struct {
@@ -296,25 +293,6 @@ func (f *Manager) HoldStarts() (held <-chan struct{}, release func()) {
 		f.mu.Unlock()
 		close(hold)
 	}
-}
-
-// SetSystemState sets the manager's SystemState: "stopping" while the
-// machine shuts down.
-func (f *Manager) SetSystemState(state string) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.systemState = state
-}
-
-// GetManagerProperty reads a property of the manager, in GVariant's text
-// form as go-systemd's Conn gives it (a string quoted).
-func (f *Manager) GetManagerProperty(prop string) (string, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if prop != "SystemState" {
-		return "", errors.New("unknown property " + prop)
-	}
-	return `"` + cmp.Or(f.systemState, "running") + `"`, nil
 }
 
 // Disconnect makes Connected report the connection gone.
