@@ -1515,20 +1515,31 @@ func (j *job) tellDependants(shown store.State, redefining bool) {
 		}
 		j.told = now
 	}
-	if len(kids) == 1 {
-		g.post(kids[0], jobMessage{deps: true})
-		return
-	}
 	// Those it lets run together enter the placer's queue together: no
 	// one is placed until each has looked (or a second has gone by), so
 	// that they are placed in their order, not in the order their
 	// goroutines happened to look (trial AI: the first to look took the
-	// core that the first declared was to have).
+	// core that the first declared was to have). Only where it may let
+	// several run, those it holds: the hold stops every placement.
+	held := map[string]bool{}
+	if shown == store.StateDone || shown == store.StateFailed || shown == store.StateStopped || shown == store.StateRunning {
+		for _, k := range kids {
+			if v, ok := g.view(k); ok && g.isJob(k) && v.State == store.StateWaiting && v.After != nil {
+				held[k] = true
+			}
+		}
+	}
+	if len(held) < 2 {
+		for _, k := range kids {
+			g.post(k, jobMessage{deps: true})
+		}
+		return
+	}
 	release := j.d.placer.Hold()
-	var looked []chan struct{}
+	looked := make([]chan struct{}, 0, len(held))
 	for _, k := range kids {
-		if !g.isJob(k) {
-			g.post(k, jobMessage{deps: true}) // an array: its own gate orders its indices
+		if !held[k] {
+			g.post(k, jobMessage{deps: true})
 			continue
 		}
 		done := make(chan struct{})
