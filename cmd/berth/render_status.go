@@ -184,17 +184,23 @@ func (p statusPicture) fit(height int) []textLine {
 		return total - lines
 	}
 	errRoom := max(4, height/2)
+	moreLine := func(n int) int { // the line that says how many more jobs
+		if n < len(p.jobs) {
+			return 1
+		}
+		return 0
+	}
 	shown := 0
-	for n, used := 1, 0; n < len(p.jobs); n++ { // all of them do not fit
+	for n, used := 1, 0; n <= len(p.jobs); n++ {
 		used += len(p.jobs[n-1])
 		if used > height {
 			break // no more can fit, whatever they leave out
 		}
-		if len(p.top)+len(p.head)+used+1+min(tailLen(n), errRoom) <= height {
+		if len(p.top)+len(p.head)+used+moreLine(n)+min(tailLen(n), errRoom) <= height {
 			shown = n
 		}
 	}
-	rest := height - len(p.top) - len(p.head) - 1
+	rest := height - len(p.top) - len(p.head) - moreLine(shown)
 	for _, j := range p.jobs[:shown] {
 		rest -= len(j)
 	}

@@ -147,6 +147,20 @@ func TestRenderStatusFitsHeightManyErrors(t *testing.T) {
 		!strings.Contains(text, "more errors (berth status shows all)") || strings.Count(text, "\n") < 30 {
 		t.Errorf("on 40 lines (%d), want train's line, errors, and the rest counted:\n%s", len(lines), text)
 	}
+
+	// Two jobs and 200 errors of files: both jobs fit beside half a
+	// screen of errors (the review: one was cut, the errors took more).
+	s = errorsBox()
+	for i := range 200 {
+		s.Problems = append(s.Problems, supervisor.Problem{Code: "syntax", File: fmt.Sprintf("jobs.d/f%03d.lua", i), Line: 1, Text: fmt.Sprintf("jobs.d/f%03d.lua:1: syntax error", i)})
+	}
+	lines = layoutStatus(s, o).fit(40)
+	b.Reset()
+	o.writeLines(&b, lines, o.width)
+	text = b.String()
+	if len(lines) > 40 || strings.Contains(text, "more job") || !strings.Contains(text, "sweep-1  invalid") || !strings.Contains(text, "more errors") {
+		t.Errorf("on 40 lines (%d), want both jobs and the errors counted:\n%s", len(lines), text)
+	}
 }
 
 // TestStatusWholeOffATerminal: into a pipe berth status cuts no line, so
