@@ -491,8 +491,12 @@ func (d *Daemon) msgNoSuch(c caller, name string) string {
 	// what it has, which is listed; another person's cannot declare a
 	// name of the caller's.
 	files := 0
+	whose := c.name // the person whose name space it is in
+	if owner, _, ok := strings.Cut(name, "/"); ok {
+		whose = owner
+	}
 	for path := range d.failing {
-		if c.name == "" || !d.othersFile(c.name, path) {
+		if whose == "" || !d.othersFile(whose, path) {
 			files++
 		}
 	}
@@ -515,7 +519,9 @@ func (d *Daemon) meant(c caller, name string, names []string) string {
 	if arr, i, ok := splitMember(name); ok {
 		near := luaapi.Suggest(arr, names)
 		if _, a := d.lookup(c, near); a != nil && near != "" {
-			return fmt.Sprintf("%s[%d]", near, i)
+			if r := *a.snapshot().def.Array; i >= r.From && i <= r.To {
+				return fmt.Sprintf("%s[%d]", near, i)
+			}
 		}
 		return ""
 	}
@@ -531,7 +537,8 @@ func (d *Daemon) meant(c caller, name string, names []string) string {
 }
 
 // othersFile reports whether path is in the job directory of another
-// person than person: a file there declares none of person's jobs.
+// person than person: a file there declares no job in person's name
+// space ("" for the administrators').
 func (d *Daemon) othersFile(person, path string) bool {
 	if d.cfg.UserJobs == "" {
 		return false

@@ -594,6 +594,10 @@ func TestPeopleNoSuchJob(t *testing.T) {
 	if got := d.msgNoSuch(caller{}, "nosuch"); got != msgNoSuchJob("nosuch", "", 1) {
 		t.Errorf("an administrator asks for nosuch: %q, want alice's broken file counted", got)
 	}
+	// A name of alice's: her broken file may declare it, whoever asks.
+	if got := d.msgNoSuch(caller{name: testBob}, testAlice+"/newjob"); got != msgNoSuchJob(testAlice+"/newjob", "", 1) {
+		t.Errorf("bob asks for alice's newjob: %q, want her broken file counted", got)
+	}
 }
 
 // TestPeopleCheckUnknownFlavorUnderQuota: a person's job whose flavor

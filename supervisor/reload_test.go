@@ -289,7 +289,7 @@ job "sized" { cmd = "true", flavor = "nosuch" }`, nil)
 	// (trial AI).
 	testkit.PutFile(t, filepath.Join(d.cfg.JobsDir, "sweep.lua"), `job "sweep" { cmd = "true", array = 4, enabled = false }`)
 	reload(t, d)
-	for _, tt := range []struct{ name, want string }{{"sweep[01]", "sweep[1]"}, {"swep[2]", "sweep[2]"}} {
+	for _, tt := range []struct{ name, want string }{{"sweep[01]", "sweep[1]"}, {"swep[2]", "sweep[2]"}, {"swep[99]", ""}} {
 		if got := d.msgNoSuch(caller{}, tt.name); got != msgNoSuchJob(tt.name, tt.want, 0) {
 			t.Errorf("%s: %q, want it told %s", tt.name, got, tt.want)
 		}

@@ -418,7 +418,7 @@ func msgFollowAtRest(job, state string) string {
 	case store.StateDisabled:
 		again = "enabled = true in its file" // a start is refused (trial AI)
 	case store.StateInvalid, store.StateUnplaceable:
-		again = "once its file is mended: berth show " + quoteArg(job) + " says why"
+		again = "once what keeps it from running is mended: berth show " + quoteArg(job) + " says what"
 	}
 	return fmt.Sprintf("berth: %s is %s: its output so far follows, and more once it runs again (%s; Ctrl-C ends the wait)", job, state, again)
 }
