@@ -883,7 +883,7 @@ func errChoice(s subject, field string, choices []string, got lua.LValue) *Error
 
 func errFlavorAndResources(s subject, field, flavor string) *Error {
 	return s.err(Conflict, field, fmt.Sprintf(
-		"give either flavor or cpus/gpus/gpu_mem/ram, not both (flavor %s sets them)", quote(flavor)))
+		"give either flavor or cpus/gpus/gpu_mem/ram, not both: a flavor (%s here) sets them all", quote(flavor)))
 }
 
 func errGPUsAndShare(s subject, gpus int) *Error {
