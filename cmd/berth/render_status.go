@@ -228,7 +228,11 @@ func statusHeader(s supervisor.Status, jobs []supervisor.JobStatus, width int) [
 		sep = ", "
 	}
 	if len(jobs) == 0 {
-		items = append(items, flowItem{sep: sep, text: ln(plainSpan("no jobs"))})
+		none := "no jobs"
+		if s.Daemon.Loading {
+			none = "no jobs yet" // as the list below says (trial AI)
+		}
+		items = append(items, flowItem{sep: sep, text: ln(plainSpan(none))})
 	}
 	if len(s.Problems) > 0 {
 		items = append(items, flowItem{sep: " · ", text: ln(styledSpan(errorsSummary(s.Problems), sgrRed))})

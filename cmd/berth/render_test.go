@@ -870,3 +870,15 @@ func TestRenderDoneUnrecorded(t *testing.T) {
 		t.Errorf("done, not recorded: %q, want %q", got, why)
 	}
 }
+
+// TestRenderStatusLoading: a daemon still reading its job files at start
+// has no jobs yet, as the header and the list both say (trial AI: the
+// header said "no jobs").
+func TestRenderStatusLoading(t *testing.T) {
+	s := supervisor.Status{Host: "vm", Logs: "journal", Now: renderNow}
+	s.Daemon.Loading = true
+	out := statusText(s, 80, false)
+	if !strings.HasPrefix(out, "vm — no jobs yet\n") || !strings.Contains(out, "\nno jobs yet\n") {
+		t.Errorf("status while loading:\n%s", out)
+	}
+}
