@@ -108,10 +108,10 @@ func (g *depGraph) view(name string) (jobView, bool) {
 	return jobView{}, false
 }
 
-// post hands m to job name, or to every index of array name.
 // isJob reports whether name is a job of the graph, not an array.
 func (g *depGraph) isJob(name string) bool { return g.jobs[name] != nil }
 
+// post hands m to job name, or to every index of array name.
 func (g *depGraph) post(name string, m jobMessage) {
 	if j := g.jobs[name]; j != nil {
 		j.in.post(m)
@@ -376,16 +376,16 @@ func (g *depGraph) walkAfter(name string, memo map[string]string, at func(child,
 	return ""
 }
 
-// gate says whether a job of definition def may enter the placer, and the
-// facts about its parents.
 // releasedAt is when parents that let a job run did so: the last of them
-// to come where it is, now at the latest. A job its parents let run takes
-// its place in line then (as Slurm's eligible time), and the jobs one
-// parent's end lets run arrive together, in the order they are declared
-// (trial AH: dep and dep2, after one parent, queued in the order their
-// goroutines happened to look).
-func releasedAt(facts []Dependency, now time.Time) time.Time {
-	var at time.Time
+// to come where it is, but not before the job began to wait (waiting),
+// and now at the latest. A job its parents let run takes its place in
+// line then (as Slurm's eligible time), and the jobs one parent's end lets
+// run arrive together, in the order they are declared (trial AH: dep and
+// dep2, after one parent, queued in the order their goroutines happened
+// to look; the review: a parent done long ago, its file back, put one
+// ahead of older waiters).
+func releasedAt(facts []Dependency, waiting, now time.Time) time.Time {
+	at := waiting
 	for _, f := range facts {
 		if f.Since.After(at) {
 			at = f.Since
@@ -397,6 +397,8 @@ func releasedAt(facts []Dependency, now time.Time) time.Time {
 	return at
 }
 
+// gate says whether a job of definition def may enter the placer, and the
+// facts about its parents.
 func gate(facts []Dependency) bool {
 	for _, f := range facts {
 		if !f.Satisfied {

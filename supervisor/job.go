@@ -1588,13 +1588,7 @@ func (j *job) depsChanged() {
 		}
 		j.held = nil
 		j.log.Info("dependencies satisfied")
-		// Never as of before it began to wait (the review: a parent done
-		// long ago, its file back, put it ahead of older waiters).
-		released := releasedAt(facts, j.d.now())
-		if released.Before(j.waitingAt) {
-			released = j.waitingAt
-		}
-		if e, ok := j.pastGates(released); ok {
+		if e, ok := j.pastGates(releasedAt(facts, j.waitingAt, j.d.now())); ok {
 			j.apply(e)
 		}
 	case store.StateDone, store.StateFailed:

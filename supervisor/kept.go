@@ -214,23 +214,22 @@ func sha256Hex(b []byte) string {
 // previous returns the copy of path, if one is kept and it is not the
 // version of content hash.
 func (k *keptFiles) previous(path, hash string) ([]byte, bool) {
-	k.mu.Lock()
-	short, ok := k.have[keptPathHash(path)]
-	k.mu.Unlock()
-	if ok && short == hash[:min(len(hash), 16)] {
+	if k.keeps(path, hash) {
 		return nil, false
 	}
 	return k.copyOf(path)
 }
 
 // holds says whether src is the copy of path kept: the version in force.
-func (k *keptFiles) holds(path string, src []byte) bool {
-	sum := sha256.Sum256(src)
-	hash := hex.EncodeToString(sum[:8])
+func (k *keptFiles) holds(path string, src []byte) bool { return k.keeps(path, sha256Hex(src)) }
+
+// keeps says whether the copy of path kept is the version of content
+// hash.
+func (k *keptFiles) keeps(path, hash string) bool {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	short, ok := k.have[keptPathHash(path)]
-	return ok && short == hash
+	return ok && short == hash[:min(len(hash), 16)]
 }
 
 // has says whether a copy of path is kept.

@@ -66,30 +66,24 @@ func (d *Daemon) noteChange(res ReloadResult) {
 		d.lastChange = map[string]*ReloadChange{}
 	}
 	d.lastChange[""] = &ReloadChange{At: now, Added: slices.Clone(res.Added), Changed: slices.Clone(res.Changed), Removed: slices.Clone(res.Removed)}
-	mine := map[string]*ReloadChange{}
-	for _, l := range []struct {
-		names []string
-		to    func(c *ReloadChange) *[]string
-	}{
-		{res.Added, func(c *ReloadChange) *[]string { return &c.Added }},
-		{res.Changed, func(c *ReloadChange) *[]string { return &c.Changed }},
-		{res.Removed, func(c *ReloadChange) *[]string { return &c.Removed }},
-	} {
-		for _, name := range l.names {
-			owner := ownerOf(name)
-			if owner == "" {
-				continue
-			}
-			c := mine[owner]
-			if c == nil {
-				c = &ReloadChange{At: now, Added: []string{}, Changed: []string{}, Removed: []string{}}
-				mine[owner] = c
-			}
-			*l.to(c) = append(*l.to(c), name)
+	owners := map[string]bool{}
+	for _, names := range [][]string{res.Added, res.Changed, res.Removed} {
+		for _, name := range names {
+			owners[ownerOf(name)] = true
 		}
 	}
-	for owner, c := range mine {
-		d.lastChange[owner] = c
+	delete(owners, "")
+	for owner := range owners {
+		theirs := func(names []string) []string {
+			out := []string{} // a list is [], never null
+			for _, name := range names {
+				if ownerOf(name) == owner {
+					out = append(out, name)
+				}
+			}
+			return out
+		}
+		d.lastChange[owner] = &ReloadChange{At: now, Added: theirs(res.Added), Changed: theirs(res.Changed), Removed: theirs(res.Removed)}
 	}
 }
 
@@ -717,8 +711,9 @@ func (d *Daemon) finishReload(r *reloadRun, files []*luaapi.File) ReloadResult {
 			d.noteChange(res)
 		} else {
 			res.earlierBy = map[string]*ReloadChange{}
+			now := d.now()
 			for who, c := range d.lastChange {
-				if d.now().Sub(c.At) < earlierWithin {
+				if now.Sub(c.At) < earlierWithin {
 					res.earlierBy[who] = c
 				}
 			}

@@ -460,8 +460,6 @@ func msgMoreRuns(job string, n int) string {
 	return fmt.Sprintf("berth: the newest %s, and there are more (%s shows more)", count(n, "run"), more)
 }
 
-// msgReloaded says what a reload did: the counts, then the jobs added,
-// changed and removed (twenty of each at most).
 // msgOthersErrors says that the n errors of a reload after a submit are
 // in other files than those submitted.
 func msgOthersErrors(n int) string {
@@ -471,31 +469,31 @@ func msgOthersErrors(n int) string {
 	return "the errors are in other job files, not in what you sent (berth status lists them)"
 }
 
+// msgReloaded says what a reload did: the counts, then the jobs added,
+// changed and removed (twenty of each at most); for one that found
+// nothing new, what the daemon's last reload that did found, and when.
 func msgReloaded(r supervisor.ReloadResult, now time.Time) string {
-	if len(r.Added)+len(r.Changed)+len(r.Removed)+len(r.Errors)+len(r.Writing) == 0 {
-		// A reload after the daemon read a file as it was saved.
-		if e := r.Earlier; e != nil {
-			// What it did then: the edit just saved was taken (trial AH).
-			var b strings.Builder
-			fmt.Fprintf(&b, "reloaded %s: nothing changed since the daemon last read them (it reads a job file as it is saved; berth status shows the jobs); it last found changes at %s (%s ago):",
-				count(r.Files, "file"), e.At.In(renderZone).Format("15:04:05"), accounting.FormatDuration(max(0, now.Sub(e.At)).Round(time.Second)))
-			writeJobLists(&b, e.Added, e.Changed, e.Removed)
-			return b.String()
-		}
-		return fmt.Sprintf("reloaded %s: nothing changed since the daemon last read them (it reads a job file as it is saved; berth status shows the jobs)", count(r.Files, "file"))
-	}
 	var b strings.Builder
+	quiet := len(r.Added)+len(r.Changed)+len(r.Removed)+len(r.Errors)+len(r.Writing) == 0
+	switch {
+	case quiet && r.Earlier == nil:
+		// A reload after the daemon read a file as it was saved.
+		return fmt.Sprintf("reloaded %s: nothing changed since the daemon last read them (it reads a job file as it is saved; berth status shows the jobs)", count(r.Files, "file"))
+	case quiet:
+		// What it did then: the edit just saved was taken (trial AH).
+		fmt.Fprintf(&b, "reloaded %s: nothing changed since the daemon last read them (it reads a job file as it is saved; berth status shows the jobs); %s",
+			count(r.Files, "file"), lastFound(r.Earlier, now))
+		writeJobLists(&b, "  ", r.Earlier.Added, r.Earlier.Changed, r.Earlier.Removed)
+		return b.String()
+	}
 	fmt.Fprintf(&b, "reloaded %s: %d added, %d changed, %d removed, %s",
 		count(r.Files, "file"), len(r.Added), len(r.Changed), len(r.Removed), count(len(r.Errors), "error"))
-	writeJobLists(&b, r.Added, r.Changed, r.Removed)
+	writeJobLists(&b, "  ", r.Added, r.Changed, r.Removed)
 	if e := r.Earlier; e != nil {
 		// Nothing new, errors or not: the edit just saved was taken
 		// before (trial AI).
-		fmt.Fprintf(&b, "\n  nothing new since the daemon last read them (it reads a job file as it is saved); it last found changes at %s (%s ago):",
-			e.At.In(renderZone).Format("15:04:05"), accounting.FormatDuration(max(0, now.Sub(e.At)).Round(time.Second)))
-		var lists strings.Builder
-		writeJobLists(&lists, e.Added, e.Changed, e.Removed)
-		b.WriteString(strings.ReplaceAll(lists.String(), "\n  ", "\n    "))
+		fmt.Fprintf(&b, "\n  nothing new since the daemon last read them (it reads a job file as it is saved); %s", lastFound(e, now))
+		writeJobLists(&b, "    ", e.Added, e.Changed, e.Removed)
 	}
 	if len(r.Writing) > 0 {
 		fmt.Fprintf(&b, "\n  open for writing, read once closed (its version before stays meanwhile): %s", strings.Join(r.Writing, ", "))
@@ -503,9 +501,15 @@ func msgReloaded(r supervisor.ReloadResult, now time.Time) string {
 	return b.String()
 }
 
+// lastFound says when the daemon last found changes (e), from now.
+func lastFound(e *supervisor.ReloadChange, now time.Time) string {
+	return fmt.Sprintf("it last found changes at %s (%s ago):",
+		e.At.In(renderZone).Format("15:04:05"), accounting.FormatDuration(max(0, now.Sub(e.At)).Round(time.Second)))
+}
+
 // writeJobLists writes a line for each of the jobs added, changed and
-// removed, those there are, twenty names of each at most.
-func writeJobLists(b *strings.Builder, added, changed, removed []string) {
+// removed, those there are, indented, twenty names of each at most.
+func writeJobLists(b *strings.Builder, indent string, added, changed, removed []string) {
 	const most = 20
 	for _, l := range []struct {
 		what  string
@@ -514,7 +518,7 @@ func writeJobLists(b *strings.Builder, added, changed, removed []string) {
 		if len(l.names) == 0 {
 			continue
 		}
-		fmt.Fprintf(b, "\n  %s: %s", l.what, strings.Join(l.names[:min(len(l.names), most)], ", "))
+		fmt.Fprintf(b, "\n%s%s: %s", indent, l.what, strings.Join(l.names[:min(len(l.names), most)], ", "))
 		if len(l.names) > most {
 			fmt.Fprintf(b, " and %d more", len(l.names)-most)
 		}

@@ -106,22 +106,27 @@ func saidOnLines(ps []supervisor.Problem, jobs []supervisor.JobStatus, rows [][]
 	return said
 }
 
-// tail is the configuration errors below the first shown of the jobs'
-// lines: each but those a shown job's line says already, whole, as its
-// why. A job that fits no machine, or whose user is unknown, is said once
-// (10 000 such jobs were 20 000 lines: trial AF); a why cut to fit the
-// terminal, or a job's line left off the screen, leaves its problem here.
-func (p statusPicture) tail(shown int) []textLine { return p.tailIn(shown, -1) }
-
-// tailIn is tail in at most room lines (-1: no bound): the errors that
-// fit whole, then a line that says how many more there are.
-func (p statusPicture) tailIn(shown, room int) []textLine {
+// said is which errors the lines of the first shown jobs say, whole, as
+// their whys.
+func (p statusPicture) said(shown int) map[int]bool {
 	said := make(map[int]bool, shown)
 	for _, k := range p.saidBy[:shown] {
 		if k >= 0 {
 			said[k] = true
 		}
 	}
+	return said
+}
+
+// tail is the configuration errors below the first shown of the jobs'
+// lines, in at most room lines (-1: no bound): each but those a shown
+// job's line says already, those that fit whole, then a line that says
+// how many more there are. A job that fits no machine, or whose user is
+// unknown, is said once (10 000 such jobs were 20 000 lines: trial AF); a
+// why cut to fit the terminal, or a job's line left off the screen, leaves
+// its problem here.
+func (p statusPicture) tail(shown, room int) []textLine {
+	said := p.said(shown)
 	if len(said) == len(p.errors) || room == 0 {
 		return nil
 	}
@@ -148,7 +153,7 @@ func (p statusPicture) lines() []textLine {
 	for _, j := range p.jobs {
 		out = append(out, j...)
 	}
-	return append(out, p.tail(len(p.jobs))...)
+	return append(out, p.tail(len(p.jobs), -1)...)
 }
 
 // fit is the picture in at most height lines. Where it is taller, the job
@@ -171,17 +176,15 @@ func (p statusPicture) fit(height int) []textLine {
 		total += len(e)
 	}
 	tailLen := func(n int) int {
-		said, lines := make(map[int]bool, n), 0
-		for _, k := range p.saidBy[:n] {
-			if k >= 0 && !said[k] {
-				said[k] = true
-				lines += len(p.errors[k])
-			}
-		}
+		said := p.said(n)
 		if len(said) == len(p.errors) {
 			return 0
 		}
-		return total - lines
+		lines := total
+		for k := range said {
+			lines -= len(p.errors[k])
+		}
+		return lines
 	}
 	errRoom := max(4, height/2)
 	moreLine := func(n int) int { // the line that says how many more jobs
@@ -211,7 +214,7 @@ func (p statusPicture) fit(height int) []textLine {
 	if more := len(p.jobs) - shown; more > 0 {
 		out = append(out, ln(styledSpan(msgMoreJobs(more), sgrDim)))
 	}
-	out = append(out, p.tailIn(shown, max(0, rest))...)
+	out = append(out, p.tail(shown, max(0, rest))...)
 	return out[:min(len(out), max(0, height))]
 }
 

@@ -290,35 +290,27 @@ func TestGoldenBytes(t *testing.T) {
 	if got, err := decodeJob(b); err != nil || !reflect.DeepEqual(got, job) {
 		t.Errorf("decodeJob(%s) = %+v, %v; want %+v", jobHex, got, err, job)
 	}
-	b, _ = hex.DecodeString(jobV2Hex)
-	if got, err := decodeJob(b); err != nil || !reflect.DeepEqual(got, jobV2) {
-		t.Errorf("decodeJob(%s) = %+v, %v; want %+v", jobV2Hex, got, err, jobV2)
-	}
-	if got := hex.EncodeToString(encodeJob(jobV2)); got != jobV2Hex {
-		t.Errorf("encodeJob = %s, want %s", got, jobV2Hex)
-	}
 	// Version 3 is version 2 and then StoppedAll, written only where it
-	// is true: an older daemon reads the others.
+	// is true; version 4, version 3 and then WaitedFor, written only where
+	// it is not zero: an older daemon reads the others.
 	jobV3 := jobV2
 	jobV3.State, jobV3.StoppedAll = StateStopped, true
-	jobV3Hex := "03" + jobV2Hex[2:18] + "08" + jobV2Hex[20:] + "01" // State stopped, StoppedAll
-	b, _ = hex.DecodeString(jobV3Hex)
-	if got, err := decodeJob(b); err != nil || !reflect.DeepEqual(got, jobV3) {
-		t.Errorf("decodeJob(%s) = %+v, %v; want %+v", jobV3Hex, got, err, jobV3)
-	}
-	if got := hex.EncodeToString(encodeJob(jobV3)); got != jobV3Hex {
-		t.Errorf("encodeJob = %s, want %s", got, jobV3Hex)
-	}
-	// Version 4 is version 3 and then WaitedFor, written only where it is
-	// not zero.
 	jobV4 := jobV2
 	jobV4.State, jobV4.WaitedFor = StateUnplaceable, 90*time.Second
-	jobV4Hex := "04" + jobV2Hex[2:18] + "0a" + jobV2Hex[20:] + "00" + "8090d8c69e05" // State unplaceable, not StoppedAll, 90 s in ns (zigzag varint)
-	b, _ = hex.DecodeString(jobV4Hex)
-	if got, err := decodeJob(b); err != nil || !reflect.DeepEqual(got, jobV4) {
-		t.Errorf("decodeJob(%s) = %+v, %v; want %+v", jobV4Hex, got, err, jobV4)
-	}
-	if got := hex.EncodeToString(encodeJob(jobV4)); got != jobV4Hex {
-		t.Errorf("encodeJob = %s, want %s", got, jobV4Hex)
+	for _, v := range []struct {
+		rec JobRecord
+		hex string
+	}{
+		{jobV2, jobV2Hex},
+		{jobV3, "03" + jobV2Hex[2:18] + "08" + jobV2Hex[20:] + "01"},                  // State stopped, StoppedAll
+		{jobV4, "04" + jobV2Hex[2:18] + "0a" + jobV2Hex[20:] + "00" + "8090d8c69e05"}, // State unplaceable, not StoppedAll, 90 s in ns (zigzag varint)
+	} {
+		b, _ = hex.DecodeString(v.hex)
+		if got, err := decodeJob(b); err != nil || !reflect.DeepEqual(got, v.rec) {
+			t.Errorf("decodeJob(%s) = %+v, %v; want %+v", v.hex, got, err, v.rec)
+		}
+		if got := hex.EncodeToString(encodeJob(v.rec)); got != v.hex {
+			t.Errorf("encodeJob = %s, want %s", got, v.hex)
+		}
 	}
 }

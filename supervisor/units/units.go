@@ -556,17 +556,7 @@ var (
 func (r *Runner) state(name string) (unitState, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
 	defer cancel()
-	read := func(kind string, names []string) (map[string]any, error) {
-		out := make(map[string]any, len(names))
-		for _, n := range names {
-			p, err := r.m.GetUnitTypePropertyContext(ctx, name, kind, n)
-			if err != nil {
-				return nil, fmt.Errorf("read %s of unit %s: %w", n, name, err)
-			}
-			out[n] = p.Value.Value()
-		}
-		return out, nil
-	}
+	read := func(kind string, names []string) (map[string]any, error) { return r.props(ctx, name, kind, names...) }
 	u, err := read("Unit", unitProps)
 	if err != nil {
 		return unitState{}, err
@@ -611,6 +601,20 @@ func (r *Runner) state(name string) (unitState, error) {
 	return st, nil
 }
 
+// props reads the properties names of unit name, of its kind's interface
+// ("Unit", "Service"), one call each.
+func (r *Runner) props(ctx context.Context, name, kind string, names ...string) (map[string]any, error) {
+	out := make(map[string]any, len(names))
+	for _, n := range names {
+		p, err := r.m.GetUnitTypePropertyContext(ctx, name, kind, n)
+		if err != nil {
+			return nil, fmt.Errorf("read %s of unit %s: %w", n, name, err)
+		}
+		out[n] = p.Value.Value()
+	}
+	return out, nil
+}
+
 // stoppedFirst says whether the failed unit name was stopped before its
 // main process ended, by a stop job (systemctl stop of it or of its
 // slice) whose signal the process answered with a failing status, or
@@ -627,12 +631,9 @@ func (r *Runner) stoppedFirst(ctx context.Context, name string, st unitState) (b
 		return false, nil // oom-kill, and what is no exit of the process
 	}
 	read := func(kind, prop string) (uint64, error) {
-		p, err := r.m.GetUnitTypePropertyContext(ctx, name, kind, prop)
-		if err != nil {
-			return 0, fmt.Errorf("read %s of unit %s: %w", prop, name, err)
-		}
-		v, _ := p.Value.Value().(uint64)
-		return v, nil
+		p, err := r.props(ctx, name, kind, prop)
+		v, _ := p[prop].(uint64)
+		return v, err
 	}
 	left, err := read("Unit", "ActiveExitTimestampMonotonic")
 	if err != nil || left == 0 || left >= st.exitTS {
