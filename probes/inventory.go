@@ -71,6 +71,11 @@ type Inventory struct {
 	// Booted is when the machine booted, the zero time where it could not
 	// be read.
 	Booted time.Time
+	// InitStarted is when PID 1 started: the start of the systemd whose
+	// units are berth's runs, which no unit outlives. It is Booted, or
+	// later in a container (a reboot of the container is not one of its
+	// kernel). The zero time where it could not be read.
+	InitStarted time.Time
 	// Topology is the machine's NUMA nodes and the cards the driver
 	// describes (all of them, whichever GPUs names); empty where they
 	// cannot be read.
@@ -118,6 +123,7 @@ func Probe(root string, lookupEnv func(string) (string, bool)) (Inventory, error
 		Booted:    probeBootTime(root),
 		Topology:  probeTopology(root),
 	}
+	inv.InitStarted = probeInitStarted(root, inv.Booted)
 	cpus, err := probeCPUs(root)
 	if err != nil {
 		inv.coresUnknown = true
