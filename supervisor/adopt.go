@@ -166,8 +166,8 @@ func (d *Daemon) adopt(open []store.RunRecord) ([]store.RunRecord, error) {
 			// watched (systemctl stop of it or of berth.slice): its run
 			// ends stopped, as it would have with a daemon there. A run
 			// begun before this boot went down with the machine: lost,
-			// and run again.
-			if booted := d.cfg.Machine.Booted; booted.IsZero() || !rec.Start.After(booted) {
+			// and run again (its systemd's: a container's own boot).
+			if booted := d.unitsBooted(); booted.IsZero() || !rec.Start.After(booted) {
 				lost = append(lost, rec)
 				continue
 			}
@@ -334,6 +334,17 @@ func (d *Daemon) stopAdopted(a adoptedRun, why string) {
 			_ = a.book.Give(a.grant)
 		}
 	})
+}
+
+// unitsBooted is when the systemd that runs the jobs' units started, as
+// the machine or the container berth runs in booted: no unit outlives it,
+// so a run begun before it ended with it. Where PID 1's start cannot be
+// read, the kernel's boot.
+func (d *Daemon) unitsBooted() time.Time {
+	if m := d.cfg.Machine; !m.InitStarted.IsZero() {
+		return m.InitStarted
+	}
+	return d.cfg.Machine.Booted
 }
 
 // ownerOf is the person a job belongs to, from its name (OWNER/NAME); ""

@@ -222,6 +222,9 @@ type Daemon struct {
 	// loopDone is closed when the loop has ended: a call or a reload
 	// waiting for it then has its answer.
 	loopDone chan struct{}
+	// shutdownHeld: placing is held while the machine shuts down
+	// (holdWhileShuttingDown).
+	shutdownHeld atomic.Bool
 	// settle fires once the daemon has done no work for settleAfter, to
 	// hand memory back to the system (settled). work counts what was done
 	// (worked); settleArmed says settle is armed, and settleWork is what
@@ -759,6 +762,42 @@ func (d *Daemon) Run(ctx context.Context) error {
 // more. Its units go on; a daemon started again takes them back.
 var ErrLostSystemd = errors.New("lost the connection to systemd")
 
+// shutdownPoll is how often a daemon that holds its placements while the
+// machine shuts down asks whether it still does.
+const shutdownPoll = time.Second
+
+// holdWhileShuttingDown holds every placement once a run's unit was seen
+// stopped by the machine's shutdown: the runs it stops are lost and run
+// again at the next boot, waiting on record meanwhile, where a start now
+// would be refused (a unit conflicts with shutdown.target) and count as a
+// failed one. A shutdown called off (systemctl cancel) lets placing resume
+// within shutdownPoll. The daemon's own stop comes with the shutdown; it
+// leaves the hold as it is.
+func (d *Daemon) holdWhileShuttingDown() {
+	if !d.shutdownHeld.CompareAndSwap(false, true) {
+		return
+	}
+	release := d.placer.Hold()
+	d.log.Warn("the machine is shutting down: no job is started until it is back; the runs it stops run again then")
+	go func() {
+		t := time.NewTicker(shutdownPoll)
+		defer t.Stop()
+		for {
+			select {
+			case <-d.loopDone:
+				return
+			case <-t.C:
+			}
+			if down, err := d.cfg.Units.ShuttingDown(); err == nil && !down {
+				d.log.Info("the machine's shutdown was called off: jobs are started again")
+				d.shutdownHeld.Store(false)
+				release()
+				return
+			}
+		}
+	}()
+}
+
 // loop is the daemon's one owner of its tables. It returns when ctx ends,
 // or, true, when the connection to systemd that runs the jobs is lost.
 func (d *Daemon) loop(ctx context.Context) (lost bool) {
@@ -939,7 +978,7 @@ func (d *Daemon) reconcile() error {
 		}
 		if d.cfg.Units != nil {
 			as.cause = msgLostUnit
-			if booted := d.cfg.Machine.Booted; !booted.IsZero() && !r.Start.After(booted) {
+			if booted := d.unitsBooted(); !booted.IsZero() && !r.Start.After(booted) {
 				as = lostAs{booted, msgLostWithMachine}
 			}
 		}

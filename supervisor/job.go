@@ -1214,9 +1214,13 @@ func (j *job) reaped(exit runner.Exit) {
 	if j.run.after != nil {
 		j.run.after()
 	}
+	if exit.MachineStopping {
+		// Before the grant goes back: no one is placed meanwhile.
+		j.d.holdWhileShuttingDown()
+	}
 	failed := exit.Code != 0 || exit.Signal != 0 || exit.Err != nil
 	j.apply(event{kind: evExited, failed: failed, killed: killed, oom: exit.OutOfMemory, timedOut: exit.TimedOut,
-		stoppedOutside: exit.StoppedOutside})
+		stoppedOutside: exit.StoppedOutside, machineStopping: exit.MachineStopping})
 }
 
 func (j *job) recordEnd(reason store.Reason) {
@@ -1231,8 +1235,12 @@ func (j *job) recordEnd(reason store.Reason) {
 	if reason == store.ReasonStopped || reason == store.ReasonKilled || reason == store.ReasonTimedOut {
 		cause = j.run.stopCause
 	}
-	if cause == "" && reason == store.ReasonStopped && exit.StoppedOutside {
+	switch {
+	case cause != "" || !exit.StoppedOutside:
+	case reason == store.ReasonStopped:
 		cause = msgStoppedOutside
+	case reason == store.ReasonLost:
+		cause = msgLostShuttingDown
 	}
 	unit, isUnit := j.run.proc.(*units.Run)
 	intended := !isUnit && j.run.id != 0 && !isLocalRunID(j.run.id) && reason != store.ReasonSpawnError

@@ -472,11 +472,12 @@ func MsgNotRecording(dir string, err error) string {
 // Why a run was lost, as its record keeps it (berth history shows it
 // after "lost: "); the job runs again.
 const (
-	msgLostWithDaemon  = "the daemon went away while it ran, and the run with it, at a time not known (its end is when the next daemon found it); the job runs again"
-	msgLostLeftovers   = "the daemon went away while it ran; the next daemon stopped what was left of it (its end), and the job runs again"
-	msgLostWithMachine = "the machine went down while it ran (its end is the next boot); the job runs again"
-	msgLostUnit        = "the next daemon could not take its unit back; the job runs again"
-	msgLostUnrecorded  = "the daemon went away as it started the run, before its record was written; the job runs again"
+	msgLostWithDaemon   = "the daemon went away while it ran, and the run with it, at a time not known (its end is when the next daemon found it); the job runs again"
+	msgLostLeftovers    = "the daemon went away while it ran; the next daemon stopped what was left of it (its end), and the job runs again"
+	msgLostShuttingDown = "the machine was shutting down, and systemd stopped its unit with every other; the job runs again once the machine is back"
+	msgLostWithMachine  = "the machine went down while it ran (its end is the next boot); the job runs again"
+	msgLostUnit         = "the next daemon could not take its unit back; the job runs again"
+	msgLostUnrecorded   = "the daemon went away as it started the run, before its record was written; the job runs again"
 )
 
 // msgLogsUnwritable is the status's error while the jobs' log directory

@@ -53,6 +53,9 @@ type event struct {
 	// evExited: systemd stopped its unit (a person stopped the unit or
 	// berth's slice): a stop, where the job then rests.
 	stoppedOutside bool
+	// evExited: stoppedOutside by the machine's shutdown: lost, as a run
+	// the machine took down with it, and run again once it is back.
+	machineStopping bool
 	// evStart, evRedefine, evEnable: the definition that can run again
 	// (or is enabled again) already ran to done, so a job that was done
 	// beneath rests done again (life.beneath).
@@ -402,6 +405,8 @@ func step(l life, p restartPolicy, e event, now time.Time) (life, []action) {
 			reason = store.ReasonKilled
 		case pending.why != 0:
 			reason = pending.why
+		case e.stoppedOutside && e.machineStopping:
+			reason, pending.then = store.ReasonLost, thenRerun
 		case e.stoppedOutside:
 			reason, pending.then, pending.rest = store.ReasonStopped, thenRest, store.StateStopped
 		case e.oom:

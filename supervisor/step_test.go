@@ -184,6 +184,8 @@ func TestStepStoppingDestinations(t *testing.T) {
 		{"its unit's runtime bound", []event{{kind: evExited, failed: true, timedOut: true}}, store.StateBackoff, store.ReasonTimedOut},
 		{"its unit stopped by a person rests stopped", []event{{kind: evExited, failed: true, stoppedOutside: true}}, store.StateStopped, store.ReasonStopped},
 		{"berth's own stop wins over its unit's", []event{{kind: evRestart}, {kind: evExited, failed: true, stoppedOutside: true}}, store.StateWaiting, store.ReasonStopped},
+		{"its unit stopped by the machine's shutdown is lost, and runs again", []event{{kind: evExited, stoppedOutside: true, machineStopping: true}}, store.StateWaiting, store.ReasonLost},
+		{"a person's stop wins over the shutdown's", []event{{kind: evStop}, {kind: evExited, stoppedOutside: true, machineStopping: true}}, store.StateStopped, store.ReasonStopped},
 
 		// The daemon going away leaves a job where it stood, so that the
 		// next daemon runs it again, unless a stop under way says where

@@ -29,8 +29,9 @@ type unitsBox struct {
 	t                 *testing.T
 	jobsDir, stateDir string
 	manager           *unitstest.Manager
-	// booted is when the machine the daemons see booted.
-	booted time.Time
+	// booted is when the machine the daemons see booted, and initStarted
+	// when its PID 1 started (a container's boot).
+	booted, initStarted time.Time
 	// logs, where not nil, is where the daemons log (Info and above).
 	logs io.Writer
 }
@@ -101,7 +102,7 @@ func (b *unitsBox) startRun() (d *Daemon, stop func(), ran <-chan error) {
 	d, err := Open(Config{
 		JobsDir: b.jobsDir, StateDir: b.stateDir, Evaluator: testEvaluator(), Units: runs,
 		Machine: probes.Inventory{CPUs: 4, CPUIDs: []int{0, 1, 2, 3}, OnlineCPUs: 4, GPUs: []string{"5", "7"},
-			RAM: probes.Memory{Bytes: 4 * accounting.GiB, Known: true}, Booted: b.booted},
+			RAM: probes.Memory{Bytes: 4 * accounting.GiB, Known: true}, Booted: b.booted, InitStarted: b.initStarted},
 		Environ: []string{"PATH=/usr/bin:/bin"},
 		Logger:  b.logger(),
 	})
@@ -297,6 +298,61 @@ func TestUnitsStoppedOutsideFailing(t *testing.T) {
 	}
 }
 
+// TestUnitsStoppedByShutdown: a unit the machine's shutdown stopped, seen
+// before the daemon's own stop, is a run lost, not a person's stop: the job
+// runs again at the next boot, restart = "no" or not (a review: it rested
+// stopped). Nothing is started meanwhile, where systemd would refuse it,
+// and a shutdown called off lets the job run again at once.
+func TestUnitsStoppedByShutdown(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		stop func(m *unitstest.Manager, unit string)
+	}{
+		{"it obeys", func(m *unitstest.Manager, unit string) { m.StopOutside(unit) }},
+		{"it fails on SIGTERM", func(m *unitstest.Manager, unit string) {
+			m.StopOutsideFailing(unit, "exit-code", unitstest.CLDExited, 143)
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			b := newUnitsBox(t, `job "svc" { cmd = { "/bin/sleep", "1000" }, restart = "no" }`)
+			d, stop := b.start()
+			svc := waitJob(t, d, "svc", "running", func(js JobStatus) bool { return js.State == "running" })
+			b.manager.ShutDown(true)
+			tt.stop(b.manager, units.Name("svc", svc.Run))
+			waitJob(t, d, "svc", "waiting", func(js JobStatus) bool { return js.State == "waiting" })
+			if runs := runsOf(t, d, "svc"); len(runs) != 1 || runs[0].Reason != store.ReasonLost || runs[0].Cause != msgLostShuttingDown {
+				t.Errorf("svc's runs: %+v, want its one run lost to the shutdown", runs)
+			}
+			stop()
+			if n := b.manager.Refused(); n != 0 {
+				t.Errorf("%d units started while the machine shut down, want none", n)
+			}
+
+			// The next boot.
+			b.manager.ShutDown(false)
+			b.booted = time.Now()
+			d, _ = b.start()
+			waitJob(t, d, "svc", "running again", func(js JobStatus) bool { return js.State == "running" && js.Run != svc.Run })
+		})
+	}
+}
+
+// TestUnitsShutdownCalledOff: the placements held while the machine shut
+// down resume once the shutdown is called off (systemctl cancel).
+func TestUnitsShutdownCalledOff(t *testing.T) {
+	b := newUnitsBox(t, `job "svc" { cmd = { "/bin/sleep", "1000" }, restart = "no" }`)
+	d, _ := b.start()
+	svc := waitJob(t, d, "svc", "running", func(js JobStatus) bool { return js.State == "running" })
+	b.manager.ShutDown(true)
+	b.manager.StopOutside(units.Name("svc", svc.Run))
+	waitJob(t, d, "svc", "waiting", func(js JobStatus) bool { return js.State == "waiting" })
+	b.manager.ShutDown(false)
+	waitJob(t, d, "svc", "running again", func(js JobStatus) bool { return js.State == "running" && js.Run != svc.Run })
+	if n := b.manager.Refused(); n != 0 {
+		t.Errorf("%d units started while the machine shut down, want none", n)
+	}
+}
+
 // TestUnitsStoppedOutside: a unit stopped with systemctl rests its job
 // stopped; a unit no run accounts for is stopped at start; a job whose file
 // went away while the daemon was down has its run stopped.
@@ -355,17 +411,20 @@ job "gone" { cmd = { "/bin/sleep", "1000" } }
 // TestUnitsGoneWhileAway: a unit stopped from outside while no daemon ran
 // (systemctl stop berth.slice with berth stopped) leaves no result: its
 // run is recorded stopped and its job rests stopped, as with a daemon
-// there. A run begun before the machine booted is lost instead, and runs
-// again.
+// there. A run begun before the machine booted, or the container berth
+// runs in (its PID 1 started), is lost instead, and runs again.
 func TestUnitsGoneWhileAway(t *testing.T) {
 	for _, tt := range []struct {
-		name   string
-		booted time.Time
-		reason store.Reason
-		state  string
+		name                string
+		booted, initStarted time.Time
+		reason              store.Reason
+		state               string
 	}{
-		{"in this boot", time.Now().Add(-time.Hour), store.ReasonStopped, "stopped"},
-		{"before this boot", time.Now().Add(time.Hour), store.ReasonLost, "running"},
+		{"in this boot", time.Now().Add(-time.Hour), time.Time{}, store.ReasonStopped, "stopped"},
+		{"before this boot", time.Now().Add(time.Hour), time.Time{}, store.ReasonLost, "running"},
+		{"in this boot of the container", time.Now().Add(-time.Hour), time.Now().Add(-time.Minute), store.ReasonStopped, "stopped"},
+		// Its kernel booted long before: the container's own boot tells.
+		{"before this boot of the container", time.Now().Add(-time.Hour), time.Now().Add(time.Hour), store.ReasonLost, "running"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			b := newUnitsBox(t, `job "svc" { cmd = { "/bin/sleep", "1000" }, restart = "always" }`)
@@ -374,7 +433,7 @@ func TestUnitsGoneWhileAway(t *testing.T) {
 			stop()
 			b.manager.StopOutside(units.Name("svc", svc.Run))
 
-			b.booted = tt.booted
+			b.booted, b.initStarted = tt.booted, tt.initStarted
 			d, _ = b.start()
 			waitJob(t, d, "svc", tt.state, func(js JobStatus) bool { return js.State == tt.state })
 			runs := runsOf(t, d, "svc")

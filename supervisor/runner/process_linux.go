@@ -85,6 +85,9 @@ type Exit struct {
 	// StoppedOutside: systemd stopped its unit, asked by someone else than
 	// the daemon. Only runs as systemd units (package units) know these.
 	OutOfMemory, TimedOut, StoppedOutside bool
+	// MachineStopping: StoppedOutside by the machine's shutdown, which
+	// stops every unit.
+	MachineStopping bool
 	// At is when it ended, where the runner knows it apart from when the
 	// end was seen (a unit's exit timestamp: a run that ended while no
 	// daemon watched); zero otherwise.

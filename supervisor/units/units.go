@@ -318,6 +318,12 @@ func (r *Runner) finish(run *Run, st unitState) {
 	delete(r.runs, run.name)
 	r.mu.Unlock()
 	e := st.exit()
+	if e.StoppedOutside {
+		// Stopped with every other unit as the machine shuts down: not a
+		// person's stop, where the job would rest.
+		down, err := r.ShuttingDown()
+		e.MachineStopping = err == nil && down
+	}
 	if run.oom != nil {
 		// Where the memory controller is cgroup v1's, systemd does not
 		// see OOM kills: berth counted them itself.
@@ -654,6 +660,31 @@ func (r *Runner) stoppedFirst(ctx context.Context, name string, st unitState) (b
 	}
 	return bound == 0 || bound == math.MaxUint64 || entered == 0 || left < entered+bound, nil
 }
+
+// ShuttingDown reports whether the machine is shutting down (a poweroff,
+// a reboot): systemd's own test for its SystemState "stopping", that
+// shutdown.target is active or has a job queued. Every unit is then
+// stopped, the daemon's and its runs' at once. (The manager's SystemState
+// itself is read by go-systemd with no bound on the call.)
+func (r *Runner) ShuttingDown() (bool, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+	defer cancel()
+	p, err := r.props(ctx, shutdownTarget, "Unit", "ActiveState", "Job")
+	if err != nil {
+		return false, err
+	}
+	// Job is (id, path), id 0 where none is queued. A stop job of an
+	// inactive unit is never queued: one there is a start.
+	var id uint32
+	if job, _ := p["Job"].([]any); len(job) == 2 {
+		id, _ = job[0].(uint32)
+	}
+	active, _ := p["ActiveState"].(string)
+	return id != 0 || active == "active" || active == "activating", nil
+}
+
+// shutdownTarget is the unit every shutdown of the machine starts.
+const shutdownTarget = "shutdown.target"
 
 // wallOfMonotonic is the wall time of usec on CLOCK_MONOTONIC, the clock
 // of systemd's *TimestampMonotonic properties (one clock for the whole

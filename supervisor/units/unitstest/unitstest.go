@@ -40,6 +40,10 @@ type Manager struct {
 	disconnected bool
 	// ignoreKills: a SIGKILL ends nothing.
 	ignoreKills bool
+	// shuttingDown: shutdown.target has a start job queued (ShutDown);
+	// refused counts the starts refused meanwhile.
+	shuttingDown bool
+	refused      int
 }
 
 type unit struct {
@@ -65,6 +69,11 @@ func (f *Manager) StartTransientUnitContext(_ context.Context, name, mode string
 	defer f.mu.Unlock()
 	if _, ok := f.units[name]; ok {
 		return 0, errors.New("unit already exists")
+	}
+	if f.shuttingDown {
+		// A unit conflicts with shutdown.target (DefaultDependencies).
+		f.refused++
+		return 0, errors.New("Transaction for " + name + "/start is destructive (shutdown.target has 'start' job queued, but 'stop' is included in transaction).")
 	}
 	// As systemd does, the unit exists, inactive, while its start job
 	// waits to run.
@@ -154,6 +163,13 @@ func (f *Manager) GetUnitTypePropertyContext(ctx context.Context, name, unitType
 func (f *Manager) GetUnitTypePropertiesContext(_ context.Context, name, unitType string) (map[string]any, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if name == "shutdown.target" && unitType == "Unit" {
+		job := []any{uint32(0), dbus.ObjectPath("/")}
+		if f.shuttingDown {
+			job = []any{uint32(4242), dbus.ObjectPath("/org/freedesktop/systemd1/job/4242")}
+		}
+		return map[string]any{"LoadState": "loaded", "ActiveState": "inactive", "SubState": "dead", "Job": job}, nil
+	}
 	u, ok := f.units[name]
 	if !ok {
 		if unitType == "Unit" {
@@ -278,6 +294,22 @@ func (f *Manager) StopOutsideFailing(name, result string, code, status int32) {
 	f.mu.Unlock()
 	f.updates <- &sd.PropertiesUpdate{UnitName: name, Changed: map[string]dbus.Variant{
 		"ActiveState": dbus.MakeVariant("failed"), "SubState": dbus.MakeVariant("failed")}}
+}
+
+// ShutDown makes the machine shut down (on) as systemd does it: a start
+// job of shutdown.target is queued, and every unit's start is refused; or
+// calls that shutdown off.
+func (f *Manager) ShutDown(on bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.shuttingDown = on
+}
+
+// Refused counts the starts refused while the machine shut down.
+func (f *Manager) Refused() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.refused
 }
 
 // HoldStarts holds every later start job, the unit inactive meanwhile,
