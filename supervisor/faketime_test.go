@@ -834,3 +834,20 @@ func TestStoppedEditedStaysStopped(t *testing.T) {
 	restedStopped(d, "edited while no daemon ran")
 	lives.stopped(stop)
 }
+
+// TestInvalidSinceOutlivesTheDaemon: a job invalid when the daemon stopped,
+// and invalid still, has been so since it first was, not since the next
+// daemon started (trial AI).
+func TestInvalidSinceOutlivesTheDaemon(t *testing.T) {
+	clk := clock.NewFake(time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC))
+	lives := daemonLives{t: t, jobs: `job "broken" { cmd = "true", flavor = "nope" }`, tune: func(cfg *Config) { cfg.Clock = clk }}
+	d, stop := lives.start()
+	since := waitJob(t, d, "broken", "invalid", func(js JobStatus) bool { return js.State == "invalid" }).Since
+	lives.stopped(stop)
+
+	clk.Advance(time.Hour)
+	d, _ = lives.start()
+	if js := waitJob(t, d, "broken", "invalid", func(js JobStatus) bool { return js.State == "invalid" }); !js.Since.Equal(since) {
+		t.Errorf("invalid since %v in the next daemon, want %v, when it became so", js.Since, since)
+	}
+}

@@ -1419,6 +1419,11 @@ func (d *Daemon) declare(name string, def *luaapi.Job, invalid string, first boo
 	if !ok {
 		m := d.remembered(name, def, set)
 		initial := m.initial
+		if invalid != "" && initial.state == 0 && !m.invalidSince.IsZero() {
+			// Invalid still: since it first was, not since this daemon
+			// (trial AI).
+			initial = life{state: store.StateInvalid, since: m.invalidSince, restarts: initial.restarts}
+		}
 		j = d.newJob(name, def, invalid, initial, m.doneFP)
 		j.waitedBefore = m.waited
 		j.waitedFor = m.waitedFor
@@ -1593,6 +1598,9 @@ type memory struct {
 	// waitedFor is how long it had waited when an edit left it unable to
 	// run (job.waitedFor): a wait that goes on once it can.
 	waitedFor time.Duration
+	// invalidSince is when it became invalid, where it was when the last
+	// daemon stopped: one invalid still has been so since then.
+	invalidSince time.Time
 }
 
 // remembered is where a job starts its life in this daemon: a batch job
@@ -1609,6 +1617,9 @@ func (d *Daemon) remembered(name string, def *luaapi.Job, set *luaapi.Set) memor
 	m := memory{doneFP: rec.DoneFingerprint}
 	if rec.State == store.StateInvalid || rec.State == store.StateUnplaceable {
 		m.waitedFor = rec.WaitedFor
+	}
+	if rec.State == store.StateInvalid {
+		m.invalidSince = rec.Changed
 	}
 	if rec.State == store.StateWaiting {
 		m.waited = rec.Changed
