@@ -1050,7 +1050,15 @@ func msgRetryIn(d time.Duration) string {
 	if d < time.Second {
 		return "runs again now"
 	}
-	return "runs again in " + accounting.FormatDuration(d.Round(time.Second))
+	return "runs again in " + accounting.FormatDuration(countdown(d))
+}
+
+// countdown is d, a time left, in whole seconds rounded up, as a timer
+// shows it: with the AGE beside it, in whole seconds gone (compactAge),
+// the two add up to the delay (trial AI: age 2s, and "in 17s" of a 20 s
+// stop).
+func countdown(d time.Duration) time.Duration {
+	return (d + time.Second - 1).Truncate(time.Second)
 }
 
 // msgKillIn is when a stop's SIGKILL comes, d from now (trial AG: the
@@ -1059,7 +1067,7 @@ func msgKillIn(d time.Duration) string {
 	if d <= 0 {
 		return "SIGKILL sent"
 	}
-	return "SIGKILL in " + accounting.FormatDuration(max(time.Second, d.Round(time.Second)))
+	return "SIGKILL in " + accounting.FormatDuration(countdown(d))
 }
 
 // msgCheckAgainstDaemon says what berth check measures the jobs against
