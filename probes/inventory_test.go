@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/berthd/berth/supervisor/testkit"
 )
@@ -19,14 +20,17 @@ func TestProbeWorkstation(t *testing.T) {
 		t.Fatalf("Probe: %v", err)
 	}
 	want := Inventory{
-		CPUs:            6,
-		CPUIDs:          []int{2, 3, 4, 5, 6, 7},
-		OnlineCPUs:      8,
-		GPUs:            []string{"0", "1"},
-		GPUSource:       SourceDev,
-		CardsSeen:       2,
-		RAM:             Memory{Bytes: 31 * gib, Known: true, Source: "cgroup v2 memory.max /system.slice/berth.service"},
-		Hostname:        "gpubox",
+		CPUs:       6,
+		CPUIDs:     []int{2, 3, 4, 5, 6, 7},
+		OnlineCPUs: 8,
+		GPUs:       []string{"0", "1"},
+		GPUSource:  SourceDev,
+		CardsSeen:  2,
+		RAM:        Memory{Bytes: 31 * gib, Known: true, Source: "cgroup v2 memory.max /system.slice/berth.service"},
+		Hostname:   "gpubox",
+		Booted:     time.Unix(1764633600, 0),
+		// Its systemd started 3.12 s after its kernel booted.
+		InitStarted:     time.Unix(1764633603, 120_000_000),
 		highestOnlineID: 7,
 	}
 	if !reflect.DeepEqual(got, want) {

@@ -166,8 +166,10 @@ func (d *Daemon) adopt(open []store.RunRecord) ([]store.RunRecord, error) {
 			// watched (systemctl stop of it or of berth.slice): its run
 			// ends stopped, as it would have with a daemon there. A run
 			// begun before this boot went down with the machine: lost,
-			// and run again (its systemd's: a container's own boot).
-			if booted := d.unitsBooted(); booted.IsZero() || !rec.Start.After(booted) {
+			// and run again (its systemd's: a container's own boot); so
+			// did one the last daemon, stopping with the machine's
+			// shutdown, said would (markShutdownLost).
+			if booted := d.unitsBooted(); booted.IsZero() || !rec.Start.After(booted) || rec.Stopping == store.ReasonLost {
 				lost = append(lost, rec)
 				continue
 			}

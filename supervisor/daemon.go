@@ -222,9 +222,15 @@ type Daemon struct {
 	// loopDone is closed when the loop has ended: a call or a reload
 	// waiting for it then has its answer.
 	loopDone chan struct{}
-	// shutdownHeld: placing is held while the machine shuts down
-	// (holdWhileShuttingDown).
+	// shutdownHeld: starts are held while the machine shuts down
+	// (holdWhileShuttingDown), and parked are the waits of jobs that need
+	// no grant, held meanwhile (park); parkMu guards both changing.
 	shutdownHeld atomic.Bool
+	parkMu       sync.Mutex
+	parked       []*job
+	// bg waits for the goroutines Run starts besides the jobs, and those
+	// they start.
+	bg sync.WaitGroup
 	// settle fires once the daemon has done no work for settleAfter, to
 	// hand memory back to the system (settled). work counts what was done
 	// (worked); settleArmed says settle is armed, and settleWork is what
@@ -642,19 +648,18 @@ func (d *Daemon) Run(ctx context.Context) error {
 	}
 	d.watcher = w
 	watchCtx, stopWatch := context.WithCancel(context.Background())
-	var bg sync.WaitGroup
-	bg.Go(func() {
+	d.bg.Go(func() {
 		if err := w.Run(watchCtx); err != nil && !errors.Is(err, context.Canceled) {
 			d.log.Error("watching the jobs directory failed", "error", err)
 		}
 	})
 
 	if d.bin != nil {
-		bg.Go(func() { d.lookForUpgrades(watchCtx) })
+		d.bg.Go(func() { d.lookForUpgrades(watchCtx) })
 	}
-	bg.Go(func() { d.pruneLogsEvery(watchCtx) })
+	d.bg.Go(func() { d.pruneLogsEvery(watchCtx) })
 	if d.cfg.Cards != nil && len(d.cfg.Machine.GPUs) > 0 {
-		bg.Go(func() { d.watchCards(watchCtx) })
+		d.bg.Go(func() { d.watchCards(watchCtx) })
 	}
 
 	jobsCtx, stopJobs := context.WithCancel(context.Background())
@@ -677,23 +682,23 @@ func (d *Daemon) Run(ctx context.Context) error {
 	if d.cfg.Listener != nil {
 		ctl := d.controlListener()
 		srv.ConnState = ctl.ConnState
-		bg.Go(func() {
+		d.bg.Go(func() {
 			if err := srv.Serve(ctl); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				d.log.Error("control socket failed", "error", err)
 			}
 		})
 		if d.sock = keptSocket(ctl, d.cfg.Relisten); d.sock != nil {
-			bg.Go(func() { every(watchCtx, socketCheckEvery, func() bool { d.keepSocket(); return false }) })
+			d.bg.Go(func() { every(watchCtx, socketCheckEvery, func() bool { d.keepSocket(); return false }) })
 		}
 	}
 	var metricsSrv *http.Server
 	if d.cfg.MetricsListener != nil {
-		metricsSrv = d.serveMetrics(d.cfg.MetricsListener, bg.Go)
+		metricsSrv = d.serveMetrics(d.cfg.MetricsListener, d.bg.Go)
 	}
 	evalCtx, stopEval := context.WithCancel(context.Background())
 	d.evalCtx = evalCtx
 	if d.kept != nil {
-		bg.Go(func() {
+		d.bg.Go(func() {
 			d.kept.run(func(path string, err error) {
 				d.log.Warn("cannot keep a copy of a job file in force; were it broken at the daemon's next start, its jobs would be missing until it is fixed", "file", path, "error", err)
 			})
@@ -717,6 +722,9 @@ func (d *Daemon) Run(ctx context.Context) error {
 	d.evaluations.Wait()
 	if d.cfg.Units != nil {
 		d.log.Info("leaving the jobs' units running; the next daemon takes them back")
+		if down, err := d.cfg.Units.ShuttingDown(); !lost && err == nil && down {
+			d.markShutdownLost()
+		}
 	} else {
 		d.log.Info("stopping every job")
 	}
@@ -747,7 +755,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	if d.kept != nil {
 		d.kept.end() // what the last reload asked to keep is on disk
 	}
-	bg.Wait()
+	d.bg.Wait()
 	storeOpen = false
 	d.closeStore() // what it could not record is said before "stopped"
 	d.log.Info("stopped")
@@ -766,36 +774,78 @@ var ErrLostSystemd = errors.New("lost the connection to systemd")
 // machine shuts down asks whether it still does.
 const shutdownPoll = time.Second
 
-// holdWhileShuttingDown holds every placement once a run's unit was seen
-// stopped by the machine's shutdown: the runs it stops are lost and run
-// again at the next boot, waiting on record meanwhile, where a start now
-// would be refused (a unit conflicts with shutdown.target) and count as a
-// failed one. A shutdown called off (systemctl cancel) lets placing resume
-// within shutdownPoll. The daemon's own stop comes with the shutdown; it
-// leaves the hold as it is.
+// holdWhileShuttingDown holds every start once the machine's shutdown was
+// seen (a run's unit stopped by it, a start it refused): the runs it
+// stops are lost and run again at the next boot, waiting on record
+// meanwhile, where a start now would be refused and count as a failed
+// one. The placer holds the jobs that wait for a grant, and park those
+// that need none. A shutdown called off (systemctl cancel) lets them
+// start within shutdownPoll. The daemon's own stop comes with the
+// shutdown; it leaves the hold as it is.
 func (d *Daemon) holdWhileShuttingDown() {
-	if !d.shutdownHeld.CompareAndSwap(false, true) {
+	d.parkMu.Lock()
+	defer d.parkMu.Unlock()
+	if d.shutdownHeld.Load() {
 		return
 	}
+	d.shutdownHeld.Store(true)
 	release := d.placer.Hold()
 	d.log.Warn("the machine is shutting down: no job is started until it is back; the runs it stops run again then")
-	go func() {
-		t := time.NewTicker(shutdownPoll)
-		defer t.Stop()
+	d.bg.Go(func() {
 		for {
+			t := d.clock.NewTimer(shutdownPoll)
 			select {
 			case <-d.loopDone:
+				t.Stop()
 				return
-			case <-t.C:
+			case <-t.C():
 			}
-			if down, err := d.cfg.Units.ShuttingDown(); err == nil && !down {
-				d.log.Info("the machine's shutdown was called off: jobs are started again")
-				d.shutdownHeld.Store(false)
-				release()
-				return
+			if down, err := d.cfg.Units.ShuttingDown(); err != nil || down {
+				continue
 			}
+			d.log.Info("the machine's shutdown was called off: jobs are started again")
+			d.parkMu.Lock()
+			parked := d.parked
+			d.parked = nil
+			d.shutdownHeld.Store(false)
+			d.parkMu.Unlock()
+			release()
+			for _, j := range parked {
+				j.in.post(jobMessage{unpark: true})
+			}
+			return
 		}
-	}()
+	})
+}
+
+// markShutdownLost notes on each run in progress, as the daemon stops
+// with the machine's shutdown, that it goes down with the machine: the
+// next daemon, finding its unit gone, records it lost and runs its job
+// again, where a unit gone would read as a person's stop (a soft reboot
+// keeps PID 1, whose start tells a boot).
+func (d *Daemon) markShutdownLost() {
+	open, err := d.store.OpenRuns()
+	if err != nil {
+		d.log.Warn("cannot note that the runs in progress go down with the machine", "error", err)
+		return
+	}
+	for _, r := range open {
+		if r.Stopping == 0 {
+			d.later.StopRun(r.ID, store.ReasonLost, msgLostShuttingDown)
+		}
+	}
+}
+
+// park parks the wait of j, which needs no grant, while the machine shuts
+// down (holdWhileShuttingDown); false where it does not.
+func (d *Daemon) park(j *job) bool {
+	d.parkMu.Lock()
+	defer d.parkMu.Unlock()
+	if !d.shutdownHeld.Load() {
+		return false
+	}
+	d.parked = append(d.parked, j)
+	return true
 }
 
 // loop is the daemon's one owner of its tables. It returns when ctx ends,
@@ -959,7 +1009,12 @@ func (d *Daemon) reconcile() error {
 		killed += d.killTagged(byRun[run])
 		delete(byRun, run)
 		reason, cause := r.Stopping, r.Cause
-		if reason == 0 {
+		// Noted by a daemon that stopped with the machine's shutdown
+		// (markShutdownLost): lost, whatever its job's record says.
+		shutDown := reason == store.ReasonLost
+		if shutDown {
+			reason = 0
+		} else if reason == 0 {
 			reason, cause = stoppingAtCrash(d.store, r), ""
 		}
 		if reason != 0 {
@@ -980,6 +1035,8 @@ func (d *Daemon) reconcile() error {
 			as.cause = msgLostUnit
 			if booted := d.unitsBooted(); !booted.IsZero() && !r.Start.After(booted) {
 				as = lostAs{booted, msgLostWithMachine}
+			} else if shutDown {
+				as.cause = msgLostShuttingDown
 			}
 		}
 		lost[as] = append(lost[as], r.ID)

@@ -84,10 +84,13 @@ type job struct {
 	// a person's job whose owner left the group.
 	removedWhy string
 	waitGen    uint64
-	ticket     *accounting.Ticket
-	book       *accounting.Book
-	grant      accounting.Grant
-	run        runState
+	// parked: an unaccounted wait, which the placer does not hold,
+	// parked while the machine shuts down (Daemon.park).
+	parked bool
+	ticket *accounting.Ticket
+	book   *accounting.Book
+	grant  accounting.Grant
+	run    runState
 	// exitC is the running process's Done, nil when there is none or its
 	// exit has been taken.
 	exitC   <-chan struct{}
@@ -252,6 +255,9 @@ type jobMessage struct {
 	deps bool
 	// admit: the array's gate lets this index's wait into the placer.
 	admit bool
+	// unpark: the machine's shutdown, which parked the job's wait
+	// (Daemon.park), was called off.
+	unpark bool
 	// done, when set, is closed once the message has been acted on (or
 	// the job ended first), and the job's view says what it did.
 	done chan struct{}
@@ -634,6 +640,12 @@ func (j *job) receive(m jobMessage) {
 	if m.deps && !j.removed {
 		j.depsChanged()
 	}
+	if m.unpark && j.parked && j.life.state == store.StateWaiting && !j.removed {
+		j.parked = false
+		if e, ok := j.enter(j.waitingAt); ok {
+			j.apply(e)
+		}
+	}
 	if m.admit && j.inLine && j.life.state == store.StateWaiting && !j.removed {
 		j.inLine = false
 		if e, ok := j.pastGates(time.Time{}); ok {
@@ -877,6 +889,10 @@ func (j *job) enter(since time.Time) (event, bool) {
 				return e, true
 			}
 		}
+		if j.d.park(j) {
+			j.parked = true
+			return event{}, false
+		}
 		j.placedAt = j.d.now() // not waitingAt: a wait that goes on from an earlier daemon began long ago
 		if j.arr != nil {
 			j.arr.placed(j.index)
@@ -912,7 +928,7 @@ func (j *job) unplaceable(err error) (event, bool) {
 // the withdrawal is already in the mailbox, and is given back when it is
 // read: its generation is no longer current.
 func (j *job) cancelWait() {
-	j.held, j.passed, j.inLine = nil, false, false
+	j.held, j.passed, j.inLine, j.parked = nil, false, false, false
 	if j.ticket != nil {
 		j.ticket.Cancel()
 		j.ticket = nil
@@ -1042,6 +1058,13 @@ func (j *job) spawn() (event, bool) {
 		j.run.spawnErr = err
 		j.reveal()
 		j.setWhy(msgCannotStart(j.name, err.Error()))
+		if errors.Is(err, units.ErrShuttingDown) {
+			// Not the job's failure: it waits for the machine's return,
+			// and nothing else starts meanwhile.
+			j.log.Warn("cannot start: the machine is shutting down", "run", rec.ID, "error", err)
+			j.d.holdWhileShuttingDown()
+			return event{kind: evSpawnFailed, machineStopping: true}, true
+		}
 		j.log.Error("cannot start", "run", rec.ID, "error", err)
 		return event{kind: evSpawnFailed}, true
 	}

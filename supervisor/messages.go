@@ -469,12 +469,16 @@ func MsgNotRecording(dir string, err error) string {
 	return fmt.Sprintf("cannot record the state (%v): jobs go on, but what they do is not on disk until it can be: should the daemon stop first, a job shown done meanwhile runs again at its next start; %s", err, stateFix(dir, err))
 }
 
+// msgHeldForShutdown is why a job waits while the machine shuts down
+// (Daemon.holdWhileShuttingDown).
+const msgHeldForShutdown = "the machine is shutting down: no job starts until it is back (or the shutdown is called off)"
+
 // Why a run was lost, as its record keeps it (berth history shows it
 // after "lost: "); the job runs again.
 const (
 	msgLostWithDaemon   = "the daemon went away while it ran, and the run with it, at a time not known (its end is when the next daemon found it); the job runs again"
 	msgLostLeftovers    = "the daemon went away while it ran; the next daemon stopped what was left of it (its end), and the job runs again"
-	msgLostShuttingDown = "the machine was shutting down, and systemd stopped its unit with every other; the job runs again once the machine is back"
+	msgLostShuttingDown = "the machine was shutting down, and systemd stopped its unit with every other; the job runs again once the machine is back (or the shutdown is called off)"
 	msgLostWithMachine  = "the machine went down while it ran (its end is the next boot); the job runs again"
 	msgLostUnit         = "the next daemon could not take its unit back; the job runs again"
 	msgLostUnrecorded   = "the daemon went away as it started the run, before its record was written; the job runs again"

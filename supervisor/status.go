@@ -497,6 +497,8 @@ func (d *Daemon) status(members bool) Status {
 				facts, js.AfterLeftOut = facts[:afterShown], len(facts)-afterShown
 			}
 			js.After, js.Why = d.deps.Load().withUpstream(facts), ""
+		} else if v.State == store.StateWaiting && !v.AfterRemoved && d.shutdownHeld.Load() {
+			js.Why = msgHeldForShutdown
 		} else if v.State == store.StateWaiting && !v.AfterRemoved {
 			if len(shorts) == cap(shorts) {
 				shorts = make([]Size, 0, 256)

@@ -55,6 +55,7 @@ type event struct {
 	stoppedOutside bool
 	// evExited: stoppedOutside by the machine's shutdown: lost, as a run
 	// the machine took down with it, and run again once it is back.
+	// evSpawnFailed: refused by the shutdown, and queued again.
 	machineStopping bool
 	// evStart, evRedefine, evEnable: the definition that can run again
 	// (or is enabled again) already ran to done, so a job that was done
@@ -388,6 +389,12 @@ func step(l life, p restartPolicy, e event, now time.Time) (life, []action) {
 			acts = append(acts, do(actGive), action{kind: actRecordEnd, reason: store.ReasonSpawnError})
 			next.started = now
 			next.pending = pendingStop{}
+			if e.machineStopping {
+				// Refused by the machine's shutdown: no failure of its
+				// own, and it runs once the machine is back.
+				to(store.StateWaiting, do(actWait))
+				break
+			}
 			next = ended(next, p, true, now, &acts)
 		}
 
@@ -406,7 +413,13 @@ func step(l life, p restartPolicy, e event, now time.Time) (life, []action) {
 		case pending.why != 0:
 			reason = pending.why
 		case e.stoppedOutside && e.machineStopping:
-			reason, pending.then = store.ReasonLost, thenRerun
+			// Where it was going stands (a definition that cannot run
+			// rests invalid); where the policy would judge the end, it
+			// runs again.
+			reason = store.ReasonLost
+			if pending.then == thenPolicy {
+				pending.then = thenRerun
+			}
 		case e.stoppedOutside:
 			reason, pending.then, pending.rest = store.ReasonStopped, thenRest, store.StateStopped
 		case e.oom:

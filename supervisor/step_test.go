@@ -186,6 +186,8 @@ func TestStepStoppingDestinations(t *testing.T) {
 		{"berth's own stop wins over its unit's", []event{{kind: evRestart}, {kind: evExited, failed: true, stoppedOutside: true}}, store.StateWaiting, store.ReasonStopped},
 		{"its unit stopped by the machine's shutdown is lost, and runs again", []event{{kind: evExited, stoppedOutside: true, machineStopping: true}}, store.StateWaiting, store.ReasonLost},
 		{"a person's stop wins over the shutdown's", []event{{kind: evStop}, {kind: evExited, stoppedOutside: true, machineStopping: true}}, store.StateStopped, store.ReasonStopped},
+		{"a run let finish while its definition cannot run rests invalid after the shutdown's stop", []event{{kind: evInvalid}, {kind: evExited, stoppedOutside: true, machineStopping: true}}, store.StateInvalid, store.ReasonLost},
+		{"a restart under way goes on after the shutdown's stop", []event{{kind: evRestart}, {kind: evExited, stoppedOutside: true, machineStopping: true}}, store.StateWaiting, store.ReasonStopped},
 
 		// The daemon going away leaves a job where it stood, so that the
 		// next daemon runs it again, unless a stop under way says where
@@ -480,6 +482,20 @@ func TestStepSpawnFailureRestarts(t *testing.T) {
 	l, _ = play(t, l, p, event{kind: evBackoffDone}, event{kind: evPlaced}, event{kind: evSpawnFailed})
 	if l.state != store.StateFailed {
 		t.Fatalf("after max_restarts: %v, want failed", l.state)
+	}
+}
+
+// TestStepSpawnRefusedByShutdown: a start the machine's shutdown refused
+// is recorded, and queued again, counting no restart: restart = "no" does
+// not rest failed, nor max_restarts run out.
+func TestStepSpawnRefusedByShutdown(t *testing.T) {
+	p := restartPolicy{mode: luaapi.RestartNo}
+	l, as := play(t, life{state: store.StateWaiting}, p, event{kind: evPlaced}, event{kind: evSpawnFailed, machineStopping: true})
+	if l.state != store.StateWaiting || l.restarts != 0 {
+		t.Fatalf("→ %v, %d restarts; want waiting, none", l.state, l.restarts)
+	}
+	if as[len(as)-1].kind != actWait || as[len(as)-2].reason != store.ReasonSpawnError {
+		t.Errorf("actions %v, want the spawn error recorded, then a wait", as)
 	}
 }
 

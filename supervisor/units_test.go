@@ -302,7 +302,7 @@ func TestUnitsStoppedOutsideFailing(t *testing.T) {
 // before the daemon's own stop, is a run lost, not a person's stop: the job
 // runs again at the next boot, restart = "no" or not (a review: it rested
 // stopped). Nothing is started meanwhile, where systemd would refuse it,
-// and a shutdown called off lets the job run again at once.
+// a job that needs no grant included, and a job waiting says why.
 func TestUnitsStoppedByShutdown(t *testing.T) {
 	for _, tt := range []struct {
 		name string
@@ -314,14 +314,27 @@ func TestUnitsStoppedByShutdown(t *testing.T) {
 		}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			b := newUnitsBox(t, `job "svc" { cmd = { "/bin/sleep", "1000" }, restart = "no" }`)
+			b := newUnitsBox(t, `
+job "svc" { cmd = { "/bin/sleep", "1000" }, restart = "no" }
+job "free" { cmd = { "/bin/sleep", "1000" }, restart = "no", cpus = 0 }
+`)
 			d, stop := b.start()
-			svc := waitJob(t, d, "svc", "running", func(js JobStatus) bool { return js.State == "running" })
+			runs := map[string]uint64{}
+			for _, name := range []string{"svc", "free"} {
+				runs[name] = waitJob(t, d, name, "running", func(js JobStatus) bool { return js.State == "running" }).Run
+			}
 			b.manager.ShutDown(true)
-			tt.stop(b.manager, units.Name("svc", svc.Run))
-			waitJob(t, d, "svc", "waiting", func(js JobStatus) bool { return js.State == "waiting" })
-			if runs := runsOf(t, d, "svc"); len(runs) != 1 || runs[0].Reason != store.ReasonLost || runs[0].Cause != msgLostShuttingDown {
-				t.Errorf("svc's runs: %+v, want its one run lost to the shutdown", runs)
+			for _, name := range []string{"svc", "free"} {
+				tt.stop(b.manager, units.Name(name, runs[name]))
+			}
+			for _, name := range []string{"svc", "free"} {
+				js := waitJob(t, d, name, "waiting", func(js JobStatus) bool { return js.State == "waiting" })
+				if js.Why != msgHeldForShutdown {
+					t.Errorf("%s waits: %q, want %q", name, js.Why, msgHeldForShutdown)
+				}
+				if runs := runsOf(t, d, name); len(runs) != 1 || runs[0].Reason != store.ReasonLost || runs[0].Cause != msgLostShuttingDown {
+					t.Errorf("%s's runs: %+v, want its one run lost to the shutdown", name, runs)
+				}
 			}
 			stop()
 			if n := b.manager.Refused(); n != 0 {
@@ -332,24 +345,87 @@ func TestUnitsStoppedByShutdown(t *testing.T) {
 			b.manager.ShutDown(false)
 			b.booted = time.Now()
 			d, _ = b.start()
-			waitJob(t, d, "svc", "running again", func(js JobStatus) bool { return js.State == "running" && js.Run != svc.Run })
+			for _, name := range []string{"svc", "free"} {
+				waitJob(t, d, name, "running again", func(js JobStatus) bool { return js.State == "running" && js.Run != runs[name] })
+			}
 		})
 	}
 }
 
-// TestUnitsShutdownCalledOff: the placements held while the machine shut
-// down resume once the shutdown is called off (systemctl cancel).
+// TestUnitsShutdownCalledOff: the starts held while the machine shut down
+// resume once the shutdown is called off (systemctl cancel), a parked job
+// that needs no grant's too.
 func TestUnitsShutdownCalledOff(t *testing.T) {
-	b := newUnitsBox(t, `job "svc" { cmd = { "/bin/sleep", "1000" }, restart = "no" }`)
+	b := newUnitsBox(t, `
+job "svc" { cmd = { "/bin/sleep", "1000" }, restart = "no" }
+job "free" { cmd = { "/bin/sleep", "1000" }, restart = "no", cpus = 0 }
+`)
 	d, _ := b.start()
-	svc := waitJob(t, d, "svc", "running", func(js JobStatus) bool { return js.State == "running" })
+	runs := map[string]uint64{}
+	for _, name := range []string{"svc", "free"} {
+		runs[name] = waitJob(t, d, name, "running", func(js JobStatus) bool { return js.State == "running" }).Run
+	}
 	b.manager.ShutDown(true)
-	b.manager.StopOutside(units.Name("svc", svc.Run))
-	waitJob(t, d, "svc", "waiting", func(js JobStatus) bool { return js.State == "waiting" })
+	for _, name := range []string{"svc", "free"} {
+		b.manager.StopOutside(units.Name(name, runs[name]))
+	}
+	for _, name := range []string{"svc", "free"} {
+		waitJob(t, d, name, "waiting", func(js JobStatus) bool { return js.State == "waiting" })
+	}
 	b.manager.ShutDown(false)
-	waitJob(t, d, "svc", "running again", func(js JobStatus) bool { return js.State == "running" && js.Run != svc.Run })
+	for _, name := range []string{"svc", "free"} {
+		waitJob(t, d, name, "running again", func(js JobStatus) bool { return js.State == "running" && js.Run != runs[name] })
+	}
 	if n := b.manager.Refused(); n != 0 {
 		t.Errorf("%d units started while the machine shut down, want none", n)
+	}
+}
+
+// TestUnitsStartRefusedByShutdown: a start systemd refuses as the machine
+// shuts down, before any run was seen stopped by it, is no failure of the
+// job's: it waits, restart = "no" or not, and runs once the shutdown is
+// called off.
+func TestUnitsStartRefusedByShutdown(t *testing.T) {
+	b := newUnitsBox(t, `job "svc" { cmd = { "/bin/sleep", "1000" }, restart = "no" }`)
+	d, _ := b.start()
+	waitJob(t, d, "svc", "running", func(js JobStatus) bool { return js.State == "running" })
+	b.manager.ShutDown(true)
+	if err := writeFile(filepath.Join(b.jobsDir, "late.lua"), []byte(`job "late" { cmd = { "/bin/sleep", "1000" }, restart = "no" }`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	reload(t, d)
+	waitJob(t, d, "late", "refused, and waiting", func(js JobStatus) bool {
+		return js.State == "waiting" && b.manager.Refused() == 1 && js.Why == msgHeldForShutdown
+	})
+	testkit.WaitFor(t, 10*time.Second, "late's refused run recorded", func() bool {
+		runs := runsOf(t, d, "late")
+		return len(runs) == 1 && runs[0].Reason == store.ReasonSpawnError
+	})
+	b.manager.ShutDown(false)
+	waitJob(t, d, "late", "running", func(js JobStatus) bool { return js.State == "running" })
+	if n := b.manager.Refused(); n != 1 {
+		t.Errorf("%d starts refused, want the one", n)
+	}
+}
+
+// TestUnitsDaemonStoppedByShutdownFirst: a daemon that stops with the
+// machine's shutdown before its runs do notes that they go down with it:
+// the next daemon, finding their units gone, records them lost and runs
+// them again, though PID 1 started before them (a soft reboot keeps it).
+func TestUnitsDaemonStoppedByShutdownFirst(t *testing.T) {
+	b := newUnitsBox(t, `job "svc" { cmd = { "/bin/sleep", "1000" }, restart = "no" }`)
+	b.booted = time.Now().Add(-time.Hour)
+	d, stop := b.start()
+	svc := waitJob(t, d, "svc", "running", func(js JobStatus) bool { return js.State == "running" })
+	b.manager.ShutDown(true)
+	stop()
+	b.manager.StopOutside(units.Name("svc", svc.Run))
+	b.manager.ShutDown(false)
+
+	d, _ = b.start()
+	waitJob(t, d, "svc", "running again", func(js JobStatus) bool { return js.State == "running" && js.Run != svc.Run })
+	if runs := runsOf(t, d, "svc"); len(runs) != 2 || runs[1].Reason != store.ReasonLost || runs[1].Cause != msgLostShuttingDown {
+		t.Errorf("svc's runs: %+v, want the first lost to the shutdown", runs)
 	}
 }
 

@@ -344,6 +344,10 @@ func (r *Runner) Start(ctx context.Context, spec Spec) (*Run, error) {
 	name := Name(spec.Job, spec.Run)
 	fail := func(err error) (*Run, error) {
 		r.Discard(name)
+		if down, derr := r.ShuttingDown(); derr == nil && down {
+			// Refused, or its start job cancelled, by the shutdown.
+			err = fmt.Errorf("%w: %w", ErrShuttingDown, err)
+		}
 		return nil, err
 	}
 
@@ -682,6 +686,10 @@ func (r *Runner) ShuttingDown() (bool, error) {
 	active, _ := p["ActiveState"].(string)
 	return id != 0 || active == "active" || active == "activating", nil
 }
+
+// ErrShuttingDown wraps a start that failed as the machine shuts down:
+// systemd starts no unit then (each conflicts with shutdown.target).
+var ErrShuttingDown = errors.New("the machine is shutting down")
 
 // shutdownTarget is the unit every shutdown of the machine starts.
 const shutdownTarget = "shutdown.target"
