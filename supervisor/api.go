@@ -207,6 +207,12 @@ func (d *Daemon) api() http.Handler {
 				writeJSON(w, http.StatusOK, ControlAnswer{Job: name, Requested: "start stopped", Already: v.State.String()})
 				return
 			}
+			if verb.ev == evStop && v.RestsStopped {
+				// A stop under way already, to rest stopped (trial AJ: a
+				// second stop --all said "then stopped on request" of it).
+				writeJSON(w, http.StatusOK, ControlAnswer{Job: name, Requested: verb.name, Already: v.State.String()})
+				return
+			}
 			msg := jobMessage{ev: &event{kind: verb.ev}, ignoreDeps: ignoreDeps, all: all}
 			// A job at rest that runs after others may be held by them
 			// once it is started again: the answer waits to say so (it
@@ -413,9 +419,11 @@ func (d *Daemon) controlArray(w http.ResponseWriter, r *http.Request, c caller, 
 		v := j.view()
 		switch {
 		case failedOnly && v.State != store.StateFailed,
-			stoppedOnly && v.State != store.StateStopped,
+			// A stopping index that rests stopped once its run has
+			// ended is one to start again (then), as a job is.
+			stoppedOnly && v.State != store.StateStopped && !v.RestsStopped,
 			ev == evStart && all && !v.StoppedAll,
-			ev == evStop && resting(v.State) && !d.outdated(j.name, v):
+			ev == evStop && (resting(v.State) && !d.outdated(j.name, v) || v.RestsStopped):
 			continue // nothing for this request to do to it
 		case heldAtGate(ev, ignoreDeps, v):
 			// Its parents hold it: nothing changes, and the client says
@@ -424,7 +432,7 @@ func (d *Daemon) controlArray(w http.ResponseWriter, r *http.Request, c caller, 
 				ans.HeldBy, ans.File = v.After, v.Def.Pos.File
 			}
 			continue
-		case ev == evStart && !resting(v.State) && !(ignoreDeps && v.After != nil):
+		case ev == evStart && !resting(v.State) && !v.RestsStopped && !(ignoreDeps && v.After != nil):
 			continue // under way already
 		}
 		if rf := admit(ev, v.State, v.Invalid != "", !v.Def.Enabled); rf != refuseNone {

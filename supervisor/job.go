@@ -315,6 +315,9 @@ type jobView struct {
 	Outdated bool
 	// StoppedAll: it rests stopped by a stop of every job (job.stoppedAll).
 	StoppedAll bool
+	// RestsStopped: stopping, it rests stopped once its run has ended (a
+	// stop under way already, which another changes nothing of).
+	RestsStopped bool
 	// Redefining: it was handed a definition of another process, which
 	// it has not taken yet (job.redefs): its state is about to change.
 	// settled, for an array, is array.settled (a job's are told apart
@@ -1205,7 +1208,7 @@ func (j *job) stopWhy() string {
 		if j.removed {
 			return cmp.Or(j.removedWhy, "no job file declares it any more")
 		}
-		return "stopped on request (berth stop)"
+		return msgStopRequested
 	case evRestart:
 		return "restarted on request (berth restart)"
 	case evRedefine:
@@ -1502,6 +1505,7 @@ func (j *job) publish() {
 	// service's never ends by itself.
 	j.v.Outdated = j.run.proc != nil && j.run.fp != "" && j.run.fp != j.defFP
 	j.v.StoppedAll = j.stoppedAll
+	j.v.RestsStopped = j.life.state == store.StateStopping && j.life.pending.then == thenRest && j.life.pending.rest == store.StateStopped
 	// The array and the dependants go by the state shown, as everyone
 	// else does: a run not yet on record runs for nobody.
 	shown := j.v.State

@@ -109,11 +109,17 @@ func msgStoppingSent(why, signal string) string {
 // (it runs again then).
 func msgThenAfterStop(why string, start bool) string {
 	why, _, _ = strings.Cut(why, "; then ")
-	if start {
+	switch {
+	case start:
 		return why + "; then started on request (berth start): it runs again once this run has ended"
+	case strings.HasPrefix(why, msgStopRequested):
+		return why // a person's stop under way: it rests stopped already
 	}
-	return why + "; then stopped on request (berth stop): it rests stopped once this run has ended"
+	return why + "; then " + msgStopRequested + ": it rests stopped once this run has ended"
 }
+
+// msgStopRequested is why a person's stop (berth stop) stops a run.
+const msgStopRequested = "stopped on request (berth stop)"
 
 // msgAfterRemoved is why a job declared again waits: the job of its name,
 // removed a moment ago, is still stopping its run.

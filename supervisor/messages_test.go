@@ -116,3 +116,25 @@ func TestMessagesGolden(t *testing.T) {
 	}
 	testkit.Golden(t, "testdata/messages.golden", []byte(strings.Join(lines, "\n")+"\n"))
 }
+
+// TestThenAfterStop: what a person asked while a run stops is said once,
+// the last word winning; a stop of a person's stop under way adds nothing
+// (trial AJ: "stopped on request (berth stop); …; then stopped on request
+// (berth stop)").
+func TestThenAfterStop(t *testing.T) {
+	stop := msgStopRequested + "; SIGTERM sent"
+	for _, tt := range []struct {
+		why   string
+		start bool
+		want  string
+	}{
+		{stop, false, stop},
+		{stop, true, stop + "; then started on request (berth start): it runs again once this run has ended"},
+		{msgThenAfterStop(stop, true), false, stop},
+		{"restarted on request (berth restart); SIGTERM sent", false, "restarted on request (berth restart); SIGTERM sent; then stopped on request (berth stop): it rests stopped once this run has ended"},
+	} {
+		if got := msgThenAfterStop(tt.why, tt.start); got != tt.want {
+			t.Errorf("msgThenAfterStop(%q, %v) = %q, want %q", tt.why, tt.start, got, tt.want)
+		}
+	}
+}

@@ -980,6 +980,45 @@ job "sw" { cmd = { "sh", "-c", "[ $BERTH_ARRAY_INDEX = 1 ] || exec sleep 600" },
 	d.stop()
 }
 
+// TestStartAllWhileStopping: berth start --all right after stop --all
+// starts again the jobs still stopping, once their runs have ended, an
+// array's indices too (trial AJ: left stopped, and not said); a second
+// stop --all changes nothing of them, and says so.
+func TestStartAllWhileStopping(t *testing.T) {
+	t.Parallel()
+	gate := filepath.Join(t.TempDir(), "go")
+	// Each run, told to stop, waits for the gate.
+	slow := `{ "sh", "-c", "trap 'while [ ! -e ` + gate + ` ]; do sleep 0.05; done; exit 0' TERM; while true; do sleep 0.05; done" }`
+	d := newTestDaemon(t, map[string]string{"jobs.lua": `job "svc" { cmd = ` + slow + `, cpus = 0, stop_timeout = "5m" }
+job "sw" { cmd = ` + slow + `, cpus = 0, stop_timeout = "5m", array = 2 }`})
+	d.start(daemonOptions{})
+	svc := d.waitJob("svc", "running", func(j supervisor.JobStatus) bool { return j.State == "running" && j.PID > 0 })
+	d.waitJob("sw", "two indices running", func(j supervisor.JobStatus) bool { return j.Array != nil && j.Array.Counts["running"] == 2 })
+	if out, _, code := d.cli("stop", "--all"); code != exitOK || !strings.HasPrefix(out, "2 jobs, one an array (2 indices in all): stop requested") {
+		t.Fatalf("stop --all: exit %d\n%s", code, out)
+	}
+	d.waitJob("sw", "two indices stopping", func(j supervisor.JobStatus) bool { return j.Array.Counts["stopping"] == 2 })
+	d.waitState("svc", "stopping")
+	if out, _, code := d.cli("stop", "--all"); code != exitOK || out != msgAlreadyStoppingAll(2)+"\n" {
+		t.Errorf("stop --all again: exit %d\n%s", code, out)
+	}
+	if j, _ := d.job("svc"); strings.Contains(j.Why, "then stopped") {
+		t.Errorf("svc's why: %q, said twice", j.Why)
+	}
+	if out, _, code := d.cli("start", "--all"); code != exitOK || out != "2 jobs, one an array (2 indices stopped in all): start requested (berth status shows them)\n" {
+		t.Errorf("start --all while they stop: exit %d\n%s", code, out)
+	}
+	if err := os.WriteFile(gate, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d.waitJob("svc", "running again", func(j supervisor.JobStatus) bool { return j.State == "running" && j.Run != svc.Run })
+	d.waitJob("sw", "two indices running again", func(j supervisor.JobStatus) bool { return j.Array.Counts["running"] == 2 })
+	if runs := d.history("sw[2]"); len(runs) != 2 {
+		t.Errorf("sw[2]'s runs: %+v, want two", runs)
+	}
+	d.stop()
+}
+
 // TestStatusQueueOrder: berth status lists the jobs waiting for the
 // machine in the queue's order, each with its place in it (trial AD:
 // every one said "needs 1 cpu; 0 free", in the order of their names).

@@ -623,9 +623,11 @@ func controlAll(c *cli, verb string, args []string) int {
 		case verb == "stop":
 			return url.Values{"all": {"1"}}, stoppable(j.State)
 		case j.Array != nil:
-			return url.Values{"stopped": {"1"}, "all": {"1"}}, j.Array.Counts["stopped"] > 0
+			return url.Values{"stopped": {"1"}, "all": {"1"}}, j.Array.Counts["stopped"]+j.Array.Counts["stopping"] > 0
 		}
-		return url.Values{"all": {"1"}}, j.State == "stopped"
+		// One still stopping runs again once its run has ended (trial AJ:
+		// left stopped, and not said).
+		return url.Values{"all": {"1"}}, j.State == "stopped" || j.State == "stopping"
 	}
 	if verb == "stop" {
 		// What waits first, then what runs: a run stopped first gives
@@ -637,7 +639,7 @@ func controlAll(c *cli, verb string, args []string) int {
 	}
 	// indices counts each index of an array acted on, acted each job and
 	// arrays each array once, as berth status lists them.
-	indices, acted, arrays, others, firstRefusal := 0, 0, 0, 0, ""
+	indices, acted, arrays, others, stopping, firstRefusal := 0, 0, 0, 0, 0, ""
 	for _, j := range jobs {
 		q, ok := pick(j)
 		if !ok {
@@ -658,8 +660,13 @@ func controlAll(c *cli, verb string, args []string) int {
 			}
 			return c.fail(err)
 		}
-		if verb == "start" && (j.Array == nil && ans.Already != "" || j.Array != nil && ans.Indices == 0) {
-			continue // stopped otherwise than by a stop of every job: left so
+		if j.Array == nil && ans.Already != "" || j.Array != nil && ans.Indices == 0 {
+			// Started: stopped otherwise than by a stop of every job,
+			// and left so. Stopped: on its way to rest stopped already.
+			if verb == "stop" && j.State == "stopping" {
+				stopping++
+			}
+			continue
 		}
 		acted++
 		if j.Array == nil {
@@ -673,9 +680,12 @@ func controlAll(c *cli, verb string, args []string) int {
 		// An array's indices, each job else (the key's count, as it was).
 		return c.writeJSON(map[string]int{key: acted - arrays + indices, "jobs": acted, "others_left": others})
 	}
-	if verb == "stop" {
+	switch {
+	case verb == "stop" && acted == 0 && stopping > 0:
+		fmt.Fprintln(c.stdout, msgAlreadyStoppingAll(stopping))
+	case verb == "stop":
 		fmt.Fprintln(c.stdout, msgStoppedAll(acted, arrays, indices))
-	} else {
+	default:
 		fmt.Fprintln(c.stdout, msgStartedAll(acted, arrays, indices))
 	}
 	if others > 0 {

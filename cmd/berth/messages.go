@@ -855,6 +855,12 @@ func msgStoppedAll(jobs, arrays, indices int) string {
 	return jobsCounted(jobs, arrays, indices, "") + ": stop requested (berth status shows them; berth start --all starts them again)"
 }
 
+// msgAlreadyStoppingAll is berth stop --all's answer where the jobs it
+// would stop are all stopping already, to rest stopped.
+func msgAlreadyStoppingAll(jobs int) string {
+	return fmt.Sprintf("no job to stop: %s stopping already, to rest stopped (berth status shows them)", count(jobs, "job"))
+}
+
 // msgHeldFromRerun confirms a stop of a job done that was to run again
 // after its parents: it rests stopped instead.
 func msgHeldFromRerun(job string) string {
