@@ -41,11 +41,14 @@ func runCheck(c *cli, args []string) int {
 		targets = []string{defaultJobsDir(c.env)}
 	}
 	// A daemon that answers places against its books (its --cpus, --gpus,
-	// --ram), which the jobs must fit, not against the probe.
+	// --ram), which the jobs must fit, not against the probe; given, the
+	// machine flags describe another, and the daemon's flavors and files
+	// in force are still those the files may name (trial AJ: the README's
+	// check against the GPU box refused the site's flavors).
 	machineGiven := m.given()
-	var daemon *supervisor.Status
-	if !machineGiven {
-		daemon = m.fromDaemon(c, *socket)
+	daemon := c.daemonStatus(*socket)
+	if daemon != nil && !machineGiven {
+		m.fromDaemon(daemon)
 	}
 	// A check runs no job: a machine larger than this one (the box the
 	// files are for, --cpus 64) oversubscribes nothing.
@@ -78,12 +81,13 @@ func runCheck(c *cli, args []string) int {
 			me = supervisor.Me{}
 		}
 	}
-	if daemon != nil && me.Owner != "" && me.JobsDir != "" && !*asJSON && ownJobFiles(targets, userJobs, me.Owner) {
+	if daemon != nil && me.Owner != "" && me.JobsDir != "" && !*asJSON && !machineGiven && ownJobFiles(targets, userJobs, me.Owner) {
 		// A person's own files, beside the daemon that takes them from
 		// them, are checked by it as berth submit has them checked: with
 		// their files and quota in force, and their bound of jobs (read
-		// here, a file passed that submit then refused).
-		fmt.Fprintln(c.stderr, msgCheckAgainstDaemon())
+		// here, a file passed that submit then refused). Against another
+		// machine they are checked here.
+		fmt.Fprintln(c.stderr, msgCheckAgainstDaemon(false))
 		return c.checkAsSubmitted(newClient(c.sockets(*socket)...), targets, me.JobsDir)
 	}
 	var srcs []luaapi.Source
@@ -120,7 +124,7 @@ func runCheck(c *cli, args []string) int {
 		problems = append(problems, refused...)
 	}
 	if daemon != nil && (len(srcs) > 0 || len(refusedFiles) > 0) {
-		fmt.Fprintln(c.stderr, msgCheckAgainstDaemon())
+		fmt.Fprintln(c.stderr, msgCheckAgainstDaemon(machineGiven))
 	}
 	// Files named outside the jobs directory are checked against the
 	// flavors it declares, as the daemon would load them beside them.

@@ -682,7 +682,7 @@ func TestCheckDaemonMemoryUnknown(t *testing.T) {
 			env = nil
 		}
 		out, errOut, code := berth(t, env, args...)
-		if code != exitOK || errOut != msgCheckAgainstDaemon()+"\n" {
+		if code != exitOK || errOut != msgCheckAgainstDaemon(false)+"\n" {
 			t.Errorf("berth %q, of a 100T job beside a daemon that accounts no memory: exit %d\n%s%s", args, code, out, errOut)
 		}
 	}
@@ -731,7 +731,7 @@ job "share" { cmd = "true", gpu_mem = "20G" }`), 0o644); err != nil {
 	// The daemon's books, shares of its cards included, and no warning
 	// about values the person did not give.
 	out, errOut, code := d.cli("check", file)
-	if code != exitOK || errOut != msgCheckAgainstDaemon()+"\n" {
+	if code != exitOK || errOut != msgCheckAgainstDaemon(false)+"\n" {
 		t.Errorf("check of a 30-core job and a 20G share beside a 40-core daemon of 40G cards: exit %d\n%s%s", code, out, errOut)
 	}
 	if out, _, code := d.cli("check", "--cpus", "8", file); code != exitFailed || !strings.Contains(out, "this machine has 8") {
@@ -753,6 +753,21 @@ job "share" { cmd = "true", gpu_mem = "20G" }`), 0o644); err != nil {
 	}
 	if out, errOut, code := d.cli("check", named); code != exitOK || out != "1 file, 1 job, 0 flavors, 0 errors\n" {
 		t.Errorf("check of a file naming the daemon's flavor: exit %d\n%s%s", code, out, errOut)
+	}
+	// Against another machine, a file elsewhere still names the daemon's
+	// flavors and waits for its jobs (trial AJ: refused both once
+	// --cpus was given).
+	d.write("prepare.lua", `job "prepare" { cmd = "true", cpus = 0 }`)
+	d.cli("reload")
+	other := filepath.Join(t.TempDir(), "other.lua")
+	if err := os.WriteFile(other, []byte(`job "other" { cmd = "true", flavor = "wide", after = "prepare" }`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, errOut, code := d.cli("check", "--cpus", "64", other); code != exitOK || errOut != msgCheckAgainstDaemon(true)+"\n" {
+		t.Errorf("check --cpus 64 of a file naming the daemon's flavor and job: exit %d\n%s%s", code, out, errOut)
+	}
+	if out, _, code := d.cli("check", "--cpus", "8", other); code != exitFailed || !strings.Contains(out, "this machine has 8") {
+		t.Errorf("check --cpus 8 of it: exit %d\n%s", code, out)
 	}
 	d.stop()
 }

@@ -40,14 +40,9 @@ func (m *machineFlags) given() bool {
 	return m.cpus.set || m.gpus.set || m.ram != "" || m.gpuMem != ""
 }
 
-// fromDaemon sets the flags to the books of the daemon that answers the
-// caller on socket (where "": their own, else the system's), as berth
-// status shows them, and returns that status; nil where none answers.
-func (m *machineFlags) fromDaemon(c *cli, socket string) *supervisor.Status {
-	var s supervisor.Status
-	if err := newClient(c.sockets(socket)...).get("/status", nil, &s); err != nil {
-		return nil
-	}
+// fromDaemon sets the flags to the books of the daemon whose status s is,
+// as berth status shows them.
+func (m *machineFlags) fromDaemon(s *supervisor.Status) {
 	m.cpus = optionalInt{n: s.Machine.CPUs, set: true}
 	m.gpus = optionalInt{n: len(s.Machine.Cards), set: true}
 	if s.Machine.RAMBytes != nil {
@@ -66,6 +61,15 @@ func (m *machineFlags) fromDaemon(c *cli, socket string) *supervisor.Status {
 		m.gpuMem = strconv.FormatInt(shareOf>>10, 10) + "K"
 	}
 	m.books = true
+}
+
+// daemonStatus is the status of the daemon that answers on socket (or
+// where c looks: c.sockets), nil where none does.
+func (c *cli) daemonStatus(socket string) *supervisor.Status {
+	var s supervisor.Status
+	if err := newClient(c.sockets(socket)...).get("/status", nil, &s); err != nil {
+		return nil
+	}
 	return &s
 }
 

@@ -1077,7 +1077,11 @@ func msgKillIn(d time.Duration) string {
 }
 
 // msgCheckAgainstDaemon says what berth check measures the jobs against
-// when a daemon answers.
-func msgCheckAgainstDaemon() string {
+// when a daemon answers: its books, or (machineGiven) the machine the
+// flags describe, its flavors and jobs still.
+func msgCheckAgainstDaemon(machineGiven bool) string {
+	if machineGiven {
+		return "checking against the machine --cpus, --gpus, --ram and --gpu-mem describe, with the running daemon's flavors and jobs (berth flavors and berth jobs list them)"
+	}
 	return "checking against the running daemon's books (berth machine shows them; --cpus, --gpus, --ram, --gpu-mem check against others)"
 }

@@ -75,7 +75,7 @@ func TestMessages(t *testing.T) {
 		msgRanOverShare(12<<30, 10<<30),
 		msgWarning(msgGPUMemOver(100<<30, "0", 80<<30)),
 		supervisor.MsgCredentials(pos, "train", &supervisor.UnknownUserError{Kind: "user", Name: "ml"}),
-		msgCheckSummary(3, 12, 2, 1),
+		msgCheckSummary(3, 12, 2, 1), msgCheckAgainstDaemon(false), msgCheckAgainstDaemon(true),
 		msgCheckSummary(1, 1, 1, 0),
 		msgSocket("/run/berth/berth.sock", errSocketLive),
 		msgSocket("/run/berth/berth.sock", os.ErrPermission),
