@@ -343,11 +343,23 @@ func msgDisabledAt(pos luaapi.Pos, job string, person bool) string {
 
 // MsgUnplaceable says a job fits no machine; berth check says it too.
 // flavor is the job's flavor, "" for none: what it asks is the flavor's,
-// declared elsewhere.
+// declared elsewhere (berth flavors shows where).
 func MsgUnplaceable(pos luaapi.Pos, job, flavor string, err *accounting.UnplaceableError) string {
+	return msgUnplaceableAt(pos, job, flavor, luaapi.Pos{}, err)
+}
+
+// msgUnplaceableAt is MsgUnplaceable where the flavor is declared at
+// flavorAt, which it names (zero: not known).
+func msgUnplaceableAt(pos luaapi.Pos, job, flavor string, flavorAt luaapi.Pos, err *accounting.UnplaceableError) string {
 	subject := fmt.Sprintf("job %q", job)
 	flavors := ""
-	if flavor != "" {
+	switch {
+	case flavor != "" && flavorAt.File != "":
+		// Where berth check found it, which may be no daemon's (trial
+		// AJ: berth flavors did not list it).
+		subject += fmt.Sprintf(", by its flavor %q,", flavor)
+		flavors = "; " + flavor + " is declared at " + posString(flavorAt)
+	case flavor != "":
 		subject += fmt.Sprintf(", by its flavor %q,", flavor)
 		flavors = "; berth flavors shows where " + flavor + " is declared"
 	}

@@ -51,7 +51,7 @@ func TestMessagesGolden(t *testing.T) {
 		msgRefused("start", "train", refuseUnplaceable, `/etc/berth/jobs.d/train.lua:3: job "train" asks for 64 cores; this machine has 4 (berth machine shows what it has)`),
 		msgRefused("restart", "train", refuseInvalid, `/etc/berth/jobs.d/train.lua:3: job "train": flavor "gpu-huge" does not exist (berth flavors lists them)`),
 		MsgUnplaceable(pos, "train", "", unplaceable),
-		MsgUnplaceable(pos, "train", "gpu-huge", unplaceable),
+		MsgUnplaceable(pos, "train", "gpu-huge", unplaceable), msgUnplaceableAt(pos, "train", "gpu-huge", luaapi.Pos{File: "/etc/berth/jobs.d/flavors.lua", Line: 2}, unplaceable),
 		MsgCredentials(pos, "train", errors.New(`user "nobody2" does not exist (getent passwd lists them)`)),
 		MsgCredentials(pos, "train", &UnknownUserError{Kind: "group", Name: "ml"}),
 		MsgCredentials(pos, "train", &UnknownUserError{Kind: "user", Name: "0"}),

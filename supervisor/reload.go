@@ -1263,7 +1263,7 @@ func (d *Daemon) apply(set *luaapi.Set, first bool) ReloadResult {
 		if invalid == "" && def.Enabled {
 			// It waits, saying so, for a larger machine or quota; the
 			// reload says it at once, as berth check does.
-			if p, unfit := UnfitProblem(d.placer, def); unfit {
+			if p, unfit := UnfitProblem(d.placer, def, set); unfit {
 				res.unfit = append(res.unfit, p)
 			}
 		}
@@ -1768,7 +1768,10 @@ func someNames(names []string) string {
 // and berth check say it at once. An unaccounted job of the
 // administrators' holds nothing and fits anywhere; a person's may escape
 // their quota.
-func UnfitProblem(placer *accounting.Placer, def *luaapi.Job) (Problem, bool) {
+//
+// set, where given, is the set def is of: its flavor's declaration is
+// named.
+func UnfitProblem(placer *accounting.Placer, def *luaapi.Job, set *luaapi.Set) (Problem, bool) {
 	if def.Resources.Unaccounted() && def.Owner == "" {
 		return Problem{}, false
 	}
@@ -1783,7 +1786,21 @@ func UnfitProblem(placer *accounting.Placer, def *luaapi.Job) (Problem, bool) {
 	at := def.Pos
 	at.Line = def.FieldLine(field)
 	return Problem{Code: ProblemUnplaceable, File: at.File, Line: at.Line, Kind: "job", Job: def.Name,
-		Text: MsgUnplaceable(at, def.Name, def.Flavor, ue)}, true
+		Text: msgUnplaceableAt(at, def.Name, def.Flavor, flavorAt(set, def.Flavor), ue)}, true
+}
+
+// flavorAt is where the flavor name is declared in set; zero where set is
+// nil or does not declare it.
+func flavorAt(set *luaapi.Set, name string) luaapi.Pos {
+	if set == nil || name == "" {
+		return luaapi.Pos{}
+	}
+	for _, f := range set.Flavors {
+		if f.Name == name {
+			return f.Pos
+		}
+	}
+	return luaapi.Pos{}
 }
 
 // CredentialsProblem is the problem of def, whose user or group cannot

@@ -265,7 +265,7 @@ func (d *Daemon) checkBeside(files []*luaapi.File, partials map[string]*luaapi.P
 			continue
 		}
 		jobs = append(jobs, def.Name)
-		if p, unfit := UnfitProblem(d.placer, def); unfit && !set.Unsized(def.Name) {
+		if p, unfit := UnfitProblem(d.placer, def, set); unfit && !set.Unsized(def.Name) {
 			problems = append(problems, p)
 		}
 		if def.User != "" || def.Group != "" {

@@ -613,7 +613,7 @@ func feasibility(set *luaapi.Set, inv probes.Inventory, group string, daemon *su
 	var out []supervisor.Problem
 	for i := range set.Jobs {
 		j := &set.Jobs[i]
-		if p, unfit := supervisor.UnfitProblem(placer, j); unfit && !set.Unsized(j.Name) {
+		if p, unfit := supervisor.UnfitProblem(placer, j, set); unfit && !set.Unsized(j.Name) {
 			out = append(out, p)
 		}
 		if j.User == "" && j.Group == "" {

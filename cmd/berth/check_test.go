@@ -255,6 +255,11 @@ func TestCheckBorrowsTheJobsDirsFlavors(t *testing.T) {
 	if code != exitFailed || !strings.Contains(out, `job "own", by its flavor "zf", asks for 64 cores`) || !strings.HasSuffix(out, "1 file, 1 job, 1 flavor, 1 error\n") {
 		t.Errorf("a file with a flavor of the same name: exit %d\n%s", code, out)
 	}
+	// The flavor is the file's own, which no daemon lists: where it is
+	// declared is said (trial AJ: "berth flavors shows where").
+	if want := "zf is declared at " + filepath.Join(home, "own.lua") + ":1)"; !strings.Contains(out, want) || strings.Contains(out, "berth flavors") {
+		t.Errorf("a file with a flavor of its own that fits no machine: %s\nwant %q", out, want)
+	}
 	// A directory checked is checked alone.
 	if out, _, code := berth(t, environ, "check", home, "--cpus", "64"); code != exitOK || out != "2 files, 2 jobs, 1 flavor, 0 errors\n" {
 		t.Errorf("the directory: exit %d\n%s", code, out)
