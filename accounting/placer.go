@@ -120,6 +120,14 @@ func (p *Placer) QuotaOf(owner string) Quota {
 	return p.quotaOf(owner)
 }
 
+// CardMem is the memory a card counts as where a quota's gpus bound
+// shares of cards: the largest card's; 0 where no card's is known.
+func (p *Placer) CardMem() int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.cardMem
+}
+
 // QuotaHeld is owner's quota, and what their jobs hold now.
 func (p *Placer) QuotaHeld(owner string) (Quota, Resources) {
 	p.mu.Lock()

@@ -618,8 +618,13 @@ func MsgQuotaWait(owner string, q QuotaView, asked Size) string {
 		q.Held.GPUs+asked.GPUs <= l {
 		// Shares count against gpus, a card's worth of memory as a card:
 		// those asked for, or those held beside whole cards asked for.
-		parts = append(parts, fmt.Sprintf("%d of their %s, and %s of gpu memory in shares", q.Held.GPUs, accounting.Count(l, "card"),
-			accounting.FormatSize(q.Held.GPUMemBytes)))
+		part := fmt.Sprintf("%d of their %s, and %s of gpu memory in shares", q.Held.GPUs, accounting.Count(l, "card"),
+			accounting.FormatSize(q.Held.GPUMemBytes))
+		if q.CardBytes > 0 {
+			// Said, or "0 of their 1 card" reads as room (trial AJ).
+			part += fmt.Sprintf(", every %s of shares counting as a card", accounting.FormatSize(q.CardBytes))
+		}
+		parts = append(parts, part)
 	}
 	if l := q.Quota.CPUs; l >= 0 && q.Held.CPUs+asked.CPUs > l {
 		parts = append(parts, fmt.Sprintf("%d of their %s", q.Held.CPUs, accounting.Count(l, "core")))

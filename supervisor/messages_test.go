@@ -101,6 +101,8 @@ func TestMessagesGolden(t *testing.T) {
 			Size{CPUs: 1, GPUMemBytes: 16 * accounting.GiB}),
 		MsgQuotaWait("guest", QuotaView{Held: Size{GPUMemBytes: 10 * accounting.GiB}, Quota: Size{GPUs: 1, CPUs: -1, RAMBytes: -1, GPUMemBytes: -1}},
 			Size{CPUs: 1, GPUs: 1}),
+		MsgQuotaWait("guest", QuotaView{Held: Size{GPUMemBytes: 20 * accounting.GiB}, Quota: Size{GPUs: 1, CPUs: -1, RAMBytes: -1, GPUMemBytes: -1}, CardBytes: 24 * accounting.GiB},
+			Size{CPUs: 1, GPUMemBytes: 10 * accounting.GiB}),
 		msgNotYours("alice/train", "alice", "stop it", "berth-admin"),
 		msgNotYours("shared", "", "read its output", "berth-admin"),
 		msgEnvHidden("alice/train", "alice", "berth-admin"),

@@ -122,6 +122,9 @@ type CardShare struct {
 type QuotaView struct {
 	Held  Size `json:"held"`
 	Quota Size `json:"quota"`
+	// CardBytes is the memory a card counts as where Quota.GPUs bounds
+	// shares of cards (the largest card's); 0 where unknown.
+	CardBytes int64 `json:"card_bytes,omitempty"`
 }
 
 // JobStatus is one line of `berth status`.
@@ -533,7 +536,7 @@ func (d *Daemon) status(members bool) Status {
 				// Past the owner's quota, it waits for their own jobs,
 				// whatever is free: that is its why.
 				if qw, over := d.placer.QuotaWait(requestOf(j.name, v.Def)); over {
-					q := QuotaView{Held: sizeOf(qw.Held), Quota: quotaSize(qw.Quota)}
+					q := QuotaView{Held: sizeOf(qw.Held), Quota: quotaSize(qw.Quota), CardBytes: d.placer.CardMem()}
 					js.Quota = &q
 					js.Why = MsgQuotaWait(v.Def.Owner, q, js.Asked)
 				}

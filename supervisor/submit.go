@@ -124,7 +124,7 @@ func (d *Daemon) me(c caller) Me {
 	case d.people[c.name] != nil:
 		m.JobsDir, m.Owner = d.people[c.name].dir, c.name
 		if q, held := d.placer.QuotaHeld(c.name); q != accounting.NoQuota {
-			m.Quota = &QuotaView{Held: sizeOf(held), Quota: quotaSize(q)}
+			m.Quota = &QuotaView{Held: sizeOf(held), Quota: quotaSize(q), CardBytes: d.placer.CardMem()}
 		}
 	case d.cfg.UserJobs != "" && !validUserName(c.name):
 		if names, err := d.members(); err == nil && slices.Contains(names, c.name) {

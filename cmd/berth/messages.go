@@ -308,7 +308,11 @@ func msgYourQuota(owner string, q supervisor.QuotaView) string {
 		cards := fmt.Sprintf("%d of %s", q.Held.GPUs, count(l, "card"))
 		if q.Quota.GPUMemBytes < 0 {
 			// Shares count as cards, a card's memory as one.
-			cards += fmt.Sprintf(" (shares of cards count: %s of gpu memory held in shares)", accounting.FormatSize(q.Held.GPUMemBytes))
+			cards += fmt.Sprintf(" (shares of cards count: %s of gpu memory held in shares", accounting.FormatSize(q.Held.GPUMemBytes))
+			if q.CardBytes > 0 {
+				cards += fmt.Sprintf(", every %s counting as a card", accounting.FormatSize(q.CardBytes))
+			}
+			cards += ")"
 		}
 		parts = append(parts, cards)
 	}
