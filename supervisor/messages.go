@@ -653,6 +653,13 @@ func MsgEnded(reason store.Reason, code int, sig string, timeout time.Duration, 
 		if sig != "" {
 			return "killed by " + sig
 		}
+		switch code {
+		case 126, 127:
+			// The shell's: it ran nothing (trial AJ: "./prepare.sh" in
+			// the job's dir, / by default, was a bare exit 127).
+			what := map[int]string{126: "could not execute a command", 127: "found no such command"}[code]
+			return fmt.Sprintf("exit %d: the shell %s (berth logs says which; a relative path is from the job's dir, / unless it sets one)", code, what)
+		}
 		return fmt.Sprintf("exit %d", code)
 	case store.ReasonTimedOut:
 		return "timed out after " + accounting.FormatDuration(timeout)

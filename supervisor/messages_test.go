@@ -84,6 +84,7 @@ func TestMessagesGolden(t *testing.T) {
 		MsgShort(Size{CPUs: 1, GPUMemBytes: 20 * accounting.GiB}, Size{GPUMemBytes: 8 * accounting.GiB}),
 		MsgEnded(store.ReasonExited, 0, "", 0, 0),
 		MsgEnded(store.ReasonFailed, 3, "", 0, 0),
+		MsgEnded(store.ReasonFailed, 127, "", 0, 0), MsgEnded(store.ReasonFailed, 126, "", 0, 0),
 		MsgEnded(store.ReasonFailed, 0, "SIGSEGV", 0, 0),
 		MsgEnded(store.ReasonFailed, 0, "SIGKILL", 0, 0),
 		MsgEnded(store.ReasonTimedOut, 0, "", 12*time.Hour, 0),
