@@ -77,8 +77,9 @@ job "hello" { cmd = { "sh", "-c", "echo hello from the job" }, flavor = "small" 
 	if out, _, _ := d.cli("version", "--json"); json.Unmarshal([]byte(out), &v) != nil || v.Daemon == nil || v.Daemon.PID != d.cmd.Process.Pid {
 		t.Errorf("version --json does not give the daemon's pid %d:\n%s", d.cmd.Process.Pid, out)
 	}
-	// Without a daemon, the client's alone.
-	if out, _, code := berth(t, map[string]string{"BERTH_SOCKET": filepath.Join(t.TempDir(), "none.sock")}, "version"); code != exitOK || out != "berth "+version+"\n" {
+	// Without a daemon, the client's alone, and that none answers.
+	none := filepath.Join(t.TempDir(), "none.sock")
+	if out, _, code := berth(t, map[string]string{"BERTH_SOCKET": none}, "version"); code != exitOK || out != "berth "+version+"\n"+msgVersionNoDaemon(none)+"\n" {
 		t.Errorf("version without a daemon: exit %d\n%s", code, out)
 	}
 

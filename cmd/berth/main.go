@@ -446,7 +446,8 @@ func runVersion(c *cli, args []string) int {
 	out := versionJSON{Version: version}
 	cl := c.client(f)
 	var s supervisor.Status
-	if err := cl.get("/status", nil, &s); err == nil {
+	err := cl.get("/status", nil, &s)
+	if err == nil {
 		out.Daemon = &daemonVersion{Version: s.Daemon.Version, PID: s.Daemon.PID, Started: s.Daemon.Started,
 			Socket: cl.socket, Replaced: s.Daemon.BinaryReplaced}
 	}
@@ -454,6 +455,10 @@ func runVersion(c *cli, args []string) int {
 		return c.writeJSON(out)
 	}
 	fmt.Fprintln(c.stdout, "berth", version)
+	if nd := (*noDaemonError)(nil); errors.As(err, &nd) {
+		// Said, or the daemon's line is missed unremarked (trial AJ).
+		fmt.Fprintln(c.stdout, msgVersionNoDaemon(nd.sockets...))
+	}
 	if d := out.Daemon; d != nil {
 		fmt.Fprintf(c.stdout, "daemon %s (pid %d on %s, started %s)\n", d.Version, d.PID, d.Socket, d.Started.Local().Format(time.DateTime))
 		if d.Replaced {

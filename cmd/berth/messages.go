@@ -232,6 +232,12 @@ func msgNoDaemon(sockets ...string) string {
 	return fmt.Sprintf("berth: no daemon answers on %s; start one with systemctl start berth, or berth daemon (give --socket PATH or set BERTH_SOCKET if it listens elsewhere)", where)
 }
 
+// msgVersionNoDaemon is berth version's line for the daemon where none
+// answers.
+func msgVersionNoDaemon(sockets ...string) string {
+	return "daemon: none answers on " + strings.Join(sockets, " or ")
+}
+
 // msgSocketDenied: group is the socket's, the one the daemon answers, or
 // "" where it cannot be told (berth, the package's).
 func msgSocketDenied(socket, group string) string {
