@@ -62,7 +62,9 @@ func (e *SizeError) Error() string {
 			// Bytes, most likely (machine.ram is): the same size in a unit.
 			return fmt.Sprintf("size %q has no unit; if it is bytes, write %q; the units are %s", e.Input, bytesInUnit(n), SizeUnits)
 		}
-		return fmt.Sprintf("size %q has no unit; write it with one of %s, e.g. %q", e.Input, SizeUnits, in+"G")
+		// Small: which unit was meant is anyone's guess (trial AJ: "512"
+		// suggested "512G" alone).
+		return fmt.Sprintf("size %q has no unit; write it with one of %s, e.g. %q or %q (%q is bytes)", e.Input, SizeUnits, in+"M", in+"G", in+"B")
 	case SizeBadUnit:
 		if n, ok := scientificSize(e.Input); ok {
 			return fmt.Sprintf("size %q is in scientific notation, which a size is not written in; write %q; the units are %s", e.Input, bytesInUnit(n), SizeUnits)

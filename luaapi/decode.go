@@ -484,7 +484,7 @@ func decodeJob(s subject, tbl *lua.LTable, owner string) (Job, []*Error) {
 	}
 	if desc, ok := d.str("description", wantString); ok {
 		if len(desc) > maxDescriptionBytes {
-			d.add(errTooLong(s, "description", len(desc), maxDescriptionBytes, "a description is a line or two that berth show and berth jobs print; put more in a README beside the file"))
+			d.add(errTooLong(s, "description", len(desc), maxDescriptionBytes, "a description is a line or two that berth show prints; put more in a README beside the file"))
 		} else {
 			j.Description = desc
 		}

@@ -112,6 +112,8 @@ func TestCardsCut(t *testing.T) {
 			warning: `CUDA_VISIBLE_DEVICES=2,,3,2: the cards after an empty entry (3) are not the daemon's, as CUDA reads the list no further than an entry CUDA cannot read; write CUDA_VISIBLE_DEVICES=2,3 if they are meant to be`},
 		{value: "2,2", at: "2", repeated: true, left: []string{},
 			warning: `CUDA_VISIBLE_DEVICES=2,2 names card 2 twice; the daemon's cards end at the second, as CUDA's do (write each card once: CUDA_VISIBLE_DEVICES=2)`},
+		{value: "1,01", at: "01", repeated: true, left: []string{},
+			warning: `CUDA_VISIBLE_DEVICES=1,01 names card 1 twice (as 1 and 01); the daemon's cards end at the second, as CUDA's do (write each card once: CUDA_VISIBLE_DEVICES=1)`},
 		{value: "01,1,GPU-a", at: "1", repeated: true, left: []string{"GPU-a"},
 			warning: `CUDA_VISIBLE_DEVICES=01,1,GPU-a: the cards after "1" (GPU-a) are not the daemon's, as CUDA reads the list no further than a card named twice; write CUDA_VISIBLE_DEVICES=01,GPU-a if they are meant to be`},
 	} {

@@ -200,8 +200,14 @@ func (w Warning) String() string {
 		}
 		meant := cudaVisibleDevices + "=" + strings.Join(append(slices.Clone(w.Cards), c.Left...), ",")
 		if len(c.Left) == 0 {
-			return fmt.Sprintf("%s=%s names card %s twice; the daemon's cards end at the second, as CUDA's do (write each card once: %s)",
-				cudaVisibleDevices, c.Value, c.At, meant)
+			// Named as first written, and how else (trial AJ: "1,01"
+			// named card 01 twice).
+			twice := "card " + c.At + " twice"
+			if i := slices.IndexFunc(w.Cards, sameCard(c.At)); i >= 0 && w.Cards[i] != c.At {
+				twice = fmt.Sprintf("card %s twice (as %s and %s)", w.Cards[i], w.Cards[i], c.At)
+			}
+			return fmt.Sprintf("%s=%s names %s; the daemon's cards end at the second, as CUDA's do (write each card once: %s)",
+				cudaVisibleDevices, c.Value, twice, meant)
 		}
 		why := "an entry CUDA cannot read"
 		if c.Repeated {

@@ -139,12 +139,16 @@ func msgSocket(path string, err error) string {
 
 // msgMetricsListen says why --metrics ADDR cannot be served, and what to do.
 func msgMetricsListen(addr string, err error) string {
-	fix := "give --metrics HOST:PORT, e.g. 127.0.0.1:9465, or --metrics \"\" for none; BERTH_METRICS sets it too"
+	example := "127.0.0.1:9465"
+	host, port, splitErr := net.SplitHostPort(addr)
+	if n, convErr := strconv.Atoi(port); splitErr == nil && convErr == nil && n > 0 && n < 65535 && errors.Is(err, syscall.EADDRINUSE) {
+		example = net.JoinHostPort(host, strconv.Itoa(n+1)) // not the one in use (trial AJ)
+	}
+	fix := "give --metrics HOST:PORT, e.g. " + example + ", or --metrics \"\" for none; BERTH_METRICS sets it too"
 	switch {
 	case errors.Is(err, syscall.EADDRINUSE):
-		port := addr
-		if _, p, err := net.SplitHostPort(addr); err == nil {
-			port = p
+		if splitErr != nil {
+			port = addr
 		}
 		return fmt.Sprintf("berth: cannot serve metrics on %s: the address is in use, by another program or another berth daemon (ss -ltnp 'sport = :%s' shows which; %s)", addr, port, fix)
 	case errors.Is(err, syscall.EACCES):
