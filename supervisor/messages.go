@@ -597,7 +597,8 @@ func MsgShort(asked, short Size) string {
 	if len(parts) == 0 {
 		return "queued behind a job ahead of it"
 	}
-	return strings.Join(parts, ", ")
+	// One separator (trial AJ: "needs 1 cpu; 0 free, needs 10G …").
+	return strings.Join(parts, "; ")
 }
 
 // MsgQuotaWait says why a person's job waits with the machine free enough:

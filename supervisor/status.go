@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -628,6 +629,10 @@ func arrayStatus(a *array, members []JobStatus) JobStatus {
 		}
 	}
 	slices.Sort(out.CPUIDs)
+	// In the machine's order, once each (two indices may share a card);
+	// trial AJ: "3,2".
+	slices.SortFunc(out.GPUs, compareCards)
+	out.GPUs = slices.Compact(out.GPUs)
 	if out.Why == "" && c.inLine > 0 && def.MaxParallel > 0 && c.slots >= def.MaxParallel {
 		// Indices in line while as many as max_parallel allows hold a
 		// place, the array running or not.
@@ -650,6 +655,22 @@ func arrayStatus(a *array, members []JobStatus) JobStatus {
 		}
 	}
 	return out
+}
+
+// compareCards orders cards by name, an index by its number ("2" before
+// "10"), before a "GPU-"/"MIG-" name.
+func compareCards(a, b string) int {
+	x, errA := strconv.Atoi(a)
+	y, errB := strconv.Atoi(b)
+	switch {
+	case errA == nil && errB == nil:
+		return cmp.Compare(x, y)
+	case errA == nil:
+		return -1
+	case errB == nil:
+		return 1
+	}
+	return strings.Compare(a, b)
 }
 
 // mergeByName merges two lists sorted by name.

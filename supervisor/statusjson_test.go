@@ -271,3 +271,13 @@ func TestStatusCoresThatExist(t *testing.T) {
 		t.Errorf("wide holds %d cores, IDs %v; want 2, [0]", j.CPUs, j.CPUIDs)
 	}
 }
+
+// TestCompareCards: an array's cards are listed in the machine's order,
+// an index by its number (trial AJ: "3,2").
+func TestCompareCards(t *testing.T) {
+	cards := []string{"GPU-b", "10", "3", "GPU-a", "2", "3"}
+	slices.SortFunc(cards, compareCards)
+	if want := []string{"2", "3", "3", "10", "GPU-a", "GPU-b"}; !slices.Equal(cards, want) {
+		t.Errorf("sorted: %q, want %q", cards, want)
+	}
+}
