@@ -726,11 +726,15 @@ func msgAfterOne(job, file string, p supervisor.Dependency, now time.Time) strin
 	}
 	switch p.State {
 	case "running", "starting":
+		state := fmt.Sprintf("%s, started %s", p.State, clockTime(p.Since, now))
+		if p.State == "starting" {
+			state = "starting since " + clockTime(p.Since, now) // not started yet (trial AJ)
+		}
 		if p.Kind == "after_any" {
 			// Not "runs when it ends": other parents may hold it too.
-			return fmt.Sprintf("%s (%s, started %s), whose end it waits for, however it ends", lead, p.State, clockTime(p.Since, now))
+			return fmt.Sprintf("%s (%s), whose end it waits for, however it ends", lead, state)
 		}
-		return fmt.Sprintf("%s (%s, started %s)", lead, p.State, clockTime(p.Since, now))
+		return fmt.Sprintf("%s (%s)", lead, state)
 	case "failed":
 		if p.Array {
 			// Its indices have the output: show lists which failed.

@@ -167,6 +167,7 @@ func TestMessages(t *testing.T) {
 			{Job: "fetch", Kind: "after_any", State: "failed", ExitCode: &exit3, Reason: "failed", Satisfied: true},
 			{Job: "alice/prep", Kind: "after_any", State: "waiting"}}, afterNow),
 		msgAfter("train", "/etc/berth/jobs.d/train.lua", []supervisor.Dependency{{Job: "prep", Kind: "after", State: "failed", Signal: "SIGKILL", Reason: "failed"}}, afterNow),
+		msgAfter("train", "/etc/berth/jobs.d/train.lua", []supervisor.Dependency{{Job: "prep", Kind: "after", State: "starting", Since: afterNow.Add(-time.Second)}}, afterNow),
 		msgAfter("train", "/etc/berth/jobs.d/train.lua", []supervisor.Dependency{{Job: "cache", Kind: "after", State: "stopped", Service: true}}, afterNow),
 		msgAfter("train", "/etc/berth/jobs.d/train.lua", []supervisor.Dependency{{Job: "cache", Kind: "after", State: "failed", Service: true}}, afterNow),
 		msgAfter("train", "/etc/berth/jobs.d/train.lua", []supervisor.Dependency{{Job: "prep", Kind: "after", State: "failed", Signal: "SIGTERM", Reason: "timed out"}}, afterNow),
