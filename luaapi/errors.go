@@ -806,8 +806,8 @@ func errEnvKey(s subject, key string) *Error {
 
 func errEnvReserved(s subject, key string) *Error {
 	return s.err(BadValue, "env", fmt.Sprintf(
-		`field "env": %s is reserved: berth sets the %s variables of every run itself, to find and stop its processes; use another name (berth show lists the environment of a job that runs)`,
-		quote(key), accounting.ReservedPrefix))
+		`field "env": %s is reserved: berth sets the %s variables of every run itself, to find and stop its processes; use another name (berth show %s lists what a run gets, once this file is fixed)`,
+		quote(key), accounting.ReservedPrefix, s.name))
 }
 
 func errEnvValue(s subject, key string, got lua.LValue) *Error {

@@ -170,7 +170,7 @@ func (d *Daemon) api() http.Handler {
 				}
 				d.logCaller(r, verb.name, "job", name)
 				if j := d.lookupRemoved(c, name); j != nil {
-					d.controlRemoved(w, c, j, verb.name)
+					d.controlRemoved(w, c, j, verb.name, r.URL.Query().Get("all") == "1")
 					return
 				}
 				writeError(w, http.StatusNotFound, CodeNoSuchJob, d.msgNoSuch(c, name))
@@ -194,22 +194,40 @@ func (d *Daemon) api() http.Handler {
 			} else {
 				d.logCaller(r, verb.name, "job", name)
 			}
-			if r := admit(verb.ev, v.State, v.Invalid != "", !v.Def.Enabled); r != refuseNone {
-				writeError(w, http.StatusConflict, r.code(), msgRefused(verb.name, name, r, refusedWhy(r, v)))
-				return
-			}
 			all := r.URL.Query().Get("all") == "1" // berth stop --all, start --all
-			if verb.ev == evStart && (r.URL.Query().Get("stopped") == "1" && v.State != store.StateStopped || all && !v.StoppedAll) {
+			startLeft := func() bool {
 				// Only if stopped (start --stopped of one index, or of a
 				// job that is not an array): a job done is not run again.
 				// Of every job, only one a stop of every job stopped: one a
 				// person stopped on their own stays so.
-				writeJSON(w, http.StatusOK, ControlAnswer{Job: name, Requested: "start stopped", Already: v.State.String()})
+				if verb.ev == evStart && (r.URL.Query().Get("stopped") == "1" && v.State != store.StateStopped || all && !v.StoppedAll) {
+					writeJSON(w, http.StatusOK, ControlAnswer{Job: name, Requested: "start stopped", Already: v.State.String()})
+					return true
+				}
+				return false
+			}
+			if all && startLeft() {
 				return
 			}
-			if verb.ev == evStop && v.RestsStopped {
+			if rf := admit(verb.ev, v.State, v.Invalid != "", !v.Def.Enabled); rf != refuseNone {
+				if all {
+					// One of every job that cannot be started or stopped
+					// now (disabled while stop --all stopped it) is left
+					// as it is: the others are not (the review).
+					writeJSON(w, http.StatusOK, ControlAnswer{Job: name, Requested: verb.name, Already: v.State.String()})
+					return
+				}
+				writeError(w, http.StatusConflict, rf.code(), msgRefused(verb.name, name, rf, refusedWhy(rf, v)))
+				return
+			}
+			if startLeft() {
+				return
+			}
+			if verb.ev == evStop && v.RestsStopped && (all || !v.StoppedAll) {
 				// A stop under way already, to rest stopped (trial AJ: a
 				// second stop --all said "then stopped on request" of it).
+				// A person's own stop of a job stop --all stops is taken:
+				// start --all leaves it then.
 				writeJSON(w, http.StatusOK, ControlAnswer{Job: name, Requested: verb.name, Already: v.State.String()})
 				return
 			}
@@ -307,12 +325,13 @@ func (d *Daemon) refuseNotOwner(w http.ResponseWriter, c caller, call, job, owne
 // controlRemoved answers a start, stop or restart of a job no job file
 // declares any more whose run is still being stopped: a stop finds it
 // stopping already; a start or restart has nothing to run.
-func (d *Daemon) controlRemoved(w http.ResponseWriter, c caller, j *job, verb string) {
+func (d *Daemon) controlRemoved(w http.ResponseWriter, c caller, j *job, verb string, all bool) {
 	v := j.view()
 	if d.refuseNotOwner(w, c, verb, j.name, v.Def.Owner, verb+" it") {
 		return
 	}
-	if verb == "stop" {
+	if verb == "stop" || all {
+		// Of every job, one going away is left to go (the review).
 		writeJSON(w, http.StatusOK, ControlAnswer{Job: j.name, Requested: verb, Already: store.StateStopping.String()})
 		return
 	}
@@ -419,11 +438,12 @@ func (d *Daemon) controlArray(w http.ResponseWriter, r *http.Request, c caller, 
 		v := j.view()
 		switch {
 		case failedOnly && v.State != store.StateFailed,
-			// A stopping index that rests stopped once its run has
-			// ended is one to start again (then), as a job is.
-			stoppedOnly && v.State != store.StateStopped && !v.RestsStopped,
+			// Of every job, a stopping index that rests stopped once
+			// its run has ended is one to start again (then), as a job
+			// is; --stopped alone starts those stopped.
+			stoppedOnly && v.State != store.StateStopped && !(all && v.RestsStopped),
 			ev == evStart && all && !v.StoppedAll,
-			ev == evStop && (resting(v.State) && !d.outdated(j.name, v) || v.RestsStopped):
+			ev == evStop && (resting(v.State) && !d.outdated(j.name, v) || v.RestsStopped && (all || !v.StoppedAll)):
 			continue // nothing for this request to do to it
 		case heldAtGate(ev, ignoreDeps, v):
 			// Its parents hold it: nothing changes, and the client says
@@ -432,7 +452,7 @@ func (d *Daemon) controlArray(w http.ResponseWriter, r *http.Request, c caller, 
 				ans.HeldBy, ans.File = v.After, v.Def.Pos.File
 			}
 			continue
-		case ev == evStart && !resting(v.State) && !v.RestsStopped && !(ignoreDeps && v.After != nil):
+		case ev == evStart && !resting(v.State) && !(all && v.RestsStopped) && !(ignoreDeps && v.After != nil):
 			continue // under way already
 		}
 		if rf := admit(ev, v.State, v.Invalid != "", !v.Def.Enabled); rf != refuseNone {
@@ -447,7 +467,7 @@ func (d *Daemon) controlArray(w http.ResponseWriter, r *http.Request, c caller, 
 		j.in.post(jobMessage{ev: &event{kind: ev}, ignoreDeps: ignoreDeps, all: all})
 		ans.Indices++
 	}
-	if ans.Indices == 0 && refused != refuseNone {
+	if ans.Indices == 0 && refused != refuseNone && !all {
 		writeError(w, http.StatusConflict, refused.code(), msgRefused(verb, a.name, refused, invalid))
 		return
 	}

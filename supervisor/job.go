@@ -192,6 +192,9 @@ type runState struct {
 	exit  runner.Exit
 	// spawnErr is why the process could not be started, nil once it was.
 	spawnErr error
+	// stopAsked: the stop is a person's (berth stop), after which the job
+	// rests stopped.
+	stopAsked bool
 	// stopCause is why berth stopped it, for its record; "" while none
 	// did.
 	stopCause string
@@ -735,7 +738,7 @@ func (j *job) apply(e event) {
 			// Asked while the run stops already: what follows its end
 			// has changed, and the stop under way says so.
 			j.mu.Lock()
-			j.v.Why = msgThenAfterStop(j.v.Why, e.kind == evStart)
+			j.v.Why = msgThenAfterStop(j.v.Why, e.kind == evStart, j.run.stopAsked)
 			j.mu.Unlock()
 		}
 		if e.kind == evInvalid && j.life.finishingInvalid() {
@@ -1184,6 +1187,7 @@ func (j *job) stop() {
 		j.setWhy(msgStopping(why, signalName(sig)))
 	}
 	j.run.stopCause = why
+	j.run.stopAsked = j.cause == evStop && !j.removed
 	if j.run.resumed != nil {
 		j.run.stopCause = withStopCause(why, seenThroughCause)
 	}
@@ -1505,7 +1509,7 @@ func (j *job) publish() {
 	// service's never ends by itself.
 	j.v.Outdated = j.run.proc != nil && j.run.fp != "" && j.run.fp != j.defFP
 	j.v.StoppedAll = j.stoppedAll
-	j.v.RestsStopped = j.life.state == store.StateStopping && j.life.pending.then == thenRest && j.life.pending.rest == store.StateStopped
+	j.v.RestsStopped = j.life.state == store.StateStopping && j.life.recorded() == store.StateStopped
 	// The array and the dependants go by the state shown, as everyone
 	// else does: a run not yet on record runs for nobody.
 	shown := j.v.State

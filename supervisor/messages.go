@@ -107,13 +107,16 @@ func msgStoppingSent(why, signal string) string {
 // msgThenAfterStop is why, the stop under way, with what a person asked
 // meanwhile: a stop (it rests stopped once the run has ended), or a start
 // (it runs again then).
-func msgThenAfterStop(why string, start bool) string {
+//
+// stopAsked: the stop under way is a person's stop, after which the job
+// rests stopped already.
+func msgThenAfterStop(why string, start, stopAsked bool) string {
 	why, _, _ = strings.Cut(why, "; then ")
 	switch {
 	case start:
 		return why + "; then started on request (berth start): it runs again once this run has ended"
-	case strings.HasPrefix(why, msgStopRequested):
-		return why // a person's stop under way: it rests stopped already
+	case stopAsked:
+		return why
 	}
 	return why + "; then " + msgStopRequested + ": it rests stopped once this run has ended"
 }
@@ -656,10 +659,11 @@ func MsgEnded(reason store.Reason, code int, sig string, timeout time.Duration, 
 		}
 		switch code {
 		case 126, 127:
-			// The shell's: it ran nothing (trial AJ: "./prepare.sh" in
-			// the job's dir, / by default, was a bare exit 127).
-			what := map[int]string{126: "could not execute a command", 127: "found no such command"}[code]
-			return fmt.Sprintf("exit %d: the shell %s (berth logs says which; a relative path is from the job's dir, / unless it sets one)", code, what)
+			// A shell's (or env's): it ran nothing (trial AJ:
+			// "./prepare.sh" in the job's dir, / by default, was a bare
+			// exit 127).
+			what := map[int]string{126: "a command it could not execute", 127: "command not found"}[code]
+			return fmt.Sprintf("exit %d, %s (berth logs says which; a relative path is from the job's dir, / unless it sets one)", code, what)
 		}
 		return fmt.Sprintf("exit %d", code)
 	case store.ReasonTimedOut:

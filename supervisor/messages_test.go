@@ -126,18 +126,20 @@ func TestMessagesGolden(t *testing.T) {
 // (berth stop)").
 func TestThenAfterStop(t *testing.T) {
 	stop := msgStopRequested + "; SIGTERM sent"
+	restart := "restarted on request (berth restart); SIGTERM sent"
 	for _, tt := range []struct {
-		why   string
-		start bool
-		want  string
+		why              string
+		start, stopAsked bool
+		want             string
 	}{
-		{stop, false, stop},
-		{stop, true, stop + "; then started on request (berth start): it runs again once this run has ended"},
-		{msgThenAfterStop(stop, true), false, stop},
-		{"restarted on request (berth restart); SIGTERM sent", false, "restarted on request (berth restart); SIGTERM sent; then stopped on request (berth stop): it rests stopped once this run has ended"},
+		{stop, false, true, stop},
+		{stop, true, true, stop + "; then started on request (berth start): it runs again once this run has ended"},
+		{msgThenAfterStop(stop, true, true), false, true, stop},
+		{restart, false, false, restart + "; then stopped on request (berth stop): it rests stopped once this run has ended"},
+		{msgThenAfterStop(restart, false, false), true, false, restart + "; then started on request (berth start): it runs again once this run has ended"},
 	} {
-		if got := msgThenAfterStop(tt.why, tt.start); got != tt.want {
-			t.Errorf("msgThenAfterStop(%q, %v) = %q, want %q", tt.why, tt.start, got, tt.want)
+		if got := msgThenAfterStop(tt.why, tt.start, tt.stopAsked); got != tt.want {
+			t.Errorf("msgThenAfterStop(%q, %v, %v) = %q, want %q", tt.why, tt.start, tt.stopAsked, got, tt.want)
 		}
 	}
 }

@@ -144,15 +144,21 @@ func runCheck(c *cli, args []string) int {
 	files := newEvaluator(printed, budget.d).Evaluate(context.Background(), luaMachine(inv), srcs)
 	checkedFiles, around := files[:checked], files[checked:]
 	elsewhere := declaredElsewhere(checkedFiles, around, daemon)
+	// Whose jobs' user and group are had as: the daemon's that answers,
+	// but on another machine, which the flags describe, this one's.
+	asUser := daemon
+	if machineGiven {
+		asUser = nil
+	}
 	group := cmp.Or(me.Group, supervisor.DefaultGroup)
-	set, found := checkCombined(checkedFiles, around, daemon, elsewhere, inv, group, nil)
+	set, found := checkCombined(checkedFiles, around, daemon, asUser, elsewhere, inv, group, nil)
 	problems = append(problems, found...)
 	// A file with errors is refused whole; what of it had none is checked
 	// beside the rest all the same, for its own problems (the others are
 	// checked without it, as the daemon loads them), so that one run says
 	// every mistake.
 	if lenient, partials := luaapi.LenientFiles(checkedFiles); len(partials) > 0 {
-		_, more := checkCombined(lenient, around, daemon, elsewhere, inv, group, partials)
+		_, more := checkCombined(lenient, around, daemon, asUser, elsewhere, inv, group, partials)
 		for _, p := range more {
 			if _, refused := partials[p.File]; refused {
 				problems = append(problems, p)
@@ -182,8 +188,9 @@ func runCheck(c *cli, args []string) int {
 // their problems: the rules across files, the jobs' parents and flavors
 // (a parent named elsewhere, or declared with a mistake of its own by a
 // refused file, whose partial is in partials, is no problem), and what the
-// daemon would find before a start (feasibility).
-func checkCombined(checked, around []*luaapi.File, daemon *supervisor.Status, elsewhere map[string]bool, inv probes.Inventory, group string,
+// daemon would find before a start (feasibility): the jobs' users had as
+// asUser's (nil: this machine's).
+func checkCombined(checked, around []*luaapi.File, daemon, asUser *supervisor.Status, elsewhere map[string]bool, inv probes.Inventory, group string,
 	partials map[string]*luaapi.Partial) (*luaapi.Set, []supervisor.Problem) {
 	lentFiles := lent(around, checked)
 	set, problems := combineInForce(append(slices.Clone(checked), lentFiles...), len(checked), daemon)
@@ -196,7 +203,7 @@ func checkCombined(checked, around []*luaapi.File, daemon *supervisor.Status, el
 		}
 		problems = append(problems, supervisor.ProblemOf(e))
 	}
-	problems = append(problems, feasibility(set, inv, group, daemon)...)
+	problems = append(problems, feasibility(set, inv, group, asUser)...)
 	if len(lentFiles) > 0 {
 		// What the jobs directory lent is not what was checked.
 		isLent := func(path string) bool {

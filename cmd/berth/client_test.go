@@ -1035,6 +1035,55 @@ job "sw" { cmd = ` + slow + `, cpus = 0, stop_timeout = "5m", array = 2 }`})
 	d.stop()
 }
 
+// TestStartAllLeavesWhileStopping: after stop --all, start --all leaves a
+// job disabled, or removed, while it stopped, and one a person then
+// stopped on their own, and goes on with the rest; a start --stopped of an
+// array is of indices stopped, not stopping (the review).
+func TestStartAllLeavesWhileStopping(t *testing.T) {
+	t.Parallel()
+	gate := filepath.Join(t.TempDir(), "go")
+	slow := `{ "sh", "-c", "trap 'while [ ! -e ` + gate + ` ]; do sleep 0.05; done; exit 0' TERM; while true; do sleep 0.05; done" }`
+	job := func(name, more string) string {
+		return `job "` + name + `" { cmd = ` + slow + `, cpus = 0, stop_timeout = "5m"` + more + ` }`
+	}
+	d := newTestDaemon(t, map[string]string{"a.lua": job("svc", "") + "\n" + job("own", "") + "\n" + job("sw", ", array = 2"),
+		"dis.lua": job("dis", ""), "gone.lua": job("gone", "")})
+	d.start(daemonOptions{})
+	for _, name := range []string{"svc", "own", "dis", "gone"} {
+		d.waitState(name, "running")
+	}
+	d.waitJob("sw", "two indices running", func(j supervisor.JobStatus) bool { return j.Array != nil && j.Array.Counts["running"] == 2 })
+	if _, _, code := d.cli("stop", "--all"); code != exitOK {
+		t.Fatal("stop --all")
+	}
+	for _, name := range []string{"svc", "own", "dis", "gone"} {
+		d.waitState(name, "stopping")
+	}
+	d.write("dis.lua", job("dis", ", enabled = false"))
+	if err := os.Remove(filepath.Join(d.jobs, "gone.lua")); err != nil {
+		t.Fatal(err)
+	}
+	d.cli("reload")
+	// A person's own stop, as stop --all stops it: it stays stopped.
+	if out, _, code := d.cli("stop", "own"); code != exitOK || strings.Contains(out, "already") {
+		t.Errorf("stop own while stop --all stops it: exit %d\n%s", code, out)
+	}
+	if out, _, code := d.cli("start", "sw", "--stopped"); code != exitOK || !strings.HasPrefix(out, "no stopped index in sw") {
+		t.Errorf("start sw --stopped while its indices stop: exit %d\n%s", code, out)
+	}
+	if out, errOut, code := d.cli("start", "--all"); code != exitOK || out != "2 jobs, one an array (2 indices stopped in all): start requested (berth status shows them)\n" {
+		t.Errorf("start --all: exit %d\n%s%s", code, out, errOut)
+	}
+	if err := os.WriteFile(gate, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d.waitJob("sw", "two indices running again", func(j supervisor.JobStatus) bool { return j.Array.Counts["running"] == 2 })
+	d.waitJob("svc", "running again", func(j supervisor.JobStatus) bool { return j.State == "running" && len(d.history("svc")) == 2 })
+	d.waitState("own", "stopped")
+	d.waitState("dis", "disabled")
+	d.stop()
+}
+
 // TestStatusQueueOrder: berth status lists the jobs waiting for the
 // machine in the queue's order, each with its place in it (trial AD:
 // every one said "needs 1 cpu; 0 free", in the order of their names).

@@ -215,7 +215,7 @@ func TestMachineOverrideProblems(t *testing.T) {
 		{"oversubscribed cores warn", "", nil, []string{"--cpus", "64"}, exitOK,
 			"berth: warning: --cpus 64 is more than 4 times the 8 cores this machine has; jobs will be oversubscribed"},
 		{"ram without a unit", "", nil, []string{"--ram", "32"}, exitUsage,
-			`berth: --ram: size "32" has no unit; write it with one of K, M, G or T (base 1024, optionally followed by "B" or "iB"), e.g. "32G"`},
+			`berth: --ram: size "32" has no unit; write it with one of K, M, G or T (base 1024, optionally followed by "B" or "iB"), e.g. "32M" or "32G" ("32B" is bytes)`},
 		{"one core, oversubscribed", "testdata/onecore", nil, []string{"--cpus", "8"}, exitOK,
 			"berth: warning: --cpus 8 is more than 4 times the 1 core this machine has; jobs will be oversubscribed"},
 		// An override out of range is not a machine that cannot be

@@ -876,7 +876,7 @@ func msgStoppedAll(jobs, arrays, indices int) string {
 // msgAlreadyStoppingAll is berth stop --all's answer where the jobs it
 // would stop are all stopping already, to rest stopped.
 func msgAlreadyStoppingAll(jobs int) string {
-	return fmt.Sprintf("no job to stop: %s stopping already, to rest stopped (berth status shows them)", count(jobs, "job"))
+	return fmt.Sprintf("no job to stop: %s stopping already (berth status shows them)", count(jobs, "job"))
 }
 
 // msgHeldFromRerun confirms a stop of a job done that was to run again
@@ -1099,7 +1099,7 @@ func msgKillIn(d time.Duration) string {
 // flags describe, its flavors and jobs still.
 func msgCheckAgainstDaemon(machineGiven bool) string {
 	if machineGiven {
-		return "checking against the machine --cpus, --gpus, --ram and --gpu-mem describe, with the running daemon's flavors and jobs (berth flavors and berth jobs list them)"
+		return "checking against the machine the flags describe (what they leave out as found here), with the running daemon's flavors and jobs (berth flavors and berth jobs list them)"
 	}
 	return "checking against the running daemon's books (berth machine shows them; --cpus, --gpus, --ram, --gpu-mem check against others)"
 }
