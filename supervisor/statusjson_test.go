@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/berthd/berth/accounting"
+	"github.com/berthd/berth/luaapi"
 	"github.com/berthd/berth/probes"
 	"github.com/berthd/berth/supervisor/testkit"
 )
@@ -279,5 +280,19 @@ func TestCompareCards(t *testing.T) {
 	slices.SortFunc(cards, compareCards)
 	if want := []string{"2", "3", "3", "10", "GPU-a", "GPU-b"}; !slices.Equal(cards, want) {
 		t.Errorf("sorted: %q, want %q", cards, want)
+	}
+}
+
+// TestArrayStatusCards: an array's line lists the cards its indices hold
+// in the machine's order, a card two indices share once (trial AJ: "3,2").
+func TestArrayStatusCards(t *testing.T) {
+	a := newArray(&luaapi.Job{Name: "sw", Array: &luaapi.Range{From: 1, To: 3}})
+	got := arrayStatus(a, []JobStatus{
+		{Name: "sw[1]", GPUs: []string{"3"}, CPUIDs: []int{5}},
+		{Name: "sw[2]", GPUs: []string{"2"}, CPUIDs: []int{1}, GPUMemBytes: 4 << 30},
+		{Name: "sw[3]", GPUs: []string{"2"}, GPUMemBytes: 4 << 30},
+	})
+	if !slices.Equal(got.GPUs, []string{"2", "3"}) || !slices.Equal(got.CPUIDs, []int{1, 5}) || got.GPUMemBytes != 8<<30 {
+		t.Errorf("the array's cards %q, cores %v, shares %d; want 2,3, 1,5 and 8G", got.GPUs, got.CPUIDs, got.GPUMemBytes)
 	}
 }
