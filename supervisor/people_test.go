@@ -375,7 +375,9 @@ func TestPeopleRights(t *testing.T) {
 // and the larger one wait its turn.
 func TestPeopleQuota(t *testing.T) {
 	const admin = `quota "` + testAlice + `" { gpus = 1 }`
-	d, spool, _ := peopleDaemon(t, admin, func(cfg *Config) { cfg.Machine.GPUs = []string{"0", "1"} })
+	d, spool, _ := peopleDaemon(t, admin, func(cfg *Config) {
+		cfg.Machine.GPUs, cfg.Machine.GPUMem = []string{"0", "1"}, []int64{16 << 30, 24 << 30}
+	})
 	writeAs(t, spool, testAlice, "jobs.lua", `
 job "a" { cmd = "sleep 600", gpus = 1 }
 job "b" { cmd = "sleep 600", gpus = 1 }
@@ -401,8 +403,8 @@ job "free" { cmd = "sleep 600", cpus = 0 }`)
 		waiting = b
 		return a.State == "running" && b.State == "waiting"
 	})
-	if q := waiting.Quota; q == nil || q.Held.GPUs != 1 || q.Quota.GPUs != 1 {
-		t.Errorf("%s waits with quota facts %+v, want 1 card held of 1", waiting.Name, q)
+	if q := waiting.Quota; q == nil || q.Held.GPUs != 1 || q.Quota.GPUs != 1 || q.CardBytes != 24<<30 {
+		t.Errorf("%s waits with quota facts %+v, want 1 card held of 1, shares of 24G counting as one", waiting.Name, q)
 	}
 	if want := testAlice + " holds 1 of their 1 card (quota"; !strings.HasPrefix(waiting.Why, want) {
 		t.Errorf("%s waits: %q, want %q…", waiting.Name, waiting.Why, want)
