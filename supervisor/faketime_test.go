@@ -851,3 +851,40 @@ func TestInvalidSinceOutlivesTheDaemon(t *testing.T) {
 		t.Errorf("invalid since %v in the next daemon, want %v, when it became so", js.Since, since)
 	}
 }
+
+// TestWaitAfterStopOutlivesTheDaemon: a job started again while its run
+// stopped waits, once that run has ended, from then, and keeps that place
+// across a restart of the daemon (trial AK: it waited from the next
+// daemon's start, behind a job that came later).
+func TestWaitAfterStopOutlivesTheDaemon(t *testing.T) {
+	gate := filepath.Join(t.TempDir(), "go")
+	slowJob := `job "slow" { cmd = { "sh", "-c", "trap 'while [ ! -e ` + gate + ` ]; do sleep 0.05; done; exit 0' TERM; while true; do sleep 0.05; done" }, cpus = 1, stop_timeout = "5m" }`
+	lives := daemonLives{t: t, jobs: slowJob, tune: func(cfg *Config) { cfg.Machine.CPUs, cfg.Machine.CPUIDs = 1, []int{0} }}
+	d, stop := lives.start()
+	slow := waitJob(t, d, "slow", "running", func(js JobStatus) bool { return js.State == "running" })
+	if err := writeFile(filepath.Join(lives.jobsDir, "hog.lua"), []byte(`job "hog" { cmd = "sleep 600", cpus = 1 }`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	reload(t, d)
+	waitJob(t, d, "hog", "waiting", func(js JobStatus) bool { return js.State == "waiting" })
+	d.mu.Lock()
+	j := d.jobs["slow"]
+	d.mu.Unlock()
+	j.in.post(jobMessage{ev: &event{kind: evStop}})
+	waitJob(t, d, "slow", "stopping", func(js JobStatus) bool { return js.State == "stopping" })
+	j.in.post(jobMessage{ev: &event{kind: evStart}})
+	if err := os.WriteFile(gate, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	waitJob(t, d, "hog", "running", func(js JobStatus) bool { return js.State == "running" })
+	since := waitJob(t, d, "slow", "waiting again", func(js JobStatus) bool { return js.State == "waiting" && js.Run == 0 }).Since
+	if !since.After(slow.Since) {
+		t.Fatalf("slow waits since %v, before its run ended", since)
+	}
+	lives.stopped(stop)
+
+	d, _ = lives.start()
+	if js := waitJob(t, d, "slow", "waiting", func(js JobStatus) bool { return js.State == "waiting" }); !js.Since.Equal(since) {
+		t.Errorf("slow waits since %v in the next daemon, want %v, when its wait began", js.Since, since)
+	}
+}

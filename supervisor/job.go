@@ -1425,7 +1425,12 @@ func (j *job) persist() {
 		// run's way from waiting to running writes the record once. But
 		// backoff: the next daemon waits out what is left of its delay.
 		backoff := rec.State == store.StateBackoff && last.State != store.StateBackoff
-		if last.State != 0 && !resting(last.State) && !backoff && last.Fingerprint == rec.Fingerprint &&
+		// And a wait, from another passing state (a start while its run
+		// stopped, a restart delay over): the next daemon keeps its
+		// place from when it began (trial AK: a start during a stop lost
+		// it at a restart of the daemon).
+		wait := rec.State == store.StateWaiting && last.State != store.StateWaiting
+		if last.State != 0 && !resting(last.State) && !backoff && !wait && last.Fingerprint == rec.Fingerprint &&
 			last.DoneFingerprint == rec.DoneFingerprint && last.File == rec.File && last.Restarts == rec.Restarts {
 			return
 		}
