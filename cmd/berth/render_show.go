@@ -186,13 +186,19 @@ func renderShow(w io.Writer, d supervisor.JobDetail, o renderOptions) {
 	case d.EnvHidden != "":
 		// Not the caller's job: its output is not theirs to read either.
 		out = append(out, nil, ln(plainSpan("logs  (its owner's and the administrators' to read)")))
+	case a != nil && array && d.Logs == "journal":
+		out = append(out, nil, ln(plainSpan("logs  "), styledSpan("berth logs "+quoteArg(name)+" --index N", sgrBold),
+			plainSpan(" (one index at a time; "+msgLogsInJournal+")")))
 	case a != nil && array:
 		// Each index has its own output; the daemon names where the
 		// first index's goes.
-		out = append(out, nil, ln(plainSpan("logs  "), styledSpan(logsWhere(first, d.Logs), sgrBold),
+		out = append(out, nil, ln(plainSpan("logs  "), styledSpan(d.Logs, sgrBold),
 			plainSpan(fmt.Sprintf(" for index %d (or berth logs %s --index N, one index at a time)", a.From, quoteArg(name)))))
+	case d.Logs == "journal":
+		out = append(out, nil, ln(plainSpan("logs  "), styledSpan("berth logs "+quoteArg(name), sgrBold),
+			plainSpan(" ("+msgLogsInJournal+")")))
 	default:
-		out = append(out, nil, ln(plainSpan("logs  "), styledSpan(logsWhere(name, d.Logs), sgrBold),
+		out = append(out, nil, ln(plainSpan("logs  "), styledSpan(d.Logs, sgrBold),
 			plainSpan(" (or berth logs "+quoteArg(name)+")")))
 	}
 	o.writeLines(w, out, 0)
@@ -332,12 +338,10 @@ func loginVar(key string) bool {
 	return key == "HOME" || key == "USER" || key == "LOGNAME" || key == "SHELL"
 }
 
-func logsWhere(job, logs string) string {
-	if logs == "journal" {
-		return "journalctl -t " + quoteArg(job)
-	}
-	return logs
-}
+// msgLogsInJournal says where berth show's logs are where journald keeps
+// them: berth logs reads what the job's runs wrote, where journalctl -t
+// would show lines anyone may write under its name (trial AK).
+const msgLogsInJournal = "from journald, only what its runs wrote"
 
 // quoteArgv writes a command line the way a shell would read it back.
 func quoteArgv(argv []string) string {
