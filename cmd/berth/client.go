@@ -32,7 +32,11 @@ type client struct {
 	sockets []string
 	once    sync.Once
 	socket  string
-	http    *http.Client
+	// stale is the first of sockets whose file is there but nothing
+	// listens on (the daemon went away, or is starting again); "" where
+	// none is, or one answered.
+	stale string
+	http  *http.Client
 }
 
 // newClient talks to the daemon on the first of sockets that answers, in
@@ -65,20 +69,24 @@ func newClient(sockets ...string) *client {
 // refused this user (the daemon is there: say so), else the last.
 func (cl *client) pick(ctx context.Context) net.Conn {
 	var d net.Dialer
-	denied := ""
+	denied, stale := "", ""
 	for _, s := range cl.sockets {
 		conn, err := d.DialContext(ctx, "unix", s)
 		if err == nil {
 			cl.socket = s
 			return conn
 		}
-		if errors.Is(err, syscall.EACCES) && denied == "" {
+		switch {
+		case errors.Is(err, syscall.EACCES) && denied == "":
 			denied = s
+		case errors.Is(err, syscall.ECONNREFUSED) && stale == "":
+			stale = s
 		}
 	}
 	if denied != "" {
 		cl.socket = denied
 	}
+	cl.stale = stale
 	return nil
 }
 
@@ -175,6 +183,7 @@ func (e *deniedError) Error() string { return "permission denied on " + e.socket
 
 type noDaemonError struct {
 	sockets []string // every socket tried
+	stale   string   // client.stale
 	err     error
 }
 
@@ -307,7 +316,7 @@ func (c *client) open(ctx context.Context, hc *http.Client, method, path string,
 			return nil, denied(c.socket)
 		}
 		if errors.As(err, &op) && op.Op == "dial" {
-			return nil, &noDaemonError{sockets: c.sockets, err: err}
+			return nil, &noDaemonError{sockets: c.sockets, stale: c.stale, err: err}
 		}
 		return nil, err
 	}
@@ -351,6 +360,9 @@ func (c *cli) fail(err error) int {
 		return exitFailed
 	case errors.Is(err, errDaemonGone):
 		fmt.Fprintln(c.stderr, msgDaemonGone())
+		return exitNoDaemon
+	case errors.As(err, &nd) && nd.stale != "":
+		fmt.Fprintln(c.stderr, msgNothingListens(nd.stale))
 		return exitNoDaemon
 	case errors.As(err, &nd):
 		fmt.Fprintln(c.stderr, msgNoDaemon(nd.sockets...))

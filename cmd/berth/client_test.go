@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"cmp"
 	"encoding/json"
 	"errors"
@@ -439,9 +440,16 @@ func TestClientFindsTheDaemon(t *testing.T) {
 	if err := newClient(none, stale, d.socket).get("/status", nil, &s); err != nil || len(s.Jobs) != 1 {
 		t.Fatalf("through the third socket: %v, %d jobs", err, len(s.Jobs))
 	}
-	c := &cli{stdout: io.Discard, stderr: io.Discard}
-	if code := c.fail(newClient(none, stale).get("/status", nil, &s)); code != exitNoDaemon {
-		t.Errorf("no daemon: exit %d", code)
+	var said bytes.Buffer
+	c := &cli{stdout: io.Discard, stderr: &said}
+	if code := c.fail(newClient(none, stale).get("/status", nil, &s)); code != exitNoDaemon || said.String() != msgNothingListens(stale)+"\n" {
+		t.Errorf("no daemon, a socket nobody listens on: exit %d\n%s", code, said.String())
+	}
+	// A socket file nobody listens on is said as such (trial AK: killed,
+	// and systemd starting it again, it was told to start one).
+	said.Reset()
+	if code := c.fail(newClient(none).get("/status", nil, &s)); code != exitNoDaemon || said.String() != msgNoDaemon(none)+"\n" {
+		t.Errorf("no daemon, no socket: exit %d\n%s", code, said.String())
 	}
 	var nd *noDaemonError
 	if err := newClient(none, stale).get("/status", nil, &s); !errors.As(err, &nd) || len(nd.sockets) != 2 {

@@ -236,6 +236,14 @@ func msgNoDaemon(sockets ...string) string {
 	return fmt.Sprintf("berth: no daemon answers on %s; start one with systemctl start berth, or berth daemon (give --socket PATH or set BERTH_SOCKET if it listens elsewhere)", where)
 }
 
+// msgNothingListens: the socket is there, and nothing listens on it: the
+// daemon went away without removing it (killed), and systemd may be
+// starting it again (trial AK: "start one with systemctl start berth"
+// while systemd was).
+func msgNothingListens(socket string) string {
+	return fmt.Sprintf("berth: no daemon answers on %s, though its socket is there: the daemon went away (systemctl status berth says whether systemd is starting it again, journalctl -u berth why it ended; berth daemon, or systemctl start berth, starts one)", socket)
+}
+
 // msgVersionNoDaemon is berth version's line for the daemon where none
 // answers.
 func msgVersionNoDaemon(sockets ...string) string {
