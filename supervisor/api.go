@@ -195,18 +195,11 @@ func (d *Daemon) api() http.Handler {
 				d.logCaller(r, verb.name, "job", name)
 			}
 			all := r.URL.Query().Get("all") == "1" // berth stop --all, start --all
-			startLeft := func() bool {
-				// Only if stopped (start --stopped of one index, or of a
-				// job that is not an array): a job done is not run again.
+			left := ControlAnswer{Job: name, Requested: "start stopped", Already: v.State.String()}
+			if verb.ev == evStart && all && !v.StoppedAll {
 				// Of every job, only one a stop of every job stopped: one a
 				// person stopped on their own stays so.
-				if verb.ev == evStart && (r.URL.Query().Get("stopped") == "1" && v.State != store.StateStopped || all && !v.StoppedAll) {
-					writeJSON(w, http.StatusOK, ControlAnswer{Job: name, Requested: "start stopped", Already: v.State.String()})
-					return true
-				}
-				return false
-			}
-			if all && startLeft() {
+				writeJSON(w, http.StatusOK, left)
 				return
 			}
 			if rf := admit(verb.ev, v.State, v.Invalid != "", !v.Def.Enabled); rf != refuseNone {
@@ -220,7 +213,10 @@ func (d *Daemon) api() http.Handler {
 				writeError(w, http.StatusConflict, rf.code(), msgRefused(verb.name, name, rf, refusedWhy(rf, v)))
 				return
 			}
-			if startLeft() {
+			if verb.ev == evStart && r.URL.Query().Get("stopped") == "1" && v.State != store.StateStopped {
+				// Only if stopped (start --stopped of one index, or of a
+				// job that is not an array): a job done is not run again.
+				writeJSON(w, http.StatusOK, left)
 				return
 			}
 			if verb.ev == evStop && v.RestsStopped && (all || !v.StoppedAll) {

@@ -839,6 +839,9 @@ func (d *Daemon) markShutdownLost() {
 // park parks the wait of j, which needs no grant, while the machine shuts
 // down (holdWhileShuttingDown); false where it does not.
 func (d *Daemon) park(j *job) bool {
+	if !d.shutdownHeld.Load() {
+		return false // the way of every start, but as the machine shuts down
+	}
 	d.parkMu.Lock()
 	defer d.parkMu.Unlock()
 	if !d.shutdownHeld.Load() {

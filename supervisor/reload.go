@@ -66,25 +66,24 @@ func (d *Daemon) noteChange(res ReloadResult) {
 		d.lastChange = map[string]*ReloadChange{}
 	}
 	d.lastChange[""] = &ReloadChange{At: now, Added: slices.Clone(res.Added), Changed: slices.Clone(res.Changed), Removed: slices.Clone(res.Removed)}
-	owners := map[string]bool{}
-	for _, names := range [][]string{res.Added, res.Changed, res.Removed} {
+	theirs := map[string]*ReloadChange{}
+	for i, names := range [][]string{res.Added, res.Changed, res.Removed} {
 		for _, name := range names {
-			owners[ownerOf(name)] = true
-		}
-	}
-	delete(owners, "")
-	for owner := range owners {
-		theirs := func(names []string) []string {
-			out := []string{} // a list is [], never null
-			for _, name := range names {
-				if ownerOf(name) == owner {
-					out = append(out, name)
-				}
+			owner := ownerOf(name)
+			if owner == "" {
+				continue
 			}
-			return out
+			c := theirs[owner]
+			if c == nil {
+				// Their lists are [], never null.
+				c = &ReloadChange{At: now, Added: []string{}, Changed: []string{}, Removed: []string{}}
+				theirs[owner] = c
+			}
+			lists := [...]*[]string{&c.Added, &c.Changed, &c.Removed}
+			*lists[i] = append(*lists[i], name)
 		}
-		d.lastChange[owner] = &ReloadChange{At: now, Added: theirs(res.Added), Changed: theirs(res.Changed), Removed: theirs(res.Removed)}
 	}
+	maps.Copy(d.lastChange, theirs)
 }
 
 // ReloadChange is what a reload changed, and when.

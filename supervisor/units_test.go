@@ -314,20 +314,10 @@ func TestUnitsStoppedByShutdown(t *testing.T) {
 		}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			b := newUnitsBox(t, `
-job "svc" { cmd = { "/bin/sleep", "1000" }, restart = "no" }
-job "free" { cmd = { "/bin/sleep", "1000" }, restart = "no", cpus = 0 }
-`)
+			b := newUnitsBox(t, shutdownJobs)
 			d, stop := b.start()
-			runs := map[string]uint64{}
-			for _, name := range []string{"svc", "free"} {
-				runs[name] = waitJob(t, d, name, "running", func(js JobStatus) bool { return js.State == "running" }).Run
-			}
-			b.manager.ShutDown(true)
-			for _, name := range []string{"svc", "free"} {
-				tt.stop(b.manager, units.Name(name, runs[name]))
-			}
-			for _, name := range []string{"svc", "free"} {
+			runs := b.stoppedByShutdown(d, tt.stop)
+			for name := range runs {
 				js := waitJob(t, d, name, "waiting", func(js JobStatus) bool { return js.State == "waiting" })
 				if js.Why != msgHeldForShutdown {
 					t.Errorf("%s waits: %q, want %q", name, js.Why, msgHeldForShutdown)
@@ -345,10 +335,37 @@ job "free" { cmd = { "/bin/sleep", "1000" }, restart = "no", cpus = 0 }
 			b.manager.ShutDown(false)
 			b.booted = time.Now()
 			d, _ = b.start()
-			for _, name := range []string{"svc", "free"} {
-				waitJob(t, d, name, "running again", func(js JobStatus) bool { return js.State == "running" && js.Run != runs[name] })
-			}
+			runAgain(t, d, runs)
 		})
+	}
+}
+
+// shutdownJobs are a job that waits for a grant and one that needs none,
+// which a machine's shutdown stops (stoppedByShutdown).
+const shutdownJobs = `
+job "svc" { cmd = { "/bin/sleep", "1000" }, restart = "no" }
+job "free" { cmd = { "/bin/sleep", "1000" }, restart = "no", cpus = 0 }
+`
+
+// stoppedByShutdown waits for shutdownJobs to run, then shuts the machine
+// down and stops their units with stop, and returns the runs stopped.
+func (b *unitsBox) stoppedByShutdown(d *Daemon, stop func(m *unitstest.Manager, unit string)) map[string]uint64 {
+	runs := map[string]uint64{}
+	for _, name := range []string{"svc", "free"} {
+		runs[name] = waitJob(b.t, d, name, "running", func(js JobStatus) bool { return js.State == "running" }).Run
+	}
+	b.manager.ShutDown(true)
+	for name, run := range runs {
+		stop(b.manager, units.Name(name, run))
+	}
+	return runs
+}
+
+// runAgain waits for each job of runs to run again, in a run of its own.
+func runAgain(t *testing.T, d *Daemon, runs map[string]uint64) {
+	t.Helper()
+	for name, run := range runs {
+		waitJob(t, d, name, "running again", func(js JobStatus) bool { return js.State == "running" && js.Run != run })
 	}
 }
 
@@ -356,26 +373,14 @@ job "free" { cmd = { "/bin/sleep", "1000" }, restart = "no", cpus = 0 }
 // resume once the shutdown is called off (systemctl cancel), a parked job
 // that needs no grant's too.
 func TestUnitsShutdownCalledOff(t *testing.T) {
-	b := newUnitsBox(t, `
-job "svc" { cmd = { "/bin/sleep", "1000" }, restart = "no" }
-job "free" { cmd = { "/bin/sleep", "1000" }, restart = "no", cpus = 0 }
-`)
+	b := newUnitsBox(t, shutdownJobs)
 	d, _ := b.start()
-	runs := map[string]uint64{}
-	for _, name := range []string{"svc", "free"} {
-		runs[name] = waitJob(t, d, name, "running", func(js JobStatus) bool { return js.State == "running" }).Run
-	}
-	b.manager.ShutDown(true)
-	for _, name := range []string{"svc", "free"} {
-		b.manager.StopOutside(units.Name(name, runs[name]))
-	}
-	for _, name := range []string{"svc", "free"} {
+	runs := b.stoppedByShutdown(d, (*unitstest.Manager).StopOutside)
+	for name := range runs {
 		waitJob(t, d, name, "waiting", func(js JobStatus) bool { return js.State == "waiting" })
 	}
 	b.manager.ShutDown(false)
-	for _, name := range []string{"svc", "free"} {
-		waitJob(t, d, name, "running again", func(js JobStatus) bool { return js.State == "running" && js.Run != runs[name] })
-	}
+	runAgain(t, d, runs)
 	if n := b.manager.Refused(); n != 0 {
 		t.Errorf("%d units started while the machine shut down, want none", n)
 	}
