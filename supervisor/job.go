@@ -1239,6 +1239,12 @@ func (j *job) reaped(exit runner.Exit) {
 		// Stop returns right after the reaping we were just told of.
 		killed = <-j.stopped
 		j.d.sweepLater(j.run.id)
+		if r := j.run.resumed; r != nil && exit.Signal == syscall.SIGKILL &&
+			!exit.EndedAt(j.run.start, j.d.now()).Before(r.began.Add(j.def.StopTimeout)) {
+			// SIGKILLed at the deadline while no daemon watched: by the
+			// unit its last daemon left that to (HandOffKill).
+			killed = true
+		}
 	}
 	j.run.exit = exit
 	if j.run.after != nil {
@@ -1291,7 +1297,15 @@ func (j *job) recordEnd(reason store.Reason) {
 		if err != nil {
 			j.d.notRecorded(j.log, "cannot record the run's end; its unit keeps it for the next daemon", "run", j.run.id, "unit", unit.Unit(), "error", err)
 		} else {
-			go j.d.cfg.Units.Release(unit)
+			resumed := j.run.resumed != nil
+			go func() {
+				j.d.cfg.Units.Release(unit)
+				if resumed {
+					// Its last daemon may have left its SIGKILL to a
+					// unit of its own, not needed any more.
+					unit.CancelKill()
+				}
+			}()
 		}
 	} else if j.run.id != 0 && !isLocalRunID(j.run.id) {
 		switch {
@@ -1346,9 +1360,26 @@ func (j *job) shutdown() {
 			j.drainAtEnd()
 			return
 		}
-		// A stop under way (a person's stop, a removal) is seen through:
-		// the next daemon would take the unit back as running. A restart
-		// under way is not (evShutdown): the next daemon runs it again.
+		if j.life.recorded() == store.StateStopped && !j.removed {
+			// A person's stop under way: the next daemon sees it through
+			// as it was begun (resumeStop), and systemd sends its SIGKILL
+			// at the stop_timeout should no daemon be there by then, so
+			// the daemon need not wait for it (trial AK: systemctl
+			// restart berth waited out a 30 s stop_timeout; one past
+			// TimeoutStopSec had the daemon killed).
+			err := unit.HandOffKill(j.run.killAt.Sub(j.d.now()))
+			if err == nil {
+				j.log.Info("left to the next daemon: the stop of its run, its SIGKILL to systemd", "run", j.run.id, "unit", unit.Unit(),
+					"kill_at", j.run.killAt.Format(time.RFC3339))
+				j.drainAtEnd()
+				return
+			}
+			j.log.Warn("cannot hand the SIGKILL of a run being stopped to systemd: waiting for its end", "run", j.run.id, "unit", unit.Unit(), "error", err)
+		}
+		// Another stop under way (a removal, an edit, a timeout) is seen
+		// through: the next daemon would take the unit back as running. A
+		// restart under way is not (evShutdown): the next daemon runs it
+		// again.
 		j.apply(event{kind: evShutdown})
 		j.drainAtEnd()
 		select {

@@ -3,10 +3,13 @@ package supervisor
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -545,29 +548,82 @@ func TestUnitsLostConnection(t *testing.T) {
 	}
 }
 
-// TestUnitsStopSeenThroughAtShutdown: a daemon that stops while a person's
-// stop of a unit is under way sees it through (SIGKILL after the job's
-// stop_timeout): the next daemon finds the job stopped, not running.
-func TestUnitsStopSeenThroughAtShutdown(t *testing.T) {
-	b := newUnitsBox(t, `job "svc" { cmd = { "/bin/sleep", "1000" }, restart = "always", stop_timeout = "1s" }`)
+// TestUnitsStopHandedOffAtShutdown: a daemon stopped while a person's
+// stop is under way does not wait for its stop_timeout (trial AK: systemctl
+// restart berth waited 30 s; one past TimeoutStopSec had the daemon
+// killed): it leaves the SIGKILL to a unit of systemd's, sleeping until
+// the deadline, and the next daemon sees the stop through as begun, then
+// lets go of that unit.
+func TestUnitsStopHandedOffAtShutdown(t *testing.T) {
+	b := newUnitsBox(t, `job "svc" { cmd = { "/bin/sleep", "1000" }, restart = "always", stop_timeout = "1h" }`)
 	d, stop := b.start()
 	svc := waitJob(t, d, "svc", "running", func(js JobStatus) bool { return js.State == "running" })
+	unit := units.Name("svc", svc.Run)
 	d.mu.Lock()
 	j := d.jobs["svc"]
 	d.mu.Unlock()
 	j.in.post(jobMessage{ev: &event{kind: evStop}})
 	waitJob(t, d, "svc", "stopping", func(js JobStatus) bool { return js.State == "stopping" })
-	// The fake's processes ignore SIGTERM: the stop takes its SIGKILL.
-	stop()
-	if b.manager.Active(units.Name("svc", svc.Run)) {
-		t.Fatal("the daemon left with the stop of svc's unit half done")
+	// The fake's processes ignore SIGTERM: only the SIGKILL an hour on
+	// would end it, which the daemon does not wait for.
+	left := make(chan struct{})
+	go func() { stop(); close(left) }()
+	select {
+	case <-left:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the daemon is still waiting for svc's stop_timeout of an hour")
 	}
+	if !b.manager.Active(unit) {
+		t.Fatal("svc's unit ended: the daemon waited for, or sent, its SIGKILL")
+	}
+	killer := strings.TrimSuffix(unit, ".service") + "-sigkill.service"
+	props := b.manager.Props(killer)
+	if props["Type"] != "oneshot" || props["Slice"] != units.Slice {
+		t.Fatalf("the unit left to SIGKILL svc's: %v, want a oneshot in berth's slice", props)
+	}
+	// ExecStart as the fake keeps it: {path [argv…] ignore-failure} each.
+	exec := regexp.MustCompile(`^\[\{\S*/sleep \[\S*/sleep ([0-9.]+)\] false\} \{\S*/systemctl \[\S*/systemctl (?:--user )?kill --signal=SIGKILL (\S+)\] true\}\]$`).
+		FindStringSubmatch(fmt.Sprint(props["ExecStart"]))
+	if exec == nil || exec[2] != unit {
+		t.Fatalf("it runs %v, want a sleep, then the SIGKILL of %s", props["ExecStart"], unit)
+	}
+	if secs, _ := strconv.ParseFloat(exec[1], 64); secs < 3500 || secs > 3600 {
+		t.Errorf("it sleeps %ss, want what is left of the hour's stop_timeout", exec[1])
+	}
+
+	// The next daemon sees the stop through (its hour cut short here, the
+	// process ending as by the SIGKILL), and lets go of the killer.
 	d, _ = b.start()
-	waitJob(t, d, "svc", "stopped", func(js JobStatus) bool { return js.State != "" })
-	if js, _ := d.jobStatus("svc"); js.State != "stopped" {
-		t.Errorf("svc after the restart: %s, want stopped", js.State)
+	waitJob(t, d, "svc", "stopping", func(js JobStatus) bool { return js.State != "" })
+	b.manager.End(unit, "signal", unitstest.CLDKilled, int32(syscall.SIGTERM))
+	waitJob(t, d, "svc", "stopped", func(js JobStatus) bool { return js.State == "stopped" })
+	if runs := runsOf(t, d, "svc"); len(runs) != 1 || runs[0].Reason != store.ReasonStopped || runs[0].Cause != "stopped on request (berth stop); "+seenThroughCause {
+		t.Errorf("svc's runs: %+v, want its one run stopped, the next daemon having seen its stop through", runs)
 	}
-	if runs := runsOf(t, d, "svc"); len(runs) != 1 || runs[0].Reason != store.ReasonKilled {
+	testkit.WaitFor(t, 20*time.Second, "the killer gone once the run has ended", func() bool { return !slices.Contains(b.manager.Names(), killer) })
+}
+
+// TestUnitsStopKilledWhileAway: the SIGKILL left to systemd came while no
+// daemon watched: the next daemon records the run killed after its
+// stop_timeout, and the job rests stopped.
+func TestUnitsStopKilledWhileAway(t *testing.T) {
+	b := newUnitsBox(t, `job "svc" { cmd = { "/bin/sleep", "1000" }, stop_timeout = "1s" }`)
+	d, stop := b.start()
+	svc := waitJob(t, d, "svc", "running", func(js JobStatus) bool { return js.State == "running" })
+	unit := units.Name("svc", svc.Run)
+	b.manager.IgnoreKills() // the daemon's own SIGKILL, should it come first, ends nothing
+	d.mu.Lock()
+	j := d.jobs["svc"]
+	d.mu.Unlock()
+	j.in.post(jobMessage{ev: &event{kind: evStop}})
+	js := waitJob(t, d, "svc", "stopping", func(js JobStatus) bool { return js.State == "stopping" })
+	stop()
+	// The killer's SIGKILL, a moment after the deadline.
+	b.manager.EndedAgo(unit, "signal", unitstest.CLDKilled, int32(syscall.SIGKILL), -time.Until(js.KillAt.Add(10*time.Millisecond)))
+	d, _ = b.start()
+	waitJob(t, d, "svc", "stopped", func(js JobStatus) bool { return js.State == "stopped" })
+	runs := runsOf(t, d, "svc")
+	if len(runs) != 1 || runs[0].Reason != store.ReasonKilled || runs[0].Signal != "SIGKILL" {
 		t.Errorf("svc's runs: %+v, want its one run killed after stop_timeout", runs)
 	}
 }

@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -822,6 +823,10 @@ func (run *Run) Stop(sig syscall.Signal, timeout time.Duration) (killed bool) {
 	select {
 	case <-run.done:
 		return false
+	case <-run.r.quit:
+		// Nobody follows the run any more: its daemon left the SIGKILL
+		// to the next one, or to systemd (HandOffKill).
+		return false
 	case <-t.C:
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
@@ -844,6 +849,66 @@ func (run *Run) Stop(sig syscall.Signal, timeout time.Duration) (killed bool) {
 		}
 	}
 }
+
+// killerName is the unit that sends run unit's SIGKILL when no daemon is
+// there to (HandOffKill): berth-JOB-RUN-sigkill.service, which parseName
+// does not take for a run.
+func killerName(unit string) string {
+	return strings.TrimSuffix(unit, ".service") + "-sigkill.service"
+}
+
+// HandOffKill leaves to systemd the SIGKILL that Stop would send in wait,
+// for a daemon that goes away while the run is being stopped: a oneshot
+// unit in berth's slice sleeps until then and kills every process left in
+// the run's unit, so that the stop ends in time with no daemon there
+// (systemctl stop berth), and a daemon need not wait for it. The daemon
+// that takes the stop up again sends the same SIGKILL itself, and lets go
+// of this unit once the run has ended (CancelKill). A run handed off
+// before keeps its first killer, which has the same deadline.
+func (run *Run) HandOffKill(wait time.Duration) error {
+	sleep, systemctl := toolPath("sleep"), toolPath("systemctl")
+	// The manager that runs the unit: the user's own for a daemon not
+	// run as root, as Connect chose.
+	kill := []string{systemctl, "kill", "--signal=SIGKILL", run.name}
+	if os.Getuid() != 0 {
+		kill = []string{systemctl, "--user", "kill", "--signal=SIGKILL", run.name}
+	}
+	props := []sd.Property{
+		sd.PropDescription(fmt.Sprintf("berth: SIGKILL for %s once its stop_timeout is over", run.name)),
+		sd.PropType("oneshot"),
+		prop("ExecStart", []execStart{
+			{Path: sleep, Args: []string{sleep, strconv.FormatFloat(max(0, wait).Seconds(), 'f', 3, 64)}},
+			// Its unit may be gone by then: no failure.
+			{Path: systemctl, Args: kill, IgnoreFailure: true},
+		}),
+		sd.PropSlice(Slice),
+		prop("TimeoutStartUSec", uint64(math.MaxUint64)), // a oneshot's start is its sleep
+		prop("CollectMode", "inactive-or-failed"),
+		prop("StandardOutput", "null"),
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+	defer cancel()
+	// Not waited for: a oneshot's start job lasts until its end.
+	_, err := run.r.m.StartTransientUnitContext(ctx, killerName(run.name), "fail", props, nil)
+	var dbusErr dbus.Error
+	if errors.As(err, &dbusErr) && dbusErr.Name == "org.freedesktop.systemd1.UnitExists" {
+		return nil
+	}
+	return err
+}
+
+// toolPath is where the program name is on the daemon's PATH, or in
+// /usr/bin, where every systemd distribution has sleep and systemctl.
+func toolPath(name string) string {
+	if p, err := exec.LookPath(name); err == nil && filepath.IsAbs(p) {
+		return p
+	}
+	return "/usr/bin/" + name
+}
+
+// CancelKill stops the unit that HandOffKill started for run, if any: the
+// run has ended.
+func (run *Run) CancelKill() { run.r.Discard(killerName(run.name)) }
 
 // writeEnvFile writes env into dir/NAME.env, 0600, as systemd's
 // EnvironmentFile= reads it: each value in double quotes, where a

@@ -68,7 +68,7 @@ func (f *Manager) StartTransientUnitContext(_ context.Context, name, mode string
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if _, ok := f.units[name]; ok {
-		return 0, errors.New("unit already exists")
+		return 0, dbus.Error{Name: "org.freedesktop.systemd1.UnitExists", Body: []any{"Unit " + name + " was already loaded or has a fragment file."}}
 	}
 	if f.shuttingDown {
 		// A unit conflicts with shutdown.target (DefaultDependencies).
@@ -93,11 +93,19 @@ func (f *Manager) StartTransientUnitContext(_ context.Context, name, mode string
 	u.activeEnterTS = monotonicNow()
 	if f.startResult != "" {
 		u.active, u.sub, u.result, u.status, u.code, u.exitTS = "failed", "failed", "exit-code", f.startStatus, CLDExited, 1
-		ch <- f.startResult
+		reply(ch, f.startResult)
 		return 1, nil
 	}
-	ch <- "done"
+	reply(ch, "done")
 	return 1, nil
+}
+
+// reply ends a job as systemd would tell ch; a caller that does not wait
+// for its job passes no channel.
+func reply(ch chan<- string, result string) {
+	if ch != nil {
+		ch <- result
+	}
 }
 
 func (f *Manager) SetUnitPropertiesContext(_ context.Context, name string, _ bool, props ...sd.Property) error {
