@@ -96,5 +96,11 @@ func probeInitStarted(root string, booted time.Time) time.Time {
 	if err != nil {
 		return time.Time{}
 	}
+	return StartedAt(booted, ticks)
+}
+
+// StartedAt is when a process started, from its start time in clock ticks
+// (the 22nd field of its proc/PID/stat) and when the kernel booted.
+func StartedAt(booted time.Time, ticks uint64) time.Time {
 	return booted.Add(time.Duration(ticks) * (time.Second / userHZ))
 }

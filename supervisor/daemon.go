@@ -1075,9 +1075,7 @@ func (d *Daemon) reconcileUnrecorded(byRun map[string][]runner.Tagged) error {
 			if p.StartTicks == 0 || d.cfg.Machine.Booted.IsZero() {
 				continue
 			}
-			// Clock ticks are USER_HZ, 100 a second on every Linux berth
-			// runs on.
-			at := d.cfg.Machine.Booted.Add(time.Duration(p.StartTicks) * 10 * time.Millisecond)
+			at := probes.StartedAt(d.cfg.Machine.Booted, p.StartTicks)
 			if r.Start.IsZero() || at.Before(r.Start) {
 				r.Start, r.PID = at, p.PID
 			}
