@@ -211,7 +211,7 @@ func checkCombined(checked, around []*luaapi.File, daemon, asUser *supervisor.St
 		}
 		set.Files = slices.DeleteFunc(set.Files, func(f *luaapi.File) bool { return isLent(f.Path) })
 		set.Jobs = slices.DeleteFunc(set.Jobs, func(j luaapi.Job) bool { return isLent(j.Pos.File) })
-		set.Flavors = slices.DeleteFunc(set.Flavors, func(f luaapi.Flavor) bool { return !slices.ContainsFunc(checked, declaresFlavor(f.Name)) })
+		set.Flavors = slices.DeleteFunc(set.Flavors, func(f luaapi.Flavor) bool { return isLent(f.Pos.File) })
 		problems = slices.DeleteFunc(problems, func(p supervisor.Problem) bool { return isLent(p.File) })
 	}
 	return set, problems
@@ -219,19 +219,20 @@ func checkCombined(checked, around []*luaapi.File, daemon, asUser *supervisor.St
 
 // combineInForce applies the rules that span files to files, the first
 // checked of them those checked and the rest what the jobs directory lends
-// them. Without a daemon, a name declared in two files is an error on the
-// file that sorts later, as at a daemon's first start. Beside a daemon, a
-// name stays where it is in force, as a reload keeps it
-// (supervisor.AdmitFile): what the jobs directory lends, and the files that
-// hold a job in the daemon, are admitted first, and the file that declares
-// one of their names again is the one refused, whichever sorts first. A
+// them. Among the checked files alone, without a daemon, a name declared
+// in two files is an error on the file that sorts later, as at a daemon's
+// first start. Beside a daemon, or what the jobs directory lends, a name
+// stays where it is in force, as a reload keeps it (supervisor.AdmitFile):
+// what the jobs directory lends, and the files that hold a job in the
+// daemon, are admitted first, and the file that declares one of their
+// names again is the one refused, whichever sorts first. A
 // person's file that would take their files past the daemon's bound of
 // jobs (the default without a daemon, or from one too old to say) is
 // refused as the daemon refuses it. The problems are those of the files
 // refused so.
 func combineInForce(files []*luaapi.File, checked int, daemon *supervisor.Status) (*luaapi.Set, []supervisor.Problem) {
 	set := luaapi.Combine(files)
-	nameTaken := daemon != nil && slices.ContainsFunc(set.Errors, func(e *luaapi.Error) bool { return e.Problem == luaapi.NameTaken })
+	nameTaken := (daemon != nil || checked < len(files)) && slices.ContainsFunc(set.Errors, func(e *luaapi.Error) bool { return e.Problem == luaapi.NameTaken })
 	bound := supervisor.DefaultPersonJobs
 	if daemon != nil {
 		bound = cmp.Or(daemon.Daemon.PersonJobs, bound)
@@ -368,46 +369,28 @@ func flavorContext(targets []string, jobsDir string, rules watch.ScanOptions, ch
 }
 
 // lent keeps of the jobs directory's files (context) their flavors and
-// jobs, but those a checked file declares itself (the checked file is a new
-// version of them, say): the checked files may name them, and a cycle
-// through them is one the checked files close. What they declare is not
-// reported on, nor listed as checked.
+// jobs: the checked files may name them, a cycle through them is one the
+// checked files close, and a checked file that declares one of their
+// names again is refused, as the daemon would refuse it (trial AM: a new
+// file that took a job's name passed). A file checked of the same name as
+// one of them is that file's new version, edited elsewhere to be copied
+// over it: that one lends nothing. What they declare is not reported on,
+// nor listed as checked.
 func lent(context, checked []*luaapi.File) []*luaapi.File {
 	var out []*luaapi.File
 	for _, f := range context {
-		if len(f.Errors) > 0 {
+		if len(f.Errors) > 0 || len(f.Flavors)+len(f.Jobs) == 0 || slices.ContainsFunc(checked, sameName(f.Path)) {
 			continue
 		}
-		l := &luaapi.File{Path: f.Path, Hash: f.Hash}
-		for _, fl := range f.Flavors {
-			if !slices.ContainsFunc(checked, declaresFlavor(fl.Name)) {
-				l.Flavors = append(l.Flavors, fl)
-			}
-		}
-		for _, j := range f.Jobs {
-			if !slices.ContainsFunc(checked, declaresJob(j.Name)) {
-				l.Jobs = append(l.Jobs, j)
-			}
-		}
-		if len(l.Flavors) > 0 || len(l.Jobs) > 0 {
-			out = append(out, l)
-		}
+		out = append(out, &luaapi.File{Path: f.Path, Hash: f.Hash, Flavors: f.Flavors, Jobs: f.Jobs})
 	}
 	return out
 }
 
-// declaresFlavor is whether a file declares flavor name.
-func declaresFlavor(name string) func(*luaapi.File) bool {
-	return func(f *luaapi.File) bool {
-		return slices.ContainsFunc(f.Flavors, func(fl luaapi.Flavor) bool { return fl.Name == name })
-	}
-}
-
-// declaresJob is whether a file declares job name.
-func declaresJob(name string) func(*luaapi.File) bool {
-	return func(f *luaapi.File) bool {
-		return slices.ContainsFunc(f.Jobs, func(j luaapi.Job) bool { return j.Name == name })
-	}
+// sameName is whether a file has the base name of path.
+func sameName(path string) func(*luaapi.File) bool {
+	base := filepath.Base(path)
+	return func(f *luaapi.File) bool { return filepath.Base(f.Path) == base }
 }
 
 // sameFile reports whether two paths name one file.

@@ -217,9 +217,10 @@ func TestCheckKnowsParentsElsewhere(t *testing.T) {
 		strings.Contains(out, `"sysparent" does not exist`) {
 		t.Errorf("a file with two parents no file declares: exit %d\n%s", code, out)
 	}
-	// A file that closes a cycle through another file's job: said, on the
-	// checked file's job alone; the jobs of the others are not counted.
-	draft := filepath.Join(dir, "draft.lua")
+	// A new version of parent.lua, edited elsewhere, that closes a cycle
+	// through another file's job: said, on the checked file's job alone;
+	// the jobs of the others are not counted.
+	draft := filepath.Join(dir, "parent.lua")
 	if err := os.WriteFile(draft, []byte(`job "sysparent" { cmd = "true", cpus = 0, after = "syschild" }`), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -227,6 +228,17 @@ func TestCheckKnowsParentsElsewhere(t *testing.T) {
 	if code != exitFailed || !strings.Contains(out, draft+`:1: job "sysparent"`) || !strings.Contains(out, "cycle") ||
 		strings.Contains(out, "child.lua:") || !strings.Contains(out, "1 file, 1 job, 0 flavors, 1 error") {
 		t.Errorf("a file closing a cycle through another: exit %d\n%s", code, out)
+	}
+	// Another file that declares a job of the directory's again is
+	// refused, as the daemon would refuse it (trial AM: it passed).
+	other := filepath.Join(dir, "other.lua")
+	if err := os.WriteFile(other, []byte(`job "sysparent" { cmd = "true", cpus = 0 }`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, _, code = berth(t, environ, "check", other)
+	if code != exitFailed || !strings.HasPrefix(out, other+`:1: job "sysparent`) || !strings.Contains(out, "already declared") ||
+		!strings.Contains(out, filepath.Join(jobs, "parent.lua")+":1") || !strings.HasSuffix(out, "1 file, 0 jobs, 0 flavors, 1 error\n") {
+		t.Errorf("a file that declares a job of another file again: exit %d\n%s", code, out)
 	}
 }
 
@@ -238,7 +250,8 @@ func TestCheckBorrowsTheJobsDirsFlavors(t *testing.T) {
 		filepath.Join(jobs, "flavors.lua"): `flavor "zf" { cpus = 1 }`,
 		filepath.Join(jobs, "broken.lua"):  `job "b" {`,
 		filepath.Join(home, "mine.lua"):    `job "mine" { cmd = "true", flavor = "zf" }`,
-		filepath.Join(home, "own.lua"):     `flavor "zf" { cpus = 64 }` + "\n" + `job "own" { cmd = "true", flavor = "zf" }`,
+		filepath.Join(home, "own.lua"):     `flavor "zown" { cpus = 64 }` + "\n" + `job "own" { cmd = "true", flavor = "zown" }`,
+		filepath.Join(home, "again.lua"):   `flavor "zf" { cpus = 2 }`,
 	} {
 		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 			t.Fatal(err)
@@ -252,16 +265,23 @@ func TestCheckBorrowsTheJobsDirsFlavors(t *testing.T) {
 		t.Errorf("a file naming the directory's flavor: exit %d\n%s", code, out)
 	}
 	out, _, code := berth(t, environ, "check", filepath.Join(home, "own.lua"))
-	if code != exitFailed || !strings.Contains(out, `job "own", by its flavor "zf", asks for 64 cores`) || !strings.HasSuffix(out, "1 file, 1 job, 1 flavor, 1 error\n") {
-		t.Errorf("a file with a flavor of the same name: exit %d\n%s", code, out)
+	if code != exitFailed || !strings.Contains(out, `job "own", by its flavor "zown", asks for 64 cores`) || !strings.HasSuffix(out, "1 file, 1 job, 1 flavor, 1 error\n") {
+		t.Errorf("a file with a flavor of its own: exit %d\n%s", code, out)
 	}
 	// The flavor is the file's own, which no daemon lists: where it is
 	// declared is said (trial AJ: "berth flavors shows where").
-	if want := "zf is declared at " + filepath.Join(home, "own.lua") + ":1)"; !strings.Contains(out, want) || strings.Contains(out, "berth flavors") {
+	if want := "zown is declared at " + filepath.Join(home, "own.lua") + ":1)"; !strings.Contains(out, want) || strings.Contains(out, "berth flavors") {
 		t.Errorf("a file with a flavor of its own that fits no machine: %s\nwant %q", out, want)
 	}
+	// A flavor of the directory's declared again: refused, as the daemon
+	// would refuse the file; the flavor is not counted as the file's.
+	out, _, code = berth(t, environ, "check", filepath.Join(home, "again.lua"))
+	taken := filepath.Join(home, "again.lua") + `:1: flavor "zf" is already declared in ` + filepath.Join(jobs, "flavors.lua") + ":1"
+	if code != exitFailed || !strings.HasPrefix(out, taken) || !strings.HasSuffix(out, "1 file, 0 jobs, 0 flavors, 1 error\n") {
+		t.Errorf("a file that declares the directory's flavor again: exit %d\n%s\nwant %s…", code, out, taken)
+	}
 	// A directory checked is checked alone.
-	if out, _, code := berth(t, environ, "check", home, "--cpus", "64"); code != exitOK || out != "2 files, 2 jobs, 1 flavor, 0 errors\n" {
+	if out, _, code := berth(t, environ, "check", home, "--cpus", "64"); code != exitOK || out != "3 files, 2 jobs, 2 flavors, 0 errors\n" {
 		t.Errorf("the directory: exit %d\n%s", code, out)
 	}
 
