@@ -18,8 +18,6 @@ import (
 	"sync"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/berthd/berth/accounting"
 	"github.com/berthd/berth/luaapi"
 	"github.com/berthd/berth/supervisor/ctlsock"
@@ -666,7 +664,7 @@ func (d *Daemon) flavors() []FlavorView {
 // read is nobody's, and is refused.
 func (d *Daemon) authorize(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		cred, ok := r.Context().Value(peerKey{}).(unix.Ucred)
+		cred, ok := r.Context().Value(peerKey{}).(ctlsock.Peer)
 		if !ok {
 			d.logRefused(noUID, "control request refused: the caller's credentials cannot be read", "path", r.URL.Path)
 			writeError(w, http.StatusForbidden, CodeNotPermitted, msgNoCredentials())
@@ -683,7 +681,7 @@ func (d *Daemon) authorize(next http.Handler) http.Handler {
 
 // allowed says whether the caller may use the daemon at all: root, its
 // own user, the members of its group and of the admin group.
-func (d *Daemon) allowed(c unix.Ucred) bool {
+func (d *Daemon) allowed(c ctlsock.Peer) bool {
 	if c.Uid == 0 || int(c.Uid) == os.Getuid() {
 		return true
 	}
@@ -719,33 +717,23 @@ func writeError(w http.ResponseWriter, status int, code, msg string) {
 
 type peerKey struct{}
 
-// withPeer remembers the caller's credentials for each connection, so that
-// mutating calls can be logged with who made them.
+// withPeer remembers the caller's credentials for each connection, as the
+// kernel recorded them when it was made (ctlsock.Peer), for its rights
+// and for the log of who made each call.
 func withPeer(ctx context.Context, c net.Conn) context.Context {
-	if cred, ok := ctlsock.PeerOf(c); ok { // read as it was admitted
-		return context.WithValue(ctx, peerKey{}, cred)
+	if p, ok := ctlsock.PeerOf(c); ok { // read as it was admitted
+		return context.WithValue(ctx, peerKey{}, p)
 	}
-	uc, ok := c.(*net.UnixConn)
-	if !ok {
-		return ctx
-	}
-	raw, err := uc.SyscallConn()
+	p, err := ctlsock.ReadPeer(c)
 	if err != nil {
 		return ctx
 	}
-	var cred *unix.Ucred
-	_ = raw.Control(func(fd uintptr) {
-		cred, err = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
-	})
-	if err != nil || cred == nil {
-		return ctx
-	}
-	return context.WithValue(ctx, peerKey{}, *cred)
+	return context.WithValue(ctx, peerKey{}, p)
 }
 
 func (d *Daemon) logCaller(r *http.Request, call string, kv ...any) {
 	kv = append([]any{"call", call}, kv...)
-	if cred, ok := r.Context().Value(peerKey{}).(unix.Ucred); ok {
+	if cred, ok := r.Context().Value(peerKey{}).(ctlsock.Peer); ok {
 		kv = append(kv, "uid", cred.Uid, "pid", cred.Pid)
 	}
 	d.log.Info("control request", cutNames(kv)...)

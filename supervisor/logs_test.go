@@ -17,6 +17,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/berthd/berth/supervisor/ctlsock"
 	"github.com/berthd/berth/supervisor/runner"
 	"github.com/berthd/berth/supervisor/store"
 	"github.com/berthd/berth/supervisor/testkit"
@@ -548,7 +549,7 @@ func TestFollowNotDeclared(t *testing.T) {
 	testkit.PutFile(t, path, `job "tick" { cmd = { "echo", "first" } }`)
 	reload(t, d)
 	waitJob(t, d, "tick", "done", func(js JobStatus) bool { return js.State == "done" })
-	root := unix.Ucred{Uid: 0, Gid: 0, Pid: int32(os.Getpid())}
+	root := ctlsock.Peer{Ucred: unix.Ucred{Uid: 0, Gid: 0, Pid: int32(os.Getpid())}, GroupsKnown: true}
 	api := d.api()
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		api.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), peerKey{}, root)))

@@ -24,6 +24,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/berthd/berth/supervisor/ctlsock"
 	"github.com/berthd/berth/supervisor/testkit"
 )
 
@@ -167,14 +168,68 @@ func asWith(t *testing.T, d *Daemon, name, method, path, body string) (int, stri
 	}
 	uid, _ := strconv.Atoi(u.Uid)
 	gid, _ := strconv.Atoi(u.Gid)
-	// Our own pid stands for the caller's process: its groups (root's)
-	// hold none of the test groups.
-	cred := unix.Ucred{Uid: uint32(uid), Gid: uint32(gid), Pid: int32(os.Getpid())}
+	// The caller's process had none of the test groups as it connected.
+	cred := ctlsock.Peer{Ucred: unix.Ucred{Uid: uint32(uid), Gid: uint32(gid), Pid: int32(os.Getpid())}, GroupsKnown: true}
+	return asPeer(d, cred, method, path, body)
+}
+
+// asPeer makes a request as the peer of a connection p.
+func asPeer(d *Daemon, p ctlsock.Peer, method, path, body string) (int, string) {
 	req := httptest.NewRequest(method, "http://berth"+APIVersion+path, strings.NewReader(body))
-	req = req.WithContext(context.WithValue(req.Context(), peerKey{}, cred))
+	req = req.WithContext(context.WithValue(req.Context(), peerKey{}, p))
 	rec := httptest.NewRecorder()
 	d.api().ServeHTTP(rec, req)
 	return rec.Code, rec.Body.String()
+}
+
+// TestPeopleRightsAreTheConnections: a caller's rights are those of its
+// connection as the kernel recorded it, never of the process that has
+// its pid now (trial AL: bob's connection, its process gone, stopped
+// alice's job and read its output once a process of an administrator's
+// took the pid, whose groups the daemon read from /proc).
+func TestPeopleRightsAreTheConnections(t *testing.T) {
+	d, spool, _ := peopleDaemon(t, "", nil)
+	writeAs(t, spool, testAlice, "jobs.lua", `job "train" { cmd = {"sh", "-c", "echo hello from alice; exec sleep 600"}, env = { HF_TOKEN = "alice-secret" } }`)
+	reload(t, d)
+	alices := testAlice + "/train"
+	waitJob(t, d, alices, "running", func(js JobStatus) bool { return js.State == "running" })
+
+	// A process of dave's, of the admin group, that has the pid bob's
+	// connection was made from.
+	admins, err := user.LookupGroup(testAdminGroup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	adminGID, _ := strconv.Atoi(admins.Gid)
+	daves := exec.Command("/bin/sleep", "600")
+	daves.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uidOf(t, testDave)), Gid: uint32(adminGID), Groups: []uint32{uint32(adminGID)}}}
+	if err := daves.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		daves.Process.Kill()
+		daves.Wait()
+	})
+	bob, _ := user.Lookup(testBob)
+	bobGID, _ := strconv.Atoi(bob.Gid)
+	peer := ctlsock.Peer{Ucred: unix.Ucred{Uid: uint32(uidOf(t, testBob)), Gid: uint32(bobGID), Pid: int32(daves.Process.Pid)}, GroupsKnown: true}
+	for _, call := range []struct{ method, path string }{
+		{"POST", jobPath(alices) + "/stop"},
+		{"GET", jobPath(alices) + "/logs"},
+	} {
+		if code, body := asPeer(d, peer, call.method, call.path, ""); code != http.StatusForbidden {
+			t.Errorf("bob %s %s from a pid an administrator's process has now: %d %s, want 403", call.method, call.path, code, body)
+		}
+	}
+	if code, body := asPeer(d, peer, "GET", jobPath(alices), ""); code != 200 || strings.Contains(body, "alice-secret") {
+		t.Errorf("bob's show of alice's job from that pid: %d, its environment shown: %v", code, strings.Contains(body, "alice-secret"))
+	}
+	// A connection made by a process in the admin group has its rights,
+	// its account's groups as listed aside.
+	peer.Groups = []uint32{uint32(adminGID)}
+	if code, body := asPeer(d, peer, "GET", jobPath(alices), ""); code != 200 || !strings.Contains(body, "alice-secret") {
+		t.Errorf("the show of alice's job by a connection of the admin group: %d, its environment shown: %v", code, strings.Contains(body, "alice-secret"))
+	}
 }
 
 func jobPath(name string) string { return "/jobs/" + url.PathEscape(name) }
@@ -659,7 +714,7 @@ func TestPeopleLogsFollow(t *testing.T) {
 	u, _ := user.Lookup(testAlice)
 	uid, _ := strconv.Atoi(u.Uid)
 	gid, _ := strconv.Atoi(u.Gid)
-	cred := unix.Ucred{Uid: uint32(uid), Gid: uint32(gid), Pid: int32(os.Getpid())}
+	cred := ctlsock.Peer{Ucred: unix.Ucred{Uid: uint32(uid), Gid: uint32(gid), Pid: int32(os.Getpid())}, GroupsKnown: true}
 	api := d.api()
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		api.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), peerKey{}, cred)))

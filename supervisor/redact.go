@@ -4,13 +4,13 @@ import (
 	"cmp"
 	"net/http"
 	"os"
+	"os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
 
-	"golang.org/x/sys/unix"
-
+	"github.com/berthd/berth/supervisor/ctlsock"
 	"github.com/berthd/berth/supervisor/store"
 )
 
@@ -38,7 +38,7 @@ type reader struct {
 // caller it cannot name); one without credentials is shown nothing of a
 // file's content.
 func (d *Daemon) readerOf(r *http.Request) *reader {
-	cred, ok := r.Context().Value(peerKey{}).(unix.Ucred)
+	cred, ok := r.Context().Value(peerKey{}).(ctlsock.Peer)
 	if !ok {
 		return &reader{uid: ^uint32(0), gids: map[uint32]bool{}, seen: map[string]bool{}}
 	}
@@ -48,24 +48,38 @@ func (d *Daemon) readerOf(r *http.Request) *reader {
 	return &reader{uid: cred.Uid, gids: groupsOf(cred), seen: map[string]bool{}}
 }
 
-// groupsOf reads the peer's groups from its process, as the kernel checks
-// them; a process already gone has none.
-func groupsOf(cred unix.Ucred) map[uint32]bool {
-	gids := map[uint32]bool{cred.Gid: true}
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(int(cred.Pid)) + "/status")
-	if err != nil {
-		return gids
+// groupsOf is the peer's groups as the kernel checks them: those its
+// process had as it connected, never read from a pid since reused (trial
+// AL); where the kernel cannot say, those its account lists.
+func groupsOf(p ctlsock.Peer) map[uint32]bool {
+	gids := map[uint32]bool{p.Gid: true}
+	groups := p.Groups
+	if !p.GroupsKnown {
+		groups = accountGroups(p.Uid)
 	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "Groups:"); ok {
-			for _, f := range strings.Fields(v) {
-				if g, err := strconv.ParseUint(f, 10, 32); err == nil {
-					gids[uint32(g)] = true
-				}
-			}
-		}
+	for _, g := range groups {
+		gids[g] = true
 	}
 	return gids
+}
+
+// accountGroups are the groups the account database lists for uid.
+func accountGroups(uid uint32) []uint32 {
+	u, err := user.LookupId(strconv.Itoa(int(uid)))
+	if err != nil {
+		return nil
+	}
+	ids, err := u.GroupIds()
+	if err != nil {
+		return nil
+	}
+	var out []uint32
+	for _, id := range ids {
+		if g, err := strconv.ParseUint(id, 10, 32); err == nil {
+			out = append(out, uint32(g))
+		}
+	}
+	return out
 }
 
 // canRead reports whether the reader may read path: search every

@@ -19,6 +19,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/berthd/berth/supervisor/clock"
+	"github.com/berthd/berth/supervisor/ctlsock"
 	"github.com/berthd/berth/supervisor/store"
 	"github.com/berthd/berth/supervisor/testkit"
 )
@@ -969,7 +970,7 @@ func TestStatusWhileLoading(t *testing.T) {
 	// yet (a header: berth jobs says it on stderr).
 	loading := func(path string) string {
 		req := httptest.NewRequest(http.MethodGet, "http://berth"+APIVersion+path, nil)
-		req = req.WithContext(context.WithValue(req.Context(), peerKey{}, unix.Ucred{Pid: int32(os.Getpid())})) // root
+		req = req.WithContext(context.WithValue(req.Context(), peerKey{}, ctlsock.Peer{Ucred: unix.Ucred{Pid: int32(os.Getpid())}, GroupsKnown: true})) // root
 		rec := httptest.NewRecorder()
 		d.api().ServeHTTP(rec, req)
 		if rec.Code != http.StatusOK {

@@ -8,8 +8,7 @@ import (
 	"strconv"
 	"strings"
 
-	"golang.org/x/sys/unix"
-
+	"github.com/berthd/berth/supervisor/ctlsock"
 	"github.com/berthd/berth/supervisor/watch"
 )
 
@@ -31,7 +30,7 @@ type caller struct {
 // callerOf is the caller of r; authorize has let it in, so its
 // credentials were read.
 func (d *Daemon) callerOf(r *http.Request) caller {
-	cred, ok := r.Context().Value(peerKey{}).(unix.Ucred)
+	cred, ok := r.Context().Value(peerKey{}).(ctlsock.Peer)
 	if !ok {
 		return caller{uid: ^uint32(0)}
 	}
@@ -49,9 +48,9 @@ func nameOf(uid uint32) string {
 }
 
 // inAdminGroup reports whether the caller is in the admin group: by the
-// groups its process has (as the kernel checks them), or by the group's
-// members as listed (someone added since they logged in).
-func (d *Daemon) inAdminGroup(cred unix.Ucred, name string) bool {
+// groups its process had as it connected (as the kernel checks them), or
+// by the group's members as listed (someone added since they logged in).
+func (d *Daemon) inAdminGroup(cred ctlsock.Peer, name string) bool {
 	g, err := user.LookupGroup(d.adminGroup())
 	if err != nil {
 		return false

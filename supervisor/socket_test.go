@@ -13,6 +13,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"golang.org/x/sys/unix"
 
+	"github.com/berthd/berth/supervisor/ctlsock"
 	"github.com/berthd/berth/supervisor/testkit"
 )
 
@@ -89,7 +90,7 @@ func TestWrongMethod(t *testing.T) {
 		{"GET", "/nothing", http.StatusNotFound, "", "no such call: GET /v1/nothing (the daemon speaks /v1)"},
 	} {
 		req := httptest.NewRequest(c.method, "http://berth"+APIVersion+c.path, nil)
-		req = req.WithContext(context.WithValue(req.Context(), peerKey{}, unix.Ucred{Pid: int32(os.Getpid())}))
+		req = req.WithContext(context.WithValue(req.Context(), peerKey{}, ctlsock.Peer{Ucred: unix.Ucred{Pid: int32(os.Getpid())}, GroupsKnown: true}))
 		rec := httptest.NewRecorder()
 		d.api().ServeHTTP(rec, req)
 		if rec.Code != c.code || rec.Header().Get("Allow") != c.allow || !strings.Contains(rec.Body.String(), c.says) {

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
-	"golang.org/x/sys/unix"
 )
 
 // Options are what Wrap needs besides the listener.
@@ -30,9 +29,9 @@ type Options struct {
 	// real one.
 	Now func() time.Time
 
-	// peer reads a connection's credentials; nil: SO_PEERCRED. Tests name
+	// peer reads a connection's credentials; nil: ReadPeer. Tests name
 	// their peers by the address they bind instead, to be several uids.
-	peer func(net.Conn) (unix.Ucred, error)
+	peer func(net.Conn) (Peer, error)
 }
 
 // unknownUID stands for a peer whose credentials cannot be read. It is
@@ -54,7 +53,7 @@ type Listener struct {
 	lim        Limits
 	log        hclog.Logger
 	privileged []uint32
-	peer       func(net.Conn) (unix.Ucred, error)
+	peer       func(net.Conn) (Peer, error)
 	now        func() time.Time
 	refuser    *refuser
 
@@ -110,7 +109,7 @@ func Wrap(l net.Listener, opts Options) *Listener {
 		cl.privileged = []uint32{0, uint32(os.Getuid())}
 	}
 	if cl.peer == nil {
-		cl.peer = peerCred
+		cl.peer = ReadPeer
 	}
 	if cl.now == nil {
 		cl.now = time.Now
@@ -347,7 +346,7 @@ type conn struct {
 	net.Conn
 	l         *Listener
 	uid       uint32
-	cred      unix.Ucred
+	cred      Peer
 	credKnown bool
 	pool      pool
 	// idleSince is when the connection last went idle (or was accepted,
@@ -367,10 +366,10 @@ func (c *conn) Close() error {
 // PeerOf is the credentials of a connection this package admitted, as the
 // kernel gave them when it was accepted; false for any other connection,
 // or where they could not be read.
-func PeerOf(nc net.Conn) (unix.Ucred, bool) {
+func PeerOf(nc net.Conn) (Peer, bool) {
 	c, ok := nc.(*conn)
 	if !ok || !c.credKnown {
-		return unix.Ucred{}, false
+		return Peer{}, false
 	}
 	return c.cred, true
 }

@@ -10,10 +10,13 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -65,7 +68,7 @@ func serveWith(t *testing.T, lim Limits, opts Options) *harness {
 	srv := &http.Server{
 		// The answer names the uid the connection was admitted as.
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			cred, _ := r.Context().Value(credKey{}).(unix.Ucred)
+			cred, _ := r.Context().Value(credKey{}).(Peer)
 			fmt.Fprintf(w, "uid %d", cred.Uid)
 		}),
 		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
@@ -109,17 +112,17 @@ func refuseJSON(w http.ResponseWriter, r *http.Request) {
 }
 
 // uidFromName reads the uid from the name the client bound: u1001-3.
-func uidFromName(c net.Conn) (unix.Ucred, error) {
+func uidFromName(c net.Conn) (Peer, error) {
 	a, ok := c.RemoteAddr().(*net.UnixAddr)
 	if !ok {
-		return unix.Ucred{}, errNotUnix
+		return Peer{}, errNotUnix
 	}
 	name, _, _ := strings.Cut(strings.TrimPrefix(filepath.Base(a.Name), "u"), "-")
 	uid, err := strconv.ParseUint(name, 10, 32)
 	if err != nil {
-		return unix.Ucred{}, fmt.Errorf("client name %q: %w", a.Name, err)
+		return Peer{}, fmt.Errorf("client name %q: %w", a.Name, err)
 	}
-	return unix.Ucred{Uid: uint32(uid), Pid: 1}, nil
+	return Peer{Ucred: unix.Ucred{Uid: uint32(uid), Pid: 1}}, nil
 }
 
 // client is one connection, as uid.
@@ -418,7 +421,7 @@ func TestWarnOncePerUIDPerMinute(t *testing.T) {
 // one uid that no one has, and is never privileged.
 func TestUnknownPeer(t *testing.T) {
 	h := serveWith(t, testLimits(1, 10), Options{Privileged: []uint32{unknownUID},
-		peer: func(net.Conn) (unix.Ucred, error) { return unix.Ucred{}, errNotUnix }})
+		peer: func(net.Conn) (Peer, error) { return Peer{}, errNotUnix }})
 	c := h.dial(1001)
 	if status, body := c.get(); status != http.StatusOK || body != "uid 0" {
 		t.Fatalf("%d %q, want 200 and no credentials", status, body)
@@ -464,9 +467,73 @@ func TestPeerCredOfRealSocket(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	cred, err := peerCred(s)
-	if err != nil || int(cred.Uid) != unix.Getuid() || int(cred.Pid) != unix.Getpid() {
-		t.Fatalf("peerCred: %+v %v, want uid %d pid %d", cred, err, unix.Getuid(), unix.Getpid())
+	p, err := ReadPeer(s)
+	if err != nil || int(p.Uid) != unix.Getuid() || int(p.Pid) != unix.Getpid() {
+		t.Fatalf("ReadPeer: %+v %v, want uid %d pid %d", p, err, unix.Getuid(), unix.Getpid())
+	}
+	want, err := unix.Getgroups()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make([]int, len(p.Groups))
+	for i, g := range p.Groups {
+		got[i] = int(g)
+	}
+	slices.Sort(want)
+	slices.Sort(got)
+	if !p.GroupsKnown || !slices.Equal(got, want) {
+		t.Errorf("ReadPeer's groups: %v (known %v), want this process's %v", got, p.GroupsKnown, want)
+	}
+}
+
+// TestPeerGroupsOutliveTheProcess: a peer's groups are the connection's,
+// from when it was made, not those of whatever process has its pid now
+// (trial AL: a person's connection, its process gone, had an
+// administrator's rights once an administrator's process took the pid).
+func TestPeerGroupsOutliveTheProcess(t *testing.T) {
+	if sock := os.Getenv("BERTH_CTLSOCK_CONNECT"); sock != "" {
+		// The child below: it connects, and ends.
+		c, err := net.Dial("unix", sock)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Write([]byte("x")); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	if unix.Getuid() != 0 {
+		t.Skip("needs root, to start a process with other groups")
+	}
+	sock := filepath.Join(t.TempDir(), "s")
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		c, err := l.Accept()
+		if err != nil {
+			t.Error(err)
+		}
+		accepted <- c
+	}()
+	child := exec.Command(os.Args[0], "-test.run=^TestPeerGroupsOutliveTheProcess$")
+	child.Env = append(os.Environ(), "BERTH_CTLSOCK_CONNECT="+sock)
+	child.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 0, Gid: 0, Groups: []uint32{4242, 4343}}}
+	if out, err := child.CombinedOutput(); err != nil {
+		t.Fatalf("the child: %v\n%s", err, out)
+	}
+	s := <-accepted
+	if s == nil {
+		return
+	}
+	defer s.Close()
+	// The child is gone: /proc has nothing of it now.
+	p, err := ReadPeer(s)
+	if err != nil || int(p.Pid) != child.Process.Pid || !p.GroupsKnown || !slices.Equal(p.Groups, []uint32{4242, 4343}) {
+		t.Errorf("ReadPeer once its process has ended: %+v %v, want pid %d and its groups 4242 4343", p, err, child.Process.Pid)
 	}
 }
 
