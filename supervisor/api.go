@@ -301,7 +301,7 @@ func (d *Daemon) api() http.Handler {
 		}
 		writeError(w, http.StatusNotFound, CodeNoSuchCall, msgNoSuchCall(r.Method, r.URL.Path))
 	})
-	return d.authorize(d.asWork(mux))
+	return d.authorize(d.boundReplies(d.asWork(mux)))
 }
 
 // refuseNotOwner refuses call (what it would do: "stop it") of job, owned

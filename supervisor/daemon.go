@@ -121,6 +121,9 @@ type Config struct {
 	// checkBodyTime, set by tests, is how long a check's request may take
 	// to arrive whole; zero means defaultCheckBodyTime.
 	checkBodyTime time.Duration
+	// replyWriteTime, set by tests, is how long a reply may take to be
+	// written; zero means defaultReplyWriteTime.
+	replyWriteTime time.Duration
 }
 
 // Daemon supervises the jobs of one jobs directory.
@@ -151,9 +154,11 @@ type Daemon struct {
 	// pace STATUS= is sent.
 	feed *changeFeed
 	// tails are the requests for last lines under way, by caller.
-	tails  tailSlots
-	calls  callLog
-	meters *meters // Prometheus's: counted as things happen (metrics.go)
+	tails tailSlots
+	calls callLog
+	// replies are the replies each person has under way (boundReplies).
+	replies replySlots
+	meters  *meters // Prometheus's: counted as things happen (metrics.go)
 
 	// unaccounted is the number of declared jobs with cpus = 0, for the
 	// fair share of threads; written by the loop, read by jobs spawning.

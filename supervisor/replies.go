@@ -1,0 +1,117 @@
+package supervisor
+
+import (
+	"cmp"
+	"context"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/berthd/berth/supervisor/ctlsock"
+)
+
+// A reply is built whole before it is written: a status of many jobs is
+// megabytes, held until the client has read it. A client that asks and
+// never reads would hold it for as long as it keeps the connection (trial
+// AL: a person's 64 connections that asked for a 4 MB status and read
+// nothing took the daemon from 156 MB to 1 GB, and held 430 MB). So each
+// reply has a time to be written, and each person a bound on the replies
+// they have in the making or being written at once. The streams (the
+// events, a job's output) are bounded on their own (their tails and
+// their followers).
+
+// defaultReplyWriteTime is how long a reply may take to be written, from
+// its first byte: a client on the same machine that has not read it by
+// then is not reading, and its connection is closed.
+const defaultReplyWriteTime = 30 * time.Second
+
+// repliesPerUID bounds the replies one uid has in the making or being
+// written at once; more wait their turn. Root and the daemon's own user
+// are not bounded.
+const repliesPerUID = 4
+
+// replySlots are the replies each uid has under way.
+type replySlots struct {
+	mu    sync.Mutex
+	byUID map[uint32]chan struct{}
+}
+
+// take waits for one of uid's slots, and returns what gives it back;
+// false where ctx ended first (the client went away).
+func (s *replySlots) take(ctx context.Context, uid uint32) (release func(), ok bool) {
+	s.mu.Lock()
+	if s.byUID == nil {
+		s.byUID = map[uint32]chan struct{}{}
+	}
+	slots := s.byUID[uid]
+	if slots == nil {
+		slots = make(chan struct{}, repliesPerUID)
+		s.byUID[uid] = slots
+	}
+	s.mu.Unlock()
+	select {
+	case slots <- struct{}{}:
+		return func() { <-slots }, true
+	case <-ctx.Done():
+		return nil, false
+	}
+}
+
+// boundReplies gives each reply but the streams its time to be written,
+// and holds each person to repliesPerUID of them at once.
+func (d *Daemon) boundReplies(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// (The server clears a reply's deadline once it has been
+		// written: the next request on the connection has none.)
+		if streams(r) {
+			next.ServeHTTP(w, r)
+			return
+		}
+		if p, ok := r.Context().Value(peerKey{}).(ctlsock.Peer); ok && p.Uid != 0 && int(p.Uid) != os.Getuid() {
+			release, ok := d.replies.take(r.Context(), p.Uid)
+			if !ok {
+				return // gone while it waited
+			}
+			defer release()
+		}
+		next.ServeHTTP(&timedReply{ResponseWriter: w, rc: http.NewResponseController(w), within: cmp.Or(d.cfg.replyWriteTime, defaultReplyWriteTime)}, r)
+	})
+}
+
+// streams says whether r asks for a stream: the events, or a job's output
+// (followed, or its last lines, which are bounded on their own).
+func streams(r *http.Request) bool {
+	return r.URL.Path == APIVersion+"/events" || strings.HasSuffix(r.URL.Path, "/logs")
+}
+
+// timedReply sets the connection's write deadline as the reply's first
+// byte is written: the time a handler takes to make it (a reload's) is
+// not the client's.
+type timedReply struct {
+	http.ResponseWriter
+	rc      *http.ResponseController
+	within  time.Duration
+	started bool
+}
+
+func (t *timedReply) start() {
+	if !t.started {
+		t.started = true
+		_ = t.rc.SetWriteDeadline(time.Now().Add(t.within))
+	}
+}
+
+func (t *timedReply) WriteHeader(code int) {
+	t.start()
+	t.ResponseWriter.WriteHeader(code)
+}
+
+func (t *timedReply) Write(b []byte) (int, error) {
+	t.start()
+	return t.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach the connection's writer.
+func (t *timedReply) Unwrap() http.ResponseWriter { return t.ResponseWriter }
