@@ -132,12 +132,12 @@ func (d *Daemon) api() http.Handler {
 		writeJSON(w, http.StatusOK, d.flavors())
 	})
 	mux.HandleFunc("POST "+APIVersion+"/reload", func(w http.ResponseWriter, r *http.Request) {
-		d.logCaller(r, "reload")
 		person := ""
 		if c := d.callerOf(r); !c.admin {
 			person = c.name
 		}
 		v, err := d.reloadAs(r.Context(), person)
+		d.logCaller(r, err != nil || len(v.Added)+len(v.Changed)+len(v.Removed) > 0, "reload")
 		if err != nil {
 			writeNoAnswer(w, err)
 			return
@@ -166,8 +166,8 @@ func (d *Daemon) api() http.Handler {
 					d.controlArray(w, r, c, a, verb.name, verb.ev)
 					return
 				}
-				d.logCaller(r, verb.name, "job", name)
 				if j := d.lookupRemoved(c, name); j != nil {
+					d.logCaller(r, false, verb.name, "job", name)
 					d.controlRemoved(w, c, j, verb.name, r.URL.Query().Get("all") == "1")
 					return
 				}
@@ -187,11 +187,15 @@ func (d *Daemon) api() http.Handler {
 				return
 			}
 			ignoreDeps := verb.ev == evStart && r.URL.Query().Get("ignore_deps") == "1"
-			if ignoreDeps {
-				d.logCaller(r, verb.name, "job", name, "ignore_deps", true)
-			} else {
-				d.logCaller(r, verb.name, "job", name)
-			}
+			// Logged as answered: whether it changed something.
+			changed := false
+			defer func() {
+				if ignoreDeps {
+					d.logCaller(r, changed, verb.name, "job", name, "ignore_deps", true)
+				} else {
+					d.logCaller(r, changed, verb.name, "job", name)
+				}
+			}()
 			all := r.URL.Query().Get("all") == "1" // berth stop --all, start --all
 			left := ControlAnswer{Job: name, Requested: "start stopped", Already: v.State.String()}
 			if verb.ev == evStart && all && !v.StoppedAll {
@@ -270,6 +274,7 @@ func (d *Daemon) api() http.Handler {
 				// nothing, and the client says what does.
 				ans.HeldBy, ans.File = v.After, v.Def.Pos.File
 			}
+			changed = ans.Already == "" && !heldAtGate(verb.ev, ignoreDeps, v)
 			writeJSON(w, http.StatusOK, ans)
 		})
 	}
@@ -424,8 +429,10 @@ func (d *Daemon) controlArray(w http.ResponseWriter, r *http.Request, c caller, 
 	stoppedOnly := ev == evStart && r.URL.Query().Get("stopped") == "1"
 	all := r.URL.Query().Get("all") == "1" // berth stop --all, start --all
 	ignoreDeps := ev == evStart && r.URL.Query().Get("ignore_deps") == "1"
-	d.logCaller(r, verb, "job", a.name, "failed_only", failedOnly, "stopped_only", stoppedOnly, "ignore_deps", ignoreDeps)
 	ans := ControlAnswer{Job: a.name, Requested: verb, Array: true}
+	defer func() {
+		d.logCaller(r, ans.Indices > 0, verb, "job", a.name, "failed_only", failedOnly, "stopped_only", stoppedOnly, "ignore_deps", ignoreDeps)
+	}()
 	var refused refusal
 	var invalid string
 	for _, j := range a.jobs() {
@@ -731,18 +738,33 @@ func withPeer(ctx context.Context, c net.Conn) context.Context {
 	return context.WithValue(ctx, peerKey{}, p)
 }
 
-func (d *Daemon) logCaller(r *http.Request, call string, kv ...any) {
+// logCaller logs a call let in, with who made it: every call that
+// changes something. One that changes nothing (changed false: a stop of
+// a job stopped already, a reload that finds nothing new) is logged
+// within its caller's share of such lines (callLog), those left out
+// counted in the next (trial AL: a person stopping their own stopped job
+// in a loop wrote 1 160 lines a second, past journald's rate limit, which
+// then drops the daemon's lines about everyone's jobs); root's and the
+// daemon's own user's are all logged.
+func (d *Daemon) logCaller(r *http.Request, changed bool, call string, kv ...any) {
 	kv = append([]any{"call", call}, kv...)
 	if cred, ok := r.Context().Value(peerKey{}).(ctlsock.Peer); ok {
 		kv = append(kv, "uid", cred.Uid, "pid", cred.Pid)
+		if !changed && cred.Uid != 0 && int(cred.Uid) != os.Getuid() {
+			ok, left := d.accepted.take(cred.Uid, time.Now())
+			if !ok {
+				return
+			}
+			if left > 0 {
+				kv = append(kv, "calls_left_out", left)
+			}
+		}
 	}
 	d.log.Info("control request", cutNames(kv)...)
 }
 
 // logRefused logs a request refused, unless that caller has written their
-// share of such lines for now (callLog). Every call that changes
-// something is logged, with who made it (logCaller): its caller was let
-// in, and is bounded by what they may change.
+// share of such lines for now (callLog).
 func (d *Daemon) logRefused(uid uint32, msg string, kv ...any) {
 	ok, left := d.calls.take(uid, time.Now())
 	if !ok {
@@ -756,12 +778,18 @@ func (d *Daemon) logRefused(uid uint32, msg string, kv ...any) {
 }
 
 // cutNames cuts a job's name and a path, whatever the caller put in them,
-// to maxLoggedName.
+// to maxLoggedName, and makes them valid UTF-8 (trial AL: a name of bytes
+// 0xFF 0xFE made the log a binary file to grep).
 func cutNames(kv []any) []any {
 	for i := 0; i+1 < len(kv); i += 2 {
-		if s, isString := kv[i+1].(string); isString && (kv[i] == "job" || kv[i] == "path") && len(s) > maxLoggedName {
-			kv[i+1] = strings.ToValidUTF8(s[:maxLoggedName], "") + "…"
+		s, isString := kv[i+1].(string)
+		if !isString || kv[i] != "job" && kv[i] != "path" {
+			continue
 		}
+		if len(s) > maxLoggedName {
+			s = s[:maxLoggedName] + "…"
+		}
+		kv[i+1] = strings.ToValidUTF8(s, "\uFFFD")
 	}
 	return kv
 }
@@ -773,7 +801,7 @@ const maxLoggedName = 200
 // noUID stands for a caller whose credentials cannot be read.
 const noUID = ^uint32(0)
 
-// callLog bounds the lines one caller's refused requests write to the
+// callLog bounds the lines one caller's requests write to the
 // daemon's log, callLogLines in each callLogWindow: a person calling in a
 // loop (a stop of another's job) wrote a thousand lines a second, and
 // under journald its rate limit then drops the daemon's lines about

@@ -155,7 +155,9 @@ type Daemon struct {
 	feed *changeFeed
 	// tails are the requests for last lines under way, by caller.
 	tails tailSlots
-	calls callLog
+	// calls bound the lines of a person's refused calls (logRefused), and
+	// accepted those of their calls let in (logCaller).
+	calls, accepted callLog
 	// replies are the replies each person has under way (boundReplies).
 	replies replySlots
 	meters  *meters // Prometheus's: counted as things happen (metrics.go)
