@@ -663,6 +663,15 @@ func msgMoreJobs(n int) string {
 	return fmt.Sprintf("… %s (berth status shows all)", count(n, "more job"))
 }
 
+// msgFailedHint follows the jobs in berth status where one failed (job,
+// the first): the commands that say why (trial AM: "exit 3" named none).
+func msgFailedHint(job string, array bool) string {
+	if array {
+		return fmt.Sprintf("failed: berth history %s shows its runs, berth logs %s --index N an index's output", quoteArg(job), quoteArg(job))
+	}
+	return fmt.Sprintf("failed: berth logs %s shows its output, berth history %s its runs", quoteArg(job), quoteArg(job))
+}
+
 // msgMoreErrors ends the errors of a screen too short for them.
 func msgMoreErrors(n int) string {
 	return fmt.Sprintf("  … %s (berth status shows all)", count(n, "more error"))

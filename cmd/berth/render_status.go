@@ -30,6 +30,9 @@ type statusPicture struct {
 	// each job's lines, the error they say (-1: none).
 	errors [][]textLine
 	saidBy []int
+	// hint, where a job failed, names the commands that say why; shown
+	// where every job is, and there is room.
+	hint []textLine
 }
 
 func layoutStatus(s supervisor.Status, o renderOptions) statusPicture {
@@ -68,6 +71,9 @@ func layoutStatus(s supervisor.Status, o renderOptions) statusPicture {
 		p.head = []textLine{ln(plainSpan(cmp.Or(o.noJobs, none)))}
 	} else {
 		p.head, p.jobs = statusTable(s, jobs, width, o.clock())
+	}
+	if i := slices.IndexFunc(jobs, func(j supervisor.JobStatus) bool { return j.State == store.StateFailed.String() }); i >= 0 {
+		p.hint = wrapWords(msgFailedHint(jobs[i].Name, jobs[i].Array != nil), width, "", "  ", sgrDim)
 	}
 	p.errors = make([][]textLine, len(s.Problems))
 	for i, pr := range s.Problems {
@@ -153,6 +159,9 @@ func (p statusPicture) lines() []textLine {
 	for _, j := range p.jobs {
 		out = append(out, j...)
 	}
+	if len(p.hint) > 0 {
+		out = append(append(out, nil), p.hint...)
+	}
 	return append(out, p.tail(len(p.jobs), -1)...)
 }
 
@@ -213,6 +222,11 @@ func (p statusPicture) fit(height int) []textLine {
 	}
 	if more := len(p.jobs) - shown; more > 0 {
 		out = append(out, ln(styledSpan(msgMoreJobs(more), sgrDim)))
+	}
+	// The hint where every job is shown, and there is room for it.
+	if hint := len(p.hint) + 1; len(p.hint) > 0 && shown == len(p.jobs) && rest-tailLen(shown) >= hint {
+		out = append(append(out, nil), p.hint...)
+		rest -= hint
 	}
 	out = append(out, p.tail(shown, max(0, rest))...)
 	return out[:min(len(out), max(0, height))]

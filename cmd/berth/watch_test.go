@@ -46,7 +46,7 @@ func TestRenderStatusFitsHeight(t *testing.T) {
 		more   int      // how many the last job line says were cut; 0: none
 	}{
 		{"fits", headBox, 80, 40, nil, 0},
-		{"exactly", headBox, 80, 12, []string{"sweep-1", "sweep-3", "train-resnet", "train-llama-7b-lora", "sweep-2", "eval-nightly", "report"}, 0},
+		{"exactly", headBox, 80, 15, []string{"sweep-1", "sweep-3", "train-resnet", "train-llama-7b-lora", "sweep-2", "eval-nightly", "report"}, 0},
 		{"one line short", headBox, 80, 11, []string{"sweep-1", "sweep-3", "train-resnet", "train-llama-7b-lora", "sweep-2"}, 2},
 		{"running first", manyJobs, 80, 10, []string{"sweep-1", "sweep-3", "train-resnet", "train-llama-7b-lora"}, 15},
 		{"no room for jobs", manyJobs, 80, 6, nil, 19},
@@ -90,6 +90,14 @@ func TestRenderStatusFitsHeight(t *testing.T) {
 				t.Errorf("the errors gave way before the jobs:\n%s", text)
 			}
 		})
+	}
+	// Where every job fits but the hint on the failed one does not, the
+	// jobs are kept, and the hint left out.
+	var b bytes.Buffer
+	o := renderOptions{width: 80, now: renderNow}
+	o.writeLines(&b, layoutStatus(headBox(), o).fit(12), 80)
+	if text := b.String(); !strings.Contains(text, "report ") || strings.Contains(text, "failed: berth logs") {
+		t.Errorf("a screen with room for the jobs, not the hint:\n%s", text)
 	}
 }
 
