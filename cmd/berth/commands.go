@@ -745,7 +745,7 @@ func runLogs(c *cli, args []string) int {
 	fs.Func("run", "only run `N`'s output (berth history lists the runs)", func(v string) error {
 		var err error
 		if run, err = strconv.ParseUint(v, 10, 64); err != nil || run == 0 {
-			return errors.New("not a run id (berth history lists them)")
+			return errors.New("not a run id: berth history lists them")
 		}
 		return nil
 	})

@@ -603,8 +603,18 @@ func msgEditWithoutDir(job, file string, me supervisor.Me) string {
 	return fmt.Sprintf("berth: %s is declared in %s; berth edit edits files in your own job directory, and %s has none: its people are the members of the group %s", job, file, who, me.Group)
 }
 
-func msgNotInYourDir(job, file, dir string) string {
-	return fmt.Sprintf("berth: %s is declared in %s, not in your job directory %s: edit that file where it is (its owner may)", job, file, dir)
+// msgNotInYourDir refuses berth edit of a job declared outside the
+// caller's job directory: owner's (another person's, or "" for the
+// administrators'), the caller being me.
+func msgNotInYourDir(job, owner, me, file, dir string) string {
+	switch {
+	case owner != "" && owner != me:
+		// Trial AL: "edit that file where it is" to one who cannot open it.
+		return fmt.Sprintf("berth: %s is %s's job, declared in %s: only %s (or an administrator) can change it", job, owner, file, owner)
+	case owner == "":
+		return fmt.Sprintf("berth: %s is an administrators' job, declared in %s, not in your job directory %s: an administrator changes it (sudoedit %s)", job, file, dir, quoteArg(file))
+	}
+	return fmt.Sprintf("berth: %s is declared in %s, not in your job directory %s: edit that file where it is", job, file, dir)
 }
 
 func msgEditorFailed(err error, draft string) string {
