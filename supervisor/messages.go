@@ -294,8 +294,8 @@ func msgCheckTooLarge(name string, size, limit int) string {
 	return fmt.Sprintf("%s is %d bytes, over the %d a job file may have: the daemon would not read it (split it into several files)", name, size, limit)
 }
 
-func msgBadFileName(name string) string {
-	return fmt.Sprintf("%q is not a job file's name: it must end in .lua, not start with a dot, and name no directory", name)
+func msgBadFileName(name string, limit int) string {
+	return fmt.Sprintf("%q is not a job file's name: it must end in .lua, not start with a dot, name no directory, hold no NUL byte, and be at most %d bytes long", name, limit)
 }
 
 // msgNoJobsDir says why someone cannot submit job files.

@@ -110,7 +110,7 @@ func TestMessagesGolden(t *testing.T) {
 		msgEnvHidden("shared", "", "berth-admin"),
 		msgBadRun("x"),
 		msgCheckTooLarge("train.lua", 2<<20, 1<<20),
-		msgBadFileName("../x.lua"),
+		msgBadFileName("../x.lua", maxFileName),
 		msgNoJobsDir("carol", "berth"),
 		msgBadCheck(errors.New("unexpected EOF")),
 		msgNoSuchRun("alice/train", 42),

@@ -700,6 +700,20 @@ job "` + name + `" { cmd = "true" }`)})
 	if code, answer := asWith(t, d, testAlice, "POST", "/check", string(huge)); code != http.StatusRequestEntityTooLarge || !strings.Contains(answer, "too large") {
 		t.Errorf("a check of %d bytes: %d %s", len(huge), code, answer)
 	}
+	// A name the client could not write beside the file it replaces (its
+	// temporary file's name would be too long), or with a NUL: refused,
+	// saying which rule it breaks (trial AL).
+	for _, name := range []string{strings.Repeat("n", maxFileName-3) + ".lua", "a\x00.lua"} {
+		bad, _ := json.Marshal(CheckRequest{Files: []CheckFile{{Name: name, Src: []byte(`job "x" { cmd = "true" }`)}}})
+		if code, answer := asWith(t, d, testAlice, "POST", "/check", string(bad)); code != http.StatusBadRequest ||
+			!strings.Contains(answer, "hold no NUL byte, and be at most 239 bytes long") {
+			t.Errorf("a check of a file named %.20q… (%d bytes): %d %s", name, len(name), code, answer)
+		}
+	}
+	ok, _ := json.Marshal(CheckRequest{Files: []CheckFile{{Name: strings.Repeat("n", maxFileName-4) + ".lua", Src: []byte(`job "x" { cmd = "true" }`)}}})
+	if code, answer := asWith(t, d, testAlice, "POST", "/check", string(ok)); code != http.StatusOK {
+		t.Errorf("a check of a file named at the bound: %d %s", code, answer)
+	}
 }
 
 // TestPeopleLogsFollow: berth logs -f streams what the job writes as it

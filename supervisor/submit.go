@@ -147,6 +147,12 @@ func (d *Daemon) serveMe(w http.ResponseWriter, r *http.Request) {
 // serveCheck is POST /v1/check: the files are evaluated as the caller's
 // (in a child with their uid, as a reload would), then checked against
 // what is in force. Nothing is written, nothing changes.
+// maxFileName bounds a job file's name sent to be checked or submitted:
+// NAME_MAX, less what the client's temporary file beside it adds (a dot
+// before, ".tmp-" and ten digits after), which would otherwise fail to be
+// made with "file name too long" (trial AL).
+const maxFileName = 255 - len(".") - len(".tmp-") - 10
+
 func (d *Daemon) serveCheck(w http.ResponseWriter, r *http.Request) {
 	c := d.callerOf(r)
 	var req CheckRequest
@@ -178,8 +184,8 @@ func (d *Daemon) serveCheck(w http.ResponseWriter, r *http.Request) {
 	}
 	srcs := make([]luaapi.Source, 0, len(req.Files))
 	for _, f := range req.Files {
-		if !watch.IsJobFile(f.Name) || strings.ContainsAny(f.Name, "/\x00") {
-			writeError(w, http.StatusBadRequest, CodeBadRequest, msgBadFileName(f.Name))
+		if !watch.IsJobFile(f.Name) || strings.ContainsAny(f.Name, "/\x00") || len(f.Name) > maxFileName {
+			writeError(w, http.StatusBadRequest, CodeBadRequest, msgBadFileName(f.Name, maxFileName))
 			return
 		}
 		if len(f.Src) > watch.DefaultMaxFileBytes {
