@@ -268,6 +268,13 @@ func (d *Daemon) api() http.Handler {
 			}
 			if verb.ev == evStop {
 				ans.Already, ans.HeldFromRerun = stopAnswer(v.State, after, func() bool { return d.outdated(name, v) })
+				switch {
+				case ans.Already != "":
+				case v.State == store.StateDisabled:
+					ans.RestsStoppedOnce = "enabled"
+				case v.State == store.StateInvalid:
+					ans.RestsStoppedOnce = "fixed"
+				}
 			}
 			if heldAtGate(verb.ev, ignoreDeps, v) {
 				// Held at the gate: the start or restart changes

@@ -234,6 +234,12 @@ type ControlAnswer struct {
 	// HeldFromRerun: a stop of a job done that was to run again after a
 	// parent's new definition; it rests stopped, and runs once started.
 	HeldFromRerun bool `json:"held_from_rerun,omitempty"`
+	// RestsStoppedOnce, for a stop of a job that cannot run now, says
+	// what lets it run again, after which it rests stopped: "enabled" (its
+	// file disables it) or "fixed" (its declaration cannot run). The stop
+	// is kept (trial AM: a stop of a disabled job said "requested", and
+	// the job stayed stopped once enabled).
+	RestsStoppedOnce string `json:"rests_stopped_once,omitempty"`
 }
 
 // previewEnv is the environment a run of job name (of definition def;

@@ -1114,3 +1114,24 @@ job "hi" { cmd = "true", cpus = 1, priority = 10 }`})
 	}
 	d.stop()
 }
+
+// TestStopOfDisabledKept: a stop of a job its file disables is kept, and
+// says so: once enabled, the job rests stopped, as the answer said (trial
+// AM: "stop requested", then a job that did not start once enabled).
+func TestStopOfDisabledKept(t *testing.T) {
+	t.Parallel()
+	d := newTestDaemon(t, map[string]string{"a.lua": `job "nightly" { cmd = "sleep 600", cpus = 0, enabled = false }`})
+	d.start(daemonOptions{})
+	d.waitState("nightly", "disabled")
+	out, errOut, code := d.cli("stop", "nightly")
+	if want := "nightly: stop requested; its file disables it, and once enabled it rests stopped (berth start nightly runs it then)\n"; code != exitOK || out != want {
+		t.Errorf("stop of a disabled job: exit %d\n%s%s\nwant %s", code, out, errOut, want)
+	}
+	if out, _, _ := d.cli("stop", "nightly", "--json"); !strings.Contains(out, `"rests_stopped_once": "enabled"`) {
+		t.Errorf("stop --json of a disabled job: %s", out)
+	}
+	d.write("a.lua", `job "nightly" { cmd = "sleep 600", cpus = 0 }`)
+	d.cli("reload")
+	d.waitState("nightly", "stopped")
+	d.stop()
+}

@@ -564,6 +564,8 @@ func control(verb string) func(c *cli, args []string) int {
 			fmt.Fprintln(c.stdout, escapeText(msgAlready(ans.Job, ans.Already)))
 		case ans.HeldFromRerun:
 			fmt.Fprintln(c.stdout, escapeText(msgHeldFromRerun(job)))
+		case ans.RestsStoppedOnce != "":
+			fmt.Fprintln(c.stdout, escapeText(msgStopKept(job, ans.RestsStoppedOnce)))
 		case ans.Requested == "restart failed":
 			// None failed is nothing to do, which is no failure.
 			fmt.Fprintln(c.stdout, escapeText(msgRestartFailed(job, ans.Indices)))

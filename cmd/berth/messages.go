@@ -890,6 +890,16 @@ func msgControlled(job, verb string, array bool, indices int) string {
 	return fmt.Sprintf("%s: %s requested (berth status shows it)", job, verb)
 }
 
+// msgStopKept confirms a stop of a job that cannot run now: it rests
+// stopped once it is enabled, or fixed (once).
+func msgStopKept(job, once string) string {
+	why := "its file disables it"
+	if once == "fixed" {
+		why = "its declaration cannot run"
+	}
+	return fmt.Sprintf("%s: stop requested; %s, and once %s it rests stopped (berth start %s runs it then)", job, why, once, quoteArg(job))
+}
+
 // msgStoppedAll confirms berth stop --all: the jobs asked to stop, as
 // berth status lists them, and how many indices the arrays among them
 // have to stop.

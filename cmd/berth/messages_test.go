@@ -120,6 +120,7 @@ func TestMessages(t *testing.T) {
 		msgSubmitSameName("a/train.lua", "b/train.lua", "train.lua"),
 		msgAddedDone("alice/prep"),
 		msgEditElsewhere("../bob/x.lua", "/var/spool/berth/alice", true), msgEditElsewhere("../bob/x.lua", "/var/spool/berth/alice", false),
+		msgStopKept("nightly", "enabled"), msgStopKept("train", "fixed"),
 		msgNotInYourDir("alice/train", "alice", "bob", "/var/spool/berth/alice/train.lua", "/var/spool/berth/bob"),
 		msgNotInYourDir("shared", "", "bob", "/etc/berth/jobs.d/shared.lua", "/var/spool/berth/bob"),
 		msgNotInYourDir("bob/train", "bob", "bob", "/srv/linked/train.lua", "/var/spool/berth/bob"),
