@@ -136,6 +136,9 @@ func (rd *reader) detail(jd JobDetail) JobDetail {
 	jd.Definition.Cmd = []string{}
 	jd.Definition.Env = map[string]string{}
 	jd.Definition.Description = ""
+	// Where it runs is the file's too (trial AL: a why that quoted the
+	// directory was hidden, the directory shown).
+	jd.Definition.Dir = ""
 	jd.NextEnv = []string{}
 	jd.Runs = rd.runs(jd.Runs, func(string) string { return jd.Definition.File })
 	return jd

@@ -71,10 +71,10 @@ func TestReaderHidesWhatItMayNotRead(t *testing.T) {
 }
 
 // TestReaderHidesDefinitions: berth show leaves out what a job's file says
-// (command, environment, description, the next run's environment) for a
-// caller who may not read the file.
+// (command, environment, directory, description, the next run's
+// environment) for a caller who may not read the file.
 func TestReaderHidesDefinitions(t *testing.T) {
-	d, _ := runDaemon(t, `job "tok" { cmd = "sleep 100", env = { HF_TOKEN = "hf_secret" }, description = "private", cpus = 0 }`, nil)
+	d, _ := runDaemon(t, `job "tok" { cmd = "sleep 100", env = { HF_TOKEN = "hf_secret" }, description = "private", dir = "/tmp", cpus = 0 }`, nil)
 	testkit.WaitFor(t, 10*time.Second, "the job to run", func() bool {
 		js, ok := d.jobStatus("tok")
 		return ok && js.State == "running"
@@ -88,7 +88,7 @@ func TestReaderHidesDefinitions(t *testing.T) {
 	hidden := other.detail(jd)
 	// Left empty, as a definition without them is: JSON's [] and {}, not null.
 	if hidden.Hidden == "" || hidden.Definition.Cmd == nil || len(hidden.Definition.Cmd) != 0 || hidden.Definition.Env == nil || len(hidden.Definition.Env) != 0 ||
-		hidden.Definition.Description != "" || len(hidden.NextEnv) != 0 {
+		hidden.Definition.Description != "" || hidden.Definition.Dir != "" || len(hidden.NextEnv) != 0 {
 		t.Errorf("shown to a reader who may not read the file: %+v", hidden)
 	}
 	if shown := (&reader{all: true}).detail(jd); shown.Hidden != "" || shown.Definition.Env["HF_TOKEN"] != "hf_secret" {
