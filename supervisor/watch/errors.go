@@ -275,6 +275,10 @@ func (e *RefusedError) subject() string {
 	switch {
 	case a == "":
 		return p
+	case e.AtTarget && e.Target != "" && e.Target != a && filepath.IsAbs(e.Target):
+		// As the link says it, and as the daemon found it (trial AL:
+		// /proc/self/environ named by the daemon's own pid).
+		return fmt.Sprintf("%s is a symbolic link to %s (%s, as the daemon follows it), which", p, e.Target, a)
 	case e.AtTarget:
 		return fmt.Sprintf("%s is a symbolic link to %s, which", p, a)
 	case e.Target != "":

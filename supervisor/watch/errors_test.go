@@ -73,6 +73,8 @@ func TestMessagesGolden(t *testing.T) {
 		{Path: f, Target: "/etc/shadow", At: "/etc/shadow", AtTarget: true, Reason: Private, Mode: 0o640},
 		{Path: f, Target: "/root/jobs/x.lua", At: "/root", Reason: Private, Mode: fs.ModeDir | 0o700},
 		{Path: f, Target: "/proc/1/maps", At: "/proc/1/maps", AtTarget: true, Reason: KernelFile, Kind: "proc"},
+		// As the link says it, and as the daemon follows it.
+		{Path: f, Target: "/proc/self/environ", At: "/proc/4242/environ", AtTarget: true, Reason: KernelFile, Kind: "proc"},
 		{Path: f, Target: "/proc/1/root/etc/hostname", Reason: Unreadable, Err: &fs.PathError{Op: "readlink", Path: "/proc/1/root", Err: fs.ErrPermission}},
 		{Path: "/var/spool/berth/alice/z.lua", Named: false, Reason: TooMany, MaxFiles: 1000, MaxBytes: 16 << 20},
 		{Path: f, Reason: 99},

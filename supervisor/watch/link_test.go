@@ -2,6 +2,7 @@ package watch
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -171,6 +172,17 @@ func TestScanLinkToKernelFile(t *testing.T) {
 	msg := got.Refused[filepath.Join(dir, "proc.lua")].Error()
 	if !strings.Contains(msg, "(on proc)") || strings.Contains(msg, "Linux") {
 		t.Errorf("the refusal: %s", msg)
+	}
+	// A link that names the reader's own process is said as it is
+	// written, then as the daemon followed it (trial AL: a person's
+	// /proc/self/environ was named by the daemon's pid alone).
+	if err := os.Symlink("/proc/self/environ", filepath.Join(dir, "self.lua")); err != nil {
+		t.Fatal(err)
+	}
+	got = scan(t, NewScanner(dir, ScanOptions{DaemonUID: os.Getuid()}))
+	want := fmt.Sprintf("is a symbolic link to /proc/self/environ (/proc/%d/environ, as the daemon follows it), which", os.Getpid())
+	if msg := got.Refused[filepath.Join(dir, "self.lua")].Error(); !strings.Contains(msg, want) {
+		t.Errorf("the refusal of a link to /proc/self/environ: %s\nwant %q", msg, want)
 	}
 }
 
