@@ -286,6 +286,13 @@ func msgJournalctlFailed(err error, stderr string) string {
 	return fmt.Sprintf("journalctl failed: %v: %s (journalctl -u berth may say more)", err, firstLine(stderr))
 }
 
+// msgCheckRequestTooLarge refuses a check's request past its bound of
+// limit bytes (trial AL: "request body too large" named none).
+func msgCheckRequestTooLarge(limit, fileLimit int) string {
+	return fmt.Sprintf("the files to check are too large: a check's request may be %s at most, each job file %s (check or submit fewer files at once)",
+		accounting.FormatSize(int64(limit)), accounting.FormatSize(int64(fileLimit)))
+}
+
 func msgBadCheck(err error) string {
 	return fmt.Sprintf("the files to check could not be read: %v (berth submit and berth edit send them)", err)
 }

@@ -111,6 +111,7 @@ func TestMessagesGolden(t *testing.T) {
 		msgBadRun("x"),
 		msgCheckTooLarge("train.lua", 2<<20, 1<<20),
 		msgBadFileName("../x.lua", maxFileName),
+		msgCheckRequestTooLarge(checkBytes, 1<<20),
 		msgNoJobsDir("carol", "berth"),
 		msgBadCheck(errors.New("unexpected EOF")),
 		msgNoSuchRun("alice/train", 42),

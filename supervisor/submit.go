@@ -164,11 +164,11 @@ func (d *Daemon) serveCheck(w http.ResponseWriter, r *http.Request) {
 	err := json.NewDecoder(http.MaxBytesReader(w, r.Body, checkBytes)).Decode(&req)
 	if err != nil {
 		w.Header().Set("Connection", "close") // what is left of its body is not waited for
-		status := http.StatusBadRequest
 		if _, tooLarge := errors.AsType[*http.MaxBytesError](err); tooLarge {
-			status = http.StatusRequestEntityTooLarge
+			writeError(w, http.StatusRequestEntityTooLarge, CodeBadRequest, msgCheckRequestTooLarge(checkBytes, watch.DefaultMaxFileBytes))
+			return
 		}
-		writeError(w, status, CodeBadRequest, msgBadCheck(err))
+		writeError(w, http.StatusBadRequest, CodeBadRequest, msgBadCheck(err))
 		return
 	}
 	_ = rc.SetReadDeadline(time.Time{})
