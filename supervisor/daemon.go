@@ -159,7 +159,7 @@ type Daemon struct {
 	// accepted those of their calls let in (logCaller).
 	calls, accepted callLog
 	// replies are the replies each person has under way (boundReplies).
-	replies replySlots
+	replies perCaller
 	meters  *meters // Prometheus's: counted as things happen (metrics.go)
 
 	// unaccounted is the number of declared jobs with cpus = 0, for the
@@ -290,7 +290,7 @@ type Daemon struct {
 	checks chan struct{}
 	// checkers holds each caller to one check evaluating at a time, so
 	// that one person's many checks do not take every place of checks.
-	checkers oneEach
+	checkers perCaller
 
 	// draining are the jobs removed whose goroutine may still be stopping
 	// their run, by name; owned by the loop, which changes it under mu
@@ -389,6 +389,7 @@ func Open(cfg Config) (*Daemon, error) {
 		log.Warn("runs are not noted beside the state before they start: a run that ends before its record commits is run again if the daemon is killed then (remove what is in the way of runs.intents in the state directory, and restart)", "error", err)
 	}
 	d := &Daemon{
+		replies:    perCaller{n: repliesPerUID},
 		cfg:        cfg,
 		log:        cfg.Logger,
 		clock:      cfg.Clock,

@@ -2,11 +2,9 @@ package supervisor
 
 import (
 	"cmp"
-	"context"
 	"net/http"
 	"os"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/berthd/berth/supervisor/ctlsock"
@@ -31,33 +29,6 @@ const defaultReplyWriteTime = 30 * time.Second
 // written at once; more wait their turn. Root and the daemon's own user
 // are not bounded.
 const repliesPerUID = 4
-
-// replySlots are the replies each uid has under way.
-type replySlots struct {
-	mu    sync.Mutex
-	byUID map[uint32]chan struct{}
-}
-
-// take waits for one of uid's slots, and returns what gives it back;
-// false where ctx ended first (the client went away).
-func (s *replySlots) take(ctx context.Context, uid uint32) (release func(), ok bool) {
-	s.mu.Lock()
-	if s.byUID == nil {
-		s.byUID = map[uint32]chan struct{}{}
-	}
-	slots := s.byUID[uid]
-	if slots == nil {
-		slots = make(chan struct{}, repliesPerUID)
-		s.byUID[uid] = slots
-	}
-	s.mu.Unlock()
-	select {
-	case slots <- struct{}{}:
-		return func() { <-slots }, true
-	case <-ctx.Done():
-		return nil, false
-	}
-}
 
 // boundReplies gives each reply but the streams its time to be written,
 // and holds each person to repliesPerUID of them at once.

@@ -84,7 +84,7 @@ func TestUnreadReplyLetGo(t *testing.T) {
 // the next waits for one of them, or for its client to go; another
 // person's are theirs.
 func TestReplySlots(t *testing.T) {
-	var s replySlots
+	s := perCaller{n: repliesPerUID}
 	var releases []func()
 	for range repliesPerUID {
 		release, ok := s.take(context.Background(), 1001)

@@ -79,23 +79,24 @@ const defaultCheckBodyTime = 30 * time.Second
 // concurrentChecks is how many checks evaluate at once.
 const concurrentChecks = 2
 
-// oneEach lets each caller do one thing at a time: the others of theirs
-// wait.
-type oneEach struct {
+// perCaller lets each caller have at most n things under way at once (one
+// where n is 0): the others of theirs wait.
+type perCaller struct {
+	n    int
 	mu   sync.Mutex
 	held map[uint32]chan struct{} // by uid; one for each caller seen
 }
 
 // take waits until uid's turn has come, and returns its end; ok is false
 // where ctx ended first.
-func (o *oneEach) take(ctx context.Context, uid uint32) (release func(), ok bool) {
+func (o *perCaller) take(ctx context.Context, uid uint32) (release func(), ok bool) {
 	o.mu.Lock()
 	if o.held == nil {
 		o.held = map[uint32]chan struct{}{}
 	}
 	turn, seen := o.held[uid]
 	if !seen {
-		turn = make(chan struct{}, 1)
+		turn = make(chan struct{}, max(1, o.n))
 		o.held[uid] = turn
 	}
 	o.mu.Unlock()

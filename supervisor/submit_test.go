@@ -9,7 +9,7 @@ import (
 // TestOneEach: a caller's second take waits for their first to end;
 // another caller's does not.
 func TestOneEach(t *testing.T) {
-	var o oneEach
+	var o perCaller
 	ctx := context.Background()
 	first, ok := o.take(ctx, 1001)
 	if !ok {
