@@ -102,6 +102,12 @@ func (o *perCaller) take(ctx context.Context, uid uint32) (release func(), ok bo
 	o.mu.Unlock()
 	select {
 	case turn <- struct{}{}:
+		if ctx.Err() != nil {
+			// Both were ready, and select chose at random: a caller gone
+			// does not take the turn (its reply would be made for none).
+			<-turn
+			return nil, false
+		}
 		return func() { <-turn }, true
 	case <-ctx.Done():
 		return nil, false
