@@ -330,6 +330,9 @@ func (d *Daemon) stopAdopted(a adoptedRun, why string) {
 			d.notRecorded(d.log, "cannot record the run's end; its unit keeps it for the next daemon", "run", a.rec.ID, "error", err)
 		} else {
 			d.cfg.Units.Release(a.run)
+			// Its last daemon may have left the SIGKILL of a stop under
+			// way to a unit of its own (HandOffKill).
+			a.run.CancelKill()
 		}
 		// Its processes have ended: what it held is free either way.
 		if a.book != nil {

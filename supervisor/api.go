@@ -17,6 +17,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/berthd/berth/accounting"
 	"github.com/berthd/berth/luaapi"
@@ -166,8 +167,8 @@ func (d *Daemon) api() http.Handler {
 					d.controlArray(w, r, c, a, verb.name, verb.ev)
 					return
 				}
+				d.logCaller(r, false, verb.name, "job", name)
 				if j := d.lookupRemoved(c, name); j != nil {
-					d.logCaller(r, false, verb.name, "job", name)
 					d.controlRemoved(w, c, j, verb.name, r.URL.Query().Get("all") == "1")
 					return
 				}
@@ -708,8 +709,8 @@ func (d *Daemon) allowed(c ctlsock.Peer) bool {
 	if len(gids) == 0 {
 		return false
 	}
-	if slices.Contains(gids, strconv.Itoa(int(c.Gid))) {
-		return true
+	if slices.Contains(gids, strconv.Itoa(int(c.Gid))) || slices.ContainsFunc(c.Groups, func(g uint32) bool { return slices.Contains(gids, strconv.Itoa(int(g))) }) {
+		return true // of the group as it connected (newgrp, sg)
 	}
 	u, err := user.LookupId(strconv.Itoa(int(c.Uid)))
 	if err != nil {
@@ -794,7 +795,12 @@ func cutNames(kv []any) []any {
 			continue
 		}
 		if len(s) > maxLoggedName {
-			s = s[:maxLoggedName] + "…"
+			// Cut where a character begins, not inside one.
+			n := maxLoggedName
+			for n > 0 && !utf8.RuneStart(s[n]) {
+				n--
+			}
+			s = s[:n] + "…"
 		}
 		kv[i+1] = strings.ToValidUTF8(s, "\uFFFD")
 	}

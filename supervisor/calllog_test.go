@@ -59,6 +59,12 @@ func TestCallLog(t *testing.T) {
 			t.Errorf("uid %d, calls that change something %v: %d logged of %d, want %d", c.uid, c.changed, n, 2*callLogLines, c.want)
 		}
 	}
+	// A long name is cut where a character begins.
+	out.Reset()
+	d.logCaller(as(0), true, "stop", "job", strings.Repeat("x", maxLoggedName-1)+"é")
+	if strings.Contains(out.String(), "\ufffd") || !strings.Contains(out.String(), strings.Repeat("x", maxLoggedName-1)+"…") {
+		t.Errorf("a long name cut inside a character: %q", out.String())
+	}
 	// A name's bytes that are not UTF-8 are not written as they are.
 	out.Reset()
 	d.logCaller(as(0), true, "stop", "job", "\xff\xfe")

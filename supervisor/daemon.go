@@ -233,8 +233,11 @@ type Daemon struct {
 	// (holdWhileShuttingDown), and parked are the waits of jobs that need
 	// no grant, held meanwhile (park); parkMu guards both changing.
 	shutdownHeld atomic.Bool
-	parkMu       sync.Mutex
-	parked       []*job
+	// leavingWithMachine: the daemon stops as the machine shuts down, so
+	// no unit is started (a stop's SIGKILL is not handed to one).
+	leavingWithMachine atomic.Bool
+	parkMu             sync.Mutex
+	parked             []*job
 	// bg waits for the goroutines Run starts besides the jobs, and those
 	// they start.
 	bg sync.WaitGroup
@@ -731,6 +734,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	if d.cfg.Units != nil {
 		d.log.Info("leaving the jobs' units running; the next daemon takes them back")
 		if down, err := d.cfg.Units.ShuttingDown(); !lost && err == nil && down {
+			d.leavingWithMachine.Store(true)
 			d.markShutdownLost()
 		}
 	} else {

@@ -1360,7 +1360,7 @@ func (j *job) shutdown() {
 			j.drainAtEnd()
 			return
 		}
-		if j.life.recorded() == store.StateStopped && !j.removed {
+		if j.life.recorded() == store.StateStopped && !j.removed && j.mayHandOff() {
 			// A person's stop under way: the next daemon sees it through
 			// as it was begun (resumeStop), and systemd sends its SIGKILL
 			// at the stop_timeout should no daemon be there by then, so
@@ -1376,10 +1376,10 @@ func (j *job) shutdown() {
 			}
 			j.log.Warn("cannot hand the SIGKILL of a run being stopped to systemd: waiting for its end", "run", j.run.id, "unit", unit.Unit(), "error", err)
 		}
-		// Another stop under way (a removal, an edit, a timeout) is seen
-		// through: the next daemon would take the unit back as running. A
-		// restart under way is not (evShutdown): the next daemon runs it
-		// again.
+		// Another stop under way (a removal, an edit, a disable, a file
+		// that cannot run, a timeout) is seen through: the next daemon
+		// would take the unit back as running. A restart under way is not
+		// (evShutdown): the next daemon runs it again.
 		j.apply(event{kind: evShutdown})
 		j.drainAtEnd()
 		select {
@@ -1395,6 +1395,22 @@ func (j *job) shutdown() {
 	if j.exitC != nil {
 		j.exitC = nil
 		j.reaped(j.run.proc.Wait())
+	}
+}
+
+// mayHandOff says whether a stop under way may be left to systemd as the
+// daemon goes: not while the machine shuts down (systemd refuses a new
+// unit then, and stops the run's with every other), nor once the
+// connection to systemd is lost.
+func (j *job) mayHandOff() bool {
+	if j.d.leavingWithMachine.Load() {
+		return false
+	}
+	select {
+	case <-j.d.cfg.Units.Lost():
+		return false
+	default:
+		return true
 	}
 }
 

@@ -224,6 +224,21 @@ func TestPeopleRightsAreTheConnections(t *testing.T) {
 	if code, body := asPeer(d, peer, "GET", jobPath(alices), ""); code != 200 || strings.Contains(body, "alice-secret") {
 		t.Errorf("bob's show of alice's job from that pid: %d, its environment shown: %v", code, strings.Contains(body, "alice-secret"))
 	}
+	// One whose process had the daemon's group as it connected (newgrp,
+	// sg) is let in, though the account of carol lists it not.
+	people, err := user.LookupGroup(testGroup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	peopleGID, _ := strconv.Atoi(people.Gid)
+	carol := ctlsock.Peer{Ucred: unix.Ucred{Uid: uint32(uidOf(t, testCarol)), Gid: 65534, Pid: int32(os.Getpid())}, GroupsKnown: true}
+	if code, _ := asPeer(d, carol, "GET", "/status", ""); code != http.StatusForbidden {
+		t.Errorf("carol's status, of no group: %d, want 403", code)
+	}
+	carol.Groups = []uint32{uint32(peopleGID)}
+	if code, body := asPeer(d, carol, "GET", "/status", ""); code != http.StatusOK {
+		t.Errorf("carol's status from a process of the group: %d %s", code, body)
+	}
 	// A connection made by a process in the admin group has its rights,
 	// its account's groups as listed aside.
 	peer.Groups = []uint32{uint32(adminGID)}

@@ -50,7 +50,8 @@ func (d *Daemon) readerOf(r *http.Request) *reader {
 
 // groupsOf is the peer's groups as the kernel checks them: those its
 // process had as it connected, never read from a pid since reused (trial
-// AL); where the kernel cannot say, those its account lists.
+// AL); where the kernel cannot say (before Linux 4.13), those its account
+// lists, which may hold a group the process had dropped.
 func groupsOf(p ctlsock.Peer) map[uint32]bool {
 	gids := map[uint32]bool{p.Gid: true}
 	groups := p.Groups

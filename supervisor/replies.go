@@ -52,9 +52,23 @@ func (d *Daemon) boundReplies(next http.Handler) http.Handler {
 }
 
 // streams says whether r asks for a stream: the events, or a job's output
-// (followed, or its last lines, which are bounded on their own).
+// (followed, or its last lines, which are bounded on their own). The path
+// as sent: a job named logs, or alice/logs (%2F), asks for no stream (the
+// review).
 func streams(r *http.Request) bool {
-	return r.URL.Path == APIVersion+"/events" || strings.HasSuffix(r.URL.Path, "/logs")
+	if r.Method != http.MethodGet {
+		return false
+	}
+	p := r.URL.EscapedPath()
+	if p == APIVersion+"/events" {
+		return true
+	}
+	job, ok := strings.CutPrefix(p, APIVersion+"/jobs/")
+	if !ok {
+		return false
+	}
+	job, ok = strings.CutSuffix(job, "/logs")
+	return ok && job != "" && !strings.Contains(job, "/")
 }
 
 // timedReply sets the connection's write deadline as the reply's first

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"testing"
 	"time"
@@ -159,5 +160,23 @@ func TestStreamNotCut(t *testing.T) {
 	d.feed.publish(ChangeStatus)
 	if !lines.Scan() {
 		t.Fatalf("the stream ended once a reply's time was over: %v", lines.Err())
+	}
+}
+
+// TestStreams: only the events and a job's output are streams: not a job
+// named logs, nor a person's (alice%2Flogs), whose views are replies.
+func TestStreams(t *testing.T) {
+	for path, want := range map[string]bool{
+		"/v1/events": true, "/v1/jobs/train/logs": true, "/v1/jobs/alice%2Ftrain/logs": true,
+		"/v1/jobs/logs": false, "/v1/jobs/alice%2Flogs": false, "/v1/status": false, "/v1/jobs//logs": false,
+		"/v1/jobs/a/b/logs": false,
+	} {
+		r := httptest.NewRequest(http.MethodGet, "http://berth"+path, nil)
+		if got := streams(r); got != want {
+			t.Errorf("GET %s a stream: %v, want %v", path, got, want)
+		}
+	}
+	if streams(httptest.NewRequest(http.MethodPost, "http://berth/v1/events", nil)) {
+		t.Error("POST /v1/events taken for a stream")
 	}
 }

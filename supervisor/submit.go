@@ -151,15 +151,15 @@ func (d *Daemon) serveMe(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, v.(Me))
 }
 
-// serveCheck is POST /v1/check: the files are evaluated as the caller's
-// (in a child with their uid, as a reload would), then checked against
-// what is in force. Nothing is written, nothing changes.
 // maxFileName bounds a job file's name sent to be checked or submitted:
 // NAME_MAX, less what the client's temporary file beside it adds (a dot
 // before, ".tmp-" and ten digits after), which would otherwise fail to be
 // made with "file name too long" (trial AL).
 const maxFileName = 255 - len(".") - len(".tmp-") - 10
 
+// serveCheck is POST /v1/check: the files are evaluated as the caller's
+// (in a child with their uid, as a reload would), then checked against
+// what is in force. Nothing is written, nothing changes.
 func (d *Daemon) serveCheck(w http.ResponseWriter, r *http.Request) {
 	c := d.callerOf(r)
 	var req CheckRequest

@@ -591,8 +591,9 @@ func TestUnitsStopHandedOffAtShutdown(t *testing.T) {
 		t.Errorf("it sleeps %ss, want what is left of the hour's stop_timeout", exec[1])
 	}
 
-	// The next daemon sees the stop through (its hour cut short here, the
-	// process ending as by the SIGKILL), and lets go of the killer.
+	// The next daemon sees the stop through (its hour cut short here: the
+	// process ends by the SIGTERM it was sent, so that the end is not
+	// taken for the killer's), and lets go of the killer.
 	d, _ = b.start()
 	waitJob(t, d, "svc", "stopping", func(js JobStatus) bool { return js.State != "" })
 	b.manager.End(unit, "signal", unitstest.CLDKilled, int32(syscall.SIGTERM))
@@ -601,6 +602,53 @@ func TestUnitsStopHandedOffAtShutdown(t *testing.T) {
 		t.Errorf("svc's runs: %+v, want its one run stopped, the next daemon having seen its stop through", runs)
 	}
 	testkit.WaitFor(t, 20*time.Second, "the killer gone once the run has ended", func() bool { return !slices.Contains(b.manager.Names(), killer) })
+}
+
+// TestUnitsHandedOffThenRemoved: a stop left to the next daemon whose job
+// is no longer declared: that daemon stops the run as an orphan, and lets
+// go of the unit left to SIGKILL it too (the review).
+func TestUnitsHandedOffThenRemoved(t *testing.T) {
+	b := newUnitsBox(t, `job "svc" { cmd = { "/bin/sleep", "1000" }, stop_timeout = "1h" }`)
+	d, stop := b.start()
+	svc := waitJob(t, d, "svc", "running", func(js JobStatus) bool { return js.State == "running" })
+	unit := units.Name("svc", svc.Run)
+	killer := strings.TrimSuffix(unit, ".service") + "-sigkill.service"
+	d.mu.Lock()
+	j := d.jobs["svc"]
+	d.mu.Unlock()
+	j.in.post(jobMessage{ev: &event{kind: evStop}})
+	waitJob(t, d, "svc", "stopping", func(js JobStatus) bool { return js.State == "stopping" })
+	stop()
+	if !slices.Contains(b.manager.Names(), killer) {
+		t.Fatalf("no unit left to SIGKILL svc's: %v", b.manager.Names())
+	}
+	testkit.PutFile(t, filepath.Join(b.jobsDir, "jobs.lua"), `job "other" { cmd = { "/bin/sleep", "1000" } }`)
+	d, _ = b.start()
+	b.manager.End(unit, "signal", unitstest.CLDKilled, int32(syscall.SIGTERM))
+	testkit.WaitFor(t, 20*time.Second, "the orphan's end recorded and its killer gone", func() bool {
+		runs := runsOf(t, d, "svc")
+		return len(runs) == 1 && !runs[0].End.IsZero() && !slices.Contains(b.manager.Names(), killer)
+	})
+}
+
+// TestUnitsNoHandOffAsTheMachineStops: a daemon that stops with the
+// machine sees a stop under way through, as before: systemd would refuse
+// a new unit then, and stops the run's with every other.
+func TestUnitsNoHandOffAsTheMachineStops(t *testing.T) {
+	b := newUnitsBox(t, `job "svc" { cmd = { "/bin/sleep", "1000" }, stop_timeout = "1s" }`)
+	d, stop := b.start()
+	svc := waitJob(t, d, "svc", "running", func(js JobStatus) bool { return js.State == "running" })
+	d.mu.Lock()
+	j := d.jobs["svc"]
+	d.mu.Unlock()
+	j.in.post(jobMessage{ev: &event{kind: evStop}})
+	waitJob(t, d, "svc", "stopping", func(js JobStatus) bool { return js.State == "stopping" })
+	b.manager.ShutDown(true)
+	stop()
+	if b.manager.Active(units.Name("svc", svc.Run)) || b.manager.Refused() != 0 {
+		t.Errorf("as the machine stops: svc's unit still active %v, starts refused %d; want its stop seen through, no unit asked for",
+			b.manager.Active(units.Name("svc", svc.Run)), b.manager.Refused())
+	}
 }
 
 // TestUnitsStopKilledWhileAway: the SIGKILL left to systemd came while no

@@ -387,10 +387,15 @@ func lent(context, checked []*luaapi.File) []*luaapi.File {
 	return out
 }
 
-// sameName is whether a file has the base name of path.
+// sameName is whether a file checked is named for path's file: its base
+// name, or one the daemon would read it as ("train.lua.new", "train.txt":
+// jobFileName; the review).
 func sameName(path string) func(*luaapi.File) bool {
 	base := filepath.Base(path)
-	return func(f *luaapi.File) bool { return filepath.Base(f.Path) == base }
+	return func(f *luaapi.File) bool {
+		b := filepath.Base(f.Path)
+		return b == base || jobFileName(b) == base
+	}
 }
 
 // sameFile reports whether two paths name one file.
@@ -400,13 +405,6 @@ func sameFile(a, b string) bool {
 	return errA == nil && errB == nil && os.SameFile(ia, ib)
 }
 
-// readTarget reads one argument of `berth check`: a directory's job
-// files, or one file named outright (whatever its name). Both are read by
-// the daemon's rules (package watch): what the daemon would refuse is a
-// problem, worded as the daemon words it, and never read, so a FIFO does
-// not hang the check, a device is not read without end, and nothing of a
-// file the daemon would not read is shown. The error is for a target that
-// cannot be looked at at all.
 // jobFileName is a name the daemon reads for a file named name: "x.lua"
 // for "x.txt", ".x.lua", "x.lua~", "x.LUA" or "x.lua.bak".
 func jobFileName(name string) string {
@@ -417,6 +415,13 @@ func jobFileName(name string) string {
 	return cmp.Or(strings.TrimSuffix(n, filepath.Ext(n)), "job") + ".lua"
 }
 
+// readTarget reads one argument of `berth check`: a directory's job
+// files, or one file named outright (whatever its name). Both are read by
+// the daemon's rules (package watch): what the daemon would refuse is a
+// problem, worded as the daemon words it, and never read, so a FIFO does
+// not hang the check, a device is not read without end, and nothing of a
+// file the daemon would not read is shown. The error is for a target that
+// cannot be looked at at all.
 func readTarget(target string, rules watch.ScanOptions) ([]luaapi.Source, []supervisor.Problem, error) {
 	info, err := os.Stat(target) // a stat neither opens nor reads
 	if err != nil {

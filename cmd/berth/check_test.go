@@ -229,6 +229,16 @@ func TestCheckKnowsParentsElsewhere(t *testing.T) {
 		strings.Contains(out, "child.lua:") || !strings.Contains(out, "1 file, 1 job, 0 flavors, 1 error") {
 		t.Errorf("a file closing a cycle through another: exit %d\n%s", code, out)
 	}
+	// So is one named as the daemon would read it as parent.lua (the
+	// review: parent.lua.new was refused for the names it redeclares).
+	renamed := filepath.Join(dir, "parent.lua.new")
+	if err := os.Rename(draft, renamed); err != nil {
+		t.Fatal(err)
+	}
+	out, _, code = berth(t, environ, "check", renamed)
+	if code != exitFailed || !strings.Contains(out, "cycle") || strings.Contains(out, "already declared") {
+		t.Errorf("a new version of parent.lua named parent.lua.new: exit %d\n%s", code, out)
+	}
 	// Another file that declares a job of the directory's again is
 	// refused, as the daemon would refuse it (trial AM: it passed).
 	other := filepath.Join(dir, "other.lua")

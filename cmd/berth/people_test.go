@@ -432,6 +432,15 @@ quota "` + alice + `" { cpus = 1 }`})
 	if out, errOut, code := a.run("", nil, "reload"); code != exitFailed || !strings.Contains(out, "mine.lua") {
 		t.Errorf("alice's reload with her own file broken: exit %d\n%s%s", code, out, errOut)
 	}
+	// Root's, of a person's file alone broken, does not fail (systemctl
+	// reload berth runs it: a person's draft must not fail it), and says
+	// it all the same.
+	if err := os.Remove(filepath.Join(d.jobs, "broken.lua")); err != nil {
+		t.Fatal(err)
+	}
+	if out, errOut, code := d.cli("reload"); code != exitOK || !strings.Contains(out, "mine.lua") {
+		t.Errorf("root's reload with a person's file broken: exit %d, want %d\n%s%s", code, exitOK, out, errOut)
+	}
 }
 
 // TestPeopleWithoutJobsDir: a member of the daemon's group, on a daemon

@@ -803,7 +803,8 @@ func (run *Run) SetRuntimeMax(d time.Duration) error {
 // Stop sends sig to every process of the unit (none where sig is 0: it
 // was sent before), waits up to timeout for the main process to end, then
 // sends SIGKILL to all of them; killed says whether that was needed. It
-// returns once the run has ended.
+// returns once the run has ended, or once the runner is closed (its
+// daemon left the SIGKILL to the next one, or to systemd).
 func (run *Run) Stop(sig syscall.Signal, timeout time.Duration) (killed bool) {
 	select {
 	case <-run.done:
