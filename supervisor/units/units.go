@@ -21,7 +21,6 @@ import (
 	"fmt"
 	"math"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -899,10 +898,14 @@ func (run *Run) HandOffKill(wait time.Duration) error {
 }
 
 // toolPath is where the program name is on the daemon's PATH, or in
-// /usr/bin, where every systemd distribution has sleep and systemctl.
+// /usr/bin, where every systemd distribution has sleep and systemctl
+// (systemd wants a transient unit's programs by their absolute paths).
 func toolPath(name string) string {
-	if p, err := exec.LookPath(name); err == nil && filepath.IsAbs(p) {
-		return p
+	for _, dir := range filepath.SplitList(os.Getenv("PATH")) {
+		p := filepath.Join(dir, name)
+		if st, err := os.Stat(p); err == nil && filepath.IsAbs(p) && st.Mode().IsRegular() && st.Mode()&0o111 != 0 {
+			return p
+		}
 	}
 	return "/usr/bin/" + name
 }

@@ -474,3 +474,22 @@ func TestStartEnvironmentFile(t *testing.T) {
 		t.Errorf("mode %v", fi.Mode())
 	}
 }
+
+// TestToolPath: a program for a transient unit is found on PATH, by its
+// absolute path, and is in /usr/bin otherwise.
+func TestToolPath(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "sleep"), []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "systemctl"), []byte("not run"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", "relative:"+dir)
+	if got := toolPath("sleep"); got != filepath.Join(dir, "sleep") {
+		t.Errorf("toolPath(sleep) = %s, want the one on PATH", got)
+	}
+	if got := toolPath("systemctl"); got != "/usr/bin/systemctl" {
+		t.Errorf("toolPath(systemctl), not executable on PATH = %s, want /usr/bin/systemctl", got)
+	}
+}
