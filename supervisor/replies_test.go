@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/berthd/berth/supervisor/ctlsock"
 	"github.com/berthd/berth/supervisor/testkit"
 )
 
@@ -178,5 +179,58 @@ func TestStreams(t *testing.T) {
 	}
 	if streams(httptest.NewRequest(http.MethodPost, "http://berth/v1/events", nil)) {
 		t.Error("POST /v1/events taken for a stream")
+	}
+}
+
+// TestRepliesBoundViewsNotCalls: a person's views (GET) past the bound
+// wait their turn; a call that changes something does not wait behind
+// them (trial AN: a stop waited 27 s behind four unread statuses), nor
+// does root's view.
+func TestRepliesBoundViewsNotCalls(t *testing.T) {
+	d := &Daemon{replies: perCaller{n: repliesPerUID}}
+	release := make(chan struct{})
+	entered := make(chan string, 16)
+	h := d.boundReplies(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		entered <- r.Method + " " + r.URL.Path
+		if r.URL.Path == "/v1/status" {
+			<-release
+		}
+	}))
+	as := func(uid uint32, method, path string) func() {
+		r := httptest.NewRequest(method, "http://berth"+path, nil)
+		r = r.WithContext(context.WithValue(r.Context(), peerKey{}, ctlsock.Peer{Ucred: unix.Ucred{Uid: uid}}))
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			h.ServeHTTP(httptest.NewRecorder(), r)
+		}()
+		return func() { <-done }
+	}
+	var waits []func()
+	for range repliesPerUID {
+		waits = append(waits, as(1001, "GET", "/v1/status"))
+		<-entered
+	}
+	fifth := as(1001, "GET", "/v1/jobs")
+	as(1001, "POST", "/v1/jobs/x/stop")()
+	if got := <-entered; got != "POST /v1/jobs/x/stop" {
+		t.Fatalf("the stop behind four views: %s went first", got)
+	}
+	as(0, "GET", "/v1/jobs")()
+	if got := <-entered; got != "GET /v1/jobs" {
+		t.Fatalf("root's view: %s", got)
+	}
+	select {
+	case got := <-entered:
+		t.Fatalf("a fifth view of the same uid went through: %s", got)
+	default:
+	}
+	close(release)
+	fifth()
+	if got := <-entered; got != "GET /v1/jobs" {
+		t.Errorf("the fifth view, once one ended: %s", got)
+	}
+	for _, w := range waits {
+		w()
 	}
 }
