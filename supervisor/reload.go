@@ -750,7 +750,7 @@ func (d *Daemon) logProblems(problems []Problem) (logged map[string]bool) {
 			continue
 		}
 		logged[p.File] = true
-		kv := []any{"file", p.File}
+		kv := []any{"file", strings.ToValidUTF8(p.File, "\uFFFD")} // a name not text is refused, and said escaped
 		if p.Line > 0 {
 			kv = append(kv, "line", p.Line)
 		}

@@ -35,6 +35,7 @@ const (
 	Writing          Reason = 11 // open for writing, and written less than WriteGrace ago: a save in progress
 	KernelFile       Reason = 12 // on a file system of the kernel's (proc, sysfs…), whose modes do not say who may read
 	TooMany          Reason = 13 // past what the directory may hold in all (ScanOptions.MaxFiles, MaxTotalBytes)
+	NameNotText      Reason = 14 // its name is not valid UTF-8, which every message, record and answer carries as text
 )
 
 var reasonNames = map[Reason]string{
@@ -51,6 +52,7 @@ var reasonNames = map[Reason]string{
 	Writing:          "being written",
 	KernelFile:       "a kernel file",
 	TooMany:          "too many",
+	NameNotText:      "name not text",
 }
 
 func (r Reason) String() string {
@@ -197,6 +199,11 @@ func (e *RefusedError) Error() string {
 	case TooBig:
 		return fmt.Sprintf("%s is %s, more than the %s a job file may be; berth refuses it (split it into several files)",
 			s, formatSize(e.Size, e.MaxBytes), formatBytes(e.MaxBytes))
+	case NameNotText:
+		// The path said with its bytes escaped (trial AN: a name of
+		// byte 0xFF made the daemon's log a binary file).
+		return fmt.Sprintf("%s: its name is not valid UTF-8, and berth carries a file's name as text; berth refuses it (ls -b shows the name's bytes; rename it to a name of text ending in .lua)",
+			strconv.Quote(p))
 	case TooMany:
 		var bounds []string
 		if e.MaxFiles > 0 {

@@ -77,6 +77,7 @@ func TestMessagesGolden(t *testing.T) {
 		{Path: f, Target: "/proc/self/environ", At: "/proc/4242/environ", AtTarget: true, Reason: KernelFile, Kind: "proc"},
 		{Path: f, Target: "/proc/1/root/etc/hostname", Reason: Unreadable, Err: &fs.PathError{Op: "readlink", Path: "/proc/1/root", Err: fs.ErrPermission}},
 		{Path: "/var/spool/berth/alice/z.lua", Named: false, Reason: TooMany, MaxFiles: 1000, MaxBytes: 16 << 20},
+		{Path: "jobs.d/\xffx.lua", Reason: NameNotText},
 		{Path: f, Reason: 99},
 	}
 	var b bytes.Buffer

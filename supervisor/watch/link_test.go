@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"golang.org/x/sys/unix"
 )
@@ -238,5 +239,24 @@ func TestScanLinkPrivateFaked(t *testing.T) {
 				t.Fatalf("scan says %q, %#v; want a %s refusal of %s", summary(dir, got), got.Refused[link], tc.want, target)
 			}
 		})
+	}
+}
+
+// TestScanNameNotText: a job file whose name is not valid UTF-8 is refused
+// unread, its name escaped in the sentence (trial AN: it reached the
+// evaluator mangled, "answered out of turn", and the log raw).
+func TestScanNameNotText(t *testing.T) {
+	dir := jobsDir(t)
+	name := "\xffx.lua"
+	if err := os.WriteFile(filepath.Join(dir, name), []byte(`job "x" { cmd = "true" }`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got := scan(t, NewScanner(dir, ScanOptions{DaemonUID: os.Getuid()}))
+	var why *RefusedError
+	if !errors.As(got.Refused[filepath.Join(dir, name)], &why) || why.Reason != NameNotText || len(got.Changed) != 0 {
+		t.Fatalf("scan of a file named %q: refused %v, read %d", name, why, len(got.Changed))
+	}
+	if msg := why.Error(); !utf8.ValidString(msg) || !strings.Contains(msg, `\xffx.lua"`) {
+		t.Errorf("the refusal: %q", msg)
 	}
 }

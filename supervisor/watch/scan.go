@@ -14,6 +14,7 @@ import (
 	"sort"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"golang.org/x/sys/unix"
 )
@@ -382,6 +383,11 @@ func readDir(fd int, name string) ([]fs.DirEntry, error) {
 // to a directory already checked, without following a last link, so that
 // nothing swapped in after a check is read.
 func (s *Scanner) file(w *walk, name, path string, named bool, old seenFile, had bool, racySince int64) (seenFile, []byte, *RefusedError) {
+	if !utf8.ValidString(path) {
+		// Never read: its name could not reach the evaluator, a record
+		// or an answer as it is (trial AN: "answered out of turn").
+		return seenFile{}, nil, &RefusedError{Path: path, Named: named, Reason: NameNotText}
+	}
 	// A name swapped for a link (or back) between the stat and the open is
 	// looked at again; a file that keeps changing its kind is left for the
 	// next scan.
