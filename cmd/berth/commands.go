@@ -92,7 +92,7 @@ func socketDirUnsafe(dir string, sticky bool, owners ...int) (why, fix string) {
 // whole, so that nothing a reader searches for is cut away, unless COLUMNS
 // is set in the environment: then it is the width asked for.
 func (c *cli) render(now time.Time) renderOptions {
-	o := renderOptions{width: wholeLines, now: now}
+	o := renderOptions{width: wholeLines, now: now, viewer: &viewer{uid: c.env.uid, name: c.env.user}}
 	if f, ok := c.stdout.(*os.File); ok && isTerminal(f) {
 		o.width = 80
 		if ws, err := unix.IoctlGetWinsize(int(f.Fd()), unix.TIOCGWINSZ); err == nil && ws.Col > 0 {

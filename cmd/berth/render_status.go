@@ -72,7 +72,11 @@ func layoutStatus(s supervisor.Status, o renderOptions) statusPicture {
 	} else {
 		p.head, p.jobs = statusTable(s, jobs, width, o.clock())
 	}
-	if i := slices.IndexFunc(jobs, func(j supervisor.JobStatus) bool { return j.State == store.StateFailed.String() }); i >= 0 {
+	// A failed job whose output the viewer may read (trial AN: bob was
+	// pointed to berth logs of root's job, which he is refused).
+	if i := slices.IndexFunc(jobs, func(j supervisor.JobStatus) bool {
+		return j.State == store.StateFailed.String() && o.viewer.mayRead(j, s.Daemon.UID)
+	}); i >= 0 {
 		p.hint = wrapWords(msgFailedHint(jobs[i].Name, jobs[i].Array != nil), width, "", "  ", sgrDim)
 	}
 	p.errors = make([][]textLine, len(s.Problems))

@@ -260,7 +260,7 @@ func (v *watchView) now() time.Time {
 // height, in one write.
 func (v *watchView) draw() {
 	width, height := terminalSize(v.out, v.c.env)
-	o := renderOptions{width: width, color: v.color, now: v.now(), noJobs: v.owners.none()}
+	o := renderOptions{width: width, color: v.color, now: v.now(), noJobs: v.owners.none(), viewer: &viewer{uid: v.c.env.uid, name: v.c.env.user}}
 	var lines []textLine
 	if v.trouble != "" {
 		lines = wrapWords(v.trouble, width, "", "  ", sgrRed)

@@ -406,3 +406,34 @@ func TestStatusWatchJSONDaemonGone(t *testing.T) {
 		}
 	}
 }
+
+// TestRenderStatusHintForTheViewer: the hint below the jobs names a failed
+// job whose output the viewer may read (trial AN: bob was pointed to
+// berth logs of root's job): their own, or any for root and the daemon's
+// own user; none where they may read none.
+func TestRenderStatusHintForTheViewer(t *testing.T) {
+	pinRenderZone(t)
+	s := headBox() // eval-nightly, an administrators' job, failed
+	s.Daemon.UID = 0
+	hint := func(v *viewer) string {
+		var b bytes.Buffer
+		o := renderOptions{width: 200, now: renderNow, viewer: v}
+		o.writeLines(&b, layoutStatus(s, o).lines(), 200)
+		for _, l := range strings.Split(b.String(), "\n") {
+			if strings.HasPrefix(l, "failed: ") {
+				return l
+			}
+		}
+		return ""
+	}
+	if got := hint(&viewer{uid: 0}); !strings.Contains(got, "berth logs eval-nightly") {
+		t.Errorf("root's hint: %q", got)
+	}
+	if got := hint(&viewer{uid: 1001, name: "bob"}); got != "" {
+		t.Errorf("bob's hint, none of whose jobs failed: %q", got)
+	}
+	s.Jobs = append(s.Jobs, supervisor.JobStatus{Name: "bob/train", Owner: "bob", State: "failed", Since: renderNow.Add(-time.Minute), GPUs: []string{}})
+	if got := hint(&viewer{uid: 1001, name: "bob"}); !strings.Contains(got, "berth logs bob/train") {
+		t.Errorf("bob's hint, his job failed: %q", got)
+	}
+}
