@@ -729,9 +729,10 @@ func (j *job) apply(e event) {
 		if j.life.state == store.StateInvalid && before != store.StateInvalid {
 			j.log.Warn("cannot run", "why", j.invalid)
 		}
-		if before == store.StateInvalid && j.life.state != before && resting(j.life.state) {
-			// Fine again, back where it rested: its why is that state's,
-			// not what made it invalid.
+		if (before == store.StateInvalid || before == store.StateDisabled) && j.life.state != before && resting(j.life.state) {
+			// Fine again, or enabled, back where it rested: its why is
+			// that state's, not what made it invalid (trial AN: a job
+			// stopped while disabled, then enabled, said nothing).
 			j.setWhy(j.restingWhy())
 		}
 		if before == store.StateStopping && j.life.state == store.StateStopping && (e.kind == evStop || e.kind == evStart) {

@@ -1132,6 +1132,8 @@ func TestStopOfDisabledKept(t *testing.T) {
 	}
 	d.write("a.lua", `job "nightly" { cmd = "sleep 600", cpus = 0 }`)
 	d.cli("reload")
-	d.waitState("nightly", "stopped")
+	if js := d.waitState("nightly", "stopped"); js.Why == "" {
+		t.Errorf("enabled, it rests stopped saying nothing of why: %+v", js)
+	}
 	d.stop()
 }
