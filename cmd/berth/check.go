@@ -139,8 +139,21 @@ func runCheck(c *cli, args []string) int {
 	// Evaluated as the daemon evaluates them: in a child the kernel
 	// bounds, so that checking a hostile file is as safe as loading it.
 	// (One File per source, in order.)
-	// What the files print goes to stderr, as the daemon logs it.
-	printed := hclog.New(&hclog.LoggerOptions{Name: "berth check", Output: c.stderr, Level: hclog.Info, DisableTime: true})
+	// What the files checked print goes to stderr, as the daemon logs it;
+	// not what the jobs directory's files lent to them print (trial AM).
+	lender := map[string]bool{}
+	for _, src := range srcs[checked:] {
+		lender[src.Path] = true
+	}
+	printed := hclog.New(&hclog.LoggerOptions{Name: "berth check", Output: c.stderr, Level: hclog.Info, DisableTime: true,
+		Exclude: func(_ hclog.Level, _ string, args ...any) bool {
+			for i := 0; i+1 < len(args); i += 2 {
+				if path, ok := args[i+1].(string); ok && args[i] == "file" && lender[path] {
+					return true
+				}
+			}
+			return false
+		}})
 	files := newEvaluator(printed, budget.d).Evaluate(context.Background(), luaMachine(inv), srcs)
 	checkedFiles, around := files[:checked], files[checked:]
 	elsewhere := declaredElsewhere(checkedFiles, around, daemon)

@@ -451,8 +451,15 @@ func TestCheckShowsPrint(t *testing.T) {
 	if err := os.WriteFile(file, []byte("print(\"hello from p\", machine.cpus > 0)\njob \"x\" { cmd = \"true\" }\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	out, errOut, code := berth(t, nil, "check", "--socket", filepath.Join(t.TempDir(), "none.sock"), file)
-	if code != exitOK || !strings.Contains(errOut, "print: file="+file+" line=1") || !strings.Contains(errOut, "hello from p") {
+	// The jobs directory lends its flavors: what its files print is not
+	// said (trial AM).
+	jobs := t.TempDir()
+	if err := os.WriteFile(filepath.Join(jobs, "lender.lua"), []byte("print(\"from the jobs directory\")\nflavor \"f\" { cpus = 1 }\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, code := berth(t, map[string]string{"BERTH_JOBS": jobs}, "check", "--socket", filepath.Join(t.TempDir(), "none.sock"), file)
+	if code != exitOK || !strings.Contains(errOut, "print: file="+file+" line=1") || !strings.Contains(errOut, "hello from p") ||
+		strings.Contains(errOut, "from the jobs directory") {
 		t.Errorf("check of a file that prints: exit %d\n%s%s", code, out, errOut)
 	}
 }
