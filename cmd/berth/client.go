@@ -376,6 +376,10 @@ func (c *cli) fail(err error) int {
 			return exitNoDaemon // in a moment there is none: what to ask again is the same
 		}
 		return exitFailed
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		// Half an answer (trial AN: a bare "unexpected EOF").
+		fmt.Fprintln(c.stderr, msgAnswerCut())
+		return exitFailed
 	default:
 		fmt.Fprintln(c.stderr, "berth: "+err.Error())
 		return exitFailed

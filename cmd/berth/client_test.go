@@ -1137,3 +1137,17 @@ func TestStopOfDisabledKept(t *testing.T) {
 	}
 	d.stop()
 }
+
+// TestAnswerCut: an answer that ends before it is whole is said so, with
+// what may have cut it (trial AN: a bare "unexpected EOF").
+func TestAnswerCut(t *testing.T) {
+	socket := fakeDaemon(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Content-Length", "100000")
+		_, _ = w.Write([]byte(`[{"name": "a"`))
+	})
+	_, errOut, code := berth(t, map[string]string{"BERTH_SOCKET": socket}, "jobs")
+	if code != exitFailed || errOut != msgAnswerCut()+"\n" {
+		t.Errorf("berth jobs of an answer cut short: exit %d\n%s", code, errOut)
+	}
+}

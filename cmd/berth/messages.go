@@ -388,6 +388,11 @@ func msgDaemonGone() string {
 	return "berth: the daemon stopped while its answer came (berth status says whether it is back; systemctl status berth says why it stopped)"
 }
 
+// msgAnswerCut: an answer ended before it was whole.
+func msgAnswerCut() string {
+	return "berth: the daemon's answer ended before it was whole: the daemon went away (systemctl status berth says why), or closed a connection whose answer was not read for 30 s (a berth stopped with Ctrl-Z, say); ask again"
+}
+
 func msgDaemonTooOld(socket, call string) string {
 	return fmt.Sprintf("the daemon on %s does not know %s: it is older than this client (berth version shows the client's; restart the daemon after an upgrade: systemctl restart berth)", socket, call)
 }

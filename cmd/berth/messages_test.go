@@ -121,6 +121,7 @@ func TestMessages(t *testing.T) {
 		msgAddedDone("alice/prep"),
 		msgEditElsewhere("../bob/x.lua", "/var/spool/berth/alice", true), msgEditElsewhere("../bob/x.lua", "/var/spool/berth/alice", false),
 		msgStopKept("nightly", "enabled"), msgStopKept("train", "fixed"),
+		msgAnswerCut(),
 		msgNotInYourDir("alice/train", "alice", "bob", "/var/spool/berth/alice/train.lua", "/var/spool/berth/bob"),
 		msgNotInYourDir("shared", "", "bob", "/etc/berth/jobs.d/shared.lua", "/var/spool/berth/bob"),
 		msgNotInYourDir("bob/train", "bob", "bob", "/srv/linked/train.lua", "/var/spool/berth/bob"),
