@@ -190,13 +190,11 @@ func (d *Daemon) api() http.Handler {
 			ignoreDeps := verb.ev == evStart && r.URL.Query().Get("ignore_deps") == "1"
 			// Logged as answered: whether it changed something.
 			changed := false
-			defer func() {
-				if ignoreDeps {
-					d.logCaller(r, changed, verb.name, "job", name, "ignore_deps", true)
-				} else {
-					d.logCaller(r, changed, verb.name, "job", name)
-				}
-			}()
+			logged := []any{"job", name}
+			if ignoreDeps {
+				logged = append(logged, "ignore_deps", true)
+			}
+			defer func() { d.logCaller(r, changed, verb.name, logged...) }()
 			all := r.URL.Query().Get("all") == "1" // berth stop --all, start --all
 			left := ControlAnswer{Job: name, Requested: "start stopped", Already: v.State.String()}
 			if verb.ev == evStart && all && !v.StoppedAll {
@@ -277,12 +275,13 @@ func (d *Daemon) api() http.Handler {
 					ans.RestsStoppedOnce = "fixed"
 				}
 			}
-			if heldAtGate(verb.ev, ignoreDeps, v) {
+			held := heldAtGate(verb.ev, ignoreDeps, v)
+			if held {
 				// Held at the gate: the start or restart changes
 				// nothing, and the client says what does.
 				ans.HeldBy, ans.File = v.After, v.Def.Pos.File
 			}
-			changed = ans.Already == "" && !heldAtGate(verb.ev, ignoreDeps, v)
+			changed = ans.Already == "" && !held
 			writeJSON(w, http.StatusOK, ans)
 		})
 	}
@@ -709,15 +708,10 @@ func (d *Daemon) allowed(c ctlsock.Peer) bool {
 	if len(gids) == 0 {
 		return false
 	}
-	if slices.Contains(gids, strconv.Itoa(int(c.Gid))) || slices.ContainsFunc(c.Groups, func(g uint32) bool { return slices.Contains(gids, strconv.Itoa(int(g))) }) {
-		return true // of the group as it connected (newgrp, sg)
-	}
-	u, err := user.LookupId(strconv.Itoa(int(c.Uid)))
-	if err != nil {
-		return false
-	}
-	groups, err := u.GroupIds()
-	return err == nil && slices.ContainsFunc(groups, func(g string) bool { return slices.Contains(gids, g) })
+	// Of the group as it connected (newgrp, sg), or as its account lists
+	// it (someone added since they logged in).
+	in := func(g uint32) bool { return slices.Contains(gids, strconv.Itoa(int(g))) }
+	return in(c.Gid) || slices.ContainsFunc(c.Groups, in) || slices.ContainsFunc(accountGroups(c.Uid), in)
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"net/http"
 	"os"
-	"os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -46,41 +45,6 @@ func (d *Daemon) readerOf(r *http.Request) *reader {
 		return &reader{all: true}
 	}
 	return &reader{uid: cred.Uid, gids: groupsOf(cred), seen: map[string]bool{}}
-}
-
-// groupsOf is the peer's groups as the kernel checks them: those its
-// process had as it connected, never read from a pid since reused (trial
-// AL); where the kernel cannot say (before Linux 4.13), those its account
-// lists, which may hold a group the process had dropped.
-func groupsOf(p ctlsock.Peer) map[uint32]bool {
-	gids := map[uint32]bool{p.Gid: true}
-	groups := p.Groups
-	if !p.GroupsKnown {
-		groups = accountGroups(p.Uid)
-	}
-	for _, g := range groups {
-		gids[g] = true
-	}
-	return gids
-}
-
-// accountGroups are the groups the account database lists for uid.
-func accountGroups(uid uint32) []uint32 {
-	u, err := user.LookupId(strconv.Itoa(int(uid)))
-	if err != nil {
-		return nil
-	}
-	ids, err := u.GroupIds()
-	if err != nil {
-		return nil
-	}
-	var out []uint32
-	for _, id := range ids {
-		if g, err := strconv.ParseUint(id, 10, 32); err == nil {
-			out = append(out, uint32(g))
-		}
-	}
-	return out
 }
 
 // canRead reports whether the reader may read path: search every

@@ -15,7 +15,7 @@ import (
 // never reads would hold it for as long as it keeps the connection (trial
 // AL: a person's 64 connections that asked for a 4 MB status and read
 // nothing took the daemon from 156 MB to 1 GB, and held 430 MB). So each
-// reply has a time to be written, and each person a bound on the replies
+// reply has a time to be written, and each person a bound on the views
 // they have in the making or being written at once. The streams (the
 // events, a job's output) are bounded on their own (their tails and
 // their followers).

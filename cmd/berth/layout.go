@@ -7,8 +7,6 @@ import (
 	"time"
 	"unicode"
 	"unicode/utf8"
-
-	"github.com/berthd/berth/supervisor"
 )
 
 // This file is the layout every renderer writes through (render_*.go: what
@@ -29,19 +27,6 @@ type renderOptions struct {
 	// viewer, where known, is who looks: the hint on a failed job names
 	// one whose output they may read.
 	viewer *viewer
-}
-
-// viewer is the person who runs the client.
-type viewer struct {
-	uid  int
-	name string
-}
-
-// mayRead says whether v may read the output of job, whose daemon runs
-// as daemonUID: root and the daemon's own user every job's, a person
-// their own.
-func (v *viewer) mayRead(j supervisor.JobStatus, daemonUID int) bool {
-	return v == nil || v.uid == 0 || v.uid == daemonUID || j.Owner != "" && j.Owner == v.name
 }
 
 // renderZone is where wall-clock times are written for a person: local

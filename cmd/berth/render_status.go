@@ -35,6 +35,19 @@ type statusPicture struct {
 	hint []textLine
 }
 
+// viewer is the person who runs the client.
+type viewer struct {
+	uid  int
+	name string
+}
+
+// mayRead says whether v may read the output of job, whose daemon runs
+// as daemonUID: root and the daemon's own user every job's, a person
+// their own.
+func (v *viewer) mayRead(j supervisor.JobStatus, daemonUID int) bool {
+	return v == nil || v.uid == 0 || v.uid == daemonUID || j.Owner != "" && j.Owner == v.name
+}
+
 func layoutStatus(s supervisor.Status, o renderOptions) statusPicture {
 	width := o.columns()
 	jobs := slices.Clone(s.Jobs)

@@ -897,15 +897,13 @@ func (run *Run) HandOffKill(wait time.Duration) error {
 	return err
 }
 
-// toolPath is where the program name is on the daemon's PATH, or in
-// /usr/bin, where every systemd distribution has sleep and systemctl
-// (systemd wants a transient unit's programs by their absolute paths).
+// toolPath is where the program name is on the daemon's PATH, as a job's
+// is found (runner.Program), or in /usr/bin, where every systemd
+// distribution has sleep and systemctl (systemd wants a transient unit's
+// programs by their absolute paths).
 func toolPath(name string) string {
-	for _, dir := range filepath.SplitList(os.Getenv("PATH")) {
-		p := filepath.Join(dir, name)
-		if st, err := os.Stat(p); err == nil && filepath.IsAbs(p) && st.Mode().IsRegular() && st.Mode()&0o111 != 0 {
-			return p
-		}
+	if p, err := runner.Program(name, os.Environ(), "/", nil); err == nil {
+		return p
 	}
 	return "/usr/bin/" + name
 }
