@@ -178,6 +178,8 @@ type process interface {
 	// Stop sends sig (none where 0: it was sent before), then SIGKILL
 	// once timeout has passed.
 	Stop(sig syscall.Signal, timeout time.Duration) (killed bool)
+	// MoveKill puts the SIGKILL of the stop under way left from now.
+	MoveKill(left time.Duration)
 }
 
 // runState is the run in progress, if any.
@@ -201,8 +203,10 @@ type runState struct {
 	// resumed is the stop the last daemon began on this run, taken back
 	// with it (resumeStop); nil otherwise.
 	resumed *resumedStop
-	// killAt, once it is being stopped, is when the stop's SIGKILL comes.
-	killAt time.Time
+	// stopBegan, once it is being stopped, is when the stop began (by
+	// the last daemon, for a stop seen through); killAt is when its
+	// SIGKILL comes.
+	stopBegan, killAt time.Time
 	// after is called once the run was reaped (closes the output sink).
 	after func()
 	// record is the run's record on its way to disk, for a run that is
@@ -574,6 +578,9 @@ func (j *job) receive(m jobMessage) {
 		}
 		if j.life.state == store.StateRunning && (m.def.Timeout != old.Timeout || m.def.StopTimeout != old.StopTimeout) {
 			j.retime()
+		}
+		if j.life.state == store.StateStopping && j.run.proc != nil && m.def.StopTimeout != old.StopTimeout {
+			j.moveKill()
 		}
 		// A run in progress is judged by the definition it started from,
 		// which may be earlier than the last one seen: one it let finish
@@ -1165,8 +1172,9 @@ func (j *job) stop() {
 		return
 	}
 	j.reveal()
-	sig, timeout := j.def.StopSignal, j.def.StopTimeout
+	sig := j.def.StopSignal
 	why := j.stopWhy()
+	j.run.stopBegan = j.d.now()
 	if r := j.run.resumed; r != nil {
 		// Seen through as the last daemon began it: its signal not sent
 		// twice (a handler would begin again), its SIGKILL when the
@@ -1174,9 +1182,10 @@ func (j *job) stop() {
 		if r.signalled {
 			sig = 0
 		}
-		timeout = max(0, timeout-j.d.now().Sub(r.began))
+		j.run.stopBegan = r.began
 		why = cmp.Or(stopAskedWhy(r.cause), why)
 	}
+	timeout := j.killLeft()
 	j.log.Info("stopping", "run", j.run.id, "pid", proc.PID(), "signal", signalName(j.def.StopSignal), "sent_before", sig == 0,
 		"stop_timeout_ms", timeout.Milliseconds(), "why", why)
 	// Until its end says how it ended; the status counts down to the
@@ -1203,6 +1212,24 @@ func (j *job) stop() {
 		j.d.later.StopRun(j.run.id, cmp.Or(j.life.pending.why, store.ReasonStopped), j.run.stopCause)
 	}
 	go func() { j.stopped <- proc.Stop(sig, timeout) }()
+}
+
+// killLeft is how long the stop under way has before its SIGKILL: its
+// stop_timeout, counted from when it began.
+func (j *job) killLeft() time.Duration {
+	return max(0, j.run.stopBegan.Add(j.def.StopTimeout).Sub(j.d.now()))
+}
+
+// moveKill puts the SIGKILL of the stop under way where its stop_timeout,
+// just edited, says: as an edited timeout reaches a running run
+// (retime), an edited stop_timeout reaches a stop begun under the old
+// one; one that is over already is SIGKILLed now.
+func (j *job) moveKill() {
+	left := j.killLeft()
+	j.run.killAt = j.d.now().Add(left)
+	j.log.Info("its stop_timeout was edited: the stop's SIGKILL moved", "run", j.run.id,
+		"stop_timeout_ms", j.def.StopTimeout.Milliseconds(), "kill_in_ms", left.Milliseconds())
+	j.run.proc.MoveKill(left)
 }
 
 // stopWhy says what asked for the stop of the run: the event being

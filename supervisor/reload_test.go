@@ -675,6 +675,44 @@ func TestRemovedWhileStopping(t *testing.T) {
 	}
 }
 
+// TestStopTimeoutEditedReachesTheStop: a stop_timeout edited while the
+// job is being stopped moves that stop's SIGKILL (trial AM: the edit
+// waited for the next stop), later or sooner; one already over SIGKILLs
+// now, and the run is recorded killed after its stop_timeout.
+func TestStopTimeoutEditedReachesTheStop(t *testing.T) {
+	d, dir := runDaemon(t, "", nil)
+	path, free := filepath.Join(dir, "deaf.lua"), filepath.Join(t.TempDir(), "free")
+	t.Cleanup(func() { _ = writeFile(free, nil, 0o600) }) // should the test fail with it stopping
+	deaf := func(stopTimeout string) string {
+		return `job "deaf" { cmd = { "sh", "-c", "trap '' TERM; while [ ! -e ` + free + ` ]; do sleep 0.05; done" }, cpus = 1, stop_timeout = "` + stopTimeout + `" }`
+	}
+	testkit.PutFile(t, path, deaf("1h"))
+	reload(t, d)
+	first := waitJob(t, d, "deaf", "running", func(js JobStatus) bool { return js.State == "running" })
+	if code, body := as(t, d, "root", "POST", jobPath("deaf")+"/stop"); code != 200 {
+		t.Fatalf("berth stop deaf: %d %s", code, body)
+	}
+	stopping := waitJob(t, d, "deaf", "stopping", func(js JobStatus) bool { return js.State == "stopping" && js.KillAt != nil })
+	began := stopping.KillAt.Add(-time.Hour)
+
+	testkit.PutFile(t, path, deaf("2h"))
+	reload(t, d)
+	js := waitJob(t, d, "deaf", "its SIGKILL moved later", func(js JobStatus) bool {
+		return js.KillAt != nil && !js.KillAt.Before(began.Add(2*time.Hour-time.Second))
+	})
+	if js.State != "stopping" || js.Run != first.Run || js.KillAt.After(began.Add(2*time.Hour+time.Second)) {
+		t.Errorf("stop_timeout 1h edited to 2h: %+v, want its SIGKILL 2h after the stop began (%v)", js, began.Add(2*time.Hour))
+	}
+
+	testkit.PutFile(t, path, deaf("1s"))
+	reload(t, d)
+	waitJob(t, d, "deaf", "stopped", func(js JobStatus) bool { return js.State == "stopped" })
+	runs := runsOf(t, d, "deaf")
+	if len(runs) != 1 || runs[0].ID != first.Run || runs[0].Reason != store.ReasonKilled || runs[0].Signal != "SIGKILL" {
+		t.Errorf("runs %+v, want its one run killed after its stop_timeout", runs)
+	}
+}
+
 // TestRenameKeepsTheName: a file renamed as it is (a git mv, a
 // renumbering) holds the names it held: a file refused for declaring one
 // of them again does not take it, and the job runs on.

@@ -676,6 +676,38 @@ func TestUnitsStopKilledWhileAway(t *testing.T) {
 	}
 }
 
+// TestUnitsStopTimeoutEdited: a stop_timeout edited while its unit is
+// being stopped moves that stop's SIGKILL, as for the daemon's own
+// children (TestStopTimeoutEditedReachesTheStop).
+func TestUnitsStopTimeoutEdited(t *testing.T) {
+	svcWith := func(stopTimeout string) string {
+		return `job "svc" { cmd = { "/bin/sleep", "1000" }, stop_timeout = "` + stopTimeout + `" }`
+	}
+	b := newUnitsBox(t, svcWith("1h"))
+	d, _ := b.start()
+	svc := waitJob(t, d, "svc", "running", func(js JobStatus) bool { return js.State == "running" })
+	if code, body := as(t, d, "root", "POST", jobPath("svc")+"/stop"); code != 200 {
+		t.Fatalf("berth stop svc: %d %s", code, body)
+	}
+	// The fake's processes ignore SIGTERM: only the SIGKILL ends it.
+	js := waitJob(t, d, "svc", "stopping", func(js JobStatus) bool { return js.State == "stopping" && js.KillAt != nil })
+	began := js.KillAt.Add(-time.Hour)
+	testkit.PutFile(t, filepath.Join(b.jobsDir, "jobs.lua"), svcWith("20m"))
+	reload(t, d)
+	js = waitJob(t, d, "svc", "its SIGKILL moved sooner", func(js JobStatus) bool {
+		return js.KillAt != nil && js.KillAt.Before(began.Add(20*time.Minute+time.Second))
+	})
+	if js.State != "stopping" || js.KillAt.Before(began.Add(20*time.Minute-time.Second)) {
+		t.Errorf("stop_timeout 1h edited to 20m: %+v, want its SIGKILL 20m after the stop began (%v)", js, began.Add(20*time.Minute))
+	}
+	testkit.PutFile(t, filepath.Join(b.jobsDir, "jobs.lua"), svcWith("1s"))
+	reload(t, d)
+	waitJob(t, d, "svc", "stopped", func(js JobStatus) bool { return js.State == "stopped" })
+	if runs := runsOf(t, d, "svc"); len(runs) != 1 || runs[0].ID != svc.Run || runs[0].Reason != store.ReasonKilled {
+		t.Errorf("svc's runs: %+v, want its one run killed after stop_timeout", runs)
+	}
+}
+
 // TestUnitsTimeoutEdited: a running job's timeout edited moves its unit's
 // own bound too (set for while no daemon watches), which would otherwise
 // end the run at the old limit.

@@ -69,6 +69,9 @@ type Process struct {
 	ticksRead bool
 	// onExit are OnExit's calls still to make, until done is closed.
 	onExit []func()
+
+	// kill is when Stop sends its SIGKILL.
+	kill KillTimer
 }
 
 // Exit is how a process ended.
@@ -372,7 +375,8 @@ func (p *Process) Done() <-chan struct{} { return p.done }
 var errReaped = errors.New("process already reaped")
 
 // Stop sends sig to the whole process group, waits up to timeout for the
-// group to end, then sends SIGKILL to the group. It returns only once the
+// group to end (or until MoveKill's deadline, where it is called), then
+// sends SIGKILL to the group. It returns only once the
 // leader has been reaped and nothing is left of the group; killed reports
 // whether SIGKILL had to be sent. Calling it again, concurrently, or after
 // the process ended is safe.
@@ -399,12 +403,12 @@ func (p *Process) Stop(sig syscall.Signal, timeout time.Duration) (killed bool) 
 		// systemd follows its stop signal with SIGCONT for the same reason.
 		_ = p.signal(unix.SIGCONT)
 	}
-	t := time.NewTimer(timeout)
-	defer t.Stop()
+	kill := p.kill.Start(timeout)
+	defer p.kill.Stop()
 	select {
 	case <-p.done:
-		return p.awaitGroup(t.C)
-	case <-t.C:
+		return p.awaitGroup(kill)
+	case <-kill:
 	}
 	killed = p.signal(unix.SIGKILL) == nil
 	<-p.done
@@ -412,9 +416,13 @@ func (p *Process) Stop(sig syscall.Signal, timeout time.Duration) (killed bool) 
 	return killed
 }
 
+// MoveKill puts the SIGKILL of the stop under way left from now: its
+// stop_timeout was edited.
+func (p *Process) MoveKill(left time.Duration) { p.kill.Move(left) }
+
 // expired is a deadline that has passed.
-var expired = func() <-chan time.Time {
-	c := make(chan time.Time)
+var expired = func() <-chan struct{} {
+	c := make(chan struct{})
 	close(c)
 	return c
 }()
@@ -427,7 +435,7 @@ const groupPoll = 50 * time.Millisecond
 // leader has been reaped, SIGKILLing it when deadline comes, and reports
 // whether it had to. The group's ID is not reused while the group has a
 // member, and once it has none, nothing is signalled.
-func (p *Process) awaitGroup(deadline <-chan time.Time) (killed bool) {
+func (p *Process) awaitGroup(deadline <-chan struct{}) (killed bool) {
 	tick := time.NewTicker(groupPoll)
 	defer tick.Stop()
 	// Once SIGKILLed, a process stuck in the kernel is not waited for long.

@@ -761,7 +761,14 @@ type Run struct {
 	once sync.Once
 	done chan struct{}
 	exit runner.Exit
+
+	// kill is when Stop sends its SIGKILL.
+	kill runner.KillTimer
 }
+
+// MoveKill puts the SIGKILL of the stop under way left from now: its
+// stop_timeout was edited.
+func (run *Run) MoveKill(left time.Duration) { run.kill.Move(left) }
 
 func newRun(r *Runner, name string) *Run { return &Run{r: r, name: name, done: make(chan struct{})} }
 
@@ -800,8 +807,9 @@ func (run *Run) SetRuntimeMax(d time.Duration) error {
 }
 
 // Stop sends sig to every process of the unit (none where sig is 0: it
-// was sent before), waits up to timeout for the main process to end, then
-// sends SIGKILL to all of them; killed says whether that was needed. It
+// was sent before), waits up to timeout for the main process to end (or
+// until MoveKill's deadline, where it is called), then sends SIGKILL to
+// all of them; killed says whether that was needed. It
 // returns once the run has ended, or once the runner is closed (its
 // daemon left the SIGKILL to the next one, or to systemd).
 func (run *Run) Stop(sig syscall.Signal, timeout time.Duration) (killed bool) {
@@ -818,8 +826,8 @@ func (run *Run) Stop(sig syscall.Signal, timeout time.Duration) (killed bool) {
 		}
 		cancel()
 	}
-	t := time.NewTimer(timeout)
-	defer t.Stop()
+	kill := run.kill.Start(timeout)
+	defer run.kill.Stop()
 	select {
 	case <-run.done:
 		return false
@@ -827,7 +835,7 @@ func (run *Run) Stop(sig syscall.Signal, timeout time.Duration) (killed bool) {
 		// Nobody follows the run any more: its daemon left the SIGKILL
 		// to the next one, or to systemd (HandOffKill).
 		return false
-	case <-t.C:
+	case <-kill:
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
 	killed = run.r.m.KillUnitWithTarget(ctx, run.name, sd.All, int32(syscall.SIGKILL)) == nil
