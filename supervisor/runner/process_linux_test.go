@@ -191,6 +191,35 @@ func TestStopKillsAfterTimeout(t *testing.T) {
 	}
 }
 
+// TestStopKillMoved: MoveKill, before the stop's wait or during it, moves
+// its SIGKILL (a stop_timeout edited): here from an hour to now.
+func TestStopKillMoved(t *testing.T) {
+	t.Parallel()
+	for _, before := range []bool{true, false} {
+		c := startChild(t, helperSpec(t, "ignore-term"))
+		c.ready(t)
+		if before {
+			c.MoveKill(0)
+		}
+		done := make(chan bool)
+		go func() { done <- c.Stop(syscall.SIGTERM, time.Hour) }()
+		if !before {
+			c.MoveKill(0)
+		}
+		select {
+		case killed := <-done:
+			if !killed {
+				t.Errorf("moved before the stop %v: not reported SIGKILLed", before)
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatalf("moved before the stop %v: Stop still waits for the hour", before)
+		}
+		if got := c.Wait(); got.Signal != syscall.SIGKILL {
+			t.Errorf("moved before the stop %v: exit = %v, want signal: killed", before, got)
+		}
+	}
+}
+
 func TestStopContinuesStopped(t *testing.T) {
 	t.Parallel()
 	c := startChild(t, helperSpec(t, "wait-term"))
