@@ -444,6 +444,35 @@ job "where" { cmd = { "sh", "-c", "tr '\\0' '\\n' < /proc/$$/environ > OUT/where
 // TestDaemonCardsLeftOut: a daemon whose CUDA_VISIBLE_DEVICES ends before
 // cards it names says so in its log, where the operator looks for the
 // card missing from berth machine.
+// TestQuickstartAsTheReadmeSays: the bundled quickstart, run as "Try it"
+// says, ends its batch jobs done and keeps its service up (trial AO: a
+// shell error left three of them failed, which berth check cannot see).
+func TestQuickstartAsTheReadmeSays(t *testing.T) {
+	files, err := filepath.Glob("../../examples/quickstart/*.lua")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("the quickstart's files: %v %v", files, err)
+	}
+	srcs := map[string]string{}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		srcs[filepath.Base(f)] = string(b)
+	}
+	d := newTestDaemon(t, srcs)
+	d.start(daemonOptions{args: []string{"--user-jobs", ""}})
+	for _, name := range []string{"hello", "count", "chunk-1", "chunk-2", "chunk-3", "sweep"} {
+		d.waitJob(name, "done, as the README says", func(j supervisor.JobStatus) bool {
+			if j.State == "failed" {
+				t.Fatalf("%s failed: %s (berth logs %s)", name, j.Why, name)
+			}
+			return j.State == "done"
+		})
+	}
+	d.waitState("ticker", "running")
+}
+
 func TestDaemonCardsLeftOut(t *testing.T) {
 	t.Parallel()
 	d := newTestDaemon(t, nil)

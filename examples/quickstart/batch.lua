@@ -17,7 +17,7 @@ job "count" {
 -- Files are programs: this loop declares three jobs, chunk-1 … chunk-3.
 for i = 1, 3 do
   job ("chunk-" .. i) {
-    cmd = { "sh", "-c", "echo chunk " .. i .. " on $BERTH_CPUS core(s); sleep 2" },
+    cmd = { "sh", "-c", "echo chunk " .. i .. ", cores granted: $BERTH_CPUS; sleep 2" },
     flavor = "small",
     priority = 10 - i,       -- higher goes first when they must wait
   }
