@@ -17,6 +17,7 @@ const (
 	runV3 = 3 // runV2's fields, then GPUMemBytes and GPUMemPeakBytes: a run that used a card
 	runV4 = 4 // runV3's fields, then Cause: a run that could not be started
 	runV5 = 5 // runV4's fields, then Stopping: a run berth began to stop
+	runV6 = 6 // runV5's fields, then StopBegan: a run being stopped, until its end is recorded
 	jobV1 = 1 // read only: written before jobs recorded their file
 	jobV2 = 2 // jobV1's fields, then File
 	jobV3 = 3 // jobV2's fields, then StoppedAll
@@ -27,6 +28,8 @@ func encodeRun(r RunRecord) []byte {
 	b := make([]byte, 0, 96+len(r.Job)+len(r.Fingerprint)+len(r.Mark)+len(r.Cause))
 	ver := byte(runV1)
 	switch {
+	case !r.StopBegan.IsZero():
+		ver = runV6
 	case r.Stopping != 0:
 		ver = runV5
 	case r.Cause != "":
@@ -69,6 +72,9 @@ func encodeRun(r RunRecord) []byte {
 	if ver >= runV5 {
 		b = append(b, byte(r.Stopping))
 	}
+	if ver >= runV6 {
+		b = appendTime(b, r.StopBegan)
+	}
 	return b
 }
 
@@ -79,7 +85,7 @@ func decodeRun(v []byte) (RunRecord, error) {
 	var r RunRecord
 	switch ver := d.readByte(); {
 	case d.err != nil:
-	case ver >= runV1 && ver <= runV5:
+	case ver >= runV1 && ver <= runV6:
 		r.ID = d.readUvarint()
 		r.Job = d.readString()
 		r.Fingerprint = d.readString()
@@ -115,6 +121,9 @@ func decodeRun(v []byte) (RunRecord, error) {
 		}
 		if ver >= runV5 {
 			r.Stopping = Reason(d.readByte())
+		}
+		if ver >= runV6 {
+			r.StopBegan = d.readTime()
 		}
 	default:
 		return RunRecord{}, fmt.Errorf("decode run record: version %d: %w", ver, ErrNewer)

@@ -27,6 +27,7 @@ func TestCodec(t *testing.T) {
 		{ID: 8, Job: "broken", GPUs: []string{"0"}, GPUMemBytes: 1 << 30, Reason: ReasonSpawnError, Cause: "é"},
 		{ID: 9, Job: "stopping", Start: t0, Stopping: ReasonTimedOut, Cause: "it ran past its timeout of 2s"},
 		{ID: 10, Job: "stopped", Start: t0, End: t0, Reason: ReasonKilled, Stopping: ReasonStopped},
+		{ID: 11, Job: "handed", Start: t0, Stopping: ReasonStopped, Cause: "restarted on request (berth restart)", StopBegan: t0.Add(time.Minute)},
 	}
 	for _, r := range runs {
 		enc := encodeRun(r)
@@ -67,7 +68,7 @@ func TestCodec(t *testing.T) {
 			}
 		}
 	}
-	for _, v := range [][]byte{{runV5 + 1}, {255, 0, 0}} {
+	for _, v := range [][]byte{{runV6 + 1}, {255, 0, 0}} {
 		if _, err := decodeRun(v); !errors.Is(err, ErrNewer) {
 			t.Errorf("decode run %v = %v, want ErrNewer", v, err)
 		}

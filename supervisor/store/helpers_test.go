@@ -185,7 +185,7 @@ func normTime(t time.Time) time.Time {
 // normRun makes r comparable with reflect.DeepEqual to what the store
 // returns: times in UTC without monotonic reading, empty slices as nil.
 func normRun(r RunRecord) RunRecord {
-	r.Start, r.End = normTime(r.Start), normTime(r.End)
+	r.Start, r.End, r.StopBegan = normTime(r.Start), normTime(r.End), normTime(r.StopBegan)
 	if len(r.CPUIDs) == 0 {
 		r.CPUIDs = nil
 	}

@@ -66,16 +66,17 @@ func (l Later) SetRunGPUMemPeak(id uint64, bytes int64) {
 	}), gpuMemKey(id))
 }
 
-// StopRun records that berth began to stop run id, for reason
+// StopRun records that berth began to stop run id at began, for reason
 // (ReasonStopped, ReasonTimedOut), as cause says: the next daemon ends a
-// run it finds open so, should this one go away before the run ends.
-func (l Later) StopRun(id uint64, reason Reason, cause string) {
+// run it finds open so, should this one go away before the run ends, and
+// sees a stop under way through from when it began.
+func (l Later) StopRun(id uint64, reason Reason, cause string, began time.Time) {
 	if len(cause) > maxCauseBytes {
 		cause = strings.ToValidUTF8(cause[:maxCauseBytes], "") + "…"
 	}
 	l.queue(updateRun(id, fmt.Sprintf("stop run %d", id), func(r *RunRecord) {
 		if r.End.IsZero() {
-			r.Stopping, r.Cause = reason, cause
+			r.Stopping, r.Cause, r.StopBegan = reason, cause, began
 		}
 	}), stopKey(id))
 }

@@ -329,3 +329,30 @@ func TestSpawnErrorCause(t *testing.T) {
 		t.Errorf("run b: cause of %d bytes %q, %v", len(got.Cause), got.Cause, err)
 	}
 }
+
+// TestStopBeganKeptWhileOpen: a stop's start is on record while its run
+// is open, and is let go with its end, the record then one that a daemon
+// from before runV6 reads.
+func TestStopBeganKeptWhileOpen(t *testing.T) {
+	s, path := openTest(t, Options{})
+	r := begin(t, s, "a", t0)
+	s.Later(func(err error) { t.Error(err) }).StopRun(r.ID, ReasonStopped, "restarted on request (berth restart)", t0.Add(time.Minute))
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = openTestAt(t, path, Options{})
+	got, _, err := s.run(r.ID)
+	if err != nil || got.Stopping != ReasonStopped || !got.StopBegan.Equal(t0.Add(time.Minute)) {
+		t.Fatalf("the run being stopped: %+v %v, want its stop's start on record", got, err)
+	}
+	if err := s.EndRun(r.ID, t0.Add(2*time.Minute), 0, "", ReasonStopped, got.Cause); err != nil {
+		t.Fatal(err)
+	}
+	got, _, err = s.run(r.ID)
+	if err != nil || !got.StopBegan.IsZero() || got.Stopping != ReasonStopped {
+		t.Fatalf("the run ended: %+v %v, want its stop's start let go", got, err)
+	}
+	if ver := encodeRun(got)[0]; ver != runV5 {
+		t.Errorf("an ended run is written as version %d, want %d", ver, runV5)
+	}
+}

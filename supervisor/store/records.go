@@ -38,6 +38,11 @@ type RunRecord struct {
 	// did not stop. A run still open with Stopping set was being stopped
 	// when its daemon went away: the next one ends it so, not lost.
 	Stopping Reason
+	// StopBegan is when that stop began (its signal sent), while the run
+	// is open: the next daemon sees a stop its last one handed off through
+	// to its stop_timeout counted from then. Zero once the end is
+	// recorded, and in records written before it was kept.
+	StopBegan time.Time
 	// Mark is what the run was run after: the job's done record for it
 	// (its process fingerprint and its batch parents' done records), kept
 	// so that a run taken back by the next daemon, or a failed one, can be

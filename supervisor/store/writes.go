@@ -177,6 +177,7 @@ func endRunOp(id uint64, end time.Time, exitCode int, signal string, reason Reas
 	}
 	return updateRun(id, fmt.Sprintf("end run %d", id), func(r *RunRecord) {
 		r.End, r.ExitCode, r.Signal, r.Reason, r.Cause = end, exitCode, signal, reason, cause
+		r.StopBegan = time.Time{} // needed no more: an ended record stays one an older daemon reads
 	}), nil
 }
 
