@@ -252,8 +252,8 @@ func (j *job) takeAdopted(a adoptedRun) {
 	j.publish()
 }
 
-// resumedStop is a person's stop that the last daemon began on a run this
-// one took back: when it began, whether its signal was sent, and why.
+// resumedStop is a stop that the last daemon began on a run this one took
+// back: when it began, whether its signal was sent, and why.
 type resumedStop struct {
 	began     time.Time
 	signalled bool
@@ -261,21 +261,37 @@ type resumedStop struct {
 }
 
 // resumeStop goes on, before the job's goroutine starts, with the stop of
-// the run it just took back (takeAdopted) that a person asked of the last
-// daemon: the job is shown stopping, holding what the run holds, and
-// rests stopped once the run has ended, its history saying why it was
+// the run it just took back (takeAdopted) that the last daemon began, as
+// the event kind began it: a person's stop (evStop), after which the job
+// rests stopped, or a restart, an edit or a disable (evRestart: run again,
+// unless the definition read now puts it to rest). The job is shown
+// stopping, holding what the run holds, its history saying why it was
 // stopped. The stop_signal is sent again only where the last daemon may
 // not have sent it (its run's record does not say it was being stopped),
 // and SIGKILL follows once the stop_timeout, from when the stop began, is
 // over (trial AE: a fixed SIGTERM, and SIGKILL 10 s later, cut a 60 s
 // checkpoint short).
-func (j *job) resumeStop(rec store.RunRecord, began time.Time) {
+func (j *job) resumeStop(rec store.RunRecord, began time.Time, kind eventKind) {
 	j.run.resumed = &resumedStop{began: began, signalled: rec.Stopping != 0, cause: rec.Cause}
-	j.apply(event{kind: evStop})
+	j.apply(event{kind: kind})
 	// Stopping since it began, on record too: a daemon that goes away
 	// again does not make the stop longer.
 	j.life.since = began
 	j.persist()
+}
+
+// resumeTimeout goes on with the stop of a run that outlived its timeout,
+// which the last daemon began: once it ends, the restart policy judges it
+// as the last daemon would have. That one recorded where the job goes then
+// (life.recorded: settled), having counted the restart it leads to; where
+// that count goes on here (counted), it is taken back to what it was
+// before, or the policy would count that restart twice.
+func (j *job) resumeTimeout(rec store.RunRecord, began time.Time, counted bool) {
+	if counted && j.life.restarts > 0 {
+		j.life.restarts--
+		j.life.delay = delayAfter(j.life.restarts)
+	}
+	j.resumeStop(rec, began, evTimeout)
 }
 
 // stopOrphans stops the adopted runs no job claimed (their files went away

@@ -843,7 +843,7 @@ func (d *Daemon) markShutdownLost() {
 	}
 	for _, r := range open {
 		if r.Stopping == 0 {
-			d.later.StopRun(r.ID, store.ReasonLost, msgLostShuttingDown)
+			d.later.StopRun(r.ID, store.ReasonLost, msgLostShuttingDown, time.Time{})
 		}
 	}
 }

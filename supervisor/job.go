@@ -1209,7 +1209,7 @@ func (j *job) stop() {
 	if j.run.id != 0 && !isLocalRunID(j.run.id) {
 		// Should the daemon go away before the run ends, the next one
 		// ends it so rather than lost.
-		j.d.later.StopRun(j.run.id, cmp.Or(j.life.pending.why, store.ReasonStopped), j.run.stopCause)
+		j.d.later.StopRun(j.run.id, cmp.Or(j.life.pending.why, store.ReasonStopped), j.run.stopCause, j.run.stopBegan)
 	}
 	go func() { j.stopped <- proc.Stop(sig, timeout) }()
 }
@@ -1388,13 +1388,14 @@ func (j *job) shutdown() {
 			j.drainAtEnd()
 			return
 		}
-		if j.life.recorded() == store.StateStopped && !j.removed && j.mayHandOff() {
-			// A person's stop under way: the next daemon sees it through
-			// as it was begun (resumeStop), and systemd sends its SIGKILL
-			// at the stop_timeout should no daemon be there by then, so
-			// the daemon need not wait for it (trial AK: systemctl
-			// restart berth waited out a 30 s stop_timeout; one past
-			// TimeoutStopSec had the daemon killed).
+		if !j.removed && j.mayHandOff() {
+			// The stop under way (a person's, a restart, an edit, a
+			// disable, a timeout) is on the run's record: the next daemon
+			// sees it through as it was begun (resumeStop), and systemd
+			// sends its SIGKILL at the stop_timeout should no daemon be
+			// there by then, so the daemon need not wait for it (trial AK:
+			// systemctl restart berth waited out a 30 s stop_timeout; one
+			// past TimeoutStopSec had the daemon killed).
 			err := unit.HandOffKill(j.run.killAt.Sub(j.d.now()))
 			if err == nil {
 				j.log.Info("left to the next daemon: the stop of its run, its SIGKILL to systemd", "run", j.run.id, "unit", unit.Unit(),
@@ -1404,10 +1405,10 @@ func (j *job) shutdown() {
 			}
 			j.log.Warn("cannot hand the SIGKILL of a run being stopped to systemd: waiting for its end", "run", j.run.id, "unit", unit.Unit(), "error", err)
 		}
-		// Another stop under way (a removal, an edit, a disable, a file
-		// that cannot run, a timeout) is seen through: the next daemon
-		// would take the unit back as running. A restart under way is not
-		// (evShutdown): the next daemon runs it again.
+		// The stop of a removed job is seen through: the next daemon,
+		// which finds no job for the unit, would stop it afresh. So is
+		// one that cannot be handed off, but for a restart (evShutdown):
+		// the next daemon runs the job again.
 		j.apply(event{kind: evShutdown})
 		j.drainAtEnd()
 		select {

@@ -1449,12 +1449,29 @@ func (d *Daemon) declare(name string, def *luaapi.Job, invalid string, first boo
 		if a, ok := d.adopted[name]; ok {
 			delete(d.adopted, name)
 			j.takeAdopted(a)
-			if initial.state == store.StateStopped {
+			switch {
+			case initial.state == store.StateStopped:
 				// A person's stop was under way when the last daemon
 				// went: it is seen through, and the job rests stopped.
 				d.log.Info("stopping a run taken back whose job was being stopped", "job", name, "run", a.rec.ID)
-				j.resumeStop(a.rec, initial.since)
-			} else {
+				j.resumeStop(a.rec, initial.since, evStop)
+			case a.rec.Stopping == store.ReasonStopped || a.rec.Stopping == store.ReasonTimedOut:
+				// Another stop was under way (a restart, an edit, a
+				// disable, a timeout): seen through as begun, what follows
+				// its end decided as then, unless the definition read now
+				// says otherwise (edited or disabled meanwhile).
+				d.log.Info("stopping a run taken back that was being stopped", "job", name, "run", a.rec.ID, "why", a.rec.Cause)
+				processChanged = a.rec.Fingerprint != def.ProcessFingerprint()
+				began := a.rec.StopBegan
+				if began.IsZero() {
+					began = d.now() // recorded before the stop's start was kept
+				}
+				if a.rec.Stopping == store.ReasonTimedOut {
+					j.resumeTimeout(a.rec, began, m.counted)
+				} else {
+					j.resumeStop(a.rec, began, evRestart)
+				}
+			default:
 				// Edited while the daemon was away: a new definition
 				// restarts the run, as an edit would have.
 				processChanged = a.rec.Fingerprint != def.ProcessFingerprint()
@@ -1600,6 +1617,10 @@ type memory struct {
 	// invalidSince is when it became invalid, where it was when the last
 	// daemon stopped: one invalid still has been so since then.
 	invalidSince time.Time
+	// counted: initial's restarts, going on, count the restart that the
+	// record says the job is on its way to (backoff), which the timeout
+	// of a run being stopped leads to (resumeTimeout).
+	counted bool
 }
 
 // remembered is where a job starts its life in this daemon: a batch job
@@ -1655,6 +1676,7 @@ func (d *Daemon) remembered(name string, def *luaapi.Job, set *luaapi.Set) memor
 		// every start of the daemon. A run that had lasted resets it, as
 		// its end would have.
 		m.initial = life{restarts: rec.Restarts, delay: delayAfter(rec.Restarts)}
+		m.counted = rec.State == store.StateBackoff
 		if rec.State == store.StateBackoff {
 			// The delay armed when it entered backoff is the one before
 			// the restart it counted (decideRestart).

@@ -77,7 +77,7 @@ func (b *unitsBox) stoppingAtCrash(job string, run uint64, began time.Time, sign
 		t.Fatal(err)
 	}
 	if signalled {
-		st.Later(func(err error) { t.Error(err) }).StopRun(run, store.ReasonStopped, "stopped on request (berth stop)")
+		st.Later(func(err error) { t.Error(err) }).StopRun(run, store.ReasonStopped, "stopped on request (berth stop)", began)
 	}
 	if err := st.Close(); err != nil {
 		t.Fatal(err)
@@ -566,13 +566,7 @@ func TestUnitsStopHandedOffAtShutdown(t *testing.T) {
 	waitJob(t, d, "svc", "stopping", func(js JobStatus) bool { return js.State == "stopping" })
 	// The fake's processes ignore SIGTERM: only the SIGKILL an hour on
 	// would end it, which the daemon does not wait for.
-	left := make(chan struct{})
-	go func() { stop(); close(left) }()
-	select {
-	case <-left:
-	case <-time.After(20 * time.Second):
-		t.Fatal("the daemon is still waiting for svc's stop_timeout of an hour")
-	}
+	leavesAtOnce(t, stop)
 	if !b.manager.Active(unit) {
 		t.Fatal("svc's unit ended: the daemon waited for, or sent, its SIGKILL")
 	}
@@ -602,6 +596,115 @@ func TestUnitsStopHandedOffAtShutdown(t *testing.T) {
 		t.Errorf("svc's runs: %+v, want its one run stopped, the next daemon having seen its stop through", runs)
 	}
 	testkit.WaitFor(t, 20*time.Second, "the killer gone once the run has ended", func() bool { return !slices.Contains(b.manager.Names(), killer) })
+}
+
+// leavesAtOnce stops a daemon, which must not wait for a stop under way
+// whose stop_timeout is an hour: it hands it off.
+func leavesAtOnce(t *testing.T, stop func()) {
+	t.Helper()
+	left := make(chan struct{})
+	go func() { stop(); close(left) }()
+	select {
+	case <-left:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the daemon is still waiting for a stop_timeout of an hour")
+	}
+}
+
+// signalsSent counts the times sig was sent to unit, by every daemon.
+func signalsSent(m *unitstest.Manager, unit string, sig syscall.Signal) int {
+	n := 0
+	for _, k := range m.Killed() {
+		if k == unit+" "+sig.String() {
+			n++
+		}
+	}
+	return n
+}
+
+// TestUnitsRestartHandedOffAtShutdown: a daemon stopped while a restart
+// of a unit is under way leaves at once, as for a person's stop (it waited
+// out the stop_timeout); the next one sees the stop through as begun,
+// sending no second SIGTERM, and then runs the job again.
+func TestUnitsRestartHandedOffAtShutdown(t *testing.T) {
+	b := newUnitsBox(t, `job "svc" { cmd = { "/bin/sleep", "1000" }, stop_timeout = "1h" }`)
+	d, stop := b.start()
+	svc := waitJob(t, d, "svc", "running", func(js JobStatus) bool { return js.State == "running" })
+	unit := units.Name("svc", svc.Run)
+	if code, body := as(t, d, "root", "POST", jobPath("svc")+"/restart"); code != 200 {
+		t.Fatalf("berth restart svc: %d %s", code, body)
+	}
+	stopping := waitJob(t, d, "svc", "stopping", func(js JobStatus) bool { return js.State == "stopping" && js.KillAt != nil })
+	leavesAtOnce(t, stop)
+	if !slices.Contains(b.manager.Names(), strings.TrimSuffix(unit, ".service")+"-sigkill.service") {
+		t.Fatalf("no unit left to SIGKILL svc's: %v", b.manager.Names())
+	}
+
+	d, _ = b.start()
+	js := waitJob(t, d, "svc", "stopping", func(js JobStatus) bool { return js.State != "" })
+	if js.State != "stopping" || js.Run != svc.Run || js.KillAt == nil || js.KillAt.Sub(*stopping.KillAt).Abs() > time.Second {
+		t.Errorf("svc under the next daemon: %+v, want its run stopping, its SIGKILL still at %v", js, stopping.KillAt)
+	}
+	b.manager.End(unit, "signal", unitstest.CLDKilled, int32(syscall.SIGTERM))
+	waitJob(t, d, "svc", "running again", func(js JobStatus) bool { return js.State == "running" && js.Run != svc.Run })
+	if n := signalsSent(b.manager, unit, syscall.SIGTERM); n != 1 {
+		t.Errorf("SIGTERM sent %d times to svc's first unit, want once", n)
+	}
+	runs := runsOf(t, d, "svc")
+	if len(runs) != 2 || runs[1].ID != svc.Run || runs[1].Reason != store.ReasonStopped ||
+		runs[1].Cause != "restarted on request (berth restart); "+seenThroughCause {
+		t.Errorf("svc's runs: %+v, want its first run stopped for the restart, seen through, then a second", runs)
+	}
+}
+
+// TestUnitsHandedOffThenDisabled: a restart handed off, and the job's file
+// disabling it before the next daemon came: that one sees the stop
+// through, and the job rests disabled rather than running again.
+func TestUnitsHandedOffThenDisabled(t *testing.T) {
+	b := newUnitsBox(t, `job "svc" { cmd = { "/bin/sleep", "1000" }, stop_timeout = "1h" }`)
+	d, stop := b.start()
+	svc := waitJob(t, d, "svc", "running", func(js JobStatus) bool { return js.State == "running" })
+	unit := units.Name("svc", svc.Run)
+	if code, body := as(t, d, "root", "POST", jobPath("svc")+"/restart"); code != 200 {
+		t.Fatalf("berth restart svc: %d %s", code, body)
+	}
+	waitJob(t, d, "svc", "stopping", func(js JobStatus) bool { return js.State == "stopping" })
+	leavesAtOnce(t, stop)
+	testkit.PutFile(t, filepath.Join(b.jobsDir, "jobs.lua"), `job "svc" { cmd = { "/bin/sleep", "1000" }, stop_timeout = "1h", enabled = false }`)
+	d, _ = b.start()
+	waitJob(t, d, "svc", "stopping", func(js JobStatus) bool { return js.State == "stopping" && js.Run == svc.Run })
+	b.manager.End(unit, "signal", unitstest.CLDKilled, int32(syscall.SIGTERM))
+	waitJob(t, d, "svc", "disabled", func(js JobStatus) bool { return js.State == "disabled" })
+	if n := signalsSent(b.manager, unit, syscall.SIGTERM); n != 1 {
+		t.Errorf("SIGTERM sent %d times to svc's unit, want once", n)
+	}
+}
+
+// TestUnitsTimeoutHandedOffAtShutdown: a daemon stopped while a run that
+// outlived its timeout is being stopped leaves at once; the next one sees
+// the stop through, records the run timed out, and the policy restarts it
+// once, counted once (the last daemon had counted that restart).
+func TestUnitsTimeoutHandedOffAtShutdown(t *testing.T) {
+	b := newUnitsBox(t, `job "svc" { cmd = { "/bin/sleep", "1000" }, timeout = "1s", stop_timeout = "1h", restart = "on-failure" }`)
+	d, stop := b.start()
+	svc := waitJob(t, d, "svc", "stopping for its timeout", func(js JobStatus) bool { return js.State == "stopping" })
+	unit := units.Name("svc", svc.Run)
+	leavesAtOnce(t, stop)
+	d, _ = b.start()
+	waitJob(t, d, "svc", "stopping", func(js JobStatus) bool { return js.State == "stopping" && js.Run == svc.Run })
+	b.manager.End(unit, "signal", unitstest.CLDKilled, int32(syscall.SIGTERM))
+	js := waitJob(t, d, "svc", "restarted", func(js JobStatus) bool {
+		return js.State == "backoff" || js.State == "running" && js.Run != svc.Run || js.State == "stopping" && js.Run != svc.Run
+	})
+	if js.Restarts != 1 {
+		t.Errorf("svc restarted after its timeout: %+v, want 1 restart in a row", js)
+	}
+	if runs := runsOf(t, d, "svc"); len(runs) == 0 || runs[len(runs)-1].ID != svc.Run || runs[len(runs)-1].Reason != store.ReasonTimedOut {
+		t.Errorf("svc's runs: %+v, want its first run timed out", runs)
+	}
+	if n := signalsSent(b.manager, unit, syscall.SIGTERM); n != 1 {
+		t.Errorf("SIGTERM sent %d times to svc's first unit, want once", n)
+	}
 }
 
 // TestUnitsHandedOffThenRemoved: a stop left to the next daemon whose job
