@@ -185,6 +185,16 @@ func listing[T any](name string, path func(args []string) string, render func(io
 			fmt.Fprintln(c.stderr, msgListLoading(name))
 		}
 		if f.json {
+			at := now(v)
+			switch v := any(v).(type) {
+			case []supervisor.JobStatus:
+				withAfterWhy(v, at)
+			case supervisor.JobDetail:
+				one := []supervisor.JobStatus{v.Status}
+				withAfterWhy(one, at)
+				v.Status = one[0]
+				return c.writeJSON(v)
+			}
 			return c.writeJSON(v)
 		}
 		render(c.stdout, v, c.render(now(v)))

@@ -85,6 +85,28 @@ func TestDaemonPipeline(t *testing.T) {
 	if !strings.Contains(out, `"exit_code": 3`) && !strings.Contains(out, `"exit_code":3`) {
 		t.Errorf("berth status --json has no exit_code 3:\n%s", out)
 	}
+	// The JSON has the why the text has (trial AO: none, after alone).
+	const heldWhy = "after prep, which failed (exit 3); runs when prep succeeds"
+	var st supervisor.Status
+	if err := json.Unmarshal([]byte(out), &st); err != nil {
+		t.Fatal(err)
+	}
+	var jobs []supervisor.JobStatus
+	out, _, _ = d.cli("jobs", "--json")
+	if err := json.Unmarshal([]byte(out), &jobs); err != nil {
+		t.Fatal(err)
+	}
+	var shown supervisor.JobDetail
+	out, _, _ = d.cli("show", "train", "--json")
+	if err := json.Unmarshal([]byte(out), &shown); err != nil {
+		t.Fatal(err)
+	}
+	for what, list := range map[string][]supervisor.JobStatus{"status": st.Jobs, "jobs": jobs, "show": {shown.Status}} {
+		i := slices.IndexFunc(list, func(j supervisor.JobStatus) bool { return j.Name == "train" })
+		if i < 0 || !strings.HasPrefix(list[i].Why, heldWhy) {
+			t.Errorf("berth %s --json: train's why is not %q: %+v", what, heldWhy, list)
+		}
+	}
 	if e, _ := d.job("eval"); e.State != "waiting" || len(e.After) != 1 || e.After[0].Job != "train" {
 		t.Errorf("eval: %+v", e)
 	}

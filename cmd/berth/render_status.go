@@ -685,6 +685,18 @@ func singleWhy(j supervisor.JobStatus, now time.Time) string {
 	return why
 }
 
+// withAfterWhy fills the why of each job that waits for other jobs, which
+// the daemon leaves to the client to word from after (reason), for the
+// JSON a script reads (trial AO: jq's .why was null for exactly the jobs
+// that wait on a parent).
+func withAfterWhy(jobs []supervisor.JobStatus, now time.Time) {
+	for i := range jobs {
+		if j := &jobs[i]; j.Why == "" && len(j.After) > 0 {
+			j.Why = reason(*j, now)
+		}
+	}
+}
+
 // reason is why a job is where it is: for a waiting job, worded here from
 // what it is short of; otherwise as the daemon says it.
 func reason(j supervisor.JobStatus, now time.Time) string {

@@ -55,6 +55,7 @@ func runStatus(c *cli, argv []string) int {
 	}
 	s = owners.status(cl, s)
 	if f.json {
+		withAfterWhy(s.Jobs, s.Now)
 		return c.writeJSON(s)
 	}
 	o := c.render(s.Now)
@@ -328,7 +329,9 @@ func (c *cli) watchJSON(cl *client, owners *ownerFilter) int {
 		if failed = cl.doContext(ctx, http.MethodGet, "/status", nil, nil, &s); failed != nil {
 			gone = wentAway(failed)
 		} else {
-			failed = enc.Encode(owners.status(cl, s))
+			s = owners.status(cl, s)
+			withAfterWhy(s.Jobs, s.Now)
+			failed = enc.Encode(s)
 		}
 		if failed != nil {
 			cancel()
