@@ -316,7 +316,8 @@ func (g *depGraph) behind(name string, memo map[string]string) string {
 // renewing is, for a job done, the job at or upstream of its after parents
 // that runs, waits to run, or rests short of done with, a definition other
 // than the one name's done run followed ("" where none): once that one has
-// run to done, name runs again. A parent done is looked through. An
+// run to done, name runs again. A parent done is looked through, and so
+// is one that runs, waits or rests with what name's run followed. An
 // array's record is its indices' (arrayRecord), which is the definition's
 // when they ran one after the same parents. memo keeps what was found for
 // each name.
@@ -337,7 +338,11 @@ func (g *depGraph) renewing(name string, memo map[string]string) string {
 		if known && named && was != digest(doneMark(pv.Def.ProcessFingerprint(), parents)) {
 			return p, false
 		}
-		return "", false
+		// The definition name's run followed, after the same parents: a
+		// job upstream of it may still have another (trial AO: a parent
+		// started again, waiting for its own parent's new definition,
+		// left its child shown up to date, which then ran again).
+		return "", true
 	})
 }
 

@@ -418,6 +418,34 @@ func TestDaemonDepsBornWithParentsEdit(t *testing.T) {
 	}
 }
 
+// TestDaemonDepsStartedMiddleKeepsBehind: p1 edited to fail, and p2,
+// after it, started by a person, so that p2 waits for p1: p3, done after
+// p2, is still shown to run again after p1 (trial AO: it was shown up to
+// date, then ran again once p1 was mended).
+func TestDaemonDepsStartedMiddleKeepsBehind(t *testing.T) {
+	t.Parallel()
+	chain := func(p1 string) string {
+		return fmt.Sprintf(`job "p1" { cmd = { "sh", "-c", "echo 1 >> OUT/order; %s" }, cpus = 0 }`, p1) + "\n" +
+			`job "p2" { cmd = { "sh", "-c", "echo 2 >> OUT/order" }, cpus = 0, after = "p1" }` + "\n" +
+			`job "p3" { cmd = { "sh", "-c", "echo 3 >> OUT/order" }, cpus = 0, after = "p2" }`
+	}
+	d := newTestDaemon(t, map[string]string{"chain.lua": chain("exit 0")})
+	d.start(daemonOptions{args: []string{"--cpus", "4"}})
+	d.waitRuns("the chain", []string{"1", "2", "3"}, "p1", "p2", "p3")
+	d.write("chain.lua", chain("exit 3"))
+	d.waitState("p1", "failed")
+	d.waitJob("p3", "behind p1", func(j supervisor.JobStatus) bool { return j.RunsAgainAfter == "p1" })
+	if out, _, code := d.cli("start", "p2"); code != exitOK {
+		t.Fatalf("berth start p2: exit %d\n%s", code, out)
+	}
+	d.waitState("p2", "waiting")
+	if j, _ := d.job("p3"); j.State != "done" || j.RunsAgainAfter != "p1" {
+		t.Errorf("p3 with p2 waiting for p1's new definition: %+v, want done, to run again after p1", j)
+	}
+	d.write("chain.lua", chain("true"))
+	d.waitRuns("the chain again after p1's new definition", []string{"1", "2", "3", "1", "1", "2", "3"}, "p1", "p2", "p3")
+}
+
 // TestDaemonDepsGrandparentEdited: prep edited while train runs: train's
 // run, which followed the old prep, ends done, and eval does not run on
 // it; once prep's new run is done, train runs again, and eval once after
