@@ -1285,10 +1285,8 @@ func (d *Daemon) apply(set *luaapi.Set, first bool) ReloadResult {
 		d.declare(def.Name, def, invalid, first, set, &res, &born, diffs, nil, 0)
 	}
 	for name, j := range d.draining {
-		select {
-		case <-j.done:
+		if jobEnded(j.done) {
 			delete(d.draining, name)
-		default:
 		}
 	}
 	for name, j := range d.jobs {
@@ -1403,6 +1401,17 @@ func (d *Daemon) apply(set *luaapi.Set, first bool) ReloadResult {
 	return res
 }
 
+// jobEnded reports whether done, a job's, is closed: its goroutine has
+// ended.
+func jobEnded(done <-chan struct{}) bool {
+	select {
+	case <-done:
+		return true
+	default:
+		return false
+	}
+}
+
 // bornHoldBound bounds how long jobs born together hold the placer.
 const bornHoldBound = time.Second
 
@@ -1437,10 +1446,13 @@ func (d *Daemon) declare(name string, def *luaapi.Job, invalid string, first boo
 			// array's places.
 			arr.join(i, j)
 		}
-		if old, ok := d.draining[name]; ok {
+		if old, ok := d.draining[name]; ok && !jobEnded(old.done) {
 			// Declared again while the job of that name removed a
 			// moment ago still stops its run: this one starts once
 			// that one has ended, so that a job never has two runs.
+			// (One that has ended, not yet let go of, holds nothing:
+			// a job resting stopped rests so since its stop, not since
+			// now, trial AO.)
 			j.after = old.done
 			j.life.since = d.now()
 			j.publish() // shown waiting for it, since now

@@ -713,6 +713,33 @@ func TestStopTimeoutEditedReachesTheStop(t *testing.T) {
 	}
 }
 
+// TestRedeclaredStoppedKeepsItsSince: a job a person stopped, its file
+// removed, then declared again in another file, rests stopped as the
+// stop left it, since the stop (trial AO: since its declaration, the
+// removed job, at rest already, taken for one still stopping).
+func TestRedeclaredStoppedKeepsItsSince(t *testing.T) {
+	d, dir := runDaemon(t, "", nil)
+	testkit.PutFile(t, filepath.Join(dir, "g1.lua"), `job "ghost" { cmd = "sleep 100", cpus = 0 }`)
+	reload(t, d)
+	waitJob(t, d, "ghost", "running", func(js JobStatus) bool { return js.State == "running" })
+	if code, body := as(t, d, "root", "POST", jobPath("ghost")+"/stop"); code != 200 {
+		t.Fatalf("berth stop ghost: %d %s", code, body)
+	}
+	stopped := waitJob(t, d, "ghost", "stopped", func(js JobStatus) bool { return js.State == "stopped" })
+	if err := os.Remove(filepath.Join(dir, "g1.lua")); err != nil {
+		t.Fatal(err)
+	}
+	reload(t, d)
+	testkit.PutFile(t, filepath.Join(dir, "g2.lua"), `job "ghost" { cmd = "echo a new one", cpus = 0 }`)
+	if res := reload(t, d); !slices.Equal(res.Added, []string{"ghost"}) {
+		t.Fatalf("declared again: %+v", res)
+	}
+	js := waitJob(t, d, "ghost", "declared again", func(js JobStatus) bool { return strings.HasSuffix(js.File, "g2.lua") })
+	if js.State != "stopped" || !js.Since.Equal(stopped.Since) {
+		t.Errorf("declared again: %s since %v, want stopped since its stop (%v)", js.State, js.Since, stopped.Since)
+	}
+}
+
 // TestRenameKeepsTheName: a file renamed as it is (a git mv, a
 // renumbering) holds the names it held: a file refused for declaring one
 // of them again does not take it, and the job runs on.
