@@ -64,7 +64,12 @@ func (e *SizeError) Error() string {
 		}
 		// Small: which unit was meant is anyone's guess (trial AJ: "512"
 		// suggested "512G" alone).
-		return fmt.Sprintf("size %q has no unit; write it with one of %s, e.g. %q or %q (%q is bytes)", e.Input, SizeUnits, in+"M", in+"G", in+"B")
+		if !strings.ContainsAny(in, ".,") {
+			return fmt.Sprintf("size %q has no unit; write it with one of %s, e.g. %q or %q (%q is bytes)", e.Input, SizeUnits, in+"M", in+"G", in+"B")
+		}
+		// A fraction is of a unit, never of a byte (trial AO: "0.5"
+		// suggested "0.5B", which is refused).
+		return fmt.Sprintf("size %q has no unit; write it with one of %s, e.g. %q or %q", e.Input, SizeUnits, in+"M", in+"G")
 	case SizeBadUnit:
 		if n, ok := scientificSize(e.Input); ok {
 			return fmt.Sprintf("size %q is in scientific notation, which a size is not written in; write %q; the units are %s", e.Input, bytesInUnit(n), SizeUnits)

@@ -47,6 +47,7 @@ func TestParseSizeErrors(t *testing.T) {
 		message string
 	}{
 		{"32", SizeNoUnit, `size "32" has no unit; write it with one of K, M, G or T (base 1024, optionally followed by "B" or "iB"), e.g. "32M" or "32G" ("32B" is bytes)`},
+		{"0.5", SizeNoUnit, `size "0.5" has no unit; write it with one of K, M, G or T (base 1024, optionally followed by "B" or "iB"), e.g. "0.5M" or "0.5G"`},
 		{"34359738368", SizeNoUnit, `size "34359738368" has no unit; if it is bytes, write "32G"; the units are K, M, G or T (base 1024, optionally followed by "B" or "iB")`},
 		{"1000000000", SizeNoUnit, `size "1000000000" has no unit; if it is bytes, write "953M"; the units are K, M, G or T (base 1024, optionally followed by "B" or "iB")`},
 		{"32X", SizeBadUnit, `size "32X" has an unknown unit; use K, M, G or T (base 1024, optionally followed by "B" or "iB"), e.g. "32G"`},
