@@ -1151,3 +1151,18 @@ func TestAnswerCut(t *testing.T) {
 		t.Errorf("berth jobs of an answer cut short: exit %d\n%s", code, errOut)
 	}
 }
+
+// TestOwnerFilterArgs: the history's hint names --mine or --owner as given
+// (trial AO: it dropped them, naming everyone's runs).
+func TestOwnerFilterArgs(t *testing.T) {
+	for _, c := range []struct {
+		mine  bool
+		owner string
+		want  string
+	}{{false, "", ""}, {true, "", "--mine"}, {false, "alice", "--owner alice"}, {false, "o'brien", `--owner 'o'\''brien'`}} {
+		f := &ownerFilter{mine: new(c.mine), owner: new(c.owner)}
+		if got := f.args(); got != c.want {
+			t.Errorf("mine %v, owner %q: %q, want %q", c.mine, c.owner, got, c.want)
+		}
+	}
+}

@@ -259,6 +259,18 @@ func ownerFlags(c *cli, fs *flag.FlagSet) func(*client, []supervisor.JobStatus) 
 // on reports whether --mine or --owner was given.
 func (f *ownerFilter) on() bool { return *f.mine || *f.owner != "" }
 
+// args is the flag given, as a command line has it: "--mine", "--owner
+// NAME", or "".
+func (f *ownerFilter) args() string {
+	switch {
+	case *f.mine:
+		return "--mine"
+	case *f.owner != "":
+		return "--owner " + quoteArg(*f.owner)
+	}
+	return ""
+}
+
 // owners are the owners of the jobs the filter keeps ("" for the
 // administrators'), as cl's daemon tells who the caller is and whose the
 // jobs without an owner are.
@@ -491,7 +503,11 @@ func runHistory(c *cli, args []string) int {
 	if more {
 		// On stderr with --json too: the list is the runs, and a script
 		// that asked for N may not know there were more.
-		fmt.Fprintln(c.stderr, escapeText(msgMoreRuns(job, n)))
+		which := whose.args()
+		if job != "" {
+			which = quoteArg(job)
+		}
+		fmt.Fprintln(c.stderr, escapeText(msgMoreRuns(which, n)))
 	}
 	return code
 }

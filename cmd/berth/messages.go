@@ -477,12 +477,13 @@ func msgWantArgs(command, what string) string {
 	return fmt.Sprintf("berth %s: takes %s (berth %s --help shows the usage)", command, what, command)
 }
 
-// msgMoreRuns: berth history showed the newest n runs (of job, "" for
-// all), and there are more.
-func msgMoreRuns(job string, n int) string {
+// msgMoreRuns: berth history showed the newest n runs (of which, the
+// command line's job or --mine or --owner as given; "" for all), and there
+// are more (trial AO: the hint dropped --mine and --owner).
+func msgMoreRuns(which string, n int) string {
 	more := "berth history -n " + strconv.Itoa(max(100, 5*n))
-	if job != "" {
-		more = "berth history " + quoteArg(job) + " -n " + strconv.Itoa(max(100, 5*n))
+	if which != "" {
+		more = "berth history " + which + " -n " + strconv.Itoa(max(100, 5*n))
 	}
 	return fmt.Sprintf("berth: the newest %s, and there are more (%s shows more)", count(n, "run"), more)
 }

@@ -145,7 +145,7 @@ func TestMessages(t *testing.T) {
 		msgReloaded(supervisor.ReloadResult{Files: 2}, renderNow),
 		msgReloaded(supervisor.ReloadResult{Files: 2, Earlier: &supervisor.ReloadChange{At: renderNow.Add(-12 * time.Second), Changed: []string{"prep"}}}, renderNow),
 		msgReloaded(supervisor.ReloadResult{Files: 2, Errors: []string{"x"}, Earlier: &supervisor.ReloadChange{At: renderNow.Add(-12 * time.Second), Added: []string{"eval"}}}, renderNow),
-		msgMoreRuns("", 20), msgMoreRuns("sweep[3]", 1),
+		msgMoreRuns("", 20), msgMoreRuns(quoteArg("sweep[3]"), 1), msgMoreRuns("--owner alice", 5),
 		msgReloaded(supervisor.ReloadResult{Files: 2, Writing: []string{"/etc/berth/jobs.d/train.lua"}}, renderNow),
 		msgReloaded(supervisor.ReloadResult{Files: 40, Changed: []string{"train", "eval"}, Removed: strings.Split("a b c d e f g h i j k l m n o p q r s t u v", " ")}, renderNow),
 		msgMetricsListen("127.0.0.1:9465", &net.OpError{Op: "listen", Net: "tcp", Err: &os.SyscallError{Syscall: "bind", Err: syscall.EADDRINUSE}}),
