@@ -145,7 +145,7 @@ func init() {
 			run:     runMachine},
 		{name: "daemon", args: "[--jobs DIR] [--user-jobs DIR] [--state DIR] [--socket PATH] [--metrics ADDR] [--cpus N] [--gpus N] [--ram SIZE] [--gpu-mem SIZE] [--foreign-limit SIZE] [--file-budget D] [--group G] [--admin-group G] [--person-jobs N] [--runner units|direct|auto] [--log-level L] [--cpuprofile FILE]",
 			summary: "run the supervisor (systemd runs it as berth.service)",
-			example: "berth daemon --jobs ./examples/quickstart --state /tmp/berth-state",
+			example: "berth daemon --jobs examples/quickstart --state /tmp/berth-demo --socket /tmp/berth-demo/berth.sock --user-jobs \"\"\nsystemctl start berth   # as the package installs it",
 			run:     runDaemon},
 		{name: "version", args: "[--json]",
 			summary: "print berth's version, and the version of the daemon that answers",

@@ -423,7 +423,7 @@ func msgNoOutput(job string, run uint64, journal bool) string {
 	if journal {
 		return fmt.Sprintf("berth: no output from %s is kept (berth history %s lists its runs; journald drops the oldest lines once its journal is full: journalctl --disk-usage)", job, quoteArg(job))
 	}
-	return fmt.Sprintf("berth: no output from %s is kept: its runs wrote none (berth history %s lists them; a log directory that could not be written would be among berth status's errors)", job, quoteArg(job))
+	return fmt.Sprintf("berth: no output from %s is kept: its runs wrote none, or their log files were removed (berth history %s lists them; a log directory that could not be written would be among berth status's errors)", job, quoteArg(job))
 }
 
 // msgRunOutputGone: a run's output was rotated out of its job's log
