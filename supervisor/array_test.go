@@ -793,7 +793,7 @@ job "whole" { cmd = "sleep 600", cpus = 2, array = 3 }`, nil)
 		t.Errorf("gated[2] waits: %q, want %q", js.Why, msgIndexGated(1))
 	}
 	waitJob(t, d, "whole[1]", "running", func(js JobStatus) bool { return js.State == "running" })
-	if js := waitJob(t, d, "whole[2]", "waiting", func(js JobStatus) bool { return js.State == "waiting" }); !strings.HasPrefix(js.Why, "needs 2 cpus") {
+	if js := waitJob(t, d, "whole[2]", "waiting", func(js JobStatus) bool { return js.State == "waiting" }); !strings.HasPrefix(js.Why, "needs 2 cores") {
 		t.Errorf("whole[2], in the machine's queue: %q", js.Why)
 	}
 	if js, _ := d.jobStatus("whole[3]"); js.Why != msgIndexBehind("whole[2]") {

@@ -594,7 +594,7 @@ func MsgShort(asked, short Size) string {
 		parts = append(parts, fmt.Sprintf("needs %s; %d free", accounting.Count(asked.GPUs, "gpu"), asked.GPUs-short.GPUs))
 	}
 	if short.CPUs > 0 {
-		parts = append(parts, fmt.Sprintf("needs %s; %d free", accounting.Count(asked.CPUs, "cpu"), asked.CPUs-short.CPUs))
+		parts = append(parts, fmt.Sprintf("needs %s; %d free", accounting.Count(asked.CPUs, "core"), asked.CPUs-short.CPUs))
 	}
 	if short.GPUMemBytes > 0 {
 		parts = append(parts, fmt.Sprintf("needs %s of one gpu's memory; %s the most free on one", accounting.FormatSize(asked.GPUMemBytes),

@@ -1094,7 +1094,7 @@ func TestStartAllLeavesWhileStopping(t *testing.T) {
 
 // TestStatusQueueOrder: berth status lists the jobs waiting for the
 // machine in the queue's order, each with its place in it (trial AD:
-// every one said "needs 1 cpu; 0 free", in the order of their names).
+// every one said "needs 1 core; 0 free", in the order of their names).
 func TestStatusQueueOrder(t *testing.T) {
 	t.Parallel()
 	d := newTestDaemon(t, map[string]string{"jobs.lua": `job "hog" { cmd = "sleep 600", cpus = 1, priority = 100 }

@@ -165,7 +165,7 @@ func busyBox() supervisor.Status {
 	}
 	for i := 3; i < 8; i++ {
 		add(supervisor.JobStatus{Name: fmt.Sprintf("preprocess-shard-%02d", i), State: "waiting", Since: ago(time.Duration(9-i) * time.Minute),
-			Why: "needs 4 cpus; 0 free", Asked: supervisor.Size{CPUs: 4, RAMBytes: 8 * gib}, Short: &supervisor.Size{CPUs: 4}})
+			Why: "needs 4 cores; 0 free", Asked: supervisor.Size{CPUs: 4, RAMBytes: 8 * gib}, Short: &supervisor.Size{CPUs: 4}})
 	}
 	// Restarting, and ended badly.
 	add(supervisor.JobStatus{Name: "data-sync", State: "backoff", Since: ago(20 * time.Second), Why: "exit 1", Restarts: 3, RetryAt: new(renderNow.Add(8 * time.Second))})
