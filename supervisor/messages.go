@@ -396,9 +396,9 @@ func MsgCredentials(pos luaapi.Pos, job string, err error) string {
 	return posPrefix(pos) + "job " + strconv.Quote(job) + ": " + err.Error()
 }
 
-// cannotStart begins the why of a job whose last run could not be
+// CannotStart begins the why of a job whose last run could not be
 // started; what follows quotes its definition (a program, a directory).
-const cannotStart = "cannot start: "
+const CannotStart = "cannot start: "
 
 // runsOn begins the why of a running job whose declaration stopped
 // being runnable: what follows quotes its file.
@@ -424,7 +424,7 @@ func msgRunsOn(invalid string) string {
 // msgCannotStart is the why of a job whose last run could not be started;
 // cause is the spawn's error, as the run's record keeps it.
 func msgCannotStart(job, cause string) string {
-	return fmt.Sprintf("%s%s (berth show %s shows its command, directory and user)", cannotStart, cause, QuoteArg(job))
+	return fmt.Sprintf("%s%s (berth show %s shows its command, directory and user)", CannotStart, cause, QuoteArg(job))
 }
 
 // msgStartHidden stands for why a job could not start, to one who may not

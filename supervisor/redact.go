@@ -177,7 +177,7 @@ func (rd *reader) jobs(js []JobStatus) []JobStatus {
 			j.Why = msgHidden(Problem{Code: j.State, File: j.File, Line: j.Line, Kind: "job", Job: j.Name})
 		case strings.HasPrefix(j.Why, runsOn) && !rd.canRead(j.File):
 			j.Why = runsOn + msgHidden(Problem{Code: store.StateInvalid.String(), File: j.File, Line: j.Line, Kind: "job", Job: j.Name})
-		case strings.HasPrefix(j.Why, cannotStart) && !rd.canRead(j.File):
+		case strings.HasPrefix(j.Why, CannotStart) && !rd.canRead(j.File):
 			j.Why = msgStartHidden(j.File)
 		}
 		out[i] = j

@@ -86,9 +86,11 @@ func layoutStatus(s supervisor.Status, o renderOptions) statusPicture {
 		p.head, p.jobs = statusTable(s, jobs, width, o.clock())
 	}
 	// A failed job whose output the viewer may read (trial AN: bob was
-	// pointed to berth logs of root's job, which he is refused).
+	// pointed to berth logs of root's job, which he is refused), and that
+	// wrote some (trial AO: one that could not be started, its why naming
+	// berth show, was sent to berth logs).
 	if i := slices.IndexFunc(jobs, func(j supervisor.JobStatus) bool {
-		return j.State == store.StateFailed.String() && o.viewer.mayRead(j, s.Daemon.UID)
+		return j.State == store.StateFailed.String() && o.viewer.mayRead(j, s.Daemon.UID) && !strings.HasPrefix(j.Why, supervisor.CannotStart)
 	}); i >= 0 {
 		p.hint = wrapWords(msgFailedHint(jobs[i].Name, jobs[i].Array != nil), width, "", "  ", sgrDim)
 	}

@@ -436,4 +436,10 @@ func TestRenderStatusHintForTheViewer(t *testing.T) {
 	if got := hint(&viewer{uid: 1001, name: "bob"}); !strings.Contains(got, "berth logs bob/train") {
 		t.Errorf("bob's hint, his job failed: %q", got)
 	}
+	// A job that could not start wrote no output; its why names what
+	// helps (trial AO): no hint sends one to berth logs of it.
+	s.Jobs[len(s.Jobs)-1].Why = `cannot start: program "python4" was not found in the job's PATH (berth show bob/train shows its command, directory and user)`
+	if got := hint(&viewer{uid: 1001, name: "bob"}); got != "" {
+		t.Errorf("bob's hint, his job could not start: %q", got)
+	}
 }
