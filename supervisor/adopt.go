@@ -287,8 +287,14 @@ func (j *job) resumeStop(rec store.RunRecord, began time.Time, kind eventKind) {
 // that count goes on here (counted), it is taken back to what it was
 // before, or the policy would count that restart twice.
 func (j *job) resumeTimeout(rec store.RunRecord, began time.Time, counted bool) {
-	if counted && j.life.restarts > 0 {
+	switch {
+	case counted && j.life.restarts > 0:
 		j.life.restarts--
+		j.life.delay = delayAfter(j.life.restarts)
+	case j.life.delay == 0 && j.life.restarts > 0:
+		// Resting failed for max_restarts (the record keeps no delay):
+		// the count goes on, or the policy would take the run for a
+		// first failure and restart it (the review).
 		j.life.delay = delayAfter(j.life.restarts)
 	}
 	j.resumeStop(rec, began, evTimeout)

@@ -207,6 +207,11 @@ type runState struct {
 	// the last daemon, for a stop seen through); killAt is when its
 	// SIGKILL comes.
 	stopBegan, killAt time.Time
+	// killerGone, for a unit's stop seen through, is closed once the
+	// unit the last daemon left to SIGKILL it (HandOffKill) is gone: this
+	// daemon's timer sends that SIGKILL now, where an edited stop_timeout
+	// puts it, and a new killer is left should this daemon go too.
+	killerGone <-chan struct{}
 	// after is called once the run was reaped (closes the output sink).
 	after func()
 	// record is the run's record on its way to disk, for a run that is
@@ -1211,6 +1216,14 @@ func (j *job) stop() {
 		// ends it so rather than lost.
 		j.d.later.StopRun(j.run.id, cmp.Or(j.life.pending.why, store.ReasonStopped), j.run.stopCause, j.run.stopBegan)
 	}
+	if unit, ok := proc.(*units.Run); ok && j.run.resumed != nil {
+		gone := make(chan struct{})
+		j.run.killerGone = gone
+		go func() {
+			unit.CancelKill()
+			close(gone)
+		}()
+	}
 	go func() { j.stopped <- proc.Stop(sig, timeout) }()
 }
 
@@ -1379,7 +1392,9 @@ func (j *job) recordEnd(reason store.Reason) {
 // shutdown stops the run in progress with the job's own signal and timeout,
 // waits for it to be reaped, and gives everything back; step decides what
 // is recorded (evShutdown). The job's stored state is left as it was, so
-// the next daemon runs it again, unless a person's stop was under way.
+// the next daemon runs it again, unless a person's stop was under way. A
+// unit outlives the daemon, and so does a stop of one under way: its
+// SIGKILL is handed off, and the next daemon sees it through.
 func (j *job) shutdown() {
 	if unit, ok := j.run.proc.(*units.Run); ok {
 		if j.life.state != store.StateStopping {
@@ -1396,6 +1411,9 @@ func (j *job) shutdown() {
 			// there by then, so the daemon need not wait for it (trial AK:
 			// systemctl restart berth waited out a 30 s stop_timeout; one
 			// past TimeoutStopSec had the daemon killed).
+			if gone := j.run.killerGone; gone != nil {
+				<-gone // the last daemon's killer, whose deadline may not be this one's
+			}
 			err := unit.HandOffKill(j.run.killAt.Sub(j.d.now()))
 			if err == nil {
 				j.log.Info("left to the next daemon: the stop of its run, its SIGKILL to systemd", "run", j.run.id, "unit", unit.Unit(),

@@ -1461,28 +1461,40 @@ func (d *Daemon) declare(name string, def *luaapi.Job, invalid string, first boo
 		if a, ok := d.adopted[name]; ok {
 			delete(d.adopted, name)
 			j.takeAdopted(a)
+			began := a.rec.StopBegan
+			if began.IsZero() {
+				// Recorded before a stop's start was kept: its SIGKILL
+				// comes a stop_timeout from now, and an end by SIGKILL
+				// is not taken for the deadline's (reaped).
+				began = d.now()
+			}
 			switch {
+			case a.rec.Stopping == store.ReasonTimedOut:
+				// The run's timeout was being seen to: its stop is seen
+				// through, and the run recorded timed out, whoever asked
+				// for more meanwhile (step); what a person asked stands.
+				d.log.Info("stopping a run taken back that outlived its timeout", "job", name, "run", a.rec.ID)
+				processChanged = a.rec.Fingerprint != def.ProcessFingerprint()
+				j.resumeTimeout(a.rec, began, m.counted)
+				switch m.recorded {
+				case store.StateStopped: // berth stop meanwhile
+					j.apply(event{kind: evStop})
+				case store.StateStopping: // berth start or restart meanwhile
+					j.apply(event{kind: evRestart})
+				}
 			case initial.state == store.StateStopped:
 				// A person's stop was under way when the last daemon
 				// went: it is seen through, and the job rests stopped.
 				d.log.Info("stopping a run taken back whose job was being stopped", "job", name, "run", a.rec.ID)
 				j.resumeStop(a.rec, initial.since, evStop)
-			case a.rec.Stopping == store.ReasonStopped || a.rec.Stopping == store.ReasonTimedOut:
+			case a.rec.Stopping == store.ReasonStopped:
 				// Another stop was under way (a restart, an edit, a
-				// disable, a timeout): seen through as begun, what follows
-				// its end decided as then, unless the definition read now
-				// says otherwise (edited or disabled meanwhile).
+				// disable): seen through as begun, the job to run again
+				// once it ends, unless the definition read now says
+				// otherwise (edited or disabled meanwhile).
 				d.log.Info("stopping a run taken back that was being stopped", "job", name, "run", a.rec.ID, "why", a.rec.Cause)
 				processChanged = a.rec.Fingerprint != def.ProcessFingerprint()
-				began := a.rec.StopBegan
-				if began.IsZero() {
-					began = d.now() // recorded before the stop's start was kept
-				}
-				if a.rec.Stopping == store.ReasonTimedOut {
-					j.resumeTimeout(a.rec, began, m.counted)
-				} else {
-					j.resumeStop(a.rec, began, evRestart)
-				}
+				j.resumeStop(a.rec, began, evRestart)
 			default:
 				// Edited while the daemon was away: a new definition
 				// restarts the run, as an edit would have.
@@ -1633,6 +1645,9 @@ type memory struct {
 	// record says the job is on its way to (backoff), which the timeout
 	// of a run being stopped leads to (resumeTimeout).
 	counted bool
+	// recorded is the state its record says, 0 for none: where a stop
+	// under way was to leave it (life.recorded).
+	recorded store.State
 }
 
 // remembered is where a job starts its life in this daemon: a batch job
@@ -1646,7 +1661,7 @@ func (d *Daemon) remembered(name string, def *luaapi.Job, set *luaapi.Set) memor
 	if err != nil || !ok {
 		return memory{}
 	}
-	m := memory{doneFP: rec.DoneFingerprint}
+	m := memory{doneFP: rec.DoneFingerprint, recorded: rec.State}
 	if rec.State == store.StateInvalid || rec.State == store.StateUnplaceable {
 		m.waitedFor = rec.WaitedFor
 	}
@@ -1666,21 +1681,22 @@ func (d *Daemon) remembered(name string, def *luaapi.Job, set *luaapi.Set) memor
 	}
 	now := d.now()
 	if ended, ok := d.endedUnrested(name, rec, def, set, fp); ok {
+		ended.recorded = rec.State
 		return ended
 	}
 	switch {
 	case rec.State == store.StateDone && stillDone():
 		// Its restarts are shown as they were ("done, 2 restarts"), as
 		// a failed job's are.
-		return memory{initial: life{state: store.StateDone, since: rec.Changed, restarts: rec.Restarts}, doneFP: rec.DoneFingerprint}
+		return memory{initial: life{state: store.StateDone, since: rec.Changed, restarts: rec.Restarts}, doneFP: rec.DoneFingerprint, recorded: rec.State}
 	case rec.State == store.StateStopped:
 		// A person's stop holds whatever the definition is now, as it
 		// does in the daemon that took it: an edit, made then or while
 		// no daemon ran, does not start the job (trial AE: it ran again
 		// after systemctl restart berth, and after every upgrade).
-		return memory{initial: life{state: rec.State, since: rec.Changed, restarts: rec.Restarts}, doneFP: rec.DoneFingerprint, stoppedAll: rec.StoppedAll}
+		return memory{initial: life{state: rec.State, since: rec.Changed, restarts: rec.Restarts}, doneFP: rec.DoneFingerprint, stoppedAll: rec.StoppedAll, recorded: rec.State}
 	case rec.Fingerprint == fp && rec.State == store.StateFailed:
-		return memory{initial: life{state: rec.State, since: rec.Changed, restarts: rec.Restarts, failed: true}, doneFP: rec.DoneFingerprint}
+		return memory{initial: life{state: rec.State, since: rec.Changed, restarts: rec.Restarts, failed: true}, doneFP: rec.DoneFingerprint, recorded: rec.State}
 	case rec.Fingerprint == fp && rec.Restarts > 0 && !resting(rec.State) && now.Sub(rec.Changed) < healthyRun:
 		// In a crash loop (its record, written at each restart, younger
 		// than a healthy run): the count goes on where it was, or a job

@@ -707,6 +707,95 @@ func TestUnitsTimeoutHandedOffAtShutdown(t *testing.T) {
 	}
 }
 
+// TestUnitsTimeoutHandedOffGivenUp: a run that timed out past its
+// max_restarts, its stop handed off: the next daemon sees it through, and
+// the job rests failed, as the last daemon had recorded (the review: the
+// count, kept without its delay, was taken for a first failure, and the
+// job restarted).
+func TestUnitsTimeoutHandedOffGivenUp(t *testing.T) {
+	b := newUnitsBox(t, `job "svc" { cmd = { "/bin/sleep", "1000" }, timeout = "1s", stop_timeout = "1h", restart = "on-failure", max_restarts = 1 }`)
+	d, stop := b.start()
+	first := waitJob(t, d, "svc", "stopping for its timeout", func(js JobStatus) bool { return js.State == "stopping" })
+	b.manager.End(units.Name("svc", first.Run), "signal", unitstest.CLDKilled, int32(syscall.SIGTERM))
+	second := waitJob(t, d, "svc", "its second run stopping for its timeout", func(js JobStatus) bool {
+		return js.State == "stopping" && js.Run != first.Run
+	})
+	leavesAtOnce(t, stop)
+	d, _ = b.start()
+	waitJob(t, d, "svc", "stopping", func(js JobStatus) bool { return js.State == "stopping" && js.Run == second.Run })
+	b.manager.End(units.Name("svc", second.Run), "signal", unitstest.CLDKilled, int32(syscall.SIGTERM))
+	js := waitJob(t, d, "svc", "at rest", func(js JobStatus) bool { return js.State != "stopping" })
+	if js.State != "failed" || !js.GaveUp || js.Restarts != 1 {
+		t.Errorf("svc after its second timeout, max_restarts 1: %+v, want failed, given up after 1 restart", js)
+	}
+}
+
+// TestUnitsAskedDuringAHandedOffTimeout: what a person asked while a
+// timeout's stop was under way stands once it is handed off: a restart
+// runs the job again, a stop rests it stopped; the run is recorded timed
+// out either way (the review: the restart was lost, the policy judging
+// the timeout; a stop recorded the run stopped).
+func TestUnitsAskedDuringAHandedOffTimeout(t *testing.T) {
+	for _, c := range []struct{ verb, want string }{{"restart", "running"}, {"stop", "stopped"}} {
+		t.Run(c.verb, func(t *testing.T) {
+			b := newUnitsBox(t, `job "svc" { cmd = { "/bin/sleep", "1000" }, timeout = "1s", stop_timeout = "1h" }`)
+			d, stop := b.start()
+			svc := waitJob(t, d, "svc", "stopping for its timeout", func(js JobStatus) bool { return js.State == "stopping" })
+			if code, body := as(t, d, "root", "POST", jobPath("svc")+"/"+c.verb); code != 200 {
+				t.Fatalf("berth %s svc: %d %s", c.verb, code, body)
+			}
+			leavesAtOnce(t, stop)
+			d, _ = b.start()
+			waitJob(t, d, "svc", "stopping", func(js JobStatus) bool { return js.State == "stopping" && js.Run == svc.Run })
+			b.manager.End(units.Name("svc", svc.Run), "signal", unitstest.CLDKilled, int32(syscall.SIGTERM))
+			js := waitJob(t, d, "svc", c.want, func(js JobStatus) bool { return js.State == c.want })
+			if c.want == "running" && js.Run == svc.Run {
+				t.Errorf("svc running its first run still: %+v", js)
+			}
+			if runs := runsOf(t, d, "svc"); len(runs) == 0 || runs[len(runs)-1].ID != svc.Run || runs[len(runs)-1].Reason != store.ReasonTimedOut {
+				t.Errorf("svc's runs: %+v, want its first run timed out", runs)
+			}
+		})
+	}
+}
+
+// TestUnitsHandedOffKillerMoves: the daemon that takes a handed-off stop
+// up lets go of the last one's killer, whose deadline an edited
+// stop_timeout would not move (the review), and leaves one of its own at
+// the new deadline should it go too.
+func TestUnitsHandedOffKillerMoves(t *testing.T) {
+	svcWith := func(stopTimeout string) string {
+		return `job "svc" { cmd = { "/bin/sleep", "1000" }, stop_timeout = "` + stopTimeout + `" }`
+	}
+	b := newUnitsBox(t, svcWith("1h"))
+	d, stop := b.start()
+	svc := waitJob(t, d, "svc", "running", func(js JobStatus) bool { return js.State == "running" })
+	unit := units.Name("svc", svc.Run)
+	killer := strings.TrimSuffix(unit, ".service") + "-sigkill.service"
+	if code, body := as(t, d, "root", "POST", jobPath("svc")+"/stop"); code != 200 {
+		t.Fatalf("berth stop svc: %d %s", code, body)
+	}
+	waitJob(t, d, "svc", "stopping", func(js JobStatus) bool { return js.State == "stopping" })
+	leavesAtOnce(t, stop)
+	if !slices.Contains(b.manager.Names(), killer) {
+		t.Fatalf("no unit left to SIGKILL svc's: %v", b.manager.Names())
+	}
+	d, stop = b.start()
+	waitJob(t, d, "svc", "stopping", func(js JobStatus) bool { return js.State == "stopping" && js.Run == svc.Run })
+	testkit.WaitFor(t, 20*time.Second, "the last daemon's killer let go of", func() bool { return !slices.Contains(b.manager.Names(), killer) })
+	testkit.PutFile(t, filepath.Join(b.jobsDir, "jobs.lua"), svcWith("3h"))
+	reload(t, d)
+	waitJob(t, d, "svc", "its SIGKILL moved", func(js JobStatus) bool { return js.KillAt != nil && time.Until(*js.KillAt) > 2*time.Hour })
+	leavesAtOnce(t, stop)
+	exec := regexp.MustCompile(`/sleep ([0-9.]+)\]`).FindStringSubmatch(fmt.Sprint(b.manager.Props(killer)["ExecStart"]))
+	if exec == nil {
+		t.Fatalf("no killer left by the second daemon: %v", b.manager.Names())
+	}
+	if secs, _ := strconv.ParseFloat(exec[1], 64); secs < 2*3600 || secs > 3*3600 {
+		t.Errorf("the second killer sleeps %ss, want what is left of the edited 3h", exec[1])
+	}
+}
+
 // TestUnitsHandedOffThenRemoved: a stop left to the next daemon whose job
 // is no longer declared: that daemon stops the run as an orphan, and lets
 // go of the unit left to SIGKILL it too (the review).

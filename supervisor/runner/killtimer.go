@@ -10,11 +10,12 @@ import (
 // stop_timeout was edited). The zero value is ready; it is armed once, by
 // the first Start.
 type KillTimer struct {
-	mu    sync.Mutex
-	at    time.Time // when the SIGKILL comes; zero until Start or Move
-	timer *time.Timer
-	fired chan struct{}
-	once  sync.Once
+	mu      sync.Mutex
+	at      time.Time // when the SIGKILL comes; zero until Start or Move
+	timer   *time.Timer
+	stopped bool // by Stop: a Move arms nothing
+	fired   chan struct{}
+	once    sync.Once
 }
 
 // Start arms the timer for timeout from now, unless Move set it before
@@ -40,7 +41,7 @@ func (k *KillTimer) Move(left time.Duration) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	k.at = time.Now().Add(left)
-	if k.timer != nil {
+	if k.timer != nil && !k.stopped {
 		k.timer.Reset(left)
 	}
 }
@@ -49,6 +50,7 @@ func (k *KillTimer) Move(left time.Duration) {
 func (k *KillTimer) Stop() {
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	k.stopped = true
 	if k.timer != nil {
 		k.timer.Stop()
 	}

@@ -379,7 +379,8 @@ var errReaped = errors.New("process already reaped")
 // sends SIGKILL to the group. It returns only once the
 // leader has been reaped and nothing is left of the group; killed reports
 // whether SIGKILL had to be sent. Calling it again, concurrently, or after
-// the process ended is safe.
+// the process ended is safe; the deadline is the first call's (or
+// MoveKill's).
 //
 // The leader may end first: a launcher (torchrun, a shell) that exits on
 // sig while its workers, which got sig too, still save their work. They

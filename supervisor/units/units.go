@@ -870,9 +870,9 @@ func killerName(unit string) string {
 // unit in berth's slice sleeps until then and kills every process left in
 // the run's unit, so that the stop ends in time with no daemon there
 // (systemctl stop berth), and a daemon need not wait for it. The daemon
-// that takes the stop up again sends the same SIGKILL itself, and lets go
-// of this unit once the run has ended (CancelKill). A run handed off
-// before keeps its first killer, which has the same deadline.
+// that takes the stop up again lets go of this unit at once (CancelKill)
+// and sends the SIGKILL itself, where its stop_timeout, edited or not,
+// puts it; should it go too, it hands the SIGKILL off afresh.
 func (run *Run) HandOffKill(wait time.Duration) error {
 	sleep, systemctl := toolPath("sleep"), toolPath("systemctl")
 	// The manager that runs the unit: the user's own for a daemon not
@@ -917,7 +917,7 @@ func toolPath(name string) string {
 }
 
 // CancelKill stops the unit that HandOffKill started for run, if any: the
-// run has ended.
+// run has ended, or a daemon took its stop up.
 func (run *Run) CancelKill() { run.r.Discard(killerName(run.name)) }
 
 // writeEnvFile writes env into dir/NAME.env, 0600, as systemd's
