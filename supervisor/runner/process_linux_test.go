@@ -192,32 +192,59 @@ func TestStopKillsAfterTimeout(t *testing.T) {
 }
 
 // TestStopKillMoved: MoveKill, before the stop's wait or during it, moves
-// its SIGKILL (a stop_timeout edited): here from an hour to now.
+// its SIGKILL (a stop_timeout edited): from an hour to now, and from 2 s
+// to an hour, then to now.
 func TestStopKillMoved(t *testing.T) {
 	t.Parallel()
-	for _, before := range []bool{true, false} {
-		c := startChild(t, helperSpec(t, "ignore-term"))
-		c.ready(t)
-		if before {
-			c.MoveKill(0)
-		}
-		done := make(chan bool)
-		go func() { done <- c.Stop(syscall.SIGTERM, time.Hour) }()
-		if !before {
-			c.MoveKill(0)
-		}
+	started := func(c *child) bool {
+		c.kill.mu.Lock()
+		defer c.kill.mu.Unlock()
+		return c.kill.fired != nil
+	}
+	stopped := func(c *child, timeout time.Duration) <-chan bool {
+		done := make(chan bool, 1)
+		go func() { done <- c.Stop(syscall.SIGTERM, timeout) }()
+		return done
+	}
+	killedBy := func(what string, c *child, done <-chan bool) {
+		t.Helper()
 		select {
 		case killed := <-done:
 			if !killed {
-				t.Errorf("moved before the stop %v: not reported SIGKILLed", before)
+				t.Errorf("%s: not reported SIGKILLed", what)
 			}
 		case <-time.After(20 * time.Second):
-			t.Fatalf("moved before the stop %v: Stop still waits for the hour", before)
+			t.Fatalf("%s: Stop still waits", what)
 		}
 		if got := c.Wait(); got.Signal != syscall.SIGKILL {
-			t.Errorf("moved before the stop %v: exit = %v, want signal: killed", before, got)
+			t.Errorf("%s: exit = %v, want signal: killed", what, got)
 		}
 	}
+
+	c := startChild(t, helperSpec(t, "ignore-term"))
+	c.ready(t)
+	c.MoveKill(0)
+	killedBy("moved to now before the stop", c, stopped(c, time.Hour))
+
+	c = startChild(t, helperSpec(t, "ignore-term"))
+	c.ready(t)
+	done := stopped(c, time.Hour)
+	testkit.WaitFor(t, 20*time.Second, "the stop's wait to begin", func() bool { return started(c) })
+	c.MoveKill(0)
+	killedBy("moved to now during the stop", c, done)
+
+	c = startChild(t, helperSpec(t, "ignore-term"))
+	c.ready(t)
+	done = stopped(c, 2*time.Second)
+	testkit.WaitFor(t, 20*time.Second, "the stop's wait to begin", func() bool { return started(c) })
+	c.MoveKill(time.Hour)
+	select {
+	case <-done:
+		t.Fatal("moved from 2s to an hour: SIGKILLed at the 2s")
+	case <-time.After(3 * time.Second):
+	}
+	c.MoveKill(0)
+	killedBy("moved to an hour, then to now", c, done)
 }
 
 func TestStopContinuesStopped(t *testing.T) {
