@@ -598,6 +598,20 @@ func TestUnitsStopHandedOffAtShutdown(t *testing.T) {
 	testkit.WaitFor(t, 20*time.Second, "the killer gone once the run has ended", func() bool { return !slices.Contains(b.manager.Names(), killer) })
 }
 
+// svcStopTimeout is a job "svc" of that stop_timeout, whose processes
+// the fake manager's SIGTERM does not end.
+func svcStopTimeout(stopTimeout string) string {
+	return `job "svc" { cmd = { "/bin/sleep", "1000" }, stop_timeout = "` + stopTimeout + `" }`
+}
+
+// rootAsks is berth VERB JOB (start, stop, restart), by root.
+func rootAsks(t *testing.T, d *Daemon, verb, job string) {
+	t.Helper()
+	if code, body := as(t, d, "root", "POST", jobPath(job)+"/"+verb); code != 200 {
+		t.Fatalf("berth %s %s: %d %s", verb, job, code, body)
+	}
+}
+
 // leavesAtOnce stops a daemon, which must not wait for a stop under way
 // whose stop_timeout is an hour: it hands it off.
 func leavesAtOnce(t *testing.T, stop func()) {
@@ -627,13 +641,11 @@ func signalsSent(m *unitstest.Manager, unit string, sig syscall.Signal) int {
 // out the stop_timeout); the next one sees the stop through as begun,
 // sending no second SIGTERM, and then runs the job again.
 func TestUnitsRestartHandedOffAtShutdown(t *testing.T) {
-	b := newUnitsBox(t, `job "svc" { cmd = { "/bin/sleep", "1000" }, stop_timeout = "1h" }`)
+	b := newUnitsBox(t, svcStopTimeout("1h"))
 	d, stop := b.start()
 	svc := waitJob(t, d, "svc", "running", func(js JobStatus) bool { return js.State == "running" })
 	unit := units.Name("svc", svc.Run)
-	if code, body := as(t, d, "root", "POST", jobPath("svc")+"/restart"); code != 200 {
-		t.Fatalf("berth restart svc: %d %s", code, body)
-	}
+	rootAsks(t, d, "restart", "svc")
 	stopping := waitJob(t, d, "svc", "stopping", func(js JobStatus) bool { return js.State == "stopping" && js.KillAt != nil })
 	leavesAtOnce(t, stop)
 	if !slices.Contains(b.manager.Names(), strings.TrimSuffix(unit, ".service")+"-sigkill.service") {
@@ -661,13 +673,11 @@ func TestUnitsRestartHandedOffAtShutdown(t *testing.T) {
 // disabling it before the next daemon came: that one sees the stop
 // through, and the job rests disabled rather than running again.
 func TestUnitsHandedOffThenDisabled(t *testing.T) {
-	b := newUnitsBox(t, `job "svc" { cmd = { "/bin/sleep", "1000" }, stop_timeout = "1h" }`)
+	b := newUnitsBox(t, svcStopTimeout("1h"))
 	d, stop := b.start()
 	svc := waitJob(t, d, "svc", "running", func(js JobStatus) bool { return js.State == "running" })
 	unit := units.Name("svc", svc.Run)
-	if code, body := as(t, d, "root", "POST", jobPath("svc")+"/restart"); code != 200 {
-		t.Fatalf("berth restart svc: %d %s", code, body)
-	}
+	rootAsks(t, d, "restart", "svc")
 	waitJob(t, d, "svc", "stopping", func(js JobStatus) bool { return js.State == "stopping" })
 	leavesAtOnce(t, stop)
 	testkit.PutFile(t, filepath.Join(b.jobsDir, "jobs.lua"), `job "svc" { cmd = { "/bin/sleep", "1000" }, stop_timeout = "1h", enabled = false }`)
@@ -741,9 +751,7 @@ func TestUnitsAskedDuringAHandedOffTimeout(t *testing.T) {
 			b := newUnitsBox(t, `job "svc" { cmd = { "/bin/sleep", "1000" }, timeout = "1s", stop_timeout = "1h" }`)
 			d, stop := b.start()
 			svc := waitJob(t, d, "svc", "stopping for its timeout", func(js JobStatus) bool { return js.State == "stopping" })
-			if code, body := as(t, d, "root", "POST", jobPath("svc")+"/"+c.verb); code != 200 {
-				t.Fatalf("berth %s svc: %d %s", c.verb, code, body)
-			}
+			rootAsks(t, d, c.verb, "svc")
 			leavesAtOnce(t, stop)
 			d, _ = b.start()
 			waitJob(t, d, "svc", "stopping", func(js JobStatus) bool { return js.State == "stopping" && js.Run == svc.Run })
@@ -764,17 +772,12 @@ func TestUnitsAskedDuringAHandedOffTimeout(t *testing.T) {
 // stop_timeout would not move (the review), and leaves one of its own at
 // the new deadline should it go too.
 func TestUnitsHandedOffKillerMoves(t *testing.T) {
-	svcWith := func(stopTimeout string) string {
-		return `job "svc" { cmd = { "/bin/sleep", "1000" }, stop_timeout = "` + stopTimeout + `" }`
-	}
-	b := newUnitsBox(t, svcWith("1h"))
+	b := newUnitsBox(t, svcStopTimeout("1h"))
 	d, stop := b.start()
 	svc := waitJob(t, d, "svc", "running", func(js JobStatus) bool { return js.State == "running" })
 	unit := units.Name("svc", svc.Run)
 	killer := strings.TrimSuffix(unit, ".service") + "-sigkill.service"
-	if code, body := as(t, d, "root", "POST", jobPath("svc")+"/stop"); code != 200 {
-		t.Fatalf("berth stop svc: %d %s", code, body)
-	}
+	rootAsks(t, d, "stop", "svc")
 	waitJob(t, d, "svc", "stopping", func(js JobStatus) bool { return js.State == "stopping" })
 	leavesAtOnce(t, stop)
 	if !slices.Contains(b.manager.Names(), killer) {
@@ -783,7 +786,7 @@ func TestUnitsHandedOffKillerMoves(t *testing.T) {
 	d, stop = b.start()
 	waitJob(t, d, "svc", "stopping", func(js JobStatus) bool { return js.State == "stopping" && js.Run == svc.Run })
 	testkit.WaitFor(t, 20*time.Second, "the last daemon's killer let go of", func() bool { return !slices.Contains(b.manager.Names(), killer) })
-	testkit.PutFile(t, filepath.Join(b.jobsDir, "jobs.lua"), svcWith("3h"))
+	testkit.PutFile(t, filepath.Join(b.jobsDir, "jobs.lua"), svcStopTimeout("3h"))
 	reload(t, d)
 	waitJob(t, d, "svc", "its SIGKILL moved", func(js JobStatus) bool { return js.KillAt != nil && time.Until(*js.KillAt) > 2*time.Hour })
 	leavesAtOnce(t, stop)
@@ -800,7 +803,7 @@ func TestUnitsHandedOffKillerMoves(t *testing.T) {
 // is no longer declared: that daemon stops the run as an orphan, and lets
 // go of the unit left to SIGKILL it too (the review).
 func TestUnitsHandedOffThenRemoved(t *testing.T) {
-	b := newUnitsBox(t, `job "svc" { cmd = { "/bin/sleep", "1000" }, stop_timeout = "1h" }`)
+	b := newUnitsBox(t, svcStopTimeout("1h"))
 	d, stop := b.start()
 	svc := waitJob(t, d, "svc", "running", func(js JobStatus) bool { return js.State == "running" })
 	unit := units.Name("svc", svc.Run)
@@ -872,19 +875,14 @@ func TestUnitsStopKilledWhileAway(t *testing.T) {
 // being stopped moves that stop's SIGKILL, as for the daemon's own
 // children (TestStopTimeoutEditedReachesTheStop).
 func TestUnitsStopTimeoutEdited(t *testing.T) {
-	svcWith := func(stopTimeout string) string {
-		return `job "svc" { cmd = { "/bin/sleep", "1000" }, stop_timeout = "` + stopTimeout + `" }`
-	}
-	b := newUnitsBox(t, svcWith("1h"))
+	b := newUnitsBox(t, svcStopTimeout("1h"))
 	d, _ := b.start()
 	svc := waitJob(t, d, "svc", "running", func(js JobStatus) bool { return js.State == "running" })
-	if code, body := as(t, d, "root", "POST", jobPath("svc")+"/stop"); code != 200 {
-		t.Fatalf("berth stop svc: %d %s", code, body)
-	}
+	rootAsks(t, d, "stop", "svc")
 	// The fake's processes ignore SIGTERM: only the SIGKILL ends it.
 	js := waitJob(t, d, "svc", "stopping", func(js JobStatus) bool { return js.State == "stopping" && js.KillAt != nil })
 	began := js.KillAt.Add(-time.Hour)
-	testkit.PutFile(t, filepath.Join(b.jobsDir, "jobs.lua"), svcWith("20m"))
+	testkit.PutFile(t, filepath.Join(b.jobsDir, "jobs.lua"), svcStopTimeout("20m"))
 	reload(t, d)
 	js = waitJob(t, d, "svc", "its SIGKILL moved sooner", func(js JobStatus) bool {
 		return js.KillAt != nil && js.KillAt.Before(began.Add(20*time.Minute+time.Second))
@@ -892,7 +890,7 @@ func TestUnitsStopTimeoutEdited(t *testing.T) {
 	if js.State != "stopping" || js.KillAt.Before(began.Add(20*time.Minute-time.Second)) {
 		t.Errorf("stop_timeout 1h edited to 20m: %+v, want its SIGKILL 20m after the stop began (%v)", js, began.Add(20*time.Minute))
 	}
-	testkit.PutFile(t, filepath.Join(b.jobsDir, "jobs.lua"), svcWith("1s"))
+	testkit.PutFile(t, filepath.Join(b.jobsDir, "jobs.lua"), svcStopTimeout("1s"))
 	reload(t, d)
 	waitJob(t, d, "svc", "stopped", func(js JobStatus) bool { return js.State == "stopped" })
 	if runs := runsOf(t, d, "svc"); len(runs) != 1 || runs[0].ID != svc.Run || runs[0].Reason != store.ReasonKilled {
