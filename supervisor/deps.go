@@ -82,6 +82,10 @@ type lastEnd struct {
 	code   int
 	signal string
 	reason store.Reason
+	// timeout, for a run that timed out in this daemon, is the timeout it
+	// outlived, which an edit since does not change (trial AP); 0 where
+	// not known: the definition's.
+	timeout time.Duration
 }
 
 // depGraph is the graph of the set in force, rebuilt at each reload that

@@ -207,6 +207,10 @@ type runState struct {
 	// the last daemon, for a stop seen through); killAt is when its
 	// SIGKILL comes.
 	stopBegan, killAt time.Time
+	// timedOutAfter, for a run being stopped for its timeout, is that
+	// timeout as it was then: its end is said so, whatever an edit since
+	// made of the job's (trial AP: "timed out after 1h", and "after 0s").
+	timedOutAfter time.Duration
 	// killerGone, for a unit's stop seen through, is closed once the
 	// unit the last daemon left to SIGKILL it (HandOffKill) is gone: this
 	// daemon's timer sends that SIGKILL now, where an edited stop_timeout
@@ -747,11 +751,13 @@ func (j *job) apply(e event) {
 			// stopped while disabled, then enabled, said nothing).
 			j.setWhy(j.restingWhy())
 		}
-		if before == store.StateStopping && j.life.state == store.StateStopping && (e.kind == evStop || e.kind == evStart) {
+		if before == store.StateStopping && j.life.state == store.StateStopping && (e.kind == evStop || e.kind == evStart || e.kind == evRestart) {
 			// Asked while the run stops already: what follows its end
-			// has changed, and the stop under way says so.
+			// has changed, and the stop under way says so (trial AP: a
+			// restart said nothing).
+			runs := map[eventKind]string{evStart: msgStartRequested, evRestart: msgRestartRequested}[e.kind]
 			j.mu.Lock()
-			j.v.Why = msgThenAfterStop(j.v.Why, e.kind == evStart, j.run.stopAsked)
+			j.v.Why = msgThenAfterStop(j.v.Why, runs, j.run.stopAsked)
 			j.mu.Unlock()
 		}
 		if e.kind == evInvalid && j.life.finishingInvalid() {
@@ -1179,7 +1185,8 @@ func (j *job) stop() {
 	j.reveal()
 	sig := j.def.StopSignal
 	why := j.stopWhy()
-	j.run.stopBegan = j.d.now()
+	now := j.d.now()
+	j.run.stopBegan = now
 	if r := j.run.resumed; r != nil {
 		// Seen through as the last daemon began it: its signal not sent
 		// twice (a handler would begin again), its SIGKILL when the
@@ -1190,12 +1197,12 @@ func (j *job) stop() {
 		j.run.stopBegan = r.began
 		why = cmp.Or(stopAskedWhy(r.cause), why)
 	}
-	timeout := j.killLeft()
+	timeout := j.killLeft(now)
 	j.log.Info("stopping", "run", j.run.id, "pid", proc.PID(), "signal", signalName(j.def.StopSignal), "sent_before", sig == 0,
 		"stop_timeout_ms", timeout.Milliseconds(), "why", why)
 	// Until its end says how it ended; the status counts down to the
 	// SIGKILL (KillAt).
-	j.run.killAt = j.d.now().Add(timeout)
+	j.run.killAt = now.Add(timeout)
 	if sig == 0 {
 		j.setWhy(msgStoppingSent(why, signalName(j.def.StopSignal)))
 	} else {
@@ -1203,6 +1210,9 @@ func (j *job) stop() {
 	}
 	j.run.stopCause = why
 	j.run.stopAsked = j.cause == evStop && !j.removed
+	if j.cause == evTimeout {
+		j.run.timedOutAfter = j.def.Timeout
+	}
 	if j.run.resumed != nil {
 		j.run.stopCause = withStopCause(why, seenThroughCause)
 	}
@@ -1227,10 +1237,10 @@ func (j *job) stop() {
 	go func() { j.stopped <- proc.Stop(sig, timeout) }()
 }
 
-// killLeft is how long the stop under way has before its SIGKILL: its
-// stop_timeout, counted from when it began.
-func (j *job) killLeft() time.Duration {
-	return max(0, j.run.stopBegan.Add(j.def.StopTimeout).Sub(j.d.now()))
+// killLeft is how long the stop under way has, at now, before its SIGKILL:
+// its stop_timeout, counted from when it began.
+func (j *job) killLeft(now time.Time) time.Duration {
+	return max(0, j.run.stopBegan.Add(j.def.StopTimeout).Sub(now))
 }
 
 // moveKill puts the SIGKILL of the stop under way where its stop_timeout,
@@ -1238,8 +1248,9 @@ func (j *job) killLeft() time.Duration {
 // (retime), an edited stop_timeout reaches a stop begun under the old
 // one; one that is over already is SIGKILLed now.
 func (j *job) moveKill() {
-	left := j.killLeft()
-	j.run.killAt = j.d.now().Add(left)
+	now := j.d.now()
+	left := j.killLeft(now)
+	j.run.killAt = now.Add(left)
 	j.log.Info("its stop_timeout was edited: the stop's SIGKILL moved", "run", j.run.id,
 		"stop_timeout_ms", j.def.StopTimeout.Milliseconds(), "kill_in_ms", left.Milliseconds())
 	j.run.proc.MoveKill(left)
@@ -1255,7 +1266,7 @@ func (j *job) stopWhy() string {
 		}
 		return msgStopRequested
 	case evRestart:
-		return "restarted on request (berth restart)"
+		return msgRestartRequested
 	case evRedefine:
 		return "its definition changed"
 	case evDisable:
@@ -1358,7 +1369,7 @@ func (j *job) recordEnd(reason store.Reason) {
 			j.d.later.EndRun(j.run.id, now, exit.Code, sig, reason, cause)
 		}
 	}
-	j.end = lastEnd{known: true, code: exit.Code, signal: sig, reason: reason}
+	j.end = lastEnd{known: true, code: exit.Code, signal: sig, reason: reason, timeout: j.run.timedOutAfter}
 	kv := []any{"run", j.run.id, "reason", reason.String(), "duration_ms", now.Sub(j.run.start).Milliseconds()}
 	switch {
 	case sig != "":
@@ -1376,7 +1387,7 @@ func (j *job) recordEnd(reason store.Reason) {
 	}
 	if reason != store.ReasonSpawnError {
 		// A spawn error keeps the error itself as its why.
-		j.setWhy(MsgEnded(reason, exit.Code, sig, j.def.Timeout, j.run.ram))
+		j.setWhy(MsgEnded(reason, exit.Code, sig, cmp.Or(j.end.timeout, j.def.Timeout), j.run.ram))
 	}
 	if reason == store.ReasonExited || reason == store.ReasonStopped {
 		j.log.Info("exited", kv...)
@@ -1545,7 +1556,7 @@ func (j *job) restingWhy() string {
 	case j.life.state == store.StateStopped:
 		return store.ReasonStopped.String()
 	case j.end.known && (j.life.state == store.StateFailed || j.life.state == store.StateDone):
-		return MsgEnded(j.end.reason, j.end.code, j.end.signal, j.def.Timeout, j.run.ram)
+		return MsgEnded(j.end.reason, j.end.code, j.end.signal, cmp.Or(j.end.timeout, j.def.Timeout), j.run.ram)
 	}
 	return ""
 }

@@ -106,20 +106,27 @@ func msgStoppingSent(why, signal string) string {
 
 // msgThenAfterStop is why, the stop under way, with what a person asked
 // meanwhile: a stop (it rests stopped once the run has ended), or a start
-// (it runs again then).
+// or a restart (runs, which says which: it runs again then).
 //
 // stopAsked: the stop under way is a person's stop, after which the job
 // rests stopped already.
-func msgThenAfterStop(why string, start, stopAsked bool) string {
+func msgThenAfterStop(why, runs string, stopAsked bool) string {
 	why, _, _ = strings.Cut(why, "; then ")
 	switch {
-	case start:
-		return why + "; then started on request (berth start): it runs again once this run has ended"
+	case runs != "":
+		return why + "; then " + runs + ": it runs again once this run has ended"
 	case stopAsked:
 		return why
 	}
 	return why + "; then " + msgStopRequested + ": it rests stopped once this run has ended"
 }
+
+// msgStartRequested and msgRestartRequested are a person's start and
+// restart, asked while a stop is under way (msgThenAfterStop).
+const (
+	msgStartRequested   = "started on request (berth start)"
+	msgRestartRequested = "restarted on request (berth restart)"
+)
 
 // msgStopRequested is why a person's stop (berth stop) stops a run.
 const msgStopRequested = "stopped on request (berth stop)"

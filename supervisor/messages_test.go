@@ -129,18 +129,19 @@ func TestThenAfterStop(t *testing.T) {
 	stop := msgStopRequested + "; SIGTERM sent"
 	restart := "restarted on request (berth restart); SIGTERM sent"
 	for _, tt := range []struct {
-		why              string
-		start, stopAsked bool
-		want             string
+		why, runs string
+		stopAsked bool
+		want      string
 	}{
-		{stop, false, true, stop},
-		{stop, true, true, stop + "; then started on request (berth start): it runs again once this run has ended"},
-		{msgThenAfterStop(stop, true, true), false, true, stop},
-		{restart, false, false, restart + "; then stopped on request (berth stop): it rests stopped once this run has ended"},
-		{msgThenAfterStop(restart, false, false), true, false, restart + "; then started on request (berth start): it runs again once this run has ended"},
+		{stop, "", true, stop},
+		{stop, msgStartRequested, true, stop + "; then started on request (berth start): it runs again once this run has ended"},
+		{stop, msgRestartRequested, true, stop + "; then restarted on request (berth restart): it runs again once this run has ended"},
+		{msgThenAfterStop(stop, msgStartRequested, true), "", true, stop},
+		{restart, "", false, restart + "; then stopped on request (berth stop): it rests stopped once this run has ended"},
+		{msgThenAfterStop(restart, "", false), msgStartRequested, false, restart + "; then started on request (berth start): it runs again once this run has ended"},
 	} {
-		if got := msgThenAfterStop(tt.why, tt.start, tt.stopAsked); got != tt.want {
-			t.Errorf("msgThenAfterStop(%q, %v, %v) = %q, want %q", tt.why, tt.start, tt.stopAsked, got, tt.want)
+		if got := msgThenAfterStop(tt.why, tt.runs, tt.stopAsked); got != tt.want {
+			t.Errorf("msgThenAfterStop(%q, %q, %v) = %q, want %q", tt.why, tt.runs, tt.stopAsked, got, tt.want)
 		}
 	}
 }

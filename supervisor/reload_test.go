@@ -713,6 +713,56 @@ func TestStopTimeoutEditedReachesTheStop(t *testing.T) {
 	}
 }
 
+// TestTimeoutEditedDuringItsStop: a run that outlived its timeout of 1s,
+// the timeout edited to an hour while the run is being stopped: its end
+// is said as it was, after 1s (trial AP: "timed out after 1h").
+func TestTimeoutEditedDuringItsStop(t *testing.T) {
+	d, dir := runDaemon(t, "", nil)
+	path := filepath.Join(dir, "deaf.lua")
+	deaf := func(timeout string) string {
+		return `job "deaf" { cmd = { "sh", "-c", "trap '' TERM; while true; do sleep 0.05; done" }, cpus = 1, timeout = "` + timeout + `", stop_timeout = "2s" }`
+	}
+	testkit.PutFile(t, path, deaf("1s"))
+	reload(t, d)
+	waitJob(t, d, "deaf", "stopping for its timeout", func(js JobStatus) bool { return js.State == "stopping" })
+	testkit.PutFile(t, path, deaf("1h"))
+	reload(t, d)
+	js := waitJob(t, d, "deaf", "failed", func(js JobStatus) bool { return js.State == "failed" })
+	if !strings.HasPrefix(js.Why, "timed out after 1s") {
+		t.Errorf("deaf's why: %q, want it timed out after the 1s it outlived", js.Why)
+	}
+}
+
+// TestRestartDuringAStopIsShown: a restart asked while a person's stop is
+// under way is said in the stop's why, as a start is (trial AP: it was
+// not), and the job runs again once the run has ended.
+func TestRestartDuringAStopIsShown(t *testing.T) {
+	d, dir := runDaemon(t, "", nil)
+	free := filepath.Join(t.TempDir(), "free")
+	t.Cleanup(func() { _ = writeFile(free, nil, 0o600) }) // should the test fail with it stopping
+	testkit.PutFile(t, filepath.Join(dir, "deaf.lua"), `job "deaf" { cmd = { "sh", "-c", "trap '' TERM; while [ ! -e `+free+` ]; do sleep 0.05; done" }, cpus = 1, stop_timeout = "1h", restart = "always" }`)
+	reload(t, d)
+	first := waitJob(t, d, "deaf", "running", func(js JobStatus) bool { return js.State == "running" })
+	for _, verb := range []string{"stop", "restart"} {
+		if code, body := as(t, d, "root", "POST", jobPath("deaf")+"/"+verb); code != 200 {
+			t.Fatalf("berth %s deaf: %d %s", verb, code, body)
+		}
+	}
+	// A restart is answered once it is posted, not once taken.
+	js := waitJob(t, d, "deaf", "to say it runs again", func(js JobStatus) bool { return strings.Contains(js.Why, "; then ") })
+	if js.State != "stopping" || !strings.Contains(js.Why, "; then restarted on request (berth restart): it runs again once this run has ended") {
+		t.Errorf("deaf restarted while being stopped: %s, %q", js.State, js.Why)
+	}
+	if err := writeFile(free, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// Its next run sees free too, and ends at once: its start is the proof.
+	testkit.WaitFor(t, 20*time.Second, "deaf to run again", func() bool { return len(runsOf(t, d, "deaf")) >= 2 })
+	if runs := runsOf(t, d, "deaf"); runs[len(runs)-1].ID != first.Run || runs[len(runs)-1].Reason != store.ReasonStopped {
+		t.Errorf("deaf's runs: %+v, want the first stopped, then another", runs)
+	}
+}
+
 // TestRedeclaredStoppedKeepsItsSince: a job a person stopped, its file
 // removed, then declared again in another file, rests stopped as the
 // stop left it, since the stop (trial AO: since its declaration, the
