@@ -867,12 +867,19 @@ func endedHow(p supervisor.Dependency) string {
 
 // clockTime is a time of day in the client's zone, with the date when it
 // is not the day of now.
-func clockTime(t, now time.Time) string {
+func clockTime(t, now time.Time) string { return timeOfDay(t, now, "15:04") }
+
+// secondAt is t to the second, its date too where it is not now's day
+// (trial AP: a SIGKILL a stop_timeout of hours away read as today's).
+func secondAt(t, now time.Time) string { return timeOfDay(t, now, "15:04:05") }
+
+// timeOfDay is t in layout, after its date where it is not now's day.
+func timeOfDay(t, now time.Time, layout string) string {
 	t = t.In(renderZone)
 	if t.Format("2006-01-02") != now.In(renderZone).Format("2006-01-02") {
-		return t.Format("2006-01-02 15:04")
+		return t.Format("2006-01-02 " + layout)
 	}
-	return t.Format("15:04")
+	return t.Format(layout)
 }
 
 // msgAlready: a start or stop found the job as it asked (state).

@@ -224,3 +224,20 @@ func TestMessages(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// TestSecondAt: a moment on another day than now's says its date.
+func TestSecondAt(t *testing.T) {
+	pinRenderZone(t)
+	now := renderNow
+	for _, c := range []struct {
+		at   time.Time
+		want string
+	}{
+		{now.Add(time.Minute), now.Add(time.Minute).In(renderZone).Format("15:04:05")},
+		{now.Add(30 * time.Hour), now.Add(30 * time.Hour).In(renderZone).Format("2006-01-02 15:04:05")},
+	} {
+		if got := secondAt(c.at, now); got != c.want {
+			t.Errorf("secondAt(%v) = %q, want %q", c.at, got, c.want)
+		}
+	}
+}

@@ -45,12 +45,12 @@ func renderShow(w io.Writer, d supervisor.JobDetail, o renderOptions) {
 		}
 		if st.RetryAt != nil {
 			// As the status line says it, with the moment.
-			why += "; " + msgRetryIn(st.RetryAt.Sub(now)) + ", at " + st.RetryAt.In(renderZone).Format("15:04:05")
+			why += "; " + msgRetryIn(st.RetryAt.Sub(now)) + ", at " + secondAt(*st.RetryAt, now)
 		}
 		if st.KillAt != nil {
 			why += "; " + msgKillIn(st.KillAt.Sub(now))
 			if st.KillAt.After(now) {
-				why += ", at " + st.KillAt.In(renderZone).Format("15:04:05")
+				why += ", at " + secondAt(*st.KillAt, now)
 			}
 		}
 		sgr := ""
