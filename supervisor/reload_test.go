@@ -680,6 +680,7 @@ func TestRemovedWhileStopping(t *testing.T) {
 // waited for the next stop), later or sooner; one already over SIGKILLs
 // now, and the run is recorded killed after its stop_timeout.
 func TestStopTimeoutEditedReachesTheStop(t *testing.T) {
+	t.Parallel()
 	d, dir := runDaemon(t, "", nil)
 	path, free := filepath.Join(dir, "deaf.lua"), filepath.Join(t.TempDir(), "free")
 	t.Cleanup(func() { _ = writeFile(free, nil, 0o600) }) // should the test fail with it stopping
@@ -717,6 +718,7 @@ func TestStopTimeoutEditedReachesTheStop(t *testing.T) {
 // the timeout edited to an hour while the run is being stopped: its end
 // is said as it was, after 1s (trial AP: "timed out after 1h").
 func TestTimeoutEditedDuringItsStop(t *testing.T) {
+	t.Parallel()
 	d, dir := runDaemon(t, "", nil)
 	path := filepath.Join(dir, "deaf.lua")
 	deaf := func(timeout string) string {
@@ -737,6 +739,7 @@ func TestTimeoutEditedDuringItsStop(t *testing.T) {
 // under way is said in the stop's why, as a start is (trial AP: it was
 // not), and the job runs again once the run has ended.
 func TestRestartDuringAStopIsShown(t *testing.T) {
+	t.Parallel()
 	d, dir := runDaemon(t, "", nil)
 	free := filepath.Join(t.TempDir(), "free")
 	t.Cleanup(func() { _ = writeFile(free, nil, 0o600) }) // should the test fail with it stopping
@@ -768,6 +771,7 @@ func TestRestartDuringAStopIsShown(t *testing.T) {
 // stop left it, since the stop (trial AO: since its declaration, the
 // removed job, at rest already, taken for one still stopping).
 func TestRedeclaredStoppedKeepsItsSince(t *testing.T) {
+	t.Parallel()
 	d, dir := runDaemon(t, "", nil)
 	testkit.PutFile(t, filepath.Join(dir, "g1.lua"), `job "ghost" { cmd = "sleep 100", cpus = 0 }`)
 	reload(t, d)

@@ -641,6 +641,7 @@ func signalsSent(m *unitstest.Manager, unit string, sig syscall.Signal) int {
 // out the stop_timeout); the next one sees the stop through as begun,
 // sending no second SIGTERM, and then runs the job again.
 func TestUnitsRestartHandedOffAtShutdown(t *testing.T) {
+	t.Parallel()
 	b := newUnitsBox(t, svcStopTimeout("1h"))
 	d, stop := b.start()
 	svc := waitJob(t, d, "svc", "running", func(js JobStatus) bool { return js.State == "running" })
@@ -673,6 +674,7 @@ func TestUnitsRestartHandedOffAtShutdown(t *testing.T) {
 // disabling it before the next daemon came: that one sees the stop
 // through, and the job rests disabled rather than running again.
 func TestUnitsHandedOffThenDisabled(t *testing.T) {
+	t.Parallel()
 	b := newUnitsBox(t, svcStopTimeout("1h"))
 	d, stop := b.start()
 	svc := waitJob(t, d, "svc", "running", func(js JobStatus) bool { return js.State == "running" })
@@ -695,6 +697,7 @@ func TestUnitsHandedOffThenDisabled(t *testing.T) {
 // the stop through, records the run timed out, and the policy restarts it
 // once, counted once (the last daemon had counted that restart).
 func TestUnitsTimeoutHandedOffAtShutdown(t *testing.T) {
+	t.Parallel()
 	b := newUnitsBox(t, `job "svc" { cmd = { "/bin/sleep", "1000" }, timeout = "1s", stop_timeout = "1h", restart = "on-failure" }`)
 	d, stop := b.start()
 	svc := waitJob(t, d, "svc", "stopping for its timeout", func(js JobStatus) bool { return js.State == "stopping" })
@@ -723,6 +726,7 @@ func TestUnitsTimeoutHandedOffAtShutdown(t *testing.T) {
 // count, kept without its delay, was taken for a first failure, and the
 // job restarted).
 func TestUnitsTimeoutHandedOffGivenUp(t *testing.T) {
+	t.Parallel()
 	b := newUnitsBox(t, `job "svc" { cmd = { "/bin/sleep", "1000" }, timeout = "1s", stop_timeout = "1h", restart = "on-failure", max_restarts = 1 }`)
 	d, stop := b.start()
 	first := waitJob(t, d, "svc", "stopping for its timeout", func(js JobStatus) bool { return js.State == "stopping" })
@@ -746,20 +750,29 @@ func TestUnitsTimeoutHandedOffGivenUp(t *testing.T) {
 // out either way (the review: the restart was lost, the policy judging
 // the timeout; a stop recorded the run stopped).
 func TestUnitsAskedDuringAHandedOffTimeout(t *testing.T) {
-	for _, c := range []struct{ verb, want string }{{"restart", "running"}, {"stop", "stopped"}} {
+	t.Parallel()
+	for _, c := range []struct{ verb, then, want string }{
+		{"restart", "; then restarted on request", "running again"},
+		{"stop", "; then stopped on request", "stopped"},
+	} {
 		t.Run(c.verb, func(t *testing.T) {
+			t.Parallel()
 			b := newUnitsBox(t, `job "svc" { cmd = { "/bin/sleep", "1000" }, timeout = "1s", stop_timeout = "1h" }`)
 			d, stop := b.start()
 			svc := waitJob(t, d, "svc", "stopping for its timeout", func(js JobStatus) bool { return js.State == "stopping" })
 			rootAsks(t, d, c.verb, "svc")
+			// Taken (a restart is answered before): the stop's why says it.
+			waitJob(t, d, "svc", "to say what follows", func(js JobStatus) bool { return strings.Contains(js.Why, c.then) })
 			leavesAtOnce(t, stop)
 			d, _ = b.start()
 			waitJob(t, d, "svc", "stopping", func(js JobStatus) bool { return js.State == "stopping" && js.Run == svc.Run })
 			b.manager.End(units.Name("svc", svc.Run), "signal", unitstest.CLDKilled, int32(syscall.SIGTERM))
-			js := waitJob(t, d, "svc", c.want, func(js JobStatus) bool { return js.State == c.want })
-			if c.want == "running" && js.Run == svc.Run {
-				t.Errorf("svc running its first run still: %+v", js)
-			}
+			waitJob(t, d, "svc", c.want, func(js JobStatus) bool {
+				if c.want == "stopped" {
+					return js.State == "stopped"
+				}
+				return js.Run != 0 && js.Run != svc.Run // its next run times out too: any state
+			})
 			if runs := runsOf(t, d, "svc"); len(runs) == 0 || runs[len(runs)-1].ID != svc.Run || runs[len(runs)-1].Reason != store.ReasonTimedOut {
 				t.Errorf("svc's runs: %+v, want its first run timed out", runs)
 			}
@@ -772,6 +785,7 @@ func TestUnitsAskedDuringAHandedOffTimeout(t *testing.T) {
 // stop_timeout would not move (the review), and leaves one of its own at
 // the new deadline should it go too.
 func TestUnitsHandedOffKillerMoves(t *testing.T) {
+	t.Parallel()
 	b := newUnitsBox(t, svcStopTimeout("1h"))
 	d, stop := b.start()
 	svc := waitJob(t, d, "svc", "running", func(js JobStatus) bool { return js.State == "running" })
@@ -875,6 +889,7 @@ func TestUnitsStopKilledWhileAway(t *testing.T) {
 // being stopped moves that stop's SIGKILL, as for the daemon's own
 // children (TestStopTimeoutEditedReachesTheStop).
 func TestUnitsStopTimeoutEdited(t *testing.T) {
+	t.Parallel()
 	b := newUnitsBox(t, svcStopTimeout("1h"))
 	d, _ := b.start()
 	svc := waitJob(t, d, "svc", "running", func(js JobStatus) bool { return js.State == "running" })

@@ -448,6 +448,7 @@ job "where" { cmd = { "sh", "-c", "tr '\\0' '\\n' < /proc/$$/environ > OUT/where
 // says, ends its batch jobs done and keeps its service up (trial AO: a
 // shell error left three of them failed, which berth check cannot see).
 func TestQuickstartAsTheReadmeSays(t *testing.T) {
+	t.Parallel()
 	files, err := filepath.Glob("../../examples/quickstart/*.lua")
 	if err != nil || len(files) == 0 {
 		t.Fatalf("the quickstart's files: %v %v", files, err)
@@ -461,7 +462,7 @@ func TestQuickstartAsTheReadmeSays(t *testing.T) {
 		srcs[filepath.Base(f)] = string(b)
 	}
 	d := newTestDaemon(t, srcs)
-	d.start(daemonOptions{args: []string{"--user-jobs", ""}})
+	d.start(daemonOptions{args: []string{"--user-jobs", "", "--cpus", "8"}}) // all at once: the test's time
 	for _, name := range []string{"hello", "count", "chunk-1", "chunk-2", "chunk-3", "sweep"} {
 		d.waitJob(name, "done, as the README says", func(j supervisor.JobStatus) bool {
 			if j.State == "failed" {
