@@ -149,6 +149,7 @@ func runsOf(t *testing.T, d *Daemon, job string) []store.RunRecord {
 // grant back in the books), records the one that ended meanwhile, and lets
 // go of its unit.
 func TestUnitsOutliveTheDaemon(t *testing.T) {
+	t.Parallel()
 	b := newUnitsBox(t, `
 job "train" { cmd = { "/bin/sleep", "1000" }, cpus = 2, gpus = 1, ram = "256M" }
 job "batch" { cmd = { "/bin/sleep", "1000" }, cpus = 1 }
@@ -223,6 +224,7 @@ job "batch" { cmd = { "/bin/sleep", "1000" }, cpus = 1 }
 // recorded as ending when its unit says, not when the next daemon found
 // it; and so is one whose job is no longer declared.
 func TestUnitsEndedWhileAway(t *testing.T) {
+	t.Parallel()
 	b := newUnitsBox(t, `job "batch" { cmd = { "/bin/sleep", "1000" } }
 job "gone" { cmd = { "/bin/sleep", "1000" } }`)
 	d, stop := b.start()
@@ -270,6 +272,7 @@ job "gone" { cmd = { "/bin/sleep", "1000" } }`)
 // TestUnitsDirMissing: a job whose directory is not there is not started
 // as a unit to fail in it: its run is a spawn error that says why.
 func TestUnitsDirMissing(t *testing.T) {
+	t.Parallel()
 	b := newUnitsBox(t, `job "nodir" { cmd = { "/bin/true" }, dir = "/nonexistent-berth-dir" }`)
 	d, _ := b.start()
 	js := waitJob(t, d, "nodir", "failed", func(js JobStatus) bool { return js.State == "failed" })
@@ -287,6 +290,7 @@ func TestUnitsDirMissing(t *testing.T) {
 // told to stop, and the run keeps the status (trial AG: recorded failed,
 // and restarted by restart = "on-failure").
 func TestUnitsStoppedOutsideFailing(t *testing.T) {
+	t.Parallel()
 	b := newUnitsBox(t, `job "svc" { cmd = { "/bin/sleep", "1000" }, restart = "on-failure" }`)
 	d, _ := b.start()
 	svc := waitJob(t, d, "svc", "running", func(js JobStatus) bool { return js.State == "running" })
@@ -307,6 +311,7 @@ func TestUnitsStoppedOutsideFailing(t *testing.T) {
 // stopped). Nothing is started meanwhile, where systemd would refuse it,
 // a job that needs no grant included, and a job waiting says why.
 func TestUnitsStoppedByShutdown(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct {
 		name string
 		stop func(m *unitstest.Manager, unit string)
@@ -376,6 +381,7 @@ func runAgain(t *testing.T, d *Daemon, runs map[string]uint64) {
 // resume once the shutdown is called off (systemctl cancel), a parked job
 // that needs no grant's too.
 func TestUnitsShutdownCalledOff(t *testing.T) {
+	t.Parallel()
 	b := newUnitsBox(t, shutdownJobs)
 	d, _ := b.start()
 	runs := b.stoppedByShutdown(d, (*unitstest.Manager).StopOutside)
@@ -394,6 +400,7 @@ func TestUnitsShutdownCalledOff(t *testing.T) {
 // job's: it waits, restart = "no" or not, and runs once the shutdown is
 // called off.
 func TestUnitsStartRefusedByShutdown(t *testing.T) {
+	t.Parallel()
 	b := newUnitsBox(t, `job "svc" { cmd = { "/bin/sleep", "1000" }, restart = "no" }`)
 	d, _ := b.start()
 	waitJob(t, d, "svc", "running", func(js JobStatus) bool { return js.State == "running" })
@@ -421,6 +428,7 @@ func TestUnitsStartRefusedByShutdown(t *testing.T) {
 // the next daemon, finding their units gone, records them lost and runs
 // them again, though PID 1 started before them (a soft reboot keeps it).
 func TestUnitsDaemonStoppedByShutdownFirst(t *testing.T) {
+	t.Parallel()
 	b := newUnitsBox(t, `job "svc" { cmd = { "/bin/sleep", "1000" }, restart = "no" }`)
 	b.booted = time.Now().Add(-time.Hour)
 	d, stop := b.start()
@@ -441,6 +449,7 @@ func TestUnitsDaemonStoppedByShutdownFirst(t *testing.T) {
 // stopped; a unit no run accounts for is stopped at start; a job whose file
 // went away while the daemon was down has its run stopped.
 func TestUnitsStoppedOutside(t *testing.T) {
+	t.Parallel()
 	b := newUnitsBox(t, `
 job "svc" { cmd = { "/bin/sleep", "1000" }, restart = "always" }
 job "gone" { cmd = { "/bin/sleep", "1000" } }
@@ -498,6 +507,7 @@ job "gone" { cmd = { "/bin/sleep", "1000" } }
 // there. A run begun before the machine booted, or the container berth
 // runs in (its PID 1 started), is lost instead, and runs again.
 func TestUnitsGoneWhileAway(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct {
 		name                string
 		booted, initStarted time.Time
@@ -531,6 +541,7 @@ func TestUnitsGoneWhileAway(t *testing.T) {
 // TestUnitsLostConnection: when the connection to systemd goes, the
 // daemon ends (systemd starts it again) and leaves the units running.
 func TestUnitsLostConnection(t *testing.T) {
+	t.Parallel()
 	b := newUnitsBox(t, `job "svc" { cmd = { "/bin/sleep", "1000" } }`)
 	d, _, ran := b.startRun()
 	svc := waitJob(t, d, "svc", "running", func(js JobStatus) bool { return js.State == "running" })
@@ -555,6 +566,7 @@ func TestUnitsLostConnection(t *testing.T) {
 // the deadline, and the next daemon sees the stop through as begun, then
 // lets go of that unit.
 func TestUnitsStopHandedOffAtShutdown(t *testing.T) {
+	t.Parallel()
 	b := newUnitsBox(t, `job "svc" { cmd = { "/bin/sleep", "1000" }, restart = "always", stop_timeout = "1h" }`)
 	d, stop := b.start()
 	svc := waitJob(t, d, "svc", "running", func(js JobStatus) bool { return js.State == "running" })
@@ -817,6 +829,7 @@ func TestUnitsHandedOffKillerMoves(t *testing.T) {
 // is no longer declared: that daemon stops the run as an orphan, and lets
 // go of the unit left to SIGKILL it too (the review).
 func TestUnitsHandedOffThenRemoved(t *testing.T) {
+	t.Parallel()
 	b := newUnitsBox(t, svcStopTimeout("1h"))
 	d, stop := b.start()
 	svc := waitJob(t, d, "svc", "running", func(js JobStatus) bool { return js.State == "running" })
@@ -844,6 +857,7 @@ func TestUnitsHandedOffThenRemoved(t *testing.T) {
 // machine sees a stop under way through, as before: systemd would refuse
 // a new unit then, and stops the run's with every other.
 func TestUnitsNoHandOffAsTheMachineStops(t *testing.T) {
+	t.Parallel()
 	b := newUnitsBox(t, `job "svc" { cmd = { "/bin/sleep", "1000" }, stop_timeout = "1s" }`)
 	d, stop := b.start()
 	svc := waitJob(t, d, "svc", "running", func(js JobStatus) bool { return js.State == "running" })
@@ -864,6 +878,7 @@ func TestUnitsNoHandOffAsTheMachineStops(t *testing.T) {
 // daemon watched: the next daemon records the run killed after its
 // stop_timeout, and the job rests stopped.
 func TestUnitsStopKilledWhileAway(t *testing.T) {
+	t.Parallel()
 	b := newUnitsBox(t, `job "svc" { cmd = { "/bin/sleep", "1000" }, stop_timeout = "1s" }`)
 	d, stop := b.start()
 	svc := waitJob(t, d, "svc", "running", func(js JobStatus) bool { return js.State == "running" })
@@ -917,6 +932,7 @@ func TestUnitsStopTimeoutEdited(t *testing.T) {
 // own bound too (set for while no daemon watches), which would otherwise
 // end the run at the old limit.
 func TestUnitsTimeoutEdited(t *testing.T) {
+	t.Parallel()
 	b := newUnitsBox(t, `job "train" { cmd = { "/bin/sleep", "1000" }, timeout = "5m", stop_timeout = "10s" }`)
 	d, _ := b.start()
 	train := waitJob(t, d, "train", "running", func(js JobStatus) bool { return js.State == "running" })
@@ -940,6 +956,7 @@ func TestUnitsTimeoutEdited(t *testing.T) {
 // next one finds its unit still running, and sees the stop through rather
 // than taking the run back.
 func TestUnitsStopUnderWayAtCrash(t *testing.T) {
+	t.Parallel()
 	b := newUnitsBox(t, `job "svc" { cmd = { "/bin/sleep", "1000" }, restart = "always" }`)
 	d, stop := b.start()
 	svc := waitJob(t, d, "svc", "running", func(js JobStatus) bool { return js.State == "running" })
@@ -993,6 +1010,7 @@ func TestRedeclaredWhileStopping(t *testing.T) {
 // again, its SIGKILL comes when the stop_timeout from the stop's start is
 // over, and its run's end says why it was stopped.
 func TestUnitsStopResumedAsBegun(t *testing.T) {
+	t.Parallel()
 	b := newUnitsBox(t, `job "svc" { cmd = { "/bin/sleep", "1000" }, cpus = 1, stop_signal = "SIGINT", stop_timeout = "5s" }`)
 	d, stop := b.start()
 	svc := waitJob(t, d, "svc", "running", func(js JobStatus) bool { return js.State == "running" })
@@ -1025,6 +1043,7 @@ func TestUnitsStopResumedAsBegun(t *testing.T) {
 // through and the job rests disabled, the person's stop beneath, so that
 // enabled again it rests stopped (the review: it ran).
 func TestUnitsStopResumedThenDisabled(t *testing.T) {
+	t.Parallel()
 	src := func(extra string) string {
 		return `job "svc" { cmd = { "/bin/sleep", "1000" }, cpus = 1, stop_timeout = "2s"` + extra + ` }`
 	}
