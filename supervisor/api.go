@@ -696,7 +696,7 @@ func (d *Daemon) authorize(next http.Handler) http.Handler {
 // allowed says whether the caller may use the daemon at all: root, its
 // own user, the members of its group and of the admin group.
 func (d *Daemon) allowed(c ctlsock.Peer) bool {
-	if c.Uid == 0 || int(c.Uid) == os.Getuid() {
+	if rootOrDaemon(c.Uid) {
 		return true
 	}
 	var gids []string
@@ -752,7 +752,7 @@ func (d *Daemon) logCaller(r *http.Request, changed bool, call string, kv ...any
 	kv = append([]any{"call", call}, kv...)
 	if cred, ok := r.Context().Value(peerKey{}).(ctlsock.Peer); ok {
 		kv = append(kv, "uid", cred.Uid, "pid", cred.Pid)
-		if !changed && cred.Uid != 0 && int(cred.Uid) != os.Getuid() {
+		if !changed && !rootOrDaemon(cred.Uid) {
 			ok, left := d.accepted.take(cred.Uid, time.Now())
 			if !ok {
 				return

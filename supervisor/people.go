@@ -189,7 +189,7 @@ func (d *Daemon) spoolReady() error {
 	switch {
 	case st.Mode&unix.S_IFMT != unix.S_IFDIR:
 		return fmt.Errorf("%s is not a directory: the people's job directories must be in one, root's, mode 0755", d.cfg.UserJobs)
-	case st.Uid != 0 && int(st.Uid) != os.Getuid(), st.Mode&0o022 != 0:
+	case !rootOrDaemon(st.Uid), st.Mode&0o022 != 0:
 		return fmt.Errorf("%s must be root's and writable by root alone, so that nobody can swap a person's directory (sudo chown root: %s; sudo chmod 755 %s)",
 			d.cfg.UserJobs, d.cfg.UserJobs, d.cfg.UserJobs)
 	}

@@ -3,7 +3,6 @@ package supervisor
 import (
 	"cmp"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -41,7 +40,7 @@ func (d *Daemon) readerOf(r *http.Request) *reader {
 	if !ok {
 		return &reader{uid: ^uint32(0), gids: map[uint32]bool{}, seen: map[string]bool{}}
 	}
-	if cred.Uid == 0 || int(cred.Uid) == os.Getuid() || d.inAdminGroup(cred, nameOf(cred.Uid)) {
+	if rootOrDaemon(cred.Uid) || d.inAdminGroup(cred, nameOf(cred.Uid)) {
 		return &reader{all: true}
 	}
 	return &reader{uid: cred.Uid, gids: groupsOf(cred), seen: map[string]bool{}}

@@ -35,7 +35,7 @@ func (d *Daemon) callerOf(r *http.Request) caller {
 		return caller{uid: ^uint32(0)}
 	}
 	c := caller{uid: cred.Uid, name: nameOf(cred.Uid)}
-	c.admin = cred.Uid == 0 || int(cred.Uid) == os.Getuid() || d.inAdminGroup(cred, c.name)
+	c.admin = rootOrDaemon(cred.Uid) || d.inAdminGroup(cred, c.name)
 	return c
 }
 
@@ -65,6 +65,10 @@ func (d *Daemon) inAdminGroup(cred ctlsock.Peer, name string) bool {
 	_, members, err := watch.SystemAccounts{}.Group(gid)
 	return err == nil && name != "" && slices.Contains(members, name)
 }
+
+// rootOrDaemon says whether uid is root's or the daemon's own user's: the
+// administrators' side, which no person's bound or right applies to.
+func rootOrDaemon(uid uint32) bool { return uid == 0 || int(uid) == os.Getuid() }
 
 // groupsOf is the peer's groups as the kernel checks them: those its
 // process had as it connected, never read from a pid since reused (trial

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"maps"
 	"net/http"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -120,13 +119,13 @@ func (o *perCaller) take(ctx context.Context, uid uint32) (release func(), ok bo
 // know to run berth reload before their first berth submit.
 func (d *Daemon) me(c caller) Me {
 	m := Me{User: c.name, Admin: c.admin, Group: d.group(), DaemonUser: d.account()}
-	if d.cfg.UserJobs != "" && c.uid != 0 && int(c.uid) != os.Getuid() && d.people[c.name] == nil && d.reloading == nil {
+	if d.cfg.UserJobs != "" && !rootOrDaemon(c.uid) && d.people[c.name] == nil && d.reloading == nil {
 		if names, err := d.members(); err == nil && slices.Contains(names, c.name) {
 			d.reload(false, false)
 		}
 	}
 	switch {
-	case c.uid == 0 || int(c.uid) == os.Getuid():
+	case rootOrDaemon(c.uid):
 		m.JobsDir = d.cfg.JobsDir
 	case d.people[c.name] != nil:
 		m.JobsDir, m.Owner = d.people[c.name].dir, c.name
