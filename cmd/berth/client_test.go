@@ -239,6 +239,23 @@ job "hello" { cmd = { "sh", "-c", "echo hello from the job" }, flavor = "small" 
 	if code != exitFailed || !strings.Contains(out, "broken.lua:1:") {
 		t.Errorf("reload of a broken file: exit %d %q", code, out)
 	}
+	// The jobs directory refused as a whole: none of its files is read.
+	if err := os.Remove(filepath.Join(d.jobs, "broken.lua")); err != nil {
+		t.Fatal(err)
+	}
+	if out, _, code := d.cli("reload"); code != exitOK {
+		t.Errorf("reload with the broken file gone: exit %d %q", code, out)
+	}
+	if err := os.Chmod(d.jobs, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	out, _, code = d.cli("reload")
+	if code != exitFailed || !strings.Contains(out, "writable by others") {
+		t.Errorf("reload of a jobs directory writable by others: exit %d %q", code, out)
+	}
+	if err := os.Chmod(d.jobs, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	if _, _, code := d.cli("show"); code != exitUsage {
 		t.Errorf("show without a job: exit %d", code)
 	}
