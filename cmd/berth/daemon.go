@@ -60,6 +60,17 @@ func runDaemon(c *cli, args []string) int {
 		fmt.Fprintln(c.stderr, msgUnexpectedArgs("daemon", rest))
 		return exitUsage
 	}
+	// An empty path is a variable that was not set (--state "$STATE"):
+	// taken as it is, the state would go to wherever the daemon was
+	// started, and a start from elsewhere would begin a new one (trial AQ).
+	for _, p := range []struct{ flag, value, what string }{
+		{"--jobs", *jobs, "the jobs directory"}, {"--state", *state, "the state directory"}, {"--socket", *socket, "the control socket's path"},
+	} {
+		if p.value == "" {
+			fmt.Fprintln(c.stderr, msgUsage("berth daemon", fmt.Errorf("%s is empty: give %s, or leave the flag out for the default", p.flag, p.what)))
+			return exitUsage
+		}
+	}
 	if *personJobs < 1 {
 		fmt.Fprintln(c.stderr, msgUsage("berth daemon", fmt.Errorf("--person-jobs %d: a person may declare at least 1 job", *personJobs)))
 		return exitUsage
