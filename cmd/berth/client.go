@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"net/http"
 	"net/url"
@@ -36,7 +37,11 @@ type client struct {
 	// listens on (the daemon went away, or is starting again); "" where
 	// none is, or one answered.
 	stale string
-	http  *http.Client
+	// notSocket is the first of sockets that is there but is no socket
+	// (a wrong --socket or BERTH_SOCKET), and notSocketKind what it is.
+	notSocket, notSocketKind string
+
+	http *http.Client
 }
 
 // newClient talks to the daemon on the first of sockets that answers, in
@@ -80,7 +85,11 @@ func (cl *client) pick(ctx context.Context) net.Conn {
 		case errors.Is(err, syscall.EACCES) && denied == "":
 			denied = s
 		case errors.Is(err, syscall.ECONNREFUSED) && stale == "":
-			stale = s
+			if kind := notSocket(s); kind == "" {
+				stale = s
+			} else if cl.notSocket == "" {
+				cl.notSocket, cl.notSocketKind = s, kind
+			}
 		}
 	}
 	if denied != "" {
@@ -88,6 +97,21 @@ func (cl *client) pick(ctx context.Context) net.Conn {
 	}
 	cl.stale = stale
 	return nil
+}
+
+// notSocket names what path is where it is not a socket ("directory",
+// "regular file"), "" where it is one or cannot be looked at.
+func notSocket(path string) string {
+	fi, err := os.Stat(path)
+	switch {
+	case err != nil || fi.Mode().Type() == fs.ModeSocket:
+		return ""
+	case fi.IsDir():
+		return "directory"
+	case fi.Mode().IsRegular():
+		return "regular file"
+	}
+	return "file that is not a socket"
 }
 
 // deniedError is returned when the socket refused the caller.
@@ -184,7 +208,9 @@ func (e *deniedError) Error() string { return "permission denied on " + e.socket
 type noDaemonError struct {
 	sockets []string // every socket tried
 	stale   string   // client.stale
-	err     error
+	// notSocket and notSocketKind are client's.
+	notSocket, notSocketKind string
+	err                      error
 }
 
 func (e *noDaemonError) Error() string { return e.err.Error() }
@@ -316,7 +342,7 @@ func (c *client) open(ctx context.Context, hc *http.Client, method, path string,
 			return nil, denied(c.socket)
 		}
 		if errors.As(err, &op) && op.Op == "dial" {
-			return nil, &noDaemonError{sockets: c.sockets, stale: c.stale, err: err}
+			return nil, &noDaemonError{sockets: c.sockets, stale: c.stale, notSocket: c.notSocket, notSocketKind: c.notSocketKind, err: err}
 		}
 		return nil, err
 	}
@@ -363,6 +389,9 @@ func (c *cli) fail(err error) int {
 		return exitNoDaemon
 	case errors.As(err, &nd) && nd.stale != "":
 		fmt.Fprintln(c.stderr, msgNothingListens(nd.stale))
+		return exitNoDaemon
+	case errors.As(err, &nd) && nd.notSocket != "":
+		fmt.Fprintln(c.stderr, msgNotASocket(nd.notSocket, nd.notSocketKind))
 		return exitNoDaemon
 	case errors.As(err, &nd):
 		fmt.Fprintln(c.stderr, msgNoDaemon(nd.sockets...))

@@ -468,6 +468,18 @@ func TestClientFindsTheDaemon(t *testing.T) {
 	if code := c.fail(newClient(none).get("/status", nil, &s)); code != exitNoDaemon || said.String() != msgNoDaemon(none)+"\n" {
 		t.Errorf("no daemon, no socket: exit %d\n%s", code, said.String())
 	}
+	// A path that is no socket at all: a wrong --socket or BERTH_SOCKET,
+	// not a daemon gone (trial AQ).
+	for _, path := range []string{t.TempDir(), filepath.Join(t.TempDir(), "plain")} {
+		if err := os.WriteFile(filepath.Join(filepath.Dir(path), "plain"), nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		said.Reset()
+		if code := c.fail(newClient(path).get("/status", nil, &s)); code != exitNoDaemon ||
+			!strings.Contains(said.String(), path+" is a ") || !strings.Contains(said.String(), ", not a socket: no daemon listens there") {
+			t.Errorf("%s, no socket: exit %d\n%s", path, code, said.String())
+		}
+	}
 	var nd *noDaemonError
 	if err := newClient(none, stale).get("/status", nil, &s); !errors.As(err, &nd) || len(nd.sockets) != 2 {
 		t.Errorf("no daemon: %v, want both sockets named", err)

@@ -244,6 +244,12 @@ func msgNothingListens(socket string) string {
 	return fmt.Sprintf("berth: no daemon answers on %s, though its socket is there: the daemon went away (systemctl status berth says whether systemd is starting it again, journalctl -u berth why it ended; berth daemon, or systemctl start berth, starts one)", socket)
 }
 
+// msgNotASocket: the path the client was given is there, but is no
+// socket: a wrong --socket or BERTH_SOCKET, not a daemon gone (trial AQ).
+func msgNotASocket(path, kind string) string {
+	return fmt.Sprintf("berth: %s is a %s, not a socket: no daemon listens there (give the daemon's socket, the path its --socket names, with --socket PATH or BERTH_SOCKET; the system daemon's is %s)", path, kind, systemSocket)
+}
+
 // msgVersionNoDaemon is berth version's line for the daemon where none
 // answers.
 func msgVersionNoDaemon(sockets ...string) string {
