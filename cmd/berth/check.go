@@ -37,9 +37,6 @@ func runCheck(c *cli, args []string) int {
 	if done {
 		return code
 	}
-	if len(targets) == 0 {
-		targets = []string{defaultJobsDir(c.env)}
-	}
 	// A daemon that answers places against its books (its --cpus, --gpus,
 	// --ram), which the jobs must fit, not against the probe; given, the
 	// machine flags describe another, and the daemon's flavors and files
@@ -80,6 +77,15 @@ func runCheck(c *cli, args []string) int {
 		if err := newClient(c.sockets(*socket)...).get("/me", nil, &me); err != nil {
 			me = supervisor.Me{}
 		}
+	}
+	if len(targets) == 0 {
+		// The caller's own files where the daemon that answers reads them
+		// (trial AQ: /etc/berth/jobs.d beside a daemon of --jobs elsewhere).
+		targets = []string{defaultJobsDir(c.env)}
+		if c.env.get("BERTH_JOBS") == "" && me.JobsDir != "" {
+			targets = []string{me.JobsDir}
+		}
+		fmt.Fprintln(c.stderr, msgCheckingDir(targets[0]))
 	}
 	if daemon != nil && me.Owner != "" && me.JobsDir != "" && !*asJSON && !machineGiven && ownJobFiles(targets, userJobs, me.Owner) {
 		// A person's own files, beside the daemon that takes them from
@@ -135,7 +141,9 @@ func runCheck(c *cli, args []string) int {
 		owner, _ := personOf(userJobs, t)
 		return owner != ""
 	})
-	srcs = append(srcs, flavorContext(lentTo, c.flavorLender(daemon, me), rules, srcs)...)
+	lenderDir := c.flavorLender(daemon, me)
+	lentSrcs := flavorContext(lentTo, lenderDir, rules, srcs)
+	srcs = append(srcs, lentSrcs...)
 	// Evaluated as the daemon evaluates them: in a child the kernel
 	// bounds, so that checking a hostile file is as safe as loading it.
 	// (One File per source, in order.)
@@ -179,6 +187,16 @@ func runCheck(c *cli, args []string) int {
 		}
 	}
 	supervisor.SortProblems(problems)
+	if daemon == nil {
+		// berth flavors and berth jobs ask a daemon: none answers.
+		read := "the files checked"
+		if !slices.ContainsFunc(lentTo, isDir) {
+			read = "the files checked and " + lenderDir // read beside them, if it is there
+		}
+		for i := range problems {
+			problems[i].Text = unanswered(problems[i], read)
+		}
+	}
 
 	if *asJSON {
 		if code := c.writeJSON(checkReport(set, problems)); code != exitOK {
@@ -194,6 +212,18 @@ func runCheck(c *cli, args []string) int {
 		return exitFailed
 	}
 	return exitOK
+}
+
+// unanswered rewords the hint of a problem that names a flavor or a job
+// not declared, where no daemon answers to list them: they were looked
+// for in read.
+func unanswered(p supervisor.Problem, read string) string {
+	for code, hint := range map[string]string{"unknown_flavor": "berth flavors lists them", "unknown_job": "berth jobs lists them"} {
+		if p.Code == code {
+			return strings.Replace(p.Text, hint, msgLookedFor(read), 1)
+		}
+	}
+	return p.Text
 }
 
 // checkCombined combines the checked files with what the jobs directory
@@ -367,10 +397,8 @@ func (c *cli) flavorLender(daemon *supervisor.Status, me supervisor.Me) string {
 // flavor declared there. Nothing of them is reported; one that cannot be
 // read is passed over.
 func flavorContext(targets []string, jobsDir string, rules watch.ScanOptions, checked []luaapi.Source) []luaapi.Source {
-	for _, t := range targets {
-		if info, err := os.Stat(t); err != nil || info.IsDir() {
-			return nil
-		}
+	if slices.ContainsFunc(targets, isDir) {
+		return nil
 	}
 	got, _, err := readTarget(jobsDir, rules)
 	if err != nil {
@@ -379,6 +407,12 @@ func flavorContext(targets []string, jobsDir string, rules watch.ScanOptions, ch
 	return slices.DeleteFunc(got, func(src luaapi.Source) bool {
 		return slices.ContainsFunc(checked, func(c luaapi.Source) bool { return sameFile(c.Path, src.Path) })
 	})
+}
+
+// isDir says whether a target is a directory, or cannot be looked at.
+func isDir(target string) bool {
+	info, err := os.Stat(target)
+	return err != nil || info.IsDir()
 }
 
 // lent keeps of the jobs directory's files (context) their flavors and

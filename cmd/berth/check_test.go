@@ -311,9 +311,27 @@ func TestCheckBorrowsTheJobsDirsFlavors(t *testing.T) {
 	if err := os.MkdirAll(filepath.Join(home, ".config", "berth", "jobs.d"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if out, code := asPerson(); code != exitFailed || !strings.Contains(out, `flavor "zf" does not exist`) {
+	// With no daemon to list the flavors, where they were looked for is
+	// said (trial AQ: "berth flavors lists them", which needs a daemon).
+	own := filepath.Join(home, ".config", "berth", "jobs.d")
+	if out, code := asPerson(); code != exitFailed || !strings.Contains(out, `flavor "zf" does not exist (no daemon answers to list them: looked for in the files checked and `+own+`; berth check DIR FILE`) {
 		t.Errorf("a person with a jobs directory of their own that has no flavor zf: exit %d\n%s", code, out)
 	}
+}
+
+// TestCheckBareChecksTheDaemonsDir: berth check with no file checks the
+// jobs directory of the daemon that answers, wherever its --jobs is, and
+// says so (trial AQ: it checked /etc/berth/jobs.d).
+func TestCheckBareChecksTheDaemonsDir(t *testing.T) {
+	t.Parallel()
+	d := newTestDaemon(t, map[string]string{"jobs.lua": `job "a" { cmd = "true", cpus = 1 }`})
+	d.start(daemonOptions{args: []string{"--cpus", "2"}})
+	d.waitState("a", "done")
+	out, errOut, code := d.cli("check")
+	if code != exitOK || out != "1 file, 1 job, 0 flavors, 0 errors\n" || !strings.HasPrefix(errOut, "checking "+d.jobs+" (") {
+		t.Errorf("berth check beside a daemon of --jobs %s: exit %d\n%s%s", d.jobs, code, out, errOut)
+	}
+	d.stop()
 }
 
 // TestCheckAppliesTheDaemonsRules: berth check refuses what the daemon

@@ -1150,6 +1150,17 @@ func msgKillIn(d time.Duration) string {
 	return "SIGKILL in " + accounting.FormatDuration(countdown(d))
 }
 
+// msgCheckingDir says which directory a berth check named nothing checks.
+func msgCheckingDir(dir string) string {
+	return "checking " + dir + " (berth check FILE|DIR... checks others)"
+}
+
+// msgLookedFor is the hint of a flavor or a job not declared, checked
+// with no daemon to list them: where it was looked for.
+func msgLookedFor(read string) string {
+	return "no daemon answers to list them: looked for in " + read + "; berth check DIR FILE checks a file beside the directory that declares it"
+}
+
 // msgCheckAgainstDaemon says what berth check measures the jobs against
 // when a daemon answers: its books, or (machineGiven) the machine the
 // flags describe, its flavors and jobs still.
