@@ -87,7 +87,7 @@ func runCheck(c *cli, args []string) int {
 		}
 		fmt.Fprintln(c.stderr, msgCheckingDir(targets[0]))
 	}
-	if daemon != nil && me.Owner != "" && me.JobsDir != "" && !*asJSON && !machineGiven && ownJobFiles(targets, userJobs, me.Owner) {
+	if daemon != nil && me.Owner != "" && me.JobsDir != "" && !*asJSON && !machineGiven && ownJobFiles(targets, userJobs, me.Owner, daemon.Daemon.JobsDir) {
 		// A person's own files, beside the daemon that takes them from
 		// them, are checked by it as berth submit has them checked: with
 		// their files and quota in force, and their bound of jobs (read
@@ -589,13 +589,20 @@ func personDirHint(target string, refused []supervisor.Problem) []supervisor.Pro
 	return refused
 }
 
-// ownJobFiles says whether targets are job files of the caller's own, each
-// of a name of its own, that are not in another person's job directory.
-func ownJobFiles(targets []string, userJobs, owner string) bool {
+// ownJobFiles says whether targets are job files that would be the
+// caller's, each of a name of its own: not in another person's job
+// directory, and not the administrators' (in their jobs directory,
+// adminDir, or, where that is not known, owned by another). A file the
+// caller does not own is theirs once they submit it (trial AQ: a copied
+// example passed a check as an administrator's, and submit refused it).
+func ownJobFiles(targets []string, userJobs, owner, adminDir string) bool {
 	names := map[string]bool{}
 	for _, t := range targets {
 		fi, err := os.Stat(t)
-		if err != nil || !fi.Mode().IsRegular() || !watch.IsJobFile(filepath.Base(t)) || names[filepath.Base(t)] || !ownedByCaller(t) {
+		if err != nil || !fi.Mode().IsRegular() || !watch.IsJobFile(filepath.Base(t)) || names[filepath.Base(t)] {
+			return false
+		}
+		if !ownedByCaller(t) && (adminDir == "" || inDir(adminDir, t)) {
 			return false
 		}
 		if person, _ := personOf(userJobs, t); person != "" && person != owner {
@@ -604,6 +611,17 @@ func ownJobFiles(targets []string, userJobs, owner string) bool {
 		names[filepath.Base(t)] = true
 	}
 	return len(targets) > 0
+}
+
+// inDir says whether path is in dir, or below it, links resolved.
+func inDir(dir, path string) bool {
+	d, err1 := filepath.EvalSymlinks(dir)
+	p, err2 := filepath.EvalSymlinks(path)
+	if err1 != nil || err2 != nil {
+		return true // cannot tell: taken to be
+	}
+	rel, err := filepath.Rel(d, p)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, "../")
 }
 
 // checkAsSubmitted has the daemon check targets as the caller's files in

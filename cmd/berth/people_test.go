@@ -592,6 +592,14 @@ func TestCheckBesideThePeoplesDaemon(t *testing.T) {
 	if out, errOut, code := a.run("", nil, "check", evil); code != exitFailed || !strings.Contains(out, `"user"`) {
 		t.Errorf("alice's check of a file that sets user: exit %d\n%s%s", code, out, errOut)
 	}
+	// One she does not own (a colleague's, an example copied as root)
+	// would be hers once submitted: checked so (trial AQ: it passed as an
+	// administrators' file, and submit refused it).
+	copied := filepath.Join(src, "copied.lua")
+	writeReadable(t, copied, `job "copied" { cmd = "true", user = "root" }`)
+	if out, errOut, code := a.run("", nil, "check", copied); code != exitFailed || !strings.Contains(out, `"user"`) {
+		t.Errorf("alice's check of root's file that sets user: exit %d\n%s%s", code, out, errOut)
+	}
 	// The administrators' files are theirs, whoever checks them.
 	for _, p := range []string{d.jobs, filepath.Join(d.jobs, "quotas.lua")} {
 		if err := os.Chmod(p, 0o755); err != nil {
