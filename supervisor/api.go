@@ -203,7 +203,7 @@ func (d *Daemon) api() http.Handler {
 				writeJSON(w, http.StatusOK, left)
 				return
 			}
-			if rf := admit(verb.ev, v.State, v.Invalid != "", !v.Def.Enabled); rf != refuseNone {
+			if rf := admit(verb.ev, v.State, v.Invalid != "", !v.Def.Enabled, v.Unfit != ""); rf != refuseNone {
 				if all {
 					// One of every job that cannot be started or stopped
 					// now (disabled while stop --all stopped it) is left
@@ -415,6 +415,9 @@ func (r refusal) code() string {
 func refusedWhy(r refusal, v jobView) string {
 	switch r {
 	case refuseUnplaceable:
+		if v.Unfit != "" {
+			return msgRunsOn(v.Unfit)
+		}
 		return v.Why
 	case refuseDisabled:
 		return msgDisabledAt(v.Def.Pos, v.Def.Name, v.Def.Owner != "")
@@ -463,7 +466,7 @@ func (d *Daemon) controlArray(w http.ResponseWriter, r *http.Request, c caller, 
 		case ev == evStart && !resting(v.State) && !(all && v.RestsStopped) && !(ignoreDeps && v.After != nil):
 			continue // under way already
 		}
-		if rf := admit(ev, v.State, v.Invalid != "", !v.Def.Enabled); rf != refuseNone {
+		if rf := admit(ev, v.State, v.Invalid != "", !v.Def.Enabled, v.Unfit != ""); rf != refuseNone {
 			refused, invalid = rf, refusedWhy(rf, v)
 			continue
 		}

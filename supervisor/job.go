@@ -603,8 +603,12 @@ func (j *job) receive(m jobMessage) {
 			invalid:  m.invalid != "",
 			disabled: !m.def.Enabled,
 			process:  process,
-			finish:   m.def.OnChange == luaapi.OnChangeFinish,
-			requeue:  m.requeue,
+			// A definition that fits no machine lets the run finish
+			// whatever its on_change: restarted, it would stop the run
+			// and start nothing (trial AR: a typo, gpus = 3 for 2, lost
+			// a run that the log said went on).
+			finish:  m.def.OnChange == luaapi.OnChangeFinish || j.unfit != "",
+			requeue: m.requeue,
 		}); ok {
 			if j.life.beneath == store.StateDone && e.kind != evInvalid && e.kind != evDisable {
 				if parents, known := j.parentRecords(); known {
@@ -624,7 +628,7 @@ func (j *job) receive(m jobMessage) {
 			j.persist()
 		}
 	}
-	if m.ev != nil && !j.removed && admit(m.ev.kind, j.life.state, j.invalid != "", !j.def.Enabled) == refuseNone {
+	if m.ev != nil && !j.removed && admit(m.ev.kind, j.life.state, j.invalid != "", !j.def.Enabled, j.unfit != "") == refuseNone {
 		j.pass = m.ignoreDeps
 		if m.ignoreDeps && j.life.state == store.StateWaiting && j.held != nil {
 			j.log.Info("started past its dependencies")

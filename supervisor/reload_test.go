@@ -402,6 +402,35 @@ func TestInvalidRunGoesOn(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitJob(t, d, "train", "unplaceable once its run ended", func(js JobStatus) bool { return js.State == "unplaceable" })
+
+	// The job's own size edited past the machine, its process changed
+	// with it (its OMP_NUM_THREADS): the same, whatever its on_change
+	// (trial AR: a typo, gpus = 3 for 2, stopped the run); and a restart,
+	// which would stop the run and start nothing, is refused.
+	if err := os.Remove(mark); err != nil {
+		t.Fatal(err)
+	}
+	write("flavors.lua", `flavor "small" { cpus = 1 }`)
+	running = waitJob(t, d, "train", "running again with its flavor fine", func(js JobStatus) bool { return js.State == "running" && js.Run != running.Run })
+	write("train.lua", fmt.Sprintf(`job "train" { cmd = "while [ ! -e %s ]; do sleep 0.05; done; echo ran >> %s", cpus = 64, restart = "always" }`,
+		mark, filepath.Join(dir, "runs")))
+	js = waitJob(t, d, "train", "running on, saying it will not fit", func(js JobStatus) bool { return js.Why != "" })
+	if js.State != "running" || js.Run != running.Run || !strings.HasPrefix(js.Why, runsOn) || !strings.Contains(js.Why, "asks for 64 cores") {
+		t.Fatalf("after its own size grew past the machine: %s, run %d (was %d), why %q", js.State, js.Run, running.Run, js.Why)
+	}
+	if code, body := as(t, d, "root", "POST", jobPath("train")+"/restart"); code != http.StatusConflict || !strings.Contains(body, "asks for 64 cores") {
+		t.Errorf("a restart of a run that will not run again: %d %s, want it refused", code, body)
+	}
+	if js, _ := d.jobStatus("train"); js.State != "running" || js.Run != running.Run {
+		t.Errorf("after the restart refused: %s, run %d, want run %d running on", js.State, js.Run, running.Run)
+	}
+	if err := writeFile(mark, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	waitJob(t, d, "train", "unplaceable once its run ended", func(js JobStatus) bool { return js.State == "unplaceable" })
+	if runs, _ := d.store.Runs("train", 0); len(runs) != 3 || runs[0].Reason != store.ReasonExited {
+		t.Errorf("its runs: %+v, want three, the last exited on its own", runs)
+	}
 }
 
 // TestOutdatedRunRestartedOnceItCan: a run of an earlier definition than

@@ -587,8 +587,10 @@ const (
 // because it was just disabled is not yet in state disabled. The control
 // socket answers with the refusal; the job's goroutine asks again when the
 // request reaches it, since the job may have moved in between. A stop is
-// always taken.
-func admit(k eventKind, s store.State, invalid, disabled bool) refusal {
+// always taken. A restart of a job whose run goes on though its
+// definition, edited since, fits no machine (unfit) is refused too: it
+// would stop the run and start nothing (trial AR).
+func admit(k eventKind, s store.State, invalid, disabled, unfit bool) refusal {
 	switch {
 	case k == evStop:
 		return refuseNone
@@ -596,7 +598,7 @@ func admit(k eventKind, s store.State, invalid, disabled bool) refusal {
 		return refuseInvalid
 	case disabled || s == store.StateDisabled:
 		return refuseDisabled
-	case s == store.StateUnplaceable:
+	case s == store.StateUnplaceable, unfit && k == evRestart:
 		return refuseUnplaceable
 	}
 	return refuseNone

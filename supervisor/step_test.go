@@ -588,14 +588,19 @@ func TestAdmitEveryState(t *testing.T) {
 				want = refuseUnplaceable
 			}
 			for _, k := range []eventKind{evStart, evRestart} {
-				if got := admit(k, s, d.invalid, d.disabled); got != want {
+				if got := admit(k, s, d.invalid, d.disabled, false); got != want {
 					t.Errorf("admit(%v, %v, %+v) = %d, want %d", k, s, d, got, want)
 				}
 			}
-			if got := admit(evStop, s, d.invalid, d.disabled); got != refuseNone {
+			if got := admit(evStop, s, d.invalid, d.disabled, true); got != refuseNone {
 				t.Errorf("a stop of a job %v %+v is refused: %d", s, d, got)
 			}
 		}
+	}
+	// A run going on though its definition, edited since, fits no
+	// machine: a restart would stop it and start nothing.
+	if got := admit(evRestart, store.StateRunning, false, false, true); got != refuseUnplaceable {
+		t.Errorf("a restart of a run whose definition fits no machine now: %d, want %d", got, refuseUnplaceable)
 	}
 }
 
