@@ -20,6 +20,7 @@ import (
 )
 
 func TestMemberName(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		name  string
 		array string
@@ -46,6 +47,7 @@ func TestMemberName(t *testing.T) {
 // size, never more of them at once than max_parallel, and the array is
 // one line of status.
 func TestArrayRuns(t *testing.T) {
+	t.Parallel()
 	out := t.TempDir()
 	jobs := `job "sweep" { cmd = { "/bin/sh", "-c", [[
 n=$(ls ` + out + `/running | wc -l); echo $n > ` + out + `/seen.$BERTH_ARRAY_INDEX
@@ -176,6 +178,7 @@ func (m *gateModel) check(what string) {
 // hold a place and one waits in the queue, and every index is let in at
 // last.
 func TestArrayGateModel(t *testing.T) {
+	t.Parallel()
 	for seed := uint64(1); seed <= 200; seed++ {
 		rng := rand.New(rand.NewPCG(seed, 9))
 		n, maxParallel := 1+rng.IntN(12), rng.IntN(4)
@@ -232,6 +235,7 @@ func TestArrayGateModel(t *testing.T) {
 
 // TestArrayGateOrder: indices are let in lowest first.
 func TestArrayGateOrder(t *testing.T) {
+	t.Parallel()
 	m := newGateModel(t, 5, 2)
 	var order []int
 	for len(order) < 5 {
@@ -259,6 +263,7 @@ func TestArrayGateOrder(t *testing.T) {
 // agree, else a digest that changes with any; an index the range lost
 // counts no more.
 func TestArrayDoneRecord(t *testing.T) {
+	t.Parallel()
 	def := &luaapi.Job{Name: "sweep", Array: &luaapi.Range{From: 1, To: 3}}
 	a := newArray(def)
 	for i := 1; i <= 3; i++ {
@@ -328,6 +333,7 @@ func BenchmarkArrayGate(b *testing.B) {
 // of a job of the same priority that came after the array: the array
 // queues one index at a time, and its next index queues behind that job.
 func TestArrayQueuesAsOneJob(t *testing.T) {
+	t.Parallel()
 	out := t.TempDir()
 	order := filepath.Join(out, "order")
 	run := `"/bin/sh", "-c", "echo $BERTH_JOB >> ` + order + `"`
@@ -363,6 +369,7 @@ func TestArrayQueuesAsOneJob(t *testing.T) {
 // TestArrayInvalid: an array whose definition cannot run says why on its
 // line, as a job would.
 func TestArrayInvalid(t *testing.T) {
+	t.Parallel()
 	d, _ := runDaemon(t, `job "sweep" { cmd = "true", flavor = "nope", array = 3 }
 job "huge" { cmd = "true", cpus = 64, array = 2 }`, nil)
 	js := waitJob(t, d, "sweep", "invalid", func(js JobStatus) bool { return js.State == "invalid" })
@@ -381,6 +388,7 @@ job "huge" { cmd = "true", cpus = 64, array = 2 }`, nil)
 // not in line for max_parallel's place, which they could never use; the
 // index running runs on.
 func TestArrayGrownPastTheMachine(t *testing.T) {
+	t.Parallel()
 	d, dir := runDaemon(t, `flavor "med" { cpus = 1 }
 job "fa" { cmd = "sleep 600", flavor = "med", array = 3, max_parallel = 1 }`, nil)
 	waitJob(t, d, "fa", "one index running, two in line", func(js JobStatus) bool {
@@ -399,6 +407,7 @@ job "fa" { cmd = "sleep 600", flavor = "med", array = 3, max_parallel = 1 }`)
 // job or an array, gives no environment of a next run: its grant would
 // name cores and cards the machine does not have.
 func TestUnplaceableShowsNoEnv(t *testing.T) {
+	t.Parallel()
 	d, _ := runDaemon(t, `job "big" { cmd = "true", cpus = 64, gpus = 3 }
 job "huge" { cmd = "true", cpus = 64, array = 2 }
 job "fits" { cmd = "sleep 600", cpus = 1 }`, nil)
@@ -420,6 +429,7 @@ job "fits" { cmd = "sleep 600", cpus = 1 }`, nil)
 // TestArrayForgottenRequest: an index the range lost that still reads its
 // word to go takes no place, and the gate stays free for the others.
 func TestArrayForgottenRequest(t *testing.T) {
+	t.Parallel()
 	m := newGateModel(t, 3, 1)
 	gone := m.a.members[3]
 	m.a.forget(3)
@@ -453,6 +463,7 @@ func TestArrayForgottenRequest(t *testing.T) {
 // removed (its run stopped), and the array stands alone on the line; an
 // array turned back into a job likewise. A removed array is said removed.
 func TestJobBecomesArray(t *testing.T) {
+	t.Parallel()
 	d, dir := runDaemon(t, `job "sweep" { cmd = "sleep 1000", cpus = 0 }`, nil)
 	waitJob(t, d, "sweep", "running", func(js JobStatus) bool { return js.State == "running" && js.Array == nil })
 	write := func(src string) ReloadResult {
@@ -497,6 +508,7 @@ func TestJobBecomesArray(t *testing.T) {
 // keeps its place until its job has stopped: the next in line is not let
 // in beside it past max_parallel.
 func TestArrayForgottenKeepsItsPlace(t *testing.T) {
+	t.Parallel()
 	m := newGateModel(t, 3, 1)
 	m.place(1)
 	if m.state[1] != store.StateRunning {
@@ -533,6 +545,7 @@ func (m *gateModel) forgetKeepsPlace(gone, next int, as string, states ...store.
 // TestArrayForgottenPlacedKeepsItsPlace: an index the range lost just as
 // it was placed, before it says it starts, keeps its place too.
 func TestArrayForgottenPlacedKeepsItsPlace(t *testing.T) {
+	t.Parallel()
 	m := newGateModel(t, 3, 1)
 	if !m.inQueue[1] {
 		t.Fatal("index 1 is not in the queue")
@@ -545,6 +558,7 @@ func TestArrayForgottenPlacedKeepsItsPlace(t *testing.T) {
 // back indices that had finished; they are not new, and stay done, as a
 // job whose file comes back does.
 func TestArrayIndicesBroughtBack(t *testing.T) {
+	t.Parallel()
 	d, dir := runDaemon(t, `job "ga" { cmd = "true", cpus = 0, array = 3 }`, nil)
 	done := func(n int) func(JobStatus) bool {
 		return func(js JobStatus) bool { return js.Array != nil && js.Array.Counts["done"] == n && js.State == "done" }
@@ -571,6 +585,7 @@ func TestArrayIndicesBroughtBack(t *testing.T) {
 // finds it, is as old as it was: since its last index came to rest, not
 // unknown.
 func TestArraySinceOutlivesTheDaemon(t *testing.T) {
+	t.Parallel()
 	clk := clock.NewFake(time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC))
 	lives := daemonLives{t: t, jobs: `job "sweep" { cmd = "true", array = 3, max_parallel = 1 }`,
 		tune: func(cfg *Config) { cfg.Clock = clk }}
@@ -601,6 +616,7 @@ func TestArraySinceOutlivesTheDaemon(t *testing.T) {
 // TestShowNamesFreeCards: the environment of a waiting job's next run
 // names the cards free now, not the lowest ones another job holds.
 func TestShowNamesFreeCards(t *testing.T) {
+	t.Parallel()
 	d, _ := runDaemon(t, `job "hold" { cmd = "sleep 600", cpus = 1, gpus = 2 }
 job "next" { cmd = "true", cpus = 1, gpus = 1, enabled = false }`, func(cfg *Config) {
 		cfg.Machine.GPUs = []string{"4", "5", "6", "7"}
@@ -620,6 +636,7 @@ job "next" { cmd = "true", cpus = 1, gpus = 1, enabled = false }`, func(cfg *Con
 // while some of its indices run says, beside them, that its waiting ones
 // wait for that parent (After), not nothing.
 func TestArrayAfterWhileRunning(t *testing.T) {
+	t.Parallel()
 	d, dir := runDaemon(t, "", nil)
 	free, next := filepath.Join(t.TempDir(), "free"), filepath.Join(t.TempDir(), "next")
 	wait := func(file string) string {
@@ -653,6 +670,7 @@ job "train" { cmd = `+wait(free)+`, cpus = 0, after = "prep", array = 3, max_par
 // definition runs its indices again lowest first, as it ran them first,
 // not in the order their goroutines heard of it.
 func TestArrayRunsAgainLowestFirst(t *testing.T) {
+	t.Parallel()
 	d, dir := runDaemon(t, "", nil)
 	path := filepath.Join(dir, "jobs.lua")
 	kid := `job "kid" { cmd = "true", cpus = 0, after = "par", array = 6, max_parallel = 1 }`
@@ -683,6 +701,7 @@ func TestArrayRunsAgainLowestFirst(t *testing.T) {
 // includes is stopped for that, and its run says so; one of an array no
 // file declares any more, for that.
 func TestArrayShrunkIndexCause(t *testing.T) {
+	t.Parallel()
 	d, dir := runDaemon(t, "", nil)
 	path := filepath.Join(dir, "jobs.lua")
 	testkit.PutFile(t, path, `job "ep" { cmd = "sleep 600", cpus = 0, array = 2 }`)
@@ -706,6 +725,7 @@ func TestArrayShrunkIndexCause(t *testing.T) {
 // array's parent runs a new definition, and then while the array runs
 // again after it.
 func TestRunsAgainAfterArray(t *testing.T) {
+	t.Parallel()
 	d, dir := runDaemon(t, "", nil)
 	path, next, kidGo := filepath.Join(dir, "jobs.lua"), filepath.Join(t.TempDir(), "next"), filepath.Join(t.TempDir(), "kid")
 	rest := `job "kid" { cmd = { "sh", "-c", "test -e ` + kidGo + ` || test ! -e ` + next + `" }, cpus = 0, after = "prep", array = 2 }
@@ -741,6 +761,7 @@ job "agg" { cmd = "true", cpus = 0, after = "kid" }`
 // TestArrayRetryAt: an array with indices in backoff says when the first
 // of them runs again, as a job in backoff does.
 func TestArrayRetryAt(t *testing.T) {
+	t.Parallel()
 	d, clk := fakeTimeDaemon(t, `job "fl" { cmd = "exit 1", cpus = 0, array = 2, restart = "on-failure" }`)
 	js := waitJob(t, d, "fl", "in backoff", func(js JobStatus) bool { return js.Array != nil && js.Array.Counts["backoff"] == 2 })
 	if js.RetryAt == nil || !js.RetryAt.After(clk.Now()) {
@@ -752,6 +773,7 @@ func TestArrayRetryAt(t *testing.T) {
 // ended is how it rests: an index's failure while it is failed, not once
 // the range has lost that index and the array is done.
 func TestArrayParentEnd(t *testing.T) {
+	t.Parallel()
 	d, dir := runDaemon(t, "", nil)
 	path := filepath.Join(dir, "jobs.lua")
 	const kid = `job "agg" { cmd = "sleep 600", cpus = 0, after = "sweep" }` + "\n"
@@ -786,6 +808,7 @@ func TestArrayParentEnd(t *testing.T) {
 // another index of its array is the one in the machine's queue; not that
 // it queues behind a job ahead of it.
 func TestArrayIndexGateWhy(t *testing.T) {
+	t.Parallel()
 	d, _ := runDaemon(t, `job "gated" { cmd = "sleep 600", cpus = 0, array = 3, max_parallel = 1 }
 job "whole" { cmd = "sleep 600", cpus = 2, array = 3 }`, nil)
 	waitJob(t, d, "gated[1]", "running", func(js JobStatus) bool { return js.State == "running" })
@@ -804,6 +827,7 @@ job "whole" { cmd = "sleep 600", cpus = 2, array = 3 }`, nil)
 // TestArrayStoppingKillAt: an array whose indices are being stopped says
 // when the last of their SIGKILLs comes, as a job does (trial AI: none).
 func TestArrayStoppingKillAt(t *testing.T) {
+	t.Parallel()
 	d, _ := runDaemon(t, `job "sw" { cmd = { "sh", "-c", "trap '' TERM; while :; do sleep 0.1; done" }, cpus = 0, array = 2, stop_timeout = "5s" }`, nil)
 	waitJob(t, d, "sw", "running", func(js JobStatus) bool { return js.Array != nil && js.Array.Counts["running"] == 2 })
 	asked := time.Now()

@@ -12,6 +12,7 @@ import (
 // is now: a file renamed over it, a link pointed elsewhere, or the file
 // gone are replacements; the same file is not, however often it is asked.
 func TestBinaryReplaced(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name    string
 		upgrade func(t *testing.T, dir string)

@@ -21,6 +21,7 @@ import (
 // another caller's are not held back by theirs. A job's name as the
 // caller gave it is cut.
 func TestCallLog(t *testing.T) {
+	t.Parallel()
 	var out bytes.Buffer
 	d := &Daemon{log: hclog.New(&hclog.LoggerOptions{Output: &out})}
 	for range 3 * callLogLines {

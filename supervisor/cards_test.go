@@ -74,6 +74,7 @@ func workstation() *fakeCards {
 // whose process, and status shows it; once the process is gone the job
 // runs on every card. A run of berth's own on a card is not foreign.
 func TestDaemonForeignCardUse(t *testing.T) {
+	t.Parallel()
 	server := notBerths(t)
 	cards := workstation()
 	cards.set(1, probes.CardProcess{PID: server.Process.Pid, MemoryBytes: 21 * accounting.GiB})
@@ -126,6 +127,7 @@ job "viewer" { cmd = "sleep 1000", cpus = 0 }`, func(cfg *Config) {
 // TestForeignUnderLimit: a small foreign process (a desktop's) is shown,
 // and leaves the card on.
 func TestForeignUnderLimit(t *testing.T) {
+	t.Parallel()
 	cards := workstation()
 	cards.set(2, probes.CardProcess{PID: 1, MemoryBytes: 300 << 20})
 	d, _ := runDaemon(t, "", func(cfg *Config) {
@@ -162,6 +164,7 @@ func shareBox(cards *fakeCards) func(cfg *Config) {
 // any card's room waits saying what is most free; a run over its share is
 // shown with what it holds, and its peak is in its run's record.
 func TestDaemonCardShares(t *testing.T) {
+	t.Parallel()
 	foreign := notBerths(t)
 	cards := workstation()
 	logs := &testkit.Buffer{}
@@ -285,6 +288,7 @@ end`, func(cfg *Config) {
 // card than it has, a share is told its part of the card as it is (JAX
 // takes its fraction of the card's whole memory), not of what is booked.
 func TestShareFractionOfTheCard(t *testing.T) {
+	t.Parallel()
 	d, _ := runDaemon(t, `job "infer" { cmd = "sleep 1000", gpu_mem = "20G" }`, func(cfg *Config) {
 		cfg.Machine.GPUs, cfg.Machine.CardsSeen = []string{"0"}, 1
 		cfg.Machine.GPUMem, cfg.Machine.GPUMemSource = []int64{40 * accounting.GiB}, probes.SourceOverride
@@ -300,6 +304,7 @@ func TestShareFractionOfTheCard(t *testing.T) {
 // process berth did not start holds there names that process, under the
 // limit that keeps cards from whole-card jobs too.
 func TestShareWaitNamesForeign(t *testing.T) {
+	t.Parallel()
 	desktop := notBerths(t)
 	cards := workstation()
 	cards.uses = cards.uses[:1]

@@ -12,6 +12,7 @@ import (
 )
 
 func TestLookupCredentials(t *testing.T) {
+	t.Parallel()
 	c, err := LookupCredentials("root", "")
 	if err != nil {
 		t.Fatal(err)
@@ -39,6 +40,7 @@ func TestLookupCredentials(t *testing.T) {
 // and for one running as a person (uid 65534 here: nobody, whose primary
 // group is nogroup, 65534, on Debian).
 func TestCredentialsAs(t *testing.T) {
+	t.Parallel()
 	if c, err := LookupCredentials("nobody", "nogroup"); err != nil || c.UID != 65534 || c.GID != 65534 {
 		t.Skip("needs the user nobody and the group nogroup, both 65534")
 	}
@@ -95,6 +97,7 @@ func TestCredentialsAs(t *testing.T) {
 }
 
 func TestPasswdShell(t *testing.T) {
+	t.Parallel()
 	const passwd = `root:x:0:0:root:/root:/bin/bash
 +nisuser
 broken:line
@@ -145,6 +148,7 @@ func FuzzPasswdShell(f *testing.F) {
 // group, in the supplementary groups too, as login and systemd's Group=
 // have it: the user keeps the groups it is listed in, not its own.
 func TestGroupReplacesPrimary(t *testing.T) {
+	t.Parallel()
 	needAccounts(t)
 	alice, group, admin := lookupGID(t, testAlice), lookupGID(t, testGroup), lookupGID(t, testAdminGroup)
 	own, err := LookupCredentials(testAlice, "")

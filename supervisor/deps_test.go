@@ -15,6 +15,7 @@ import (
 // TestSatisfied walks every state of a parent, batch and service, for
 // after and after_any.
 func TestSatisfied(t *testing.T) {
+	t.Parallel()
 	type want struct{ after, afterAny, service, serviceAny bool }
 	// A service satisfies after_any once it rests: stopped, or given up.
 	table := map[store.State]want{
@@ -42,6 +43,7 @@ func TestSatisfied(t *testing.T) {
 
 // TestGate: one unsatisfied parent holds the job.
 func TestGate(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		facts []Dependency
 		want  bool
@@ -61,6 +63,7 @@ func TestGate(t *testing.T) {
 // fingerprint alone, as before dependencies; a parent that ran a new
 // definition undoes done; parents added or removed apply in place.
 func TestDoneRecord(t *testing.T) {
+	t.Parallel()
 	if got := doneMark("fp", nil); got != "fp" {
 		t.Errorf("no parents: %q", got)
 	}
@@ -123,6 +126,7 @@ func TestDoneRecord(t *testing.T) {
 // TestFactOf: what a dependant is told of a parent: how its last run
 // ended only where it has ended, and whether it lets the dependant run.
 func TestFactOf(t *testing.T) {
+	t.Parallel()
 	batch := &luaapi.Job{Restart: luaapi.RestartNo}
 	svc := &luaapi.Job{Restart: luaapi.RestartAlways}
 	exit3 := lastEnd{known: true, code: 3, reason: store.ReasonFailed}
@@ -166,6 +170,7 @@ func TestFactOf(t *testing.T) {
 // not run again since, c is behind (through b) although c's own record
 // matches b, and d is held; once b and c have run again, d may run.
 func TestParentsBehind(t *testing.T) {
+	t.Parallel()
 	defs := map[string]*luaapi.Job{
 		"a": {Name: "a"},
 		"b": {Name: "b", After: []string{"a"}},
@@ -227,6 +232,7 @@ func TestParentsBehind(t *testing.T) {
 // done run followed; not while one runs again as it was (berth restart),
 // and not once the chain has run again.
 func TestRenewing(t *testing.T) {
+	t.Parallel()
 	defs := map[string]*luaapi.Job{
 		"a": {Name: "a", Cmd: []string{"true"}},
 		"b": {Name: "b", Cmd: []string{"true"}, After: []string{"a"}},
@@ -285,6 +291,7 @@ func TestRenewing(t *testing.T) {
 // TestUpstreamHold: a job whose parent waits for a parent that failed
 // says which job upstream holds it, however far up, as the graph is now.
 func TestUpstreamHold(t *testing.T) {
+	t.Parallel()
 	d, _ := runDaemon(t, `job "fp" { cmd = "exit 3", cpus = 0 }
 job "fc" { cmd = "true", cpus = 0, after = "fp" }
 job "fgc" { cmd = "true", cpus = 0, after = "fc" }
@@ -309,6 +316,7 @@ job "ffgc" { cmd = "true", cpus = 0, after_any = "fgc" }`, nil)
 // TestStatusAfterShown: the status lists at most afterShown of a waiting
 // job's parents, those that hold it first, and how many it left out.
 func TestStatusAfterShown(t *testing.T) {
+	t.Parallel()
 	var src strings.Builder
 	var names []string
 	for i := 1; i <= 12; i++ {

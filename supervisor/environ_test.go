@@ -16,6 +16,7 @@ import (
 // whole environment accounting.Env gives, whatever the run replaces or
 // adds, and wherever its keys sort among the daemon's.
 func TestEnvironOver(t *testing.T) {
+	t.Parallel()
 	daemonEnvs := []map[string]string{
 		{},
 		{"PATH": "/usr/bin:/bin", "HOME": "/root", "LANG": "C.UTF-8", "EMPTY": ""},

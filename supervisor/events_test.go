@@ -10,6 +10,7 @@ import (
 // sequence number; after end, every reader, present or to come, is told
 // the feed is over, and a publish changes nothing.
 func TestChangeFeed(t *testing.T) {
+	t.Parallel()
 	f := newChangeFeed()
 	first, next, ended := f.latest()
 	if ended || first.Seq == 0 || first.Kind != ChangeStatus {

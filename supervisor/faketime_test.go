@@ -63,6 +63,7 @@ func start(t *testing.T, d *Daemon, job string) {
 // TestFakeTimeRestartDelays: a failing job's restarts wait 1 s, then 2 s,
 // on the daemon's clock, and not a moment less.
 func TestFakeTimeRestartDelays(t *testing.T) {
+	t.Parallel()
 	d, clk := fakeTimeDaemon(t, `job "flaky" { cmd = "exit 3", restart = "on-failure" }`)
 	for i, delay := range []time.Duration{time.Second, 2 * time.Second} {
 		js := waitJob(t, d, "flaky", "backed off", func(js JobStatus) bool {
@@ -91,6 +92,7 @@ func TestFakeTimeRestartDelays(t *testing.T) {
 // TestFakeTimeGaveUp: a service (restart = "always") out of max_restarts
 // rests failed, though its last run exited 0, and says it gave up.
 func TestFakeTimeGaveUp(t *testing.T) {
+	t.Parallel()
 	d, clk := fakeTimeDaemon(t, `job "svc" { cmd = "exit 0", restart = "always", max_restarts = 1 }`)
 	waitJob(t, d, "svc", "backed off", func(js JobStatus) bool { return js.State == "backoff" })
 	clk.Advance(time.Second)
@@ -106,6 +108,7 @@ func TestFakeTimeGaveUp(t *testing.T) {
 // for max_restarts = 0 gave up too, with no restart made; one whose policy
 // would not restart it did not give up.
 func TestFakeTimeNoRestartAllowed(t *testing.T) {
+	t.Parallel()
 	d, _ := fakeTimeDaemon(t, `job "zero" { cmd = "exit 3", restart = "on-failure", max_restarts = 0 }
 job "no" { cmd = "exit 3", restart = "no" }`)
 	for name, gaveUp := range map[string]bool{"zero": true, "no": false} {
@@ -120,6 +123,7 @@ job "no" { cmd = "exit 3", restart = "no" }`)
 // off the restart already armed where the new policy would not make it
 // (it ran once more).
 func TestFakeTimePolicyEditInBackoff(t *testing.T) {
+	t.Parallel()
 	clk := clock.NewFake(time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC))
 	d, jobsDir := runDaemon(t, `job "flaky" { cmd = "exit 3", restart = "on-failure" }`, func(cfg *Config) { cfg.Clock = clk })
 	waitJob(t, d, "flaky", "backed off", func(js JobStatus) bool { return js.State == "backoff" && js.Restarts == 1 })
@@ -139,6 +143,7 @@ func TestFakeTimePolicyEditInBackoff(t *testing.T) {
 // TestFakeTimeTimeout: a run that outlives its timeout on the daemon's
 // clock is stopped and recorded as timed out.
 func TestFakeTimeTimeout(t *testing.T) {
+	t.Parallel()
 	d, clk := fakeTimeDaemon(t, `job "slow" { cmd = "sleep 600", timeout = "2h", stop_timeout = "5s" }`)
 	waitJob(t, d, "slow", "running", func(js JobStatus) bool { return js.State == "running" })
 	clk.Advance(2 * time.Hour)
@@ -208,6 +213,7 @@ func (l *daemonLives) stopped(stop func() error) {
 // however often the daemon starts; and a job at rest is shown why it
 // rests after a restart of the daemon as before it.
 func TestRestartsOutliveTheDaemon(t *testing.T) {
+	t.Parallel()
 	mark := filepath.Join(t.TempDir(), "ran")
 	jobs := `job "flaky" { cmd = "exit 3", restart = "on-failure", max_restarts = 2 }
 job "held" { cmd = "exit 4", restart = "on-failure" }
@@ -288,6 +294,7 @@ job "steady" { cmd = "if [ -e ` + mark + ` ]; then exec sleep 600; fi; touch ` +
 // broken while the daemon ran; its error is shown; fixed, the new version
 // is in force and kept; removed while the daemon is down, its copy goes.
 func TestBrokenFileAtStartKeepsItsVersion(t *testing.T) {
+	t.Parallel()
 	lives := daemonLives{t: t, jobs: `job "persist" { cmd = "sleep 600", cpus = 0 }`}
 	start, stopped := lives.start, lives.stopped
 	file := func(src string) {
@@ -331,6 +338,7 @@ func TestBrokenFileAtStartKeepsItsVersion(t *testing.T) {
 // last accepted, from its kept copy, as it would in a running daemon; the
 // refusal is shown, and once the file is fixed, it is read again.
 func TestRefusedFileAtStartKeepsItsVersion(t *testing.T) {
+	t.Parallel()
 	lives := daemonLives{t: t, jobs: `job "persist" { cmd = "sleep 600", cpus = 0 }`}
 	d, stop := lives.start()
 	waitJob(t, d, "persist", "running", func(js JobStatus) bool { return js.State == "running" })
@@ -362,6 +370,7 @@ func TestRefusedFileAtStartKeepsItsVersion(t *testing.T) {
 // force stays, from its kept copy, with the save shown, until the writer
 // closes it.
 func TestWritingFileAtStartKeepsItsVersion(t *testing.T) {
+	t.Parallel()
 	lives := daemonLives{t: t, jobs: `job "persist" { cmd = "sleep 600", cpus = 0 }`}
 	d, stop := lives.start()
 	waitJob(t, d, "persist", "running", func(js JobStatus) bool { return js.State == "running" })
@@ -396,6 +405,7 @@ func TestWritingFileAtStartKeepsItsVersion(t *testing.T) {
 // waits on from when it began in the next one, and keeps its place in
 // line, rather than arriving anew.
 func TestWaitOutlivesTheDaemon(t *testing.T) {
+	t.Parallel()
 	clk := clock.NewFake(time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC))
 	t0 := clk.Now()
 	// The hold of jobs born together lasts: the order is the test's, and a
@@ -456,6 +466,7 @@ func TestWaitOutlivesTheDaemon(t *testing.T) {
 // one removed and put back across a restart of the daemon, and one that
 // had run.
 func TestRemovedWaitIsForgotten(t *testing.T) {
+	t.Parallel()
 	clk := clock.NewFake(time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC))
 	lives := daemonLives{t: t, jobs: `job "holder" { cmd = "sleep 600", cpus = 2 }`, tune: func(cfg *Config) { cfg.Clock = clk }}
 	d, stop := lives.start()
@@ -520,6 +531,7 @@ func TestRemovedWaitIsForgotten(t *testing.T) {
 // shorter applies to its run in progress, and so to the end of its grant:
 // the head's expected start, and the backfill planned on it, follow.
 func TestShorterTimeoutMovesTheHeadsStart(t *testing.T) {
+	t.Parallel()
 	d, clk := fakeTimeDaemon(t, `job "holder" { cmd = "sleep 600", cpus = 2, timeout = "10m" }`)
 	t0 := clk.Now()
 	waitJob(t, d, "holder", "running", func(js JobStatus) bool { return js.State == "running" })
@@ -567,6 +579,7 @@ func TestShorterTimeoutMovesTheHeadsStart(t *testing.T) {
 // done while its definition could not run counts too. A new definition
 // runs again. A job a person stopped stays stopped.
 func TestDoneOutlivesInvalid(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	gate := filepath.Join(dir, "gate")
 	lives := daemonLives{t: t, jobs: `flavor "small" { cpus = 1 }`, tune: func(cfg *Config) {
@@ -668,6 +681,7 @@ job "held" { cmd = "sleep 600", flavor = "small" }`
 // failed is failed. A job asked to run again after its run ended, and a
 // service, run.
 func TestEndedRunsComeToRest(t *testing.T) {
+	t.Parallel()
 	out := filepath.Join(t.TempDir(), "ran")
 	lives := daemonLives{t: t, jobs: `job "once" { cmd = "echo once >> ` + out + `", cpus = 0 }
 job "bad" { cmd = "echo bad >> ` + out + `; exit 3", cpus = 0 }
@@ -729,6 +743,7 @@ job "again" { cmd = "echo again >> ` + out + `", cpus = 0 }`}
 // answer says "already", as the stop of a stopped job does (and the start
 // of a job waiting its turn).
 func TestStopOfJobThatCannotRun(t *testing.T) {
+	t.Parallel()
 	lives := daemonLives{t: t, jobs: `job "big" { cmd = "sleep 600", cpus = 3 }
 job "inv" { cmd = "sleep 600", flavor = "later" }
 job "hog" { cmd = "sleep 600", cpus = 2 }
@@ -779,6 +794,7 @@ job "wait" { cmd = "sleep 600", cpus = 1 }`}
 // timeout's stop is under way is said beside it: the job then rests
 // stopped, or runs again, once the run has ended.
 func TestStopAskedDuringATimeoutsStop(t *testing.T) {
+	t.Parallel()
 	free := filepath.Join(t.TempDir(), "free")
 	d, clk := fakeTimeDaemon(t, `job "tmo" { cmd = { "sh", "-c", "trap '' TERM; while [ ! -e `+free+` ]; do sleep 0.05; done" },
 		cpus = 1, timeout = "1m", stop_timeout = "1h", restart = "on-failure" }`)
@@ -808,6 +824,7 @@ func TestStopAskedDuringATimeoutsStop(t *testing.T) {
 // after systemctl restart berth, and so after every upgrade); so does one
 // edited while no daemon runs.
 func TestStoppedEditedStaysStopped(t *testing.T) {
+	t.Parallel()
 	lives := daemonLives{t: t, jobs: `job "held" { cmd = "sleep 600", cpus = 0 }`}
 	d, stop := lives.start()
 	waitJob(t, d, "held", "running", func(js JobStatus) bool { return js.State == "running" })
@@ -839,6 +856,7 @@ func TestStoppedEditedStaysStopped(t *testing.T) {
 // and invalid still, has been so since it first was, not since the next
 // daemon started (trial AI).
 func TestInvalidSinceOutlivesTheDaemon(t *testing.T) {
+	t.Parallel()
 	clk := clock.NewFake(time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC))
 	lives := daemonLives{t: t, jobs: `job "broken" { cmd = "true", flavor = "nope" }`, tune: func(cfg *Config) { cfg.Clock = clk }}
 	d, stop := lives.start()
@@ -857,6 +875,7 @@ func TestInvalidSinceOutlivesTheDaemon(t *testing.T) {
 // across a restart of the daemon (trial AK: it waited from the next
 // daemon's start, behind a job that came later).
 func TestWaitAfterStopOutlivesTheDaemon(t *testing.T) {
+	t.Parallel()
 	gate := filepath.Join(t.TempDir(), "go")
 	slowJob := `job "slow" { cmd = { "sh", "-c", "trap 'while [ ! -e ` + gate + ` ]; do sleep 0.05; done; exit 0' TERM; while true; do sleep 0.05; done" }, cpus = 1, stop_timeout = "5m" }`
 	lives := daemonLives{t: t, jobs: slowJob, tune: func(cfg *Config) { cfg.Machine.CPUs, cfg.Machine.CPUIDs = 1, []int{0} }}

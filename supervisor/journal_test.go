@@ -19,6 +19,7 @@ import (
 // it for a service), in place of the daemon's own, unless the job declared
 // the variable itself.
 func TestJournalStreamEnviron(t *testing.T) {
+	t.Parallel()
 	socket := filepath.Join(t.TempDir(), "stdout")
 	l, err := net.ListenUnix("unix", &net.UnixAddr{Name: socket, Net: "unix"})
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 // daemon that opens them anew, replaced by a new version, gone with the
 // file; a write cut short is cleared away.
 func TestKeptFiles(t *testing.T) {
+	t.Parallel()
 	state := t.TempDir()
 	k, err := openKept(state)
 	if err != nil {
@@ -53,6 +54,7 @@ func TestKeptFiles(t *testing.T) {
 // both dropped, and the writer keeps only bytes that are the version in
 // force.
 func TestKeptFilesPruned(t *testing.T) {
+	t.Parallel()
 	state := t.TempDir()
 	k, err := openKept(state)
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 // older than the age, then the oldest while they come to more than the
 // bound; a declared job's files, a person's job's included, stay.
 func TestPruneGoneLogs(t *testing.T) {
+	t.Parallel()
 	d, _, stop := startDaemon(t, `job "kept" { cmd = "true", cpus = 0, enabled = false }`, nil)
 	defer stop()
 	waitJob(t, d, "kept", "loaded", func(js JobStatus) bool { return js.State == "disabled" })

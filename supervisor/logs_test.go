@@ -28,6 +28,7 @@ import (
 // picks one run's lines out of both: those after its header, up to the
 // next run's, a last line without its newline included.
 func TestStreamFileRuns(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "train.log")
 	start := time.Date(2026, 12, 4, 9, 0, 0, 0, time.UTC)
@@ -231,6 +232,7 @@ func TestStreamFileTailBound(t *testing.T) {
 // Followed with a number of lines, the stream starts with the last of
 // them, then passes on what is written after.
 func TestStreamFileFollowLast(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct {
 		lines         int
 		before, after string // what is streamed before the file grows, and after
@@ -279,6 +281,7 @@ func (b *watchedBody) Flush() {
 // A run's window in the journal: microseconds, a second past its end for
 // what journald reads late, but not into the next run.
 func TestJournalWindow(t *testing.T) {
+	t.Parallel()
 	start := time.Date(2026, 12, 4, 9, 0, 0, 123456000, time.Local)
 	rec := store.RunRecord{Start: start}
 	if got := strings.Join(journalWindow(rec, time.Time{}), " "); got != "--since 2026-12-04 09:00:00.123456" {
@@ -299,6 +302,7 @@ func TestJournalWindow(t *testing.T) {
 // wrote; a person's job's, those they wrote. Where that user is not known,
 // the slice alone.
 func TestJournalMatches(t *testing.T) {
+	t.Parallel()
 	d, _ := runDaemon(t, `job "plain" { cmd = "true", cpus = 0 }
 job "as-nobody" { cmd = "true", cpus = 0, user = "nobody" }
 job "as-ghost" { cmd = "true", cpus = 0, user = "berth-no-such-user" }`, nil)
@@ -332,6 +336,7 @@ job "as-ghost" { cmd = "true", cpus = 0, user = "berth-no-such-user" }`, nil)
 // under way at once, another caller's are their own, and a slot given
 // back (once, however often release is called) is there again.
 func TestTailSlots(t *testing.T) {
+	t.Parallel()
 	var s tailSlots
 	var releases []func()
 	for i := range maxTailsPerUser {
@@ -416,6 +421,7 @@ func rotate(t *testing.T, path, more, next string) {
 // of a follower is read whole: the file it held to its end, then the
 // one rotated to PATH.1 that it never held, then the new one.
 func TestStreamFileFollowRotatedTwice(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "fast.log")
 	if err := writeFile(path, []byte("1\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -430,6 +436,7 @@ func TestStreamFileFollowRotatedTwice(t *testing.T) {
 // anything reads a file the first output filled and rotated before its
 // first look, then the new one.
 func TestStreamFileFollowFromNothing(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "fast.log")
 	until := followFile(t, path, -1) // with no file yet
 	rotate(t, path, "1\n", "2\n")
@@ -439,6 +446,7 @@ func TestStreamFileFollowFromNothing(t *testing.T) {
 // TestStreamFileFollowRunToItsEnd: a run followed is followed until it
 // has ended, though no later run's header comes.
 func TestStreamFileFollowRunToItsEnd(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "batch.log")
 	if err := writeFile(path, []byte(runner.RunHeader(7, time.Now())+"a\nb"), 0o600); err != nil {
 		t.Fatal(err)
@@ -458,6 +466,7 @@ func TestStreamFileFollowRunToItsEnd(t *testing.T) {
 // on record, or a start its run did not have. It neither ends the run's
 // output nor heads another's.
 func TestStreamFileForgedHeader(t *testing.T) {
+	t.Parallel()
 	start := time.Date(2026, 12, 4, 9, 0, 0, 0, time.UTC)
 	forged := "--- berth: run 7 started 2026-01-01T00:00:00Z ---\n"
 	wrongStart := runner.RunHeader(3, start.Add(time.Hour))
@@ -497,6 +506,7 @@ func logsRemoved(t *testing.T) (d *Daemon, logs string) {
 // the next run makes it again and writes its output there, rather than
 // failing to start, as every job's next run would.
 func TestLogDirMadeAgain(t *testing.T) {
+	t.Parallel()
 	d, logs := logsRemoved(t)
 	start(t, d, "a")
 	if r := waitRuns(t, d, "a", 2); r.Reason != store.ReasonExited {
@@ -512,6 +522,7 @@ func TestLogDirMadeAgain(t *testing.T) {
 // away, and the status says so, once for the machine, until a run's log
 // file can be opened there again.
 func TestLogDirUnwritable(t *testing.T) {
+	t.Parallel()
 	d, logs := logsRemoved(t)
 	if err := writeFile(logs, []byte("in the way"), 0o600); err != nil {
 		t.Fatal(err)
@@ -544,6 +555,7 @@ func TestLogDirUnwritable(t *testing.T) {
 // goes on with the output of a job declared again under its name; a
 // follow of a job declared says how it rests, if it does.
 func TestFollowNotDeclared(t *testing.T) {
+	t.Parallel()
 	d, dir := runDaemon(t, "", nil)
 	path := filepath.Join(dir, "tick.lua")
 	testkit.PutFile(t, path, `job "tick" { cmd = { "echo", "first" } }`)

@@ -13,6 +13,7 @@ import (
 // misses no post, however the posts and its sleeps interleave, and never
 // runs twice at once.
 func TestMailboxSleep(t *testing.T) {
+	t.Parallel()
 	m := newMailbox[int]()
 	var got atomic.Int64
 	var owners, resumes atomic.Int32
@@ -59,6 +60,7 @@ func TestMailboxSleep(t *testing.T) {
 // taken, nor when it may not; posts or wakeUps to one that sleeps start
 // it once.
 func TestMailboxSleepRefused(t *testing.T) {
+	t.Parallel()
 	m := newMailbox[int]()
 	resumed := 0
 	m.resume = func() { resumed++ }
@@ -94,6 +96,7 @@ func TestMailboxSleepRefused(t *testing.T) {
 // end, and what is posted after it goes to bounce at once, nothing left
 // waiting on an owner that is gone.
 func TestMailboxEnd(t *testing.T) {
+	t.Parallel()
 	m := newMailbox[int]()
 	m.resume = func() { t.Error("an ended owner was started again") }
 	m.post(1)

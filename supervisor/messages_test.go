@@ -17,6 +17,7 @@ import (
 
 // TestMessagesGolden pins every sentence of the daemon's catalog.
 func TestMessagesGolden(t *testing.T) {
+	t.Parallel()
 	pos := luaapi.Pos{File: "/etc/berth/jobs.d/train.lua", Line: 14}
 	unplaceable := &accounting.UnplaceableError{Asked: accounting.Resources{CPUs: 2, GPUs: 4},
 		Largest: accounting.Capacity{Name: "local", CPUIDs: []int{0, 1, 2, 3}, GPUs: 2}}
@@ -126,6 +127,7 @@ func TestMessagesGolden(t *testing.T) {
 // (trial AJ: "stopped on request (berth stop); …; then stopped on request
 // (berth stop)").
 func TestThenAfterStop(t *testing.T) {
+	t.Parallel()
 	stop := msgStopRequested + "; SIGTERM sent"
 	restart := "restarted on request (berth restart); SIGTERM sent"
 	for _, tt := range []struct {

@@ -138,6 +138,7 @@ func checkScrape(t *testing.T, s scrape, wants []want) {
 // each job holds, runs started and ended by reason, a restart, the wait in
 // the placer, reloads and a refused file.
 func TestMetricsOnControlSocket(t *testing.T) {
+	t.Parallel()
 	const jobs = `
 job "holder" { cmd = "sleep 600", cpus = 2, ram = "1G", timeout = "1h", priority = 10 }
 job "bad"    { cmd = "exit 3", cpus = 0 }
@@ -285,6 +286,7 @@ job "off"    { cmd = "true", enabled = false }
 // TestMetricsTCP serves /metrics on a loopback TCP address: metrics there,
 // and none of the control API; the listener closes with the daemon.
 func TestMetricsTCP(t *testing.T) {
+	t.Parallel()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -337,6 +339,7 @@ func TestMetricsTCP(t *testing.T) {
 // TestEndReasonsComplete: every reason a run can end with is counted from
 // zero, so a reason added to the store must be added to endReasons.
 func TestEndReasonsComplete(t *testing.T) {
+	t.Parallel()
 	for r := store.Reason(1); r != 0; r++ {
 		if strings.HasPrefix(r.String(), "reason(") {
 			continue // no such reason
@@ -371,6 +374,7 @@ func TestMetersHotPathAllocatesNothing(t *testing.T) {
 // TestMetricsMemoryUnknown: where the machine's memory is unknown it is not
 // accounted, which is not zero: its gauges are absent, not 0.
 func TestMetricsMemoryUnknown(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name  string
 		known bool

@@ -46,6 +46,7 @@ func numaBox(t *testing.T, visible string) probes.Inventory {
 }
 
 func TestCapacityNUMA(t *testing.T) {
+	t.Parallel()
 	c := CapacityOf(numaBox(t, "GPU-a1000006-1111-2222-3333-444455556666,1,MIG-a1000006-1111-2222-3333-444455556666"))
 	if !slices.Equal(c.GPUNodes, []int{1, 0, -1}) {
 		t.Errorf("card nodes %v, want [1 0 -1]: a UUID, an index in bus order, and a MIG instance unknown", c.GPUNodes)
@@ -63,6 +64,7 @@ func TestCapacityNUMA(t *testing.T) {
 // TestDaemonNUMALocalCores: a job given a card on node 1 is given cores on
 // node 1, not the lowest free ones, and its run is told that card.
 func TestDaemonNUMALocalCores(t *testing.T) {
+	t.Parallel()
 	inv := numaBox(t, "5")
 	d, _ := runDaemon(t, `job "train" { cmd = "sleep 1000", cpus = 2, gpus = 1 }`, func(cfg *Config) { cfg.Machine = inv })
 	js := waitJob(t, d, "train", "running", func(js JobStatus) bool { return js.State == "running" })
@@ -75,6 +77,7 @@ func TestDaemonNUMALocalCores(t *testing.T) {
 // minor the driver gives it, not by its place in bus order; a MIG
 // instance leaves every card open (no rule).
 func TestCardNodes(t *testing.T) {
+	t.Parallel()
 	d := &Daemon{cfg: Config{Machine: numaBox(t, "0,GPU-a1000006-1111-2222-3333-444455556666,MIG-x")}}
 	if got := d.cardNodes([]int{0, 1}); !slices.Equal(got[len(got)-2:], []string{"/dev/nvidia2", "/dev/nvidia4"}) {
 		t.Errorf("nodes %v; want the minors 2 and 4 (bus order 0 and 6)", got)

@@ -188,6 +188,7 @@ func asPeer(d *Daemon, p ctlsock.Peer, method, path, body string) (int, string) 
 // alice's job and read its output once a process of an administrator's
 // took the pid, whose groups the daemon read from /proc).
 func TestPeopleRightsAreTheConnections(t *testing.T) {
+	t.Parallel()
 	d, spool, _ := peopleDaemon(t, "", nil)
 	writeAs(t, spool, testAlice, "jobs.lua", `job "train" { cmd = {"sh", "-c", "echo hello from alice; exec sleep 600"}, env = { HF_TOKEN = "alice-secret" } }`)
 	reload(t, d)
@@ -374,6 +375,7 @@ func TestPeopleJobs(t *testing.T) {
 // admin group may stop it, see its environment or read its output; an
 // owner calls their job by its short name.
 func TestPeopleRights(t *testing.T) {
+	t.Parallel()
 	d, spool, _ := peopleDaemon(t, `job "shared" { cmd = "sleep 600", env = { TOKEN = "admin-secret" } }`, nil)
 	writeAs(t, spool, testAlice, "jobs.lua", `job "train" { cmd = {"sh", "-c", "echo hello from alice; exec sleep 600"}, env = { HF_TOKEN = "alice-secret" } }`)
 	reload(t, d)
@@ -444,6 +446,7 @@ func TestPeopleRights(t *testing.T) {
 // unplaceable, saying why; raising the quota lets the waiting one start,
 // and the larger one wait its turn.
 func TestPeopleQuota(t *testing.T) {
+	t.Parallel()
 	const admin = `quota "` + testAlice + `" { gpus = 1 }`
 	d, spool, _ := peopleDaemon(t, admin, func(cfg *Config) {
 		cfg.Machine.GPUs, cfg.Machine.GPUMem = []string{"0", "1"}, []int64{16 << 30, 24 << 30}
@@ -509,6 +512,7 @@ job "free" { cmd = "sleep 600", cpus = 0 }`)
 // bob queues one: bob's starts at the next free card, before the 18 of
 // alice's that queued before it.
 func TestPeopleFairShare(t *testing.T) {
+	t.Parallel()
 	d, spool, _ := peopleDaemon(t, "", func(cfg *Config) { cfg.Machine.GPUs = []string{"0", "1"} })
 	writeAs(t, spool, testAlice, "jobs.lua", `for i = 1, 20 do job("j" .. i) { cmd = "sleep 600", gpus = 1 } end`)
 	reload(t, d)
@@ -629,6 +633,7 @@ func TestPeopleReloadNotHeldBySlowFiles(t *testing.T) {
 // it (trial AI: alice was told of root's edit of hog); an administrator's
 // says the last of all.
 func TestPeopleReloadSaysTheirOwnChange(t *testing.T) {
+	t.Parallel()
 	d, spool, _ := peopleDaemon(t, `job "hog" { cmd = "true", enabled = false }`, nil)
 	reload(t, d) // the first load (its jobs, all added, are no change to tell) is over
 	writeAs(t, spool, testAlice, "a.lua", `job "prep" { cmd = "true", enabled = false }`)
@@ -653,6 +658,7 @@ func TestPeopleReloadSaysTheirOwnChange(t *testing.T) {
 // that very name, and a person is not told that a file of another's with
 // errors may declare it (trial AI).
 func TestPeopleNoSuchJob(t *testing.T) {
+	t.Parallel()
 	d, spool, _ := peopleDaemon(t, "", nil)
 	writeAs(t, spool, testAlice, "a.lua", `job "prep" { cmd = "true", enabled = false }`)
 	writeAs(t, spool, testAlice, "broken.lua", `job "x" {`)
@@ -676,6 +682,7 @@ func TestPeopleNoSuchJob(t *testing.T) {
 // does not exist is told so, once: its size is not known, so it is not
 // also said to ask for no cores and escape a quota of cores.
 func TestPeopleCheckUnknownFlavorUnderQuota(t *testing.T) {
+	t.Parallel()
 	d, _, _ := peopleDaemon(t, `flavor "small" { cpus = 1 }
 quota "`+testAlice+`" { cpus = 2 }`, nil)
 	body, _ := json.Marshal(CheckRequest{Files: []CheckFile{{Name: "fl.lua", Src: []byte(`job "fl" { cmd = "true", flavor = "smal" }`)}}})
@@ -734,6 +741,7 @@ job "` + name + `" { cmd = "true" }`)})
 // TestPeopleLogsFollow: berth logs -f streams what the job writes as it
 // writes it, to its owner, until the caller hangs up.
 func TestPeopleLogsFollow(t *testing.T) {
+	t.Parallel()
 	d, spool, out := peopleDaemon(t, "", nil)
 	mark := filepath.Join(out, "go-on")
 	writeAs(t, spool, testAlice, "jobs.lua", fmt.Sprintf(`job "talk" { cmd = {"sh", "-c", "echo first; while [ ! -e %s ]; do sleep 0.05; done; echo second; exec sleep 600"} }`, mark))
@@ -799,6 +807,7 @@ func TestPeopleLogsFollow(t *testing.T) {
 // it a job or an array: alice's array sweep before the administrators'
 // job sweep, for show and for control.
 func TestPeopleOwnArrayFirst(t *testing.T) {
+	t.Parallel()
 	d, spool, _ := peopleDaemon(t, `job "sweep" { cmd = "sleep 600", cpus = 0 }`, nil)
 	writeAs(t, spool, testAlice, "jobs.lua", `job "sweep" { cmd = "sleep 600", cpus = 0, array = 2 }`)
 	reload(t, d)
@@ -827,6 +836,7 @@ func TestPeopleOwnArrayFirst(t *testing.T) {
 // making it leaves only a temporary directory beside it, which the next
 // try replaces; one that is there is left as it is.
 func TestMakePersonDir(t *testing.T) {
+	t.Parallel()
 	if os.Getuid() != 0 {
 		t.Skip("needs root to give a directory away")
 	}
@@ -896,6 +906,7 @@ func TestMakePersonDir(t *testing.T) {
 // an array's indices counted; the file that would take them past it is
 // not loaded and says why, and the files in force stay.
 func TestPeopleJobsBound(t *testing.T) {
+	t.Parallel()
 	d, spool, _ := peopleDaemon(t, "", func(cfg *Config) { cfg.PersonJobs = 10 })
 	writeAs(t, spool, testAlice, "a.lua", `job "one" { cmd = "sleep 600", cpus = 0 }
 job "sweep" { cmd = "true", array = 5, enabled = false, cpus = 0 }`)
@@ -927,6 +938,7 @@ job "sweep" { cmd = "true", array = 5, enabled = false, cpus = 0 }`)
 // settles first (a restore of the spool puts the files back): a job of a
 // file put back meanwhile runs on; one whose file is not back goes.
 func TestPeopleDirMadeAgain(t *testing.T) {
+	t.Parallel()
 	d, spool, _ := peopleDaemon(t, "", nil)
 	dir := filepath.Join(spool, testAlice)
 	writeAs(t, spool, testAlice, "kept.lua", `job "kept" { cmd = "sleep 600", cpus = 0 }`)
@@ -975,6 +987,7 @@ func TestPeopleDirMadeAgain(t *testing.T) {
 // while it holds no file, is seen fixed by the watch's own reload, which
 // found nothing new to read and kept the refusal in force.
 func TestPersonDirFixedWhileEmpty(t *testing.T) {
+	t.Parallel()
 	d, spool, _ := peopleDaemon(t, "", nil)
 	dir := filepath.Join(spool, testAlice)
 	refused := func() bool {
@@ -994,6 +1007,7 @@ func TestPersonDirFixedWhileEmpty(t *testing.T) {
 // own job first, still declared or not, and an array no longer declared
 // is its indices' runs; the administrators' job of that name comes after.
 func TestPeopleHistoryOwnFirst(t *testing.T) {
+	t.Parallel()
 	d, spool, _ := peopleDaemon(t, `job "train" { cmd = "true", cpus = 0 }`, nil)
 	writeAs(t, spool, testAlice, "jobs.lua", `job "train" { cmd = "true", cpus = 0 }
 job "sweep" { cmd = "true", cpus = 0, array = 2 }`)
@@ -1096,6 +1110,7 @@ job "kids" { cmd = "true", enabled = false, array = 4, after = { "p1", "p2" } }`
 // person's job's processes are that person's, and a person's process may
 // not claim another's run, nor an administrators'.
 func TestPeopleMayClaimRuns(t *testing.T) {
+	t.Parallel()
 	d, spool, _ := peopleDaemon(t, "", nil)
 	writeAs(t, spool, testAlice, "a.lua", `job "one" { cmd = "true", enabled = false }`)
 	reload(t, d)
@@ -1124,6 +1139,7 @@ func TestPeopleMayClaimRuns(t *testing.T) {
 // bounded in all: a file past the bound is refused, saying so, and its
 // jobs are not declared.
 func TestPeopleDirBounded(t *testing.T) {
+	t.Parallel()
 	defer func(files int) { personMaxFiles = files }(personMaxFiles)
 	personMaxFiles = 2
 	d, spool, _ := peopleDaemon(t, "", nil)

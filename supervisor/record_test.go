@@ -20,6 +20,7 @@ import (
 // no run and no pid; once commits are told, it shows running, its run on
 // record.
 func TestRunShownOnceRecorded(t *testing.T) {
+	t.Parallel()
 	var mu sync.Mutex // guards held
 	var held chan struct{}
 	hold := func() {

@@ -17,6 +17,7 @@ import (
 // which quotes its file, only to one who may read the file; anyone else
 // learns where and what kind of problem it is.
 func TestReaderHidesWhatItMayNotRead(t *testing.T) {
+	t.Parallel()
 	d, jobsDir := runDaemon(t, `job "fine" { cmd = "sleep 100", cpus = 0 }`, nil)
 	secret := filepath.Join(jobsDir, "secret.lua")
 	open := filepath.Join(jobsDir, "open.lua")
@@ -74,6 +75,7 @@ func TestReaderHidesWhatItMayNotRead(t *testing.T) {
 // (command, environment, directory, description, the next run's
 // environment) for a caller who may not read the file.
 func TestReaderHidesDefinitions(t *testing.T) {
+	t.Parallel()
 	d, _ := runDaemon(t, `job "tok" { cmd = "sleep 100", env = { HF_TOKEN = "hf_secret" }, description = "private", dir = "/tmp", cpus = 0 }`, nil)
 	testkit.WaitFor(t, 10*time.Second, "the job to run", func() bool {
 		js, ok := d.jobStatus("tok")
@@ -100,6 +102,7 @@ func TestReaderHidesDefinitions(t *testing.T) {
 // definition (a program, a directory), in its status and in its runs; one
 // who may not read its file is told only that it could not.
 func TestReaderHidesWhyItCannotStart(t *testing.T) {
+	t.Parallel()
 	d, _ := runDaemon(t, `job "hid" { cmd = { "/opt/secret-tool/run" }, cpus = 0 }`, nil)
 	js := waitJob(t, d, "hid", "failed to start", func(js JobStatus) bool { return js.State == "failed" })
 	other := &reader{uid: uint32(os.Getuid()) + 54321, gids: map[uint32]bool{}, seen: map[string]bool{}}
@@ -129,6 +132,7 @@ func TestReaderHidesWhyItCannotStart(t *testing.T) {
 // though the file itself may be one they cannot read: a person's link to
 // /etc/shadow in their own directory. Others learn only where it is.
 func TestReaderSeesWhyAFileIsRefused(t *testing.T) {
+	t.Parallel()
 	dir, elsewhere := t.TempDir(), t.TempDir()
 	target := filepath.Join(elsewhere, "shadow")
 	if err := writeFile(target, nil, 0o000); err != nil {
@@ -160,6 +164,7 @@ func TestReaderSeesWhyAFileIsRefused(t *testing.T) {
 // exited with a code of its own. A lost run, one that never started and
 // one a later daemon finished have none.
 func TestRunViewExitCode(t *testing.T) {
+	t.Parallel()
 	end := time.Date(2026, 12, 6, 9, 0, 0, 0, time.UTC)
 	for _, tt := range []struct {
 		rec  store.RunRecord

@@ -17,6 +17,7 @@ import (
 // the same bytes saved again), and once more for each change of the file;
 // its fix is said once.
 func TestProblemsLoggedOnce(t *testing.T) {
+	t.Parallel()
 	logs := &testkit.Buffer{}
 	d, jobsDir := runDaemon(t, `job "a" { cmd = "sleep 600" }`, func(cfg *Config) {
 		cfg.Logger = hclog.New(&hclog.LoggerOptions{Output: logs, Level: hclog.Info})
@@ -78,6 +79,7 @@ func TestProblemsLoggedOnce(t *testing.T) {
 // a job whose declaration cannot run any more says so in the log once, not
 // only in berth status (its run goes on: TestInvalidRunGoesOn).
 func TestStopsSayWhy(t *testing.T) {
+	t.Parallel()
 	logs := &testkit.Buffer{}
 	d, jobsDir := runDaemon(t, `job "edited" { cmd = "sleep 600", cpus = 0 }
 job "gone" { cmd = "sleep 600", cpus = 0 }

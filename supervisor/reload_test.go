@@ -26,6 +26,7 @@ import (
 
 // then merges two reloads' results as one.
 func TestReloadResultThen(t *testing.T) {
+	t.Parallel()
 	earlier := ReloadResult{Files: 2, Added: []string{"a", "b"}, Changed: []string{"c", "d"}, Removed: []string{"e", "f"}, Errors: []string{"old"}}
 	next := ReloadResult{Files: 3, Added: []string{"e", "g"}, Changed: []string{"a", "h"}, Removed: []string{"b", "d"}, Errors: []string{"new"}}
 	got := earlier.then(next)
@@ -47,6 +48,7 @@ func TestReloadResultThen(t *testing.T) {
 // changed, and when (trial AH: "nothing changed" left the person unsure
 // the edit was taken).
 func TestReloadAfterTheWatcher(t *testing.T) {
+	t.Parallel()
 	clk := clock.NewFake(time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC))
 	d, jobsDir := runDaemon(t, `job "prep" { cmd = "sleep 600", cpus = 0 }`, func(cfg *Config) { cfg.Clock = clk })
 	waitJob(t, d, "prep", "running", func(js JobStatus) bool { return js.State == "running" })
@@ -121,6 +123,7 @@ job "slow" { cmd = "true" }
 // TestJobsDirMissing: a jobs directory that does not exist (a typo in
 // --jobs) is a problem berth status shows, until it is made.
 func TestJobsDirMissing(t *testing.T) {
+	t.Parallel()
 	var missing string
 	d, _ := runDaemon(t, "", func(cfg *Config) {
 		missing = filepath.Join(filepath.Dir(cfg.JobsDir), "jobs.d-typo")
@@ -154,6 +157,7 @@ func TestJobsDirMissing(t *testing.T) {
 // size is queued again with it, and keeps its place in line: the jobs that
 // came after it are still behind it.
 func TestEditedWaiterKeepsItsPlace(t *testing.T) {
+	t.Parallel()
 	d, dir := runDaemon(t, `job "holder" { cmd = "sleep 1000", cpus = 2 }`, nil)
 	waitJob(t, d, "holder", "running", func(js JobStatus) bool { return js.State == "running" })
 	write := func(file, src string) {
@@ -196,6 +200,7 @@ func TestEditedWaiterKeepsItsPlace(t *testing.T) {
 // priority here) leaves the queue and comes back in one step: a job behind
 // it is not placed on what its reservation held back in between.
 func TestEditedHeadKeepsItsReservation(t *testing.T) {
+	t.Parallel()
 	d, dir := runDaemon(t, `job "hog" { cmd = "sleep 1000", cpus = 1, gpus = 3 }`, func(cfg *Config) {
 		cfg.Machine.GPUs, cfg.Machine.CardsSeen = []string{"0", "1", "2", "3"}, 4
 	})
@@ -223,6 +228,7 @@ func TestEditedHeadKeepsItsReservation(t *testing.T) {
 // TestWhyNamesTheFirstInLine: a job that would fit, but waits because the
 // first in line holds its place, names that job.
 func TestWhyNamesTheFirstInLine(t *testing.T) {
+	t.Parallel()
 	d, dir := runDaemon(t, `job "holder" { cmd = "sleep 1000", cpus = 1 }`, nil)
 	waitJob(t, d, "holder", "running", func(js JobStatus) bool { return js.State == "running" })
 	for i, src := range []string{
@@ -248,6 +254,7 @@ func TestWhyNamesTheFirstInLine(t *testing.T) {
 // TestQuotaOfNoAccount: a quota that names no account is shown as a
 // problem of its file and line, and the file stays in force.
 func TestQuotaOfNoAccount(t *testing.T) {
+	t.Parallel()
 	d, _ := runDaemon(t, `quota "nobody-here" { cpus = 1 }
 job "fine" { cmd = "sleep 100", cpus = 0 }`, nil)
 	waitJob(t, d, "fine", "running", func(js JobStatus) bool { return js.State == "running" })
@@ -265,6 +272,7 @@ job "fine" { cmd = "sleep 100", cpus = 0 }`, nil)
 // cycle, a job in both after and after_any, a flavor not declared) are
 // shown among the problems, with file and line, as a file's are.
 func TestJobProblemsShown(t *testing.T) {
+	t.Parallel()
 	d, _ := runDaemon(t, `job "a" { cmd = "true", after = "b" }
 job "b" { cmd = "true", after = "a" }
 job "prep" { cmd = "true" }
@@ -307,6 +315,7 @@ job "sized" { cmd = "true", flavor = "nosuch" }`, nil)
 // in the queue's order, priority first, not in the order their goroutines
 // happened to reach the placer.
 func TestBornTogetherQueueInOrder(t *testing.T) {
+	t.Parallel()
 	for range 5 {
 		d, _ := runDaemon(t, `job "lo" { cmd = "sleep 600", cpus = 2 }
 job "mid" { cmd = "sleep 600", cpus = 2, priority = 5 }
@@ -325,6 +334,7 @@ job "hi" { cmd = "sleep 600", cpus = 2, priority = 10 }`, nil)
 // the order their goroutines reached the placer in), also those a loop
 // declares on one line.
 func TestBornTogetherInFileOrder(t *testing.T) {
+	t.Parallel()
 	for range 5 {
 		d, _ := runDaemon(t, `job "zeta" { cmd = "sleep 600", cpus = 2 }
 job "alpha" { cmd = "sleep 600", cpus = 2 }
@@ -360,6 +370,7 @@ func writeAndReload(t *testing.T, d *Daemon, jobsDir string) func(name, src stri
 // the job rests invalid once the run ends, whatever its restart policy;
 // the flavor back, it runs again.
 func TestInvalidRunGoesOn(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	mark := filepath.Join(dir, "end")
 	d, jobsDir := runDaemon(t, "", nil)
@@ -439,6 +450,7 @@ func TestInvalidRunGoesOn(t *testing.T) {
 // declared yet), or while the run was let finish (on_change = "finish",
 // then "restart"); one edited back to its run's definition goes on.
 func TestOutdatedRunRestartedOnceItCan(t *testing.T) {
+	t.Parallel()
 	d, jobsDir := runDaemon(t, "", nil)
 	write := writeAndReload(t, d, jobsDir)
 	write("flavors.lua", `flavor "small" { cpus = 1 }`)
@@ -478,6 +490,7 @@ func TestOutdatedRunRestartedOnceItCan(t *testing.T) {
 // (berth restart, an edit of its command) goes to it again, not to a job
 // of lower priority that waited meanwhile.
 func TestRestartKeepsPriority(t *testing.T) {
+	t.Parallel()
 	lo := `job "lo" { cmd = "sleep 600", cpus = 2, priority = 0 }` + "\n"
 	d, dir := runDaemon(t, `job "hi" { cmd = "sleep 600", cpus = 2, priority = 10 }`+"\n"+lo, nil)
 	hi := waitJob(t, d, "hi", "running", func(js JobStatus) bool { return js.State == "running" })
@@ -513,6 +526,7 @@ func TestRestartKeepsPriority(t *testing.T) {
 // and has settled (a clone makes it before its files); then a file that
 // did not come back with it is gone.
 func TestJobsDirGoneKeepsJobs(t *testing.T) {
+	t.Parallel()
 	d, dir := runDaemon(t, `job "svc" { cmd = "sleep 600", cpus = 0, restart = "always" }`, nil)
 	testkit.PutFile(t, filepath.Join(dir, "other.lua"), `job "other" { cmd = "sleep 600", cpus = 0 }`)
 	reload(t, d)
@@ -565,6 +579,7 @@ func TestJobsDirGoneKeepsJobs(t *testing.T) {
 // each with its file and line, but not of a disabled job; fixed, they are
 // said no more.
 func TestReloadSaysWhatCannotRun(t *testing.T) {
+	t.Parallel()
 	d, dir := runDaemon(t, "", nil)
 	path := filepath.Join(dir, "jobs.lua")
 	testkit.PutFile(t, path, `job "big" { cmd = "true", cpus = 64 }
@@ -601,6 +616,7 @@ job "late" { cmd = "true", cpus = 0, after = "no-such-job" }`)
 // (a user not there, a size no machine has) are said on the line of the
 // field, where the job's table was written at its declaration.
 func TestProblemOnTheFieldsLine(t *testing.T) {
+	t.Parallel()
 	d, dir := runDaemon(t, "", nil)
 	testkit.PutFile(t, filepath.Join(dir, "jobs.lua"), "job \"a\" {\n  cmd = \"true\",\n  user = \"no-such-user-berth\",\n}\njob \"b\" {\n  cmd = \"true\",\n  cpus = 64,\n}\n")
 	res := reload(t, d)
@@ -617,6 +633,7 @@ func TestProblemOnTheFieldsLine(t *testing.T) {
 // has its other jobs' problems said too, as berth check says them, and the
 // jobs of the version in force run on.
 func TestReloadSaysEveryMistakeOfAFile(t *testing.T) {
+	t.Parallel()
 	d, dir := runDaemon(t, "", nil)
 	path := filepath.Join(dir, "jobs.lua")
 	testkit.PutFile(t, path, `job "keep" { cmd = "sleep 600", cpus = 0 }`)
@@ -644,6 +661,7 @@ job "next" { cmd = "true", cpus = 0, after = "typo" }`)
 // and why, until its run has ended; declared again meanwhile, the new one
 // is shown waiting for it, and runs once it has ended.
 func TestRemovedWhileStopping(t *testing.T) {
+	t.Parallel()
 	d, dir := runDaemon(t, "", nil)
 	path, free := filepath.Join(dir, "deaf.lua"), filepath.Join(t.TempDir(), "free")
 	src := `job "deaf" { cmd = { "sh", "-c", "trap '' TERM; while [ ! -e ` + free + ` ]; do sleep 0.05; done" }, cpus = 1, stop_timeout = "1m" }`
@@ -827,6 +845,7 @@ func TestRedeclaredStoppedKeepsItsSince(t *testing.T) {
 // renumbering) holds the names it held: a file refused for declaring one
 // of them again does not take it, and the job runs on.
 func TestRenameKeepsTheName(t *testing.T) {
+	t.Parallel()
 	d, dir := runDaemon(t, "", nil)
 	testkit.PutFile(t, filepath.Join(dir, "train.lua"), `job "train" { cmd = "sleep 600", cpus = 0 } -- the real one`)
 	reload(t, d)
@@ -853,6 +872,7 @@ func TestRenameKeepsTheName(t *testing.T) {
 // its jobs run on, across a restart of the daemon too (its kept copy goes
 // with it), and its error is said of the new name.
 func TestRenameOfFailingFile(t *testing.T) {
+	t.Parallel()
 	lives := daemonLives{t: t, jobs: `job "web" { cmd = "sleep 600", cpus = 0, restart = "always" }`}
 	d, stop := lives.start()
 	running := waitJob(t, d, "web", "running", func(js JobStatus) bool { return js.State == "running" })
@@ -881,6 +901,7 @@ func TestRenameOfFailingFile(t *testing.T) {
 // only those in force: a broken file with a version kept in force once, a
 // file never good and a refused one too.
 func TestReloadCountsEveryFile(t *testing.T) {
+	t.Parallel()
 	d, dir := runDaemon(t, `job "kept" { cmd = "true", cpus = 0 }`, nil)
 	testkit.PutFile(t, filepath.Join(dir, "good.lua"), `job "good" { cmd = "true", cpus = 0 }`)
 	if res := reload(t, d); res.Files != 2 || len(res.Errors) != 0 {
@@ -914,6 +935,7 @@ func TestReloadCountsEveryFile(t *testing.T) {
 // second job a moment after the first never stops it; once the writer
 // closes it, which raises no event, its new version applies.
 func TestSlowSave(t *testing.T) {
+	t.Parallel()
 	s1 := `job "s1" { cmd = "sleep 600", cpus = 0 }` + "\n"
 	s2 := `job "s2" { cmd = "sleep 600", cpus = 0 }` + "\n"
 	s3 := `job "s3" { cmd = "sleep 600", cpus = 0 }` + "\n"
@@ -973,6 +995,7 @@ func TestSlowSave(t *testing.T) {
 // directory was refused, and the scanner reported the removal then; a job
 // so hidden ran on until the daemon's restart.
 func TestRemovedWhileDirRefused(t *testing.T) {
+	t.Parallel()
 	d, jobsDir := runDaemon(t, `job "gone" { cmd = "sleep 600", cpus = 0 }`, nil)
 	if err := writeFile(filepath.Join(jobsDir, "stays.lua"), []byte(`job "stays" { cmd = "sleep 600", cpus = 0 }`), 0o600); err != nil {
 		t.Fatal(err)
@@ -1005,6 +1028,7 @@ func TestRemovedWhileDirRefused(t *testing.T) {
 // refused (berth reload told its owner to fix a file that was not
 // there), and what is in force of the directory stays until it settles.
 func TestRefusedGoneWhileDirSettles(t *testing.T) {
+	t.Parallel()
 	clk := clock.NewFake(time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)) // the settle never ends
 	d, jobsDir := runDaemon(t, `job "stays" { cmd = "sleep 600", cpus = 0 }`, func(cfg *Config) { cfg.Clock = clk })
 	waitJob(t, d, "stays", "running", func(js JobStatus) bool { return js.State == "running" })
@@ -1043,6 +1067,7 @@ func TestRefusedGoneWhileDirSettles(t *testing.T) {
 // kept in force, while the file on disk has errors, says so: its line is
 // that version's, not the file's on disk.
 func TestProblemOfVersionInForce(t *testing.T) {
+	t.Parallel()
 	d, jobsDir := runDaemon(t, "", nil)
 	path := filepath.Join(jobsDir, "pipe.lua")
 	if err := writeFile(path, []byte("job \"prep\" { cmd = \"true\", cpus = 0 }\njob \"train\" { cmd = \"true\", cpus = 0, after = \"prepp\" }\n"), 0o600); err != nil {
@@ -1071,6 +1096,7 @@ func TestProblemOfVersionInForce(t *testing.T) {
 }
 
 func TestSomeNames(t *testing.T) {
+	t.Parallel()
 	var many []string
 	for i := range 12 {
 		many = append(many, "j"+strconv.Itoa(i))
@@ -1156,6 +1182,7 @@ func TestStatusWhileLoading(t *testing.T) {
 // at start have read every file, not only until the first, which the
 // reload's deadline cut short here (review).
 func TestLoadingUntilEveryFileRead(t *testing.T) {
+	t.Parallel()
 	d, _, stop := startDaemon(t, "while true do end\n", func(cfg *Config) {
 		// A second of CPU each, two of them: the first reload, bound to
 		// 1.5 s, reads one, and the next the other.
@@ -1186,6 +1213,7 @@ func TestLoadingUntilEveryFileRead(t *testing.T) {
 // is done at once; before, the stop's answer waited its whole 2 s on a
 // mailbox nobody read.
 func TestRequestToEndedJob(t *testing.T) {
+	t.Parallel()
 	d, dir := runDaemon(t, "", nil)
 	path := filepath.Join(dir, "gone.lua")
 	testkit.PutFile(t, path, `job "gone" { cmd = "true", cpus = 1 }`)
@@ -1219,6 +1247,7 @@ func TestRequestToEndedJob(t *testing.T) {
 // line, its age 0s), the time it could not run not counted. One that was
 // unplaceable from its birth had waited for nothing (the review).
 func TestWaiterKeepsItsPlaceThroughABadEdit(t *testing.T) {
+	t.Parallel()
 	clk := clock.NewFake(time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC))
 	d, dir := runDaemon(t, `job "holder" { cmd = "sleep 1000", cpus = 2 }
 flavor "one" { cpus = 1 }`, func(cfg *Config) { cfg.Clock = clk })
@@ -1272,6 +1301,7 @@ flavor "one" { cpus = 1 }`, func(cfg *Config) { cfg.Clock = clk })
 // too (trial AH: restarted meanwhile, it came back last in line, its wait
 // begun anew).
 func TestWaiterKeepsItsPlaceAcrossDaemons(t *testing.T) {
+	t.Parallel()
 	clk := clock.NewFake(time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC))
 	lives := &daemonLives{t: t, jobs: `job "holder" { cmd = "sleep 1000", cpus = 2, priority = 10 }`,
 		tune: func(cfg *Config) { cfg.Clock = clk }}
@@ -1316,6 +1346,7 @@ func TestWaiterKeepsItsPlaceAcrossDaemons(t *testing.T) {
 // wait it had is not taken up (the review: it came back a day later first
 // in line).
 func TestRemovedWaiterForgetsItsPlace(t *testing.T) {
+	t.Parallel()
 	clk := clock.NewFake(time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC))
 	d, dir := runDaemon(t, `job "holder" { cmd = "sleep 1000", cpus = 2 }`, func(cfg *Config) { cfg.Clock = clk })
 	waitJob(t, d, "holder", "running", func(js JobStatus) bool { return js.State == "running" })
@@ -1350,6 +1381,7 @@ func TestRemovedWaiterForgetsItsPlace(t *testing.T) {
 // the message was on its way) looks at nothing (the review: a nil graph
 // crashed the daemon).
 func TestDepsGoneUnderADoneJob(t *testing.T) {
+	t.Parallel()
 	d, _ := runDaemon(t, `job "a" { cmd = "true", cpus = 0 }
 job "b" { cmd = "true", cpus = 0, after_any = "a" }`, nil)
 	waitJob(t, d, "b", "done", func(js JobStatus) bool { return js.State == "done" })

@@ -23,6 +23,7 @@ import (
 // connections held 430 MB of the daemon's for as long as they stayed);
 // a stream is not cut so, nor is the next reply on a connection kept.
 func TestUnreadReplyLetGo(t *testing.T) {
+	t.Parallel()
 	sock := filepath.Join(t.TempDir(), "berth.sock")
 	// Enough jobs that the status outgrows what the sockets buffer.
 	d, _ := runDaemon(t, `for i = 1, 3000 do job ("job-" .. i) { cmd = "true", enabled = false, description = string.rep("d", 200) } end`, func(cfg *Config) {
@@ -86,6 +87,7 @@ func TestUnreadReplyLetGo(t *testing.T) {
 // the next waits for one of them, or for its client to go; another
 // person's are theirs.
 func TestReplySlots(t *testing.T) {
+	t.Parallel()
 	s := perCaller{n: repliesPerUID}
 	var releases []func()
 	for range repliesPerUID {
@@ -119,6 +121,7 @@ func TestReplySlots(t *testing.T) {
 // TestStreamNotCut: a stream has no time to be written, even on a
 // connection that had a reply before it.
 func TestStreamNotCut(t *testing.T) {
+	t.Parallel()
 	sock := filepath.Join(t.TempDir(), "berth.sock")
 	d, _ := runDaemon(t, `job "a" { cmd = "true", enabled = false }`, func(cfg *Config) {
 		l, err := net.Listen("unix", sock)
@@ -167,6 +170,7 @@ func TestStreamNotCut(t *testing.T) {
 // TestStreams: only the events and a job's output are streams: not a job
 // named logs, nor a person's (alice%2Flogs), whose views are replies.
 func TestStreams(t *testing.T) {
+	t.Parallel()
 	for path, want := range map[string]bool{
 		"/v1/events": true, "/v1/jobs/train/logs": true, "/v1/jobs/alice%2Ftrain/logs": true,
 		"/v1/jobs/logs": false, "/v1/jobs/alice%2Flogs": false, "/v1/status": false, "/v1/jobs//logs": false,
@@ -187,6 +191,7 @@ func TestStreams(t *testing.T) {
 // them (trial AN: a stop waited 27 s behind four unread statuses), nor
 // does root's view.
 func TestRepliesBoundViewsNotCalls(t *testing.T) {
+	t.Parallel()
 	d := &Daemon{replies: perCaller{n: repliesPerUID}}
 	release := make(chan struct{})
 	entered := make(chan string, 16)

@@ -21,6 +21,7 @@ import (
 // again at the next reload (SIGHUP, systemctl reload), and said; another
 // file put at the path is left alone, and said once.
 func TestSocketBoundAgain(t *testing.T) {
+	t.Parallel()
 	sock := filepath.Join(t.TempDir(), "berth.sock")
 	logs := &testkit.Buffer{}
 	d, _ := runDaemon(t, "", func(cfg *Config) {
@@ -78,6 +79,7 @@ func TestSocketBoundAgain(t *testing.T) {
 // is answered 405 with the methods it takes, not "no such call" alone;
 // a path it does not serve is 404.
 func TestWrongMethod(t *testing.T) {
+	t.Parallel()
 	d, _ := runDaemon(t, `job "train" { cmd = "sleep 600", cpus = 0 }`, nil)
 	for _, c := range []struct {
 		method, path string

@@ -11,6 +11,7 @@ import (
 // TestStatesInOrder pins the order the status line and berth status share,
 // and checks that a state added later is not left out of it.
 func TestStatesInOrder(t *testing.T) {
+	t.Parallel()
 	var names []string
 	for _, s := range StatesInOrder() {
 		names = append(names, s.String())
@@ -38,6 +39,7 @@ func TestStatesInOrder(t *testing.T) {
 }
 
 func TestStateKinds(t *testing.T) {
+	t.Parallel()
 	var holds, problems []store.State
 	for _, s := range allStates {
 		if Holds(s) {

@@ -64,6 +64,7 @@ func sampleJobs() []JobStatus {
 // TestStatusJSONMatches: the answers of GET /v1/status and /v1/jobs are
 // encoding/json's, byte for byte.
 func TestStatusJSONMatches(t *testing.T) {
+	t.Parallel()
 	mem := int64(1 << 34)
 	statuses := []Status{
 		{}, // nothing at all: lists and maps null
@@ -93,6 +94,7 @@ func TestStatusJSONMatches(t *testing.T) {
 // TestStatusJSONTimeOutOfRange: a time encoding/json refuses is left to
 // encoding/json, whatever it makes of it.
 func TestStatusJSONTimeOutOfRange(t *testing.T) {
+	t.Parallel()
 	jobs := []JobStatus{{Name: "far", Since: time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)}}
 	got, _ := appended(func(w *httptest.ResponseRecorder) { writeJobs(w, jobs) })
 	if want := oracle(jobs); got != want {
@@ -149,6 +151,7 @@ func BenchmarkStatusJSON(b *testing.B) {
 // a field added to JobStatus, Size or Status without its line in
 // statusjson.go fails here.
 func TestStatusJSONEveryField(t *testing.T) {
+	t.Parallel()
 	var s Status
 	fill(reflect.ValueOf(&s).Elem(), 0)
 	if len(s.Jobs) == 0 || s.Jobs[0].Array == nil || s.Jobs[0].Short == nil {
@@ -263,6 +266,7 @@ func processCPU(b *testing.B) time.Duration {
 // exist; those a --cpus above the machine's count adds, which no process
 // can be pinned to, are not listed (trial AB: a core 2 on a two-core box).
 func TestStatusCoresThatExist(t *testing.T) {
+	t.Parallel()
 	d, _ := runDaemon(t, `job "wide" { cmd = "sleep 600", cpus = 2 }`, func(cfg *Config) {
 		cfg.Machine = probes.Inventory{CPUs: 2, CPUIDs: []int{0, 1}, OnlineCPUs: 1,
 			RAM: probes.Memory{Bytes: 4 * accounting.GiB, Known: true}}
@@ -276,6 +280,7 @@ func TestStatusCoresThatExist(t *testing.T) {
 // TestCompareCards: an array's cards are listed in the machine's order,
 // an index by its number (trial AJ: "3,2").
 func TestCompareCards(t *testing.T) {
+	t.Parallel()
 	cards := []string{"GPU-b", "10", "3", "GPU-a", "2", "3"}
 	slices.SortFunc(cards, compareCards)
 	if want := []string{"2", "3", "3", "10", "GPU-a", "GPU-b"}; !slices.Equal(cards, want) {
@@ -286,6 +291,7 @@ func TestCompareCards(t *testing.T) {
 // TestArrayStatusCards: an array's line lists the cards its indices hold
 // in the machine's order, a card two indices share once (trial AJ: "3,2").
 func TestArrayStatusCards(t *testing.T) {
+	t.Parallel()
 	a := newArray(&luaapi.Job{Name: "sw", Array: &luaapi.Range{From: 1, To: 3}})
 	got := arrayStatus(a, []JobStatus{
 		{Name: "sw[1]", GPUs: []string{"3"}, CPUIDs: []int{5}},

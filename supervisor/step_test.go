@@ -29,6 +29,7 @@ func kindsOf(as []action) []actionKind {
 // pair that does something; every other pair must change nothing and do
 // nothing, except a grant that arrives unasked, which is given back.
 func TestStepEveryPair(t *testing.T) {
+	t.Parallel()
 	type key struct {
 		s store.State
 		e eventKind
@@ -150,6 +151,7 @@ func play(t *testing.T, l life, p restartPolicy, events ...event) (life, []actio
 }
 
 func TestStepStoppingDestinations(t *testing.T) {
+	t.Parallel()
 	policy := restartPolicy{mode: luaapi.RestartOnFailure, maxRestarts: -1}
 	running := life{state: store.StateRunning, started: t0}
 	tests := []struct {
@@ -235,6 +237,7 @@ func TestStepStoppingDestinations(t *testing.T) {
 }
 
 func TestStepRerunDoesNotOutliveItsRun(t *testing.T) {
+	t.Parallel()
 	// An edit with on_change = "finish", then a restart: the restart runs
 	// the new definition, and that run, exiting 0, is done.
 	p := restartPolicy{mode: luaapi.RestartNo, maxRestarts: -1}
@@ -256,6 +259,7 @@ func TestStepRerunDoesNotOutliveItsRun(t *testing.T) {
 // with a new one, or after another end, it runs. One a person stopped,
 // before or while it could not run, stays stopped.
 func TestStepBeneath(t *testing.T) {
+	t.Parallel()
 	p := restartPolicy{mode: luaapi.RestartOnFailure, maxRestarts: -1}
 	done := life{state: store.StateDone, since: t0}
 	running := life{state: store.StateRunning, started: t0}
@@ -316,6 +320,7 @@ func TestStepBeneath(t *testing.T) {
 }
 
 func TestStepRestartBackoff(t *testing.T) {
+	t.Parallel()
 	// A job that keeps failing at once: delays double from 1s to 1min.
 	p := restartPolicy{mode: luaapi.RestartOnFailure, maxRestarts: -1}
 	l := life{state: store.StateWaiting}
@@ -359,6 +364,7 @@ func TestStepRestartBackoff(t *testing.T) {
 // a start asked meanwhile, or a policy that restarts, leaves the record a
 // run's, which the next daemon runs again.
 func TestStepRecordedDuringTimeout(t *testing.T) {
+	t.Parallel()
 	running := life{state: store.StateRunning, started: t0, restarts: 2, delay: 4 * time.Second}
 	tests := []struct {
 		name     string
@@ -392,6 +398,7 @@ func TestStepRecordedDuringTimeout(t *testing.T) {
 }
 
 func TestStepRestartPolicies(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name     string
 		policy   restartPolicy
@@ -430,6 +437,7 @@ func TestStepRestartPolicies(t *testing.T) {
 // restart armed: one the new policy would not have made is called off,
 // and the job rests as its last run ended.
 func TestStepPolicyInBackoff(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct {
 		name     string
 		policy   restartPolicy
@@ -471,6 +479,7 @@ func TestStepPolicyInBackoff(t *testing.T) {
 }
 
 func TestStepSpawnFailureRestarts(t *testing.T) {
+	t.Parallel()
 	p := restartPolicy{mode: luaapi.RestartAlways, maxRestarts: 1}
 	l, as := play(t, life{state: store.StateWaiting}, p, event{kind: evPlaced}, event{kind: evSpawnFailed})
 	if l.state != store.StateBackoff {
@@ -489,6 +498,7 @@ func TestStepSpawnFailureRestarts(t *testing.T) {
 // is recorded, and queued again, counting no restart: restart = "no" does
 // not rest failed, nor max_restarts run out.
 func TestStepSpawnRefusedByShutdown(t *testing.T) {
+	t.Parallel()
 	p := restartPolicy{mode: luaapi.RestartNo}
 	l, as := play(t, life{state: store.StateWaiting}, p, event{kind: evPlaced}, event{kind: evSpawnFailed, machineStopping: true})
 	if l.state != store.StateWaiting || l.restarts != 0 {
@@ -502,6 +512,7 @@ func TestStepSpawnRefusedByShutdown(t *testing.T) {
 // TestRedefinedEveryState walks every state with each kind of edit: which
 // event a new definition means is decided here, not in the job's goroutine.
 func TestRedefinedEveryState(t *testing.T) {
+	t.Parallel()
 	none := event{}
 	edits := []struct {
 		name string
@@ -569,6 +580,7 @@ func TestRedefinedEveryState(t *testing.T) {
 // (a job being stopped because it was just disabled included), but one
 // found to fit no machine.
 func TestAdmitEveryState(t *testing.T) {
+	t.Parallel()
 	type def struct{ invalid, disabled bool }
 	refusals := map[def]refusal{
 		{}:                              refuseNone,
@@ -614,6 +626,7 @@ func btoi(b bool) int {
 // TestStopAnswer: a stop says already only of a rest no stop made, and
 // held_from_rerun of a job done it held stopped.
 func TestStopAnswer(t *testing.T) {
+	t.Parallel()
 	yes, no := func() bool { return true }, func() bool { return false }
 	view := func(s store.State) *jobView { return &jobView{State: s} }
 	for _, c := range []struct {

@@ -16,6 +16,7 @@ import (
 // TestReportAbortNamesWhereTheLoopIsStuck: a loop held in a call is named
 // as such, with how long it has been there.
 func TestReportAbortNamesWhereTheLoopIsStuck(t *testing.T) {
+	t.Parallel()
 	logs := &testkit.Buffer{}
 	d, _ := runDaemon(t, "", func(cfg *Config) {
 		cfg.Logger = hclog.New(&hclog.LoggerOptions{Output: logs, Level: hclog.Info})

@@ -9,6 +9,7 @@ import (
 // TestOneEach: a caller's second take waits for their first to end;
 // another caller's does not.
 func TestOneEach(t *testing.T) {
+	t.Parallel()
 	var o perCaller
 	ctx := context.Background()
 	first, ok := o.take(ctx, 1001)

@@ -981,6 +981,7 @@ func TestUnitsStopUnderWayAtCrash(t *testing.T) {
 // stop, then declared again, starts its new run only once the old one has
 // ended: a job never has two runs, nor a daemon two open runs of one job.
 func TestRedeclaredWhileStopping(t *testing.T) {
+	t.Parallel()
 	const x = `job "x" { cmd = { "/bin/sleep", "1000" }, stop_timeout = "1h" }`
 	b := newUnitsBox(t, x+"\n"+`job "other" { cmd = { "/bin/sleep", "1000" } }`)
 	d, _ := b.start()

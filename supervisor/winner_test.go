@@ -14,6 +14,7 @@ import (
 // else about it changes: the file recorded is the one that wins the name
 // after a restart.
 func TestRecordFollowsTheJobsFile(t *testing.T) {
+	t.Parallel()
 	const svc = `job "svc" { cmd = "sleep 600" }`
 	d, _ := fakeTimeDaemon(t, svc)
 	first := filepath.Join(d.cfg.JobsDir, "jobs.lua")

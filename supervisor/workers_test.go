@@ -43,6 +43,7 @@ func waitIdle(t *testing.T, w *workers, n int32) {
 // that wait, not each to a goroutine of its own; at most maxIdle wait;
 // after stop none does, and run still runs.
 func TestWorkersReuse(t *testing.T) {
+	t.Parallel()
 	w := newWorkers()
 	w.idleFor = time.Hour // none leaves on its own here
 	const n = 50
@@ -88,6 +89,7 @@ func TestWorkersReuse(t *testing.T) {
 // TestWorkersLeaveWhenIdle: a worker that waited idleFor for nothing ends,
 // so that a daemon at rest keeps none.
 func TestWorkersLeaveWhenIdle(t *testing.T) {
+	t.Parallel()
 	w := newWorkers()
 	defer w.stop()
 	w.idleFor = 10 * time.Millisecond
