@@ -3,6 +3,7 @@ package accounting
 import (
 	"maps"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -149,6 +150,14 @@ func EnvOver(in EnvInput) map[string]string {
 	if len(in.Cards) > 0 || in.HasCards {
 		env["CUDA_VISIBLE_DEVICES"] = strings.Join(cards, ",")
 	}
+	// A card named by an index is the card of that place in PCI bus order
+	// to the books (the driver's, NVML's and nvidia-smi's order, and the
+	// device nodes a unit may open), and to CUDA only with this: its
+	// default puts the fastest card first, so on a box of mixed cards
+	// "1" would open another card than the one granted.
+	if slices.ContainsFunc(cards, isIndex) {
+		env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
+	}
 	share := !in.Unaccounted && in.Grant.GPUMemBytes > 0 && len(in.Grant.GPUs) == 1
 	if share {
 		if c := in.Grant.GPUs[0]; c < len(in.CardMem) && in.CardMem[c] > 0 {
@@ -189,6 +198,13 @@ type ArrayIndex struct {
 func memFraction(share, mem int64) string {
 	f := math.Floor(float64(share)/float64(mem)*1000) / 1000
 	return strconv.FormatFloat(max(0.001, min(1, f)), 'f', -1, 64)
+}
+
+// isIndex says whether a card's name is an index ("2"), not a UUID
+// ("GPU-…", "MIG-…").
+func isIndex(name string) bool {
+	_, err := strconv.ParseUint(name, 10, 32)
+	return err == nil
 }
 
 func cardName(cards []string, index int) string {

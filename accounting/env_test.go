@@ -30,20 +30,23 @@ func TestEnv(t *testing.T) {
 	}{{
 		name: "grant on a machine named by index",
 		in:   EnvInput{Job: "train", Run: "17", Grant: grant, Cards: []string{"0", "1", "2", "3"}},
-		want: with(threads("4"), "CUDA_VISIBLE_DEVICES", "1,2", "BERTH_JOB", "train", "BERTH_RUN", "17", "BERTH_CPUS", "4", "BERTH_GPUS", "1,2"),
+		want: with(threads("4"), "CUDA_VISIBLE_DEVICES", "1,2", "CUDA_DEVICE_ORDER", "PCI_BUS_ID", "BERTH_JOB", "train", "BERTH_RUN", "17", "BERTH_CPUS", "4", "BERTH_GPUS", "1,2"),
 	}, {
+		// CUDA's own order puts the fastest card first: an index is the
+		// books' card only in PCI bus order. A UUID names its card in
+		// any order.
 		name: "cards named through the daemon's own mask",
 		in:   EnvInput{Job: "train", Run: "1", Grant: grant, Cards: []string{"GPU-a", "GPU-b", "GPU-c"}},
 		want: with(threads("4"), "CUDA_VISIBLE_DEVICES", "GPU-b,GPU-c", "BERTH_JOB", "train", "BERTH_RUN", "1", "BERTH_CPUS", "4", "BERTH_GPUS", "GPU-b,GPU-c"),
 	}, {
 		name: "mask of indices: card 0 of the books is device 2",
 		in:   EnvInput{Job: "j", Run: "1", Grant: Grant{CPUIDs: []int{2}, GPUs: []int{0}}, Cards: []string{"2", "3"}},
-		want: with(threads("1"), "CUDA_VISIBLE_DEVICES", "2", "BERTH_JOB", "j", "BERTH_RUN", "1", "BERTH_CPUS", "1", "BERTH_GPUS", "2"),
+		want: with(threads("1"), "CUDA_VISIBLE_DEVICES", "2", "CUDA_DEVICE_ORDER", "PCI_BUS_ID", "BERTH_JOB", "j", "BERTH_RUN", "1", "BERTH_CPUS", "1", "BERTH_GPUS", "2"),
 	}, {
 		name: "a share of a card: its card, and the frameworks told their part",
 		in: EnvInput{Job: "j", Run: "4", Grant: Grant{CPUIDs: []int{2}, GPUs: []int{1}, GPUMemBytes: 10 * GiB},
 			Cards: []string{"0", "1"}, CardMem: []int64{80 * GiB, 80 * GiB}},
-		want: with(threads("1"), "CUDA_VISIBLE_DEVICES", "1", "XLA_PYTHON_CLIENT_MEM_FRACTION", "0.125", "TF_FORCE_GPU_ALLOW_GROWTH", "true",
+		want: with(threads("1"), "CUDA_VISIBLE_DEVICES", "1", "CUDA_DEVICE_ORDER", "PCI_BUS_ID", "XLA_PYTHON_CLIENT_MEM_FRACTION", "0.125", "TF_FORCE_GPU_ALLOW_GROWTH", "true",
 			"BERTH_JOB", "j", "BERTH_RUN", "4", "BERTH_CPUS", "1", "BERTH_GPUS", "1", "BERTH_GPU_MEM", "10737418240"),
 	}, {
 		name: "a share's fraction is rounded down, and its env wins",
@@ -79,9 +82,9 @@ func TestEnv(t *testing.T) {
 		in: EnvInput{
 			Daemon: map[string]string{"HOME": "/root", "XLA_FLAGS": "--old"},
 			Job:    "j", Run: "5", Grant: grant, Cards: []string{"0", "1", "2"},
-			Declared: map[string]string{"OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": "0,1,2", "XLA_FLAGS": "--xla_gpu_autotune_level=0"},
+			Declared: map[string]string{"OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": "0,1,2", "XLA_FLAGS": "--xla_gpu_autotune_level=0", "CUDA_DEVICE_ORDER": "FASTEST_FIRST"},
 		},
-		want: with(threads("4"), "HOME", "/root", "OMP_NUM_THREADS", "1", "CUDA_VISIBLE_DEVICES", "0,1,2", "XLA_FLAGS", "--xla_gpu_autotune_level=0",
+		want: with(threads("4"), "HOME", "/root", "OMP_NUM_THREADS", "1", "CUDA_VISIBLE_DEVICES", "0,1,2", "XLA_FLAGS", "--xla_gpu_autotune_level=0", "CUDA_DEVICE_ORDER", "FASTEST_FIRST",
 			"BERTH_JOB", "j", "BERTH_RUN", "5", "BERTH_CPUS", "4", "BERTH_GPUS", "1,2"),
 	}, {
 		name: "the job's user's login variables over the daemon's; declared env over both",
