@@ -373,19 +373,27 @@ func (p *Placer) Waiting() []Waiter {
 	return out
 }
 
-// Positions is each waiter's place in the queue, by holder, 1 for the
-// head: Waiting's order, without a view of each.
+// Positions is each waiter's place in the machine's queue, by holder, 1
+// for the first: Waiting's order, without a view of each. A waiter its
+// owner's quota holds back has none: it waits for their own jobs to end,
+// not for its turn, and the queue passes it by (trial AR: the head was
+// told it was 2nd in line, behind such a job, and the job after it that
+// the head was first).
 func (p *Placer) Positions() map[string]int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.refreshHeld()
 	all := make([]*waiter, 0, p.count)
 	for _, q := range p.shapes {
-		all = append(all, q.waiters...)
+		for _, w := range q.waiters {
+			if p.quotaAllows(w) {
+				all = append(all, w)
+			}
+		}
 	}
 	if len(all) == 0 {
 		return nil
 	}
-	p.refreshHeld()
 	slices.SortFunc(all, func(a, b *waiter) int {
 		if p.before(a, b) {
 			return -1

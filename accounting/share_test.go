@@ -32,6 +32,7 @@ func TestPlacerQuota(t *testing.T) {
 	if !granted(b1) || !granted(b2) {
 		t.Fatal("bob's jobs waited behind alice's, which her quota holds back")
 	}
+
 	if err := b.Give(a1.grant); err != nil {
 		t.Fatal(err)
 	}
@@ -51,6 +52,24 @@ func TestPlacerQuota(t *testing.T) {
 	p.SetQuotas(map[string]Quota{"alice": {CPUs: -1, GPUs: 3, RAMBytes: -1}}, NoQuota)
 	if !granted(a4) {
 		t.Error("alice's fourth did not start once her quota was raised")
+	}
+}
+
+// TestPlacerPositionsPassTheQuotaHeld: a waiter its owner's quota holds
+// back has no place in the machine's queue, which passes it by: the one
+// behind it is first.
+func TestPlacerPositionsPassTheQuotaHeld(t *testing.T) {
+	p := NewPlacer(time.Now)
+	p.AddMachine(machine(8, 2, 0))
+	p.SetQuotas(map[string]Quota{"alice": {CPUs: -1, GPUs: 1, RAMBytes: -1}}, NoQuota)
+	a1, a2 := queueUp(p, card("alice", "alice/1")), queueUp(p, card("alice", "alice/2"))
+	busy := queueUp(p, card("bob", "bob/1"))
+	b2 := queueUp(p, card("bob", "bob/2"))
+	if !granted(a1) || granted(a2) || !granted(busy) || granted(b2) {
+		t.Fatalf("granted: alice's %v %v, bob's %v %v; want one each", granted(a1), granted(a2), granted(busy), granted(b2))
+	}
+	if pos := p.Positions(); pos["bob/2"] != 1 || pos["alice/2"] != 0 {
+		t.Errorf("Positions() = %v, want bob/2 first and alice/2, held by her quota, in no place", pos)
 	}
 }
 
