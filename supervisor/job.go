@@ -274,6 +274,9 @@ type jobMessage struct {
 	// unpark: the machine's shutdown, which parked the job's wait
 	// (Daemon.park), was called off.
 	unpark bool
+	// refit: its owner's quota changed; a run in progress asks whether
+	// the job could run again (job.refit).
+	refit bool
 	// done, when set, is closed once the message has been acted on (or
 	// the job ended first), and the job's view says what it did.
 	done chan struct{}
@@ -522,6 +525,25 @@ func (j *job) loop() {
 	}
 }
 
+// refit asks, of a job whose run goes on, whether its definition (edited
+// since the run was placed), or its owner's quota, lets it run again: a
+// run is not stopped for either, but the job says that it will not run
+// again (unfit), and a restart of it is refused.
+func (j *job) refit() {
+	was := j.unfit
+	j.unfit = ""
+	if j.life.state != store.StateRunning || j.invalid != "" {
+		return
+	}
+	var ue *accounting.UnplaceableError
+	if errors.As(j.d.placer.Placeable(j.request()), &ue) {
+		j.unfit = MsgUnplaceable(j.def.Pos, j.def.Name, j.def.Flavor, ue)
+		if j.unfit != was {
+			j.log.Warn("its run goes on, but it will not run again: it fits no machine now, or its owner's quota", "file", j.def.Pos.File, "line", j.def.Pos.Line, "why", j.unfit)
+		}
+	}
+}
+
 // canSleep says whether the job's goroutine may end until something
 // starts it again: a message, the end of its run or of ctx. That is so
 // where it waits for nothing else: no timer is armed (a run's timeout, a
@@ -576,15 +598,7 @@ func (j *job) receive(m jobMessage) {
 			j.defFP = m.def.ProcessFingerprint()
 		}
 		j.def, j.invalid = m.def, m.invalid
-		j.unfit = ""
-		if j.life.state == store.StateRunning && m.invalid == "" && m.def.Resources != old.Resources {
-			var ue *accounting.UnplaceableError
-			if errors.As(j.d.placer.Placeable(j.request()), &ue) {
-				j.unfit = MsgUnplaceable(j.def.Pos, j.def.Name, j.def.Flavor, ue)
-				j.log.Warn("its run goes on, but it will not run again: its definition fits no machine now",
-					"file", j.def.Pos.File, "line", j.def.Pos.Line, "why", j.unfit)
-			}
-		}
+		j.refit()
 		if j.life.state == store.StateRunning && (m.def.Timeout != old.Timeout || m.def.StopTimeout != old.StopTimeout) {
 			j.retime()
 		}
@@ -665,6 +679,9 @@ func (j *job) receive(m jobMessage) {
 	}
 	if m.deps && !j.removed {
 		j.depsChanged()
+	}
+	if m.refit && m.def == nil {
+		j.refit()
 	}
 	if m.unpark && j.parked && j.life.state == store.StateWaiting && !j.removed {
 		j.parked = false

@@ -506,6 +506,23 @@ job "free" { cmd = "sleep 600", cpus = 0 }`)
 			t.Errorf("%s is %s after the quota was lowered, want still running", n, js.State)
 		}
 	}
+
+	// Lowered below what the running ones ask: they go on, each saying
+	// that it will not run again, and a restart, which would stop it and
+	// start nothing, is refused (trial AR: their why said nothing).
+	if err := writeFile(adminFile, []byte(`quota "`+testAlice+`" { gpus = 0, cpus = 2 }`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	reload(t, d)
+	for _, n := range []string{"a", "b"} {
+		js := waitJob(t, d, name(n), "running on, saying why", func(js JobStatus) bool { return js.Why != "" })
+		if js.State != "running" || !strings.HasPrefix(js.Why, runsOn) || !strings.Contains(js.Why, testAlice+"'s quota allows 0") {
+			t.Errorf("%s under a quota of no card: %s, why %q", n, js.State, js.Why)
+		}
+	}
+	if code, body := as(t, d, testAlice, "POST", jobPath(name("a"))+"/restart"); code != http.StatusConflict || !strings.Contains(body, "quota") {
+		t.Errorf("alice's restart of a run her quota would not place again: %d %s, want it refused", code, body)
+	}
 }
 
 // TestPeopleFairShare: alice queues 20 one-card jobs on a 2-card box, then

@@ -1590,8 +1590,8 @@ func (d *Daemon) declareArray(def *luaapi.Job, invalid string, first bool, set *
 
 // applyQuotas hands the quotas in force to the placer. Of a person whose
 // quota changed, an unplaceable job that fits the quota now waits again,
-// and a waiting one now larger than it is unplaceable, saying so. The
-// caller holds d.mu.
+// a waiting one now larger than it is unplaceable, saying so, and a
+// running one says whether it will run again. The caller holds d.mu.
 func (d *Daemon) applyQuotas(set *luaapi.Set) {
 	byOwner, fallback := set.QuotaLimits()
 	old := d.placer.QuotaOf
@@ -1613,8 +1613,13 @@ func (d *Daemon) applyQuotas(set *luaapi.Set) {
 		// go to the back of the queue (the placer re-examines those that
 		// may wait on, itself).
 		fits := d.placer.Placeable(requestOf(j.name, j.seenDef)) == nil
-		if st := j.view().State; st == store.StateWaiting && !fits || st == store.StateUnplaceable && fits {
+		switch st := j.view().State; {
+		case st == store.StateWaiting && !fits || st == store.StateUnplaceable && fits:
 			j.in.post(jobMessage{def: j.seenDef, invalid: j.seenInvalid, requeue: true})
+		case st == store.StateRunning:
+			// Its run goes on either way; whether it runs again is said
+			// (trial AR: a quota lowered under it said nothing).
+			j.in.post(jobMessage{refit: true})
 		}
 	}
 }
