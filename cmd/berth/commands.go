@@ -535,6 +535,18 @@ func control(verb string) func(c *cli, args []string) int {
 			return code
 		}
 		if all != nil && *all {
+			// What applies to one job does not to every one (trial AQ:
+			// --all took it for a flag it did not know).
+			var alone string
+			fs.Visit(func(fl *flag.Flag) {
+				if fl.Name != "all" && fl.Name != "json" && fl.Name != "socket" && alone == "" {
+					alone = fl.Name
+				}
+			})
+			if alone != "" {
+				fmt.Fprintln(c.stderr, msgUsage("berth "+verb, fmt.Errorf("--%s applies to one JOB, not to --all", alone)))
+				return exitUsage
+			}
 			return controlAll(c, verb, args)
 		}
 		if len(rest) != 1 {

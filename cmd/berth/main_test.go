@@ -92,6 +92,8 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"history", "--index", "0"}, `berth history: --index 0 names an index of an array: name the array too, e.g. berth history ARRAY --index 0 (berth jobs lists the arrays: those with a number under INDICES)`},
 		{[]string{"logs", "sweep[2]", "--index", "3"}, `berth logs: sweep[2] already names an index; give the index once, either as sweep[2] or with --index 3 (berth logs --help shows the usage)`},
 		{[]string{"logs", "sweep", "--index", "-1"}, `berth logs: invalid value "-1" for flag --index: an index is a whole number, 0 or more (berth logs --help shows the usage)`},
+		{[]string{"start", "--all", "--ignore-deps"}, `berth start: --ignore-deps applies to one JOB, not to --all (berth start --help shows the usage)`},
+		{[]string{"stop", "--index", "1", "--all"}, `berth stop: --index applies to one JOB, not to --all (berth stop --help shows the usage)`},
 		// A variable that was not set (--state "$STATE"): not the current
 		// directory.
 		{[]string{"daemon", "--state", ""}, `berth daemon: --state is empty: give the state directory, or leave the flag out for the default (berth daemon --help shows the usage)`},
