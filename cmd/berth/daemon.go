@@ -207,12 +207,16 @@ func runDaemon(c *cli, args []string) int {
 		// Said once the daemon will run: a typo in --group would leave
 		// everyone but root out, silently. (The default group's absence
 		// is a machine where no one shares berth yet.)
-		if f.Name != "group" {
-			return
-		}
-		if _, err := user.LookupGroup(*group); err != nil {
+		switch _, err := user.LookupGroup(f.Value.String()); {
+		case err == nil:
+		case f.Name == "group":
 			log.Warn("the daemon's group does not exist: only root and the daemon's user may use berth until it is made (it is taken at the next reload)",
 				"group", *group, "socket", *socket, "hint", "groupadd "+*group+"; berth reload")
+		case f.Name == "admin-group":
+			// Its refusals name it (trial AQ: they sent people to a
+			// group that was not there).
+			log.Warn("the admin group does not exist: only root and the daemon's user have every right until it is made",
+				"group", *adminGroup, "hint", "groupadd "+*adminGroup+"; berth reload")
 		}
 	})
 
