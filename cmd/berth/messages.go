@@ -127,7 +127,7 @@ func msgSocket(path string, err error) string {
 		return fmt.Sprintf("berth: control socket %s: a file that is not a socket is in the way; berth does not remove it (move it, or give --socket PATH)", path)
 	}
 	if errors.Is(err, errSocketLive) {
-		return fmt.Sprintf("berth: control socket %s: another berth daemon is listening on it (systemctl status berth, or berth status)", path)
+		return fmt.Sprintf("berth: control socket %s: another berth daemon is listening on it (berth --socket %s status shows it; systemctl status berth, if it is the system's)", path, supervisor.QuoteArg(path))
 	}
 	var de *socketDirError
 	if errors.As(err, &de) {
