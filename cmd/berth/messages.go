@@ -589,6 +589,12 @@ func msgNotJobFileName(path string) string {
 	return fmt.Sprintf("berth: %s is not a job file's name: the daemon reads only files ending in .lua that do not start with a dot (rename it)", path)
 }
 
+// msgSubmitDir: berth submit takes files; a directory's are named one by
+// one (trial AQ: told to rename the directory).
+func msgSubmitDir(path string) string {
+	return fmt.Sprintf("berth submit: %s is a directory; submit its job files: berth submit %s", path, supervisor.QuoteArg(path)+"/*.lua")
+}
+
 func msgCannotWriteJobFile(dir string, err error) string {
 	return fmt.Sprintf("berth: cannot write into %s: %v (it is your job directory: ls -ld %s shows who may write it)", dir, err, dir)
 }

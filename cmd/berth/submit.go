@@ -53,6 +53,10 @@ func runSubmit(c *cli, args []string) int {
 	given := map[string]string{} // the path each will have → the one given
 	for _, path := range rest {
 		name := filepath.Base(path)
+		if fi, err := os.Stat(path); err == nil && fi.IsDir() {
+			fmt.Fprintln(c.stderr, msgSubmitDir(path))
+			return exitUsage
+		}
 		if !watch.IsJobFile(name) {
 			fmt.Fprintln(c.stderr, msgNotJobFileName(path))
 			return exitUsage

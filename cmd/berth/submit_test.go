@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 
@@ -88,5 +89,11 @@ func TestSubmitKeepsAccess(t *testing.T) {
 	}
 	if fi, err := os.Stat(filepath.Join(d.jobs, "fresh.lua")); err != nil || fi.Mode().Perm() != 0o644 {
 		t.Errorf("a new administrators' file: %v %v, want 0644", fi.Mode(), err)
+	}
+	// A directory is named as one, and its files offered (trial AQ: told
+	// to rename it).
+	dir := filepath.Dir(fresh)
+	if _, errOut, code := d.cli("submit", dir); code != exitUsage || strings.TrimSpace(errOut) != msgSubmitDir(dir) {
+		t.Errorf("submit of a directory: exit %d %q", code, errOut)
 	}
 }
