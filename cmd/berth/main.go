@@ -170,6 +170,8 @@ func (c *cli) main(args []string) int {
 			if cmd := lookup(args[1]); cmd != nil {
 				return cmd.run(c, []string{"--help"})
 			}
+			fmt.Fprintln(c.stderr, msgUnknownCommand(args[1], commandNames()))
+			return exitUsage
 		}
 		c.help(c.stdout)
 		return exitOK

@@ -82,6 +82,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"machnie"}, `berth: unknown command "machnie" (did you mean "machine"?); berth help lists the commands`},
 		{[]string{"frobnicate"}, `berth: unknown command "frobnicate"; berth help lists the commands`},
 		{[]string{"stat"}, `berth: unknown command "stat" (did you mean "status"?); berth help lists the commands`},
+		{[]string{"help", "stat"}, `berth: unknown command "stat" (did you mean "status"?); berth help lists the commands`},
 		{[]string{"status", "train"}, `berth status: unexpected argument "train"; it takes none but flags (berth show train shows one job; berth status --help shows the usage)`},
 		{[]string{"stop"}, `berth stop: takes one JOB, or --all for every job you may stop (berth stop --help shows the usage)`},
 		{[]string{"--socket"}, `berth: --socket, but no command: the command comes before or after its flags (berth --socket PATH status, say; berth help lists the commands)`},
