@@ -206,6 +206,9 @@ func msgOpenState(stateDir string, err error) string {
 		return fmt.Sprintf("berth: cannot open the state: %v: its file system is full; free space under %s (df -h %s), then start berth again", err, stateDir, stateDir)
 	case errors.Is(err, syscall.EROFS):
 		return fmt.Sprintf("berth: cannot open the state: %v: its file system is mounted read-only (findmnt -T %s); mount it writable, or give --state DIR", err, stateDir)
+	case errors.Is(err, syscall.ENOTDIR):
+		// Said as the jobs directory's is (trial AQ).
+		return fmt.Sprintf("berth: cannot open the state: %v: the state directory %s, or one above it, is a file, not a directory (ls -ld %s; move it away, or give --state DIR)", err, stateDir, stateDir)
 	}
 	return fmt.Sprintf("berth: cannot open the state: %v (give --state DIR, or set BERTH_STATE)", err)
 }

@@ -89,6 +89,7 @@ func TestMessages(t *testing.T) {
 		msgOpenState("/var/lib/berth", &store.NotStateError{Path: "/var/lib/berth/state.db", Problem: store.NotStateForeign, Size: 32768}),
 		msgOpenState("/var/lib/berth", fmt.Errorf("open state /var/lib/berth/state.db: %w: panic: assertion failed: Page expected to be: 0, but self identifies as 216", store.ErrCorrupt)),
 		msgOpenState("/var/lib/berth", fmt.Errorf("make the state directory /var/lib/berth and its logs: mkdir /var/lib/berth/logs: %w", fs.ErrPermission)),
+		msgOpenState("/var/lib/berth", fmt.Errorf("make the state directory /var/lib/berth and its logs: mkdir /var/lib/berth: %w", syscall.ENOTDIR)),
 		msgNoDaemon("/run/berth/berth.sock"), msgNothingListens("/run/berth/berth.sock"), msgNotASocket("/tmp/berth.sock", "regular file"), msgCheckingDir("/etc/berth/jobs.d"), msgLookedFor("the files checked and /etc/berth/jobs.d"),
 		msgSocketDenied("/run/berth/berth.sock", ""),
 		msgSocketDenied("/run/berth/berth.sock", "ml-team"),
