@@ -270,12 +270,21 @@ func (d *decoder) size(field string) (int64, bool) {
 	switch x := v.(type) {
 	case lua.LString:
 		n, err := accounting.ParseSize(string(x))
+		if f, ferr := strconv.ParseFloat(strings.TrimSpace(string(x)), 64); err != nil && ferr == nil && f == 0 {
+			// Nothing is nothing in any unit: the field's own rule for
+			// zero says what to do (trial AR: gpu_mem = "0" was told to
+			// write "0G", which is then refused).
+			return 0, true
+		}
 		if err != nil {
 			d.add(errSize(d.s, field, err))
 			return 0, false
 		}
 		return n, true
 	case lua.LNumber:
+		if x == 0 {
+			return 0, true // as "0" is
+		}
 		d.add(errSizeNumber(d.s, field, float64(x)))
 	default:
 		d.add(errWrongType(d.s, field, wantSize, v))
