@@ -284,6 +284,26 @@ end`, func(cfg *Config) {
 	})
 }
 
+// TestKeptCardSaid: a free card the head of the queue holds back for
+// itself is said to be kept for it, its memory known or not (trial AR:
+// shown free beside jobs waiting for a card).
+func TestKeptCardSaid(t *testing.T) {
+	t.Parallel()
+	d, _ := runDaemon(t, `job "one" { cmd = "sleep 1000", gpus = 1 }
+job "two" { cmd = "sleep 1000", gpus = 2 }`, func(cfg *Config) { cfg.Machine.GPUs = []string{"0", "1"} })
+	var one JobStatus
+	testkit.WaitFor(t, 20*time.Second, "one running, two waiting", func() bool {
+		one, _ = d.jobStatus("one")
+		two, _ := d.jobStatus("two")
+		return one.State == "running" && two.State == "waiting"
+	})
+	for _, c := range d.Status().Machine.Cards {
+		if want := map[bool]string{true: "", false: "two"}[slices.Contains(one.GPUs, c.Name)]; c.KeptFor != want {
+			t.Errorf("card %s kept for %q, want %q", c.Name, c.KeptFor, want)
+		}
+	}
+}
+
 // TestShareFractionOfTheCard: under --gpu-mem, which books less of each
 // card than it has, a share is told its part of the card as it is (JAX
 // takes its fraction of the card's whole memory), not of what is booked.

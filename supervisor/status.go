@@ -331,6 +331,9 @@ func (d *Daemon) status(members bool) Status {
 			}
 			cs.Foreign, cs.Off = st.Foreign, st.Off
 		}
+		if holder == "" && waits && slices.Contains(head.KeptCards, i) {
+			cs.KeptFor = head.Holder // whole, whatever its memory
+		}
 		if i < len(snap.Capacity.GPUMem) && snap.Capacity.GPUMem[i] > 0 {
 			shareOf := snap.Capacity.GPUMem[i] // a copy: the book may set its cards' memory again
 			cs.ShareOfBytes = &shareOf

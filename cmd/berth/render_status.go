@@ -334,11 +334,16 @@ func cardGrid(cards []supervisor.CardStatus, width int) []textLine {
 
 // cardHolder is what a card's cell says of who holds it, and its colour:
 // its holder, those who share it ("infer+embed"), "in use" (by a process
-// berth did not start) or "free".
+// berth did not start), "kept for" the head of the queue, which holds it
+// back for itself, or "free".
 func cardHolder(c supervisor.CardStatus) (string, string) {
 	switch {
 	case c.Holder != "":
 		return c.Holder, ""
+	case len(c.Shares) == 0 && c.KeptFor != "" && (c.RoomBytes == nil || *c.RoomBytes == 0):
+		// Not free to the jobs behind it (trial AR: "free" beside five
+		// waiting for a card).
+		return "kept for " + c.KeptFor, sgrYellow
 	case len(c.Shares) > 0:
 		holders := make([]string, len(c.Shares))
 		for i, sh := range c.Shares {

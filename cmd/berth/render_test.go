@@ -485,6 +485,22 @@ func TestRenderStatusKeepsExpectedStart(t *testing.T) {
 	}
 }
 
+// TestRenderKeptCard: a card the head of the queue holds back is not
+// shown free (trial AR).
+func TestRenderKeptCard(t *testing.T) {
+	cards := []supervisor.CardStatus{{Name: "0", Holder: "one"}, {Name: "1", KeptFor: "two"}, {Name: "2"}}
+	var b strings.Builder
+	for _, l := range cardGrid(cards, 80) {
+		for _, sp := range l {
+			b.WriteString(sp.text)
+		}
+		b.WriteString("\n")
+	}
+	if got := b.String(); !strings.Contains(got, "1 kept for two") || !strings.Contains(got, "2 free") {
+		t.Errorf("the grid:\n%s\nwant card 1 kept for two, card 2 free", got)
+	}
+}
+
 func TestRenderEllipsize(t *testing.T) {
 	tests := []struct {
 		f    func(string, int) string
