@@ -344,7 +344,13 @@ func msgYourQuota(owner string, q supervisor.QuotaView) string {
 		parts = append(parts, cards)
 	}
 	if l := q.Quota.GPUMemBytes; l >= 0 {
-		parts = append(parts, fmt.Sprintf("%s of %s of gpu memory in shares", accounting.FormatSize(q.Held.GPUMemBytes), accounting.FormatSize(l)))
+		part := fmt.Sprintf("%s of %s of gpu memory in shares", accounting.FormatSize(q.Held.GPUMemBytes), accounting.FormatSize(l))
+		if q.Quota.GPUs < 0 {
+			// gpu_mem bounds shares alone (trial AR: three cards held
+			// whole read as "0B of 20G").
+			part += fmt.Sprintf(" (and %s whole, which a quota of gpu_mem does not bound: its gpus would)", count(q.Held.GPUs, "card"))
+		}
+		parts = append(parts, part)
 	}
 	if l := q.Quota.RAMBytes; l >= 0 {
 		parts = append(parts, fmt.Sprintf("%s of %s memory", accounting.FormatSize(q.Held.RAMBytes), accounting.FormatSize(l)))

@@ -62,6 +62,7 @@ func TestMessages(t *testing.T) {
 			Largest: accounting.Capacity{CPUIDs: []int{2, 3}, GPUs: 2, GPUMem: []int64{24 << 30, 24 << 30}}, Owner: "guest",
 			Quota: &accounting.Quota{CPUs: -1, GPUs: 1, RAMBytes: -1, GPUMemBytes: -1}}),
 		msgYourQuota("guest", supervisor.QuotaView{Held: supervisor.Size{GPUMemBytes: 20 * accounting.GiB}, Quota: supervisor.Size{CPUs: -1, GPUs: 1, RAMBytes: -1, GPUMemBytes: -1}, CardBytes: 24 * accounting.GiB}),
+		msgYourQuota("bob", supervisor.QuotaView{Held: supervisor.Size{GPUs: 3}, Quota: supervisor.Size{CPUs: -1, GPUs: -1, RAMBytes: -1, GPUMemBytes: 20 * accounting.GiB}}),
 		supervisor.MsgUnplaceable(pos, "free", "", &accounting.UnplaceableError{Asked: accounting.Resources{},
 			Largest: accounting.Capacity{CPUIDs: []int{2, 3}}, Owner: "bob", Quota: &accounting.Quota{CPUs: 1, GPUs: -1, RAMBytes: -1, GPUMemBytes: -1}}),
 		supervisor.MsgUnplaceable(pos, "free", "", &accounting.UnplaceableError{Asked: accounting.Resources{CPUs: 1},
