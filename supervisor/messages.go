@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"regexp"
 	"slices"
 	"strconv"
@@ -639,8 +640,12 @@ func MsgQuotaWait(owner string, q QuotaView, asked Size) string {
 		part := fmt.Sprintf("%d of their %s, and %s of gpu memory in shares", q.Held.GPUs, accounting.Count(l, "card"),
 			accounting.FormatSize(q.Held.GPUMemBytes))
 		if q.CardBytes > 0 {
-			// Said, or "0 of their 1 card" reads as room (trial AJ).
-			part += fmt.Sprintf(", every %s of shares counting as a card", accounting.FormatSize(q.CardBytes))
+			// What the shares come to, or "0 of their 1 card" reads as
+			// room (trials AJ, AR).
+			worth := float64(q.Held.GPUs) + float64(q.Held.GPUMemBytes)/float64(q.CardBytes)
+			part = fmt.Sprintf("%s of their %s in all: %d whole, and %s of gpu memory in shares, every %s counting as a card",
+				strconv.FormatFloat(math.Floor(worth*100)/100, 'f', -1, 64), accounting.Count(l, "card"), q.Held.GPUs,
+				accounting.FormatSize(q.Held.GPUMemBytes), accounting.FormatSize(q.CardBytes))
 		}
 		parts = append(parts, part)
 	}
