@@ -15,8 +15,10 @@ import (
 //	  cmd = { "./train" }
 //	  cpus = 4,             <- syntax error near "cpus"
 //
+// A third comes from other formats: a field written name: value.
+//
 // syntaxHint looks at the source around that token and, where the shape is
-// unmistakable, says what is likely missing. It says nothing where it is
+// unmistakable, says what is likely wrong. It says nothing where it is
 // unsure: a wrong hint costs more than none.
 
 // declarationWords start a declaration; one found where a field should be
@@ -28,10 +30,17 @@ var declarationWords = []string{"job", "flavor", "quota"}
 // column, 1-based), or "" where it has nothing sure to say.
 func syntaxHint(src []byte, line, col int, token string) string {
 	lines := bytes.Split(src, []byte("\n"))
-	if token == "" || line < 1 || line > len(lines) || !isName(token) || isKeyword(token) {
+	if token == "" || line < 1 || line > len(lines) {
 		return ""
 	}
 	text := string(lines[line-1])
+	if afterColon(text, col, token) {
+		// JSON's or YAML's way (trial AQ: cmd: "echo").
+		return `(fields are written name = value, not name: value)`
+	}
+	if !isName(token) || isKeyword(token) {
+		return ""
+	}
 	start := col - len(token) // 0-based offset of the token
 	if start < 0 || start > len(text) || !strings.HasPrefix(text[start:], token) {
 		return ""
@@ -61,6 +70,32 @@ func syntaxHint(src []byte, line, col int, token string) string {
 		return ""
 	}
 	return ""
+}
+
+// afterColon reports whether token, ending at col of text (a string's
+// value in its quotes), follows "name:", as a field written name: value.
+func afterColon(text string, col int, token string) bool {
+	if col < 0 || col > len(text) {
+		return false
+	}
+	head := text[:col]
+	for _, q := range []string{"", `"`, "'"} {
+		if !strings.HasSuffix(head, token+q) {
+			continue
+		}
+		before := strings.TrimRight(strings.TrimSuffix(strings.TrimSuffix(head, token+q), q), " \t")
+		name, ok := strings.CutSuffix(before, ":")
+		if !ok {
+			return false
+		}
+		name = strings.TrimRight(name, " \t")
+		i := len(name)
+		for i > 0 && isNameByte(name[i-1]) {
+			i--
+		}
+		return isName(name[i:])
+	}
+	return false
 }
 
 // isDeclaration reports whether token and what follows it on its line

@@ -31,7 +31,14 @@ func TestSyntaxHint(t *testing.T) {
 			"flavor \"small\" {\n  cpus = 1\nflavor('big') { cpus = 8 }\n",
 			`test.lua:3: syntax error near "flavor" (is the "}" that closes the declaration above it missing?)`},
 
-		// No hint where the shape is not one of the two slips.
+		{"a field written name: value",
+			"job \"a\" { cmd: \"echo\" }\n",
+			`test.lua:1: syntax error near "echo" (fields are written name = value, not name: value)`},
+		{"a field written name: value, a number, on its own line",
+			"job \"a\" {\n  cmd = \"x\",\n  cpus: 4,\n}\n",
+			`test.lua:3: syntax error near "4" (fields are written name = value, not name: value)`},
+
+		// No hint where the shape is not one of the slips.
 		{"a name after a name on its line",
 			"x = 1\nfoo bar\n",
 			`test.lua:2: syntax error: parse error near "bar"`},
