@@ -777,7 +777,7 @@ func TestDaemonDepsParentGone(t *testing.T) {
 		t.Fatalf("train, its parent gone: %+v", j)
 	}
 	out, _, _ := d.cli("status")
-	if !strings.Contains(out, "after prep, which is not declared (berth check") {
+	if !strings.Contains(out, "after prep, which is not declared (declare it") {
 		t.Errorf("berth status does not say prep is not declared:\n%s", out)
 	}
 	d.open("go")

@@ -807,7 +807,7 @@ func msgAfterOne(job, file string, p supervisor.Dependency, now time.Time) strin
 	case "invalid", "unplaceable", "disabled":
 		return fmt.Sprintf("%s, which is %s; %s (berth show %s says why; %s)", lead, p.State, when, quoteArg(name), anyway)
 	case "unknown":
-		return fmt.Sprintf("%s, which is not declared (berth check %s / berth status shows the files' errors)", lead, quoteArg(file))
+		return fmt.Sprintf("%s, which is not declared (declare it, or fix the file that declares it: berth status shows the files' errors; berth check %s checks this one)", lead, quoteArg(file))
 	case "waiting":
 		if p.Upstream != nil {
 			// Held for good further up: that job is what to look at.
