@@ -228,6 +228,17 @@ quota "` + alice + `" { cpus = 1 }`})
 		!strings.Contains(errOut, msgSubmitWouldReplace(filepath.Join(other, "train.lua"), filepath.Join(spool, alice, "train.lua"))) {
 		t.Errorf("alice's submit of another train.lua: exit %d\n%s", code, errOut)
 	}
+	// One with errors says them first: --replace would lead only to them
+	// (trial AQ).
+	withErrors := filepath.Join(src, "v3")
+	if err := os.Mkdir(withErrors, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeReadable(t, filepath.Join(withErrors, "train.lua"), `job "other" { cmd = "sleep 600", cpus = "x" }`)
+	if out, errOut, code := a.run("", nil, "submit", filepath.Join(withErrors, "train.lua")); code != exitFailed ||
+		!strings.Contains(out+errOut, `field "cpus"`) || strings.Contains(errOut, "--replace") {
+		t.Errorf("alice's submit of another train.lua with errors: exit %d\n%s%s", code, out, errOut)
+	}
 	if _, errOut, code := a.run("", nil, "submit", filepath.Join(src, "train.lua"), filepath.Join(other, "train.lua")); code != exitUsage ||
 		!strings.Contains(errOut, "would both be train.lua in your job directory") {
 		t.Errorf("alice's submit of two train.lua: exit %d\n%s", code, errOut)

@@ -51,6 +51,7 @@ func runSubmit(c *cli, args []string) int {
 	}
 	files := make([]supervisor.CheckFile, 0, len(rest))
 	given := map[string]string{} // the path each will have → the one given
+	wouldReplace := ""           // what a file of the same name, not asked to be replaced, says
 	for _, path := range rest {
 		name := filepath.Base(path)
 		if fi, err := os.Stat(path); err == nil && fi.IsDir() {
@@ -76,16 +77,21 @@ func runSubmit(c *cli, args []string) int {
 		}
 		// A file of that name is replaced only when asked: its jobs that
 		// the new one does not declare would be stopped, running or not.
-		// (One that cannot be read is left to the write to say why.)
-		if old, err := os.ReadFile(target); !*replace && err == nil && !bytes.Equal(old, b) {
-			fmt.Fprintln(c.stderr, msgSubmitWouldReplace(path, target))
-			return exitFailed
+		// (One that cannot be read is left to the write to say why.) Said
+		// once the files are checked: --replace would only lead to their
+		// errors (trial AQ).
+		if old, err := os.ReadFile(target); !*replace && err == nil && !bytes.Equal(old, b) && wouldReplace == "" {
+			wouldReplace = msgSubmitWouldReplace(path, target)
 		}
 		files = append(files, supervisor.CheckFile{Name: name, Src: b})
 		given[target] = path
 	}
 	if _, code := c.checkFiles(cl, files, given); code != exitOK {
 		return code
+	}
+	if wouldReplace != "" {
+		fmt.Fprintln(c.stderr, wouldReplace)
+		return exitFailed
 	}
 	for _, file := range files {
 		if err := writeJobFile(me.JobsDir, file, me.Owner == ""); err != nil {
