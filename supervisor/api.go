@@ -203,6 +203,10 @@ func (d *Daemon) api() http.Handler {
 				writeJSON(w, http.StatusOK, left)
 				return
 			}
+			if verb.ev != evStop && resting(v.State) && v.Invalid == "" && v.Unfit == "" {
+				// Started again, it would be found unplaceable at once.
+				v.Unfit = d.unfit(name, v.Def)
+			}
 			if rf := admit(verb.ev, v.State, v.Invalid != "", !v.Def.Enabled, v.Unfit != ""); rf != refuseNone {
 				if all {
 					// One of every job that cannot be started or stopped
@@ -415,8 +419,11 @@ func (r refusal) code() string {
 func refusedWhy(r refusal, v jobView) string {
 	switch r {
 	case refuseUnplaceable:
-		if v.Unfit != "" {
+		switch {
+		case v.Unfit != "" && v.State == store.StateRunning:
 			return msgRunsOn(v.Unfit)
+		case v.Unfit != "":
+			return v.Unfit
 		}
 		return v.Why
 	case refuseDisabled:

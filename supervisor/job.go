@@ -535,13 +535,20 @@ func (j *job) refit() {
 	if j.life.state != store.StateRunning || j.invalid != "" {
 		return
 	}
-	var ue *accounting.UnplaceableError
-	if errors.As(j.d.placer.Placeable(j.request()), &ue) {
-		j.unfit = MsgUnplaceable(j.def.Pos, j.def.Name, j.def.Flavor, ue)
-		if j.unfit != was {
-			j.log.Warn("its run goes on, but it will not run again: it fits no machine now, or its owner's quota", "file", j.def.Pos.File, "line", j.def.Pos.Line, "why", j.unfit)
-		}
+	if j.unfit = j.d.unfit(j.name, j.def); j.unfit != "" && j.unfit != was {
+		j.log.Warn("its run goes on, but it will not run again: it fits no machine now, or its owner's quota", "file", j.def.Pos.File, "line", j.def.Pos.Line, "why", j.unfit)
 	}
+}
+
+// unfit says why a job of definition def would be found unplaceable were
+// it placed now: it fits no machine, or its owner's quota; "" where it
+// fits.
+func (d *Daemon) unfit(name string, def *luaapi.Job) string {
+	var ue *accounting.UnplaceableError
+	if errors.As(d.placer.Placeable(requestOf(name, def)), &ue) {
+		return MsgUnplaceable(def.Pos, def.Name, def.Flavor, ue)
+	}
+	return ""
 }
 
 // canSleep says whether the job's goroutine may end until something
@@ -1417,8 +1424,10 @@ func (j *job) recordEnd(reason store.Reason) {
 	}
 	// The run is over. Cleared here, inside the step that ended it, because
 	// the same step may start the next run (an unaccounted job is placed at
-	// once).
+	// once). So is what was said of it going on (trial AS: a refusal said
+	// so once it had ended).
 	j.run = runState{}
+	j.unfit = ""
 }
 
 // shutdown stops the run in progress with the job's own signal and timeout,

@@ -435,12 +435,17 @@ func TestInvalidRunGoesOn(t *testing.T) {
 	if js, _ := d.jobStatus("train"); js.State != "running" || js.Run != running.Run {
 		t.Errorf("after the restart refused: %s, run %d, want run %d running on", js.State, js.Run, running.Run)
 	}
-	if err := writeFile(mark, nil, 0o600); err != nil {
-		t.Fatal(err)
+	// Stopped, it is not started again (it would be found unplaceable at
+	// once), and the refusal no longer says its run goes on (trial AS).
+	if code, body := as(t, d, "root", "POST", jobPath("train")+"/stop"); code != http.StatusOK {
+		t.Fatalf("stop: %d %s", code, body)
 	}
-	waitJob(t, d, "train", "unplaceable once its run ended", func(js JobStatus) bool { return js.State == "unplaceable" })
-	if runs, _ := d.store.Runs("train", 0); len(runs) != 3 || runs[0].Reason != store.ReasonExited {
-		t.Errorf("its runs: %+v, want three, the last exited on its own", runs)
+	waitJob(t, d, "train", "stopped", func(js JobStatus) bool { return js.State == "stopped" })
+	if code, body := as(t, d, "root", "POST", jobPath("train")+"/start"); code != http.StatusConflict || !strings.Contains(body, "asks for 64 cores") || strings.Contains(body, "goes on") {
+		t.Errorf("a start of it stopped: %d %s, want it refused, as it fits no machine", code, body)
+	}
+	if js, _ := d.jobStatus("train"); js.State != "stopped" {
+		t.Errorf("after the start refused: %s, want stopped", js.State)
 	}
 }
 

@@ -587,9 +587,9 @@ const (
 // because it was just disabled is not yet in state disabled. The control
 // socket answers with the refusal; the job's goroutine asks again when the
 // request reaches it, since the job may have moved in between. A stop is
-// always taken. A restart of a job whose run goes on though its
-// definition, edited since, fits no machine (unfit) is refused too: it
-// would stop the run and start nothing (trial AR).
+// always taken. One whose definition fits no machine or its owner's quota
+// now (unfit) is refused a restart, which would stop a run going on and
+// start nothing (trial AR), and, at rest, a start (trial AS).
 func admit(k eventKind, s store.State, invalid, disabled, unfit bool) refusal {
 	switch {
 	case k == evStop:
@@ -598,7 +598,7 @@ func admit(k eventKind, s store.State, invalid, disabled, unfit bool) refusal {
 		return refuseInvalid
 	case disabled || s == store.StateDisabled:
 		return refuseDisabled
-	case s == store.StateUnplaceable, unfit && k == evRestart:
+	case s == store.StateUnplaceable, unfit && (k == evRestart || resting(s)):
 		return refuseUnplaceable
 	}
 	return refuseNone

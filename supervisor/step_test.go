@@ -614,6 +614,13 @@ func TestAdmitEveryState(t *testing.T) {
 	if got := admit(evRestart, store.StateRunning, false, false, true); got != refuseUnplaceable {
 		t.Errorf("a restart of a run whose definition fits no machine now: %d, want %d", got, refuseUnplaceable)
 	}
+	// At rest, a start would find it so at once; running, it is running.
+	if got := admit(evStart, store.StateStopped, false, false, true); got != refuseUnplaceable {
+		t.Errorf("a start of a job stopped whose definition fits no machine now: %d, want %d", got, refuseUnplaceable)
+	}
+	if got := admit(evStart, store.StateRunning, false, false, true); got != refuseNone {
+		t.Errorf("a start of a run going on whose definition fits no machine now: %d, want none (it runs)", got)
+	}
 }
 
 func btoi(b bool) int {
