@@ -36,6 +36,10 @@ var ThreadVars = []string{
 // script (torch.cuda.set_per_process_memory_fraction).
 var ShareVars = []string{"XLA_PYTHON_CLIENT_MEM_FRACTION", "TF_FORCE_GPU_ALLOW_GROWTH"}
 
+// CardVars are set for a run's cards: which it may open, and the order
+// their indices count in (below, Env).
+var CardVars = []string{"CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER"}
+
 // ReservedPrefix starts the names of the variables berth sets on every run
 // (BERTH_JOB, BERTH_RUN, BERTH_CPUS, BERTH_GPUS, BERTH_GPU_MEM for a share,
 // BERTH_ARRAY_INDEX, BERTH_ARRAY_SIZE, and the supervisor's

@@ -329,7 +329,7 @@ func hasKey(m map[string]string, k string) bool {
 // environment a job is started with").
 func derivedVar(key string) bool {
 	return slices.Contains(accounting.ThreadVars, key) || slices.Contains(accounting.ShareVars, key) ||
-		key == "CUDA_VISIBLE_DEVICES" || slices.Contains(accounting.RunVars, key)
+		slices.Contains(accounting.CardVars, key) || slices.Contains(accounting.RunVars, key)
 }
 
 // loginVar tells the variables a job with a user gets from its passwd

@@ -598,7 +598,7 @@ func TestRenderShow(t *testing.T) {
 			Resources: supervisor.Size{CPUs: 8, GPUs: 2}, Env: map[string]string{}, Restart: "no",
 			StopSignal: "SIGINT", StopTimeout: "1m", Priority: 10, OnChange: "restart", Enabled: true,
 		},
-		NextEnv: []string{"BERTH_CPUS=8", "BERTH_GPUS=0,1", "BERTH_JOB=train-llama-7b-lora", "BERTH_RUN=next", "CUDA_VISIBLE_DEVICES=0,1", "OMP_NUM_THREADS=8"},
+		NextEnv: []string{"BERTH_CPUS=8", "BERTH_GPUS=0,1", "BERTH_JOB=train-llama-7b-lora", "BERTH_RUN=next", "CUDA_DEVICE_ORDER=PCI_BUS_ID", "CUDA_VISIBLE_DEVICES=0,1", "OMP_NUM_THREADS=8"},
 		Runs:    []supervisor.RunView{},
 		Logs:    "/var/lib/berth/logs/train-llama-7b-lora.log",
 	}
