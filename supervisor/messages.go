@@ -250,12 +250,20 @@ func msgNotPermitted(uid uint32, group, adminGroup string) string {
 }
 
 // msgNotYours refuses what a caller asked of a job that is not theirs:
-// act is what they asked, "stop it" or "read its output".
+// act is what they asked, "stop it" or "read its output"; adminGroup is
+// "" where the admin group does not exist.
 func msgNotYours(job, owner, act, adminGroup string) string {
-	if owner == "" {
-		return fmt.Sprintf("%s is an administrators' job; only root or a member of %s can %s (berth status shows each job's owner)", job, adminGroup, act)
+	admins := "a member of " + adminGroup
+	if adminGroup == "" {
+		admins = "root"
 	}
-	return fmt.Sprintf("%s belongs to %s; only %s or a member of %s can %s", job, owner, owner, adminGroup, act)
+	if owner == "" {
+		if adminGroup != "" {
+			admins = "root or " + admins
+		}
+		return fmt.Sprintf("%s is an administrators' job; only %s can %s (berth status shows each job's owner)", job, admins, act)
+	}
+	return fmt.Sprintf("%s belongs to %s; only %s or %s can %s", job, owner, owner, admins, act)
 }
 
 // msgFirstInLine names the job first in the placer's queue, which a job

@@ -106,7 +106,7 @@ func TestMessagesGolden(t *testing.T) {
 		MsgQuotaWait("guest", QuotaView{Held: Size{GPUMemBytes: 20 * accounting.GiB}, Quota: Size{GPUs: 1, CPUs: -1, RAMBytes: -1, GPUMemBytes: -1}, CardBytes: 24 * accounting.GiB},
 			Size{CPUs: 1, GPUMemBytes: 10 * accounting.GiB}),
 		msgNotYours("alice/train", "alice", "stop it", "berth-admin"),
-		msgNotYours("shared", "", "read its output", "berth-admin"),
+		msgNotYours("shared", "", "read its output", "berth-admin"), msgNotYours("alice/train", "alice", "stop it", ""),
 		msgEnvHidden("alice/train", "alice", "berth-admin"),
 		msgEnvHidden("shared", "", "berth-admin"),
 		msgBadRun("x"),

@@ -525,6 +525,21 @@ job "free" { cmd = "sleep 600", cpus = 0 }`)
 	}
 }
 
+// TestPeopleNoAdminGroup: where the admin group does not exist, a refusal
+// sends no one to it (trial AS).
+func TestPeopleNoAdminGroup(t *testing.T) {
+	t.Parallel()
+	d, spool, _ := peopleDaemon(t, "", func(cfg *Config) { cfg.AdminGroup = "btsnosuchgroup" })
+	writeAs(t, spool, testAlice, "jobs.lua", `job "train" { cmd = "sleep 600" }`)
+	reload(t, d)
+	alices := testAlice + "/train"
+	waitJob(t, d, alices, "running", func(js JobStatus) bool { return js.State == "running" })
+	code, body := as(t, d, testBob, "POST", jobPath(alices)+"/stop")
+	if want := "only " + testAlice + " or root can stop it"; code != http.StatusForbidden || !strings.Contains(body, want) {
+		t.Errorf("bob's stop of alice's job: %d %s, want %q", code, body, want)
+	}
+}
+
 // TestPeopleFairShare: alice queues 20 one-card jobs on a 2-card box, then
 // bob queues one: bob's starts at the next free card, before the 18 of
 // alice's that queued before it.
