@@ -627,6 +627,14 @@ func MsgShort(asked, short Size) string {
 	return strings.Join(parts, "; ")
 }
 
+// CardsWorth is what the cards q.Held holds whole and its shares come to
+// in cards, a share counting as its part of a card of q.CardBytes
+// (known), rounded down to a hundredth: "0.83".
+func CardsWorth(q QuotaView) string {
+	worth := float64(q.Held.GPUs) + float64(q.Held.GPUMemBytes)/float64(q.CardBytes)
+	return strconv.FormatFloat(math.Floor(worth*100)/100, 'f', -1, 64)
+}
+
 // MsgQuotaWait says why a person's job waits with the machine free enough:
 // it would take its owner past their quota. "alice holds 2 of their 2 cards
 // (quota)": each resource the quota holds back is named. The daemon
@@ -650,10 +658,8 @@ func MsgQuotaWait(owner string, q QuotaView, asked Size) string {
 		if q.CardBytes > 0 {
 			// What the shares come to, or "0 of their 1 card" reads as
 			// room (trials AJ, AR).
-			worth := float64(q.Held.GPUs) + float64(q.Held.GPUMemBytes)/float64(q.CardBytes)
 			part = fmt.Sprintf("%s of their %s in all: %d whole, and %s of gpu memory in shares, every %s counting as a card",
-				strconv.FormatFloat(math.Floor(worth*100)/100, 'f', -1, 64), accounting.Count(l, "card"), q.Held.GPUs,
-				accounting.FormatSize(q.Held.GPUMemBytes), accounting.FormatSize(q.CardBytes))
+				CardsWorth(q), accounting.Count(l, "card"), q.Held.GPUs, accounting.FormatSize(q.Held.GPUMemBytes), accounting.FormatSize(q.CardBytes))
 		}
 		parts = append(parts, part)
 	}

@@ -333,13 +333,14 @@ func msgYourQuota(owner string, q supervisor.QuotaView) string {
 	}
 	if l := q.Quota.GPUs; l >= 0 {
 		cards := fmt.Sprintf("%d of %s", q.Held.GPUs, count(l, "card"))
-		if q.Quota.GPUMemBytes < 0 {
-			// Shares count as cards, a card's memory as one.
-			cards += fmt.Sprintf(" (shares of cards count: %s of gpu memory held in shares", accounting.FormatSize(q.Held.GPUMemBytes))
-			if q.CardBytes > 0 {
-				cards += fmt.Sprintf(", every %s counting as a card", accounting.FormatSize(q.CardBytes))
-			}
-			cards += ")"
+		switch {
+		case q.Quota.GPUMemBytes < 0 && q.CardBytes > 0:
+			// Shares count as cards, a card's memory as one: what they
+			// come to, or "0 of 1" reads as room (trial AS).
+			cards = fmt.Sprintf("%s of %s in all (%d whole, and %s of gpu memory in shares, every %s counting as a card)", supervisor.CardsWorth(q),
+				count(l, "card"), q.Held.GPUs, accounting.FormatSize(q.Held.GPUMemBytes), accounting.FormatSize(q.CardBytes))
+		case q.Quota.GPUMemBytes < 0:
+			cards += fmt.Sprintf(" (shares of cards count: %s of gpu memory held in shares)", accounting.FormatSize(q.Held.GPUMemBytes))
 		}
 		parts = append(parts, cards)
 	}
