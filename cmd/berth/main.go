@@ -137,7 +137,7 @@ func init() {
 			run:     runReload},
 		{name: "check", args: "[FILE|DIR...] [--json] [--cpus N] [--gpus N] [--ram SIZE] [--gpu-mem SIZE] [--file-budget D] [--socket PATH]",
 			summary: "validate job files without a daemon; exit 1 on any error",
-			example: "berth check /etc/berth/jobs.d\nberth check train.lua --gpus 4",
+			example: "berth check    # no FILE: your job files, where the daemon that answers reads them\nberth check /etc/berth/jobs.d\nberth check train.lua --gpus 4",
 			run:     runCheck},
 		{name: "machine", args: "[--json] [--cpus N] [--gpus N] [--ram SIZE] [--gpu-mem SIZE]",
 			summary: "what this machine offers jobs, and who holds it when a daemon runs",

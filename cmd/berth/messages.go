@@ -602,7 +602,7 @@ func msgNotJobFileName(path string) string {
 // msgSubmitDir: berth submit takes files; a directory's are named one by
 // one (trial AQ: told to rename the directory).
 func msgSubmitDir(path string) string {
-	return fmt.Sprintf("berth submit: %s is a directory; submit its job files: berth submit %s", path, supervisor.QuoteArg(path)+"/*.lua")
+	return fmt.Sprintf("berth submit: %s is a directory; submit its job files: berth submit %s", path, supervisor.QuoteArg(filepath.Clean(path))+"/*.lua")
 }
 
 func msgCannotWriteJobFile(dir string, err error) string {
