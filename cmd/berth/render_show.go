@@ -39,7 +39,13 @@ func renderShow(w io.Writer, d supervisor.JobDetail, o renderOptions) {
 		kv.add("owner", plainSpan(st.Owner))
 	}
 	if why := reason(st, now); why != "" {
-		if a := st.Array; a != nil && a.Queued != nil && (st.Short != nil || st.Quota != nil) {
+		switch a := st.Array; {
+		case a == nil || a.Queued == nil:
+		case st.Quota != nil:
+			// Held by its owner's quota, outside the machine's queue
+			// (trial AS).
+			why = fmt.Sprintf("index %d, waiting: %s", *a.Queued, why)
+		case st.Short != nil:
 			// An array waits in the placer's queue through one index.
 			why = fmt.Sprintf("index %d, in the queue: %s", *a.Queued, why)
 		}

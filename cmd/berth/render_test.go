@@ -665,6 +665,20 @@ func TestRenderShow(t *testing.T) {
 	}
 }
 
+// TestRenderShowArrayOnQuota: an array whose index waits on its owner's
+// quota is not said to be in the machine's queue (trial AS).
+func TestRenderShowArrayOnQuota(t *testing.T) {
+	d := arrayDetail()
+	d.Status.Short = nil
+	d.Status.Owner, d.Status.Why = "alice", "alice holds 3 of their 3 cards (quota; berth status --owner alice shows their jobs)"
+	d.Status.Quota = &supervisor.QuotaView{Held: supervisor.Size{GPUs: 3}, Quota: supervisor.Size{CPUs: -1, GPUs: 3, RAMBytes: -1, GPUMemBytes: -1}}
+	var b bytes.Buffer
+	renderShow(&b, d, renderOptions{width: 200, now: renderNow})
+	if out := b.String(); !strings.Contains(out, "index 42, waiting: alice holds 3 of their 3 cards") || strings.Contains(out, "in the queue") {
+		t.Errorf("berth show of an array held by its owner's quota:\n%s", out)
+	}
+}
+
 // arrayDetail is berth show of the array sweep of arraysBox: its indices
 // by state, one state's ranges too long for a line of 80, and its last
 // runs, of several indices.
