@@ -87,12 +87,13 @@ func runCheck(c *cli, args []string) int {
 		}
 		fmt.Fprintln(c.stderr, msgCheckingDir(targets[0]))
 	}
-	if daemon != nil && me.Owner != "" && me.JobsDir != "" && !*asJSON && !machineGiven && ownJobFiles(targets, userJobs, me.Owner, daemon.Daemon.JobsDir) {
-		// A person's own files, beside the daemon that takes them from
-		// them, are checked by it as berth submit has them checked: with
-		// their files and quota in force, and their bound of jobs (read
-		// here, a file passed that submit then refused). Against another
-		// machine they are checked here.
+	// A person's own files, beside the daemon that takes them from them,
+	// are checked by it as berth submit has them checked: with their files
+	// and quota in force, and their bound of jobs (read here, a file passed
+	// that submit then refused). Against another machine they are checked
+	// here. With --json, what they declare is read here too, as theirs.
+	asSubmitted := daemon != nil && me.Owner != "" && me.JobsDir != "" && !machineGiven && ownJobFiles(targets, userJobs, me.Owner, daemon.Daemon.JobsDir)
+	if asSubmitted && !*asJSON {
 		fmt.Fprintln(c.stderr, msgCheckAgainstDaemon(false))
 		return c.checkAsSubmitted(newClient(c.sockets(*socket)...), targets, me.JobsDir)
 	}
@@ -105,8 +106,20 @@ func runCheck(c *cli, args []string) int {
 		// What is in a person's job directory is theirs, as the system
 		// daemon evaluates it: their jobs, their rules, their quota.
 		owner, ownerUID := personOf(userJobs, target)
-		if owner == "" && me.Owner != "" && ownedByCaller(target) {
+		if owner == "" && me.Owner != "" && (ownedByCaller(target) || asSubmitted) {
 			owner = me.Owner
+		}
+		if asSubmitted {
+			// Read as berth submit reads it: its bytes are what the
+			// daemon is given, wherever it lies (trial AS: a colleague's
+			// directory was held to the administrators' rules).
+			b, err := readSubmitted(target)
+			if err != nil {
+				problems = append(problems, supervisor.Problem{Code: "unreadable", File: target, Text: msgCheckTarget(target, err)})
+				continue
+			}
+			srcs = append(srcs, luaapi.Source{Path: target, Src: b, Owner: owner})
+			continue
 		}
 		rules := rules
 		rules.Owner = ownerUID
@@ -185,6 +198,16 @@ func runCheck(c *cli, args []string) int {
 				problems = append(problems, p)
 			}
 		}
+	}
+	if asSubmitted {
+		// What the daemon finds is what berth submit would (trial AR:
+		// --json passed a file past its owner's quota), its evaluation
+		// of the same bytes included.
+		asked, code := c.problemsAsSubmitted(newClient(c.sockets(*socket)...), targets, me.JobsDir)
+		if code != exitOK {
+			return code
+		}
+		problems = asked
 	}
 	supervisor.SortProblems(problems)
 	if daemon == nil {
@@ -628,17 +651,11 @@ func inDir(dir, path string) bool {
 // their job directory, dir, as berth submit would write them, and says
 // what it found, each problem of a file by the path it was given as.
 func (c *cli) checkAsSubmitted(cl *client, targets []string, dir string) int {
-	files := make([]supervisor.CheckFile, 0, len(targets))
-	given := map[string]string{}
-	for _, t := range targets {
-		b, err := readSubmitted(t)
-		if err != nil {
-			fmt.Fprintln(c.stdout, escapeText(msgCheckTarget(t, err)))
-			fmt.Fprintln(c.stdout, msgCheckSummary(len(targets), 0, 0, 1))
-			return exitFailed
-		}
-		files = append(files, supervisor.CheckFile{Name: filepath.Base(t), Src: b})
-		given[filepath.Join(dir, filepath.Base(t))] = t
+	files, given, err := submittedFiles(targets, dir)
+	if err != nil {
+		fmt.Fprintln(c.stdout, escapeText(err.Error()))
+		fmt.Fprintln(c.stdout, msgCheckSummary(len(targets), 0, 0, 1))
+		return exitFailed
 	}
 	res, code := c.askCheck(cl, files)
 	if code != exitOK {
@@ -652,6 +669,42 @@ func (c *cli) checkAsSubmitted(cl *client, targets []string, dir string) int {
 		return exitFailed
 	}
 	return exitOK
+}
+
+// problemsAsSubmitted is checkAsSubmitted's problems, each of a file by
+// the path it was given as, for berth check --json.
+func (c *cli) problemsAsSubmitted(cl *client, targets []string, dir string) ([]supervisor.Problem, int) {
+	files, given, err := submittedFiles(targets, dir)
+	if err != nil {
+		return []supervisor.Problem{{Code: "unreadable", Text: err.Error()}}, exitOK
+	}
+	res, code := c.askCheck(cl, files)
+	if code != exitOK {
+		return nil, code
+	}
+	for i, p := range res.Problems {
+		res.Problems[i].Text = asGiven(p, given)
+		if path, ok := given[p.File]; ok {
+			res.Problems[i].File = path
+		}
+	}
+	return res.Problems, exitOK
+}
+
+// submittedFiles reads targets as berth submit would give them to the
+// daemon, and maps the paths they would have in dir to those given.
+func submittedFiles(targets []string, dir string) ([]supervisor.CheckFile, map[string]string, error) {
+	files := make([]supervisor.CheckFile, 0, len(targets))
+	given := map[string]string{}
+	for _, t := range targets {
+		b, err := readSubmitted(t)
+		if err != nil {
+			return nil, nil, errors.New(msgCheckTarget(t, err))
+		}
+		files = append(files, supervisor.CheckFile{Name: filepath.Base(t), Src: b})
+		given[filepath.Join(dir, filepath.Base(t))] = t
+	}
+	return files, given, nil
 }
 
 // ownedByCaller says whether path is the caller's own file or directory.

@@ -645,6 +645,16 @@ func TestCheckBesideThePeoplesDaemon(t *testing.T) {
 	if out, errOut, code := a.run("", nil, "check", wide); code != exitFailed || !strings.HasPrefix(out, wide+":1: ") || !strings.Contains(out, alice+"'s quota allows 1") {
 		t.Errorf("alice's check of a file past her quota: exit %d\n%s%s", code, out, errOut)
 	}
+	// With --json too (trial AR: no quota error), its jobs hers (a file
+	// with errors declares none).
+	for path, jobs := range map[string]int{wide: 1, copied: 0} {
+		out, errOut, code := a.run("", nil, "check", "--json", path)
+		var report checkJSON
+		if err := json.Unmarshal([]byte(out), &report); err != nil || code != exitFailed || len(report.Errors) != 1 || report.Errors[0].File != path ||
+			len(report.Jobs) != jobs || jobs > 0 && !strings.HasPrefix(report.Jobs[0].Name, alice+"/") {
+			t.Errorf("alice's check --json of %s: exit %d, %v\n%s%s", path, code, err, out, errOut)
+		}
+	}
 	// Every mistake of a file in one check, the daemon's as berth check's:
 	// a job past her quota beside one with a mistake of its own, and one
 	// after that one (declared, if with a mistake) said once.
