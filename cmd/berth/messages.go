@@ -113,7 +113,9 @@ func msgCheckTarget(target string, err error) string {
 		return fmt.Sprintf("%s: no such file or directory; name a job file or a directory of them (berth check FILE|DIR...)", target)
 	}
 	if os.IsPermission(err) {
-		return fmt.Sprintf("%s: permission denied; berth check reads files as you (sudo berth check %s)", target, target)
+		// Not sudo: a person is seldom one who may, and root's check
+		// holds the file to the administrators' rules (trial AS).
+		return fmt.Sprintf("%s: permission denied; berth check reads files as you (ls -l %s says whose it is: its owner may let you read it, or check it themselves)", target, supervisor.QuoteArg(target))
 	}
 	return fmt.Sprintf("%s: %v", target, err)
 }
