@@ -177,6 +177,21 @@ func (m *gateModel) check(what string) {
 // their runs end, stop and start again in, at most max_parallel indices
 // hold a place and one waits in the queue, and every index is let in at
 // last.
+// TestArrayRunsOnPastTheMachine: an array edited past the machine while
+// its indices run says, as a job does, that they go on but will not run
+// again (trial AS).
+func TestArrayRunsOnPastTheMachine(t *testing.T) {
+	t.Parallel()
+	d, dir := runDaemon(t, `job "sweep" { cmd = "sleep 600", cpus = 1, array = 2 }`, nil)
+	waitJob(t, d, "sweep", "running", func(js JobStatus) bool { return js.State == "running" && js.Array.Counts["running"] == 2 })
+	testkit.PutFile(t, filepath.Join(dir, "jobs.lua"), `job "sweep" { cmd = "sleep 600", cpus = 64, array = 2 }`)
+	reload(t, d)
+	js := waitJob(t, d, "sweep", "running on, saying why", func(js JobStatus) bool { return js.Why != "" })
+	if js.State != "running" || !strings.HasPrefix(js.Why, "its running indices go on, but will not run again: ") || !strings.Contains(js.Why, "asks for 64 cores") {
+		t.Errorf("the array edited past the machine: %s, why %q", js.State, js.Why)
+	}
+}
+
 func TestArrayGateModel(t *testing.T) {
 	t.Parallel()
 	for seed := uint64(1); seed <= 200; seed++ {

@@ -420,6 +420,12 @@ const CannotStart = "cannot start: "
 // being runnable: what follows quotes its file.
 const runsOn = "its run goes on, but it will not run again: "
 
+// msgIndicesRunOn is msgRunsOn for an array whose running indices'
+// declaration cannot run any more, or fits no machine.
+func msgIndicesRunOn(why string) string {
+	return "its running indices go on, but will not run again: " + why
+}
+
 // msgRunsEarlierDefinition is the why of a job whose run started from an
 // earlier definition (on_change = "finish"): the new one applies from its
 // next run, which a service, never ending, does not come to by itself.

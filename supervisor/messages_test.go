@@ -22,7 +22,7 @@ func TestMessagesGolden(t *testing.T) {
 	unplaceable := &accounting.UnplaceableError{Asked: accounting.Resources{CPUs: 2, GPUs: 4},
 		Largest: accounting.Capacity{Name: "local", CPUIDs: []int{0, 1, 2, 3}, GPUs: 2}}
 	lines := []string{
-		msgNotLoadedYet("train"), msgRunsEarlierDefinition("serve", true), msgRunsEarlierDefinition("train", false), msgOutputCut("train", "/var/lib/berth/logs", time.Date(2026, 12, 6, 14, 3, 5, 0, time.UTC), errors.New("write /var/lib/berth/logs/train.log: no space left on device"), nil),
+		msgNotLoadedYet("train"), msgRunsEarlierDefinition("serve", true), msgIndicesRunOn("jobs.d/sweep.lua:1: job \"sweep\" asks for 64 cores; this machine has 2 (berth machine shows what it has)"), msgRunsEarlierDefinition("train", false), msgOutputCut("train", "/var/lib/berth/logs", time.Date(2026, 12, 6, 14, 3, 5, 0, time.UTC), errors.New("write /var/lib/berth/logs/train.log: no space left on device"), nil),
 		msgOutputCut("train", "/var/lib/berth/logs", time.Date(2026, 12, 6, 14, 3, 5, 0, time.UTC), errors.New("write /var/lib/berth/logs/train.log: no space left on device"), []string{"eval", "prep"}), msgNoSuchJob("train", "", 0), msgNoSuchJob("train", "", 1), msgNoSuchJob("train", "", 3), msgNoSuchJob("trian", "train", 0), msgNoSuchJob("trian", "train", 2), msgJobGone("ticker", true), msgJobGone("ticker", false),
 		msgStopping("it ran past its timeout of 12h", "SIGINT"),
 		msgStoppingSent("stopped on request (berth stop)", "SIGTERM"),

@@ -642,6 +642,18 @@ func arrayStatus(a *array, members []JobStatus) JobStatus {
 		out.Why = MsgArrayFull(def.MaxParallel, c.inLine)
 	}
 	switch out.State {
+	case store.StateRunning.String():
+		if out.Why != "" {
+			break
+		}
+		// Its indices running say they will not run again; the array
+		// says it too (trial AS: "3 running · 2 unplaceable", and why not).
+		for _, m := range members {
+			if why, ok := strings.CutPrefix(m.Why, runsOn); ok && m.State == out.State {
+				out.Why = msgIndicesRunOn(why)
+				break
+			}
+		}
 	case store.StateDone.String():
 		out.Why = runsAgainWhy
 	case store.StateFailed.String():
