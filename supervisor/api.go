@@ -203,10 +203,7 @@ func (d *Daemon) api() http.Handler {
 				writeJSON(w, http.StatusOK, left)
 				return
 			}
-			if verb.ev != evStop && resting(v.State) && v.Invalid == "" && v.Unfit == "" {
-				// Started again, it would be found unplaceable at once.
-				v.Unfit = d.unfit(name, v.Def)
-			}
+			v.Unfit = d.unfitToStart(verb.ev, name, v)
 			if rf := admit(verb.ev, v.State, v.Invalid != "", !v.Def.Enabled, v.Unfit != ""); rf != refuseNone {
 				if all {
 					// One of every job that cannot be started or stopped
@@ -408,6 +405,16 @@ func writeNoAnswer(w http.ResponseWriter, err error) {
 	writeError(w, http.StatusServiceUnavailable, CodeUnavailable, msgNoAnswer(err))
 }
 
+// unfitToStart is why job name, in view v, fits no machine or its owner's
+// quota: for a run going on, as the job said it (v.Unfit); for a start or
+// a restart of one at rest, as it would be found at once (trial AS).
+func (d *Daemon) unfitToStart(ev eventKind, name string, v jobView) string {
+	if ev == evStop || !resting(v.State) || v.Invalid != "" || v.Unfit != "" {
+		return v.Unfit
+	}
+	return d.unfit(name, v.Def)
+}
+
 // code is the API's error code for a refusal.
 func (r refusal) code() string {
 	switch r {
@@ -477,6 +484,7 @@ func (d *Daemon) controlArray(w http.ResponseWriter, r *http.Request, c caller, 
 		case ev == evStart && !resting(v.State) && !(all && v.RestsStopped) && !(ignoreDeps && v.After != nil):
 			continue // under way already
 		}
+		v.Unfit = d.unfitToStart(ev, j.name, v)
 		if rf := admit(ev, v.State, v.Invalid != "", !v.Def.Enabled, v.Unfit != ""); rf != refuseNone {
 			refused, invalid = rf, refusedWhy(rf, v)
 			continue

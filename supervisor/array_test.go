@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -189,6 +190,14 @@ func TestArrayRunsOnPastTheMachine(t *testing.T) {
 	js := waitJob(t, d, "sweep", "running on, saying why", func(js JobStatus) bool { return js.Why != "" })
 	if js.State != "running" || !strings.HasPrefix(js.Why, "its running indices go on, but will not run again: ") || !strings.Contains(js.Why, "asks for 64 cores") {
 		t.Errorf("the array edited past the machine: %s, why %q", js.State, js.Why)
+	}
+	// Stopped, it is not started again: it would be found unplaceable.
+	if code, body := as(t, d, "root", "POST", jobPath("sweep")+"/stop"); code != http.StatusOK {
+		t.Fatalf("stop: %d %s", code, body)
+	}
+	waitJob(t, d, "sweep", "stopped", func(js JobStatus) bool { return js.State == "stopped" })
+	if code, body := as(t, d, "root", "POST", jobPath("sweep")+"/start"); code != http.StatusConflict || !strings.Contains(body, "asks for 64 cores") {
+		t.Errorf("a start of the array stopped: %d %s, want it refused", code, body)
 	}
 }
 
