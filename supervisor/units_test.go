@@ -890,8 +890,13 @@ func TestUnitsStopKilledWhileAway(t *testing.T) {
 	j.in.post(jobMessage{ev: &event{kind: evStop}})
 	js := waitJob(t, d, "svc", "stopping", func(js JobStatus) bool { return js.State == "stopping" })
 	stop()
-	// The killer's SIGKILL, a moment after the deadline.
-	b.manager.EndedAgo(unit, "signal", unitstest.CLDKilled, int32(syscall.SIGKILL), -time.Until(js.KillAt.Add(10*time.Millisecond)))
+	// The killer's SIGKILL, a moment after the deadline, which is past by
+	// the time the next daemon looks (an end said to come later is taken
+	// as now, before the deadline: without -race, a fast machine got here
+	// within the stop_timeout).
+	killed := js.KillAt.Add(10 * time.Millisecond)
+	testkit.WaitFor(t, 20*time.Second, "the stop's deadline to pass", func() bool { return time.Now().After(killed) })
+	b.manager.EndedAgo(unit, "signal", unitstest.CLDKilled, int32(syscall.SIGKILL), time.Since(killed))
 	d, _ = b.start()
 	waitJob(t, d, "svc", "stopped", func(js JobStatus) bool { return js.State == "stopped" })
 	runs := runsOf(t, d, "svc")
