@@ -852,8 +852,10 @@ job "whole" { cmd = "sleep 600", cpus = 2, array = 3 }`, nil)
 // when the last of their SIGKILLs comes, as a job does (trial AI: none).
 func TestArrayStoppingKillAt(t *testing.T) {
 	t.Parallel()
-	d, _ := runDaemon(t, `job "sw" { cmd = { "sh", "-c", "trap '' TERM; while :; do sleep 0.1; done" }, cpus = 0, array = 2, stop_timeout = "5s" }`, nil)
+	out := t.TempDir()
+	d, _ := runDaemon(t, `job "sw" { cmd = { "sh", "-c", "trap '' TERM; touch `+out+`/trapped.$BERTH_ARRAY_INDEX; while :; do sleep 0.1; done" }, cpus = 0, array = 2, stop_timeout = "5s" }`, nil)
 	waitJob(t, d, "sw", "running", func(js JobStatus) bool { return js.Array != nil && js.Array.Counts["running"] == 2 })
+	waitFiles(t, filepath.Join(out, "trapped.1"), filepath.Join(out, "trapped.2"))
 	asked := time.Now()
 	if code, body := as(t, d, "root", "POST", jobPath("sw")+"/stop"); code != 200 {
 		t.Fatalf("stop sw: %d %s", code, body)

@@ -22,7 +22,7 @@ func TestEscapeesStoppedAsTheRun(t *testing.T) {
 	out := t.TempDir()
 	// One escapee ends when told; the other is deaf, and says it heard.
 	escapee := func(name, onTerm string) string {
-		return `setsid sh -c 'echo $$ > ` + out + `/` + name + `.pid; trap "` + onTerm + `" TERM; while :; do sleep 0.05; done' &`
+		return `setsid sh -c 'trap "` + onTerm + `" TERM; echo $$ > ` + out + `/` + name + `.pid; while :; do sleep 0.05; done' &`
 	}
 	d, _ := runDaemon(t, `job "polite" { cmd = { "sh", "-c", "`+strings.ReplaceAll(escapee("polite", "echo termed > "+out+"/polite.termed; exit 0"), `"`, `\"`)+` wait" }, cpus = 0, stop_timeout = "1h" }
 job "deaf" { cmd = { "sh", "-c", "`+strings.ReplaceAll(escapee("deaf", "echo heard >> "+out+"/deaf.heard"), `"`, `\"`)+` wait" }, cpus = 0, stop_timeout = "1s" }`, nil)

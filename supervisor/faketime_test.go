@@ -795,10 +795,11 @@ job "wait" { cmd = "sleep 600", cpus = 1 }`}
 // stopped, or runs again, once the run has ended.
 func TestStopAskedDuringATimeoutsStop(t *testing.T) {
 	t.Parallel()
-	free := filepath.Join(t.TempDir(), "free")
-	d, clk := fakeTimeDaemon(t, `job "tmo" { cmd = { "sh", "-c", "trap '' TERM; while [ ! -e `+free+` ]; do sleep 0.05; done" },
+	free, trapped := filepath.Join(t.TempDir(), "free"), filepath.Join(t.TempDir(), "trapped")
+	d, clk := fakeTimeDaemon(t, `job "tmo" { cmd = { "sh", "-c", "trap '' TERM; touch `+trapped+`; while [ ! -e `+free+` ]; do sleep 0.05; done" },
 		cpus = 1, timeout = "1m", stop_timeout = "1h", restart = "on-failure" }`)
 	waitJob(t, d, "tmo", "running", func(js JobStatus) bool { return js.State == "running" })
+	waitFiles(t, trapped)
 	clk.Advance(time.Minute)
 	waitJob(t, d, "tmo", "stopping", func(js JobStatus) bool { return js.State == "stopping" })
 	for _, c := range []struct{ verb, then string }{
@@ -876,11 +877,12 @@ func TestInvalidSinceOutlivesTheDaemon(t *testing.T) {
 // daemon's start, behind a job that came later).
 func TestWaitAfterStopOutlivesTheDaemon(t *testing.T) {
 	t.Parallel()
-	gate := filepath.Join(t.TempDir(), "go")
-	slowJob := `job "slow" { cmd = { "sh", "-c", "trap 'while [ ! -e ` + gate + ` ]; do sleep 0.05; done; exit 0' TERM; while true; do sleep 0.05; done" }, cpus = 1, stop_timeout = "5m" }`
+	gate, trapped := filepath.Join(t.TempDir(), "go"), filepath.Join(t.TempDir(), "trapped")
+	slowJob := `job "slow" { cmd = { "sh", "-c", "trap 'while [ ! -e ` + gate + ` ]; do sleep 0.05; done; exit 0' TERM; touch ` + trapped + `; while true; do sleep 0.05; done" }, cpus = 1, stop_timeout = "5m" }`
 	lives := daemonLives{t: t, jobs: slowJob, tune: func(cfg *Config) { cfg.Machine.CPUs, cfg.Machine.CPUIDs = 1, []int{0} }}
 	d, stop := lives.start()
 	slow := waitJob(t, d, "slow", "running", func(js JobStatus) bool { return js.State == "running" })
+	waitFiles(t, trapped)
 	if err := writeFile(filepath.Join(lives.jobsDir, "hog.lua"), []byte(`job "hog" { cmd = "sleep 600", cpus = 1 }`), 0o600); err != nil {
 		t.Fatal(err)
 	}

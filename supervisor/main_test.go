@@ -17,6 +17,7 @@ import (
 	"github.com/berthd/berth/accounting"
 	"github.com/berthd/berth/luaapi"
 	"github.com/berthd/berth/probes"
+	"github.com/berthd/berth/supervisor/testkit"
 )
 
 // TestMain lets the test binary be the evaluating child, as berth's hidden
@@ -88,6 +89,21 @@ const slowFile = 300 * time.Millisecond
 // testEvaluator evaluates in this test binary.
 func testEvaluator() *Evaluator {
 	return &Evaluator{Command: []string{os.Args[0]}, Env: append(os.Environ(), "BERTH_TEST_EVAL=1"), UID: -1, GID: -1}
+}
+
+// waitFiles waits for each of paths to be there: a job's script says so
+// once it is as far as a test needs (its trap for SIGTERM set: a stop that
+// came before it would end the run at once, without -race most of all).
+func waitFiles(t testing.TB, paths ...string) {
+	t.Helper()
+	testkit.WaitFor(t, 20*time.Second, strings.Join(paths, ", ")+" to be there", func() bool {
+		for _, p := range paths {
+			if _, err := os.Stat(p); err != nil {
+				return false
+			}
+		}
+		return true
+	})
 }
 
 // runDaemon runs a daemon in t's temporary directory over a jobs directory

@@ -668,11 +668,12 @@ job "next" { cmd = "true", cpus = 0, after = "typo" }`)
 func TestRemovedWhileStopping(t *testing.T) {
 	t.Parallel()
 	d, dir := runDaemon(t, "", nil)
-	path, free := filepath.Join(dir, "deaf.lua"), filepath.Join(t.TempDir(), "free")
-	src := `job "deaf" { cmd = { "sh", "-c", "trap '' TERM; while [ ! -e ` + free + ` ]; do sleep 0.05; done" }, cpus = 1, stop_timeout = "1m" }`
+	path, free, trapped := filepath.Join(dir, "deaf.lua"), filepath.Join(t.TempDir(), "free"), filepath.Join(t.TempDir(), "trapped")
+	src := `job "deaf" { cmd = { "sh", "-c", "trap '' TERM; touch ` + trapped + `; while [ ! -e ` + free + ` ]; do sleep 0.05; done" }, cpus = 1, stop_timeout = "1m" }`
 	testkit.PutFile(t, path, src)
 	reload(t, d)
 	first := waitJob(t, d, "deaf", "running", func(js JobStatus) bool { return js.State == "running" })
+	waitFiles(t, trapped)
 	if err := os.Remove(path); err != nil {
 		t.Fatal(err)
 	}
@@ -734,14 +735,15 @@ func TestRemovedWhileStopping(t *testing.T) {
 func TestStopTimeoutEditedReachesTheStop(t *testing.T) {
 	t.Parallel()
 	d, dir := runDaemon(t, "", nil)
-	path, free := filepath.Join(dir, "deaf.lua"), filepath.Join(t.TempDir(), "free")
+	path, free, trapped := filepath.Join(dir, "deaf.lua"), filepath.Join(t.TempDir(), "free"), filepath.Join(t.TempDir(), "trapped")
 	t.Cleanup(func() { _ = writeFile(free, nil, 0o600) }) // should the test fail with it stopping
 	deaf := func(stopTimeout string) string {
-		return `job "deaf" { cmd = { "sh", "-c", "trap '' TERM; while [ ! -e ` + free + ` ]; do sleep 0.05; done" }, cpus = 1, stop_timeout = "` + stopTimeout + `" }`
+		return `job "deaf" { cmd = { "sh", "-c", "trap '' TERM; touch ` + trapped + `; while [ ! -e ` + free + ` ]; do sleep 0.05; done" }, cpus = 1, stop_timeout = "` + stopTimeout + `" }`
 	}
 	testkit.PutFile(t, path, deaf("1h"))
 	reload(t, d)
 	first := waitJob(t, d, "deaf", "running", func(js JobStatus) bool { return js.State == "running" })
+	waitFiles(t, trapped)
 	if code, body := as(t, d, "root", "POST", jobPath("deaf")+"/stop"); code != 200 {
 		t.Fatalf("berth stop deaf: %d %s", code, body)
 	}
@@ -794,11 +796,12 @@ func TestTimeoutEditedDuringItsStop(t *testing.T) {
 func TestRestartDuringAStopIsShown(t *testing.T) {
 	t.Parallel()
 	d, dir := runDaemon(t, "", nil)
-	free := filepath.Join(t.TempDir(), "free")
+	free, trapped := filepath.Join(t.TempDir(), "free"), filepath.Join(t.TempDir(), "trapped")
 	t.Cleanup(func() { _ = writeFile(free, nil, 0o600) }) // should the test fail with it stopping
-	testkit.PutFile(t, filepath.Join(dir, "deaf.lua"), `job "deaf" { cmd = { "sh", "-c", "trap '' TERM; while [ ! -e `+free+` ]; do sleep 0.05; done" }, cpus = 1, stop_timeout = "1h", restart = "always" }`)
+	testkit.PutFile(t, filepath.Join(dir, "deaf.lua"), `job "deaf" { cmd = { "sh", "-c", "trap '' TERM; touch `+trapped+`; while [ ! -e `+free+` ]; do sleep 0.05; done" }, cpus = 1, stop_timeout = "1h", restart = "always" }`)
 	reload(t, d)
 	first := waitJob(t, d, "deaf", "running", func(js JobStatus) bool { return js.State == "running" })
+	waitFiles(t, trapped)
 	for _, verb := range []string{"stop", "restart"} {
 		if code, body := as(t, d, "root", "POST", jobPath("deaf")+"/"+verb); code != 200 {
 			t.Fatalf("berth %s deaf: %d %s", verb, code, body)

@@ -678,10 +678,11 @@ job "sweep" { cmd = "sleep 600", cpus = 1, array = 4 }`,
 // is stopped too, and rests stopped once its run ends (it ran again).
 func TestStopAllStopsWhatIsStopping(t *testing.T) {
 	t.Parallel()
-	stubborn := `job "stubborn" { cmd = { "sh", "-c", "trap '' TERM; while true; do sleep 1; done" }, cpus = 0, stop_timeout = "1m", env = { V = "%d" } }`
+	stubborn := `job "stubborn" { cmd = { "sh", "-c", "trap '' TERM; touch OUT/trapped; while true; do sleep 1; done" }, cpus = 0, stop_timeout = "1m", env = { V = "%d" } }`
 	d := newTestDaemon(t, map[string]string{"jobs.lua": fmt.Sprintf(stubborn, 1)})
 	d.start(daemonOptions{})
 	j := d.waitJob("stubborn", "its run", func(j supervisor.JobStatus) bool { return j.State == "running" && j.PID > 0 })
+	d.waitFile("trapped") // a stop before would end it at once
 	d.write("jobs.lua", fmt.Sprintf(stubborn, 2))
 	d.cli("reload")
 	d.waitState("stubborn", "stopping")
@@ -1041,12 +1042,15 @@ func TestStartAllWhileStopping(t *testing.T) {
 	t.Parallel()
 	gate := filepath.Join(t.TempDir(), "go")
 	// Each run, told to stop, waits for the gate.
-	slow := `{ "sh", "-c", "trap 'while [ ! -e ` + gate + ` ]; do sleep 0.05; done; exit 0' TERM; while true; do sleep 0.05; done" }`
+	slow := `{ "sh", "-c", "trap 'while [ ! -e ` + gate + ` ]; do sleep 0.05; done; exit 0' TERM; touch OUT/trapped.$BERTH_JOB; while true; do sleep 0.05; done" }`
 	d := newTestDaemon(t, map[string]string{"jobs.lua": `job "svc" { cmd = ` + slow + `, cpus = 0, stop_timeout = "5m" }
 job "sw" { cmd = ` + slow + `, cpus = 0, stop_timeout = "5m", array = 2 }`})
 	d.start(daemonOptions{})
 	svc := d.waitJob("svc", "running", func(j supervisor.JobStatus) bool { return j.State == "running" && j.PID > 0 })
 	d.waitJob("sw", "two indices running", func(j supervisor.JobStatus) bool { return j.Array != nil && j.Array.Counts["running"] == 2 })
+	for _, name := range []string{"svc", "sw[1]", "sw[2]"} {
+		d.waitFile("trapped." + name) // a stop before would end it at once
+	}
 	if out, _, code := d.cli("stop", "--all"); code != exitOK || !strings.HasPrefix(out, "2 jobs, one an array (2 indices in all): stop requested") {
 		t.Fatalf("stop --all: exit %d\n%s", code, out)
 	}
@@ -1079,7 +1083,7 @@ job "sw" { cmd = ` + slow + `, cpus = 0, stop_timeout = "5m", array = 2 }`})
 func TestStartAllLeavesWhileStopping(t *testing.T) {
 	t.Parallel()
 	gate := filepath.Join(t.TempDir(), "go")
-	slow := `{ "sh", "-c", "trap 'while [ ! -e ` + gate + ` ]; do sleep 0.05; done; exit 0' TERM; while true; do sleep 0.05; done" }`
+	slow := `{ "sh", "-c", "trap 'while [ ! -e ` + gate + ` ]; do sleep 0.05; done; exit 0' TERM; touch OUT/trapped.$BERTH_JOB; while true; do sleep 0.05; done" }`
 	job := func(name, more string) string {
 		return `job "` + name + `" { cmd = ` + slow + `, cpus = 0, stop_timeout = "5m"` + more + ` }`
 	}
@@ -1090,6 +1094,9 @@ func TestStartAllLeavesWhileStopping(t *testing.T) {
 		d.waitState(name, "running")
 	}
 	d.waitJob("sw", "two indices running", func(j supervisor.JobStatus) bool { return j.Array != nil && j.Array.Counts["running"] == 2 })
+	for _, name := range []string{"svc", "own", "dis", "gone", "sw[1]", "sw[2]"} {
+		d.waitFile("trapped." + name) // a stop before would end it at once
+	}
 	if _, _, code := d.cli("stop", "--all"); code != exitOK {
 		t.Fatal("stop --all")
 	}

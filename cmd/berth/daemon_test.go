@@ -892,10 +892,10 @@ func TestDaemonSurvivesKill9(t *testing.T) {
 // once and counted as no restart).
 func TestStopUnderWayOutlivesKill9(t *testing.T) {
 	t.Parallel()
-	deaf := `cmd = { "sh", "-c", "trap '' TERM; while true; do sleep 0.2; done" }, cpus = 1, stop_timeout = "60s"`
+	deaf := `cmd = { "sh", "-c", "trap '' TERM; touch OUT/$BERTH_JOB.trapped; while true; do sleep 0.2; done" }, cpus = 1, stop_timeout = "60s"`
 	d := newTestDaemon(t, map[string]string{
 		"stk.lua": `job "stk" { ` + deaf + ` }` + "\n" + `job "tmo" { ` + deaf + `, timeout = "1s", restart = "no" }` + "\n" +
-			`job "rst" { cmd = { "sh", "-c", "test -e OUT/rst.ran && exec sleep 600; touch OUT/rst.ran; trap '' TERM; while true; do sleep 0.2; done" },
+			`job "rst" { cmd = { "sh", "-c", "test -e OUT/rst.ran && exec sleep 600; trap '' TERM; touch OUT/rst.ran; while true; do sleep 0.2; done" },
 				cpus = 1, stop_timeout = "60s" }` + "\n" +
 			`job "otm" { cmd = { "sh", "-c", "test -e OUT/otm.ran && exit 0; touch OUT/otm.ran; trap '' TERM; while true; do sleep 0.2; done" },
 				cpus = 0, stop_timeout = "60s", timeout = "1s", restart = "on-failure" }`,
@@ -903,6 +903,7 @@ func TestStopUnderWayOutlivesKill9(t *testing.T) {
 	d.start(daemonOptions{args: []string{"--cpus", "4"}})
 	otm := d.waitState("otm", "stopping")
 	first := d.waitState("stk", "running")
+	d.waitFile("stk.trapped") // a stop before would end it at once
 	if resp := d.post("/v1/jobs/stk/stop"); resp.StatusCode != 200 {
 		t.Fatalf("stop: %s", resp.Status)
 	}
@@ -914,6 +915,7 @@ func TestStopUnderWayOutlivesKill9(t *testing.T) {
 	// A restart under way too: its run is on record as being stopped,
 	// and why, before the daemon goes.
 	restarted := d.waitState("rst", "running")
+	d.waitFile("rst.ran") // its trap set
 	d.post("/v1/jobs/rst/restart")
 	testkit.WaitFor(t, waitLong, "rst's stop on record", func() bool {
 		runs := d.history("rst")
@@ -1109,9 +1111,10 @@ func TestDaemonUnaccountedRestart(t *testing.T) {
 // line again).
 func TestShutdownAskedAgain(t *testing.T) {
 	t.Parallel()
-	d := newTestDaemon(t, map[string]string{"s.lua": `job "stubborn" { cmd = { "sh", "-c", "trap '' TERM; while true; do sleep 0.1; done" }, cpus = 0, stop_timeout = "5m" }`})
+	d := newTestDaemon(t, map[string]string{"s.lua": `job "stubborn" { cmd = { "sh", "-c", "trap '' TERM; touch OUT/trapped; while true; do sleep 0.1; done" }, cpus = 0, stop_timeout = "5m" }`})
 	d.start(daemonOptions{})
 	j := d.waitJob("stubborn", "its run", func(j supervisor.JobStatus) bool { return j.State == "running" && j.PID > 0 })
+	d.waitFile("trapped") // a SIGTERM before would end it at once
 	d.cmd.Process.Signal(syscall.SIGTERM)
 	d.waitLog("state changed: job=stubborn from=running to=stopping")
 	d.cmd.Process.Signal(syscall.SIGTERM)
