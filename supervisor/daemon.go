@@ -264,12 +264,12 @@ type Daemon struct {
 	// workers run the jobs' goroutines.
 	workers *workers
 
-	// stoppedRuns are runs berth is stopping or stopped whose escapees
-	// are still to be signalled or killed (escapees.go); sweepKick wakes
-	// the sweeper, which looks for all of them in one scan of /proc (a
-	// reload that removes a thousand jobs makes one scan, not a thousand).
+	// stoppedRuns are runs berth stopped whose escapees are still to be
+	// looked for; sweepKick wakes the sweeper, which looks for all of them
+	// in one scan of /proc (a reload that removes a thousand jobs makes one
+	// scan, not a thousand).
 	stoppedMu   sync.Mutex
-	stoppedRuns []stoppedRun
+	stoppedRuns []uint64
 	sweepKick   chan struct{}
 
 	// adopted are the runs a previous daemon left running as units, by
@@ -677,7 +677,16 @@ func (d *Daemon) Run(ctx context.Context) error {
 	d.jobsCtx = jobsCtx
 	sweepCtx, stopSweeper := context.WithCancel(context.Background())
 	var sweeper sync.WaitGroup
-	sweeper.Go(func() { d.sweepUntil(sweepCtx) })
+	sweeper.Go(func() {
+		for {
+			select {
+			case <-d.sweepKick:
+				d.sweep()
+			case <-sweepCtx.Done():
+				return
+			}
+		}
+	})
 	// An idle connection is closed after a while: a client that leaves
 	// its connections open must not hold the daemon's descriptors for ever.
 	srv := &http.Server{Handler: d.api(), ConnContext: withPeer, ReadHeaderTimeout: 5 * time.Second, IdleTimeout: 30 * time.Second}
@@ -743,7 +752,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	stopJobs()
 	d.jobsWG.Wait()
 	d.workers.stop()
-	d.sweepLast() // what the jobs' stops left
+	d.sweep() // what the jobs' stops left
 	// Shutdown waits for requests to end: the events streams end first.
 	d.feed.end()
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), time.Second)
@@ -1219,6 +1228,53 @@ func stopAskedWhy(cause string) string {
 // carries: run ids are only unique within one state file.
 func (d *Daemon) runMark() map[string]string {
 	return map[string]string{"BERTH_INSTANCE": d.store.Instance()}
+}
+
+// sweepLater queues a run berth stopped for the sweeper.
+func (d *Daemon) sweepLater(run uint64) {
+	d.stoppedMu.Lock()
+	d.stoppedRuns = append(d.stoppedRuns, run)
+	d.stoppedMu.Unlock()
+	select {
+	case d.sweepKick <- struct{}{}:
+	default: // a sweep is due already and will see this run
+	}
+}
+
+// sweep kills the escapees of the runs queued so far.
+func (d *Daemon) sweep() {
+	d.stoppedMu.Lock()
+	runs := d.stoppedRuns
+	d.stoppedRuns = nil
+	d.stoppedMu.Unlock()
+	d.killEscapees(runs...)
+}
+
+// killEscapees kills what is left of runs that berth stopped: processes
+// that left their run's process group (setsid, a daemonising fork) and so
+// escaped its SIGKILL, found by the BERTH_RUN they inherited. A run that
+// ends on its own is not searched (a /proc scan per run would be most of a
+// short job's cost); under systemd the unit's cgroup ends such processes
+// when the daemon stops.
+func (d *Daemon) killEscapees(runs ...uint64) {
+	if len(runs) == 0 {
+		return
+	}
+	wanted := make(map[string]bool, len(runs))
+	for _, id := range runs {
+		wanted[strconv.FormatUint(id, 10)] = true
+	}
+	found, err := runner.FindByEnv(d.runMark(), "BERTH_RUN", wanted)
+	if err != nil {
+		d.log.Warn("cannot look for processes that left their job's group", "error", err)
+		return
+	}
+	for run, pids := range found {
+		for _, pid := range pids {
+			_ = unix.Kill(pid, unix.SIGKILL)
+		}
+		d.log.Warn("killed processes that had left their job's process group", "run", run, "pids", pids)
+	}
 }
 
 // localRunID numbers a run the state could not record: from the top of the

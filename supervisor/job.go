@@ -1263,10 +1263,6 @@ func (j *job) stop() {
 		}()
 	}
 	go func() { j.stopped <- proc.Stop(sig, timeout) }()
-	if _, own := proc.(*runner.Process); own && sig != 0 {
-		// Its processes that left its group are told too (escapees.go).
-		j.d.signalEscapeesLater(j.run.id, proc.PID(), sig)
-	}
 }
 
 // killLeft is how long the stop under way has, at now, before its SIGKILL:
@@ -1322,10 +1318,7 @@ func (j *job) reaped(exit runner.Exit) {
 	if j.life.state == store.StateStopping {
 		// Stop returns right after the reaping we were just told of.
 		killed = <-j.stopped
-		if _, own := j.run.proc.(*runner.Process); own {
-			// A unit's are in its cgroup, which systemd stops with it.
-			j.d.sweepLater(j.run.id, j.run.killAt)
-		}
+		j.d.sweepLater(j.run.id)
 		if r := j.run.resumed; r != nil && exit.Signal == syscall.SIGKILL &&
 			!exit.EndedAt(j.run.start, j.d.now()).Before(r.began.Add(j.def.StopTimeout)) {
 			// SIGKILLed at the deadline while no daemon watched: by the

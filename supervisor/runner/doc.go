@@ -48,7 +48,5 @@
 // A process group is not a containment boundary: a descendant that calls
 // setsid or setpgid leaves the group and escapes both Stop and the clean-up
 // after the leader ends. Only a cgroup holds such a process; under systemd
-// the unit's cgroup is the last line. Without it, the supervisor finds
-// such processes by the environment they inherited (FindByEnv) and stops
-// them as the group.
+// the unit's cgroup is the last line.
 package runner
