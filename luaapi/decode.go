@@ -270,13 +270,13 @@ func (d *decoder) size(field string) (int64, bool) {
 	switch x := v.(type) {
 	case lua.LString:
 		n, err := accounting.ParseSize(string(x))
-		if f, ferr := strconv.ParseFloat(strings.TrimSpace(string(x)), 64); err != nil && ferr == nil && f == 0 {
-			// Nothing is nothing in any unit: the field's own rule for
-			// zero says what to do (trial AR: gpu_mem = "0" was told to
-			// write "0G", which is then refused).
-			return 0, true
-		}
 		if err != nil {
+			if f, ferr := strconv.ParseFloat(strings.TrimSpace(string(x)), 64); ferr == nil && f == 0 {
+				// Nothing is nothing in any unit: the field's own rule
+				// for zero says what to do (trial AR: gpu_mem = "0" was
+				// told to write "0G", which is then refused).
+				return 0, true
+			}
 			d.add(errSize(d.s, field, err))
 			return 0, false
 		}

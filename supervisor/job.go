@@ -687,7 +687,7 @@ func (j *job) receive(m jobMessage) {
 	if m.deps && !j.removed {
 		j.depsChanged()
 	}
-	if m.refit && m.def == nil {
+	if m.refit {
 		j.refit()
 	}
 	if m.unpark && j.parked && j.life.state == store.StateWaiting && !j.removed {

@@ -340,9 +340,9 @@ func (d *Daemon) status(members bool) Status {
 			if holder == "" {
 				room := snap.CardRoom[i]
 				switch {
+				case cs.KeptFor != "":
+					room = 0 // kept whole, above
 				case !waits:
-				case slices.Contains(head.KeptCards, i):
-					room, cs.KeptFor = 0, head.Holder
 				case head.KeptShareBytes > 0 && head.KeptShareCard == i:
 					room, cs.KeptFor = max(0, room-head.KeptShareBytes), head.Holder
 				}

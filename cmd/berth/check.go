@@ -203,7 +203,7 @@ func runCheck(c *cli, args []string) int {
 		// What the daemon finds is what berth submit would (trial AR:
 		// --json passed a file past its owner's quota), its evaluation
 		// of the same bytes included.
-		asked, code := c.problemsAsSubmitted(newClient(c.sockets(*socket)...), targets, me.JobsDir)
+		asked, _, code := c.problemsAsSubmitted(newClient(c.sockets(*socket)...), targets, me.JobsDir)
 		if code != exitOK {
 			return code
 		}
@@ -651,36 +651,32 @@ func inDir(dir, path string) bool {
 // their job directory, dir, as berth submit would write them, and says
 // what it found, each problem of a file by the path it was given as.
 func (c *cli) checkAsSubmitted(cl *client, targets []string, dir string) int {
-	files, given, err := submittedFiles(targets, dir)
-	if err != nil {
-		fmt.Fprintln(c.stdout, escapeText(err.Error()))
-		fmt.Fprintln(c.stdout, msgCheckSummary(len(targets), 0, 0, 1))
-		return exitFailed
-	}
-	res, code := c.askCheck(cl, files)
+	problems, jobs, code := c.problemsAsSubmitted(cl, targets, dir)
 	if code != exitOK {
 		return code
 	}
-	for _, p := range res.Problems {
-		fmt.Fprintln(c.stdout, escapeText(asGiven(p, given)))
+	for _, p := range problems {
+		fmt.Fprintln(c.stdout, escapeText(p.Text))
 	}
-	fmt.Fprintln(c.stdout, msgCheckSummary(len(files), len(res.Jobs), 0, len(res.Problems)))
-	if len(res.Problems) > 0 {
+	fmt.Fprintln(c.stdout, msgCheckSummary(len(targets), jobs, 0, len(problems)))
+	if len(problems) > 0 {
 		return exitFailed
 	}
 	return exitOK
 }
 
-// problemsAsSubmitted is checkAsSubmitted's problems, each of a file by
-// the path it was given as, for berth check --json.
-func (c *cli) problemsAsSubmitted(cl *client, targets []string, dir string) ([]supervisor.Problem, int) {
+// problemsAsSubmitted is what the daemon finds in targets as the caller's
+// files in dir (checkAsSubmitted), each problem of a file by the path it
+// was given as, and how many jobs they declare; a file that cannot be
+// read is the one problem.
+func (c *cli) problemsAsSubmitted(cl *client, targets []string, dir string) ([]supervisor.Problem, int, int) {
 	files, given, err := submittedFiles(targets, dir)
 	if err != nil {
-		return []supervisor.Problem{{Code: "unreadable", Text: err.Error()}}, exitOK
+		return []supervisor.Problem{{Code: "unreadable", Text: err.Error()}}, 0, exitOK
 	}
 	res, code := c.askCheck(cl, files)
 	if code != exitOK {
-		return nil, code
+		return nil, 0, code
 	}
 	for i, p := range res.Problems {
 		res.Problems[i].Text = asGiven(p, given)
@@ -688,7 +684,7 @@ func (c *cli) problemsAsSubmitted(cl *client, targets []string, dir string) ([]s
 			res.Problems[i].File = path
 		}
 	}
-	return res.Problems, exitOK
+	return res.Problems, len(res.Jobs), exitOK
 }
 
 // submittedFiles reads targets as berth submit would give them to the
