@@ -106,7 +106,7 @@ type reloadRun struct {
 	// what was in force from them stays until they have settled.
 	settling map[string]bool
 	waiters  []chan<- ReloadResult
-	// previous are the versions in force of files that failed at the
+	// previous are the versions in force of files changed since, at the
 	// daemon's first reload (evaluated.previous).
 	previous []*luaapi.File
 	// earlier is what the reload before this one did, when this one's
@@ -230,7 +230,8 @@ type evaluated struct {
 	r     *reloadRun
 	files []*luaapi.File
 	// previous, at the first reload, are the kept copies (kept.go) of the
-	// files that failed, evaluated: their versions in force.
+	// files changed since they were in force, evaluated: their versions in
+	// force.
 	previous []*luaapi.File
 }
 
@@ -866,14 +867,17 @@ func (d *Daemon) keep(changed map[string][]byte) {
 	d.kept.do(ops)
 }
 
-// previousVersions are the kept copies of the files that failed (files,
-// evaluated from srcs), as sources to evaluate: what was in force of each
-// before. A file refused for a cause not its own (its turn did not come,
-// the evaluation itself failed) is read again anyway.
+// previousVersions are the kept copies of the files changed since they
+// were last in force (files, evaluated from srcs), as sources to evaluate:
+// what was in force of each before. A file that fails falls back on it,
+// and so does one that the rules across files refuse (a name another file
+// holds, a person's files past what they may declare), as at a reload. A
+// file refused for a cause not its own (its turn did not come, the
+// evaluation itself failed) is read again anyway.
 func previousVersions(kept *keptFiles, srcs []luaapi.Source, files []*luaapi.File) []luaapi.Source {
 	var out []luaapi.Source
 	for i, f := range files {
-		if len(f.Errors) == 0 || refusedBy(f, luaapi.NotEvaluated) || refusedBy(f, luaapi.EvalFailed) {
+		if refusedBy(f, luaapi.NotEvaluated) || refusedBy(f, luaapi.EvalFailed) {
 			continue
 		}
 		if src, ok := kept.previous(f.Path, f.Hash); ok {
@@ -951,22 +955,23 @@ func (d *Daemon) inForce(renamed map[string]string) *luaapi.Set {
 		}
 		slices.Sort(changed)
 		held := d.heldNames(changed, renamed)
-		slices.SortStableFunc(changed, func(a, b string) int {
+		rank := func(path string) int {
 			switch {
-			case held[a] && !held[b]:
-				return -1
-			case held[b] && !held[a]:
+			case d.kept.keeps(path, d.latest[path].Hash):
+				return 0
+			case held[path]:
 				return 1
 			}
-			return 0
-		})
+			return 2
+		}
+		slices.SortStableFunc(changed, func(a, b string) int { return cmp.Compare(rank(a), rank(b)) })
 		for _, path := range changed {
-			why := AdmitFile(admitted, path, d.latest[path], d.personJobs())
+			why := d.admit(admitted, path, d.latest[path])
 			if why == nil {
 				continue
 			}
 			fileErrs[path] = why
-			if g := d.good[path]; g != nil && AdmitFile(admitted, path, g, d.personJobs()) == nil {
+			if g := d.good[path]; g != nil && d.admit(admitted, path, g) == nil {
 				continue
 			}
 			delete(admitted, path)
@@ -992,6 +997,25 @@ func (d *Daemon) inForce(renamed map[string]string) *luaapi.Set {
 		fileErrs[path] = append(why, more...)
 	}
 	return set
+}
+
+// admit is AdmitFile under the bounds of what one person may declare,
+// which do not hold a version of a file that was in force when the last
+// daemon stopped: a daemon started again with a lower --person-jobs loads
+// the files it found in force, as a reload keeps them, and refuses only
+// what is new or changed (trial AS: under units, the runs of the jobs of
+// a file left out would have been stopped as declared by no file).
+func (d *Daemon) admit(admitted map[string]*luaapi.File, path string, f *luaapi.File) []Problem {
+	why := AdmitFile(admitted, path, f, d.personJobs())
+	if len(why) == 0 || why[0].Code != ProblemTooManyJobs || !d.kept.keeps(path, f.Hash) {
+		return why
+	}
+	if AdmitFile(admitted, path, f, 0) != nil {
+		return why
+	}
+	d.log.Warn("a file in force when the daemon last stopped is loaded past what one person may declare; their new or changed files are refused until they declare less",
+		"file", path, "why", why[0].Text)
+	return nil
 }
 
 // renamed maps each file of scan new to the daemon to the removed file it

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -183,6 +184,38 @@ func TestDaemonNameWinnerSurvivesRestart(t *testing.T) {
 	if data, _ := os.ReadFile(filepath.Join(d.out, "x")); string(data) != "b\nb\n" {
 		t.Errorf("job x ran %q, want b's command twice", data)
 	}
+}
+
+// TestEditedWhileDownKeepsItsVersionInForce: a file edited while no
+// daemon ran, whose new version the rules across files refuse (a name
+// another file holds), keeps its version in force at the next start, as a
+// reload keeps it; it had lost its jobs.
+func TestEditedWhileDownKeepsItsVersionInForce(t *testing.T) {
+	t.Parallel()
+	d := newTestDaemon(t, map[string]string{
+		"a.lua": `job "a" { cmd = "sleep 1000", cpus = 0 }`,
+		"b.lua": `job "b" { cmd = "sleep 1000", cpus = 0 }`,
+	})
+	d.start(daemonOptions{args: []string{"--cpus", "2"}})
+	d.waitState("a", "running")
+	d.waitState("b", "running")
+	d.stop()
+	d.write("a.lua", `job "a" { cmd = "sleep 1000", cpus = 0 }
+job "b" { cmd = "sleep 2000", cpus = 0 }`)
+	d.start(daemonOptions{args: []string{"--cpus", "2"}})
+	a := filepath.Join(d.jobs, "a.lua")
+	testkit.WaitFor(t, waitLong, "a.lua's edit refused for the name b.lua holds", func() bool {
+		return slices.ContainsFunc(d.status().Problems, func(p supervisor.Problem) bool {
+			return p.Code == supervisor.ProblemNameTaken && p.File == a && p.Job == "b"
+		})
+	})
+	if j := d.waitState("a", "running"); j.File != a {
+		t.Errorf("job a is declared by %q, want %s", j.File, a)
+	}
+	if j := d.waitState("b", "running"); j.File != filepath.Join(d.jobs, "b.lua") {
+		t.Errorf("job b is declared by %q, want b.lua", j.File)
+	}
+	d.stop()
 }
 
 // TestDoneKeepsItsRestarts: a job that came to rest done after restarts

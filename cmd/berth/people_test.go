@@ -812,3 +812,63 @@ func TestSubmitDoneAgain(t *testing.T) {
 		t.Errorf("the second submit: exit %d\n%s%s", code, out, errOut)
 	}
 }
+
+// TestPersonJobsLoweredAcrossARestart: a daemon started again with a
+// lower --person-jobs loads the files that were in force, whole, and
+// refuses what is new or changed past the bound (trial AS N2: it left a
+// person's file out, and under units would have stopped its jobs' runs).
+func TestPersonJobsLoweredAcrossARestart(t *testing.T) {
+	t.Parallel()
+	sized := func(n int) func(supervisor.JobStatus) bool {
+		return func(j supervisor.JobStatus) bool {
+			return j.Array != nil && j.Array.Size == n && j.Array.Counts["disabled"] == n
+		}
+	}
+	needPeople(t)
+	d := newTestDaemon(t, nil)
+	spool := filepath.Join(d.dir, "spool")
+	args := func(bound string) []string {
+		return []string{"--cpus", "2", "--user-jobs", spool, "--group", peopleGroup, "--person-jobs", bound}
+	}
+	d.start(daemonOptions{args: args("10")})
+	bin := d.reachable(t)
+	a := newPerson(t, d, bin, alice)
+	for name, src := range map[string]string{
+		"a.lua": `job "long" { cmd = "sleep 600", cpus = 0 }
+job "sweep" { cmd = "true", array = 5, enabled = false, cpus = 0 }`,
+		"b.lua": `job "more" { cmd = "true", array = 3, enabled = false, cpus = 0 }`,
+	} {
+		path := filepath.Join(d.dir, name)
+		writeReadable(t, path, src)
+		if out, errOut, code := a.run("", nil, "submit", path); code != exitOK {
+			t.Fatalf("submit %s: exit %d\n%s%s", name, code, out, errOut)
+		}
+	}
+	d.waitState(alice+"/long", "running")
+	d.waitJob(alice+"/more", "3 indices disabled", sized(3))
+	d.stop()
+
+	// Edited while no daemon ran: b.lua's new version is refused, and its
+	// version in force stays.
+	b := filepath.Join(spool, alice, "b.lua")
+	if err := os.WriteFile(b, []byte(`job "more" { cmd = "true", array = 4, enabled = false, cpus = 0 }`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	d.start(daemonOptions{args: args("4")})
+	d.waitState(alice+"/long", "running")
+	d.waitJob(alice+"/sweep", "5 indices disabled", sized(5))
+	d.waitJob(alice+"/more", "3 indices disabled (its version in force)", sized(3))
+	d.waitLog("a file in force when the daemon last stopped is loaded past what one person may declare")
+	st := d.status()
+	if !slices.ContainsFunc(st.Problems, func(p supervisor.Problem) bool {
+		return p.Code == supervisor.ProblemTooManyJobs && p.File == b
+	}) {
+		t.Errorf("b.lua's edit: problems %+v, want it refused past the bound", st.Problems)
+	}
+	// A new file is refused, and says why.
+	c := filepath.Join(d.dir, "c.lua")
+	writeReadable(t, c, `job "new" { cmd = "true", cpus = 0 }`)
+	if out, errOut, code := a.run("", nil, "submit", c); code != exitFailed || !strings.Contains(out+errOut, "may declare 4 in all") {
+		t.Errorf("a new file past the bound: exit %d\n%s%s", code, out, errOut)
+	}
+}
