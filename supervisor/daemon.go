@@ -264,13 +264,14 @@ type Daemon struct {
 	// workers run the jobs' goroutines.
 	workers *workers
 
-	// stoppedRuns are runs berth stopped whose escapees are still to be
-	// looked for; sweepKick wakes the sweeper, which looks for all of them
-	// in one scan of /proc (a reload that removes a thousand jobs makes one
-	// scan, not a thousand).
-	stoppedMu   sync.Mutex
-	stoppedRuns []uint64
-	sweepKick   chan struct{}
+	// leftAsks are the stops waiting to learn which processes of their
+	// runs left their groups (leftGroup), by run; sweeping says a sweep
+	// is under way, which answers them all with one scan of /proc (a
+	// reload that removes a thousand jobs makes a few scans, not a
+	// thousand).
+	leftMu   sync.Mutex
+	leftAsks map[string][]chan<- []runner.Tagged
+	sweeping bool
 
 	// adopted are the runs a previous daemon left running as units, by
 	// job, with their grants already back in the books; the first reload
@@ -419,7 +420,6 @@ func Open(cfg Config) (*Daemon, error) {
 		settle:     time.NewTimer(time.Hour),
 		freeMemory: cfg.handBack,
 		gcs:        new(gcWatch),
-		sweepKick:  make(chan struct{}, 1),
 		workers:    newWorkers(),
 		checks:     make(chan struct{}, concurrentChecks),
 		bin:        runningBinary(),
@@ -675,18 +675,6 @@ func (d *Daemon) Run(ctx context.Context) error {
 
 	jobsCtx, stopJobs := context.WithCancel(context.Background())
 	d.jobsCtx = jobsCtx
-	sweepCtx, stopSweeper := context.WithCancel(context.Background())
-	var sweeper sync.WaitGroup
-	sweeper.Go(func() {
-		for {
-			select {
-			case <-d.sweepKick:
-				d.sweep()
-			case <-sweepCtx.Done():
-				return
-			}
-		}
-	})
 	// An idle connection is closed after a while: a client that leaves
 	// its connections open must not hold the daemon's descriptors for ever.
 	srv := &http.Server{Handler: d.api(), ConnContext: withPeer, ReadHeaderTimeout: 5 * time.Second, IdleTimeout: 30 * time.Second}
@@ -740,19 +728,13 @@ func (d *Daemon) Run(ctx context.Context) error {
 	} else {
 		d.log.Info("stopping every job")
 	}
-	// The watcher and the sweeper go first. Closing inotify waits for the
-	// kernel to let go of its watches (tens of milliseconds here), which
-	// is better spent while the jobs stop than after. Each stop would wake
-	// the sweeper for a scan of /proc, and a hundred stops at once cost
-	// several, where one scan once they are over finds what every one of
-	// them left.
+	// The watcher goes first. Closing inotify waits for the kernel to let
+	// go of its watches (tens of milliseconds here), which is better spent
+	// while the jobs stop than after.
 	stopWatch()
-	stopSweeper()
-	sweeper.Wait()
 	stopJobs()
 	d.jobsWG.Wait()
 	d.workers.stop()
-	d.sweep() // what the jobs' stops left
 	// Shutdown waits for requests to end: the events streams end first.
 	d.feed.end()
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), time.Second)
@@ -1230,50 +1212,68 @@ func (d *Daemon) runMark() map[string]string {
 	return map[string]string{"BERTH_INSTANCE": d.store.Instance()}
 }
 
-// sweepLater queues a run berth stopped for the sweeper.
-func (d *Daemon) sweepLater(run uint64) {
-	d.stoppedMu.Lock()
-	d.stoppedRuns = append(d.stoppedRuns, run)
-	d.stoppedMu.Unlock()
-	select {
-	case d.sweepKick <- struct{}{}:
-	default: // a sweep is due already and will see this run
-	}
-}
-
-// sweep kills the escapees of the runs queued so far.
-func (d *Daemon) sweep() {
-	d.stoppedMu.Lock()
-	runs := d.stoppedRuns
-	d.stoppedRuns = nil
-	d.stoppedMu.Unlock()
-	d.killEscapees(runs...)
-}
-
-// killEscapees kills what is left of runs that berth stopped: processes
-// that left their run's process group (setsid, a daemonising fork) and so
-// escaped its SIGKILL, found by the BERTH_RUN they inherited. A run that
-// ends on its own is not searched (a /proc scan per run would be most of a
-// short job's cost); under systemd the unit's cgroup ends such processes
-// when the daemon stops.
-func (d *Daemon) killEscapees(runs ...uint64) {
-	if len(runs) == 0 {
-		return
-	}
-	wanted := make(map[string]bool, len(runs))
-	for _, id := range runs {
-		wanted[strconv.FormatUint(id, 10)] = true
-	}
-	found, err := runner.FindByEnv(d.runMark(), "BERTH_RUN", wanted)
-	if err != nil {
-		d.log.Warn("cannot look for processes that left their job's group", "error", err)
-		return
-	}
-	for run, pids := range found {
-		for _, pid := range pids {
-			_ = unix.Kill(pid, unix.SIGKILL)
+// leftGroup is runner.Spec.LeftGroup for run: the processes that carry
+// its BERTH_RUN once a stop of its group has ended it, which left the
+// group (setsid, a daemonising fork). The stop sends them its signal and
+// gives them the rest of its stop_timeout, so that the run ends, and its
+// grant goes back, only once they are gone. A run that ends on its own is
+// not searched (a /proc scan per run would be most of a short job's
+// cost); under systemd the unit's cgroup holds such processes.
+func (d *Daemon) leftGroup(run uint64) func() []runner.Tagged {
+	id := strconv.FormatUint(run, 10)
+	return func() []runner.Tagged {
+		reply := make(chan []runner.Tagged, 1)
+		d.leftMu.Lock()
+		if d.leftAsks == nil {
+			d.leftAsks = map[string][]chan<- []runner.Tagged{}
 		}
-		d.log.Warn("killed processes that had left their job's process group", "run", run, "pids", pids)
+		d.leftAsks[id] = append(d.leftAsks[id], reply)
+		start := !d.sweeping
+		d.sweeping = true
+		d.leftMu.Unlock()
+		if start {
+			go d.sweep()
+		}
+		found := <-reply
+		if len(found) > 0 {
+			pids := make([]int, len(found))
+			for i, t := range found {
+				pids[i] = t.PID
+			}
+			d.log.Warn("processes of a run being stopped had left its process group: they are stopped as it is (its stop signal, its stop_timeout), and it ends once they are gone", "run", run, "pids", pids)
+		}
+		return found
+	}
+}
+
+// sweep answers the stops waiting in leftAsks, one scan of /proc for all
+// those waiting when it begins, until none is left.
+func (d *Daemon) sweep() {
+	for {
+		d.leftMu.Lock()
+		asks := d.leftAsks
+		d.leftAsks = nil
+		if len(asks) == 0 {
+			d.sweeping = false
+			d.leftMu.Unlock()
+			return
+		}
+		d.leftMu.Unlock()
+		tagged, err := runner.FindTagged(d.runMark(), "BERTH_RUN")
+		if err != nil {
+			d.log.Warn("cannot look for processes that left their job's process group", "error", err)
+		}
+		found := map[string][]runner.Tagged{}
+		for _, t := range tagged {
+			if _, asked := asks[t.Values[0]]; asked {
+				found[t.Values[0]] = append(found[t.Values[0]], t)
+			}
+		}
+		for run, replies := range asks {
+			for _, reply := range replies {
+				reply <- found[run]
+			}
+		}
 	}
 }
 
@@ -1359,7 +1359,7 @@ func (d *Daemon) start(j *job, run uint64) (process, func(), error) {
 		// It replaces the daemon's own; one the job declares stands.
 		over["JOURNAL_STREAM"] = out.journal
 	}
-	spec := runner.Spec{Argv: def.Cmd, Dir: def.Dir, Env: d.environOver(over), Stdout: out.file, Credential: cred}
+	spec := runner.Spec{Argv: def.Cmd, Dir: def.Dir, Env: d.environOver(over), Stdout: out.file, Credential: cred, LeftGroup: d.leftGroup(run)}
 	proc, err := runner.Start(spec)
 	// The child has its own copy of the output; the daemon's must go, or
 	// the log's reader never sees the end of it.

@@ -1318,7 +1318,6 @@ func (j *job) reaped(exit runner.Exit) {
 	if j.life.state == store.StateStopping {
 		// Stop returns right after the reaping we were just told of.
 		killed = <-j.stopped
-		j.d.sweepLater(j.run.id)
 		if r := j.run.resumed; r != nil && exit.Signal == syscall.SIGKILL &&
 			!exit.EndedAt(j.run.start, j.d.now()).Before(r.began.Add(j.def.StopTimeout)) {
 			// SIGKILLed at the deadline while no daemon watched: by the

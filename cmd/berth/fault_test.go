@@ -510,6 +510,55 @@ job "escapee2" { cmd = { "sh", "-c", "setsid sleep 1000 & touch OUT/escapee2; wa
 	}
 }
 
+// TestFaultStopWaitsForWhatLeftTheGroup: a process of a run that left its
+// group (setsid) gets the stop's signal once the group has ended, and the
+// rest of the stop_timeout; the run ends, and its core goes to the next
+// job, only once it is gone (trial AP P4: it was SIGKILLed with no signal
+// as the group ended, and the core was given away meanwhile).
+func TestFaultStopWaitsForWhatLeftTheGroup(t *testing.T) {
+	t.Parallel()
+	d := newTestDaemon(t, map[string]string{"jobs.lua": `
+job "server" { cmd = { "sh", "-c", "setsid sh OUT/escapee.sh & wait" }, cpus = 1, stop_timeout = "2m" }
+job "next" { cmd = { "sh", "-c", "touch OUT/next; exec sleep 1000" }, cpus = 1 }
+`})
+	script := d.lua(`trap 'touch OUT/got-term; while [ ! -e OUT/release ]; do sleep 0.05; done; exit 0' TERM
+touch OUT/trapped
+while [ ! -e OUT/release ]; do sleep 0.05; done
+`)
+	if err := os.WriteFile(filepath.Join(d.out, "escapee.sh"), []byte(script), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	release := func() {
+		if err := os.WriteFile(filepath.Join(d.out, "release"), nil, 0o644); err != nil {
+			t.Error(err)
+		}
+	}
+	t.Cleanup(release) // should the test fail before it does
+	d.start(daemonOptions{args: []string{"--cpus", "1"}, env: []string{d.markEnv()}})
+	d.waitFile("trapped")
+	if j, _ := d.job("next"); j.State != "waiting" {
+		t.Fatalf("next: %s, want waiting for server's core", j.State)
+	}
+	if resp := d.post("/v1/jobs/server/stop"); resp.StatusCode != 200 {
+		t.Fatalf("stop: %s", resp.Status)
+	}
+	d.waitFile("got-term")
+	d.waitLog("had left its process group")
+	if j, _ := d.job("server"); j.State != "stopping" {
+		t.Errorf("server, whose process that left its group saves its work: %s, want stopping", j.State)
+	}
+	if j, _ := d.job("next"); j.State != "waiting" {
+		t.Errorf("next, while server's process that left its group runs: %s, want waiting", j.State)
+	}
+	release()
+	d.waitState("server", "stopped")
+	d.waitState("next", "running")
+	if strings.Contains(d.logs.String(), "killed after stop_timeout") {
+		t.Error("server's stop was said to have killed it")
+	}
+	d.stop()
+}
+
 // TestFaultLogsFull: a run whose output its log file cannot take whole (a
 // full disk) is a problem of the status, which names the job, until a
 // run's output is written whole again (trial AC: one warning in the

@@ -37,6 +37,8 @@ func TestMain(m *testing.M) {
 //	group-save              start a save-term grandchild, sleep (SIGTERM ends it)
 //	save-term               print "ready"; on SIGTERM, take a while, print "saved", exit 0
 //	fork-grandchild block   start a sleeping grandchild, print its pid, sleep
+//	escape MODE             start a grandchild of MODE in a session of its own,
+//	                        print its pid; exit 0 on SIGTERM
 //	fork-grandchild FIFO    ... print its pid, then exit 0 once FIFO is closed
 //	list-fds                print "self N" (the fd listing), then "N target" per fd
 //	describe                print argv, dir, env and IDs as JSON
@@ -113,6 +115,23 @@ func helper(mode string, args []string) int {
 			return fail(err)
 		}
 		io.Copy(io.Discard, f)
+		return 0
+	case "escape":
+		c := make(chan os.Signal, 1)
+		signal.Notify(c, syscall.SIGTERM)
+		exe, err := os.Executable()
+		if err != nil {
+			return fail(err)
+		}
+		gc := exec.Command(exe)
+		gc.Env = append(os.Environ(), helperEnv+"="+args[0])
+		gc.Stdout = os.Stdout
+		gc.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+		if err := gc.Start(); err != nil {
+			return fail(err)
+		}
+		fmt.Println(gc.Process.Pid)
+		<-c
 		return 0
 	case "group-term":
 		signal.Ignore(syscall.SIGTERM)

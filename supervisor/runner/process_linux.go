@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"slices"
 	"strconv"
 	"sync"
 	"syscall"
@@ -39,6 +40,12 @@ type Spec struct {
 	// changes it. The zero value is the kernel's default, never the
 	// daemon's own: see the package doc for how, and what it costs.
 	OOMScoreAdj int
+	// LeftGroup, where set, finds the processes of the run that left its
+	// process group (setsid, a daemonising fork), which the group's
+	// signals do not reach: Stop asks it once the group has ended, sends
+	// them the stop's signal, and waits for them up to the stop's
+	// deadline, SIGKILLing what is left then.
+	LeftGroup func() []Tagged
 }
 
 // Process is one started process and, through it, its process group.
@@ -72,6 +79,8 @@ type Process struct {
 
 	// kill is when Stop sends its SIGKILL.
 	kill KillTimer
+	// leftGroup is Spec.LeftGroup.
+	leftGroup func() []Tagged
 }
 
 // Exit is how a process ended.
@@ -198,7 +207,7 @@ func Start(spec Spec) (*Process, error) {
 	case startErr != nil:
 		return nil, explain(spec, path, startErr)
 	}
-	p := &Process{pid: pid, pidfd: pidfd, done: make(chan struct{}), oomErr: restoreErr}
+	p := &Process{pid: pid, pidfd: pidfd, done: make(chan struct{}), oomErr: restoreErr, leftGroup: spec.LeftGroup}
 	if r := sharedReaper(); r == nil || !r.watch(p) {
 		if p.pidfd >= 0 {
 			unix.Close(p.pidfd)
@@ -377,7 +386,8 @@ var errReaped = errors.New("process already reaped")
 // Stop sends sig to the whole process group, waits up to timeout for the
 // group to end (or until MoveKill's deadline, where it is called), then
 // sends SIGKILL to the group. It returns only once the
-// leader has been reaped and nothing is left of the group; killed reports
+// leader has been reaped and nothing is left of the group, nor of what
+// Spec.LeftGroup finds once the group has ended; killed reports
 // whether SIGKILL had to be sent. Calling it again, concurrently, or after
 // the process ended is safe; the deadline is the first call's (or
 // MoveKill's).
@@ -385,7 +395,8 @@ var errReaped = errors.New("process already reaped")
 // The leader may end first: a launcher (torchrun, a shell) that exits on
 // sig while its workers, which got sig too, still save their work. They
 // get the rest of timeout, as under systemd, whose stop waits for the
-// unit's whole cgroup.
+// unit's whole cgroup; so do the processes that left the group, which get
+// sig once the group has ended.
 //
 // Which signal and how long to wait are the caller's policy; a timeout of
 // zero or less means SIGKILL straight after sig. A sig of 0 sends none (it
@@ -408,12 +419,59 @@ func (p *Process) Stop(sig syscall.Signal, timeout time.Duration) (killed bool) 
 	defer p.kill.Stop()
 	select {
 	case <-p.done:
-		return p.awaitGroup(kill)
+		killed = p.awaitGroup(kill)
 	case <-kill:
+		killed = p.signal(unix.SIGKILL) == nil
+		<-p.done
+		p.awaitGroup(expired) // SIGKILLed with its leader: only its end is left
 	}
-	killed = p.signal(unix.SIGKILL) == nil
-	<-p.done
-	p.awaitGroup(expired) // SIGKILLed with its leader: only its end is left
+	if p.leftGroup != nil {
+		killed = awaitLeft(p.leftGroup(), sig, kill) || killed
+	}
+	return killed
+}
+
+// awaitLeft sends sig (none where 0) to procs, the processes of a run that
+// left its group, then waits until none is left, SIGKILLing those left
+// when deadline comes, and reports whether it had to. A process is told
+// from a later one of its PID by its start time.
+func awaitLeft(procs []Tagged, sig syscall.Signal, deadline <-chan struct{}) (killed bool) {
+	live := func(t Tagged) bool {
+		st, err := readStat(t.PID)
+		return err == nil && st.startTicks == t.StartTicks && st.state != 'Z' && st.state != 'X'
+	}
+	signal := func(sig syscall.Signal) (sent bool) {
+		for _, t := range procs {
+			if live(t) && unix.Kill(t.PID, sig) == nil {
+				sent = true
+			}
+		}
+		return sent
+	}
+	procs = slices.DeleteFunc(slices.Clone(procs), func(t Tagged) bool { return t.StartTicks == 0 || !live(t) })
+	if len(procs) == 0 {
+		return false
+	}
+	select {
+	case <-deadline:
+	default:
+		if sig != 0 && signal(sig) && sig != unix.SIGKILL && sig != unix.SIGCONT {
+			signal(unix.SIGCONT)
+		}
+	}
+	tick := time.NewTicker(groupPoll)
+	defer tick.Stop()
+	var bound <-chan time.Time
+	for slices.ContainsFunc(procs, live) {
+		select {
+		case <-deadline:
+			killed = signal(unix.SIGKILL)
+			deadline, bound = nil, time.After(killedGroupWait)
+		case <-bound:
+			return killed
+		case <-tick.C:
+		}
+	}
 	return killed
 }
 

@@ -359,6 +359,83 @@ func TestStopWaitsForGroup(t *testing.T) {
 	}
 }
 
+// escaped starts a helper whose grandchild, of mode, leaves its group
+// (setsid), with Spec.LeftGroup finding it, and waits until it is ready.
+func escaped(t *testing.T, mode string) (c *child, gc int) {
+	t.Helper()
+	spec := helperSpec(t, "escape", mode)
+	var left []Tagged
+	spec.LeftGroup = func() []Tagged { return left }
+	c = startChild(t, spec)
+	ready := false
+	for gc == 0 || !ready {
+		line := c.line(t)
+		if line == "ready" {
+			ready = true
+			continue
+		}
+		pid, err := strconv.Atoi(line)
+		if err != nil {
+			t.Fatalf("child said %q, want its grandchild's pid or \"ready\"", line)
+		}
+		gc = pid
+	}
+	st, err := readStat(gc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.pgrp == c.PID() {
+		t.Fatalf("the grandchild %d is in its parent's group", gc)
+	}
+	left = []Tagged{{PID: gc, StartTicks: st.startTicks}}
+	t.Cleanup(func() { awaitLeft(left, unix.SIGKILL, expired) }) // should the test fail
+	return c, gc
+}
+
+// gone says whether gc has ended: it is not there, or a zombie that its
+// new parent has yet to reap.
+func gone(gc int) bool {
+	st, err := readStat(gc)
+	return err != nil || st.state == 'Z' || st.state == 'X'
+}
+
+// TestStopReachesLeftGroup: a process that left the run's group gets the
+// stop signal once the group has ended, and the rest of the stop's time
+// to save its work; Stop returns once it has ended, without SIGKILL.
+func TestStopReachesLeftGroup(t *testing.T) {
+	t.Parallel()
+	c, gc := escaped(t, "save-term")
+	if killed := c.Stop(syscall.SIGTERM, 10*time.Second); killed {
+		t.Error("Stop reported SIGKILL for a process that left the group and ended on SIGTERM")
+	}
+	if !gone(gc) {
+		t.Errorf("Stop returned while %d, which left the group, still runs", gc)
+	}
+	if out := c.rest(t); out != "saved\n" {
+		t.Errorf("the grandchild's output after Stop = %q, want \"saved\\n\"", out)
+	}
+}
+
+// TestStopKillsLeftGroupAtDeadline: one that ignores the stop signal is
+// SIGKILLed at the stop's deadline, and Stop says so.
+func TestStopKillsLeftGroupAtDeadline(t *testing.T) {
+	t.Parallel()
+	const timeout = 300 * time.Millisecond
+	c, gc := escaped(t, "ignore-term")
+	start := time.Now()
+	killed := c.Stop(syscall.SIGTERM, timeout)
+	took := time.Since(start)
+	if !killed {
+		t.Error("Stop did not report SIGKILL for a process that left the group and ignores SIGTERM")
+	}
+	if took < timeout {
+		t.Errorf("Stop returned after %v, before the timeout of %v", took, timeout)
+	}
+	if !gone(gc) {
+		t.Errorf("Stop returned while %d, which left the group, still runs", gc)
+	}
+}
+
 func TestLeaderExitKillsGroup(t *testing.T) {
 	t.Parallel()
 	fifo := filepath.Join(t.TempDir(), "fifo")
