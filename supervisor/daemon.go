@@ -272,6 +272,12 @@ type Daemon struct {
 	leftMu   sync.Mutex
 	leftAsks map[string][]chan<- []runner.Tagged
 	sweeping bool
+	// stoppingAll: the daemon stops every job. The first stop to ask
+	// then scans for the processes of every run (lastScan), which answers
+	// the others too: the daemon's stop makes one scan.
+	stoppingAll bool
+	lastScan    sync.Once
+	lastFound   map[string][]runner.Tagged
 
 	// adopted are the runs a previous daemon left running as units, by
 	// job, with their grants already back in the books; the first reload
@@ -732,6 +738,9 @@ func (d *Daemon) Run(ctx context.Context) error {
 	// go of its watches (tens of milliseconds here), which is better spent
 	// while the jobs stop than after.
 	stopWatch()
+	d.leftMu.Lock()
+	d.stoppingAll = true
+	d.leftMu.Unlock()
 	stopJobs()
 	d.jobsWG.Wait()
 	d.workers.stop()
@@ -1218,12 +1227,21 @@ func (d *Daemon) runMark() map[string]string {
 // gives them the rest of its stop_timeout, so that the run ends, and its
 // grant goes back, only once they are gone. A run that ends on its own is
 // not searched (a /proc scan per run would be most of a short job's
-// cost); under systemd the unit's cgroup holds such processes.
+// cost); under systemd the unit's cgroup holds such processes. While the
+// daemon stops every job, one scan answers all (stoppingAll).
 func (d *Daemon) leftGroup(run uint64) func() []runner.Tagged {
 	id := strconv.FormatUint(run, 10)
 	return func() []runner.Tagged {
 		reply := make(chan []runner.Tagged, 1)
 		d.leftMu.Lock()
+		if d.stoppingAll {
+			// What is forked and leaves its group after the scan is
+			// left to the service's cgroup, or to the next daemon.
+			d.leftMu.Unlock()
+			d.lastScan.Do(func() { d.lastFound = d.findLeft(nil) })
+			d.logLeft(run, d.lastFound[id])
+			return d.lastFound[id]
+		}
 		if d.leftAsks == nil {
 			d.leftAsks = map[string][]chan<- []runner.Tagged{}
 		}
@@ -1235,15 +1253,38 @@ func (d *Daemon) leftGroup(run uint64) func() []runner.Tagged {
 			go d.sweep()
 		}
 		found := <-reply
-		if len(found) > 0 {
-			pids := make([]int, len(found))
-			for i, t := range found {
-				pids[i] = t.PID
-			}
-			d.log.Warn("processes of a run being stopped had left its process group: they are stopped as it is (its stop signal, its stop_timeout), and it ends once they are gone", "run", run, "pids", pids)
-		}
+		d.logLeft(run, found)
 		return found
 	}
+}
+
+// logLeft says which processes of run had left its group as it was
+// stopped.
+func (d *Daemon) logLeft(run uint64, found []runner.Tagged) {
+	if len(found) == 0 {
+		return
+	}
+	pids := make([]int, len(found))
+	for i, t := range found {
+		pids[i] = t.PID
+	}
+	d.log.Warn("processes of a run being stopped had left its process group: they are stopped as it is (its stop signal, its stop_timeout), and it ends once they are gone", "run", run, "pids", pids)
+}
+
+// findLeft finds the processes of the runs asked (nil: of every run) by
+// the BERTH_RUN they carry.
+func (d *Daemon) findLeft(asked map[string][]chan<- []runner.Tagged) map[string][]runner.Tagged {
+	tagged, err := runner.FindTagged(d.runMark(), "BERTH_RUN")
+	if err != nil {
+		d.log.Warn("cannot look for processes that left their job's process group", "error", err)
+	}
+	found := map[string][]runner.Tagged{}
+	for _, t := range tagged {
+		if _, ok := asked[t.Values[0]]; ok || asked == nil {
+			found[t.Values[0]] = append(found[t.Values[0]], t)
+		}
+	}
+	return found
 }
 
 // sweep answers the stops waiting in leftAsks, one scan of /proc for all
@@ -1259,16 +1300,7 @@ func (d *Daemon) sweep() {
 			return
 		}
 		d.leftMu.Unlock()
-		tagged, err := runner.FindTagged(d.runMark(), "BERTH_RUN")
-		if err != nil {
-			d.log.Warn("cannot look for processes that left their job's process group", "error", err)
-		}
-		found := map[string][]runner.Tagged{}
-		for _, t := range tagged {
-			if _, asked := asks[t.Values[0]]; asked {
-				found[t.Values[0]] = append(found[t.Values[0]], t)
-			}
-		}
+		found := d.findLeft(asks)
 		for run, replies := range asks {
 			for _, reply := range replies {
 				reply <- found[run]

@@ -520,22 +520,35 @@ func TestFaultStopWaitsForWhatLeftTheGroup(t *testing.T) {
 	d := newTestDaemon(t, map[string]string{"jobs.lua": `
 job "server" { cmd = { "sh", "-c", "setsid sh OUT/escapee.sh & wait" }, cpus = 1, stop_timeout = "2m" }
 job "next" { cmd = { "sh", "-c", "touch OUT/next; exec sleep 1000" }, cpus = 1 }
+job "other" { cmd = { "sh", "-c", "setsid sh OUT/escapee2.sh & wait" }, cpus = 0, stop_timeout = "2m" }
 `})
 	script := d.lua(`trap 'touch OUT/got-term; while [ ! -e OUT/release ]; do sleep 0.05; done; exit 0' TERM
 touch OUT/trapped
 while [ ! -e OUT/release ]; do sleep 0.05; done
 `)
-	if err := os.WriteFile(filepath.Join(d.out, "escapee.sh"), []byte(script), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	release := func() {
-		if err := os.WriteFile(filepath.Join(d.out, "release"), nil, 0o644); err != nil {
-			t.Error(err)
+	// other's saves its work on SIGTERM, and says so on its output.
+	script2 := d.lua(`trap 'echo saving; sleep 0.2; touch OUT/got-term2; exit 0' TERM
+touch OUT/trapped2
+while [ ! -e OUT/release2 ]; do sleep 0.05; done
+`)
+	for name, src := range map[string]string{"escapee.sh": script, "escapee2.sh": script2} {
+		if err := os.WriteFile(filepath.Join(d.out, name), []byte(src), 0o644); err != nil {
+			t.Fatal(err)
 		}
 	}
-	t.Cleanup(release) // should the test fail before it does
+	release := func(name string) func() {
+		return func() {
+			if err := os.WriteFile(filepath.Join(d.out, name), nil, 0o644); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	// Should the test fail before they are let go.
+	t.Cleanup(release("release"))
+	t.Cleanup(release("release2"))
 	d.start(daemonOptions{args: []string{"--cpus", "1"}, env: []string{d.markEnv()}})
 	d.waitFile("trapped")
+	d.waitFile("trapped2")
 	if j, _ := d.job("next"); j.State != "waiting" {
 		t.Fatalf("next: %s, want waiting for server's core", j.State)
 	}
@@ -550,13 +563,22 @@ while [ ! -e OUT/release ]; do sleep 0.05; done
 	if j, _ := d.job("next"); j.State != "waiting" {
 		t.Errorf("next, while server's process that left its group runs: %s, want waiting", j.State)
 	}
-	release()
+	release("release")()
 	d.waitState("server", "stopped")
 	d.waitState("next", "running")
 	if strings.Contains(d.logs.String(), "killed after stop_timeout") {
 		t.Error("server's stop was said to have killed it")
 	}
+	// The daemon's own stop: other's process that left its group gets
+	// SIGTERM too, saves its work, and the daemon waits for it.
 	d.stop()
+	if _, err := os.Stat(filepath.Join(d.out, "got-term2")); err != nil {
+		t.Errorf("other's process that left its group, at the daemon's stop: %v", err)
+	}
+	if data, err := os.ReadFile(filepath.Join(d.state, "logs", "other.log")); err != nil || !strings.Contains(string(data), "saving") {
+		t.Errorf("other's output: %q, %v; want its process's last words", data, err)
+	}
+	d.waitLeftovers("after the daemon stopped", func(procs []liveProc) bool { return len(procs) == 0 })
 }
 
 // TestFaultLogsFull: a run whose output its log file cannot take whole (a
