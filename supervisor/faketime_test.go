@@ -737,6 +737,62 @@ job "again" { cmd = "echo again >> ` + out + `", cpus = 0 }`}
 	}
 }
 
+// TestEndedRunsComeToRestForTheirDependants: a parent that came to rest
+// done across a restart of the daemon (TestEndedRunsComeToRest) is done
+// to its dependants too, at that start and every one after (trial AU: a
+// daemon killed as a parent's run ended left the parent's record on its
+// way, and its dependant ran again at every start). One dependant had run
+// after it, and stays done; one had not, and runs once. An array's
+// indices count as the parent's.
+func TestEndedRunsComeToRestForTheirDependants(t *testing.T) {
+	t.Parallel()
+	out := filepath.Join(t.TempDir(), "ran")
+	echo := func(name string) string { return `cmd = "echo ` + name + ` >> ` + out + `", cpus = 0` }
+	jobs := `job "a" { ` + echo("a") + ` }
+job "sweep" { ` + echo("sweep") + `, array = 2 }
+job "ran" { ` + echo("ran") + `, after = { "a", "sweep" } }`
+	lives := daemonLives{t: t, jobs: jobs}
+	d, stop := lives.start()
+	waitJob(t, d, "ran", "done", func(js JobStatus) bool { return js.State == "done" })
+	lives.stopped(stop)
+	testkit.PutFile(t, filepath.Join(lives.jobsDir, "jobs.lua"), jobs+`
+job "new" { `+echo("new")+`, after = { "a", "sweep" } }`)
+
+	// As a daemon killed as the parents' runs ended leaves them: their
+	// records on their way; new, declared since, has not run.
+	st, err := store.Open(filepath.Join(lives.stateDir, "state.db"), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"a", "sweep[1]", "sweep[2]"} {
+		rec, _, err := st.Job(name)
+		runs, rerr := st.Runs(name, 1)
+		if err != nil || rerr != nil || len(runs) != 1 {
+			t.Fatalf("%s: %v %v %d runs", name, err, rerr, len(runs))
+		}
+		rec.State, rec.DoneFingerprint, rec.Changed = store.StateRunning, "", runs[0].Start.Add(-time.Millisecond)
+		if err := st.PutJob(rec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	for life := 2; life <= 4; life++ {
+		d, stop = lives.start()
+		waitJob(t, d, "new", "done", func(js JobStatus) bool { return js.State == "done" })
+		waitJob(t, d, "ran", "done", func(js JobStatus) bool { return js.State == "done" })
+		lives.stopped(stop)
+	}
+	b, _ := os.ReadFile(out)
+	for name, want := range map[string]int{"a": 1, "sweep": 2, "ran": 1, "new": 1} {
+		if n := strings.Count(string(b), name+"\n"); n != want {
+			t.Errorf("%s ran %d times, want %d:\n%s", name, n, want, b)
+		}
+	}
+}
+
 // TestStopOfJobThatCannotRun: a stop of an unplaceable job stops it, and
 // one of an invalid job is kept for when it may run: each stays stopped
 // once it could run (a larger machine, the flavor declared), and neither

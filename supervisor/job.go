@@ -1531,25 +1531,7 @@ func (j *job) persist() {
 	if j.removed {
 		return
 	}
-	fp := j.defFP
-	if j.life.state == store.StateDone || j.life.beneath == store.StateDone {
-		j.doneFP = cmp.Or(j.runMark, j.mark())
-	}
-	changed := j.life.since
-	if j.life.state == store.StateWaiting && !j.waitingAt.IsZero() && j.waitingAt.Before(changed) {
-		// A wait that began in the last daemon goes on: the next one
-		// takes it up from its start too, and the job keeps its place in
-		// line however often the daemon starts, also where its run is
-		// cut short by the daemon going away (the record of a passing
-		// state is written only when it first passes).
-		changed = j.waitingAt
-	}
-	rec := store.JobRecord{Name: j.name, State: j.life.recorded(), Fingerprint: fp, DoneFingerprint: j.doneFP,
-		Restarts: j.life.recordedRestarts(), Changed: changed, File: j.def.Pos.File}
-	rec.StoppedAll = j.stoppedAll && rec.State == store.StateStopped
-	if rec.State == store.StateInvalid || rec.State == store.StateUnplaceable {
-		rec.WaitedFor = j.waitedFor // the next daemon keeps its place too (trial AH)
-	}
+	rec := j.record()
 	last := j.wrote
 	j.wrote = rec
 	if !resting(rec.State) {
@@ -1577,6 +1559,43 @@ func (j *job) persist() {
 	if err := j.d.store.PutJob(rec); err != nil {
 		j.d.notRecorded(j.log, "cannot record the job's state", "state", rec.State.String(), "error", err)
 	}
+}
+
+// persistSettled records where a job new to this daemon came to rest
+// across its start (Daemon.endedUnrested: its run ended as the last
+// daemon went, before that daemon recorded the rest). Its dependants
+// read the record at every start: unrecorded, a parent's done was
+// missing from it, and they ran again at each (trial AU). Queued with
+// the other records, not synced on the loop: a daemon killed before
+// they commit finds the rest again, as this one did.
+func (j *job) persistSettled() {
+	rec := j.record()
+	j.wrote = rec
+	j.d.later.PutJob(rec)
+}
+
+// record is the job's record as it stands.
+func (j *job) record() store.JobRecord {
+	fp := j.defFP
+	if j.life.state == store.StateDone || j.life.beneath == store.StateDone {
+		j.doneFP = cmp.Or(j.runMark, j.mark())
+	}
+	changed := j.life.since
+	if j.life.state == store.StateWaiting && !j.waitingAt.IsZero() && j.waitingAt.Before(changed) {
+		// A wait that began in the last daemon goes on: the next one
+		// takes it up from its start too, and the job keeps its place in
+		// line however often the daemon starts, also where its run is
+		// cut short by the daemon going away (the record of a passing
+		// state is written only when it first passes).
+		changed = j.waitingAt
+	}
+	rec := store.JobRecord{Name: j.name, State: j.life.recorded(), Fingerprint: fp, DoneFingerprint: j.doneFP,
+		Restarts: j.life.recordedRestarts(), Changed: changed, File: j.def.Pos.File}
+	rec.StoppedAll = j.stoppedAll && rec.State == store.StateStopped
+	if rec.State == store.StateInvalid || rec.State == store.StateUnplaceable {
+		rec.WaitedFor = j.waitedFor // the next daemon keeps its place too (trial AH)
+	}
+	return rec
 }
 
 // restingWhy is the why of a job at rest, as its last run's end left it.

@@ -1457,6 +1457,9 @@ func (d *Daemon) declare(name string, def *luaapi.Job, invalid string, first boo
 			initial = life{state: store.StateInvalid, since: m.invalidSince, restarts: initial.restarts}
 		}
 		j = d.newJob(name, def, invalid, initial, m.doneFP)
+		if m.settled && initial.state != store.StateInvalid {
+			j.persistSettled()
+		}
 		j.waitedBefore = m.waited
 		j.waitedFor = m.waitedFor
 		j.stoppedAll = m.stoppedAll
@@ -1677,6 +1680,9 @@ type memory struct {
 	// recorded is the state its record says, 0 for none: where a stop
 	// under way was to leave it (life.recorded).
 	recorded store.State
+	// settled: initial is a rest its record does not say yet
+	// (endedUnrested), which the job records as it is made.
+	settled bool
 }
 
 // remembered is where a job starts its life in this daemon: a batch job
@@ -1778,10 +1784,10 @@ func (d *Daemon) endedUnrested(name string, rec store.JobRecord, def *luaapi.Job
 			return memory{}, false
 		}
 		life.state = store.StateDone
-		return memory{initial: life, doneFP: doneFP}, true
+		return memory{initial: life, doneFP: doneFP, settled: true}, true
 	case def.Restart == luaapi.RestartNo && (run.Reason == store.ReasonFailed || run.Reason == store.ReasonTimedOut || run.Reason == store.ReasonOOM):
 		life.state = store.StateFailed
-		return memory{initial: life, doneFP: rec.DoneFingerprint}, true
+		return memory{initial: life, doneFP: rec.DoneFingerprint, settled: true}, true
 	}
 	return memory{}, false
 }
@@ -1796,27 +1802,45 @@ func (d *Daemon) storedParents(def *luaapi.Job, set *luaapi.Set) map[string]stri
 		if found && set.Jobs[i].Restart == luaapi.RestartAlways {
 			return "", true, true
 		}
-		if found && set.Jobs[i].Array != nil {
-			return d.storedArrayRecord(&set.Jobs[i]), false, true
+		var def *luaapi.Job
+		if found {
+			def = &set.Jobs[i]
 		}
-		if rec, ok, err := d.store.Job(n); err == nil && ok {
-			return rec.DoneFingerprint, false, true
+		if found && def.Array != nil {
+			return d.storedArrayRecord(def, set), false, true
 		}
-		return "", false, true
+		return d.storedDone(n, def, set), false, true
 	})
 	return parents
 }
 
+// storedDone is the done record of job name (of definition def, nil where
+// none declares it) as stored: its record's, or, where the record is on
+// its way and the run it was on its way to ended done (endedUnrested),
+// that run's, which this daemon records as it makes the job.
+func (d *Daemon) storedDone(name string, def *luaapi.Job, set *luaapi.Set) string {
+	rec, ok, err := d.store.Job(name)
+	if err != nil || !ok {
+		return ""
+	}
+	if def != nil && !resting(rec.State) {
+		if m, ended := d.endedUnrested(name, rec, def, set, def.ProcessFingerprint()); ended && m.initial.state == store.StateDone {
+			return m.doneFP
+		}
+	}
+	return rec.DoneFingerprint
+}
+
 // storedArrayRecord is the done record, as stored, of the array def
 // declares (array.doneRecord): "" unless every index of its range has one.
-func (d *Daemon) storedArrayRecord(def *luaapi.Job) string {
+func (d *Daemon) storedArrayRecord(def *luaapi.Job, set *luaapi.Set) string {
 	records := make([]string, 0, def.Array.Size())
 	for i := def.Array.From; i <= def.Array.To; i++ {
-		rec, ok, err := d.store.Job(memberName(def.Name, i))
-		if err != nil || !ok || rec.DoneFingerprint == "" {
+		done := d.storedDone(memberName(def.Name, i), def, set)
+		if done == "" {
 			return ""
 		}
-		records = append(records, rec.DoneFingerprint)
+		records = append(records, done)
 	}
 	return arrayRecord(records)
 }
