@@ -309,7 +309,10 @@ func parentsOf(g *depGraph, def *luaapi.Job) []Dependency {
 // job named is the first of the chain to run again. memo keeps what was
 // found for each name (the graph is acyclic: cycles are refused).
 func (g *depGraph) behind(name string, memo map[string]string) string {
-	return g.walkAfter(name, memo, func(child, _ string, pv jobView, was string, named bool) (string, bool) {
+	return g.walkAfter(name, memo, func(child, _ string, pv jobView, declared bool, was string, named bool) (string, bool) {
+		if !declared {
+			return "", false // renewing's to say
+		}
 		if named && was != digest(pv.DoneFP) {
 			return child, true
 		}
@@ -323,10 +326,20 @@ func (g *depGraph) behind(name string, memo map[string]string) string {
 // run to done, name runs again. A parent done is looked through, and so
 // is one that runs, waits or rests with what name's run followed. An
 // array's record is its indices' (arrayRecord), which is the definition's
-// when they ran one after the same parents. memo keeps what was found for
-// each name.
+// when they ran one after the same parents. A parent no file declares
+// is found where the run followed no done run of it (berth start
+// --ignore-deps while it failed): it holds the job as one that has not run
+// does, and what follows the job (trial AU: removing the file of such a
+// parent let the job's dependant run); one the run followed done is taken
+// as up to date. memo keeps what was found for each name.
 func (g *depGraph) renewing(name string, memo map[string]string) string {
-	return g.walkAfter(name, memo, func(_, p string, pv jobView, was string, named bool) (string, bool) {
+	return g.walkAfter(name, memo, func(_, p string, pv jobView, declared bool, was string, named bool) (string, bool) {
+		if !declared {
+			if named && was == digest("") {
+				return p, false
+			}
+			return "", false
+		}
 		if pv.Def == nil {
 			return "", false
 		}
@@ -351,11 +364,12 @@ func (g *depGraph) renewing(name string, memo map[string]string) string {
 }
 
 // walkAfter walks the batch parents in name's after (a service is never
-// behind), each as at says: what it finds at parent p of child (was is
-// what child's done record holds of p, named whether it names p), and
-// whether the walk goes on up through p first. The first found is the
-// answer, kept in memo for name as for each name it walked through.
-func (g *depGraph) walkAfter(name string, memo map[string]string, at func(child, p string, pv jobView, was string, named bool) (found string, up bool)) string {
+// behind), each as at says: what it finds at parent p of child (declared
+// whether a file declares p, was what child's done record holds of p,
+// named whether it names p), and whether the walk goes on up through p
+// first. The first found is the answer, kept in memo for name as for each
+// name it walked through.
+func (g *depGraph) walkAfter(name string, memo map[string]string, at func(child, p string, pv jobView, declared bool, was string, named bool) (found string, up bool)) string {
 	if b, ok := memo[name]; ok {
 		return b
 	}
@@ -365,12 +379,12 @@ func (g *depGraph) walkAfter(name string, memo map[string]string, at func(child,
 		return ""
 	}
 	for _, p := range v.Def.After {
-		pv, ok := g.view(p)
-		if !ok || pv.Def != nil && pv.Def.Restart == luaapi.RestartAlways {
+		pv, declared := g.view(p)
+		if declared && pv.Def != nil && pv.Def.Restart == luaapi.RestartAlways {
 			continue
 		}
 		r, named := recordParent(v.DoneFP, p)
-		found, up := at(name, p, pv, r, named)
+		found, up := at(name, p, pv, declared, r, named)
 		if up {
 			if b := g.walkAfter(p, memo, at); b != "" {
 				memo[name] = b

@@ -234,6 +234,83 @@ func TestDaemonDepsServiceAndIgnore(t *testing.T) {
 	d.stop()
 }
 
+// TestDaemonDepsUndeclaredParentHoldsWhatFollows: a job run past its
+// parent that failed (--ignore-deps) runs again once that parent has run
+// to done, and holds its own dependant meanwhile; removing the parent's
+// file does not let the dependant run (trial AU: it ran, on the output of
+// a job berth itself called out of date). Its file back, the parent runs,
+// then the job, then its dependant, each once.
+func TestDaemonDepsUndeclaredParentHoldsWhatFollows(t *testing.T) {
+	t.Parallel()
+	d := newTestDaemon(t, map[string]string{
+		"pa.lua":   step("pa", "pa", 3, ""),
+		"pipe.lua": step("ch", "ch", 0, `, after = "pa"`) + "\n" + step("gc", "gc", 0, `, after = "ch"`),
+	})
+	d.start(daemonOptions{args: []string{"--cpus", "4"}})
+	d.waitState("pa", "failed")
+	if out, errOut, code := d.cli("start", "ch", "--ignore-deps"); code != exitOK {
+		t.Fatalf("berth start ch --ignore-deps: exit %d: %s%s", code, out, errOut)
+	}
+	d.waitState("ch", "done")
+	held := func(what string) {
+		t.Helper()
+		gc := d.waitJob("gc", "held behind pa, "+what, func(j supervisor.JobStatus) bool {
+			return j.State == "waiting" && len(j.After) == 1 && j.After[0].Job == "ch" && j.After[0].Behind == "pa"
+		})
+		if gc.Run != 0 {
+			t.Errorf("gc ran, %s: %+v", what, gc)
+		}
+	}
+	held("which failed")
+	looked := d.looked("gc")
+	if err := os.Rename(filepath.Join(d.jobs, "pa.lua"), filepath.Join(d.dir, "pa.lua")); err != nil {
+		t.Fatal(err)
+	}
+	d.cli("reload")
+	d.waitGone("pa")
+	d.waitLooked("gc", looked+1)
+	held("which no file declares")
+	if got := d.order(); slices.Contains(got, "gc") {
+		t.Errorf("gc ran with pa's file removed: %q", got)
+	}
+
+	d.write("pa.lua", step("pa", "pa", 0, ""))
+	d.cli("reload")
+	d.waitState("gc", "done")
+	d.waitOrder("pa back, and succeeding", "pa", "ch", "pa", "ch", "gc")
+	d.stop()
+}
+
+// TestDaemonDepsRunPastUndeclaredParent: a job run past a parent no file
+// declares (--ignore-deps) holds its dependant until that parent is
+// declared and has run to done, and then runs again itself first (trial
+// AU: its record named no such parent, and its dependant ran at once).
+func TestDaemonDepsRunPastUndeclaredParent(t *testing.T) {
+	t.Parallel()
+	d := newTestDaemon(t, map[string]string{
+		"pipe.lua": step("ch", "ch", 0, `, after = "pa"`) + "\n" + step("gc", "gc", 0, `, after = "ch"`),
+	})
+	d.start(daemonOptions{args: []string{"--cpus", "4"}})
+	d.waitJob("ch", "held by pa, which no file declares", func(j supervisor.JobStatus) bool {
+		return j.State == "waiting" && len(j.After) == 1 && j.After[0].State == "unknown"
+	})
+	if out, errOut, code := d.cli("start", "ch", "--ignore-deps"); code != exitOK {
+		t.Fatalf("berth start ch --ignore-deps: exit %d: %s%s", code, out, errOut)
+	}
+	d.waitState("ch", "done")
+	gc := d.waitJob("gc", "held behind pa", func(j supervisor.JobStatus) bool {
+		return j.State == "waiting" && len(j.After) == 1 && j.After[0].Job == "ch" && j.After[0].Behind == "pa"
+	})
+	if gc.Run != 0 {
+		t.Errorf("gc ran past pa, which no file declares: %+v", gc)
+	}
+	d.write("pa.lua", step("pa", "pa", 0, ""))
+	d.cli("reload")
+	d.waitState("gc", "done")
+	d.waitOrder("pa declared, and succeeding", "ch", "pa", "ch", "gc")
+	d.stop()
+}
+
 // TestCheckDeps: berth check validates the graph: a cycle is an error on
 // each job in it, with its file and line and the whole cycle, and an
 // unknown name has a suggestion.

@@ -822,7 +822,11 @@ func msgAfterOne(job, file string, p supervisor.Dependency, now time.Time) strin
 			return fmt.Sprintf("%s, which runs again first: a parent of it ran a new definition (berth show %s)", lead, quoteArg(name))
 		}
 		if p.Behind != "" {
-			return fmt.Sprintf("%s, which runs again after %s first: a job upstream has a new definition (berth show %s)", lead, p.Behind, quoteArg(p.Behind))
+			// Upstream may have a new definition, or have failed, or be
+			// declared by no file (the parent ran past it): berth show of
+			// the parent says which (trial AU: said "a new definition"
+			// of one that had failed).
+			return fmt.Sprintf("%s, which runs again once %s has run to done (berth show %s)", lead, p.Behind, quoteArg(name))
 		}
 	}
 	return fmt.Sprintf("%s (%s)", lead, p.State)
