@@ -43,10 +43,12 @@ func (d *Daemon) api() http.Handler {
 		writeStatus(w, d.readerOf(r).status(d.Status()))
 	})
 	mux.HandleFunc("GET "+APIVersion+"/jobs", func(w http.ResponseWriter, r *http.Request) {
+		d.awaitLoaded(r)
 		d.sayLoading(w)
 		writeJobs(w, d.readerOf(r).jobs(d.Status().Jobs))
 	})
 	mux.HandleFunc("GET "+APIVersion+"/jobs/{name}", func(w http.ResponseWriter, r *http.Request) {
+		d.awaitLoaded(r)
 		name := r.PathValue("name")
 		c := d.callerOf(r)
 		var detail JobDetail
@@ -79,9 +81,13 @@ func (d *Daemon) api() http.Handler {
 		}
 		writeJSON(w, http.StatusOK, detail)
 	})
-	mux.HandleFunc("GET "+APIVersion+"/jobs/{name}/logs", d.serveLogs)
+	mux.HandleFunc("GET "+APIVersion+"/jobs/{name}/logs", func(w http.ResponseWriter, r *http.Request) {
+		d.awaitLoaded(r)
+		d.serveLogs(w, r)
+	})
 	mux.HandleFunc("GET "+APIVersion+"/events", d.serveEvents)
 	mux.HandleFunc("GET "+APIVersion+"/history", func(w http.ResponseWriter, r *http.Request) {
+		d.awaitLoaded(r)
 		c := d.callerOf(r)
 		job := d.resolveName(c, r.URL.Query().Get("job"))
 		n := 20
@@ -129,6 +135,7 @@ func (d *Daemon) api() http.Handler {
 	mux.HandleFunc("GET "+APIVersion+"/me", d.serveMe)
 	mux.HandleFunc("POST "+APIVersion+"/check", d.serveCheck)
 	mux.HandleFunc("GET "+APIVersion+"/flavors", func(w http.ResponseWriter, r *http.Request) {
+		d.awaitLoaded(r)
 		d.sayLoading(w)
 		writeJSON(w, http.StatusOK, d.flavors())
 	})
@@ -159,6 +166,7 @@ func (d *Daemon) api() http.Handler {
 		ev   eventKind
 	}{{"start", evStart}, {"stop", evStop}, {"restart", evRestart}} {
 		mux.HandleFunc("POST "+APIVersion+"/jobs/{name}/"+verb.name, func(w http.ResponseWriter, r *http.Request) {
+			d.awaitLoaded(r)
 			name := r.PathValue("name")
 			c := d.callerOf(r)
 			j, ok := d.resolve(c, name)
@@ -520,6 +528,30 @@ const HeaderLoading = "Berth-Loading"
 func (d *Daemon) sayLoading(w http.ResponseWriter) {
 	if !d.loaded.Load() {
 		w.Header().Set(HeaderLoading, "1")
+	}
+}
+
+// loadedWait bounds how long a request about jobs waits for the daemon
+// to read its job files at start (awaitLoaded).
+const loadedWait = time.Minute
+
+// awaitLoaded holds a request about jobs until the daemon has read its job
+// files at start, for at most loadedWait: a job not known yet is not
+// answered as one that does not exist, nor a list as all there is (trial
+// AT: a script's berth start right after systemctl restart berth was told
+// no_such_job, and berth jobs --json an empty list). Where the wait is
+// cut short, the request is answered as things are, and says so.
+func (d *Daemon) awaitLoaded(r *http.Request) {
+	if d.loaded.Load() {
+		return
+	}
+	t := time.NewTimer(loadedWait)
+	defer t.Stop()
+	select {
+	case <-d.loadedNow:
+	case <-r.Context().Done():
+	case <-d.loopDone:
+	case <-t.C:
 	}
 }
 

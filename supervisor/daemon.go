@@ -190,7 +190,9 @@ type Daemon struct {
 	// those that follow it at once for files it left). Before, the socket
 	// answers, but not every job is known yet: the status says so, and
 	// berth show does not take a job it cannot find for one gone.
-	loaded atomic.Bool
+	// loadedNow is closed as loaded becomes true (awaitLoaded).
+	loaded    atomic.Bool
+	loadedNow chan struct{}
 
 	// Owned by the loop goroutine.
 	latest  map[string]*luaapi.File // the latest version of each file, as evaluated
@@ -426,6 +428,7 @@ func Open(cfg Config) (*Daemon, error) {
 		settle:     time.NewTimer(time.Hour),
 		freeMemory: cfg.handBack,
 		gcs:        new(gcWatch),
+		loadedNow:  make(chan struct{}),
 		workers:    newWorkers(),
 		checks:     make(chan struct{}, concurrentChecks),
 		bin:        runningBinary(),

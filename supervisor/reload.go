@@ -724,6 +724,7 @@ func (d *Daemon) finishReload(r *reloadRun, files []*luaapi.File) ReloadResult {
 		// Every file read (not one left for the next reload: a person's
 		// past their share, the deadline's): the jobs are all known.
 		d.loaded.Store(true)
+		close(d.loadedNow)
 		d.meters.ready.Set(1)
 	}
 	d.meters.reloaded(d.now().Sub(began), len(d.fileErrs), refusedAnew)

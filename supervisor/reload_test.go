@@ -1149,11 +1149,14 @@ func TestStatusWhileLoading(t *testing.T) {
 	if got := testutil.ToFloat64(d.meters.ready); got != 0 {
 		t.Errorf("berth_ready before the first load: %v", got)
 	}
-	// A list of the jobs, or of the flavors, says it is not all there is
+	// A list of the jobs, or of the flavors, whose wait for the load is
+	// cut short (TestRequestsWaitForTheLoad) says it is not all there is
 	// yet (a header: berth jobs says it on stderr).
 	loading := func(path string) string {
 		req := httptest.NewRequest(http.MethodGet, "http://berth"+APIVersion+path, nil)
-		req = req.WithContext(context.WithValue(req.Context(), peerKey{}, ctlsock.Peer{Ucred: unix.Ucred{Pid: int32(os.Getpid())}, GroupsKnown: true})) // root
+		ctx, cancel := context.WithCancel(context.WithValue(req.Context(), peerKey{}, ctlsock.Peer{Ucred: unix.Ucred{Pid: int32(os.Getpid())}, GroupsKnown: true})) // root
+		cancel()
+		req = req.WithContext(ctx)
 		rec := httptest.NewRecorder()
 		d.api().ServeHTTP(rec, req)
 		if rec.Code != http.StatusOK {
@@ -1184,6 +1187,38 @@ func TestStatusWhileLoading(t *testing.T) {
 	}
 	if got := testutil.ToFloat64(d.meters.ready); got != 1 {
 		t.Errorf("berth_ready once loaded: %v", got)
+	}
+}
+
+// TestRequestsWaitForTheLoad: a request about jobs made while the daemon
+// reads its job files at start waits for them to be read, and is answered
+// as things are then: a job declared is found, and a list is all there is
+// (trial AT: a job not read yet was no_such_job, and berth jobs --json an
+// empty list, with exit 0).
+func TestRequestsWaitForTheLoad(t *testing.T) {
+	t.Parallel()
+	d, _, stop := startDaemon(t, "while true do end\n", func(cfg *Config) {
+		if err := writeFile(filepath.Join(cfg.JobsDir, "train.lua"), []byte(`job "train" { cmd = "sleep 600", cpus = 0 }`), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	})
+	defer stop()
+	if !d.Status().Daemon.Loading {
+		t.Fatal("loaded already: the file that takes its whole budget was read at once")
+	}
+	get := func(path string) *httptest.ResponseRecorder {
+		req := httptest.NewRequest(http.MethodGet, "http://berth"+APIVersion+path, nil)
+		req = req.WithContext(context.WithValue(req.Context(), peerKey{}, ctlsock.Peer{Ucred: unix.Ucred{Pid: int32(os.Getpid())}, GroupsKnown: true})) // root
+		rec := httptest.NewRecorder()
+		d.api().ServeHTTP(rec, req)
+		return rec
+	}
+	if rec := get("/jobs/train"); rec.Code != http.StatusOK {
+		t.Errorf("GET /jobs/train while loading: %d %s, want the job once loaded", rec.Code, rec.Body)
+	}
+	rec := get("/jobs")
+	if rec.Code != http.StatusOK || rec.Header().Get(HeaderLoading) != "" || !strings.Contains(rec.Body.String(), `"train"`) {
+		t.Errorf("GET /jobs while loading: %d %q %s, want every job once loaded", rec.Code, rec.Header().Get(HeaderLoading), rec.Body)
 	}
 }
 
