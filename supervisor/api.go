@@ -928,11 +928,13 @@ func (d *Daemon) reloadAs(ctx context.Context, person string) (ReloadResult, err
 	select {
 	case res := <-done:
 		if person != "" {
-			// Their own last change, not someone else's (trial AI).
+			// Their own last change, not someone else's (trial AI), and
+			// of the quotas theirs and everyone's, not a colleague's.
 			res.Earlier = res.earlierBy[person]
+			res.Quotas = slices.DeleteFunc(res.Quotas, func(q string) bool { return q != person && q != "*" })
 		}
 		// Lists are [], never null, whichever reload it joined.
-		for _, l := range []*[]string{&res.Added, &res.Changed, &res.Removed, &res.Errors} {
+		for _, l := range []*[]string{&res.Added, &res.Changed, &res.Removed, &res.Quotas, &res.Errors} {
 			if *l == nil {
 				*l = []string{}
 			}

@@ -281,6 +281,10 @@ type Daemon struct {
 	lastScan    sync.Once
 	lastFound   map[string][]runner.Tagged
 
+	// quotas are the quotas in force, by name ("*": everyone else's), for
+	// a reload to say which it changed. Owned by the loop.
+	quotas map[string]accounting.Quota
+
 	// adopted are the runs a previous daemon left running as units, by
 	// job, with their grants already back in the books; the first reload
 	// hands each to its job. Owned by the loop.

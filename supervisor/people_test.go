@@ -523,6 +523,14 @@ job "free" { cmd = "sleep 600", cpus = 0 }`)
 	if code, body := as(t, d, testAlice, "POST", jobPath(name("a"))+"/restart"); code != http.StatusConflict || !strings.Contains(body, "quota") {
 		t.Errorf("alice's restart of a run her quota would not place again: %d %s, want it refused", code, body)
 	}
+	// Her reload after it says her quota changed; bob's says nothing of
+	// hers.
+	if code, body := as(t, d, testAlice, "POST", APIVersion+"/reload"); code != http.StatusOK || !strings.Contains(body, `"quotas":["`+testAlice+`"]`) {
+		t.Errorf("alice's reload after her quota changed: %d %s", code, body)
+	}
+	if code, body := as(t, d, testBob, "POST", APIVersion+"/reload"); code != http.StatusOK || strings.Contains(body, testAlice) {
+		t.Errorf("bob's reload after alice's quota changed: %d %s, want nothing of hers", code, body)
+	}
 }
 
 // TestPeopleNoAdminGroup: where the admin group does not exist, a refusal

@@ -31,7 +31,10 @@ type ReloadResult struct {
 	Added   []string `json:"added"`
 	Changed []string `json:"changed"`
 	Removed []string `json:"removed"`
-	Errors  []string `json:"errors"`
+	// Quotas are the quotas the reload declared, changed or took away,
+	// by the name they are declared for ("*": everyone else's).
+	Quotas []string `json:"quotas"`
+	Errors []string `json:"errors"`
 	// Problems are Errors as facts.
 	Problems []Problem `json:"problems"`
 	// Writing are the job files someone had open for writing as the
@@ -65,7 +68,7 @@ func (d *Daemon) noteChange(res ReloadResult) {
 	if d.lastChange == nil {
 		d.lastChange = map[string]*ReloadChange{}
 	}
-	d.lastChange[""] = &ReloadChange{At: now, Added: slices.Clone(res.Added), Changed: slices.Clone(res.Changed), Removed: slices.Clone(res.Removed)}
+	d.lastChange[""] = &ReloadChange{At: now, Added: slices.Clone(res.Added), Changed: slices.Clone(res.Changed), Removed: slices.Clone(res.Removed), Quotas: slices.Clone(res.Quotas)}
 	theirs := map[string]*ReloadChange{}
 	for i, names := range [][]string{res.Added, res.Changed, res.Removed} {
 		for _, name := range names {
@@ -76,11 +79,25 @@ func (d *Daemon) noteChange(res ReloadResult) {
 			c := theirs[owner]
 			if c == nil {
 				// Their lists are [], never null.
-				c = &ReloadChange{At: now, Added: []string{}, Changed: []string{}, Removed: []string{}}
+				c = &ReloadChange{At: now, Added: []string{}, Changed: []string{}, Removed: []string{}, Quotas: []string{}}
 				theirs[owner] = c
 			}
 			lists := [...]*[]string{&c.Added, &c.Changed, &c.Removed}
 			*lists[i] = append(*lists[i], name)
+		}
+	}
+	for _, name := range res.Quotas {
+		// Everyone's quota ("*") is each person's too; theirs is theirs.
+		for owner := range d.people {
+			if name != "*" && name != owner {
+				continue
+			}
+			c := theirs[owner]
+			if c == nil {
+				c = &ReloadChange{At: now, Added: []string{}, Changed: []string{}, Removed: []string{}, Quotas: []string{}}
+				theirs[owner] = c
+			}
+			c.Quotas = append(c.Quotas, name)
 		}
 	}
 	maps.Copy(d.lastChange, theirs)
@@ -92,6 +109,7 @@ type ReloadChange struct {
 	Added   []string  `json:"added"`
 	Changed []string  `json:"changed"`
 	Removed []string  `json:"removed"`
+	Quotas  []string  `json:"quotas"`
 }
 
 // reloadRun is one reload: its scan, taken on the loop, while its changed
@@ -530,7 +548,12 @@ func (r *ReloadResult) then(next ReloadResult) ReloadResult {
 		return slices.Sorted(maps.Keys(m))
 	}
 	next.Added, next.Changed, next.Removed = sorted(added), sorted(changed), sorted(removed)
-	if len(added)+len(changed)+len(removed) > 0 {
+	quotas := in(r.Quotas)
+	for _, q := range next.Quotas {
+		quotas[q] = true
+	}
+	next.Quotas = sorted(quotas)
+	if len(added)+len(changed)+len(removed)+len(quotas) > 0 {
 		next.Earlier, next.earlierBy = nil, nil // said only of a reload that changed nothing
 	}
 	return next
@@ -700,14 +723,14 @@ func (d *Daemon) finishReload(r *reloadRun, files []*luaapi.File) ReloadResult {
 		for _, l := range []struct {
 			key   string
 			names []string
-		}{{"added_jobs", res.Added}, {"changed_jobs", res.Changed}, {"removed_jobs", res.Removed}} {
+		}{{"added_jobs", res.Added}, {"changed_jobs", res.Changed}, {"removed_jobs", res.Removed}, {"changed_quotas", res.Quotas}} {
 			if len(l.names) > 0 {
 				kv = append(kv, l.key, someNames(l.names))
 			}
 		}
 		d.log.Info("reloaded", kv...)
 		d.notify("READY=1")
-		if len(res.Added)+len(res.Changed)+len(res.Removed) > 0 {
+		if len(res.Added)+len(res.Changed)+len(res.Removed)+len(res.Quotas) > 0 {
 			d.noteChange(res)
 		} else {
 			res.earlierBy = map[string]*ReloadChange{}
@@ -1272,7 +1295,9 @@ func (d *Daemon) apply(set *luaapi.Set, first bool) ReloadResult {
 
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	d.applyQuotas(set)
+	if changed := d.applyQuotas(set); !first {
+		res.Quotas = changed
+	}
 	for i := range set.Jobs {
 		def := &set.Jobs[i]
 		invalid := problems[def.Name]
@@ -1616,12 +1641,29 @@ func (d *Daemon) declareArray(def *luaapi.Job, invalid string, first bool, set *
 	a.mu.Unlock()
 }
 
-// applyQuotas hands the quotas in force to the placer. Of a person whose
+// applyQuotas hands the quotas in force to the placer, and says which it
+// declared, changed or took away, by name. Of a person whose
 // quota changed, an unplaceable job that fits the quota now waits again,
 // a waiting one now larger than it is unplaceable, saying so, and a
 // running one says whether it will run again. The caller holds d.mu.
-func (d *Daemon) applyQuotas(set *luaapi.Set) {
+func (d *Daemon) applyQuotas(set *luaapi.Set) (changed []string) {
 	byOwner, fallback := set.QuotaLimits()
+	declared := maps.Clone(byOwner)
+	if fallback != accounting.NoQuota {
+		declared["*"] = fallback
+	}
+	for name, q := range declared {
+		if was, ok := d.quotas[name]; !ok || was != q {
+			changed = append(changed, name)
+		}
+	}
+	for name := range d.quotas {
+		if _, ok := declared[name]; !ok {
+			changed = append(changed, name)
+		}
+	}
+	slices.Sort(changed)
+	d.quotas = declared
 	old := d.placer.QuotaOf
 	was := map[string]accounting.Quota{}
 	for _, j := range d.jobs {
@@ -1650,6 +1692,7 @@ func (d *Daemon) applyQuotas(set *luaapi.Set) {
 			j.in.post(jobMessage{refit: true})
 		}
 	}
+	return changed
 }
 
 // memory is what a job new to this daemon takes from the last one's record.

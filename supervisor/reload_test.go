@@ -1190,6 +1190,38 @@ func TestStatusWhileLoading(t *testing.T) {
 	}
 }
 
+// TestReloadSaysQuotas: a reload says which quotas it declared, changed
+// or took away, and one after it that changed nothing says what that one
+// did (trial AS: a reload that changed only a quota listed no change).
+func TestReloadSaysQuotas(t *testing.T) {
+	t.Parallel()
+	d, dir := runDaemon(t, `job "a" { cmd = "true", cpus = 0 }`, nil)
+	reload(t, d) // after the first, which says nothing of quotas
+	path := filepath.Join(dir, "quotas.lua")
+	for _, step := range []struct {
+		src  string
+		want []string
+	}{
+		{`quota "*" { cpus = 1 }`, []string{"*"}},
+		{`quota "*" { cpus = 2 }
+quota "alice" { gpus = 1 }`, []string{"*", "alice"}},
+		{`quota "alice" { gpus = 1 }`, []string{"*"}},
+	} {
+		testkit.PutFile(t, path, step.src)
+		res := reload(t, d)
+		if res.Earlier != nil {
+			// The watcher read the file first: its reload is the one.
+			res.Quotas = res.Earlier.Quotas
+		}
+		if !slices.Equal(res.Quotas, step.want) {
+			t.Errorf("%q: quotas %q, want %q", step.src, res.Quotas, step.want)
+		}
+	}
+	if res := reload(t, d); len(res.Quotas) != 0 {
+		t.Errorf("a reload that changed nothing: quotas %q", res.Quotas)
+	}
+}
+
 // TestRequestsWaitForTheLoad: a request about jobs made while the daemon
 // reads its job files at start waits for them to be read, and is answered
 // as things are then: a job declared is found, and a list is all there is

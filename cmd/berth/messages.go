@@ -520,7 +520,7 @@ func msgOthersErrors(n int) string {
 // nothing new, what the daemon's last reload that did found, and when.
 func msgReloaded(r supervisor.ReloadResult, now time.Time) string {
 	var b strings.Builder
-	quiet := len(r.Added)+len(r.Changed)+len(r.Removed)+len(r.Errors)+len(r.Writing) == 0
+	quiet := len(r.Added)+len(r.Changed)+len(r.Removed)+len(r.Quotas)+len(r.Errors)+len(r.Writing) == 0
 	switch {
 	case quiet && r.Earlier == nil:
 		// A reload after the daemon read a file as it was saved.
@@ -529,17 +529,17 @@ func msgReloaded(r supervisor.ReloadResult, now time.Time) string {
 		// What it did then: the edit just saved was taken (trial AH).
 		fmt.Fprintf(&b, "reloaded %s: nothing changed since the daemon last read them (it reads a job file as it is saved; berth status shows the jobs); %s",
 			count(r.Files, "file"), lastFound(r.Earlier, now))
-		writeJobLists(&b, "  ", r.Earlier.Added, r.Earlier.Changed, r.Earlier.Removed)
+		writeJobLists(&b, "  ", r.Earlier.Added, r.Earlier.Changed, r.Earlier.Removed, r.Earlier.Quotas)
 		return b.String()
 	}
 	fmt.Fprintf(&b, "reloaded %s: %d added, %d changed, %d removed, %s",
 		count(r.Files, "file"), len(r.Added), len(r.Changed), len(r.Removed), count(len(r.Errors), "error"))
-	writeJobLists(&b, "  ", r.Added, r.Changed, r.Removed)
+	writeJobLists(&b, "  ", r.Added, r.Changed, r.Removed, r.Quotas)
 	if e := r.Earlier; e != nil {
 		// Nothing new, errors or not: the edit just saved was taken
 		// before (trial AI).
 		fmt.Fprintf(&b, "\n  nothing new since the daemon last read them (it reads a job file as it is saved); %s", lastFound(e, now))
-		writeJobLists(&b, "    ", e.Added, e.Changed, e.Removed)
+		writeJobLists(&b, "    ", e.Added, e.Changed, e.Removed, e.Quotas)
 	}
 	if len(r.Writing) > 0 {
 		fmt.Fprintf(&b, "\n  open for writing, read once closed (its version before stays meanwhile): %s", strings.Join(r.Writing, ", "))
@@ -554,13 +554,14 @@ func lastFound(e *supervisor.ReloadChange, now time.Time) string {
 }
 
 // writeJobLists writes a line for each of the jobs added, changed and
-// removed, those there are, indented, twenty names of each at most.
-func writeJobLists(b *strings.Builder, indent string, added, changed, removed []string) {
+// removed, and the quotas changed ("*": everyone else's), those there are,
+// indented, twenty names of each at most.
+func writeJobLists(b *strings.Builder, indent string, added, changed, removed, quotas []string) {
 	const most = 20
 	for _, l := range []struct {
 		what  string
 		names []string
-	}{{"added", added}, {"changed", changed}, {"removed", removed}} {
+	}{{"added", added}, {"changed", changed}, {"removed", removed}, {"quotas changed", quotas}} {
 		if len(l.names) == 0 {
 			continue
 		}

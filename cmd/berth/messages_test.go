@@ -145,6 +145,8 @@ func TestMessages(t *testing.T) {
 		msgTailLeftOut("train", 1, 100),
 		msgReloaded(supervisor.ReloadResult{Files: 3, Added: []string{"a"}, Errors: []string{"x"}}, renderNow),
 		msgReloaded(supervisor.ReloadResult{Files: 2}, renderNow),
+		msgReloaded(supervisor.ReloadResult{Files: 2, Quotas: []string{"*", "alice"}}, renderNow),
+		msgReloaded(supervisor.ReloadResult{Files: 2, Earlier: &supervisor.ReloadChange{At: renderNow.Add(-12 * time.Second), Quotas: []string{"alice"}}}, renderNow),
 		msgReloaded(supervisor.ReloadResult{Files: 2, Earlier: &supervisor.ReloadChange{At: renderNow.Add(-12 * time.Second), Changed: []string{"prep"}}}, renderNow),
 		msgReloaded(supervisor.ReloadResult{Files: 2, Errors: []string{"x"}, Earlier: &supervisor.ReloadChange{At: renderNow.Add(-12 * time.Second), Added: []string{"eval"}}}, renderNow),
 		msgMoreRuns("", 20), msgMoreRuns(quoteArg("sweep[3]"), 1), msgMoreRuns("--owner alice", 5),
