@@ -186,11 +186,9 @@ func (c *cli) main(args []string) int {
 	switch {
 	case cmd == nil && strings.HasPrefix(args[0], "-"):
 		// Flags, and no command among the arguments after them.
-		fmt.Fprintln(c.stderr, msgNoCommand(args))
-		return exitUsage
+		return c.usageError(args, msgNoCommand(args))
 	case cmd == nil:
-		fmt.Fprintln(c.stderr, msgUnknownCommand(args[0], commandNames()))
-		return exitUsage
+		return c.usageError(args, msgUnknownCommand(args[0], commandNames()))
 	}
 	if asksJSON(args[1:]) {
 		return c.runJSON(cmd, args[1:])
@@ -226,6 +224,18 @@ func (c *cli) runJSON(cmd *command, args []string) int {
 	}
 	c.writeJSON(failure)
 	return code
+}
+
+// usageError says sentence, a command line that names no command berth
+// has, and exits 2; asked for --json anywhere in args, it writes the
+// jsonFailure on stdout too, as every other usage error does (trial AT:
+// berth bogus --json wrote nothing there).
+func (c *cli) usageError(args []string, sentence string) int {
+	fmt.Fprintln(c.stderr, sentence)
+	if asksJSON(args) {
+		c.writeJSON(jsonFailure{Code: "usage", Error: strings.TrimPrefix(sentence, "berth: ")})
+	}
+	return exitUsage
 }
 
 // asksJSON reports whether a command's arguments ask for --json (flags are

@@ -132,6 +132,11 @@ func TestJSONFailures(t *testing.T) {
 		{[]string{"history", "--json", "-n", "x"}, exitUsage, "usage", `invalid value "x" for flag -n`},
 		{[]string{"machine", "--json", "--cpus", "many"}, exitUsage, "usage", `"many" is not a whole number`},
 		{[]string{"check", "--json", "/nonexistent/x.lua"}, exitFailed, "", "x.lua"},
+		// A command berth does not have is a usage error like the others
+		// (trial AT: nothing on stdout).
+		{[]string{"bogus", "--json"}, exitUsage, "usage", `unknown command "bogus"`},
+		{[]string{"statsu", "--mine", "--json"}, exitUsage, "usage", `unknown command "statsu"`},
+		{[]string{"--socket", "/x", "--json"}, exitUsage, "usage", "but no command"},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
