@@ -150,3 +150,34 @@ func TestDaemonArrayClient(t *testing.T) {
 	}
 	d.stop()
 }
+
+// TestIndexSpellings: JOB --index N is JOB[N], as the help says, also
+// when there is no such index: the same sentence (the daemon's), exit
+// code and --json code (trial AT: --index said "failed", in words of its
+// own, where JOB[N] said no_such_job).
+func TestIndexSpellings(t *testing.T) {
+	t.Parallel()
+	d := newTestDaemon(t, map[string]string{
+		"arr.lua":   `job "arr" { cmd = { "true" }, cpus = 0, array = 3 }`,
+		"plain.lua": `job "plain" { cmd = { "true" }, cpus = 0 }`,
+	})
+	d.start(daemonOptions{})
+	d.waitState("plain", "done")
+	// (Each call is a client of its own, whose connection stays open a
+	// while: few enough that the daemon's bound per uid is not reached.)
+	for _, cmd := range []string{"show", "history", "logs", "stop"} {
+		for _, job := range []string{"arr", "plain", "nothing"} {
+			flagged := []string{cmd, job, "--index", "9"}
+			named := []string{cmd, job + "[9]"}
+			if cmd != "logs" {
+				flagged, named = append(flagged, "--json"), append(named, "--json")
+			}
+			out, errOut, code := d.cli(flagged...)
+			out2, errOut2, code2 := d.cli(named...)
+			if code != exitFailed || out != out2 || errOut != errOut2 || code != code2 {
+				t.Errorf("berth %s: exit %d\n%s%s\nberth %s: exit %d\n%s%s", strings.Join(flagged, " "), code, out, errOut,
+					strings.Join(named, " "), code2, out2, errOut2)
+			}
+		}
+	}
+}

@@ -173,9 +173,8 @@ func listing[T any](name string, path func(args []string) string, render func(io
 		cl := c.client(f)
 		head, err := cl.doHeader(context.Background(), http.MethodGet, path(named), nil, nil, &v)
 		if err != nil {
-			if index != nil {
-				return c.failIndex(cl, err, name, rest, index)
-			}
+			// JOB --index N is JOB[N]: the daemon's answer, whichever was
+			// written (trial AT: --index had words, and a code, of its own).
 			return c.fail(err)
 		}
 		v = keep(cl, v)
@@ -423,31 +422,6 @@ func (f *indexFlag) job(c *cli, command string, rest []string) (name string, ok 
 	return memberName(rest[0], f.n), true
 }
 
-// failIndex is fail for a call about index f of the job rest names. Where
-// the daemon knows no job NAME[N], one look at the job says why: it is not
-// an array, or N is not one of its indices; the daemon's "no job named"
-// would send the person to berth jobs, which lists no index.
-func (c *cli) failIndex(cl *client, err error, command string, rest []string, f *indexFlag) int {
-	var ae *apiError
-	if !f.set || len(rest) == 0 || !errors.As(err, &ae) || ae.code != supervisor.CodeNoSuchJob {
-		return c.fail(err)
-	}
-	job := rest[0]
-	var d supervisor.JobDetail
-	if err := cl.get("/jobs/"+url.PathEscape(job), nil, &d); err != nil {
-		return c.fail(err) // no job of that name, said of the name given
-	}
-	switch a := d.Definition.Array; {
-	case !isArray(d):
-		fmt.Fprintln(c.stderr, escapeText(msgIndexOfPlainJob(command, job, f.n)))
-	case a != nil && (f.n < a.From || f.n > a.To):
-		fmt.Fprintln(c.stderr, escapeText(msgNoSuchIndex(command, job, f.n, *a)))
-	default:
-		return c.fail(err)
-	}
-	return exitFailed
-}
-
 func runHistory(c *cli, args []string) int {
 	fs := c.flags("history")
 	f := c.clientFlags(fs, true)
@@ -489,7 +463,7 @@ func runHistory(c *cli, args []string) int {
 	}
 	if !whose.on() || len(q["owner"]) > 0 {
 		if err := cl.get("/history", q, &runs); err != nil {
-			return c.failIndex(cl, err, "history", rest, index)
+			return c.fail(err)
 		}
 	}
 	more := len(runs) > n
@@ -580,7 +554,7 @@ func control(verb string) func(c *cli, args []string) int {
 		}
 		var ans supervisor.ControlAnswer
 		if err := cl.call(http.MethodPost, "/jobs/"+url.PathEscape(job)+"/"+verb, q, &ans); err != nil {
-			return c.failIndex(cl, err, verb, rest, index)
+			return c.fail(err)
 		}
 		if *asJSON {
 			return c.writeJSON(ans)
@@ -865,7 +839,7 @@ func runLogs(c *cli, args []string) int {
 		}
 	})
 	if err != nil && ctx.Err() == nil {
-		return c.failIndex(cl, err, "logs", rest, index)
+		return c.fail(err)
 	}
 	if cut != "" {
 		// Said last, after what was kept: the output ends short of what

@@ -1109,18 +1109,6 @@ func msgIndexTwice(command, job string, n int) string {
 		command, job, job, n, command)
 }
 
-// msgIndexOfPlainJob says that a job given with --index N is not an array.
-func msgIndexOfPlainJob(command, job string, n int) string {
-	return fmt.Sprintf("berth %s: %s is not an array, so it has no index %d; leave out --index (berth %s %s)",
-		command, job, n, command, quoteArg(job))
-}
-
-// msgNoSuchIndex says that an array has no index n, and which it has.
-func msgNoSuchIndex(command, array string, n int, r supervisor.ArrayRange) string {
-	return fmt.Sprintf("berth %s: array %s has no index %d: its indices are %d to %d (berth show %s lists them by state)",
-		command, array, n, r.From, r.To, quoteArg(array))
-}
-
 // msgGaveUp is the restarts of a job whose policy gave up on it
 // (max_restarts), after its last run's end.
 func msgGaveUp(restarts int) string {

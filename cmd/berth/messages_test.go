@@ -213,8 +213,6 @@ func TestMessages(t *testing.T) {
 		msgRestartFailed("alice/sweep", 0),
 		msgIndexWithoutJob("logs", 7),
 		msgIndexTwice("history", "sweep[7]", 7),
-		msgIndexOfPlainJob("logs", "train", 7),
-		msgNoSuchIndex("logs", "sweep", 500, supervisor.ArrayRange{From: 1, To: 100}),
 		msgNotJobFileName("notes.txt"), msgSubmitDir("sweeps"),
 		msgCannotWriteJobFile("/var/spool/berth/alice", os.ErrPermission),
 		msgNoJobsDirClient("alice", "berth"),
