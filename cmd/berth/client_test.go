@@ -594,8 +594,10 @@ func TestLogsLinesOldDaemon(t *testing.T) {
 	}
 }
 
-// TestLogsRunStartGone: the output of a run whose start was rotated away
-// is shown, after a word on stderr that it is not all of it.
+// TestLogsRunStartGone: the output of a run whose start was rotated away,
+// or whose files were removed as it ran, is shown, after a word on stderr
+// that it is not all of it, which names both (trial AT: a removal was
+// said to be the bound on the files' size).
 func TestLogsRunStartGone(t *testing.T) {
 	socket := fakeDaemon(t, func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Query().Get("run") == "7" {
@@ -604,7 +606,8 @@ func TestLogsRunStartGone(t *testing.T) {
 		w.Write([]byte("rest\n"))
 	})
 	out, errOut, code := berth(t, map[string]string{"BERTH_SOCKET": socket}, "logs", "svc", "--run", "7")
-	if code != exitOK || out != "rest\n" || errOut != msgRunOutputStartGone("svc", 7)+"\n" {
+	if code != exitOK || out != "rest\n" || errOut != msgRunOutputStartGone("svc", 7)+"\n" ||
+		!strings.Contains(errOut, "bounded in size") || !strings.Contains(errOut, "removed") {
 		t.Errorf("exit %d, %q, %q", code, out, errOut)
 	}
 }

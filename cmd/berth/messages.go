@@ -444,10 +444,11 @@ func msgNoOutput(job string, run uint64, journal bool) string {
 	return fmt.Sprintf("berth: no output from %s is kept: its runs wrote none, or their log files were removed (berth history %s lists them; a log directory that could not be written would be among berth status's errors)", job, quoteArg(job))
 }
 
-// msgRunOutputGone: a run's output was rotated out of its job's log
-// files (the daemon's, without journald), which begin after it.
+// msgRunOutputGone: a run's output is no longer in its job's log files
+// (the daemon's, without journald), which begin after it: rotated out of
+// them, or the files were removed since (to free space, say).
 func msgRunOutputGone(job string, run uint64) string {
-	return fmt.Sprintf("berth: run %d of %s: its output is no longer kept; the job's log files, bounded in size, now begin with later runs' (berth logs %s shows what is kept)", run, job, quoteArg(job))
+	return fmt.Sprintf("berth: run %d of %s: its output is no longer kept; the job's log files now begin with later runs' (they are bounded in size, the oldest output dropped first, or were removed since; berth logs %s shows what is kept)", run, job, quoteArg(job))
 }
 
 // msgFollowNotDeclared heads berth logs -f of a job no file declares now.
@@ -468,10 +469,11 @@ func msgFollowAtRest(job, state string) string {
 	return fmt.Sprintf("berth: %s is %s: its output so far follows, and more once it runs again (%s; Ctrl-C ends the wait)", job, state, again)
 }
 
-// msgRunOutputStartGone: the start of a run's output was rotated out of
-// its job's log files; what follows is the rest.
+// msgRunOutputStartGone: the start of a run's output is no longer in its
+// job's log files: rotated out of them, or the files were removed as it
+// ran (trial AT: only the rotation was said); what follows is the rest.
 func msgRunOutputStartGone(job string, run uint64) string {
-	return fmt.Sprintf("berth: run %d of %s: the start of its output is no longer kept (the job's log files are bounded in size); what is kept follows", run, job)
+	return fmt.Sprintf("berth: run %d of %s: the start of its output is no longer kept (the job's log files are bounded in size, the oldest output dropped first, or were removed as it ran); what is kept follows", run, job)
 }
 
 // msgTailLeftOut: what of the last lines asked for the daemon left out,
