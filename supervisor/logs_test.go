@@ -625,3 +625,31 @@ func TestFollowNotDeclared(t *testing.T) {
 	reload(t, d)
 	want("second")
 }
+
+// TestStreamFileTailREADME: the README's figure for the last lines held
+// for one request is what the bound keeps of short lines, each counted
+// with lineCost besides its text (trial AT: the README said 2 MiB of
+// lines, which is some 29 000 of seq's, not 260 000).
+func TestStreamFileTailREADME(t *testing.T) {
+	t.Parallel()
+	d := &Daemon{log: hclog.NewNullLogger()}
+	path := filepath.Join(t.TempDir(), "seq.log")
+	var b strings.Builder
+	for i := 4_900_001; i <= 5_000_000; i++ {
+		fmt.Fprintf(&b, "%d\n", i) // 8 bytes, as seq 1 5000000 ends
+	}
+	if err := writeFile(path, []byte(b.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	rec := httptest.NewRecorder()
+	d.streamFile(rec, httptest.NewRequest("GET", "/", nil), path, false, nil, 1_000_000, func() {}, nil, nil)
+	kept := strings.Count(rec.Body.String(), "\n")
+	readme, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	said := fmt.Sprintf("the last %d %03d)", kept/1000, kept%1000)
+	if !strings.Contains(string(readme), said) || !strings.Contains(string(readme), fmt.Sprintf("each line counted with %d bytes", lineCost)) {
+		t.Errorf("the README does not say %q of the last lines held (%d bytes, each line counted with %d more)", said, maxTailBytes, lineCost)
+	}
+}
