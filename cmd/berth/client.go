@@ -42,7 +42,23 @@ type client struct {
 	notSocket, notSocketKind string
 
 	http *http.Client
+	// timeout bounds a one-shot request, its answer read whole, and
+	// reloadTimeout a reload (berth reload, submit, edit), which takes
+	// longer: a script is not held for ever by a daemon that took its
+	// request and never answers (stopped with kill -STOP, stuck).
+	timeout, reloadTimeout time.Duration
 }
+
+// Bounds on a one-shot request (client.timeout, reloadTimeout). A reload
+// is answered once the reload under way when it was asked, then its own,
+// have been evaluated, each within the daemon's deadline for one; at the
+// daemon's start the first also evaluates the versions in force when the
+// last daemon stopped, within another: three deadlines, and a minute more
+// to apply them, in which a reload may take its time without being given up.
+const (
+	requestTimeout = 2 * time.Minute
+	reloadTimeout  = 3*supervisor.DefaultEvalDeadline + time.Minute
+)
 
 // newClient talks to the daemon on the first of sockets that answers, in
 // order: a person's own daemon before the system's.
@@ -63,9 +79,8 @@ func newClient(sockets ...string) *client {
 			// never goes out on a connection the daemon is closing.
 			IdleConnTimeout: 10 * time.Second,
 		},
-		// A reload waits for the daemon to evaluate every changed file.
-		Timeout: 2 * time.Minute,
 	}
+	cl.timeout, cl.reloadTimeout = requestTimeout, reloadTimeout
 	return cl
 }
 
@@ -199,11 +214,57 @@ var errDaemonGone = errors.New("the daemon stopped")
 // closed before the whole answer came.
 func wentAway(err error) bool {
 	var nd *noDaemonError
-	return errors.As(err, &nd) || errors.Is(err, errDaemonGone) ||
+	var na *noAnswerError
+	return errors.As(err, &nd) || errors.Is(err, errDaemonGone) || errors.As(err, &na) && na.timeout == 0 ||
 		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET)
 }
 
 func (e *deniedError) Error() string { return "permission denied on " + e.socket }
+
+// noAnswerError is returned when a daemon took a request and gave no
+// answer: it went away (killed, crashed) before answering, or did not
+// answer within the time it had (timeout, not 0). A request that changes
+// something may or may not have been done.
+type noAnswerError struct {
+	method, path string
+	socket       string
+	timeout      time.Duration
+	err          error
+}
+
+func (e *noAnswerError) Error() string { return e.err.Error() }
+func (e *noAnswerError) Unwrap() error { return e.err }
+
+// asked is what the request asked the daemon to do, in words ("the
+// start of train", "the reload"), "" for a request that changes nothing.
+func (e *noAnswerError) asked() string {
+	if e.method != http.MethodPost {
+		return ""
+	}
+	if rest, ok := strings.CutPrefix(e.path, "/jobs/"); ok {
+		if i := strings.LastIndex(rest, "/"); i >= 0 {
+			job, err := url.PathUnescape(rest[:i])
+			if err != nil {
+				job = rest[:i]
+			}
+			return "the " + rest[i+1:] + " of " + job
+		}
+	}
+	switch e.path {
+	case "/reload":
+		return "the reload"
+	case "/check":
+		return "" // a check changes nothing
+	}
+	return "POST " + supervisor.APIVersion + e.path
+}
+
+// goneBeforeAnswer reports whether err, a request's, says the daemon
+// closed the connection before its answer began: it went away.
+func goneBeforeAnswer(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
+}
 
 type noDaemonError struct {
 	sockets []string // every socket tried
@@ -245,14 +306,31 @@ func (c *client) doContext(ctx context.Context, method, path string, query url.V
 
 // doHeader is doContext, returning the answer's header too.
 func (c *client) doHeader(ctx context.Context, method, path string, query url.Values, body []byte, out any) (http.Header, error) {
-	resp, err := c.open(ctx, c.http, method, path, query, body)
+	limit := c.timeout
+	if method == http.MethodPost && path == "/reload" {
+		limit = c.reloadTimeout
+	}
+	bounded, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	// The time ran out, not the caller's context: the daemon did not
+	// answer within it (trial AT: Go's "Client.Timeout exceeded", exit 1).
+	late := func(err error) error {
+		if ctx.Err() == nil && errors.Is(bounded.Err(), context.DeadlineExceeded) {
+			return &noAnswerError{method: method, path: path, socket: c.socket, timeout: limit, err: err}
+		}
+		return err
+	}
+	resp, err := c.open(bounded, c.http, method, path, query, body)
 	if err != nil {
-		return nil, err
+		return nil, late(err)
 	}
 	defer resp.Body.Close()
 	answer, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if errors.Is(err, syscall.ECONNRESET) {
+		err = fmt.Errorf("%w: %w", io.ErrUnexpectedEOF, err) // cut, as by an end of file
+	}
 	if err != nil {
-		return nil, err
+		return nil, late(err)
 	}
 	if out == nil {
 		return resp.Header, nil
@@ -344,6 +422,11 @@ func (c *client) open(ctx context.Context, hc *http.Client, method, path string,
 		if errors.As(err, &op) && op.Op == "dial" {
 			return nil, &noDaemonError{sockets: c.sockets, stale: c.stale, notSocket: c.notSocket, notSocketKind: c.notSocketKind, err: err}
 		}
+		if ctx.Err() == nil && goneBeforeAnswer(err) {
+			// It took the request and closed the connection before
+			// answering (trial AT: Go's bare "EOF", exit 1).
+			return nil, &noAnswerError{method: method, path: path, socket: c.socket, err: err}
+		}
 		return nil, err
 	}
 	if resp.StatusCode < 400 {
@@ -370,11 +453,16 @@ func (c *client) post(path string, out any) error {
 	return c.call(http.MethodPost, path, nil, out)
 }
 
+// codeNoAnswer is the --json code of a request a daemon took and did not
+// answer (noAnswerError).
+const codeNoAnswer = "no_answer"
+
 // fail prints what went wrong with a call and returns the exit code.
 func (c *cli) fail(err error) int {
 	var nd *noDaemonError
 	var ae *apiError
 	var de *deniedError
+	var na *noAnswerError
 	switch {
 	case errors.As(err, &de):
 		c.failCode = "denied"
@@ -386,6 +474,16 @@ func (c *cli) fail(err error) int {
 		return exitFailed
 	case errors.Is(err, errDaemonGone):
 		fmt.Fprintln(c.stderr, msgDaemonGone())
+		return exitNoDaemon
+	case errors.As(err, &na):
+		// No daemon answered, as when none is there; but what was asked
+		// may have been done: its own code, for a script to tell.
+		c.failCode = codeNoAnswer
+		if na.timeout > 0 {
+			fmt.Fprintln(c.stderr, msgNoAnswerInTime(na.socket, na.asked(), na.timeout))
+		} else {
+			fmt.Fprintln(c.stderr, msgGoneBeforeAnswer(na.socket, na.asked()))
+		}
 		return exitNoDaemon
 	case errors.As(err, &nd) && nd.stale != "":
 		fmt.Fprintln(c.stderr, msgNothingListens(nd.stale))

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"cmp"
 	"encoding/json"
@@ -20,6 +21,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/berthd/berth/supervisor"
 	"github.com/berthd/berth/supervisor/testkit"
@@ -1203,5 +1205,84 @@ func TestOwnerFilterArgs(t *testing.T) {
 		if got := f.args(); got != c.want {
 			t.Errorf("mine %v, owner %q: %q, want %q", c.mine, c.owner, got, c.want)
 		}
+	}
+}
+
+// TestNoAnswer: a daemon that takes a one-shot request and goes away
+// before answering, or does not answer in time, is no daemon answering
+// (exit 3), said so with whether what was asked may have been done, and
+// code no_answer with --json (trial AT: Go's bare "EOF", or its
+// Client.Timeout, exit 1, code failed).
+func TestNoAnswer(t *testing.T) {
+	t.Parallel()
+	listen := func(t *testing.T, serve func(net.Conn)) string {
+		t.Helper()
+		socket := filepath.Join(t.TempDir(), "b.sock")
+		l, err := net.Listen("unix", socket)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { l.Close() })
+		go func() {
+			for {
+				conn, err := l.Accept()
+				if err != nil {
+					return
+				}
+				go serve(conn)
+			}
+		}()
+		return socket
+	}
+	// goes away: it reads the request, and closes the connection.
+	gone := listen(t, func(conn net.Conn) {
+		_, _ = http.ReadRequest(bufio.NewReader(conn))
+		conn.Close()
+	})
+	// stuck: it reads the request, and never answers.
+	quit := make(chan struct{})
+	t.Cleanup(func() { close(quit) })
+	stuck := listen(t, func(conn net.Conn) {
+		defer conn.Close()
+		_, _ = http.ReadRequest(bufio.NewReader(conn))
+		<-quit
+	})
+	for _, tt := range []struct {
+		socket string
+		args   []string
+		want   string
+	}{
+		{gone, []string{"status", "--json"}, msgGoneBeforeAnswer(gone, "")},
+		{gone, []string{"start", "train", "--json"}, msgGoneBeforeAnswer(gone, "the start of train")},
+		{gone, []string{"show", "train"}, msgGoneBeforeAnswer(gone, "")},
+		{stuck, []string{"status", "--json"}, msgNoAnswerInTime(stuck, "", 200*time.Millisecond)},
+		{stuck, []string{"reload", "--json"}, msgNoAnswerInTime(stuck, "the reload", 200*time.Millisecond)},
+	} {
+		var out, errOut bytes.Buffer
+		c := &cli{stdout: &out, stderr: &errOut, root: "testdata/box", timeout: 200 * time.Millisecond,
+			env: env{lookup: func(k string) (string, bool) {
+				return map[string]string{"BERTH_SOCKET": tt.socket}[k], k == "BERTH_SOCKET"
+			}, uid: 1000, home: "/home/someone"}}
+		code := c.main(tt.args)
+		if code != exitNoDaemon || errOut.String() != tt.want+"\n" {
+			t.Errorf("berth %s: exit %d, %q\nwant exit 3, %q", strings.Join(tt.args, " "), code, errOut.String(), tt.want)
+		}
+		if !asksJSON(tt.args) {
+			continue
+		}
+		var f jsonFailure
+		if err := json.Unmarshal(out.Bytes(), &f); err != nil || f.Code != codeNoAnswer || "berth: "+f.Error != tt.want {
+			t.Errorf("berth %s: stdout %q, want {code: %s, error}", strings.Join(tt.args, " "), out.String(), codeNoAnswer)
+		}
+	}
+}
+
+// TestReloadTimeout: a reload is not given up on before the daemon can
+// have answered it: the reload under way, its own and, at the daemon's
+// start, the versions in force, each within its deadline.
+func TestReloadTimeout(t *testing.T) {
+	if reloadTimeout < 3*supervisor.DefaultEvalDeadline || requestTimeout > reloadTimeout {
+		t.Errorf("a reload is given %s, other requests %s, the daemon's deadline for one evaluation being %s",
+			reloadTimeout, requestTimeout, supervisor.DefaultEvalDeadline)
 	}
 }

@@ -40,7 +40,13 @@ func (c *cli) clientFlags(fs *flag.FlagSet, listing bool) *clientFlags {
 }
 
 // client is the client of the daemon these flags name.
-func (c *cli) client(f *clientFlags) *client { return newClient(c.sockets(f.socket)...) }
+func (c *cli) client(f *clientFlags) *client {
+	cl := newClient(c.sockets(f.socket)...)
+	if c.timeout > 0 {
+		cl.timeout, cl.reloadTimeout = c.timeout, c.timeout
+	}
+	return cl
+}
 
 // sockets are where a client looks for the daemon: --socket, else
 // BERTH_SOCKET, else the person's own daemon then the system's.

@@ -60,6 +60,9 @@ type cli struct {
 	// (--owner's account): one not found is what was asked about not
 	// existing (exit 1), not a command line written wrong.
 	lookups []func() error
+	// timeout, where not 0, bounds every one-shot request in place of
+	// requestTimeout and reloadTimeout: tests shorten it.
+	timeout time.Duration
 }
 
 type command struct {

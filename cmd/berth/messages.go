@@ -406,6 +406,27 @@ func msgDaemonGone() string {
 	return "berth: the daemon stopped while its answer came (berth status says whether it is back; systemctl status berth says why it stopped)"
 }
 
+// msgGoneBeforeAnswer: the daemon on socket took a request and went away
+// before answering; asked is what the request asked it to do ("the start
+// of train"; "" for a request that changes nothing), which may or may not
+// have been done.
+func msgGoneBeforeAnswer(socket, asked string) string {
+	if asked == "" {
+		return fmt.Sprintf("berth: the daemon on %s went away before it answered (berth status says whether it is back; systemctl status berth says why it stopped)", socket)
+	}
+	return fmt.Sprintf("berth: the daemon on %s went away before it answered: %s may or may not have been done (berth status says, once a daemon answers again; systemctl status berth says why it stopped)", socket, asked)
+}
+
+// msgNoAnswerInTime: the daemon on socket took a request and did not
+// answer within limit; asked as for msgGoneBeforeAnswer.
+func msgNoAnswerInTime(socket, asked string, limit time.Duration) string {
+	done := ""
+	if asked != "" {
+		done = fmt.Sprintf(": %s may or may not have been done", asked)
+	}
+	return fmt.Sprintf("berth: the daemon on %s did not answer within %s%s; it may be stuck, or stopped (kill -STOP): systemctl status berth says whether it runs, and berth status whether it answers now", socket, accounting.FormatDuration(limit), done)
+}
+
 // msgAnswerCut: an answer ended before it was whole.
 func msgAnswerCut() string {
 	return "berth: the daemon's answer ended before it was whole: the daemon went away (systemctl status berth says why), or closed a connection whose answer was not read for 30 s (a berth stopped with Ctrl-Z, say); ask again"
