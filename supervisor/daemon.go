@@ -184,7 +184,9 @@ type Daemon struct {
 	logTrouble atomic.Pointer[logTrouble]
 	// cuts are the jobs whose last run's output was cut short (status:
 	// logs_unwritable), each until a run of it is written whole.
-	cuts    outputCuts
+	cuts outputCuts
+	// headers are the runs' headers written last, by job (runLines.later).
+	headers runHeaders
 	started time.Time
 	// loaded: the reloads at start have read every file (the first, or
 	// those that follow it at once for files it left). Before, the socket
@@ -1387,7 +1389,11 @@ func (d *Daemon) start(j *job, run uint64) (process, func(), error) {
 		}
 		return d.startUnit(j, run, login, cred)
 	}
-	out, err := d.output(j.name, runner.RunHeader(run, d.now()))
+	header := runner.RunHeader(run, d.now())
+	// Noted before it is written: a follow of the run before tells it
+	// from a job's line like it (runLines.later).
+	d.headers.note(j.name, header)
+	out, err := d.output(j.name, header)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -12,6 +12,7 @@ import (
 	"os/user"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -106,7 +107,11 @@ func (d *Daemon) serveLogs(w http.ResponseWriter, r *http.Request) {
 				writeError(w, http.StatusNotFound, CodeNoSuchRun, msgNoSuchRun(name, run))
 				return
 			}
-			only = &runLines{run: run}
+			// A run begun since is not among the runs on record that
+			// tell its header from the job's lines (runStartsOf): the
+			// daemon's note of the header it wrote last does (trial AT:
+			// --run N -f went on into run N+1, begun at once).
+			only = &runLines{run: run, later: func(line []byte) bool { return d.headers.wrote(name, line) }}
 			// A run that has ended writes nothing more: nothing to follow.
 			follow = follow && rec.End.IsZero()
 		}
@@ -534,6 +539,35 @@ type runLines struct {
 	// another start, is the job's own output (nil: every header is
 	// taken).
 	starts runStarts
+	// later, where not nil, reports whether a line like a header that
+	// starts does not take is the header the daemon wrote last of the
+	// job: a run begun after starts were read.
+	later func(line []byte) bool
+}
+
+// runHeaders are the header the daemon wrote last of each job's runs (a
+// job removed keeps its line: a name's worth).
+type runHeaders struct {
+	mu sync.Mutex        // guards m
+	m  map[string]string // job → its header, without its newline
+}
+
+// note keeps header as the one written last of job's runs.
+func (h *runHeaders) note(job, header string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.m == nil {
+		h.m = map[string]string{}
+	}
+	h.m[job] = strings.TrimSuffix(header, "\n")
+}
+
+// wrote reports whether line is the header written last of job's runs.
+func (h *runHeaders) wrote(job string, line []byte) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	last, ok := h.m[job]
+	return ok && string(bytes.TrimRight(line, "\n")) == last
 }
 
 // runStarts are a job's runs on record, and their starts as their headers
@@ -573,7 +607,11 @@ func (l *runLines) gone() bool { return !l.found && l.first != 0 && l.run < l.fi
 func (l *runLines) Write(p []byte) (int, error) {
 	err := l.lines.split(p, func(piece []byte, more bool) error {
 		if !l.mid && !more {
-			if run, continued, ok := l.starts.header(piece); ok {
+			run, continued, ok := l.starts.header(piece)
+			if !ok && l.later != nil && l.later(piece) {
+				run, continued, ok = runner.ParseRunHeader(piece)
+			}
+			if ok {
 				if l.first == 0 {
 					l.first = run
 				}

@@ -653,3 +653,31 @@ func TestStreamFileTailREADME(t *testing.T) {
 		t.Errorf("the README does not say %q of the last lines held (%d bytes, each line counted with %d more)", said, maxTailBytes, lineCost)
 	}
 }
+
+// TestStreamFileFollowRunNotIntoNext: a run followed to its end stops at
+// the header of the run begun at once after it (a restart), though that
+// run was not on record when the follow began; a line like a header that
+// the daemon did not write last is the job's own (trial AT: --run N -f
+// printed run N+1's header and first lines).
+func TestStreamFileFollowRunNotIntoNext(t *testing.T) {
+	t.Parallel()
+	start := time.Date(2026, 12, 4, 9, 0, 0, 0, time.UTC)
+	forged := runner.RunHeader(9, start.Add(time.Minute))
+	next := runner.RunHeader(8, start.Add(time.Second))
+	path := filepath.Join(t.TempDir(), "svc.log")
+	body := runner.RunHeader(7, start) + "a\n" + forged + "b\n" + next + "c\n"
+	if err := writeFile(path, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	d := &Daemon{log: hclog.NewNullLogger()}
+	d.headers.note("svc", next)
+	ended := make(chan struct{})
+	close(ended)
+	starts := runStarts{7: runner.RunStart(start)} // as the follow began
+	only := &runLines{run: 7, later: func(line []byte) bool { return d.headers.wrote("svc", line) }}
+	rec := httptest.NewRecorder()
+	d.streamFile(rec, httptest.NewRequest("GET", "/", nil), path, true, only, -1, func() {}, ended, starts)
+	if got, want := rec.Body.String(), "a\n"+forged+"b\n"; got != want {
+		t.Errorf("run 7 followed, run 8 begun after it:\n%q\nwant\n%q", got, want)
+	}
+}
