@@ -525,10 +525,10 @@ job "free" { cmd = "sleep 600", cpus = 0 }`)
 	}
 	// Her reload after it says her quota changed; bob's says nothing of
 	// hers.
-	if code, body := as(t, d, testAlice, "POST", APIVersion+"/reload"); code != http.StatusOK || !strings.Contains(body, `"quotas":["`+testAlice+`"]`) {
+	if code, body := as(t, d, testAlice, "POST", "/reload"); code != http.StatusOK || !strings.Contains(body, `"quotas":["`+testAlice+`"]`) {
 		t.Errorf("alice's reload after her quota changed: %d %s", code, body)
 	}
-	if code, body := as(t, d, testBob, "POST", APIVersion+"/reload"); code != http.StatusOK || strings.Contains(body, testAlice) {
+	if code, body := as(t, d, testBob, "POST", "/reload"); code != http.StatusOK || !strings.Contains(body, `"quotas":[]`) {
 		t.Errorf("bob's reload after alice's quota changed: %d %s, want nothing of hers", code, body)
 	}
 }
