@@ -921,7 +921,8 @@ func TestInvalidSinceOutlivesTheDaemon(t *testing.T) {
 	lives.stopped(stop)
 
 	clk.Advance(time.Hour)
-	d, _ = lives.start()
+	d, stop = lives.start()
+	defer lives.stopped(stop)
 	if js := waitJob(t, d, "broken", "invalid", func(js JobStatus) bool { return js.State == "invalid" }); !js.Since.Equal(since) {
 		t.Errorf("invalid since %v in the next daemon, want %v, when it became so", js.Since, since)
 	}
@@ -960,7 +961,10 @@ func TestWaitAfterStopOutlivesTheDaemon(t *testing.T) {
 	}
 	lives.stopped(stop)
 
-	d, _ = lives.start()
+	// Stopped at the end: its hog runs, which a daemon left running would
+	// leave behind the test.
+	d, stop = lives.start()
+	defer lives.stopped(stop)
 	if js := waitJob(t, d, "slow", "waiting", func(js JobStatus) bool { return js.State == "waiting" }); !js.Since.Equal(since) {
 		t.Errorf("slow waits since %v in the next daemon, want %v, when its wait began", js.Since, since)
 	}

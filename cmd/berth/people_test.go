@@ -871,4 +871,5 @@ job "sweep" { cmd = "true", array = 5, enabled = false, cpus = 0 }`,
 	if out, errOut, code := a.run("", nil, "submit", c); code != exitFailed || !strings.Contains(out+errOut, "may declare 4 in all") {
 		t.Errorf("a new file past the bound: exit %d\n%s%s", code, out, errOut)
 	}
+	d.stop() // and with it long's run, which is alice's: her account goes at the end
 }
