@@ -166,8 +166,22 @@ func (d *testDaemon) start(opts daemonOptions) {
 	d.mu.Unlock()
 	t.Cleanup(func() {
 		if d.cmd != nil && d.cmd.ProcessState == nil {
-			d.cmd.Process.Kill()
-			d.cmd.Wait()
+			// Stopped as systemd stops it, so that its jobs go with it
+			// (a SIGKILL leaves what a job's shell started running, which
+			// a person's test account outlives the test in); killed if
+			// it does not stop.
+			d.cmd.Process.Signal(syscall.SIGTERM)
+			exited := make(chan struct{})
+			go func() {
+				d.cmd.Wait()
+				close(exited)
+			}()
+			select {
+			case <-exited:
+			case <-time.After(waitLong):
+				d.cmd.Process.Kill()
+				<-exited
+			}
 		}
 		conn.Close()
 		if t.Failed() {
