@@ -1373,8 +1373,9 @@ func (d *Daemon) runOver(name string, def *luaapi.Job, index int, login map[stri
 	return env
 }
 
-// start spawns a run of j with the environment its grant implies.
-func (d *Daemon) start(j *job, run uint64) (process, func(), error) {
+// start spawns run of j, which began at began, with the environment its
+// grant implies.
+func (d *Daemon) start(j *job, run uint64, began time.Time) (process, func(), error) {
 	def := j.def
 	cred, login, err := jobCredentials(def.User, def.Group)
 	if err != nil {
@@ -1389,7 +1390,10 @@ func (d *Daemon) start(j *job, run uint64) (process, func(), error) {
 		}
 		return d.startUnit(j, run, login, cred)
 	}
-	header := runner.RunHeader(run, d.now())
+	// The run's start as its record has it, to the second: berth logs
+	// --run tells the run's header from a job's line like it by it (a
+	// clock read again here could fall in the next second).
+	header := runner.RunHeader(run, began)
 	// Noted before it is written: a follow of the run before tells it
 	// from a job's line like it (runLines.later).
 	d.headers.note(j.name, header)

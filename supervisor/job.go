@@ -1092,7 +1092,7 @@ func (j *job) spawn() (event, bool) {
 		j.d.store.Intend(rec)
 	}
 
-	proc, after, err := j.d.start(j, rec.ID)
+	proc, after, err := j.d.start(j, rec.ID, now)
 	if child && !isLocalRunID(rec.ID) {
 		if err == nil {
 			// Its start ticks, which tell it from a later process of the

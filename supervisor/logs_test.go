@@ -12,11 +12,13 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/berthd/berth/supervisor/clock"
 	"github.com/berthd/berth/supervisor/ctlsock"
 	"github.com/berthd/berth/supervisor/runner"
 	"github.com/berthd/berth/supervisor/store"
@@ -679,5 +681,48 @@ func TestStreamFileFollowRunNotIntoNext(t *testing.T) {
 	d.streamFile(rec, httptest.NewRequest("GET", "/", nil), path, true, only, -1, func() {}, ended, starts)
 	if got, want := rec.Body.String(), "a\n"+forged+"b\n"; got != want {
 		t.Errorf("run 7 followed, run 8 begun after it:\n%q\nwant\n%q", got, want)
+	}
+}
+
+// steppingClock is the real clock's timers, and a time that moves a second
+// on at every reading: what two readings of a real clock a moment apart
+// give when a second begins between them.
+type steppingClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *steppingClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(time.Second)
+	return c.t
+}
+
+func (c *steppingClock) NewTimer(d time.Duration) clock.Timer { return clock.Real.NewTimer(d) }
+
+// TestRunHeaderIsItsRecordsStart: a run's header in its log carries the
+// start its record has, to the second, whatever the clock reads as the
+// process starts: berth logs --run tells the run's header by it (the
+// review: the header read the clock again, and a second begun in between
+// made the run's own output look gone).
+func TestRunHeaderIsItsRecordsStart(t *testing.T) {
+	t.Parallel()
+	clk := &steppingClock{t: time.Date(2026, 12, 7, 9, 0, 0, 0, time.UTC)}
+	d, dir := runDaemon(t, "", func(cfg *Config) { cfg.Clock = clk })
+	testkit.PutFile(t, filepath.Join(dir, "hello.lua"), `job "hello" { cmd = { "echo", "hello" }, cpus = 0 }`)
+	reload(t, d)
+	waitJob(t, d, "hello", "done", func(js JobStatus) bool { return js.State == "done" })
+	runs, err := d.store.Runs("hello", 1)
+	if err != nil || len(runs) != 1 {
+		t.Fatalf("runs %v, %v", runs, err)
+	}
+	root := ctlsock.Peer{Ucred: unix.Ucred{Uid: 0, Gid: 0, Pid: int32(os.Getpid())}, GroupsKnown: true}
+	req := httptest.NewRequest(http.MethodGet, "http://berth"+APIVersion+jobPath("hello")+"/logs?run="+strconv.FormatUint(runs[0].ID, 10), nil)
+	req = req.WithContext(context.WithValue(req.Context(), peerKey{}, root))
+	rec := httptest.NewRecorder()
+	d.api().ServeHTTP(rec, req)
+	if rec.Code != http.StatusOK || rec.Body.String() != "hello\n" || rec.Header().Get(HeaderOutputGone) != "" {
+		t.Errorf("berth logs --run %d: %d %q (%s %q), want its line", runs[0].ID, rec.Code, rec.Body, HeaderOutputGone, rec.Header().Get(HeaderOutputGone))
 	}
 }
