@@ -545,8 +545,8 @@ type runLines struct {
 	later func(line []byte) bool
 }
 
-// runHeaders are the header the daemon wrote last of each job's runs (a
-// job removed keeps its line: a name's worth).
+// runHeaders are the header the daemon wrote last of each job's runs,
+// until the job is removed and its goroutine has ended (forget).
 type runHeaders struct {
 	mu sync.Mutex        // guards m
 	m  map[string]string // job → its header, without its newline
@@ -560,6 +560,13 @@ func (h *runHeaders) note(job, header string) {
 		h.m = map[string]string{}
 	}
 	h.m[job] = strings.TrimSuffix(header, "\n")
+}
+
+// forget lets go of job's header: the job is gone.
+func (h *runHeaders) forget(job string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	delete(h.m, job)
 }
 
 // wrote reports whether line is the header written last of job's runs.

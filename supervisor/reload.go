@@ -1337,6 +1337,9 @@ func (d *Daemon) apply(set *luaapi.Set, first bool) ReloadResult {
 	for name, j := range d.draining {
 		if jobEnded(j.done) {
 			delete(d.draining, name)
+			if _, again := d.jobs[name]; !again {
+				d.headers.forget(name) // what a removed job leaves: a name's worth
+			}
 		}
 	}
 	for name, j := range d.jobs {
