@@ -415,9 +415,11 @@ func writeNoAnswer(w http.ResponseWriter, err error) {
 
 // unfitToStart is why job name, in view v, fits no machine or its owner's
 // quota: for a run going on, as the job said it (v.Unfit); for a start or
-// a restart of one at rest, as it would be found at once (trial AS).
+// a restart of one at rest, or of one whose run is being stopped, as it
+// would be found at once (trial AS; the review: a start during the stop
+// was taken, and the job came to rest unplaceable).
 func (d *Daemon) unfitToStart(ev eventKind, name string, v jobView) string {
-	if ev == evStop || !resting(v.State) || v.Invalid != "" || v.Unfit != "" {
+	if ev == evStop || !resting(v.State) && v.State != store.StateStopping || v.Invalid != "" || v.Unfit != "" {
 		return v.Unfit
 	}
 	return d.unfit(name, v.Def)

@@ -598,7 +598,7 @@ func admit(k eventKind, s store.State, invalid, disabled, unfit bool) refusal {
 		return refuseInvalid
 	case disabled || s == store.StateDisabled:
 		return refuseDisabled
-	case s == store.StateUnplaceable, unfit && (k == evRestart || resting(s)):
+	case s == store.StateUnplaceable, unfit && (k == evRestart || resting(s) || s == store.StateStopping):
 		return refuseUnplaceable
 	}
 	return refuseNone

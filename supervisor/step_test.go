@@ -618,6 +618,10 @@ func TestAdmitEveryState(t *testing.T) {
 	if got := admit(evStart, store.StateStopped, false, false, true); got != refuseUnplaceable {
 		t.Errorf("a start of a job stopped whose definition fits no machine now: %d, want %d", got, refuseUnplaceable)
 	}
+	// Being stopped, it would come to rest unplaceable (the review).
+	if got := admit(evStart, store.StateStopping, false, false, true); got != refuseUnplaceable {
+		t.Errorf("a start of a job being stopped whose definition fits no machine now: %d, want %d", got, refuseUnplaceable)
+	}
 	if got := admit(evStart, store.StateRunning, false, false, true); got != refuseNone {
 		t.Errorf("a start of a run going on whose definition fits no machine now: %d, want none (it runs)", got)
 	}
