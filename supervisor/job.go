@@ -532,7 +532,7 @@ func (j *job) loop() {
 func (j *job) refit() {
 	was := j.unfit
 	j.unfit = ""
-	if j.life.state != store.StateRunning || j.invalid != "" {
+	if j.life.state != store.StateRunning && j.life.state != store.StateStarting || j.invalid != "" {
 		return
 	}
 	if j.unfit = j.d.unfit(j.name, j.def); j.unfit != "" && j.unfit != was {

@@ -1689,9 +1689,10 @@ func (d *Daemon) applyQuotas(set *luaapi.Set) (changed []string) {
 		switch st := j.view().State; {
 		case st == store.StateWaiting && !fits || st == store.StateUnplaceable && fits:
 			j.in.post(jobMessage{def: j.seenDef, invalid: j.seenInvalid, requeue: true})
-		case st == store.StateRunning:
+		case st == store.StateRunning || st == store.StateStarting:
 			// Its run goes on either way; whether it runs again is said
-			// (trial AR: a quota lowered under it said nothing).
+			// (trial AR: a quota lowered under it said nothing; the
+			// review: nor under one starting).
 			j.in.post(jobMessage{refit: true})
 		}
 	}
