@@ -1238,19 +1238,22 @@ func (d *Daemon) runMark() map[string]string {
 // not searched (a /proc scan per run would be most of a short job's
 // cost); under systemd the unit's cgroup holds such processes. While the
 // daemon stops every job, one scan answers all (stoppingAll).
-func (d *Daemon) leftGroup(run uint64) func() []runner.Tagged {
+func (d *Daemon) leftGroup(job string, run uint64) func() []runner.Tagged {
 	id := strconv.FormatUint(run, 10)
+	asked := false
 	return func() []runner.Tagged {
 		reply := make(chan []runner.Tagged, 1)
 		d.leftMu.Lock()
-		if d.stoppingAll {
-			// What is forked and leaves its group after the scan is
-			// left to the service's cgroup, or to the next daemon.
+		if d.stoppingAll && !asked {
+			// The stop asks again once those found are gone, for what
+			// they started meanwhile: that is scanned for afresh.
+			asked = true
 			d.leftMu.Unlock()
 			d.lastScan.Do(func() { d.lastFound = d.findLeft(nil) })
-			d.logLeft(run, d.lastFound[id])
+			d.logLeft(job, run, d.lastFound[id])
 			return d.lastFound[id]
 		}
+		asked = true
 		if d.leftAsks == nil {
 			d.leftAsks = map[string][]chan<- []runner.Tagged{}
 		}
@@ -1262,14 +1265,14 @@ func (d *Daemon) leftGroup(run uint64) func() []runner.Tagged {
 			go d.sweep()
 		}
 		found := <-reply
-		d.logLeft(run, found)
+		d.logLeft(job, run, found)
 		return found
 	}
 }
 
-// logLeft says which processes of run had left its group as it was
-// stopped.
-func (d *Daemon) logLeft(run uint64, found []runner.Tagged) {
+// logLeft says which processes of job's run had left its group as it was
+// stopped (or were started by those that had, since).
+func (d *Daemon) logLeft(job string, run uint64, found []runner.Tagged) {
 	if len(found) == 0 {
 		return
 	}
@@ -1277,7 +1280,7 @@ func (d *Daemon) logLeft(run uint64, found []runner.Tagged) {
 	for i, t := range found {
 		pids[i] = t.PID
 	}
-	d.log.Warn("processes of a run being stopped had left its process group: they are stopped as it is (its stop signal, its stop_timeout), and it ends once they are gone", "run", run, "pids", pids)
+	d.log.Warn("processes of a run being stopped are outside its process group: they are stopped as it is (its stop signal, its stop_timeout), and it ends once they are gone", "job", job, "run", run, "pids", pids)
 }
 
 // findLeft finds the processes of the runs asked (nil: of every run) by
@@ -1408,7 +1411,7 @@ func (d *Daemon) start(j *job, run uint64, began time.Time) (process, func(), er
 		// It replaces the daemon's own; one the job declares stands.
 		over["JOURNAL_STREAM"] = out.journal
 	}
-	spec := runner.Spec{Argv: def.Cmd, Dir: def.Dir, Env: d.environOver(over), Stdout: out.file, Credential: cred, LeftGroup: d.leftGroup(run)}
+	spec := runner.Spec{Argv: def.Cmd, Dir: def.Dir, Env: d.environOver(over), Stdout: out.file, Credential: cred, LeftGroup: d.leftGroup(j.name, run)}
 	proc, err := runner.Start(spec)
 	// The child has its own copy of the output; the daemon's must go, or
 	// the log's reader never sees the end of it.

@@ -522,7 +522,9 @@ job "server" { cmd = { "sh", "-c", "setsid sh OUT/escapee.sh & wait" }, cpus = 1
 job "next" { cmd = { "sh", "-c", "touch OUT/next; exec sleep 1000" }, cpus = 1 }
 job "other" { cmd = { "sh", "-c", "setsid sh OUT/escapee2.sh & wait" }, cpus = 0, stop_timeout = "2m" }
 `})
-	script := d.lua(`trap 'touch OUT/got-term; while [ ! -e OUT/release ]; do sleep 0.05; done; exit 0' TERM
+	// Its handler waits to be let go, then starts an upload that
+	// outlives it, as a checkpoint's uploader does.
+	script := d.lua(`trap 'touch OUT/got-term; while [ ! -e OUT/release ]; do sleep 0.05; done; (sleep 0.5; touch OUT/uploaded) & exit 0' TERM
 touch OUT/trapped
 while [ ! -e OUT/release ]; do sleep 0.05; done
 `)
@@ -543,10 +545,11 @@ while [ ! -e OUT/release2 ]; do sleep 0.05; done
 			}
 		}
 	}
-	// Should the test fail before they are let go.
+	d.start(daemonOptions{args: []string{"--cpus", "1"}, env: []string{d.markEnv()}})
+	// Should the test fail before they are let go: before the daemon's
+	// stop at cleanup, which waits for them (cleanups run last first).
 	t.Cleanup(release("release"))
 	t.Cleanup(release("release2"))
-	d.start(daemonOptions{args: []string{"--cpus", "1"}, env: []string{d.markEnv()}})
 	d.waitFile("trapped")
 	d.waitFile("trapped2")
 	if j, _ := d.job("next"); j.State != "waiting" {
@@ -556,7 +559,7 @@ while [ ! -e OUT/release2 ]; do sleep 0.05; done
 		t.Fatalf("stop: %s", resp.Status)
 	}
 	d.waitFile("got-term")
-	d.waitLog("had left its process group")
+	d.waitLog("are outside its process group")
 	if j, _ := d.job("server"); j.State != "stopping" {
 		t.Errorf("server, whose process that left its group saves its work: %s, want stopping", j.State)
 	}
@@ -565,6 +568,11 @@ while [ ! -e OUT/release2 ]; do sleep 0.05; done
 	}
 	release("release")()
 	d.waitState("server", "stopped")
+	// The upload its process outside the group started is waited for
+	// too (trial AV: it outlived the run, and next had the core).
+	if _, err := os.Stat(filepath.Join(d.out, "uploaded")); err != nil {
+		t.Errorf("server stopped before the upload its process started ended: %v", err)
+	}
 	d.waitState("next", "running")
 	if strings.Contains(d.logs.String(), "killed after stop_timeout") {
 		t.Error("server's stop was said to have killed it")

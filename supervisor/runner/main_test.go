@@ -39,6 +39,8 @@ func TestMain(m *testing.M) {
 //	fork-grandchild block   start a sleeping grandchild, print its pid, sleep
 //	escape MODE             start a grandchild of MODE in a session of its own,
 //	                        print its pid; exit 0 on SIGTERM
+//	spawn-term              print "ready"; on SIGTERM, start an upload and exit 0
+//	upload                  take a while, print "uploaded", exit 0
 //	fork-grandchild FIFO    ... print its pid, then exit 0 once FIFO is closed
 //	list-fds                print "self N" (the fd listing), then "N target" per fd
 //	describe                print argv, dir, env and IDs as JSON
@@ -132,6 +134,26 @@ func helper(mode string, args []string) int {
 		}
 		fmt.Println(gc.Process.Pid)
 		<-c
+		return 0
+	case "spawn-term":
+		c := make(chan os.Signal, 1)
+		signal.Notify(c, syscall.SIGTERM)
+		fmt.Println("ready")
+		<-c
+		exe, err := os.Executable()
+		if err != nil {
+			return fail(err)
+		}
+		up := exec.Command(exe)
+		up.Env = append(os.Environ(), helperEnv+"=upload")
+		up.Stdout = os.Stdout
+		if err := up.Start(); err != nil {
+			return fail(err)
+		}
+		return 0 // the upload goes on
+	case "upload":
+		time.Sleep(300 * time.Millisecond)
+		fmt.Println("uploaded")
 		return 0
 	case "group-term":
 		signal.Ignore(syscall.SIGTERM)

@@ -426,16 +426,34 @@ func (p *Process) Stop(sig syscall.Signal, timeout time.Duration) (killed bool) 
 		p.awaitGroup(expired) // SIGKILLed with its leader: only its end is left
 	}
 	if p.leftGroup != nil {
-		killed = awaitLeft(p.leftGroup(), sig, kill) || killed
+		// What they start meanwhile (an upload their handler begins)
+		// carries the run too, and is waited for as a unit's cgroup is:
+		// looked for again once those found are gone, until none is
+		// left; the signal is theirs alone, and SIGKILL comes at the
+		// deadline, after which one more look is enough (trial AV: a
+		// child started so outlived the run, its cores given away).
+		for past := false; ; sig = 0 {
+			k, waited := awaitLeft(p.leftGroup(), sig, kill)
+			killed = killed || k
+			if !waited || past {
+				break
+			}
+			select {
+			case <-kill:
+				past = true
+			default:
+			}
+		}
 	}
 	return killed
 }
 
 // awaitLeft sends sig (none where 0) to procs, the processes of a run that
 // left its group, then waits until none is left, SIGKILLing those left
-// when deadline comes, and reports whether it had to. A process is told
-// from a later one of its PID by its start time.
-func awaitLeft(procs []Tagged, sig syscall.Signal, deadline <-chan struct{}) (killed bool) {
+// when deadline comes, and reports whether it had to, and whether any of
+// procs was left to wait for. A process is told from a later one of its
+// PID by its start time.
+func awaitLeft(procs []Tagged, sig syscall.Signal, deadline <-chan struct{}) (killed, waited bool) {
 	live := func(t Tagged) bool {
 		st, err := readStat(t.PID)
 		return err == nil && st.startTicks == t.StartTicks && st.state != 'Z' && st.state != 'X'
@@ -450,7 +468,7 @@ func awaitLeft(procs []Tagged, sig syscall.Signal, deadline <-chan struct{}) (ki
 	}
 	procs = slices.DeleteFunc(slices.Clone(procs), func(t Tagged) bool { return t.StartTicks == 0 || !live(t) })
 	if len(procs) == 0 {
-		return false
+		return false, false
 	}
 	select {
 	case <-deadline:
@@ -468,11 +486,11 @@ func awaitLeft(procs []Tagged, sig syscall.Signal, deadline <-chan struct{}) (ki
 			killed = signal(unix.SIGKILL)
 			deadline, bound = nil, time.After(killedGroupWait)
 		case <-bound:
-			return killed
+			return killed, true
 		case <-tick.C:
 		}
 	}
-	return killed
+	return killed, true
 }
 
 // MoveKill puts the SIGKILL of the stop under way left from now: its

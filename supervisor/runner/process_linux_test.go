@@ -436,6 +436,49 @@ func TestStopKillsLeftGroupAtDeadline(t *testing.T) {
 	}
 }
 
+// TestStopAwaitsWhatLeftGroupStarts: what a process that left the group
+// starts as it is stopped (an upload its handler begins) is waited for
+// too: LeftGroup is asked again once those it found are gone (trial AV:
+// such a child outlived the run, its cores given to the next job).
+func TestStopAwaitsWhatLeftGroupStarts(t *testing.T) {
+	t.Parallel()
+	marker := fmt.Sprintf("left-%d-%d", os.Getpid(), time.Now().UnixNano())
+	spec := helperSpec(t, "escape", "spawn-term")
+	spec.Env = append(spec.Env, "BERTH_TEST_LEFT="+marker)
+	left := func() []Tagged {
+		tagged, err := FindTagged(map[string]string{"BERTH_TEST_LEFT": marker}, "BERTH_TEST_LEFT")
+		if err != nil {
+			t.Error(err)
+		}
+		return tagged
+	}
+	spec.LeftGroup = left
+	c := startChild(t, spec)
+	t.Cleanup(func() { awaitLeft(left(), unix.SIGKILL, expired) }) // should the test fail
+	for ready, pid := false, false; !ready || !pid; {
+		switch line := c.line(t); {
+		case line == "ready":
+			ready = true
+		default:
+			if _, err := strconv.Atoi(line); err != nil {
+				t.Fatalf("child said %q", line)
+			}
+			pid = true
+		}
+	}
+	if killed := c.Stop(syscall.SIGTERM, 10*time.Second); killed {
+		t.Error("Stop reported SIGKILL for an upload that ended by itself")
+	}
+	for _, p := range left() {
+		if p.StartTicks != 0 && !gone(p.PID) {
+			t.Errorf("Stop returned while %d, started by a process that left the group, still runs", p.PID)
+		}
+	}
+	if out := c.rest(t); out != "uploaded\n" {
+		t.Errorf("output after Stop = %q, want \"uploaded\\n\"", out)
+	}
+}
+
 func TestLeaderExitKillsGroup(t *testing.T) {
 	t.Parallel()
 	fifo := filepath.Join(t.TempDir(), "fifo")
