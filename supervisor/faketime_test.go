@@ -793,6 +793,37 @@ job "new" { `+echo("new")+`, after = { "a", "sweep" } }`)
 	}
 }
 
+// TestRunPastUndeclaredParentStaysDone: a job run past a parent no file
+// declares any more (--ignore-deps), done, is done after a restart of the
+// daemon too, whatever that parent's old record says (the review: the
+// next daemon took the parent's last done record for a new one, and the
+// job waited again).
+func TestRunPastUndeclaredParentStaysDone(t *testing.T) {
+	t.Parallel()
+	out := filepath.Join(t.TempDir(), "ran")
+	lives := daemonLives{t: t, jobs: `job "a" { cmd = "true", cpus = 0 }
+job "b" { cmd = "echo b >> ` + out + `", cpus = 0, after = "a" }`}
+	d, stop := lives.start()
+	waitJob(t, d, "b", "done", func(js JobStatus) bool { return js.State == "done" })
+	testkit.PutFile(t, filepath.Join(lives.jobsDir, "jobs.lua"), `job "b" { cmd = "echo b2 >> `+out+`", cpus = 0, after = "a" }`)
+	reload(t, d)
+	waitJob(t, d, "b", "held by a, which no file declares", func(js JobStatus) bool { return js.State == "waiting" && js.Run == 0 })
+	if code, body := as(t, d, "root", "POST", jobPath("b")+"/start?ignore_deps=1"); code != http.StatusOK {
+		t.Fatalf("start --ignore-deps: %d %s", code, body)
+	}
+	waitJob(t, d, "b", "done past a", func(js JobStatus) bool { return js.State == "done" })
+	lives.stopped(stop)
+
+	d, stop = lives.start()
+	defer lives.stopped(stop)
+	if js := waitJob(t, d, "b", "loaded", func(js JobStatus) bool { return js.State != "" }); js.State != "done" {
+		t.Errorf("b after a restart: %s (%s), want done", js.State, js.Why)
+	}
+	if b, _ := os.ReadFile(out); string(b) != "b\nb2\n" {
+		t.Errorf("b ran %q, want its first definition once, then its second", b)
+	}
+}
+
 // TestStopOfJobThatCannotRun: a stop of an unplaceable job stops it, and
 // one of an invalid job is kept for when it may run: each stays stopped
 // once it could run (a larger machine, the flavor declared), and neither

@@ -1868,17 +1868,18 @@ func (j *job) parentRecords() (map[string]string, bool) {
 	return parentRecords(j.def, j.d.deps.Load().record)
 }
 
-// mark is the done record of a run started now (doneMark). A parent no
-// file declares (a run started past it, berth start --ignore-deps) is named
-// as one not done: the job runs again once that parent is declared and has
-// run to done, as after one that failed, and holds its own dependants
-// meanwhile (depGraph.renewing; trial AU: it named none, and its dependant
-// ran).
+// mark is the done record of a run started now (doneMark). A run started
+// past its gate (berth start --ignore-deps) names a parent no file
+// declares as one not done: the job runs again once that parent is
+// declared and has run to done, as after one that failed, and holds its
+// own dependants meanwhile (depGraph.renewing; trial AU: it named none,
+// and its dependant ran). A run its parents let start names what they
+// were (a parent's file removed as the run was placed leaves it unknown).
 func (j *job) mark() string {
 	g := j.d.deps.Load()
 	parents, _ := parentRecords(j.def, func(name string) (string, bool, bool) {
-		record, service, _ := g.record(name)
-		return record, service, true
+		record, service, known := g.record(name)
+		return record, service, known || j.passed
 	})
 	return doneMark(j.defFP, parents)
 }

@@ -224,8 +224,12 @@ func (k *keptFiles) previous(path, hash string) ([]byte, bool) {
 func (k *keptFiles) holds(path string, src []byte) bool { return k.keeps(path, sha256Hex(src)) }
 
 // keeps says whether the copy of path kept is the version of content
-// hash.
+// hash; none is where no copies are kept (nil: their directory could not
+// be made).
 func (k *keptFiles) keeps(path, hash string) bool {
+	if k == nil {
+		return false
+	}
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	short, ok := k.have[keptPathHash(path)]

@@ -94,3 +94,13 @@ func TestKeptFilesPruned(t *testing.T) {
 		t.Errorf("copies left: %v", entries)
 	}
 }
+
+// TestNoKeptFiles: where no copies are kept (their directory could not be
+// made), none is said to be kept, and the reload's rules across files ask
+// without failing (the review: a nil keptFiles panicked there).
+func TestNoKeptFiles(t *testing.T) {
+	var k *keptFiles
+	if k.keeps("/etc/berth/jobs.d/a.lua", sha256Hex([]byte("x"))) {
+		t.Error("no copies, and one is kept")
+	}
+}

@@ -1850,11 +1850,14 @@ func (d *Daemon) storedParents(def *luaapi.Job, set *luaapi.Set) map[string]stri
 		if found && set.Jobs[i].Restart == luaapi.RestartAlways {
 			return "", true, true
 		}
-		var def *luaapi.Job
-		if found {
-			def = &set.Jobs[i]
+		if !found {
+			// No file declares it: not known, as the daemon's graph has
+			// it (parentRecords), whatever its old record says (the
+			// review: a job done came back waiting at a restart).
+			return "", false, false
 		}
-		if found && def.Array != nil {
+		def := &set.Jobs[i]
+		if def.Array != nil {
 			return d.storedArrayRecord(def, set), false, true
 		}
 		return d.storedDone(n, def, set), false, true
@@ -1862,8 +1865,8 @@ func (d *Daemon) storedParents(def *luaapi.Job, set *luaapi.Set) map[string]stri
 	return parents
 }
 
-// storedDone is the done record of job name (of definition def, nil where
-// none declares it) as stored: its record's, or, where the record is on
+// storedDone is the done record of job name (of definition def) as
+// stored: its record's, or, where the record is on
 // its way and the run it was on its way to ended done (endedUnrested),
 // that run's, which this daemon records as it makes the job.
 func (d *Daemon) storedDone(name string, def *luaapi.Job, set *luaapi.Set) string {
@@ -1871,7 +1874,7 @@ func (d *Daemon) storedDone(name string, def *luaapi.Job, set *luaapi.Set) strin
 	if err != nil || !ok {
 		return ""
 	}
-	if def != nil && !resting(rec.State) {
+	if !resting(rec.State) {
 		if m, ended := d.endedUnrested(name, rec, def, set, def.ProcessFingerprint()); ended && m.initial.state == store.StateDone {
 			return m.doneFP
 		}
