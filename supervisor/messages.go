@@ -164,7 +164,13 @@ func QuoteArg(s string) string {
 // msgDoneUnrecorded is the why of a job done whose record is not on disk.
 const msgDoneUnrecorded = "done, but not yet recorded: the state directory cannot be written (berth status says why); should the daemon stop before it can, the job runs again"
 
-func msgRunsAgainAfter(upstream string, state store.State) string {
+func msgRunsAgainAfter(upstream string, state store.State, declared bool) string {
+	if !declared {
+		// Run past it (berth start --ignore-deps) while no file declared
+		// it (trial AV: said "it is new", and sent to berth show of it).
+		return fmt.Sprintf("runs again after %s once a job file declares %s and it succeeds: its output is out of date until then (no job file declares %s now; berth status shows the files' errors)",
+			upstream, upstream, upstream)
+	}
 	if !Holds(state) && state != store.StateWaiting && state != store.StateBackoff {
 		// It rests short of done: what it takes is the upstream job's to
 		// say (a definition of it that never succeeded, or a new one).

@@ -31,7 +31,7 @@ func TestMessagesGolden(t *testing.T) {
 		msgRemovedStopping("restart", "train", pos.File),
 		msgNotArray("hp[2]"), msgIndexGated(2), msgIndexBehind("sweep[3]"),
 		msgLogsUnwritable("/var/lib/berth/logs", syscall.EPERM),
-		msgRunsAgainAfter("prep", store.StateRunning), msgRunsAgainAfter("prep", store.StateFailed),
+		msgRunsAgainAfter("prep", store.StateRunning, true), msgRunsAgainAfter("prep", store.StateFailed, true), msgRunsAgainAfter("prep", 0, false),
 		msgLostWithDaemon, msgLostLeftovers, msgLostWithMachine, msgLostShuttingDown, msgLostUnit, msgLostUnrecorded, msgHeldForShutdown,
 		msgSocketTaken("/run/berth/berth.sock"),
 		msgSocketNotBound("/run/berth/berth.sock", errors.New("mkdir /run/berth: read-only file system")),

@@ -469,8 +469,8 @@ func (d *Daemon) status(members bool) Status {
 				graph, renewing = d.deps.Load(), map[string]string{}
 			}
 			if js.RunsAgainAfter = graph.renewing(j.name, renewing); js.RunsAgainAfter != "" {
-				up, _ := graph.view(js.RunsAgainAfter)
-				js.Why = msgRunsAgainAfter(js.RunsAgainAfter, up.State)
+				up, declared := graph.view(js.RunsAgainAfter)
+				js.Why = msgRunsAgainAfter(js.RunsAgainAfter, up.State, declared)
 			}
 		}
 		if kept[j.name] {

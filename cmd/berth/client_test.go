@@ -614,6 +614,28 @@ func TestLogsRunStartGone(t *testing.T) {
 	}
 }
 
+// TestStopAllStopsTheNew: berth stop --all stops a job declared a moment
+// ago whose wait has not begun ("new"): right after the daemon's start,
+// it stopped nothing, and the jobs started a moment later (trial AV).
+func TestStopAllStopsTheNew(t *testing.T) {
+	var stopped atomic.Bool
+	socket := fakeDaemon(t, func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case r.Method == http.MethodGet:
+			w.Write([]byte(`[{"name":"fresh","state":"new"}]`))
+		case r.URL.Path == supervisor.APIVersion+"/jobs/fresh/stop":
+			stopped.Store(true)
+			w.Write([]byte(`{"job":"fresh","requested":"stop"}`))
+		default:
+			http.NotFound(w, r)
+		}
+	})
+	out, errOut, code := berth(t, map[string]string{"BERTH_SOCKET": socket}, "stop", "--all")
+	if code != exitOK || !stopped.Load() {
+		t.Errorf("stop --all of a job just declared: exit %d, stopped %v\n%s%s", code, stopped.Load(), out, errOut)
+	}
+}
+
 // TestListsWhileLoading: berth jobs and berth flavors of a daemon still
 // reading its job files at start say on stderr that the list is not all
 // there is yet (they listed nothing, or a part, and said nothing).

@@ -720,7 +720,10 @@ func controlAll(c *cli, verb string, args []string) int {
 // otherwise run it again, and a person's stop is where it rests.
 func stoppable(state string) bool {
 	switch state {
-	case "waiting", "starting", "running", "stopping", "backoff":
+	// "new": declared a moment ago, its wait not yet begun (trial AV: stop
+	// --all right after the daemon's start stopped nothing, and the jobs
+	// started a moment later).
+	case "new", "waiting", "starting", "running", "stopping", "backoff":
 		return true
 	}
 	return false

@@ -304,6 +304,9 @@ func TestDaemonDepsRunPastUndeclaredParent(t *testing.T) {
 	if gc.Run != 0 {
 		t.Errorf("gc ran past pa, which no file declares: %+v", gc)
 	}
+	if ch, _ := d.job("ch"); !strings.Contains(ch.Why, "once a job file declares pa and it succeeds") {
+		t.Errorf("ch's why: %q, want it to say pa is to be declared (trial AV: \"it is new\")", ch.Why)
+	}
 	d.write("pa.lua", step("pa", "pa", 0, ""))
 	d.cli("reload")
 	d.waitState("gc", "done")
