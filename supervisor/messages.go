@@ -482,8 +482,8 @@ func msgOfVersionInForce(text string) string {
 // msgTooManyJobs refuses a person's file that would make their files
 // declare more jobs than bound.
 func msgTooManyJobs(path, owner string, n, others, bound int) string {
-	return fmt.Sprintf("%s: declares %d jobs (an array counts each index), and %s's other files in force %d; one person's files may declare %d in all, so this file is not loaded until that fits (remove jobs or files, or ask an administrator to raise berth daemon --person-jobs)",
-		path, n, owner, others, bound)
+	return fmt.Sprintf("%s: declares %s (an array counts each index), and %s's other files in force %d; one person's files may declare %d in all, so this file is not loaded until that fits (remove jobs or files, or ask an administrator to raise berth daemon --person-jobs)",
+		path, accounting.Count(n, "job"), owner, others, bound)
 }
 
 func msgTooManyDeps(path, owner string, deps, others int) string {

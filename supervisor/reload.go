@@ -1037,8 +1037,11 @@ func (d *Daemon) admit(admitted map[string]*luaapi.File, path string, f *luaapi.
 	if AdmitFile(admitted, path, f, 0) != nil {
 		return why
 	}
-	d.log.Warn("a file in force when the daemon last stopped is loaded past what one person may declare; their new or changed files are refused until they declare less",
-		"file", path, "why", why[0].Text)
+	owner, _ := declaredBy(f)
+	// Said as what it is, not in the refusal's words (trial AV: "is
+	// loaded", and then "so this file is not loaded").
+	d.log.Warn("a person's file in force when the daemon last stopped declares more than one person's files may now (berth daemon --person-jobs): it stays loaded as it was, and a new or changed file of theirs is refused until they declare less",
+		"file", path, "owner", owner, "person_jobs", d.personJobs())
 	return nil
 }
 

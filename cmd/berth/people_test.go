@@ -858,7 +858,7 @@ job "sweep" { cmd = "true", array = 5, enabled = false, cpus = 0 }`,
 	d.waitState(alice+"/long", "running")
 	d.waitJob(alice+"/sweep", "5 indices disabled", sized(5))
 	d.waitJob(alice+"/more", "3 indices disabled (its version in force)", sized(3))
-	d.waitLog("a file in force when the daemon last stopped is loaded past what one person may declare")
+	d.waitLog("declares more than one person's files may now (berth daemon --person-jobs): it stays loaded as it was")
 	st := d.status()
 	if !slices.ContainsFunc(st.Problems, func(p supervisor.Problem) bool {
 		return p.Code == supervisor.ProblemTooManyJobs && p.File == b
