@@ -91,12 +91,13 @@ func runResult(r supervisor.RunView) (string, string) {
 		reason = supervisor.MsgEnded(store.ReasonOOM, 0, "", 0, r.RAMBytes)
 	case r.Reason == store.ReasonKilled.String() && r.Signal != "SIGKILL" && (r.Signal != "" || r.ExitCode != nil):
 		// The main process ended at the stop signal, or exited; what
-		// was left of its group ignored it and was killed.
+		// was left of its processes (its group, or those outside it:
+		// trial AV) ignored it and was killed.
 		main := r.Signal
 		if main == "" {
 			main = "exit " + strconv.Itoa(*r.ExitCode)
 		}
-		detail = "its main process " + main + ", the rest of its group SIGKILL"
+		detail = "its main process " + main + ", the rest of its processes SIGKILL"
 	case r.Signal != "":
 		detail = r.Signal
 	case r.ExitCode != nil:

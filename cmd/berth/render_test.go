@@ -867,8 +867,8 @@ func TestRuneLen(t *testing.T) {
 }
 
 // TestRunResultKilled: a run killed after its stop_timeout says what ended
-// its main process where that was not the SIGKILL: the rest of its group
-// ignored the stop signal, not it.
+// its main process where that was not the SIGKILL: the rest of its
+// processes (its group, and what left it) ignored the stop signal, not it.
 func TestRunResultKilled(t *testing.T) {
 	end, zero := time.Now(), 0
 	for _, c := range []struct {
@@ -877,9 +877,9 @@ func TestRunResultKilled(t *testing.T) {
 	}{
 		{supervisor.RunView{End: &end, Reason: "killed after stop_timeout", Signal: "SIGKILL"}, "killed after stop_timeout (SIGKILL)"},
 		{supervisor.RunView{End: &end, Reason: "killed after stop_timeout", Signal: "SIGTERM"},
-			"killed after stop_timeout (its main process SIGTERM, the rest of its group SIGKILL)"},
+			"killed after stop_timeout (its main process SIGTERM, the rest of its processes SIGKILL)"},
 		{supervisor.RunView{End: &end, Reason: "killed after stop_timeout", ExitCode: &zero, Cause: "stopped on request (berth stop)"},
-			"killed after stop_timeout (its main process exit 0, the rest of its group SIGKILL): stopped on request (berth stop)"},
+			"killed after stop_timeout (its main process exit 0, the rest of its processes SIGKILL): stopped on request (berth stop)"},
 	} {
 		if got, _ := runResult(c.run); got != c.want {
 			t.Errorf("%+v: %q, want %q", c.run, got, c.want)
