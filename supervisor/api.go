@@ -43,12 +43,10 @@ func (d *Daemon) api() http.Handler {
 		writeStatus(w, d.readerOf(r).status(d.Status()))
 	})
 	mux.HandleFunc("GET "+APIVersion+"/jobs", func(w http.ResponseWriter, r *http.Request) {
-		d.awaitLoaded(r)
 		d.sayLoading(w)
 		writeJobs(w, d.readerOf(r).jobs(d.Status().Jobs))
 	})
 	mux.HandleFunc("GET "+APIVersion+"/jobs/{name}", func(w http.ResponseWriter, r *http.Request) {
-		d.awaitLoaded(r)
 		name := r.PathValue("name")
 		c := d.callerOf(r)
 		var detail JobDetail
@@ -81,13 +79,9 @@ func (d *Daemon) api() http.Handler {
 		}
 		writeJSON(w, http.StatusOK, detail)
 	})
-	mux.HandleFunc("GET "+APIVersion+"/jobs/{name}/logs", func(w http.ResponseWriter, r *http.Request) {
-		d.awaitLoaded(r)
-		d.serveLogs(w, r)
-	})
+	mux.HandleFunc("GET "+APIVersion+"/jobs/{name}/logs", d.serveLogs)
 	mux.HandleFunc("GET "+APIVersion+"/events", d.serveEvents)
 	mux.HandleFunc("GET "+APIVersion+"/history", func(w http.ResponseWriter, r *http.Request) {
-		d.awaitLoaded(r)
 		c := d.callerOf(r)
 		job := d.resolveName(c, r.URL.Query().Get("job"))
 		n := 20
@@ -135,7 +129,6 @@ func (d *Daemon) api() http.Handler {
 	mux.HandleFunc("GET "+APIVersion+"/me", d.serveMe)
 	mux.HandleFunc("POST "+APIVersion+"/check", d.serveCheck)
 	mux.HandleFunc("GET "+APIVersion+"/flavors", func(w http.ResponseWriter, r *http.Request) {
-		d.awaitLoaded(r)
 		d.sayLoading(w)
 		writeJSON(w, http.StatusOK, d.flavors())
 	})
@@ -166,7 +159,6 @@ func (d *Daemon) api() http.Handler {
 		ev   eventKind
 	}{{"start", evStart}, {"stop", evStop}, {"restart", evRestart}} {
 		mux.HandleFunc("POST "+APIVersion+"/jobs/{name}/"+verb.name, func(w http.ResponseWriter, r *http.Request) {
-			d.awaitLoaded(r)
 			name := r.PathValue("name")
 			c := d.callerOf(r)
 			j, ok := d.resolve(c, name)
@@ -322,7 +314,7 @@ func (d *Daemon) api() http.Handler {
 		}
 		writeError(w, http.StatusNotFound, CodeNoSuchCall, msgNoSuchCall(r.Method, r.URL.Path))
 	})
-	return d.authorize(d.boundReplies(d.asWork(mux)))
+	return d.authorize(d.afterLoad(d.boundReplies(d.asWork(mux))))
 }
 
 // refuseNotOwner refuses call (what it would do: "stop it") of job, owned
@@ -537,12 +529,26 @@ func (d *Daemon) sayLoading(w http.ResponseWriter) {
 // to read its job files at start (awaitLoaded).
 const loadedWait = time.Minute
 
-// awaitLoaded holds a request about jobs until the daemon has read its job
-// files at start, for at most loadedWait: a job not known yet is not
-// answered as one that does not exist, nor a list as all there is (trial
-// AT: a script's berth start right after systemctl restart berth was told
+// afterLoad holds a request about jobs (their lists, one, its history,
+// logs or control; the flavors) until the daemon has read its job files at
+// start, for at most loadedWait: a job not known yet is not answered as
+// one that does not exist, nor a list as all there is (trial AT: a
+// script's berth start right after systemctl restart berth was told
 // no_such_job, and berth jobs --json an empty list). Where the wait is
-// cut short, the request is answered as things are, and says so.
+// cut short, the request is answered as things are, and says so. It waits
+// before the caller's share of replies is taken (boundReplies): their
+// berth status, which does not wait, is answered meanwhile (the review).
+func (d *Daemon) afterLoad(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if p := r.URL.Path; strings.HasPrefix(p, APIVersion+"/jobs") || p == APIVersion+"/history" || p == APIVersion+"/flavors" {
+			d.awaitLoaded(r)
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// awaitLoaded waits until the daemon has read its job files at start, the
+// request has gone, or loadedWait has passed (afterLoad).
 func (d *Daemon) awaitLoaded(r *http.Request) {
 	if d.loaded.Load() {
 		return
