@@ -138,7 +138,7 @@ func (d *Daemon) api() http.Handler {
 			person = c.name
 		}
 		v, err := d.reloadAs(r.Context(), person)
-		d.logCaller(r, err != nil || len(v.Added)+len(v.Changed)+len(v.Removed) > 0, "reload")
+		d.logCaller(r, err != nil || len(v.Added)+len(v.Changed)+len(v.Removed)+len(v.Quotas) > 0, "reload")
 		if err != nil {
 			writeNoAnswer(w, err)
 			return

@@ -784,6 +784,23 @@ job "new" { `+echo("new")+`, after = { "a", "sweep" } }`)
 		waitJob(t, d, "new", "done", func(js JobStatus) bool { return js.State == "done" })
 		waitJob(t, d, "ran", "done", func(js JobStatus) bool { return js.State == "done" })
 		lives.stopped(stop)
+		if life > 2 {
+			continue
+		}
+		// The rest is recorded as the next daemon made the jobs: their
+		// dependants read it there, not only as that daemon found it.
+		st, err := store.Open(filepath.Join(lives.stateDir, "state.db"), store.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, name := range []string{"a", "sweep[1]", "sweep[2]"} {
+			if rec, _, err := st.Job(name); err != nil || rec.State != store.StateDone || rec.DoneFingerprint == "" {
+				t.Errorf("%s's record after the restart: %+v %v, want done", name, rec, err)
+			}
+		}
+		if err := st.Close(); err != nil {
+			t.Fatal(err)
+		}
 	}
 	b, _ := os.ReadFile(out)
 	for name, want := range map[string]int{"a": 1, "sweep": 2, "ran": 1, "new": 1} {
