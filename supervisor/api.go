@@ -520,7 +520,7 @@ const HeaderLoading = "Berth-Loading"
 // sayLoading sets HeaderLoading on w while the daemon has not read its
 // job files.
 func (d *Daemon) sayLoading(w http.ResponseWriter) {
-	if !d.loaded.Load() {
+	if !d.isLoaded() {
 		w.Header().Set(HeaderLoading, "1")
 	}
 }
@@ -550,13 +550,13 @@ func (d *Daemon) afterLoad(next http.Handler) http.Handler {
 // awaitLoaded waits until the daemon has read its job files at start, the
 // request has gone, or loadedWait has passed (afterLoad).
 func (d *Daemon) awaitLoaded(r *http.Request) {
-	if d.loaded.Load() {
+	if d.isLoaded() {
 		return
 	}
 	t := time.NewTimer(loadedWait)
 	defer t.Stop()
 	select {
-	case <-d.loadedNow:
+	case <-d.loaded:
 	case <-r.Context().Done():
 	case <-d.loopDone:
 	case <-t.C:
@@ -566,7 +566,7 @@ func (d *Daemon) awaitLoaded(r *http.Request) {
 // msgNoSuch says there is no job of that name, or, for an index of an
 // array that does not have it, which indices the array has.
 func (d *Daemon) msgNoSuch(c caller, name string) string {
-	if !d.loaded.Load() {
+	if !d.isLoaded() {
 		return msgNotLoadedYet(name)
 	}
 	arr, i, member := splitMember(name)

@@ -191,10 +191,9 @@ type Daemon struct {
 	// loaded: the reloads at start have read every file (the first, or
 	// those that follow it at once for files it left). Before, the socket
 	// answers, but not every job is known yet: the status says so, and
-	// berth show does not take a job it cannot find for one gone.
-	// loadedNow is closed as loaded becomes true (awaitLoaded).
-	loaded    atomic.Bool
-	loadedNow chan struct{}
+	// berth show does not take a job it cannot find for one gone. Closed
+	// then (isLoaded, awaitLoaded).
+	loaded chan struct{}
 
 	// Owned by the loop goroutine.
 	latest  map[string]*luaapi.File // the latest version of each file, as evaluated
@@ -434,7 +433,7 @@ func Open(cfg Config) (*Daemon, error) {
 		settle:     time.NewTimer(time.Hour),
 		freeMemory: cfg.handBack,
 		gcs:        new(gcWatch),
-		loadedNow:  make(chan struct{}),
+		loaded:     make(chan struct{}),
 		workers:    newWorkers(),
 		checks:     make(chan struct{}, concurrentChecks),
 		bin:        runningBinary(),
@@ -1224,6 +1223,17 @@ func stopAskedWhy(cause string) string {
 	return cause
 }
 
+// isLoaded says whether the reloads at start have read every file
+// (Daemon.loaded).
+func (d *Daemon) isLoaded() bool {
+	select {
+	case <-d.loaded:
+		return true
+	default:
+		return false
+	}
+}
+
 // runMark is what, besides BERTH_RUN, every process of this berth's runs
 // carries: run ids are only unique within one state file.
 func (d *Daemon) runMark() map[string]string {
@@ -1242,7 +1252,6 @@ func (d *Daemon) leftGroup(job string, run uint64) func() []runner.Tagged {
 	id := strconv.FormatUint(run, 10)
 	asked := false
 	return func() []runner.Tagged {
-		reply := make(chan []runner.Tagged, 1)
 		d.leftMu.Lock()
 		if d.stoppingAll && !asked {
 			// The stop asks again once those found are gone, for what
@@ -1254,6 +1263,7 @@ func (d *Daemon) leftGroup(job string, run uint64) func() []runner.Tagged {
 			return d.lastFound[id]
 		}
 		asked = true
+		reply := make(chan []runner.Tagged, 1)
 		if d.leftAsks == nil {
 			d.leftAsks = map[string][]chan<- []runner.Tagged{}
 		}

@@ -673,6 +673,37 @@ job "held" { cmd = "sleep 600", flavor = "small" }`
 	lives.stopped(stop)
 }
 
+// leftOnTheirWay rewrites, in the state under stateDir, the records of
+// jobs names, each of which ran once, as a daemon killed as their runs
+// ended leaves them: on their way to that run (running, since just before
+// it began), no done record; adjust, where not nil, changes one further.
+func leftOnTheirWay(t *testing.T, stateDir string, adjust func(name string, rec *store.JobRecord, last store.RunRecord), names ...string) {
+	t.Helper()
+	st, err := store.Open(filepath.Join(stateDir, "state.db"), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := st.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}()
+	for _, name := range names {
+		rec, _, err := st.Job(name)
+		runs, rerr := st.Runs(name, 1)
+		if err != nil || rerr != nil || len(runs) != 1 {
+			t.Fatalf("%s: %v %v %d runs", name, err, rerr, len(runs))
+		}
+		rec.State, rec.DoneFingerprint, rec.Changed = store.StateRunning, "", runs[0].Start.Add(-time.Millisecond)
+		if adjust != nil {
+			adjust(name, &rec, runs[0])
+		}
+		if err := st.PutJob(rec); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // TestEndedRunsComeToRest: a daemon killed after a run ended, before its
 // job's resting state was recorded (the run's end may have reached the
 // state only through the intents, store.Intend), leaves the job's record
@@ -695,27 +726,11 @@ job "again" { cmd = "echo again >> ` + out + `", cpus = 0 }`}
 	// As a daemon killed at the runs' ends leaves them: each job's record
 	// in the passing state it was recorded in before its run; "again"'s
 	// since its run ended (a restart asked for after it).
-	st, err := store.Open(filepath.Join(lives.stateDir, "state.db"), store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, name := range []string{"once", "bad", "again"} {
-		rec, _, err := st.Job(name)
-		runs, rerr := st.Runs(name, 1)
-		if err != nil || rerr != nil || len(runs) != 1 {
-			t.Fatalf("%s: %v %v %d runs", name, err, rerr, len(runs))
-		}
-		rec.State, rec.DoneFingerprint, rec.Changed = store.StateRunning, "", runs[0].Start.Add(-time.Millisecond)
+	leftOnTheirWay(t, lives.stateDir, func(name string, rec *store.JobRecord, last store.RunRecord) {
 		if name == "again" {
-			rec.State, rec.Changed = store.StateWaiting, runs[0].End.Add(time.Millisecond)
+			rec.State, rec.Changed = store.StateWaiting, last.End.Add(time.Millisecond)
 		}
-		if err := st.PutJob(rec); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := st.Close(); err != nil {
-		t.Fatal(err)
-	}
+	}, "once", "bad", "again")
 
 	d, stop = lives.start()
 	waitJob(t, d, "again", "done after its second run", func(js JobStatus) bool {
@@ -760,24 +775,7 @@ job "new" { `+echo("new")+`, after = { "a", "sweep" } }`)
 
 	// As a daemon killed as the parents' runs ended leaves them: their
 	// records on their way; new, declared since, has not run.
-	st, err := store.Open(filepath.Join(lives.stateDir, "state.db"), store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, name := range []string{"a", "sweep[1]", "sweep[2]"} {
-		rec, _, err := st.Job(name)
-		runs, rerr := st.Runs(name, 1)
-		if err != nil || rerr != nil || len(runs) != 1 {
-			t.Fatalf("%s: %v %v %d runs", name, err, rerr, len(runs))
-		}
-		rec.State, rec.DoneFingerprint, rec.Changed = store.StateRunning, "", runs[0].Start.Add(-time.Millisecond)
-		if err := st.PutJob(rec); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := st.Close(); err != nil {
-		t.Fatal(err)
-	}
+	leftOnTheirWay(t, lives.stateDir, nil, "a", "sweep[1]", "sweep[2]")
 
 	for life := 2; life <= 4; life++ {
 		d, stop = lives.start()

@@ -743,11 +743,10 @@ func (d *Daemon) finishReload(r *reloadRun, files []*luaapi.File) ReloadResult {
 			res.Earlier = res.earlierBy[""]
 		}
 	}
-	if !d.loaded.Load() && !r.unread {
+	if !d.isLoaded() && !r.unread {
 		// Every file read (not one left for the next reload: a person's
 		// past their share, the deadline's): the jobs are all known.
-		d.loaded.Store(true)
-		close(d.loadedNow)
+		close(d.loaded)
 		d.meters.ready.Set(1)
 	}
 	d.meters.reloaded(d.now().Sub(began), len(d.fileErrs), refusedAnew)

@@ -299,7 +299,7 @@ func (d *Daemon) status(members bool) Status {
 		s.Daemon.Stopping = true
 	default:
 	}
-	s.Daemon.Loading = !d.loaded.Load()
+	s.Daemon.Loading = !d.isLoaded()
 	if d.bin != nil {
 		s.Daemon.Binary, s.Daemon.BinaryReplaced = d.bin.path, d.bin.replaced.Load()
 	}

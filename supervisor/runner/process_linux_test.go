@@ -367,8 +367,24 @@ func escaped(t *testing.T, mode string) (c *child, gc int) {
 	var left []Tagged
 	spec.LeftGroup = func() []Tagged { return left }
 	c = startChild(t, spec)
-	ready := false
-	for gc == 0 || !ready {
+	gc = escapedReady(t, c)
+	st, err := readStat(gc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.pgrp == c.PID() {
+		t.Fatalf("the grandchild %d is in its parent's group", gc)
+	}
+	left = []Tagged{{PID: gc, StartTicks: st.startTicks}}
+	t.Cleanup(func() { awaitLeft(left, unix.SIGKILL, expired) }) // should the test fail
+	return c, gc
+}
+
+// escapedReady reads what an escape helper says, in either order: its
+// grandchild's pid, and "ready" once that one is.
+func escapedReady(t *testing.T, c *child) (gc int) {
+	t.Helper()
+	for ready := false; gc == 0 || !ready; {
 		line := c.line(t)
 		if line == "ready" {
 			ready = true
@@ -380,16 +396,7 @@ func escaped(t *testing.T, mode string) (c *child, gc int) {
 		}
 		gc = pid
 	}
-	st, err := readStat(gc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if st.pgrp == c.PID() {
-		t.Fatalf("the grandchild %d is in its parent's group", gc)
-	}
-	left = []Tagged{{PID: gc, StartTicks: st.startTicks}}
-	t.Cleanup(func() { awaitLeft(left, unix.SIGKILL, expired) }) // should the test fail
-	return c, gc
+	return gc
 }
 
 // gone says whether gc has ended: it is not there, or a zombie that its
@@ -455,17 +462,7 @@ func TestStopAwaitsWhatLeftGroupStarts(t *testing.T) {
 	spec.LeftGroup = left
 	c := startChild(t, spec)
 	t.Cleanup(func() { awaitLeft(left(), unix.SIGKILL, expired) }) // should the test fail
-	for ready, pid := false, false; !ready || !pid; {
-		switch line := c.line(t); {
-		case line == "ready":
-			ready = true
-		default:
-			if _, err := strconv.Atoi(line); err != nil {
-				t.Fatalf("child said %q", line)
-			}
-			pid = true
-		}
-	}
+	escapedReady(t, c)
 	if killed := c.Stop(syscall.SIGTERM, 10*time.Second); killed {
 		t.Error("Stop reported SIGKILL for an upload that ended by itself")
 	}
