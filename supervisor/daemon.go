@@ -1247,11 +1247,15 @@ func (d *Daemon) runMark() map[string]string {
 // grant goes back, only once they are gone. A run that ends on its own is
 // not searched (a /proc scan per run would be most of a short job's
 // cost); under systemd the unit's cgroup holds such processes. While the
-// daemon stops every job, one scan answers all (stoppingAll).
-func (d *Daemon) leftGroup(job string, run uint64) func() []runner.Tagged {
+// daemon stops every job, one scan answers all (stoppingAll): made as the
+// first group ends, it finds the others' groups too, which are left out
+// (trial AX: a run's own leader, still saving its work then, was named
+// as outside its group).
+func (d *Daemon) leftGroup(job string, run uint64) func(group int) []runner.Tagged {
 	id := strconv.FormatUint(run, 10)
 	asked := false
-	return func() []runner.Tagged {
+	return func(group int) []runner.Tagged {
+		var found []runner.Tagged
 		d.leftMu.Lock()
 		if d.stoppingAll && !asked {
 			// The stop asks again once those found are gone, for what
@@ -1259,22 +1263,23 @@ func (d *Daemon) leftGroup(job string, run uint64) func() []runner.Tagged {
 			asked = true
 			d.leftMu.Unlock()
 			d.lastScan.Do(func() { d.lastFound = d.findLeft(nil) })
-			d.logLeft(job, run, d.lastFound[id])
-			return d.lastFound[id]
+			found = d.lastFound[id]
+		} else {
+			asked = true
+			reply := make(chan []runner.Tagged, 1)
+			if d.leftAsks == nil {
+				d.leftAsks = map[string][]chan<- []runner.Tagged{}
+			}
+			d.leftAsks[id] = append(d.leftAsks[id], reply)
+			start := !d.sweeping
+			d.sweeping = true
+			d.leftMu.Unlock()
+			if start {
+				go d.sweep()
+			}
+			found = <-reply
 		}
-		asked = true
-		reply := make(chan []runner.Tagged, 1)
-		if d.leftAsks == nil {
-			d.leftAsks = map[string][]chan<- []runner.Tagged{}
-		}
-		d.leftAsks[id] = append(d.leftAsks[id], reply)
-		start := !d.sweeping
-		d.sweeping = true
-		d.leftMu.Unlock()
-		if start {
-			go d.sweep()
-		}
-		found := <-reply
+		found = slices.DeleteFunc(slices.Clone(found), func(t runner.Tagged) bool { return t.PGID == group })
 		d.logLeft(job, run, found)
 		return found
 	}

@@ -514,13 +514,16 @@ job "escapee2" { cmd = { "sh", "-c", "setsid sleep 1000 & touch OUT/escapee2; wa
 // group (setsid) gets the stop's signal once the group has ended, and the
 // rest of the stop_timeout; the run ends, and its core goes to the next
 // job, only once it is gone (trial AP P4: it was SIGKILLed with no signal
-// as the group ended, and the core was given away meanwhile).
+// as the group ended, and the core was given away meanwhile). At the
+// daemon's stop, a run that stayed in its group is not taken for one that
+// left it.
 func TestFaultStopWaitsForWhatLeftTheGroup(t *testing.T) {
 	t.Parallel()
 	d := newTestDaemon(t, map[string]string{"jobs.lua": `
 job "server" { cmd = { "sh", "-c", "setsid sh OUT/escapee.sh & wait" }, cpus = 1, stop_timeout = "2m" }
 job "next" { cmd = { "sh", "-c", "touch OUT/next; exec sleep 1000" }, cpus = 1 }
 job "other" { cmd = { "sh", "-c", "setsid sh OUT/escapee2.sh & wait" }, cpus = 0, stop_timeout = "2m" }
+job "slow" { cmd = { "sh", "OUT/slow.sh" }, cpus = 0 }
 `})
 	// Its handler waits to be let go, then starts an upload that
 	// outlives it, as a checkpoint's uploader does.
@@ -533,7 +536,13 @@ while [ ! -e OUT/release ]; do sleep 0.05; done
 touch OUT/trapped2
 while [ ! -e OUT/release2 ]; do sleep 0.05; done
 `)
-	for name, src := range map[string]string{"escapee.sh": script, "escapee2.sh": script2} {
+	// slow's run stays in its group, and at the daemon's stop saves its
+	// work until other's process outside its group has had its SIGTERM.
+	slow := d.lua(`trap 'while [ ! -e OUT/got-term2 ]; do sleep 0.05; done; exit 0' TERM
+touch OUT/trapped3
+while :; do sleep 0.05; done
+`)
+	for name, src := range map[string]string{"escapee.sh": script, "escapee2.sh": script2, "slow.sh": slow} {
 		if err := os.WriteFile(filepath.Join(d.out, name), []byte(src), 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -552,6 +561,7 @@ while [ ! -e OUT/release2 ]; do sleep 0.05; done
 	t.Cleanup(release("release2"))
 	d.waitFile("trapped")
 	d.waitFile("trapped2")
+	d.waitFile("trapped3")
 	if j, _ := d.job("next"); j.State != "waiting" {
 		t.Fatalf("next: %s, want waiting for server's core", j.State)
 	}
@@ -585,6 +595,14 @@ while [ ! -e OUT/release2 ]; do sleep 0.05; done
 	}
 	if data, err := os.ReadFile(filepath.Join(d.state, "logs", "other.log")); err != nil || !strings.Contains(string(data), "saving") {
 		t.Errorf("other's output: %q, %v; want its process's last words", data, err)
+	}
+	// The one scan of the daemon's stop, made as the first group ended,
+	// found slow's group still saving its work: none of it had left the
+	// group (trial AX: its leader was named as outside it).
+	for line := range strings.Lines(d.logs.String()) {
+		if strings.Contains(line, "outside its process group") && strings.Contains(line, "job=slow") {
+			t.Errorf("slow's own group was taken for processes outside it: %s", line)
+		}
 	}
 	d.waitLeftovers("after the daemon stopped", func(procs []liveProc) bool { return len(procs) == 0 })
 }

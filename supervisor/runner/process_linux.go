@@ -41,11 +41,11 @@ type Spec struct {
 	// daemon's own: see the package doc for how, and what it costs.
 	OOMScoreAdj int
 	// LeftGroup, where set, finds the processes of the run that left its
-	// process group (setsid, a daemonising fork), which the group's
-	// signals do not reach: Stop asks it once the group has ended, sends
-	// them the stop's signal, and waits for them up to the stop's
-	// deadline, SIGKILLing what is left then.
-	LeftGroup func() []Tagged
+	// process group, group (setsid, a daemonising fork), which the
+	// group's signals do not reach: Stop asks it once the group has
+	// ended, sends them the stop's signal, and waits for them up to the
+	// stop's deadline, SIGKILLing what is left then.
+	LeftGroup func(group int) []Tagged
 }
 
 // Process is one started process and, through it, its process group.
@@ -80,7 +80,7 @@ type Process struct {
 	// kill is when Stop sends its SIGKILL.
 	kill KillTimer
 	// leftGroup is Spec.LeftGroup.
-	leftGroup func() []Tagged
+	leftGroup func(group int) []Tagged
 }
 
 // Exit is how a process ended.
@@ -433,7 +433,7 @@ func (p *Process) Stop(sig syscall.Signal, timeout time.Duration) (killed bool) 
 		// deadline, after which one more look is enough (trial AV: a
 		// child started so outlived the run, its cores given away).
 		for past := false; ; sig = 0 {
-			k, waited := awaitLeft(p.leftGroup(), sig, kill)
+			k, waited := awaitLeft(p.leftGroup(p.pid), sig, kill)
 			killed = killed || k
 			if !waited || past {
 				break

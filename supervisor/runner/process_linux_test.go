@@ -365,7 +365,7 @@ func escaped(t *testing.T, mode string) (c *child, gc int) {
 	t.Helper()
 	spec := helperSpec(t, "escape", mode)
 	var left []Tagged
-	spec.LeftGroup = func() []Tagged { return left }
+	spec.LeftGroup = func(int) []Tagged { return left }
 	c = startChild(t, spec)
 	gc = escapedReady(t, c)
 	st, err := readStat(gc)
@@ -459,7 +459,7 @@ func TestStopAwaitsWhatLeftGroupStarts(t *testing.T) {
 		}
 		return tagged
 	}
-	spec.LeftGroup = left
+	spec.LeftGroup = func(int) []Tagged { return left() }
 	c := startChild(t, spec)
 	t.Cleanup(func() { awaitLeft(left(), unix.SIGKILL, expired) }) // should the test fail
 	escapedReady(t, c)

@@ -158,6 +158,7 @@ func findByEnv(proc string, also map[string]string, key string, values map[strin
 type Tagged struct {
 	PID        int
 	StartTicks uint64
+	PGID       int // its process group as it was found
 	// UID is whose the process is (its /proc entry's owner, the
 	// effective uid): its environment is whatever it says.
 	UID    int
@@ -191,7 +192,7 @@ func findTagged(proc string, also map[string]string, keys ...string) ([]Tagged, 
 		}
 		if b, err := os.ReadFile(proc + "/" + strconv.Itoa(pid) + "/stat"); err == nil {
 			if st, err := parseStat(b); err == nil {
-				t.StartTicks = st.startTicks
+				t.StartTicks, t.PGID = st.startTicks, st.pgrp
 			}
 		}
 		out = append(out, t)
