@@ -12,10 +12,11 @@ import (
 // ParseDuration reads a duration the way Go's time.ParseDuration does ("90m",
 // "1h30m", "1.5h", "500ms") and also accepts days ("2d", "1d12h", "1.5d",
 // and, as Go takes units in any order, "12h1d"),
-// because job time limits are naturally written in days. A bare number is
-// refused: "30" could be seconds or minutes, and guessing wrong stops a
-// two-day run after 30 seconds. Negative durations are refused; whether zero
-// is allowed is the caller's rule.
+// because job time limits are naturally written in days. A bare number
+// other than "0" (which Go takes too) is refused: "30" could be seconds or
+// minutes, and guessing wrong stops a two-day run after 30 seconds.
+// Negative durations are refused; whether zero is allowed is the caller's
+// rule.
 //
 // The error is a *DurationError.
 func ParseDuration(s string) (time.Duration, error) {
@@ -31,6 +32,9 @@ func ParseDuration(s string) (time.Duration, error) {
 	}
 	if t == "" {
 		return fail(DurationMalformed)
+	}
+	if t == "0" || t == "+0" {
+		return 0, nil // as Go reads it: zero needs no unit
 	}
 	if _, err := strconv.ParseFloat(t, 64); err == nil {
 		return fail(DurationNoUnit)

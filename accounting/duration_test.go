@@ -26,6 +26,8 @@ func TestParseDuration(t *testing.T) {
 		{"+2h", 2 * time.Hour},
 		{"0d", 0},
 		{"0s", 0},
+		{"0", 0}, // as time.ParseDuration
+		{"+0", 0},
 		{" 12h ", 12 * time.Hour},
 		// Go takes units in any order and more than once; days too.
 		{"1h1d", 25 * time.Hour},
@@ -55,6 +57,7 @@ func TestParseDurationErrors(t *testing.T) {
 		message string
 	}{
 		{"30", DurationNoUnit, `duration "30" has no unit; write e.g. "30s" or "30m"`},
+		{"0.0", DurationNoUnit, `duration "0.0" has no unit; write e.g. "0.0s" or "0.0m"`},
 		{"1.5", DurationNoUnit, `duration "1.5" has no unit; write e.g. "1.5s" or "1.5m"`},
 		{"soon", DurationMalformed, `duration "soon" is not a duration; write a number with a unit: ns, us, ms, s, m, h or d, e.g. "90s", "1h30m", "2d"`},
 		{"", DurationMalformed, `duration "" is not a duration; write a number with a unit: ns, us, ms, s, m, h or d, e.g. "90s", "1h30m", "2d"`},

@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/user"
 	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
@@ -41,9 +40,6 @@ func (b *budgetFlag) String() string { return accounting.FormatDuration(b.d) }
 
 func (b *budgetFlag) Set(s string) error {
 	d, err := accounting.ParseDuration(s)
-	if strings.TrimSpace(s) == "0" {
-		d, err = 0, nil // no budget, which the bound below says, not "no unit"
-	}
 	if err != nil {
 		return err
 	}
