@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -300,14 +301,104 @@ func (j *job) resumeTimeout(rec store.RunRecord, began time.Time, counted bool) 
 	j.resumeStop(rec, began, evTimeout)
 }
 
-// stopOrphans stops the adopted runs no job claimed (their files went away
-// while the daemon was down).
-func (d *Daemon) stopOrphans() {
-	for name, a := range d.adopted {
+// orphans sorts the runs taken back that no job claimed (their files
+// went away while the daemon was down) into those to stop and those kept,
+// each kept one as the problem that shows it: kept while a file that may
+// declare its job is not in force as written (refused, or its directory
+// unreadable or settling). An administrators' job is declared only in the
+// jobs directory, a person's only in theirs, so another's broken file
+// keeps none (trial AW: any problem anywhere, a person's refused file
+// among them, kept every such run running, unseen, for good).
+func (d *Daemon) orphans(r *reloadRun) (stop []string, kept []Problem) {
+	unsure := map[string]bool{} // owners, "" for the administrators
+	mark := func(dir string) {
+		if owner, ok := d.ownerOfDir(dir); ok {
+			unsure[owner] = true
+		}
+	}
+	for dir := range r.refusedDirs(d.cfg.JobsDir) {
+		mark(dir)
+	}
+	for dir := range r.settling {
+		mark(dir)
+	}
+	for path := range d.fileErrs {
+		mark(filepath.Dir(path))
+	}
+	for _, name := range slices.Sorted(maps.Keys(d.adopted)) {
+		if !unsure[ownerOf(name)] {
+			stop = append(stop, name)
+			continue
+		}
+		a := d.adopted[name]
+		kept = append(kept, Problem{Code: ProblemOrphanKept, Kind: "job", Job: name, Text: msgOrphanKept(name, a.rec.ID)})
+		if !d.orphansSaid[name] {
+			d.log.Warn("keeping a run taken back whose job no file in force declares: a file that may declare it has errors", "job", name, "run", a.rec.ID)
+			// Its own end is recorded, and gives back what it held.
+			go func() {
+				select {
+				case <-a.run.Done():
+					_, _ = d.call(context.Background(), func() any { return d.stopOrphan(name, a.run, "") })
+				case <-d.loopDone:
+				}
+			}()
+		}
+	}
+	d.orphansSaid = map[string]bool{}
+	for _, p := range kept {
+		d.orphansSaid[p.Job] = true
+	}
+	return stop, kept
+}
+
+// ownerOfDir is whose jobs the files in dir declare: "" for the jobs
+// directory's, a person's name for their directory's; false for neither.
+func (d *Daemon) ownerOfDir(dir string) (string, bool) {
+	dir = filepath.Clean(dir)
+	if d.cfg.JobsDir != "" && dir == filepath.Clean(d.cfg.JobsDir) {
+		return "", true
+	}
+	if d.cfg.UserJobs == "" {
+		return "", false
+	}
+	rel, err := filepath.Rel(d.cfg.UserJobs, dir)
+	if err != nil || rel == "." || strings.HasPrefix(rel, "..") || strings.Contains(rel, "/") {
+		return "", false
+	}
+	return rel, true
+}
+
+// stopOrphans stops the runs taken back of names, which no job claimed.
+func (d *Daemon) stopOrphans(names []string) {
+	for _, name := range names {
+		a := d.adopted[name]
+		delete(d.adopted, name)
+		delete(d.orphansSaid, name)
 		d.log.Info("stopping a run taken back whose job is no longer declared", "job", name, "run", a.rec.ID)
 		d.stopAdopted(a, "no job file declares it any more")
 	}
-	d.adopted = nil
+}
+
+// stopOrphan stops the run taken back of name, run, kept while a file
+// that may declare its job has errors (orphans): on a person's request,
+// why, or once it has ended by itself; false where it is not kept (any
+// more).
+func (d *Daemon) stopOrphan(name string, run *units.Run, why string) bool {
+	a, ok := d.adopted[name]
+	if !ok || !d.orphansSaid[name] || run != nil && a.run != run {
+		return false
+	}
+	delete(d.adopted, name)
+	delete(d.orphansSaid, name)
+	d.mu.Lock()
+	d.problems = slices.DeleteFunc(d.problems, func(p Problem) bool { return p.Code == ProblemOrphanKept && p.Job == name })
+	d.mu.Unlock()
+	if why != "" {
+		d.log.Info("stopping a run taken back whose job is no longer declared", "job", name, "run", a.rec.ID, "why", why)
+	}
+	d.stopAdopted(a, why)
+	d.changed.raise()
+	return true
 }
 
 // stopAdopted stops a run taken back that no job runs (why says why),

@@ -167,6 +167,9 @@ func (d *Daemon) api() http.Handler {
 					d.controlArray(w, r, c, a, verb.name, verb.ev)
 					return
 				}
+				if verb.ev == evStop && d.controlOrphan(w, r, c, name) {
+					return
+				}
 				d.logCaller(r, false, verb.name, "job", name)
 				if j := d.lookupRemoved(c, name); j != nil {
 					d.controlRemoved(w, c, j, verb.name, r.URL.Query().Get("all") == "1")
@@ -331,6 +334,44 @@ func (d *Daemon) refuseNotOwner(w http.ResponseWriter, c caller, call, job, owne
 	}
 	writeError(w, http.StatusForbidden, CodeNotPermitted, msgNotYours(job, owner, what, admins))
 	return true
+}
+
+// controlOrphan answers a stop of a run taken back at start that no file
+// in force declares, kept while a file that may declare it has errors
+// (Daemon.orphans): it is stopped, where c may; false where name is no
+// such run.
+func (d *Daemon) controlOrphan(w http.ResponseWriter, r *http.Request, c caller, name string) bool {
+	names := []string{name}
+	if c.name != "" && !strings.Contains(name, "/") {
+		names = append([]string{c.name + "/" + name}, names...) // theirs first, as resolve
+	}
+	for _, n := range names {
+		if !d.isOrphan(n) {
+			continue
+		}
+		if d.refuseNotOwner(w, c, "stop", n, ownerOf(n), "stop it") {
+			return true
+		}
+		v, err := d.call(r.Context(), func() any { return d.stopOrphan(n, nil, msgStopRequested) })
+		if err != nil {
+			writeNoAnswer(w, err)
+			return true
+		}
+		if v.(bool) {
+			d.logCaller(r, true, "stop", "job", n, "orphan", true)
+			writeJSON(w, http.StatusOK, ControlAnswer{Job: n, Requested: "stop"})
+			return true
+		}
+	}
+	return false
+}
+
+// isOrphan reports whether a run of name, taken back at start, is kept
+// though no file in force declares its job (Daemon.orphans).
+func (d *Daemon) isOrphan(name string) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return slices.ContainsFunc(d.problems, func(p Problem) bool { return p.Code == ProblemOrphanKept && p.Job == name })
 }
 
 // controlRemoved answers a start, stop or restart of a job no job file

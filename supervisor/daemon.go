@@ -290,6 +290,10 @@ type Daemon struct {
 	// job, with their grants already back in the books; the first reload
 	// hands each to its job. Owned by the loop.
 	adopted map[string]adoptedRun
+	// orphansSaid are the runs of adopted that no job claimed, kept while
+	// a file that may declare their jobs has errors (orphans), each
+	// logged once. Owned by the loop.
+	orphansSaid map[string]bool
 
 	// bornCount is how many jobs were born here (job.order); owned by the
 	// loop.

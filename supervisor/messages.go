@@ -64,6 +64,7 @@ const (
 	ProblemStateGone      = "state_gone"      // the state file was removed or replaced under the daemon
 	ProblemLogsUnwritable = "logs_unwritable" // the jobs' log directory cannot be written: their output is thrown away
 	ProblemUnplaceable    = "unplaceable"     // a job that fits no machine (berth check; the daemon says it as the job's state)
+	ProblemOrphanKept     = "orphan_kept"     // a run taken back at start that no file in force declares, kept while a file that may declare it has errors
 )
 
 // msgNotLoadedYet says no job is named name yet: the daemon has not
@@ -135,6 +136,13 @@ const msgStopRequested = "stopped on request (berth stop)"
 // msgAfterRemoved is why a job declared again waits: the job of its name,
 // removed a moment ago, is still stopping its run.
 const msgAfterRemoved = "declared again while its run from before, its file removed, is still being stopped; it starts once that run has ended"
+
+// msgOrphanKept says why a run taken back at start goes on though no job
+// file in force declares its job, and how it ends.
+func msgOrphanKept(name string, run uint64) string {
+	return fmt.Sprintf("job %q: its run %d goes on, holding what it was granted, though no job file in force declares the job: a file with errors may declare it. It is stopped once those files are fixed or removed (berth status lists their errors), or at once with berth stop %s",
+		name, run, QuoteArg(name))
+}
 
 // msgJobGone is msgNoSuchJob for a job the state remembers: its file
 // went away (a run of it going then was stopped), and its runs, if it

@@ -29,6 +29,7 @@ func TestMessagesGolden(t *testing.T) {
 		msgStoppedOutside,
 		msgNoSuchCall("GET", "/v2/status"), msgWrongMethod("GET", "/v1/jobs/train/stop", []string{"POST"}),
 		msgRemovedStopping("restart", "train", pos.File),
+		msgOrphanKept("train", 549),
 		msgNotArray("hp[2]"), msgIndexGated(2), msgIndexBehind("sweep[3]"),
 		msgLogsUnwritable("/var/lib/berth/logs", syscall.EPERM),
 		msgRunsAgainAfter("prep", store.StateRunning, true), msgRunsAgainAfter("prep", store.StateFailed, true), msgRunsAgainAfter("prep", 0, false),

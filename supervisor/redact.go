@@ -141,7 +141,7 @@ func (rd *reader) problems(ps []Problem) []Problem {
 			// unreadable (a link to /etc/shadow).
 			readable = filepath.Dir(p.File)
 		}
-		if !rd.canRead(readable) && p.Code != ProblemNotRecording && p.Code != ProblemDirRefused && p.Code != ProblemDirMissing && p.Code != ProblemLogsUnwritable {
+		if !rd.canRead(readable) && p.Code != ProblemNotRecording && p.Code != ProblemOrphanKept && p.Code != ProblemDirRefused && p.Code != ProblemDirMissing && p.Code != ProblemLogsUnwritable {
 			p.Text = msgHidden(p)
 		}
 		out[i] = p

@@ -691,15 +691,20 @@ func (d *Daemon) finishReload(r *reloadRun, files []*luaapi.File) ReloadResult {
 	for _, dir := range slices.Sorted(maps.Keys(r.people.refused)) {
 		d.problems = append(d.problems, Problem{Code: ProblemDirRefused, File: dir, Text: r.people.refused[dir].Error()})
 	}
+	var orphans []string
+	if len(d.adopted) > 0 && !r.partial && r.scanErr == nil {
+		// No file in force declares these jobs any more. Where a file
+		// that may declare one is not in force as written, the job may
+		// only be missing for now: a long run is not stopped for a typo,
+		// and is shown, as it holds its grant.
+		var kept []Problem
+		orphans, kept = d.orphans(r)
+		d.problems = append(d.problems, kept...)
+	}
 	SortProblems(d.problems)
 	res.Problems = append([]Problem{}, d.problems...)
 	d.mu.Unlock()
-	if len(d.adopted) > 0 && len(res.Problems) == 0 && !r.partial && r.scanErr == nil {
-		// Every file is in force and none declares these jobs any more.
-		// While a file has errors its jobs may only be missing for now: a
-		// long run is not stopped for a typo.
-		d.stopOrphans()
-	}
+	d.stopOrphans(orphans)
 	for _, p := range res.Problems {
 		res.Errors = append(res.Errors, p.Text)
 	}
@@ -767,6 +772,9 @@ func (d *Daemon) logProblems(problems []Problem) (logged map[string]bool) {
 	files := map[string]bool{}
 	logged = map[string]bool{}
 	for _, p := range problems {
+		if p.Code == ProblemOrphanKept {
+			continue // not a file's: said as it is kept (orphans)
+		}
 		k := loggedProblem{p, d.versionOf(p.File)}
 		now[k] = true
 		files[p.File] = true

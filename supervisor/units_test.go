@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -37,6 +38,8 @@ type unitsBox struct {
 	booted, initStarted time.Time
 	// logs, where not nil, is where the daemons log (Info and above).
 	logs io.Writer
+	// tune, where not nil, changes each daemon's configuration.
+	tune func(cfg *Config)
 }
 
 func newUnitsBox(t *testing.T, jobs string) *unitsBox {
@@ -102,13 +105,17 @@ func (b *unitsBox) logger() hclog.Logger {
 // startRun is start, with what Run returned once it has.
 func (b *unitsBox) startRun() (d *Daemon, stop func(), ran <-chan error) {
 	runs := units.New(b.manager, units.Events{Updates: b.manager.Updates()})
-	d, err := Open(Config{
+	cfg := Config{
 		JobsDir: b.jobsDir, StateDir: b.stateDir, Evaluator: testEvaluator(), Units: runs,
 		Machine: probes.Inventory{CPUs: 4, CPUIDs: []int{0, 1, 2, 3}, OnlineCPUs: 4, GPUs: []string{"5", "7"},
 			RAM: probes.Memory{Bytes: 4 * accounting.GiB, Known: true}, Booted: b.booted, InitStarted: b.initStarted},
 		Environ: []string{"PATH=/usr/bin:/bin"},
 		Logger:  b.logger(),
-	})
+	}
+	if b.tune != nil {
+		b.tune(&cfg)
+	}
+	d, err := Open(cfg)
 	if err != nil {
 		b.t.Fatal(err)
 	}
@@ -266,6 +273,103 @@ job "gone" { cmd = { "/bin/sleep", "1000" } }`)
 		if off := run.End.Sub(want).Abs(); off > want.Sub(run.Start)/2 {
 			t.Errorf("%s's run ended %v, want %v, when its unit ended (its start %v)", job, run.End, want, run.Start)
 		}
+	}
+}
+
+// TestUnitsOrphanKeptForItsOwnFilesOnly: a run taken back whose job no
+// file in force declares any more is stopped at the daemon's start though
+// a person's file has errors (trial AW: any problem anywhere kept such a
+// run, and its grant, for good, shown nowhere). One whose own directory
+// holds a file with errors, which may declare it, is kept: shown, and
+// stopped by berth stop, where its owner asks; once it ends by itself it
+// is recorded.
+func TestUnitsOrphanKeptForItsOwnFilesOnly(t *testing.T) {
+	t.Parallel()
+	needAccounts(t)
+	b := newUnitsBox(t, `job "gone" { cmd = { "/bin/sleep", "1000" } }
+job "typo" { cmd = { "/bin/sleep", "1000" } }
+job "ends" { cmd = { "/bin/sleep", "1000" } }`)
+	spool := filepath.Join(t.TempDir(), "spool")
+	b.tune = func(cfg *Config) { cfg.UserJobs, cfg.Group, cfg.AdminGroup = spool, testGroup, testAdminGroup }
+	d, stop := b.start()
+	run := map[string]uint64{}
+	for _, job := range []string{"gone", "typo", "ends"} {
+		run[job] = waitJob(t, d, job, "running", func(js JobStatus) bool { return js.State == "running" }).Run
+	}
+	stop()
+	// gone's declaration goes; alice's file has errors of its own.
+	testkit.PutFile(t, filepath.Join(b.jobsDir, "jobs.lua"), `job "typo" { cmd = { "/bin/sleep", "1000" } }
+job "ends" { cmd = { "/bin/sleep", "1000" } }`)
+	alices := filepath.Join(spool, testAlice, "bad.lua")
+	testkit.PutFile(t, alices, `job "x" { cmd = "true", gpu = 1 }`)
+	if err := os.Chown(alices, uidOf(t, testAlice), -1); err != nil {
+		t.Fatal(err)
+	}
+	d, stop = b.start()
+	ended := func(job string) store.RunRecord {
+		t.Helper()
+		var rec store.RunRecord
+		testkit.WaitFor(t, 20*time.Second, job+"'s run recorded as ended", func() bool {
+			runs := runsOf(t, d, job)
+			rec = runs[0]
+			return len(runs) == 1 && !rec.End.IsZero()
+		})
+		return rec
+	}
+	obey := func(job string) {
+		t.Helper()
+		unit := units.Name(job, run[job])
+		testkit.WaitFor(t, 20*time.Second, job+"'s unit sent SIGTERM", func() bool {
+			return slices.Contains(b.manager.Killed(), unit+" terminated")
+		})
+		b.manager.End(unit, "signal", unitstest.CLDKilled, int32(syscall.SIGTERM))
+	}
+	obey("gone")
+	if rec := ended("gone"); rec.Reason != store.ReasonStopped || rec.Cause != "no job file declares it any more" {
+		t.Errorf("gone's run, alice's file with errors: %s %q, want stopped as no file declares it", rec.Reason, rec.Cause)
+	}
+	stop()
+	// typo's and ends's declarations go to a new file with a mistake, so
+	// that no version of them is in force.
+	testkit.PutFile(t, filepath.Join(b.jobsDir, "jobs.lua"), `job "other" { cmd = { "/bin/sleep", "1000" } }`)
+	testkit.PutFile(t, filepath.Join(b.jobsDir, "typo.lua"), `job "typo" { cmd = { "/bin/sleep", "1000" }, cpu = 1 }
+job "ends" { cmd = { "/bin/sleep", "1000" } }`)
+	d, _ = b.start()
+	kept := func() []string {
+		var jobs []string
+		for _, p := range d.Status().Problems {
+			if p.Code == ProblemOrphanKept {
+				jobs = append(jobs, p.Job)
+			}
+		}
+		return jobs
+	}
+	<-d.loaded
+	if jobs := kept(); !slices.Equal(jobs, []string{"ends", "typo"}) {
+		t.Fatalf("runs shown kept: %v, want ends and typo, which typo.lua may declare", jobs)
+	}
+	if unit := units.Name("typo", run["typo"]); !b.manager.Active(unit) {
+		t.Fatalf("typo's unit %s was stopped; typo.lua, which has errors, may declare it", unit)
+	}
+	if code, body := as(t, d, testAlice, "POST", jobPath("typo")+"/stop"); code != http.StatusForbidden {
+		t.Errorf("alice's stop of typo's run: %d %s, want refused", code, body)
+	}
+	if code, body := as(t, d, "root", "POST", jobPath("typo")+"/stop"); code != http.StatusOK {
+		t.Fatalf("root's stop of typo's run: %d %s", code, body)
+	}
+	obey("typo")
+	if rec := ended("typo"); rec.Reason != store.ReasonStopped || rec.Cause != msgStopRequested {
+		t.Errorf("typo's run: %s %q, want stopped on request", rec.Reason, rec.Cause)
+	}
+	// One that ends by itself while kept is recorded so, and gives back
+	// what it held.
+	b.manager.End(units.Name("ends", run["ends"]), "success", unitstest.CLDExited, 0)
+	if rec := ended("ends"); rec.Reason != store.ReasonExited {
+		t.Errorf("ends's run, ended by itself: %s %q, want exited", rec.Reason, rec.Cause)
+	}
+	testkit.WaitFor(t, 10*time.Second, "no run shown kept", func() bool { return len(kept()) == 0 })
+	if free := d.Status().Machine.CPUsFree; free != 3 {
+		t.Errorf("cores free: %d, want 3 (other's alone held)", free)
 	}
 }
 

@@ -616,23 +616,33 @@ func TestLogsRunStartGone(t *testing.T) {
 
 // TestStopAllStopsTheNew: berth stop --all stops a job declared a moment
 // ago whose wait has not begun ("new"): right after the daemon's start,
-// it stopped nothing, and the jobs started a moment later (trial AV).
+// it stopped nothing, and the jobs started a moment later (trial AV). It
+// stops too the run the daemon shows kept though no file in force
+// declares its job (trial AW).
 func TestStopAllStopsTheNew(t *testing.T) {
-	var stopped atomic.Bool
+	var stopped, kept atomic.Bool
 	socket := fakeDaemon(t, func(w http.ResponseWriter, r *http.Request) {
 		switch {
+		case r.Method == http.MethodGet && r.URL.Path == supervisor.APIVersion+"/status":
+			w.Write([]byte(`{"problems":[{"code":"orphan_kept","kind":"job","job":"gone","text":"…"}]}`))
 		case r.Method == http.MethodGet:
 			w.Write([]byte(`[{"name":"fresh","state":"new"}]`))
 		case r.URL.Path == supervisor.APIVersion+"/jobs/fresh/stop":
 			stopped.Store(true)
 			w.Write([]byte(`{"job":"fresh","requested":"stop"}`))
+		case r.URL.Path == supervisor.APIVersion+"/jobs/gone/stop":
+			kept.Store(true)
+			w.Write([]byte(`{"job":"gone","requested":"stop"}`))
 		default:
 			http.NotFound(w, r)
 		}
 	})
 	out, errOut, code := berth(t, map[string]string{"BERTH_SOCKET": socket}, "stop", "--all")
-	if code != exitOK || !stopped.Load() {
-		t.Errorf("stop --all of a job just declared: exit %d, stopped %v\n%s%s", code, stopped.Load(), out, errOut)
+	if code != exitOK || !stopped.Load() || !kept.Load() {
+		t.Errorf("stop --all of a job just declared and a run kept: exit %d, stopped %v and %v\n%s%s", code, stopped.Load(), kept.Load(), out, errOut)
+	}
+	if want := msgStoppedAll(2, 0, 0); out != want+"\n" {
+		t.Errorf("stop --all said %q, want %q", out, want)
 	}
 }
 

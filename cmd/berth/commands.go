@@ -656,6 +656,18 @@ func controlAll(c *cli, verb string, args []string) int {
 		slices.SortStableFunc(jobs, func(a, b supervisor.JobStatus) int {
 			return cmp.Compare(holds(a.State), holds(b.State))
 		})
+		// And the runs taken back at the daemon's start that no file in
+		// force declares, kept while a file that may declare them has
+		// errors: they run, and are no job's (trial AW).
+		var s supervisor.Status
+		if err := cl.get("/status", nil, &s); err != nil {
+			return c.fail(err)
+		}
+		for _, p := range s.Problems {
+			if p.Code == supervisor.ProblemOrphanKept {
+				jobs = append(jobs, supervisor.JobStatus{Name: p.Job, State: "running"})
+			}
+		}
 	}
 	// indices counts each index of an array acted on, acted each job and
 	// arrays each array once, as berth status lists them.

@@ -610,6 +610,7 @@ func compareForStatus(a, b supervisor.JobStatus) int {
 // disk, a state file removed) is no configuration error, and is said apart.
 func errorsSummary(problems []supervisor.Problem) string {
 	var parts []string
+	kept := 0
 	config := make([]supervisor.Problem, 0, len(problems))
 	for _, p := range problems {
 		switch p.Code {
@@ -621,20 +622,28 @@ func errorsSummary(problems []supervisor.Problem) string {
 		case supervisor.ProblemLogsUnwritable:
 			parts = append(parts, "job output not kept")
 			continue
+		case supervisor.ProblemOrphanKept:
+			// No mistake of its own: kept for a file's that may declare it.
+			kept++
+			continue
 		}
 		config = append(config, p)
 	}
-	if len(config) == 0 {
-		return strings.Join(parts, " · ")
-	}
-	files := map[string]bool{}
-	for _, p := range config {
-		if !p.InAJobFile() {
-			return strings.Join(append(parts, count(len(config), "configuration error")), " · ")
+	if len(config) > 0 {
+		files := map[string]bool{}
+		for _, p := range config {
+			files[p.File] = true
 		}
-		files[p.File] = true
+		if slices.ContainsFunc(config, func(p supervisor.Problem) bool { return !p.InAJobFile() }) {
+			parts = append(parts, count(len(config), "configuration error"))
+		} else {
+			parts = append(parts, count(len(files), "file")+" with errors")
+		}
 	}
-	return strings.Join(append(parts, count(len(files), "file")+" with errors"), " · ")
+	if kept > 0 {
+		parts = append(parts, count(kept, "run")+map[bool]string{true: " of a job", false: " of jobs"}[kept == 1]+" no file declares")
+	}
+	return strings.Join(parts, " · ")
 }
 
 // jobWhy is the WHY cell: the daemon's reason, and for a job that has been

@@ -845,6 +845,8 @@ func TestRenderHolds(t *testing.T) {
 		{[]supervisor.Problem{{Code: supervisor.ProblemDirMissing, File: "/etc/berth/jobs.d"}}, "1 configuration error"},
 		{[]supervisor.Problem{{Code: supervisor.ProblemStateGone, File: "/var/lib/berth/state.db"}, a1}, "state not recorded · 1 file with errors"},
 		{[]supervisor.Problem{state, {Code: supervisor.ProblemDirMissing, File: "/etc/berth/jobs.d"}}, "state not recorded · 1 configuration error"},
+		{[]supervisor.Problem{a1, {Code: supervisor.ProblemOrphanKept, Job: "gone"}}, "1 file with errors · 1 run of a job no file declares"},
+		{[]supervisor.Problem{{Code: supervisor.ProblemOrphanKept, Job: "a"}, {Code: supervisor.ProblemOrphanKept, Job: "b"}}, "2 runs of jobs no file declares"},
 	} {
 		if got := errorsSummary(tt.problems); got != tt.want {
 			t.Errorf("errors %+v: %q, want %q", tt.problems, got, tt.want)
