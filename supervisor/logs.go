@@ -135,7 +135,12 @@ func (d *Daemon) serveLogs(w http.ResponseWriter, r *http.Request) {
 	args := []string{"--no-pager", "--quiet", "--all", "-o", "short-iso"}
 	matches := [][]string{{"SYSLOG_IDENTIFIER=" + name}}
 	if d.cfg.Units != nil {
-		matches = d.journalMatches(name, owner)
+		if matches = d.journalMatches(name, owner); len(matches) == 0 {
+			// No match would be the whole journal: nothing of it is
+			// known to be the job's.
+			w.WriteHeader(http.StatusOK)
+			return
+		}
 	}
 	// A run is its entries (a unit's carry BERTH_RUN), or, for the
 	// daemon's own children, its time window.
@@ -240,29 +245,31 @@ func (d *Daemon) serveLogs(w http.ResponseWriter, r *http.Request) {
 }
 
 // journalMatches are the journal matches, any one of them, for what job
-// name's units wrote, owner its owner. A process elsewhere may log under any
-// identifier it likes, so the identifier alone is not enough: _SYSTEMD_SLICE
-// and _UID are journald's own (systemd opens a unit's stream as the unit's
-// user), so another person's job cannot write into this one's output.
+// name's units wrote, owner its owner. A process elsewhere may log under
+// any identifier it likes, so the identifier alone is not enough: _UID is
+// journald's own (systemd opens a unit's stream as the unit's user, and a
+// process's native entries carry its own), so only a process of the user
+// the job runs as can write into its output. berth's slice is not enough
+// either: the people's jobs run in it too (trial AW: a person's job wrote
+// lines into an administrators' job's output with logger -t).
 //
-// A run whose process has ended before journald reads its first line has no
-// slice: journald then knows its unit from the stream's header, which a
-// process may write as it likes (and end before journald looks at it).
-// Those lines are taken by the user who wrote them, the one the job runs
-// as: only a process of that user could have written them.
+// Where that user is not known (the job removed, or its account gone),
+// the lines of the job's own units, by their names (those of its last
+// runs on record), are its; nil where it has none.
 func (d *Daemon) journalMatches(name, owner string) [][]string {
 	ident := "SYSLOG_IDENTIFIER=" + name
-	inSlice := []string{ident, "_SYSTEMD_SLICE=" + units.Slice}
-	uid, known := d.runsAs(name, owner)
-	switch {
-	case !known:
-		return [][]string{inSlice}
-	case owner != "":
-		// Any line of theirs under the name is their job's: its slice
-		// adds nothing.
+	if uid, known := d.runsAs(name, owner); known {
 		return [][]string{{ident, "_UID=" + uid}}
 	}
-	return [][]string{inSlice, {ident, "_UID=" + uid}}
+	runs, err := d.store.Runs(name, 100)
+	if err != nil {
+		return nil
+	}
+	matches := make([][]string, 0, len(runs))
+	for _, r := range runs {
+		matches = append(matches, []string{ident, "_SYSTEMD_UNIT=" + units.Name(name, r.ID)})
+	}
+	return matches
 }
 
 // runsAs is the user ID that job name's runs run as: its owner's for a
