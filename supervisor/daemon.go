@@ -1510,7 +1510,12 @@ func (d *Daemon) output(name, header string) (output, error) {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 			defer cancel()
 			err := sink.CloseContext(ctx)
-			if err != nil {
+			switch {
+			case errors.Is(err, context.DeadlineExceeded):
+				// All the run wrote is kept; a process it left behind
+				// holds the pipe (trial AX: "not fully written").
+				d.log.Warn("a process a run left behind holds its output open: what it writes from now on is not kept, and its next write fails", "job", name)
+			case err != nil:
 				d.log.Warn("job output not fully written", "job", name, "error", err)
 			}
 			d.noteOutputCut(name, dir, err)

@@ -1325,6 +1325,12 @@ func (j *job) reaped(exit runner.Exit) {
 			killed = true
 		}
 	}
+	if exit.At.IsZero() {
+		// Reaped now: the output's end, which a process the run left
+		// behind may hold open for a while (run.after), is not the run's
+		// (trial AX: its end and duration were recorded 2 s late).
+		exit.At = j.d.now()
+	}
 	j.run.exit = exit
 	if j.run.after != nil {
 		j.run.after()
