@@ -16,5 +16,8 @@ func TestMessagesGolden(t *testing.T) {
 		lines = append(lines, msgStartFailed(unit, spec, "exit-code", status))
 	}
 	lines = append(lines, msgStartJobEnded(unit, "timeout"))
+	// A person's job's unit, whose name the shell would mangle unquoted.
+	theirs := Spec{Job: "alice/train", Run: 8, Argv: []string{"ls"}, Dir: "/root", User: "alice"}
+	lines = append(lines, msgStartFailed(Name(theirs.Job, theirs.Run), theirs, "exit-code", 200))
 	testkit.Golden(t, "testdata/messages.golden", []byte(strings.Join(lines, "\n")+"\n"))
 }

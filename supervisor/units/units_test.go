@@ -290,7 +290,7 @@ func TestStartFailureSaysWhy(t *testing.T) {
 	f, r := startRunner(t)
 	f.FailNextStarts("failed", 203)
 	_, err := r.Start(context.Background(), Spec{Job: "j", Run: 1, Path: "/nope", Argv: []string{"/nope"}})
-	if err == nil || err.Error() != "cannot execute /nope (journalctl -u berth-j-1.service says more)" {
+	if err == nil || err.Error() != "cannot execute /nope (journalctl -u berth-j-1.service says more, to root and the journal's readers)" {
 		t.Errorf("error %v", err)
 	}
 	if names := f.Names(); len(names) != 0 {
