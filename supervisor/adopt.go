@@ -429,6 +429,8 @@ func (d *Daemon) stopAdopted(a adoptedRun, why string) {
 			reason, cause = store.ReasonExited, ""
 		case ended && !exit.StoppedOutside:
 			reason, cause = store.ReasonFailed, ""
+		case ended && exit.Unknown:
+			cause = msgGoneWhileAway
 		case ended:
 			cause = msgStoppedOutside
 		case killed:

@@ -1358,6 +1358,8 @@ func (j *job) recordEnd(reason store.Reason) {
 	}
 	switch {
 	case cause != "" || !exit.StoppedOutside:
+	case reason == store.ReasonStopped && exit.Unknown:
+		cause = msgGoneWhileAway
 	case reason == store.ReasonStopped:
 		cause = msgStoppedOutside
 	case reason == store.ReasonLost:

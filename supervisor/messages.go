@@ -100,6 +100,11 @@ func msgStopping(why, signal string) string {
 // with systemd, not berth.
 const msgStoppedOutside = "its unit was stopped outside berth (systemctl stop of it, or of berth.slice)"
 
+// msgGoneWhileAway is the cause of a run whose unit was gone before a
+// daemon took it back: stopped outside berth, or failed and its result
+// cleared since; which, and how it ended, is not known.
+const msgGoneWhileAway = "its unit was gone when berth came back: stopped outside berth (systemctl stop of it, or of berth.slice), or failed with its result cleared (systemctl reset-failed); how it ended is not known (journalctl -u of the unit may say)"
+
 // msgStoppingSent is msgStopping of a stop whose signal the last daemon
 // sent.
 func msgStoppingSent(why, signal string) string {

@@ -27,6 +27,7 @@ func TestMessagesGolden(t *testing.T) {
 		msgStopping("it ran past its timeout of 12h", "SIGINT"),
 		msgStoppingSent("stopped on request (berth stop)", "SIGTERM"),
 		msgStoppedOutside,
+		msgGoneWhileAway,
 		msgNoSuchCall("GET", "/v2/status"), msgWrongMethod("GET", "/v1/jobs/train/stop", []string{"POST"}),
 		msgRemovedStopping("restart", "train", pos.File),
 		msgOrphanKept("train", 549),

@@ -373,6 +373,30 @@ job "ends" { cmd = { "/bin/sleep", "1000" } }`)
 	}
 }
 
+// TestUnitsResetFailedWhileAway: a run whose unit failed while no daemon ran, its
+// result cleared since (systemctl reset-failed), is not said to have been
+// stopped outside berth, which the next daemon cannot tell from it: it
+// says so (trial AW: "stopped outside berth" of a run that exited 3).
+func TestUnitsResetFailedWhileAway(t *testing.T) {
+	t.Parallel()
+	b := newUnitsBox(t, `job "rf" { cmd = { "/bin/sleep", "1000" } }`)
+	b.booted = time.Now().Add(-time.Hour) // its run began in this boot
+	d, stop := b.start()
+	rf := waitJob(t, d, "rf", "running", func(js JobStatus) bool { return js.State == "running" })
+	stop()
+	unit := units.Name("rf", rf.Run)
+	b.manager.EndedAgo(unit, "exit-code", unitstest.CLDExited, 3, time.Second)
+	b.manager.ResetFailed(unit)
+	if b.manager.Active(unit) || slices.Contains(b.manager.Names(), unit) {
+		t.Fatalf("the unit is still there: %v", b.manager.Names())
+	}
+	d, _ = b.start()
+	waitJob(t, d, "rf", "stopped", func(js JobStatus) bool { return js.State == "stopped" })
+	if runs := runsOf(t, d, "rf"); len(runs) != 1 || runs[0].Reason != store.ReasonStopped || runs[0].Cause != msgGoneWhileAway {
+		t.Errorf("rf's runs: %+v, want its one run stopped, saying its unit was gone and why it may be", runs)
+	}
+}
+
 // TestUnitsDirMissing: a job whose directory is not there is not started
 // as a unit to fail in it: its run is a spawn error that says why.
 func TestUnitsDirMissing(t *testing.T) {

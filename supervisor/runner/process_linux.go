@@ -100,6 +100,11 @@ type Exit struct {
 	// MachineStopping: StoppedOutside by the machine's shutdown, which
 	// stops every unit.
 	MachineStopping bool
+	// Unknown: StoppedOutside as far as can be told, its unit gone before
+	// the daemon took it back, which a failed unit also is once its
+	// result is cleared (systemctl reset-failed): how it ended is not
+	// known.
+	Unknown bool
 	// At is when it ended, where the runner knows it apart from when the
 	// end was seen (a unit's exit timestamp: a run that ended while no
 	// daemon watched); zero otherwise.

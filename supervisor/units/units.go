@@ -457,6 +457,7 @@ func (r *Runner) Adopt(name string) (*Run, error) {
 	if err != nil {
 		return nil, err
 	}
+	st.goneAtAdoption = !st.loaded
 	run := newRun(r, name)
 	r.track(run, st)
 	return run, nil
@@ -530,6 +531,8 @@ type unitState struct {
 	// answer to its signal failed the unit, or it outlived the stop's
 	// timeout (Runner.stoppedFirst).
 	stoppedFirst bool
+	// goneAtAdoption: no unit of the name was there to take back.
+	goneAtAdoption bool
 }
 
 // ranAndEnded reports whether the unit's program was executed and has
@@ -730,8 +733,10 @@ func (st unitState) exit() runner.Exit {
 		// A transient unit is unloaded once it is inactive, and berth
 		// only ever stops a run's unit after it has recorded the run: a
 		// unit that went while followed was stopped by someone else
-		// (systemctl stop of it or of berth.slice).
-		return runner.Exit{Code: -1, StoppedOutside: true}
+		// (systemctl stop of it or of berth.slice). One gone before a
+		// daemon took it back may as well have failed, its result
+		// cleared since (systemctl reset-failed).
+		return runner.Exit{Code: -1, StoppedOutside: true, Unknown: st.goneAtAdoption}
 	case !st.exited:
 		return runner.Exit{Code: -1, Err: fmt.Errorf("its unit ended without a main process (%s)", st.result)}
 	}

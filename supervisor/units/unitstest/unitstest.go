@@ -286,6 +286,16 @@ func (f *Manager) StopOutside(name string) {
 		"ActiveState": dbus.MakeVariant("inactive"), "SubState": dbus.MakeVariant("dead")}}
 }
 
+// ResetFailed unloads a failed unit as `systemctl reset-failed` does,
+// its result gone with it; no one is told.
+func (f *Manager) ResetFailed(name string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if u, ok := f.units[name]; ok && u.active == "failed" {
+		delete(f.units, name)
+	}
+}
+
 // StopOutsideFailing stops a unit as `systemctl stop` would where its
 // main process fails the unit: it answers the SIGTERM by exiting with a
 // status not 0 (result "exit-code", CLDExited), or outlives the stop's
