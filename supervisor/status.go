@@ -837,6 +837,35 @@ func (d *Daemon) statusLine() string {
 	return line
 }
 
+// StillStopping names, sorted, the jobs whose run the daemon's shutdown
+// is still stopping (a job whose run has ended keeps its state for the
+// next daemon: trial AX, a second SIGTERM listed it as stopping).
+func (d *Daemon) StillStopping() []string {
+	d.mu.Lock()
+	jobs := make([]*job, 0, len(d.jobs)+len(d.draining))
+	for _, j := range d.jobs {
+		jobs = append(jobs, j)
+	}
+	for name := range d.draining {
+		if j := d.removedLocked(name); j != nil {
+			jobs = append(jobs, j)
+		}
+	}
+	d.mu.Unlock()
+	var names []string
+	for _, j := range jobs {
+		select {
+		case <-j.done:
+		default:
+			if Holds(j.view().State) {
+				names = append(names, j.name)
+			}
+		}
+	}
+	slices.Sort(names)
+	return slices.Compact(names)
+}
+
 // problemFiles is how many job files the problems are about: a file's own
 // errors, its jobs' and its quotas'; not the state's, nor the jobs
 // directory's.

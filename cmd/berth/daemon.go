@@ -267,12 +267,7 @@ func runDaemon(c *cli, args []string) int {
 			}
 			if ctx.Err() != nil {
 				// Asked again: what it still waits for.
-				var left []string
-				for _, j := range d.Status().Jobs {
-					if j.State == "stopping" {
-						left = append(left, j.Name)
-					}
-				}
+				left := d.StillStopping()
 				if len(left) == 0 {
 					log.Info("already shutting down", "signal", sig.String())
 					continue

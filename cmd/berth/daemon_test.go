@@ -1122,17 +1122,31 @@ func TestDaemonUnaccountedRestart(t *testing.T) {
 
 // TestShutdownAskedAgain: a second SIGTERM while the daemon waits for its
 // jobs to stop says what it waits for (trial AC: the same "shutting down"
-// line again).
+// line again), not a job whose run has ended since (trial AX).
 func TestShutdownAskedAgain(t *testing.T) {
 	t.Parallel()
-	d := newTestDaemon(t, map[string]string{"s.lua": `job "stubborn" { cmd = { "sh", "-c", "trap '' TERM; touch OUT/trapped; while true; do sleep 0.1; done" }, cpus = 0, stop_timeout = "5m" }`})
+	d := newTestDaemon(t, map[string]string{"s.lua": `job "stubborn" { cmd = { "sh", "-c", "trap '' TERM; touch OUT/trapped; while true; do sleep 0.1; done" }, cpus = 0, stop_timeout = "5m" }
+job "quick" { cmd = { "sleep", "1000" }, cpus = 0 }`})
 	d.start(daemonOptions{})
 	j := d.waitJob("stubborn", "its run", func(j supervisor.JobStatus) bool { return j.State == "running" && j.PID > 0 })
+	d.waitJob("quick", "its run", func(j supervisor.JobStatus) bool { return j.State == "running" && j.PID > 0 })
 	d.waitFile("trapped") // a SIGTERM before would end it at once
 	d.cmd.Process.Signal(syscall.SIGTERM)
 	d.waitLog("state changed: job=stubborn from=running to=stopping")
-	d.cmd.Process.Signal(syscall.SIGTERM)
-	d.waitLog("already shutting down: waiting for its jobs to stop, each killed once its stop_timeout has passed: signal=terminated stopping=1 jobs=stubborn")
+	d.waitLog("exited: job=quick")
+	// Asked until the answer leaves quick out: its goroutine ends a
+	// moment after that line.
+	const asked = "already shutting down: waiting for its jobs to stop, each killed once its stop_timeout has passed: signal=terminated "
+	for n := 1; ; n++ {
+		d.cmd.Process.Signal(syscall.SIGTERM)
+		testkit.WaitFor(t, waitLong, "the answer to SIGTERM again", func() bool { return strings.Count(d.logs.String(), asked) >= n })
+		if strings.Contains(d.logs.String(), asked+"stopping=1 jobs=stubborn") {
+			break
+		}
+		if n == 20 {
+			t.Fatalf("asked again 20 times, the daemon said it waits for a job that has ended:\n%s", d.logs.String())
+		}
+	}
 	// Its stop_timeout is not waited for: the run is ended here.
 	if err := syscall.Kill(-j.PID, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
