@@ -1420,9 +1420,12 @@ func (j *job) recordEnd(reason store.Reason) {
 	if exit.Err != nil && reason != store.ReasonSpawnError {
 		kv = append(kv, "error", exit.Err) // how it ended is not known: why not
 	}
-	if reason != store.ReasonSpawnError {
-		// A spawn error keeps the error itself as its why.
-		j.setWhy(MsgEnded(reason, exit.Code, sig, cmp.Or(j.end.timeout, j.def.Timeout), j.run.ram))
+	switch why := MsgEnded(reason, exit.Code, sig, cmp.Or(j.end.timeout, j.def.Timeout), j.run.ram); reason {
+	case store.ReasonSpawnError: // it keeps the error itself as its why
+	case store.ReasonOOM:
+		j.setWhy(msgOOMWhy(why))
+	default:
+		j.setWhy(why)
 	}
 	if reason == store.ReasonExited || reason == store.ReasonStopped {
 		j.log.Info("exited", kv...)

@@ -445,12 +445,18 @@ func msgIndicesRunOn(why string) string {
 	return "its running indices go on, but will not run again: " + why
 }
 
+// msgOOMWhy is the why of a job whose last run went over its memory:
+// what ended it, and what to do (trial AW: it said the first alone).
+func msgOOMWhy(ended string) string {
+	return ended + " (raise its ram, or make it use less)"
+}
+
 // msgRunsEarlierDefinition is the why of a job whose run started from an
 // earlier definition (on_change = "finish"): the new one applies from its
 // next run, which a service, never ending, does not come to by itself.
 func msgRunsEarlierDefinition(job string, service bool) string {
 	if service {
-		return "runs an earlier definition (on_change = \"finish\"), and a service's run does not end by itself: berth restart " + QuoteArg(job) + " applies the new one"
+		return "runs an earlier definition (on_change = \"finish\"), and a service's run may not end by itself: berth restart " + QuoteArg(job) + " applies the new one"
 	}
 	return "runs an earlier definition (on_change = \"finish\"); the new one applies from its next run (berth restart " + QuoteArg(job) + " applies it now)"
 }

@@ -28,6 +28,7 @@ func TestMessagesGolden(t *testing.T) {
 		msgStoppingSent("stopped on request (berth stop)", "SIGTERM"),
 		msgStoppedOutside,
 		msgGoneWhileAway,
+		msgOOMWhy("out of memory: went over its 256M"),
 		msgNoSuchCall("GET", "/v2/status"), msgWrongMethod("GET", "/v1/jobs/train/stop", []string{"POST"}),
 		msgRemovedStopping("restart", "train", pos.File),
 		msgOrphanKept("train", 549),

@@ -219,7 +219,7 @@ job "batch" { cmd = { "/bin/sleep", "1000" }, cpus = 1 }
 	// The kernel kills train for going over its memory.
 	b.manager.End(trainUnit, "oom-kill", unitstest.CLDKilled, int32(syscall.SIGKILL))
 	js := waitJob(t, d, "train", "failed", func(js JobStatus) bool { return js.State == "failed" })
-	if js.Why != "out of memory: went over its 256M" {
+	if js.Why != "out of memory: went over its 256M (raise its ram, or make it use less)" {
 		t.Errorf("train's why: %q", js.Why)
 	}
 	if runs := runsOf(t, d, "train"); runs[0].Reason != store.ReasonOOM || runs[0].Signal != "SIGKILL" {

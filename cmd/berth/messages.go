@@ -460,7 +460,7 @@ func msgNoOutput(job string, run uint64, journal bool) string {
 	// directory that cannot be written keeps none, which the status says;
 	// journald drops the oldest lines of a full journal.
 	if journal {
-		return fmt.Sprintf("berth: no output from %s is kept (berth history %s lists its runs; journald drops the oldest lines once its journal is full: journalctl --disk-usage)", job, quoteArg(job))
+		return fmt.Sprintf("berth: no output from %s is kept: its runs wrote none, or journald dropped it, as it drops the oldest lines once its journal is full (berth history %s lists its runs; journalctl --disk-usage)", job, quoteArg(job))
 	}
 	return fmt.Sprintf("berth: no output from %s is kept: its runs wrote none, or their log files were removed (berth history %s lists them; a log directory that could not be written would be among berth status's errors)", job, quoteArg(job))
 }
@@ -1161,7 +1161,7 @@ func msgGaveUpShow(name string, restarts int) string {
 
 // msgRetryIn is when a job in backoff runs again, d from now.
 func msgRetryIn(d time.Duration) string {
-	if d < time.Second {
+	if d <= 0 {
 		return "runs again now"
 	}
 	return "runs again in " + accounting.FormatDuration(countdown(d))
