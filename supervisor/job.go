@@ -345,13 +345,24 @@ type jobView struct {
 	settled    uint64
 }
 
+// jobLogger is the logger of job name's lines: each names the job, and a
+// person's job its owner too, which the journal keeps as BERTH_OWNER, as
+// it keeps it of the job's own output (trial AW: journalctl
+// _SYSTEMD_UNIT=berth.service BERTH_OWNER=alice found none).
+func jobLogger(log hclog.Logger, name, owner string) hclog.Logger {
+	if owner == "" {
+		return log.Named("job").With("job", name)
+	}
+	return log.Named("job").With("job", name, "owner", owner)
+}
+
 // newJob makes job name of definition def: def.Name, or an index of the
 // array def declares.
 func (d *Daemon) newJob(name string, def *luaapi.Job, invalid string, initial life, doneFP string) *job {
 	j := &job{
 		name:        name,
 		d:           d,
-		log:         d.log.Named("job").With("job", name),
+		log:         jobLogger(d.log, name, def.Owner),
 		in:          newMailbox[jobMessage](),
 		done:        make(chan struct{}),
 		def:         def,
