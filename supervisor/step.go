@@ -323,6 +323,9 @@ func step(l life, p restartPolicy, e event, now time.Time) (life, []action) {
 				next.pending.held = held && rest != store.StateStopped
 			}
 		case store.StateBackoff:
+			// The restart armed is not made, nor counted (trial AX: a
+			// job stopped in its backoff showed a restart it never had).
+			next.restarts = max(0, l.restarts-1)
 			to(rest, do(actCancelBackoff))
 		case store.StateDisabled, store.StateInvalid:
 			switch {

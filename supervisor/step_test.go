@@ -664,3 +664,21 @@ func TestStopAnswer(t *testing.T) {
 		}
 	}
 }
+
+// TestStepStopInBackoffCountsNoRestart: a job stopped, disabled or made
+// invalid while it waits out a restart's delay has not had that restart:
+// its count is of those made (trial AX: "3 restarts" of two).
+func TestStepStopInBackoffCountsNoRestart(t *testing.T) {
+	t.Parallel()
+	p := restartPolicy{mode: luaapi.RestartOnFailure, maxRestarts: -1}
+	for _, e := range []eventKind{evStop, evDisable, evInvalid} {
+		l := life{state: store.StateRunning, started: t0, restarts: 2, delay: 2 * time.Second}
+		l, _ = play(t, l, p, event{kind: evExited, failed: true})
+		if l.state != store.StateBackoff || l.restarts != 3 {
+			t.Fatalf("after a failure: %v with %d restarts, want backoff with the third armed", l.state, l.restarts)
+		}
+		if l, _ = play(t, l, p, event{kind: e}); l.restarts != 2 {
+			t.Errorf("%v in backoff: %v with %d restarts, want the 2 made", e, l.state, l.restarts)
+		}
+	}
+}
