@@ -176,6 +176,9 @@ type Daemon struct {
 	shareOf []int64
 	// bin is the daemon's executable, to see it replaced; nil when unknown.
 	bin *binary
+	// coresByAffinity: runs as units have their cores as an affinity
+	// alone (units.CoresByAffinityOnly), read once at the start.
+	coresByAffinity bool
 	// sock binds the control socket again should its path be removed;
 	// nil where it cannot.
 	sock *socketKeeper
@@ -444,6 +447,11 @@ func Open(cfg Config) (*Daemon, error) {
 		started:    cfg.Clock.Now(),
 	}
 	d.settle.Stop()
+	if cfg.Units != nil {
+		if d.coresByAffinity = units.CoresByAffinityOnly(); d.coresByAffinity {
+			d.log.Warn("runs' cores are their CPU affinity alone, which a job may widen: the machine's cgroups give systemd no cpuset (cgroup v1)")
+		}
+	}
 	if d.kept, err = openKept(cfg.StateDir); err != nil {
 		d.log.Warn("cannot keep copies of the job files in force: a file broken at the daemon's next start will have its jobs missing until it is fixed", "error", err)
 	}

@@ -32,6 +32,10 @@ type Status struct {
 	// enforced, outliving the daemon), "direct" when runs are the
 	// daemon's own children.
 	Runner string `json:"runner"`
+	// CoresByAffinity, with units, says that a run's cores are its
+	// processes' CPU affinity alone, which they may widen: the machine's
+	// cgroups give systemd no cpuset to enforce them with (cgroup v1).
+	CoresByAffinity bool `json:"cores_by_affinity,omitempty"`
 	// Now is the daemon's clock when the picture was taken.
 	Now time.Time `json:"now"`
 	// Daemon is the daemon itself.
@@ -308,7 +312,7 @@ func (d *Daemon) status(members bool) Status {
 	}
 	s.Runner = "direct"
 	if d.cfg.Units != nil {
-		s.Runner, s.Logs = "units", "journal"
+		s.Runner, s.Logs, s.CoresByAffinity = "units", "journal", d.coresByAffinity
 	}
 	if snap.Capacity.RAMKnown {
 		total, free := snap.Capacity.RAMBytes, snap.Free.RAMBytes

@@ -165,9 +165,13 @@ func msgNoSystemd(err error) string {
 	return fmt.Sprintf("berth: --runner units: %v (is this daemon started by systemd? --runner direct runs jobs as the daemon's own children)", err)
 }
 
-// msgRunner says how runs are started, and what that does not guarantee.
-func msgRunner(runner string) string {
-	if runner == "units" {
+// msgRunner says how runs are started, and what that does not guarantee:
+// with coresByAffinity, that a run's cores are an affinity it may widen.
+func msgRunner(runner string, coresByAffinity bool) string {
+	switch {
+	case runner == "units" && coresByAffinity:
+		return "runs as systemd units: grants enforced but for cores, an affinity a job may widen (cgroup v1: no cpuset), jobs outlive the daemon"
+	case runner == "units":
 		return "runs as systemd units: grants enforced, jobs outlive the daemon"
 	}
 	return "runs as its own children: grants are not enforced and jobs stop with the daemon"

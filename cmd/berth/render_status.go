@@ -64,7 +64,7 @@ func layoutStatus(s supervisor.Status, o renderOptions) statusPicture {
 		if s.Runner != "units" {
 			sgr = sgrYellow
 		}
-		p.top = append(p.top, wrapWords(msgRunner(s.Runner), width, "", "  ", sgr)...)
+		p.top = append(p.top, wrapWords(msgRunner(s.Runner, s.CoresByAffinity), width, "", "  ", sgr)...)
 	}
 	if s.Daemon.Stopping {
 		p.top = append(p.top, wrapWords(msgDaemonStopping(s.Runner == "units"), width, "", "  ", sgrYellow)...)

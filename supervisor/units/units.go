@@ -22,6 +22,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -1060,6 +1061,22 @@ type deviceAllow struct {
 }
 
 func prop(name string, v any) sd.Property { return sd.Property{Name: name, Value: dbus.MakeVariant(v)} }
+
+// CoresByAffinityOnly reports whether a unit's AllowedCPUs cannot be
+// enforced here: the unified hierarchy (cgroup v2) has no cpuset
+// controller for systemd to use, as on a "hybrid" machine, so a run's
+// cores are its CPUAffinity alone, which its processes may widen again
+// (trial AW: taskset did, under "grants enforced").
+func CoresByAffinityOnly() bool {
+	for _, dir := range []string{cgroupRoot, filepath.Join(cgroupRoot, "unified")} {
+		b, err := os.ReadFile(filepath.Join(dir, "cgroup.controllers"))
+		if err != nil {
+			continue
+		}
+		return !slices.Contains(strings.Fields(string(b)), "cpuset")
+	}
+	return true // no unified hierarchy at all: cgroup v1 alone
+}
 
 // cpuMask is AllowedCPUs' bitmask: bit i of byte i/8 for core i.
 func cpuMask(cpus []int) []byte {

@@ -14,6 +14,7 @@ import (
 	"github.com/godbus/dbus/v5"
 
 	"github.com/berthd/berth/supervisor/runner"
+	"github.com/berthd/berth/supervisor/testkit"
 	"github.com/berthd/berth/supervisor/units/unitstest"
 )
 
@@ -491,5 +492,34 @@ func TestToolPath(t *testing.T) {
 	}
 	if got := toolPath("systemctl"); got != "/usr/bin/systemctl" {
 		t.Errorf("toolPath(systemctl), not executable on PATH = %s, want /usr/bin/systemctl", got)
+	}
+}
+
+// TestCoresByAffinityOnly: a run's cores are enforced where the unified
+// hierarchy has a cpuset controller (cgroup v2), and an affinity alone
+// where it has none (hybrid) or there is none (v1).
+func TestCoresByAffinityOnly(t *testing.T) {
+	defer func(old string) { cgroupRoot = old }(cgroupRoot)
+	for _, tt := range []struct {
+		name  string
+		files map[string]string
+		want  bool
+	}{
+		{"v2", map[string]string{"cgroup.controllers": "cpuset cpu io memory pids\n"}, false},
+		{"v2 without cpuset", map[string]string{"cgroup.controllers": "cpu io memory pids\n"}, true},
+		{"hybrid", map[string]string{"unified/cgroup.controllers": "\n", "memory/tasks": ""}, true},
+		{"v1", map[string]string{"memory/tasks": "", "cpuset/tasks": ""}, true},
+	} {
+		root := t.TempDir()
+		for name, data := range tt.files {
+			if err := os.MkdirAll(filepath.Dir(filepath.Join(root, name)), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			testkit.PutFile(t, filepath.Join(root, name), data)
+		}
+		cgroupRoot = root
+		if got := CoresByAffinityOnly(); got != tt.want {
+			t.Errorf("%s: %v, want %v", tt.name, got, tt.want)
+		}
 	}
 }
