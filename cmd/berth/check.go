@@ -92,10 +92,16 @@ func runCheck(c *cli, args []string) int {
 	// and quota in force, and their bound of jobs (read here, a file passed
 	// that submit then refused). Against another machine they are checked
 	// here. With --json, what they declare is read here too, as theirs.
-	asSubmitted := daemon != nil && me.Owner != "" && me.JobsDir != "" && !machineGiven && ownJobFiles(targets, userJobs, me.Owner, daemon.Daemon.JobsDir)
+	// Their job directory is its job files (trial AW: checked here, it was
+	// held to no quota, where its files named one by one were).
+	own := targets
+	if daemon != nil && me.Owner != "" && me.JobsDir != "" && !machineGiven {
+		own = ownDirFiles(targets, me.JobsDir)
+	}
+	asSubmitted := daemon != nil && me.Owner != "" && me.JobsDir != "" && !machineGiven && ownJobFiles(own, userJobs, me.Owner, daemon.Daemon.JobsDir)
 	if asSubmitted && !*asJSON {
 		fmt.Fprintln(c.stderr, msgCheckAgainstDaemon(false))
-		return c.checkAsSubmitted(newClient(c.sockets(*socket)...), targets, me.JobsDir)
+		return c.checkAsSubmitted(newClient(c.sockets(*socket)...), own, me.JobsDir)
 	}
 	var srcs []luaapi.Source
 	var problems []supervisor.Problem
@@ -634,6 +640,30 @@ func ownJobFiles(targets []string, userJobs, owner, adminDir string) bool {
 		names[filepath.Base(t)] = true
 	}
 	return len(targets) > 0
+}
+
+// ownDirFiles is targets with the caller's own job directory, dir, given
+// as its job files (as the daemon reads them: regular files of a job
+// file's name), so that they are checked as theirs.
+func ownDirFiles(targets []string, dir string) []string {
+	var out []string
+	for _, t := range targets {
+		if !isDir(t) || !sameFile(t, dir) {
+			out = append(out, t)
+			continue
+		}
+		entries, err := os.ReadDir(t)
+		if err != nil {
+			out = append(out, t) // said as it is read
+			continue
+		}
+		for _, e := range entries {
+			if e.Type().IsRegular() && watch.IsJobFile(e.Name()) {
+				out = append(out, filepath.Join(t, e.Name()))
+			}
+		}
+	}
+	return out
 }
 
 // inDir says whether path is in dir, or below it, links resolved.

@@ -681,6 +681,15 @@ func TestCheckBesideThePeoplesDaemon(t *testing.T) {
 	if code != exitFailed || !strings.Contains(out, alice+"'s quota allows 1") || strings.Contains(out, "chown") {
 		t.Errorf("root's check of her directory beside the daemon: exit %d\n%s%s", code, out, errOut)
 	}
+	// Hers, as she checks it, named or as her default: her quota holds
+	// there too (trial AW: only its files named one by one were held to
+	// it).
+	for _, args := range [][]string{{"check", mine}, {"check"}} {
+		out, errOut, code := a.run("", nil, args...)
+		if code != exitFailed || !strings.Contains(out, alice+"'s quota allows 1") {
+			t.Errorf("alice's %v of her directory: exit %d\n%s%s", args, code, out, errOut)
+		}
+	}
 	// A misspelt quota is suggested one of the daemon's people.
 	typo := filepath.Join(t.TempDir(), "typo.lua")
 	if err := os.WriteFile(typo, []byte(`quota "btcalcie" { cpus = 1 }`), 0o644); err != nil {
