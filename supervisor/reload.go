@@ -1588,6 +1588,9 @@ func (d *Daemon) declare(name string, def *luaapi.Job, invalid string, first boo
 	}
 	processChanged, policyChanged := diff.process, diff.policy
 	if processChanged || policyChanged || old.Resources != def.Resources || old.Pos != def.Pos || invalid != j.seenInvalid {
+		// Whether it can run changed too (trial AX: an account made since
+		// let an invalid job run, and the reload said nothing changed).
+		validity := invalid != j.seenInvalid
 		j.seenDef, j.seenInvalid = def, invalid
 		requeue := old.Resources != def.Resources || old.Priority != def.Priority ||
 			old.Timeout != def.Timeout || old.StopTimeout != def.StopTimeout
@@ -1602,7 +1605,7 @@ func (d *Daemon) declare(name string, def *luaapi.Job, invalid string, first boo
 			j.redefining()
 		}
 		j.in.post(jobMessage{def: def, invalid: invalid, processChanged: processChanged, requeue: requeue, redefined: processChanged})
-		if arr == nil && (processChanged || policyChanged || old.Resources != def.Resources) {
+		if arr == nil && (processChanged || policyChanged || old.Resources != def.Resources || validity) {
 			res.Changed = append(res.Changed, name)
 		}
 	} else {

@@ -1474,3 +1474,28 @@ job "b" { cmd = "true", cpus = 0, after_any = "a" }`, nil)
 		t.Fatal("b took no message after it was told to look at its parents")
 	}
 }
+
+// TestReloadSaysAJobNowRuns: a reload that finds a job's group made since,
+// so that the job, invalid, may run, says it changed that job (trial AX:
+// "nothing changed", and the job ran).
+func TestReloadSaysAJobNowRuns(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to make a group")
+	}
+	const later = "btslater"
+	d, _ := runDaemon(t, `job "late" { cmd = "true", cpus = 0, group = "`+later+`" }`, nil)
+	waitJob(t, d, "late", "invalid", func(js JobStatus) bool { return js.State == "invalid" })
+	remove, err := testkit.MakeAccounts([]string{later}, nil)
+	if err != nil {
+		t.Skipf("cannot make the group: %v", err)
+	}
+	t.Cleanup(remove)
+	res, err := d.Reload(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(res.Changed, "late") {
+		t.Errorf("the reload changed %v, want late, which may run now", res.Changed)
+	}
+	waitJob(t, d, "late", "done", func(js JobStatus) bool { return js.State == "done" })
+}
