@@ -302,14 +302,14 @@ func (j *job) resumeTimeout(rec store.RunRecord, began time.Time, counted bool) 
 }
 
 // orphans sorts the runs taken back that no job claimed (their files
-// went away while the daemon was down) into those to stop and those kept,
-// each kept one as the problem that shows it: kept while a file that may
-// declare its job is not in force as written (refused, or its directory
-// unreadable or settling). An administrators' job is declared only in the
-// jobs directory, a person's only in theirs, so another's broken file
-// keeps none (trial AW: any problem anywhere, a person's refused file
-// among them, kept every such run running, unseen, for good).
-func (d *Daemon) orphans(r *reloadRun) (stop []string, kept []Problem) {
+// went away while the daemon was down) into those to stop, returned, and
+// those kept (orphansSaid): kept while a file that may declare its job is
+// not in force as written (refused, or its directory unreadable or
+// settling). An administrators' job is declared only in the jobs
+// directory, a person's only in theirs, so another's broken file keeps
+// none (trial AW: any problem anywhere, a person's refused file among
+// them, kept every such run running, unseen, for good).
+func (d *Daemon) orphans(r *reloadRun) (stop []string) {
 	unsure := map[string]bool{} // owners, "" for the administrators
 	mark := func(dir string) {
 		if owner, ok := d.ownerOfDir(dir); ok {
@@ -325,30 +325,40 @@ func (d *Daemon) orphans(r *reloadRun) (stop []string, kept []Problem) {
 	for path := range d.fileErrs {
 		mark(filepath.Dir(path))
 	}
+	said := d.orphansSaid
+	d.orphansSaid = map[string]bool{}
 	for _, name := range slices.Sorted(maps.Keys(d.adopted)) {
 		if !unsure[ownerOf(name)] {
 			stop = append(stop, name)
 			continue
 		}
+		d.orphansSaid[name] = true
+		if said[name] {
+			continue
+		}
 		a := d.adopted[name]
-		kept = append(kept, Problem{Code: ProblemOrphanKept, Kind: "job", Job: name, Text: msgOrphanKept(name, a.rec.ID)})
-		if !d.orphansSaid[name] {
-			d.log.Warn("keeping a run taken back whose job no file in force declares: a file that may declare it has errors", "job", name, "run", a.rec.ID)
-			// Its own end is recorded, and gives back what it held.
-			go func() {
-				select {
-				case <-a.run.Done():
-					_, _ = d.call(context.Background(), func() any { return d.stopOrphan(name, a.run, "") })
-				case <-d.loopDone:
-				}
-			}()
+		d.log.Warn("keeping a run taken back whose job no file in force declares: a file that may declare it has errors", "job", name, "run", a.rec.ID)
+		// Its own end is recorded, and gives back what it held.
+		go func() {
+			select {
+			case <-a.run.Done():
+				_, _ = d.call(context.Background(), func() any { return d.stopOrphan(name, a.run, "") })
+			case <-d.loopDone:
+			}
+		}()
+	}
+	return stop
+}
+
+// keptOrphans are the problems that show the runs orphans keeps.
+func (d *Daemon) keptOrphans() []Problem {
+	var kept []Problem
+	for _, name := range slices.Sorted(maps.Keys(d.orphansSaid)) {
+		if a, ok := d.adopted[name]; ok {
+			kept = append(kept, Problem{Code: ProblemOrphanKept, Kind: "job", Job: name, Text: msgOrphanKept(name, a.rec.ID)})
 		}
 	}
-	d.orphansSaid = map[string]bool{}
-	for _, p := range kept {
-		d.orphansSaid[p.Job] = true
-	}
-	return stop, kept
+	return kept
 }
 
 // ownerOfDir is whose jobs the files in dir declare: "" for the jobs
