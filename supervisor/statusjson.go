@@ -66,6 +66,9 @@ func (e *jsonAppender) status(s *Status) {
 	e.string(s.Logs)
 	e.raw(`,"runner":`)
 	e.string(s.Runner)
+	if s.CoresByAffinity {
+		e.raw(`,"cores_by_affinity":true`)
+	}
 	e.raw(`,"now":`)
 	e.time(s.Now)
 	e.raw(`,"daemon":`)
