@@ -3,6 +3,7 @@ package supervisor
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 )
 
@@ -102,5 +103,54 @@ func TestNoKeptFiles(t *testing.T) {
 	var k *keptFiles
 	if k.keeps("/etc/berth/jobs.d/a.lua", sha256Hex([]byte("x"))) {
 		t.Error("no copies, and one is kept")
+	}
+}
+
+// TestJobsDirRefusedAtStart: a daemon started while its jobs directory is
+// refused (writable by others) keeps in force what was in force from it,
+// the kept copies of its files, as a running daemon does, and keeps them
+// for the next start; fixed, the directory is read again (trial AY: every
+// job of it went, done and stopped jobs with them).
+func TestJobsDirRefusedAtStart(t *testing.T) {
+	t.Parallel()
+	lives := daemonLives{t: t, jobs: `job "persist" { cmd = "sleep 600", cpus = 0 }
+job "once" { cmd = "true", cpus = 0 }`}
+	d, stop := lives.start()
+	waitJob(t, d, "persist", "running", func(js JobStatus) bool { return js.State == "running" })
+	waitJob(t, d, "once", "done", func(js JobStatus) bool { return js.State == "done" })
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(lives.jobsDir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	for life := range 2 { // the second: the copies were not let go of
+		d, stop = lives.start()
+		<-d.loaded
+		waitJob(t, d, "persist", "running on the version kept", func(js JobStatus) bool { return js.State == "running" })
+		if js, ok := d.jobStatus("once"); !ok || js.State != "done" {
+			t.Errorf("life %d: once %+v, want done, its file's version kept in force", life, js)
+		}
+		if !slices.ContainsFunc(d.Status().Problems, func(p Problem) bool { return p.Code == ProblemDirRefused }) {
+			t.Errorf("life %d: the refused directory is not among the problems", life)
+		}
+		if err := stop(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Chmod(lives.jobsDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	d, stop = lives.start()
+	<-d.loaded
+	waitJob(t, d, "persist", "running, the directory fixed", func(js JobStatus) bool { return js.State == "running" })
+	if slices.ContainsFunc(d.Status().Problems, func(p Problem) bool { return p.Code == ProblemDirRefused }) {
+		t.Error("the directory fixed is still refused")
+	}
+	if runs := runsOf(t, d, "once"); len(runs) != 1 {
+		t.Errorf("once ran %d times, want once: done, it stayed so", len(runs))
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
 	}
 }

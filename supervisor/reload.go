@@ -351,16 +351,32 @@ func (d *Daemon) reloadAfter(earlier *ReloadResult, first bool, req reloadAgain)
 		inForceFirst(srcs, func(s luaapi.Source) bool { return d.kept.holds(s.Path, s.Src) })
 	}
 	// At the first reload, a file refused falls back on its kept copy: what
-	// was in force of it when the last daemon stopped.
+	// was in force of it when the last daemon stopped; so do the files of
+	// a directory refused or missing, those its jobs' records name (trial
+	// AY: every job of a jobs directory made writable by others went).
 	var refused []luaapi.Source
 	if first && d.kept != nil {
-		for _, path := range slices.Sorted(maps.Keys(r.scan.Refused)) {
+		paths := slices.Sorted(maps.Keys(r.scan.Refused))
+		if dirs := r.refusedDirs(d.cfg.JobsDir); len(dirs) > 0 {
+			files, err := d.store.JobFiles()
+			if err != nil {
+				d.log.Warn("cannot read which files the jobs were declared in: the jobs of a directory refused are missing until it is fixed", "error", err)
+			}
+			for _, path := range slices.Sorted(maps.Keys(files)) {
+				if dirs[filepath.Dir(path)] && !slices.Contains(paths, path) {
+					paths = append(paths, path)
+				}
+			}
+		}
+		for _, path := range paths {
 			if !d.kept.has(path) {
 				continue
 			}
 			src := luaapi.Source{Path: path}
 			if p := d.personOf(path); p != nil {
 				src.Owner = p.name
+			} else if owner, ok := d.ownerOfDir(filepath.Dir(path)); ok {
+				src.Owner = owner
 			}
 			refused = append(refused, src)
 		}
@@ -622,12 +638,18 @@ func (d *Daemon) finishReload(r *reloadRun, files []*luaapi.File) ReloadResult {
 		d.refused[path] = err.Error()
 	}
 	for _, f := range r.previous {
-		if len(f.Errors) == 0 {
-			d.good[f.Path] = f
+		if len(f.Errors) > 0 {
+			continue
+		}
+		d.good[f.Path] = f
+		if _, read := d.latest[f.Path]; !read && r.dirRefused(f.Path) {
+			// Of a directory refused at the start: its version in force
+			// is the one kept, until the directory is fixed or back.
+			d.latest[f.Path] = f
 		}
 	}
 	set := d.inForce(renamed)
-	if first && d.kept != nil && r.scanErr == nil {
+	if first && d.kept != nil && r.scanErr == nil && len(r.refusedDirs(d.cfg.JobsDir)) == 0 {
 		// A fresh scan reports as changed or refused every file there is:
 		// the copies of the others, removed while the daemon was down,
 		// go, or a file of that name written later could fall back on them.

@@ -46,6 +46,28 @@ func (s *Store) jobs() ([]JobRecord, error) {
 	return jobs, nil
 }
 
+// JobFiles returns the job files that the stored jobs were declared in,
+// as recorded (JobRecord.File).
+func (s *Store) JobFiles() (map[string]bool, error) {
+	files := map[string]bool{}
+	err := s.view(func(b buckets) error {
+		return b.jobs.ForEach(func(k, v []byte) error {
+			j, err := decodeJob(v)
+			if err != nil {
+				return fmt.Errorf("job %q: %w", k, err)
+			}
+			if j.File != "" {
+				files[j.File] = true
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read jobs: %w", err)
+	}
+	return files, nil
+}
+
 // Job returns the stored job name; found is false when there is none.
 func (s *Store) Job(name string) (j JobRecord, found bool, err error) {
 	if name == "" {
