@@ -433,6 +433,14 @@ func (d *Daemon) stopAdopted(a adoptedRun, why string) {
 		exit := a.run.Wait()
 		reason, cause := store.ReasonStopped, why
 		switch {
+		case ended && a.rec.Stopping != 0 && !exit.OutOfMemory:
+			// A stop its last daemon began, and left to systemd's SIGKILL
+			// at its stop_timeout, came to its end: recorded as that stop
+			// (trial AY: "failed (SIGKILL)" of a person's berth stop).
+			reason, cause = a.rec.Stopping, a.rec.Cause
+			if exit.Signal == syscall.SIGKILL {
+				reason = store.ReasonKilled
+			}
 		case ended && exit.OutOfMemory:
 			reason, cause = store.ReasonOOM, ""
 		case ended && exit.Success():
@@ -451,6 +459,22 @@ func (d *Daemon) stopAdopted(a adoptedRun, why string) {
 		if exit.Signal != 0 {
 			sig = signalName(exit.Signal)
 		}
+		kv := []any{"job", a.rec.Job, "run", a.rec.ID, "reason", reason.String()}
+		if owner := ownerOf(a.rec.Job); owner != "" {
+			kv = append(kv, "owner", owner)
+		}
+		switch {
+		case exit.Signal != 0:
+			kv = append(kv, "signal", sig)
+		case exit.Err == nil && !exit.StoppedOutside:
+			kv = append(kv, "exit_code", exit.Code)
+		}
+		if cause != "" {
+			kv = append(kv, "why", cause)
+		}
+		// As a job's own run's end is logged (trial AY: the journal said
+		// nothing of these).
+		d.log.Info("exited", kv...)
 		if err := d.store.EndRun(a.rec.ID, exit.EndedAt(a.rec.Start, d.now()), exit.Code, sig, reason, cause); err != nil {
 			d.notRecorded(d.log, "cannot record the run's end; its unit keeps it for the next daemon", "run", a.rec.ID, "error", err)
 		} else {

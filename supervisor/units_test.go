@@ -981,6 +981,46 @@ func TestUnitsHandedOffThenRemoved(t *testing.T) {
 	})
 }
 
+// TestUnitsHandedOffThenKept: a stop left to the next daemon whose job is
+// no longer declared, and kept as a file of its directory has errors, is
+// recorded as that stop when systemd's SIGKILL ends it, and the journal
+// says so (trial AY: "failed (SIGKILL)", and no line).
+func TestUnitsHandedOffThenKept(t *testing.T) {
+	t.Parallel()
+	b := newUnitsBox(t, svcStopTimeout("1h"))
+	logs := &testkit.Buffer{}
+	b.logs = logs
+	d, stop := b.start()
+	svc := waitJob(t, d, "svc", "running", func(js JobStatus) bool { return js.State == "running" })
+	unit := units.Name("svc", svc.Run)
+	d.mu.Lock()
+	j := d.jobs["svc"]
+	d.mu.Unlock()
+	j.in.post(jobMessage{ev: &event{kind: evStop}})
+	waitJob(t, d, "svc", "stopping", func(js JobStatus) bool { return js.State == "stopping" })
+	stop()
+	testkit.PutFile(t, filepath.Join(b.jobsDir, "jobs.lua"), `job "other" { cmd = { "/bin/sleep", "1000" } }`)
+	testkit.PutFile(t, filepath.Join(b.jobsDir, "broken.lua"), `job "x" { cmd = 1 }`)
+	d, _ = b.start()
+	<-d.loaded
+	if !slices.ContainsFunc(d.Status().Problems, func(p Problem) bool { return p.Code == ProblemOrphanKept && p.Job == "svc" }) {
+		t.Fatal("svc's run is not kept, broken.lua beside")
+	}
+	b.manager.End(unit, "signal", unitstest.CLDKilled, int32(syscall.SIGKILL)) // its killer's
+	var run store.RunRecord
+	testkit.WaitFor(t, 20*time.Second, "svc's run recorded", func() bool {
+		runs := runsOf(t, d, "svc")
+		run = runs[0]
+		return len(runs) == 1 && !run.End.IsZero()
+	})
+	if run.Reason != store.ReasonKilled || run.Cause != msgStopRequested {
+		t.Errorf("svc's run: %s %q, want killed after stop_timeout, stopped on request", run.Reason, run.Cause)
+	}
+	testkit.WaitFor(t, 10*time.Second, "the line of its end", func() bool {
+		return strings.Contains(logs.String(), "exited: job=svc run=")
+	})
+}
+
 // TestUnitsNoHandOffAsTheMachineStops: a daemon that stops with the
 // machine sees a stop under way through, as before: systemd would refuse
 // a new unit then, and stops the run's with every other.
