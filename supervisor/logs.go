@@ -246,26 +246,29 @@ func (d *Daemon) serveLogs(w http.ResponseWriter, r *http.Request) {
 
 // journalMatches are the journal matches, any one of them, for what job
 // name's units wrote, owner its owner. A process elsewhere may log under
-// any identifier it likes, so the identifier alone is not enough: _UID is
-// journald's own (systemd opens a unit's stream as the unit's user, and a
-// process's native entries carry its own), so only a process of the user
-// the job runs as can write into its output. berth's slice is not enough
-// either: the people's jobs run in it too (trial AW: a person's job wrote
-// lines into an administrators' job's output with logger -t).
+// any identifier it likes, so the identifier alone is not enough: _UID and
+// _SYSTEMD_UNIT are journald's own. The lines are those its units wrote,
+// by their names (its last runs on record), and, for a run that ended
+// before journald read its lines (which then have no unit), those written
+// by the user the job runs as (systemd opens a unit's stream as the
+// unit's user): only a process of that user could have. berth's slice is
+// not enough: the people's jobs run in it too (trial AW: a person's job
+// wrote lines into an administrators' job's output with logger -t); nor
+// is the user alone, which a job's edit may change (trial AY: the runs
+// made as the user before were shown as having written nothing).
 //
 // Where that user is not known (the job removed, or its account gone),
-// the lines of the job's own units, by their names (those of its last
-// runs on record), are its; nil where it has none.
+// its units' lines alone; nil where it has none on record.
 func (d *Daemon) journalMatches(name, owner string) [][]string {
 	ident := "SYSLOG_IDENTIFIER=" + name
+	var matches [][]string
 	if uid, known := d.runsAs(name, owner); known {
-		return [][]string{{ident, "_UID=" + uid}}
+		matches = append(matches, []string{ident, "_UID=" + uid})
 	}
 	runs, err := d.store.Runs(name, 100)
 	if err != nil {
-		return nil
+		return matches
 	}
-	matches := make([][]string, 0, len(runs))
 	for _, r := range runs {
 		matches = append(matches, []string{ident, "_SYSTEMD_UNIT=" + units.Name(name, r.ID)})
 	}

@@ -300,10 +300,11 @@ func TestJournalWindow(t *testing.T) {
 }
 
 // TestJournalMatches: what berth logs reads of the journal for a job whose
-// runs are units: the lines its user wrote under its name, whoever's job
-// it is (trial AW: the lines of any unit in berth's slice were taken, a
-// person's job's among them). Where that user is not known, the lines of
-// its own units, by name; none where it has none on record.
+// runs are units: the lines its units wrote, by name, and those its user
+// wrote under its name (a run gone before journald read its lines has no
+// unit), whoever's job it is (trial AW: the lines of any unit in berth's
+// slice were taken, a person's job's among them). Where that user is not
+// known, its units' alone; none where it has none on record.
 func TestJournalMatches(t *testing.T) {
 	t.Parallel()
 	d, dir := runDaemon(t, `job "plain" { cmd = "true", cpus = 0 }
@@ -316,14 +317,22 @@ job "as-ghost" { cmd = "true", cpus = 0, user = "berth-no-such-user" }`, nil)
 	if err != nil {
 		t.Skip("no user nobody here")
 	}
-	testkit.WaitFor(t, 10*time.Second, "plain's run recorded", func() bool { return len(runsOf(t, d, "plain")) > 0 })
-	runs := runsOf(t, d, "plain")
+	for _, name := range []string{"plain", "as-nobody"} {
+		testkit.WaitFor(t, 10*time.Second, name+"'s run recorded", func() bool { return len(runsOf(t, d, name)) > 0 })
+	}
+	unitsOf := func(name string) string {
+		var ms []string
+		for _, r := range runsOf(t, d, name) {
+			ms = append(ms, "[SYSLOG_IDENTIFIER="+name+" _SYSTEMD_UNIT="+units.Name(name, r.ID)+"]")
+		}
+		return strings.Join(ms, " ")
+	}
 	tests := []struct {
 		name, owner string
 		want        string
 	}{
-		{"plain", "", "[[SYSLOG_IDENTIFIER=plain _UID=" + strconv.Itoa(os.Geteuid()) + "]]"},
-		{"as-nobody", "", "[[SYSLOG_IDENTIFIER=as-nobody _UID=" + nobody.Uid + "]]"},
+		{"plain", "", "[[SYSLOG_IDENTIFIER=plain _UID=" + strconv.Itoa(os.Geteuid()) + "] " + unitsOf("plain") + "]"},
+		{"as-nobody", "", "[[SYSLOG_IDENTIFIER=as-nobody _UID=" + nobody.Uid + "] " + unitsOf("as-nobody") + "]"},
 		{"as-ghost", "", "[]"},
 		{"removed", "", "[]"},
 		{"root/train", "root", "[[SYSLOG_IDENTIFIER=root/train _UID=0]]"},
@@ -339,15 +348,8 @@ job "as-ghost" { cmd = "true", cpus = 0, user = "berth-no-such-user" }`, nil)
 	if _, err := d.Reload(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	want := ""
-	for i, r := range runs {
-		if i > 0 {
-			want += " "
-		}
-		want += "[SYSLOG_IDENTIFIER=plain _SYSTEMD_UNIT=" + units.Name("plain", r.ID) + "]"
-	}
-	if got := fmt.Sprint(d.journalMatches("plain", "")); got != "["+want+"]" {
-		t.Errorf("plain, removed: %s, want [%s]", got, want)
+	if got, want := fmt.Sprint(d.journalMatches("plain", "")), "["+unitsOf("plain")+"]"; got != want {
+		t.Errorf("plain, removed: %s, want %s", got, want)
 	}
 }
 
