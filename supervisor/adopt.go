@@ -204,7 +204,7 @@ func (d *Daemon) adopt(open []store.RunRecord) ([]store.RunRecord, error) {
 		case <-run.Done():
 			d.log.Info("found the end of a run that ended while no daemon watched", "job", rec.Job, "run", rec.ID, "unit", f.Unit)
 		default:
-			d.log.Info("took back a run that outlived the previous daemon", "job", rec.Job, "run", rec.ID, "unit", f.Unit, "pid", run.PID())
+			d.log.Info("took back a run that outlived the previous daemon", withOwner([]any{"job", rec.Job, "run", rec.ID, "unit", f.Unit, "pid", run.PID()})...)
 		}
 	}
 	for _, f := range byRun {
@@ -337,7 +337,7 @@ func (d *Daemon) orphans(r *reloadRun) (stop []string) {
 			continue
 		}
 		a := d.adopted[name]
-		d.log.Warn("keeping a run taken back whose job no file in force declares: a file that may declare it has errors", "job", name, "run", a.rec.ID)
+		d.log.Warn("keeping a run taken back whose job no file in force declares: a file that may declare it has errors", withOwner([]any{"job", name, "run", a.rec.ID})...)
 		// Its own end is recorded, and gives back what it held.
 		go func() {
 			select {
@@ -384,8 +384,14 @@ func (d *Daemon) stopOrphans(names []string) {
 		a := d.adopted[name]
 		delete(d.adopted, name)
 		delete(d.orphansSaid, name)
-		d.log.Info("stopping a run taken back whose job is no longer declared", "job", name, "run", a.rec.ID)
-		d.stopAdopted(a, "no job file declares it any more")
+		why := "no job file declares it any more"
+		if owner := ownerOf(name); owner != "" && d.people[owner] == nil {
+			// Their files are not read: they left while no daemon ran
+			// (trial AY: said as if the file had gone).
+			why = "its owner left the group " + d.group()
+		}
+		d.log.Info("stopping a run taken back whose job is no longer declared", withOwner([]any{"job", name, "run", a.rec.ID, "why", why})...)
+		d.stopAdopted(a, why)
 	}
 }
 
@@ -404,7 +410,7 @@ func (d *Daemon) stopOrphan(name string, run *units.Run, why string) bool {
 	d.problems = slices.DeleteFunc(d.problems, func(p Problem) bool { return p.Code == ProblemOrphanKept && p.Job == name })
 	d.mu.Unlock()
 	if why != "" {
-		d.log.Info("stopping a run taken back whose job is no longer declared", "job", name, "run", a.rec.ID, "why", why)
+		d.log.Info("stopping a run taken back whose job is no longer declared", withOwner([]any{"job", name, "run", a.rec.ID, "why", why})...)
 	}
 	d.stopAdopted(a, why)
 	d.changed.raise()
@@ -459,10 +465,7 @@ func (d *Daemon) stopAdopted(a adoptedRun, why string) {
 		if exit.Signal != 0 {
 			sig = signalName(exit.Signal)
 		}
-		kv := []any{"job", a.rec.Job, "run", a.rec.ID, "reason", reason.String()}
-		if owner := ownerOf(a.rec.Job); owner != "" {
-			kv = append(kv, "owner", owner)
-		}
+		kv := withOwner([]any{"job", a.rec.Job, "run", a.rec.ID, "reason", reason.String()})
 		switch {
 		case exit.Signal != 0:
 			kv = append(kv, "signal", sig)
@@ -499,6 +502,22 @@ func (d *Daemon) unitsBooted() time.Time {
 		return m.InitStarted
 	}
 	return d.cfg.Machine.Booted
+}
+
+// withOwner is kv, a log line's keys and values, with the owner of the
+// job its "job" names, where a person's: the journal keeps it as
+// BERTH_OWNER, as it does of the job's own lines (trial AY: the lines
+// about a person's runs taken back, refused or misdeclared had none).
+func withOwner(kv []any) []any {
+	for i := 0; i+1 < len(kv); i += 2 {
+		if k, _ := kv[i].(string); k == "job" {
+			if name, ok := kv[i+1].(string); ok && ownerOf(name) != "" && !slices.Contains(kv, any("owner")) {
+				return append(kv, "owner", ownerOf(name))
+			}
+			break
+		}
+	}
+	return kv
 }
 
 // ownerOf is the person a job belongs to, from its name (OWNER/NAME); ""

@@ -865,7 +865,7 @@ func (d *Daemon) logCaller(r *http.Request, changed bool, call string, kv ...any
 			}
 		}
 	}
-	d.log.Info("control request", cutNames(kv)...)
+	d.log.Info("control request", withOwner(cutNames(kv))...)
 }
 
 // logRefused logs a request refused, unless that caller has written their
@@ -875,7 +875,7 @@ func (d *Daemon) logRefused(uid uint32, msg string, kv ...any) {
 	if !ok {
 		return
 	}
-	kv = cutNames(kv)
+	kv = withOwner(cutNames(kv))
 	if left > 0 {
 		kv = append(kv, "lines_left_out", left)
 	}

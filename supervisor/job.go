@@ -983,7 +983,11 @@ func (j *job) unplaceable(err error) (event, bool) {
 		return event{}, false
 	}
 	j.setWhy(MsgUnplaceable(j.def.Pos, j.def.Name, j.def.Flavor, unplaceable))
-	j.log.Warn("job fits no machine", "file", j.def.Pos.File, "line", j.def.Pos.Line, "cpus", j.def.Resources.CPUs, "gpus", j.def.Resources.GPUs,
+	msg := "job fits no machine"
+	if unplaceable.Quota != nil {
+		msg = "job fits no quota of its owner's" // it fits the machine (trial AY)
+	}
+	j.log.Warn(msg, "file", j.def.Pos.File, "line", j.def.Pos.Line, "cpus", j.def.Resources.CPUs, "gpus", j.def.Resources.GPUs,
 		"ram_bytes", j.def.Resources.RAMBytes, "gpu_mem_bytes", j.def.Resources.GPUMemBytes)
 	return event{kind: evUnplaceable}, true
 }

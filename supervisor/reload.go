@@ -815,7 +815,7 @@ func (d *Daemon) logProblems(problems []Problem) (logged map[string]bool) {
 		if p.Job != "" {
 			kv = append(kv, "job", p.Job)
 		}
-		d.log.Error("configuration error", append(kv, "code", p.Code, "error", p.Text)...)
+		d.log.Error("configuration error", withOwner(append(kv, "code", p.Code, "error", p.Text))...)
 	}
 	fixed := map[string]bool{}
 	for k := range d.logged {
