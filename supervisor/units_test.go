@@ -151,6 +151,19 @@ func runsOf(t *testing.T, d *Daemon, job string) []store.RunRecord {
 	return runs
 }
 
+// stopping waits for job to run, has it stopped as berth stop would, and
+// returns its run's unit once the stop is under way.
+func stopping(t *testing.T, d *Daemon, job string) (unit string) {
+	t.Helper()
+	js := waitJob(t, d, job, "running", func(js JobStatus) bool { return js.State == "running" })
+	d.mu.Lock()
+	j := d.jobs[job]
+	d.mu.Unlock()
+	j.in.post(jobMessage{ev: &event{kind: evStop}})
+	waitJob(t, d, job, "stopping", func(js JobStatus) bool { return js.State == "stopping" })
+	return units.Name(job, js.Run)
+}
+
 // TestUnitsOutliveTheDaemon: runs as units go on while the daemon is
 // away; the next daemon takes back the one still running (same run, its
 // grant back in the books), records the one that ended meanwhile, and lets
@@ -696,13 +709,7 @@ func TestUnitsStopHandedOffAtShutdown(t *testing.T) {
 	t.Parallel()
 	b := newUnitsBox(t, `job "svc" { cmd = { "/bin/sleep", "1000" }, restart = "always", stop_timeout = "1h" }`)
 	d, stop := b.start()
-	svc := waitJob(t, d, "svc", "running", func(js JobStatus) bool { return js.State == "running" })
-	unit := units.Name("svc", svc.Run)
-	d.mu.Lock()
-	j := d.jobs["svc"]
-	d.mu.Unlock()
-	j.in.post(jobMessage{ev: &event{kind: evStop}})
-	waitJob(t, d, "svc", "stopping", func(js JobStatus) bool { return js.State == "stopping" })
+	unit := stopping(t, d, "svc")
 	// The fake's processes ignore SIGTERM: only the SIGKILL an hour on
 	// would end it, which the daemon does not wait for.
 	leavesAtOnce(t, stop)
@@ -959,14 +966,8 @@ func TestUnitsHandedOffThenRemoved(t *testing.T) {
 	t.Parallel()
 	b := newUnitsBox(t, svcStopTimeout("1h"))
 	d, stop := b.start()
-	svc := waitJob(t, d, "svc", "running", func(js JobStatus) bool { return js.State == "running" })
-	unit := units.Name("svc", svc.Run)
+	unit := stopping(t, d, "svc")
 	killer := strings.TrimSuffix(unit, ".service") + "-sigkill.service"
-	d.mu.Lock()
-	j := d.jobs["svc"]
-	d.mu.Unlock()
-	j.in.post(jobMessage{ev: &event{kind: evStop}})
-	waitJob(t, d, "svc", "stopping", func(js JobStatus) bool { return js.State == "stopping" })
 	stop()
 	if !slices.Contains(b.manager.Names(), killer) {
 		t.Fatalf("no unit left to SIGKILL svc's: %v", b.manager.Names())
@@ -990,13 +991,7 @@ func TestUnitsHandedOffThenKept(t *testing.T) {
 	logs := &testkit.Buffer{}
 	b.logs = logs
 	d, stop := b.start()
-	svc := waitJob(t, d, "svc", "running", func(js JobStatus) bool { return js.State == "running" })
-	unit := units.Name("svc", svc.Run)
-	d.mu.Lock()
-	j := d.jobs["svc"]
-	d.mu.Unlock()
-	j.in.post(jobMessage{ev: &event{kind: evStop}})
-	waitJob(t, d, "svc", "stopping", func(js JobStatus) bool { return js.State == "stopping" })
+	unit := stopping(t, d, "svc")
 	stop()
 	testkit.PutFile(t, filepath.Join(b.jobsDir, "jobs.lua"), `job "other" { cmd = { "/bin/sleep", "1000" } }`)
 	testkit.PutFile(t, filepath.Join(b.jobsDir, "broken.lua"), `job "x" { cmd = 1 }`)
@@ -1027,17 +1022,12 @@ func TestUnitsNoHandOffAsTheMachineStops(t *testing.T) {
 	t.Parallel()
 	b := newUnitsBox(t, `job "svc" { cmd = { "/bin/sleep", "1000" }, stop_timeout = "1s" }`)
 	d, stop := b.start()
-	svc := waitJob(t, d, "svc", "running", func(js JobStatus) bool { return js.State == "running" })
-	d.mu.Lock()
-	j := d.jobs["svc"]
-	d.mu.Unlock()
-	j.in.post(jobMessage{ev: &event{kind: evStop}})
-	waitJob(t, d, "svc", "stopping", func(js JobStatus) bool { return js.State == "stopping" })
+	unit := stopping(t, d, "svc")
 	b.manager.ShutDown(true)
 	stop()
-	if b.manager.Active(units.Name("svc", svc.Run)) || b.manager.Refused() != 0 {
+	if b.manager.Active(unit) || b.manager.Refused() != 0 {
 		t.Errorf("as the machine stops: svc's unit still active %v, starts refused %d; want its stop seen through, no unit asked for",
-			b.manager.Active(units.Name("svc", svc.Run)), b.manager.Refused())
+			b.manager.Active(unit), b.manager.Refused())
 	}
 }
 
