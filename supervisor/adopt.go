@@ -454,7 +454,7 @@ func (d *Daemon) stopAdopted(a adoptedRun, why string) {
 		case ended && !exit.StoppedOutside:
 			reason, cause = store.ReasonFailed, ""
 		case ended && exit.Unknown:
-			cause = msgGoneWhileAway
+			cause = msgGoneWhileAway(a.run.Unit())
 		case ended:
 			cause = msgStoppedOutside
 		case killed:

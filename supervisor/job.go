@@ -1374,7 +1374,7 @@ func (j *job) recordEnd(reason store.Reason) {
 	switch {
 	case cause != "" || !exit.StoppedOutside:
 	case reason == store.ReasonStopped && exit.Unknown:
-		cause = msgGoneWhileAway
+		cause = msgGoneWhileAway(units.Name(j.name, j.run.id))
 	case reason == store.ReasonStopped:
 		cause = msgStoppedOutside
 	case reason == store.ReasonLost:

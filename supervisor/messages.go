@@ -103,7 +103,9 @@ const msgStoppedOutside = "its unit was stopped outside berth (systemctl stop of
 // msgGoneWhileAway is the cause of a run whose unit was gone before a
 // daemon took it back: stopped outside berth, or failed and its result
 // cleared since; which, and how it ended, is not known.
-const msgGoneWhileAway = "its unit was gone when berth came back: stopped outside berth (systemctl stop of it, or of berth.slice), or failed with its result cleared (systemctl reset-failed); how it ended is not known (journalctl -u of the unit may say)"
+func msgGoneWhileAway(unit string) string {
+	return "its unit was gone when berth came back: stopped outside berth (systemctl stop of it, or of berth.slice), or failed with its result cleared (systemctl reset-failed); how it ended is not known (journalctl -u " + QuoteArg(unit) + " may say)"
+}
 
 // msgStoppingSent is msgStopping of a stop whose signal the last daemon
 // sent.

@@ -27,7 +27,7 @@ func TestMessagesGolden(t *testing.T) {
 		msgStopping("it ran past its timeout of 12h", "SIGINT"),
 		msgStoppingSent("stopped on request (berth stop)", "SIGTERM"),
 		msgStoppedOutside,
-		msgGoneWhileAway,
+		msgGoneWhileAway(`berth-alice\x2frf-26.service`),
 		msgOOMWhy("out of memory: went over its 256M"),
 		msgNoSuchCall("GET", "/v2/status"), msgWrongMethod("GET", "/v1/jobs/train/stop", []string{"POST"}),
 		msgRemovedStopping("restart", "train", pos.File),

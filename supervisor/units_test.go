@@ -404,7 +404,7 @@ func TestUnitsResetFailedWhileAway(t *testing.T) {
 	}
 	d, _ = b.start()
 	waitJob(t, d, "rf", "stopped", func(js JobStatus) bool { return js.State == "stopped" })
-	if runs := runsOf(t, d, "rf"); len(runs) != 1 || runs[0].Reason != store.ReasonStopped || runs[0].Cause != msgGoneWhileAway {
+	if runs := runsOf(t, d, "rf"); len(runs) != 1 || runs[0].Reason != store.ReasonStopped || runs[0].Cause != msgGoneWhileAway(unit) {
 		t.Errorf("rf's runs: %+v, want its one run stopped, saying its unit was gone and why it may be", runs)
 	}
 }
