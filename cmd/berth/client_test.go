@@ -641,7 +641,7 @@ func TestStopAllStopsTheNew(t *testing.T) {
 	if code != exitOK || !stopped.Load() || !kept.Load() {
 		t.Errorf("stop --all of a job just declared and a run kept: exit %d, stopped %v and %v\n%s%s", code, stopped.Load(), kept.Load(), out, errOut)
 	}
-	if want := msgStoppedAll(2, 0, 0); out != want+"\n" {
+	if want := msgStoppedAll(1, 0, 0) + "\n" + msgStoppedKept(1); out != want+"\n" {
 		t.Errorf("stop --all said %q, want %q", out, want)
 	}
 }

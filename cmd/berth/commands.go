@@ -641,7 +641,7 @@ func controlAll(c *cli, verb string, args []string) int {
 	pick := func(j supervisor.JobStatus) (url.Values, bool) {
 		switch {
 		case verb == "stop":
-			return url.Values{"all": {"1"}}, stoppable(j.State)
+			return url.Values{"all": {"1"}}, stoppable(j.State) || j.State == keptRun
 		case j.Array != nil:
 			return url.Values{"stopped": {"1"}, "all": {"1"}}, j.Array.Counts["stopped"]+j.Array.Counts["stopping"] > 0
 		}
@@ -665,13 +665,13 @@ func controlAll(c *cli, verb string, args []string) int {
 		}
 		for _, p := range s.Problems {
 			if p.Code == supervisor.ProblemOrphanKept {
-				jobs = append(jobs, supervisor.JobStatus{Name: p.Job, State: "running"})
+				jobs = append(jobs, supervisor.JobStatus{Name: p.Job, State: keptRun})
 			}
 		}
 	}
 	// indices counts each index of an array acted on, acted each job and
 	// arrays each array once, as berth status lists them.
-	indices, acted, arrays, others, stopping, firstRefusal := 0, 0, 0, 0, 0, ""
+	indices, acted, arrays, others, stopping, kept, firstRefusal := 0, 0, 0, 0, 0, 0, ""
 	for _, j := range jobs {
 		q, ok := pick(j)
 		if !ok {
@@ -700,6 +700,10 @@ func controlAll(c *cli, verb string, args []string) int {
 			}
 			continue
 		}
+		if j.State == keptRun {
+			kept++
+			continue
+		}
 		acted++
 		if j.Array == nil {
 			continue
@@ -710,9 +714,10 @@ func controlAll(c *cli, verb string, args []string) int {
 	if *asJSON {
 		key := map[string]string{"stop": "stopped", "start": "started"}[verb]
 		// An array's indices, each job else (the key's count, as it was).
-		return c.writeJSON(map[string]int{key: acted - arrays + indices, "jobs": acted, "others_left": others})
+		return c.writeJSON(map[string]int{key: acted - arrays + indices + kept, "jobs": acted + kept, "others_left": others})
 	}
 	switch {
+	case verb == "stop" && acted == 0 && kept > 0:
 	case verb == "stop" && acted == 0 && stopping > 0:
 		fmt.Fprintln(c.stdout, msgAlreadyStoppingAll(stopping))
 	case verb == "stop":
@@ -720,11 +725,19 @@ func controlAll(c *cli, verb string, args []string) int {
 	default:
 		fmt.Fprintln(c.stdout, msgStartedAll(acted, arrays, indices))
 	}
+	if kept > 0 {
+		fmt.Fprintln(c.stdout, msgStoppedKept(kept))
+	}
 	if others > 0 {
 		fmt.Fprintln(c.stdout, escapeText(msgOthersLeft(verb, others, firstRefusal)))
 	}
 	return exitOK
 }
+
+// keptRun stands, in berth stop --all's list, for a run taken back at the
+// daemon's start that no file in force declares (orphan_kept): no job's,
+// it does not run again once stopped.
+const keptRun = "kept"
 
 // stoppable says whether berth stop --all stops a job in state: one that
 // holds or waits for the machine. One already stopping is asked too: an

@@ -979,6 +979,15 @@ func msgStoppedAll(jobs, arrays, indices int) string {
 	return jobsCounted(jobs, arrays, indices, "") + ": stop requested (berth status shows them; berth start --all starts them again)"
 }
 
+// msgStoppedKept is berth stop --all's word on the runs it stopped that
+// no file in force declares: no start brings them back (trial AY).
+func msgStoppedKept(runs int) string {
+	if runs == 1 {
+		return "1 run of a job no file declares: stop requested (no job runs it again; berth status shows it until it ends)"
+	}
+	return count(runs, "run") + " of jobs no file declares: stop requested (no job runs them again; berth status shows them until they end)"
+}
+
 // msgAlreadyStoppingAll is berth stop --all's answer where the jobs it
 // would stop are all stopping already, to rest stopped.
 func msgAlreadyStoppingAll(jobs int) string {

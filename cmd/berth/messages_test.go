@@ -212,6 +212,7 @@ func TestMessages(t *testing.T) {
 		msgForeignUse("GPU-5f1c", supervisor.ForeignUse{PID: 1830, Command: "Xorg", MemoryBytes: -1}, false),
 		msgVersionNoDaemon("/run/user/1000/berth/berth.sock", "/run/berth/berth.sock"),
 		msgStoppedAll(3, 0, 0), msgStoppedAll(3, 1, 7), msgStoppedAll(1, 1, 7), msgStoppedAll(5, 2, 9), msgStoppedAll(0, 0, 0), msgAlreadyStoppingAll(2),
+		msgStoppedKept(1), msgStoppedKept(2),
 		msgStartedAll(3, 0, 0), msgStartedAll(3, 1, 2), msgStartedAll(0, 0, 0), msgStartStopped("sweep", 2), msgHeldFromRerun("train"), msgNotStopped("sweep[1]", "done"), msgInLine(2), msgInLine(3), msgInLine(11), msgInLine(21), msgInLine(112), msgStartStopped("sweep", 0),
 		msgRestartFailed("sweep", 3),
 		msgRestartFailed("sweep", 1),
