@@ -610,6 +610,11 @@ func (d *Daemon) msgNoSuch(c caller, name string) string {
 	if !d.isLoaded() {
 		return msgNotLoadedYet(name)
 	}
+	for _, n := range []string{c.name + "/" + name, name} {
+		if d.isOrphan(n) {
+			return msgNoJobRunKept(n) // trial AY: said as if none ran
+		}
+	}
 	arr, i, member := splitMember(name)
 	if member {
 		// The array or job a caller's bare name means: theirs first.

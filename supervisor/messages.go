@@ -151,6 +151,12 @@ func msgOrphanKept(name string, run uint64) string {
 		name, run, QuoteArg(name))
 }
 
+// msgNoJobRunKept is msgNoSuchJob for a name whose run, taken back at
+// the daemon's start, goes on though no file in force declares its job.
+func msgNoJobRunKept(name string) string {
+	return fmt.Sprintf("no job named %q is declared now, but a run of it taken back at the daemon's start goes on: a job file with errors may declare it (berth status shows the run and the errors; berth stop %s stops it)", name, QuoteArg(name))
+}
+
 // msgJobGone is msgNoSuchJob for a job the state remembers: its file
 // went away (a run of it going then was stopped), and its runs, if it
 // ran, are still there.

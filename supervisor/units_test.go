@@ -364,6 +364,9 @@ job "ends" { cmd = { "/bin/sleep", "1000" } }`)
 	if unit := units.Name("typo", run["typo"]); !b.manager.Active(unit) {
 		t.Fatalf("typo's unit %s was stopped; typo.lua, which has errors, may declare it", unit)
 	}
+	if code, body := as(t, d, "root", "GET", jobPath("typo")); code != http.StatusNotFound || !strings.Contains(body, "a run of it taken back at the daemon's start goes on") {
+		t.Errorf("show of typo, its run kept: %d %s, want no such job, its run said", code, body)
+	}
 	if code, body := as(t, d, testAlice, "POST", jobPath("typo")+"/stop"); code != http.StatusForbidden {
 		t.Errorf("alice's stop of typo's run: %d %s, want refused", code, body)
 	}
