@@ -328,7 +328,13 @@ func (d *Daemon) orphans(r *reloadRun) (stop []string) {
 	said := d.orphansSaid
 	d.orphansSaid = map[string]bool{}
 	for _, name := range slices.Sorted(maps.Keys(d.adopted)) {
-		if !unsure[ownerOf(name)] {
+		ended := false
+		select {
+		case <-d.adopted[name].run.Done():
+			ended = true // nothing left to keep: recorded at once
+		default:
+		}
+		if ended || !unsure[ownerOf(name)] {
 			stop = append(stop, name)
 			continue
 		}
@@ -439,7 +445,7 @@ func (d *Daemon) stopAdopted(a adoptedRun, why string) {
 		exit := a.run.Wait()
 		reason, cause := store.ReasonStopped, why
 		switch {
-		case ended && a.rec.Stopping != 0 && !exit.OutOfMemory:
+		case ended && (a.rec.Stopping == store.ReasonStopped || a.rec.Stopping == store.ReasonTimedOut) && !exit.OutOfMemory:
 			// A stop its last daemon began, and left to systemd's SIGKILL
 			// at its stop_timeout, came to its end: recorded as that stop
 			// (trial AY: "failed (SIGKILL)" of a person's berth stop).
@@ -509,13 +515,17 @@ func (d *Daemon) unitsBooted() time.Time {
 // BERTH_OWNER, as it does of the job's own lines (trial AY: the lines
 // about a person's runs taken back, refused or misdeclared had none).
 func withOwner(kv []any) []any {
+	name := ""
 	for i := 0; i+1 < len(kv); i += 2 {
-		if k, _ := kv[i].(string); k == "job" {
-			if name, ok := kv[i+1].(string); ok && ownerOf(name) != "" && !slices.Contains(kv, any("owner")) {
-				return append(kv, "owner", ownerOf(name))
-			}
-			break
+		switch k, _ := kv[i].(string); k {
+		case "owner":
+			return kv
+		case "job":
+			name, _ = kv[i+1].(string)
 		}
+	}
+	if owner := ownerOf(name); owner != "" {
+		return append(kv, "owner", owner)
 	}
 	return kv
 }

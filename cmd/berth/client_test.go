@@ -1318,3 +1318,23 @@ func TestReloadTimeout(t *testing.T) {
 			reloadTimeout, requestTimeout, supervisor.DefaultEvalDeadline)
 	}
 }
+
+// TestReloadNotFailedByAKeptRun: a run kept though no file declares its
+// job is shown by a reload, and fails it for no one: it is no file's own
+// error (the review: every reload exited 1 while one was kept).
+func TestReloadNotFailedByAKeptRun(t *testing.T) {
+	socket := fakeDaemon(t, func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case supervisor.APIVersion + "/me":
+			w.Write([]byte(`{"jobs_dir":"/etc/berth/jobs.d"}`))
+		case supervisor.APIVersion + "/reload":
+			w.Write([]byte(`{"files":1,"problems":[{"code":"orphan_kept","kind":"job","job":"gone","text":"job \"gone\": its run 5 goes on"}],"errors":["job \"gone\": its run 5 goes on"]}`))
+		default:
+			http.NotFound(w, r)
+		}
+	})
+	out, errOut, code := berth(t, map[string]string{"BERTH_SOCKET": socket}, "reload")
+	if code != exitOK || !strings.Contains(out, "its run 5 goes on") {
+		t.Errorf("reload with a run kept: exit %d\n%s%s", code, out, errOut)
+	}
+}

@@ -685,6 +685,8 @@ func controlAll(c *cli, verb string, args []string) int {
 				others++
 				firstRefusal = cmp.Or(firstRefusal, ae.msg)
 				continue
+			case errors.As(err, &ae) && ae.code == supervisor.CodeNoSuchJob && j.State == keptRun:
+				continue // ended, stopped or declared again since the status was read (the review)
 			case errors.As(err, &ae) && ae.code == supervisor.CodeStopping:
 				// Said of what was asked: the daemon's sentence names the
 				// one job it was asked of.
@@ -784,7 +786,9 @@ func runReload(c *cli, args []string) int {
 	var me supervisor.Me
 	if cl.get("/me", nil, &me) == nil && me.JobsDir != "" &&
 		!slices.ContainsFunc(res.Problems, func(p supervisor.Problem) bool {
-			return p.File == "" || p.File == me.JobsDir || strings.HasPrefix(p.File, me.JobsDir+"/")
+			// A run kept for a file's errors is none of its own (the
+			// review: it failed every reload while shown).
+			return p.Code != supervisor.ProblemOrphanKept && (p.File == "" || p.File == me.JobsDir || strings.HasPrefix(p.File, me.JobsDir+"/"))
 		}) {
 		return exitOK
 	}

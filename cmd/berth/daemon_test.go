@@ -1137,16 +1137,13 @@ job "quick" { cmd = { "sleep", "1000" }, cpus = 0 }`})
 	// Asked until the answer leaves quick out: its goroutine ends a
 	// moment after that line.
 	const asked = "already shutting down: waiting for its jobs to stop, each killed once its stop_timeout has passed: signal=terminated "
-	for n := 1; ; n++ {
+	n := 0
+	testkit.WaitFor(t, waitLong, "an answer to SIGTERM again that names stubborn alone", func() bool {
+		n++
 		d.cmd.Process.Signal(syscall.SIGTERM)
 		testkit.WaitFor(t, waitLong, "the answer to SIGTERM again", func() bool { return strings.Count(d.logs.String(), asked) >= n })
-		if strings.Contains(d.logs.String(), asked+"stopping=1 jobs=stubborn") {
-			break
-		}
-		if n == 20 {
-			t.Fatalf("asked again 20 times, the daemon said it waits for a job that has ended:\n%s", d.logs.String())
-		}
-	}
+		return strings.Contains(d.logs.String(), asked+"stopping=1 jobs=stubborn")
+	})
 	// Its stop_timeout is not waited for: the run is ended here.
 	if err := syscall.Kill(-j.PID, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
