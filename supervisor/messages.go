@@ -147,7 +147,7 @@ const msgAfterRemoved = "declared again while its run from before, its file remo
 // msgOrphanKept says why a run taken back at start goes on though no job
 // file in force declares its job, and how it ends.
 func msgOrphanKept(name string, run uint64) string {
-	return fmt.Sprintf("job %q: its run %d goes on, holding what it was granted, though no job file in force declares the job: a file with errors may declare it. It is stopped once those files are fixed or removed (berth status lists their errors), or at once with berth stop %s",
+	return fmt.Sprintf("job %q: its run %d goes on, holding what it was granted, though no job file in force declares the job: a file with errors may declare it. Once those files are fixed or removed (berth status lists their errors), the job they declare of that name takes the run back, or it is stopped; berth stop %s stops it at once",
 		name, run, QuoteArg(name))
 }
 

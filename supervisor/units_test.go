@@ -301,18 +301,20 @@ func TestUnitsOrphanKeptForItsOwnFilesOnly(t *testing.T) {
 	needAccounts(t)
 	b := newUnitsBox(t, `job "gone" { cmd = { "/bin/sleep", "1000" } }
 job "typo" { cmd = { "/bin/sleep", "1000" } }
-job "ends" { cmd = { "/bin/sleep", "1000" } }`)
+job "ends" { cmd = { "/bin/sleep", "1000" } }
+job "back" { cmd = { "/bin/sleep", "1000" } }`)
 	spool := filepath.Join(t.TempDir(), "spool")
 	b.tune = func(cfg *Config) { cfg.UserJobs, cfg.Group, cfg.AdminGroup = spool, testGroup, testAdminGroup }
 	d, stop := b.start()
 	run := map[string]uint64{}
-	for _, job := range []string{"gone", "typo", "ends"} {
+	for _, job := range []string{"gone", "typo", "ends", "back"} {
 		run[job] = waitJob(t, d, job, "running", func(js JobStatus) bool { return js.State == "running" }).Run
 	}
 	stop()
 	// gone's declaration goes; alice's file has errors of its own.
 	testkit.PutFile(t, filepath.Join(b.jobsDir, "jobs.lua"), `job "typo" { cmd = { "/bin/sleep", "1000" } }
-job "ends" { cmd = { "/bin/sleep", "1000" } }`)
+job "ends" { cmd = { "/bin/sleep", "1000" } }
+job "back" { cmd = { "/bin/sleep", "1000" } }`)
 	alices := filepath.Join(spool, testAlice, "bad.lua")
 	testkit.PutFile(t, alices, `job "x" { cmd = "true", gpu = 1 }`)
 	if err := os.Chown(alices, uidOf(t, testAlice), -1); err != nil {
@@ -346,7 +348,8 @@ job "ends" { cmd = { "/bin/sleep", "1000" } }`)
 	// that no version of them is in force.
 	testkit.PutFile(t, filepath.Join(b.jobsDir, "jobs.lua"), `job "other" { cmd = { "/bin/sleep", "1000" } }`)
 	testkit.PutFile(t, filepath.Join(b.jobsDir, "typo.lua"), `job "typo" { cmd = { "/bin/sleep", "1000" }, cpu = 1 }
-job "ends" { cmd = { "/bin/sleep", "1000" } }`)
+job "ends" { cmd = { "/bin/sleep", "1000" } }
+job "back" { cmd = { "/bin/sleep", "1000" } }`)
 	d, _ = b.start()
 	kept := func() []string {
 		var jobs []string
@@ -358,8 +361,8 @@ job "ends" { cmd = { "/bin/sleep", "1000" } }`)
 		return jobs
 	}
 	<-d.loaded
-	if jobs := kept(); !slices.Equal(jobs, []string{"ends", "typo"}) {
-		t.Fatalf("runs shown kept: %v, want ends and typo, which typo.lua may declare", jobs)
+	if jobs := kept(); !slices.Equal(jobs, []string{"back", "ends", "typo"}) {
+		t.Fatalf("runs shown kept: %v, want back, ends and typo, which typo.lua may declare", jobs)
 	}
 	if unit := units.Name("typo", run["typo"]); !b.manager.Active(unit) {
 		t.Fatalf("typo's unit %s was stopped; typo.lua, which has errors, may declare it", unit)
@@ -383,9 +386,22 @@ job "ends" { cmd = { "/bin/sleep", "1000" } }`)
 	if rec := ended("ends"); rec.Reason != store.ReasonExited {
 		t.Errorf("ends's run, ended by itself: %s %q, want exited", rec.Reason, rec.Cause)
 	}
-	testkit.WaitFor(t, 10*time.Second, "no run shown kept", func() bool { return len(kept()) == 0 })
 	// What it held goes back once its end is recorded.
-	testkit.WaitFor(t, 10*time.Second, "3 cores free (other's alone held)", func() bool { return d.Status().Machine.CPUsFree == 3 })
+	testkit.WaitFor(t, 10*time.Second, "2 cores free (other's and back's held)", func() bool { return d.Status().Machine.CPUsFree == 2 })
+	// The file fixed, the job it declares takes its run back.
+	testkit.PutFile(t, filepath.Join(b.jobsDir, "typo.lua"), `job "back" { cmd = { "/bin/sleep", "1000" } }`)
+	if _, err := d.Reload(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if js := waitJob(t, d, "back", "running", func(js JobStatus) bool { return js.State == "running" }); js.Run != run["back"] || !b.manager.Active(units.Name("back", js.Run)) {
+		t.Errorf("back, its file fixed: run %d, want its run %d taken back, its unit going on", js.Run, run["back"])
+	}
+	if jobs := kept(); len(jobs) != 0 {
+		t.Errorf("runs shown kept, every file fixed: %v", jobs)
+	}
+	if free := d.Status().Machine.CPUsFree; free != 2 {
+		t.Errorf("cores free: %d, want 2: back's core counted once", free)
+	}
 }
 
 // TestUnitsResetFailedWhileAway: a run whose unit failed while no daemon ran, its
