@@ -151,6 +151,15 @@ func msgOrphanKept(name string, run uint64) string {
 		name, run, QuoteArg(name))
 }
 
+// MsgRunsKept counts the runs kept though no file in force declares
+// their jobs (ProblemOrphanKept), for the status line and berth status.
+func MsgRunsKept(n int) string {
+	if n == 1 {
+		return "1 run of a job no file declares"
+	}
+	return accounting.Count(n, "run") + " of jobs no file declares"
+}
+
 // msgNoJobRunKept is msgNoSuchJob for a name whose run, taken back at
 // the daemon's start, goes on though no file in force declares its job.
 func msgNoJobRunKept(name string) string {

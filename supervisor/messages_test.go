@@ -31,7 +31,7 @@ func TestMessagesGolden(t *testing.T) {
 		msgOOMWhy("out of memory: went over its 256M"),
 		msgNoSuchCall("GET", "/v2/status"), msgWrongMethod("GET", "/v1/jobs/train/stop", []string{"POST"}),
 		msgRemovedStopping("restart", "train", pos.File),
-		msgOrphanKept("train", 549), msgNoJobRunKept("train"),
+		msgOrphanKept("train", 549), msgNoJobRunKept("train"), MsgRunsKept(1), MsgRunsKept(2),
 		msgNotArray("hp[2]"), msgIndexGated(2), msgIndexBehind("sweep[3]"),
 		msgLogsUnwritable("/var/lib/berth/logs", syscall.EPERM),
 		msgRunsAgainAfter("prep", store.StateRunning, true), msgRunsAgainAfter("prep", store.StateFailed, true), msgRunsAgainAfter("prep", 0, false),

@@ -714,17 +714,15 @@ func (d *Daemon) finishReload(r *reloadRun, files []*luaapi.File) ReloadResult {
 		d.problems = append(d.problems, Problem{Code: ProblemDirRefused, File: dir, Text: r.people.refused[dir].Error()})
 	}
 	var orphans []string
-	switch {
-	case len(d.adopted) == 0:
-	case !r.partial && r.scanErr == nil:
+	if len(d.adopted) > 0 {
 		// No file in force declares these jobs any more. Where a file
 		// that may declare one is not in force as written, the job may
 		// only be missing for now: a long run is not stopped for a typo,
-		// and is shown, as it holds its grant.
-		orphans = d.orphans(r)
-		d.problems = append(d.problems, d.keptOrphans()...)
-	default:
-		// Not every file read: those kept stay so, and shown.
+		// and is shown, as it holds its grant. Where not every file was
+		// read, those kept stay so.
+		if !r.partial && r.scanErr == nil {
+			orphans = d.orphans(r)
+		}
 		d.problems = append(d.problems, d.keptOrphans()...)
 	}
 	SortProblems(d.problems)

@@ -829,8 +829,14 @@ func (d *Daemon) statusLine() string {
 			line += "; job output not kept"
 		}
 	}
-	if n := len(slices.DeleteFunc(slices.Clone(s.Problems), func(p Problem) bool { return p.Code != ProblemOrphanKept })); n > 0 {
-		line += "; " + accounting.Count(n, "run") + map[bool]string{true: " of a job", false: " of jobs"}[n == 1] + " no file declares"
+	kept := 0
+	for _, p := range s.Problems {
+		if p.Code == ProblemOrphanKept {
+			kept++
+		}
+	}
+	if kept > 0 {
+		line += "; " + MsgRunsKept(kept)
 	}
 	if g := d.store.Gone(); g != nil {
 		line += "; " + msgStateGoneShort(g)

@@ -983,9 +983,9 @@ func msgStoppedAll(jobs, arrays, indices int) string {
 // no file in force declares: no start brings them back (trial AY).
 func msgStoppedKept(runs int) string {
 	if runs == 1 {
-		return "1 run of a job no file declares: stop requested (no job runs it again; berth status shows it until it ends)"
+		return supervisor.MsgRunsKept(1) + ": stop requested (no job runs it again; berth status shows it until it ends)"
 	}
-	return count(runs, "run") + " of jobs no file declares: stop requested (no job runs them again; berth status shows them until they end)"
+	return supervisor.MsgRunsKept(runs) + ": stop requested (no job runs them again; berth status shows them until they end)"
 }
 
 // msgAlreadyStoppingAll is berth stop --all's answer where the jobs it

@@ -641,7 +641,7 @@ func errorsSummary(problems []supervisor.Problem) string {
 		}
 	}
 	if kept > 0 {
-		parts = append(parts, count(kept, "run")+map[bool]string{true: " of a job", false: " of jobs"}[kept == 1]+" no file declares")
+		parts = append(parts, supervisor.MsgRunsKept(kept))
 	}
 	return strings.Join(parts, " · ")
 }

@@ -65,13 +65,10 @@ func helper(mode string, args []string) int {
 		fmt.Println("terminated")
 		return 0
 	case "group-save":
-		exe, err := os.Executable()
+		gc, err := helperChild("save-term")
 		if err != nil {
 			return fail(err)
 		}
-		gc := exec.Command(exe)
-		gc.Env = append(os.Environ(), helperEnv+"=save-term")
-		gc.Stdout = os.Stdout
 		if err := gc.Start(); err != nil {
 			return fail(err)
 		}
@@ -89,12 +86,11 @@ func helper(mode string, args []string) int {
 		fmt.Println("ready")
 		sleepForever()
 	case "fork-grandchild":
-		exe, err := os.Executable()
+		gc, err := helperChild("sleep")
 		if err != nil {
 			return fail(err)
 		}
-		gc := exec.Command(exe)
-		gc.Env = append(os.Environ(), helperEnv+"=sleep")
+		gc.Stdout = nil // read here
 		out, err := gc.StdoutPipe()
 		if err != nil {
 			return fail(err)
@@ -121,13 +117,10 @@ func helper(mode string, args []string) int {
 	case "escape":
 		c := make(chan os.Signal, 1)
 		signal.Notify(c, syscall.SIGTERM)
-		exe, err := os.Executable()
+		gc, err := helperChild(args[0])
 		if err != nil {
 			return fail(err)
 		}
-		gc := exec.Command(exe)
-		gc.Env = append(os.Environ(), helperEnv+"="+args[0])
-		gc.Stdout = os.Stdout
 		gc.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 		if err := gc.Start(); err != nil {
 			return fail(err)
@@ -140,13 +133,10 @@ func helper(mode string, args []string) int {
 		signal.Notify(c, syscall.SIGTERM)
 		fmt.Println("ready")
 		<-c
-		exe, err := os.Executable()
+		up, err := helperChild("upload")
 		if err != nil {
 			return fail(err)
 		}
-		up := exec.Command(exe)
-		up.Env = append(os.Environ(), helperEnv+"=upload")
-		up.Stdout = os.Stdout
 		if err := up.Start(); err != nil {
 			return fail(err)
 		}
@@ -157,13 +147,10 @@ func helper(mode string, args []string) int {
 		return 0
 	case "group-term":
 		signal.Ignore(syscall.SIGTERM)
-		exe, err := os.Executable()
+		gc, err := helperChild("wait-term")
 		if err != nil {
 			return fail(err)
 		}
-		gc := exec.Command(exe)
-		gc.Env = append(os.Environ(), helperEnv+"=wait-term")
-		gc.Stdout = os.Stdout
 		if err := gc.Start(); err != nil {
 			return fail(err)
 		}
@@ -251,6 +238,19 @@ func listFDs() int {
 		fmt.Printf("%s %s\n", name, target)
 	}
 	return 0
+}
+
+// helperChild is this test binary as a helper of mode ("save-term"),
+// its output this one's, not started yet.
+func helperChild(mode string) (*exec.Cmd, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	c := exec.Command(exe)
+	c.Env = append(os.Environ(), helperEnv+"="+mode)
+	c.Stdout = os.Stdout
+	return c, nil
 }
 
 func sleepForever() {
