@@ -179,7 +179,7 @@ func (d *Daemon) adopt(open []store.RunRecord) ([]store.RunRecord, error) {
 		delete(byRun, rec.ID)
 		run, err := d.cfg.Units.Adopt(f.Unit)
 		if err != nil {
-			d.log.Warn("cannot take a run's unit back", "job", rec.Job, "run", rec.ID, "unit", f.Unit, "error", err)
+			d.jobLog(rec.Job).Warn("cannot take a run's unit back", "run", rec.ID, "unit", f.Unit, "error", err)
 			lost = append(lost, rec)
 			continue
 		}
@@ -187,7 +187,7 @@ func (d *Daemon) adopt(open []store.RunRecord) ([]store.RunRecord, error) {
 		if g, err := d.book.Restore(accounting.Grant{Holder: rec.Job, Owner: ownerOf(rec.Job), CPUIDs: rec.CPUIDs, GPUs: d.cardIndices(rec.GPUs), RAMBytes: rec.RAMBytes, GPUMemBytes: rec.GPUMemBytes}); err == nil {
 			a.book, a.grant = d.book, g
 		} else {
-			d.log.Warn("a run taken back holds what the books cannot grant it again; it runs on, unaccounted", "job", rec.Job, "run", rec.ID, "error", err)
+			d.jobLog(rec.Job).Warn("a run taken back holds what the books cannot grant it again; it runs on, unaccounted", "run", rec.ID, "error", err)
 		}
 		if prev, ok := d.adopted[rec.Job]; ok {
 			// Two open runs of one job (the second began while the first
@@ -196,22 +196,22 @@ func (d *Daemon) adopt(open []store.RunRecord) ([]store.RunRecord, error) {
 			if prev.rec.ID > rec.ID {
 				prev, a = a, prev
 			}
-			d.log.Warn("two runs of one job outlived the previous daemon: stopping the older", "job", rec.Job, "run", prev.rec.ID, "newer", a.rec.ID)
+			d.jobLog(rec.Job).Warn("two runs of one job outlived the previous daemon: stopping the older", "run", prev.rec.ID, "newer", a.rec.ID)
 			d.stopAdopted(prev, "a newer run of its job outlived the previous daemon too")
 		}
 		d.adopted[rec.Job] = a
 		select {
 		case <-run.Done():
-			d.log.Info("found the end of a run that ended while no daemon watched", "job", rec.Job, "run", rec.ID, "unit", f.Unit)
+			d.jobLog(rec.Job).Info("found the end of a run that ended while no daemon watched", "run", rec.ID, "unit", f.Unit)
 		default:
-			d.log.Info("took back a run that outlived the previous daemon", withOwner([]any{"job", rec.Job, "run", rec.ID, "unit", f.Unit, "pid", run.PID()})...)
+			d.jobLog(rec.Job).Info("took back a run that outlived the previous daemon", "run", rec.ID, "unit", f.Unit, "pid", run.PID())
 		}
 	}
 	for _, f := range byRun {
 		// Not berth's record of a run in progress: a unit of a run already
 		// recorded as over, or of another state file. Stopped, as a run
 		// nobody accounts for must not hold the machine.
-		d.log.Warn("stopping a unit no run on record accounts for", "unit", f.Unit, "job", f.Job, "run", f.Run)
+		d.jobLog(f.Job).Warn("stopping a unit no run on record accounts for", "unit", f.Unit, "run", f.Run)
 		d.cfg.Units.Discard(f.Unit)
 	}
 	return lost, nil
@@ -343,7 +343,7 @@ func (d *Daemon) orphans(r *reloadRun) (stop []string) {
 			continue
 		}
 		a := d.adopted[name]
-		d.log.Warn("keeping a run taken back whose job no file in force declares: a file that may declare it has errors", withOwner([]any{"job", name, "run", a.rec.ID})...)
+		d.jobLog(name).Warn("keeping a run taken back whose job no file in force declares: a file that may declare it has errors", "run", a.rec.ID)
 		// Its own end is recorded, and gives back what it held.
 		go func() {
 			select {
@@ -396,7 +396,7 @@ func (d *Daemon) stopOrphans(names []string) {
 			// (trial AY: said as if the file had gone).
 			why = "its owner left the group " + d.group()
 		}
-		d.log.Info("stopping a run taken back whose job is no longer declared", withOwner([]any{"job", name, "run", a.rec.ID, "why", why})...)
+		d.jobLog(name).Info("stopping a run taken back whose job is no longer declared", "run", a.rec.ID, "why", why)
 		d.stopAdopted(a, why)
 	}
 }
@@ -416,7 +416,7 @@ func (d *Daemon) stopOrphan(name string, run *units.Run, why string) bool {
 	d.problems = slices.DeleteFunc(d.problems, func(p Problem) bool { return p.Code == ProblemOrphanKept && p.Job == name })
 	d.mu.Unlock()
 	if why != "" {
-		d.log.Info("stopping a run taken back whose job is no longer declared", withOwner([]any{"job", name, "run", a.rec.ID, "why", why})...)
+		d.jobLog(name).Info("stopping a run taken back whose job is no longer declared", "run", a.rec.ID, "why", why)
 	}
 	d.stopAdopted(a, why)
 	d.changed.raise()
@@ -471,7 +471,8 @@ func (d *Daemon) stopAdopted(a adoptedRun, why string) {
 		if exit.Signal != 0 {
 			sig = signalName(exit.Signal)
 		}
-		kv := withOwner([]any{"job", a.rec.Job, "run", a.rec.ID, "reason", reason.String()})
+		log := d.jobLog(a.rec.Job)
+		kv := []any{"run", a.rec.ID, "reason", reason.String()}
 		switch {
 		case exit.Signal != 0:
 			kv = append(kv, "signal", sig)
@@ -483,9 +484,9 @@ func (d *Daemon) stopAdopted(a adoptedRun, why string) {
 		}
 		// As a job's own run's end is logged (trial AY: the journal said
 		// nothing of these).
-		d.log.Info("exited", kv...)
+		log.Info("exited", kv...)
 		if err := d.store.EndRun(a.rec.ID, exit.EndedAt(a.rec.Start, d.now()), exit.Code, sig, reason, cause); err != nil {
-			d.notRecorded(d.log, "cannot record the run's end; its unit keeps it for the next daemon", "run", a.rec.ID, "error", err)
+			d.notRecorded(log, "cannot record the run's end; its unit keeps it for the next daemon", "run", a.rec.ID, "error", err)
 		} else {
 			d.cfg.Units.Release(a.run)
 			// Its last daemon may have left the SIGKILL of a stop under

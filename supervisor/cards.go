@@ -219,7 +219,7 @@ func (d *Daemon) noteRunCards(held map[uint64]int64, grants map[uint64]cardGrant
 		now[run] = runCards{UsedBytes: n, PeakBytes: peak}
 		if g, ok := grants[run]; ok && g.grant.GPUMemBytes > 0 && n > g.grant.GPUMemBytes && !r.overs[run] {
 			r.overs[run] = true
-			d.log.Named("job").With("job", g.job).Warn("a run holds more card memory than its share", "run", run,
+			d.jobLog(g.job).Warn("a run holds more card memory than its share", "run", run,
 				"gpus", d.cardNames(g.grant.GPUs), "used_bytes", n, "gpu_mem_bytes", g.grant.GPUMemBytes)
 		}
 	}

@@ -524,7 +524,7 @@ func (d *Daemon) noteOutputCut(job, dir string, err error) {
 	case err == nil:
 		if _, was := c.byJob[job]; was {
 			delete(c.byJob, job)
-			d.log.Info("a run's output was written whole again", "job", job, "dir", dir)
+			d.jobLog(job).Info("a run's output was written whole again", "dir", dir)
 		}
 	case !errors.Is(err, context.DeadlineExceeded):
 		if c.byJob == nil {
@@ -1026,7 +1026,7 @@ func (d *Daemon) reconcile() error {
 		if r.PID > 0 && r.StartTicks > 0 {
 			ok, err := runner.KillLeftover(r.PID, r.StartTicks)
 			if err != nil {
-				d.log.Warn("cannot check a lost run's process", "job", r.Job, "run", r.ID, "pid", r.PID, "error", err)
+				d.jobLog(r.Job).Warn("cannot check a lost run's process", "run", r.ID, "pid", r.PID, "error", err)
 			}
 			if ok {
 				killed++
@@ -1049,7 +1049,7 @@ func (d *Daemon) reconcile() error {
 			// rests where its record says.
 			if err := d.store.EndWithoutExit(r.ID, d.now(), reason, finishedStop(cause)); err == nil {
 				d.meters.ended(reason)
-				d.log.Info("a run's stop finished: the daemon went away while it stopped", "job", r.Job, "run", r.ID, "reason", reason.String(), "pid", r.PID, "killed_leftovers", killed)
+				d.jobLog(r.Job).Info("a run's stop finished: the daemon went away while it stopped", "run", r.ID, "reason", reason.String(), "pid", r.PID, "killed_leftovers", killed)
 				continue
 			}
 		}
@@ -1066,7 +1066,7 @@ func (d *Daemon) reconcile() error {
 			}
 		}
 		lost[as] = append(lost[as], r.ID)
-		d.log.Warn("run lost: "+as.cause, "job", r.Job, "run", r.ID, "pid", r.PID, "killed_leftovers", killed)
+		d.jobLog(r.Job).Warn("run lost: "+as.cause, "run", r.ID, "pid", r.PID, "killed_leftovers", killed)
 	}
 	for as, ids := range lost {
 		for range ids {
@@ -1108,14 +1108,14 @@ func (d *Daemon) reconcileUnrecorded(byRun map[string][]runner.Tagged) error {
 			// not put a run into another's history (nor an
 			// administrators'). Stopped, as a leftover, and not recorded.
 			d.killTagged(procs)
-			d.log.Warn("a process claims a run of a job that is not its user's: stopped, and not recorded", "job", r.Job, "run", id, "pid", claimed.PID, "uid", claimed.UID)
+			d.jobLog(r.Job).Warn("a process claims a run of a job that is not its user's: stopped, and not recorded", "run", id, "pid", claimed.PID, "uid", claimed.UID)
 			continue
 		}
 		if isLocalRunID(id) {
 			// A run the state could not record in the previous life: its
 			// id is not one to record under. Stopped all the same.
 			d.killTagged(procs)
-			d.log.Warn("killed what a run that was never recorded left running", "job", r.Job, "run", id, "pids", len(procs))
+			d.jobLog(r.Job).Warn("killed what a run that was never recorded left running", "run", id, "pids", len(procs))
 			continue
 		}
 		if r.Job != "" {
@@ -1137,7 +1137,7 @@ func (d *Daemon) reconcileUnrecorded(byRun map[string][]runner.Tagged) error {
 	// one died in between.
 	for _, r := range lost {
 		killed := d.killTagged(byRun[strconv.FormatUint(r.ID, 10)])
-		d.log.Warn("run lost before it was recorded: the daemon went away as it started", "job", r.Job, "run", r.ID, "pid", r.PID, "killed_leftovers", killed)
+		d.jobLog(r.Job).Warn("run lost before it was recorded: the daemon went away as it started", "run", r.ID, "pid", r.PID, "killed_leftovers", killed)
 		d.meters.ended(store.ReasonLost)
 	}
 	if _, err := d.store.RecordLost(lost, d.now(), msgLostUnrecorded); err != nil {
@@ -1307,7 +1307,7 @@ func (d *Daemon) logLeft(job string, run uint64, found []runner.Tagged) {
 	for i, t := range found {
 		pids[i] = t.PID
 	}
-	d.log.Warn("processes of a run being stopped are outside its process group: they are stopped as it is (its stop signal, its stop_timeout), and it ends once they are gone", "job", job, "run", run, "pids", pids)
+	d.jobLog(job).Warn("processes of a run being stopped are outside its process group: they are stopped as it is (its stop signal, its stop_timeout), and it ends once they are gone", "run", run, "pids", pids)
 }
 
 // findLeft finds the processes of the runs asked (nil: of every run) by
@@ -1450,7 +1450,7 @@ func (d *Daemon) start(j *job, run uint64, began time.Time) (process, func(), er
 	// The child started at oom_score_adj 0 (Spec.OOMScoreAdj), never at
 	// the daemon's protected value; the daemon took its own back.
 	if err := proc.DaemonOOMScoreAdjErr(); err != nil {
-		d.log.Warn("cannot take back the daemon's oom_score_adj after starting a job", "job", j.name, "pid", proc.PID(), "error", err)
+		j.log.Warn("cannot take back the daemon's oom_score_adj after starting a job", "pid", proc.PID(), "error", err)
 	}
 	return proc, out.finish, nil
 }
@@ -1478,7 +1478,7 @@ func (d *Daemon) output(name, header string) (output, error) {
 			}
 			return output{file: f, journal: id, release: func() { f.Close() }, finish: func() {}}, nil
 		}
-		d.log.Warn("cannot open a journal stream; writing to a file", "job", name, "error", err)
+		d.jobLog(name).Warn("cannot open a journal stream; writing to a file", "error", err)
 	}
 	// A person's job logs under its owner's name: logs/alice/train.log.
 	logs := filepath.Join(d.cfg.StateDir, "logs")
@@ -1522,9 +1522,9 @@ func (d *Daemon) output(name, header string) (output, error) {
 			case errors.Is(err, context.DeadlineExceeded):
 				// All the run wrote is kept; a process it left behind
 				// holds the pipe (trial AX: "not fully written").
-				d.log.Warn("a process a run left behind holds its output open: what it writes from now on is not kept, and its next write fails", "job", name)
+				d.jobLog(name).Warn("a process a run left behind holds its output open: what it writes from now on is not kept, and its next write fails")
 			case err != nil:
-				d.log.Warn("job output not fully written", "job", name, "error", err)
+				d.jobLog(name).Warn("job output not fully written", "error", err)
 			}
 			d.noteOutputCut(name, dir, err)
 		},

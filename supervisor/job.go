@@ -356,6 +356,13 @@ func jobLogger(log hclog.Logger, name, owner string) hclog.Logger {
 	return log.Named("job").With("job", name, "owner", owner)
 }
 
+// jobLog is the logger of the daemon's lines about job name, which may be
+// one no job in force has (a run taken back, a removed job's output): each
+// line names the job, and a person's its owner, as jobLogger's do.
+func (d *Daemon) jobLog(name string) hclog.Logger {
+	return jobLogger(d.log, name, ownerOf(name))
+}
+
 // newJob makes job name of definition def: def.Name, or an index of the
 // array def declares.
 func (d *Daemon) newJob(name string, def *luaapi.Job, invalid string, initial life, doneFP string) *job {

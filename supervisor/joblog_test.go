@@ -2,6 +2,10 @@ package supervisor
 
 import (
 	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -39,4 +43,55 @@ func TestWithOwner(t *testing.T) {
 			t.Errorf("withOwner(%v) = %s, want %s", tt.kv, got, tt.want)
 		}
 	}
+}
+
+// TestDaemonLinesAboutAJobNameItsOwner: no line of the daemon's names a job
+// as a key of its own ("job", name), where it would lack its owner; they go
+// through jobLog, jobLogger or withOwner (trial AY: 13 lines did).
+func TestDaemonLinesAboutAJobNameItsOwner(t *testing.T) {
+	t.Parallel()
+	files, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	levels := map[string]bool{"Trace": true, "Debug": true, "Info": true, "Warn": true, "Error": true, "With": true, "notRecorded": true}
+	fset := token.NewFileSet()
+	for _, name := range files {
+		if strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, name, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			call, ok := n.(*ast.CallExpr)
+			if !ok {
+				return true
+			}
+			sel, ok := call.Fun.(*ast.SelectorExpr)
+			if !ok || !levels[sel.Sel.Name] {
+				return true
+			}
+			if fn := enclosing(f, call.Pos()); fn == "jobLogger" {
+				return true
+			}
+			for _, arg := range call.Args {
+				if lit, ok := arg.(*ast.BasicLit); ok && lit.Kind == token.STRING && lit.Value == `"job"` {
+					t.Errorf("%s: a log line names a job without its owner: log it through d.jobLog(name)", fset.Position(call.Pos()))
+				}
+			}
+			return true
+		})
+	}
+}
+
+// enclosing is the name of the function of file f that holds pos.
+func enclosing(f *ast.File, pos token.Pos) string {
+	for _, decl := range f.Decls {
+		if fn, ok := decl.(*ast.FuncDecl); ok && fn.Pos() <= pos && pos < fn.End() {
+			return fn.Name.Name
+		}
+	}
+	return ""
 }

@@ -191,7 +191,7 @@ func (d *Daemon) serveLogs(w http.ResponseWriter, r *http.Request) {
 		cmd.Stderr = &stderr
 		err := cmd.Run()
 		if err != nil && ctx.Err() == nil {
-			d.log.Warn("journalctl failed reading a job's output", "job", name, "error", err, "stderr", stderr.String())
+			d.jobLog(name).Warn("journalctl failed reading a job's output", "error", err, "stderr", stderr.String())
 			if !out.wrote {
 				writeError(w, http.StatusInternalServerError, CodeInternal, msgJournalctlFailed(err, stderr.String()))
 			}

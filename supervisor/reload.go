@@ -1563,7 +1563,7 @@ func (d *Daemon) declare(name string, def *luaapi.Job, invalid string, first boo
 				// The run's timeout was being seen to: its stop is seen
 				// through, and the run recorded timed out, whoever asked
 				// for more meanwhile (step); what a person asked stands.
-				d.log.Info("stopping a run taken back that outlived its timeout", "job", name, "run", a.rec.ID)
+				d.jobLog(name).Info("stopping a run taken back that outlived its timeout", "run", a.rec.ID)
 				processChanged = a.rec.Fingerprint != def.ProcessFingerprint()
 				j.resumeTimeout(a.rec, began, m.counted)
 				switch m.recorded {
@@ -1575,14 +1575,14 @@ func (d *Daemon) declare(name string, def *luaapi.Job, invalid string, first boo
 			case initial.state == store.StateStopped:
 				// A person's stop was under way when the last daemon
 				// went: it is seen through, and the job rests stopped.
-				d.log.Info("stopping a run taken back whose job was being stopped", "job", name, "run", a.rec.ID)
+				d.jobLog(name).Info("stopping a run taken back whose job was being stopped", "run", a.rec.ID)
 				j.resumeStop(a.rec, initial.since, evStop)
 			case a.rec.Stopping == store.ReasonStopped:
 				// Another stop was under way (a restart, an edit, a
 				// disable): seen through as begun, the job to run again
 				// once it ends, unless the definition read now says
 				// otherwise (edited or disabled meanwhile).
-				d.log.Info("stopping a run taken back that was being stopped", "job", name, "run", a.rec.ID, "why", a.rec.Cause)
+				d.jobLog(name).Info("stopping a run taken back that was being stopped", "run", a.rec.ID, "why", a.rec.Cause)
 				processChanged = a.rec.Fingerprint != def.ProcessFingerprint()
 				j.resumeStop(a.rec, began, evRestart)
 			default:
