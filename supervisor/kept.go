@@ -22,7 +22,9 @@ import (
 // keptFiles holds the copies: one file per job file, named after a hash
 // of the job file's path and of the copy's content, so that what is kept
 // is known from the directory's listing alone and a version already kept
-// is not written again. The copies are written and removed by a goroutine
+// is not written again; and beside each, a file that says the path, so
+// that the copies of a directory refused at the start are found whether
+// or not a job's record names their file (a file of flavors only). The copies are written and removed by a goroutine
 // of their own (run), in the order the loop asks (do): a first start with
 // a thousand files writes a thousand copies, which took READY=1 from
 // 378 to 540 ms when the loop wrote them itself.
@@ -30,6 +32,7 @@ type keptFiles struct {
 	dir  string
 	mu   sync.Mutex
 	have map[string]string // hash of a path → hash of the content kept
+	path map[string]string // hash of a path → the path, where it is kept
 	ops  chan []keptOp
 	done chan struct{}
 }
@@ -49,7 +52,7 @@ const keptDir = "kept"
 // openKept opens the copies under stateDir, making the directory if need
 // be.
 func openKept(stateDir string) (*keptFiles, error) {
-	k := &keptFiles{dir: filepath.Join(stateDir, keptDir), have: map[string]string{}, ops: make(chan []keptOp, 16), done: make(chan struct{})}
+	k := &keptFiles{dir: filepath.Join(stateDir, keptDir), have: map[string]string{}, path: map[string]string{}, ops: make(chan []keptOp, 16), done: make(chan struct{})}
 	if err := os.Mkdir(k.dir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
 		return nil, fmt.Errorf("create %s: %w", k.dir, err)
 	}
@@ -58,6 +61,12 @@ func openKept(stateDir string) (*keptFiles, error) {
 		return nil, fmt.Errorf("read %s: %w", k.dir, err)
 	}
 	for _, e := range entries {
+		if ph, isPath := strings.CutSuffix(e.Name(), pathSuffix); isPath && e.Type().IsRegular() {
+			if b, err := os.ReadFile(filepath.Join(k.dir, e.Name())); err == nil && keptPathHash(string(b)) == ph {
+				k.path[ph] = string(b)
+			}
+			continue
+		}
 		name, isCopy := strings.CutSuffix(e.Name(), ".lua")
 		pathHash, content, ok := strings.Cut(name, ".")
 		if !isCopy || !ok || !e.Type().IsRegular() {
@@ -74,7 +83,69 @@ func openKept(stateDir string) (*keptFiles, error) {
 		}
 		k.have[pathHash] = content
 	}
+	for ph := range k.path {
+		if _, ok := k.have[ph]; !ok {
+			_ = os.Remove(k.pathName(ph)) // its copy's removal came first
+			delete(k.path, ph)
+		}
+	}
 	return k, nil
+}
+
+// pathSuffix ends the name of the file that says which path a copy is of.
+const pathSuffix = ".path"
+
+func (k *keptFiles) pathName(pathHash string) string {
+	return filepath.Join(k.dir, pathHash+pathSuffix)
+}
+
+// notePath writes the file that says path is the path of its copies,
+// unless it is there: before the copy, so that no copy lacks it but one
+// kept by a daemon older than it, which its next keep mends.
+func (k *keptFiles) notePath(ph, path string) error {
+	k.mu.Lock()
+	known := k.path[ph] == path
+	k.mu.Unlock()
+	if known {
+		return nil
+	}
+	tmp := filepath.Join(k.dir, ph+".tmp")
+	if err := os.WriteFile(tmp, []byte(path), 0o600); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, k.pathName(ph)); err != nil {
+		_ = os.Remove(tmp)
+		return err
+	}
+	k.mu.Lock()
+	k.path[ph] = path
+	k.mu.Unlock()
+	return nil
+}
+
+// forgetPath removes the file that says the path of ph's copies, once
+// they are gone.
+func (k *keptFiles) forgetPath(ph string) {
+	k.mu.Lock()
+	_, ok := k.path[ph]
+	delete(k.path, ph)
+	k.mu.Unlock()
+	if ok {
+		_ = os.Remove(k.pathName(ph))
+	}
+}
+
+// pathsIn returns the paths of the copies kept of the files of dirs.
+func (k *keptFiles) pathsIn(dirs map[string]bool) []string {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	var paths []string
+	for ph, path := range k.path {
+		if _, ok := k.have[ph]; ok && dirs[filepath.Dir(path)] {
+			paths = append(paths, path)
+		}
+	}
+	return paths
 }
 
 func keptPathHash(path string) string {
@@ -131,6 +202,9 @@ func (k *keptFiles) end() {
 func (k *keptFiles) keep(path, hash string, src []byte) error {
 	ph := keptPathHash(path)
 	short := hash[:min(len(hash), 16)]
+	if err := k.notePath(ph, path); err != nil {
+		return err
+	}
 	k.mu.Lock()
 	old, had := k.have[ph]
 	k.mu.Unlock()
@@ -164,6 +238,7 @@ func (k *keptFiles) forget(path string) {
 	if ok {
 		_ = os.Remove(k.keptName(ph, old))
 	}
+	k.forgetPath(ph)
 }
 
 // move makes the copy of from to's: a file renamed as it was.
@@ -176,6 +251,9 @@ func (k *keptFiles) move(from, to string) error {
 	if !ok {
 		return nil
 	}
+	if err := k.notePath(th, to); err != nil {
+		return err
+	}
 	if err := os.Rename(k.keptName(fh, short), k.keptName(th, short)); err != nil {
 		return err
 	}
@@ -186,6 +264,7 @@ func (k *keptFiles) move(from, to string) error {
 	delete(k.have, fh)
 	k.have[th] = short
 	k.mu.Unlock()
+	k.forgetPath(fh)
 	return nil
 }
 
@@ -202,6 +281,12 @@ func (k *keptFiles) prune(paths map[string]bool) {
 		if !hashes[ph] {
 			_ = os.Remove(k.keptName(ph, short))
 			delete(k.have, ph)
+		}
+	}
+	for ph := range k.path {
+		if !hashes[ph] {
+			_ = os.Remove(k.pathName(ph))
+			delete(k.path, ph)
 		}
 	}
 }

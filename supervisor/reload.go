@@ -352,15 +352,21 @@ func (d *Daemon) reloadAfter(earlier *ReloadResult, first bool, req reloadAgain)
 	}
 	// At the first reload, a file refused falls back on its kept copy: what
 	// was in force of it when the last daemon stopped; so do the files of
-	// a directory refused or missing, those its jobs' records name (trial
-	// AY: every job of a jobs directory made writable by others went).
+	// a directory refused or missing (trial AY: every job of a jobs
+	// directory made writable by others went): those whose copies say
+	// their path, and those its jobs' records name, whose copy a daemon
+	// older than those files may have kept.
 	var refused []luaapi.Source
 	if first && d.kept != nil {
 		paths := slices.Sorted(maps.Keys(r.scan.Refused))
 		if dirs := r.refusedDirs(d.cfg.JobsDir); len(dirs) > 0 {
 			files, err := d.store.JobFiles()
 			if err != nil {
-				d.log.Warn("cannot read which files the jobs were declared in: the jobs of a directory refused are missing until it is fixed", "error", err)
+				d.log.Warn("cannot read which files the jobs were declared in: a file of a directory refused that a daemon before this version kept is missing until it is fixed", "error", err)
+				files = map[string]bool{}
+			}
+			for _, path := range d.kept.pathsIn(dirs) {
+				files[path] = true
 			}
 			for _, path := range slices.Sorted(maps.Keys(files)) {
 				if dirs[filepath.Dir(path)] && !slices.Contains(paths, path) {
