@@ -132,6 +132,15 @@ func (d *Daemon) serveLogs(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set(HeaderOutputFrom, "journal")
 	// --quiet: journalctl's own notes ("-- No entries --") are not the
 	// job's output; the client says when there is none.
+	var rec store.RunRecord
+	var next time.Time
+	if run != 0 {
+		var ok bool
+		if rec, next, ok = d.runOf(name, run); !ok {
+			writeError(w, http.StatusNotFound, CodeNoSuchRun, msgNoSuchRun(name, run))
+			return
+		}
+	}
 	args := []string{"--no-pager", "--quiet", "--all", "-o", "short-iso"}
 	matches := [][]string{{"SYSLOG_IDENTIFIER=" + name}}
 	if d.cfg.Units != nil {
@@ -147,11 +156,6 @@ func (d *Daemon) serveLogs(w http.ResponseWriter, r *http.Request) {
 	var window []string
 	ctx := r.Context()
 	if run != 0 {
-		rec, next, ok := d.runOf(name, run)
-		if !ok {
-			writeError(w, http.StatusNotFound, CodeNoSuchRun, msgNoSuchRun(name, run))
-			return
-		}
 		switch {
 		case !rec.End.IsZero():
 			follow = false // it writes nothing more, as with a log file

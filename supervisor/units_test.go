@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -17,9 +18,11 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"golang.org/x/sys/unix"
 
 	"github.com/berthd/berth/accounting"
 	"github.com/berthd/berth/probes"
+	"github.com/berthd/berth/supervisor/ctlsock"
 	"github.com/berthd/berth/supervisor/store"
 	"github.com/berthd/berth/supervisor/testkit"
 	"github.com/berthd/berth/supervisor/units"
@@ -1244,5 +1247,29 @@ func TestUnitsStopResumedThenDisabled(t *testing.T) {
 	}
 	if runs := runsOf(t, d, "svc"); len(runs) != 1 {
 		t.Errorf("svc's runs: %+v, want its one run", runs)
+	}
+}
+
+// TestUnitsLogsOfNoSuchRun: under journald, berth logs --run N of a run a
+// job never had says there is no such run, also for a job none of whose
+// lines the journal can be asked for (its user unknown, no unit on
+// record), which answered nothing (the last review).
+func TestUnitsLogsOfNoSuchRun(t *testing.T) {
+	t.Parallel()
+	b := newUnitsBox(t, `job "ghost" { cmd = { "/bin/true" }, user = "berth-no-such-user" }`)
+	b.tune = func(cfg *Config) { cfg.JournalSocket = filepath.Join(b.stateDir, "no-journal") }
+	d, _ := b.start()
+	<-d.loaded
+	waitJob(t, d, "ghost", "declared", func(JobStatus) bool { return true })
+	if m := d.journalMatches("ghost", ""); len(m) != 0 {
+		t.Fatalf("the journal is asked %v for a job whose user is unknown and that never ran", m)
+	}
+	r := httptest.NewRequest("GET", "/v1/jobs/ghost/logs?run=999", nil)
+	r = r.WithContext(context.WithValue(r.Context(), peerKey{}, ctlsock.Peer{Ucred: unix.Ucred{Uid: 0}}))
+	r.SetPathValue("name", "ghost")
+	w := httptest.NewRecorder()
+	d.serveLogs(w, r)
+	if w.Code != http.StatusNotFound || !strings.Contains(w.Body.String(), CodeNoSuchRun) {
+		t.Errorf("logs of run 999: %d %s, want 404 %s", w.Code, w.Body.String(), CodeNoSuchRun)
 	}
 }
