@@ -142,7 +142,10 @@ func (d *Daemon) serveLogs(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	args := []string{"--no-pager", "--quiet", "--all", "-o", "short-iso"}
-	matches := [][]string{{"SYSLOG_IDENTIFIER=" + name}}
+	// The daemon's own children write through its stream, as its user:
+	// a line another user sends under the job's name is not the job's
+	// (the review: anyone's logger -t NAME was shown as its output).
+	matches := [][]string{{"SYSLOG_IDENTIFIER=" + name, "_UID=" + strconv.Itoa(os.Geteuid())}}
 	if d.cfg.Units != nil {
 		if matches = d.journalMatches(name, owner); len(matches) == 0 {
 			// No match would be the whole journal: nothing of it is
