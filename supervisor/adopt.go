@@ -344,14 +344,15 @@ func (d *Daemon) orphans(r *reloadRun) (stop []string) {
 		}
 		a := d.adopted[name]
 		d.jobLog(name).Warn("keeping a run taken back whose job no file in force declares: a file that may declare it has errors", "run", a.rec.ID)
-		// Its own end is recorded, and gives back what it held.
-		go func() {
+		// Its own end is recorded, and gives back what it held. (Made
+		// on the loop: before Run waits for bg, once the loop is done.)
+		d.bg.Go(func() {
 			select {
 			case <-a.run.Done():
 				_, _ = d.call(context.Background(), func() any { return d.stopOrphan(name, a.run, "") })
 			case <-d.loopDone:
 			}
-		}()
+		})
 	}
 	return stop
 }
