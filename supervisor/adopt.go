@@ -392,10 +392,10 @@ func (d *Daemon) stopOrphans(names []string) {
 		delete(d.adopted, name)
 		delete(d.orphansSaid, name)
 		why := "no job file declares it any more"
-		if owner := ownerOf(name); owner != "" && d.people[owner] == nil {
-			// Their files are not read: they left while no daemon ran
-			// (trial AY: said as if the file had gone).
-			why = "its owner left the group " + d.group()
+		// Their files are not read: they left while no daemon ran (trial
+		// AY: said as if the file had gone).
+		if notRead := d.ownerNotRead(ownerOf(name)); notRead != "" {
+			why = notRead
 		}
 		d.jobLog(name).Info("stopping a run taken back whose job is no longer declared", "run", a.rec.ID, "why", why)
 		d.stopAdopted(a, why)

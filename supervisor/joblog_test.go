@@ -95,3 +95,24 @@ func enclosing(f *ast.File, pos token.Pos) string {
 	}
 	return ""
 }
+
+// TestOwnerNotRead: a person's job declared no more because their files
+// are not read says why: they left the group, or the daemon reads no one's
+// (it said they left the group of a daemon started with --user-jobs "").
+func TestOwnerNotRead(t *testing.T) {
+	t.Parallel()
+	d := &Daemon{cfg: Config{UserJobs: "/var/spool/berth", Group: "lab"}, people: map[string]*person{"alice": {name: "alice"}}}
+	for _, tt := range []struct{ owner, want string }{
+		{"", ""},
+		{"alice", ""},
+		{"bob", "its owner left the group lab"},
+	} {
+		if got := d.ownerNotRead(tt.owner); got != tt.want {
+			t.Errorf("%q: %q, want %q", tt.owner, got, tt.want)
+		}
+	}
+	d.cfg.UserJobs, d.people = "", nil
+	if got, want := d.ownerNotRead("bob"), `the daemon reads no person's job files (--user-jobs "")`; got != want {
+		t.Errorf("no one's files read: %q, want %q", got, want)
+	}
+}

@@ -47,6 +47,19 @@ func (d *Daemon) group() string {
 	return DefaultGroup
 }
 
+// ownerNotRead is why a job of owner's is declared no more where it is
+// that their files are not read: they left the group, or the daemon reads
+// no one's; "" for an administrators' job, or where their files are read.
+func (d *Daemon) ownerNotRead(owner string) string {
+	switch {
+	case owner == "" || d.people[owner] != nil:
+		return ""
+	case d.cfg.UserJobs == "":
+		return `the daemon reads no person's job files (--user-jobs "")`
+	}
+	return "its owner left the group " + d.group()
+}
+
 // account is the name of the user the daemon runs as, "" where it has
 // none.
 func (d *Daemon) account() string {

@@ -1387,8 +1387,8 @@ func (d *Daemon) apply(set *luaapi.Set, first bool) ReloadResult {
 			var why string
 			if j.arr != nil && arrays[j.arr.name] {
 				why = "its array's range no longer includes it"
-			} else if owner := j.view().Def.Owner; owner != "" && d.people[owner] == nil {
-				why = "its owner left the group " + d.group()
+			} else {
+				why = d.ownerNotRead(j.view().Def.Owner)
 			}
 			j.in.post(jobMessage{remove: true, removedWhy: why})
 			delete(d.jobs, name)
