@@ -58,10 +58,11 @@ func decideRestart(p restartPolicy, failed bool, ran time.Duration, restarts int
 		restarts, delay = 0, firstDelay
 	}
 	final := store.StateDone
-	if failed || p.wants(failed, -1) && restarts > 0 {
+	if failed || p.wants(failed, -1) {
 		// A run that failed, or one the policy would have restarted but
-		// for max_restarts, which it made: it gave up, whatever the last
-		// exit.
+		// for max_restarts: it gave up, whatever the last exit, also
+		// where max_restarts = 0 let it make none (trial AX: "always"
+		// rested done with 0 and failed with 3).
 		final = store.StateFailed
 	}
 	if !p.wants(failed, restarts) {

@@ -414,7 +414,7 @@ func TestStepRestartPolicies(t *testing.T) {
 		{"always, failure", restartPolicy{luaapi.RestartAlways, -1}, true, 0, store.StateBackoff},
 		{"max 3, third restart allowed", restartPolicy{luaapi.RestartOnFailure, 3}, true, 2, store.StateBackoff},
 		{"max 3, out of restarts", restartPolicy{luaapi.RestartOnFailure, 3}, true, 3, store.StateFailed},
-		{"max 0", restartPolicy{luaapi.RestartAlways, 0}, false, 0, store.StateDone},
+		{"always, success, max 0: it gave up, having made none", restartPolicy{luaapi.RestartAlways, 0}, false, 0, store.StateFailed},
 		{"always, success, out of restarts: it gave up", restartPolicy{luaapi.RestartAlways, 2}, false, 2, store.StateFailed},
 	}
 	for _, tt := range tests {
