@@ -460,6 +460,53 @@ func TestWaitOutlivesTheDaemon(t *testing.T) {
 	}
 }
 
+// TestWaitOutlivesTheDaemonAfterAnEdit: a job edited while it waited (its
+// command or size), whose run the daemon's going away then cut short,
+// queues again in the next daemon from when it first waited, ahead of a
+// job that came after it (trial AZ: the record first written as it ran
+// said its run's start, and it went behind).
+func TestWaitOutlivesTheDaemonAfterAnEdit(t *testing.T) {
+	t.Parallel()
+	clk := clock.NewFake(time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC))
+	lives := daemonLives{t: t, jobs: `job "holder" { cmd = "sleep 600", cpus = 2 }`, tune: func(cfg *Config) {
+		cfg.Clock, cfg.bornHold = clk, time.Minute
+	}}
+	d, stop := lives.start()
+	waitJob(t, d, "holder", "running", func(js JobStatus) bool { return js.State == "running" })
+	write := func(file, src string) {
+		t.Helper()
+		testkit.PutFile(t, filepath.Join(lives.jobsDir, file), src)
+		reload(t, d)
+	}
+	clk.Advance(time.Minute)
+	write("first.lua", `job "first" { cmd = "sleep 600", cpus = 2 }`)
+	waitJob(t, d, "first", "waiting", func(js JobStatus) bool { return js.State == "waiting" })
+	clk.Advance(time.Minute)
+	write("first.lua", `job "first" { cmd = "sleep 600", cpus = 2, env = { EDITED = "1" } }`)
+	waitJob(t, d, "first", "waiting, edited", func(js JobStatus) bool { return js.State == "waiting" })
+	clk.Advance(time.Minute)
+	write("jobs.lua", ``)
+	waitJob(t, d, "first", "running", func(js JobStatus) bool { return js.State == "running" })
+	clk.Advance(time.Minute)
+	write("later.lua", `job "later" { cmd = "sleep 600", cpus = 2 }`)
+	waitJob(t, d, "later", "waiting", func(js JobStatus) bool { return js.State == "waiting" })
+	lives.stopped(stop)
+
+	clk.Advance(time.Minute)
+	d, stop = lives.start()
+	defer lives.stopped(stop)
+	var waiting []accounting.Waiter
+	testkit.WaitFor(t, 20*time.Second, "one of them to run and the other to wait", func() bool {
+		waiting = d.placer.Waiting()
+		first, _ := d.jobStatus("first")
+		later, _ := d.jobStatus("later")
+		return len(waiting) == 1 && (first.State == "running" || later.State == "running")
+	})
+	if w := waiting[0]; w.Holder != "later" {
+		t.Errorf("%s waits, since %v; want later, which came after first began to wait", w.Holder, w.Since)
+	}
+}
+
 // TestRemovedWaitIsForgotten: a waiting job whose file is removed and
 // put back is a new arrival: it waits from when it came back, behind those
 // that came meanwhile, and not from when it first began to wait; so too

@@ -1613,16 +1613,18 @@ func (j *job) record() store.JobRecord {
 	if j.life.state == store.StateDone || j.life.beneath == store.StateDone {
 		j.doneFP = cmp.Or(j.runMark, j.mark())
 	}
+	state := j.life.recorded()
 	changed := j.life.since
-	if j.life.state == store.StateWaiting && !j.waitingAt.IsZero() && j.waitingAt.Before(changed) {
+	if state != store.StateBackoff && !resting(state) && !j.waitingAt.IsZero() && j.waitingAt.Before(changed) {
 		// A wait that began in the last daemon goes on: the next one
 		// takes it up from its start too, and the job keeps its place in
-		// line however often the daemon starts, also where its run is
-		// cut short by the daemon going away (the record of a passing
-		// state is written only when it first passes).
+		// line however often the daemon starts. So does the wait of a
+		// run the daemon's going away cuts short: a record first written
+		// as it runs (its definition edited while it waited, trial AZ)
+		// says when the wait for it began, as the wait's own record did.
 		changed = j.waitingAt
 	}
-	rec := store.JobRecord{Name: j.name, State: j.life.recorded(), Fingerprint: fp, DoneFingerprint: j.doneFP,
+	rec := store.JobRecord{Name: j.name, State: state, Fingerprint: fp, DoneFingerprint: j.doneFP,
 		Restarts: j.life.recordedRestarts(), Changed: changed, File: j.def.Pos.File}
 	rec.StoppedAll = j.stoppedAll && rec.State == store.StateStopped
 	if rec.State == store.StateInvalid || rec.State == store.StateUnplaceable {
