@@ -41,7 +41,7 @@ flavor "small" { cpus = 1, ram = "64M" }
 job "hello" { cmd = { "sh", "-c", "echo hello from the job" }, flavor = "small" }
 ` + service("svc", ""),
 	})
-	d.start(daemonOptions{args: []string{"--cpus", "4", "--gpus", "2"}})
+	d.start(daemonOptions{args: []string{"--cpus", "4", "--gpus", "2", "--gpu-mem", "16G"}})
 	d.waitState("hello", "done")
 	d.waitState("svc", "running")
 
@@ -59,7 +59,9 @@ job "hello" { cmd = { "sh", "-c", "echo hello from the job" }, flavor = "small" 
 		{[]string{"flavors"}, "small", &[]supervisor.FlavorView{}},
 		{[]string{"version"}, "\ndaemon " + version + " (pid ", &versionJSON{}},
 		// Its books are not this machine's probe: it says which it places against.
-		{[]string{"machine"}, "the daemon's books differ from what is found above: 4 cores, 2 cards", &machineJSON{}},
+		{[]string{"machine"}, "the daemon's books differ from what is found above: 4 cores, 2 cards of 16G", &machineJSON{}},
+		// And what each card has for shares, by its books (trial AZ).
+		{[]string{"machine"}, "\n  card 1  free  16G for shares\n", &machineJSON{}},
 	} {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
 			out, errOut, code := d.cli(tt.args...)

@@ -301,9 +301,9 @@ func runMachine(c *cli, args []string) int {
 	printMachine(c.stdout, inv, c.cardUse)
 	if held != nil {
 		fmt.Fprintln(c.stdout)
-		if m := held.Machine; m.CPUs != inv.CPUs || len(m.Cards) != len(inv.GPUs) || !sameRAM(m.RAMBytes, inv.RAM) {
-			// The daemon was told otherwise (--cpus, --gpus, --ram): its
-			// books are what a job is placed against.
+		if m := held.Machine; m.CPUs != inv.CPUs || len(m.Cards) != len(inv.GPUs) || !sameRAM(m.RAMBytes, inv.RAM) || !sameCardMemory(m.Cards, inv.GPUMem) {
+			// The daemon was told otherwise (--cpus, --gpus, --ram,
+			// --gpu-mem): its books are what a job is placed against.
 			fmt.Fprintln(c.stdout, msgBooksDiffer(m))
 		}
 		renderHolders(c.stdout, held.Machine, c.render(held.Now))
@@ -327,6 +327,21 @@ func (c *cli) writeJSON(v any) int {
 
 // sameRAM reports whether the daemon's memory (nil: unknown) is the
 // probe's.
+// sameCardMemory says whether the daemon's books give its cards the
+// memory for shares probed here (none known on either side is the same).
+func sameCardMemory(cards []supervisor.CardStatus, probed []int64) bool {
+	for i, c := range cards {
+		var here int64
+		if i < len(probed) {
+			here = probed[i]
+		}
+		if c.ShareOfBytes == nil && here != 0 || c.ShareOfBytes != nil && *c.ShareOfBytes != here {
+			return false
+		}
+	}
+	return true
+}
+
 func sameRAM(daemon *int64, probed probes.Memory) bool {
 	if daemon == nil || !probed.Known {
 		return daemon == nil && !probed.Known

@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -326,8 +327,54 @@ func msgBooksDiffer(m supervisor.MachineStatus) string {
 	if m.RAMBytes != nil {
 		ram = accounting.FormatSize(*m.RAMBytes) + " of memory"
 	}
-	return fmt.Sprintf("the daemon's books differ from what is found above: %s, %s and %s (its --cpus, --gpus or --ram, or its own CUDA_VISIBLE_DEVICES, CPU set or memory limit); jobs are placed against its books",
-		count(m.CPUs, "core"), count(len(m.Cards), "card"), ram)
+	return fmt.Sprintf("the daemon's books differ from what is found above: %s, %s and %s (its --cpus, --gpus, --ram or --gpu-mem, or its own CUDA_VISIBLE_DEVICES, CPU set or memory limit); jobs are placed against its books",
+		count(m.CPUs, "core"), count(len(m.Cards), "card")+cardsMemory(m.Cards), ram)
+}
+
+// cardsMemory is what the books give cards for shares, as msgBooksDiffer
+// says it after their count: " of 16G", " of 16G, 24G"; "" where it is
+// unknown.
+func cardsMemory(cards []supervisor.CardStatus) string {
+	var sizes []string
+	for _, c := range cards {
+		if c.ShareOfBytes == nil {
+			return ""
+		}
+		sizes = append(sizes, accounting.FormatSize(*c.ShareOfBytes))
+	}
+	if len(sizes) == 0 {
+		return ""
+	}
+	if len(slices.Compact(slices.Clone(sizes))) == 1 {
+		return " of " + sizes[0]
+	}
+	return " (" + strings.Join(sizes, ", ") + ")"
+}
+
+// msgCardBooks is what the books give card c for shares by memory, as
+// berth machine's line of it says: "16G for shares", "5G of 16G booked by
+// shares; 11G left for another", "16G" where a job holds it whole; ""
+// where its memory is unknown.
+func msgCardBooks(c supervisor.CardStatus) string {
+	if c.ShareOfBytes == nil {
+		return ""
+	}
+	total := accounting.FormatSize(*c.ShareOfBytes)
+	switch {
+	case c.Holder != "":
+		return total
+	case len(c.Shares) == 0:
+		return total + " for shares"
+	}
+	var booked int64
+	for _, sh := range c.Shares {
+		booked += sh.Bytes
+	}
+	s := accounting.FormatSize(booked) + " of " + total + " booked by shares"
+	if c.RoomBytes != nil {
+		s += "; " + accounting.FormatSize(*c.RoomBytes) + " left for another"
+	}
+	return s
 }
 
 // msgYourQuota is a person's quota and what their jobs hold of it, for

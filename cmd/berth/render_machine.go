@@ -32,9 +32,11 @@ func renderHolders(w io.Writer, m supervisor.MachineStatus, o renderOptions) {
 		}
 		return cardHolder(c)
 	}
+	booksWidth := 0
 	for _, c := range m.Cards {
 		text, _ := holderOf(c)
 		holderWidth = max(holderWidth, runeLen(text))
+		booksWidth = max(booksWidth, runeLen(msgCardBooks(c)))
 	}
 	lead := func(key string) textSpan {
 		return plainSpan("  " + key + strings.Repeat(" ", keyWidth-runeLen(key)+2))
@@ -47,10 +49,24 @@ func renderHolders(w io.Writer, m supervisor.MachineStatus, o renderOptions) {
 	for i, c := range m.Cards {
 		holder := styledSpan(holderOf(c))
 		l := ln(lead(keys[2+i]), holder)
+		// The memory the books give it for shares (NVML's, or --gpu-mem:
+		// trial AZ, a share refused for its size pointed here, and it was
+		// not said), and what shares booked of it.
+		books := msgCardBooks(c)
+		if books != "" {
+			l = append(l, plainSpan(strings.Repeat(" ", holderWidth-runeLen(holder.text)+2)), plainSpan(books))
+		}
 		// A card the daemon names otherwise than by its index (a UUID, a MIG
 		// instance, "2" under CUDA_VISIBLE_DEVICES=2,3) says its name too.
 		if c.Name != strconv.Itoa(i) {
-			l = append(l, plainSpan(strings.Repeat(" ", holderWidth-runeLen(holder.text)+2)), styledSpan(c.Name, sgrDim))
+			pad := holderWidth - runeLen(holder.text) + 2
+			if booksWidth > 0 {
+				pad = booksWidth - runeLen(books) + 2
+				if books == "" {
+					pad += holderWidth - runeLen(holder.text) + 2
+				}
+			}
+			l = append(l, plainSpan(strings.Repeat(" ", pad)), styledSpan(c.Name, sgrDim))
 		}
 		out = append(out, l)
 	}

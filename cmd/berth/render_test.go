@@ -320,6 +320,9 @@ func sharesBox() supervisor.Status {
 	cards[0].RoomBytes = ptr(4 * gib)
 	cards[2].Shares = []supervisor.CardShare{{Holder: "embed", Bytes: 20 * gib}}
 	cards[2].RoomBytes = ptr(2 * gib)
+	for i := range cards {
+		cards[i].ShareOfBytes = ptr(24 * gib)
+	}
 	run := uint64(59)
 	share := func(name, owner, card string, share, used int64) supervisor.JobStatus {
 		run++
