@@ -1146,6 +1146,12 @@ func msgGPUMemOver(asked int64, card string, has int64) string {
 // another share: "card 0 shared: a 10G, b 10G; 4G left for another", and
 // what the head of the queue keeps of it.
 func msgCardShares(c supervisor.CardStatus) string {
+	if len(c.Shares) == 0 && c.KeptFor != "" && c.RoomBytes != nil && c.ShareOfBytes != nil {
+		// Free, but for what the head keeps of it (trial AZ: "free",
+		// and nothing said).
+		return fmt.Sprintf("card %s: %s kept for %s, first in line; %s left for another",
+			c.Name, accounting.FormatSize(*c.ShareOfBytes-*c.RoomBytes), c.KeptFor, accounting.FormatSize(*c.RoomBytes))
+	}
 	parts := make([]string, len(c.Shares))
 	for i, sh := range c.Shares {
 		parts[i] = sh.Holder + " " + accounting.FormatSize(sh.Bytes)

@@ -72,6 +72,7 @@ func TestMessages(t *testing.T) {
 		msgCardShares(supervisor.CardStatus{Name: "0", Shares: []supervisor.CardShare{{Holder: "infer", Bytes: 10 << 30}, {Holder: "alice/notebook", Owner: "alice", Bytes: 10 << 30}},
 			RoomBytes: ptr(int64(4 << 30))}),
 		msgCardShares(supervisor.CardStatus{Name: "3", Shares: []supervisor.CardShare{{Holder: "s4", Bytes: 50 << 30}}, RoomBytes: ptr(int64(0)), KeptFor: "w1"}),
+		msgCardShares(supervisor.CardStatus{Name: "1", ShareOfBytes: ptr(int64(16 << 30)), RoomBytes: ptr(int64(12 << 30)), KeptFor: "s"}),
 		msgCardShares(supervisor.CardStatus{Name: "0", Shares: []supervisor.CardShare{{Holder: "big", Bytes: 30 << 30}}, RoomBytes: ptr(int64(10 << 30)), KeptFor: "head"}),
 		msgOverShare(supervisor.JobStatus{GPUs: []string{"1"}, GPUMemBytes: 10 << 30, GPUMemUsedBytes: ptr(int64(12 << 30))}),
 		msgRanOverShare(12<<30, 10<<30),

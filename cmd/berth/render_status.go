@@ -388,7 +388,8 @@ func foreignUse(cards []supervisor.CardStatus, width int) []textLine {
 func cardShares(cards []supervisor.CardStatus, width int) []textLine {
 	var out []textLine
 	for _, c := range cards {
-		if len(c.Shares) > 0 {
+		partKept := c.KeptFor != "" && c.RoomBytes != nil && *c.RoomBytes > 0
+		if len(c.Shares) > 0 || partKept {
 			out = append(out, wrapWords(msgCardShares(c), width, "  ", "    ", sgrDim)...)
 		}
 	}

@@ -917,3 +917,25 @@ func TestRenderStatusLoading(t *testing.T) {
 		t.Errorf("status while loading:\n%s", out)
 	}
 }
+
+// TestCardSharesPartKept: a card no one shares, part of which the head of
+// the queue keeps for its share, says so below the grid, where its cell
+// says free (trial AZ); a card free whole says nothing.
+func TestCardSharesPartKept(t *testing.T) {
+	gib := accounting.GiB
+	cards := []supervisor.CardStatus{
+		{Name: "0", ShareOfBytes: ptr(16 * gib), RoomBytes: ptr(12 * gib), KeptFor: "s"},
+		{Name: "1", ShareOfBytes: ptr(16 * gib), RoomBytes: ptr(16 * gib)},
+	}
+	var got []string
+	for _, l := range cardShares(cards, 80) {
+		var b strings.Builder
+		for _, sp := range l {
+			b.WriteString(sp.text)
+		}
+		got = append(got, b.String())
+	}
+	if want := []string{"  card 0: 4G kept for s, first in line; 12G left for another"}; !slices.Equal(got, want) {
+		t.Errorf("lines below the grid: %q, want %q", got, want)
+	}
+}
