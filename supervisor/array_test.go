@@ -782,6 +782,53 @@ job "agg" { cmd = "true", cpus = 0, after = "kid" }`
 	}
 }
 
+// TestArrayGrownKeepsItsDependantDone: a job after an array that grows
+// stays done, out of date after it, until its new indices have run to
+// done, and then runs again, once; grown and shrunk back before they
+// have, it does not run again (trial BA: it went back to waiting at the
+// grow, and ran again after the shrink). Nor does it after a shrink.
+func TestArrayGrownKeepsItsDependantDone(t *testing.T) {
+	t.Parallel()
+	d, dir := runDaemon(t, "", nil)
+	path, go3 := filepath.Join(dir, "jobs.lua"), filepath.Join(t.TempDir(), "go3")
+	files := func(n int) {
+		t.Helper()
+		testkit.PutFile(t, path, fmt.Sprintf(`job "sw" { cmd = { "sh", "-c", "test $BERTH_ARRAY_INDEX != 3 || while [ ! -e %s ]; do sleep 0.05; done" }, cpus = 0, array = %d }
+job "sum" { cmd = "true", cpus = 0, after = "sw" }`, go3, n))
+		reload(t, d)
+	}
+	sized := func(n int) func(JobStatus) bool {
+		return func(js JobStatus) bool { return js.State == "done" && js.Array != nil && js.Array.Size == n }
+	}
+	files(2)
+	waitJob(t, d, "sum", "done", func(js JobStatus) bool { return js.State == "done" })
+	files(3)
+	waitJob(t, d, "sw[3]", "running", func(js JobStatus) bool { return js.State == "running" })
+	if js := waitJob(t, d, "sum", "out of date after sw", func(js JobStatus) bool { return js.RunsAgainAfter != "" }); js.State != "done" || js.RunsAgainAfter != "sw" {
+		t.Errorf("sum while sw's new index runs: %s, after %q; want done, out of date after sw", js.State, js.RunsAgainAfter)
+	}
+	files(2)
+	waitJob(t, d, "sw", "done, shrunk back", sized(2))
+	if js := waitJob(t, d, "sum", "up to date", func(js JobStatus) bool { return js.RunsAgainAfter == "" }); js.State != "done" {
+		t.Errorf("sum once sw is back to the indices its run followed: %s", js.State)
+	}
+	files(1)
+	waitJob(t, d, "sw", "done, shrunk", sized(1))
+	if js, _ := d.jobStatus("sum"); js.State != "done" || js.RunsAgainAfter != "" {
+		t.Errorf("sum after sw shrank: %s, after %q; want done, up to date", js.State, js.RunsAgainAfter)
+	}
+	files(3)
+	if err := writeFile(go3, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	waitJob(t, d, "sw", "done, grown", sized(3))
+	waitRuns(t, d, "sum", 2)
+	waitJob(t, d, "sum", "done again", func(js JobStatus) bool { return js.State == "done" && js.RunsAgainAfter == "" })
+	if runs := runsOf(t, d, "sum"); len(runs) != 2 {
+		t.Errorf("sum ran %d times, want twice: once at first, once after sw[3] ran to done", len(runs))
+	}
+}
+
 // TestArrayRetryAt: an array with indices in backoff says when the first
 // of them runs again, as a job in backoff does.
 func TestArrayRetryAt(t *testing.T) {

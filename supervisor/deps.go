@@ -3,8 +3,10 @@ package supervisor
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -131,11 +133,16 @@ func (g *depGraph) post(name string, m jobMessage) {
 	}
 }
 
-// record is parentRecords's lookup in the graph: a job's done record,
-// whether it is a service, and whether the graph has it.
+// record is parentRecords's lookup in the graph: a job's done record (an
+// array's with its range, spanned), whether it is a service, and whether
+// the graph has it.
 func (g *depGraph) record(name string) (record string, service, known bool) {
 	v, ok := g.view(name)
-	return v.DoneFP, ok && v.Def != nil && v.Def.Restart == luaapi.RestartAlways, ok
+	record = v.DoneFP
+	if g != nil && g.arrays[name] != nil && v.Def != nil && v.Def.Array != nil {
+		record = spanned(record, *v.Def.Array)
+	}
+	return record, ok && v.Def != nil && v.Def.Restart == luaapi.RestartAlways, ok
 }
 
 // runsAgain says whether a job done, in view v, runs again after its
@@ -309,11 +316,11 @@ func parentsOf(g *depGraph, def *luaapi.Job) []Dependency {
 // job named is the first of the chain to run again. memo keeps what was
 // found for each name (the graph is acyclic: cycles are refused).
 func (g *depGraph) behind(name string, memo map[string]string) string {
-	return g.walkAfter(name, memo, func(child, _ string, pv jobView, declared bool, was string, named bool) (string, bool) {
+	return g.walkAfter(name, memo, func(child, p string, pv jobView, declared bool, was string, named bool) (string, bool) {
 		if !declared {
 			return "", false // renewing's to say
 		}
-		if named && was != digest(pv.DoneFP) {
+		if r, _, _ := g.record(p); named && parentMoved(was, r) {
 			return child, true
 		}
 		return "", true
@@ -346,13 +353,18 @@ func (g *depGraph) renewing(name string, memo map[string]string) string {
 		if pv.Redefining {
 			return p, false // a new definition on its way: it runs that
 		}
+		if _, span, ok := strings.Cut(was, "@"); ok && pv.Def.Array != nil && grew(span, *pv.Def.Array) {
+			// An array grown: its new indices run to done first (trial
+			// BA: its dependant went back to waiting meanwhile).
+			return p, false
+		}
 		if pv.State == store.StateDone {
 			return "", true
 		}
 		// Running it, waiting to, or resting short of done (failed,
 		// stopped): once it has run to done, name runs again.
 		parents, known := parentRecords(pv.Def, g.record)
-		if known && named && was != digest(doneMark(pv.Def.ProcessFingerprint(), parents)) {
+		if wasDigest, _, _ := strings.Cut(was, "@"); known && named && wasDigest != digest(doneMark(pv.Def.ProcessFingerprint(), parents)) {
 			return p, false
 		}
 		// The definition name's run followed, after the same parents: a
@@ -442,6 +454,12 @@ func gate(facts []Dependency) bool {
 // doneMark is the record for process fingerprint fp run after parents
 // (name → the parent's own done record).
 func doneMark(fp string, parents map[string]string) string {
+	return markOf(fp, parents, func(_, r string) string { return parentDigest(r) })
+}
+
+// markOf is the record for process fingerprint fp run after parents, each
+// parent written as what(name, its done record) says.
+func markOf(fp string, parents map[string]string, what func(name, record string) string) string {
 	if len(parents) == 0 {
 		return fp
 	}
@@ -451,9 +469,67 @@ func doneMark(fp string, parents map[string]string) string {
 		b.WriteString("|")
 		b.WriteString(n)
 		b.WriteString("=")
-		b.WriteString(digest(parents[n]))
+		b.WriteString(what(n, parents[n]))
 	}
 	return b.String()
+}
+
+// spanned is an array's done record with the range of indices it is made
+// of (record@FROM-TO), as a dependant's record keeps it (parentDigest):
+// an array whose new indices ran to done is a parent that ran something
+// new, though its record (the definition's, where its indices agree) is
+// the same (trial BA). "" stays "": not every index has run to done.
+func spanned(record string, span luaapi.Range) string {
+	if record == "" {
+		return ""
+	}
+	return record + "@" + strconv.Itoa(span.From) + "-" + strconv.Itoa(span.To)
+}
+
+// parentDigest is a parent's done record (an array's spanned) as a
+// dependant's record holds it: its digest, and an array's range.
+func parentDigest(r string) string {
+	base, span, ok := strings.Cut(r, "@") // a record holds no "@" but spanned's
+	if !ok {
+		return digest(r)
+	}
+	return digest(base) + "@" + span
+}
+
+// parentMoved reports whether a parent of which a dependant's record
+// holds was (parentDigest) ran something new to done since, its done
+// record r now: another definition, or an array indices beyond the range
+// was says. An array grown, with no done record until its new indices
+// have run, has not yet: a dependant done stays done meanwhile, and one
+// its record says nothing of the range of (written before ranges were
+// kept) runs again after it, as it did.
+func parentMoved(was, r string) bool {
+	wasDigest, wasSpan, spanKnown := strings.Cut(was, "@")
+	if r == "" {
+		return !spanKnown && was != ""
+	}
+	base, _, _ := strings.Cut(r, "@")
+	if wasDigest != digest(base) {
+		return true
+	}
+	if _, span, ok := strings.Cut(r, "@"); ok && spanKnown {
+		var now luaapi.Range
+		if _, err := fmt.Sscanf(span, "%d-%d", &now.From, &now.To); err != nil {
+			return true
+		}
+		return grew(wasSpan, now)
+	}
+	return false
+}
+
+// grew reports whether range now has indices the range span (FROM-TO)
+// lacks; true where span cannot be read.
+func grew(span string, now luaapi.Range) bool {
+	var was luaapi.Range
+	if _, err := fmt.Sscanf(span, "%d-%d", &was.From, &was.To); err != nil {
+		return true
+	}
+	return now.From < was.From || now.To > was.To
 }
 
 // stillDone reports whether a job done as recorded is still done for
@@ -462,19 +538,26 @@ func doneMark(fp string, parents map[string]string) string {
 // another record ran a new definition since: not done. A parent it does
 // not name was added to after since the run, and a parent no longer named
 // was removed: after is policy, an edit applies in place, so the job stays
-// done, and the record follows the parents now named.
+// done, and the record follows the parents now named, keeping what it
+// holds of those it named (an array shrunk, or grown with its new indices
+// still to run, is as the run followed it).
 func stillDone(recorded, fp string, parents map[string]string) (bool, string) {
 	if recordFP(recorded) != fp || parentsMoved(recorded, parents) {
 		return false, recorded
 	}
-	return true, doneMark(fp, parents)
+	return true, markOf(fp, parents, func(n, r string) string {
+		if was, ok := recordParent(recorded, n); ok {
+			return was
+		}
+		return parentDigest(r)
+	})
 }
 
-// parentsMoved reports whether a parent that record names has another
-// done record now (parents: name → its done record).
+// parentsMoved reports whether a parent that record names ran something
+// new to done since (parents: name → its done record now; parentMoved).
 func parentsMoved(record string, parents map[string]string) bool {
 	for n, r := range parents {
-		if old, ok := recordParent(record, n); ok && old != digest(r) {
+		if was, ok := recordParent(record, n); ok && parentMoved(was, r) {
 			return true
 		}
 	}

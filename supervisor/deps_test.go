@@ -341,3 +341,43 @@ func TestStatusAfterShown(t *testing.T) {
 		}
 	}
 }
+
+// TestParentMoved: what a dependant's record holds of a parent against
+// the parent's done record now. An array's record carries its range: new
+// indices run to done are something new, a range shrunk or grown with its
+// new indices still to run (no record) is not; a record written before
+// ranges were kept reads as before (trial BA).
+func TestParentMoved(t *testing.T) {
+	t.Parallel()
+	arr := func(from, to int) string { return spanned("X", luaapi.Range{From: from, To: to}) }
+	for _, tt := range []struct {
+		name   string
+		was, r string
+		moved  bool
+	}{
+		{"a job, the same", parentDigest("p1"), "p1", false},
+		{"a job, a new definition", parentDigest("p1"), "p2", true},
+		{"a job never done, run past", "", "", false},
+		{"a job never done, run past, done since", "", "p1", true},
+		{"an array, the same", parentDigest(arr(1, 2)), arr(1, 2), false},
+		{"an array, a new definition", parentDigest(arr(1, 2)), spanned("Y", luaapi.Range{From: 1, To: 2}), true},
+		{"an array shrunk", parentDigest(arr(1, 2)), arr(1, 1), false},
+		{"an array grown, its new indices done", parentDigest(arr(1, 2)), arr(1, 3), true},
+		{"an array grown below", parentDigest(arr(2, 3)), arr(1, 3), true},
+		{"an array grown, its new indices to run", parentDigest(arr(1, 2)), "", false},
+		{"an array, a record before ranges, the same", parentDigest("X"), arr(1, 3), false},
+		{"an array, a record before ranges, grown", parentDigest("X"), "", true},
+	} {
+		if got := parentMoved(tt.was, tt.r); got != tt.moved {
+			t.Errorf("%s: parentMoved(%q, %q) = %v, want %v", tt.name, tt.was, tt.r, got, tt.moved)
+		}
+	}
+	// Still done beside an array shrunk, or grown with its new indices to
+	// run: the record keeps the range its run followed.
+	rec := doneMark("fp", map[string]string{"sw": arr(1, 2)})
+	for _, now := range []string{arr(1, 1), ""} {
+		if ok, keep := stillDone(rec, "fp", map[string]string{"sw": now}); !ok || keep != rec {
+			t.Errorf("sw now %q: (%v, %q), want (true, %q)", now, ok, keep, rec)
+		}
+	}
+}

@@ -1902,7 +1902,7 @@ func (d *Daemon) storedParents(def *luaapi.Job, set *luaapi.Set) map[string]stri
 		}
 		def := &set.Jobs[i]
 		if def.Array != nil {
-			return d.storedArrayRecord(def, set), false, true
+			return spanned(d.storedArrayRecord(def, set), *def.Array), false, true
 		}
 		return d.storedDone(n, def, set), false, true
 	})
