@@ -546,9 +546,12 @@ func stillDone(recorded, fp string, parents map[string]string) (bool, string) {
 		return false, recorded
 	}
 	return true, markOf(fp, parents, func(n, r string) string {
-		if was, ok := recordParent(recorded, n); ok {
+		if was, ok := recordParent(recorded, n); ok && (r == "" || strings.Contains(was, "@") || !strings.Contains(r, "@")) {
 			return was
 		}
+		// New to the record; or an array's, written before its range
+		// was kept, which now says it (the range the run followed is
+		// that one: the array is as it was).
 		return parentDigest(r)
 	})
 }

@@ -345,8 +345,11 @@ func TestStatusAfterShown(t *testing.T) {
 // TestParentMoved: what a dependant's record holds of a parent against
 // the parent's done record now. An array's record carries its range: new
 // indices run to done are something new, a range shrunk or grown with its
-// new indices still to run (no record) is not; a record written before
-// ranges were kept reads as before (trial BA).
+// new indices still to run (no record) is not, nor is an array with no
+// record for a moment as its file goes or comes back (trial BA H1: its
+// dependant ran again, at times, each way); a record written before
+// ranges were kept reads as before, and takes the range once it is read
+// beside the array as it was (trial BA).
 func TestParentMoved(t *testing.T) {
 	t.Parallel()
 	arr := func(from, to int) string { return spanned("X", luaapi.Range{From: from, To: to}) }
@@ -371,6 +374,12 @@ func TestParentMoved(t *testing.T) {
 		if got := parentMoved(tt.was, tt.r); got != tt.moved {
 			t.Errorf("%s: parentMoved(%q, %q) = %v, want %v", tt.name, tt.was, tt.r, got, tt.moved)
 		}
+	}
+	// A record written before ranges were kept takes the range of the
+	// array as it is, the same.
+	legacy := doneMark("fp", map[string]string{"sw": "X"})
+	if ok, keep := stillDone(legacy, "fp", map[string]string{"sw": arr(1, 2)}); !ok || keep != doneMark("fp", map[string]string{"sw": arr(1, 2)}) {
+		t.Errorf("a record before ranges: (%v, %q)", ok, keep)
 	}
 	// Still done beside an array shrunk, or grown with its new indices to
 	// run: the record keeps the range its run followed.
