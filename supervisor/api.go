@@ -506,8 +506,13 @@ func (d *Daemon) controlArray(w http.ResponseWriter, r *http.Request, c caller, 
 	}()
 	var refused refusal
 	var invalid string
-	for _, j := range a.jobs() {
+	stopped := 0 // of a stop: the indices that rest stopped, or will
+	jobs := a.jobs()
+	for _, j := range jobs {
 		v := j.view()
+		if ev == evStop && (v.State == store.StateStopped || v.RestsStopped) {
+			stopped++
+		}
 		switch {
 		case failedOnly && v.State != store.StateFailed,
 			// Of every job, a stopping index that rests stopped once
@@ -539,6 +544,15 @@ func (d *Daemon) controlArray(w http.ResponseWriter, r *http.Request, c caller, 
 		}
 		j.in.post(jobMessage{ev: &event{kind: ev}, ignoreDeps: ignoreDeps, all: all})
 		ans.Indices++
+		if ev == evStop && v.State == store.StateDone {
+			// Done, and to run again after its parents (the others
+			// done are left): it rests stopped instead, as a job does
+			// (trial BA).
+			ans.HeldFromRerun = true
+		}
+	}
+	if ev == evStop && ans.Indices == 0 && len(jobs) > 0 && stopped == len(jobs) {
+		ans.Already = store.StateStopped.String() // as of a job (trial BA: "no index to stop")
 	}
 	if ans.Indices == 0 && refused != refuseNone && !all {
 		writeError(w, http.StatusConflict, refused.code(), msgRefused(verb, a.name, refused, invalid))

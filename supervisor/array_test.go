@@ -912,3 +912,42 @@ func TestArrayStoppingKillAt(t *testing.T) {
 		t.Errorf("sw stopping: kill_at %v, want 5 s from its stop", js.KillAt)
 	}
 }
+
+// TestArrayStopHeldFromRerun: a stop of an array done that was to run
+// again after its parent says it is held from that run, as a job's does,
+// and a second says it is stopped already (trial BA: "no index to stop").
+func TestArrayStopHeldFromRerun(t *testing.T) {
+	t.Parallel()
+	d, dir := runDaemon(t, "", nil)
+	path, next := filepath.Join(dir, "jobs.lua"), filepath.Join(t.TempDir(), "next")
+	const arr = `job "arr" { cmd = "true", cpus = 0, after = "p", array = 2 }`
+	testkit.PutFile(t, path, `job "p" { cmd = "true", cpus = 0 }`+"\n"+arr)
+	reload(t, d)
+	waitJob(t, d, "arr", "done", func(js JobStatus) bool { return js.State == "done" })
+	testkit.PutFile(t, path, `job "p" { cmd = { "sh", "-c", "while [ ! -e `+next+` ]; do sleep 0.05; done" }, cpus = 0 }`+"\n"+arr)
+	reload(t, d)
+	waitJob(t, d, "arr", "out of date after p", func(js JobStatus) bool { return js.RunsAgainAfter == "p" })
+	stop := func() ControlAnswer {
+		t.Helper()
+		code, body := as(t, d, "root", "POST", jobPath("arr")+"/stop")
+		var ans ControlAnswer
+		if err := json.Unmarshal([]byte(body), &ans); code != 200 || err != nil {
+			t.Fatalf("stop arr: %d %s", code, body)
+		}
+		return ans
+	}
+	if ans := stop(); !ans.HeldFromRerun || ans.Already != "" || ans.Indices != 2 {
+		t.Errorf("stop of arr, done and to run again after p: %+v, want held_from_rerun, 2 indices", ans)
+	}
+	waitJob(t, d, "arr", "stopped", func(js JobStatus) bool { return js.State == "stopped" })
+	if ans := stop(); ans.Already != "stopped" || ans.HeldFromRerun || ans.Indices != 0 {
+		t.Errorf("stop of arr stopped: %+v, want already stopped", ans)
+	}
+	if err := writeFile(next, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	waitJob(t, d, "p", "done", func(js JobStatus) bool { return js.State == "done" })
+	if js, _ := d.jobStatus("arr"); js.State != "stopped" {
+		t.Errorf("arr once p is done: %s, want stopped, held from its rerun", js.State)
+	}
+}

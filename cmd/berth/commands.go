@@ -578,7 +578,7 @@ func control(verb string) func(c *cli, args []string) int {
 			fmt.Fprintln(c.stdout, escapeText(msgHeld(verb, job, ans.File, ans.HeldBy, time.Now())))
 		case len(ans.HeldBy) > 0:
 			fmt.Fprintln(c.stdout, escapeText(msgHeld(verb, job, ans.File, ans.HeldBy, time.Now())))
-		case ans.Already != "" && !ans.Array && ans.Requested != "start stopped":
+		case ans.Already != "" && ans.Requested != "start stopped":
 			fmt.Fprintln(c.stdout, escapeText(msgAlready(ans.Job, ans.Already)))
 		case ans.HeldFromRerun:
 			fmt.Fprintln(c.stdout, escapeText(msgHeldFromRerun(job)))
