@@ -506,12 +506,16 @@ func (d *Daemon) controlArray(w http.ResponseWriter, r *http.Request, c caller, 
 	}()
 	var refused refusal
 	var invalid string
-	stopped := 0 // of a stop: the indices that rest stopped, or will
+	// Of a stop: how the indices rest (stopped: or will), and how many
+	// of those it stops were done, held from their rerun.
+	rests, held := map[store.State]int{}, 0
 	jobs := a.jobs()
 	for _, j := range jobs {
 		v := j.view()
-		if ev == evStop && (v.State == store.StateStopped || v.RestsStopped) {
-			stopped++
+		if ev == evStop && resting(v.State) {
+			rests[v.State]++
+		} else if ev == evStop && v.RestsStopped {
+			rests[store.StateStopped]++
 		}
 		switch {
 		case failedOnly && v.State != store.StateFailed,
@@ -545,14 +549,17 @@ func (d *Daemon) controlArray(w http.ResponseWriter, r *http.Request, c caller, 
 		j.in.post(jobMessage{ev: &event{kind: ev}, ignoreDeps: ignoreDeps, all: all})
 		ans.Indices++
 		if ev == evStop && v.State == store.StateDone {
-			// Done, and to run again after its parents (the others
-			// done are left): it rests stopped instead, as a job does
-			// (trial BA).
-			ans.HeldFromRerun = true
+			held++ // done, and to run again after its parents (the others done are left)
 		}
 	}
-	if ev == evStop && ans.Indices == 0 && len(jobs) > 0 && stopped == len(jobs) {
-		ans.Already = store.StateStopped.String() // as of a job (trial BA: "no index to stop")
+	// As of a job (trial BA): held from its rerun where every index it
+	// stops was, and already at rest where all rest alike ("no index to
+	// stop" said neither).
+	ans.HeldFromRerun = ans.Indices > 0 && held == ans.Indices
+	for state, n := range rests {
+		if ans.Indices == 0 && n == len(jobs) && (state == store.StateDone || state == store.StateFailed || state == store.StateStopped) {
+			ans.Already = state.String()
+		}
 	}
 	if ans.Indices == 0 && refused != refuseNone && !all {
 		writeError(w, http.StatusConflict, refused.code(), msgRefused(verb, a.name, refused, invalid))

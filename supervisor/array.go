@@ -3,6 +3,7 @@ package supervisor
 import (
 	"container/heap"
 	"maps"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -512,6 +513,28 @@ func (a *array) setRecord(i int, r string) {
 func (a *array) doneRecord() string {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	return a.doneRecordLocked()
+}
+
+// doneSpan is the done record of the array, and the range of indices it
+// is made of: those that joined it (a grown array's new indices join
+// after its definition says the range; deps.spanned).
+func (a *array) doneSpan() (string, luaapi.Range) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	record := a.doneRecordLocked()
+	if record == "" {
+		return "", luaapi.Range{}
+	}
+	span := luaapi.Range{From: math.MaxInt, To: math.MinInt}
+	for i := range a.records {
+		span.From, span.To = min(span.From, i), max(span.To, i)
+	}
+	return record, span
+}
+
+// doneRecordLocked is doneRecord, a.mu held.
+func (a *array) doneRecordLocked() string {
 	if a.unrecorded > 0 || len(a.records) == 0 {
 		return ""
 	}

@@ -829,6 +829,47 @@ job "sum" { cmd = "true", cpus = 0, after = "sw" }`, go3, n))
 	}
 }
 
+// TestChainThroughArray: a job after an array and a job runs again after
+// the job's new definition, and so does the job after it, once each; an
+// array after an array leaves the jobs after it up to date (the review:
+// a record naming an array parent was read as an array's, its range
+// wrong, and the one after it never ran again, or waited for ever).
+func TestChainThroughArray(t *testing.T) {
+	t.Parallel()
+	d, dir := runDaemon(t, "", nil)
+	path := filepath.Join(dir, "jobs.lua")
+	files := func(e string) {
+		t.Helper()
+		testkit.PutFile(t, path, `job "b" { cmd = "true", cpus = 0, array = 2 }
+job "e" { cmd = "`+e+`", cpus = 0 }
+job "c" { cmd = "true", cpus = 0, after = { "b", "e" } }
+job "d" { cmd = "true", cpus = 0, after = "c" }
+job "a2" { cmd = "true", cpus = 0, array = 2 }
+job "b3" { cmd = "true", cpus = 0, array = 3, after = "a2" }
+job "c3" { cmd = "true", cpus = 0, after = "b3" }
+job "d3" { cmd = "true", cpus = 0, after = "c3" }`)
+		reload(t, d)
+	}
+	files("true")
+	waitJob(t, d, "d", "done", func(js JobStatus) bool { return js.State == "done" })
+	if js := waitJob(t, d, "d3", "done", func(js JobStatus) bool { return js.State == "done" }); js.RunsAgainAfter != "" {
+		t.Errorf("d3 after c3 after arrays: out of date after %q", js.RunsAgainAfter)
+	}
+	if js, _ := d.jobStatus("c3"); js.State != "done" || js.RunsAgainAfter != "" {
+		t.Errorf("c3 after b3, its range the one it followed: %s, out of date after %q", js.State, js.RunsAgainAfter)
+	}
+	files("/bin/true")
+	waitRuns(t, d, "c", 2)
+	waitRuns(t, d, "d", 2)
+	waitJob(t, d, "d", "done again", func(js JobStatus) bool { return js.State == "done" && js.RunsAgainAfter == "" })
+	for _, name := range []string{"c", "d", "c3", "d3"} {
+		want := map[string]int{"c": 2, "d": 2, "c3": 1, "d3": 1}[name]
+		if runs := runsOf(t, d, name); len(runs) != want {
+			t.Errorf("%s ran %d times, want %d", name, len(runs), want)
+		}
+	}
+}
+
 // TestArrayRetryAt: an array with indices in backoff says when the first
 // of them runs again, as a job in backoff does.
 func TestArrayRetryAt(t *testing.T) {

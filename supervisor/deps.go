@@ -3,7 +3,6 @@ package supervisor
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"fmt"
 	"maps"
 	"slices"
 	"strconv"
@@ -139,8 +138,11 @@ func (g *depGraph) post(name string, m jobMessage) {
 func (g *depGraph) record(name string) (record string, service, known bool) {
 	v, ok := g.view(name)
 	record = v.DoneFP
-	if g != nil && g.arrays[name] != nil && v.Def != nil && v.Def.Array != nil {
-		record = spanned(record, *v.Def.Array)
+	if g != nil && g.arrays[name] != nil {
+		// The indices it is made of, not the range its definition says:
+		// grown, it has the old ones alone until the new ones join (the
+		// review: a dependant ran again at once).
+		record = spanned(g.arrays[name].doneSpan())
 	}
 	return record, ok && v.Def != nil && v.Def.Restart == luaapi.RestartAlways, ok
 }
@@ -474,22 +476,27 @@ func markOf(fp string, parents map[string]string, what func(name, record string)
 	return b.String()
 }
 
+// An array's done record is its indices' (arrayRecord): the definition's
+// where they agree, the same however many there are. As a parent, it is
+// looked up with the range of indices it is made of, spanned
+// (RECORD#FROM-TO), and a dependant's record keeps that range beside the
+// record's digest (DIGEST@FROM-TO, parentDigest): an array whose new
+// indices ran to done ran something new (trial BA). A record holds no
+// "#" but spanned's, and a dependant's record no "@" but after a digest.
+
 // spanned is an array's done record with the range of indices it is made
-// of (record@FROM-TO), as a dependant's record keeps it (parentDigest):
-// an array whose new indices ran to done is a parent that ran something
-// new, though its record (the definition's, where its indices agree) is
-// the same (trial BA). "" stays "": not every index has run to done.
+// of; "" stays "": not every index has run to done.
 func spanned(record string, span luaapi.Range) string {
 	if record == "" {
 		return ""
 	}
-	return record + "@" + strconv.Itoa(span.From) + "-" + strconv.Itoa(span.To)
+	return record + "#" + strconv.Itoa(span.From) + "-" + strconv.Itoa(span.To)
 }
 
 // parentDigest is a parent's done record (an array's spanned) as a
 // dependant's record holds it: its digest, and an array's range.
 func parentDigest(r string) string {
-	base, span, ok := strings.Cut(r, "@") // a record holds no "@" but spanned's
+	base, span, ok := strings.Cut(r, "#")
 	if !ok {
 		return digest(r)
 	}
@@ -508,28 +515,30 @@ func parentMoved(was, r string) bool {
 	if r == "" {
 		return !spanKnown && was != ""
 	}
-	base, _, _ := strings.Cut(r, "@")
+	base, span, isArray := strings.Cut(r, "#")
 	if wasDigest != digest(base) {
 		return true
 	}
-	if _, span, ok := strings.Cut(r, "@"); ok && spanKnown {
-		var now luaapi.Range
-		if _, err := fmt.Sscanf(span, "%d-%d", &now.From, &now.To); err != nil {
-			return true
-		}
-		return grew(wasSpan, now)
+	if !isArray || !spanKnown {
+		return false
 	}
-	return false
+	now, ok := parseSpan(span)
+	return !ok || grew(wasSpan, now)
 }
 
 // grew reports whether range now has indices the range span (FROM-TO)
 // lacks; true where span cannot be read.
 func grew(span string, now luaapi.Range) bool {
-	var was luaapi.Range
-	if _, err := fmt.Sscanf(span, "%d-%d", &was.From, &was.To); err != nil {
-		return true
-	}
-	return now.From < was.From || now.To > was.To
+	was, ok := parseSpan(span)
+	return !ok || now.From < was.From || now.To > was.To
+}
+
+// parseSpan reads a range written FROM-TO.
+func parseSpan(s string) (luaapi.Range, bool) {
+	from, to, ok := strings.Cut(s, "-")
+	f, err1 := strconv.Atoi(from)
+	t, err2 := strconv.Atoi(to)
+	return luaapi.Range{From: f, To: t}, ok && err1 == nil && err2 == nil
 }
 
 // stillDone reports whether a job done as recorded is still done for
@@ -546,7 +555,7 @@ func stillDone(recorded, fp string, parents map[string]string) (bool, string) {
 		return false, recorded
 	}
 	return true, markOf(fp, parents, func(n, r string) string {
-		if was, ok := recordParent(recorded, n); ok && (r == "" || strings.Contains(was, "@") || !strings.Contains(r, "@")) {
+		if was, ok := recordParent(recorded, n); ok && (r == "" || strings.Contains(was, "@") || !strings.Contains(r, "#")) {
 			return was
 		}
 		// New to the record; or an array's, written before its range

@@ -343,16 +343,19 @@ func TestStatusAfterShown(t *testing.T) {
 }
 
 // TestParentMoved: what a dependant's record holds of a parent against
-// the parent's done record now. An array's record carries its range: new
-// indices run to done are something new, a range shrunk or grown with its
-// new indices still to run (no record) is not, nor is an array with no
-// record for a moment as its file goes or comes back (trial BA H1: its
-// dependant ran again, at times, each way); a record written before
-// ranges were kept reads as before, and takes the range once it is read
-// beside the array as it was (trial BA).
+// the parent's done record now. An array's record carries the range of
+// its indices: new indices run to done are something new, a range shrunk
+// or grown with its new indices still to run (no record) is not, nor is
+// an array with no record for a moment as its file goes or comes back
+// (trial BA H1: its dependant ran again, at times, each way); a record
+// written before ranges were kept reads as before, and takes the range
+// once it is read beside the array as it was (trial BA). A record that
+// names an array parent is no array's for it (the review).
 func TestParentMoved(t *testing.T) {
 	t.Parallel()
 	arr := func(from, to int) string { return spanned("X", luaapi.Range{From: from, To: to}) }
+	afterArr := func(x string) string { return doneMark("fpC", map[string]string{"b": arr(1, 2), "e": x}) }
+	idx := doneMark("fpB", map[string]string{"a": arr(1, 2)}) // an index of an array after an array
 	for _, tt := range []struct {
 		name   string
 		was, r string
@@ -362,12 +365,16 @@ func TestParentMoved(t *testing.T) {
 		{"a job, a new definition", parentDigest("p1"), "p2", true},
 		{"a job never done, run past", "", "", false},
 		{"a job never done, run past, done since", "", "p1", true},
+		{"a job after an array, the same", parentDigest(afterArr("e1")), afterArr("e1"), false},
+		{"a job after an array, after another parent's new definition", parentDigest(afterArr("e1")), afterArr("e2"), true},
 		{"an array, the same", parentDigest(arr(1, 2)), arr(1, 2), false},
 		{"an array, a new definition", parentDigest(arr(1, 2)), spanned("Y", luaapi.Range{From: 1, To: 2}), true},
 		{"an array shrunk", parentDigest(arr(1, 2)), arr(1, 1), false},
 		{"an array grown, its new indices done", parentDigest(arr(1, 2)), arr(1, 3), true},
 		{"an array grown below", parentDigest(arr(2, 3)), arr(1, 3), true},
 		{"an array grown, its new indices to run", parentDigest(arr(1, 2)), "", false},
+		{"an array after an array, the same", parentDigest(spanned(idx, luaapi.Range{From: 1, To: 3})), spanned(idx, luaapi.Range{From: 1, To: 3}), false},
+		{"an array after an array, grown", parentDigest(spanned(idx, luaapi.Range{From: 1, To: 3})), spanned(idx, luaapi.Range{From: 1, To: 4}), true},
 		{"an array, a record before ranges, the same", parentDigest("X"), arr(1, 3), false},
 		{"an array, a record before ranges, grown", parentDigest("X"), "", true},
 	} {
@@ -388,5 +395,9 @@ func TestParentMoved(t *testing.T) {
 		if ok, keep := stillDone(rec, "fp", map[string]string{"sw": now}); !ok || keep != rec {
 			t.Errorf("sw now %q: (%v, %q), want (true, %q)", now, ok, keep, rec)
 		}
+	}
+	// What renewing reads of the range a record followed.
+	if was, _ := recordParent(doneMark("fpD", map[string]string{"b": spanned(idx, luaapi.Range{From: 1, To: 3})}), "b"); !strings.HasSuffix(was, "@1-3") {
+		t.Errorf("the range of b a record holds: %q, want it to end @1-3", was)
 	}
 }

@@ -1615,13 +1615,15 @@ func (j *job) record() store.JobRecord {
 	}
 	state := j.life.recorded()
 	changed := j.life.since
-	if state != store.StateBackoff && !resting(state) && !j.waitingAt.IsZero() && j.waitingAt.Before(changed) {
+	onItsWay := state == store.StateWaiting || state == store.StateStarting || state == store.StateRunning
+	if onItsWay && !j.waitingAt.IsZero() && j.waitingAt.Before(changed) {
 		// A wait that began in the last daemon goes on: the next one
 		// takes it up from its start too, and the job keeps its place in
 		// line however often the daemon starts. So does the wait of a
 		// run the daemon's going away cuts short: a record first written
 		// as it runs (its definition edited while it waited, trial AZ)
 		// says when the wait for it began, as the wait's own record did.
+		// (Not a run being stopped to run again: it waits anew then.)
 		changed = j.waitingAt
 	}
 	rec := store.JobRecord{Name: j.name, State: state, Fingerprint: fp, DoneFingerprint: j.doneFP,

@@ -47,7 +47,9 @@ func TestWithOwner(t *testing.T) {
 
 // TestDaemonLinesAboutAJobNameItsOwner: no line of the daemon's names a job
 // as a key of its own ("job", name), where it would lack its owner; they go
-// through jobLog, jobLogger or withOwner (trial AY: 13 lines did).
+// through jobLog, jobLogger or withOwner (trial AY: 13 lines did). It reads
+// the calls of a logger's methods (and notRecorded) whose arguments hold
+// the literal "job"; logCaller and logRefused add the owner themselves.
 func TestDaemonLinesAboutAJobNameItsOwner(t *testing.T) {
 	t.Parallel()
 	files, err := filepath.Glob("*.go")

@@ -65,6 +65,8 @@ func openKept(stateDir string) (*keptFiles, error) {
 		if ph, isPath := strings.CutSuffix(e.Name(), pathSuffix); isPath && e.Type().IsRegular() {
 			if b, err := os.ReadFile(filepath.Join(k.dir, e.Name())); err == nil && keptPathHash(string(b)) == ph {
 				k.path[ph] = string(b)
+			} else {
+				_ = os.Remove(filepath.Join(k.dir, e.Name())) // a write the machine's going down cut short
 			}
 			continue
 		}

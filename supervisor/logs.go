@@ -99,14 +99,18 @@ func (d *Daemon) serveLogs(w http.ResponseWriter, r *http.Request) {
 		}
 		defer release()
 	}
+	var rec store.RunRecord
+	var next time.Time
+	if run != 0 {
+		var ok bool
+		if rec, next, ok = d.runOf(name, run); !ok {
+			writeError(w, http.StatusNotFound, CodeNoSuchRun, msgNoSuchRun(name, run))
+			return
+		}
+	}
 	if d.logsOf(name) != "journal" {
 		var only *runLines
 		if run != 0 {
-			rec, _, ok := d.runOf(name, run)
-			if !ok {
-				writeError(w, http.StatusNotFound, CodeNoSuchRun, msgNoSuchRun(name, run))
-				return
-			}
 			// A run begun since is not among the runs on record that
 			// tell its header from the job's lines (runStartsOf): the
 			// daemon's note of the header it wrote last does (trial AT:
@@ -132,15 +136,6 @@ func (d *Daemon) serveLogs(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set(HeaderOutputFrom, "journal")
 	// --quiet: journalctl's own notes ("-- No entries --") are not the
 	// job's output; the client says when there is none.
-	var rec store.RunRecord
-	var next time.Time
-	if run != 0 {
-		var ok bool
-		if rec, next, ok = d.runOf(name, run); !ok {
-			writeError(w, http.StatusNotFound, CodeNoSuchRun, msgNoSuchRun(name, run))
-			return
-		}
-	}
 	args := []string{"--no-pager", "--quiet", "--all", "-o", "short-iso"}
 	// The daemon's own children write through its stream, as its user:
 	// a line another user sends under the job's name is not the job's

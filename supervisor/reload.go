@@ -1794,7 +1794,7 @@ func (d *Daemon) remembered(name string, def *luaapi.Job, set *luaapi.Set) memor
 	if rec.State == store.StateInvalid {
 		m.invalidSince = rec.Changed
 	}
-	if rec.State != store.StateBackoff && !resting(rec.State) {
+	if rec.State == store.StateWaiting || rec.State == store.StateStarting || rec.State == store.StateRunning {
 		// Waiting, or on its way from a wait (job.record).
 		m.waited = rec.Changed
 		if runs, err := d.store.Runs(name, 1); err == nil && len(runs) == 1 && !runs[0].Start.Before(rec.Changed) {

@@ -143,9 +143,10 @@ func TestDaemonArrayClient(t *testing.T) {
 	if code != exitOK || !strings.HasPrefix(out, "no failed index in sweep") {
 		t.Errorf("berth restart sweep --failed, none failed: exit %d, %q, stderr %q", code, out, errOut)
 	}
-	// Every index is done: a stop has nothing to do, and says so.
+	// Every index is done: a stop has nothing to do, and says so, as of a
+	// job done.
 	out, _, code = d.cli("stop", "sweep")
-	if code != exitOK || strings.TrimSpace(out) != "sweep: no index to stop (berth show sweep lists its indices by state)" {
+	if code != exitOK || strings.TrimSpace(out) != "sweep: already done (berth status shows it)" {
 		t.Errorf("berth stop sweep: exit %d, %q", code, out)
 	}
 	d.stop()

@@ -325,8 +325,6 @@ func (c *cli) writeJSON(v any) int {
 	return exitOK
 }
 
-// sameRAM reports whether the daemon's memory (nil: unknown) is the
-// probe's.
 // sameCardMemory says whether the daemon's books give its cards the
 // memory for shares probed here (none known on either side is the same).
 func sameCardMemory(cards []supervisor.CardStatus, probed []int64) bool {
@@ -342,6 +340,8 @@ func sameCardMemory(cards []supervisor.CardStatus, probed []int64) bool {
 	return true
 }
 
+// sameRAM reports whether the daemon's memory (nil: unknown) is the
+// probe's.
 func sameRAM(daemon *int64, probed probes.Memory) bool {
 	if daemon == nil || !probed.Known {
 		return daemon == nil && !probed.Known

@@ -353,7 +353,7 @@ func cardsMemory(cards []supervisor.CardStatus) string {
 
 // msgCardBooks is what the books give card c for shares by memory, as
 // berth machine's line of it says: "16G for shares", "5G of 16G booked by
-// shares; 11G left for another", "16G" where a job holds it whole; ""
+// shares; 11G left for another", "16G, held whole"; ""
 // where its memory is unknown.
 func msgCardBooks(c supervisor.CardStatus) string {
 	if c.ShareOfBytes == nil {
@@ -362,7 +362,7 @@ func msgCardBooks(c supervisor.CardStatus) string {
 	total := accounting.FormatSize(*c.ShareOfBytes)
 	switch {
 	case c.Holder != "":
-		return total
+		return total + ", held whole"
 	case len(c.Shares) == 0:
 		return total + " for shares"
 	}

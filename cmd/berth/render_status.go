@@ -388,7 +388,7 @@ func foreignUse(cards []supervisor.CardStatus, width int) []textLine {
 func cardShares(cards []supervisor.CardStatus, width int) []textLine {
 	var out []textLine
 	for _, c := range cards {
-		partKept := c.KeptFor != "" && c.RoomBytes != nil && *c.RoomBytes > 0
+		partKept := c.KeptFor != "" && c.RoomBytes != nil && *c.RoomBytes > 0 && c.ShareOfBytes != nil
 		if len(c.Shares) > 0 || partKept {
 			out = append(out, wrapWords(msgCardShares(c), width, "  ", "    ", sgrDim)...)
 		}
