@@ -317,7 +317,7 @@ func (a *array) join(i int, j *job) {
 	st := j.life.state
 	a.states[i] = st
 	a.counts[st]++
-	a.setRecord(i, j.doneFP)
+	a.setRecord(i, j.arrayRecord())
 	if since := j.life.since; !since.IsZero() {
 		// Restored as the last daemon left it: the array came to its
 		// state when the last of its indices in that state did.
@@ -490,6 +490,18 @@ func (a *array) redefining() {
 	a.mu.Lock()
 	a.redefs++
 	a.mu.Unlock()
+}
+
+// arrayRecord is the done record index j gives its array: its own, where
+// it ran its definition to done; "" where it has yet to (trial BB: an
+// index brought back by a range grown, done under an older definition,
+// and those running a new one, made the array's record another, and its
+// dependants ran again before the array had run anything to done).
+func (j *job) arrayRecord() string {
+	if recordFP(j.doneFP) != j.defFP {
+		return ""
+	}
+	return j.doneFP
 }
 
 // setRecord notes index i's done record. The caller holds a.mu.

@@ -829,6 +829,48 @@ job "sum" { cmd = "true", cpus = 0, after = "sw" }`, go3, n))
 	}
 }
 
+// TestArrayGrownBackOverAnOlderDefinition: an index brought back by a
+// range grown, done under an older definition, runs the current one; the
+// array's dependant, done after the current one, stays done meanwhile,
+// and runs not again when the range shrinks back before that index ends
+// (trial BB: it went back to waiting, and ran again at each shrink).
+func TestArrayGrownBackOverAnOlderDefinition(t *testing.T) {
+	t.Parallel()
+	d, dir := runDaemon(t, "", nil)
+	path, go3 := filepath.Join(dir, "jobs.lua"), filepath.Join(t.TempDir(), "go3")
+	files := func(cmd string, n int) {
+		t.Helper()
+		testkit.PutFile(t, path, fmt.Sprintf(`job "sw" { cmd = { "sh", "-c", %q }, cpus = 0, array = %d }
+job "sum" { cmd = "true", cpus = 0, after = "sw" }`, cmd, n))
+		reload(t, d)
+	}
+	sized := func(n int) func(JobStatus) bool {
+		return func(js JobStatus) bool { return js.State == "done" && js.Array != nil && js.Array.Size == n }
+	}
+	files("true", 3)
+	waitJob(t, d, "sum", "done", func(js JobStatus) bool { return js.State == "done" })
+	files("true", 2)
+	waitJob(t, d, "sw", "done, shrunk", sized(2))
+	blocking := "test $BERTH_ARRAY_INDEX != 3 || while [ ! -e " + go3 + " ]; do sleep 0.05; done"
+	files(blocking, 2)
+	waitRuns(t, d, "sum", 2)
+	waitJob(t, d, "sum", "done after sw's new definition", func(js JobStatus) bool { return js.State == "done" && js.RunsAgainAfter == "" })
+	files(blocking, 3)
+	waitJob(t, d, "sw[3]", "running the new definition", func(js JobStatus) bool { return js.State == "running" })
+	if js := waitJob(t, d, "sum", "out of date after sw", func(js JobStatus) bool { return js.RunsAgainAfter != "" }); js.State != "done" || js.RunsAgainAfter != "sw" {
+		t.Errorf("sum while sw[3] runs the new definition: %s, after %q; want done, out of date after sw", js.State, js.RunsAgainAfter)
+	}
+	files(blocking, 2)
+	waitJob(t, d, "sw", "done, shrunk back", sized(2))
+	waitJob(t, d, "sum", "up to date", func(js JobStatus) bool { return js.RunsAgainAfter == "" })
+	if js, _ := d.jobStatus("sum"); js.State != "done" {
+		t.Errorf("sum once sw is back to the indices its run followed: %s", js.State)
+	}
+	if runs := runsOf(t, d, "sum"); len(runs) != 2 {
+		t.Errorf("sum ran %d times, want twice: at first, and after sw's new definition", len(runs))
+	}
+}
+
 // TestChainThroughArray: a job after an array and a job runs again after
 // the job's new definition, and so does the job after it, once each; an
 // array after an array leaves the jobs after it up to date (the review:

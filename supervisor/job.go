@@ -1710,7 +1710,7 @@ func (j *job) publish() {
 	shown := j.v.State
 	j.mu.Unlock()
 	if j.arr != nil {
-		j.arr.sync(j, shown, j.life.since, j.end, j.doneFP, j.inLine, j.ticket != nil, j.redefsTaken)
+		j.arr.sync(j, shown, j.life.since, j.end, j.arrayRecord(), j.inLine, j.ticket != nil, j.redefsTaken)
 		j.redefsTaken = 0
 	}
 	j.tellDependants(shown, redefining)
