@@ -710,9 +710,13 @@ func msgEditWithoutDir(job, file string, me supervisor.Me) string {
 
 // msgNotInYourDir refuses berth edit of a job declared outside the
 // caller's job directory: owner's (another person's, or "" for the
-// administrators'), the caller being me.
-func msgNotInYourDir(job, owner, me, file, dir string) string {
+// administrators'), the caller being me, an administrator where admin.
+func msgNotInYourDir(job, owner, me, file, dir string, admin bool) string {
 	switch {
+	case owner != "" && owner != me && admin:
+		// Trial BB: "only alice (or an administrator)" to an
+		// administrator, refused all the same.
+		return fmt.Sprintf("berth: %s is %s's job, declared in %s; berth edit edits your own job directory: edit that file as %s (sudoedit -u %s %s), which keeps it theirs, and the daemon reloads it", job, owner, file, owner, owner, quoteArg(file))
 	case owner != "" && owner != me:
 		// Trial AL: "edit that file where it is" to one who cannot open it.
 		return fmt.Sprintf("berth: %s is %s's job, declared in %s: only %s (or an administrator) can change it", job, owner, file, owner)

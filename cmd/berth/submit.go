@@ -193,7 +193,7 @@ func runEdit(c *cli, args []string) int {
 			return c.fail(err)
 		}
 		if filepath.Dir(d.Definition.File) != filepath.Clean(me.JobsDir) {
-			fmt.Fprintln(c.stderr, msgNotInYourDir(d.Status.Name, d.Status.Owner, me.Owner, d.Definition.File, me.JobsDir))
+			fmt.Fprintln(c.stderr, msgNotInYourDir(d.Status.Name, d.Status.Owner, me.Owner, d.Definition.File, me.JobsDir, me.Admin))
 			return exitFailed
 		}
 		name = filepath.Base(d.Definition.File)
