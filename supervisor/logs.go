@@ -137,17 +137,12 @@ func (d *Daemon) serveLogs(w http.ResponseWriter, r *http.Request) {
 	// --quiet: journalctl's own notes ("-- No entries --") are not the
 	// job's output; the client says when there is none.
 	args := []string{"--no-pager", "--quiet", "--all", "-o", "short-iso"}
-	// The daemon's own children write through its stream, as its user:
-	// a line another user sends under the job's name is not the job's
-	// (the review: anyone's logger -t NAME was shown as its output).
-	matches := [][]string{{"SYSLOG_IDENTIFIER=" + name, "_UID=" + strconv.Itoa(os.Geteuid())}}
-	if d.cfg.Units != nil {
-		if matches = d.journalMatches(name, owner); len(matches) == 0 {
-			// No match would be the whole journal: nothing of it is
-			// known to be the job's.
-			w.WriteHeader(http.StatusOK)
-			return
-		}
+	matches := d.journalMatches(name, owner, d.cfg.Units == nil)
+	if len(matches) == 0 {
+		// No match would be the whole journal: nothing of it is known
+		// to be the job's.
+		w.WriteHeader(http.StatusOK)
+		return
 	}
 	// A run is its entries (a unit's carry BERTH_RUN), or, for the
 	// daemon's own children, its time window.
@@ -260,11 +255,24 @@ func (d *Daemon) serveLogs(w http.ResponseWriter, r *http.Request) {
 // made as the user before were shown as having written nothing).
 //
 // Where that user is not known (the job removed, or its account gone),
-// its units' lines alone; nil where it has none on record.
-func (d *Daemon) journalMatches(name, owner string) [][]string {
+// its units' lines alone; nil where it has none on record. Where it is
+// root, its units' lines alone too: root's other programs log under names
+// an administrators' job may have (systemd, sudo: trial BC, PID 1's log
+// shown as a job's output).
+//
+// The daemon's own children (direct: --runner direct) have no unit: their lines
+// are those written under the job's name by the user it runs as (journald
+// takes the writer's, trial BC: the daemon's alone showed a person none of
+// their own), root's included, and the daemon's user's for a job removed;
+// and those of its units, run before a change of runner.
+func (d *Daemon) journalMatches(name, owner string, direct bool) [][]string {
 	ident := "SYSLOG_IDENTIFIER=" + name
 	var matches [][]string
-	if uid, known := d.runsAs(name, owner); known {
+	uid, known := d.runsAs(name, owner)
+	if !known && direct {
+		uid, known = strconv.Itoa(os.Geteuid()), true
+	}
+	if known && (direct || uid != "0") {
 		matches = append(matches, []string{ident, "_UID=" + uid})
 	}
 	runs, err := d.store.Runs(name, 100)

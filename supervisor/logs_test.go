@@ -303,8 +303,12 @@ func TestJournalWindow(t *testing.T) {
 // runs are units: the lines its units wrote, by name, and those its user
 // wrote under its name (a run gone before journald read its lines has no
 // unit), whoever's job it is (trial AW: the lines of any unit in berth's
-// slice were taken, a person's job's among them). Where that user is not
-// known, its units' alone; none where it has none on record.
+// slice were taken, a person's job's among them), but root (trial BC: a
+// job named systemd showed PID 1's log). Where that user is not known, its
+// units' alone; none where it has none on record. For the daemon's own
+// children (direct), those its user wrote, root's too, and the daemon's
+// user's where its user is not known (trial BC: the daemon's user alone
+// showed a person none of their job's lines).
 func TestJournalMatches(t *testing.T) {
 	t.Parallel()
 	d, dir := runDaemon(t, `job "plain" { cmd = "true", cpus = 0 }
@@ -327,20 +331,32 @@ job "as-ghost" { cmd = "true", cpus = 0, user = "berth-no-such-user" }`, nil)
 		}
 		return strings.Join(ms, " ")
 	}
+	me := strconv.Itoa(os.Geteuid())
+	byUID := func(name, uid string) string { return "[SYSLOG_IDENTIFIER=" + name + " _UID=" + uid + "]" }
+	list := func(ms ...string) string {
+		return "[" + strings.Join(slices.DeleteFunc(ms, func(m string) bool { return m == "" }), " ") + "]"
+	}
+	plainUnits := list(unitsOf("plain"))
+	if me != "0" {
+		plainUnits = list(byUID("plain", me), unitsOf("plain"))
+	}
 	tests := []struct {
-		name, owner string
-		want        string
+		name, owner   string
+		units, direct string
 	}{
-		{"plain", "", "[[SYSLOG_IDENTIFIER=plain _UID=" + strconv.Itoa(os.Geteuid()) + "] " + unitsOf("plain") + "]"},
-		{"as-nobody", "", "[[SYSLOG_IDENTIFIER=as-nobody _UID=" + nobody.Uid + "] " + unitsOf("as-nobody") + "]"},
-		{"as-ghost", "", "[]"},
-		{"removed", "", "[]"},
-		{"root/train", "root", "[[SYSLOG_IDENTIFIER=root/train _UID=0]]"},
-		{"berth-no-such-user/train", "berth-no-such-user", "[]"},
+		{"plain", "", plainUnits, list(byUID("plain", me), unitsOf("plain"))},
+		{"as-nobody", "", list(byUID("as-nobody", nobody.Uid), unitsOf("as-nobody")), list(byUID("as-nobody", nobody.Uid), unitsOf("as-nobody"))},
+		{"as-ghost", "", "[]", list(byUID("as-ghost", me))},
+		{"removed", "", "[]", list(byUID("removed", me))},
+		{"root/train", "root", "[]", list(byUID("root/train", "0"))},
+		{"berth-no-such-user/train", "berth-no-such-user", "[]", list(byUID("berth-no-such-user/train", me))},
 	}
 	for _, tt := range tests {
-		if got := fmt.Sprint(d.journalMatches(tt.name, tt.owner)); got != tt.want {
-			t.Errorf("%s: %s, want %s", tt.name, got, tt.want)
+		if got := fmt.Sprint(d.journalMatches(tt.name, tt.owner, false)); got != tt.units {
+			t.Errorf("%s, as units: %s, want %s", tt.name, got, tt.units)
+		}
+		if got := fmt.Sprint(d.journalMatches(tt.name, tt.owner, true)); got != tt.direct {
+			t.Errorf("%s, the daemon's children: %s, want %s", tt.name, got, tt.direct)
 		}
 	}
 	// Removed, its runs on record: their units' lines.
@@ -348,7 +364,7 @@ job "as-ghost" { cmd = "true", cpus = 0, user = "berth-no-such-user" }`, nil)
 	if _, err := d.Reload(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	if got, want := fmt.Sprint(d.journalMatches("plain", "")), "["+unitsOf("plain")+"]"; got != want {
+	if got, want := fmt.Sprint(d.journalMatches("plain", "", false)), list(unitsOf("plain")); got != want {
 		t.Errorf("plain, removed: %s, want %s", got, want)
 	}
 }

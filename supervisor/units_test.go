@@ -1261,7 +1261,7 @@ func TestUnitsLogsOfNoSuchRun(t *testing.T) {
 	d, _ := b.start()
 	<-d.loaded
 	waitJob(t, d, "ghost", "declared", func(JobStatus) bool { return true })
-	if m := d.journalMatches("ghost", ""); len(m) != 0 {
+	if m := d.journalMatches("ghost", "", false); len(m) != 0 {
 		t.Fatalf("the journal is asked %v for a job whose user is unknown and that never ran", m)
 	}
 	r := httptest.NewRequest("GET", "/v1/jobs/ghost/logs?run=999", nil)
