@@ -118,3 +118,20 @@ func TestOwnerNotRead(t *testing.T) {
 		t.Errorf("no one's files read: %q, want %q", got, want)
 	}
 }
+
+// TestConfigurationErrorNamesItsOwner: the line of a problem of a person's
+// file that names no job (a syntax error) carries its owner, as does the
+// line that says its errors are gone (trial BC: they had none).
+func TestConfigurationErrorNamesItsOwner(t *testing.T) {
+	t.Parallel()
+	var b strings.Builder
+	d := &Daemon{log: hclog.New(&hclog.LoggerOptions{Output: &b, Level: hclog.Info}), logged: map[loggedProblem]bool{},
+		people: map[string]*person{"alice": {name: "alice", dir: "/var/spool/berth/alice"}}}
+	d.logProblems([]Problem{{Code: "syntax", File: "/var/spool/berth/alice/k.lua", Line: 1, Text: "k.lua:1: syntax error"}})
+	d.logProblems(nil)
+	for _, want := range []string{"configuration error: file=/var/spool/berth/alice/k.lua line=1 owner=alice code=syntax", "a file's configuration errors are gone: file=/var/spool/berth/alice/k.lua owner=alice"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("no line %q in:\n%s", want, b.String())
+		}
+	}
+}

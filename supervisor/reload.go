@@ -818,6 +818,8 @@ func (d *Daemon) logProblems(problems []Problem) (logged map[string]bool) {
 		}
 		if p.Job != "" {
 			kv = append(kv, "job", p.Job)
+		} else if person := d.personOf(p.File); person != nil {
+			kv = append(kv, "owner", person.name) // trial BC: a syntax error's line had none
 		}
 		d.log.Error("configuration error", withOwner(append(kv, "code", p.Code, "error", p.Text))...)
 	}
@@ -828,7 +830,11 @@ func (d *Daemon) logProblems(problems []Problem) (logged map[string]bool) {
 		}
 	}
 	for _, file := range slices.Sorted(maps.Keys(fixed)) {
-		d.log.Info("a file's configuration errors are gone", "file", file)
+		kv := []any{"file", file}
+		if person := d.personOf(file); person != nil {
+			kv = append(kv, "owner", person.name)
+		}
+		d.log.Info("a file's configuration errors are gone", kv...)
 	}
 	d.logged = now
 	return logged

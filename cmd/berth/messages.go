@@ -363,6 +363,10 @@ func msgCardBooks(c supervisor.CardStatus) string {
 	switch {
 	case c.Holder != "":
 		return total + ", held whole"
+	case len(c.Shares) == 0 && c.KeptFor != "" && c.RoomBytes != nil:
+		// As berth status says it (trial BC: "16G for shares" of a card
+		// the head kept 12G of).
+		return msgPartKept(c)
 	case len(c.Shares) == 0:
 		return total + " for shares"
 	}
@@ -370,11 +374,15 @@ func msgCardBooks(c supervisor.CardStatus) string {
 	for _, sh := range c.Shares {
 		booked += sh.Bytes
 	}
-	s := accounting.FormatSize(booked) + " of " + total + " booked by shares"
-	if c.RoomBytes != nil {
-		s += "; " + accounting.FormatSize(*c.RoomBytes) + " left for another"
-	}
-	return s
+	return accounting.FormatSize(booked) + " of " + total + " booked by shares" + roomLeft(c)
+}
+
+// msgPartKept says what the head of the queue keeps for its share of a
+// card no one shares, and what is left: "12G kept for head, first in
+// line; 4G left for another".
+func msgPartKept(c supervisor.CardStatus) string {
+	return fmt.Sprintf("%s kept for %s, first in line; %s left for another",
+		accounting.FormatSize(*c.ShareOfBytes-*c.RoomBytes), c.KeptFor, accounting.FormatSize(*c.RoomBytes))
 }
 
 // msgYourQuota is a person's quota and what their jobs hold of it, for
@@ -1153,24 +1161,27 @@ func msgCardShares(c supervisor.CardStatus) string {
 	if len(c.Shares) == 0 && c.KeptFor != "" && c.RoomBytes != nil && c.ShareOfBytes != nil {
 		// Free, but for what the head keeps of it (trial AZ: "free",
 		// and nothing said).
-		return fmt.Sprintf("card %s: %s kept for %s, first in line; %s left for another",
-			c.Name, accounting.FormatSize(*c.ShareOfBytes-*c.RoomBytes), c.KeptFor, accounting.FormatSize(*c.RoomBytes))
+		return "card " + c.Name + ": " + msgPartKept(c)
 	}
 	parts := make([]string, len(c.Shares))
 	for i, sh := range c.Shares {
 		parts[i] = sh.Holder + " " + accounting.FormatSize(sh.Bytes)
 	}
-	s := fmt.Sprintf("card %s shared: %s", c.Name, strings.Join(parts, ", "))
+	return fmt.Sprintf("card %s shared: %s", c.Name, strings.Join(parts, ", ")) + roomLeft(c)
+}
+
+// roomLeft is what is left of shared card c for another share, and what
+// the head of the queue keeps of it: "; 4G left for another".
+func roomLeft(c supervisor.CardStatus) string {
 	switch {
 	case c.RoomBytes == nil:
+		return ""
 	case c.KeptFor != "" && *c.RoomBytes == 0:
-		s += "; what is left is kept for " + c.KeptFor + ", first in line"
+		return "; what is left is kept for " + c.KeptFor + ", first in line"
 	case c.KeptFor != "":
-		s += "; " + accounting.FormatSize(*c.RoomBytes) + " left for another, beside what is kept for " + c.KeptFor + ", first in line"
-	default:
-		s += "; " + accounting.FormatSize(*c.RoomBytes) + " left for another"
+		return "; " + accounting.FormatSize(*c.RoomBytes) + " left for another, beside what is kept for " + c.KeptFor + ", first in line"
 	}
-	return s
+	return "; " + accounting.FormatSize(*c.RoomBytes) + " left for another"
 }
 
 // msgOverShare says that a run holds more of its card than its share, ""

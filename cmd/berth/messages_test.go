@@ -108,6 +108,8 @@ func TestMessages(t *testing.T) {
 		msgCardBooks(supervisor.CardStatus{Name: "0", ShareOfBytes: ptr(int64(16 << 30))}),
 		msgCardBooks(supervisor.CardStatus{Name: "0", Holder: "train", ShareOfBytes: ptr(int64(16 << 30))}),
 		msgCardBooks(supervisor.CardStatus{Name: "0", Shares: []supervisor.CardShare{{Holder: "a", Bytes: 5 << 30}, {Holder: "b", Bytes: 2 << 30}}, ShareOfBytes: ptr(int64(16 << 30)), RoomBytes: ptr(int64(9 << 30))}),
+		msgCardBooks(supervisor.CardStatus{Name: "1", Shares: []supervisor.CardShare{{Holder: "s2", Bytes: 8 << 30}}, ShareOfBytes: ptr(int64(16 << 30)), RoomBytes: ptr(int64(0)), KeptFor: "head"}),
+		msgCardBooks(supervisor.CardStatus{Name: "1", ShareOfBytes: ptr(int64(16 << 30)), RoomBytes: ptr(int64(4 << 30)), KeptFor: "head"}),
 		msgRunOutdated(),
 		msgGaveUp(2),
 		msgGaveUp(0),
