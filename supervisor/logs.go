@@ -260,11 +260,11 @@ func (d *Daemon) serveLogs(w http.ResponseWriter, r *http.Request) {
 // an administrators' job may have (systemd, sudo: trial BC, PID 1's log
 // shown as a job's output).
 //
-// The daemon's own children (direct: --runner direct) have no unit: their lines
-// are those written under the job's name by the user it runs as (journald
-// takes the writer's, trial BC: the daemon's alone showed a person none of
-// their own), root's included, and the daemon's user's for a job removed;
-// and those of its units, run before a change of runner.
+// The daemon's own children (direct: --runner direct) have no unit:
+// their lines are those written under the job's name by the user it runs
+// as (journald takes the writer's, trial BC: the daemon's alone showed a
+// person none of their own), root's included, and the daemon's user's for
+// a job removed; and those of its units, run before a change of runner.
 func (d *Daemon) journalMatches(name, owner string, direct bool) [][]string {
 	ident := "SYSLOG_IDENTIFIER=" + name
 	var matches [][]string
