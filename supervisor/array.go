@@ -310,6 +310,7 @@ func holdsPlace(s store.State) bool {
 
 // join makes j index i of the array. The caller holds d.mu.
 func (a *array) join(i int, j *job) {
+	record := j.arrayRecord() // before a.mu: it looks at the parents
 	a.mu.Lock()
 	a.members[i] = j
 	// Counted as it starts (new, or as it was left), before it first
@@ -317,7 +318,7 @@ func (a *array) join(i int, j *job) {
 	st := j.life.state
 	a.states[i] = st
 	a.counts[st]++
-	a.setRecord(i, j.arrayRecord())
+	a.setRecord(i, record)
 	if since := j.life.since; !since.IsZero() {
 		// Restored as the last daemon left it: the array came to its
 		// state when the last of its indices in that state did.
@@ -497,8 +498,17 @@ func (a *array) redefining() {
 // index brought back by a range grown, done under an older definition,
 // and those running a new one, made the array's record another, and its
 // dependants ran again before the array had run anything to done).
+// Nor one whose parents ran something new to done since (the review: the
+// indices done again after a parent's new definition, beside those yet
+// to, made a record of their own, and the array's dependant waited).
 func (j *job) arrayRecord() string {
 	if recordFP(j.doneFP) != j.defFP {
+		return ""
+	}
+	if j.def == nil || len(j.def.After) == 0 {
+		return j.doneFP
+	}
+	if parents, known := j.parentRecords(); known && parentsMoved(j.doneFP, parents) {
 		return ""
 	}
 	return j.doneFP

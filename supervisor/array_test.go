@@ -871,6 +871,38 @@ job "sum" { cmd = "true", cpus = 0, after = "sw" }`, cmd, n))
 	}
 }
 
+// TestArrayAfterANewParentKeepsItsDependantDone: an array that runs
+// again after its parent's new definition leaves the job after it done,
+// out of date after it, while its indices run, and one of them failing
+// holds it done (the review: the indices done again beside those yet to
+// made a record of their own, and the job waited, for ever once one
+// failed).
+func TestArrayAfterANewParentKeepsItsDependantDone(t *testing.T) {
+	t.Parallel()
+	d, dir := runDaemon(t, "", nil)
+	path, fail := filepath.Join(dir, "jobs.lua"), filepath.Join(t.TempDir(), "fail")
+	files := func(prep string) {
+		t.Helper()
+		testkit.PutFile(t, path, `job "prep" { cmd = "`+prep+`", cpus = 0 }
+job "sw" { cmd = { "sh", "-c", "test $BERTH_ARRAY_INDEX != 2 || test ! -e `+fail+`" }, cpus = 0, array = 2, after = "prep" }
+job "sum" { cmd = "true", cpus = 0, after = "sw" }`)
+		reload(t, d)
+	}
+	files("true")
+	waitJob(t, d, "sum", "done", func(js JobStatus) bool { return js.State == "done" })
+	if err := writeFile(fail, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	files("/bin/true")
+	waitJob(t, d, "sw", "failed", func(js JobStatus) bool { return js.State == "failed" })
+	if js, _ := d.jobStatus("sum"); js.State != "done" || js.RunsAgainAfter != "sw" {
+		t.Errorf("sum while sw, after prep's new definition, failed: %s, out of date after %q; want done, after sw", js.State, js.RunsAgainAfter)
+	}
+	if runs := runsOf(t, d, "sum"); len(runs) != 1 {
+		t.Errorf("sum ran %d times, want once", len(runs))
+	}
+}
+
 // TestChainThroughArray: a job after an array and a job runs again after
 // the job's new definition, and so does the job after it, once each; an
 // array after an array leaves the jobs after it up to date (the review:

@@ -256,9 +256,10 @@ func (d *Daemon) serveLogs(w http.ResponseWriter, r *http.Request) {
 //
 // Where that user is not known (the job removed, or its account gone),
 // its units' lines alone; nil where it has none on record. Where it is
-// root, its units' lines alone too: root's other programs log under names
-// an administrators' job may have (systemd, sudo: trial BC, PID 1's log
-// shown as a job's output).
+// root, its units' lines alone too (by name, or by the BERTH_JOB they
+// carry, for runs before the last 100): root's other programs log under
+// names an administrators' job may have (systemd, sudo: trial BC, PID 1's
+// log shown as a job's output).
 //
 // The daemon's own children (direct: --runner direct) have no unit:
 // their lines are those written under the job's name by the user it runs
@@ -272,8 +273,13 @@ func (d *Daemon) journalMatches(name, owner string, direct bool) [][]string {
 	if !known && direct {
 		uid, known = strconv.Itoa(os.Geteuid()), true
 	}
-	if known && (direct || uid != "0") {
+	switch {
+	case known && (direct || uid != "0"):
 		matches = append(matches, []string{ident, "_UID=" + uid})
+	case known:
+		// Root's, of its units (LogExtraFields), however many ran: only
+		// root could write the field otherwise.
+		matches = append(matches, []string{ident, "_UID=0", "BERTH_JOB=" + name})
 	}
 	runs, err := d.store.Runs(name, 100)
 	if err != nil {

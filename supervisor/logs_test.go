@@ -336,7 +336,8 @@ job "as-ghost" { cmd = "true", cpus = 0, user = "berth-no-such-user" }`, nil)
 	list := func(ms ...string) string {
 		return "[" + strings.Join(slices.DeleteFunc(ms, func(m string) bool { return m == "" }), " ") + "]"
 	}
-	plainUnits := list(unitsOf("plain"))
+	rootJob := func(name string) string { return "[SYSLOG_IDENTIFIER=" + name + " _UID=0 BERTH_JOB=" + name + "]" }
+	plainUnits := list(rootJob("plain"), unitsOf("plain"))
 	if me != "0" {
 		plainUnits = list(byUID("plain", me), unitsOf("plain"))
 	}
@@ -348,7 +349,7 @@ job "as-ghost" { cmd = "true", cpus = 0, user = "berth-no-such-user" }`, nil)
 		{"as-nobody", "", list(byUID("as-nobody", nobody.Uid), unitsOf("as-nobody")), list(byUID("as-nobody", nobody.Uid), unitsOf("as-nobody"))},
 		{"as-ghost", "", "[]", list(byUID("as-ghost", me))},
 		{"removed", "", "[]", list(byUID("removed", me))},
-		{"root/train", "root", "[]", list(byUID("root/train", "0"))},
+		{"root/train", "root", list(rootJob("root/train")), list(byUID("root/train", "0"))},
 		{"berth-no-such-user/train", "berth-no-such-user", "[]", list(byUID("berth-no-such-user/train", me))},
 	}
 	for _, tt := range tests {
@@ -364,7 +365,7 @@ job "as-ghost" { cmd = "true", cpus = 0, user = "berth-no-such-user" }`, nil)
 	if _, err := d.Reload(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	if got, want := fmt.Sprint(d.journalMatches("plain", "", false)), list(unitsOf("plain")); got != want {
+	if got, want := fmt.Sprint(d.journalMatches("plain", "", false)), list(unitsOf("plain")); got != want { // no user known: its units' alone
 		t.Errorf("plain, removed: %s, want %s", got, want)
 	}
 }

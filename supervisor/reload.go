@@ -1936,11 +1936,11 @@ func (d *Daemon) storedDone(name string, def *luaapi.Job, set *luaapi.Set) strin
 // declares (array.doneRecord): "" unless every index of its range has one.
 func (d *Daemon) storedArrayRecord(def *luaapi.Job, set *luaapi.Set) string {
 	records := make([]string, 0, def.Array.Size())
-	fp := def.ProcessFingerprint()
+	fp, parents := def.ProcessFingerprint(), d.storedParents(def, set)
 	for i := def.Array.From; i <= def.Array.To; i++ {
 		done := d.storedDone(memberName(def.Name, i), def, set)
-		if done == "" || recordFP(done) != fp {
-			return "" // as array.doneRecord: not all run to done as declared
+		if done == "" || recordFP(done) != fp || parentsMoved(done, parents) {
+			return "" // as job.arrayRecord: not all run to done as declared, after their parents as they are
 		}
 		records = append(records, done)
 	}

@@ -363,7 +363,7 @@ func msgCardBooks(c supervisor.CardStatus) string {
 	switch {
 	case c.Holder != "":
 		return total + ", held whole"
-	case len(c.Shares) == 0 && c.KeptFor != "" && c.RoomBytes != nil:
+	case len(c.Shares) == 0 && c.KeptFor != "" && c.RoomBytes != nil && *c.RoomBytes > 0:
 		// As berth status says it (trial BC: "16G for shares" of a card
 		// the head kept 12G of).
 		return msgPartKept(c)

@@ -17,16 +17,8 @@ import (
 // printed before.
 func renderHolders(w io.Writer, m supervisor.MachineStatus, o renderOptions) {
 	keys := []string{"cores", "memory"}
-	for i, c := range m.Cards {
-		// By its name where that is a number ("2" under
-		// CUDA_VISIBLE_DEVICES=2,3), as berth status and the jobs'
-		// CUDA_VISIBLE_DEVICES name it (trial BC: "card 0" there was
-		// "card 2" in berth status); else by its place.
-		if _, err := strconv.Atoi(c.Name); err == nil {
-			keys = append(keys, "card "+c.Name)
-		} else {
-			keys = append(keys, "card "+strconv.Itoa(i))
-		}
+	for i := range m.Cards {
+		keys = append(keys, "card "+strconv.Itoa(i))
 	}
 	keyWidth, holderWidth := 0, 0
 	for _, k := range keys {
@@ -66,7 +58,7 @@ func renderHolders(w io.Writer, m supervisor.MachineStatus, o renderOptions) {
 		}
 		// A card the daemon names otherwise than by its index (a UUID, a MIG
 		// instance, "2" under CUDA_VISIBLE_DEVICES=2,3) says its name too.
-		if keys[2+i] != "card "+c.Name {
+		if c.Name != strconv.Itoa(i) {
 			pad := holderWidth - runeLen(holder.text) + 2
 			if booksWidth > 0 {
 				pad = booksWidth - runeLen(books) + 2

@@ -806,14 +806,6 @@ func TestRenderHolders(t *testing.T) {
 	}}, renderOptions{width: 80, now: renderNow})
 	testkit.Golden(t, "testdata/render/holders-uuids.golden", b.Bytes())
 
-	// Cards named by number (CUDA_VISIBLE_DEVICES=2,3) go by their names,
-	// as berth status says them (trial BC).
-	b.Reset()
-	renderHolders(&b, supervisor.MachineStatus{CPUs: 6, CPUsFree: 5, Cards: []supervisor.CardStatus{{Name: "2", Holder: "train"}, {Name: "3"}}}, renderOptions{width: 80, now: renderNow})
-	if got := b.String(); !strings.Contains(got, "\n  card 2  train\n") || !strings.Contains(got, "\n  card 3  free\n") {
-		t.Errorf("cards 2 and 3:\n%s", got)
-	}
-
 	b.Reset()
 	renderHolders(&b, peopleBox().Machine, renderOptions{width: 80, now: renderNow})
 	testkit.Golden(t, "testdata/render/holders-people.golden", b.Bytes())
