@@ -782,6 +782,11 @@ job "agg" { cmd = "true", cpus = 0, after = "kid" }`
 	}
 }
 
+// arrayDoneOf says an array is done with n indices in its range.
+func arrayDoneOf(n int) func(JobStatus) bool {
+	return func(js JobStatus) bool { return js.State == "done" && js.Array != nil && js.Array.Size == n }
+}
+
 // TestArrayGrownKeepsItsDependantDone: a job after an array that grows
 // stays done, out of date after it, until its new indices have run to
 // done, and then runs again, once; grown and shrunk back before they
@@ -797,9 +802,6 @@ func TestArrayGrownKeepsItsDependantDone(t *testing.T) {
 job "sum" { cmd = "true", cpus = 0, after = "sw" }`, go3, n))
 		reload(t, d)
 	}
-	sized := func(n int) func(JobStatus) bool {
-		return func(js JobStatus) bool { return js.State == "done" && js.Array != nil && js.Array.Size == n }
-	}
 	files(2)
 	waitJob(t, d, "sum", "done", func(js JobStatus) bool { return js.State == "done" })
 	files(3)
@@ -808,12 +810,12 @@ job "sum" { cmd = "true", cpus = 0, after = "sw" }`, go3, n))
 		t.Errorf("sum while sw's new index runs: %s, after %q; want done, out of date after sw", js.State, js.RunsAgainAfter)
 	}
 	files(2)
-	waitJob(t, d, "sw", "done, shrunk back", sized(2))
+	waitJob(t, d, "sw", "done, shrunk back", arrayDoneOf(2))
 	if js := waitJob(t, d, "sum", "up to date", func(js JobStatus) bool { return js.RunsAgainAfter == "" }); js.State != "done" {
 		t.Errorf("sum once sw is back to the indices its run followed: %s", js.State)
 	}
 	files(1)
-	waitJob(t, d, "sw", "done, shrunk", sized(1))
+	waitJob(t, d, "sw", "done, shrunk", arrayDoneOf(1))
 	if js, _ := d.jobStatus("sum"); js.State != "done" || js.RunsAgainAfter != "" {
 		t.Errorf("sum after sw shrank: %s, after %q; want done, up to date", js.State, js.RunsAgainAfter)
 	}
@@ -821,7 +823,7 @@ job "sum" { cmd = "true", cpus = 0, after = "sw" }`, go3, n))
 	if err := writeFile(go3, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	waitJob(t, d, "sw", "done, grown", sized(3))
+	waitJob(t, d, "sw", "done, grown", arrayDoneOf(3))
 	waitRuns(t, d, "sum", 2)
 	waitJob(t, d, "sum", "done again", func(js JobStatus) bool { return js.State == "done" && js.RunsAgainAfter == "" })
 	if runs := runsOf(t, d, "sum"); len(runs) != 2 {
@@ -844,13 +846,10 @@ func TestArrayGrownBackOverAnOlderDefinition(t *testing.T) {
 job "sum" { cmd = "true", cpus = 0, after = "sw" }`, cmd, n))
 		reload(t, d)
 	}
-	sized := func(n int) func(JobStatus) bool {
-		return func(js JobStatus) bool { return js.State == "done" && js.Array != nil && js.Array.Size == n }
-	}
 	files("true", 3)
 	waitJob(t, d, "sum", "done", func(js JobStatus) bool { return js.State == "done" })
 	files("true", 2)
-	waitJob(t, d, "sw", "done, shrunk", sized(2))
+	waitJob(t, d, "sw", "done, shrunk", arrayDoneOf(2))
 	blocking := "test $BERTH_ARRAY_INDEX != 3 || while [ ! -e " + go3 + " ]; do sleep 0.05; done"
 	files(blocking, 2)
 	waitRuns(t, d, "sum", 2)
@@ -861,7 +860,7 @@ job "sum" { cmd = "true", cpus = 0, after = "sw" }`, cmd, n))
 		t.Errorf("sum while sw[3] runs the new definition: %s, after %q; want done, out of date after sw", js.State, js.RunsAgainAfter)
 	}
 	files(blocking, 2)
-	waitJob(t, d, "sw", "done, shrunk back", sized(2))
+	waitJob(t, d, "sw", "done, shrunk back", arrayDoneOf(2))
 	waitJob(t, d, "sum", "up to date", func(js JobStatus) bool { return js.RunsAgainAfter == "" })
 	if js, _ := d.jobStatus("sum"); js.State != "done" {
 		t.Errorf("sum once sw is back to the indices its run followed: %s", js.State)
