@@ -3,7 +3,6 @@ package supervisor
 import (
 	"container/heap"
 	"maps"
-	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -64,6 +63,7 @@ type array struct {
 	records     map[int]string
 	unrecorded  int
 	record      string
+	span        luaapi.Range // the indices record is made of (doneSpan)
 	recordFresh bool
 	since       time.Time
 	// last is how the index that last came to rest failed, and the one
@@ -548,11 +548,7 @@ func (a *array) doneSpan() (string, luaapi.Range) {
 	if record == "" {
 		return "", luaapi.Range{}
 	}
-	span := luaapi.Range{From: math.MaxInt, To: math.MinInt}
-	for i := range a.records {
-		span.From, span.To = min(span.From, i), max(span.To, i)
-	}
-	return record, span
+	return record, a.span
 }
 
 // doneRecordLocked is doneRecord, a.mu held.
@@ -561,11 +557,15 @@ func (a *array) doneRecordLocked() string {
 		return ""
 	}
 	if !a.recordFresh {
-		records := make([]string, 0, len(a.records))
-		for _, i := range slices.Sorted(maps.Keys(a.records)) {
+		// Made again only once an index's has changed: a dependant's
+		// every publish looks at it.
+		indices := slices.Sorted(maps.Keys(a.records))
+		records := make([]string, 0, len(indices))
+		for _, i := range indices {
 			records = append(records, a.records[i])
 		}
 		a.record, a.recordFresh = arrayRecord(records), true
+		a.span = luaapi.Range{From: indices[0], To: indices[len(indices)-1]}
 	}
 	return a.record
 }
